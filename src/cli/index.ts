@@ -1,0 +1,75 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from '../config.js';
+import { DomainError } from '../domain/errors.js';
+import { createLogger } from '../logger.js';
+import { openDatabaseRuntime, type DatabaseRuntime } from '../runtime.js';
+import { AppService } from '../services/apps.js';
+import { credentialCommands } from './credentials.js';
+
+/**
+ * pushd CLI. Every command prints one JSON document on stdout; logs go to stderr.
+ *   migrate
+ *   app create --bundle-id ID [--name N]
+ *   app list
+ *   app set-apns --app ID --key-file AuthKey.p8 --key-id K --team-id T [--topic X]
+ *   app set-fcm --app ID --service-account sa.json
+ *   key create --app ID --role read|write|sdk
+ *   key revoke --key KEY
+ */
+export type Command = (args: Record<string, string | undefined>, db: DatabaseRuntime) => Promise<unknown>;
+
+const commands: Record<string, Command> = {
+  migrate: async () => ({ migrated: true }),
+  'app create': async (a, rt) => new AppService(rt.handle.db).createApp(required(a, 'bundle-id'), a.name),
+  'app list': async (_a, rt) => ({ apps: await new AppService(rt.handle.db).listApps() }),
+  'key create': async (a, rt) => new AppService(rt.handle.db).createKey(required(a, 'app'), required(a, 'role')),
+  'key revoke': async (a, rt) => {
+    await new AppService(rt.handle.db).revokeKey(required(a, 'key'));
+    return { revoked: true };
+  },
+  ...credentialCommands,
+};
+
+class UsageError extends Error {}
+
+function required(args: Record<string, string | undefined>, name: string): string {
+  const v = args[name];
+  if (!v) throw new UsageError(`--${name} is required`);
+  return v;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: Object.fromEntries(
+      ['bundle-id', 'name', 'app', 'role', 'key', 'key-file', 'key-id', 'team-id', 'topic', 'service-account'].map((o) => [o, { type: 'string' as const }]),
+    ),
+  });
+  const name = positionals.join(' ');
+  const command = commands[name];
+  if (!command) {
+    process.stderr.write(`unknown command "${name}". Commands: ${Object.keys(commands).join(', ')}\n`);
+    return 2;
+  }
+  const config = loadConfig();
+  // Logs go to stderr at warn: stdout carries exactly one JSON document.
+  const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);
+  const runtime = await openDatabaseRuntime(config, log);
+  try {
+    const result = await command(values, runtime);
+    process.stdout.write(JSON.stringify(result) + '\n');
+    return 0;
+  } finally {
+    await runtime.close();
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (err) => {
+    const expected = err instanceof UsageError || err instanceof DomainError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
+    process.stderr.write(`error: ${(err as Error).message}\n`);
+    process.exit(expected ? 2 : 1);
+  },
+);

@@ -1,0 +1,46 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/** Every setting the server reads, parsed once at start-up. A bad value stops start-up naming the variable. */
+const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  DATABASE_URL: z.string().url().optional(),
+  EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
+  REDIS_URL: z.string().url().optional(),
+  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('pushd'),
+  ROLE: z.enum(['all', 'api', 'worker']).default('all'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
+  APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
+  FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),
+  GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
+  GEOIP_DB_PATH: z.string().optional(),
+  DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+  DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(1000),
+  SWEEP_AFTER_SECONDS: z.coerce.number().int().min(1).default(30),
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
+});
+
+export type Config = z.infer<typeof envSchema> & { dataDir: string };
+
+export class ConfigError extends Error {}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty strings mean "unset": docker-compose and shells often pass VAR= for optional settings.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid configuration: ${problems}`);
+  }
+  return { ...parsed.data, dataDir: path.resolve(parsed.data.DATA_DIR) };
+}
+
+/** The config as it may be logged: credentials inside URLs are masked. */
+export function redactedConfig(config: Config): Record<string, unknown> {
+  const mask = (url?: string) => (url ? url.replace(/\/\/([^:/@]*):([^@]*)@/, '//$1:***@') : url);
+  return { ...config, DATABASE_URL: mask(config.DATABASE_URL), REDIS_URL: mask(config.REDIS_URL) };
+}

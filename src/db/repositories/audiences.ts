@@ -1,0 +1,53 @@
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../database.js';
+import type { Audience } from '../schema.js';
+import type { Filter } from '../../domain/filters.js';
+import { ALL_DEVICES_SPEC_KEY } from '../../domain/audience-spec.js';
+
+const generatedName = () => `api_audience_${randomBytes(9).toString('base64url')}`;
+
+export class AudiencesRepository {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Returns the app's audience for this canonical spec, creating it if needed. One statement against a
+   * unique index, so concurrent identical requests converge on one row.
+   */
+  async upsertFilters(db: Db, appId: string, key: string, canonical: Filter[]): Promise<Audience> {
+    return this.upsert(db, appId, key, 'filters', canonical, generatedName());
+  }
+
+  /** The app's built-in all-devices audience: one per app, stable id. */
+  async upsertAllDevices(db: Db, appId: string): Promise<Audience> {
+    return this.upsert(db, appId, ALL_DEVICES_SPEC_KEY, 'all', null, 'All devices');
+  }
+
+  private async upsert(db: Db, appId: string, key: string, kind: 'all' | 'filters', filters: Filter[] | null, name: string) {
+    return db
+      .insertInto('audiences')
+      .values({ app_id: appId, spec_key: key, kind, filters: filters === null ? null : JSON.stringify(filters), name })
+      // a no-op update so RETURNING yields the existing row
+      .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  async findForApp(appId: string, id: string, db: Db = this.db): Promise<Audience | undefined> {
+    if (!isUuid(id)) return undefined;
+    return db.selectFrom('audiences').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
+  }
+
+  async listForApp(appId: string, limit: number, offset: number): Promise<Audience[]> {
+    return this.db
+      .selectFrom('audiences')
+      .selectAll()
+      .where('app_id', '=', appId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+  }
+}
+
+export const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);

@@ -1,0 +1,74 @@
+import { sql } from 'kysely';
+import type { Db } from '../database.js';
+import type { Notification } from '../schema.js';
+import { isUuid } from './audiences.js';
+
+export interface NewNotification {
+  appId: string;
+  audienceId: string;
+  request: Record<string, unknown>;
+  payload: Record<string, unknown>;
+  collapseKey: string | null;
+}
+
+export class NotificationsRepository {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Inserts a notification. With a collapse_key an earlier notification of the app with that key is the
+   * same notification: it is updated in place (payload included), rescheduled, and its generation bumped.
+   */
+  async insertOrCollapse(db: Db, n: NewNotification): Promise<Notification> {
+    const values = {
+      app_id: n.appId,
+      audience_id: n.audienceId,
+      request: JSON.stringify(n.request),
+      payload: JSON.stringify(n.payload),
+      collapse_key: n.collapseKey,
+    };
+    if (n.collapseKey === null) {
+      return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();
+    }
+    return db
+      .insertInto('notifications')
+      .values(values)
+      .onConflict((oc) =>
+        oc
+          .columns(['app_id', 'collapse_key'])
+          .where('collapse_key', 'is not', null)
+          .doUpdateSet((eb) => ({
+            audience_id: eb.ref('excluded.audience_id'),
+            request: eb.ref('excluded.request'),
+            payload: eb.ref('excluded.payload'),
+            state: 'scheduled',
+            generation: sql<number>`notifications.generation + 1`,
+            failure_reason: null,
+            finished_at: null,
+            updated_at: sql<Date>`now()`,
+          })),
+      )
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  async findForApp(appId: string, id: string): Promise<Notification | undefined> {
+    if (!isUuid(id)) return undefined;
+    return this.db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
+  }
+
+  async findById(id: string, db: Db = this.db): Promise<Notification | undefined> {
+    return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /** Notifications still `scheduled` longer than `olderThanSeconds`: their enqueue may have been lost. */
+  async findStaleScheduled(olderThanSeconds: number, limit: number): Promise<Pick<Notification, 'id' | 'generation'>[]> {
+    return this.db
+      .selectFrom('notifications')
+      .select(['id', 'generation'])
+      .where('state', '=', 'scheduled')
+      .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
+      .orderBy('updated_at')
+      .limit(limit)
+      .execute();
+  }
+}

@@ -1,0 +1,134 @@
+import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Json<T = unknown> = ColumnType<T, string | T, string | T>;
+
+export type KeyRole = 'read' | 'write' | 'sdk';
+export type Platform = 'ios' | 'android';
+export type NotificationState = 'scheduled' | 'sending' | 'sent' | 'failed';
+export type AttributeType = 'string' | 'integer' | 'float' | 'date' | 'boolean';
+
+export interface AppsTable {
+  id: Generated<string>;
+  bundle_id: string;
+  name: string;
+  apns_credentials: Json<Record<string, unknown> | null> | null;
+  fcm_credentials: Json<Record<string, unknown> | null> | null;
+  created_at: Generated<Date>;
+}
+
+export interface ApiKeysTable {
+  id: Generated<string>;
+  app_id: string;
+  role: KeyRole;
+  key_hash: Buffer;
+  key_hint: string;
+  created_at: Generated<Date>;
+  revoked_at: Date | null;
+}
+
+export interface DevicesTable {
+  id: Generated<string>;
+  app_id: string;
+  platform: Platform;
+  token: string | null;
+  development: Generated<boolean>;
+  locale: string | null;
+  time_zone: string | null;
+  os_name: string | null;
+  os_version: string | null;
+  app_version: string | null;
+  sdk_version: string | null;
+  marketing_name: string | null;
+  badge: number | null;
+  user_id: string | null;
+  user_email: string | null;
+  tags: Generated<string[]>;
+  country: string | null;
+  notifications_allowed: 'Enabled' | 'Disabled' | 'Unknown' | null;
+  sdk_latitude: number | null;
+  sdk_longitude: number | null;
+  ip_address: string | null;
+  ip_latitude: number | null;
+  ip_longitude: number | null;
+  created_at: Generated<Date>;
+  registered_at: Generated<Date>;
+  erased_at: Date | null;
+  token_invalidated_at: Date | null;
+  token_invalid_reason: string | null;
+}
+
+export interface DeviceAttributesTable {
+  device_id: string;
+  app_id: string;
+  name: string;
+  type: AttributeType;
+  position: Generated<number>;
+  is_array: Generated<boolean>;
+  str_value: string | null;
+  num_value: number | null;
+  date_value: Date | null;
+  bool_value: boolean | null;
+}
+
+export interface DeviceEventsTable {
+  device_id: string;
+  app_id: string;
+  source: Generated<string>;
+  name: string;
+  count: number;
+  first_happened_at: Timestamp;
+  last_happened_at: Timestamp;
+}
+
+export interface AudiencesTable {
+  id: Generated<string>;
+  app_id: string;
+  name: string;
+  kind: 'all' | 'filters';
+  filters: Json<unknown[] | null> | null;
+  spec_key: string;
+  test: Generated<boolean>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+type Counter = ColumnType<number, number | undefined, number>;
+
+export interface NotificationsTable {
+  id: Generated<string>;
+  app_id: string;
+  audience_id: string;
+  request: Json<Record<string, unknown>>;
+  payload: Json<Record<string, unknown>>;
+  collapse_key: string | null;
+  state: Generated<NotificationState>;
+  generation: Generated<number>;
+  devices_targeted: Counter;
+  pushes_succeeded: Counter;
+  pushes_failed: Counter;
+  tokens_invalidated: Counter;
+  failure_reason: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+  published_at: Date | null;
+  finished_at: Date | null;
+}
+
+export interface Database {
+  apps: AppsTable;
+  api_keys: ApiKeysTable;
+  devices: DevicesTable;
+  device_attributes: DeviceAttributesTable;
+  device_events: DeviceEventsTable;
+  audiences: AudiencesTable;
+  notifications: NotificationsTable;
+}
+
+export type App = Selectable<AppsTable>;
+export type ApiKey = Selectable<ApiKeysTable>;
+export type Device = Selectable<DevicesTable>;
+export type NewDevice = Insertable<DevicesTable>;
+export type DeviceUpdate = Updateable<DevicesTable>;
+export type Audience = Selectable<AudiencesTable>;
+export type Notification = Selectable<NotificationsTable>;

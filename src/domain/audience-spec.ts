@@ -1,0 +1,51 @@
+import { createHash } from 'node:crypto';
+import { isPlainObject, type Criterion, type Filter } from './filters.js';
+
+/**
+ * The canonical form of an on-the-fly audience: two specs that select the same devices by construction
+ * (key order, filter order, criteria order, duplicates, not_filter:false vs absent, unit aliases) are equal.
+ */
+const UNIT_ALIASES: Record<string, string> = { inch: 'in', yards: 'yd', feet: 'ft', kilometers: 'km', miles: 'mi', meters: 'm' };
+
+export function canonicalFilters(filters: Filter[]): Filter[] {
+  const canonical = filters.map((f) => {
+    const criteria = uniqueSorted(f.criteria.map(canonicalCriterion));
+    const out: Filter = { name: f.name, criteria };
+    if (f.not_filter === true) out.not_filter = true;
+    return out;
+  });
+  return uniqueSorted(canonical);
+}
+
+/** A short stable key of the canonical form; stored under a unique index so equal specs share one row. */
+export function specKey(filters: Filter[]): string {
+  return createHash('sha256').update(stableStringify(canonicalFilters(filters))).digest('hex');
+}
+
+export const ALL_DEVICES_SPEC_KEY = '*';
+
+function canonicalCriterion(c: Criterion): Criterion {
+  if (isPlainObject(c) && 'unit' in c && typeof c.unit === 'string') {
+    return { ...c, unit: UNIT_ALIASES[c.unit] ?? c.unit } as Criterion;
+  }
+  return c;
+}
+
+function uniqueSorted<T>(items: T[]): T[] {
+  const byKey = new Map(items.map((i) => [stableStringify(i), i] as const));
+  return [...byKey.keys()].sort().map((k) => byKey.get(k)!);
+}
+
+/** JSON with object keys sorted at every depth. */
+export function stableStringify(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableStringify).join(',')}]`;
+  if (isPlainObject(value)) {
+    const entries = Object.keys(value)
+      .sort()
+      .filter((k) => value[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${stableStringify(value[k])}`);
+    return `{${entries.join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+

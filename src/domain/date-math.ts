@@ -1,0 +1,130 @@
+/**
+ * Date math as the contract defines it: `now` or `<date>||`, then any number of `+N<unit>` / `-N<unit>`,
+ * then an optional `/<unit>` that rounds down. Units: y M w d h H m s. All arithmetic is UTC, milliseconds.
+ */
+export type DateUnit = 'y' | 'M' | 'w' | 'd' | 'h' | 'm' | 's';
+
+export interface DateMath {
+  anchor: 'now' | Date;
+  steps: { sign: 1 | -1; amount: number; unit: DateUnit }[];
+  roundTo?: DateUnit;
+}
+
+const UNIT_PATTERN = '[yMwdhHms]';
+const STEP = new RegExp(`^([+-])(\\d+)(${UNIT_PATTERN})`);
+const ROUND = new RegExp(`^/(${UNIT_PATTERN})$`);
+// ISO 8601 calendar date with optional time, fraction and zone; no zone means UTC.
+const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+
+const normaliseUnit = (u: string): DateUnit => (u === 'H' ? 'h' : (u as DateUnit));
+
+/** Parses an ISO 8601 date or date-time; null when it is not one (or names an impossible day). */
+export function parseIsoDate(text: string): Date | null {
+  const m = ISO_DATE.exec(text);
+  if (!m) return null;
+  const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
+  const ms = frac ? Math.floor(Number(`0${frac}`) * 1000) : 0;
+  const utc = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), ms);
+  const check = new Date(utc);
+  if (check.getUTCDate() !== Number(d) || check.getUTCMonth() !== Number(mo) - 1 || Number(h) > 23 || Number(mi) > 59 || Number(s) > 59) {
+    return null;
+  }
+  let offsetMin = 0;
+  if (zone !== 'Z') {
+    const z = zone.replace(':', '');
+    offsetMin = (z[0] === '-' ? -1 : 1) * (Number(z.slice(1, 3)) * 60 + Number(z.slice(3, 5)));
+  }
+  return new Date(utc - offsetMin * 60_000);
+}
+
+/** Parses date math; returns null with no exception for anything outside the grammar. */
+export function parseDateMath(text: string): DateMath | null {
+  let rest: string;
+  let anchor: DateMath['anchor'];
+  if (text.startsWith('now')) {
+    anchor = 'now';
+    rest = text.slice(3);
+  } else {
+    const bar = text.indexOf('||');
+    if (bar < 0) return null;
+    const date = parseIsoDate(text.slice(0, bar));
+    if (!date) return null;
+    anchor = date;
+    rest = text.slice(bar + 2);
+  }
+  const steps: DateMath['steps'] = [];
+  for (let m = STEP.exec(rest); m; m = STEP.exec(rest)) {
+    const amount = Number(m[2]);
+    if (!Number.isSafeInteger(amount)) return null;
+    steps.push({ sign: m[1] === '-' ? -1 : 1, amount, unit: normaliseUnit(m[3]!) });
+    rest = rest.slice(m[0].length);
+  }
+  let roundTo: DateUnit | undefined;
+  if (rest !== '') {
+    const r = ROUND.exec(rest);
+    if (!r) return null;
+    roundTo = normaliseUnit(r[1]!);
+  }
+  return { anchor, steps, roundTo };
+}
+
+/** A range bound as accepted by filters: an ISO date or a date-math expression. */
+export function isDateValue(text: string): boolean {
+  return parseIsoDate(text) !== null || parseDateMath(text) !== null;
+}
+
+/** Resolves an ISO date or date-math string to an instant, `now` being the given time. */
+export function resolveDate(text: string, now: Date): Date {
+  const iso = parseIsoDate(text);
+  if (iso) return iso;
+  const expr = parseDateMath(text);
+  if (!expr) throw new Error(`not a date or date-math expression: ${text}`);
+  return evaluateDateMath(expr, now);
+}
+
+export function evaluateDateMath(expr: DateMath, now: Date): Date {
+  let t = new Date((expr.anchor === 'now' ? now : expr.anchor).getTime());
+  for (const step of expr.steps) t = addUnit(t, step.sign * step.amount, step.unit);
+  return expr.roundTo ? roundDown(t, expr.roundTo) : t;
+}
+
+const FIXED_MS: Partial<Record<DateUnit, number>> = { w: 604_800_000, d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 };
+
+function addUnit(t: Date, amount: number, unit: DateUnit): Date {
+  const fixed = FIXED_MS[unit];
+  if (fixed !== undefined) return new Date(t.getTime() + amount * fixed);
+  const months = unit === 'y' ? amount * 12 : amount;
+  const y = t.getUTCFullYear();
+  const targetMonth = t.getUTCMonth() + months;
+  const ty = y + Math.floor(targetMonth / 12);
+  const tm = ((targetMonth % 12) + 12) % 12;
+  // Calendar arithmetic clamps to the month's last day (Jan 31 + 1M = Feb 28/29), as Elasticsearch does.
+  const lastDay = new Date(Date.UTC(ty, tm + 1, 0)).getUTCDate();
+  const day = Math.min(t.getUTCDate(), lastDay);
+  return new Date(Date.UTC(ty, tm, day, t.getUTCHours(), t.getUTCMinutes(), t.getUTCSeconds(), t.getUTCMilliseconds()));
+}
+
+function roundDown(t: Date, unit: DateUnit): Date {
+  const y = t.getUTCFullYear();
+  const mo = t.getUTCMonth();
+  const d = t.getUTCDate();
+  switch (unit) {
+    case 'y':
+      return new Date(Date.UTC(y, 0, 1));
+    case 'M':
+      return new Date(Date.UTC(y, mo, 1));
+    case 'w': {
+      const dayStart = Date.UTC(y, mo, d);
+      const sinceMonday = (t.getUTCDay() + 6) % 7; // ISO weeks start on Monday
+      return new Date(dayStart - sinceMonday * 86_400_000);
+    }
+    case 'd':
+      return new Date(Date.UTC(y, mo, d));
+    case 'h':
+      return new Date(Date.UTC(y, mo, d, t.getUTCHours()));
+    case 'm':
+      return new Date(Date.UTC(y, mo, d, t.getUTCHours(), t.getUTCMinutes()));
+    case 's':
+      return new Date(Math.floor(t.getTime() / 1000) * 1000);
+  }
+}

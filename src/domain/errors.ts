@@ -1,0 +1,53 @@
+/** Small typed errors the services throw; src/http/errors.ts maps each to a status. */
+export class DomainError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class ValidationError extends DomainError {
+  constructor(message: string) {
+    super(message, 400);
+  }
+}
+
+export class UnprocessableError extends DomainError {
+  constructor(message: string) {
+    super(message, 422);
+  }
+}
+
+export class NotFoundError extends DomainError {
+  constructor(what: string) {
+    super(`${what} not found`, 404);
+  }
+}
+
+export class UnauthorizedError extends DomainError {
+  constructor() {
+    super('unauthorized', 401);
+  }
+}
+
+export class ForbiddenError extends DomainError {
+  constructor() {
+    super('your api client does not have the correct roles', 403);
+  }
+}
+
+/** The device was erased; the public API answers 451 to any later change. */
+export class ErasedError extends DomainError {
+  constructor() {
+    super('device has been erased', 451);
+  }
+}
+
+export class ConflictError extends DomainError {
+  constructor(message: string) {
+    super(message, 409);
+  }
+}

@@ -1,0 +1,211 @@
+import { z } from 'zod';
+import { isDateValue } from './date-math.js';
+
+/**
+ * The filter language of on-the-fly audiences: which names exist, what criteria each accepts.
+ * Filters in one array are AND'ed, criteria inside one filter OR'ed, `not_filter` negates.
+ */
+export type AttributeKind = 'string' | 'number' | 'date' | 'boolean' | 'tags' | 'geo' | 'enum';
+
+/** Device attributes of the contract, and the column kind each one compares as. */
+export const DEVICE_ATTRIBUTES = {
+  locale: 'string',
+  time_zone: 'string',
+  created_at: 'date',
+  registered_at: 'date',
+  badge: 'number',
+  os_name: 'string',
+  os_version: 'string',
+  app_version: 'string',
+  sdk_version: 'string',
+  device_id: 'string',
+  country: 'string',
+  marketing_name: 'string',
+  user_id: 'string',
+  user_email: 'string',
+  development: 'boolean',
+  location: 'geo',
+  sdk_location: 'geo',
+  notifications_allowed: 'enum',
+  tags: 'tags',
+} as const satisfies Record<string, AttributeKind>;
+
+export type DeviceAttribute = keyof typeof DEVICE_ATTRIBUTES;
+export const CUSTOM_TYPES = ['string', 'integer', 'float', 'date', 'boolean'] as const;
+export type CustomType = (typeof CUSTOM_TYPES)[number];
+export const NOTIFICATIONS_ALLOWED_VALUES = ['Enabled', 'Disabled', 'Unknown'] as const;
+export const ATTRIBUTE_NAME = /^[A-Za-z0-9_-]{1,255}$/;
+
+export type FilterTarget =
+  | { type: 'device'; attribute: DeviceAttribute; kind: AttributeKind }
+  | { type: 'custom'; customType: CustomType; attribute: string; kind: AttributeKind }
+  | { type: 'event'; source: string; event: string };
+
+const CUSTOM_KIND: Record<CustomType, AttributeKind> = {
+  string: 'string',
+  integer: 'number',
+  float: 'number',
+  date: 'date',
+  boolean: 'boolean',
+};
+
+/** Resolves a filter name; null when it names nothing the language knows. */
+export function parseFilterName(name: string): FilterTarget | null {
+  if (Object.hasOwn(DEVICE_ATTRIBUTES, name)) {
+    const attribute = name as DeviceAttribute;
+    return { type: 'device', attribute, kind: DEVICE_ATTRIBUTES[attribute] };
+  }
+  const custom = /^custom\.(string|integer|float|date|boolean)\.(.+)$/.exec(name);
+  if (custom) {
+    const customType = custom[1] as CustomType;
+    return ATTRIBUTE_NAME.test(custom[2]!) ? { type: 'custom', customType, attribute: custom[2]!, kind: CUSTOM_KIND[customType] } : null;
+  }
+  if (name.startsWith('events.')) {
+    // events.<name> (SDK) or events.<source>.<name>; sources may hold spaces ("Public Api"), names may not hold dots.
+    const rest = name.slice('events.'.length);
+    const dot = rest.lastIndexOf('.');
+    const source = dot < 0 ? '' : rest.slice(0, dot);
+    const event = dot < 0 ? rest : rest.slice(dot + 1);
+    if (!ATTRIBUTE_NAME.test(event) || (dot >= 0 && !/^[^.]{1,255}$/.test(source))) return null;
+    return { type: 'event', source, event };
+  }
+  return null;
+}
+
+// ---- criteria shapes ----
+
+const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+const latitude = finite.refine((v) => v >= -90 && v <= 90, 'latitude must be between -90 and 90');
+const longitude = finite.refine((v) => v >= -180 && v <= 180, 'longitude must be between -180 and 180');
+export const pointSchema = z.strictObject({ latitude, longitude });
+
+/** Distance units of the contract, in metres. */
+export const DISTANCE_UNITS_IN_METERS: Record<string, number> = {
+  in: 0.0254,
+  inch: 0.0254,
+  yd: 0.9144,
+  yards: 0.9144,
+  ft: 0.3048,
+  feet: 0.3048,
+  km: 1000,
+  kilometers: 1000,
+  nauticalmiles: 1852,
+  mi: 1609.344,
+  miles: 1609.344,
+  m: 1,
+  meters: 1,
+};
+
+export const distanceCriterion = z.strictObject({
+  point: pointSchema,
+  distance: finite.refine((v) => v >= 0, 'distance must be >= 0'),
+  unit: z.string().refine((u) => Object.hasOwn(DISTANCE_UNITS_IN_METERS, u), {
+    message: `unit must be one of ${Object.keys(DISTANCE_UNITS_IN_METERS).join(', ')}`,
+  }),
+});
+export const polygonCriterion = z.strictObject({
+  polygon: z.array(pointSchema).min(3, 'polygon needs at least 3 points'),
+});
+
+type RangeValue = number | string;
+export interface RangeCriterion {
+  gt?: RangeValue;
+  gte?: RangeValue;
+  lt?: RangeValue;
+  lte?: RangeValue;
+}
+export type DistanceCriterion = z.infer<typeof distanceCriterion>;
+export type PolygonCriterion = z.infer<typeof polygonCriterion>;
+export type Criterion = string | number | boolean | RangeCriterion | DistanceCriterion | PolygonCriterion;
+
+export interface Filter {
+  name: string;
+  criteria: Criterion[];
+  not_filter?: boolean;
+}
+
+const RANGE_KEYS = ['gt', 'gte', 'lt', 'lte'] as const;
+
+export const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isRange = (c: unknown): c is RangeCriterion => isPlainObject(c) && RANGE_KEYS.some((k) => k in c);
+export const isDistance = (c: unknown): c is DistanceCriterion => isPlainObject(c) && 'distance' in c;
+export const isPolygon = (c: unknown): c is PolygonCriterion => isPlainObject(c) && 'polygon' in c;
+
+/** Checks one criterion against what the attribute accepts; returns an error message or null. */
+function checkCriterion(target: FilterTarget, c: unknown): { message: string; path?: (string | number)[] } | null {
+  const kind = target.type === 'event' ? 'event' : target.kind;
+  if (kind === 'geo') {
+    if (!isPlainObject(c)) return { message: 'must be a distance or polygon object' };
+    const schema = 'polygon' in c ? polygonCriterion : distanceCriterion;
+    const r = schema.safeParse(c);
+    if (r.success) return null;
+    const issue = r.error.issues[0]!;
+    return { message: issue.message, path: issue.path as (string | number)[] };
+  }
+  if (isPlainObject(c)) {
+    if ('distance' in c || 'polygon' in c) return { message: 'distance and polygon criteria only apply to location and sdk_location' };
+    if (!isRange(c)) return { message: 'a range object needs at least one of gt, gte, lt, lte' };
+    for (const key of Object.keys(c)) {
+      if (!(RANGE_KEYS as readonly string[]).includes(key)) return { message: `unknown range key (allowed: gt, gte, lt, lte)`, path: [key] };
+    }
+    const values = RANGE_KEYS.filter((k) => k in c).map((k) => [k, c[k]] as const);
+    const allNumbers = values.every(([, v]) => typeof v === 'number' && Number.isFinite(v));
+    const allDates = values.every(([, v]) => typeof v === 'string' && isDateValue(v));
+    if (kind === 'number' && !allNumbers) return badRange(values, 'must be a number');
+    if (kind === 'date' && !allDates) return badRange(values, 'must be an ISO 8601 date or date-math expression');
+    if (kind === 'event' && !allNumbers && !allDates) {
+      return badRange(values, 'event ranges take numbers (count) or dates/date-math (last occurrence), not a mix');
+    }
+    if (kind !== 'number' && kind !== 'date' && kind !== 'event') return { message: 'range criteria only apply to numbers, dates and events' };
+    return null;
+  }
+  switch (kind) {
+    case 'string':
+    case 'tags':
+      return typeof c === 'string' ? null : { message: 'must be a string' };
+    case 'enum':
+      return typeof c === 'string' && (NOTIFICATIONS_ALLOWED_VALUES as readonly string[]).includes(c)
+        ? null
+        : { message: `must be one of ${NOTIFICATIONS_ALLOWED_VALUES.join(', ')}` };
+    case 'number':
+      return typeof c === 'number' && Number.isFinite(c) ? null : { message: 'must be a number or a range object' };
+    case 'date':
+      return typeof c === 'string' && isDateValue(c) ? null : { message: 'must be an ISO 8601 date, date-math expression or range object' };
+    case 'boolean':
+      return typeof c === 'boolean' ? null : { message: 'must be a boolean' };
+    case 'event':
+      if (c === true) return null;
+      return typeof c === 'number' && Number.isInteger(c) && c >= 0
+        ? null
+        : { message: 'must be true, a count (integer >= 0) or a range object' };
+  }
+  return { message: 'is not a valid criterion' };
+}
+
+function badRange(values: (readonly [string, unknown])[], message: string) {
+  const first = values.find(([, v]) => !(typeof v === 'number' || typeof v === 'string')) ?? values[0]!;
+  return { message, path: [first[0]] };
+}
+
+export const filterSchema = z
+  .strictObject({
+    name: z.string({ error: 'must be a string' }),
+    criteria: z.array(z.unknown(), { error: 'must be an array' }).min(1, 'must have at least one element'),
+    not_filter: z.boolean({ error: 'must be a boolean' }).optional(),
+  })
+  .superRefine((f, ctx) => {
+    const target = parseFilterName(f.name);
+    if (!target) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['name'],
+        message: 'must be a device attribute, custom.<string|integer|float|date|boolean>.<name>, events.<name> or events.<source>.<name>',
+      });
+      return;
+    }
+    f.criteria.forEach((c, i) => {
+      const problem = checkCriterion(target, c);
+      if (problem) ctx.addIssue({ code: 'custom', path: ['criteria', i, ...(problem.path ?? [])], message: problem.message });
+    });
+  })
+  .transform((f) => f as Filter);

@@ -1,0 +1,36 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { KeyRole } from '../db/schema.js';
+
+export const KEY_ROLES: readonly KeyRole[] = ['read', 'write', 'sdk'];
+
+/** Which roles may do what. A write key may also read; an sdk key only registers devices and events. */
+export type Permission = 'read' | 'write' | 'device';
+const GRANTS: Record<KeyRole, readonly Permission[]> = {
+  read: ['read'],
+  write: ['read', 'write', 'device'],
+  sdk: ['device'],
+};
+
+export function roleAllows(role: KeyRole, permission: Permission): boolean {
+  return GRANTS[role].includes(permission);
+}
+
+/** 192 random bits, URL-safe, so it can be pasted into a Basic credential without escaping. */
+export function generateApiKey(): string {
+  return randomBytes(24).toString('base64url');
+}
+
+export function hashApiKey(key: string): Buffer {
+  return createHash('sha256').update(key, 'utf8').digest();
+}
+
+/** Constant-time comparison of a presented key against a stored hash. */
+export function keyMatches(key: string, storedHash: Buffer): boolean {
+  const presented = hashApiKey(key);
+  return presented.length === storedHash.length && timingSafeEqual(presented, storedHash);
+}
+
+/** A non-secret hint for listings: the first characters only. */
+export function keyHint(key: string): string {
+  return key.slice(0, 6);
+}

@@ -1,0 +1,48 @@
+import { z } from 'zod';
+import { filterSchema, type Filter } from './filters.js';
+import { payloadSchema, type Payload } from './payload.js';
+
+/** The three target forms: every device, a stored audience, an on-the-fly audience of filters. */
+export type Target = { kind: 'all' } | { kind: 'audience'; audienceId: string } | { kind: 'filters'; filters: Filter[] };
+
+const toForms = {
+  all: z.literal('*'),
+  audience: z.strictObject({ audience: z.string({ error: 'must be an audience id string' }).min(1, 'audience must not be empty') }),
+  filters: z.array(filterSchema, { error: 'must be an array of filters' }).min(1, 'must hold at least one filter'),
+};
+
+/**
+ * Picks the form by the value's shape and reports that form's own errors, so a bad filter deep in an array
+ * is named by its path instead of a generic "no union member matched".
+ */
+const toSchema = z.unknown().transform((value, ctx) => {
+  const form = value === '*' ? toForms.all : Array.isArray(value) ? toForms.filters : typeof value === 'object' && value !== null ? toForms.audience : null;
+  if (!form) {
+    ctx.addIssue({ code: 'custom', message: 'must be "*", {"audience": "<id>"} or an array of filters' });
+    return z.NEVER;
+  }
+  const parsed = form.safeParse(value);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    return z.NEVER;
+  }
+  return parsed.data as '*' | { audience: string } | Filter[];
+});
+
+export const notificationRequestSchema = z.strictObject({
+  notification: z.strictObject(
+    {
+      to: toSchema,
+      payload: payloadSchema,
+    },
+    { error: 'must be an object with to and payload' },
+  ),
+});
+
+export type NotificationRequest = { notification: { to: '*' | { audience: string } | Filter[]; payload: Payload } };
+
+export function targetOf(to: NotificationRequest['notification']['to']): Target {
+  if (to === '*') return { kind: 'all' };
+  if (Array.isArray(to)) return { kind: 'filters', filters: to };
+  return { kind: 'audience', audienceId: to.audience };
+}

@@ -1,0 +1,49 @@
+import { z } from 'zod';
+
+/**
+ * Payload rules of the contract. Known keys are typed; reserved keys are refused; every other key is a
+ * custom key and passes through untouched.
+ */
+export const INTERRUPTION_LEVELS = ['passive', 'active', 'time-sensitive', 'critical'] as const;
+
+/** Keys the gateways or this service own. FCM refuses data keys from/notification/message_type and google.*, gcm.*. */
+const RESERVED_KEYS = new Set(['available', 'from', 'gcm', 'notification', 'message_type', 'aps', '_nid']);
+const RESERVED_PREFIXES = ['google.', 'gcm.'];
+
+export function reservedKeyProblem(key: string): string | null {
+  if (RESERVED_KEYS.has(key)) return 'is a reserved key and cannot be set';
+  if (RESERVED_PREFIXES.some((p) => key.startsWith(p))) return `is reserved (keys beginning google. or gcm. belong to the push gateway)`;
+  return null;
+}
+
+const str = () => z.string({ error: 'must be a string' });
+
+export const payloadSchema = z
+  .looseObject({
+    alert: str().optional(),
+    title: str().optional(),
+    subtitle: str().optional(),
+    sound: str().optional(),
+    category: str().optional(),
+    _channel_id: str().optional(),
+    collapse_key: str().min(1, 'must not be empty').max(64, 'must be at most 64 characters').optional(),
+    badge: z.number({ error: 'must be an integer >= 0' }).int('must be an integer >= 0').min(0, 'must be an integer >= 0').max(2147483647, 'must be at most 2147483647').optional(),
+    content_available: z.boolean({ error: 'must be a boolean' }).optional(),
+    mutable_content: z.boolean({ error: 'must be a boolean' }).optional(),
+    interruption_level: z.enum(INTERRUPTION_LEVELS, { error: `must be one of ${INTERRUPTION_LEVELS.join(', ')}` }).optional(),
+    relevance_score: z
+      .number({ error: 'must be a number from 0 to 1' })
+      .min(0, 'must be a number from 0 to 1')
+      .max(1, 'must be a number from 0 to 1')
+      .refine((v) => Math.abs(Math.round(v * 100) - v * 100) < 1e-9, 'may have at most two decimal places')
+      .optional(),
+  })
+  .superRefine((payload, ctx) => {
+    for (const key of Object.keys(payload)) {
+      const problem = reservedKeyProblem(key);
+      if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
+    }
+    if (Object.keys(payload).length === 0) ctx.addIssue({ code: 'custom', path: [], message: 'must not be empty' });
+  });
+
+export type Payload = z.infer<typeof payloadSchema>;

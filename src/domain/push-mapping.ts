@@ -1,0 +1,173 @@
+/**
+ * Stored API payload -> gateway wire format. Pure functions, no I/O; the gateways add the token,
+ * the topic and the transport.
+ *
+ * APNs (`toApnsRequest`)                                     FCM HTTP v1 (`toFcmMessage`)
+ * ---------------------------------------------------------  -----------------------------------------------------------
+ * alert only          -> aps.alert = "<alert>"               alert     -> android.notification.body, data.alert
+ * alert+title/subtitle-> aps.alert = {title, subtitle, body} title     -> android.notification.title, data.title
+ * badge               -> aps.badge                           subtitle  -> data.subtitle
+ * sound               -> aps.sound                           badge     -> data.badge (for the SDK)
+ * content_available   -> aps["content-available"] = 1        sound     -> data.sound (for the SDK)
+ * mutable_content     -> aps["mutable-content"] = 1          category  -> android.notification.click_action AND data.category
+ * category            -> aps.category                        _channel_id -> android.notification.channel_id
+ * interruption_level  -> aps["interruption-level"]           collapse_key -> android.collapse_key AND android.notification.tag
+ * relevance_score     -> aps["relevance-score"]              custom keys -> data.<key>
+ * collapse_key        -> header apns-collapse-id             _nid (notification id) -> data._nid
+ * custom keys         -> top-level keys, values unchanged    content_available, mutable_content, interruption_level,
+ * _channel_id         -> (Android only, dropped)               relevance_score -> (iOS only, dropped)
+ * _nid                -> top-level "_nid" = notification id   android.priority = "high" when something is shown, else "normal"
+ *
+ * APNs headers: `apns-push-type: background` + `apns-priority: 5` when content_available is true and
+ * nothing is shown (no alert/title/subtitle, and — as Apple requires for background pushes — no badge
+ * or sound); otherwise `apns-push-type: alert` + `apns-priority: 10`.
+ *
+ * FCM data values must be strings: strings pass as they are, every other value is JSON-encoded
+ * (badge 3 -> "3", {"a":1} -> "{\"a\":1}"). `android.notification` is present only when there is a
+ * title or alert; without it the message is a data message the SDK handles itself.
+ * `aps` and `_nid` are reserved (src/domain/payload.ts refuses them as custom keys); should an old
+ * stored payload carry them anyway, ours win.
+ *
+ * APNs refuses a body over 4096 bytes (413 PayloadTooLarge): `ApnsRequest.bytes` lets the gateway
+ * refuse it locally as a permanent failure instead of sending it.
+ */
+
+export const APNS_MAX_PAYLOAD_BYTES = 4096;
+
+/** Payload keys with a meaning of their own; everything else is a custom key. */
+const KNOWN_KEYS = new Set([
+  'alert',
+  'title',
+  'subtitle',
+  'badge',
+  'sound',
+  'content_available',
+  'mutable_content',
+  'category',
+  'interruption_level',
+  'relevance_score',
+  'collapse_key',
+  '_channel_id',
+]);
+
+/** iOS-only switches and transport keys that never travel in FCM data. */
+const NOT_IN_FCM_DATA = new Set(['content_available', 'mutable_content', 'interruption_level', 'relevance_score', 'collapse_key', '_channel_id']);
+
+export interface ApnsHeaders {
+  'apns-push-type': 'alert' | 'background';
+  'apns-priority': 5 | 10;
+  'apns-collapse-id'?: string;
+}
+
+export interface ApnsRequest {
+  headers: ApnsHeaders;
+  /** The JSON body: `{aps: {...}, <custom keys>, _nid}`. */
+  body: Record<string, unknown>;
+  /** UTF-8 byte length of JSON.stringify(body); > APNS_MAX_PAYLOAD_BYTES means APNs would answer 413. */
+  bytes: number;
+}
+
+export interface FcmAndroidNotification {
+  title?: string;
+  body?: string;
+  channel_id?: string;
+  tag?: string;
+  click_action?: string;
+}
+
+export interface FcmAndroidConfig {
+  priority: 'high' | 'normal';
+  collapse_key?: string;
+  notification?: FcmAndroidNotification;
+}
+
+/** An FCM HTTP v1 `message` without its `token` (the same for every device of a push). */
+export interface FcmMessageTemplate {
+  data: Record<string, string>;
+  android: FcmAndroidConfig;
+}
+
+/** The body of `POST /v1/projects/<project>/messages:send`. */
+export interface FcmSendBody {
+  message: FcmMessageTemplate & { token: string };
+}
+
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+
+export function toApnsRequest(payload: Record<string, unknown>, notificationId: string): ApnsRequest {
+  const alert = str(payload.alert);
+  const title = str(payload.title);
+  const subtitle = str(payload.subtitle);
+  const aps: Record<string, unknown> = {};
+
+  if (title !== undefined || subtitle !== undefined) {
+    aps.alert = { ...(title !== undefined && { title }), ...(subtitle !== undefined && { subtitle }), ...(alert !== undefined && { body: alert }) };
+  } else if (alert !== undefined) {
+    aps.alert = alert;
+  }
+  if (typeof payload.badge === 'number') aps.badge = payload.badge;
+  if (typeof payload.sound === 'string') aps.sound = payload.sound;
+  if (payload.content_available === true) aps['content-available'] = 1;
+  if (payload.mutable_content === true) aps['mutable-content'] = 1;
+  if (typeof payload.category === 'string') aps.category = payload.category;
+  if (typeof payload.interruption_level === 'string') aps['interruption-level'] = payload.interruption_level;
+  if (typeof payload.relevance_score === 'number') aps['relevance-score'] = payload.relevance_score;
+
+  const body: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(payload)) {
+    if (!KNOWN_KEYS.has(key) && value !== undefined) body[key] = value;
+  }
+  body.aps = aps;
+  body._nid = notificationId;
+
+  const shown = aps.alert !== undefined || aps.badge !== undefined || aps.sound !== undefined;
+  const background = payload.content_available === true && !shown;
+  const headers: ApnsHeaders = background
+    ? { 'apns-push-type': 'background', 'apns-priority': 5 }
+    : { 'apns-push-type': 'alert', 'apns-priority': 10 };
+  const collapseKey = str(payload.collapse_key);
+  if (collapseKey !== undefined) headers['apns-collapse-id'] = collapseKey;
+
+  return { headers, body, bytes: jsonBytes(body) };
+}
+
+export function toFcmMessage(payload: Record<string, unknown>, notificationId: string): FcmMessageTemplate {
+  const data: Record<string, string> = {};
+  for (const [key, value] of Object.entries(payload)) {
+    if (!NOT_IN_FCM_DATA.has(key) && value !== undefined) data[key] = fcmDataValue(value);
+  }
+  data._nid = notificationId;
+
+  const alert = str(payload.alert);
+  const title = str(payload.title);
+  const channelId = str(payload._channel_id);
+  const category = str(payload.category);
+  const collapseKey = str(payload.collapse_key);
+
+  const android: FcmAndroidConfig = { priority: alert !== undefined || title !== undefined ? 'high' : 'normal' };
+  if (collapseKey !== undefined) android.collapse_key = collapseKey;
+  if (alert !== undefined || title !== undefined) {
+    const notification: FcmAndroidNotification = {};
+    if (title !== undefined) notification.title = title;
+    if (alert !== undefined) notification.body = alert;
+    if (channelId !== undefined) notification.channel_id = channelId;
+    if (collapseKey !== undefined) notification.tag = collapseKey;
+    if (category !== undefined) notification.click_action = category;
+    android.notification = notification;
+  }
+  return { data, android };
+}
+
+/** The request body for one token. */
+export function fcmSendBody(template: FcmMessageTemplate, token: string): FcmSendBody {
+  return { message: { token, ...template } };
+}
+
+/** FCM data values must be strings: strings as they are, anything else JSON-encoded. */
+export function fcmDataValue(value: unknown): string {
+  return typeof value === 'string' ? value : JSON.stringify(value);
+}
+
+export function jsonBytes(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value), 'utf8');
+}

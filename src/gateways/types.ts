@@ -1,0 +1,56 @@
+/**
+ * The contract between the delivery worker and the push gateways (APNs, FCM).
+ *
+ * The worker groups the devices of one notification by platform + environment, asks the
+ * `GatewayPool` (./pool.ts) for the gateway of that app/platform/environment and calls `send` with
+ * one chunk of devices. The gateway answers with exactly one `PushResult` per target, in the same
+ * order, and never throws for a per-token problem. Every answer of Apple or Google (and every local
+ * refusal, like a payload that is too large) is sorted into one of four outcomes by the single table
+ * in ./outcomes.ts:
+ *
+ * - `ok`             the gateway accepted the push;
+ * - `invalid_token`  the token is dead (app uninstalled, token of another app…): invalidate the device;
+ * - `retry`          temporary (429, 5xx, timeouts, GOAWAY, stream resets…): send again later, not
+ *                    before `retryAfterMs` when the gateway said so;
+ * - `failed`         permanent for this push (bad request, payload too large, no or bad credentials…):
+ *                    do not retry; the token stays valid.
+ *
+ * `send` rejects only on a programming error (e.g. called after `close`); callers may still guard it.
+ */
+
+export type PushOutcome =
+  | { kind: 'ok' }
+  | { kind: 'invalid_token'; reason: string }
+  | { kind: 'retry'; reason: string; retryAfterMs?: number }
+  | { kind: 'failed'; reason: string };
+
+export type PushOutcomeKind = PushOutcome['kind'];
+
+/** One device to push to. `deviceId` is echoed back so the worker never has to match tokens. */
+export interface PushTarget {
+  deviceId: string;
+  token: string;
+}
+
+export interface PushResult {
+  deviceId: string;
+  outcome: PushOutcome;
+}
+
+/** What is pushed: the stored, validated API payload (see src/domain/payload.ts) and the notification id (`_nid`). */
+export interface NotificationPush {
+  notificationId: string;
+  payload: Record<string, unknown>;
+}
+
+export interface PushGateway {
+  /** Sends one notification to many tokens of one platform+environment; one result per target, same order. */
+  send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]>;
+  /** Closes connections after in-flight requests finish. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** `development` devices go to the APNs sandbox; FCM has a single environment. */
+export type PushEnvironment = 'production' | 'development';
+
+export type PushPlatform = 'ios' | 'android';

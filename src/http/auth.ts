@@ -1,0 +1,50 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiKeysRepository } from '../db/repositories/apps.js';
+import type { KeyRole } from '../db/schema.js';
+import { ForbiddenError, UnauthorizedError } from '../domain/errors.js';
+import { hashApiKey, keyMatches, roleAllows, type Permission } from '../domain/keys.js';
+
+export interface Principal {
+  appId: string;
+  bundleId: string;
+  role: KeyRole;
+  keyId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+/** Parses `Authorization: Basic base64(username:key)`; null when absent or malformed. */
+export function parseBasic(header: string | undefined): { username: string; key: string } | null {
+  if (!header) return null;
+  const m = /^Basic\s+([A-Za-z0-9+/=_-]+)\s*$/i.exec(header);
+  if (!m) return null;
+  const decoded = Buffer.from(m[1]!, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return null;
+  return { username: decoded.slice(0, colon), key: decoded.slice(colon + 1) };
+}
+
+/**
+ * A preHandler that authenticates the key (password) and checks it grants `permission`.
+ * The username must be empty or the bundle id of the key's app.
+ */
+export function requirePermission(keys: ApiKeysRepository, permission: Permission) {
+  return async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const credentials = parseBasic(request.headers.authorization);
+    if (!credentials || credentials.key.length === 0) return unauthorized(reply);
+    const key = await keys.findActiveByHash(hashApiKey(credentials.key));
+    if (!key || !keyMatches(credentials.key, key.key_hash)) return unauthorized(reply);
+    if (credentials.username !== '' && credentials.username !== key.bundle_id) return unauthorized(reply);
+    if (!roleAllows(key.role, permission)) throw new ForbiddenError();
+    request.principal = { appId: key.app_id, bundleId: key.bundle_id, role: key.role, keyId: key.id };
+  };
+}
+
+function unauthorized(reply: FastifyReply): never {
+  reply.header('www-authenticate', 'Basic realm="push"');
+  throw new UnauthorizedError();
+}

@@ -1,0 +1,50 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
+import { DomainError } from '../domain/errors.js';
+
+/** "/notification/to/0/name" -> "notification.to[0].name": the field path a client can find in its body. */
+export function fieldPath(instancePath: string): string {
+  return instancePath
+    .split('/')
+    .filter(Boolean)
+    .map((seg) => seg.replace(/~1/g, '/').replace(/~0/g, '~'))
+    .reduce((acc, seg) => (/^\d+$/.test(seg) ? `${acc}[${seg}]` : acc ? `${acc}.${seg}` : seg), '');
+}
+
+// Fastify's own request errors, as the client should see them.
+const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; message: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: { status: 415, message: 'content-type must be application/json' },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: { status: 400, message: 'content-length does not match the body' },
+  FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, message: 'body is too large' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: { status: 400, message: 'body must not be empty' },
+  FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: 'body is not valid JSON' },
+};
+
+/**
+ * One place that turns errors into HTTP answers: validation -> 400 naming the field, domain errors -> their
+ * status, Fastify client errors -> their 4xx, anything else -> 500 whose details stay in the log.
+ */
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    if (hasZodFastifySchemaValidationErrors(err)) {
+      const first = err.validation[0]!;
+      const where = [err.validationContext === 'body' ? '' : err.validationContext, fieldPath(first.instancePath)].filter(Boolean).join('.');
+      return reply.status(400).send({ error: where ? `${where}: ${first.message}` : first.message });
+    }
+    if (err instanceof DomainError) {
+      return reply.status(err.status).send({ error: err.message });
+    }
+    const known = err.code ? FASTIFY_CLIENT_ERRORS[err.code] : undefined;
+    if (known) return reply.status(known.status).send({ error: known.message });
+    if (err instanceof SyntaxError || (err.statusCode === 400 && /JSON/i.test(err.message))) {
+      return reply.status(400).send({ error: 'body is not valid JSON' });
+    }
+    if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+      return reply.status(err.statusCode).send({ error: err.message });
+    }
+    request.log.error({ err }, 'request failed');
+    return reply.status(500).send({ error: 'internal server error' });
+  });
+
+  app.setNotFoundHandler((_request, reply) => reply.status(404).send({ error: 'not found' }));
+}

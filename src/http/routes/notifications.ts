@@ -1,0 +1,64 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../context.js';
+import { NotFoundError } from '../../domain/errors.js';
+import { notificationRequestSchema, type NotificationRequest } from '../../domain/notification-request.js';
+import { requirePermission } from '../auth.js';
+import { createdNotificationResponse, notificationResponse } from '../serialize.js';
+
+const idParams = z.object({ id: z.string() });
+
+export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const write = requirePermission(ctx.repos.keys, 'write');
+    const read = requirePermission(ctx.repos.keys, 'read');
+
+    // v3, v5 and v6 behave identically: existing clients of every version keep working.
+    for (const version of ['v3', 'v5', 'v6']) {
+      app.post(
+        `/${version}/notifications`,
+        {
+          onRequest: write,
+          schema: {
+            tags: ['notifications'],
+            summary: 'Create a notification',
+            security: [{ basic: [] }],
+            body: notificationRequestSchema,
+          },
+        },
+        async (request, reply) => {
+          const stored = await ctx.services.notifications.create(request.principal.appId, request.body as NotificationRequest);
+          return reply.status(201).send(createdNotificationResponse(stored));
+        },
+      );
+    }
+
+    app.get(
+      '/v6/notifications/:id',
+      { onRequest: read, schema: { tags: ['notifications'], summary: 'Read a notification with its delivery state', params: idParams } },
+      async (request) => {
+        const n = await ctx.repos.notifications.findForApp(request.principal.appId, request.params.id);
+        if (!n) throw new NotFoundError('notification');
+        return notificationResponse(n);
+      },
+    );
+
+    app.get(
+      '/v6/stats/notifications/:id/events',
+      { onRequest: read, schema: { tags: ['notifications'], summary: 'Delivery statistics of a notification', params: idParams } },
+      async (request) => {
+        const n = await ctx.repos.notifications.findForApp(request.principal.appId, request.params.id);
+        if (!n) throw new NotFoundError('notification');
+        const payload = n.payload as { alert?: unknown };
+        return {
+          id: n.id,
+          audience_id: n.audience_id,
+          push_text: typeof payload.alert === 'string' ? payload.alert : null,
+          published_time: n.published_at ? n.published_at.toISOString() : null,
+          pushes_succeeded: n.pushes_succeeded,
+          pushes_rejected: n.pushes_failed,
+        };
+      },
+    );
+  };
+}

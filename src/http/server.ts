@@ -1,0 +1,41 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import swagger from '@fastify/swagger';
+import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import type { AppContext } from '../context.js';
+import { registerErrorHandling } from './errors.js';
+import { audienceRoutes } from './routes/audiences.js';
+import { healthRoutes } from './routes/health.js';
+import { notificationRoutes } from './routes/notifications.js';
+import { extraRoutes } from './routes/index.js';
+
+/** Builds the HTTP API on an app context. Listening is the caller's business (main.ts, tests). */
+export async function buildServer(ctx: AppContext): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
+  // Per-request access logs only at debug: a push API takes many small requests.
+  const app = Fastify({
+    logController: new LogController({ disableRequestLogging: ctx.config.LOG_LEVEL !== 'debug' && ctx.config.LOG_LEVEL !== 'trace' }),
+    loggerInstance: ctx.log.child({ component: 'http' }) as FastifyBaseLogger,
+    bodyLimit: ctx.config.BODY_LIMIT_BYTES,
+    trustProxy: true,
+  }).withTypeProvider<ZodTypeProvider>();
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerErrorHandling(app);
+  // JSON only: any other content type is a 415, not a body the schema then misreads.
+  app.removeContentTypeParser(['text/plain']);
+
+  await app.register(swagger, {
+    openapi: {
+      info: { title: 'pushd', description: 'Self-hosted push notification API', version: '0.1.0' },
+      components: { securitySchemes: { basic: { type: 'http', scheme: 'basic' } } },
+    },
+    transform: jsonSchemaTransform,
+  });
+  app.get('/documentation/json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes(ctx));
+  await app.register(notificationRoutes(ctx));
+  await app.register(audienceRoutes(ctx));
+  for (const routes of extraRoutes) await app.register(routes(ctx));
+  return app;
+}

@@ -1,0 +1,116 @@
+import { createPostgresBackend, createRedisBackend, withBackend, type Job, type JobsOptions, type Queue, type Worker } from 'bullmq';
+import type { RedisOptions } from 'ioredis';
+import type { Platform } from '../db/schema.js';
+
+/** Every job this service runs, by name, with its data. One queue per job name. */
+export interface JobTypes {
+  /** Resolve a notification's audience to devices and cut it into delivery batches. */
+  fanout: { notificationId: string; generation: number };
+  /** Send one batch of devices of one platform and environment. */
+  delivery: { notificationId: string; generation: number; batchId: string; platform: Platform; development: boolean };
+}
+export type JobName = keyof JobTypes;
+export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery'];
+
+export type QueueBackendKind = 'redis' | 'postgres';
+
+export interface QueueConnection {
+  /** Redis when REDIS_URL is set, else BullMQ's PostgreSQL backend on the service's own database. */
+  kind: QueueBackendKind;
+  redisUrl?: string;
+  databaseUrl: string;
+  /** Namespace of the queues (Redis key prefix), so several deployments or test runs can share one Redis. */
+  prefix?: string;
+}
+
+type AnyQueue = Queue;
+
+/**
+ * The service's queues. The same BullMQ classes run on either backend; only the connection differs.
+ */
+export class JobQueues {
+  private readonly queues = new Map<JobName, AnyQueue>();
+  private readonly workers: Worker[] = [];
+  private readonly classes: ReturnType<typeof withBackend>;
+  private readonly connection: unknown;
+  private readonly prefix: string;
+
+  constructor(readonly conn: QueueConnection) {
+    this.prefix = conn.prefix ?? 'pushd';
+    if (conn.kind === 'redis') {
+      this.classes = withBackend(createRedisBackend) as unknown as ReturnType<typeof withBackend>;
+      this.connection = redisOptions(conn.redisUrl!);
+    } else {
+      this.classes = withBackend(createPostgresBackend) as unknown as ReturnType<typeof withBackend>;
+      this.connection = { connectionString: conn.databaseUrl, migrate: true, max: 4 };
+    }
+  }
+
+  queue(name: JobName): AnyQueue {
+    let q = this.queues.get(name);
+    if (!q) {
+      q = new this.classes.Queue(name, { connection: this.connection as never, prefix: this.prefix }) as AnyQueue;
+      q.on('error', () => undefined); // connection blips are retried by BullMQ; readiness reports them
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  /** Adds a job; a job id that already exists is not added twice (idempotent enqueue). */
+  async add<N extends JobName>(name: N, data: JobTypes[N], opts: JobsOptions & { jobId: string }): Promise<void> {
+    await this.queue(name).add(name, data, opts);
+  }
+
+  worker<N extends JobName>(
+    name: N,
+    processor: (job: Job<JobTypes[N]>) => Promise<unknown>,
+    opts: { concurrency: number; lockDuration?: number },
+  ): Worker {
+    const w = new this.classes.Worker(name, processor as never, {
+      connection: this.connection as never,
+      prefix: this.prefix,
+      concurrency: opts.concurrency,
+      lockDuration: opts.lockDuration ?? 60_000,
+      autorun: true,
+    }) as Worker;
+    this.workers.push(w);
+    return w;
+  }
+
+  /** Throws when the queue store cannot be reached. */
+  async ping(timeoutMs = 2000): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error('queue backend did not answer')), timeoutMs);
+    });
+    try {
+      await Promise.race([this.queue('fanout').getJobCounts('waiting'), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async depth(name: JobName): Promise<Record<string, number>> {
+    return this.queue(name).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
+  }
+
+  /** Stops workers first (they finish their in-flight jobs), then closes the queues. */
+  async close(): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.close()));
+    await Promise.all([...this.queues.values()].map((q) => q.close()));
+  }
+}
+
+function redisOptions(url: string): RedisOptions {
+  const u = new URL(url);
+  return {
+    host: u.hostname,
+    port: Number(u.port || 6379),
+    username: u.username ? decodeURIComponent(u.username) : undefined,
+    password: u.password ? decodeURIComponent(u.password) : undefined,
+    db: u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
+    tls: u.protocol === 'rediss:' ? {} : undefined,
+    // BullMQ workers block on Redis; ioredis must not give up on a command while Redis restarts.
+    maxRetriesPerRequest: null,
+  };
+}

@@ -1,0 +1,42 @@
+import type { Config } from './config.js';
+import { openDatabase, type DatabaseHandle } from './db/database.js';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.js';
+import { migrate } from './db/migrate.js';
+import type { Logger } from './logger.js';
+
+export interface DatabaseRuntime {
+  url: string;
+  handle: DatabaseHandle;
+  embedded?: EmbeddedDatabase;
+  close(): Promise<void>;
+}
+
+/** Connects to DATABASE_URL, or starts the embedded PostgreSQL under DATA_DIR; applies migrations. */
+export async function openDatabaseRuntime(config: Config, log: Logger, opts: { migrate: boolean } = { migrate: true }): Promise<DatabaseRuntime> {
+  let embedded: EmbeddedDatabase | undefined;
+  let url = config.DATABASE_URL;
+  if (!url) {
+    embedded = await startEmbeddedPostgres(config.dataDir, config.EMBEDDED_PG_PORT, log);
+    url = embedded.url;
+  }
+  const handle = openDatabase(url);
+  try {
+    if (opts.migrate) {
+      const applied = await migrate(handle.pool);
+      if (applied.length) log.info({ applied }, 'migrations applied');
+    }
+  } catch (err) {
+    await handle.close();
+    await embedded?.stop();
+    throw err;
+  }
+  return {
+    url,
+    handle,
+    embedded,
+    async close() {
+      await handle.close();
+      await embedded?.stop();
+    },
+  };
+}

@@ -1,0 +1,49 @@
+import type { Db } from '../db/database.js';
+import { ApiKeysRepository, AppsRepository, type AppSummary } from '../db/repositories/apps.js';
+import type { KeyRole } from '../db/schema.js';
+import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
+
+const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
+
+/** Apps and their keys: keys are shown once, at creation; only their hash is stored. */
+export class AppService {
+  private readonly apps: AppsRepository;
+  private readonly keys: ApiKeysRepository;
+
+  constructor(private readonly db: Db) {
+    this.apps = new AppsRepository(db);
+    this.keys = new ApiKeysRepository(db);
+  }
+
+  async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string> }> {
+    if (!BUNDLE_ID.test(bundleId)) throw new ValidationError('bundle-id must be letters, digits, dots and dashes');
+    if (await this.apps.findByBundleId(bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
+    return this.db.transaction().execute(async (trx) => {
+      const app = await this.apps.create(bundleId, name ?? bundleId, trx);
+      const keys = {} as Record<KeyRole, string>;
+      for (const role of KEY_ROLES) {
+        const key = generateApiKey();
+        await this.keys.create(app.id, role, hashApiKey(key), keyHint(key), trx);
+        keys[role] = key;
+      }
+      return { app, keys };
+    });
+  }
+
+  async createKey(appId: string, role: string): Promise<{ app_id: string; role: KeyRole; key: string }> {
+    if (!(KEY_ROLES as readonly string[]).includes(role)) throw new ValidationError(`role must be one of ${KEY_ROLES.join(', ')}`);
+    if (!(await this.apps.findById(appId).catch(() => undefined))) throw new NotFoundError('app');
+    const key = generateApiKey();
+    await this.keys.create(appId, role as KeyRole, hashApiKey(key), keyHint(key));
+    return { app_id: appId, role: role as KeyRole, key };
+  }
+
+  async revokeKey(key: string): Promise<void> {
+    if (!(await this.keys.revokeByHash(hashApiKey(key)))) throw new NotFoundError('active key');
+  }
+
+  listApps() {
+    return this.apps.list();
+  }
+}

@@ -1,0 +1,50 @@
+import type { Db } from '../db/database.js';
+import type { AudiencesRepository } from '../db/repositories/audiences.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { Notification } from '../db/schema.js';
+import { canonicalFilters, specKey } from '../domain/audience-spec.js';
+import { NotFoundError } from '../domain/errors.js';
+import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
+
+export interface NotificationScheduler {
+  /** Hands a committed notification to the delivery pipeline. Must be idempotent per (id, generation). */
+  schedule(notificationId: string, generation: number): Promise<void>;
+}
+
+export class NotificationService {
+  constructor(
+    private readonly db: Db,
+    private readonly audiences: AudiencesRepository,
+    private readonly notifications: NotificationsRepository,
+    private readonly scheduler: NotificationScheduler,
+    private readonly onScheduleError: (err: unknown, id: string) => void,
+  ) {}
+
+  /** Resolves the target to an audience and stores the notification in one transaction, then enqueues it. */
+  async create(appId: string, request: NotificationRequest): Promise<Notification> {
+    const { to, payload } = request.notification;
+    const target = targetOf(to);
+    const stored = await this.db.transaction().execute(async (trx) => {
+      let audienceId: string;
+      if (target.kind === 'all') {
+        audienceId = (await this.audiences.upsertAllDevices(trx, appId)).id;
+      } else if (target.kind === 'filters') {
+        audienceId = (await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters))).id;
+      } else {
+        const audience = await this.audiences.findForApp(appId, target.audienceId, trx);
+        if (!audience) throw new NotFoundError('audience');
+        audienceId = audience.id;
+      }
+      return this.notifications.insertOrCollapse(trx, {
+        appId,
+        audienceId,
+        request: request.notification as unknown as Record<string, unknown>,
+        payload,
+        collapseKey: typeof payload.collapse_key === 'string' ? payload.collapse_key : null,
+      });
+    });
+    // After commit: if the enqueue fails the notification stays `scheduled` and the sweeper re-enqueues it.
+    await this.scheduler.schedule(stored.id, stored.generation).catch((err) => this.onScheduleError(err, stored.id));
+    return stored;
+  }
+}
