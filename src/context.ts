@@ -4,7 +4,9 @@ import { ApiKeysRepository, AppsRepository } from './db/repositories/apps.js';
 import { AudiencesRepository } from './db/repositories/audiences.js';
 import { DevicesRepository } from './db/repositories/devices.js';
 import { NotificationsRepository } from './db/repositories/notifications.js';
+import { UninstalledRepository } from './db/repositories/uninstalled.js';
 import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
 import type { JobQueues } from './queue/queues.js';
 import { NotificationService, type NotificationScheduler } from './services/notifications.js';
 
@@ -14,28 +16,38 @@ export interface AppContext {
   log: Logger;
   db: Db;
   queues: JobQueues;
+  metrics: Metrics;
   repos: {
     apps: AppsRepository;
     keys: ApiKeysRepository;
     audiences: AudiencesRepository;
     notifications: NotificationsRepository;
     devices: DevicesRepository;
+    uninstalled: UninstalledRepository;
   };
   services: {
     notifications: NotificationService;
   };
 }
 
-export function createContext(config: Config, log: Logger, db: Db, queues: JobQueues, scheduler: NotificationScheduler): AppContext {
+export function createContext(
+  config: Config,
+  log: Logger,
+  db: Db,
+  queues: JobQueues,
+  scheduler: NotificationScheduler,
+  metrics: Metrics,
+): AppContext {
   const repos = {
     apps: new AppsRepository(db),
     keys: new ApiKeysRepository(db),
     audiences: new AudiencesRepository(db),
     notifications: new NotificationsRepository(db),
     devices: new DevicesRepository(db),
+    uninstalled: new UninstalledRepository(db),
   };
   const notifications = new NotificationService(db, repos.audiences, repos.notifications, scheduler, (err, id) =>
     log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );
-  return { config, log, db, queues, repos, services: { notifications } };
+  return { config, log, db, queues, metrics, repos, services: { notifications } };
 }

@@ -1,7 +1,10 @@
 import { ConfigError, loadConfig, redactedConfig } from './config.js';
 import { createContext } from './context.js';
 import { buildServer } from './http/server.js';
+import { AppsRepository } from './db/repositories/apps.js';
 import { createLogger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { PooledGatewayProvider } from './queue/gateway-provider.js';
 import { JobQueues } from './queue/queues.js';
 import { startPipeline } from './queue/pipeline.js';
 import { openDatabaseRuntime } from './runtime.js';
@@ -30,8 +33,11 @@ async function main(): Promise<void> {
       ? { kind: 'redis', redisUrl: config.REDIS_URL, databaseUrl: database.url, prefix: config.QUEUE_PREFIX }
       : { kind: 'postgres', databaseUrl: database.url, prefix: config.QUEUE_PREFIX },
   );
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers: config.ROLE !== 'api' });
-  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler);
+  const metrics = new Metrics();
+  const workers = config.ROLE !== 'api';
+  const gateways = workers ? new PooledGatewayProvider(config, log, new AppsRepository(database.handle.db)) : undefined;
+  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
+  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, metrics);
 
   const server = config.ROLE === 'worker' ? null : await buildServer(ctx);
   if (server) {

@@ -113,6 +113,28 @@ export interface NotificationsTable {
   updated_at: Generated<Date>;
   published_at: Date | null;
   finished_at: Date | null;
+  fanout_cursor: string | null;
+  fanout_seq: Generated<number>;
+  fanout_done: Generated<boolean>;
+}
+
+export interface DeliveryBatchesTable {
+  id: string;
+  notification_id: string;
+  generation: number;
+  seq: number;
+  platform: Platform;
+  development: boolean;
+  device_ids: string[];
+  pending_device_ids: string[];
+  state: Generated<'pending' | 'done' | 'superseded'>;
+  attempts: Generated<number>;
+  succeeded: Generated<number>;
+  failed: Generated<number>;
+  invalidated: Generated<number>;
+  last_error: string | null;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
 }
 
 export interface Database {
@@ -123,6 +145,7 @@ export interface Database {
   device_events: DeviceEventsTable;
   audiences: AudiencesTable;
   notifications: NotificationsTable;
+  delivery_batches: DeliveryBatchesTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -132,3 +155,4 @@ export type NewDevice = Insertable<DevicesTable>;
 export type DeviceUpdate = Updateable<DevicesTable>;
 export type Audience = Selectable<AudiencesTable>;
 export type Notification = Selectable<NotificationsTable>;
+export type DeliveryBatch = Selectable<DeliveryBatchesTable>;

@@ -35,7 +35,8 @@ export const notificationRequestSchema = z.strictObject({
       to: toSchema,
       payload: payloadSchema,
     },
-    { error: 'must be an object with to and payload' },
+    // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
+    { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
   ),
 });
 

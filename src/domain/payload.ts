@@ -35,7 +35,9 @@ export const payloadSchema = z
       .number({ error: 'must be a number from 0 to 1' })
       .min(0, 'must be a number from 0 to 1')
       .max(1, 'must be a number from 0 to 1')
-      .refine((v) => Math.abs(Math.round(v * 100) - v * 100) < 1e-9, 'may have at most two decimal places')
+      // Exact: a JSON number with at most two decimals is the double nearest to its two-decimal rendering.
+      // (An absolute tolerance let tiny values such as 1e-12 through.)
+      .refine((v) => Number(v.toFixed(2)) === v, 'may have at most two decimal places')
       .optional(),
   })
   .superRefine((payload, ctx) => {

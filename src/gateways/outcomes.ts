@@ -13,10 +13,10 @@
  * | apns    | 400 BadDeviceToken                                       | invalid_token  |                              |
  * | apns    | 400 DeviceTokenNotForTopic                               | invalid_token  |                              |
  * | apns    | 403 ExpiredProviderToken                                 | retry          | regenerate the JWT first     |
- * | apns    | 429 TooManyRequests                                      | retry          | Retry-After honoured         |
- * | apns    | 5xx                                                      | retry          | Retry-After honoured         |
+ * | apns    | 429 TooManyRequests                                      | retry          | Retry-After honoured (1)     |
+ * | apns    | 5xx                                                      | retry          | Retry-After honoured (1)     |
  * | apns    | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
- * | apns    | other 4xx (413 PayloadTooLarge, 403 InvalidProviderToken…)| failed        | reason = APNs reason         |
+ * | apns    | other 4xx (413 PayloadTooLarge, 403 InvalidProviderToken…) | failed       | reason = APNs reason         |
  * | fcm     | 200                                                      | ok             |                              |
  * | fcm     | 404 UNREGISTERED                                         | invalid_token  |                              |
  * | fcm     | 400 INVALID_ARGUMENT about the registration token        | invalid_token  |                              |
@@ -25,8 +25,12 @@
  * | fcm     | 429 QUOTA_EXCEEDED                                       | retry          | Retry-After honoured         |
  * | fcm     | 5xx (500 INTERNAL, 503 UNAVAILABLE…)                     | retry          | Retry-After honoured         |
  * | fcm     | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
- * | fcm     | other 4xx (400 INVALID_ARGUMENT about the message, 403 SENDER_ID_MISMATCH…) | failed |     |
+ * | fcm     | other 4xx (400 about the message, 403 SENDER_ID_MISMATCH…)| failed         | reason = FCM errorCode       |
+ * | oauth   | token endpoint 429 / 5xx / connection error / timeout    | retry          | Retry-After honoured         |
+ * | oauth   | token endpoint 4xx (invalid_grant: key revoked…)         | failed         | every push of the batch      |
  * | any     | anything else (1xx, 3xx, unparsable)                     | failed         |                              |
+ *
+ * (1) when the transport exposes it: node-apn 8 does not (see apns.ts), and APNs does not document one.
  *
  * `refreshAuth` on a row tells the gateway its credential (APNs provider JWT, Google OAuth token) was
  * refused as stale: renew it before the retry. SENDER_ID_MISMATCH is deliberately not a token error:
@@ -35,7 +39,8 @@
  */
 import type { PushOutcome, PushOutcomeKind } from './types.js';
 
-export type GatewayName = 'apns' | 'fcm';
+/** `oauth` is Google's token endpoint: when no access token can be had, every FCM push of the batch gets its answer. */
+export type GatewayName = 'apns' | 'fcm' | 'oauth';
 
 /** The error object FCM HTTP v1 returns (google.rpc.Status as JSON). */
 export interface FcmErrorBody {
@@ -106,6 +111,11 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
   { gateway: 'fcm', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
   { gateway: 'fcm', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
 
+  { gateway: 'oauth', when: '429', match: (f) => f.status === 429, kind: 'retry' },
+  { gateway: 'oauth', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
+  { gateway: 'oauth', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
+  { gateway: 'oauth', when: '4xx (invalid_grant: revoked or wrong key…)', match: (f) => is4xx(f.status), kind: 'failed' },
+
   { gateway: 'any', when: 'anything else', match: () => true, kind: 'failed' },
 ];
 
@@ -139,8 +149,9 @@ function factsOf(answer: GatewayAnswer): Facts {
 
 /** Short, stable reason: the gateway's own code ("Unregistered", "QUOTA_EXCEEDED"), else "HTTP <status>". */
 function reasonOf(answer: GatewayAnswer, facts: Facts): string {
-  if (!('status' in answer)) return `transport: ${answer.transportError}`;
-  return facts.code !== '' ? facts.code : `HTTP ${answer.status}`;
+  const prefix = answer.gateway === 'oauth' ? 'oauth ' : '';
+  if (!('status' in answer)) return `${prefix}transport: ${answer.transportError}`;
+  return prefix + (facts.code !== '' ? facts.code : `HTTP ${answer.status}`);
 }
 
 /** The FcmError errorCode of an FCM v1 error, falling back to the google.rpc status ("UNAVAILABLE"). */

@@ -8,6 +8,8 @@ import { audienceRoutes } from './routes/audiences.js';
 import { healthRoutes } from './routes/health.js';
 import { notificationRoutes } from './routes/notifications.js';
 import { extraRoutes } from './routes/index.js';
+import { metricsRoutes } from './routes/metrics.js';
+import { uninstalledRoutes } from './routes/uninstalled.js';
 
 /** Builds the HTTP API on an app context. Listening is the caller's business (main.ts, tests). */
 export async function buildServer(ctx: AppContext): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
@@ -36,6 +38,8 @@ export async function buildServer(ctx: AppContext): Promise<FastifyInstance<RawS
   await app.register(healthRoutes(ctx));
   await app.register(notificationRoutes(ctx));
   await app.register(audienceRoutes(ctx));
+  await app.register(uninstalledRoutes(ctx));
+  await app.register(metricsRoutes(ctx));
   for (const routes of extraRoutes) await app.register(routes(ctx));
   return app;
 }

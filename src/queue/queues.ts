@@ -56,15 +56,22 @@ export class JobQueues {
     return q;
   }
 
+  private readonly defaults = new Map<JobName, JobsOptions>();
+
+  /** Options every job of that name gets (e.g. the retry policy of deliveries). */
+  setDefaults(name: JobName, opts: JobsOptions): void {
+    this.defaults.set(name, opts);
+  }
+
   /** Adds a job; a job id that already exists is not added twice (idempotent enqueue). */
   async add<N extends JobName>(name: N, data: JobTypes[N], opts: JobsOptions & { jobId: string }): Promise<void> {
-    await this.queue(name).add(name, data, opts);
+    await this.queue(name).add(name, data, { ...this.defaults.get(name), ...opts });
   }
 
   worker<N extends JobName>(
     name: N,
     processor: (job: Job<JobTypes[N]>) => Promise<unknown>,
-    opts: { concurrency: number; lockDuration?: number },
+    opts: { concurrency: number; lockDuration?: number; backoff?: (attemptsMade: number, err: unknown) => number },
   ): Worker {
     const w = new this.classes.Worker(name, processor as never, {
       connection: this.connection as never,
@@ -72,7 +79,9 @@ export class JobQueues {
       concurrency: opts.concurrency,
       lockDuration: opts.lockDuration ?? 60_000,
       autorun: true,
+      settings: opts.backoff ? { backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) => opts.backoff!(attemptsMade, err) } : undefined,
     }) as Worker;
+    w.on('error', () => undefined); // connection errors: BullMQ reconnects; /ready reports the outage
     this.workers.push(w);
     return w;
   }
@@ -94,10 +103,15 @@ export class JobQueues {
     return this.queue(name).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
   }
 
-  /** Stops workers first (they finish their in-flight jobs), then closes the queues. */
+  /** Stops taking jobs and waits for the in-flight ones to finish. */
+  async closeWorkers(): Promise<void> {
+    await Promise.all(this.workers.splice(0).map((w) => w.close()));
+  }
+
   async close(): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.close()));
+    await this.closeWorkers();
     await Promise.all([...this.queues.values()].map((q) => q.close()));
+    this.queues.clear();
   }
 }
 

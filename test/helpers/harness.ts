@@ -7,6 +7,9 @@ import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { buildServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/logger.js';
+import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { Metrics } from '../../src/metrics.js';
+import { PooledGatewayProvider } from '../../src/queue/gateway-provider.js';
 import { startPipeline, type Pipeline } from '../../src/queue/pipeline.js';
 import { JobQueues, type QueueBackendKind } from '../../src/queue/queues.js';
 import { AppService } from '../../src/services/apps.js';
@@ -53,8 +56,11 @@ export async function createHarness(opts: { queue?: QueueBackendKind; workers?: 
   const rUrl = redisUrl();
   if (kind === 'redis' && !rUrl) throw new Error('redis harness requested without Redis');
   const queues = new JobQueues({ kind, databaseUrl, redisUrl: rUrl ?? undefined, prefix: name });
-  const pipeline = startPipeline(config, log, db.db, queues, { workers: opts.workers ?? false });
-  const ctx = createContext(config, log, db.db, queues, pipeline.scheduler);
+  const metrics = new Metrics();
+  const workers = opts.workers ?? false;
+  const gateways = workers ? new PooledGatewayProvider(config, log, new AppsRepository(db.db)) : undefined;
+  const pipeline = startPipeline(config, log, db.db, queues, { workers, gateways, metrics });
+  const ctx = createContext(config, log, db.db, queues, pipeline.scheduler, metrics);
   const server = await buildServer(ctx);
   await server.ready();
 

@@ -44,6 +44,9 @@ export class NotificationsRepository {
             generation: sql<number>`notifications.generation + 1`,
             failure_reason: null,
             finished_at: null,
+            fanout_cursor: null,
+            fanout_seq: 0,
+            fanout_done: false,
             updated_at: sql<Date>`now()`,
           })),
       )
@@ -58,17 +61,5 @@ export class NotificationsRepository {
 
   async findById(id: string, db: Db = this.db): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
-  }
-
-  /** Notifications still `scheduled` longer than `olderThanSeconds`: their enqueue may have been lost. */
-  async findStaleScheduled(olderThanSeconds: number, limit: number): Promise<Pick<Notification, 'id' | 'generation'>[]> {
-    return this.db
-      .selectFrom('notifications')
-      .select(['id', 'generation'])
-      .where('state', '=', 'scheduled')
-      .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
-      .orderBy('updated_at')
-      .limit(limit)
-      .execute();
   }
 }

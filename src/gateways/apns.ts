@@ -1,0 +1,160 @@
+/**
+ * APNs gateway on @parse/node-apn (HTTP/2, token auth).
+ *
+ * One `ApnsGateway` = one node-apn MultiProvider = `clientCount` long-lived HTTP/2 connections to one
+ * origin (production or sandbox) for one key + topic. The GatewayPool (./pool.ts) keeps one per
+ * app + environment + credentials and reuses it across batches.
+ *
+ * How node-apn 8.1 is driven, and why (read from node_modules/@parse/node-apn/lib):
+ * - `address`/`port` come from the origin URL (APNS_ORIGIN_PRODUCTION / APNS_ORIGIN_SANDBOX); TLS trust
+ *   is Node's default store, so NODE_EXTRA_CA_CERTS works without any option here.
+ * - `connectionRetryLimit: 0`: node-apn's own retry re-sends 429/5xx immediately on the same session
+ *   (its Retry-After handling can't work: it reads `headers['Retry-After']`, but HTTP/2 header names are
+ *   lower-case, and it deletes `retryAfter` before answering). We answer `retry` instead and let the
+ *   worker reschedule with backoff. Consequence: APNs retry outcomes carry no retryAfterMs (APNs does
+ *   not document a Retry-After header anyway).
+ * - 403 ExpiredProviderToken: node-apn regenerates the JWT of the client that got it (guarded by a
+ *   generation counter, so one burst of 403s causes one regeneration) before reporting the failure.
+ *   Each of the `clientCount` clients has its own JWT, so we re-send up to `clientCount` times; after
+ *   that the answer is `retry`. node-apn also renews every JWT proactively after 55 minutes.
+ * - node-apn opens a stream per recipient all at once (Promise.allSettled over the list); we feed it
+ *   one token at a time through a Limiter shared by all sends of this gateway, so at most
+ *   `maxInFlight` streams are open however many batches arrive together.
+ */
+import apn from '@parse/node-apn';
+import type { MultiProvider, Notification as ApnNotification } from '@parse/node-apn';
+import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
+import type { Logger } from '../logger.js';
+import type { ApnsCredentials } from './credentials.js';
+import { Drain, Limiter, mapLimited } from './limiter.js';
+import { classify, type GatewayAnswer } from './outcomes.js';
+import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
+
+export { parseApnsCredentials, type ApnsCredentials } from './credentials.js';
+
+export interface ApnsGatewayOptions {
+  credentials: ApnsCredentials;
+  /** apns-topic: the credentials' topic, else the app's bundle id. */
+  topic: string;
+  /** e.g. https://api.push.apple.com or https://api.sandbox.push.apple.com (port optional, default 443). */
+  origin: string;
+  /** HTTP/2 connections, used round-robin. Default 2. */
+  clientCount?: number;
+  /** Streams open at once across all connections. Default 200. */
+  maxInFlight?: number;
+  /** Per-request timeout in ms (node-apn `requestTimeout`). Default 10000. */
+  requestTimeoutMs?: number;
+  /** PING interval in ms that keeps idle connections checked (node-apn `heartBeat`). Default 60000. */
+  heartbeatMs?: number;
+  log?: Logger;
+}
+
+/** The shape node-apn gives a failed recipient (its typings omit that `error` is a VError with a message). */
+interface ApnFailure {
+  device?: string;
+  status?: number;
+  response?: { reason?: string; timestamp?: number | string };
+  error?: { message?: string };
+}
+
+const HEX_TOKEN = /^[0-9a-fA-F]+$/;
+
+export class ApnsGateway implements PushGateway {
+  private readonly provider: MultiProvider;
+  private readonly limiter: Limiter;
+  private readonly drain = new Drain();
+  private readonly clientCount: number;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: ApnsGatewayOptions) {
+    const { host, port } = parseOrigin(options.origin);
+    this.clientCount = options.clientCount ?? 2;
+    this.limiter = new Limiter(options.maxInFlight ?? 200);
+    this.provider = new apn.MultiProvider({
+      token: { key: options.credentials.keyPem, keyId: options.credentials.keyId, teamId: options.credentials.teamId },
+      address: host,
+      port,
+      clientCount: this.clientCount,
+      connectionRetryLimit: 0,
+      requestTimeout: options.requestTimeoutMs ?? 10_000,
+      heartBeat: options.heartbeatMs ?? 60_000,
+    });
+  }
+
+  async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
+    const run = this.drain.track(() => this.sendAll(push, targets));
+    return run ?? targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }));
+  }
+
+  private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
+    const request = toApnsRequest(push.payload, push.notificationId);
+    if (request.bytes > APNS_MAX_PAYLOAD_BYTES) {
+      // APNs would answer 413 PayloadTooLarge for every token; don't send what can't succeed.
+      const outcome = classify({ gateway: 'apns', status: 413, reason: 'PayloadTooLarge' }).outcome;
+      return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
+    }
+
+    const note = new apn.Notification();
+    note.rawPayload = request.body;
+    note.topic = this.options.topic;
+    note.pushType = request.headers['apns-push-type'];
+    note.priority = request.headers['apns-priority'];
+    const collapseId = request.headers['apns-collapse-id'];
+    if (collapseId !== undefined) note.collapseId = collapseId;
+
+    return mapLimited(this.limiter, targets, async (t) => ({ deviceId: t.deviceId, outcome: await this.sendOne(note, t.token) }));
+  }
+
+  private async sendOne(note: ApnNotification, token: string): Promise<PushOutcome> {
+    if (!HEX_TOKEN.test(token)) {
+      // APNs tokens are hex; anything else can never be delivered (and must not reach the URL path).
+      return classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
+    }
+    for (let attempt = 0; ; attempt += 1) {
+      const answer = await this.attempt(note, token);
+      const { outcome, refreshAuth } = classify(answer);
+      // node-apn has already regenerated the refused JWT; each client holds its own, hence clientCount re-sends.
+      if (refreshAuth && attempt < this.clientCount) continue;
+      if (outcome.kind === 'retry' || outcome.kind === 'failed') this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
+      return outcome;
+    }
+  }
+
+  private async attempt(note: ApnNotification, token: string): Promise<GatewayAnswer> {
+    try {
+      const { sent, failed } = await this.provider.send(note, token);
+      if (sent.length > 0) return { gateway: 'apns', status: 200 };
+      return answerOf(failed[0] as ApnFailure | undefined);
+    } catch (err) {
+      // node-apn settles every recipient, so this is unexpected; still, nothing is dropped.
+      return { gateway: 'apns', transportError: (err as Error).message ?? String(err) };
+    }
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.drain.close();
+      await new Promise<void>((resolve) => void this.provider.shutdown(resolve));
+    })();
+    return this.closing;
+  }
+}
+
+/** Normalises a node-apn failure into a gateway answer for the outcome table. */
+function answerOf(failure: ApnFailure | undefined): GatewayAnswer {
+  if (!failure) return { gateway: 'apns', transportError: 'no answer from node-apn' };
+  if (typeof failure.status === 'number') {
+    // node-apn keeps the body's reason, except for ExpiredProviderToken which it moves to error.message.
+    const reason = failure.response?.reason ?? (failure.error?.message === 'ExpiredProviderToken' ? 'ExpiredProviderToken' : undefined);
+    return reason === undefined ? { gateway: 'apns', status: failure.status } : { gateway: 'apns', status: failure.status, reason };
+  }
+  return { gateway: 'apns', transportError: failure.error?.message ?? 'unknown error' };
+}
+
+/** node-apn wants a bare host and a port; the config gives an origin URL. */
+export function parseOrigin(origin: string): { host: string; port: number } {
+  const url = new URL(origin);
+  if (url.protocol !== 'https:') throw new Error(`APNs origin must be https: ${origin}`);
+  if (url.pathname !== '/' && url.pathname !== '') throw new Error(`APNs origin must not have a path: ${origin}`);
+  return { host: url.hostname, port: url.port === '' ? 443 : Number(url.port) };
+}

@@ -1,0 +1,144 @@
+/**
+ * FCM HTTP v1 gateway: our own long-lived node:http2 session + firebase-admin's Credential contract.
+ *
+ * What we did and why (for the README):
+ * - Sending: firebase-admin's messaging cannot be pointed at FCM_ORIGIN — `FCM_SEND_HOST` is the
+ *   constant 'fcm.googleapis.com' in lib/messaging/messaging.js — and its sendEach() opens a new HTTP/2
+ *   session per call. So we POST `${FCM_ORIGIN}/v1/projects/<project_id>/messages:send` ourselves over
+ *   one long-lived HTTP/2 session per service account (./http2-client.ts), reconnecting after
+ *   GOAWAY/close, with at most `maxInFlight` streams open. One request per token: FCM v1 has no
+ *   multicast (the batch endpoint is gone).
+ * - Auth: firebase-admin's `cert()` credential ignores GOOGLE_TOKEN_URL (google-auth-library hard-codes
+ *   https://oauth2.googleapis.com/token, and `token_uri` in the JSON is not read), so
+ *   ./google-oauth.ts implements firebase-admin's `Credential` interface with a configurable token
+ *   URL; tokens are cached and renewed before expiry, and renewed at once after a 401.
+ * - Every answer goes through ./outcomes.ts; FCM's Retry-After (429/503) becomes retryAfterMs.
+ */
+import { fcmSendBody, toFcmMessage, type FcmMessageTemplate } from '../domain/push-mapping.js';
+import type { Logger } from '../logger.js';
+import type { FcmServiceAccount } from './credentials.js';
+import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
+import { Http2Origin, type Http2Response } from './http2-client.js';
+import { Drain, Limiter, mapLimited } from './limiter.js';
+import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
+import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
+
+export { parseFcmServiceAccount, type FcmServiceAccount } from './credentials.js';
+
+export interface FcmGatewayOptions {
+  serviceAccount: FcmServiceAccount;
+  /** FCM_ORIGIN, default https://fcm.googleapis.com */
+  origin: string;
+  /** GOOGLE_TOKEN_URL, default https://oauth2.googleapis.com/token */
+  tokenUrl: string;
+  /** Streams open at once. Default 100 (firebase-admin's own peerMaxConcurrentStreams). */
+  maxInFlight?: number;
+  /** Per-request timeout in ms. Default 10000. */
+  requestTimeoutMs?: number;
+  log?: Logger;
+}
+
+export class FcmGateway implements PushGateway {
+  private readonly http: Http2Origin;
+  private readonly tokens: AccessTokenCache;
+  private readonly limiter: Limiter;
+  private readonly drain = new Drain();
+  private readonly path: string;
+  private readonly timeoutMs: number;
+  private closing: Promise<void> | undefined;
+
+  constructor(private readonly options: FcmGatewayOptions) {
+    this.http = new Http2Origin(options.origin);
+    this.tokens = new AccessTokenCache(new ServiceAccountTokenCredential(options.serviceAccount, { tokenUrl: options.tokenUrl }));
+    this.limiter = new Limiter(options.maxInFlight ?? 100);
+    this.path = `/v1/projects/${encodeURIComponent(options.serviceAccount.project_id)}/messages:send`;
+    this.timeoutMs = options.requestTimeoutMs ?? 10_000;
+  }
+
+  async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
+    const run = this.drain.track(() => this.sendAll(push, targets));
+    return run ?? targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }));
+  }
+
+  private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
+    if (targets.length === 0) return [];
+    // Get the token once up front: if Google refuses it, every target gets that one answer
+    // instead of thousands of token requests.
+    try {
+      await this.tokens.get();
+    } catch (err) {
+      const outcome = classify(oauthAnswer(err)).outcome;
+      this.options.log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, 'fcm: no access token');
+      return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
+    }
+    const template = toFcmMessage(push.payload, push.notificationId);
+    return mapLimited(this.limiter, targets, async (t) => ({ deviceId: t.deviceId, outcome: await this.sendOne(template, t.token) }));
+  }
+
+  private async sendOne(template: FcmMessageTemplate, token: string): Promise<PushOutcome> {
+    const body = JSON.stringify(fcmSendBody(template, token));
+    for (let attempt = 0; ; attempt += 1) {
+      let accessToken: string;
+      try {
+        accessToken = await this.tokens.get();
+      } catch (err) {
+        return classify(oauthAnswer(err)).outcome;
+      }
+      const answer = await this.post(body, accessToken);
+      const { outcome, refreshAuth } = classify(answer);
+      if (refreshAuth && attempt === 0) {
+        // 401: the access token was revoked or expired early; renew it (once for all callers) and re-send once.
+        this.tokens.invalidate(accessToken);
+        continue;
+      }
+      return outcome;
+    }
+  }
+
+  private async post(body: string, accessToken: string): Promise<GatewayAnswer> {
+    let res: Http2Response;
+    try {
+      res = await this.http.request(
+        'POST',
+        this.path,
+        { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json; charset=UTF-8', accept: 'application/json' },
+        body,
+        this.timeoutMs,
+      );
+    } catch (err) {
+      return { gateway: 'fcm', transportError: (err as Error).message };
+    }
+    const retryAfter = headerValue(res.headers['retry-after']);
+    if (res.status >= 200 && res.status < 300) return { gateway: 'fcm', status: 200 };
+    const fcmError = parseFcmError(res.body);
+    return { gateway: 'fcm', status: res.status, ...(fcmError && { fcmError }), ...(retryAfter !== undefined && { retryAfter }) };
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.drain.close();
+      await this.http.close();
+    })();
+    return this.closing;
+  }
+}
+
+function oauthAnswer(err: unknown): GatewayAnswer {
+  if (err instanceof OAuthError && err.status !== undefined) {
+    return { gateway: 'oauth', status: err.status, ...(err.code && { reason: err.code }), ...(err.retryAfter !== undefined && { retryAfter: err.retryAfter }) };
+  }
+  return { gateway: 'oauth', transportError: (err as Error).message ?? String(err) };
+}
+
+function parseFcmError(body: string): FcmErrorBody | undefined {
+  try {
+    const parsed = JSON.parse(body) as { error?: unknown };
+    return typeof parsed.error === 'object' && parsed.error !== null ? (parsed.error as FcmErrorBody) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}

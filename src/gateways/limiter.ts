@@ -1,0 +1,65 @@
+/**
+ * A counting semaphore. Gateways share one per connection pool so that a burst (20,000 tokens, or
+ * several batches sent at once by the worker) never opens more HTTP/2 streams than the session can
+ * carry: too many open streams blow Node's per-session memory cap (ENHANCE_YOUR_CALM) and time out
+ * requests queued behind the peer's SETTINGS_MAX_CONCURRENT_STREAMS.
+ */
+export class Limiter {
+  private active = 0;
+  private readonly waiting: Array<() => void> = [];
+
+  constructor(readonly max: number) {
+    if (!Number.isInteger(max) || max < 1) throw new RangeError(`limit must be a positive integer, got ${max}`);
+  }
+
+  get inFlight(): number {
+    return this.active;
+  }
+
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.active < this.max) this.active += 1;
+    else await new Promise<void>((resolve) => this.waiting.push(resolve));
+    try {
+      return await task();
+    } finally {
+      // Hand the slot straight to the next waiter so `active` never over-counts.
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active -= 1;
+    }
+  }
+}
+
+/** Runs `task` for every item through `limiter`; results keep the input order. */
+export function mapLimited<T, R>(limiter: Limiter, items: readonly T[], task: (item: T) => Promise<R>): Promise<R[]> {
+  return Promise.all(items.map((item) => limiter.run(() => task(item))));
+}
+
+/**
+ * Tracks running operations so `close()` can stop taking new work and wait for what is in flight,
+ * instead of cutting streams (a cut stream would be reported as a retry, wasting a delivery attempt).
+ */
+export class Drain {
+  private readonly running = new Set<Promise<unknown>>();
+  private closed = false;
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Runs `op` unless closed; returns undefined when closed so the caller can answer "retry later". */
+  track<T>(op: () => Promise<T>): Promise<T> | undefined {
+    if (this.closed) return undefined;
+    const p = op();
+    this.running.add(p);
+    const forget = () => this.running.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  /** Refuses new work and resolves once everything in flight has settled. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.allSettled([...this.running]);
+  }
+}

@@ -1,0 +1,49 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../context.js';
+import { NotFoundError } from '../../domain/errors.js';
+import { parseIsoDate } from '../../domain/date-math.js';
+import { isUuid } from '../../db/repositories/audiences.js';
+import { requirePermission } from '../auth.js';
+import { iso } from '../serialize.js';
+
+const isoDate = z
+  .string()
+  .refine((s) => parseIsoDate(s) !== null, 'must be an ISO 8601 date')
+  .transform((s) => parseIsoDate(s)!);
+
+/** Devices whose token a gateway rejected, newest first is not needed: cursor pages in invalidation order. */
+export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/v6/devices/uninstalled',
+      {
+        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        schema: {
+          tags: ['devices'],
+          summary: 'Devices whose push token the gateways rejected',
+          querystring: z.object({ cursor: z.string().optional(), from: isoDate.optional(), to: isoDate.optional(), per: z.coerce.number().int().min(1).max(1000).default(100) }),
+        },
+      },
+      async (request) => {
+        const { cursor, from, to, per } = request.query;
+        const after = cursor ? decodeCursor(cursor) : null;
+        if (cursor && !after) throw new NotFoundError('cursor');
+        const rows = await ctx.repos.uninstalled.page(request.principal.appId, { after, from, to, limit: per });
+        const last = rows.length === per ? rows[rows.length - 1]! : null;
+        return {
+          meta: { cursor: last ? encodeCursor(last.token_invalidated_at, last.id) : null },
+          devices: rows.map((d) => ({ id: d.id, platform: d.platform, push_token: d.token, uninstalled_at: iso(d.token_invalidated_at), reason: d.token_invalid_reason })),
+        };
+      },
+    );
+  };
+}
+
+const encodeCursor = (at: Date, id: string) => Buffer.from(`${at.toISOString()}|${id}`).toString('base64url');
+
+function decodeCursor(cursor: string): { at: Date; id: string } | null {
+  const [at, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  const date = at ? parseIsoDate(at) : null;
+  return date && id && isUuid(id) ? { at: date, id } : null;
+}

@@ -1,0 +1,29 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Prometheus metrics of one process, served at /metrics. */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly pushes = new Counter({
+    name: 'pushd_pushes_total',
+    help: 'Pushes by platform and outcome (ok, invalid_token, retry, failed)',
+    labelNames: ['platform', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly gatewayLatency = new Histogram({
+    name: 'pushd_gateway_send_seconds',
+    help: 'Time for a gateway to answer one delivery chunk, by platform',
+    labelNames: ['platform'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'pushd_queue_jobs',
+    help: 'Jobs in each queue by state',
+    labelNames: ['queue', 'state'] as const,
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'pushd_' });
+  }
+}

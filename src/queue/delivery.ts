@@ -1,0 +1,84 @@
+import type { Job } from 'bullmq';
+import type { BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { PushResult } from '../gateways/types.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { GatewayProvider } from './gateways.js';
+import type { JobTypes } from './queues.js';
+import { RetryLaterError } from './retry.js';
+
+/** Sorts per-device gateway results into what the batch records. */
+export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?: number } {
+  const out: BatchOutcome & { retryAfterMs?: number } = { succeeded: [], failed: [], invalidated: [], retry: [], lastError: null };
+  for (const { deviceId, outcome } of results) {
+    switch (outcome.kind) {
+      case 'ok':
+        out.succeeded.push(deviceId);
+        break;
+      case 'invalid_token':
+        out.invalidated.push({ deviceId, reason: outcome.reason });
+        break;
+      case 'failed':
+        out.failed.push({ deviceId, reason: outcome.reason });
+        out.lastError = outcome.reason;
+        break;
+      case 'retry':
+        out.retry.push(deviceId);
+        out.lastError = outcome.reason;
+        if (outcome.retryAfterMs) out.retryAfterMs = Math.max(out.retryAfterMs ?? 0, outcome.retryAfterMs);
+        break;
+    }
+  }
+  return out;
+}
+
+/**
+ * Sends one batch through the app's gateway. Only devices still pending are sent, so a retry resends
+ * exactly the tokens that failed temporarily; results are committed before the job acknowledges.
+ */
+export function deliveryProcessor(deps: {
+  log: Logger;
+  metrics: Metrics;
+  gateways: GatewayProvider;
+  notifications: NotificationsRepository;
+  delivery: DeliveryRepository;
+  maxAttempts: number;
+}) {
+  return async (job: Job<JobTypes['delivery']>): Promise<void> => {
+    const { batchId, notificationId } = job.data;
+    const log = deps.log.child({ notificationId, batchId, job: 'delivery', attempt: job.attemptsMade + 1 });
+    const batch = await deps.delivery.findBatch(batchId);
+    if (!batch || batch.state !== 'pending') return;
+    const n = await deps.notifications.findById(batch.notification_id);
+    if (!n || n.generation !== batch.generation) {
+      await deps.delivery.supersedeBatch(batch.id); // a collapse_key update replaced this send
+      return;
+    }
+
+    const targets = await deps.delivery.pendingTargets(batch);
+    const reachable = new Set(targets.map((t) => t.deviceId));
+    const gone = batch.pending_device_ids.filter((id) => !reachable.has(id));
+    let results: PushResult[] = gone.map((deviceId) => ({ deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } }));
+
+    const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
+    if (targets.length && !gateway) {
+      results = results.concat(targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })));
+    } else if (gateway) {
+      const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
+      results = results.concat(await gateway.send({ notificationId: n.id, payload: n.payload as Record<string, unknown> }, targets));
+      stop();
+    }
+    for (const r of results) deps.metrics.pushes.inc({ platform: batch.platform, outcome: r.outcome.kind });
+
+    const summary = summarise(results);
+    const finalAttempt = job.attemptsMade + 1 >= deps.maxAttempts;
+    const { done } = await deps.delivery.recordAttempt(batch, summary, finalAttempt);
+    log.info(
+      { sent: summary.succeeded.length, failed: summary.failed.length, invalidated: summary.invalidated.length, retry: summary.retry.length },
+      'batch attempt recorded',
+    );
+    if (!done) throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs);
+    await deps.delivery.completeIfFinished(n.id, n.generation);
+  };
+}

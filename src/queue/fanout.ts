@@ -1,0 +1,90 @@
+import type { Job } from 'bullmq';
+import type { Db } from '../db/database.js';
+import type { DeliveryRepository, Deliverable, NewBatch } from '../db/repositories/delivery.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { Filter } from '../domain/filters.js';
+import type { Logger } from '../logger.js';
+import type { JobQueues, JobTypes } from './queues.js';
+
+export const batchJobOptions = { removeOnComplete: true, removeOnFail: true } as const;
+
+/** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
+export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
+
+/** Splits one page of devices into batches per platform and environment (the gateway each one needs). */
+export function cutBatches(notificationId: string, generation: number, page: Deliverable[], firstSeq: number): NewBatch[] {
+  const groups = new Map<string, Deliverable[]>();
+  for (const d of page) {
+    const key = `${d.platform}:${d.development}`;
+    const list = groups.get(key);
+    if (list) list.push(d);
+    else groups.set(key, [d]);
+  }
+  return [...groups.values()].map((devices, i) => ({
+    id: batchId(notificationId, generation, firstSeq + i),
+    seq: firstSeq + i,
+    platform: devices[0]!.platform,
+    development: devices[0]!.development,
+    deviceIds: devices.map((d) => d.id),
+  }));
+}
+
+/**
+ * Resolves a notification's audience to devices in keyset pages and turns each page into delivery batches.
+ * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped.
+ */
+export function fanoutProcessor(deps: {
+  db: Db;
+  log: Logger;
+  queues: JobQueues;
+  notifications: NotificationsRepository;
+  delivery: DeliveryRepository;
+  pageSize: number;
+}) {
+  return async (job: Job<JobTypes['fanout']>): Promise<void> => {
+    const { notificationId, generation } = job.data;
+    const log = deps.log.child({ notificationId, generation, job: 'fanout' });
+    const n = await deps.notifications.findById(notificationId);
+    if (!n || n.generation !== generation || n.state === 'sent' || n.state === 'failed') {
+      log.debug('nothing to fan out (superseded or finished)');
+      return;
+    }
+    await deps.delivery.markSending(notificationId, generation);
+    const enqueue = (b: { id: string; platform: NewBatch['platform']; development: boolean }) =>
+      deps.queues.add(
+        'delivery',
+        { notificationId, generation, batchId: b.id, platform: b.platform, development: b.development },
+        { jobId: b.id, ...batchJobOptions },
+      );
+
+    if (!n.fanout_done) {
+      const audience = await deps.db.selectFrom('audiences').select(['filters']).where('id', '=', n.audience_id).executeTakeFirstOrThrow();
+      const filters = audience.filters as Filter[] | null;
+      const now = new Date(); // date math resolves once per fan-out, the same for every page
+      let cursor = n.fanout_cursor;
+      let seq = n.fanout_seq;
+      let pages = 0;
+      for (;;) {
+        const page = await deps.delivery.pageDeliverable(n.app_id, filters, cursor, deps.pageSize, now);
+        if (page.length === 0) break;
+        const batches = cutBatches(notificationId, generation, page, seq);
+        const last = page[page.length - 1]!.id;
+        if (!(await deps.delivery.saveFanoutPage(notificationId, generation, batches, last, seq + batches.length, page.length))) {
+          log.info('superseded by a newer generation during fan-out');
+          return;
+        }
+        for (const b of batches) await enqueue(b);
+        cursor = last;
+        seq += batches.length;
+        pages++;
+        if (page.length < deps.pageSize) break;
+      }
+      await deps.delivery.markFanoutDone(notificationId, generation);
+      log.info({ pages, batches: seq }, 'fan-out done');
+    }
+    // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
+    // deterministic job ids make this a no-op for jobs that exist.
+    for (const b of await deps.delivery.pendingBatches(notificationId, generation)) await enqueue(b);
+    await deps.delivery.completeIfFinished(notificationId, generation);
+  };
+}
