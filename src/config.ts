@@ -23,6 +23,8 @@ const envSchema = z.object({
   DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
   RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),
   RETRY_MAX_MS: z.coerce.number().int().min(1).default(300_000),
+  // How long a job stays locked to a worker without renewal; a killed worker's job is taken over after this.
+  JOB_LOCK_MS: z.coerce.number().int().min(1000).default(30_000),
   SWEEP_AFTER_SECONDS: z.coerce.number().int().min(1).default(30),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
 });

@@ -3,11 +3,14 @@ import type { Db } from './db/database.js';
 import { ApiKeysRepository, AppsRepository } from './db/repositories/apps.js';
 import { AudiencesRepository } from './db/repositories/audiences.js';
 import { DevicesRepository } from './db/repositories/devices.js';
+import { EventsRepository } from './db/repositories/events.js';
 import { NotificationsRepository } from './db/repositories/notifications.js';
 import { UninstalledRepository } from './db/repositories/uninstalled.js';
+import { createGeoIp } from './geoip.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import type { JobQueues } from './queue/queues.js';
+import { DeviceService } from './services/devices.js';
 import { NotificationService, type NotificationScheduler } from './services/notifications.js';
 
 /** Everything a request handler or job may need, built once at start-up and passed explicitly. */
@@ -24,9 +27,11 @@ export interface AppContext {
     notifications: NotificationsRepository;
     devices: DevicesRepository;
     uninstalled: UninstalledRepository;
+    events: EventsRepository;
   };
   services: {
     notifications: NotificationService;
+    devices: DeviceService;
   };
 }
 
@@ -45,9 +50,11 @@ export function createContext(
     notifications: new NotificationsRepository(db),
     devices: new DevicesRepository(db),
     uninstalled: new UninstalledRepository(db),
+    events: new EventsRepository(db),
   };
   const notifications = new NotificationService(db, repos.audiences, repos.notifications, scheduler, (err, id) =>
     log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );
-  return { config, log, db, queues, metrics, repos, services: { notifications } };
+  const devices = new DeviceService(db, repos.devices, repos.events, createGeoIp(config.GEOIP_DB_PATH, log));
+  return { config, log, db, queues, metrics, repos, services: { notifications, devices } };
 }

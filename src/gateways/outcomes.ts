@@ -72,7 +72,7 @@ export interface Classification {
 }
 
 /** What a rule looks at: the status (or 'transport'), the reason code, and whether an FCM 400 concerns the token. */
-interface Facts {
+export interface Facts {
   gateway: GatewayName;
   status: number | 'transport';
   code: string;
@@ -181,6 +181,8 @@ export function parseRetryAfter(value: string | undefined | null, now: number = 
   const text = String(value).trim();
   if (text === '') return undefined;
   if (/^\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1000);
+  // An HTTP date names its day and month ("Wed, 21 Oct 2015 07:28:00 GMT"); Date.parse alone reads "-3" as a year.
+  if (!/[A-Za-z]{3}/.test(text)) return undefined;
   const at = Date.parse(text);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - now);

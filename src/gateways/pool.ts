@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { ApnsGateway, type ApnsGatewayOptions } from './apns.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from './credentials.js';
+import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from './credentials.js';
 import { FcmGateway, type FcmGatewayOptions } from './fcm.js';
 import type { NotificationPush, PushEnvironment, PushGateway, PushPlatform, PushResult, PushTarget } from './types.js';
 
@@ -89,9 +89,15 @@ export class GatewayPool {
         ...(log && { log }),
       });
     } catch (err) {
-      // Credentials are validated when set; this only happens for rows written before validation.
-      log?.error({ err: (err as Error).message }, 'stored push credentials are unusable');
-      return new UnavailableGateway('failed', `invalid_credentials: ${(err as Error).message}`);
+      const message = (err as Error).message;
+      if (err instanceof CredentialsError) {
+        // Credentials are validated when set; this only happens for rows written before validation.
+        log?.error({ err: message }, 'stored push credentials are unusable');
+        return new UnavailableGateway('failed', `invalid_credentials: ${message}`);
+      }
+      // A bad origin in the configuration (e.g. http://): permanent until the server is reconfigured.
+      log?.error({ err: message }, 'push gateway cannot be built');
+      return new UnavailableGateway('failed', `gateway_misconfigured: ${message}`);
     }
   }
 

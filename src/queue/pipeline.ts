@@ -48,11 +48,11 @@ export function startPipeline(
   const delivery = new DeliveryRepository(db);
   const policy: RetryPolicy = { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
 
-  queues.worker('fanout', fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.DELIVERY_BATCH_SIZE }), { concurrency: 2 });
+  queues.worker('fanout', fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.DELIVERY_BATCH_SIZE }), { concurrency: 2, lockDuration: config.JOB_LOCK_MS });
   const deliverWorker = queues.worker(
     'delivery',
     deliveryProcessor({ log, metrics: opts.metrics, gateways: opts.gateways, notifications, delivery, maxAttempts: policy.attempts }),
-    { concurrency: config.DELIVERY_CONCURRENCY, backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err) },
+    { concurrency: config.DELIVERY_CONCURRENCY, lockDuration: config.JOB_LOCK_MS, backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err) },
   );
   deliverWorker.on('failed', (job, err) => log.warn({ err: err.message, notificationId: job?.data.notificationId, batchId: job?.id }, 'delivery attempt failed'));
 

@@ -77,7 +77,10 @@ export class JobQueues {
       connection: this.connection as never,
       prefix: this.prefix,
       concurrency: opts.concurrency,
-      lockDuration: opts.lockDuration ?? 60_000,
+      lockDuration: opts.lockDuration ?? 30_000,
+      // a job whose worker died is re-run after the lock expires; a few stalls are tolerated before it fails
+      stalledInterval: opts.lockDuration ?? 30_000,
+      maxStalledCount: 3,
       autorun: true,
       settings: opts.backoff ? { backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) => opts.backoff!(attemptsMade, err) } : undefined,
     }) as Worker;

@@ -1,10 +1,173 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db } from '../database.js';
 import { compileFilters, type CompileContext } from '../filter-sql.js';
+import type { Device, DeviceAttributesTable, DeviceUpdate, NewDevice, Platform } from '../schema.js';
+import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
+import { isUuid } from './audiences.js';
+
+export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
+
+/** A keyset page of an audience: devices with id > afterId, by id. Pass one `now` for all pages of a run. */
+export interface AudiencePage {
+  afterId?: string | null;
+  limit: number;
+  now: Date;
+}
+
+/** What delivery needs of a device. */
+export interface DeliveryTarget {
+  id: string;
+  platform: Platform;
+  token: string;
+  development: boolean;
+}
+
+// Everything a client or the service wrote about the device; erase sets these back.
+const ERASED: DeviceUpdate = {
+  token: null,
+  development: false,
+  locale: null,
+  time_zone: null,
+  os_name: null,
+  os_version: null,
+  app_version: null,
+  sdk_version: null,
+  marketing_name: null,
+  badge: null,
+  user_id: null,
+  user_email: null,
+  tags: [],
+  country: null,
+  notifications_allowed: null,
+  sdk_latitude: null,
+  sdk_longitude: null,
+  ip_address: null,
+  ip_latitude: null,
+  ip_longitude: null,
+  token_invalidated_at: null,
+  token_invalid_reason: null,
+};
 
 export class DevicesRepository {
   constructor(private readonly db: Db) {}
+
+  async insert(db: Db, values: NewDevice): Promise<Device> {
+    return db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow();
+  }
+
+  /**
+   * Registers a push token: a new device, or the app's device that already has this token, updated with
+   * `update`. One statement on the unique (app_id, token) index, so concurrent registrations converge.
+   */
+  async upsertByToken(
+    db: Db,
+    values: NewDevice & { token: string },
+    update: DeviceUpdate,
+    fillCountry: string | null,
+  ): Promise<{ device: Device; inserted: boolean }> {
+    const row = await db
+      .insertInto('devices')
+      .values(values)
+      .onConflict((oc) =>
+        oc
+          .columns(['app_id', 'token'])
+          .where('token', 'is not', null)
+          .doUpdateSet({ ...withCountry(update, fillCountry, 'devices'), registered_at: sql<Date>`now()` }),
+      )
+      .returningAll()
+      .returning(sql<boolean>`xmax = 0`.as('inserted'))
+      .executeTakeFirstOrThrow();
+    const { inserted, ...device } = row;
+    return { device, inserted };
+  }
+
+  /** The device, row-locked until the transaction ends (`share`: against erase, not against other shares). */
+  async lock(db: Db, appId: string, id: string, mode: 'update' | 'share'): Promise<Device | undefined> {
+    if (!isUuid(id)) return undefined;
+    const q = db.selectFrom('devices').selectAll().where('app_id', '=', appId).where('id', '=', id);
+    return (mode === 'update' ? q.forUpdate() : q.forShare()).executeTakeFirst();
+  }
+
+  /** The live devices of a user, locked in id order (a fixed order, so concurrent user updates cannot deadlock). */
+  async lockUserDevices(db: Db, appId: string, userId: string, mode: 'update' | 'share'): Promise<Device[]> {
+    const q = db
+      .selectFrom('devices')
+      .selectAll()
+      .where('app_id', '=', appId)
+      .where('user_id', '=', userId)
+      .where('erased_at', 'is', null)
+      .orderBy('id');
+    return (mode === 'update' ? q.forUpdate() : q.forShare()).execute();
+  }
+
+  /** Sets the columns and registered_at; `fillCountry` becomes the country only where there is none. */
+  async update(db: Db, id: string, set: DeviceUpdate, fillCountry: string | null = null): Promise<Device> {
+    return db
+      .updateTable('devices')
+      .set({ ...withCountry(set, fillCountry, 'devices'), registered_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  async touchMany(db: Db, ids: string[]): Promise<void> {
+    if (ids.length) await db.updateTable('devices').set({ registered_at: sql<Date>`now()` }).where('id', 'in', ids).execute();
+  }
+
+  /** A token moves to the device that now reports it: the app's other device with it loses it. */
+  async releaseToken(db: Db, appId: string, token: string, keepId: string): Promise<void> {
+    await db.updateTable('devices').set({ token: null }).where('app_id', '=', appId).where('token', '=', token).where('id', '<>', keepId).execute();
+  }
+
+  async erase(db: Db, id: string): Promise<Device> {
+    await db.deleteFrom('device_attributes').where('device_id', '=', id).execute();
+    return db
+      .updateTable('devices')
+      .set({ ...ERASED, erased_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  async findForApp(appId: string, id: string, db: Db = this.db): Promise<Device | undefined> {
+    if (!isUuid(id)) return undefined;
+    return db.selectFrom('devices').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
+  }
+
+  // ---- custom attributes ----
+
+  async attributeNames(db: Db, deviceId: string): Promise<string[]> {
+    const rows = await db.selectFrom('device_attributes').select('name').distinct().where('device_id', '=', deviceId).execute();
+    return rows.map((r) => r.name);
+  }
+
+  /** Sets or removes the named attributes of a device (an attribute's rows are replaced as a whole). */
+  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<void> {
+    if (changes.size === 0) return;
+    await db.deleteFrom('device_attributes').where('device_id', '=', deviceId).where('name', 'in', [...changes.keys()]).execute();
+    const rows = [...changes].flatMap(([name, attr]) =>
+      attr === null
+        ? []
+        : attr.values.map((v, position) => ({
+            device_id: deviceId,
+            app_id: appId,
+            name,
+            type: attr.type,
+            position,
+            is_array: attr.isArray,
+            ...typedValue(v),
+          })),
+    );
+    if (rows.length) await db.insertInto('device_attributes').values(rows).execute();
+  }
+
+  async attributesOf(deviceIds: string[], db: Db = this.db): Promise<DeviceAttributeRow[]> {
+    if (deviceIds.length === 0) return [];
+    return db.selectFrom('device_attributes').selectAll().where('device_id', 'in', deviceIds).orderBy('device_id').orderBy('name').orderBy('position').execute();
+  }
+
+  // ---- audiences ----
 
   /** How many live (not erased) devices of the app an audience selects, counted in SQL. */
   async countAudience(appId: string, filters: Filter[] | null, ctx: CompileContext): Promise<number> {
@@ -17,4 +180,57 @@ export class DevicesRepository {
       .executeTakeFirstOrThrow();
     return Number(row.n);
   }
+
+  /** One keyset page of an audience's live devices, token or not (the audience listing). */
+  async listAudience(appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Device[]> {
+    return this.db
+      .selectFrom('devices as d')
+      .selectAll('d')
+      .where('d.app_id', '=', appId)
+      .where('d.erased_at', 'is', null)
+      .where(compileFilters(filters, { now: page.now }))
+      .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
+      .orderBy('d.id')
+      .limit(page.limit)
+      .execute();
+  }
+
+  pageAudienceDevices(appId: string, filters: Filter[] | null, page: AudiencePage): Promise<DeliveryTarget[]> {
+    return pageAudienceDevices(this.db, appId, filters, page);
+  }
+}
+
+/**
+ * One keyset page of the devices a notification goes to: live, with a token the gateways have not rejected,
+ * matching the filters (null = all devices), ordered by id. Call again with afterId = the last id until a
+ * page comes back shorter than `limit`.
+ */
+export async function pageAudienceDevices(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<DeliveryTarget[]> {
+  const rows = await db
+    .selectFrom('devices as d')
+    .select(['d.id', 'd.platform', 'd.token', 'd.development'])
+    .where('d.app_id', '=', appId)
+    .where('d.erased_at', 'is', null)
+    .where('d.token', 'is not', null)
+    .where('d.token_invalidated_at', 'is', null)
+    .where(compileFilters(filters, { now: page.now }))
+    .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
+    .orderBy('d.id')
+    .limit(page.limit)
+    .execute();
+  return rows as DeliveryTarget[];
+}
+
+function withCountry(set: DeviceUpdate, fillCountry: string | null, table: string): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
+  if (fillCountry === null || set.country !== undefined) return set;
+  return { ...set, country: sql<string>`coalesce(${sql.ref(`${table}.country`)}, ${fillCountry})` };
+}
+
+function typedValue(v: CustomValue): Pick<DeviceAttributeRow, 'str_value' | 'num_value' | 'date_value' | 'bool_value'> {
+  return {
+    str_value: typeof v === 'string' ? v : null,
+    num_value: typeof v === 'number' ? v : null,
+    date_value: v instanceof Date ? v : null,
+    bool_value: typeof v === 'boolean' ? v : null,
+  };
 }

@@ -1,0 +1,51 @@
+import http2 from 'node:http2';
+import { createPrivateKey, sign } from 'node:crypto';
+
+/**
+ * The machine's ceiling: a bare node:http2 client sending the same pushes to the same mock gateways,
+ * with nothing of the service in between (no queue, no database, no gateway library).
+ */
+export interface BareTarget {
+  origin: string;
+  path: (i: number) => string;
+  headers: Record<string, string>;
+  body: (i: number) => string;
+}
+
+export async function bareSend(target: BareTarget, count: number, opts: { sessions: number; window: number }): Promise<{ ms: number; ok: number }> {
+  const sessions = Array.from({ length: opts.sessions }, () => http2.connect(target.origin));
+  await Promise.all(sessions.map((s) => new Promise<void>((resolve, reject) => s.once('connect', () => resolve()).once('error', reject))));
+  let next = 0;
+  let ok = 0;
+  const start = performance.now();
+  const lane = async (session: http2.ClientHttp2Session) => {
+    for (;;) {
+      const i = next++;
+      if (i >= count) return;
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = session.request({ ':method': 'POST', ':path': target.path(i), 'content-type': 'application/json', ...target.headers });
+        let code = 0;
+        req.on('response', (h) => (code = Number(h[':status'])));
+        req.on('data', () => undefined);
+        req.on('end', () => resolve(code));
+        req.on('error', reject);
+        req.end(target.body(i));
+      });
+      if (status === 200) ok++;
+    }
+  };
+  const lanes: Promise<void>[] = [];
+  for (let w = 0; w < opts.window; w++) lanes.push(lane(sessions[w % sessions.length]!));
+  await Promise.all(lanes);
+  const ms = performance.now() - start;
+  for (const s of sessions) s.close();
+  return { ms, ok };
+}
+
+/** An APNs provider token (ES256 JWT), as any APNs client sends it. */
+export function apnsJwt(keyPem: string, keyId: string, teamId: string): string {
+  const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const input = `${b64({ alg: 'ES256', kid: keyId })}.${b64({ iss: teamId, iat: Math.floor(Date.now() / 1000) })}`;
+  const signature = sign('sha256', Buffer.from(input), { key: createPrivateKey(keyPem), dsaEncoding: 'ieee-p1363' }).toString('base64url');
+  return `${input}.${signature}`;
+}

@@ -1,0 +1,67 @@
+-- Audience filters at scale: geo helpers and the indexes the filter compiler (src/db/filter-sql.ts) relies on.
+-- Every devices index is partial on live devices: erased devices are in no audience and never counted.
+
+-- cube gives a 3-D point type with GiST support; distance filters search a box around the centre in it.
+CREATE EXTENSION IF NOT EXISTS cube;
+
+-- A latitude/longitude as a point on the unit sphere. Our own function instead of earthdistance's ll_to_earth:
+-- its SQL-standard body binds cube() at creation, so index builds under the restricted search_path of
+-- PostgreSQL 17+ maintenance work, and being non-STRICT it is inlined (no function call per row).
+CREATE FUNCTION pushd_geo_cube(lat double precision, lng double precision) RETURNS cube
+  LANGUAGE sql IMMUTABLE PARALLEL SAFE
+  RETURN CASE WHEN lat IS NULL OR lng IS NULL THEN NULL
+    ELSE cube(ARRAY[cos(radians(lat)) * cos(radians(lng)), cos(radians(lat)) * sin(radians(lng)), sin(radians(lat))]) END;
+
+-- A location is both coordinates or neither, so `location` may coalesce the GPS pair over the GeoIP pair.
+ALTER TABLE devices
+  ADD CONSTRAINT devices_sdk_location_pair CHECK ((sdk_latitude IS NULL) = (sdk_longitude IS NULL)),
+  ADD CONSTRAINT devices_ip_location_pair CHECK ((ip_latitude IS NULL) = (ip_longitude IS NULL));
+
+-- count(*) of an app and the keyset listing (ORDER BY id) as index-only scans.
+CREATE INDEX devices_live_idx ON devices (app_id, id) WHERE erased_at IS NULL;
+
+-- One btree per filterable column: equality and ranges become index(-only) scans; a negated filter scans
+-- the same small index instead of the table.
+CREATE INDEX devices_locale_idx ON devices (app_id, locale) WHERE erased_at IS NULL;
+CREATE INDEX devices_time_zone_idx ON devices (app_id, time_zone) WHERE erased_at IS NULL;
+CREATE INDEX devices_os_name_idx ON devices (app_id, os_name) WHERE erased_at IS NULL;
+CREATE INDEX devices_os_version_idx ON devices (app_id, os_version) WHERE erased_at IS NULL;
+CREATE INDEX devices_app_version_idx ON devices (app_id, app_version) WHERE erased_at IS NULL;
+CREATE INDEX devices_sdk_version_idx ON devices (app_id, sdk_version) WHERE erased_at IS NULL;
+CREATE INDEX devices_country_idx ON devices (app_id, country) WHERE erased_at IS NULL;
+CREATE INDEX devices_marketing_name_idx ON devices (app_id, marketing_name) WHERE erased_at IS NULL;
+CREATE INDEX devices_user_email_idx ON devices (app_id, user_email) WHERE erased_at IS NULL;
+CREATE INDEX devices_notifications_allowed_idx ON devices (app_id, notifications_allowed) WHERE erased_at IS NULL;
+CREATE INDEX devices_badge_idx ON devices (app_id, badge) WHERE erased_at IS NULL;
+CREATE INDEX devices_created_at_idx ON devices (app_id, created_at) WHERE erased_at IS NULL;
+CREATE INDEX devices_registered_at_idx ON devices (app_id, registered_at) WHERE erased_at IS NULL;
+-- development devices are few: a small partial index answers `development: [true]`.
+CREATE INDEX devices_development_idx ON devices (app_id) WHERE erased_at IS NULL AND development;
+-- `tags && array` (any listed tag).
+CREATE INDEX devices_tags_idx ON devices USING gin (tags) WHERE erased_at IS NULL;
+
+-- Geo: a GiST on the unit-sphere point for distance (box search, then the exact chord test) and a GiST on
+-- (lng, lat) for the bounding box of polygons (then the exact point-in-polygon test), for both locations.
+-- `location` is the GPS location when there is one, else the GeoIP one.
+CREATE INDEX devices_sdk_geo_idx ON devices USING gist (pushd_geo_cube(sdk_latitude, sdk_longitude))
+  WHERE erased_at IS NULL AND sdk_latitude IS NOT NULL;
+CREATE INDEX devices_geo_idx ON devices
+  USING gist (pushd_geo_cube(coalesce(sdk_latitude, ip_latitude), coalesce(sdk_longitude, ip_longitude)))
+  WHERE erased_at IS NULL AND coalesce(sdk_latitude, ip_latitude) IS NOT NULL;
+CREATE INDEX devices_sdk_point_idx ON devices USING gist (point(sdk_longitude, sdk_latitude))
+  WHERE erased_at IS NULL AND sdk_latitude IS NOT NULL;
+CREATE INDEX devices_point_idx ON devices
+  USING gist (point(coalesce(sdk_longitude, ip_longitude), coalesce(sdk_latitude, ip_latitude)))
+  WHERE erased_at IS NULL AND coalesce(sdk_latitude, ip_latitude) IS NOT NULL;
+
+-- Custom attributes: one partial btree per value type, (app, name, value) with the device id included, so a
+-- filter reads the matching device ids with an index-only scan and semi-joins them to devices.
+CREATE INDEX device_attributes_string_idx ON device_attributes (app_id, name, str_value) INCLUDE (device_id) WHERE type = 'string';
+CREATE INDEX device_attributes_integer_idx ON device_attributes (app_id, name, num_value) INCLUDE (device_id) WHERE type = 'integer';
+CREATE INDEX device_attributes_float_idx ON device_attributes (app_id, name, num_value) INCLUDE (device_id) WHERE type = 'float';
+CREATE INDEX device_attributes_date_idx ON device_attributes (app_id, name, date_value) INCLUDE (device_id) WHERE type = 'date';
+CREATE INDEX device_attributes_boolean_idx ON device_attributes (app_id, name, bool_value) INCLUDE (device_id) WHERE type = 'boolean';
+
+-- Events: "happened" and "last happened in range" read the first, counts the second.
+CREATE INDEX device_events_last_idx ON device_events (app_id, source, name, last_happened_at) INCLUDE (device_id);
+CREATE INDEX device_events_count_idx ON device_events (app_id, source, name, count) INCLUDE (device_id);

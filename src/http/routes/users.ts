@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../context.js';
+import { requirePermission } from '../auth.js';
+import { callerOf, eventsBody } from './devices.js';
+
+const userParams = z.object({ user_id: z.string().min(1).max(255) });
+const userBody = z.object(
+  { user: z.record(z.string(), z.unknown(), { error: 'must be an object' }) },
+  { error: 'body must be {"user": {"custom": {...}}}' },
+);
+
+/** A user is the devices sharing a user_id: updates and events apply to each of them. */
+export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const device = requirePermission(ctx.repos.keys, 'device');
+
+    app.put(
+      '/v6/users/:user_id',
+      { onRequest: device, schema: { tags: ['users'], summary: "Merge custom attributes into every device of a user", params: userParams, body: userBody } },
+      async (request, reply) => {
+        const r = await ctx.services.devices.updateUser(request.principal.appId, request.params.user_id, request.body.user);
+        if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
+        return { user: { user_id: request.params.user_id, device_count: r.deviceCount }, dropped: r.dropped };
+      },
+    );
+
+    app.post(
+      '/v6/users/:user_id/events',
+      { onRequest: device, schema: { tags: ['users'], summary: 'Record events on every device of a user', params: userParams, body: eventsBody } },
+      async (request, reply) => {
+        await ctx.services.devices.recordUserEvents(request.principal.appId, request.params.user_id, request.body, callerOf(request));
+        return reply.status(202).send({});
+      },
+    );
+  };
+}

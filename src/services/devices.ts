@@ -1,0 +1,241 @@
+import type { Db } from '../db/database.js';
+import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
+import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
+import type { Device, DeviceUpdate, KeyRole, NewDevice } from '../db/schema.js';
+import {
+  admitAttributes,
+  aggregateEvents,
+  parseCustomAttributes,
+  parseDeviceInput,
+  parseEvents,
+  type CustomChanges,
+  type DeviceFields,
+  type Dropped,
+} from '../domain/device-input.js';
+import { ErasedError, NotFoundError } from '../domain/errors.js';
+import type { Filter } from '../domain/filters.js';
+import { normaliseIp, type GeoIp } from '../geoip.js';
+
+/** A device with its custom attributes and event aggregates. */
+export interface DeviceDetails {
+  device: Device;
+  attributes: DeviceAttributeRow[];
+  events: DeviceEventRow[];
+}
+
+/** Who is calling: the key's role decides the event source and whether the IP is the phone's. */
+export interface Caller {
+  role: KeyRole;
+  ip: string | null;
+}
+
+export type WriteResult = { kind: 'stored'; details: DeviceDetails; created: boolean; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
+export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
+
+/** Devices, their custom attributes and events, users (the devices sharing a user_id), audience listings. */
+export class DeviceService {
+  constructor(
+    private readonly db: Db,
+    private readonly devices: DevicesRepository,
+    private readonly events: EventsRepository,
+    private readonly geoip: GeoIp,
+  ) {}
+
+  /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
+  async register(appId: string, raw: Record<string, unknown>, caller: Caller): Promise<WriteResult> {
+    const input = parseDeviceInput(raw, 'create');
+    const net = await this.network(caller, input.fields);
+    return this.db.transaction().execute(async (trx) => {
+      const set = columns(input.fields, net);
+      const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
+      let device: Device;
+      let created = true;
+      if (typeof input.fields.token === 'string') {
+        const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
+        ({ device, inserted: created } = await this.devices.upsertByToken(trx, { ...values, token: input.fields.token }, update, net.country));
+      } else {
+        device = await this.devices.insert(trx, values);
+      }
+      const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
+      const { admitted, dropped } = admitAttributes(existing, input.custom);
+      await this.devices.replaceAttributes(trx, appId, device.id, admitted);
+      return { kind: 'stored', details: await this.details(trx, device), created, dropped: [...input.dropped, ...dropped] };
+    });
+  }
+
+  /** PUT /devices/:id: merges the given fields; custom attributes key by key, null removing one. */
+  async update(appId: string, id: string, raw: Record<string, unknown>, caller: Caller): Promise<WriteResult> {
+    const input = parseDeviceInput(raw, 'update');
+    const net = await this.network(caller, input.fields);
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.lockLive(trx, appId, id, 'update');
+      const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
+      const dropped = [...input.dropped, ...over];
+      if (Object.keys(input.fields).length === 0 && admitted.size === 0) return { kind: 'nothing-valid', dropped };
+
+      const set = columns(input.fields, net);
+      if (typeof input.fields.token === 'string') {
+        Object.assign(set, { token_invalidated_at: null, token_invalid_reason: null });
+        if (input.fields.token !== current.token) await this.devices.releaseToken(trx, appId, input.fields.token, id);
+      }
+      const device = await this.devices.update(trx, id, set, net.country);
+      await this.devices.replaceAttributes(trx, appId, id, admitted);
+      return { kind: 'stored', details: await this.details(trx, device), created: false, dropped };
+    });
+  }
+
+  async get(appId: string, id: string): Promise<DeviceDetails> {
+    const device = await this.devices.findForApp(appId, id);
+    if (!device) throw new NotFoundError('device');
+    return this.details(this.db, device);
+  }
+
+  /** Empties the device (attributes and events too) and marks it erased; erasing twice is harmless. */
+  async erase(appId: string, id: string): Promise<DeviceDetails> {
+    return this.db.transaction().execute(async (trx) => {
+      const current = await this.devices.lock(trx, appId, id, 'update');
+      if (!current) throw new NotFoundError('device');
+      if (current.erased_at) return this.details(trx, current);
+      await this.events.deleteForDevice(trx, id);
+      return this.details(trx, await this.devices.erase(trx, id));
+    });
+  }
+
+  /** POST /devices/:id/events. The share lock keeps an erase from interleaving. */
+  async recordEvents(appId: string, id: string, raw: unknown, caller: Caller): Promise<void> {
+    const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
+    await this.db.transaction().execute(async (trx) => {
+      await this.lockLive(trx, appId, id, 'share');
+      await this.events.record(trx, appId, aggregates.map((event) => ({ deviceId: id, event })));
+    });
+  }
+
+  /** PUT /users/:user_id: the custom attributes go to every live device of the user. */
+  async updateUser(appId: string, userId: string, raw: Record<string, unknown>): Promise<UserWriteResult> {
+    const changes: CustomChanges = new Map();
+    const dropped: Dropped[] = [];
+    for (const [key, value] of Object.entries(raw)) {
+      if (key === 'custom' || key === 'user_attributes') {
+        const r = parseCustomAttributes(value, key);
+        for (const [name, attr] of r.custom) changes.set(name, attr);
+        dropped.push(...r.dropped);
+      } else dropped.push({ field: key, error: 'is not a user field (custom, user_attributes)' });
+    }
+    return this.db.transaction().execute(async (trx) => {
+      const devices = await this.devices.lockUserDevices(trx, appId, userId, 'update');
+      if (devices.length === 0) throw new NotFoundError('user');
+      let stored = false;
+      for (const device of devices) {
+        const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, device.id), changes);
+        await this.devices.replaceAttributes(trx, appId, device.id, admitted);
+        stored ||= admitted.size > 0;
+        dropped.push(...over.map((d) => ({ field: d.field, error: `${d.error} (device ${device.id})` })));
+      }
+      // Nothing was written when nothing was admitted anywhere, so there is nothing to roll back.
+      if (!stored) return { kind: 'nothing-valid', dropped };
+      await this.devices.touchMany(
+        trx,
+        devices.map((d) => d.id),
+      );
+      return { kind: 'stored', deviceCount: devices.length, dropped };
+    });
+  }
+
+  /** POST /users/:user_id/events: the events count on every live device of the user. */
+  async recordUserEvents(appId: string, userId: string, raw: unknown, caller: Caller): Promise<void> {
+    const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
+    await this.db.transaction().execute(async (trx) => {
+      const devices = await this.devices.lockUserDevices(trx, appId, userId, 'share');
+      if (devices.length === 0) throw new NotFoundError('user');
+      await this.events.record(
+        trx,
+        appId,
+        devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event }))),
+      );
+    });
+  }
+
+  /** One page of an audience's devices with their details, the total, and the cursor of the next page. */
+  async audiencePage(
+    appId: string,
+    audienceId: string,
+    filters: Filter[] | null,
+    opts: { cursor?: string; per: number; now: Date },
+  ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string | null }> {
+    let afterId: string | null = null;
+    if (opts.cursor !== undefined && opts.cursor !== '') {
+      afterId = decodeCursor(opts.cursor, audienceId);
+      if (!afterId) throw new NotFoundError('cursor');
+    }
+    const [rows, total] = await Promise.all([
+      this.devices.listAudience(appId, filters, { afterId, limit: opts.per + 1, now: opts.now }),
+      this.devices.countAudience(appId, filters, { now: opts.now }),
+    ]);
+    const page = rows.slice(0, opts.per);
+    const [attributes, events] = await Promise.all([this.devices.attributesOf(page.map((d) => d.id)), this.events.forDevices(page.map((d) => d.id))]);
+    const devices = page.map((device) => ({
+      device,
+      attributes: attributes.filter((a) => a.device_id === device.id),
+      events: events.filter((e) => e.device_id === device.id),
+    }));
+    return { devices, total, cursor: rows.length > opts.per ? encodeCursor(audienceId, page.at(-1)!.id) : null };
+  }
+
+  private async lockLive(db: Db, appId: string, id: string, mode: 'update' | 'share'): Promise<Device> {
+    const device = await this.devices.lock(db, appId, id, mode);
+    if (!device) throw new NotFoundError('device');
+    if (device.erased_at) throw new ErasedError();
+    return device;
+  }
+
+  private async details(db: Db, device: Device): Promise<DeviceDetails> {
+    const [attributes, events] = await Promise.all([this.devices.attributesOf([device.id], db), this.events.forDevices([device.id], db)]);
+    return { device, attributes, events };
+  }
+
+  /**
+   * The phone's address and what GeoIP says of it. Only an SDK key calls from the phone: a write key is a
+   * backend, whose address says nothing about where the device is. A GeoIP country only fills a gap.
+   */
+  private async network(caller: Caller, fields: DeviceFields): Promise<Network> {
+    if (caller.role !== 'sdk' || !caller.ip) return { columns: {}, country: null };
+    const ip = normaliseIp(caller.ip);
+    if (!this.geoip.enabled) return { columns: { ip_address: ip }, country: null };
+    const found = await this.geoip.lookup(ip);
+    return {
+      columns: { ip_address: ip, ip_latitude: found?.latitude ?? null, ip_longitude: found?.longitude ?? null },
+      country: fields.country === undefined ? (found?.country ?? null) : null,
+    };
+  }
+}
+
+interface Network {
+  columns: Pick<DeviceUpdate, 'ip_address' | 'ip_latitude' | 'ip_longitude'>;
+  /** A country for a device that has none. */
+  country: string | null;
+}
+
+function eventOptions(caller: Caller) {
+  return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };
+}
+
+/** Device fields and network columns as a column update; absent fields are left out. */
+function columns(fields: DeviceFields, net: Network): DeviceUpdate {
+  return { ...(Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as DeviceUpdate), ...net.columns };
+}
+
+/** Opaque keyset cursors: the audience and the last device id, so a cursor only works for its audience. */
+export function encodeCursor(audienceId: string, lastId: string): string {
+  return Buffer.from(JSON.stringify([1, audienceId, lastId])).toString('base64url');
+}
+
+export function decodeCursor(cursor: string, audienceId: string): string | null {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (!Array.isArray(parsed) || parsed.length !== 3 || parsed[0] !== 1 || parsed[1] !== audienceId) return null;
+    const id = parsed[2];
+    return typeof id === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id) ? id : null;
+  } catch {
+    return null;
+  }
+}

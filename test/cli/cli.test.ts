@@ -1,0 +1,182 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashApiKey } from '../../src/domain/keys.js';
+import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { runCli, type CliResult } from './run-cli.js';
+
+/** The CLI as an operator runs it: a separate process on DATABASE_URL, one JSON document on stdout. */
+
+let h: Harness;
+let cli: (...args: string[]) => Promise<CliResult>;
+
+beforeAll(async () => {
+  h = await createHarness();
+  cli = (...args) => runCli(args, { DATABASE_URL: h.databaseUrl });
+});
+afterAll(async () => h?.close());
+
+/** Exactly one line of stdout, a JSON document; nothing on stderr. */
+function json(r: CliResult): Record<string, unknown> {
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  expect(r.stdout.endsWith('\n')).toBe(true);
+  expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+const notify = (key: string, username = '') =>
+  h.server.inject({
+    method: 'POST',
+    url: '/v6/notifications',
+    headers: { authorization: basic(key, username), 'content-type': 'application/json' },
+    payload: { notification: { to: '*', payload: { alert: 'from cli test' } } },
+  });
+
+describe('pushd app create', () => {
+  let created: { app: { id: string; bundle_id: string; name: string }; keys: { read: string; write: string; sdk: string } };
+
+  beforeAll(async () => {
+    created = json(await cli('app', 'create', '--bundle-id', 'com.example.app', '--name', 'Example App')) as typeof created;
+  });
+
+  it('prints exactly {app: {id, bundle_id, name}, keys: {read, write, sdk}}', () => {
+    expect(Object.keys(created).sort()).toEqual(['app', 'keys']);
+    expect(Object.keys(created.app).sort()).toEqual(['bundle_id', 'id', 'name']);
+    expect(created.app).toMatchObject({ bundle_id: 'com.example.app', name: 'Example App' });
+    expect(created.app.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(Object.keys(created.keys).sort()).toEqual(['read', 'sdk', 'write']);
+  });
+
+  it('issues three distinct keys of at least 128 bits', () => {
+    const keys = Object.values(created.keys);
+    expect(new Set(keys).size).toBe(3);
+    for (const k of keys) {
+      expect(k).toMatch(/^[A-Za-z0-9_-]+$/);
+      expect(Buffer.from(k, 'base64url').length * 8).toBeGreaterThanOrEqual(128);
+    }
+  });
+
+  it('stores only hashes of the keys, each with its role', async () => {
+    const rows = await h.db.db.selectFrom('api_keys').select(['role', 'key_hash', 'key_hint']).where('app_id', '=', created.app.id).execute();
+    expect(rows.map((r) => r.role).sort()).toEqual(['read', 'sdk', 'write']);
+    for (const r of rows) {
+      const key = created.keys[r.role];
+      expect(Buffer.compare(r.key_hash, hashApiKey(key))).toBe(0);
+      expect(r.key_hint.length).toBeLessThan(key.length);
+    }
+  });
+
+  it('the keys work against the API with the bundle id or an empty username', async () => {
+    expect((await notify(created.keys.write, 'com.example.app')).statusCode).toBe(201);
+    expect((await notify(created.keys.write)).statusCode).toBe(201);
+    expect((await notify(created.keys.read)).statusCode).toBe(403);
+  });
+
+  it('defaults the name to the bundle id', async () => {
+    const r = json(await cli('app', 'create', '--bundle-id', 'com.example.noname')) as typeof created;
+    expect(r.app.name).toBe('com.example.noname');
+  });
+
+  it('app list shows the apps, no keys', async () => {
+    const r = json(await cli('app', 'list')) as { apps: { id: string; bundle_id: string; name: string; created_at: string }[] };
+    const mine = r.apps.find((a) => a.id === created.app.id);
+    expect(mine).toMatchObject({ bundle_id: 'com.example.app', name: 'Example App' });
+    expect(r.apps.map((a) => a.bundle_id)).toContain('com.example.noname');
+    for (const key of Object.values(created.keys)) expect(JSON.stringify(r)).not.toContain(key);
+  });
+
+  it('key create adds a working key of the role; key revoke makes it answer 401', async () => {
+    const made = json(await cli('key', 'create', '--app', created.app.id, '--role', 'write')) as { app_id: string; role: string; key: string };
+    expect(made).toMatchObject({ app_id: created.app.id, role: 'write' });
+    expect(Object.values(created.keys)).not.toContain(made.key);
+    expect((await notify(made.key)).statusCode).toBe(201);
+
+    expect(json(await cli('key', 'revoke', '--key', made.key))).toEqual({ revoked: true });
+    const res = await notify(made.key);
+    expect(res.statusCode).toBe(401);
+    expect(res.json()).toEqual({ error: 'unauthorized' });
+    // the app's other keys still work
+    expect((await notify(created.keys.write)).statusCode).toBe(201);
+
+    // revoking again: nothing active to revoke
+    const again = await cli('key', 'revoke', '--key', made.key);
+    expect(again.code).not.toBe(0);
+    expect(again.stdout).toBe('');
+    expect(again.stderr).toMatch(/active key not found/);
+  });
+
+  it('key create --role read gives a key that reads but cannot write', async () => {
+    const made = json(await cli('key', 'create', '--app', created.app.id, '--role', 'read')) as { key: string };
+    expect((await notify(made.key)).statusCode).toBe(403);
+    const aud = await h.server.inject({ method: 'GET', url: '/v6/notifications/00000000-0000-4000-8000-000000000000', headers: { authorization: basic(made.key) } });
+    expect(aud.statusCode).toBe(404); // authenticated and allowed to read; the notification just does not exist
+  });
+});
+
+describe('pushd with bad arguments: non-zero exit, message on stderr, nothing on stdout', () => {
+  it.concurrent.each([
+    [['frobnicate'], /unknown command "frobnicate"/],
+    [[], /unknown command ""/],
+    [['app'], /unknown command "app"/],
+    [['app', 'create'], /--bundle-id is required/],
+    [['app', 'create', '--bundle-id', 'has space'], /bundle-id must be letters, digits, dots and dashes/],
+    [['app', 'create', '--bundle-id', 'com.example.app', '--colour', 'red'], /Unknown option '--colour'/],
+    [['key', 'create', '--role', 'read'], /--app is required/],
+    [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'read'], /app not found/],
+    [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /app not found/],
+    [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /role must be one of read, write, sdk/],
+    [['key', 'revoke'], /--key is required/],
+    [['key', 'revoke', '--key', 'never-issued'], /active key not found/],
+  ])('pushd %j', async (args, message) => {
+    const r = await cli(...args);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+    expect(r.code).toBe(2);
+  });
+
+  it('refuses a second app with the same bundle id', async () => {
+    json(await cli('app', 'create', '--bundle-id', 'com.example.twice'));
+    const r = await cli('app', 'create', '--bundle-id', 'com.example.twice');
+    expect(r.code).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/exists/);
+    const rows = await h.db.db.selectFrom('apps').select('id').where('bundle_id', '=', 'com.example.twice').execute();
+    expect(rows).toHaveLength(1);
+  });
+
+  it('a bad configuration value exits non-zero naming it', async () => {
+    const r = await runCli(['app', 'list'], { DATABASE_URL: h.databaseUrl, LOG_LEVEL: 'chatty' });
+    expect(r.code).not.toBe(0);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/LOG_LEVEL/);
+  });
+
+  it('an unreachable database exits 1 with the cause on stderr', async () => {
+    const r = await runCli(['app', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/ECONNREFUSED/);
+  });
+});
+
+describe('pushd migrate', () => {
+  it('migrates a fresh database and is idempotent', async () => {
+    const admin = new URL(h.databaseUrl);
+    const name = `${admin.pathname.slice(1)}_m`;
+    await h.db.pool.query(`CREATE DATABASE ${name}`);
+    const url = new URL(h.databaseUrl);
+    url.pathname = `/${name}`;
+    try {
+      const first = await runCli(['migrate'], { DATABASE_URL: url.toString() });
+      expect(json(first)).toEqual({ migrated: true });
+      const pg = (await import('pg')).default;
+      const client = new pg.Client({ connectionString: url.toString() });
+      await client.connect();
+      const versions = (await client.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version);
+      await client.end();
+      expect(versions).toContain('001_init.sql');
+      expect(json(await runCli(['migrate'], { DATABASE_URL: url.toString() }))).toEqual({ migrated: true });
+    } finally {
+      await h.db.pool.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    }
+  });
+});

@@ -1,0 +1,279 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { call, countVia, register, token } from './support.js';
+
+type App = Awaited<ReturnType<Harness['createApp']>>;
+
+describe('device registry', () => {
+  let h: Harness;
+  let app: App;
+  beforeAll(async () => {
+    h = await createHarness();
+    app = await h.createApp();
+  });
+  afterAll(async () => h?.close());
+
+  it('registers a device: 201, generated id, every field stored as sent', async () => {
+    const t = token();
+    const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, {
+      device: {
+        platform: 'ios',
+        token: t,
+        development: true,
+        locale: 'fr_FR',
+        time_zone: 'Europe/Paris',
+        os_name: 'iOS',
+        os_version: '17.4',
+        app_version: '2.1.0',
+        sdk_version: '6.0.1',
+        hardware_name: 'iPhone15,2',
+        badge: 3,
+        user_id: 'u-1',
+        user_email: 'a@example.com',
+        tags: ['vip', 'beta', 'vip'],
+        country: 'fr',
+        notifications_allowed: 'Enabled',
+        location: { latitude: 48.8566, longitude: 2.3522 },
+        custom: {
+          plan: { type: 'string', value: 'pro' },
+          age: { type: 'integer', value: 42 },
+          score: { type: 'float', value: 1.5 },
+          born: { type: 'date', value: '1990-05-01T00:00:00Z' },
+          optin: { type: 'boolean', value: true },
+          teams: { type: 'string', value: ['a', 'b'] },
+        },
+      },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const { device, dropped } = res.json();
+    expect(dropped).toEqual([]);
+    expect(device.id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(device).toMatchObject({
+      platform: 'ios',
+      token: t,
+      push_token: t,
+      development: true,
+      locale: 'fr_FR',
+      time_zone: 'Europe/Paris',
+      marketing_name: 'iPhone15,2',
+      badge: 3,
+      tags: ['vip', 'beta'],
+      country: 'FR',
+      notifications_allowed: 'Enabled',
+      push_enabled: true,
+      location: { latitude: 48.8566, longitude: 2.3522 },
+      sdk_location: { latitude: 48.8566, longitude: 2.3522 },
+      erased_at: null,
+    });
+    expect(device.custom).toEqual({
+      plan: { type: 'string', value: 'pro' },
+      age: { type: 'integer', value: 42 },
+      score: { type: 'float', value: 1.5 },
+      born: { type: 'date', value: '1990-05-01T00:00:00.000Z' },
+      optin: { type: 'boolean', value: true },
+      teams: { type: 'string', value: ['a', 'b'] },
+    });
+    expect(device.user_attributes).toEqual(device.custom);
+    expect(device.created_at).toBe(device.registered_at);
+  });
+
+  it('registering a known token returns the same device, merged; created_at stays, registered_at moves', async () => {
+    const t = token();
+    const first = await register(h, app.keys.sdk, { platform: 'android', token: t, locale: 'en_US', custom: { a: { type: 'integer', value: 1 } } });
+    await new Promise((r) => setTimeout(r, 5));
+    const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'android', token: t, os_name: 'Android', custom: { b: { type: 'integer', value: 2 } } } });
+    expect(res.statusCode, res.body).toBe(200);
+    const again = res.json().device;
+    expect(again.id).toBe(first.id);
+    expect(again.locale).toBe('en_US');
+    expect(again.os_name).toBe('Android');
+    expect(Object.keys(again.custom).sort()).toEqual(['a', 'b']);
+    expect(again.created_at).toBe(first.created_at);
+    expect(Date.parse(again.registered_at)).toBeGreaterThan(Date.parse(first.registered_at as string));
+  });
+
+  it('30 concurrent registrations of one token make one device', async () => {
+    const t = token();
+    const results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'ios', token: t, badge: i } })),
+    );
+    expect(results.every((r) => r.statusCode === 200 || r.statusCode === 201)).toBe(true);
+    expect(results.filter((r) => r.statusCode === 201)).toHaveLength(1);
+    expect(new Set(results.map((r) => r.json().device.id)).size).toBe(1);
+    const rows = await h.db.db.selectFrom('devices').select('id').where('token', '=', t).execute();
+    expect(rows).toHaveLength(1);
+  });
+
+  it('platform missing or invalid -> 400 naming it; malformed JSON -> 400; not an object -> 400', async () => {
+    const missing = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { token: token() } });
+    expect(missing.statusCode).toBe(400);
+    expect(missing.json().error).toMatch(/^device\.platform: /);
+    const bad = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'windows' } });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error).toBe('device.platform: must be one of ios, android');
+    const malformed = await call(h, 'POST', '/v6/devices', app.keys.sdk, '{"device": {"platform": "ios",');
+    expect(malformed.statusCode).toBe(400);
+    expect(malformed.json().error).toMatch(/JSON/);
+    const notObject = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: ['ios'] });
+    expect(notObject.statusCode).toBe(400);
+    expect(notObject.json().error).toMatch(/^device: /);
+  });
+
+  it('stores the valid parts and names each dropped one', async () => {
+    const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, {
+      device: {
+        platform: 'ios',
+        locale: 'french',
+        time_zone: 'Mars/Olympus',
+        country: 'XX',
+        badge: -1,
+        os_name: 'iOS',
+        tags: ['ok', 7],
+        notifications_allowed: 'Maybe',
+        location: { latitude: 91, longitude: 0 },
+        colour: 'blue',
+        custom: {
+          age: { type: 'integer', value: 2 ** 31 },
+          big: { type: 'string', value: 'x'.repeat(256) },
+          many: { type: 'integer', value: Array.from({ length: 51 }, (_, i) => i) },
+          flags: { type: 'boolean', value: [true] },
+          'bad name': { type: 'string', value: 'x' },
+          when: { type: 'date', value: 'yesterday' },
+          kind: { type: 'color', value: 'x' },
+          list: { type: 'float', value: [1, 'two'] },
+          fine: { type: 'integer', value: -(2 ** 31) },
+        },
+      },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const { device, dropped } = res.json();
+    expect(device.os_name).toBe('iOS');
+    expect(device.custom).toEqual({ fine: { type: 'integer', value: -(2 ** 31) } });
+    expect(device.locale).toBeNull();
+    const fields = (dropped as { field: string; error: string }[]).map((d) => d.field).sort();
+    expect(fields).toEqual(
+      [
+        'badge',
+        'colour',
+        'country',
+        'custom.age',
+        'custom.bad name',
+        'custom.big',
+        'custom.flags',
+        'custom.kind',
+        'custom.list[1]',
+        'custom.many',
+        'custom.when',
+        'locale',
+        'location',
+        'notifications_allowed',
+        'tags[1]',
+        'time_zone',
+      ].sort(),
+    );
+    expect(dropped.find((d: { field: string }) => d.field === 'custom.age').error).toBe('must be a 32-bit signed integer');
+  });
+
+  it('keeps at most 50 custom attributes a device: the 51st new one is dropped, existing ones still update', async () => {
+    const custom = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`a${i}`, { type: 'integer', value: i }]));
+    const d = await register(h, app.keys.sdk, { platform: 'ios', custom });
+    const res = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, {
+      device: { custom: { extra: { type: 'string', value: 'x' }, a0: { type: 'string', value: 'now a string' } } },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().dropped).toEqual([{ field: 'custom.extra', error: 'a device holds at most 50 custom attributes' }]);
+    expect(res.json().device.custom.a0).toEqual({ type: 'string', value: 'now a string' });
+    // removing one makes room in the same request
+    const swap = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { custom: { a1: null, extra: { type: 'string', value: 'x' } } } });
+    expect(swap.json().dropped).toEqual([]);
+    expect(Object.keys(swap.json().device.custom)).toHaveLength(50);
+  });
+
+  it('PUT merges key by key, null removes, user_attributes is accepted; nothing valid -> 422; unknown -> 404', async () => {
+    const d = await register(h, app.keys.sdk, {
+      platform: 'android',
+      user_id: 'merge-user',
+      custom: { a: { type: 'string', value: 'x' }, b: { type: 'integer', value: 1 }, c: { type: 'boolean', value: false } },
+    });
+    const res = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.write, {
+      device: { user_attributes: { b: { type: 'integer', value: 2 }, c: null }, custom: { d: { type: 'float', value: 0.5 } }, user_email: null },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const { device } = res.json();
+    expect(device.custom).toEqual({ a: { type: 'string', value: 'x' }, b: { type: 'integer', value: 2 }, d: { type: 'float', value: 0.5 } });
+    expect(device.user_id).toBe('merge-user');
+
+    const none = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { locale: 'nope', custom: { x: { type: 'integer', value: 'y' } } } });
+    expect(none.statusCode).toBe(422);
+    expect(none.json().dropped.map((x: { field: string }) => x.field)).toEqual(['locale', 'custom.x']);
+    expect((await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: {} })).statusCode).toBe(422);
+
+    expect((await call(h, 'PUT', '/v6/devices/00000000-0000-4000-8000-000000000000', app.keys.sdk, { device: { badge: 1 } })).statusCode).toBe(404);
+    expect((await call(h, 'PUT', '/v6/devices/not-a-uuid', app.keys.sdk, { device: { badge: 1 } })).statusCode).toBe(404);
+    expect((await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { platform: 'bb' } })).statusCode).toBe(400);
+  });
+
+  it('a device of another app is not found', async () => {
+    const other = await h.createApp();
+    const d = await register(h, other.keys.sdk, { platform: 'ios' });
+    expect((await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).statusCode).toBe(404);
+    expect((await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { badge: 1 } })).statusCode).toBe(404);
+  });
+
+  it('GET answers with attributes and events to a read key and to the SDK key; permissions hold', async () => {
+    const d = await register(h, app.keys.sdk, { platform: 'ios', custom: { k: { type: 'string', value: 'v' } } });
+    await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open', date: '2024-01-01T00:00:00Z' }, { name: 'open' }] });
+    const res = await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read);
+    expect(res.statusCode).toBe(200);
+    const { device } = res.json();
+    expect(device.user_attributes).toEqual({ k: { type: 'string', value: 'v' } });
+    expect(device.user_events.open.count).toBe(2);
+    expect(device.user_events.open.first_happened_at).toBe('2024-01-01T00:00:00.000Z');
+    expect((await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.sdk)).statusCode).toBe(200);
+
+    expect((await call(h, 'POST', '/v6/devices', app.keys.read, { device: { platform: 'ios' } })).statusCode).toBe(403);
+    expect((await call(h, 'POST', `/v6/devices/${d.id}/erase`, app.keys.sdk)).statusCode).toBe(403);
+    expect((await call(h, 'GET', `/v6/devices/${d.id}`, 'wrong-key')).statusCode).toBe(401);
+  });
+
+  it('erase empties the device, answers 200 with it; later writes answer 451; it leaves every audience', async () => {
+    const t = token();
+    const d = await register(h, app.keys.sdk, { platform: 'ios', token: t, locale: 'xx_YY', user_id: 'erase-me', tags: ['t'], custom: { a: { type: 'string', value: 'x' } } });
+    await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open' }] });
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'locale', criteria: ['xx_YY'] }])).toBe(1);
+
+    const res = await call(h, 'POST', `/v6/devices/${d.id}/erase`, app.keys.write);
+    expect(res.statusCode, res.body).toBe(200);
+    const { device } = res.json();
+    expect(device.erased_at).not.toBeNull();
+    expect(device).toMatchObject({ token: null, locale: null, user_id: null, tags: [], custom: {}, user_events: {} });
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'locale', criteria: ['xx_YY'] }])).toBe(0);
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'device_id', criteria: [d.id] }])).toBe(0);
+
+    expect((await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { badge: 1 } })).statusCode).toBe(451);
+    expect((await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open' }] })).statusCode).toBe(451);
+    expect((await call(h, 'POST', `/v6/devices/${d.id}/erase`, app.keys.write)).statusCode).toBe(200);
+    // the token is free again: registering it makes a new device
+    const fresh = await register(h, app.keys.sdk, { platform: 'ios', token: t });
+    expect(fresh.id).not.toBe(d.id);
+  });
+
+  it('records the client IP for the SDK key only (a write key is a backend)', async () => {
+    const viaSdk = await register(h, app.keys.sdk, { platform: 'ios' }, { 'x-forwarded-for': '203.0.113.7' });
+    const viaWrite = await register(h, app.keys.write, { platform: 'ios' }, { 'x-forwarded-for': '203.0.113.8' });
+    const rows = await h.db.db.selectFrom('devices').select(['id', 'ip_address']).where('id', 'in', [viaSdk.id, viaWrite.id]).execute();
+    const ip = Object.fromEntries(rows.map((r) => [r.id, r.ip_address]));
+    expect(ip[viaSdk.id]).toBe('203.0.113.7');
+    expect(ip[viaWrite.id]).toBeNull();
+  });
+
+  it('a token reported by another device moves to it', async () => {
+    const t = token();
+    const a = await register(h, app.keys.sdk, { platform: 'ios', token: t });
+    const b = await register(h, app.keys.sdk, { platform: 'ios' });
+    const res = await call(h, 'PUT', `/v6/devices/${b.id}`, app.keys.sdk, { device: { token: t } });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().device.token).toBe(t);
+    expect((await call(h, 'GET', `/v6/devices/${a.id}`, app.keys.read)).json().device.token).toBeNull();
+  });
+});

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { call, countVia, register } from './support.js';
+
+type App = Awaited<ReturnType<Harness['createApp']>>;
+
+describe('events and users', () => {
+  let h: Harness;
+  let app: App;
+  beforeAll(async () => {
+    h = await createHarness();
+    app = await h.createApp();
+  });
+  afterAll(async () => h?.close());
+
+  const events = (id: string) => h.db.db.selectFrom('device_events').selectAll().where('device_id', '=', id).orderBy('source').orderBy('name').execute();
+
+  it('the key decides the source: none for the SDK, "Public Api" for a write key, which may name another', async () => {
+    const d = await register(h, app.keys.sdk, { platform: 'ios' });
+    const sdk = await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open' }] });
+    expect(sdk.statusCode).toBe(202);
+    expect(sdk.json()).toEqual({});
+    expect((await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.write, { events: [{ name: 'buy' }, { name: 'imported', source: 'Mixpanel' }] })).statusCode).toBe(202);
+    expect((await events(d.id)).map((e) => [e.source, e.name])).toEqual([
+      ['', 'open'],
+      ['Mixpanel', 'imported'],
+      ['Public Api', 'buy'],
+    ]);
+    const viaSdk = await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'x', source: 'Mixpanel' }] });
+    expect(viaSdk.statusCode).toBe(400);
+    expect(viaSdk.json().error).toBe('events[0].source: only a write key may name an event source');
+
+    const device = (await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
+    expect(Object.keys(device.user_events).sort()).toEqual(['Mixpanel.imported', 'Public Api.buy', 'open']);
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'events.Public Api.buy', criteria: [true] }])).toBe(1);
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'events.buy', criteria: [true] }])).toBe(0);
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'events.open', criteria: [true] }])).toBe(1);
+  });
+
+  it('keeps count, first and last time whatever order the dates arrive in', async () => {
+    const d = await register(h, app.keys.sdk, { platform: 'android' });
+    await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, {
+      events: [
+        { name: 'play', date: '2024-03-10T10:00:00Z' },
+        { name: 'play', date: '2024-01-05T10:00:00+02:00' },
+      ],
+    });
+    await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'play', date: '2024-02-01T00:00:00Z' }] });
+    const [row] = await events(d.id);
+    expect(row).toMatchObject({ count: 3 });
+    expect(row!.first_happened_at.toISOString()).toBe('2024-01-05T08:00:00.000Z');
+    expect(row!.last_happened_at.toISOString()).toBe('2024-03-10T10:00:00.000Z');
+  });
+
+  it('concurrent posts add up exactly (atomic upsert), first/last are the extremes', async () => {
+    const d = await register(h, app.keys.sdk, { platform: 'ios' });
+    const posts = Array.from({ length: 40 }, (_, i) =>
+      call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, {
+        events: [
+          { name: 'tap', date: new Date(Date.UTC(2024, 0, 1 + i)).toISOString() },
+          { name: 'tap', date: new Date(Date.UTC(2024, 0, 1 + i, 12)).toISOString() },
+          { name: 'view' },
+        ],
+      }),
+    );
+    const results = await Promise.all(posts);
+    expect(results.map((r) => r.statusCode)).toEqual(Array(40).fill(202));
+    const rows = await events(d.id);
+    expect(rows.find((r) => r.name === 'tap')).toMatchObject({ count: 80 });
+    expect(rows.find((r) => r.name === 'view')).toMatchObject({ count: 40 });
+    const tap = rows.find((r) => r.name === 'tap')!;
+    expect(tap.first_happened_at.toISOString()).toBe('2024-01-01T00:00:00.000Z');
+    expect(tap.last_happened_at.toISOString()).toBe('2024-02-09T12:00:00.000Z');
+  });
+
+  it('malformed event bodies answer 400 naming the field, and store nothing', async () => {
+    const d = await register(h, app.keys.sdk, { platform: 'ios' });
+    const cases: [unknown, RegExp][] = [
+      [{ events: 'open' }, /^events: /],
+      [{ events: [] }, /^events: must hold at least one event/],
+      [{ events: [{ name: 'ok' }, { name: 'has.dot' }] }, /^events\[1\]\.name: /],
+      [{ events: [{ name: 'ok', date: 'tomorrow' }] }, /^events\[0\]\.date: must be an ISO 8601 date/],
+      [{ events: [{ name: 'ok' }, 7] }, /^events\[1\]: must be an object/],
+      [{}, /^events: /],
+    ];
+    for (const [body, error] of cases) {
+      const res = await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().error).toMatch(error);
+    }
+    expect(await events(d.id)).toEqual([]);
+    expect((await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, '{"events": [')).statusCode).toBe(400);
+    expect((await call(h, 'POST', '/v6/devices/00000000-0000-4000-8000-000000000000/events', app.keys.sdk, { events: [{ name: 'a' }] })).statusCode).toBe(404);
+  });
+
+  it('PUT /users/:id merges attributes into every device of the user; user events count on each', async () => {
+    const a = await register(h, app.keys.sdk, { platform: 'ios', user_id: 'user 42', custom: { keep: { type: 'integer', value: 1 } } });
+    const b = await register(h, app.keys.sdk, { platform: 'android', user_id: 'user 42' });
+    const other = await register(h, app.keys.sdk, { platform: 'android', user_id: 'someone else' });
+
+    const res = await call(h, 'PUT', `/v6/users/${encodeURIComponent('user 42')}`, app.keys.write, {
+      user: { custom: { tier: { type: 'string', value: 'gold' }, bad: { type: 'integer', value: 1.5 } } },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json()).toEqual({ user: { user_id: 'user 42', device_count: 2 }, dropped: [{ field: 'custom.bad', error: 'must be a 32-bit signed integer' }] });
+    const ev = await call(h, 'POST', `/v6/users/${encodeURIComponent('user 42')}/events`, app.keys.write, { events: [{ name: 'renewed' }, { name: 'renewed' }] });
+    expect(ev.statusCode).toBe(202);
+
+    for (const id of [a.id, b.id]) {
+      const device = (await call(h, 'GET', `/v6/devices/${id}`, app.keys.read)).json().device;
+      expect(device.custom.tier).toEqual({ type: 'string', value: 'gold' });
+      expect(device.user_events['Public Api.renewed'].count).toBe(2);
+    }
+    expect((await call(h, 'GET', `/v6/devices/${a.id}`, app.keys.read)).json().device.custom.keep).toEqual({ type: 'integer', value: 1 });
+    const untouched = (await call(h, 'GET', `/v6/devices/${other.id}`, app.keys.read)).json().device;
+    expect(untouched.custom).toEqual({});
+    expect(untouched.user_events).toEqual({});
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'events.Public Api.renewed', criteria: [2] }])).toBe(2);
+
+    expect((await call(h, 'PUT', '/v6/users/nobody', app.keys.write, { user: { custom: { a: { type: 'integer', value: 1 } } } })).statusCode).toBe(404);
+    expect((await call(h, 'POST', '/v6/users/nobody/events', app.keys.write, { events: [{ name: 'a' }] })).statusCode).toBe(404);
+    const nothing = await call(h, 'PUT', `/v6/users/${encodeURIComponent('user 42')}`, app.keys.write, { user: { custom: { x: { type: 'date', value: 'no' } } } });
+    expect(nothing.statusCode).toBe(422);
+    expect((await call(h, 'PUT', '/v6/users/x', app.keys.write, { users: {} })).statusCode).toBe(400);
+  });
+});

@@ -1,0 +1,38 @@
+import { canonicalFilters, specKey } from '../../src/domain/audience-spec.js';
+import type { Filter } from '../../src/domain/filters.js';
+import { basic, type Harness } from '../helpers/harness.js';
+
+/** HTTP helpers for the device API tests: JSON in, the real server, a Basic credential. */
+export type Method = 'GET' | 'POST' | 'PUT';
+
+export function call(h: Harness, method: Method, url: string, key: string, body?: unknown, headers: Record<string, string> = {}) {
+  return h.server.inject({
+    method,
+    url,
+    headers: { authorization: basic(key), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    ...(body === undefined ? {} : { payload: typeof body === 'string' ? body : JSON.stringify(body) }),
+  });
+}
+
+export async function register(h: Harness, key: string, device: Record<string, unknown>, headers: Record<string, string> = {}) {
+  const res = await call(h, 'POST', '/v6/devices', key, { device }, headers);
+  if (res.statusCode !== 201 && res.statusCode !== 200) throw new Error(`register failed: ${res.statusCode} ${res.body}`);
+  return res.json().device as Record<string, unknown> & { id: string };
+}
+
+let seq = 0;
+/** A distinct APNs-like token per call. */
+export const token = () => `${(++seq).toString(16).padStart(8, '0')}${'ab'.repeat(28)}`;
+
+/** device_count of an on-the-fly audience, through the audience API (stored via the repository). */
+export async function audienceFor(h: Harness, appId: string, filters: unknown[]) {
+  const f = filters as Filter[];
+  return h.ctx.repos.audiences.upsertFilters(h.db.db, appId, specKey(f), canonicalFilters(f));
+}
+
+export async function countVia(h: Harness, appId: string, readKey: string, filters: unknown[]): Promise<number> {
+  const audience = await audienceFor(h, appId, filters);
+  const res = await call(h, 'GET', `/v6/audiences/${audience.id}`, readKey);
+  if (res.statusCode !== 200) throw new Error(`count failed: ${res.statusCode} ${res.body}`);
+  return res.json().audience.device_count as number;
+}

@@ -1,0 +1,59 @@
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig, redactedConfig } from '../../src/config.js';
+
+describe('config', () => {
+  it('has working defaults for an empty environment', () => {
+    const c = loadConfig({});
+    expect(c).toMatchObject({ PORT: 3000, HOST: '0.0.0.0', DATA_DIR: './data', ROLE: 'all', LOG_LEVEL: 'info', QUEUE_PREFIX: 'pushd', EMBEDDED_PG_PORT: 54329, BODY_LIMIT_BYTES: 1048576 });
+    expect(c.DATABASE_URL).toBeUndefined();
+    expect(c.REDIS_URL).toBeUndefined();
+    expect(c.dataDir).toBe(path.resolve('./data'));
+  });
+
+  it('parses numbers and enums', () => {
+    const c = loadConfig({ PORT: '8080', ROLE: 'worker', LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://u:p@db:5432/x', REDIS_URL: 'redis://r:6379' });
+    expect(c).toMatchObject({ PORT: 8080, ROLE: 'worker', LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://u:p@db:5432/x', REDIS_URL: 'redis://r:6379' });
+  });
+
+  it('treats empty strings as unset', () => {
+    const c = loadConfig({ PORT: '', DATABASE_URL: '', REDIS_URL: '', ROLE: '' });
+    expect(c.PORT).toBe(3000);
+    expect(c.DATABASE_URL).toBeUndefined();
+    expect(c.ROLE).toBe('all');
+  });
+
+  it.each([
+    ['PORT', 'abc'],
+    ['PORT', '70000'],
+    ['PORT', '3000.5'],
+    ['ROLE', 'foo'],
+    ['LOG_LEVEL', 'loud'],
+    ['DATABASE_URL', 'not a url'],
+    ['REDIS_URL', 'localhost'],
+    ['EMBEDDED_PG_PORT', '0'],
+    ['QUEUE_PREFIX', 'has space'],
+    ['BODY_LIMIT_BYTES', '10'],
+    ['DELIVERY_CONCURRENCY', '0'],
+  ])('%s=%s stops start-up naming the variable', (name, value) => {
+    expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
+    expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^invalid configuration: .*\\b${name}: `));
+  });
+
+  it('names every bad variable at once', () => {
+    expect(() => loadConfig({ PORT: 'abc', ROLE: 'foo' })).toThrow(/PORT: .*; ROLE: /);
+  });
+
+  it('masks URL passwords in the loggable config', () => {
+    const c = loadConfig({ DATABASE_URL: 'postgres://app:s3cret-pw@db:5432/pushd', REDIS_URL: 'redis://:r3dis-pw@cache:6379/0' });
+    const shown = redactedConfig(c);
+    expect(shown.DATABASE_URL).toBe('postgres://app:***@db:5432/pushd');
+    expect(shown.REDIS_URL).toBe('redis://:***@cache:6379/0');
+    expect(JSON.stringify(shown)).not.toMatch(/s3cret-pw|r3dis-pw/);
+  });
+
+  it('leaves URLs without credentials as they are', () => {
+    const shown = redactedConfig(loadConfig({ DATABASE_URL: 'postgres://db:5432/pushd' }));
+    expect(shown.DATABASE_URL).toBe('postgres://db:5432/pushd');
+  });
+});

@@ -1,0 +1,167 @@
+import { describe, expect, it } from 'vitest';
+import { APNS_MAX_PAYLOAD_BYTES, fcmDataValue, fcmSendBody, jsonBytes, toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
+
+const NID = 'n_123';
+
+describe('toApnsRequest', () => {
+  it('sends a lone alert as a string', () => {
+    const r = toApnsRequest({ alert: 'Hello' }, NID);
+    expect(r.body).toEqual({ aps: { alert: 'Hello' }, _nid: NID });
+    expect(r.headers).toEqual({ 'apns-push-type': 'alert', 'apns-priority': 10 });
+  });
+
+  it('builds an alert object when there is a title or subtitle', () => {
+    expect(toApnsRequest({ alert: 'Body', title: 'Title', subtitle: 'Sub' }, NID).body.aps).toEqual({ alert: { title: 'Title', subtitle: 'Sub', body: 'Body' } });
+    expect(toApnsRequest({ title: 'Only title' }, NID).body.aps).toEqual({ alert: { title: 'Only title' } });
+    expect(toApnsRequest({ alert: 'B', subtitle: 'S' }, NID).body.aps).toEqual({ alert: { subtitle: 'S', body: 'B' } });
+  });
+
+  it('maps every iOS key into aps with the gateway names', () => {
+    const r = toApnsRequest(
+      {
+        alert: 'a',
+        badge: 3,
+        sound: 'ping.aiff',
+        content_available: true,
+        mutable_content: true,
+        category: 'REPLY',
+        interruption_level: 'time-sensitive',
+        relevance_score: 0.75,
+      },
+      NID,
+    );
+    expect(r.body.aps).toEqual({
+      alert: 'a',
+      badge: 3,
+      sound: 'ping.aiff',
+      'content-available': 1,
+      'mutable-content': 1,
+      category: 'REPLY',
+      'interruption-level': 'time-sensitive',
+      'relevance-score': 0.75,
+    });
+    // content_available with something shown stays an alert push
+    expect(r.headers).toEqual({ 'apns-push-type': 'alert', 'apns-priority': 10 });
+  });
+
+  it('keeps badge 0 (it clears the badge) and drops false switches', () => {
+    expect(toApnsRequest({ badge: 0, content_available: false, mutable_content: false }, NID).body.aps).toEqual({ badge: 0 });
+  });
+
+  it('makes a silent content_available push a background push with priority 5', () => {
+    const r = toApnsRequest({ content_available: true, foo: 'bar' }, NID);
+    expect(r.headers).toEqual({ 'apns-push-type': 'background', 'apns-priority': 5 });
+    expect(r.body).toEqual({ aps: { 'content-available': 1 }, foo: 'bar', _nid: NID });
+  });
+
+  it('keeps alert type when a background push would carry badge or sound (Apple forbids them there)', () => {
+    expect(toApnsRequest({ content_available: true, badge: 1 }, NID).headers['apns-push-type']).toBe('alert');
+    expect(toApnsRequest({ content_available: true, sound: 'x' }, NID).headers['apns-push-type']).toBe('alert');
+    expect(toApnsRequest({ content_available: true, title: 't' }, NID).headers['apns-push-type']).toBe('alert');
+  });
+
+  it('puts collapse_key in the apns-collapse-id header, not the body', () => {
+    const r = toApnsRequest({ alert: 'a', collapse_key: 'score' }, NID);
+    expect(r.headers['apns-collapse-id']).toBe('score');
+    expect(r.body).not.toHaveProperty('collapse_key');
+  });
+
+  it('passes custom keys through at top level unchanged and drops _channel_id', () => {
+    const custom = { _u: 'app://x', _st: { image_url: 'https://i', mid: 'm1' }, n: 1, list: [1, 'a'], flag: false, nul: null };
+    const r = toApnsRequest({ alert: 'a', _channel_id: 'news', ...custom }, NID);
+    expect(r.body).toEqual({ ...custom, aps: { alert: 'a' }, _nid: NID });
+  });
+
+  it('always carries _nid and never lets a payload override aps or _nid', () => {
+    const r = toApnsRequest({ alert: 'a', aps: { badge: 99 }, _nid: 'forged' }, NID);
+    expect(r.body.aps).toEqual({ alert: 'a' });
+    expect(r.body._nid).toBe(NID);
+  });
+
+  it('sends an empty aps for a payload with only custom keys', () => {
+    const r = toApnsRequest({ foo: 'bar' }, NID);
+    expect(r.body).toEqual({ foo: 'bar', aps: {}, _nid: NID });
+    expect(r.headers['apns-push-type']).toBe('alert');
+  });
+
+  it('reports the UTF-8 byte size of the body', () => {
+    const r = toApnsRequest({ alert: 'é€😀' }, NID);
+    expect(r.bytes).toBe(Buffer.byteLength(JSON.stringify(r.body)));
+    expect(r.bytes).toBeGreaterThan(JSON.stringify(r.body).length);
+    expect(toApnsRequest({ alert: 'x'.repeat(5000) }, NID).bytes).toBeGreaterThan(APNS_MAX_PAYLOAD_BYTES);
+  });
+
+  it('ignores known keys of the wrong type rather than sending garbage', () => {
+    expect(toApnsRequest({ alert: 5, badge: '3', content_available: 'yes' }, NID).body.aps).toEqual({});
+  });
+});
+
+describe('toFcmMessage', () => {
+  it('maps alert and title to an Android notification and keeps them in data for the SDK', () => {
+    const m = toFcmMessage({ alert: 'Body', title: 'Title' }, NID);
+    expect(m.android).toEqual({ priority: 'high', notification: { title: 'Title', body: 'Body' } });
+    expect(m.data).toEqual({ alert: 'Body', title: 'Title', _nid: NID });
+  });
+
+  it('maps _channel_id, category and collapse_key to the Android fields', () => {
+    const m = toFcmMessage({ alert: 'a', _channel_id: 'news', category: 'REPLY', collapse_key: 'score' }, NID);
+    expect(m.android).toEqual({
+      priority: 'high',
+      collapse_key: 'score',
+      notification: { body: 'a', channel_id: 'news', tag: 'score', click_action: 'REPLY' },
+    });
+    expect(m.data.category).toBe('REPLY');
+    expect(m.data).not.toHaveProperty('_channel_id');
+    expect(m.data).not.toHaveProperty('collapse_key');
+  });
+
+  it('puts badge, sound, custom keys and _nid in data, all as strings', () => {
+    const m = toFcmMessage({ alert: 'a', badge: 4, sound: 'ding', _u: 'app://x', _st: { mid: 'm1' }, n: 1.5, b: true, nul: null, s: 'plain' }, NID);
+    expect(m.data).toEqual({
+      alert: 'a',
+      badge: '4',
+      sound: 'ding',
+      _u: 'app://x',
+      _st: '{"mid":"m1"}',
+      n: '1.5',
+      b: 'true',
+      nul: 'null',
+      s: 'plain',
+      _nid: NID,
+    });
+    for (const v of Object.values(m.data)) expect(typeof v).toBe('string');
+  });
+
+  it('drops iOS-only switches', () => {
+    const m = toFcmMessage({ alert: 'a', content_available: true, mutable_content: true, interruption_level: 'passive', relevance_score: 0.5 }, NID);
+    expect(Object.keys(m.data).sort()).toEqual(['_nid', 'alert']);
+  });
+
+  it('sends a data message (no notification, normal priority) when nothing is shown', () => {
+    const m = toFcmMessage({ foo: 'bar', category: 'C', collapse_key: 'k', _channel_id: 'ch' }, NID);
+    expect(m.android).toEqual({ priority: 'normal', collapse_key: 'k' });
+    expect(m.data).toEqual({ foo: 'bar', category: 'C', _nid: NID });
+  });
+
+  it('never lets a payload override _nid', () => {
+    expect(toFcmMessage({ _nid: 'forged' }, NID).data._nid).toBe(NID);
+  });
+
+  it('builds the v1 send body with the token', () => {
+    const body = fcmSendBody(toFcmMessage({ alert: 'a' }, NID), 'tok');
+    expect(body).toEqual({ message: { token: 'tok', data: { alert: 'a', _nid: NID }, android: { priority: 'high', notification: { body: 'a' } } } });
+  });
+});
+
+describe('helpers', () => {
+  it('fcmDataValue keeps strings and JSON-encodes the rest', () => {
+    expect(fcmDataValue('x')).toBe('x');
+    expect(fcmDataValue('')).toBe('');
+    expect(fcmDataValue(0)).toBe('0');
+    expect(fcmDataValue([1, 'a'])).toBe('[1,"a"]');
+  });
+
+  it('jsonBytes counts UTF-8 bytes', () => {
+    expect(jsonBytes({ a: 'é' })).toBe(Buffer.byteLength('{"a":"é"}'));
+  });
+});

@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto';
+import type { Permission } from '../../src/domain/keys.js';
+import { basic, type Harness } from '../helpers/harness.js';
+import type { AppWithKeys } from './support.js';
+
+/**
+ * Every authenticated route, for the auth matrix in auth.test.ts. A new route is covered by adding a row
+ * (auth.test.ts fails for any /v<N>/ route the server registers without one):
+ * - `path` may hold `:placeholders`, filled from the fixture's params (add what a new route needs to
+ *   `prepareFixture`);
+ * - `permission` is what the route demands (src/domain/keys.ts: read <- read, write; write <- write;
+ *   device <- write, sdk); a list when any of them will do;
+ * - `success` is the status a permitted, well-formed request answers; `body` builds that request's body
+ *   (called once per request, so it may make each one unique);
+ * - `fresh: true` when a successful call changes its target (erase): each case then gets a fixture of its own.
+ */
+export type Role = 'read' | 'write' | 'sdk';
+
+export interface AuthRoute {
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE' | 'PATCH';
+  path: string;
+  permission: Permission | Permission[];
+  success: number;
+  body?: (fx: Fixture) => unknown;
+  fresh?: boolean;
+}
+
+export interface Fixture {
+  app: AppWithKeys;
+  /** Values for :placeholders in paths. */
+  params: Record<string, string>;
+}
+
+const unique = () => randomBytes(6).toString('hex');
+
+export const AUTH_ROUTES: AuthRoute[] = [
+  // notifications
+  ...(['v3', 'v5', 'v6'] as const).map(
+    (v): AuthRoute => ({
+      method: 'POST',
+      path: `/${v}/notifications`,
+      permission: 'write',
+      success: 201,
+      body: () => ({ notification: { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'auth matrix' } } }),
+    }),
+  ),
+  { method: 'GET', path: '/v6/notifications/:notificationId', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/stats/notifications/:notificationId/events', permission: 'read', success: 200 },
+  // audiences
+  { method: 'GET', path: '/v6/audiences', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/audiences/:audienceId', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/audiences/:audienceId/devices', permission: 'read', success: 200 },
+  // devices
+  { method: 'POST', path: '/v6/devices', permission: 'device', success: 201, body: () => ({ device: { platform: 'ios', token: `tok-${unique()}` } }) },
+  { method: 'GET', path: '/v6/devices/:deviceId', permission: ['read', 'device'], success: 200 },
+  { method: 'PUT', path: '/v6/devices/:deviceId', permission: 'device', success: 200, body: () => ({ device: { locale: 'fr_FR' } }) },
+  { method: 'POST', path: '/v6/devices/:deviceId/events', permission: 'device', success: 202, body: () => ({ events: [{ name: 'opened' }] }) },
+  { method: 'POST', path: '/v6/devices/:deviceId/erase', permission: 'write', success: 200, fresh: true },
+  { method: 'GET', path: '/v6/devices/uninstalled', permission: 'read', success: 200 },
+  // users
+  {
+    method: 'PUT',
+    path: '/v6/users/:userId',
+    permission: 'device',
+    success: 200,
+    body: () => ({ user: { custom: { level: { type: 'integer', value: 3 } } } }),
+  },
+  { method: 'POST', path: '/v6/users/:userId/events', permission: 'device', success: 202, body: () => ({ events: [{ name: 'purchase' }] }) },
+];
+
+/** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */
+export async function prepareFixture(h: Harness): Promise<Fixture> {
+  const app = await h.createApp();
+  const send = async (url: string, payload: unknown, key: string) => {
+    const res = await h.server.inject({ method: 'POST', url, headers: { authorization: basic(key), 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+    if (res.statusCode >= 300) throw new Error(`fixture ${url} failed: ${res.statusCode} ${res.body}`);
+    return res.json();
+  };
+  const created = await send('/v6/notifications', { notification: { to: [{ name: 'locale', criteria: ['de_DE'] }], payload: { alert: 'fixture' } } }, app.keys.write);
+  const userId = `user-${unique()}`;
+  const device = await send('/v6/devices', { device: { platform: 'android', token: `fixture-${unique()}`, user_id: userId } }, app.keys.sdk);
+  return {
+    app,
+    params: { appId: app.app.id, notificationId: created.id, audienceId: created.to.id, deviceId: device.device.id, userId },
+  };
+}
+
+export function fillPath(path: string, params: Record<string, string>): string {
+  return path.replace(/:([A-Za-z]+)/g, (_, name: string) => {
+    const value = params[name];
+    if (value === undefined) throw new Error(`no fixture value for :${name} in ${path}`);
+    return encodeURIComponent(value);
+  });
+}
+
+/** Which roles a permission admits (mirrors the grants table; asserted against it in test/domain/keys.test.ts). */
+export const ROLES_FOR: Record<Permission, readonly Role[]> = {
+  read: ['read', 'write'],
+  write: ['write'],
+  device: ['write', 'sdk'],
+};
+
+export function rolesFor(route: AuthRoute): Role[] {
+  const permissions = Array.isArray(route.permission) ? route.permission : [route.permission];
+  return (['read', 'write', 'sdk'] as const).filter((r) => permissions.some((p) => ROLES_FOR[p].includes(r)));
+}
+
+/** Method + path (params as :id) of every route the server registered, read from its route tree. */
+export function registeredRoutes(tree: string): { method: string; path: string }[] {
+  const stack: string[] = [];
+  const out: { method: string; path: string }[] = [];
+  for (const line of tree.split('\n')) {
+    const at = line.indexOf('── ');
+    if (at < 0) continue;
+    const depth = Math.round(at / 4);
+    const m = /^(\S+)(?: \(([^)]+)\))?$/.exec(line.slice(at + 3).trim());
+    if (!m) continue;
+    stack.length = depth;
+    const path = (stack[depth - 1] ?? '') + m[1]!;
+    stack.push(path);
+    for (const method of m[2]?.split(', ') ?? []) if (method !== 'HEAD') out.push({ method, path: path.replace(/:[A-Za-z_]+/g, ':id') });
+  }
+  return out;
+}

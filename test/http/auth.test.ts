@@ -1,0 +1,129 @@
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppService } from '../../src/services/apps.js';
+import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { AUTH_ROUTES, fillPath, prepareFixture, registeredRoutes, rolesFor, type AuthRoute, type Fixture, type Role } from './auth-routes.js';
+
+/**
+ * The auth matrix on every route of AUTH_ROUTES: each credential case against each route.
+ * 401 always carries {"error":"unauthorized"} and a Basic challenge; 403 the roles message.
+ */
+
+type Expect = 'success' | 401 | 403;
+
+interface Case {
+  name: string;
+  /** The Authorization header, or undefined for none. */
+  header: (fx: Fixture, ctx: { h: Harness; route: AuthRoute }) => Promise<string | undefined> | string | undefined;
+  expect: (route: AuthRoute) => Expect;
+}
+
+/** The role used when a case needs "a key that may call this route": the narrowest one that may. */
+const permittedRole = (route: AuthRoute): Role => (['read', 'sdk', 'write'] as const).find((r) => rolesFor(route).includes(r))!;
+const permittedKey = (fx: Fixture, route: AuthRoute) => fx.app.keys[permittedRole(route)];
+
+const CASES: Case[] = [
+  { name: 'no Authorization header', header: () => undefined, expect: () => 401 },
+  { name: 'a Bearer token instead of Basic', header: (fx, { route }) => `Bearer ${permittedKey(fx, route)}`, expect: () => 401 },
+  { name: 'Basic without a colon', header: (fx, { route }) => `Basic ${Buffer.from(permittedKey(fx, route)).toString('base64')}`, expect: () => 401 },
+  { name: 'Basic with garbage', header: () => 'Basic !!!not-base64!!!', expect: () => 401 },
+  { name: 'an empty key', header: (fx) => basic('', fx.app.app.bundle_id), expect: () => 401 },
+  { name: 'an unknown key', header: () => basic(randomBytes(24).toString('base64url')), expect: () => 401 },
+  {
+    name: 'a revoked key',
+    header: async (fx, { h, route }) => {
+      const service = new AppService(h.db.db);
+      const { key } = await service.createKey(fx.app.app.id, permittedRole(route));
+      await service.revokeKey(key);
+      return basic(key);
+    },
+    expect: () => 401,
+  },
+  { name: 'a wrong username', header: (fx, { route }) => basic(permittedKey(fx, route), 'com.someone.else'), expect: () => 401 },
+  {
+    name: "another app's bundle id as username",
+    header: async (fx, { h, route }) => basic(permittedKey(fx, route), (await h.createApp()).app.bundle_id),
+    expect: () => 401,
+  },
+  { name: 'the bundle id with different case', header: (fx, { route }) => basic(permittedKey(fx, route), fx.app.app.bundle_id.toUpperCase()), expect: () => 401 },
+  { name: 'username = bundle id', header: (fx, { route }) => basic(permittedKey(fx, route), fx.app.app.bundle_id), expect: () => 'success' },
+  { name: 'empty username', header: (fx, { route }) => basic(permittedKey(fx, route), ''), expect: () => 'success' },
+  {
+    name: 'lower-case "basic" scheme',
+    header: (fx, { route }) => basic(permittedKey(fx, route)).replace(/^Basic/, 'basic'),
+    expect: () => 'success',
+  },
+  ...(['read', 'write', 'sdk'] as const).map(
+    (role): Case => ({
+      name: `a ${role} key`,
+      header: (fx) => basic(fx.app.keys[role], fx.app.app.bundle_id),
+      expect: (route) => (rolesFor(route).includes(role) ? 'success' : 403),
+    }),
+  ),
+];
+
+function send(h: Harness, route: AuthRoute, fx: Fixture, authorization: string | undefined, override?: { path?: string; body?: unknown }) {
+  const body = override && 'body' in override ? override.body : route.body?.(fx);
+  return h.server.inject({
+    method: route.method,
+    url: override?.path ?? fillPath(route.path, fx.params),
+    headers: {
+      ...(authorization === undefined ? {} : { authorization }),
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { payload: JSON.stringify(body) }),
+  });
+}
+
+function expectOutcome(res: { statusCode: number; headers: Record<string, unknown>; body: string }, expected: Expect, route: AuthRoute) {
+  if (expected === 401) {
+    expect(res.statusCode).toBe(401);
+    expect(JSON.parse(res.body)).toEqual({ error: 'unauthorized' });
+    expect(res.headers['www-authenticate']).toBe('Basic realm="push"');
+  } else if (expected === 403) {
+    expect(res.statusCode).toBe(403);
+    expect(JSON.parse(res.body)).toEqual({ error: 'your api client does not have the correct roles' });
+  } else {
+    expect(res.statusCode, res.body).toBe(route.success);
+  }
+}
+
+describe('auth matrix', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await createHarness();
+  });
+  afterAll(async () => h?.close());
+
+  describe.each(AUTH_ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))('%s', (_label, route) => {
+    let fx: Fixture;
+    beforeAll(async () => {
+      fx = await prepareFixture(h);
+    });
+
+    it.each(CASES.map((c) => [c.name, c] as const))('%s', async (_name, c) => {
+      const target = route.fresh ? await prepareFixture(h) : fx;
+      const res = await send(h, route, target, await c.header(target, { h, route }));
+      expectOutcome(res, c.expect(route), route);
+    });
+
+    it('authentication comes before validation and lookup: no key + bad body / unknown id -> 401', async () => {
+      const path = fillPath(route.path, Object.fromEntries(Object.keys(fx.params).map((k) => [k, 'does-not-exist'])));
+      const res = await send(h, route, fx, undefined, { path, ...(route.body ? { body: { bogus: true } } : {}) });
+      expectOutcome(res, 401, route);
+    });
+
+    const denied = (['read', 'write', 'sdk'] as const).find((r) => !rolesFor(route).includes(r));
+    it.runIf(denied)('permission comes before validation: a key without the role + bad body -> 403', async () => {
+      const res = await send(h, route, fx, basic(fx.app.keys[denied!]), route.body ? { body: { bogus: true } } : undefined);
+      expectOutcome(res, 403, route);
+    });
+  });
+
+  it('has a row for every /v<N>/ route the server registered', () => {
+    const registered = registeredRoutes(h.server.printRoutes({ commonPrefix: false })).filter((r) => /^\/v\d+\//.test(r.path));
+    expect(registered).toContainEqual({ method: 'GET', path: '/v6/notifications/:id' }); // the tree parser sees nested routes
+    const listed = AUTH_ROUTES.map((r) => `${r.method} ${r.path.replace(/:[A-Za-z]+/g, ':id')}`);
+    for (const r of registered) expect(listed, `${r.method} ${r.path} has no row in AUTH_ROUTES`).toContain(`${r.method} ${r.path}`);
+  });
+});

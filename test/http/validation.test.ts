@@ -1,0 +1,378 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { countRows, postNotification, type AppWithKeys } from './support.js';
+
+/**
+ * POST /v<N>/notifications validation: one bad body per rule, each answered 400 with the exact error naming
+ * the field path, and nothing stored. Accepted boundary values are checked next to the refusals, so a rule
+ * that refused everything would fail here too.
+ */
+
+const alert = { alert: 'hi' };
+const withTo = (to: unknown) => ({ notification: { to, payload: alert } });
+const withPayload = (payload: unknown) => ({ notification: { to: '*', payload } });
+const filter = (name: string, criteria: unknown[], extra: Record<string, unknown> = {}) => withTo([{ name, criteria, ...extra }]);
+const pt = (latitude: unknown, longitude: unknown) => ({ latitude, longitude });
+const near = (point: unknown, distance: unknown = 10, unit: unknown = 'km') => ({ point, distance, unit });
+const triangle = [pt(0, 0), pt(0, 1), pt(1, 1)];
+
+const TO_FORMS = 'notification.to: must be "*", {"audience": "<id>"} or an array of filters';
+const NAME_ERR =
+  'notification.to[0].name: must be a device attribute, custom.<string|integer|float|date|boolean>.<name>, events.<name> or events.<source>.<name>';
+const UNITS = 'in, inch, yd, yards, ft, feet, km, kilometers, nauticalmiles, mi, miles, m, meters';
+const GEO_ONLY = 'notification.to[0].criteria[0]: distance and polygon criteria only apply to location and sdk_location';
+const RANGE_KEYS = 'notification.to[0].criteria[0]: a range object needs at least one of gt, gte, lt, lte';
+const BAD_DATE_RANGE = (key: string) => `notification.to[0].criteria[0].${key}: must be an ISO 8601 date or date-math expression`;
+const RESERVED = (key: string) => `notification.payload.${key}: is a reserved key and cannot be set`;
+const RESERVED_PREFIX = (key: string) => `notification.payload.${key}: is reserved (keys beginning google. or gcm. belong to the push gateway)`;
+
+type Row = [rule: string, body: unknown, error: string];
+
+const TO_ROWS: Row[] = [
+  ['to missing', { notification: { payload: alert } }, TO_FORMS],
+  ['to a number', withTo(5), TO_FORMS],
+  ['to a boolean', withTo(true), TO_FORMS],
+  ['to null', withTo(null), TO_FORMS],
+  ['to a string other than *', withTo('all'), TO_FORMS],
+  ['to "**"', withTo('**'), TO_FORMS],
+  ['audience form without audience', withTo({}), 'notification.to.audience: must be an audience id string'],
+  ['audience id a number', withTo({ audience: 5 }), 'notification.to.audience: must be an audience id string'],
+  ['audience id empty', withTo({ audience: '' }), 'notification.to.audience: audience must not be empty'],
+  ['audience form with a second key', withTo({ audience: 'a', name: 'x' }), 'notification.to: Unrecognized key: "name"'],
+  ['filters array empty', withTo([]), 'notification.to: must hold at least one filter'],
+  ['filter a string', withTo(['locale']), 'notification.to[0]: Invalid input: expected object, received string'],
+  ['filter without name', withTo([{ criteria: ['a'] }]), 'notification.to[0].name: must be a string'],
+  ['filter name a number', withTo([{ name: 5, criteria: ['a'] }]), 'notification.to[0].name: must be a string'],
+  ['filter without criteria', withTo([{ name: 'locale' }]), 'notification.to[0].criteria: must be an array'],
+  ['criteria a string', filter('locale', 'fr_FR' as unknown as unknown[]), 'notification.to[0].criteria: must be an array'],
+  ['criteria empty', filter('locale', []), 'notification.to[0].criteria: must have at least one element'],
+  ['not_filter a string', filter('locale', ['fr_FR'], { not_filter: 'yes' }), 'notification.to[0].not_filter: must be a boolean'],
+  ['filter with an unknown key', filter('locale', ['fr_FR'], { negate: true }), 'notification.to[0]: Unrecognized key: "negate"'],
+  [
+    'second filter bad, path names it',
+    withTo([
+      { name: 'locale', criteria: ['fr_FR'] },
+      { name: 'locale', criteria: [] },
+    ]),
+    'notification.to[1].criteria: must have at least one element',
+  ],
+];
+
+const NAME_ROWS: Row[] = [
+  ['unknown attribute', filter('colour', ['red']), NAME_ERR],
+  ['attribute names are case-sensitive', filter('Locale', ['fr_FR']), NAME_ERR],
+  ['custom without type', filter('custom.colour', ['red']), NAME_ERR],
+  ['custom with an unknown type', filter('custom.text.colour', ['red']), NAME_ERR],
+  ['custom with an empty name', filter('custom.string.', ['red']), NAME_ERR],
+  ['custom name with a space', filter('custom.string.fav colour', ['red']), NAME_ERR],
+  ['events without a name', filter('events.', [true]), NAME_ERR],
+  ['events with an empty event name', filter('events.Public Api.', [true]), NAME_ERR],
+  ['events with two dotted sources', filter('events.a.b.c', [true]), NAME_ERR],
+];
+
+const CRITERIA_ROWS: Row[] = [
+  ['string attribute, number criterion', filter('locale', [5]), 'notification.to[0].criteria[0]: must be a string'],
+  ['string attribute, array criterion', filter('locale', [['fr_FR']]), 'notification.to[0].criteria[0]: must be a string'],
+  ['tags, boolean criterion', filter('tags', [true]), 'notification.to[0].criteria[0]: must be a string'],
+  ['second criterion bad, path names it', filter('user_id', ['u1', 2]), 'notification.to[0].criteria[1]: must be a string'],
+  ['development, string criterion', filter('development', ['true']), 'notification.to[0].criteria[0]: must be a boolean'],
+  ['badge, string criterion', filter('badge', ['1']), 'notification.to[0].criteria[0]: must be a number or a range object'],
+  ['badge, null criterion', filter('badge', [null]), 'notification.to[0].criteria[0]: must be a number or a range object'],
+  [
+    'notifications_allowed, unknown value',
+    filter('notifications_allowed', ['enabled']),
+    'notification.to[0].criteria[0]: must be one of Enabled, Disabled, Unknown',
+  ],
+  ['custom.integer, string criterion', filter('custom.integer.age', ['x']), 'notification.to[0].criteria[0]: must be a number or a range object'],
+  ['custom.boolean, number criterion', filter('custom.boolean.vip', [1]), 'notification.to[0].criteria[0]: must be a boolean'],
+  ['custom.string, boolean criterion', filter('custom.string.colour', [false]), 'notification.to[0].criteria[0]: must be a string'],
+  ['event, string criterion', filter('events.purchase', ['x']), 'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object'],
+  ['event, negative count', filter('events.purchase', [-1]), 'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object'],
+  ['event, false', filter('events.purchase', [false]), 'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object'],
+  // range objects
+  ['range with no bound', filter('badge', [{}]), RANGE_KEYS],
+  ['range with only unknown keys', filter('badge', [{ above: 1 }]), RANGE_KEYS],
+  ['range with a bound and an unknown key', filter('badge', [{ gt: 1, above: 2 }]), 'notification.to[0].criteria[0].above: unknown range key (allowed: gt, gte, lt, lte)'],
+  ['number range, string bound', filter('badge', [{ gt: '1' }]), 'notification.to[0].criteria[0].gt: must be a number'],
+  ['number range, second bound bad', filter('custom.float.score', [{ gt: 1, lte: true }]), 'notification.to[0].criteria[0].lte: must be a number'],
+  ['range on a string attribute', filter('locale', [{ gt: 'a' }]), 'notification.to[0].criteria[0]: range criteria only apply to numbers, dates and events'],
+  ['range on a boolean attribute', filter('custom.boolean.vip', [{ gt: 0 }]), 'notification.to[0].criteria[0]: range criteria only apply to numbers, dates and events'],
+  // date math, checked by the parser
+  ['date math, unknown unit now-7x', filter('created_at', [{ gte: 'now-7x' }]), BAD_DATE_RANGE('gte')],
+  ['date math, yesterday', filter('registered_at', [{ lt: 'yesterday' }]), BAD_DATE_RANGE('lt')],
+  ['date math, rounding without unit now/', filter('custom.date.birthday', [{ gt: 'now/' }]), BAD_DATE_RANGE('gt')],
+  ['date math, anchor without ||', filter('created_at', [{ gt: '2024-01-01+1M' }]), BAD_DATE_RANGE('gt')],
+  ['date math, impossible anchor date', filter('created_at', [{ gt: '2024-02-30||+1d' }]), BAD_DATE_RANGE('gt')],
+  ['date math, number bound', filter('created_at', [{ gt: 5 }]), BAD_DATE_RANGE('gt')],
+  ['date criterion, not a date', filter('created_at', ['yesterday']), 'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object'],
+  ['date criterion, now/', filter('created_at', ['now/']), 'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object'],
+];
+
+const GEO_ROWS: Row[] = [
+  ['location, string criterion', filter('location', ['Paris']), 'notification.to[0].criteria[0]: must be a distance or polygon object'],
+  ['latitude above 90', filter('location', [near(pt(90.5, 0))]), 'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90'],
+  ['latitude below -90', filter('sdk_location', [near(pt(-91, 0))]), 'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90'],
+  ['longitude above 180', filter('location', [near(pt(0, 180.01))]), 'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180'],
+  ['longitude below -180', filter('sdk_location', [near(pt(0, -200))]), 'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180'],
+  ['latitude a string', filter('location', [near(pt('1', 0))]), 'notification.to[0].criteria[0].point.latitude: Invalid input: expected number, received string'],
+  ['point missing', filter('location', [{ distance: 1, unit: 'km' }]), 'notification.to[0].criteria[0].point: Invalid input: expected object, received undefined'],
+  ['distance missing', filter('location', [{ point: pt(0, 0), unit: 'km' }]), 'notification.to[0].criteria[0].distance: Invalid input: expected number, received undefined'],
+  ['distance negative', filter('location', [near(pt(0, 0), -1)]), 'notification.to[0].criteria[0].distance: distance must be >= 0'],
+  ['unit missing', filter('location', [{ point: pt(0, 0), distance: 1 }]), 'notification.to[0].criteria[0].unit: Invalid input: expected string, received undefined'],
+  ['unit not in the contract', filter('location', [near(pt(0, 0), 1, 'parsec')]), `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`],
+  ['unit case differs', filter('location', [near(pt(0, 0), 1, 'KM')]), `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`],
+  ['distance with an unknown key', filter('location', [{ ...near(pt(0, 0)), radius: 3 }]), 'notification.to[0].criteria[0]: Unrecognized key: "radius"'],
+  ['polygon of 2 points', filter('location', [{ polygon: [pt(0, 0), pt(1, 1)] }]), 'notification.to[0].criteria[0].polygon: polygon needs at least 3 points'],
+  ['polygon not an array', filter('location', [{ polygon: 'x' }]), 'notification.to[0].criteria[0].polygon: Invalid input: expected array, received string'],
+  [
+    'polygon with a bad point',
+    filter('sdk_location', [{ polygon: [pt(0, 0), pt(0, 1), pt(100, 1)] }]),
+    'notification.to[0].criteria[0].polygon[2].latitude: latitude must be between -90 and 90',
+  ],
+  ['second geo criterion bad', filter('location', [{ polygon: triangle }, near(pt(0, 0), 1, 'lightyears')]), `notification.to[0].criteria[1].unit: unit must be one of ${UNITS}`],
+  ['distance on a string attribute', filter('locale', [near(pt(0, 0))]), GEO_ONLY],
+  ['polygon on a custom attribute', filter('custom.string.city', [{ polygon: triangle }]), GEO_ONLY],
+  ['distance on badge', filter('badge', [near(pt(0, 0))]), GEO_ONLY],
+];
+
+const PAYLOAD_ROWS: Row[] = [
+  ['payload missing', { notification: { to: '*' } }, 'notification.payload: Invalid input: expected object, received undefined'],
+  ['payload a string', withPayload('hi'), 'notification.payload: Invalid input: expected object, received string'],
+  ['payload an array', withPayload([]), 'notification.payload: Invalid input: expected object, received array'],
+  ['payload empty', withPayload({}), 'notification.payload: must not be empty'],
+  ...(['alert', 'sound', 'category', '_channel_id', 'collapse_key', 'title', 'subtitle'] as const).map(
+    (key): Row => [`${key} a number`, withPayload({ [key]: 1 }), `notification.payload.${key}: must be a string`],
+  ),
+  ['alert an object', withPayload({ alert: { body: 'x' } }), 'notification.payload.alert: must be a string'],
+  ['badge negative', withPayload({ badge: -1 }), 'notification.payload.badge: must be an integer >= 0'],
+  ['badge fractional', withPayload({ badge: 1.5 }), 'notification.payload.badge: must be an integer >= 0'],
+  ['badge a string', withPayload({ badge: '1' }), 'notification.payload.badge: must be an integer >= 0'],
+  ['badge a boolean', withPayload({ badge: true }), 'notification.payload.badge: must be an integer >= 0'],
+  ['content_available a string', withPayload({ content_available: 'true' }), 'notification.payload.content_available: must be a boolean'],
+  ['content_available a number', withPayload({ content_available: 1 }), 'notification.payload.content_available: must be a boolean'],
+  ['mutable_content a string', withPayload({ mutable_content: 'yes' }), 'notification.payload.mutable_content: must be a boolean'],
+  ...(['loud', 'Active', '', 5] as const).map(
+    (v): Row => [`interruption_level ${JSON.stringify(v)}`, withPayload({ interruption_level: v }), 'notification.payload.interruption_level: must be one of passive, active, time-sensitive, critical'],
+  ),
+  ['relevance_score above 1', withPayload({ relevance_score: 1.01 }), 'notification.payload.relevance_score: must be a number from 0 to 1'],
+  ['relevance_score below 0', withPayload({ relevance_score: -0.1 }), 'notification.payload.relevance_score: must be a number from 0 to 1'],
+  ['relevance_score a string', withPayload({ relevance_score: '0.5' }), 'notification.payload.relevance_score: must be a number from 0 to 1'],
+  ...([0.123, 0.005, 0.995, 1e-12] as const).map(
+    (v): Row => [`relevance_score ${v}`, withPayload({ relevance_score: v }), 'notification.payload.relevance_score: may have at most two decimal places'],
+  ),
+  ['collapse_key of 65 characters', withPayload({ collapse_key: 'k'.repeat(65) }), 'notification.payload.collapse_key: must be at most 64 characters'],
+  ['collapse_key empty', withPayload({ collapse_key: '' }), 'notification.payload.collapse_key: must not be empty'],
+  // reserved keys
+  ...(['available', 'from', 'gcm', 'notification', 'message_type', 'aps', '_nid'] as const).map(
+    (key): Row => [`reserved key ${key}`, withPayload({ alert: 'x', [key]: 'v' }), RESERVED(key)],
+  ),
+  ...(['google.', 'google.c.a.e', 'gcm.notification.title', 'gcm.n.e'] as const).map(
+    (key): Row => [`reserved prefix ${key}`, withPayload({ alert: 'x', [key]: '1' }), RESERVED_PREFIX(key)],
+  ),
+];
+
+const ENVELOPE_ROWS: Row[] = [
+  ['unknown top-level key', { notification: { to: '*', payload: alert }, schedule: 'now' }, 'Unrecognized key: "schedule"'],
+  ['unknown key next to to and payload', { notification: { to: '*', payload: alert, send_at: 'now' } }, 'notification: Unrecognized key: "send_at"'],
+  ['notification missing', { other: 1 }, 'notification: must be an object with to and payload'],
+  ['notification a string', { notification: 'x' }, 'notification: must be an object with to and payload'],
+  ['notification an array', { notification: [] }, 'notification: must be an object with to and payload'],
+  ['body an array', [], 'Invalid input: expected object, received array'],
+  ['body a string', 'x', 'Invalid input: expected object, received string'],
+  ['body null', null, 'Invalid input: expected object, received null'],
+];
+
+describe('POST /v6/notifications validation', () => {
+  let h: Harness;
+  let app: AppWithKeys;
+  beforeAll(async () => {
+    h = await createHarness();
+    app = await h.createApp();
+  });
+  afterAll(async () => h?.close());
+
+  describe.each([
+    ['to field', TO_ROWS],
+    ['filter names', NAME_ROWS],
+    ['criteria', CRITERIA_ROWS],
+    ['distance and polygon', GEO_ROWS],
+    ['payload', PAYLOAD_ROWS],
+    ['envelope', ENVELOPE_ROWS],
+  ] as const)('%s', (_group, rows) => {
+    it.each(rows)('%s -> 400', async (_rule, body, error) => {
+      const res = await postNotification(h, app.keys.write, body);
+      expect(res.json()).toEqual({ error });
+      expect(res.statusCode).toBe(400);
+    });
+  });
+
+  it('stored nothing for any refused body', async () => {
+    expect(await countRows(h, 'notifications', app.app.id)).toBe(0);
+    expect(await countRows(h, 'audiences', app.app.id)).toBe(0);
+  });
+
+  it.each(['v3', 'v5'] as const)('%s validates like v6', async (version) => {
+    for (const [, body, error] of [TO_ROWS[4]!, CRITERIA_ROWS[0]!, PAYLOAD_ROWS[8]!, ENVELOPE_ROWS[1]!]) {
+      const res = await postNotification(h, app.keys.write, body, { version });
+      expect(res.statusCode).toBe(400);
+      expect(res.json()).toEqual({ error });
+    }
+  });
+});
+
+describe('accepted bodies (the boundaries of each rule)', () => {
+  let h: Harness;
+  let app: AppWithKeys;
+  beforeAll(async () => {
+    h = await createHarness();
+    app = await h.createApp();
+  });
+  afterAll(async () => h?.close());
+
+  const accepted: [string, unknown][] = [
+    ['to *', withTo('*')],
+    ['every device attribute', withTo([
+      { name: 'locale', criteria: ['fr_FR', 'en_US'] },
+      { name: 'time_zone', criteria: ['Europe/Paris'] },
+      { name: 'created_at', criteria: [{ gte: 'now-7d/d' }] },
+      { name: 'registered_at', criteria: ['2024-01-01T10:00:00Z', { lt: '2024-01-01||+1M/d' }] },
+      { name: 'badge', criteria: [0, { gt: 1, lte: 5 }] },
+      { name: 'os_name', criteria: ['iOS'] },
+      { name: 'os_version', criteria: ['17.1'] },
+      { name: 'app_version', criteria: ['2.0'] },
+      { name: 'sdk_version', criteria: ['4.2'] },
+      { name: 'device_id', criteria: ['00000000-0000-0000-0000-000000000000'] },
+      { name: 'country', criteria: ['FR'] },
+      { name: 'marketing_name', criteria: ['iPhone 15'] },
+      { name: 'user_id', criteria: ['u1'] },
+      { name: 'user_email', criteria: ['a@example.com'] },
+      { name: 'development', criteria: [true] },
+      { name: 'location', criteria: [near(pt(48.85, 2.35), 5, 'km')] },
+      { name: 'sdk_location', criteria: [{ polygon: triangle }] },
+      { name: 'notifications_allowed', criteria: ['Enabled', 'Disabled', 'Unknown'] },
+      { name: 'tags', criteria: ['vip'], not_filter: true },
+    ])],
+    ['custom attributes of each type', withTo([
+      { name: 'custom.string.colour', criteria: ['red'] },
+      { name: 'custom.integer.age', criteria: [30, { gte: 18 }] },
+      { name: 'custom.float.score', criteria: [{ gt: 0.5 }] },
+      { name: 'custom.date.birthday', criteria: [{ gte: 'now+1h+1m' }, '2000-01-01'] },
+      { name: 'custom.boolean.vip', criteria: [false] },
+    ])],
+    ['event names with and without source', withTo([
+      { name: 'events.purchase', criteria: [true, 3, { gte: 2 }, { gt: 'now-7d/d' }] },
+      { name: 'events.Public Api.signup', criteria: [{ lt: '2024-01-01||+1M/d' }] },
+      { name: 'events.Mixpanel.opened_app', criteria: [{ lte: 'now+1h+1m' }] },
+    ])],
+    ['every distance unit, latitude/longitude at their bounds, distance and polygon mixed', withTo([
+      {
+        name: 'location',
+        criteria: [
+          ...UNITS.split(', ').map((unit) => near(pt(90, 180), 1, unit)),
+          near(pt(-90, -180), 0, 'm'),
+          { polygon: [pt(0, 0), pt(0, 1), pt(1, 1), pt(1, 0)] },
+        ],
+      },
+    ])],
+    ['typed payload keys at their bounds', withPayload({
+      alert: 'a', title: 't', subtitle: 's', sound: 'default', category: 'REPLY', _channel_id: 'news',
+      collapse_key: 'k'.repeat(64), badge: 0, content_available: false, mutable_content: true,
+      interruption_level: 'time-sensitive', relevance_score: 0.29,
+    })],
+    ...(['passive', 'active', 'critical'] as const).map((level): [string, unknown] => [`interruption_level ${level}`, withPayload({ interruption_level: level })]),
+    ...([0, 1, 0.5, 0.57, 0.07] as const).map((v): [string, unknown] => [`relevance_score ${v}`, withPayload({ relevance_score: v })]),
+    ['keys that only look reserved', withPayload({ googleplay: 1, 'gcm_x': 2, from_user: 'a', Available: true, nid: 4 })],
+  ];
+
+  it.each(accepted)('%s -> 201', async (_name, body) => {
+    const res = await postNotification(h, app.keys.write, body);
+    expect(res.json()).toMatchObject({ state: 'scheduled' });
+    expect(res.statusCode).toBe(201);
+  });
+
+  it('passes custom keys through untouched, in the answer and in the stored record', async () => {
+    const payload = {
+      alert: 'Sale',
+      _u: 'https://example.com/sale?x=1&y=2',
+      _st: { image_url: 'https://example.com/i.png', mid: 42 },
+      deep: { a: [1, 'two', { three: null }], b: { c: { d: true } } },
+      'with space': 'ok',
+      emoji: '🎉 ünïcødé',
+      nothing: null,
+      big: 12345678901234,
+      negative: -0.5,
+      list: [],
+      empty: {},
+    };
+    const res = await postNotification(h, app.keys.write, { notification: { to: '*', payload } });
+    expect(res.statusCode).toBe(201);
+    const body = res.json();
+    expect(body.notification.payload).toStrictEqual(payload);
+
+    const row = await h.db.db.selectFrom('notifications').select(['payload', 'request']).where('id', '=', body.id).executeTakeFirstOrThrow();
+    expect(row.payload).toStrictEqual(payload);
+    expect(row.request).toStrictEqual({ to: '*', payload });
+
+    const read = await h.server.inject({ method: 'GET', url: `/v6/notifications/${body.id}`, headers: { authorization: basic(app.keys.read) } });
+    expect(read.json().notification.payload).toStrictEqual(payload);
+  });
+});
+
+describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
+  let h: Harness;
+  let write: string;
+  beforeAll(async () => {
+    h = await createHarness();
+    write = (await h.createApp()).keys.write;
+  });
+  afterAll(async () => h?.close());
+
+  const raw = (payload: string | Buffer | undefined, contentType?: string) =>
+    h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(write), ...(contentType ? { 'content-type': contentType } : {}) },
+      ...(payload === undefined ? {} : { payload }),
+    });
+
+  it.each([
+    ['malformed JSON', '{"notification": {', 'application/json', 400, 'body is not valid JSON'],
+    ['trailing garbage', '{"notification": {}} x', 'application/json', 400, 'body is not valid JSON'],
+    ['__proto__ key', '{"__proto__": {"admin": true}, "notification": {"to": "*", "payload": {"alert": "x"}}}', 'application/json', 400, 'body is not valid JSON'],
+    ['empty body declared as JSON', '', 'application/json', 400, 'body must not be empty'],
+    ['text/plain', '{"notification": {"to": "*", "payload": {"alert": "x"}}}', 'text/plain', 415, 'content-type must be application/json'],
+    ['form encoded', 'notification=1', 'application/x-www-form-urlencoded', 415, 'content-type must be application/json'],
+    ['xml', '<notification/>', 'application/xml', 415, 'content-type must be application/json'],
+  ] as const)('%s -> %i', async (_name, payload, contentType, status, error) => {
+    const res = await raw(payload, contentType);
+    expect(res.json()).toEqual({ error });
+    expect(res.statusCode).toBe(status);
+  });
+
+  it('no body and no content type -> 400', async () => {
+    const res = await raw(undefined);
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toHaveProperty('error');
+  });
+
+  it('a body over BODY_LIMIT_BYTES (1 MiB by default) -> 413', async () => {
+    const res = await raw(JSON.stringify(withPayload({ alert: 'x'.repeat(1024 * 1024) })), 'application/json');
+    expect(res.json()).toEqual({ error: 'body is too large' });
+    expect(res.statusCode).toBe(413);
+  });
+
+  it('a body just under the limit is read (and then validated)', async () => {
+    const res = await raw(JSON.stringify(withPayload({ alert: 'x'.repeat(1000 * 1024) })), 'application/json');
+    expect(res.statusCode).toBe(201);
+  });
+
+  it('application/json with a charset parameter is JSON', async () => {
+    const res = await raw(JSON.stringify(withPayload(alert)), 'application/json; charset=utf-8');
+    expect(res.statusCode).toBe(201);
+  });
+
+  it('stored nothing for the refused bodies', async () => {
+    // The two accepted bodies above are the only rows.
+    expect(await countRows(h, 'notifications')).toBe(2);
+  });
+});

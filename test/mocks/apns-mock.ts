@@ -1,0 +1,236 @@
+/**
+ * A loopback APNs: TLS HTTP/2 on 127.0.0.1, answering `POST /3/device/<token>` the way Apple documents
+ * ("Handling notification responses from APNs"): status, `apns-id` header, `{"reason": "..."}` body,
+ * and `timestamp` (ms) on 410.
+ *
+ * Checks, in order: path/method, injected faults, provider JWT (ES256 over a registered key id,
+ * iss = team id, iat younger than `tokenMaxAgeSec` else 403 ExpiredProviderToken), apns-topic,
+ * apns-push-type, apns-priority, apns-collapse-id, apns-id, body (<= 4096 bytes, JSON object with
+ * `aps`), device token (hex, not marked bad/unregistered). Accepted pushes are recorded.
+ *
+ *   const apns = await ApnsMock.start({ topic: 'com.example.app' });
+ *   apns.addKey(testKey);                    // from generateApnsKey()
+ *   apns.faults.next(3, { type: 'status', status: 503, reason: 'ServiceUnavailable', retryAfter: 2 });
+ *   apns.faults.forToken(tok, { type: 'goaway' }, 1);
+ *   apns.markUnregistered(tok2);
+ *   ... apns.pushes, apns.answers, apns.peakConcurrency ...
+ *   await apns.close();
+ */
+import { createPublicKey, randomBytes, randomUUID, type KeyObject } from 'node:crypto';
+import type { Http2ServerRequest, Http2ServerResponse, IncomingHttpHeaders } from 'node:http2';
+import type { TestApnsKey } from './credentials.js';
+import { decodeJwt, verifyEs256 } from './jwt.js';
+import { MockHttp2Server, type MockServerOptions } from './server.js';
+
+export interface ApnsMockOptions extends MockServerOptions {
+  /** Topics pushes may carry; any other gives 400 DeviceTokenNotForTopic. Empty = any topic. */
+  topic?: string | string[];
+  /** Provider JWTs older than this are answered 403 ExpiredProviderToken. Default 3600 (Apple's rule). */
+  tokenMaxAgeSec?: number;
+}
+
+export interface RecordedApnsPush {
+  token: string;
+  topic: string;
+  pushType: string;
+  priority: number | undefined;
+  collapseId: string | undefined;
+  apnsId: string;
+  headers: IncomingHttpHeaders;
+  payload: Record<string, unknown>;
+  /** The provider JWT that authorised it. */
+  jwt: string;
+  receivedAt: number;
+}
+
+export interface ApnsAnswerRecord {
+  token: string;
+  status: number | 'goaway' | 'reset';
+  reason?: string;
+  jwt?: string;
+}
+
+const PUSH_TYPES = new Set(['alert', 'background', 'location', 'voip', 'complication', 'fileprovider', 'mdm', 'liveactivity', 'pushtotalk', 'widgets', 'controls']);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const DEVICE_TOKEN = /^[0-9a-fA-F]{64,200}$/;
+export const APNS_MAX_PAYLOAD = 4096;
+
+class Answer {
+  constructor(
+    readonly status: number,
+    readonly reason: string,
+  ) {}
+}
+
+export class ApnsMock extends MockHttp2Server {
+  readonly pushes: RecordedApnsPush[] = [];
+  readonly answers: ApnsAnswerRecord[] = [];
+  tokenMaxAgeSec: number;
+  private readonly topics: Set<string>;
+  private readonly keys = new Map<string, { teamId: string; publicKey: KeyObject }>();
+  private readonly unregistered = new Map<string, number>();
+  private readonly bad = new Set<string>();
+  /** JWTs whose signature was already checked (Apple too validates a provider token once, not per push). */
+  private readonly verified = new Set<string>();
+
+  private constructor(options: ApnsMockOptions) {
+    super();
+    this.topics = new Set(options.topic === undefined ? [] : Array.isArray(options.topic) ? options.topic : [options.topic]);
+    this.tokenMaxAgeSec = options.tokenMaxAgeSec ?? 3600;
+  }
+
+  static async start(options: ApnsMockOptions = {}): Promise<ApnsMock> {
+    const mock = new ApnsMock(options);
+    await mock.listen(options);
+    return mock;
+  }
+
+  /** Registers a provider key (what uploading the .p8 to Apple amounts to). */
+  addKey(key: TestApnsKey | { keyId: string; teamId: string; publicKey: KeyObject | string }): this {
+    const { keyId, teamId } = 'credentials' in key ? key.credentials : key;
+    const publicKey = typeof key.publicKey === 'string' ? createPublicKey(key.publicKey) : key.publicKey;
+    this.keys.set(keyId, { teamId, publicKey });
+    this.verified.clear();
+    return this;
+  }
+
+  addTopic(topic: string): this {
+    this.topics.add(topic);
+    return this;
+  }
+
+  /** From now on the token answers 410 Unregistered with this timestamp (ms). */
+  markUnregistered(token: string, at = Date.now()): this {
+    this.unregistered.set(token, at);
+    return this;
+  }
+
+  /** From now on the token answers 400 BadDeviceToken. */
+  markBadToken(token: string): this {
+    this.bad.add(token);
+    return this;
+  }
+
+  /** Clears recordings, faults, token marks and counters; keys and topics stay. */
+  reset(): void {
+    this.pushes.length = 0;
+    this.answers.length = 0;
+    this.faults.clear();
+    this.unregistered.clear();
+    this.bad.clear();
+    this.resetStats();
+  }
+
+  protected async handle(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    const match = /^\/3\/device\/([^/?]*)$/.exec(req.url);
+    const token = match?.[1] ?? '';
+    const authorization = req.headers.authorization;
+    const jwt = typeof authorization === 'string' ? authorization.replace(/^bearer\s+/i, '') : undefined;
+    const record = (status: ApnsAnswerRecord['status'], reason?: string) =>
+      this.answers.push({ token, status, ...(reason !== undefined && { reason }), ...(jwt !== undefined && { jwt }) });
+    const fail = (answer: Answer) => {
+      record(answer.status, answer.reason);
+      const body: Record<string, unknown> = { reason: answer.reason };
+      if (answer.status === 410) body.timestamp = this.unregistered.get(token) ?? Date.now();
+      MockHttp2Server.json(res, answer.status, body, { 'apns-id': requestApnsId(req) });
+    };
+
+    if (!match) return fail(new Answer(404, 'BadPath'));
+    if (req.method !== 'POST') return fail(new Answer(405, 'MethodNotAllowed'));
+
+    const fault = this.faults.take(token);
+    if (fault?.type === 'status') {
+      record(fault.status, fault.reason);
+      const headers: Record<string, string> = { 'apns-id': requestApnsId(req) };
+      if (fault.retryAfter !== undefined) headers['retry-after'] = String(fault.retryAfter);
+      const body: Record<string, unknown> = { reason: fault.reason };
+      if (fault.status === 410) body.timestamp = Date.now();
+      return MockHttp2Server.json(res, fault.status, body, headers);
+    }
+    if (fault && (await this.applyTransportFault(fault, req, res))) {
+      if (fault.type === 'goaway' || fault.type === 'reset') record(fault.type);
+      return;
+    }
+
+    const body = await MockHttp2Server.readBody(req);
+    const problem = this.check(req, jwt, token, body);
+    if (problem) return fail(problem);
+
+    const payload = JSON.parse((body as Buffer).toString('utf8')) as Record<string, unknown>;
+    const apnsId = requestApnsId(req);
+    const priority = req.headers['apns-priority'];
+    const collapseId = req.headers['apns-collapse-id'];
+    this.pushes.push({
+      token,
+      topic: String(req.headers['apns-topic']),
+      pushType: String(req.headers['apns-push-type']),
+      priority: priority === undefined ? undefined : Number(priority),
+      collapseId: typeof collapseId === 'string' ? collapseId : undefined,
+      apnsId,
+      headers: req.headers,
+      payload,
+      jwt: jwt ?? '',
+      receivedAt: Date.now(),
+    });
+    record(200);
+    if (res.stream?.destroyed) return;
+    res.writeHead(200, { 'apns-id': apnsId });
+    res.end();
+  }
+
+  /** Everything Apple validates, in Apple's order of concern; undefined = accept. */
+  private check(req: Http2ServerRequest, jwt: string | undefined, token: string, body: Buffer | 'too-large'): Answer | undefined {
+    if (jwt === undefined || jwt === '') return new Answer(403, 'MissingProviderToken');
+    const decoded = decodeJwt(jwt);
+    const key = typeof decoded?.header.kid === 'string' ? this.keys.get(decoded.header.kid) : undefined;
+    if (!decoded || !key || decoded.claims.iss !== key.teamId) return new Answer(403, 'InvalidProviderToken');
+    if (!this.verified.has(jwt)) {
+      if (!verifyEs256(decoded, key.publicKey)) return new Answer(403, 'InvalidProviderToken');
+      if (this.verified.size > 10_000) this.verified.clear();
+      this.verified.add(jwt);
+    }
+    const iat = decoded.claims.iat;
+    const now = Math.floor(Date.now() / 1000);
+    if (typeof iat !== 'number' || iat > now + 60) return new Answer(403, 'InvalidProviderToken');
+    if (now - iat > this.tokenMaxAgeSec) return new Answer(403, 'ExpiredProviderToken');
+
+    const topic = req.headers['apns-topic'];
+    if (typeof topic !== 'string' || topic === '') return new Answer(400, 'MissingTopic');
+    if (this.topics.size > 0 && !this.topics.has(topic)) return new Answer(400, 'DeviceTokenNotForTopic');
+    const pushType = req.headers['apns-push-type'];
+    if (typeof pushType !== 'string' || !PUSH_TYPES.has(pushType)) return new Answer(400, 'InvalidPushType');
+    const priority = req.headers['apns-priority'];
+    if (priority !== undefined && !['1', '5', '10'].includes(String(priority))) return new Answer(400, 'BadPriority');
+    const collapseId = req.headers['apns-collapse-id'];
+    if (typeof collapseId === 'string' && Buffer.byteLength(collapseId) > 64) return new Answer(400, 'BadCollapseId');
+    const apnsId = req.headers['apns-id'];
+    if (typeof apnsId === 'string' && !UUID.test(apnsId)) return new Answer(400, 'BadMessageId');
+    const expiration = req.headers['apns-expiration'];
+    if (expiration !== undefined && !/^\d+$/.test(String(expiration))) return new Answer(400, 'BadExpirationDate');
+
+    if (body === 'too-large' || body.length > APNS_MAX_PAYLOAD) return new Answer(413, 'PayloadTooLarge');
+    if (body.length === 0) return new Answer(400, 'PayloadEmpty');
+    let payload: unknown;
+    try {
+      payload = JSON.parse(body.toString('utf8'));
+    } catch {
+      return new Answer(400, 'BadPayload');
+    }
+    const aps = (payload as { aps?: unknown } | null)?.aps;
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload) || typeof aps !== 'object' || aps === null) return new Answer(400, 'BadPayload');
+
+    if (!DEVICE_TOKEN.test(token) || this.bad.has(token)) return new Answer(400, 'BadDeviceToken');
+    if (this.unregistered.has(token)) return new Answer(410, 'Unregistered');
+    return undefined;
+  }
+}
+
+function requestApnsId(req: Http2ServerRequest): string {
+  const id = req.headers['apns-id'];
+  return typeof id === 'string' && UUID.test(id) ? id.toLowerCase() : randomUUID();
+}
+
+/** A random 64-hex-digit device token. */
+export function randomApnsToken(): string {
+  return randomBytes(32).toString('hex');
+}

@@ -1,0 +1,6 @@
+/** Loopback APNs / FCM (+ Google OAuth) mocks for tests and benchmarks; see README.md here. */
+export { ApnsMock, randomApnsToken, type ApnsMockOptions, type RecordedApnsPush, type ApnsAnswerRecord } from './apns-mock.js';
+export { FcmMock, randomFcmToken, type FcmMockOptions, type RecordedFcmPush, type FcmAnswerRecord } from './fcm-mock.js';
+export { generateApnsKey, generateServiceAccount, type TestApnsKey, type TestServiceAccount } from './credentials.js';
+export { FaultPlan, type Fault } from './faults.js';
+export { TLS_CA_PATH, testCaTrusted } from './tls.js';
