@@ -44,6 +44,8 @@ export interface RecordedApnsPush {
 }
 
 export interface ApnsAnswerRecord {
+  /** when the answer was sent (Date.now()) */
+  at: number;
   token: string;
   status: number | 'goaway' | 'reset';
   reason?: string;
@@ -127,7 +129,7 @@ export class ApnsMock extends MockHttp2Server {
     const authorization = req.headers.authorization;
     const jwt = typeof authorization === 'string' ? authorization.replace(/^bearer\s+/i, '') : undefined;
     const record = (status: ApnsAnswerRecord['status'], reason?: string) =>
-      this.answers.push({ token, status, ...(reason !== undefined && { reason }), ...(jwt !== undefined && { jwt }) });
+      this.answers.push({ at: Date.now(), token, status, ...(reason !== undefined && { reason }), ...(jwt !== undefined && { jwt }) });
     const fail = (answer: Answer) => {
       record(answer.status, answer.reason);
       const body: Record<string, unknown> = { reason: answer.reason };

@@ -42,6 +42,8 @@ export interface RecordedFcmPush {
 }
 
 export interface FcmAnswerRecord {
+  /** when the answer was sent (Date.now()) */
+  at: number;
   token: string | undefined;
   status: number | 'goaway' | 'reset';
   errorCode?: string;
@@ -188,7 +190,7 @@ export class FcmMock extends MockHttp2Server {
       return this.fcmError(res, token, new FcmFailure(fault.status, fault.reason, `injected ${fault.reason}`), accessToken, headers);
     }
     if (fault && (await this.applyTransportFault(fault, req, res))) {
-      if (fault.type === 'goaway' || fault.type === 'reset') this.answers.push({ token, status: fault.type });
+      if (fault.type === 'goaway' || fault.type === 'reset') this.answers.push({ at: Date.now(), token, status: fault.type });
       return;
     }
 
@@ -203,12 +205,12 @@ export class FcmMock extends MockHttp2Server {
 
     const name = `projects/${project}/messages/${randomBytes(8).readBigUInt64BE()}`;
     this.pushes.push({ project, token: token ?? '', message: message as Record<string, unknown>, headers: req.headers, accessToken, name, receivedAt: Date.now() });
-    this.answers.push({ token, status: 200, accessToken });
+    this.answers.push({ at: Date.now(), token, status: 200, accessToken });
     MockHttp2Server.json(res, 200, { name });
   }
 
   private fcmError(res: Http2ServerResponse, token: string | undefined, f: FcmFailure, accessToken?: string, headers: Record<string, string> = {}): void {
-    this.answers.push({ token, status: f.status, ...(f.errorCode && { errorCode: f.errorCode }), ...(accessToken && { accessToken }) });
+    this.answers.push({ at: Date.now(), token, status: f.status, ...(f.errorCode && { errorCode: f.errorCode }), ...(accessToken && { accessToken }) });
     const details: unknown[] = [];
     if (f.errorCode) details.push({ '@type': FCM_ERROR, errorCode: f.errorCode });
     if (f.field) details.push({ '@type': BAD_REQUEST, fieldViolations: [{ field: f.field, description: f.message }] });

@@ -51,7 +51,7 @@ describe('server roles', () => {
       const denied = await fetch(`http://127.0.0.1:${port}/v6/notifications/x`, { headers: { authorization: `Basic ${credential}` } });
       expect(denied.status).toBe(401);
 
-      expect(await p.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+      expect(await p.stop('SIGTERM'), p.output).toEqual({ code: 0, signal: null });
       await expect(p.waitForLog('stopped', 1000)).resolves.toBeDefined();
       expect(p.output).not.toContain(secret);
       expect(p.output).not.toContain(encodeURIComponent(secret));
@@ -69,7 +69,7 @@ describe('server roles', () => {
       expect(await p.waitForLog('worker running')).toMatchObject({ role: 'worker', queue: 'postgres' });
       expect(await portAnswers(port)).toBe(false);
       expect(p.output).not.toMatch(/"msg":"listening"/);
-      expect(await p.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+      expect(await p.stop('SIGTERM'), p.output).toEqual({ code: 0, signal: null });
     } finally {
       await p.stop('SIGKILL');
     }
@@ -82,7 +82,7 @@ describe('server roles', () => {
       expect(await p.waitForLog('listening')).toMatchObject({ role: 'all', queue: 'redis' });
       const ready = await fetch(`http://127.0.0.1:${port}/ready`);
       expect(await ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', queue: 'ok' } });
-      expect(await p.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+      expect(await p.stop('SIGTERM'), p.output).toEqual({ code: 0, signal: null });
     } finally {
       await p.stop('SIGKILL');
     }
