@@ -21,6 +21,8 @@ export interface Harness {
   server: Server;
   db: DatabaseHandle;
   databaseUrl: string;
+  /** queue namespace of this harness; a worker process started by a test must use the same */
+  queuePrefix: string;
   config: Config;
   pipeline: Pipeline;
   /** Creates an app with its three keys through the same service the CLI uses. */
@@ -69,6 +71,7 @@ export async function createHarness(opts: { queue?: QueueBackendKind; workers?: 
     server,
     db,
     databaseUrl,
+    queuePrefix: name,
     config,
     pipeline,
     createApp: (bundleId = `com.test.${randomBytes(4).toString('hex')}`) => new AppService(db.db).createApp(bundleId),

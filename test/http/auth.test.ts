@@ -113,11 +113,14 @@ describe('auth matrix', () => {
       expectOutcome(res, 401, route);
     });
 
+    // Routes every role may call (GET /v6/devices/:id) have nobody to refuse: no test rather than a skipped one.
     const denied = (['read', 'write', 'sdk'] as const).find((r) => !rolesFor(route).includes(r));
-    it.runIf(denied)('permission comes before validation: a key without the role + bad body -> 403', async () => {
-      const res = await send(h, route, fx, basic(fx.app.keys[denied!]), route.body ? { body: { bogus: true } } : undefined);
-      expectOutcome(res, 403, route);
-    });
+    if (denied) {
+      it('permission comes before validation: a key without the role + bad body -> 403', async () => {
+        const res = await send(h, route, fx, basic(fx.app.keys[denied]), route.body ? { body: { bogus: true } } : undefined);
+        expectOutcome(res, 403, route);
+      });
+    }
   });
 
   it('has a row for every /v<N>/ route the server registered', () => {
