@@ -13,9 +13,14 @@ CREATE FUNCTION pushd_geo_cube(lat double precision, lng double precision) RETUR
     ELSE cube(ARRAY[cos(radians(lat)) * cos(radians(lng)), cos(radians(lat)) * sin(radians(lng)), sin(radians(lat))]) END;
 
 -- A location is both coordinates or neither, so `location` may coalesce the GPS pair over the GeoIP pair.
+-- No coordinate lies strictly between 0 and 1e-100 (the API snaps those to 0): float8 products in the geo
+-- predicates would underflow, and PostgreSQL raises an error on underflow, failing every location query.
 ALTER TABLE devices
   ADD CONSTRAINT devices_sdk_location_pair CHECK ((sdk_latitude IS NULL) = (sdk_longitude IS NULL)),
-  ADD CONSTRAINT devices_ip_location_pair CHECK ((ip_latitude IS NULL) = (ip_longitude IS NULL));
+  ADD CONSTRAINT devices_ip_location_pair CHECK ((ip_latitude IS NULL) = (ip_longitude IS NULL)),
+  ADD CONSTRAINT devices_coordinates_not_tiny CHECK (
+    (sdk_latitude = 0 OR abs(sdk_latitude) >= 1e-100) AND (sdk_longitude = 0 OR abs(sdk_longitude) >= 1e-100) AND
+    (ip_latitude = 0 OR abs(ip_latitude) >= 1e-100) AND (ip_longitude = 0 OR abs(ip_longitude) >= 1e-100));
 
 -- count(*) of an app and the keyset listing (ORDER BY id) as index-only scans.
 CREATE INDEX devices_live_idx ON devices (app_id, id) WHERE erased_at IS NULL;

@@ -1,4 +1,5 @@
 import maxmind, { type CityResponse, type Reader } from 'maxmind';
+import { snapCoordinate } from './domain/geo.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -50,7 +51,7 @@ export function lookupIn(db: Reader<CityResponse>, ip: string): GeoIpResult | nu
   const { latitude, longitude } = found?.location ?? {};
   if (typeof latitude !== 'number' || typeof longitude !== 'number') return null;
   const country = found?.country?.iso_code ?? found?.registered_country?.iso_code ?? null;
-  return { latitude, longitude, country };
+  return { latitude: snapCoordinate(latitude), longitude: snapCoordinate(longitude), country };
 }
 
 /** `::ffff:1.2.3.4` (IPv4 on a dual-stack socket) -> `1.2.3.4`. */

@@ -12,7 +12,7 @@ import {
   type FilterTarget,
   type RangeCriterion,
 } from '../domain/filters.js';
-import { boundingBox, chordOfRadius, distanceInMeters, polygonEdges, type Edge, type LatLng } from '../domain/geo.js';
+import { boundingBox, chordOfRadius, distanceInMeters, polygonEdges, snapCoordinate, type Edge, type LatLng } from '../domain/geo.js';
 import { isUuid } from './repositories/audiences.js';
 
 /**
@@ -130,7 +130,7 @@ function compileEvent(source: string, name: string, criteria: Criterion[], ctx: 
       zeroMatches ||= c === 0;
     } else if (isRange(c) && rangeValues(c).every((v) => typeof v === 'number')) {
       conds.push(integerCriteria(sql.ref('e.count'), [c]));
-      zeroMatches ||= inRange(0, c);
+      
     } else if (isRange(c)) {
       conds.push(dateCriteria(sql.ref('e.last_happened_at'), [c], ctx));
     }
@@ -155,7 +155,7 @@ function compileGeo(lat: Operand, lng: Operand, criteria: Criterion[]): Predicat
 function distancePredicate(lat: Operand, lng: Operand, c: DistanceCriterion): Predicate {
   const chord = chordOfRadius(distanceInMeters(c));
   if (chord === null) return sql<SqlBool>`${lat} is not null`;
-  const center = sql`pushd_geo_cube(${f8(c.point.latitude)}, ${f8(c.point.longitude)})`;
+  const center = sql`pushd_geo_cube(${f8(snapCoordinate(c.point.latitude))}, ${f8(snapCoordinate(c.point.longitude))})`;
   const here = sql`pushd_geo_cube(${lat}, ${lng})`;
   const half = chord * (1 + 1e-9) + 1e-12; // the search box is a superset of what the exact test accepts
   return sql<SqlBool>`(${lat} is not null and ${here} <@ cube_enlarge(${center}, ${f8(half)}, 3) and cube_distance(${here}, ${center}) <= ${f8(chord)})`;

@@ -1,6 +1,7 @@
 import { parseIsoDate } from './date-math.js';
 import { ValidationError } from './errors.js';
 import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, isPlainObject, type CustomType } from './filters.js';
+import { snapCoordinate } from './geo.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
@@ -164,7 +165,7 @@ function parseLocation(v: unknown): Parsed<{ latitude: number; longitude: number
   const { latitude, longitude } = v;
   if (typeof latitude !== 'number' || !Number.isFinite(latitude) || latitude < -90 || latitude > 90) return fail('latitude must be between -90 and 90');
   if (typeof longitude !== 'number' || !Number.isFinite(longitude) || longitude < -180 || longitude > 180) return fail('longitude must be between -180 and 180');
-  return ok({ latitude, longitude });
+  return ok({ latitude: snapCoordinate(latitude), longitude: snapCoordinate(longitude) });
 }
 
 /**

@@ -13,6 +13,14 @@ export interface LatLng {
   longitude: number;
 }
 
+/**
+ * Coordinates closer to 0 than 1e-100 degrees (far below a nanometre) are 0. PostgreSQL raises an error when
+ * a float8 product underflows, and with every non-zero coordinate at least 1e-100 no product the geo
+ * predicates compute can; the migration refuses such values in the table too.
+ */
+export const MIN_COORDINATE = 1e-100;
+export const snapCoordinate = (v: number): number => (Math.abs(v) < MIN_COORDINATE ? 0 : v);
+
 export function distanceInMeters(c: DistanceCriterion): number {
   return c.distance * DISTANCE_UNITS_IN_METERS[c.unit]!;
 }
@@ -37,12 +45,12 @@ export interface Edge {
 export function polygonEdges(points: LatLng[]): Edge[] {
   return points.map((p, i) => {
     const q = points[(i + 1) % points.length]!;
-    return { x1: p.longitude, y1: p.latitude, x2: q.longitude, y2: q.latitude };
+    return { x1: snapCoordinate(p.longitude), y1: snapCoordinate(p.latitude), x2: snapCoordinate(q.longitude), y2: snapCoordinate(q.latitude) };
   });
 }
 
 export function boundingBox(points: LatLng[]): { minLng: number; maxLng: number; minLat: number; maxLat: number } {
-  const lngs = points.map((p) => p.longitude);
-  const lats = points.map((p) => p.latitude);
+  const lngs = points.map((p) => snapCoordinate(p.longitude));
+  const lats = points.map((p) => snapCoordinate(p.latitude));
   return { minLng: Math.min(...lngs), maxLng: Math.max(...lngs), minLat: Math.min(...lats), maxLat: Math.max(...lats) };
 }

@@ -106,12 +106,15 @@ function inRange(v: number, r: RangeCriterion, value: (b: number | string) => nu
 
 // ---- geo, computed differently from the SQL on purpose (haversine; upward ray) ----
 
+/** The language's rule: a coordinate closer to 0 than 1e-100 degrees is 0. */
+const snap = (v: number) => (Math.abs(v) < 1e-100 ? 0 : v);
+
 function geoHolds(p: { lat: number; lng: number }, c: Criterion): boolean {
   const o = c as Record<string, unknown>;
-  if (Array.isArray(o.polygon)) return inPolygon(p.lng, p.lat, (o.polygon as { latitude: number; longitude: number }[]).map((q) => [q.longitude, q.latitude]));
+  if (Array.isArray(o.polygon)) return inPolygon(p.lng, p.lat, (o.polygon as { latitude: number; longitude: number }[]).map((q) => [snap(q.longitude), snap(q.latitude)]));
   const point = o.point as { latitude: number; longitude: number };
   const meters = (o.distance as number) * DISTANCE_UNITS_IN_METERS[o.unit as string]!;
-  return haversine(point.latitude, point.longitude, p.lat, p.lng) <= meters;
+  return haversine(snap(point.latitude), snap(point.longitude), p.lat, p.lng) <= meters;
 }
 
 export function haversine(lat1: number, lng1: number, lat2: number, lng2: number): number {

@@ -129,6 +129,7 @@ export class ApnsMock extends MockHttp2Server {
     const authorization = req.headers.authorization;
     const jwt = typeof authorization === 'string' ? authorization.replace(/^bearer\s+/i, '') : undefined;
     const record = (status: ApnsAnswerRecord['status'], reason?: string) =>
+      this.recording &&
       this.answers.push({ at: Date.now(), token, status, ...(reason !== undefined && { reason }), ...(jwt !== undefined && { jwt }) });
     const fail = (answer: Answer) => {
       record(answer.status, answer.reason);
@@ -162,7 +163,9 @@ export class ApnsMock extends MockHttp2Server {
     const apnsId = requestApnsId(req);
     const priority = req.headers['apns-priority'];
     const collapseId = req.headers['apns-collapse-id'];
-    this.pushes.push({
+    this.accepted += 1;
+    this.onAccept?.(token);
+    if (this.recording) this.pushes.push({
       token,
       topic: String(req.headers['apns-topic']),
       pushType: String(req.headers['apns-push-type']),

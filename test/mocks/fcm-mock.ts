@@ -204,8 +204,12 @@ export class FcmMock extends MockHttp2Server {
     }
 
     const name = `projects/${project}/messages/${randomBytes(8).readBigUInt64BE()}`;
-    this.pushes.push({ project, token: token ?? '', message: message as Record<string, unknown>, headers: req.headers, accessToken, name, receivedAt: Date.now() });
-    this.answers.push({ at: Date.now(), token, status: 200, accessToken });
+    this.accepted += 1;
+    this.onAccept?.(token ?? '');
+    if (this.recording) {
+      this.pushes.push({ project, token: token ?? '', message: message as Record<string, unknown>, headers: req.headers, accessToken, name, receivedAt: Date.now() });
+      this.answers.push({ at: Date.now(), token, status: 200, accessToken });
+    }
     MockHttp2Server.json(res, 200, { name });
   }
 

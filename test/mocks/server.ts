@@ -19,6 +19,8 @@ export interface MockServerOptions {
   maxConcurrentStreams?: number;
   /** Accept HTTP/1.1 too (the OAuth endpoint is called with fetch, which speaks HTTP/1.1). */
   allowHTTP1?: boolean;
+  /** Keep every push and answer in memory (default true); a benchmark of a million pushes only counts. */
+  record?: boolean;
 }
 
 const { NGHTTP2_NO_ERROR, NGHTTP2_INTERNAL_ERROR, NGHTTP2_REFUSED_STREAM } = http2.constants;
@@ -28,6 +30,11 @@ export abstract class MockHttp2Server {
   readonly faults = new FaultPlan();
   /** Requests received, all paths and answers included. */
   requestCount = 0;
+  /** Pushes accepted (200) since start/reset, counted even when not recording. */
+  accepted = 0;
+  /** Called for every accepted push (a benchmark times the first and the last). */
+  onAccept: ((token: string) => void) | undefined;
+  protected recording = true;
   /** Most requests in flight at once since start/reset: shows whether a client bounds its streams. */
   peakConcurrency = 0;
   /** TLS/HTTP2 sessions opened since start/reset: shows reconnects after GOAWAY. */
@@ -50,6 +57,7 @@ export abstract class MockHttp2Server {
 
   protected async listen(options: MockServerOptions): Promise<void> {
     const host = options.host ?? '127.0.0.1';
+    this.recording = options.record ?? true;
     const server = http2.createSecureServer({
       ...serverTls(),
       allowHTTP1: options.allowHTTP1 ?? false,
@@ -100,6 +108,7 @@ export abstract class MockHttp2Server {
   /** Resets counters (not registrations). */
   resetStats(): void {
     this.requestCount = 0;
+    this.accepted = 0;
     this.peakConcurrency = 0;
     this.sessionCount = 0;
   }

@@ -1,0 +1,150 @@
+/**
+ * Fan-out benchmark: the whole pipeline from POST /v6/notifications to the last push received by the mock
+ * gateways on loopback, against a bare node:http2 client sending the same pushes to the same mocks (the
+ * machine's ceiling). Also time to first push for a one-device audience and the worker's peak RSS.
+ *
+ *   npm run bench -- fanout [--devices 200000] [--queue postgres|redis]
+ */
+import { sql } from 'kysely';
+import { openDatabase } from '../src/db/database.js';
+import { migrate } from '../src/db/migrate.js';
+import { AppsRepository } from '../src/db/repositories/apps.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../src/gateways/credentials.js';
+import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
+import { AppService } from '../src/services/apps.js';
+import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../test/mocks/index.js';
+import { apnsJwt, bareSend } from './lib/bare-http2.js';
+import { arg, benchDatabase, freePort, peakRssMb, percentile, printTable, startService, waitReady } from './lib/setup.js';
+
+const devices = Number(arg('devices', '200000'));
+const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const BUNDLE = 'com.example.bench';
+
+async function main() {
+  const database = await benchDatabase('bench_fanout');
+  const db = openDatabase(database.url);
+  await migrate(db.pool);
+
+  const apnsKey = generateApnsKey();
+  const sa = generateServiceAccount();
+  const apns = await ApnsMock.start({ record: false, topic: BUNDLE });
+  const fcm = await FcmMock.start({ record: false });
+  apns.addKey(apnsKey);
+  fcm.addServiceAccount(sa);
+
+  const { app, keys } = await new AppService(db.db).createApp(BUNDLE);
+  const apps = new AppsRepository(db.db);
+  await apps.setCredentials(app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
+  await apps.setCredentials(app.id, 'fcm', { ...parseFcmServiceAccount(sa.json) });
+  const t = Date.now();
+  await sql`
+    insert into devices (app_id, platform, token, locale)
+    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'en_US'
+    from generate_series(1, ${devices}) as i`.execute(db.db);
+  await sql`analyze devices`.execute(db.db);
+  console.log(`seeded ${devices} devices in ${Date.now() - t} ms`);
+
+  const port = await freePort();
+  const common = {
+    DATABASE_URL: database.url,
+    APNS_ORIGIN_PRODUCTION: apns.origin,
+    APNS_ORIGIN_SANDBOX: apns.origin,
+    FCM_ORIGIN: fcm.origin,
+    GOOGLE_TOKEN_URL: fcm.tokenUrl,
+    QUEUE_PREFIX: `bench${Date.now()}`,
+    ...(queue === 'redis' ? { REDIS_URL: redisUrl } : { REDIS_URL: '' }),
+  };
+  const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
+  const worker = startService({ ...common, ROLE: 'worker' });
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(`${base}/ready`);
+  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
+  const post = (to: unknown) =>
+    fetch(`${base}/v6/notifications`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ notification: { to, payload: { alert: 'bench', badge: 1 } } }) });
+
+  // (1) time to first push, one-device audiences (warm: connections and JWT/OAuth tokens are reused)
+  const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(31).execute();
+  const firstPush: number[] = [];
+  for (const [i, d] of sample.entries()) {
+    const arrived = new Promise<void>((resolve) => {
+      apns.onAccept = fcm.onAccept = () => resolve();
+    });
+    const t0 = performance.now();
+    await post([{ name: 'device_id', criteria: [d.id] }]);
+    await arrived;
+    if (i > 0) firstPush.push(performance.now() - t0); // the first one opens the gateway connections
+  }
+  apns.onAccept = fcm.onAccept = undefined;
+  firstPush.sort((a, b) => a - b);
+
+  // (2) the whole pipeline to every device
+  apns.resetStats();
+  fcm.resetStats();
+  let firstAt = 0;
+  const all = new Promise<number>((resolve) => {
+    const seen = () => {
+      const n = apns.accepted + fcm.accepted;
+      if (n === 1) firstAt = performance.now();
+      if (n >= devices) resolve(performance.now());
+    };
+    apns.onAccept = seen;
+    fcm.onAccept = seen;
+  });
+  const t0 = performance.now();
+  const res = await post('*');
+  if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
+  const tEnd = await all;
+  const pipelineMs = tEnd - t0;
+  const workerRss = peakRssMb(worker.pid!);
+  apns.onAccept = fcm.onAccept = undefined;
+
+  // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
+  apns.resetStats();
+  fcm.resetStats();
+  const jwt = apnsJwt(apnsKey.credentials.keyPem, apnsKey.credentials.keyId, apnsKey.credentials.teamId);
+  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
+  const token = (i: number) => Buffer.from(`${i}`.padStart(32, '0')).toString('hex');
+  const half = Math.floor(devices / 2);
+  const bareStart = performance.now();
+  const [a, f] = await Promise.all([
+    bareSend(
+      { origin: apns.origin, path: (i) => `/3/device/${token(i)}`, headers: { authorization: `bearer ${jwt}`, 'apns-topic': BUNDLE, 'apns-push-type': 'alert' }, body: () => '{"aps":{"alert":"bench","badge":1}}' },
+      half,
+      { sessions: 2, window: 200 },
+    ),
+    bareSend(
+      { origin: fcm.origin, path: () => `/v1/projects/${sa.json.project_id}/messages:send`, headers: { authorization: `Bearer ${oauth.access_token}` }, body: (i) => JSON.stringify({ message: { token: token(i), data: { alert: 'bench' }, android: { priority: 'high', notification: { body: 'bench' } } } }) },
+      devices - half,
+      { sessions: 2, window: 200 },
+    ),
+  ]);
+  const bareMs = performance.now() - bareStart;
+  const bareOk = a.ok + f.ok;
+
+  const pipelineRate = devices / (pipelineMs / 1000);
+  const bareRate = bareOk / (bareMs / 1000);
+  console.log(`\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2\n`);
+  printTable([
+    ['pipeline: POST -> last push received', `${(pipelineMs / 1000).toFixed(2)} s`],
+    ['pipeline pushes/s', pipelineRate.toFixed(0)],
+    ['pipeline: POST -> first push (full audience)', `${(firstAt - t0).toFixed(0)} ms`],
+    ['bare node:http2 pushes/s (ceiling)', `${bareRate.toFixed(0)} (${bareOk} ok)`],
+    ['ratio pipeline / bare', (pipelineRate / bareRate).toFixed(2)],
+    ['time to first push, 1-device audience, p50', `${percentile(firstPush, 50).toFixed(1)} ms`],
+    ['time to first push, 1-device audience, p95', `${percentile(firstPush, 95).toFixed(1)} ms`],
+    ['worker peak RSS', `${workerRss} MB`],
+  ]);
+
+  api.kill('SIGTERM');
+  worker.kill('SIGTERM');
+  await Promise.all([apns.close(), fcm.close()]);
+  await db.close();
+  await database.close();
+  process.exit(0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

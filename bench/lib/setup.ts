@@ -1,0 +1,84 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
+import { openDatabaseRuntime } from '../../src/runtime.js';
+import { createLogger } from '../../src/logger.js';
+import { ensureDatabase } from '../../src/db/embedded.js';
+
+export const CA_PATH = path.resolve('test/fixtures/tls/ca.pem');
+
+export function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 && process.argv[i + 1] ? process.argv[i + 1]! : fallback;
+}
+
+/** A database for a benchmark: on DATABASE_URL's server, or the embedded PostgreSQL under .bench-data. */
+export async function benchDatabase(name: string): Promise<{ url: string; close(): Promise<void> }> {
+  const log = createLogger('warn');
+  const config = loadConfig({ ...process.env, DATA_DIR: process.env.DATA_DIR ?? '.bench-data', LOG_LEVEL: 'warn' });
+  const runtime = await openDatabaseRuntime(config, log, { migrate: false });
+  const admin = new URL(runtime.url);
+  admin.pathname = '/postgres';
+  const c = new pg.Client({ connectionString: admin.toString() });
+  await c.connect();
+  await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  await c.end();
+  await ensureDatabase(admin.toString(), name);
+  const url = new URL(runtime.url);
+  url.pathname = `/${name}`;
+  await runtime.handle.close();
+  return { url: url.toString(), close: () => runtime.embedded?.stop() ?? Promise.resolve() };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}
+
+/** Starts the real service (src/main.ts) as its own process, as ops would run it. */
+export function startService(env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+}
+
+export async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      if ((await fetch(url)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${url} not ready`);
+}
+
+/** Peak resident set size of a process (VmHWM), in MB. */
+export function peakRssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = Number(/VmHWM:\s+(\d+) kB/.exec(status)?.[1] ?? 0);
+  return Math.round(kb / 1024);
+}
+
+export function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+export function printTable(rows: [string, string][]): void {
+  const w = Math.max(...rows.map((r) => r[0].length));
+  console.log(`| ${'measure'.padEnd(w)} | value |`);
+  console.log(`|${'-'.repeat(w + 2)}|-------|`);
+  for (const [k, v] of rows) console.log(`| ${k.padEnd(w)} | ${v} |`);
+}
