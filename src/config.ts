@@ -44,8 +44,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return { ...parsed.data, dataDir: path.resolve(parsed.data.DATA_DIR) };
 }
 
-/** The config as it may be logged: credentials inside URLs are masked. */
+/** The config as it may be logged: passwords inside URLs are masked. */
 export function redactedConfig(config: Config): Record<string, unknown> {
-  const mask = (url?: string) => (url ? url.replace(/\/\/([^:/@]*):([^@]*)@/, '//$1:***@') : url);
+  const mask = (url?: string) => {
+    if (!url) return url;
+    try {
+      const u = new URL(url);
+      if (u.password) u.password = '***';
+      return u.toString();
+    } catch {
+      return '[unparseable url]';
+    }
+  };
   return { ...config, DATABASE_URL: mask(config.DATABASE_URL), REDIS_URL: mask(config.REDIS_URL) };
 }

@@ -1,20 +1,22 @@
-import { ConfigError, loadConfig, redactedConfig } from './config.js';
+import { ConfigError, loadConfig, redactedConfig, type Config } from './config.js';
 import { createContext } from './context.js';
-import { buildServer } from './http/server.js';
 import { AppsRepository } from './db/repositories/apps.js';
-import { createLogger } from './logger.js';
+import { buildServer } from './http/server.js';
+import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { PooledGatewayProvider } from './queue/gateway-provider.js';
-import { JobQueues } from './queue/queues.js';
 import { startPipeline } from './queue/pipeline.js';
+import { JobQueues } from './queue/queues.js';
 import { openDatabaseRuntime } from './runtime.js';
 
 /**
  * Starts the service. ROLE=all runs the API and the workers in one process; api or worker runs one side,
- * so ops can scale them apart. SIGTERM/SIGINT: stop taking work, finish what is in flight, close.
+ * so ops can scale them apart. SIGTERM/SIGINT: stop taking work, finish what is in flight, close — in the
+ * reverse order of start-up. Signal handlers are installed first, so a signal during start-up also
+ * closes whatever was already started.
  */
 async function main(): Promise<void> {
-  let config;
+  let config: Config;
   try {
     config = loadConfig();
   } catch (err) {
@@ -25,28 +27,37 @@ async function main(): Promise<void> {
     throw err;
   }
   const log = createLogger(config.LOG_LEVEL);
+  const closers: { name: string; close: () => Promise<unknown> }[] = [];
+  installShutdown(config, log, closers);
   log.info({ config: redactedConfig(config) }, 'starting');
 
   const database = await openDatabaseRuntime(config, log);
+  closers.push({ name: 'database', close: () => database.close() });
   const queues = new JobQueues(
     config.REDIS_URL
       ? { kind: 'redis', redisUrl: config.REDIS_URL, databaseUrl: database.url, prefix: config.QUEUE_PREFIX }
       : { kind: 'postgres', databaseUrl: database.url, prefix: config.QUEUE_PREFIX },
   );
+  closers.push({ name: 'queues', close: () => queues.close() });
   const metrics = new Metrics();
   const workers = config.ROLE !== 'api';
   const gateways = workers ? new PooledGatewayProvider(config, log, new AppsRepository(database.handle.db)) : undefined;
   const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
+  // workers finish their in-flight batches, then gateways close
+  closers.push({ name: 'pipeline', close: () => pipeline.close() });
   const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, metrics);
 
-  const server = config.ROLE === 'worker' ? null : await buildServer(ctx);
-  if (server) {
-    const address = await server.listen({ port: config.PORT, host: config.HOST });
-    log.info({ address, role: config.ROLE, queue: queues.conn.kind }, 'listening');
-  } else {
+  if (config.ROLE === 'worker') {
     log.info({ role: config.ROLE, queue: queues.conn.kind }, 'worker running');
+    return;
   }
+  const server = await buildServer(ctx);
+  closers.push({ name: 'http', close: () => server.close() }); // stop accepting, let in-flight requests finish
+  const address = await server.listen({ port: config.PORT, host: config.HOST });
+  log.info({ address, role: config.ROLE, queue: queues.conn.kind }, 'listening');
+}
 
+function installShutdown(config: Config, log: Logger, closers: { name: string; close: () => Promise<unknown> }[]): void {
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
@@ -57,17 +68,17 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.SHUTDOWN_TIMEOUT_MS);
     force.unref();
-    try {
-      await server?.close(); // stop accepting requests, let in-flight ones finish
-      await pipeline.close(); // workers finish in-flight batches, gateways close
-      await queues.close();
-      await database.close();
-      log.info('stopped');
-      process.exit(0);
-    } catch (err) {
-      log.error({ err }, 'error during shutdown');
-      process.exit(1);
+    let failed = false;
+    for (const c of closers.reverse()) {
+      try {
+        await c.close();
+      } catch (err) {
+        failed = true;
+        log.error({ err, component: c.name }, 'error during shutdown');
+      }
     }
+    log.info('stopped');
+    process.exit(failed ? 1 : 0);
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));

@@ -130,7 +130,7 @@ function compileEvent(source: string, name: string, criteria: Criterion[], ctx: 
       zeroMatches ||= c === 0;
     } else if (isRange(c) && rangeValues(c).every((v) => typeof v === 'number')) {
       conds.push(integerCriteria(sql.ref('e.count'), [c]));
-      
+      zeroMatches ||= inRange(0, c);
     } else if (isRange(c)) {
       conds.push(dateCriteria(sql.ref('e.last_happened_at'), [c], ctx));
     }

@@ -74,10 +74,10 @@ export function parseFilterName(name: string): FilterTarget | null {
 
 // ---- criteria shapes ----
 
-const finite = z.number().refine(Number.isFinite, 'must be a finite number');
+const finite = z.number({ error: 'must be a number' }).refine(Number.isFinite, 'must be a finite number');
 const latitude = finite.refine((v) => v >= -90 && v <= 90, 'latitude must be between -90 and 90');
 const longitude = finite.refine((v) => v >= -180 && v <= 180, 'longitude must be between -180 and 180');
-export const pointSchema = z.strictObject({ latitude, longitude });
+export const pointSchema = z.strictObject({ latitude, longitude }, { error: 'must be an object with latitude and longitude' });
 
 /** Distance units of the contract, in metres. */
 export const DISTANCE_UNITS_IN_METERS: Record<string, number> = {
@@ -99,12 +99,12 @@ export const DISTANCE_UNITS_IN_METERS: Record<string, number> = {
 export const distanceCriterion = z.strictObject({
   point: pointSchema,
   distance: finite.refine((v) => v >= 0, 'distance must be >= 0'),
-  unit: z.string().refine((u) => Object.hasOwn(DISTANCE_UNITS_IN_METERS, u), {
+  unit: z.string({ error: 'must be a string' }).refine((u) => Object.hasOwn(DISTANCE_UNITS_IN_METERS, u), {
     message: `unit must be one of ${Object.keys(DISTANCE_UNITS_IN_METERS).join(', ')}`,
   }),
 });
 export const polygonCriterion = z.strictObject({
-  polygon: z.array(pointSchema).min(3, 'polygon needs at least 3 points'),
+  polygon: z.array(pointSchema, { error: 'must be an array of points' }).min(3, 'polygon needs at least 3 points'),
 });
 
 type RangeValue = number | string;
@@ -148,16 +148,17 @@ function checkCriterion(target: FilterTarget, c: unknown): { message: string; pa
     for (const key of Object.keys(c)) {
       if (!(RANGE_KEYS as readonly string[]).includes(key)) return { message: `unknown range key (allowed: gt, gte, lt, lte)`, path: [key] };
     }
-    const values = RANGE_KEYS.filter((k) => k in c).map((k) => [k, c[k]] as const);
-    const allNumbers = values.every(([, v]) => typeof v === 'number' && Number.isFinite(v));
-    const allDates = values.every(([, v]) => typeof v === 'string' && isDateValue(v));
-    if (kind === 'number' && !allNumbers) return badRange(values, 'must be a number');
-    if (kind === 'date' && !allDates) return badRange(values, 'must be an ISO 8601 date or date-math expression');
-    if (kind === 'event' && !allNumbers && !allDates) {
-      return badRange(values, 'event ranges take numbers (count) or dates/date-math (last occurrence), not a mix');
-    }
     if (kind !== 'number' && kind !== 'date' && kind !== 'event') return { message: 'range criteria only apply to numbers, dates and events' };
-    return null;
+    const values = RANGE_KEYS.filter((k) => k in c).map((k) => [k, c[k]] as const);
+    const isNumber = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
+    const isDate = (v: unknown) => typeof v === 'string' && isDateValue(v);
+    if (kind === 'number') return firstBad(values, isNumber, 'must be a number');
+    if (kind === 'date') return firstBad(values, isDate, 'must be an ISO 8601 date or date-math expression');
+    // events: numbers bound the count, dates bound the last occurrence; one range object is one or the other
+    const first = values[0]![1];
+    return typeof first === 'number'
+      ? firstBad(values, isNumber, 'must be a number (the range bounds the event count)')
+      : firstBad(values, isDate, 'must be an ISO 8601 date or date-math expression (the range bounds the last occurrence)');
   }
   switch (kind) {
     case 'string':
@@ -182,9 +183,10 @@ function checkCriterion(target: FilterTarget, c: unknown): { message: string; pa
   return { message: 'is not a valid criterion' };
 }
 
-function badRange(values: (readonly [string, unknown])[], message: string) {
-  const first = values.find(([, v]) => !(typeof v === 'number' || typeof v === 'string')) ?? values[0]!;
-  return { message, path: [first[0]] };
+/** Names the first bound that is not of the kind the attribute compares as. */
+function firstBad(values: (readonly [string, unknown])[], ok: (v: unknown) => boolean, message: string) {
+  const bad = values.find(([, v]) => !ok(v));
+  return bad ? { message, path: [bad[0]] } : null;
 }
 
 export const filterSchema = z
@@ -192,7 +194,7 @@ export const filterSchema = z
     name: z.string({ error: 'must be a string' }),
     criteria: z.array(z.unknown(), { error: 'must be an array' }).min(1, 'must have at least one element'),
     not_filter: z.boolean({ error: 'must be a boolean' }).optional(),
-  })
+  }, { error: (issue) => (issue.code === 'invalid_type' ? 'must be a filter object {"name", "criteria", "not_filter"?}' : undefined) })
   .superRefine((f, ctx) => {
     const target = parseFilterName(f.name);
     if (!target) {

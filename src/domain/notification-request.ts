@@ -38,7 +38,7 @@ export const notificationRequestSchema = z.strictObject({
     // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
     { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
   ),
-});
+}, { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) });
 
 export type NotificationRequest = { notification: { to: '*' | { audience: string } | Filter[]; payload: Payload } };
 

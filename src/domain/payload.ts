@@ -39,7 +39,7 @@ export const payloadSchema = z
       // (An absolute tolerance let tiny values such as 1e-12 through.)
       .refine((v) => Number(v.toFixed(2)) === v, 'may have at most two decimal places')
       .optional(),
-  })
+  }, { error: 'must be an object' })
   .superRefine((payload, ctx) => {
     for (const key of Object.keys(payload)) {
       const problem = reservedKeyProblem(key);

@@ -40,7 +40,7 @@ const TO_ROWS: Row[] = [
   ['audience id empty', withTo({ audience: '' }), 'notification.to.audience: audience must not be empty'],
   ['audience form with a second key', withTo({ audience: 'a', name: 'x' }), 'notification.to: Unrecognized key: "name"'],
   ['filters array empty', withTo([]), 'notification.to: must hold at least one filter'],
-  ['filter a string', withTo(['locale']), 'notification.to[0]: Invalid input: expected object, received string'],
+  ['filter a string', withTo(['locale']), 'notification.to[0]: must be a filter object {"name", "criteria", "not_filter"?}'],
   ['filter without name', withTo([{ criteria: ['a'] }]), 'notification.to[0].name: must be a string'],
   ['filter name a number', withTo([{ name: 5, criteria: ['a'] }]), 'notification.to[0].name: must be a string'],
   ['filter without criteria', withTo([{ name: 'locale' }]), 'notification.to[0].criteria: must be an array'],
@@ -114,16 +114,16 @@ const GEO_ROWS: Row[] = [
   ['latitude below -90', filter('sdk_location', [near(pt(-91, 0))]), 'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90'],
   ['longitude above 180', filter('location', [near(pt(0, 180.01))]), 'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180'],
   ['longitude below -180', filter('sdk_location', [near(pt(0, -200))]), 'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180'],
-  ['latitude a string', filter('location', [near(pt('1', 0))]), 'notification.to[0].criteria[0].point.latitude: Invalid input: expected number, received string'],
-  ['point missing', filter('location', [{ distance: 1, unit: 'km' }]), 'notification.to[0].criteria[0].point: Invalid input: expected object, received undefined'],
-  ['distance missing', filter('location', [{ point: pt(0, 0), unit: 'km' }]), 'notification.to[0].criteria[0].distance: Invalid input: expected number, received undefined'],
+  ['latitude a string', filter('location', [near(pt('1', 0))]), 'notification.to[0].criteria[0].point.latitude: must be a number'],
+  ['point missing', filter('location', [{ distance: 1, unit: 'km' }]), 'notification.to[0].criteria[0].point: must be an object with latitude and longitude'],
+  ['distance missing', filter('location', [{ point: pt(0, 0), unit: 'km' }]), 'notification.to[0].criteria[0].distance: must be a number'],
   ['distance negative', filter('location', [near(pt(0, 0), -1)]), 'notification.to[0].criteria[0].distance: distance must be >= 0'],
-  ['unit missing', filter('location', [{ point: pt(0, 0), distance: 1 }]), 'notification.to[0].criteria[0].unit: Invalid input: expected string, received undefined'],
+  ['unit missing', filter('location', [{ point: pt(0, 0), distance: 1 }]), 'notification.to[0].criteria[0].unit: must be a string'],
   ['unit not in the contract', filter('location', [near(pt(0, 0), 1, 'parsec')]), `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`],
   ['unit case differs', filter('location', [near(pt(0, 0), 1, 'KM')]), `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`],
   ['distance with an unknown key', filter('location', [{ ...near(pt(0, 0)), radius: 3 }]), 'notification.to[0].criteria[0]: Unrecognized key: "radius"'],
   ['polygon of 2 points', filter('location', [{ polygon: [pt(0, 0), pt(1, 1)] }]), 'notification.to[0].criteria[0].polygon: polygon needs at least 3 points'],
-  ['polygon not an array', filter('location', [{ polygon: 'x' }]), 'notification.to[0].criteria[0].polygon: Invalid input: expected array, received string'],
+  ['polygon not an array', filter('location', [{ polygon: 'x' }]), 'notification.to[0].criteria[0].polygon: must be an array of points'],
   [
     'polygon with a bad point',
     filter('sdk_location', [{ polygon: [pt(0, 0), pt(0, 1), pt(100, 1)] }]),
@@ -136,9 +136,9 @@ const GEO_ROWS: Row[] = [
 ];
 
 const PAYLOAD_ROWS: Row[] = [
-  ['payload missing', { notification: { to: '*' } }, 'notification.payload: Invalid input: expected object, received undefined'],
-  ['payload a string', withPayload('hi'), 'notification.payload: Invalid input: expected object, received string'],
-  ['payload an array', withPayload([]), 'notification.payload: Invalid input: expected object, received array'],
+  ['payload missing', { notification: { to: '*' } }, 'notification.payload: must be an object'],
+  ['payload a string', withPayload('hi'), 'notification.payload: must be an object'],
+  ['payload an array', withPayload([]), 'notification.payload: must be an object'],
   ['payload empty', withPayload({}), 'notification.payload: must not be empty'],
   ...(['alert', 'sound', 'category', '_channel_id', 'collapse_key', 'title', 'subtitle'] as const).map(
     (key): Row => [`${key} a number`, withPayload({ [key]: 1 }), `notification.payload.${key}: must be a string`],
@@ -177,9 +177,9 @@ const ENVELOPE_ROWS: Row[] = [
   ['notification missing', { other: 1 }, 'notification: must be an object with to and payload'],
   ['notification a string', { notification: 'x' }, 'notification: must be an object with to and payload'],
   ['notification an array', { notification: [] }, 'notification: must be an object with to and payload'],
-  ['body an array', [], 'Invalid input: expected object, received array'],
-  ['body a string', 'x', 'Invalid input: expected object, received string'],
-  ['body null', null, 'Invalid input: expected object, received null'],
+  ['body an array', [], 'body must be {"notification": {"to", "payload"}}'],
+  ['body a string', 'x', 'body must be {"notification": {"to", "payload"}}'],
+  ['body null', null, 'body must be {"notification": {"to", "payload"}}'],
 ];
 
 describe('POST /v6/notifications validation', () => {
