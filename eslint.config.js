@@ -2,7 +2,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'data/', '.test-data/', 'scratch/', 'coverage/'] },
+  { ignores: ['node_modules/', 'data/', 'dist/', '.test-data/', '.bench-data/', 'scratch/', 'coverage/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -13,8 +13,8 @@ import { parseApnsCredentials, parseFcmServiceAccount } from '../src/gateways/cr
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { AppService } from '../src/services/apps.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../test/mocks/index.js';
-import { apnsJwt, bareSend } from './lib/bare-http2.js';
-import { arg, benchDatabase, freePort, peakRssMb, percentile, printTable, startService, waitReady } from './lib/setup.js';
+import { spawn } from 'node:child_process';
+import { arg, CA_PATH, benchDatabase, freePort, peakRssMb, percentile, printTable, startService, waitReady } from './lib/setup.js';
 
 const devices = Number(arg('devices', '200000'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
@@ -56,7 +56,8 @@ async function main() {
     ...(queue === 'redis' ? { REDIS_URL: redisUrl } : { REDIS_URL: '' }),
   };
   const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
-  const worker = startService({ ...common, ROLE: 'worker' });
+  // WORKER_NODE_OPTIONS: V8 flags for the worker process only (e.g. heap limits), to measure their effect.
+  const worker = startService({ ...common, ROLE: 'worker', NODE_OPTIONS: process.env.WORKER_NODE_OPTIONS ?? '' });
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
@@ -102,25 +103,19 @@ async function main() {
   // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
   apns.resetStats();
   fcm.resetStats();
-  const jwt = apnsJwt(apnsKey.credentials.keyPem, apnsKey.credentials.keyId, apnsKey.credentials.teamId);
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
-  const token = (i: number) => Buffer.from(`${i}`.padStart(32, '0')).toString('hex');
-  const half = Math.floor(devices / 2);
-  const bareStart = performance.now();
-  const [a, f] = await Promise.all([
-    bareSend(
-      { origin: apns.origin, path: (i) => `/3/device/${token(i)}`, headers: { authorization: `bearer ${jwt}`, 'apns-topic': BUNDLE, 'apns-push-type': 'alert' }, body: () => '{"aps":{"alert":"bench","badge":1}}' },
-      half,
-      { sessions: 2, window: 200 },
-    ),
-    bareSend(
-      { origin: fcm.origin, path: () => `/v1/projects/${sa.json.project_id}/messages:send`, headers: { authorization: `Bearer ${oauth.access_token}` }, body: (i) => JSON.stringify({ message: { token: token(i), data: { alert: 'bench' }, android: { priority: 'high', notification: { body: 'bench' } } } }) },
-      devices - half,
-      { sessions: 2, window: 200 },
-    ),
-  ]);
-  const bareMs = performance.now() - bareStart;
-  const bareOk = a.ok + f.ok;
+  const spec = {
+    devices,
+    apnsOrigin: apns.origin,
+    fcmOrigin: fcm.origin,
+    topic: BUNDLE,
+    apnsKey: apnsKey.credentials,
+    fcmProject: sa.json.project_id,
+    fcmAccessToken: oauth.access_token,
+  };
+  const bare = await runBareClient(spec);
+  const bareMs = bare.ms;
+  const bareOk = bare.ok;
 
   const pipelineRate = devices / (pipelineMs / 1000);
   const bareRate = bareOk / (bareMs / 1000);
@@ -142,6 +137,19 @@ async function main() {
   await db.close();
   await database.close();
   process.exit(0);
+}
+
+/** The bare client runs in its own process, like the worker, so neither shares a core with the mocks. */
+function runBareClient(spec: object): Promise<{ ms: number; ok: number }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)], {
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bare client exited ${code}`))));
+  });
 }
 
 main().catch((err) => {

@@ -1,9 +1,12 @@
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../migrations');
+// migrations/ sits at the package root: two levels up from src/db, three from the compiled dist/src/db.
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const MIGRATIONS_DIR = [path.resolve(here, '../../migrations'), path.resolve(here, '../../../migrations')].find((d) => existsSync(d)) ?? path.resolve(here, '../../migrations');
 // Serialises migrations across processes (API and workers may start together).
 const MIGRATION_LOCK = 0x70757368;
 
