@@ -22,7 +22,7 @@ import { arg, percentile } from './lib/setup.js';
 const DEVICES = Number(arg('devices', '1000000'));
 const RUNS = Number(arg('runs', '25'));
 const SEED = 20_250_601;
-const GENERATOR_VERSION = 3;
+const GENERATOR_VERSION = 4;
 const NOW = new Date('2025-06-01T00:00:00.000Z');
 
 const PARIS = { latitude: 48.8566, longitude: 2.3522 };

@@ -56,8 +56,16 @@ async function main() {
     ...(queue === 'redis' ? { REDIS_URL: redisUrl } : { REDIS_URL: '' }),
   };
   const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
-  // WORKER_NODE_OPTIONS: V8 flags for the worker process only (e.g. heap limits), to measure their effect.
-  const worker = startService({ ...common, ROLE: 'worker', NODE_OPTIONS: process.env.WORKER_NODE_OPTIONS ?? '' });
+  // WORKER_NODE_ARGS: node flags for the worker process only (heap limits, --cpu-prof), to measure their effect.
+  const worker = startService({ ...common, ROLE: 'worker' }, (process.env.WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean));
+  let finishing = false;
+  for (const child of [api, worker]) {
+    child.on('exit', (code) => {
+      if (finishing) return;
+      console.error(`a service process exited early (code ${code}); see its output above`);
+      process.exit(1);
+    });
+  }
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
@@ -131,6 +139,7 @@ async function main() {
     ['worker peak RSS', `${workerRss} MB`],
   ]);
 
+  finishing = true;
   api.kill('SIGTERM');
   worker.kill('SIGTERM');
   await Promise.all([apns.close(), fcm.close()]);

@@ -60,13 +60,55 @@ CREATE INDEX devices_point_idx ON devices
   WHERE erased_at IS NULL AND coalesce(sdk_latitude, ip_latitude) IS NOT NULL;
 
 -- Custom attributes: one partial btree per value type, (app, name, value) with the device id included, so a
--- filter reads the matching device ids with an index-only scan and semi-joins them to devices.
-CREATE INDEX device_attributes_string_idx ON device_attributes (app_id, name, str_value) INCLUDE (device_id) WHERE type = 'string';
-CREATE INDEX device_attributes_integer_idx ON device_attributes (app_id, name, num_value) INCLUDE (device_id) WHERE type = 'integer';
-CREATE INDEX device_attributes_float_idx ON device_attributes (app_id, name, num_value) INCLUDE (device_id) WHERE type = 'float';
-CREATE INDEX device_attributes_date_idx ON device_attributes (app_id, name, date_value) INCLUDE (device_id) WHERE type = 'date';
-CREATE INDEX device_attributes_boolean_idx ON device_attributes (app_id, name, bool_value) INCLUDE (device_id) WHERE type = 'boolean';
+-- filter reads the matching device ids with an index-only scan (is_array too: a lone filter counts scalar
+-- rows without de-duplicating them).
+CREATE INDEX device_attributes_string_idx ON device_attributes (app_id, name, str_value) INCLUDE (device_id, is_array) WHERE type = 'string';
+CREATE INDEX device_attributes_integer_idx ON device_attributes (app_id, name, num_value) INCLUDE (device_id, is_array) WHERE type = 'integer';
+CREATE INDEX device_attributes_float_idx ON device_attributes (app_id, name, num_value) INCLUDE (device_id, is_array) WHERE type = 'float';
+CREATE INDEX device_attributes_date_idx ON device_attributes (app_id, name, date_value) INCLUDE (device_id, is_array) WHERE type = 'date';
+CREATE INDEX device_attributes_boolean_idx ON device_attributes (app_id, name, bool_value) INCLUDE (device_id, is_array) WHERE type = 'boolean';
 
 -- Events: "happened" and "last happened in range" read the first, counts the second.
 CREATE INDEX device_events_last_idx ON device_events (app_id, source, name, last_happened_at) INCLUDE (device_id);
 CREATE INDEX device_events_count_idx ON device_events (app_id, source, name, count) INCLUDE (device_id);
+
+-- Better row estimates for the EAV and event indexes (name and value are far from independent).
+CREATE STATISTICS device_attributes_name_str (mcv, dependencies) ON name, str_value FROM device_attributes;
+CREATE STATISTICS device_attributes_name_num (mcv, dependencies) ON name, num_value FROM device_attributes;
+CREATE STATISTICS device_events_source_name (mcv, dependencies) ON source, name FROM device_events;
+
+-- Tags as rows too, kept equal to devices.tags by a trigger, so a tag count is an index-only scan instead of
+-- a GIN bitmap scan that must visit the heap. Erased devices have none.
+CREATE TABLE device_tags (
+  device_id uuid NOT NULL REFERENCES devices(id) ON DELETE CASCADE,
+  app_id    uuid NOT NULL,
+  tag       text NOT NULL,
+  PRIMARY KEY (device_id, tag)
+);
+CREATE INDEX device_tags_tag_idx ON device_tags (app_id, tag) INCLUDE (device_id);
+
+CREATE FUNCTION pushd_sync_device_tags() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM device_tags WHERE device_id = NEW.id;
+  IF NEW.erased_at IS NULL THEN
+    INSERT INTO device_tags (device_id, app_id, tag) SELECT DISTINCT NEW.id, NEW.app_id, t FROM unnest(NEW.tags) AS t;
+  END IF;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER devices_tags_inserted AFTER INSERT ON devices
+  FOR EACH ROW WHEN (cardinality(NEW.tags) > 0) EXECUTE FUNCTION pushd_sync_device_tags();
+CREATE TRIGGER devices_tags_updated AFTER UPDATE OF tags, erased_at ON devices
+  FOR EACH ROW WHEN (OLD.tags IS DISTINCT FROM NEW.tags OR OLD.erased_at IS DISTINCT FROM NEW.erased_at)
+  EXECUTE FUNCTION pushd_sync_device_tags();
+
+-- Every attribute, event and tag row belongs to a live device of its app: erasing a device deletes them here,
+-- whoever sets erased_at, and the service writes none to an erased device. device_count relies on it to
+-- count a lone attribute, event or tag filter on its own table.
+CREATE FUNCTION pushd_device_erased() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM device_attributes WHERE device_id = NEW.id;
+  DELETE FROM device_events WHERE device_id = NEW.id;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER devices_erased AFTER UPDATE OF erased_at ON devices
+  FOR EACH ROW WHEN (OLD.erased_at IS NULL AND NEW.erased_at IS NOT NULL) EXECUTE FUNCTION pushd_device_erased();

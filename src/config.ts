@@ -20,6 +20,8 @@ const envSchema = z.object({
   GEOIP_DB_PATH: z.string().optional(),
   DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
   DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(1000),
+  // Requests in flight per gateway connection pool (APNs allows 1000 streams per connection; FCM similar).
+  GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(5000).default(200),
   DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
   RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),
   RETRY_MAX_MS: z.coerce.number().int().min(1).default(300_000),

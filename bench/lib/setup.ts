@@ -45,8 +45,8 @@ export function freePort(): Promise<number> {
 }
 
 /** Starts the real service, compiled (dist/, built by bench/index.ts), as its own process, as production runs it. */
-export function startService(env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['dist/src/main.js'], {
+export function startService(env: Record<string, string>, nodeArgs: string[] = []): ChildProcess {
+  return spawn(process.execPath, [...nodeArgs, 'dist/src/main.js'], {
     env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
   });

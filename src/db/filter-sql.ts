@@ -106,13 +106,17 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
 
 /** Custom attributes: one row per value (arrays: per element), so EXISTS means "any element matches". */
 function compileCustom(type: CustomType, name: string, criteria: Criterion[], ctx: CompileContext): Predicate {
+  return sql<SqlBool>`exists (select 1 from device_attributes a where a.device_id = d.id and a.app_id = d.app_id and ${customRows(type, name, criteria, ctx)})`;
+}
+
+/** The attribute rows (alias `a`) a custom filter accepts; the type is a literal so its partial index is used. */
+function customRows(type: CustomType, name: string, criteria: Criterion[], ctx: CompileContext): Predicate {
   let value: Predicate;
   if (type === 'string') value = anyOf(sql.ref('a.str_value'), criteria as string[], 'text');
   else if (type === 'boolean') value = booleanCriteria(sql.ref('a.bool_value'), criteria as boolean[]);
   else if (type === 'date') value = dateCriteria(sql.ref('a.date_value'), criteria, ctx);
   else value = numberCriteria(sql.ref('a.num_value'), criteria);
-  // The type is a literal so the planner picks that type's partial index.
-  return sql<SqlBool>`exists (select 1 from device_attributes a where a.device_id = d.id and a.app_id = d.app_id and a.name = ${name} and a.type = ${sql.lit(type)} and ${value})`;
+  return sql<SqlBool>`a.name = ${name} and a.type = ${sql.lit(type)} and ${value}`;
 }
 
 /**
@@ -121,6 +125,14 @@ function compileCustom(type: CustomType, name: string, criteria: Criterion[], ct
  * "no row that fails", which keeps it one anti-join (a device has at most one row per source and name).
  */
 function compileEvent(source: string, name: string, criteria: Criterion[], ctx: CompileContext): Predicate {
+  const { row, matches, zeroMatches } = eventRows(source, name, criteria, ctx);
+  const own = sql`e.device_id = d.id and e.app_id = d.app_id and ${row}`;
+  if (!zeroMatches) return sql<SqlBool>`exists (select 1 from device_events e where ${own} and ${matches})`;
+  return sql<SqlBool>`not exists (select 1 from device_events e where ${own} and not ${matches})`;
+}
+
+/** The event's rows (alias `e`), what a row must satisfy, and whether a device without the row matches. */
+function eventRows(source: string, name: string, criteria: Criterion[], ctx: CompileContext) {
   const conds: Predicate[] = [];
   let zeroMatches = false;
   for (const c of criteria) {
@@ -135,10 +147,45 @@ function compileEvent(source: string, name: string, criteria: Criterion[], ctx: 
       conds.push(dateCriteria(sql.ref('e.last_happened_at'), [c], ctx));
     }
   }
-  const row = sql`e.device_id = d.id and e.app_id = d.app_id and e.source = ${source} and e.name = ${name}`;
   const matches = conds.includes(TRUE) ? TRUE : or(conds);
-  if (!zeroMatches) return sql<SqlBool>`exists (select 1 from device_events e where ${row} and ${matches})`;
-  return sql<SqlBool>`not exists (select 1 from device_events e where ${row} and not ${matches})`;
+  return { row: sql<SqlBool>`e.source = ${source} and e.name = ${name}`, matches, zeroMatches };
+}
+
+// ---- device_count ----
+
+/**
+ * device_count as one statement (column `n`). A lone custom-attribute, tag or event filter is counted on its
+ * own table by an index-only scan, and a negated one as the live total minus that: every row of those tables
+ * belongs to a live device of its app (migration 002 deletes them on erase), so joining every device would
+ * add nothing but time. Anything else counts the general predicate over devices.
+ */
+export function compileCount(appId: string, filters: Filter[] | null, ctx: CompileContext): RawBuilder<{ n: number }> {
+  const live = sql<number>`(select count(*) from devices d where d.app_id = ${appId} and d.erased_at is null)`;
+  const only = filters?.length === 1 ? filters[0]! : null;
+  const target = only && parseFilterName(only.name);
+  const side = target ? sideCount(appId, target, only.criteria, ctx, live) : null;
+  if (side) return sql<{ n: number }>`select ${only!.not_filter ? sql`${live} - ${side}` : side} as n`;
+  return sql<{ n: number }>`select count(*) as n from devices d where d.app_id = ${appId} and d.erased_at is null and ${compileFilters(filters, ctx)}`;
+}
+
+/** How many live devices a custom, tag or event filter matches, from its table alone; null for other filters. */
+function sideCount(appId: string, t: FilterTarget, criteria: Criterion[], ctx: CompileContext, live: RawBuilder<number>): RawBuilder<number> | null {
+  if (t.type === 'custom') {
+    // a scalar attribute is one row; only array elements can repeat a device
+    return sql<number>`(select count(*) filter (where not a.is_array) + count(distinct a.device_id) filter (where a.is_array)
+      from device_attributes a where a.app_id = ${appId} and ${customRows(t.customType, t.attribute, criteria, ctx)})`;
+  }
+  if (t.type === 'event') {
+    const { row, matches, zeroMatches } = eventRows(t.source, t.event, criteria, ctx);
+    const rows = (cond: Predicate) => sql<number>`(select count(*) from device_events e where e.app_id = ${appId} and ${row} and ${cond})`;
+    return zeroMatches ? sql<number>`(${live} - ${rows(sql<SqlBool>`not ${matches}`)})` : rows(matches);
+  }
+  if (t.type === 'device' && t.attribute === 'tags') {
+    const tags = [...new Set(criteria as string[])];
+    const n = tags.length === 1 ? sql`count(*)` : sql`count(distinct g.device_id)`; // (device, tag) is unique
+    return sql<number>`(select ${n} from device_tags g where g.app_id = ${appId} and g.tag = any(${tags}::text[]))`;
+  }
+  return null;
 }
 
 // ---- geo ----

@@ -40,6 +40,8 @@ export function gatewayPoolOptionsFromConfig(config: Config, log?: Logger): Gate
     apnsOriginSandbox: config.APNS_ORIGIN_SANDBOX,
     fcmOrigin: config.FCM_ORIGIN,
     googleTokenUrl: config.GOOGLE_TOKEN_URL,
+    apns: { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT },
+    fcm: { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT },
     ...(log && { log }),
   };
 }

@@ -96,7 +96,6 @@ export class DeviceService {
       const current = await this.devices.lock(trx, appId, id, 'update');
       if (!current) throw new NotFoundError('device');
       if (current.erased_at) return this.details(trx, current);
-      await this.events.deleteForDevice(trx, id);
       return this.details(trx, await this.devices.erase(trx, id));
     });
   }

@@ -1,7 +1,7 @@
 import type { Db } from '../../src/db/database.js';
 import type { RefDevice } from './reference.js';
 
-/** Writes reference devices as rows (devices, custom attributes, events) for one app, in three statements. */
+/** Writes reference devices as rows (devices, custom attributes, events) for one app, then erases the erased ones. */
 export async function insertDevices(db: Db, appId: string, devices: RefDevice[]): Promise<void> {
   if (devices.length === 0) return;
   await db
@@ -19,8 +19,7 @@ export async function insertDevices(db: Db, appId: string, devices: RefDevice[])
         tags: d.tags,
         created_at: d.created_at,
         registered_at: d.registered_at,
-        // erased rows keep their data here on purpose: the erased_at test alone must exclude them
-        erased_at: d.erased ? new Date() : null,
+        erased_at: null,
         sdk_latitude: d.sdk?.lat ?? null,
         sdk_longitude: d.sdk?.lng ?? null,
         ip_latitude: d.ip?.lat ?? null,
@@ -49,4 +48,8 @@ export async function insertDevices(db: Db, appId: string, devices: RefDevice[])
     d.events.map((e) => ({ device_id: d.id, app_id: appId, source: e.source, name: e.name, count: e.count, first_happened_at: e.first, last_happened_at: e.last })),
   );
   if (events.length) await db.insertInto('device_events').values(events).execute();
+  // Erased as the service erases (the column data stays here on purpose: erased_at alone must exclude them;
+  // the trigger removes their attribute, event and tag rows).
+  const erased = devices.filter((d) => d.erased).map((d) => d.id);
+  if (erased.length) await db.updateTable('devices').set({ erased_at: new Date() }).where('id', 'in', erased).execute();
 }

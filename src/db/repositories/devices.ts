@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db } from '../database.js';
-import { compileFilters, type CompileContext } from '../filter-sql.js';
+import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
 import type { Device, DeviceAttributesTable, DeviceUpdate, NewDevice, Platform } from '../schema.js';
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
@@ -120,8 +120,8 @@ export class DevicesRepository {
     await db.updateTable('devices').set({ token: null }).where('app_id', '=', appId).where('token', '=', token).where('id', '<>', keepId).execute();
   }
 
+  /** Empties the device; the devices_erased trigger (migration 002) deletes its attributes and events. */
   async erase(db: Db, id: string): Promise<Device> {
-    await db.deleteFrom('device_attributes').where('device_id', '=', id).execute();
     return db
       .updateTable('devices')
       .set({ ...ERASED, erased_at: sql<Date>`now()` })
@@ -169,16 +169,16 @@ export class DevicesRepository {
 
   // ---- audiences ----
 
-  /** How many live (not erased) devices of the app an audience selects, counted in SQL. */
+  /**
+   * How many live (not erased) devices of the app an audience selects: one SQL statement. Its hash joins
+   * and de-duplication get more memory than the session default, so large audiences stay in memory.
+   */
   async countAudience(appId: string, filters: Filter[] | null, ctx: CompileContext): Promise<number> {
-    const row = await this.db
-      .selectFrom('devices as d')
-      .select(sql<number>`count(*)`.as('n'))
-      .where('d.app_id', '=', appId)
-      .where('d.erased_at', 'is', null)
-      .where(compileFilters(filters, ctx))
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
+    return this.db.transaction().execute(async (trx) => {
+      await sql`set local work_mem = '64MB'`.execute(trx);
+      const { rows } = await compileCount(appId, filters, ctx).execute(trx);
+      return Number(rows[0]!.n);
+    });
   }
 
   /** One keyset page of an audience's live devices, token or not (the audience listing). */

@@ -34,8 +34,4 @@ export class EventsRepository {
     if (deviceIds.length === 0) return [];
     return db.selectFrom('device_events').selectAll().where('device_id', 'in', deviceIds).orderBy('device_id').orderBy('source').orderBy('name').execute();
   }
-
-  async deleteForDevice(db: Db, deviceId: string): Promise<void> {
-    await db.deleteFrom('device_events').where('device_id', '=', deviceId).execute();
-  }
 }
