@@ -56,8 +56,9 @@ async function main() {
     ...(queue === 'redis' ? { REDIS_URL: redisUrl } : { REDIS_URL: '' }),
   };
   const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
-  // WORKER_NODE_ARGS: node flags for the worker process only (heap limits, --cpu-prof), to measure their effect.
-  const worker = startService({ ...common, ROLE: 'worker' }, (process.env.WORKER_NODE_ARGS ?? '').split(' ').filter(Boolean));
+  // WORKER_NODE_ARGS: other node flags for the worker process (heap limits, --cpu-prof), to measure their effect.
+  const workerArgs = process.env.WORKER_NODE_ARGS?.split(' ').filter(Boolean);
+  const worker = startService({ ...common, ROLE: 'worker' }, workerArgs);
   let finishing = false;
   for (const child of [api, worker]) {
     child.on('exit', (code) => {

@@ -45,7 +45,10 @@ export function freePort(): Promise<number> {
 }
 
 /** Starts the real service, compiled (dist/, built by bench/index.ts), as its own process, as production runs it. */
-export function startService(env: Record<string, string>, nodeArgs: string[] = []): ChildProcess {
+/** The node flags production uses (package.json `start`, Dockerfile CMD). */
+export const PRODUCTION_NODE_ARGS = ['--max-old-space-size=128'];
+
+export function startService(env: Record<string, string>, nodeArgs: string[] = PRODUCTION_NODE_ARGS): ChildProcess {
   return spawn(process.execPath, [...nodeArgs, 'dist/src/main.js'], {
     env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
