@@ -14,7 +14,7 @@ import { DevicesRepository } from '../src/db/repositories/devices.js';
 import { compileFilters } from '../src/db/filter-sql.js';
 import type { Filter } from '../src/domain/filters.js';
 import { AppService } from '../src/services/apps.js';
-import { haversine, inPolygon } from '../test/filters/reference.js';
+import { haversine, inPolygon, micro } from '../test/filters/reference.js';
 import { benchDatabaseKept } from './lib/audience-db.js';
 import { loadDevices } from './lib/audience-load.js';
 import { arg, percentile } from './lib/setup.js';
@@ -22,7 +22,7 @@ import { arg, percentile } from './lib/setup.js';
 const DEVICES = Number(arg('devices', '1000000'));
 const RUNS = Number(arg('runs', '25'));
 const SEED = 20_250_601;
-const GENERATOR_VERSION = 5;
+const GENERATOR_VERSION = 6;
 const NOW = new Date('2025-06-01T00:00:00.000Z');
 
 const PARIS = { latitude: 48.8566, longitude: 2.3522 };
@@ -141,8 +141,8 @@ async function crossCheck(db: import('../src/db/database.js').Db, repo: DevicesR
   ];
   const located = (await sql<{ lat: number; lng: number }>`select coalesce(sdk_latitude, ip_latitude) as lat, coalesce(sdk_longitude, ip_longitude) as lng from devices where app_id = ${appId} and erased_at is null and coalesce(sdk_latitude, ip_latitude) is not null`.execute(db)).rows;
   checks.push(['distance (JS haversine over every row)', CASES[6]!.filters, async () => located.filter((p) => haversine(PARIS.latitude, PARIS.longitude, p.lat, p.lng) <= 50_000).length]);
-  const ring = BENELUX.map((p) => [p.longitude, p.latitude] as [number, number]);
-  checks.push(['polygon (JS point-in-polygon over every row)', CASES[7]!.filters, async () => located.filter((p) => inPolygon(p.lng, p.lat, ring)).length]);
+  const ring = BENELUX.map((p) => [micro(p.longitude), micro(p.latitude)] as [bigint, bigint]);
+  checks.push(['polygon (JS point-in-polygon over every row)', CASES[7]!.filters, async () => located.filter((p) => inPolygon(micro(p.lng), micro(p.lat), ring)).length]);
   for (const [label, filters, brute] of checks) {
     const [ours, expected] = [await repo.countAudience(appId, filters, { now: NOW }), await brute()];
     console.log(`  ${ours === expected ? 'ok  ' : 'DIFF'} ${label}: ${ours.toLocaleString('en')} = ${expected.toLocaleString('en')}`);

@@ -22,11 +22,15 @@ ALTER TABLE devices
     (sdk_latitude = 0 OR abs(sdk_latitude) >= 1e-100) AND (sdk_longitude = 0 OR abs(sdk_longitude) >= 1e-100) AND
     (ip_latitude = 0 OR abs(ip_latitude) >= 1e-100) AND (ip_longitude = 0 OR abs(ip_longitude) >= 1e-100));
 
--- count(*) of an app and the keyset listing (ORDER BY id) as index-only scans.
+-- The keyset listing and fan-out (ORDER BY id), and joins by id.
 CREATE INDEX devices_live_idx ON devices (app_id, id) WHERE erased_at IS NULL;
+-- The live total of an app (a negated filter is often total - matches): de-duplicated into a few pages, and
+-- read in heap order, which keeps the visibility-map checks of an index-only scan cheap.
+CREATE INDEX devices_live_count_idx ON devices (app_id) WHERE erased_at IS NULL;
 
 -- One btree per filterable column: equality and ranges become index(-only) scans; a negated filter scans
--- the same small index instead of the table.
+-- the same small index instead of the table. No INCLUDE (id): it would turn off btree de-duplication, and
+-- these indexes are mostly repeated values (measured: single-column and negated counts twice as slow).
 CREATE INDEX devices_locale_idx ON devices (app_id, locale) WHERE erased_at IS NULL;
 CREATE INDEX devices_time_zone_idx ON devices (app_id, time_zone) WHERE erased_at IS NULL;
 CREATE INDEX devices_os_name_idx ON devices (app_id, os_name) WHERE erased_at IS NULL;

@@ -12,7 +12,7 @@ import {
   type FilterTarget,
   type RangeCriterion,
 } from '../domain/filters.js';
-import { boundingBox, chordOfRadius, distanceInMeters, polygonEdges, snapCoordinate, type Edge, type LatLng } from '../domain/geo.js';
+import { boundingBox, chordOfRadius, distanceInMeters, MICRODEGREES, polygonEdges, snapCoordinate, type Edge, type LatLng } from '../domain/geo.js';
 import { isUuid } from './repositories/audiences.js';
 
 /**
@@ -171,9 +171,11 @@ export function compileCount(appId: string, filters: Filter[] | null, ctx: Compi
 /** How many live devices a custom, tag or event filter matches, from its table alone; null for other filters. */
 function sideCount(appId: string, t: FilterTarget, criteria: Criterion[], ctx: CompileContext, live: RawBuilder<number>): RawBuilder<number> | null {
   if (t.type === 'custom') {
-    // a scalar attribute is one row; only array elements can repeat a device
-    return sql<number>`(select count(*) filter (where not a.is_array) + count(distinct a.device_id) filter (where a.is_array)
-      from device_attributes a where a.app_id = ${appId} and ${customRows(t.customType, t.attribute, criteria, ctx)})`;
+    // A scalar attribute is one row; only array elements can repeat a device, so only they are de-duplicated
+    // (in their own subquery: PostgreSQL 16+ would otherwise sort every matching row for the DISTINCT).
+    const rows = customRows(t.customType, t.attribute, criteria, ctx);
+    return sql<number>`((select count(*) from device_attributes a where a.app_id = ${appId} and ${rows} and not a.is_array)
+      + (select count(distinct a.device_id) from device_attributes a where a.app_id = ${appId} and ${rows} and a.is_array))`;
   }
   if (t.type === 'event') {
     const { row, matches, zeroMatches } = eventRows(t.source, t.event, criteria, ctx);
@@ -210,32 +212,36 @@ function distancePredicate(lat: Operand, lng: Operand, c: DistanceCriterion): Pr
 
 /**
  * Point in polygon, planar in (lng, lat): on an edge or vertex counts as inside, else the even-odd count of
- * edges crossed by a ray towards +longitude. The edges are constants, so the test is inlined per polygon as
- * float8 arithmetic with no epsilon; the GiST box (widened past PostgreSQL's 1e-6 geometric fuzz) only
- * narrows the candidates.
+ * edges crossed by a ray towards +longitude. Decided in whole micro-degrees with int8 arithmetic, which is
+ * exact (see domain/geo.ts); the edges are constants, so the test is inlined per polygon. The GiST box
+ * (widened past PostgreSQL's 1e-6 geometric fuzz and the rounding) only narrows the candidates.
  */
 function polygonPredicate(lat: Operand, lng: Operand, points: LatLng[]): Predicate {
   const b = boundingBox(points);
   const m = 1e-5;
   const box = sql`box(point(${f8(b.minLng - m)}, ${f8(b.minLat - m)}), point(${f8(b.maxLng + m)}, ${f8(b.maxLat + m)}))`;
+  const micro = (deg: Operand) => sql`floor(${deg} * ${f8(MICRODEGREES)} + ${f8(0.5)})::int8`;
+  const [x, y] = [micro(lng), micro(lat)];
+  const cross = (e: Edge) => sql`(${i8(e.x2 - e.x1)} * (${y} - ${i8(e.y1)}) - ${i8(e.y2 - e.y1)} * (${x} - ${i8(e.x1)}))`;
   const edges = polygonEdges(points);
-  const cross = (e: Edge) => sql`(${f8(e.x2 - e.x1)} * (${lat} - ${f8(e.y1)}) - ${f8(e.y2 - e.y1)} * (${lng} - ${f8(e.x1)}))`;
   const onEdge = edges.map(
     (e) =>
-      sql<SqlBool>`(${cross(e)} = 0 and ${lng} between ${f8(Math.min(e.x1, e.x2))} and ${f8(Math.max(e.x1, e.x2))} and ${lat} between ${f8(Math.min(e.y1, e.y2))} and ${f8(Math.max(e.y1, e.y2))})`,
+      sql<SqlBool>`(${cross(e)} = 0 and ${x} between ${i8(Math.min(e.x1, e.x2))} and ${i8(Math.max(e.x1, e.x2))} and ${y} between ${i8(Math.min(e.y1, e.y2))} and ${i8(Math.max(e.y1, e.y2))})`,
   );
   const crossings = edges
     .filter((e) => e.y1 !== e.y2)
     .map((e) =>
       e.y1 < e.y2
-        ? sql`(${lat} >= ${f8(e.y1)} and ${lat} < ${f8(e.y2)} and ${cross(e)} > 0)::int`
-        : sql`(${lat} >= ${f8(e.y2)} and ${lat} < ${f8(e.y1)} and ${cross(e)} < 0)::int`,
+        ? sql`(${y} >= ${i8(e.y1)} and ${y} < ${i8(e.y2)} and ${cross(e)} > 0)::int`
+        : sql`(${y} >= ${i8(e.y2)} and ${y} < ${i8(e.y1)} and ${cross(e)} < 0)::int`,
     );
   const inside = crossings.length ? [...onEdge, sql<SqlBool>`(${sql.join(crossings, sql` + `)}) % 2 = 1`] : onEdge;
   return sql<SqlBool>`(${lat} is not null and point(${lng}, ${lat}) <@ ${box} and ${or(inside)})`;
 }
 
-/** A float8 literal: polygons would otherwise need six bind parameters an edge. String(n) round-trips. */
+const i8 = (n: number) => sql.raw<number>(`${BigInt(n)}::int8`);
+
+/** A float8 literal (constants of geo predicates, inlined rather than bound). String(n) round-trips. */
 function f8(n: number): RawBuilder<number> {
   if (!Number.isFinite(n)) throw new Error(`not a finite number: ${n}`);
   return sql.raw<number>(`float8 '${String(n)}'`);

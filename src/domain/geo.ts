@@ -4,7 +4,9 @@ import { DISTANCE_UNITS_IN_METERS, type DistanceCriterion } from './filters.js';
  * Geometry of the `location` / `sdk_location` filters. The Earth is a sphere of the mean radius (the value
  * Elasticsearch uses), distances are great-circle distances. Polygons are planar in (longitude, latitude):
  * edges are straight lines on the longitude/latitude grid, no wrap at the antimeridian; a point on an edge
- * or a vertex is inside; self-intersecting polygons follow the even-odd rule. No epsilon anywhere.
+ * or a vertex is inside; self-intersecting polygons follow the even-odd rule. Containment is decided on
+ * coordinates rounded to a micro-degree (about 11 cm) with exact integer arithmetic: float arithmetic can
+ * put a point a hair off an edge on either side depending on which vertex it is measured from.
  */
 export const EARTH_RADIUS_M = 6_371_008.7714;
 
@@ -34,6 +36,14 @@ export function chordOfRadius(meters: number): number | null {
   return 2 * Math.sin(meters / (2 * EARTH_RADIUS_M));
 }
 
+/**
+ * Degrees to whole micro-degrees, rounding half up; SQL does the same float8 operations
+ * (floor(deg * 1e6 + 0.5)). Every cross product of such values stays below 2^63, so int8 is exact.
+ */
+export const MICRODEGREES = 1_000_000;
+export const toMicrodegrees = (deg: number): number => Math.floor(deg * MICRODEGREES + 0.5);
+
+/** An edge in whole micro-degrees (x = longitude, y = latitude). */
 export interface Edge {
   x1: number;
   y1: number;
@@ -41,11 +51,11 @@ export interface Edge {
   y2: number;
 }
 
-/** The edges of a polygon in (x = longitude, y = latitude), closing it from the last point to the first. */
+/** The edges of a polygon, closing it from the last point to the first. */
 export function polygonEdges(points: LatLng[]): Edge[] {
   return points.map((p, i) => {
     const q = points[(i + 1) % points.length]!;
-    return { x1: snapCoordinate(p.longitude), y1: snapCoordinate(p.latitude), x2: snapCoordinate(q.longitude), y2: snapCoordinate(q.latitude) };
+    return { x1: toMicrodegrees(p.longitude), y1: toMicrodegrees(p.latitude), x2: toMicrodegrees(q.longitude), y2: toMicrodegrees(q.latitude) };
   });
 }
 

@@ -11,9 +11,10 @@ import { refMatches } from './reference.js';
  * The SQL compiler against the in-memory reference, on real PostgreSQL: every run inserts a random device
  * set and checks many random filter lists against it, through the repository (count and keyset listing)
  * and, for a few lists a run, through the HTTP API (device_count and the cursor-paged device listing).
- * PROPERTY_RUNS / PROPERTY_SEED override the run count and seed (fast-check prints the seed on failure).
+ * PROPERTY_RUNS / PROPERTY_SEED / PROPERTY_PATH override the run count, seed and replay path (fast-check prints
+ * the seed and path on failure).
  */
-const RUNS = Number(process.env.PROPERTY_RUNS ?? 60);
+const RUNS = Number(process.env.PROPERTY_RUNS ?? 200);
 const LISTS_PER_RUN = 50;
 const HTTP_LISTS_PER_RUN = 2;
 
@@ -88,7 +89,11 @@ describe('filter compiler = reference evaluator (property)', () => {
     const started = Date.now();
     await fc.assert(
       fc.asyncProperty(scenarioArb({ devices: 40, filterLists: LISTS_PER_RUN }), (s) => check(s)),
-      { numRuns: RUNS, ...(process.env.PROPERTY_SEED ? { seed: Number(process.env.PROPERTY_SEED) } : {}) },
+      {
+        numRuns: RUNS,
+        ...(process.env.PROPERTY_SEED ? { seed: Number(process.env.PROPERTY_SEED) } : {}),
+        ...(process.env.PROPERTY_PATH ? { path: process.env.PROPERTY_PATH } : {}),
+      },
     );
     expect(checked).toBeGreaterThanOrEqual(RUNS * LISTS_PER_RUN);
     process.stdout.write(`[property] ${checked} filter lists checked in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);

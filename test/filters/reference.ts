@@ -111,7 +111,10 @@ const snap = (v: number) => (Math.abs(v) < 1e-100 ? 0 : v);
 
 function geoHolds(p: { lat: number; lng: number }, c: Criterion): boolean {
   const o = c as Record<string, unknown>;
-  if (Array.isArray(o.polygon)) return inPolygon(p.lng, p.lat, (o.polygon as { latitude: number; longitude: number }[]).map((q) => [snap(q.longitude), snap(q.latitude)]));
+  if (Array.isArray(o.polygon)) {
+    const ring = (o.polygon as { latitude: number; longitude: number }[]).map((q) => [micro(q.longitude), micro(q.latitude)] as [bigint, bigint]);
+    return inPolygon(micro(p.lng), micro(p.lat), ring);
+  }
   const point = o.point as { latitude: number; longitude: number };
   const meters = (o.distance as number) * DISTANCE_UNITS_IN_METERS[o.unit as string]!;
   return haversine(snap(point.latitude), snap(point.longitude), p.lat, p.lng) <= meters;
@@ -125,19 +128,24 @@ export function haversine(lat1: number, lng1: number, lat2: number, lng2: number
   return 2 * EARTH_RADIUS_M * Math.asin(Math.min(1, Math.sqrt(a)));
 }
 
-/** Boundary (edges and vertices) is inside; otherwise even-odd, counting crossings of a ray towards +y. */
-export function inPolygon(x: number, y: number, pts: [number, number][]): boolean {
+/** The language's rule: polygons are decided on whole micro-degrees, rounding half up. */
+export const micro = (deg: number): bigint => BigInt(Math.floor(deg * 1e6 + 0.5));
+
+/** Boundary (edges and vertices) is inside; otherwise even-odd, counting crossings of a ray towards +y. Exact (BigInt). */
+export function inPolygon(x: bigint, y: bigint, pts: [bigint, bigint][]): boolean {
   const edges = pts.map((a, i) => [a, pts[(i + 1) % pts.length]!] as const);
+  const min = (a: bigint, b: bigint) => (a < b ? a : b);
+  const max = (a: bigint, b: bigint) => (a > b ? a : b);
   for (const [[ax, ay], [bx, by]] of edges) {
-    const collinear = (bx - ax) * (y - ay) - (by - ay) * (x - ax) === 0;
-    if (collinear && Math.min(ax, bx) <= x && x <= Math.max(ax, bx) && Math.min(ay, by) <= y && y <= Math.max(ay, by)) return true;
+    const collinear = (bx - ax) * (y - ay) - (by - ay) * (x - ax) === 0n;
+    if (collinear && min(ax, bx) <= x && x <= max(ax, bx) && min(ay, by) <= y && y <= max(ay, by)) return true;
   }
   let inside = false;
   for (const [[ax, ay], [bx, by]] of edges) {
     if (ax <= x === bx <= x) continue; // the vertical line x does not pass between the ends (half-open)
     // sign of (edge's y at x) - y, without dividing
     const t = (x - ax) * (by - ay) - (y - ay) * (bx - ax);
-    if (bx > ax ? t > 0 : t < 0) inside = !inside;
+    if (bx > ax ? t > 0n : t < 0n) inside = !inside;
   }
   return inside;
 }
