@@ -1,7 +1,7 @@
 import { sql, type RawBuilder, type Selectable } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
-import type { Device, DeviceAttributesTable, DeviceUpdate, NewDevice, Platform } from '../schema.js';
+import type { Device, DeviceAttributesTable, DeviceUpdate, NewDevice } from '../schema.js';
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from './audiences.js';
@@ -13,14 +13,6 @@ export interface AudiencePage {
   afterId?: string | null;
   limit: number;
   now: Date;
-}
-
-/** What delivery needs of a device. */
-export interface DeliveryTarget {
-  id: string;
-  platform: Platform;
-  token: string;
-  development: boolean;
 }
 
 // Everything a client or the service wrote about the device; erase sets these back.
@@ -194,31 +186,6 @@ export class DevicesRepository {
       .limit(page.limit)
       .execute();
   }
-
-  pageAudienceDevices(appId: string, filters: Filter[] | null, page: AudiencePage): Promise<DeliveryTarget[]> {
-    return pageAudienceDevices(this.db, appId, filters, page);
-  }
-}
-
-/**
- * One keyset page of the devices a notification goes to: live, with a token the gateways have not rejected,
- * matching the filters (null = all devices), ordered by id. Call again with afterId = the last id until a
- * page comes back shorter than `limit`.
- */
-export async function pageAudienceDevices(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<DeliveryTarget[]> {
-  const rows = await db
-    .selectFrom('devices as d')
-    .select(['d.id', 'd.platform', 'd.token', 'd.development'])
-    .where('d.app_id', '=', appId)
-    .where('d.erased_at', 'is', null)
-    .where('d.token', 'is not', null)
-    .where('d.token_invalidated_at', 'is', null)
-    .where(compileFilters(filters, { now: page.now }))
-    .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
-    .orderBy('d.id')
-    .limit(page.limit)
-    .execute();
-  return rows as DeliveryTarget[];
 }
 
 function withCountry(set: DeviceUpdate, fillCountry: string | null, table: string): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
