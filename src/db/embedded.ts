@@ -131,13 +131,13 @@ async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
     return;
   }
   if (await isPostgresProcess(pid)) {
-    log.warn({ pid }, 'stopping a PostgreSQL left running by an earlier crash');
+    log.warn({ postgresPid: pid }, 'stopping a PostgreSQL left running by an earlier crash');
     process.kill(pid, 'SIGINT'); // fast shutdown: ends sessions, writes a checkpoint
     const deadline = Date.now() + 30_000;
     while (Date.now() < deadline && (await isAlive(pid))) await new Promise((r) => setTimeout(r, 100));
     if (await isAlive(pid)) throw new Error(`PostgreSQL pid ${pid} did not stop; stop it by hand`);
   } else {
-    log.warn({ pid }, 'removing a stale postmaster.pid');
+    log.warn({ postgresPid: pid }, 'removing a stale postmaster.pid');
     await rm(pidFile, { force: true });
   }
 }
