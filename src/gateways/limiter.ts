@@ -6,7 +6,10 @@
  */
 export class Limiter {
   private active = 0;
-  private readonly waiting: Array<() => void> = [];
+  // FIFO of waiters read from `head`: thousands queue up when batches arrive together, and Array#shift on
+  // a long array would move every remaining element each time a slot frees.
+  private waiting: Array<() => void> = [];
+  private head = 0;
 
   constructor(readonly max: number) {
     if (!Number.isInteger(max) || max < 1) throw new RangeError(`limit must be a positive integer, got ${max}`);
@@ -23,10 +26,23 @@ export class Limiter {
       return await task();
     } finally {
       // Hand the slot straight to the next waiter so `active` never over-counts.
-      const next = this.waiting.shift();
+      const next = this.nextWaiter();
       if (next) next();
       else this.active -= 1;
     }
+  }
+
+  private nextWaiter(): (() => void) | undefined {
+    if (this.head >= this.waiting.length) return undefined;
+    const next = this.waiting[this.head++];
+    if (this.head === this.waiting.length) {
+      this.waiting = [];
+      this.head = 0;
+    } else if (this.head >= 4096 && this.head * 2 >= this.waiting.length) {
+      this.waiting = this.waiting.slice(this.head); // drop the consumed prefix now and then
+      this.head = 0;
+    }
+    return next;
   }
 }
 
