@@ -175,13 +175,12 @@ export class DeliveryRepository {
         }))
         .where('id', '=', batch.notification_id)
         .execute();
-      for (const inv of outcome.invalidated) {
-        await trx
-          .updateTable('devices')
-          .set({ token_invalidated_at: sql<Date>`now()`, token_invalid_reason: inv.reason })
-          .where('id', '=', inv.deviceId)
-          .where('token_invalidated_at', 'is', null)
-          .execute();
+      if (outcome.invalidated.length) {
+        // one statement for the whole batch: a stale token list can invalidate hundreds at once
+        await sql`
+          update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
+          from unnest(${outcome.invalidated.map((i) => i.deviceId)}::uuid[], ${outcome.invalidated.map((i) => i.reason)}::text[]) as inv(id, reason)
+          where d.id = inv.id and d.token_invalidated_at is null`.execute(trx);
       }
     });
     return { done };
