@@ -3,7 +3,7 @@
  * gateways on loopback, against a bare node:http2 client sending the same pushes to the same mocks (the
  * machine's ceiling). Also time to first push for a one-device audience and the worker's peak RSS.
  *
- *   npm run bench -- fanout [--devices 200000] [--queue postgres|redis]
+ *   npm run bench -- fanout [--devices 200000] [--queue postgres|redis] [--workers 1]
  */
 import { sql } from 'kysely';
 import { openDatabase } from '../src/db/database.js';
@@ -58,9 +58,9 @@ async function main() {
   const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
   // WORKER_NODE_ARGS: other node flags for the worker process (heap limits, --cpu-prof), to measure their effect.
   const workerArgs = process.env.WORKER_NODE_ARGS?.split(' ').filter(Boolean);
-  const worker = startService({ ...common, ROLE: 'worker' }, workerArgs);
+  const workers = Array.from({ length: Number(arg('workers', '1')) }, () => startService({ ...common, ROLE: 'worker' }, workerArgs));
   let finishing = false;
-  for (const child of [api, worker]) {
+  for (const child of [api, ...workers]) {
     child.on('exit', (code) => {
       if (finishing) return;
       console.error(`a service process exited early (code ${code}); see its output above`);
@@ -106,7 +106,7 @@ async function main() {
   if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
   const tEnd = await all;
   const pipelineMs = tEnd - t0;
-  const workerRss = peakRssMb(worker.pid!);
+  const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
   apns.onAccept = fcm.onAccept = undefined;
 
   // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
@@ -142,7 +142,7 @@ async function main() {
 
   finishing = true;
   api.kill('SIGTERM');
-  worker.kill('SIGTERM');
+  for (const w of workers) w.kill('SIGTERM');
   await Promise.all([apns.close(), fcm.close()]);
   await db.close();
   await database.close();

@@ -163,6 +163,16 @@ export function fcmSendBody(template: FcmMessageTemplate, token: string): FcmSen
   return { message: { token, ...template } };
 }
 
+/**
+ * The JSON of `fcmSendBody(template, token)` for many tokens: the template is serialised once and
+ * each token is spliced in, instead of serialising the whole message once per device.
+ */
+export function fcmSendBodyEncoder(template: FcmMessageTemplate): (token: string) => string {
+  // `{"data":…,"android":…}` without its opening brace; the template always has keys, so it starts with `"`.
+  const rest = JSON.stringify(template).slice(1);
+  return (token) => `{"message":{"token":${JSON.stringify(token)},${rest}}`;
+}
+
 /** FCM data values must be strings: strings as they are, anything else JSON-encoded. */
 export function fcmDataValue(value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value);

@@ -14,7 +14,7 @@
  *   URL; tokens are cached and renewed before expiry, and renewed at once after a 401.
  * - Every answer goes through ./outcomes.ts; FCM's Retry-After (429/503) becomes retryAfterMs.
  */
-import { fcmSendBody, toFcmMessage, type FcmMessageTemplate } from '../domain/push-mapping.js';
+import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
 import type { Logger } from '../logger.js';
 import type { FcmServiceAccount } from './credentials.js';
 import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
@@ -71,18 +71,19 @@ export class FcmGateway implements PushGateway {
       this.options.log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, 'fcm: no access token');
       return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
     }
-    const template = toFcmMessage(push.payload, push.notificationId);
-    return mapLimited(this.limiter, targets, async (t) => ({ deviceId: t.deviceId, outcome: await this.sendOne(template, t.token) }));
+    const encode = fcmSendBodyEncoder(toFcmMessage(push.payload, push.notificationId));
+    return mapLimited(this.limiter, targets, async (t) => ({ deviceId: t.deviceId, outcome: await this.sendOne(encode(t.token)) }));
   }
 
-  private async sendOne(template: FcmMessageTemplate, token: string): Promise<PushOutcome> {
-    const body = JSON.stringify(fcmSendBody(template, token));
+  private async sendOne(body: string): Promise<PushOutcome> {
     for (let attempt = 0; ; attempt += 1) {
-      let accessToken: string;
-      try {
-        accessToken = await this.tokens.get();
-      } catch (err) {
-        return classify(oauthAnswer(err)).outcome;
+      let accessToken = this.tokens.peek();
+      if (accessToken === undefined) {
+        try {
+          accessToken = await this.tokens.get();
+        } catch (err) {
+          return classify(oauthAnswer(err)).outcome;
+        }
       }
       const answer = await this.post(body, accessToken);
       const { outcome, refreshAuth } = classify(answer);
@@ -108,8 +109,8 @@ export class FcmGateway implements PushGateway {
     } catch (err) {
       return { gateway: 'fcm', transportError: (err as Error).message };
     }
-    const retryAfter = headerValue(res.headers['retry-after']);
     if (res.status >= 200 && res.status < 300) return { gateway: 'fcm', status: 200 };
+    const retryAfter = headerValue(res.headers['retry-after']);
     const fcmError = parseFcmError(res.body);
     return { gateway: 'fcm', status: res.status, ...(fcmError && { fcmError }), ...(retryAfter !== undefined && { retryAfter }) };
   }

@@ -97,8 +97,14 @@ export class AccessTokenCache {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /** The cached token while it is fresh, else undefined (then `get()` renews it). Saves a promise per push. */
+  peek(): string | undefined {
+    return this.current && this.now() < this.current.renewAt ? this.current.token : undefined;
+  }
+
   get(): Promise<string> {
-    if (this.current && this.now() < this.current.renewAt) return Promise.resolve(this.current.token);
+    const fresh = this.peek();
+    if (fresh !== undefined) return Promise.resolve(fresh);
     this.pending ??= this.fetch().finally(() => {
       this.pending = undefined;
     });

@@ -23,13 +23,27 @@ export interface Http2Response {
 export interface Http2OriginOptions {
   /** PING interval for the idle-connection health check. Default 60000 ms. */
   pingIntervalMs?: number;
+  /** How often request deadlines are checked; a timeout fires up to this late. Default 250 ms. */
+  sweepIntervalMs?: number;
 }
 
 const { NGHTTP2_CANCEL } = http2.constants;
 
+/** One request in flight, as the deadline sweep sees it. */
+interface InFlight {
+  stream: http2.ClientHttp2Stream;
+  deadline: number;
+  timeoutMs: number;
+  fail: (message: string) => void;
+}
+
 export class Http2Origin {
   private session: ClientHttp2Session | undefined;
   private readonly pingTimer: NodeJS.Timeout;
+  private readonly sweepTimer: NodeJS.Timeout;
+  // Deadlines are checked by one sweep instead of a timer per stream: a stream timer is re-armed on
+  // every frame, which costs more than the request itself at thousands of requests a second.
+  private readonly inFlight = new Set<InFlight>();
   private closed = false;
 
   constructor(
@@ -40,9 +54,14 @@ export class Http2Origin {
     if (url.protocol !== 'https:') throw new Error(`origin must be https: ${origin}`);
     this.pingTimer = setInterval(() => this.ping(), options.pingIntervalMs ?? 60_000);
     this.pingTimer.unref();
+    this.sweepTimer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 250);
+    this.sweepTimer.unref();
   }
 
-  /** Sends one request; resolves with any HTTP answer, rejects with TransportError when none came. */
+  /**
+   * Sends one request; resolves with any HTTP answer, rejects with TransportError when none came.
+   * The body of a 2xx answer is not kept (`body` is ''): the gateways read only error bodies.
+   */
   request(method: string, path: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Http2Response> {
     return new Promise((resolve, reject) => {
       let session: ClientHttp2Session;
@@ -64,34 +83,48 @@ export class Http2Origin {
 
       let status = 0;
       let responseHeaders: IncomingHttpHeaders = {};
-      const chunks: Buffer[] = [];
-      let settled = false;
-      const fail = (message: string) => {
-        if (settled) return;
-        settled = true;
-        reject(new TransportError(message));
+      let text = '';
+      const entry: InFlight = {
+        stream,
+        deadline: performance.now() + timeoutMs,
+        timeoutMs,
+        fail: (message) => {
+          if (!this.inFlight.delete(entry)) return;
+          reject(new TransportError(message));
+        },
       };
+      this.inFlight.add(entry);
 
-      stream.setTimeout(timeoutMs, () => {
-        fail(`timeout after ${timeoutMs} ms`);
-        stream.close(NGHTTP2_CANCEL);
-      });
       stream.on('response', (h) => {
         status = Number(h[':status']);
         responseHeaders = h;
+        if (status >= 200 && status < 300) stream.resume();
+        else {
+          stream.setEncoding('utf8');
+          stream.on('data', (chunk: string) => (text += chunk));
+        }
       });
-      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
-        if (settled) return;
-        if (status === 0) return fail('stream ended without a response');
-        settled = true;
-        resolve({ status, headers: responseHeaders, body: Buffer.concat(chunks).toString('utf8') });
+        if (status === 0) return entry.fail('stream ended without a response');
+        if (!this.inFlight.delete(entry)) return;
+        resolve({ status, headers: responseHeaders, body: text });
       });
-      stream.on('error', (err: Error & { code?: string }) => fail(`${err.code ?? 'stream error'}: ${err.message}`));
+      stream.on('error', (err: Error & { code?: string }) => entry.fail(`${err.code ?? 'stream error'}: ${err.message}`));
       // A reset with NO_ERROR emits no 'error'; 'close' catches every stream that never ended.
-      stream.on('close', () => fail(`stream closed (rst code ${stream.rstCode ?? 'none'})`));
+      stream.on('close', () => entry.fail(`stream closed (rst code ${stream.rstCode ?? 'none'})`));
       stream.end(body);
     });
+  }
+
+  /** Fails and cancels the requests whose deadline has passed. */
+  private sweep(): void {
+    if (this.inFlight.size === 0) return;
+    const now = performance.now();
+    for (const entry of this.inFlight) {
+      if (entry.deadline > now) continue;
+      entry.fail(`timeout after ${entry.timeoutMs} ms`);
+      entry.stream.close(NGHTTP2_CANCEL);
+    }
   }
 
   private currentSession(): ClientHttp2Session {
@@ -135,6 +168,7 @@ export class Http2Origin {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.pingTimer);
+    clearInterval(this.sweepTimer);
     const s = this.session;
     this.session = undefined;
     if (s && !s.destroyed) await new Promise<void>((resolve) => s.close(() => resolve()));

@@ -119,14 +119,18 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
   { gateway: 'any', when: 'anything else', match: () => true, kind: 'failed' },
 ];
 
+const OK: Classification = Object.freeze({ outcome: Object.freeze({ kind: 'ok' }), refreshAuth: false });
+
 /** Sorts one gateway answer into an outcome. `now` is injectable for Retry-After dates. */
 export function classify(answer: GatewayAnswer, now: number = Date.now()): Classification {
   const facts = factsOf(answer);
   const rule = OUTCOME_TABLE.find((r) => (r.gateway === 'any' || r.gateway === answer.gateway) && r.match(facts));
   // The 'any' row always matches, so `rule` is defined; the fallback keeps the type checker honest.
   const kind = rule?.kind ?? 'failed';
-  const reason = reasonOf(answer, facts);
   const refreshAuth = rule?.refreshAuth === true;
+  // Nearly every answer is a plain success: one shared, frozen answer keeps that path allocation-free.
+  if (kind === 'ok' && !refreshAuth) return OK;
+  const reason = reasonOf(answer, facts);
   switch (kind) {
     case 'ok':
       return { outcome: { kind: 'ok' }, refreshAuth };

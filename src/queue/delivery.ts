@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import type { BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { PushResult } from '../gateways/types.js';
+import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { GatewayProvider } from './gateways.js';
@@ -56,10 +56,13 @@ export function deliveryProcessor(deps: {
       return;
     }
 
-    const targets = await deps.delivery.pendingTargets(batch);
-    const reachable = new Set(targets.map((t) => t.deviceId));
-    const gone = batch.pending_device_ids.filter((id) => !reachable.has(id));
-    let results: PushResult[] = gone.map((deviceId) => ({ deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } }));
+    const pending = await deps.delivery.pendingTargets(batch.id);
+    const targets: PushTarget[] = [];
+    let results: PushResult[] = [];
+    for (const p of pending) {
+      if (p.token === null) results.push({ deviceId: p.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
+      else targets.push(p as PushTarget);
+    }
 
     const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
     if (targets.length && !gateway) {

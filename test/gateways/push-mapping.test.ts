@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { APNS_MAX_PAYLOAD_BYTES, fcmDataValue, fcmSendBody, jsonBytes, toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
+import { APNS_MAX_PAYLOAD_BYTES, fcmDataValue, fcmSendBody, fcmSendBodyEncoder, jsonBytes, toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
 
 const NID = 'n_123';
 
@@ -150,6 +150,15 @@ describe('toFcmMessage', () => {
   it('builds the v1 send body with the token', () => {
     const body = fcmSendBody(toFcmMessage({ alert: 'a' }, NID), 'tok');
     expect(body).toEqual({ message: { token: 'tok', data: { alert: 'a', _nid: NID }, android: { priority: 'high', notification: { body: 'a' } } } });
+  });
+
+  it('encodes the send body per token exactly as JSON.stringify of the whole body would', () => {
+    const template = toFcmMessage({ alert: 'héllo "x"', title: 't', n: 3, list: [1, 'a'], collapse_key: 'k', _channel_id: 'ch' }, NID);
+    const encode = fcmSendBodyEncoder(template);
+    for (const token of ['tok', 'a"b\\c', 'ü:APA91b-_x']) {
+      expect(encode(token)).toBe(JSON.stringify(fcmSendBody(template, token)));
+      expect(JSON.parse(encode(token))).toEqual(fcmSendBody(template, token));
+    }
   });
 });
 

@@ -4,11 +4,20 @@ import { compileFilters } from '../filter-sql.js';
 import type { DeliveryBatch, Platform } from '../schema.js';
 import type { Filter } from '../../domain/filters.js';
 
+/** A device of the audience that can receive a push (its token is read again when its batch is sent). */
 export interface Deliverable {
   id: string;
   platform: Platform;
   development: boolean;
-  token: string;
+}
+
+/** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
+export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
+
+/** A still-pending device of a batch; `token` is null when it can no longer receive (erased, token invalidated). */
+export interface PendingTarget {
+  deviceId: string;
+  token: string | null;
 }
 
 export interface NewBatch {
@@ -36,7 +45,7 @@ export class DeliveryRepository {
   async pageDeliverable(appId: string, filters: Filter[] | null, afterId: string | null, limit: number, now: Date): Promise<Deliverable[]> {
     let q = this.db
       .selectFrom('devices as d')
-      .select(['d.id', 'd.platform', 'd.development', 'd.token'])
+      .select(['d.id', 'd.platform', 'd.development'])
       .where('d.app_id', '=', appId)
       .where('d.erased_at', 'is', null)
       .where('d.token', 'is not', null)
@@ -67,23 +76,15 @@ export class DeliveryRepository {
         .executeTakeFirst();
       if (moved.numUpdatedRows === 0n) return false; // superseded by a newer generation
       if (batches.length) {
-        await trx
-          .insertInto('delivery_batches')
-          .values(
-            batches.map((b) => ({
-              id: b.id,
-              notification_id: notificationId,
-              generation,
-              seq: b.seq,
-              platform: b.platform,
-              development: b.development,
-              device_ids: b.deviceIds,
-              pending_device_ids: b.deviceIds,
-              last_error: null,
-            })),
-          )
-          .onConflict((oc) => oc.column('id').doNothing())
-          .execute();
+        // device_ids (what the batch was cut with) and pending_device_ids start equal: send each array once.
+        const rows = batches.map(
+          (b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`,
+        );
+        await sql`
+          insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
+          select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids
+          from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids)
+          on conflict (id) do nothing`.execute(trx);
       }
       return true;
     });
@@ -119,29 +120,34 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async findBatch(id: string): Promise<DeliveryBatch | undefined> {
-    return this.db.selectFrom('delivery_batches').selectAll().where('id', '=', id).executeTakeFirst();
+  async findBatch(id: string): Promise<BatchHead | undefined> {
+    return this.db
+      .selectFrom('delivery_batches')
+      .select(['id', 'notification_id', 'generation', 'platform', 'development', 'state', 'attempts'])
+      .where('id', '=', id)
+      .executeTakeFirst();
   }
 
-  /** Tokens of the batch's still-pending devices that can still receive (not erased, not invalidated since). */
-  async pendingTargets(batch: DeliveryBatch): Promise<{ deviceId: string; token: string }[]> {
-    if (batch.pending_device_ids.length === 0) return [];
-    const rows = await this.db
-      .selectFrom('devices')
-      .select(['id', 'token'])
-      .where('id', '=', sql<string>`any(${batch.pending_device_ids}::uuid[])`)
-      .where('erased_at', 'is', null)
-      .where('token', 'is not', null)
-      .where('token_invalidated_at', 'is', null)
-      .execute();
-    return rows.map((r) => ({ deviceId: r.id, token: r.token! }));
+  /**
+   * The batch's still-pending devices with their current token, in one query that keeps the id array
+   * inside PostgreSQL; a device that can no longer receive (erased, token invalidated since) comes back
+   * with a null token.
+   */
+  async pendingTargets(batchId: string): Promise<PendingTarget[]> {
+    const { rows } = await sql<PendingTarget>`
+      select p.id as "deviceId", d.token
+      from delivery_batches b
+      cross join lateral unnest(b.pending_device_ids) as p(id)
+      left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+      where b.id = ${batchId}`.execute(this.db);
+    return rows;
   }
 
   /**
    * Records one attempt's results in one transaction: batch progress, notification counters, invalidated
    * tokens. Devices no longer deliverable (erased meanwhile) are dropped from pending and counted failed.
    */
-  async recordAttempt(batch: DeliveryBatch, outcome: BatchOutcome, finalAttempt: boolean): Promise<{ done: boolean }> {
+  async recordAttempt(batch: BatchHead, outcome: BatchOutcome, finalAttempt: boolean): Promise<{ done: boolean }> {
     const retryLeft = finalAttempt ? [] : outcome.retry;
     const exhausted = finalAttempt ? outcome.retry.map((deviceId) => ({ deviceId, reason: 'retries_exhausted' })) : [];
     const failed = [...outcome.failed, ...exhausted];
