@@ -21,9 +21,11 @@
  *   reach the client that regenerated, and MultiClient.shutdown() awaits its clients one after the
  *   other — a client whose session was destroyed by a connection error never calls back (it calls
  *   session.close() on a destroyed session), which would leave the other connections open.
- * - node-apn opens a stream per recipient all at once (Promise.allSettled over the list); we feed it
- *   one token at a time through a Limiter shared by all sends of this gateway, so at most
- *   `maxInFlight` streams are open however many batches arrive together.
+ * - node-apn opens a stream per recipient all at once (Promise.allSettled over the list). We hand it
+ *   chunks of up to `CHUNK` tokens per `send` call, which spreads node-apn's per-call work (headers,
+ *   result lists) over the chunk, and a Limiter shared by all sends of this gateway admits
+ *   `maxInFlight / chunk size` chunks at once, so at most `maxInFlight` streams are open however many
+ *   batches arrive together.
  */
 import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
@@ -63,6 +65,9 @@ interface ApnFailure {
 
 const HEX_TOKEN = /^[0-9a-fA-F]+$/;
 
+/** Tokens per node-apn `send` call; small, so a slow stream holds few other streams' slots. */
+const CHUNK = 10;
+
 /** How long close() waits for a node-apn connection to report it has closed (see the header comment). */
 const SHUTDOWN_GRACE_MS = 2000;
 
@@ -70,6 +75,7 @@ export class ApnsGateway implements PushGateway {
   private readonly providers: Provider[];
   private nextProvider = 0;
   private readonly limiter: Limiter;
+  private readonly chunkSize: number;
   private readonly drain = new Drain();
   private closing: Promise<void> | undefined;
 
@@ -77,7 +83,9 @@ export class ApnsGateway implements PushGateway {
     const { host, port } = parseOrigin(options.origin);
     const clientCount = options.clientCount ?? 2;
     if (!Number.isInteger(clientCount) || clientCount < 1) throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
-    this.limiter = new Limiter(options.maxInFlight ?? 200);
+    const maxInFlight = options.maxInFlight ?? 200;
+    this.chunkSize = Math.max(1, Math.min(CHUNK, maxInFlight));
+    this.limiter = new Limiter(Math.max(1, Math.floor(maxInFlight / this.chunkSize))); // counts chunks
     this.providers = Array.from(
       { length: clientCount },
       () =>
@@ -113,34 +121,58 @@ export class ApnsGateway implements PushGateway {
     const collapseId = request.headers['apns-collapse-id'];
     if (collapseId !== undefined) note.collapseId = collapseId;
 
-    return mapLimited(this.limiter, targets, async (t) => ({ deviceId: t.deviceId, outcome: await this.sendOne(note, t.token) }));
-  }
-
-  private async sendOne(note: ApnNotification, token: string): Promise<PushOutcome> {
-    if (!HEX_TOKEN.test(token)) {
+    const outcomes = new Array<PushOutcome>(targets.length);
+    const chunks: number[][] = []; // indexes into targets
+    let chunk: number[] = [];
+    targets.forEach((t, i) => {
       // APNs tokens are hex; anything else can never be delivered (and must not reach the URL path).
-      return classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
-    }
-    const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
-    for (let attempt = 0; ; attempt += 1) {
-      const answer = await this.attempt(provider, note, token);
-      const { outcome, refreshAuth } = classify(answer);
-      // node-apn has just regenerated this provider's JWT: one re-send with it.
-      if (refreshAuth && attempt === 0) continue;
+      if (!HEX_TOKEN.test(t.token)) outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
+      else if (chunk.push(i) === this.chunkSize) {
+        chunks.push(chunk);
+        chunk = [];
+      }
+    });
+    if (chunk.length) chunks.push(chunk);
+
+    await mapLimited(this.limiter, chunks, async (indexes) => {
+      const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
+      const answers = await this.attempt(provider, note, indexes.map((i) => (targets[i] as PushTarget).token));
+      const refresh: number[] = [];
+      indexes.forEach((i, k) => {
+        const { outcome, refreshAuth } = classify(answers[k] as GatewayAnswer);
+        if (refreshAuth) refresh.push(i); // node-apn has just regenerated this provider's JWT: one re-send with it
+        else outcomes[i] = outcome;
+      });
+      if (refresh.length === 0) return;
+      const again = await this.attempt(provider, note, refresh.map((i) => (targets[i] as PushTarget).token));
+      refresh.forEach((i, k) => (outcomes[i] = classify(again[k] as GatewayAnswer).outcome));
+    });
+
+    return targets.map((t, i) => {
+      const outcome = outcomes[i] as PushOutcome;
       if (outcome.kind === 'retry' || outcome.kind === 'failed') this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
-      return outcome;
-    }
+      return { deviceId: t.deviceId, outcome };
+    });
   }
 
-  private async attempt(provider: Provider, note: ApnNotification, token: string): Promise<GatewayAnswer> {
+  /** One node-apn send for a chunk of tokens; one answer per token, in order. */
+  private async attempt(provider: Provider, note: ApnNotification, tokens: string[]): Promise<GatewayAnswer[]> {
+    let sent: { device: string }[];
+    let failed: ApnFailure[];
     try {
-      const { sent, failed } = await provider.send(note, token);
-      if (sent.length > 0) return { gateway: 'apns', status: 200 };
-      return answerOf(failed[0] as ApnFailure | undefined);
+      ({ sent, failed } = (await provider.send(note, tokens)) as unknown as { sent: { device: string }[]; failed: ApnFailure[] });
     } catch (err) {
       // node-apn settles every recipient, so this is unexpected; still, nothing is dropped.
-      return { gateway: 'apns', transportError: (err as Error).message ?? String(err) };
+      const answer: GatewayAnswer = { gateway: 'apns', transportError: (err as Error).message ?? String(err) };
+      return tokens.map(() => answer);
     }
+    if (sent.length === tokens.length) return tokens.map(() => OK_ANSWER);
+    // node-apn answers with two lists keyed by token; a failure without a device is a client-level error.
+    const byToken = new Map<string, GatewayAnswer>();
+    for (const ok of sent) byToken.set(ok.device, OK_ANSWER);
+    for (const f of failed) if (f.device !== undefined) byToken.set(f.device, answerOf(f));
+    const clientError = failed.find((f) => f.device === undefined);
+    return tokens.map((t) => byToken.get(t) ?? answerOf(clientError));
   }
 
   close(): Promise<void> {
@@ -164,6 +196,8 @@ export class ApnsGateway implements PushGateway {
     return this.closing;
   }
 }
+
+const OK_ANSWER: GatewayAnswer = { gateway: 'apns', status: 200 };
 
 /** Normalises a node-apn failure into a gateway answer for the outcome table. */
 function answerOf(failure: ApnFailure | undefined): GatewayAnswer {

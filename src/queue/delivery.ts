@@ -72,9 +72,10 @@ export function deliveryProcessor(deps: {
       results = results.concat(await gateway.send({ notificationId: n.id, payload: n.payload as Record<string, unknown> }, targets));
       stop();
     }
-    for (const r of results) deps.metrics.pushes.inc({ platform: batch.platform, outcome: r.outcome.kind });
-
     const summary = summarise(results);
+    // one increment per outcome and batch, not per push
+    const counts = { ok: summary.succeeded.length, invalid_token: summary.invalidated.length, failed: summary.failed.length, retry: summary.retry.length };
+    for (const [outcome, n] of Object.entries(counts)) if (n > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, n);
     const finalAttempt = job.attemptsMade + 1 >= deps.maxAttempts;
     const { done } = await deps.delivery.recordAttempt(batch, summary, finalAttempt);
     log.info(
