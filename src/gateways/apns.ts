@@ -32,7 +32,7 @@ import type { Notification as ApnNotification, Provider } from '@parse/node-apn'
 import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
 import type { Logger } from '../logger.js';
 import type { ApnsCredentials } from './credentials.js';
-import { Drain, Limiter, mapLimited } from './limiter.js';
+import { chunked, chunkPlan, Drain, Limiter, mapLimited } from './limiter.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
@@ -83,9 +83,9 @@ export class ApnsGateway implements PushGateway {
     const { host, port } = parseOrigin(options.origin);
     const clientCount = options.clientCount ?? 2;
     if (!Number.isInteger(clientCount) || clientCount < 1) throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
-    const maxInFlight = options.maxInFlight ?? 200;
-    this.chunkSize = Math.max(1, Math.min(CHUNK, maxInFlight));
-    this.limiter = new Limiter(Math.max(1, Math.floor(maxInFlight / this.chunkSize))); // counts chunks
+    const { chunkSize, slots } = chunkPlan(options.maxInFlight ?? 200, CHUNK);
+    this.chunkSize = chunkSize;
+    this.limiter = new Limiter(slots); // counts chunks
     this.providers = Array.from(
       { length: clientCount },
       () =>
@@ -122,19 +122,14 @@ export class ApnsGateway implements PushGateway {
     if (collapseId !== undefined) note.collapseId = collapseId;
 
     const outcomes = new Array<PushOutcome>(targets.length);
-    const chunks: number[][] = []; // indexes into targets
-    let chunk: number[] = [];
+    const sendable: number[] = []; // indexes into targets
     targets.forEach((t, i) => {
       // APNs tokens are hex; anything else can never be delivered (and must not reach the URL path).
-      if (!HEX_TOKEN.test(t.token)) outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
-      else if (chunk.push(i) === this.chunkSize) {
-        chunks.push(chunk);
-        chunk = [];
-      }
+      if (HEX_TOKEN.test(t.token)) sendable.push(i);
+      else outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
     });
-    if (chunk.length) chunks.push(chunk);
 
-    await mapLimited(this.limiter, chunks, async (indexes) => {
+    await mapLimited(this.limiter, chunked(sendable, this.chunkSize), async (indexes) => {
       const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
       const answers = await this.attempt(provider, note, indexes.map((i) => (targets[i] as PushTarget).token));
       const refresh: number[] = [];

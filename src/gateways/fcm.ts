@@ -19,7 +19,7 @@ import type { Logger } from '../logger.js';
 import type { FcmServiceAccount } from './credentials.js';
 import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
-import { Drain, Limiter, mapLimited } from './limiter.js';
+import { chunked, chunkPlan, Drain, Limiter, mapLimited } from './limiter.js';
 import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
@@ -38,10 +38,14 @@ export interface FcmGatewayOptions {
   log?: Logger;
 }
 
+/** Tokens per limiter slot (see chunked() in ./limiter.ts). */
+const CHUNK = 10;
+
 export class FcmGateway implements PushGateway {
   private readonly http: Http2Origin;
   private readonly tokens: AccessTokenCache;
   private readonly limiter: Limiter;
+  private readonly chunkSize: number;
   private readonly drain = new Drain();
   private readonly path: string;
   private readonly timeoutMs: number;
@@ -50,7 +54,9 @@ export class FcmGateway implements PushGateway {
   constructor(private readonly options: FcmGatewayOptions) {
     this.http = new Http2Origin(options.origin);
     this.tokens = new AccessTokenCache(new ServiceAccountTokenCredential(options.serviceAccount, { tokenUrl: options.tokenUrl }));
-    this.limiter = new Limiter(options.maxInFlight ?? 100);
+    const { chunkSize, slots } = chunkPlan(options.maxInFlight ?? 100, CHUNK);
+    this.chunkSize = chunkSize;
+    this.limiter = new Limiter(slots); // counts chunks of chunkSize streams
     this.path = `/v1/projects/${encodeURIComponent(options.serviceAccount.project_id)}/messages:send`;
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
   }
@@ -72,7 +78,12 @@ export class FcmGateway implements PushGateway {
       return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
     }
     const encode = fcmSendBodyEncoder(toFcmMessage(push.payload, push.notificationId));
-    return mapLimited(this.limiter, targets, async (t) => ({ deviceId: t.deviceId, outcome: await this.sendOne(encode(t.token)) }));
+    const outcomes = new Array<PushOutcome>(targets.length);
+    const all = targets.map((_, i) => i);
+    await mapLimited(this.limiter, chunked(all, this.chunkSize), (indexes) =>
+      Promise.all(indexes.map(async (i) => (outcomes[i] = await this.sendOne(encode((targets[i] as PushTarget).token))))),
+    );
+    return targets.map((t, i) => ({ deviceId: t.deviceId, outcome: outcomes[i] as PushOutcome }));
   }
 
   private async sendOne(body: string): Promise<PushOutcome> {
