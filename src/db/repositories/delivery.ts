@@ -59,35 +59,29 @@ export class DeliveryRepository {
 
   /**
    * Stores the batches cut from one page and moves the fan-out checkpoint past it, atomically: a fan-out
-   * that dies and runs again resumes after the last stored page and recreates no batch.
+   * that dies and runs again resumes after the last stored page and recreates no batch. One statement,
+   * so the notification row (which every batch's results also update) is locked only while it runs.
    */
   async saveFanoutPage(notificationId: string, generation: number, batches: NewBatch[], cursor: string, nextSeq: number, targeted: number): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const moved = await trx
-        .updateTable('notifications')
-        .set((eb) => ({
-          fanout_cursor: cursor,
-          fanout_seq: nextSeq,
-          devices_targeted: eb('devices_targeted', '+', targeted),
-          updated_at: sql<Date>`now()`,
-        }))
-        .where('id', '=', notificationId)
-        .where('generation', '=', generation)
-        .executeTakeFirst();
-      if (moved.numUpdatedRows === 0n) return false; // superseded by a newer generation
-      if (batches.length) {
-        // device_ids (what the batch was cut with) and pending_device_ids start equal: send each array once.
-        const rows = batches.map(
-          (b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`,
-        );
-        await sql`
+    // device_ids (what the batch was cut with) and pending_device_ids start equal: each array is sent once.
+    const rows = batches.map((b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`);
+    const insert = batches.length
+      ? sql`, stored as (
           insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
           select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids
           from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids)
-          on conflict (id) do nothing`.execute(trx);
-      }
-      return true;
-    });
+          where exists (select 1 from moved)
+          on conflict (id) do nothing)`
+      : sql``;
+    const { rows: result } = await sql<{ moved: number }>`
+      with moved as (
+        update notifications
+        set fanout_cursor = ${cursor}::uuid, fanout_seq = ${nextSeq}::int, devices_targeted = devices_targeted + ${targeted}::int, updated_at = now()
+        where id = ${notificationId}::uuid and generation = ${generation}::int
+        returning 1)
+      ${insert}
+      select count(*)::int as moved from moved`.execute(this.db);
+    return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation
   }
 
   async markFanoutDone(notificationId: string, generation: number): Promise<void> {
@@ -144,51 +138,42 @@ export class DeliveryRepository {
   }
 
   /**
-   * Records one attempt's results in one transaction: batch progress, notification counters, invalidated
-   * tokens. Devices no longer deliverable (erased meanwhile) are dropped from pending and counted failed.
+   * Records one attempt's results atomically: batch progress, notification counters, invalidated tokens.
+   * One statement (data-modifying CTEs) instead of a transaction of several: the notification row, which
+   * every batch of the notification updates, is then locked only while PostgreSQL runs it, never across
+   * a round trip to a busy worker. A concurrent duplicate run of the batch (same `attempts`) records nothing.
    */
   async recordAttempt(batch: BatchHead, outcome: BatchOutcome, finalAttempt: boolean): Promise<{ done: boolean }> {
     const retryLeft = finalAttempt ? [] : outcome.retry;
     const exhausted = finalAttempt ? outcome.retry.map((deviceId) => ({ deviceId, reason: 'retries_exhausted' })) : [];
     const failed = [...outcome.failed, ...exhausted];
     const done = retryLeft.length === 0;
-    await this.db.transaction().execute(async (trx) => {
-      const updated = await trx
-        .updateTable('delivery_batches')
-        .set((eb) => ({
-          pending_device_ids: retryLeft,
-          state: done ? 'done' : 'pending',
-          attempts: eb('attempts', '+', 1),
-          succeeded: eb('succeeded', '+', outcome.succeeded.length),
-          failed: eb('failed', '+', failed.length),
-          invalidated: eb('invalidated', '+', outcome.invalidated.length),
-          last_error: outcome.lastError,
-          updated_at: sql<Date>`now()`,
-        }))
-        .where('id', '=', batch.id)
-        .where('state', '=', 'pending')
-        .where('attempts', '=', batch.attempts) // a concurrent duplicate run of this batch records nothing
-        .executeTakeFirst();
-      if (updated.numUpdatedRows === 0n) return;
-      await trx
-        .updateTable('notifications')
-        .set((eb) => ({
-          pushes_succeeded: eb('pushes_succeeded', '+', outcome.succeeded.length),
-          pushes_failed: eb('pushes_failed', '+', failed.length + outcome.invalidated.length),
-          tokens_invalidated: eb('tokens_invalidated', '+', outcome.invalidated.length),
-          failure_reason: failed.length ? failed[0]!.reason : eb.ref('failure_reason'),
-          updated_at: sql<Date>`now()`,
-        }))
-        .where('id', '=', batch.notification_id)
-        .execute();
-      if (outcome.invalidated.length) {
-        // one statement for the whole batch: a stale token list can invalidate hundreds at once
-        await sql`
+    const succeeded = outcome.succeeded.length;
+    const invalidated = outcome.invalidated.length;
+    const invalidate = invalidated
+      ? sql`, invalidated as (
           update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
           from unnest(${outcome.invalidated.map((i) => i.deviceId)}::uuid[], ${outcome.invalidated.map((i) => i.reason)}::text[]) as inv(id, reason)
-          where d.id = inv.id and d.token_invalidated_at is null`.execute(trx);
-      }
-    });
+          where d.id = inv.id and d.token_invalidated_at is null and exists (select 1 from recorded))`
+      : sql``;
+    await sql`
+      with recorded as (
+        update delivery_batches
+        set pending_device_ids = ${retryLeft}::uuid[], state = ${done ? 'done' : 'pending'}, attempts = attempts + 1,
+            succeeded = succeeded + ${succeeded}::int, failed = failed + ${failed.length}::int, invalidated = invalidated + ${invalidated}::int,
+            last_error = ${outcome.lastError}, updated_at = now()
+        where id = ${batch.id} and state = 'pending' and attempts = ${batch.attempts}::int
+        returning 1),
+      counted as (
+        update notifications
+        set pushes_succeeded = pushes_succeeded + ${succeeded}::int,
+            pushes_failed = pushes_failed + ${failed.length + invalidated}::int,
+            tokens_invalidated = tokens_invalidated + ${invalidated}::int,
+            failure_reason = coalesce(${failed[0]?.reason ?? null}::text, failure_reason),
+            updated_at = now()
+        where id = ${batch.notification_id}::uuid and exists (select 1 from recorded))
+      ${invalidate}
+      select 1`.execute(this.db);
     return { done };
   }
 
