@@ -20,6 +20,8 @@ const envSchema = z.object({
   GEOIP_DB_PATH: z.string().optional(),
   DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
   DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(1000),
+  // Devices read per fan-out page (one query, one checkpoint); each page is cut into batches of DELIVERY_BATCH_SIZE.
+  FANOUT_PAGE_SIZE: z.coerce.number().int().min(1).max(50000).default(5000),
   // Requests in flight per gateway connection pool (APNs allows 1000 streams per connection; FCM similar).
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(5000).default(200),
   DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),

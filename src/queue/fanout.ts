@@ -11,8 +11,11 @@ export const batchJobOptions = { removeOnComplete: true, removeOnFail: true } as
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
 
-/** Splits one page of devices into batches per platform and environment (the gateway each one needs). */
-export function cutBatches(notificationId: string, generation: number, page: Deliverable[], firstSeq: number): NewBatch[] {
+/**
+ * Splits one page of devices into batches per platform and environment (the gateway each one needs),
+ * each of at most `batchSize` devices.
+ */
+export function cutBatches(notificationId: string, generation: number, page: Deliverable[], firstSeq: number, batchSize: number): NewBatch[] {
   const groups = new Map<string, Deliverable[]>();
   for (const d of page) {
     const key = `${d.platform}:${d.development}`;
@@ -20,13 +23,20 @@ export function cutBatches(notificationId: string, generation: number, page: Del
     if (list) list.push(d);
     else groups.set(key, [d]);
   }
-  return [...groups.values()].map((devices, i) => ({
-    id: batchId(notificationId, generation, firstSeq + i),
-    seq: firstSeq + i,
-    platform: devices[0]!.platform,
-    development: devices[0]!.development,
-    deviceIds: devices.map((d) => d.id),
-  }));
+  const batches: NewBatch[] = [];
+  for (const devices of groups.values()) {
+    for (let i = 0; i < devices.length; i += batchSize) {
+      const seq = firstSeq + batches.length;
+      batches.push({
+        id: batchId(notificationId, generation, seq),
+        seq,
+        platform: devices[0]!.platform,
+        development: devices[0]!.development,
+        deviceIds: devices.slice(i, i + batchSize).map((d) => d.id),
+      });
+    }
+  }
+  return batches;
 }
 
 /**
@@ -40,6 +50,7 @@ export function fanoutProcessor(deps: {
   notifications: NotificationsRepository;
   delivery: DeliveryRepository;
   pageSize: number;
+  batchSize: number;
 }) {
   return async (job: Job<JobTypes['fanout']>): Promise<void> => {
     const { notificationId, generation } = job.data;
@@ -67,7 +78,7 @@ export function fanoutProcessor(deps: {
       for (;;) {
         const page = await deps.delivery.pageDeliverable(n.app_id, filters, cursor, deps.pageSize, now);
         if (page.length === 0) break;
-        const batches = cutBatches(notificationId, generation, page, seq);
+        const batches = cutBatches(notificationId, generation, page, seq, deps.batchSize);
         const last = page[page.length - 1]!.id;
         if (!(await deps.delivery.saveFanoutPage(notificationId, generation, batches, last, seq + batches.length, page.length))) {
           log.info('superseded by a newer generation during fan-out');

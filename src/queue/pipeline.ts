@@ -48,7 +48,7 @@ export function startPipeline(
   const delivery = new DeliveryRepository(db);
   const policy: RetryPolicy = { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
 
-  queues.worker('fanout', fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.DELIVERY_BATCH_SIZE }), { concurrency: 2, lockDuration: config.JOB_LOCK_MS });
+  queues.worker('fanout', fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.FANOUT_PAGE_SIZE, batchSize: config.DELIVERY_BATCH_SIZE }), { concurrency: 2, lockDuration: config.JOB_LOCK_MS });
   const deliverWorker = queues.worker(
     'delivery',
     deliveryProcessor({ log, metrics: opts.metrics, gateways: opts.gateways, notifications, delivery, maxAttempts: policy.attempts }),

@@ -42,7 +42,8 @@ for (const backend of backends) {
           DATABASE_URL: h.databaseUrl,
           REDIS_URL: backend.name === 'redis' ? redisUrl()! : '',
           QUEUE_PREFIX: h.queuePrefix,
-          DELIVERY_BATCH_SIZE: '40', // many small pages, so the kill lands inside the fan-out
+          DELIVERY_BATCH_SIZE: '40',
+          FANOUT_PAGE_SIZE: '40', // many small pages, so the kill lands inside the fan-out
           JOB_LOCK_MS: '2000', // a dead worker's job is taken over after 2 s
           LOG_LEVEL: 'warn',
           ...env,
