@@ -4,7 +4,7 @@ import { AppsRepository } from './db/repositories/apps.js';
 import { buildServer } from './http/server.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { PooledGatewayProvider } from './queue/gateway-provider.js';
+import { createGatewayProvider } from './queue/gateway-provider.js';
 import { startPipeline } from './queue/pipeline.js';
 import { JobQueues } from './queue/queues.js';
 import { openDatabaseRuntime } from './runtime.js';
@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   closers.push({ name: 'queues', close: () => queues.close() });
   const metrics = new Metrics();
   const workers = config.ROLE !== 'api';
-  const gateways = workers ? new PooledGatewayProvider(config, log, new AppsRepository(database.handle.db)) : undefined;
+  const gateways = workers ? createGatewayProvider(config, log, new AppsRepository(database.handle.db)) : undefined;
   const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
   // workers finish their in-flight batches, then gateways close
   closers.push({ name: 'pipeline', close: () => pipeline.close() });

@@ -6,13 +6,15 @@ import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, 
  * End to end: devices registered through the API, notifications posted through the API, delivered by the
  * real workers through the real APNs/FCM clients to the TLS HTTP/2 mock gateways — on both queue backends.
  */
+// The gateways run in the worker's thread on one backend and in a gateway thread on the other, so both
+// GATEWAY_THREADS modes go through the whole suite.
 const backends = [
-  { name: 'postgres' as const, enabled: true },
-  { name: 'redis' as const, enabled: redisUrl() !== null },
+  { name: 'postgres' as const, enabled: true, gatewayThreads: '0' },
+  { name: 'redis' as const, enabled: redisUrl() !== null, gatewayThreads: '1' },
 ];
 
 for (const backend of backends) {
-  describe.skipIf(!backend.enabled)(`delivery on the ${backend.name} queue backend`, () => {
+  describe.skipIf(!backend.enabled)(`delivery on the ${backend.name} queue backend, GATEWAY_THREADS=${backend.gatewayThreads}`, () => {
     let h: Harness;
     let gw: Gateways;
     let keys: { read: string; write: string; sdk: string };
@@ -22,7 +24,7 @@ for (const backend of backends) {
 
     beforeAll(async () => {
       gw = await startGateways();
-      h = await createHarness({ queue: backend.name, workers: true, env: { ...gw.env, RETRY_BASE_MS: '40', RETRY_MAX_MS: '3000', SWEEP_AFTER_SECONDS: '2' } });
+      h = await createHarness({ queue: backend.name, workers: true, env: { ...gw.env, GATEWAY_THREADS: backend.gatewayThreads, RETRY_BASE_MS: '40', RETRY_MAX_MS: '3000', SWEEP_AFTER_SECONDS: '2' } });
       const created = await h.createApp('com.example.delivery');
       keys = created.keys;
       appId = created.app.id;

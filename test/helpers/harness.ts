@@ -9,7 +9,7 @@ import { buildServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/logger.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { Metrics } from '../../src/metrics.js';
-import { PooledGatewayProvider } from '../../src/queue/gateway-provider.js';
+import { createGatewayProvider } from '../../src/queue/gateway-provider.js';
 import { startPipeline, type Pipeline } from '../../src/queue/pipeline.js';
 import { JobQueues, type QueueBackendKind } from '../../src/queue/queues.js';
 import { AppService } from '../../src/services/apps.js';
@@ -60,7 +60,7 @@ export async function createHarness(opts: { queue?: QueueBackendKind; workers?: 
   const queues = new JobQueues({ kind, databaseUrl, redisUrl: rUrl ?? undefined, prefix: name });
   const metrics = new Metrics();
   const workers = opts.workers ?? false;
-  const gateways = workers ? new PooledGatewayProvider(config, log, new AppsRepository(db.db)) : undefined;
+  const gateways = workers ? createGatewayProvider(config, log, new AppsRepository(db.db)) : undefined;
   const pipeline = startPipeline(config, log, db.db, queues, { workers, gateways, metrics });
   const ctx = createContext(config, log, db.db, queues, pipeline.scheduler, metrics);
   const server = await buildServer(ctx);

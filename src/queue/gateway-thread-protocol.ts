@@ -1,0 +1,14 @@
+/** Messages between the delivery worker and its gateway threads (./threaded-gateways.ts, ./gateway-thread.ts). */
+import type { AppPushCredentials, GatewayPoolOptions } from '../gateways/pool.js';
+import type { NotificationPush, PushEnvironment, PushOutcome, PushPlatform } from '../gateways/types.js';
+
+export interface GatewayThreadData {
+  pool: Omit<GatewayPoolOptions, 'log'>;
+  logLevel: string;
+}
+
+export type ToGatewayThread =
+  | { type: 'send'; id: number; app: AppPushCredentials; platform: PushPlatform; environment: PushEnvironment; push: NotificationPush; tokens: string[] }
+  | { type: 'close' };
+
+export type FromGatewayThread = { type: 'sent'; id: number; outcomes: PushOutcome[] } | { type: 'closed' };
