@@ -145,7 +145,11 @@ async function main() {
     console.log(`round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}`);
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
-  const median = (xs: number[]) => percentile([...xs].sort((a, b) => a - b), 50);
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    const mid = Math.floor(s.length / 2);
+    return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+  };
   const ratios = results.map((r) => r.pipeline / r.bare);
 
   console.log(`\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2, median of ${rounds} rounds\n`);
