@@ -76,7 +76,9 @@ export function fanoutProcessor(deps: {
       let seq = n.fanout_seq;
       let pages = 0;
       for (;;) {
-        const page = await deps.delivery.pageDeliverable(n.app_id, filters, cursor, deps.pageSize, now);
+        // The first page is one batch, so the first pushes leave without waiting for a full page.
+        const limit = pages === 0 ? Math.min(deps.batchSize, deps.pageSize) : deps.pageSize;
+        const page = await deps.delivery.pageDeliverable(n.app_id, filters, cursor, limit, now);
         if (page.length === 0) break;
         const batches = cutBatches(notificationId, generation, page, seq, deps.batchSize);
         const last = page[page.length - 1]!.id;
@@ -88,7 +90,7 @@ export function fanoutProcessor(deps: {
         cursor = last;
         seq += batches.length;
         pages++;
-        if (page.length < deps.pageSize) break;
+        if (page.length < limit) break;
       }
       await deps.delivery.markFanoutDone(notificationId, generation);
       log.info({ pages, batches: seq }, 'fan-out done');
