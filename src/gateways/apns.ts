@@ -22,17 +22,16 @@
  *   other — a client whose session was destroyed by a connection error never calls back (it calls
  *   session.close() on a destroyed session), which would leave the other connections open.
  * - node-apn opens a stream per recipient all at once (Promise.allSettled over the list). We hand it
- *   chunks of up to `CHUNK` tokens per `send` call, which spreads node-apn's per-call work (headers,
- *   result lists) over the chunk, and a Limiter shared by all sends of this gateway admits
- *   `maxInFlight / chunk size` chunks at once, so at most `maxInFlight` streams are open however many
- *   batches arrive together.
+ *   a chunk of tokens per `send` call through a ChunkedLimiter shared by all sends of this gateway,
+ *   which spreads node-apn's per-call work (headers, result lists) over the chunk and keeps at most
+ *   `maxInFlight` streams open however many batches arrive together.
  */
 import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
 import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
 import type { Logger } from '../logger.js';
 import type { ApnsCredentials } from './credentials.js';
-import { chunked, chunkPlan, Drain, Limiter, mapLimited } from './limiter.js';
+import { ChunkedLimiter, Drain } from './limiter.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
@@ -65,17 +64,13 @@ interface ApnFailure {
 
 const HEX_TOKEN = /^[0-9a-fA-F]+$/;
 
-/** Tokens per node-apn `send` call; small, so a slow stream holds few other streams' slots. */
-const CHUNK = 10;
-
 /** How long close() waits for a node-apn connection to report it has closed (see the header comment). */
 const SHUTDOWN_GRACE_MS = 2000;
 
 export class ApnsGateway implements PushGateway {
   private readonly providers: Provider[];
   private nextProvider = 0;
-  private readonly limiter: Limiter;
-  private readonly chunkSize: number;
+  private readonly limiter: ChunkedLimiter;
   private readonly drain = new Drain();
   private closing: Promise<void> | undefined;
 
@@ -83,9 +78,7 @@ export class ApnsGateway implements PushGateway {
     const { host, port } = parseOrigin(options.origin);
     const clientCount = options.clientCount ?? 2;
     if (!Number.isInteger(clientCount) || clientCount < 1) throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
-    const { chunkSize, slots } = chunkPlan(options.maxInFlight ?? 200, CHUNK);
-    this.chunkSize = chunkSize;
-    this.limiter = new Limiter(slots); // counts chunks
+    this.limiter = new ChunkedLimiter(options.maxInFlight ?? 200);
     this.providers = Array.from(
       { length: clientCount },
       () =>
@@ -129,7 +122,7 @@ export class ApnsGateway implements PushGateway {
       else outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
     });
 
-    await mapLimited(this.limiter, chunked(sendable, this.chunkSize), async (indexes) => {
+    await this.limiter.run(sendable, async (indexes) => {
       const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
       const answers = await this.attempt(provider, note, indexes.map((i) => (targets[i] as PushTarget).token));
       const refresh: number[] = [];

@@ -19,7 +19,7 @@ import type { Logger } from '../logger.js';
 import type { FcmServiceAccount } from './credentials.js';
 import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
-import { chunked, chunkPlan, Drain, Limiter, mapLimited } from './limiter.js';
+import { ChunkedLimiter, Drain } from './limiter.js';
 import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
@@ -38,14 +38,10 @@ export interface FcmGatewayOptions {
   log?: Logger;
 }
 
-/** Tokens per limiter slot (see chunked() in ./limiter.ts). */
-const CHUNK = 10;
-
 export class FcmGateway implements PushGateway {
   private readonly http: Http2Origin;
   private readonly tokens: AccessTokenCache;
-  private readonly limiter: Limiter;
-  private readonly chunkSize: number;
+  private readonly limiter: ChunkedLimiter;
   private readonly drain = new Drain();
   private readonly path: string;
   private readonly timeoutMs: number;
@@ -54,9 +50,7 @@ export class FcmGateway implements PushGateway {
   constructor(private readonly options: FcmGatewayOptions) {
     this.http = new Http2Origin(options.origin);
     this.tokens = new AccessTokenCache(new ServiceAccountTokenCredential(options.serviceAccount, { tokenUrl: options.tokenUrl }));
-    const { chunkSize, slots } = chunkPlan(options.maxInFlight ?? 100, CHUNK);
-    this.chunkSize = chunkSize;
-    this.limiter = new Limiter(slots); // counts chunks of chunkSize streams
+    this.limiter = new ChunkedLimiter(options.maxInFlight ?? 100);
     this.path = `/v1/projects/${encodeURIComponent(options.serviceAccount.project_id)}/messages:send`;
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
   }
@@ -91,7 +85,7 @@ export class FcmGateway implements PushGateway {
           this.sendOne(encode((targets[i] as PushTarget).token)).then(settle, (err: Error) => settle({ kind: 'retry', reason: `internal: ${err.message}` }));
         }
       });
-    await mapLimited(this.limiter, chunked(targets.map((_, i) => i), this.chunkSize), sendChunk);
+    await this.limiter.run(targets.map((_, i) => i), sendChunk);
     return targets.map((t, i) => ({ deviceId: t.deviceId, outcome: outcomes[i] as PushOutcome }));
   }
 

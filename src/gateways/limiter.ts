@@ -65,20 +65,25 @@ export async function mapLimited<T, R>(limiter: Limiter, items: readonly T[], ta
 }
 
 /**
- * Splits `indexes` into runs of `size`. Gateways send a chunk per limiter slot (the slot standing for
- * `size` streams): per-token promise and closure churn through the limiter costs more CPU than the
- * HTTP/2 request at thousands of pushes a second.
+ * Bounds the streams a gateway has open by admitting tokens in chunks: each Limiter slot stands for a
+ * chunk of up to `chunkSize` tokens. Per-token promise and closure churn through the limiter cost more
+ * CPU than the HTTP/2 request itself at thousands of pushes a second; per chunk it is small.
  */
-export function chunked(indexes: readonly number[], size: number): number[][] {
-  const chunks: number[][] = [];
-  for (let i = 0; i < indexes.length; i += size) chunks.push(indexes.slice(i, i + size));
-  return chunks;
-}
+export class ChunkedLimiter {
+  readonly chunkSize: number;
+  private readonly limiter: Limiter;
 
-/** Tokens per limiter slot, and slots for a bound of `maxInFlight` streams (at least one of each). */
-export function chunkPlan(maxInFlight: number, preferred: number): { chunkSize: number; slots: number } {
-  const chunkSize = Math.max(1, Math.min(preferred, maxInFlight));
-  return { chunkSize, slots: Math.max(1, Math.floor(maxInFlight / chunkSize)) };
+  constructor(maxStreams: number, preferredChunk = 10) {
+    this.chunkSize = Math.max(1, Math.min(preferredChunk, maxStreams));
+    this.limiter = new Limiter(Math.max(1, Math.floor(maxStreams / this.chunkSize)));
+  }
+
+  /** Runs `send` for consecutive runs of `indexes`, never more than `maxStreams` indexes in flight. */
+  async run(indexes: readonly number[], send: (chunk: number[]) => Promise<void>): Promise<void> {
+    const chunks: number[][] = [];
+    for (let i = 0; i < indexes.length; i += this.chunkSize) chunks.push(indexes.slice(i, i + this.chunkSize));
+    await mapLimited(this.limiter, chunks, send);
+  }
 }
 
 /**
