@@ -14,13 +14,14 @@ import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { AppService } from '../src/services/apps.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../test/mocks/index.js';
 import { spawn } from 'node:child_process';
-import { arg, CA_PATH, benchDatabase, freePort, peakRssMb, percentile, printTable, startService, waitReady } from './lib/setup.js';
+import { arg, CA_PATH, benchDatabase, cpuMs, freePort, peakRssMb, percentile, printTable, startService, waitReady } from './lib/setup.js';
 
 const devices = Number(arg('devices', '200000'));
 const rounds = Number(arg('rounds', '3'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const BUNDLE = 'com.example.bench';
+const PAYLOAD = { alert: 'bench', badge: 1 };
 
 async function main() {
   const database = await benchDatabase('bench_fanout');
@@ -68,11 +69,15 @@ async function main() {
       process.exit(1);
     });
   }
+  // however the benchmark ends (an error included), it must not leave the service processes running
+  process.on('exit', () => {
+    for (const child of [api, ...workers]) if (child.exitCode === null) child.kill('SIGKILL');
+  });
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
   const post = (to: unknown) =>
-    fetch(`${base}/v6/notifications`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ notification: { to, payload: { alert: 'bench', badge: 1 } } }) });
+    fetch(`${base}/v6/notifications`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ notification: { to, payload: PAYLOAD } }) });
 
   // The pushes have all arrived when the last batches are still being recorded: let a round finish
   // before the next one starts, so the rounds do not overlap.
@@ -109,11 +114,12 @@ async function main() {
     apnsKey: apnsKey.credentials,
     fcmProject: sa.json.project_id,
     fcmAccessToken: oauth.access_token,
+    payload: PAYLOAD,
   };
 
   // (2) and (3), alternated for `rounds` rounds: this machine's speed drifts by tens of percent over a
   // minute, so each round compares the pipeline with the ceiling measured right after it.
-  const results: { pipeline: number; bare: number; firstMs: number }[] = [];
+  const results: { pipeline: number; bare: number; firstMs: number; workerUs: number; bareUs: number }[] = [];
   for (let round = 0; round < rounds; round++) {
     // (2) the whole pipeline to every device (a new notification each round)
     apns.resetStats();
@@ -128,21 +134,30 @@ async function main() {
       apns.onAccept = seen;
       fcm.onAccept = seen;
     });
+    const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
     const t0 = performance.now();
     const res = await post('*');
     if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
     const tEnd = await all;
+    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
     apns.onAccept = fcm.onAccept = undefined;
-    await waitSent((await res.json()) as { id: string });
+    const { id } = (await res.json()) as { id: string };
+    await waitSent({ id });
 
     // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
     apns.resetStats();
     fcm.resetStats();
-    const bare = await runBareClient(spec);
+    const bare = await runBareClient({ ...spec, notificationId: id }); // the same requests, byte for byte
     if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
-    const r = { pipeline: devices / ((tEnd - t0) / 1000), bare: bare.ok / (bare.ms / 1000), firstMs: firstAt - t0 };
+    const r = {
+      pipeline: devices / ((tEnd - t0) / 1000),
+      bare: bare.ok / (bare.ms / 1000),
+      firstMs: firstAt - t0,
+      workerUs: (workerCpu * 1000) / devices,
+      bareUs: (bare.cpuMs * 1000) / devices,
+    };
     results.push(r);
-    console.log(`round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}`);
+    console.log(`round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs`);
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
   const median = (xs: number[]) => {
@@ -159,14 +174,18 @@ async function main() {
     ['bare node:http2 pushes/s (ceiling)', median(results.map((r) => r.bare)).toFixed(0)],
     ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
     ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],
+    ['worker CPU per push, all threads (median)', `${median(results.map((r) => r.workerUs)).toFixed(0)} µs`],
+    ['bare client CPU per push, all threads (median)', `${median(results.map((r) => r.bareUs)).toFixed(0)} µs`],
     ['time to first push, 1-device audience, p50', `${percentile(firstPush, 50).toFixed(1)} ms`],
     ['time to first push, 1-device audience, p95', `${percentile(firstPush, 95).toFixed(1)} ms`],
     ['worker peak RSS', `${workerRss} MB`],
   ]);
 
   finishing = true;
-  api.kill('SIGTERM');
-  for (const w of workers) w.kill('SIGTERM');
+  // a graceful stop (it writes what --cpu-prof collected); whatever is still running after 10 s is killed on exit
+  const stopped = [api, ...workers].map((child) => new Promise((resolve) => child.once('exit', resolve)));
+  for (const child of [api, ...workers]) child.kill('SIGTERM');
+  await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
   await Promise.all([apns.close(), fcm.close()]);
   await db.close();
   await database.close();
@@ -174,15 +193,23 @@ async function main() {
 }
 
 /** The bare client runs in its own process, like the worker, so neither shares a core with the mocks. */
-function runBareClient(spec: object): Promise<{ ms: number; ok: number }> {
+function runBareClient(spec: object): Promise<{ ms: number; ok: number; cpuMs: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)], {
+    // BARE_NODE_ARGS: node flags for the bare client (--cpu-prof, to compare its profile with the worker's).
+    const nodeArgs = process.env.BARE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)], {
       env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`bare client exited ${code}`))));
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`bare client exited ${code}`));
+      // the last line is the result; anything before it is what BARE_NODE_ARGS made node print (--trace-gc)
+      const lines = out.trim().split('\n');
+      if (lines.length > 1) process.stderr.write(lines.slice(0, -1).join('\n') + '\n');
+      resolve(JSON.parse(lines.at(-1)!));
+    });
   });
 }
 

@@ -1,7 +1,12 @@
 /**
  * The ceiling's client, in a process of its own (as the worker is), so it does not share a core with the
- * mock gateways: `node --import tsx bench/lib/bare-client.ts <json spec>` prints `{"ms","ok"}`.
+ * mock gateways: `node --import tsx bench/lib/bare-client.ts <json spec>` prints `{"ms","ok","cpuMs"}`.
+ *
+ * It sends the same requests the pipeline sends — the headers node-apn and our FCM client put on the
+ * wire and the bodies of the production payload mapping for the same notification — so the two
+ * measurements differ only by the service around the HTTP/2 client, not by the work the mocks do.
  */
+import { fcmSendBodyEncoder, toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
 import { apnsJwt, bareSend } from './bare-http2.js';
 
 interface Spec {
@@ -12,23 +17,47 @@ interface Spec {
   apnsKey: { keyPem: string; keyId: string; teamId: string };
   fcmProject: string;
   fcmAccessToken: string;
+  payload: Record<string, unknown>;
+  notificationId: string;
 }
 
 const spec = JSON.parse(process.argv[2]!) as Spec;
 const jwt = apnsJwt(spec.apnsKey.keyPem, spec.apnsKey.keyId, spec.apnsKey.teamId);
 const token = (i: number) => Buffer.from(`${i}`.padStart(32, '0')).toString('hex');
+const apns = toApnsRequest(spec.payload, spec.notificationId);
+const apnsBody = JSON.stringify(apns.body);
+const fcmBody = fcmSendBodyEncoder(toFcmMessage(spec.payload, spec.notificationId));
 const half = Math.floor(spec.devices / 2);
 const start = performance.now();
+const cpuStart = process.cpuUsage();
 const [a, f] = await Promise.all([
   bareSend(
-    { origin: spec.apnsOrigin, path: (i) => `/3/device/${token(i)}`, headers: { authorization: `bearer ${jwt}`, 'apns-topic': spec.topic, 'apns-push-type': 'alert' }, body: () => '{"aps":{"alert":"bench","badge":1}}' },
+    {
+      origin: spec.apnsOrigin,
+      path: (i) => `/3/device/${token(i)}`,
+      headers: {
+        ':scheme': 'https',
+        ':authority': new URL(spec.apnsOrigin).hostname,
+        'apns-priority': String(apns.headers['apns-priority']),
+        'apns-topic': spec.topic,
+        'apns-push-type': apns.headers['apns-push-type'],
+        authorization: `bearer ${jwt}`,
+      },
+      body: () => apnsBody,
+    },
     half,
     { sessions: 2, window: 200 },
   ),
   bareSend(
-    { origin: spec.fcmOrigin, path: () => `/v1/projects/${spec.fcmProject}/messages:send`, headers: { authorization: `Bearer ${spec.fcmAccessToken}` }, body: (i) => JSON.stringify({ message: { token: token(i), data: { alert: 'bench' }, android: { priority: 'high', notification: { body: 'bench' } } } }) },
+    {
+      origin: spec.fcmOrigin,
+      path: () => `/v1/projects/${spec.fcmProject}/messages:send`,
+      headers: { authorization: `Bearer ${spec.fcmAccessToken}`, 'content-type': 'application/json; charset=UTF-8', accept: 'application/json' },
+      body: (i) => fcmBody(token(i)),
+    },
     spec.devices - half,
     { sessions: 2, window: 200 },
   ),
 ]);
-process.stdout.write(JSON.stringify({ ms: performance.now() - start, ok: a.ok + f.ok }) + '\n');
+const cpu = process.cpuUsage(cpuStart); // all threads, GC helpers included
+process.stdout.write(JSON.stringify({ ms: performance.now() - start, ok: a.ok + f.ok, cpuMs: (cpu.user + cpu.system) / 1000 }) + '\n');

@@ -23,7 +23,7 @@ export async function bareSend(target: BareTarget, count: number, opts: { sessio
       const i = next++;
       if (i >= count) return;
       const status = await new Promise<number>((resolve, reject) => {
-        const req = session.request({ ':method': 'POST', ':path': target.path(i), 'content-type': 'application/json', ...target.headers });
+        const req = session.request({ ':method': 'POST', ':path': target.path(i), ...target.headers });
         let code = 0;
         req.on('response', (h) => (code = Number(h[':status'])));
         req.on('data', () => undefined);
