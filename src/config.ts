@@ -19,9 +19,9 @@ const envSchema = z.object({
   GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
   GEOIP_DB_PATH: z.string().optional(),
   DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
-  DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(1000),
+  DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000),
   // Devices read per fan-out page (one query, one checkpoint); each page is cut into batches of DELIVERY_BATCH_SIZE.
-  FANOUT_PAGE_SIZE: z.coerce.number().int().min(1).max(50000).default(5000),
+  FANOUT_PAGE_SIZE: z.coerce.number().int().min(1).max(50000).default(10000),
   // Requests in flight per gateway connection pool (APNs allows 1000 streams per connection; FCM similar).
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(5000).default(200),
   // Worker threads that run the gateways (HTTP/2 to APNs and FCM); 0 runs them on the worker's main thread.
