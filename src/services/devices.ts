@@ -16,6 +16,9 @@ import { ErasedError, NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import { normaliseIp, type GeoIp } from '../geoip.js';
 
+/** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
+export const USER_ERASE_LIMIT = 10;
+
 /** A device with its custom attributes and event aggregates. */
 export interface DeviceDetails {
   device: Device;
@@ -97,6 +100,19 @@ export class DeviceService {
       if (!current) throw new NotFoundError('device');
       if (current.erased_at) return this.details(trx, current);
       return this.details(trx, await this.devices.erase(trx, id));
+    });
+  }
+
+  /**
+   * DELETE /users/:id/devices: erases up to USER_ERASE_LIMIT of the user's live devices (in id order) and
+   * says how many are left, so a client calls again until none remain. 404 when the user has none.
+   */
+  async eraseUser(appId: string, userId: string): Promise<{ erased: string[]; remaining: number }> {
+    return this.db.transaction().execute(async (trx) => {
+      const devices = await this.devices.lockUserDevices(trx, appId, userId, 'update', USER_ERASE_LIMIT);
+      if (devices.length === 0) throw new NotFoundError('user');
+      for (const d of devices) await this.devices.erase(trx, d.id);
+      return { erased: devices.map((d) => d.id), remaining: await this.devices.countUserDevices(trx, appId, userId) };
     });
   }
 

@@ -123,4 +123,26 @@ describe('events and users', () => {
     expect(nothing.statusCode).toBe(422);
     expect((await call(h, 'PUT', '/v6/users/x', app.keys.write, { users: {} })).statusCode).toBe(400);
   });
+
+  it('DELETE /users/:id/devices erases the user\'s devices ten a call, in id order, and says how many remain', async () => {
+    const mine = [];
+    for (let i = 0; i < 12; i++) mine.push(await register(h, app.keys.sdk, { platform: i % 2 ? 'ios' : 'android', user_id: 'leaver', locale: 'lv_LV' }));
+    const other = await register(h, app.keys.sdk, { platform: 'ios', user_id: 'stayer', locale: 'lv_LV' });
+    const ids = mine.map((d) => d.id).sort();
+
+    expect((await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.sdk)).statusCode).toBe(403); // the SDK key cannot erase
+    const first = await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.write);
+    expect(first.statusCode, first.body).toBe(200);
+    expect(first.json()).toEqual({ user: { user_id: 'leaver', devices: ids.slice(0, 10).map((id) => ({ id, status: 'erased' })), remaining: 2 } });
+    const erased = await h.db.db.selectFrom('devices').select(['id', 'user_id', 'locale']).where('id', 'in', ids.slice(0, 10)).where('erased_at', 'is not', null).execute();
+    expect(erased).toHaveLength(10);
+    expect(erased.every((d) => d.user_id === null && d.locale === null)).toBe(true);
+    expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'locale', criteria: ['lv_LV'] }])).toBe(3);
+
+    const second = (await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.write)).json();
+    expect(second.user.devices.map((d: { id: string }) => d.id)).toEqual(ids.slice(10));
+    expect(second.user.remaining).toBe(0);
+    expect((await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.write)).statusCode).toBe(404);
+    expect((await call(h, 'GET', `/v6/devices/${other.id}`, app.keys.read)).json().device).toMatchObject({ user_id: 'stayer', erased_at: null });
+  });
 });

@@ -66,6 +66,7 @@ export const AUTH_ROUTES: AuthRoute[] = [
     body: () => ({ user: { custom: { level: { type: 'integer', value: 3 } } } }),
   },
   { method: 'POST', path: '/v6/users/:userId/events', permission: 'device', success: 202, body: () => ({ events: [{ name: 'purchase' }] }) },
+  { method: 'DELETE', path: '/v6/users/:userId/devices', permission: 'write', success: 200, fresh: true },
 ];
 
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */

@@ -82,15 +82,27 @@ export class DevicesRepository {
   }
 
   /** The live devices of a user, locked in id order (a fixed order, so concurrent user updates cannot deadlock). */
-  async lockUserDevices(db: Db, appId: string, userId: string, mode: 'update' | 'share'): Promise<Device[]> {
-    const q = db
+  async lockUserDevices(db: Db, appId: string, userId: string, mode: 'update' | 'share', limit?: number): Promise<Device[]> {
+    let q = db
       .selectFrom('devices')
       .selectAll()
       .where('app_id', '=', appId)
       .where('user_id', '=', userId)
       .where('erased_at', 'is', null)
       .orderBy('id');
+    if (limit !== undefined) q = q.limit(limit);
     return (mode === 'update' ? q.forUpdate() : q.forShare()).execute();
+  }
+
+  async countUserDevices(db: Db, appId: string, userId: string): Promise<number> {
+    const r = await db
+      .selectFrom('devices')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('app_id', '=', appId)
+      .where('user_id', '=', userId)
+      .where('erased_at', 'is', null)
+      .executeTakeFirstOrThrow();
+    return Number(r.n);
   }
 
   /** Sets the columns and registered_at; `fillCountry` becomes the country only where there is none. */

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.js';
 import { requirePermission } from '../auth.js';
+import { USER_ERASE_LIMIT } from '../../services/devices.js';
 import { callerOf, eventsBody } from './devices.js';
 
 const userParams = z.object({ user_id: z.string().min(1).max(255) });
@@ -14,6 +15,7 @@ const userBody = z.object(
 export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
     const device = requirePermission(ctx.repos.keys, 'device');
+    const write = requirePermission(ctx.repos.keys, 'write'); // erasing is a backend's act, as for one device
 
     app.put(
       '/v6/users/:user_id',
@@ -22,6 +24,18 @@ export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         const r = await ctx.services.devices.updateUser(request.principal.appId, request.params.user_id, request.body.user);
         if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
         return { user: { user_id: request.params.user_id, device_count: r.deviceCount }, dropped: r.dropped };
+      },
+    );
+
+    app.delete(
+      '/v6/users/:user_id/devices',
+      {
+        onRequest: write,
+        schema: { tags: ['users'], summary: `Erase a user's devices, at most ${USER_ERASE_LIMIT} a call; call again while some remain`, params: userParams },
+      },
+      async (request) => {
+        const { erased, remaining } = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id);
+        return { user: { user_id: request.params.user_id, devices: erased.map((id) => ({ id, status: 'erased' })), remaining } };
       },
     );
 
