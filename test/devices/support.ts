@@ -3,7 +3,7 @@ import type { Filter } from '../../src/domain/filters.js';
 import { basic, type Harness } from '../helpers/harness.js';
 
 /** HTTP helpers for the device API tests: JSON in, the real server, a Basic credential. */
-export type Method = 'GET' | 'POST' | 'PUT';
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
 export function call(h: Harness, method: Method, url: string, key: string, body?: unknown, headers: Record<string, string> = {}) {
   return h.server.inject({
