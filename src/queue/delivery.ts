@@ -75,7 +75,7 @@ export function deliveryProcessor(deps: {
     const summary = summarise(results);
     // one increment per outcome and batch, not per push
     const counts = { ok: summary.succeeded.length, invalid_token: summary.invalidated.length, failed: summary.failed.length, retry: summary.retry.length };
-    for (const [outcome, n] of Object.entries(counts)) if (n > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, n);
+    for (const [outcome, count] of Object.entries(counts)) if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
     const finalAttempt = job.attemptsMade + 1 >= deps.maxAttempts;
     const { done } = await deps.delivery.recordAttempt(batch, summary, finalAttempt);
     log.info(
