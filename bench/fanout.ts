@@ -59,10 +59,11 @@ async function main() {
   };
   const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
   // WORKER_NODE_ARGS: other node flags for the worker process (heap limits, --cpu-prof), to measure their effect.
-  const workerArgs = process.env.WORKER_NODE_ARGS?.split(' ').filter(Boolean);
+  const workerArgs = nodeArgsFromEnv('WORKER_NODE_ARGS');
   const workers = Array.from({ length: Number(arg('workers', '1')) }, () => startService({ ...common, ROLE: 'worker' }, workerArgs));
+  const services = [api, ...workers];
   let finishing = false;
-  for (const child of [api, ...workers]) {
+  for (const child of services) {
     child.on('exit', (code) => {
       if (finishing) return;
       console.error(`a service process exited early (code ${code}); see its output above`);
@@ -71,7 +72,7 @@ async function main() {
   }
   // however the benchmark ends (an error included), it must not leave the service processes running
   process.on('exit', () => {
-    for (const child of [api, ...workers]) if (child.exitCode === null) child.kill('SIGKILL');
+    for (const child of services) if (child.exitCode === null) child.kill('SIGKILL');
   });
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
@@ -183,8 +184,8 @@ async function main() {
 
   finishing = true;
   // a graceful stop (it writes what --cpu-prof collected); whatever is still running after 10 s is killed on exit
-  const stopped = [api, ...workers].map((child) => new Promise((resolve) => child.once('exit', resolve)));
-  for (const child of [api, ...workers]) child.kill('SIGTERM');
+  const stopped = services.map((child) => new Promise((resolve) => child.once('exit', resolve)));
+  for (const child of services) child.kill('SIGTERM');
   await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
   await Promise.all([apns.close(), fcm.close()]);
   await db.close();
@@ -192,12 +193,16 @@ async function main() {
   process.exit(0);
 }
 
+/** Node flags from an environment variable (space-separated), or undefined when it is not set. */
+function nodeArgsFromEnv(name: string): string[] | undefined {
+  return process.env[name]?.split(' ').filter(Boolean);
+}
+
 /** The bare client runs in its own process, like the worker, so neither shares a core with the mocks. */
 function runBareClient(spec: object): Promise<{ ms: number; ok: number; cpuMs: number }> {
   return new Promise((resolve, reject) => {
     // BARE_NODE_ARGS: node flags for the bare client (--cpu-prof, to compare its profile with the worker's).
-    const nodeArgs = process.env.BARE_NODE_ARGS?.split(' ').filter(Boolean) ?? [];
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)], {
+    const child = spawn(process.execPath, [...(nodeArgsFromEnv('BARE_NODE_ARGS') ?? []), '--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)], {
       env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
