@@ -89,7 +89,13 @@ async function main() {
 async function ensureSeeded(pool: import('pg').Pool, db: import('../src/db/database.js').Db): Promise<string> {
   await pool.query('create table if not exists bench_seed (devices int, seed int, generator int, app_id uuid)');
   const seeded = (await pool.query('select * from bench_seed')).rows[0];
-  if (seeded && !process.argv.includes('--reseed') && seeded.devices === DEVICES && seeded.seed === SEED && seeded.generator === GENERATOR_VERSION) {
+  if (
+    seeded &&
+    !process.argv.includes('--reseed') &&
+    seeded.devices === DEVICES &&
+    seeded.seed === SEED &&
+    seeded.generator === GENERATOR_VERSION
+  ) {
     return seeded.app_id as string;
   }
   await pool.query('truncate bench_seed');
@@ -120,29 +126,67 @@ async function crossCheck(db: import('../src/db/database.js').Db, repo: DevicesR
       await sql`set local enable_indexscan = off; set local enable_bitmapscan = off; set local enable_indexonlyscan = off`.execute(trx);
       return f(trx);
     });
-  const n = async (trx: import('../src/db/database.js').Db, query: ReturnType<typeof sql<{ n: number }>>) => Number((await query.execute(trx)).rows[0]!.n);
+  const n = async (trx: import('../src/db/database.js').Db, query: ReturnType<typeof sql<{ n: number }>>) =>
+    Number((await query.execute(trx)).rows[0]!.n);
   const checks: [string, Filter[], () => Promise<number>][] = [
-    ['locale', CASES[0]!.filters, () => seqScan((t) => n(t, sql`select count(*) as n from devices where app_id = ${appId} and erased_at is null and locale = 'fr_FR'`))],
+    [
+      'locale',
+      CASES[0]!.filters,
+      () => seqScan((t) => n(t, sql`select count(*) as n from devices where app_id = ${appId} and erased_at is null and locale = 'fr_FR'`)),
+    ],
     [
       'custom string',
       CASES[3]!.filters,
-      () => seqScan((t) => n(t, sql`select count(distinct d.id) as n from devices d join device_attributes a on a.device_id = d.id where d.app_id = ${appId} and d.erased_at is null and a.name = 'plan' and a.type = 'string' and a.str_value = 'premium'`)),
+      () =>
+        seqScan((t) =>
+          n(
+            t,
+            sql`select count(distinct d.id) as n from devices d join device_attributes a on a.device_id = d.id where d.app_id = ${appId} and d.erased_at is null and a.name = 'plan' and a.type = 'string' and a.str_value = 'premium'`,
+          ),
+        ),
     ],
     [
       'event in the last 7 days',
       CASES[5]!.filters,
-      () => seqScan((t) => n(t, sql`select count(*) as n from devices d join device_events e on e.device_id = d.id where d.app_id = ${appId} and d.erased_at is null and e.source = '' and e.name = 'app_open' and e.last_happened_at >= ${new Date(NOW.getTime() - 7 * 86_400_000).toISOString()}::timestamptz`)),
+      () =>
+        seqScan((t) =>
+          n(
+            t,
+            sql`select count(*) as n from devices d join device_events e on e.device_id = d.id where d.app_id = ${appId} and d.erased_at is null and e.source = '' and e.name = 'app_open' and e.last_happened_at >= ${new Date(NOW.getTime() - 7 * 86_400_000).toISOString()}::timestamptz`,
+          ),
+        ),
     ],
     [
       'negation (not plan free)',
       CASES[10]!.filters,
-      () => seqScan((t) => n(t, sql`select count(*) as n from devices d where d.app_id = ${appId} and d.erased_at is null and not exists (select 1 from device_attributes a where a.device_id = d.id and a.name = 'plan' and a.type = 'string' and a.str_value = 'free')`)),
+      () =>
+        seqScan((t) =>
+          n(
+            t,
+            sql`select count(*) as n from devices d where d.app_id = ${appId} and d.erased_at is null and not exists (select 1 from device_attributes a where a.device_id = d.id and a.name = 'plan' and a.type = 'string' and a.str_value = 'free')`,
+          ),
+        ),
     ],
   ];
-  const located = (await sql<{ lat: number; lng: number }>`select coalesce(sdk_latitude, ip_latitude) as lat, coalesce(sdk_longitude, ip_longitude) as lng from devices where app_id = ${appId} and erased_at is null and coalesce(sdk_latitude, ip_latitude) is not null`.execute(db)).rows;
-  checks.push(['distance (JS haversine over every row)', CASES[6]!.filters, async () => located.filter((p) => haversine(PARIS.latitude, PARIS.longitude, p.lat, p.lng) <= 50_000).length]);
+  const located = (
+    await sql<{
+      lat: number;
+      lng: number;
+    }>`select coalesce(sdk_latitude, ip_latitude) as lat, coalesce(sdk_longitude, ip_longitude) as lng from devices where app_id = ${appId} and erased_at is null and coalesce(sdk_latitude, ip_latitude) is not null`.execute(
+      db,
+    )
+  ).rows;
+  checks.push([
+    'distance (JS haversine over every row)',
+    CASES[6]!.filters,
+    async () => located.filter((p) => haversine(PARIS.latitude, PARIS.longitude, p.lat, p.lng) <= 50_000).length,
+  ]);
   const ring = BENELUX.map((p) => [micro(p.longitude), micro(p.latitude)] as [bigint, bigint]);
-  checks.push(['polygon (JS point-in-polygon over every row)', CASES[7]!.filters, async () => located.filter((p) => inPolygon(micro(p.lng), micro(p.lat), ring)).length]);
+  checks.push([
+    'polygon (JS point-in-polygon over every row)',
+    CASES[7]!.filters,
+    async () => located.filter((p) => inPolygon(micro(p.lng), micro(p.lat), ring)).length,
+  ]);
   for (const [label, filters, brute] of checks) {
     const [ours, expected] = [await repo.countAudience(appId, filters, { now: NOW }), await brute()];
     console.log(`  ${ours === expected ? 'ok  ' : 'DIFF'} ${label}: ${ours.toLocaleString('en')} = ${expected.toLocaleString('en')}`);

@@ -78,7 +78,11 @@ async function main() {
   await waitReady(`${base}/ready`);
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
   const post = (to: unknown) =>
-    fetch(`${base}/v6/notifications`, { method: 'POST', headers: { authorization: auth, 'content-type': 'application/json' }, body: JSON.stringify({ notification: { to, payload: PAYLOAD } }) });
+    fetch(`${base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
+    });
 
   // The pushes have all arrived when the last batches are still being recorded: let a round finish
   // before the next one starts, so the rounds do not overlap.
@@ -158,7 +162,9 @@ async function main() {
       bareUs: (bare.cpuMs * 1000) / devices,
     };
     results.push(r);
-    console.log(`round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs`);
+    console.log(
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs`,
+    );
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
   const median = (xs: number[]) => {
@@ -168,7 +174,9 @@ async function main() {
   };
   const ratios = results.map((r) => r.pipeline / r.bare);
 
-  console.log(`\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2, median of ${rounds} rounds\n`);
+  console.log(
+    `\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2, median of ${rounds} rounds\n`,
+  );
   printTable([
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],
     ['pipeline: POST -> first push (full audience)', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
@@ -202,10 +210,14 @@ function nodeArgsFromEnv(name: string): string[] | undefined {
 function runBareClient(spec: object): Promise<{ ms: number; ok: number; cpuMs: number }> {
   return new Promise((resolve, reject) => {
     // BARE_NODE_ARGS: node flags for the bare client (--cpu-prof, to compare its profile with the worker's).
-    const child = spawn(process.execPath, [...(nodeArgsFromEnv('BARE_NODE_ARGS') ?? []), '--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)], {
-      env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      [...(nodeArgsFromEnv('BARE_NODE_ARGS') ?? []), '--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)],
+      {
+        env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.on('exit', (code) => {

@@ -18,7 +18,8 @@ if (name && !BENCHES.includes(name)) {
   process.exit(2);
 }
 // Benchmarks run the service as production does: compiled to dist/.
-let status = spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' }).status ?? 1;
+let status =
+  spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' }).status ?? 1;
 for (const bench of name ? [name] : BENCHES) status ||= run(bench, name ? rest : []);
 
 process.exit(status);

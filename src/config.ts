@@ -9,10 +9,17 @@ const envSchema = z.object({
   DATABASE_URL: z.string().url().optional(),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
   REDIS_URL: z.string().url().optional(),
-  QUEUE_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).default('pushd'),
+  QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .default('pushd'),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(1024 * 1024),
   APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
   APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
   FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),

@@ -12,7 +12,11 @@ export interface DatabaseRuntime {
 }
 
 /** Connects to DATABASE_URL, or starts the embedded PostgreSQL under DATA_DIR; applies migrations. */
-export async function openDatabaseRuntime(config: Config, log: Logger, opts: { migrate: boolean } = { migrate: true }): Promise<DatabaseRuntime> {
+export async function openDatabaseRuntime(
+  config: Config,
+  log: Logger,
+  opts: { migrate: boolean } = { migrate: true },
+): Promise<DatabaseRuntime> {
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {

@@ -77,14 +77,50 @@ export const CITIES: [string, number, number, string, string, string][] = [
   ['Delhi', 28.7041, 77.1025, 'IN', 'hi_IN', 'Asia/Kolkata'],
 ];
 
-const IOS_MODELS = ['iPhone15,2', 'iPhone14,5', 'iPhone16,1', 'iPhone13,2', 'iPhone14,7', 'iPhone12,1', 'iPhone16,2', 'iPhone15,4', 'iPhone11,8', 'iPad13,1'];
-const ANDROID_MODELS = ['SM-S918B', 'Pixel 8', 'SM-A546B', 'Pixel 7a', 'Redmi Note 12', 'SM-G991B', 'CPH2581', 'moto g84', 'Pixel 6', 'SM-A145F', 'M2101K6G', '2201117TG'];
+const IOS_MODELS = [
+  'iPhone15,2',
+  'iPhone14,5',
+  'iPhone16,1',
+  'iPhone13,2',
+  'iPhone14,7',
+  'iPhone12,1',
+  'iPhone16,2',
+  'iPhone15,4',
+  'iPhone11,8',
+  'iPad13,1',
+];
+const ANDROID_MODELS = [
+  'SM-S918B',
+  'Pixel 8',
+  'SM-A546B',
+  'Pixel 7a',
+  'Redmi Note 12',
+  'SM-G991B',
+  'CPH2581',
+  'moto g84',
+  'Pixel 6',
+  'SM-A145F',
+  'M2101K6G',
+  '2201117TG',
+];
 const IOS_VERSIONS = ['17.5.1', '17.4', '18.0', '16.7.8', '18.1', '17.2', '15.8'];
 const ANDROID_VERSIONS = ['14', '13', '12', '11', '15', '10'];
 const APP_VERSIONS = ['3.2.0', '3.1.4', '3.1.0', '3.0.2', '2.9.9', '2.9.0', '2.8.1', '2.5.0'];
 const SDK_VERSIONS = ['6.1.0', '6.0.3', '5.9.1', '5.8.0'];
 const PLANS = ['free', 'premium', 'pro', 'enterprise'];
-export const TAGS = ['news', 'sports', 'deals', 'beta', 'music', 'weather', 'premium', 'travel', 'food', 'tech', ...Array.from({ length: 190 }, (_, i) => `topic_${i}`)];
+export const TAGS = [
+  'news',
+  'sports',
+  'deals',
+  'beta',
+  'music',
+  'weather',
+  'premium',
+  'travel',
+  'food',
+  'tech',
+  ...Array.from({ length: 190 }, (_, i) => `topic_${i}`),
+];
 
 export interface SeedDevice {
   id: string;
@@ -109,7 +145,16 @@ export interface SeedDevice {
   ip_address: string;
   created_at: Date;
   registered_at: Date;
-  attributes: { name: string; type: string; position: number; is_array: boolean; str: string | null; num: number | null; date: Date | null; bool: boolean | null }[];
+  attributes: {
+    name: string;
+    type: string;
+    position: number;
+    is_array: boolean;
+    str: string | null;
+    num: number | null;
+    date: Date | null;
+    bool: boolean | null;
+  }[];
   events: { source: string; name: string; count: number; first: Date; last: Date }[];
 }
 
@@ -156,7 +201,10 @@ export function deviceGenerator(seed: number, now: Date) {
     if (r() < 0.5) attr('ltv', 'float', [Math.round(Math.exp(gauss() * 1.2 + 3) * 100) / 100]);
     if (r() < 0.3) attr('last_purchase', 'date', [new Date(t0 - Math.floor(r() * 365 * DAY))]);
     if (r() < 0.8) attr('newsletter', 'boolean', [r() < 0.4]);
-    if (r() < 0.25) attr('favorite_teams', 'string', [...new Set(Array.from({ length: 1 + Math.floor(r() * 3) }, () => `team_${Math.floor(r() * r() * 100)}`))]);
+    if (r() < 0.25)
+      attr('favorite_teams', 'string', [
+        ...new Set(Array.from({ length: 1 + Math.floor(r() * 3) }, () => `team_${Math.floor(r() * r() * 100)}`)),
+      ]);
     if (r() < 0.4) attr('level', 'integer', [1 + Math.floor(r() * r() * 100)]);
 
     const events: SeedDevice['events'] = [];

@@ -10,7 +10,14 @@ import { deviceGenerator, type SeedDevice } from './audience-data.js';
 const TABLES = ['devices', 'device_attributes', 'device_events', 'device_tags'];
 const CHUNK = 5000;
 
-export async function loadDevices(pool: pg.Pool, appId: string, count: number, seed: number, now: Date, log: (s: string) => void): Promise<void> {
+export async function loadDevices(
+  pool: pg.Pool,
+  appId: string,
+  count: number,
+  seed: number,
+  now: Date,
+  log: (s: string) => void,
+): Promise<void> {
   const client = await pool.connect();
   try {
     const indexes = await client.query<{ name: string; def: string }>(
@@ -31,7 +38,10 @@ export async function loadDevices(pool: pg.Pool, appId: string, count: number, s
     }
     await client.query('set session_replication_role = origin').catch(() => undefined);
     // With triggers off (replica role) the tag rows are written here, as the trigger would.
-    await client.query(`insert into device_tags (device_id, app_id, tag) select distinct id, app_id, unnest(tags) from devices where app_id = $1 on conflict do nothing`, [appId]);
+    await client.query(
+      `insert into device_tags (device_id, app_id, tag) select distinct id, app_id, unnest(tags) from devices where app_id = $1 on conflict do nothing`,
+      [appId],
+    );
     log(`  rows loaded in ${((Date.now() - started) / 1000).toFixed(0)} s; rebuilding ${indexes.rows.length} indexes`);
     const t = Date.now();
     for (const ix of indexes.rows) await client.query(ix.def);
@@ -109,6 +119,14 @@ async function insertChunk(client: pg.PoolClient, appId: string, devices: SeedDe
     `insert into device_events (device_id, app_id, source, name, count, first_happened_at, last_happened_at)
      select device_id, $1, source, name, count, first_at, last_at
      from unnest($2::uuid[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::timestamptz[]) as t(device_id, source, name, count, first_at, last_at)`,
-    [appId, events.map((e) => e.id), events.map((e) => e.source), events.map((e) => e.name), events.map((e) => e.count), events.map((e) => iso(e.first)), events.map((e) => iso(e.last))],
+    [
+      appId,
+      events.map((e) => e.id),
+      events.map((e) => e.source),
+      events.map((e) => e.name),
+      events.map((e) => e.count),
+      events.map((e) => iso(e.first)),
+      events.map((e) => iso(e.last)),
+    ],
   );
 }

@@ -52,7 +52,11 @@ const [a, f] = await Promise.all([
     {
       origin: spec.fcmOrigin,
       path: () => `/v1/projects/${spec.fcmProject}/messages:send`,
-      headers: { authorization: `Bearer ${spec.fcmAccessToken}`, 'content-type': 'application/json; charset=UTF-8', accept: 'application/json' },
+      headers: {
+        authorization: `Bearer ${spec.fcmAccessToken}`,
+        'content-type': 'application/json; charset=UTF-8',
+        accept: 'application/json',
+      },
       body: (i) => fcmBody(token(i)),
     },
     spec.devices - half,

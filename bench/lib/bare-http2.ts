@@ -12,7 +12,11 @@ export interface BareTarget {
   body: (i: number) => string;
 }
 
-export async function bareSend(target: BareTarget, count: number, opts: { sessions: number; window: number }): Promise<{ ms: number; ok: number }> {
+export async function bareSend(
+  target: BareTarget,
+  count: number,
+  opts: { sessions: number; window: number },
+): Promise<{ ms: number; ok: number }> {
   const sessions = Array.from({ length: opts.sessions }, () => http2.connect(target.origin));
   await Promise.all(sessions.map((s) => new Promise<void>((resolve, reject) => s.once('connect', () => resolve()).once('error', reject))));
   let next = 0;

@@ -38,7 +38,12 @@ async function readRequiredFile(path: string | undefined, option: string): Promi
   }
 }
 
-async function store(db: ConstructorParameters<typeof AppsRepository>[0], appId: string | undefined, platform: 'apns' | 'fcm', credentials: Record<string, unknown>) {
+async function store(
+  db: ConstructorParameters<typeof AppsRepository>[0],
+  appId: string | undefined,
+  platform: 'apns' | 'fcm',
+  credentials: Record<string, unknown>,
+) {
   if (!appId) throw new ValidationError('--app is required');
   const apps = new AppsRepository(db);
   const found = await apps.findById(appId).catch(() => undefined);

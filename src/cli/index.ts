@@ -43,7 +43,10 @@ async function run(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     options: Object.fromEntries(
-      ['bundle-id', 'name', 'app', 'role', 'key', 'key-file', 'key-id', 'team-id', 'topic', 'service-account'].map((o) => [o, { type: 'string' as const }]),
+      ['bundle-id', 'name', 'app', 'role', 'key', 'key-file', 'key-id', 'team-id', 'topic', 'service-account'].map((o) => [
+        o,
+        { type: 'string' as const },
+      ]),
     ),
   });
   const name = positionals.join(' ');
@@ -68,7 +71,11 @@ async function run(argv: string[]): Promise<number> {
 run(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    const expected = err instanceof UsageError || err instanceof DomainError || err instanceof ConfigError || (err as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
+    const expected =
+      err instanceof UsageError ||
+      err instanceof DomainError ||
+      err instanceof ConfigError ||
+      (err as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
     process.stderr.write(`error: ${(err as Error).message}\n`);
     process.exit(expected ? 2 : 1);
   },

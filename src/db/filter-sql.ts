@@ -12,7 +12,16 @@ import {
   type FilterTarget,
   type RangeCriterion,
 } from '../domain/filters.js';
-import { boundingBox, chordOfRadius, distanceInMeters, MICRODEGREES, polygonEdges, snapCoordinate, type Edge, type LatLng } from '../domain/geo.js';
+import {
+  boundingBox,
+  chordOfRadius,
+  distanceInMeters,
+  MICRODEGREES,
+  polygonEdges,
+  snapCoordinate,
+  type Edge,
+  type LatLng,
+} from '../domain/geo.js';
 import { isUuid } from './repositories/audiences.js';
 
 /**
@@ -96,7 +105,10 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
     case 'registered_at':
       return { pred: dateCriteria(sql.ref(`d.${attribute}`), criteria, ctx), nullable: false };
     case 'location':
-      return { pred: compileGeo(sql`coalesce(d.sdk_latitude, d.ip_latitude)`, sql`coalesce(d.sdk_longitude, d.ip_longitude)`, criteria), nullable: true };
+      return {
+        pred: compileGeo(sql`coalesce(d.sdk_latitude, d.ip_latitude)`, sql`coalesce(d.sdk_longitude, d.ip_longitude)`, criteria),
+        nullable: true,
+      };
     case 'sdk_location':
       return { pred: compileGeo(sql`d.sdk_latitude`, sql`d.sdk_longitude`, criteria), nullable: true };
     default:
@@ -165,11 +177,19 @@ export function compileCount(appId: string, filters: Filter[] | null, ctx: Compi
   const target = only && parseFilterName(only.name);
   const side = target ? sideCount(appId, target, only.criteria, ctx, live) : null;
   if (side) return sql<{ n: number }>`select ${only!.not_filter ? sql`${live} - ${side}` : side} as n`;
-  return sql<{ n: number }>`select count(*) as n from devices d where d.app_id = ${appId} and d.erased_at is null and ${compileFilters(filters, ctx)}`;
+  return sql<{
+    n: number;
+  }>`select count(*) as n from devices d where d.app_id = ${appId} and d.erased_at is null and ${compileFilters(filters, ctx)}`;
 }
 
 /** How many live devices a custom, tag or event filter matches, from its table alone; null for other filters. */
-function sideCount(appId: string, t: FilterTarget, criteria: Criterion[], ctx: CompileContext, live: RawBuilder<number>): RawBuilder<number> | null {
+function sideCount(
+  appId: string,
+  t: FilterTarget,
+  criteria: Criterion[],
+  ctx: CompileContext,
+  live: RawBuilder<number>,
+): RawBuilder<number> | null {
   if (t.type === 'custom') {
     // A scalar attribute is one row; only array elements can repeat a device, so only they are de-duplicated
     // (in their own subquery: PostgreSQL 16+ would otherwise sort every matching row for the DISTINCT).
@@ -194,7 +214,9 @@ function sideCount(appId: string, t: FilterTarget, criteria: Criterion[], ctx: C
 
 /** Distance and polygon criteria on one location (a pair of columns that are both set or both NULL). */
 function compileGeo(lat: Operand, lng: Operand, criteria: Criterion[]): Predicate {
-  return or(criteria.map((c) => (isPolygon(c) ? polygonPredicate(lat, lng, c.polygon) : distancePredicate(lat, lng, c as DistanceCriterion))));
+  return or(
+    criteria.map((c) => (isPolygon(c) ? polygonPredicate(lat, lng, c.polygon) : distancePredicate(lat, lng, c as DistanceCriterion))),
+  );
 }
 
 /**
@@ -278,15 +300,24 @@ const clampInt = (n: number) => Math.max(-SAFE, Math.min(SAFE, n));
 function integerCriteria(column: Operand, criteria: Criterion[]): Predicate {
   const int = (n: number) => sql`${String(clampInt(n))}::bigint`;
   const exact = criteria.filter((c): c is number => typeof c === 'number' && Number.isInteger(c));
-  const parts: Predicate[] = criteria.filter(isRange).map((r) =>
-    and([
-      ...(r.gt !== undefined ? [sql<SqlBool>`${column} > ${int(Math.floor(r.gt as number))}`] : []),
-      ...(r.gte !== undefined ? [sql<SqlBool>`${column} >= ${int(Math.ceil(r.gte as number))}`] : []),
-      ...(r.lt !== undefined ? [sql<SqlBool>`${column} < ${int(Math.ceil(r.lt as number))}`] : []),
-      ...(r.lte !== undefined ? [sql<SqlBool>`${column} <= ${int(Math.floor(r.lte as number))}`] : []),
-    ]),
-  );
-  if (exact.length) parts.push(anyOf(column, exact.map((n) => String(clampInt(n))), 'bigint'));
+  const parts: Predicate[] = criteria
+    .filter(isRange)
+    .map((r) =>
+      and([
+        ...(r.gt !== undefined ? [sql<SqlBool>`${column} > ${int(Math.floor(r.gt as number))}`] : []),
+        ...(r.gte !== undefined ? [sql<SqlBool>`${column} >= ${int(Math.ceil(r.gte as number))}`] : []),
+        ...(r.lt !== undefined ? [sql<SqlBool>`${column} < ${int(Math.ceil(r.lt as number))}`] : []),
+        ...(r.lte !== undefined ? [sql<SqlBool>`${column} <= ${int(Math.floor(r.lte as number))}`] : []),
+      ]),
+    );
+  if (exact.length)
+    parts.push(
+      anyOf(
+        column,
+        exact.map((n) => String(clampInt(n))),
+        'bigint',
+      ),
+    );
   return or(parts);
 }
 

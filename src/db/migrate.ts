@@ -6,7 +6,9 @@ import type pg from 'pg';
 
 // migrations/ sits at the package root: two levels up from src/db, three from the compiled dist/src/db.
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const MIGRATIONS_DIR = [path.resolve(here, '../../migrations'), path.resolve(here, '../../../migrations')].find((d) => existsSync(d)) ?? path.resolve(here, '../../migrations');
+export const MIGRATIONS_DIR =
+  [path.resolve(here, '../../migrations'), path.resolve(here, '../../../migrations')].find((d) => existsSync(d)) ??
+  path.resolve(here, '../../migrations');
 // Serialises migrations across processes (API and workers may start together).
 const MIGRATION_LOCK = 0x70757368;
 

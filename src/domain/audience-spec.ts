@@ -19,7 +19,9 @@ export function canonicalFilters(filters: Filter[]): Filter[] {
 
 /** A short stable key of the canonical form; stored under a unique index so equal specs share one row. */
 export function specKey(filters: Filter[]): string {
-  return createHash('sha256').update(stableStringify(canonicalFilters(filters))).digest('hex');
+  return createHash('sha256')
+    .update(stableStringify(canonicalFilters(filters)))
+    .digest('hex');
 }
 
 export const ALL_DEVICES_SPEC_KEY = '*';
@@ -48,4 +50,3 @@ export function stableStringify(value: unknown): string {
   }
   return JSON.stringify(value);
 }
-

@@ -82,7 +82,12 @@ const regionNames = new Intl.DisplayNames(['en'], { type: 'region', fallback: 'n
 const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) => Parsed<unknown> }> = {
   token: {
     column: 'token',
-    parse: (v) => (v === null ? ok(null) : typeof v === 'string' && /^[\x21-\x7e]+$/.test(v) && v.length <= LIMITS.tokenLength ? ok(v) : fail('must be a push token string')),
+    parse: (v) =>
+      v === null
+        ? ok(null)
+        : typeof v === 'string' && /^[\x21-\x7e]+$/.test(v) && v.length <= LIMITS.tokenLength
+          ? ok(v)
+          : fail('must be a push token string'),
   },
   development: { column: 'development', parse: (v) => (typeof v === 'boolean' ? ok(v) : fail('must be a boolean')) },
   locale: {
@@ -117,7 +122,12 @@ const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) =
   },
   badge: {
     column: 'badge',
-    parse: (v) => (v === null ? ok(null) : Number.isInteger(v) && (v as number) >= 0 && (v as number) <= INT32.max ? ok(v) : fail('must be an integer >= 0')),
+    parse: (v) =>
+      v === null
+        ? ok(null)
+        : Number.isInteger(v) && (v as number) >= 0 && (v as number) <= INT32.max
+          ? ok(v)
+          : fail('must be an integer >= 0'),
   },
   tags: { column: 'tags', parse: parseTags },
   country: {
@@ -133,7 +143,9 @@ const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) =
     parse: (v) => {
       if (v === null) return ok(null);
       if (typeof v === 'boolean') return ok(v ? 'Enabled' : 'Disabled');
-      return (NOTIFICATIONS_ALLOWED_VALUES as readonly unknown[]).includes(v) ? ok(v) : fail(`must be one of ${NOTIFICATIONS_ALLOWED_VALUES.join(', ')}`);
+      return (NOTIFICATIONS_ALLOWED_VALUES as readonly unknown[]).includes(v)
+        ? ok(v)
+        : fail(`must be one of ${NOTIFICATIONS_ALLOWED_VALUES.join(', ')}`);
     },
   },
 };
@@ -163,8 +175,10 @@ function parseLocation(v: unknown): Parsed<{ latitude: number; longitude: number
   if (v === null) return ok(null);
   if (!isPlainObject(v)) return fail('must be {"latitude": <number>, "longitude": <number>}');
   const { latitude, longitude } = v;
-  if (typeof latitude !== 'number' || !Number.isFinite(latitude) || latitude < -90 || latitude > 90) return fail('latitude must be between -90 and 90');
-  if (typeof longitude !== 'number' || !Number.isFinite(longitude) || longitude < -180 || longitude > 180) return fail('longitude must be between -180 and 180');
+  if (typeof latitude !== 'number' || !Number.isFinite(latitude) || latitude < -90 || latitude > 90)
+    return fail('latitude must be between -90 and 90');
+  if (typeof longitude !== 'number' || !Number.isFinite(longitude) || longitude < -180 || longitude > 180)
+    return fail('longitude must be between -180 and 180');
   return ok({ latitude: snapCoordinate(latitude), longitude: snapCoordinate(longitude) });
 }
 
@@ -214,7 +228,8 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
 export function parseCustomAttributes(raw: unknown, prefix: string): { custom: CustomChanges; dropped: Dropped[] } {
   const custom: CustomChanges = new Map();
   const dropped: Dropped[] = [];
-  if (!isPlainObject(raw)) return { custom, dropped: [{ field: prefix, error: 'must be an object of {"type", "value"} by attribute name' }] };
+  if (!isPlainObject(raw))
+    return { custom, dropped: [{ field: prefix, error: 'must be an object of {"type", "value"} by attribute name' }] };
   for (const [name, spec] of Object.entries(raw)) {
     const field = `${prefix}.${name}`;
     if (!ATTRIBUTE_NAME.test(name)) {
@@ -259,7 +274,9 @@ function customScalar(type: CustomType, v: unknown): Parsed<CustomValue> {
       if (typeof v !== 'string') return fail('must be a string');
       return v.length <= LIMITS.stringLength ? ok(v) : fail(`must be at most ${LIMITS.stringLength} characters`);
     case 'integer':
-      return Number.isInteger(v) && (v as number) >= INT32.min && (v as number) <= INT32.max ? ok(v as number) : fail('must be a 32-bit signed integer');
+      return Number.isInteger(v) && (v as number) >= INT32.min && (v as number) <= INT32.max
+        ? ok(v as number)
+        : fail('must be a 32-bit signed integer');
     case 'float':
       return typeof v === 'number' && Number.isFinite(v) ? ok(v) : fail('must be a finite number');
     case 'date': {
@@ -275,7 +292,11 @@ function customScalar(type: CustomType, v: unknown): Parsed<CustomValue> {
  * Which of the requested new attribute names fit under the per-device limit, in request order. Attributes
  * the device already has may always be rewritten.
  */
-export function admitAttributes(existing: Iterable<string>, changes: CustomChanges, prefix = 'custom'): { admitted: CustomChanges; dropped: Dropped[] } {
+export function admitAttributes(
+  existing: Iterable<string>,
+  changes: CustomChanges,
+  prefix = 'custom',
+): { admitted: CustomChanges; dropped: Dropped[] } {
   const names = new Set(existing);
   for (const [name, attr] of changes) if (attr === null) names.delete(name);
   const admitted: CustomChanges = new Map();
@@ -325,7 +346,8 @@ export function parseEvents(raw: unknown, opts: { defaultSource: string; mayName
   return events.map((e, i) => {
     const at = `events[${i}]`;
     if (!isPlainObject(e)) throw new ValidationError(`${at}: must be an object`);
-    if (typeof e.name !== 'string' || !ATTRIBUTE_NAME.test(e.name)) throw new ValidationError(`${at}.name: must be 1-255 characters of A-Z a-z 0-9 _ -`);
+    if (typeof e.name !== 'string' || !ATTRIBUTE_NAME.test(e.name))
+      throw new ValidationError(`${at}.name: must be 1-255 characters of A-Z a-z 0-9 _ -`);
     let date = opts.now;
     if (e.date !== undefined && e.date !== null) {
       const d = typeof e.date === 'string' ? parseIsoDate(e.date) : null;
@@ -335,7 +357,8 @@ export function parseEvents(raw: unknown, opts: { defaultSource: string; mayName
     let source = opts.defaultSource;
     if (e.source !== undefined && e.source !== null) {
       if (!opts.mayNameSource) throw new ValidationError(`${at}.source: only a write key may name an event source`);
-      if (typeof e.source !== 'string' || !SOURCE.test(e.source)) throw new ValidationError(`${at}.source: must be 1-255 characters without dots`);
+      if (typeof e.source !== 'string' || !SOURCE.test(e.source))
+        throw new ValidationError(`${at}.source: must be 1-255 characters without dots`);
       source = e.source;
     }
     return { source, name: e.name, date };

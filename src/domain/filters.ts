@@ -146,9 +146,11 @@ function checkCriterion(target: FilterTarget, c: unknown): { message: string; pa
     if ('distance' in c || 'polygon' in c) return { message: 'distance and polygon criteria only apply to location and sdk_location' };
     if (!isRange(c)) return { message: 'a range object needs at least one of gt, gte, lt, lte' };
     for (const key of Object.keys(c)) {
-      if (!(RANGE_KEYS as readonly string[]).includes(key)) return { message: `unknown range key (allowed: gt, gte, lt, lte)`, path: [key] };
+      if (!(RANGE_KEYS as readonly string[]).includes(key))
+        return { message: `unknown range key (allowed: gt, gte, lt, lte)`, path: [key] };
     }
-    if (kind !== 'number' && kind !== 'date' && kind !== 'event') return { message: 'range criteria only apply to numbers, dates and events' };
+    if (kind !== 'number' && kind !== 'date' && kind !== 'event')
+      return { message: 'range criteria only apply to numbers, dates and events' };
     const values = RANGE_KEYS.filter((k) => k in c).map((k) => [k, c[k]] as const);
     const isNumber = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
     const isDate = (v: unknown) => typeof v === 'string' && isDateValue(v);
@@ -190,11 +192,14 @@ function firstBad(values: (readonly [string, unknown])[], ok: (v: unknown) => bo
 }
 
 export const filterSchema = z
-  .strictObject({
-    name: z.string({ error: 'must be a string' }),
-    criteria: z.array(z.unknown(), { error: 'must be an array' }).min(1, 'must have at least one element'),
-    not_filter: z.boolean({ error: 'must be a boolean' }).optional(),
-  }, { error: (issue) => (issue.code === 'invalid_type' ? 'must be a filter object {"name", "criteria", "not_filter"?}' : undefined) })
+  .strictObject(
+    {
+      name: z.string({ error: 'must be a string' }),
+      criteria: z.array(z.unknown(), { error: 'must be an array' }).min(1, 'must have at least one element'),
+      not_filter: z.boolean({ error: 'must be a boolean' }).optional(),
+    },
+    { error: (issue) => (issue.code === 'invalid_type' ? 'must be a filter object {"name", "criteria", "not_filter"?}' : undefined) },
+  )
   .superRefine((f, ctx) => {
     const target = parseFilterName(f.name);
     if (!target) {

@@ -55,7 +55,12 @@ export interface Edge {
 export function polygonEdges(points: LatLng[]): Edge[] {
   return points.map((p, i) => {
     const q = points[(i + 1) % points.length]!;
-    return { x1: toMicrodegrees(p.longitude), y1: toMicrodegrees(p.latitude), x2: toMicrodegrees(q.longitude), y2: toMicrodegrees(q.latitude) };
+    return {
+      x1: toMicrodegrees(p.longitude),
+      y1: toMicrodegrees(p.latitude),
+      x2: toMicrodegrees(q.longitude),
+      y2: toMicrodegrees(q.latitude),
+    };
   });
 }
 

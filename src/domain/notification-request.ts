@@ -16,7 +16,14 @@ const toForms = {
  * is named by its path instead of a generic "no union member matched".
  */
 const toSchema = z.unknown().transform((value, ctx) => {
-  const form = value === '*' ? toForms.all : Array.isArray(value) ? toForms.filters : typeof value === 'object' && value !== null ? toForms.audience : null;
+  const form =
+    value === '*'
+      ? toForms.all
+      : Array.isArray(value)
+        ? toForms.filters
+        : typeof value === 'object' && value !== null
+          ? toForms.audience
+          : null;
   if (!form) {
     ctx.addIssue({ code: 'custom', message: 'must be "*", {"audience": "<id>"} or an array of filters' });
     return z.NEVER;
@@ -29,16 +36,19 @@ const toSchema = z.unknown().transform((value, ctx) => {
   return parsed.data as '*' | { audience: string } | Filter[];
 });
 
-export const notificationRequestSchema = z.strictObject({
-  notification: z.strictObject(
-    {
-      to: toSchema,
-      payload: payloadSchema,
-    },
-    // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
-    { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
-  ),
-}, { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) });
+export const notificationRequestSchema = z.strictObject(
+  {
+    notification: z.strictObject(
+      {
+        to: toSchema,
+        payload: payloadSchema,
+      },
+      // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
+      { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
+    ),
+  },
+  { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) },
+);
 
 export type NotificationRequest = { notification: { to: '*' | { audience: string } | Filter[]; payload: Payload } };
 

@@ -19,27 +19,35 @@ export function reservedKeyProblem(key: string): string | null {
 const str = () => z.string({ error: 'must be a string' });
 
 export const payloadSchema = z
-  .looseObject({
-    alert: str().optional(),
-    title: str().optional(),
-    subtitle: str().optional(),
-    sound: str().optional(),
-    category: str().optional(),
-    _channel_id: str().optional(),
-    collapse_key: str().min(1, 'must not be empty').max(64, 'must be at most 64 characters').optional(),
-    badge: z.number({ error: 'must be an integer >= 0' }).int('must be an integer >= 0').min(0, 'must be an integer >= 0').max(2147483647, 'must be at most 2147483647').optional(),
-    content_available: z.boolean({ error: 'must be a boolean' }).optional(),
-    mutable_content: z.boolean({ error: 'must be a boolean' }).optional(),
-    interruption_level: z.enum(INTERRUPTION_LEVELS, { error: `must be one of ${INTERRUPTION_LEVELS.join(', ')}` }).optional(),
-    relevance_score: z
-      .number({ error: 'must be a number from 0 to 1' })
-      .min(0, 'must be a number from 0 to 1')
-      .max(1, 'must be a number from 0 to 1')
-      // Exact: a JSON number with at most two decimals is the double nearest to its two-decimal rendering.
-      // (An absolute tolerance let tiny values such as 1e-12 through.)
-      .refine((v) => Number(v.toFixed(2)) === v, 'may have at most two decimal places')
-      .optional(),
-  }, { error: 'must be an object' })
+  .looseObject(
+    {
+      alert: str().optional(),
+      title: str().optional(),
+      subtitle: str().optional(),
+      sound: str().optional(),
+      category: str().optional(),
+      _channel_id: str().optional(),
+      collapse_key: str().min(1, 'must not be empty').max(64, 'must be at most 64 characters').optional(),
+      badge: z
+        .number({ error: 'must be an integer >= 0' })
+        .int('must be an integer >= 0')
+        .min(0, 'must be an integer >= 0')
+        .max(2147483647, 'must be at most 2147483647')
+        .optional(),
+      content_available: z.boolean({ error: 'must be a boolean' }).optional(),
+      mutable_content: z.boolean({ error: 'must be a boolean' }).optional(),
+      interruption_level: z.enum(INTERRUPTION_LEVELS, { error: `must be one of ${INTERRUPTION_LEVELS.join(', ')}` }).optional(),
+      relevance_score: z
+        .number({ error: 'must be a number from 0 to 1' })
+        .min(0, 'must be a number from 0 to 1')
+        .max(1, 'must be a number from 0 to 1')
+        // Exact: a JSON number with at most two decimals is the double nearest to its two-decimal rendering.
+        // (An absolute tolerance let tiny values such as 1e-12 through.)
+        .refine((v) => Number(v.toFixed(2)) === v, 'may have at most two decimal places')
+        .optional(),
+    },
+    { error: 'must be an object' },
+  )
   .superRefine((payload, ctx) => {
     for (const key of Object.keys(payload)) {
       const problem = reservedKeyProblem(key);

@@ -51,7 +51,14 @@ const KNOWN_KEYS = new Set([
 ]);
 
 /** iOS-only switches and transport keys that never travel in FCM data. */
-const NOT_IN_FCM_DATA = new Set(['content_available', 'mutable_content', 'interruption_level', 'relevance_score', 'collapse_key', '_channel_id']);
+const NOT_IN_FCM_DATA = new Set([
+  'content_available',
+  'mutable_content',
+  'interruption_level',
+  'relevance_score',
+  'collapse_key',
+  '_channel_id',
+]);
 
 export interface ApnsHeaders {
   'apns-push-type': 'alert' | 'background';
@@ -101,7 +108,11 @@ export function toApnsRequest(payload: Record<string, unknown>, notificationId: 
   const aps: Record<string, unknown> = {};
 
   if (title !== undefined || subtitle !== undefined) {
-    aps.alert = { ...(title !== undefined && { title }), ...(subtitle !== undefined && { subtitle }), ...(alert !== undefined && { body: alert }) };
+    aps.alert = {
+      ...(title !== undefined && { title }),
+      ...(subtitle !== undefined && { subtitle }),
+      ...(alert !== undefined && { body: alert }),
+    };
   } else if (alert !== undefined) {
     aps.alert = alert;
   }

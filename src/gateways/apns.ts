@@ -77,7 +77,8 @@ export class ApnsGateway implements PushGateway {
   constructor(private readonly options: ApnsGatewayOptions) {
     const { host, port } = parseOrigin(options.origin);
     const clientCount = options.clientCount ?? 2;
-    if (!Number.isInteger(clientCount) || clientCount < 1) throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
+    if (!Number.isInteger(clientCount) || clientCount < 1)
+      throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
     this.limiter = new ChunkedLimiter(options.maxInFlight ?? 200);
     this.providers = Array.from(
       { length: clientCount },
@@ -124,21 +125,31 @@ export class ApnsGateway implements PushGateway {
 
     await this.limiter.run(sendable, async (indexes) => {
       const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
-      const answers = await this.attempt(provider, note, indexes.map((i) => (targets[i] as PushTarget).token));
+      const answers = await this.attempt(
+        provider,
+        note,
+        indexes.map((i) => (targets[i] as PushTarget).token),
+      );
       const refresh: number[] = [];
       indexes.forEach((i, k) => {
         const { outcome, refreshAuth } = classify(answers[k] as GatewayAnswer);
-        if (refreshAuth) refresh.push(i); // node-apn has just regenerated this provider's JWT: one re-send with it
+        if (refreshAuth)
+          refresh.push(i); // node-apn has just regenerated this provider's JWT: one re-send with it
         else outcomes[i] = outcome;
       });
       if (refresh.length === 0) return;
-      const again = await this.attempt(provider, note, refresh.map((i) => (targets[i] as PushTarget).token));
+      const again = await this.attempt(
+        provider,
+        note,
+        refresh.map((i) => (targets[i] as PushTarget).token),
+      );
       refresh.forEach((i, k) => (outcomes[i] = classify(again[k] as GatewayAnswer).outcome));
     });
 
     return targets.map((t, i) => {
       const outcome = outcomes[i] as PushOutcome;
-      if (outcome.kind === 'retry' || outcome.kind === 'failed') this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
+      if (outcome.kind === 'retry' || outcome.kind === 'failed')
+        this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
       return { deviceId: t.deviceId, outcome };
     });
   }

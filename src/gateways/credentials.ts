@@ -37,12 +37,15 @@ const PROJECT_ID = /^[A-Za-z0-9][A-Za-z0-9.:_-]*$/;
 
 /** Accepts `{keyPem, keyId, teamId, topic?}` (`key` is accepted as an alias of `keyPem`). */
 export function parseApnsCredentials(input: unknown): ApnsCredentials {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw new CredentialsError('APNs credentials must be an object with keyPem, keyId and teamId');
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new CredentialsError('APNs credentials must be an object with keyPem, keyId and teamId');
   const raw = input as Record<string, unknown>;
   const keyPem = raw.keyPem ?? raw.key;
   if (typeof keyPem !== 'string' || keyPem.trim() === '') throw new CredentialsError('APNs keyPem must be the content of the .p8 key file');
-  if (typeof raw.keyId !== 'string' || !APPLE_ID.test(raw.keyId)) throw new CredentialsError('APNs keyId must be 10 upper-case letters or digits');
-  if (typeof raw.teamId !== 'string' || !APPLE_ID.test(raw.teamId)) throw new CredentialsError('APNs teamId must be 10 upper-case letters or digits');
+  if (typeof raw.keyId !== 'string' || !APPLE_ID.test(raw.keyId))
+    throw new CredentialsError('APNs keyId must be 10 upper-case letters or digits');
+  if (typeof raw.teamId !== 'string' || !APPLE_ID.test(raw.teamId))
+    throw new CredentialsError('APNs teamId must be 10 upper-case letters or digits');
   if (raw.topic !== undefined && raw.topic !== null && (typeof raw.topic !== 'string' || !TOPIC.test(raw.topic))) {
     throw new CredentialsError('APNs topic must be a bundle identifier such as com.example.app');
   }
@@ -70,12 +73,17 @@ export function parseFcmServiceAccount(input: unknown): FcmServiceAccount {
       throw new CredentialsError('FCM service account is not valid JSON');
     }
   }
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new CredentialsError('FCM service account must be a JSON object');
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    throw new CredentialsError('FCM service account must be a JSON object');
   const raw = json as Record<string, unknown>;
-  if (raw.type !== 'service_account') throw new CredentialsError('FCM credentials must be a service account JSON ("type": "service_account")');
-  if (typeof raw.project_id !== 'string' || !PROJECT_ID.test(raw.project_id)) throw new CredentialsError('FCM service account must have a project_id');
-  if (typeof raw.client_email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(raw.client_email)) throw new CredentialsError('FCM service account must have a client_email');
-  if (typeof raw.private_key !== 'string' || raw.private_key.trim() === '') throw new CredentialsError('FCM service account must have a private_key');
+  if (raw.type !== 'service_account')
+    throw new CredentialsError('FCM credentials must be a service account JSON ("type": "service_account")');
+  if (typeof raw.project_id !== 'string' || !PROJECT_ID.test(raw.project_id))
+    throw new CredentialsError('FCM service account must have a project_id');
+  if (typeof raw.client_email !== 'string' || !/^[^@\s]+@[^@\s]+$/.test(raw.client_email))
+    throw new CredentialsError('FCM service account must have a client_email');
+  if (typeof raw.private_key !== 'string' || raw.private_key.trim() === '')
+    throw new CredentialsError('FCM service account must have a private_key');
 
   // A key pasted through a shell or an env var often arrives with literal "\n" instead of newlines.
   const pem = raw.private_key.includes('\n') ? raw.private_key : raw.private_key.replace(/\\n/g, '\n');
@@ -83,7 +91,12 @@ export function parseFcmServiceAccount(input: unknown): FcmServiceAccount {
   const key = loadPrivateKey(pem, 'FCM private_key');
   if (key.asymmetricKeyType !== 'rsa') throw new CredentialsError('FCM private_key must be an RSA private key (RS256)');
 
-  const result: FcmServiceAccount = { type: 'service_account', project_id: raw.project_id, client_email: raw.client_email, private_key: pem };
+  const result: FcmServiceAccount = {
+    type: 'service_account',
+    project_id: raw.project_id,
+    client_email: raw.client_email,
+    private_key: pem,
+  };
   if (typeof raw.private_key_id === 'string' && raw.private_key_id !== '') result.private_key_id = raw.private_key_id;
   return result;
 }

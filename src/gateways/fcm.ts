@@ -82,10 +82,15 @@ export class FcmGateway implements PushGateway {
             if (--left === 0) resolve();
           };
           // sendOne maps every failure to an outcome; a bug must still not leave the chunk hanging
-          this.sendOne(encode((targets[i] as PushTarget).token)).then(settle, (err: Error) => settle({ kind: 'retry', reason: `internal: ${err.message}` }));
+          this.sendOne(encode((targets[i] as PushTarget).token)).then(settle, (err: Error) =>
+            settle({ kind: 'retry', reason: `internal: ${err.message}` }),
+          );
         }
       });
-    await this.limiter.run(targets.map((_, i) => i), sendChunk);
+    await this.limiter.run(
+      targets.map((_, i) => i),
+      sendChunk,
+    );
     return targets.map((t, i) => ({ deviceId: t.deviceId, outcome: outcomes[i] as PushOutcome }));
   }
 
@@ -101,7 +106,11 @@ export class FcmGateway implements PushGateway {
         (err: unknown) => classify(oauthAnswer(err)).outcome,
       );
     }
-    const headers = { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json; charset=UTF-8', accept: 'application/json' };
+    const headers = {
+      authorization: `Bearer ${accessToken}`,
+      'content-type': 'application/json; charset=UTF-8',
+      accept: 'application/json',
+    };
     return this.http.request('POST', this.path, headers, body, this.timeoutMs).then(
       (res) => {
         const { outcome, refreshAuth } = classify(answerOf(res));
@@ -134,7 +143,12 @@ const OK_ANSWER: GatewayAnswer = { gateway: 'fcm', status: 200 };
 
 function oauthAnswer(err: unknown): GatewayAnswer {
   if (err instanceof OAuthError && err.status !== undefined) {
-    return { gateway: 'oauth', status: err.status, ...(err.code && { reason: err.code }), ...(err.retryAfter !== undefined && { retryAfter: err.retryAfter }) };
+    return {
+      gateway: 'oauth',
+      status: err.status,
+      ...(err.code && { reason: err.code }),
+      ...(err.retryAfter !== undefined && { retryAfter: err.retryAfter }),
+    };
   }
   return { gateway: 'oauth', transportError: (err as Error).message ?? String(err) };
 }

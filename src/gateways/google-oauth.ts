@@ -75,7 +75,13 @@ export class ServiceAccountTokenCredential implements Credential {
   private assertion(): string {
     const iat = Math.floor(Date.now() / 1000);
     const header = { alg: 'RS256', typ: 'JWT', ...(this.account.private_key_id && { kid: this.account.private_key_id }) };
-    const claims = { iss: this.account.client_email, scope: this.options.scope ?? FCM_SCOPE, aud: this.options.tokenUrl, iat, exp: iat + ASSERTION_LIFETIME_S };
+    const claims = {
+      iss: this.account.client_email,
+      scope: this.options.scope ?? FCM_SCOPE,
+      aud: this.options.tokenUrl,
+      iat,
+      exp: iat + ASSERTION_LIFETIME_S,
+    };
     const unsigned = `${b64url(JSON.stringify(header))}.${b64url(JSON.stringify(claims))}`;
     const signature = createSign('RSA-SHA256').update(unsigned).sign(this.account.private_key);
     return `${unsigned}.${signature.toString('base64url')}`;

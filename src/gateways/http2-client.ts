@@ -62,7 +62,13 @@ export class Http2Origin {
    * Sends one request; resolves with any HTTP answer, rejects with TransportError when none came.
    * The body of a 2xx answer is not kept (`body` is ''): the gateways read only error bodies.
    */
-  request(method: string, path: string, headers: Record<string, string>, body: string | undefined, timeoutMs: number): Promise<Http2Response> {
+  request(
+    method: string,
+    path: string,
+    headers: Record<string, string>,
+    body: string | undefined,
+    timeoutMs: number,
+  ): Promise<Http2Response> {
     return new Promise((resolve, reject) => {
       let session: ClientHttp2Session;
       try {

@@ -94,8 +94,19 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
   { gateway: 'apns', when: '200', match: (f) => f.status === 200, kind: 'ok' },
   { gateway: 'apns', when: '410 Unregistered / ExpiredToken', match: (f) => f.status === 410, kind: 'invalid_token' },
   { gateway: 'apns', when: '400 BadDeviceToken', match: (f) => f.status === 400 && f.code === 'BadDeviceToken', kind: 'invalid_token' },
-  { gateway: 'apns', when: '400 DeviceTokenNotForTopic', match: (f) => f.status === 400 && f.code === 'DeviceTokenNotForTopic', kind: 'invalid_token' },
-  { gateway: 'apns', when: '403 ExpiredProviderToken', match: (f) => f.status === 403 && f.code === 'ExpiredProviderToken', kind: 'retry', refreshAuth: true },
+  {
+    gateway: 'apns',
+    when: '400 DeviceTokenNotForTopic',
+    match: (f) => f.status === 400 && f.code === 'DeviceTokenNotForTopic',
+    kind: 'invalid_token',
+  },
+  {
+    gateway: 'apns',
+    when: '403 ExpiredProviderToken',
+    match: (f) => f.status === 403 && f.code === 'ExpiredProviderToken',
+    kind: 'retry',
+    refreshAuth: true,
+  },
   { gateway: 'apns', when: '429', match: (f) => f.status === 429, kind: 'retry' },
   { gateway: 'apns', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
   { gateway: 'apns', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
@@ -103,8 +114,18 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
 
   { gateway: 'fcm', when: '200', match: (f) => f.status === 200, kind: 'ok' },
   { gateway: 'fcm', when: '404 UNREGISTERED', match: (f) => f.status === 404 && f.code === 'UNREGISTERED', kind: 'invalid_token' },
-  { gateway: 'fcm', when: '400 INVALID_ARGUMENT about the token', match: (f) => f.status === 400 && f.code === 'INVALID_ARGUMENT' && f.aboutToken, kind: 'invalid_token' },
-  { gateway: 'fcm', when: '401 THIRD_PARTY_AUTH_ERROR', match: (f) => f.status === 401 && f.code === 'THIRD_PARTY_AUTH_ERROR', kind: 'failed' },
+  {
+    gateway: 'fcm',
+    when: '400 INVALID_ARGUMENT about the token',
+    match: (f) => f.status === 400 && f.code === 'INVALID_ARGUMENT' && f.aboutToken,
+    kind: 'invalid_token',
+  },
+  {
+    gateway: 'fcm',
+    when: '401 THIRD_PARTY_AUTH_ERROR',
+    match: (f) => f.status === 401 && f.code === 'THIRD_PARTY_AUTH_ERROR',
+    kind: 'failed',
+  },
   { gateway: 'fcm', when: '401 UNAUTHENTICATED', match: (f) => f.status === 401, kind: 'retry', refreshAuth: true },
   { gateway: 'fcm', when: '429 QUOTA_EXCEEDED', match: (f) => f.status === 429, kind: 'retry' },
   { gateway: 'fcm', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
@@ -147,8 +168,13 @@ export function classify(answer: GatewayAnswer, now: number = Date.now()): Class
 
 function factsOf(answer: GatewayAnswer): Facts {
   if (!('status' in answer)) return { gateway: answer.gateway, status: 'transport', code: '', aboutToken: false };
-  const code = answer.gateway === 'fcm' ? fcmErrorCode(answer.fcmError) ?? answer.reason ?? '' : answer.reason ?? '';
-  return { gateway: answer.gateway, status: answer.status, code, aboutToken: answer.gateway === 'fcm' && fcmErrorConcernsToken(answer.fcmError) };
+  const code = answer.gateway === 'fcm' ? (fcmErrorCode(answer.fcmError) ?? answer.reason ?? '') : (answer.reason ?? '');
+  return {
+    gateway: answer.gateway,
+    status: answer.status,
+    code,
+    aboutToken: answer.gateway === 'fcm' && fcmErrorConcernsToken(answer.fcmError),
+  };
 }
 
 /** Short, stable reason: the gateway's own code ("Unregistered", "QUOTA_EXCEEDED"), else "HTTP <status>". */

@@ -133,5 +133,7 @@ export class UnavailableGateway implements PushGateway {
 }
 
 function hash(value: unknown): string {
-  return createHash('sha256').update(JSON.stringify(value ?? null)).digest('base64url');
+  return createHash('sha256')
+    .update(JSON.stringify(value ?? null))
+    .digest('base64url');
 }

@@ -28,7 +28,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     if (hasZodFastifySchemaValidationErrors(err)) {
       const first = err.validation[0]!;
-      const where = [err.validationContext === 'body' ? '' : err.validationContext, fieldPath(first.instancePath)].filter(Boolean).join('.');
+      const where = [err.validationContext === 'body' ? '' : err.validationContext, fieldPath(first.instancePath)]
+        .filter(Boolean)
+        .join('.');
       return reply.status(400).send({ error: where ? `${where}: ${first.message}` : first.message });
     }
     if (err instanceof DomainError) {

@@ -12,7 +12,9 @@ import { metricsRoutes } from './routes/metrics.js';
 import { uninstalledRoutes } from './routes/uninstalled.js';
 
 /** Builds the HTTP API on an app context. Listening is the caller's business (main.ts, tests). */
-export async function buildServer(ctx: AppContext): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
+export async function buildServer(
+  ctx: AppContext,
+): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
   // Per-request access logs only at debug: a push API takes many small requests.
   const app = Fastify({
     logController: new LogController({ disableRequestLogging: ctx.config.LOG_LEVEL !== 'debug' && ctx.config.LOG_LEVEL !== 'trace' }),

@@ -66,7 +66,9 @@ export function deliveryProcessor(deps: {
 
     const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
     if (targets.length && !gateway) {
-      results = results.concat(targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })));
+      results = results.concat(
+        targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),
+      );
     } else if (gateway) {
       const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
       results = results.concat(await gateway.send({ notificationId: n.id, payload: n.payload as Record<string, unknown> }, targets));
@@ -74,12 +76,23 @@ export function deliveryProcessor(deps: {
     }
     const summary = summarise(results);
     // one increment per outcome and batch, not per push
-    const counts = { ok: summary.succeeded.length, invalid_token: summary.invalidated.length, failed: summary.failed.length, retry: summary.retry.length };
-    for (const [outcome, count] of Object.entries(counts)) if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
+    const counts = {
+      ok: summary.succeeded.length,
+      invalid_token: summary.invalidated.length,
+      failed: summary.failed.length,
+      retry: summary.retry.length,
+    };
+    for (const [outcome, count] of Object.entries(counts))
+      if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
     const finalAttempt = job.attemptsMade + 1 >= deps.maxAttempts;
     const { done } = await deps.delivery.recordAttempt(batch, summary, finalAttempt);
     log.info(
-      { sent: summary.succeeded.length, failed: summary.failed.length, invalidated: summary.invalidated.length, retry: summary.retry.length },
+      {
+        sent: summary.succeeded.length,
+        failed: summary.failed.length,
+        invalidated: summary.invalidated.length,
+        retry: summary.retry.length,
+      },
       'batch attempt recorded',
     );
     if (!done) throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs);

@@ -15,7 +15,13 @@ export const batchId = (notificationId: string, generation: number, seq: number)
  * Splits one page of devices into batches per platform and environment (the gateway each one needs),
  * each of at most `batchSize` devices.
  */
-export function cutBatches(notificationId: string, generation: number, page: Deliverable[], firstSeq: number, batchSize: number): NewBatch[] {
+export function cutBatches(
+  notificationId: string,
+  generation: number,
+  page: Deliverable[],
+  firstSeq: number,
+  batchSize: number,
+): NewBatch[] {
   const groups = new Map<string, Deliverable[]>();
   for (const d of page) {
     const key = `${d.platform}:${d.development}`;

@@ -14,12 +14,20 @@ import { GatewayThreads } from './threaded-gateways.js';
 export function createGatewayProvider(config: Config, log: Logger, apps: AppsRepository): GatewayProvider {
   if (config.GATEWAY_THREADS === 0) {
     const pool = new GatewayPool(gatewayPoolOptionsFromConfig(config, log));
-    return new StoredCredentialsGateways(apps, (app, platform, environment) => pool.get(app, platform, environment), () => pool.close());
+    return new StoredCredentialsGateways(
+      apps,
+      (app, platform, environment) => pool.get(app, platform, environment),
+      () => pool.close(),
+    );
   }
   // the pool options are plain data (origins, limits), so they cross to the threads as they are
   const { log: _log, ...pool } = gatewayPoolOptionsFromConfig(config);
   const threads = new GatewayThreads(config.GATEWAY_THREADS, { pool, logLevel: config.LOG_LEVEL }, log);
-  return new StoredCredentialsGateways(apps, (app, platform, environment) => threads.gateway(app, platform, environment), () => threads.close());
+  return new StoredCredentialsGateways(
+    apps,
+    (app, platform, environment) => threads.gateway(app, platform, environment),
+    () => threads.close(),
+  );
 }
 
 /** Looks up the app's credentials for every batch, so a credentials change applies to the next batch. */

@@ -8,7 +8,15 @@ export interface GatewayThreadData {
 }
 
 export type ToGatewayThread =
-  | { type: 'send'; id: number; app: AppPushCredentials; platform: PushPlatform; environment: PushEnvironment; push: NotificationPush; tokens: string[] }
+  | {
+      type: 'send';
+      id: number;
+      app: AppPushCredentials;
+      platform: PushPlatform;
+      environment: PushEnvironment;
+      push: NotificationPush;
+      tokens: string[];
+    }
   | { type: 'close' };
 
 export type FromGatewayThread = { type: 'sent'; id: number; outcomes: PushOutcome[] } | { type: 'closed' };

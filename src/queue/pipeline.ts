@@ -37,7 +37,12 @@ export function startPipeline(
       await queues.add(
         'fanout',
         { notificationId, generation },
-        { jobId: `${notificationId}-g${generation}`, attempts: fanoutAttempts, backoff: { type: 'exponential', delay: 1000 }, ...batchJobOptions },
+        {
+          jobId: `${notificationId}-g${generation}`,
+          attempts: fanoutAttempts,
+          backoff: { type: 'exponential', delay: 1000 },
+          ...batchJobOptions,
+        },
       );
     },
   };
@@ -46,15 +51,29 @@ export function startPipeline(
 
   const notifications = new NotificationsRepository(db);
   const delivery = new DeliveryRepository(db);
-  const policy: RetryPolicy = { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
+  const policy: RetryPolicy = {
+    attempts: config.DELIVERY_MAX_ATTEMPTS,
+    baseDelayMs: config.RETRY_BASE_MS,
+    maxDelayMs: config.RETRY_MAX_MS,
+  };
 
-  queues.worker('fanout', fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.FANOUT_PAGE_SIZE, batchSize: config.DELIVERY_BATCH_SIZE }), { concurrency: 2, lockDuration: config.JOB_LOCK_MS });
+  queues.worker(
+    'fanout',
+    fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.FANOUT_PAGE_SIZE, batchSize: config.DELIVERY_BATCH_SIZE }),
+    { concurrency: 2, lockDuration: config.JOB_LOCK_MS },
+  );
   const deliverWorker = queues.worker(
     'delivery',
     deliveryProcessor({ log, metrics: opts.metrics, gateways: opts.gateways, notifications, delivery, maxAttempts: policy.attempts }),
-    { concurrency: config.DELIVERY_CONCURRENCY, lockDuration: config.JOB_LOCK_MS, backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err) },
+    {
+      concurrency: config.DELIVERY_CONCURRENCY,
+      lockDuration: config.JOB_LOCK_MS,
+      backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
+    },
   );
-  deliverWorker.on('failed', (job, err) => log.warn({ err: err.message, notificationId: job?.data.notificationId, batchId: job?.id }, 'delivery attempt failed'));
+  deliverWorker.on('failed', (job, err) =>
+    log.warn({ err: err.message, notificationId: job?.data.notificationId, batchId: job?.id }, 'delivery attempt failed'),
+  );
 
   // Delivery jobs are added with the attempts of the policy; see enqueue in fanout.ts.
   queues.setDefaults('delivery', { attempts: policy.attempts, backoff: { type: 'custom' } });

@@ -82,7 +82,9 @@ export class JobQueues {
       stalledInterval: opts.lockDuration ?? 30_000,
       maxStalledCount: 3,
       autorun: true,
-      settings: opts.backoff ? { backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) => opts.backoff!(attemptsMade, err) } : undefined,
+      settings: opts.backoff
+        ? { backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) => opts.backoff!(attemptsMade, err) }
+        : undefined,
     }) as Worker;
     w.on('error', () => undefined); // connection errors: BullMQ reconnects; /ready reports the outage
     this.workers.push(w);

@@ -10,7 +10,15 @@
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import type { AppPushCredentials } from '../gateways/pool.js';
-import type { NotificationPush, PushEnvironment, PushGateway, PushOutcome, PushPlatform, PushResult, PushTarget } from '../gateways/types.js';
+import type {
+  NotificationPush,
+  PushEnvironment,
+  PushGateway,
+  PushOutcome,
+  PushPlatform,
+  PushResult,
+  PushTarget,
+} from '../gateways/types.js';
 import type { Logger } from '../logger.js';
 import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './gateway-thread-protocol.js';
 
@@ -62,7 +70,10 @@ class GatewayThread {
     this.worker = this.spawn();
   }
 
-  send(what: { app: AppPushCredentials; platform: PushPlatform; environment: PushEnvironment; push: NotificationPush }, targets: PushTarget[]): Promise<PushResult[]> {
+  send(
+    what: { app: AppPushCredentials; platform: PushPlatform; environment: PushEnvironment; push: NotificationPush },
+    targets: PushTarget[],
+  ): Promise<PushResult[]> {
     const worker = this.worker;
     if (this.closing) return Promise.resolve(answerAll(targets, { kind: 'retry', reason: 'gateway closed' }));
     if (!worker) return Promise.resolve(answerAll(targets, { kind: 'retry', reason: 'gateway thread restarting' }));
@@ -130,5 +141,8 @@ function startThread(workerData: GatewayThreadData): Worker {
   const options = { workerData, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } };
   if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./gateway-thread.js', import.meta.url), options);
   const entry = new URL('./gateway-thread.ts', import.meta.url).href;
-  return new Worker(`import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); })`, { ...options, eval: true });
+  return new Worker(`import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); })`, {
+    ...options,
+    eval: true,
+  });
 }

@@ -32,7 +32,8 @@ export interface Caller {
   ip: string | null;
 }
 
-export type WriteResult = { kind: 'stored'; details: DeviceDetails; created: boolean; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
+export type WriteResult =
+  { kind: 'stored'; details: DeviceDetails; created: boolean; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
 export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
 
 /** Devices, their custom attributes and events, users (the devices sharing a user_id), audience listings. */
@@ -55,7 +56,12 @@ export class DeviceService {
       let created = true;
       if (typeof input.fields.token === 'string') {
         const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
-        ({ device, inserted: created } = await this.devices.upsertByToken(trx, { ...values, token: input.fields.token }, update, net.country));
+        ({ device, inserted: created } = await this.devices.upsertByToken(
+          trx,
+          { ...values, token: input.fields.token },
+          update,
+          net.country,
+        ));
       } else {
         device = await this.devices.insert(trx, values);
       }
@@ -121,7 +127,11 @@ export class DeviceService {
     const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
     await this.db.transaction().execute(async (trx) => {
       await this.lockLive(trx, appId, id, 'share');
-      await this.events.record(trx, appId, aggregates.map((event) => ({ deviceId: id, event })));
+      await this.events.record(
+        trx,
+        appId,
+        aggregates.map((event) => ({ deviceId: id, event })),
+      );
     });
   }
 
@@ -187,7 +197,10 @@ export class DeviceService {
       this.devices.countAudience(appId, filters, { now: opts.now }),
     ]);
     const page = rows.slice(0, opts.per);
-    const [attributes, events] = await Promise.all([this.devices.attributesOf(page.map((d) => d.id)), this.events.forDevices(page.map((d) => d.id))]);
+    const [attributes, events] = await Promise.all([
+      this.devices.attributesOf(page.map((d) => d.id)),
+      this.events.forDevices(page.map((d) => d.id)),
+    ]);
     const devices = page.map((device) => ({
       device,
       attributes: attributes.filter((a) => a.device_id === device.id),

@@ -56,7 +56,11 @@ describe('pushd app create', () => {
   });
 
   it('stores only hashes of the keys, each with its role', async () => {
-    const rows = await h.db.db.selectFrom('api_keys').select(['role', 'key_hash', 'key_hint']).where('app_id', '=', created.app.id).execute();
+    const rows = await h.db.db
+      .selectFrom('api_keys')
+      .select(['role', 'key_hash', 'key_hint'])
+      .where('app_id', '=', created.app.id)
+      .execute();
     expect(rows.map((r) => r.role).sort()).toEqual(['read', 'sdk', 'write']);
     for (const r of rows) {
       const key = created.keys[r.role];
@@ -85,7 +89,11 @@ describe('pushd app create', () => {
   });
 
   it('key create adds a working key of the role; key revoke makes it answer 401', async () => {
-    const made = json(await cli('key', 'create', '--app', created.app.id, '--role', 'write')) as { app_id: string; role: string; key: string };
+    const made = json(await cli('key', 'create', '--app', created.app.id, '--role', 'write')) as {
+      app_id: string;
+      role: string;
+      key: string;
+    };
     expect(made).toMatchObject({ app_id: created.app.id, role: 'write' });
     expect(Object.values(created.keys)).not.toContain(made.key);
     expect((await notify(made.key)).statusCode).toBe(201);
@@ -107,7 +115,11 @@ describe('pushd app create', () => {
   it('key create --role read gives a key that reads but cannot write', async () => {
     const made = json(await cli('key', 'create', '--app', created.app.id, '--role', 'read')) as { key: string };
     expect((await notify(made.key)).statusCode).toBe(403);
-    const aud = await h.server.inject({ method: 'GET', url: '/v6/notifications/00000000-0000-4000-8000-000000000000', headers: { authorization: basic(made.key) } });
+    const aud = await h.server.inject({
+      method: 'GET',
+      url: '/v6/notifications/00000000-0000-4000-8000-000000000000',
+      headers: { authorization: basic(made.key) },
+    });
     expect(aud.statusCode).toBe(404); // authenticated and allowed to read; the notification just does not exist
   });
 });
@@ -171,7 +183,9 @@ describe('pushd migrate', () => {
       const pg = (await import('pg')).default;
       const client = new pg.Client({ connectionString: url.toString() });
       await client.connect();
-      const versions = (await client.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map((r) => r.version);
+      const versions = (await client.query<{ version: string }>('SELECT version FROM schema_migrations ORDER BY version')).rows.map(
+        (r) => r.version,
+      );
       await client.end();
       expect(versions).toContain('001_init.sql');
       expect(json(await runCli(['migrate'], { DATABASE_URL: url.toString() }))).toEqual({ migrated: true });

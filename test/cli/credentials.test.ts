@@ -19,18 +19,37 @@ beforeAll(async () => {
 });
 afterAll(async () => h?.close());
 
-const stored = () => h.db.db.selectFrom('apps').select(['apns_credentials', 'fcm_credentials']).where('id', '=', appId).executeTakeFirstOrThrow();
+const stored = () =>
+  h.db.db.selectFrom('apps').select(['apns_credentials', 'fcm_credentials']).where('id', '=', appId).executeTakeFirstOrThrow();
 
 describe('app set-apns', () => {
   it('stores a valid .p8 key and answers without the key material', async () => {
     const key = generateApnsKey();
     const file = path.join(dir, 'AuthKey.p8');
     await writeFile(file, key.credentials.keyPem);
-    const r = await cli('app', 'set-apns', '--app', appId, '--key-file', file, '--key-id', key.credentials.keyId, '--team-id', key.credentials.teamId);
+    const r = await cli(
+      'app',
+      'set-apns',
+      '--app',
+      appId,
+      '--key-file',
+      file,
+      '--key-id',
+      key.credentials.keyId,
+      '--team-id',
+      key.credentials.teamId,
+    );
     expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({ app: appId, apns: { key_id: key.credentials.keyId, team_id: key.credentials.teamId, topic: null } });
+    expect(JSON.parse(r.stdout)).toEqual({
+      app: appId,
+      apns: { key_id: key.credentials.keyId, team_id: key.credentials.teamId, topic: null },
+    });
     expect(r.stdout + r.stderr).not.toContain('PRIVATE KEY');
-    expect((await stored()).apns_credentials).toMatchObject({ keyPem: key.credentials.keyPem, keyId: key.credentials.keyId, teamId: key.credentials.teamId });
+    expect((await stored()).apns_credentials).toMatchObject({
+      keyPem: key.credentials.keyPem,
+      keyId: key.credentials.keyId,
+      teamId: key.credentials.teamId,
+    });
   });
 
   it.each([
@@ -89,7 +108,11 @@ describe('app set-fcm', () => {
   it('refuses an unknown app and a missing file', async () => {
     const file = path.join(dir, 'sa2.json');
     await writeFile(file, JSON.stringify(generateServiceAccount().json));
-    expect((await cli('app', 'set-fcm', '--app', '00000000-0000-0000-0000-000000000000', '--service-account', file)).stderr).toMatch(/app not found/);
-    expect((await cli('app', 'set-fcm', '--app', appId, '--service-account', path.join(dir, 'missing.json'))).stderr).toMatch(/cannot read/);
+    expect((await cli('app', 'set-fcm', '--app', '00000000-0000-0000-0000-000000000000', '--service-account', file)).stderr).toMatch(
+      /app not found/,
+    );
+    expect((await cli('app', 'set-fcm', '--app', appId, '--service-account', path.join(dir, 'missing.json'))).stderr).toMatch(
+      /cannot read/,
+    );
   });
 });

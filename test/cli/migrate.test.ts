@@ -19,13 +19,25 @@ describe('migrations', () => {
   });
 
   const tables = async () =>
-    (await h.db.pool.query<{ t: string }>("SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'mt_%'")).rows.map((r) => r.t).sort();
-  const applied = async () => (await h.db.pool.query<{ version: string }>("SELECT version FROM schema_migrations WHERE version LIKE '9%'")).rows.map((r) => r.version).sort();
+    (
+      await h.db.pool.query<{ t: string }>(
+        "SELECT table_name AS t FROM information_schema.tables WHERE table_schema = 'public' AND table_name LIKE 'mt_%'",
+      )
+    ).rows
+      .map((r) => r.t)
+      .sort();
+  const applied = async () =>
+    (await h.db.pool.query<{ version: string }>("SELECT version FROM schema_migrations WHERE version LIKE '9%'")).rows
+      .map((r) => r.version)
+      .sort();
 
   it('applies nothing of a failing file, throws MigrationError naming it, and resumes once it is fixed', async () => {
     await writeFile(path.join(dir, '901_ok.sql'), 'CREATE TABLE mt_ok (id int);');
     // the first statement would succeed alone: the whole file must roll back
-    await writeFile(path.join(dir, '902_bad.sql'), 'CREATE TABLE mt_partial (id int);\nINSERT INTO mt_partial VALUES (1);\nCREATE TABLE mt_broken (id int,);');
+    await writeFile(
+      path.join(dir, '902_bad.sql'),
+      'CREATE TABLE mt_partial (id int);\nINSERT INTO mt_partial VALUES (1);\nCREATE TABLE mt_broken (id int,);',
+    );
     await writeFile(path.join(dir, '903_later.sql'), 'CREATE TABLE mt_later (id int);');
     await writeFile(path.join(dir, 'README.md'), 'not a migration');
 

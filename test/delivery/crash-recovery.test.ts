@@ -63,25 +63,45 @@ for (const backend of backends) {
         select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
         from generate_series(1, ${DEVICES}) as i`.execute(h.db.db);
 
-      const res = await h.server.inject({ method: 'POST', url: '/v6/notifications', headers: { authorization: basic(keys.write) }, payload: { notification: { to: '*', payload: { alert: 'survive' } } } });
+      const res = await h.server.inject({
+        method: 'POST',
+        url: '/v6/notifications',
+        headers: { authorization: basic(keys.write) },
+        payload: { notification: { to: '*', payload: { alert: 'survive' } } },
+      });
       expect(res.statusCode).toBe(201);
       const id = res.json().id as string;
-      const progress = () => h.db.db.selectFrom('notifications').select(['state', 'fanout_seq', 'fanout_done', 'pushes_succeeded', 'devices_targeted']).where('id', '=', id).executeTakeFirstOrThrow();
+      const progress = () =>
+        h.db.db
+          .selectFrom('notifications')
+          .select(['state', 'fanout_seq', 'fanout_done', 'pushes_succeeded', 'devices_targeted'])
+          .where('id', '=', id)
+          .executeTakeFirstOrThrow();
 
       const first = startWorker();
-      await waitFor('the fan-out to be under way', async () => {
-        const p = await progress();
-        return p.fanout_seq > 10 && !p.fanout_done;
-      }, 60_000, 5);
+      await waitFor(
+        'the fan-out to be under way',
+        async () => {
+          const p = await progress();
+          return p.fanout_seq > 10 && !p.fanout_done;
+        },
+        60_000,
+        5,
+      );
       first.kill('SIGKILL');
       const atKill = await progress();
       expect(atKill.fanout_done).toBe(false);
 
       startWorker();
-      const done = await waitFor('the notification to be sent', async () => {
-        const p = await progress();
-        return p.state === 'sent' ? p : null;
-      }, 120_000, 100);
+      const done = await waitFor(
+        'the notification to be sent',
+        async () => {
+          const p = await progress();
+          return p.state === 'sent' ? p : null;
+        },
+        120_000,
+        100,
+      );
 
       expect(done.devices_targeted).toBe(DEVICES);
       expect(done.pushes_succeeded).toBe(DEVICES);
@@ -97,28 +117,45 @@ for (const backend of backends) {
       expect(duplicates).toBeLessThanOrEqual(8 * 40); // at most the batches in flight when the worker died
     });
 
-    if (backend.name === 'redis') it('loses no push when Redis loses its jobs (restart without persistence)', async () => {
-      const { app, keys } = await h.createApp();
-      await setCredentials(h, app.id, gw);
-      await sql`insert into devices (app_id, platform, token) select ${app.id}::uuid, 'android', encode(sha256(int4send(-i)), 'hex') from generate_series(1, 50) as i`.execute(h.db.db);
-      gw.reset();
-      const res = await h.server.inject({ method: 'POST', url: '/v6/notifications', headers: { authorization: basic(keys.write) }, payload: { notification: { to: '*', payload: { alert: 'after restart' } } } });
-      const id = res.json().id as string;
-      // The fan-out job is in Redis; wipe this deployment's keys as a Redis restart without persistence would.
-      const redis = new Redis(redisUrl()!);
-      const doomed = await redis.keys(`${h.queuePrefix}:*`);
-      expect(doomed.length).toBeGreaterThan(0);
-      await redis.del(...doomed);
-      await redis.quit();
+    if (backend.name === 'redis')
+      it('loses no push when Redis loses its jobs (restart without persistence)', async () => {
+        const { app, keys } = await h.createApp();
+        await setCredentials(h, app.id, gw);
+        await sql`insert into devices (app_id, platform, token) select ${app.id}::uuid, 'android', encode(sha256(int4send(-i)), 'hex') from generate_series(1, 50) as i`.execute(
+          h.db.db,
+        );
+        gw.reset();
+        const res = await h.server.inject({
+          method: 'POST',
+          url: '/v6/notifications',
+          headers: { authorization: basic(keys.write) },
+          payload: { notification: { to: '*', payload: { alert: 'after restart' } } },
+        });
+        const id = res.json().id as string;
+        // The fan-out job is in Redis; wipe this deployment's keys as a Redis restart without persistence would.
+        const redis = new Redis(redisUrl()!);
+        const doomed = await redis.keys(`${h.queuePrefix}:*`);
+        expect(doomed.length).toBeGreaterThan(0);
+        await redis.del(...doomed);
+        await redis.quit();
 
-      startWorker({ SWEEP_AFTER_SECONDS: '1' });
-      const done = await waitFor('the swept notification to be sent', async () => {
-        const n = await h.db.db.selectFrom('notifications').select(['state', 'pushes_succeeded']).where('id', '=', id).executeTakeFirstOrThrow();
-        return n.state === 'sent' || n.state === 'failed' ? n : null;
-      }, 30_000, 100);
-      expect(done.state).toBe('sent');
-      expect(done.pushes_succeeded).toBe(50);
-      expect(new Set(gw.fcm.pushes.map((p) => p.token)).size).toBe(50);
-    });
+        startWorker({ SWEEP_AFTER_SECONDS: '1' });
+        const done = await waitFor(
+          'the swept notification to be sent',
+          async () => {
+            const n = await h.db.db
+              .selectFrom('notifications')
+              .select(['state', 'pushes_succeeded'])
+              .where('id', '=', id)
+              .executeTakeFirstOrThrow();
+            return n.state === 'sent' || n.state === 'failed' ? n : null;
+          },
+          30_000,
+          100,
+        );
+        expect(done.state).toBe('sent');
+        expect(done.pushes_succeeded).toBe(50);
+        expect(new Set(gw.fcm.pushes.map((p) => p.token)).size).toBe(50);
+      });
   });
 }

@@ -3,7 +3,11 @@ import type { Deliverable } from '../../src/db/repositories/delivery.js';
 import { batchId, cutBatches } from '../../src/queue/fanout.js';
 
 const NID = '0199a3b2-0000-7000-8000-000000000000';
-const device = (i: number, platform: 'ios' | 'android', development = false): Deliverable => ({ id: `d${String(i).padStart(4, '0')}`, platform, development });
+const device = (i: number, platform: 'ios' | 'android', development = false): Deliverable => ({
+  id: `d${String(i).padStart(4, '0')}`,
+  platform,
+  development,
+});
 
 describe('cutBatches', () => {
   it('groups a page by platform and environment, at most batchSize devices per batch, each device once', () => {

@@ -24,7 +24,11 @@ for (const backend of backends) {
 
     beforeAll(async () => {
       gw = await startGateways();
-      h = await createHarness({ queue: backend.name, workers: true, env: { ...gw.env, GATEWAY_THREADS: backend.gatewayThreads, RETRY_BASE_MS: '40', RETRY_MAX_MS: '3000', SWEEP_AFTER_SECONDS: '2' } });
+      h = await createHarness({
+        queue: backend.name,
+        workers: true,
+        env: { ...gw.env, GATEWAY_THREADS: backend.gatewayThreads, RETRY_BASE_MS: '40', RETRY_MAX_MS: '3000', SWEEP_AFTER_SECONDS: '2' },
+      });
       const created = await h.createApp('com.example.delivery');
       keys = created.keys;
       appId = created.app.id;
@@ -44,15 +48,22 @@ for (const backend of backends) {
     beforeEach(() => gw.reset());
 
     const post = async (to: unknown, payload: Record<string, unknown>) => {
-      const res = await h.server.inject({ method: 'POST', url: '/v6/notifications', headers: { authorization: basic(keys.write) }, payload: { notification: { to, payload } } });
+      const res = await h.server.inject({
+        method: 'POST',
+        url: '/v6/notifications',
+        headers: { authorization: basic(keys.write) },
+        payload: { notification: { to, payload } },
+      });
       expect(res.statusCode, res.body).toBe(201);
       return res.json() as { id: string; to: { id: string } };
     };
-    const read = async (id: string, key = keys.read) => (await h.server.inject({ method: 'GET', url: `/v6/notifications/${id}`, headers: { authorization: basic(key) } })).json();
-    const finished = (id: string, key = keys.read) => waitFor(`notification ${id} to finish`, async () => {
-      const n = await read(id, key);
-      return n.state === 'sent' || n.state === 'failed' ? n : null;
-    });
+    const read = async (id: string, key = keys.read) =>
+      (await h.server.inject({ method: 'GET', url: `/v6/notifications/${id}`, headers: { authorization: basic(key) } })).json();
+    const finished = (id: string, key = keys.read) =>
+      waitFor(`notification ${id} to finish`, async () => {
+        const n = await read(id, key);
+        return n.state === 'sent' || n.state === 'failed' ? n : null;
+      });
     const tokensOf = (...ds: RegisteredDevice[]) => ds.map((d) => d.token).sort();
     const received = () => ({
       apns: gw.apns.pushes.map((p) => p.token).sort(),
@@ -61,7 +72,16 @@ for (const backend of backends) {
     });
 
     it('sends "*" to every device once, iOS development devices through the sandbox, with mapped payloads', async () => {
-      const n = await post('*', { alert: 'Hello', title: 'Hi', badge: 3, sound: 'ding.caf', category: 'reply', _channel_id: 'news', deep: { link: 'x://y' }, plain: 'v' });
+      const n = await post('*', {
+        alert: 'Hello',
+        title: 'Hi',
+        badge: 3,
+        sound: 'ding.caf',
+        category: 'reply',
+        _channel_id: 'news',
+        deep: { link: 'x://y' },
+        plain: 'v',
+      });
       const done = await finished(n.id);
       expect(done).toMatchObject({ state: 'sent', devices_targeted: 4, pushes_succeeded: 4, pushes_failed: 0, tokens_invalidated: 0 });
       expect(received()).toEqual({
@@ -80,9 +100,28 @@ for (const backend of backends) {
       });
       const android = gw.fcm.pushes[0]!.message as { android: Record<string, unknown>; data: Record<string, string> };
       expect(android.android.notification).toMatchObject({ title: 'Hi', body: 'Hello', channel_id: 'news', click_action: 'reply' });
-      expect(android.data).toMatchObject({ _nid: n.id, deep: JSON.stringify({ link: 'x://y' }), plain: 'v', category: 'reply', badge: '3' });
-      const stats = (await h.server.inject({ method: 'GET', url: `/v6/stats/notifications/${n.id}/events`, headers: { authorization: basic(keys.read) } })).json();
-      expect(stats).toEqual({ id: n.id, audience_id: n.to.id, push_text: 'Hello', published_time: expect.stringMatching(/Z$/), pushes_succeeded: 4, pushes_rejected: 0 });
+      expect(android.data).toMatchObject({
+        _nid: n.id,
+        deep: JSON.stringify({ link: 'x://y' }),
+        plain: 'v',
+        category: 'reply',
+        badge: '3',
+      });
+      const stats = (
+        await h.server.inject({
+          method: 'GET',
+          url: `/v6/stats/notifications/${n.id}/events`,
+          headers: { authorization: basic(keys.read) },
+        })
+      ).json();
+      expect(stats).toEqual({
+        id: n.id,
+        audience_id: n.to.id,
+        push_text: 'Hello',
+        published_time: expect.stringMatching(/Z$/),
+        pushes_succeeded: 4,
+        pushes_rejected: 0,
+      });
     });
 
     it('sends a filtered audience to exactly its devices', async () => {
@@ -107,7 +146,11 @@ for (const backend of backends) {
       gw.sandbox.faults.next(1, { type: 'status', status: 500, reason: 'InternalServerError' });
       const n = await post('*', { alert: 'retry me' });
       expect(await finished(n.id)).toMatchObject({ state: 'sent', devices_targeted: 4, pushes_succeeded: 4, pushes_failed: 0 });
-      expect(received()).toEqual({ apns: tokensOf(devices.iosProd!), sandbox: tokensOf(devices.iosDev!), fcm: tokensOf(devices.android1!, devices.android2!) });
+      expect(received()).toEqual({
+        apns: tokensOf(devices.iosProd!),
+        sandbox: tokensOf(devices.iosDev!),
+        fcm: tokensOf(devices.android1!, devices.android2!),
+      });
       // the 429 said Retry-After: 1 — the retry came no sooner
       const answers = gw.fcm.answers.filter((a) => a.token === devices.android1!.token);
       expect(answers.map((a) => a.status)).toEqual([429, 200]);
@@ -120,8 +163,16 @@ for (const backend of backends) {
       gw.apns.markUnregistered(extraIos.token);
       gw.fcm.markUnregistered(extraAndroid.token);
       const n = await post([{ name: 'locale', criteria: ['it_IT', 'en_US'] }], { alert: 'x' });
-      expect(await finished(n.id)).toMatchObject({ state: 'sent', devices_targeted: 4, pushes_succeeded: 2, pushes_failed: 2, tokens_invalidated: 2 });
-      const uninstalled = (await h.server.inject({ method: 'GET', url: '/v6/devices/uninstalled', headers: { authorization: basic(keys.read) } })).json();
+      expect(await finished(n.id)).toMatchObject({
+        state: 'sent',
+        devices_targeted: 4,
+        pushes_succeeded: 2,
+        pushes_failed: 2,
+        tokens_invalidated: 2,
+      });
+      const uninstalled = (
+        await h.server.inject({ method: 'GET', url: '/v6/devices/uninstalled', headers: { authorization: basic(keys.read) } })
+      ).json();
       expect(uninstalled.devices.map((d: { id: string }) => d.id).sort()).toEqual([extraIos.id, extraAndroid.id].sort());
       expect(uninstalled.devices[0]).toMatchObject({ reason: expect.any(String), uninstalled_at: expect.stringMatching(/Z$/) });
 
@@ -134,14 +185,26 @@ for (const backend of backends) {
     it('fails permanently on other 4xx answers with the reason, without retrying', async () => {
       gw.apns.faults.forToken(devices.iosProd!.token, { type: 'status', status: 400, reason: 'BadExpirationDate' });
       const n = await post([{ name: 'device_id', criteria: [devices.iosProd!.id] }], { alert: 'x' });
-      expect(await finished(n.id)).toMatchObject({ state: 'failed', devices_targeted: 1, pushes_succeeded: 0, pushes_failed: 1, failure_reason: 'BadExpirationDate' });
+      expect(await finished(n.id)).toMatchObject({
+        state: 'failed',
+        devices_targeted: 1,
+        pushes_succeeded: 0,
+        pushes_failed: 1,
+        failure_reason: 'BadExpirationDate',
+      });
       expect(gw.apns.requestCount).toBe(1);
     });
 
     it('a collapse_key update is the same notification, sent again with the same _nid', async () => {
-      const first = await post([{ name: 'device_id', criteria: [devices.iosProd!.id, devices.android2!.id] }], { alert: 'score 1-0', collapse_key: 'match-42' });
+      const first = await post([{ name: 'device_id', criteria: [devices.iosProd!.id, devices.android2!.id] }], {
+        alert: 'score 1-0',
+        collapse_key: 'match-42',
+      });
       await finished(first.id);
-      const second = await post([{ name: 'device_id', criteria: [devices.iosProd!.id, devices.android2!.id] }], { alert: 'score 2-0', collapse_key: 'match-42' });
+      const second = await post([{ name: 'device_id', criteria: [devices.iosProd!.id, devices.android2!.id] }], {
+        alert: 'score 2-0',
+        collapse_key: 'match-42',
+      });
       expect(second.id).toBe(first.id);
       const done = await waitFor('second send', async () => {
         const n = await read(first.id);
@@ -153,7 +216,9 @@ for (const backend of backends) {
         ['match-42', first.id, 'score 1-0'],
         ['match-42', first.id, 'score 2-0'],
       ]);
-      const fcm = gw.fcm.pushes.map((p) => p.message as { android: { collapse_key: string; notification: { tag: string; body: string } }; data: { _nid: string } });
+      const fcm = gw.fcm.pushes.map(
+        (p) => p.message as { android: { collapse_key: string; notification: { tag: string; body: string } }; data: { _nid: string } },
+      );
       expect(fcm.map((m) => [m.android.collapse_key, m.android.notification.tag, m.data._nid, m.android.notification.body])).toEqual([
         ['match-42', 'match-42', first.id, 'score 1-0'],
         ['match-42', 'match-42', first.id, 'score 2-0'],
@@ -165,9 +230,20 @@ for (const backend of backends) {
       await setCredentials(h, other.app.id, gw, { apns: true });
       const ios = await registerDevice(h, other.keys.sdk, { platform: 'ios' });
       await registerDevice(h, other.keys.sdk, { platform: 'android' });
-      const res = await h.server.inject({ method: 'POST', url: '/v6/notifications', headers: { authorization: basic(other.keys.write) }, payload: { notification: { to: '*', payload: { alert: 'x' } } } });
+      const res = await h.server.inject({
+        method: 'POST',
+        url: '/v6/notifications',
+        headers: { authorization: basic(other.keys.write) },
+        payload: { notification: { to: '*', payload: { alert: 'x' } } },
+      });
       const n = await finished(res.json().id, other.keys.read);
-      expect(n).toMatchObject({ state: 'sent', devices_targeted: 2, pushes_succeeded: 1, pushes_failed: 1, failure_reason: 'no_credentials' });
+      expect(n).toMatchObject({
+        state: 'sent',
+        devices_targeted: 2,
+        pushes_succeeded: 1,
+        pushes_failed: 1,
+        failure_reason: 'no_credentials',
+      });
       expect(gw.apns.pushes.map((p) => p.token)).toEqual([ios.token]);
       expect(gw.fcm.requestCount).toBe(0);
     });
@@ -175,8 +251,18 @@ for (const backend of backends) {
     it('the sweeper sends a notification whose enqueue was lost', async () => {
       // Stored exactly as the API stores it, but never enqueued (as if the queue was down after commit).
       const audience = await h.ctx.repos.audiences.upsertAllDevices(h.db.db, appId);
-      const lost = await h.ctx.repos.notifications.insertOrCollapse(h.db.db, { appId, audienceId: audience.id, request: { to: '*', payload: { alert: 'lost' } }, payload: { alert: 'lost' }, collapseKey: null });
-      await h.db.db.updateTable('notifications').set({ updated_at: new Date(Date.now() - 60_000) }).where('id', '=', lost.id).execute();
+      const lost = await h.ctx.repos.notifications.insertOrCollapse(h.db.db, {
+        appId,
+        audienceId: audience.id,
+        request: { to: '*', payload: { alert: 'lost' } },
+        payload: { alert: 'lost' },
+        collapseKey: null,
+      });
+      await h.db.db
+        .updateTable('notifications')
+        .set({ updated_at: new Date(Date.now() - 60_000) })
+        .where('id', '=', lost.id)
+        .execute();
       await h.pipeline.sweep();
       expect(await finished(lost.id)).toMatchObject({ state: 'sent', pushes_succeeded: 4 });
     });

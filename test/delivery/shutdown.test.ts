@@ -21,16 +21,31 @@ describe('graceful shutdown of a worker', () => {
   it('finishes in-flight batches before exiting', async () => {
     const { app, keys } = await h.createApp();
     await setCredentials(h, app.id, gw);
-    await sql`insert into devices (app_id, platform, token) select ${app.id}::uuid, 'ios', encode(sha256(int4send(i)), 'hex') from generate_series(1, 20) as i`.execute(h.db.db);
+    await sql`insert into devices (app_id, platform, token) select ${app.id}::uuid, 'ios', encode(sha256(int4send(i)), 'hex') from generate_series(1, 20) as i`.execute(
+      h.db.db,
+    );
     gw.apns.faults.next(20, { type: 'delay', ms: 1500 }); // the gateway takes its time to answer
 
     const worker = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
-      env: { ...process.env, ...gw.env, ROLE: 'worker', DATABASE_URL: h.databaseUrl, REDIS_URL: '', QUEUE_PREFIX: h.queuePrefix, LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        ...gw.env,
+        ROLE: 'worker',
+        DATABASE_URL: h.databaseUrl,
+        REDIS_URL: '',
+        QUEUE_PREFIX: h.queuePrefix,
+        LOG_LEVEL: 'warn',
+      },
       stdio: ['ignore', 'ignore', 'inherit'],
     });
     const exited = new Promise<number | null>((resolve) => worker.on('exit', (code) => resolve(code)));
 
-    const res = await h.server.inject({ method: 'POST', url: '/v6/notifications', headers: { authorization: basic(keys.write) }, payload: { notification: { to: '*', payload: { alert: 'bye' } } } });
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(keys.write) },
+      payload: { notification: { to: '*', payload: { alert: 'bye' } } },
+    });
     const id = res.json().id as string;
     await waitFor('pushes in flight', async () => gw.apns.requestCount >= 20, 30_000, 10);
     expect(gw.apns.accepted).toBe(0); // nothing answered yet
@@ -38,7 +53,11 @@ describe('graceful shutdown of a worker', () => {
 
     expect(await exited).toBe(0);
     expect(gw.apns.accepted).toBe(20);
-    const n = await h.db.db.selectFrom('notifications').select(['state', 'pushes_succeeded']).where('id', '=', id).executeTakeFirstOrThrow();
+    const n = await h.db.db
+      .selectFrom('notifications')
+      .select(['state', 'pushes_succeeded'])
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
     expect(n).toEqual({ state: 'sent', pushes_succeeded: 20 });
   });
 });

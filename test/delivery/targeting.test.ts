@@ -19,19 +19,34 @@ describe('delivery reaches exactly the devices of each filter kind', () => {
     const created = await h.createApp('com.example.targeting');
     keys = created.keys;
     await setCredentials(h, created.app.id, gw);
-    const custom = (c: Record<string, [string, unknown]>) => Object.fromEntries(Object.entries(c).map(([k, [type, value]]) => [k, { type, value }]));
+    const custom = (c: Record<string, [string, unknown]>) =>
+      Object.fromEntries(Object.entries(c).map(([k, [type, value]]) => [k, { type, value }]));
     d.paris = await registerDevice(h, keys.sdk, {
-      platform: 'ios', locale: 'fr_FR', os_name: 'iOS', badge: 2, tags: ['vip'], notifications_allowed: 'Enabled',
+      platform: 'ios',
+      locale: 'fr_FR',
+      os_name: 'iOS',
+      badge: 2,
+      tags: ['vip'],
+      notifications_allowed: 'Enabled',
       location: { latitude: 48.8566, longitude: 2.3522 },
       custom: custom({ plan: ['string', 'pro'], age: ['integer', 34], beta: ['boolean', true], colors: ['string', ['red', 'blue']] }),
     });
     d.lyon = await registerDevice(h, keys.sdk, {
-      platform: 'android', locale: 'fr_FR', os_name: 'Android', badge: 0, tags: ['news'], notifications_allowed: 'Disabled',
+      platform: 'android',
+      locale: 'fr_FR',
+      os_name: 'Android',
+      badge: 0,
+      tags: ['news'],
+      notifications_allowed: 'Disabled',
       location: { latitude: 45.764, longitude: 4.8357 },
       custom: custom({ plan: ['string', 'free'], age: ['integer', 19], score: ['float', 2.5] }),
     });
     d.berlin = await registerDevice(h, keys.sdk, {
-      platform: 'android', locale: 'de_DE', os_name: 'Android', badge: 9, tags: ['vip', 'news'],
+      platform: 'android',
+      locale: 'de_DE',
+      os_name: 'Android',
+      badge: 9,
+      tags: ['vip', 'news'],
       location: { latitude: 52.52, longitude: 13.405 },
       custom: custom({ age: ['integer', 61], renewal: ['date', '2026-01-15T00:00:00Z'] }),
     });
@@ -40,7 +55,12 @@ describe('delivery reaches exactly the devices of each filter kind', () => {
     const event = (device: RegisteredDevice, name: string, times: number) =>
       Promise.all(
         Array.from({ length: times }, () =>
-          h.server.inject({ method: 'POST', url: `/v6/devices/${device.id}/events`, headers: { authorization: basic(keys.sdk) }, payload: { events: [{ name }] } }),
+          h.server.inject({
+            method: 'POST',
+            url: `/v6/devices/${device.id}/events`,
+            headers: { authorization: basic(keys.sdk) },
+            payload: { events: [{ name }] },
+          }),
         ),
       );
     await event(d.paris!, 'purchase', 3);
@@ -67,7 +87,11 @@ describe('delivery reaches exactly the devices of each filter kind', () => {
     ['tags', [{ name: 'tags', criteria: ['news'] }], ['lyon', 'berlin']],
     ['notifications_allowed', [{ name: 'notifications_allowed', criteria: ['Disabled'] }], ['lyon']],
     ['user_id', [{ name: 'user_id', criteria: ['u-ny'] }], ['nyc']],
-    ['created_at date math', [{ name: 'created_at', criteria: [{ gte: 'now-1h', lte: 'now+1m' }] }], ['paris', 'lyon', 'berlin', 'nyc', 'bare']],
+    [
+      'created_at date math',
+      [{ name: 'created_at', criteria: [{ gte: 'now-1h', lte: 'now+1m' }] }],
+      ['paris', 'lyon', 'berlin', 'nyc', 'bare'],
+    ],
     ['custom string', [{ name: 'custom.string.plan', criteria: ['pro', 'free'] }], ['paris', 'lyon']],
     ['custom string array', [{ name: 'custom.string.colors', criteria: ['blue'] }], ['paris']],
     ['custom integer range', [{ name: 'custom.integer.age', criteria: [{ gt: 30, lt: 65 }] }], ['paris', 'berlin']],
@@ -77,19 +101,51 @@ describe('delivery reaches exactly the devices of each filter kind', () => {
     ['event happened', [{ name: 'events.purchase', criteria: [true] }], ['paris', 'lyon']],
     ['event count', [{ name: 'events.purchase', criteria: [{ gte: 2 }] }], ['paris']],
     ['event last time', [{ name: 'events.opened', criteria: [{ gte: 'now-7d' }] }], ['berlin']],
-    ['distance', [{ name: 'sdk_location', criteria: [{ point: { latitude: 48.85, longitude: 2.35 }, distance: 500, unit: 'km' }] }], ['paris', 'lyon']],
-    ['polygon or distance', [{ name: 'location', criteria: [square(52.52, 13.4, 0.5), { point: { latitude: 45.76, longitude: 4.83 }, distance: 10, unit: 'mi' }] }], ['lyon', 'berlin']],
-    ['negation (lacking the attribute matches)', [{ name: 'custom.integer.age', criteria: [{ gt: 30 }], not_filter: true }], ['lyon', 'nyc', 'bare']],
-    ['three filters', [{ name: 'os_name', criteria: ['Android'] }, { name: 'tags', criteria: ['vip'] }, { name: 'custom.integer.age', criteria: [{ gt: 60 }] }], ['berlin']],
+    [
+      'distance',
+      [{ name: 'sdk_location', criteria: [{ point: { latitude: 48.85, longitude: 2.35 }, distance: 500, unit: 'km' }] }],
+      ['paris', 'lyon'],
+    ],
+    [
+      'polygon or distance',
+      [
+        {
+          name: 'location',
+          criteria: [square(52.52, 13.4, 0.5), { point: { latitude: 45.76, longitude: 4.83 }, distance: 10, unit: 'mi' }],
+        },
+      ],
+      ['lyon', 'berlin'],
+    ],
+    [
+      'negation (lacking the attribute matches)',
+      [{ name: 'custom.integer.age', criteria: [{ gt: 30 }], not_filter: true }],
+      ['lyon', 'nyc', 'bare'],
+    ],
+    [
+      'three filters',
+      [
+        { name: 'os_name', criteria: ['Android'] },
+        { name: 'tags', criteria: ['vip'] },
+        { name: 'custom.integer.age', criteria: [{ gt: 60 }] },
+      ],
+      ['berlin'],
+    ],
   ];
 
   it.each(cases)('%s', async (_kind, filters, expected) => {
     gw.reset();
-    const res = await h.server.inject({ method: 'POST', url: '/v6/notifications', headers: { authorization: basic(keys.write) }, payload: { notification: { to: filters, payload: { alert: 'targeted' } } } });
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(keys.write) },
+      payload: { notification: { to: filters, payload: { alert: 'targeted' } } },
+    });
     expect(res.statusCode, res.body).toBe(201);
     const { id, to } = res.json() as { id: string; to: { id: string } };
     const n = await waitFor('delivery', async () => {
-      const r = (await h.server.inject({ method: 'GET', url: `/v6/notifications/${id}`, headers: { authorization: basic(keys.read) } })).json();
+      const r = (
+        await h.server.inject({ method: 'GET', url: `/v6/notifications/${id}`, headers: { authorization: basic(keys.read) } })
+      ).json();
       return r.state === 'sent' || r.state === 'failed' ? r : null;
     });
     const expectedTokens = expected.map((name) => d[name]!.token).sort();
@@ -97,7 +153,9 @@ describe('delivery reaches exactly the devices of each filter kind', () => {
     expect(received).toEqual(expectedTokens);
     expect(n).toMatchObject({ devices_targeted: expected.length, pushes_succeeded: expected.length });
     // the audience's own listing selects the same devices
-    const listing = (await h.server.inject({ method: 'GET', url: `/v6/audiences/${to.id}/devices`, headers: { authorization: basic(keys.read) } })).json();
+    const listing = (
+      await h.server.inject({ method: 'GET', url: `/v6/audiences/${to.id}/devices`, headers: { authorization: basic(keys.read) } })
+    ).json();
     expect(listing.devices.map((x: { id: string }) => x.id).sort()).toEqual(expected.map((name) => d[name]!.id).sort());
   });
 });

@@ -32,7 +32,8 @@ describe('audience listing and devices', () => {
 
   it('pages an audience by cursor: every device once, in id order, total on each page, cursor null at the end', async () => {
     const ids: string[] = [];
-    for (let i = 0; i < 7; i++) ids.push((await register(h, app.keys.sdk, { platform: 'ios', tags: ['paged'], custom: { n: { type: 'integer', value: i } } })).id);
+    for (let i = 0; i < 7; i++)
+      ids.push((await register(h, app.keys.sdk, { platform: 'ios', tags: ['paged'], custom: { n: { type: 'integer', value: i } } })).id);
     const gone = await register(h, app.keys.sdk, { platform: 'ios', tags: ['paged'] });
     await call(h, 'POST', `/v6/devices/${gone.id}/erase`, app.keys.write);
     await register(h, app.keys.sdk, { platform: 'ios', tags: ['other'] });
@@ -66,7 +67,10 @@ describe('audience listing and devices', () => {
     expect((await call(h, 'GET', `/v6/audiences/${a.id}/devices?cursor=${page.meta.cursor}`, app.keys.read)).statusCode).toBe(200);
     expect((await call(h, 'GET', `/v6/audiences/${b.id}/devices?cursor=${page.meta.cursor}`, app.keys.read)).statusCode).toBe(404);
     expect((await call(h, 'GET', `/v6/audiences/${a.id}/devices?cursor=garbage`, app.keys.read)).statusCode).toBe(404);
-    expect((await call(h, 'GET', `/v6/audiences/${a.id}/devices?cursor=${Buffer.from('[1,"x","y"]').toString('base64url')}`, app.keys.read)).statusCode).toBe(404);
+    expect(
+      (await call(h, 'GET', `/v6/audiences/${a.id}/devices?cursor=${Buffer.from('[1,"x","y"]').toString('base64url')}`, app.keys.read))
+        .statusCode,
+    ).toBe(404);
     expect((await call(h, 'GET', '/v6/audiences/00000000-0000-4000-8000-000000000000/devices', app.keys.read)).statusCode).toBe(404);
   });
 

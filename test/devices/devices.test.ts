@@ -79,9 +79,16 @@ describe('device registry', () => {
 
   it('registering a known token returns the same device, merged; created_at stays, registered_at moves', async () => {
     const t = token();
-    const first = await register(h, app.keys.sdk, { platform: 'android', token: t, locale: 'en_US', custom: { a: { type: 'integer', value: 1 } } });
+    const first = await register(h, app.keys.sdk, {
+      platform: 'android',
+      token: t,
+      locale: 'en_US',
+      custom: { a: { type: 'integer', value: 1 } },
+    });
     await new Promise((r) => setTimeout(r, 5));
-    const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'android', token: t, os_name: 'Android', custom: { b: { type: 'integer', value: 2 } } } });
+    const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, {
+      device: { platform: 'android', token: t, os_name: 'Android', custom: { b: { type: 'integer', value: 2 } } },
+    });
     expect(res.statusCode, res.body).toBe(200);
     const again = res.json().device;
     expect(again.id).toBe(first.id);
@@ -95,7 +102,9 @@ describe('device registry', () => {
   it('30 concurrent registrations of one token make one device', async () => {
     const t = token();
     const results = await Promise.all(
-      Array.from({ length: 30 }, (_, i) => call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'ios', token: t, badge: i } })),
+      Array.from({ length: 30 }, (_, i) =>
+        call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'ios', token: t, badge: i } }),
+      ),
     );
     expect(results.every((r) => r.statusCode === 200 || r.statusCode === 201)).toBe(true);
     expect(results.filter((r) => r.statusCode === 201)).toHaveLength(1);
@@ -184,7 +193,9 @@ describe('device registry', () => {
     expect(res.json().dropped).toEqual([{ field: 'custom.extra', error: 'a device holds at most 50 custom attributes' }]);
     expect(res.json().device.custom.a0).toEqual({ type: 'string', value: 'now a string' });
     // removing one makes room in the same request
-    const swap = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { custom: { a1: null, extra: { type: 'string', value: 'x' } } } });
+    const swap = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, {
+      device: { custom: { a1: null, extra: { type: 'string', value: 'x' } } },
+    });
     expect(swap.json().dropped).toEqual([]);
     expect(Object.keys(swap.json().device.custom)).toHaveLength(50);
   });
@@ -196,19 +207,31 @@ describe('device registry', () => {
       custom: { a: { type: 'string', value: 'x' }, b: { type: 'integer', value: 1 }, c: { type: 'boolean', value: false } },
     });
     const res = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.write, {
-      device: { user_attributes: { b: { type: 'integer', value: 2 }, c: null }, custom: { d: { type: 'float', value: 0.5 } }, user_email: null },
+      device: {
+        user_attributes: { b: { type: 'integer', value: 2 }, c: null },
+        custom: { d: { type: 'float', value: 0.5 } },
+        user_email: null,
+      },
     });
     expect(res.statusCode, res.body).toBe(200);
     const { device } = res.json();
-    expect(device.custom).toEqual({ a: { type: 'string', value: 'x' }, b: { type: 'integer', value: 2 }, d: { type: 'float', value: 0.5 } });
+    expect(device.custom).toEqual({
+      a: { type: 'string', value: 'x' },
+      b: { type: 'integer', value: 2 },
+      d: { type: 'float', value: 0.5 },
+    });
     expect(device.user_id).toBe('merge-user');
 
-    const none = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { locale: 'nope', custom: { x: { type: 'integer', value: 'y' } } } });
+    const none = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, {
+      device: { locale: 'nope', custom: { x: { type: 'integer', value: 'y' } } },
+    });
     expect(none.statusCode).toBe(422);
     expect(none.json().dropped.map((x: { field: string }) => x.field)).toEqual(['locale', 'custom.x']);
     expect((await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: {} })).statusCode).toBe(422);
 
-    expect((await call(h, 'PUT', '/v6/devices/00000000-0000-4000-8000-000000000000', app.keys.sdk, { device: { badge: 1 } })).statusCode).toBe(404);
+    expect(
+      (await call(h, 'PUT', '/v6/devices/00000000-0000-4000-8000-000000000000', app.keys.sdk, { device: { badge: 1 } })).statusCode,
+    ).toBe(404);
     expect((await call(h, 'PUT', '/v6/devices/not-a-uuid', app.keys.sdk, { device: { badge: 1 } })).statusCode).toBe(404);
     expect((await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { platform: 'bb' } })).statusCode).toBe(400);
   });
@@ -222,7 +245,9 @@ describe('device registry', () => {
 
   it('GET answers with attributes and events to a read key and to the SDK key; permissions hold', async () => {
     const d = await register(h, app.keys.sdk, { platform: 'ios', custom: { k: { type: 'string', value: 'v' } } });
-    await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open', date: '2024-01-01T00:00:00Z' }, { name: 'open' }] });
+    await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, {
+      events: [{ name: 'open', date: '2024-01-01T00:00:00Z' }, { name: 'open' }],
+    });
     const res = await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read);
     expect(res.statusCode).toBe(200);
     const { device } = res.json();
@@ -238,7 +263,14 @@ describe('device registry', () => {
 
   it('erase empties the device, answers 200 with it; later writes answer 451; it leaves every audience', async () => {
     const t = token();
-    const d = await register(h, app.keys.sdk, { platform: 'ios', token: t, locale: 'xx_YY', user_id: 'erase-me', tags: ['t'], custom: { a: { type: 'string', value: 'x' } } });
+    const d = await register(h, app.keys.sdk, {
+      platform: 'ios',
+      token: t,
+      locale: 'xx_YY',
+      user_id: 'erase-me',
+      tags: ['t'],
+      custom: { a: { type: 'string', value: 'x' } },
+    });
     await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open' }] });
     expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'locale', criteria: ['xx_YY'] }])).toBe(1);
 

@@ -13,14 +13,21 @@ describe('events and users', () => {
   });
   afterAll(async () => h?.close());
 
-  const events = (id: string) => h.db.db.selectFrom('device_events').selectAll().where('device_id', '=', id).orderBy('source').orderBy('name').execute();
+  const events = (id: string) =>
+    h.db.db.selectFrom('device_events').selectAll().where('device_id', '=', id).orderBy('source').orderBy('name').execute();
 
   it('the key decides the source: none for the SDK, "Public Api" for a write key, which may name another', async () => {
     const d = await register(h, app.keys.sdk, { platform: 'ios' });
     const sdk = await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'open' }] });
     expect(sdk.statusCode).toBe(202);
     expect(sdk.json()).toEqual({});
-    expect((await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.write, { events: [{ name: 'buy' }, { name: 'imported', source: 'Mixpanel' }] })).statusCode).toBe(202);
+    expect(
+      (
+        await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.write, {
+          events: [{ name: 'buy' }, { name: 'imported', source: 'Mixpanel' }],
+        })
+      ).statusCode,
+    ).toBe(202);
     expect((await events(d.id)).map((e) => [e.source, e.name])).toEqual([
       ['', 'open'],
       ['Mixpanel', 'imported'],
@@ -90,7 +97,10 @@ describe('events and users', () => {
     }
     expect(await events(d.id)).toEqual([]);
     expect((await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, '{"events": [')).statusCode).toBe(400);
-    expect((await call(h, 'POST', '/v6/devices/00000000-0000-4000-8000-000000000000/events', app.keys.sdk, { events: [{ name: 'a' }] })).statusCode).toBe(404);
+    expect(
+      (await call(h, 'POST', '/v6/devices/00000000-0000-4000-8000-000000000000/events', app.keys.sdk, { events: [{ name: 'a' }] }))
+        .statusCode,
+    ).toBe(404);
   });
 
   it('PUT /users/:id merges attributes into every device of the user; user events count on each', async () => {
@@ -102,8 +112,13 @@ describe('events and users', () => {
       user: { custom: { tier: { type: 'string', value: 'gold' }, bad: { type: 'integer', value: 1.5 } } },
     });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json()).toEqual({ user: { user_id: 'user 42', device_count: 2 }, dropped: [{ field: 'custom.bad', error: 'must be a 32-bit signed integer' }] });
-    const ev = await call(h, 'POST', `/v6/users/${encodeURIComponent('user 42')}/events`, app.keys.write, { events: [{ name: 'renewed' }, { name: 'renewed' }] });
+    expect(res.json()).toEqual({
+      user: { user_id: 'user 42', device_count: 2 },
+      dropped: [{ field: 'custom.bad', error: 'must be a 32-bit signed integer' }],
+    });
+    const ev = await call(h, 'POST', `/v6/users/${encodeURIComponent('user 42')}/events`, app.keys.write, {
+      events: [{ name: 'renewed' }, { name: 'renewed' }],
+    });
     expect(ev.statusCode).toBe(202);
 
     for (const id of [a.id, b.id]) {
@@ -117,24 +132,36 @@ describe('events and users', () => {
     expect(untouched.user_events).toEqual({});
     expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'events.Public Api.renewed', criteria: [2] }])).toBe(2);
 
-    expect((await call(h, 'PUT', '/v6/users/nobody', app.keys.write, { user: { custom: { a: { type: 'integer', value: 1 } } } })).statusCode).toBe(404);
+    expect(
+      (await call(h, 'PUT', '/v6/users/nobody', app.keys.write, { user: { custom: { a: { type: 'integer', value: 1 } } } })).statusCode,
+    ).toBe(404);
     expect((await call(h, 'POST', '/v6/users/nobody/events', app.keys.write, { events: [{ name: 'a' }] })).statusCode).toBe(404);
-    const nothing = await call(h, 'PUT', `/v6/users/${encodeURIComponent('user 42')}`, app.keys.write, { user: { custom: { x: { type: 'date', value: 'no' } } } });
+    const nothing = await call(h, 'PUT', `/v6/users/${encodeURIComponent('user 42')}`, app.keys.write, {
+      user: { custom: { x: { type: 'date', value: 'no' } } },
+    });
     expect(nothing.statusCode).toBe(422);
     expect((await call(h, 'PUT', '/v6/users/x', app.keys.write, { users: {} })).statusCode).toBe(400);
   });
 
-  it('DELETE /users/:id/devices erases the user\'s devices ten a call, in id order, and says how many remain', async () => {
+  it("DELETE /users/:id/devices erases the user's devices ten a call, in id order, and says how many remain", async () => {
     const mine = [];
-    for (let i = 0; i < 12; i++) mine.push(await register(h, app.keys.sdk, { platform: i % 2 ? 'ios' : 'android', user_id: 'leaver', locale: 'lv_LV' }));
+    for (let i = 0; i < 12; i++)
+      mine.push(await register(h, app.keys.sdk, { platform: i % 2 ? 'ios' : 'android', user_id: 'leaver', locale: 'lv_LV' }));
     const other = await register(h, app.keys.sdk, { platform: 'ios', user_id: 'stayer', locale: 'lv_LV' });
     const ids = mine.map((d) => d.id).sort();
 
     expect((await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.sdk)).statusCode).toBe(403); // the SDK key cannot erase
     const first = await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.write);
     expect(first.statusCode, first.body).toBe(200);
-    expect(first.json()).toEqual({ user: { user_id: 'leaver', devices: ids.slice(0, 10).map((id) => ({ id, status: 'erased' })), remaining: 2 } });
-    const erased = await h.db.db.selectFrom('devices').select(['id', 'user_id', 'locale']).where('id', 'in', ids.slice(0, 10)).where('erased_at', 'is not', null).execute();
+    expect(first.json()).toEqual({
+      user: { user_id: 'leaver', devices: ids.slice(0, 10).map((id) => ({ id, status: 'erased' })), remaining: 2 },
+    });
+    const erased = await h.db.db
+      .selectFrom('devices')
+      .select(['id', 'user_id', 'locale'])
+      .where('id', 'in', ids.slice(0, 10))
+      .where('erased_at', 'is not', null)
+      .execute();
     expect(erased).toHaveLength(10);
     expect(erased.every((d) => d.user_id === null && d.locale === null)).toBe(true);
     expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'locale', criteria: ['lv_LV'] }])).toBe(3);
@@ -143,6 +170,9 @@ describe('events and users', () => {
     expect(second.user.devices.map((d: { id: string }) => d.id)).toEqual(ids.slice(10));
     expect(second.user.remaining).toBe(0);
     expect((await call(h, 'DELETE', '/v6/users/leaver/devices', app.keys.write)).statusCode).toBe(404);
-    expect((await call(h, 'GET', `/v6/devices/${other.id}`, app.keys.read)).json().device).toMatchObject({ user_id: 'stayer', erased_at: null });
+    expect((await call(h, 'GET', `/v6/devices/${other.id}`, app.keys.read)).json().device).toMatchObject({
+      user_id: 'stayer',
+      erased_at: null,
+    });
   });
 });

@@ -50,7 +50,10 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
     expect(device.location).toEqual(LONDON);
     expect(device.sdk_location).toBeNull();
     expect(device.country).toBe('GB');
-    const near = (name: string) => [{ name, criteria: [{ point: LONDON, distance: 1, unit: 'km' }] }, { name: 'locale', criteria: ['en_GB'] }];
+    const near = (name: string) => [
+      { name, criteria: [{ point: LONDON, distance: 1, unit: 'km' }] },
+      { name: 'locale', criteria: ['en_GB'] },
+    ];
     expect(await countVia(h, app.app.id, app.keys.read, near('location'))).toBe(1);
     expect(await countVia(h, app.app.id, app.keys.read, near('sdk_location'))).toBe(0);
   });

@@ -9,7 +9,7 @@ const TYPE = { string: 2, double: 3, uint16: 5, uint32: 6, map: 7, uint64: 9, ar
 function control(type: number, size: number): Buffer {
   const sizeBytes = size < 29 ? [] : [size - 29];
   if (size >= 29 + 256) throw new Error('value too large for this writer');
-  const head = (type <= 7 ? type : 0) << 5 | (size < 29 ? size : 29);
+  const head = ((type <= 7 ? type : 0) << 5) | (size < 29 ? size : 29);
   return Buffer.from([head, ...(type > 7 ? [type - 7] : []), ...sizeBytes]);
 }
 

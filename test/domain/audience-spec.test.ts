@@ -9,7 +9,11 @@ const criterion = fc.oneof(
   fc.integer(),
   fc.boolean(),
   fc.record({ gt: fc.integer(), lte: fc.integer() }, { requiredKeys: ['gt'] }),
-  fc.record({ point: fc.record({ latitude: fc.integer({ min: -90, max: 90 }), longitude: fc.integer({ min: -180, max: 180 }) }), distance: fc.nat(), unit: fc.constantFrom('km', 'mi', 'm') }),
+  fc.record({
+    point: fc.record({ latitude: fc.integer({ min: -90, max: 90 }), longitude: fc.integer({ min: -180, max: 180 }) }),
+    distance: fc.nat(),
+    unit: fc.constantFrom('km', 'mi', 'm'),
+  }),
 );
 const filterArb = fc.record({
   name: fc.constantFrom('locale', 'badge', 'tags', 'custom.string.a', 'events.x'),
@@ -21,13 +25,22 @@ const filtersArb = fc.array(filterArb, { minLength: 1, maxLength: 4 });
 /** Rebuilds an object with its keys in reverse order, at every depth. */
 function reverseKeys(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(reverseKeys);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reverseKeys(x)]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.entries(v)
+        .reverse()
+        .map(([k, x]) => [k, reverseKeys(x)]),
+    );
   return v;
 }
 
 function rewrite(filters: Filter[], seed: number): Filter[] {
   const rnd = (n: number) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
-  const shuffle = <T>(xs: T[]) => xs.map((x) => [rnd(1000), x] as const).sort((a, b) => a[0] - b[0]).map(([, x]) => x);
+  const shuffle = <T>(xs: T[]) =>
+    xs
+      .map((x) => [rnd(1000), x] as const)
+      .sort((a, b) => a[0] - b[0])
+      .map(([, x]) => x);
   return shuffle(
     filters.map((f) => {
       const criteria = shuffle([...f.criteria, ...(rnd(2) ? [f.criteria[0]!] : [])]); // maybe a duplicate
@@ -59,7 +72,14 @@ describe('audience spec canonical form', () => {
 
   it('treats unit aliases as their unit', () => {
     const at = (unit: string) => [{ name: 'location', criteria: [{ point: { latitude: 1, longitude: 2 }, distance: 3, unit }] }];
-    for (const [alias, unit] of [['kilometers', 'km'], ['miles', 'mi'], ['meters', 'm'], ['feet', 'ft'], ['yards', 'yd'], ['inch', 'in']]) {
+    for (const [alias, unit] of [
+      ['kilometers', 'km'],
+      ['miles', 'mi'],
+      ['meters', 'm'],
+      ['feet', 'ft'],
+      ['yards', 'yd'],
+      ['inch', 'in'],
+    ]) {
       expect(specKey(at(alias!))).toBe(specKey(at(unit!)));
     }
     expect(specKey(at('km'))).not.toBe(specKey(at('mi')));
@@ -74,7 +94,10 @@ describe('audience spec canonical form', () => {
       [{ name: 'locale', criteria: ['de_DE'] }],
       [{ name: 'time_zone', criteria: ['fr_FR'] }],
       [{ name: 'locale', criteria: ['fr_FR', 'de_DE'] }],
-      [{ name: 'locale', criteria: ['fr_FR'] }, { name: 'development', criteria: [true] }],
+      [
+        { name: 'locale', criteria: ['fr_FR'] },
+        { name: 'development', criteria: [true] },
+      ],
       [{ name: 'badge', criteria: [1] }],
       [{ name: 'badge', criteria: ['1'] }],
     ].map((f) => specKey(f as Filter[]));

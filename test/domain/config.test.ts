@@ -5,15 +5,36 @@ import { ConfigError, loadConfig, redactedConfig } from '../../src/config.js';
 describe('config', () => {
   it('has working defaults for an empty environment', () => {
     const c = loadConfig({});
-    expect(c).toMatchObject({ PORT: 3000, HOST: '0.0.0.0', DATA_DIR: './data', ROLE: 'all', LOG_LEVEL: 'info', QUEUE_PREFIX: 'pushd', EMBEDDED_PG_PORT: 54329, BODY_LIMIT_BYTES: 1048576 });
+    expect(c).toMatchObject({
+      PORT: 3000,
+      HOST: '0.0.0.0',
+      DATA_DIR: './data',
+      ROLE: 'all',
+      LOG_LEVEL: 'info',
+      QUEUE_PREFIX: 'pushd',
+      EMBEDDED_PG_PORT: 54329,
+      BODY_LIMIT_BYTES: 1048576,
+    });
     expect(c.DATABASE_URL).toBeUndefined();
     expect(c.REDIS_URL).toBeUndefined();
     expect(c.dataDir).toBe(path.resolve('./data'));
   });
 
   it('parses numbers and enums', () => {
-    const c = loadConfig({ PORT: '8080', ROLE: 'worker', LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://u:p@db:5432/x', REDIS_URL: 'redis://r:6379' });
-    expect(c).toMatchObject({ PORT: 8080, ROLE: 'worker', LOG_LEVEL: 'debug', DATABASE_URL: 'postgres://u:p@db:5432/x', REDIS_URL: 'redis://r:6379' });
+    const c = loadConfig({
+      PORT: '8080',
+      ROLE: 'worker',
+      LOG_LEVEL: 'debug',
+      DATABASE_URL: 'postgres://u:p@db:5432/x',
+      REDIS_URL: 'redis://r:6379',
+    });
+    expect(c).toMatchObject({
+      PORT: 8080,
+      ROLE: 'worker',
+      LOG_LEVEL: 'debug',
+      DATABASE_URL: 'postgres://u:p@db:5432/x',
+      REDIS_URL: 'redis://r:6379',
+    });
   });
 
   it('treats empty strings as unset', () => {

@@ -27,14 +27,27 @@ describe('notification request', () => {
   });
 
   it('names the path of a bad filter deep in the array', () => {
-    expect(firstIssue({ notification: { to: [{ name: 'locale', criteria: ['x'] }, { name: 'badge', criteria: ['y'] }], payload: { alert: 'a' } } })).toEqual({
+    expect(
+      firstIssue({
+        notification: {
+          to: [
+            { name: 'locale', criteria: ['x'] },
+            { name: 'badge', criteria: ['y'] },
+          ],
+          payload: { alert: 'a' },
+        },
+      }),
+    ).toEqual({
       path: 'notification.to.1.criteria.0',
       message: 'must be a number or a range object',
     });
   });
 
   it('an unknown key inside notification is named as such, not as a wrong type', () => {
-    expect(firstIssue({ notification: { to: '*', payload: { alert: 'a' }, when: 'now' } })).toEqual({ path: 'notification', message: 'Unrecognized key: "when"' });
+    expect(firstIssue({ notification: { to: '*', payload: { alert: 'a' }, when: 'now' } })).toEqual({
+      path: 'notification',
+      message: 'Unrecognized key: "when"',
+    });
     expect(firstIssue({ notification: 'x' })).toEqual({ path: 'notification', message: 'must be an object with to and payload' });
   });
 

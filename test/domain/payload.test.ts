@@ -2,7 +2,20 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { payloadSchema, reservedKeyProblem } from '../../src/domain/payload.js';
 
-const TYPED = new Set(['alert', 'title', 'subtitle', 'sound', 'category', '_channel_id', 'collapse_key', 'badge', 'content_available', 'mutable_content', 'interruption_level', 'relevance_score']);
+const TYPED = new Set([
+  'alert',
+  'title',
+  'subtitle',
+  'sound',
+  'category',
+  '_channel_id',
+  'collapse_key',
+  'badge',
+  'content_available',
+  'mutable_content',
+  'interruption_level',
+  'relevance_score',
+]);
 
 describe('reserved payload keys', () => {
   it.each(['available', 'from', 'gcm', 'notification', 'message_type', 'aps', '_nid'])('%s is reserved', (key) => {
@@ -13,9 +26,12 @@ describe('reserved payload keys', () => {
     expect(reservedKeyProblem(key)).toMatch(/^is reserved \(keys beginning google\. or gcm\./);
   });
 
-  it.each(['googleplay', 'gcm_id', 'google', 'nid', '_nid2', 'From', 'fromage', 'apsx', 'my.google.key'])('%s is an ordinary custom key', (key) => {
-    expect(reservedKeyProblem(key)).toBeNull();
-  });
+  it.each(['googleplay', 'gcm_id', 'google', 'nid', '_nid2', 'From', 'fromage', 'apsx', 'my.google.key'])(
+    '%s is an ordinary custom key',
+    (key) => {
+      expect(reservedKeyProblem(key)).toBeNull();
+    },
+  );
 
   it('a payload naming a reserved key is refused with that key as the path', () => {
     const r = payloadSchema.safeParse({ alert: 'x', _nid: 'abc' });
@@ -25,7 +41,9 @@ describe('reserved payload keys', () => {
 });
 
 describe('custom keys', () => {
-  const customKey = fc.string({ minLength: 1, maxLength: 20 }).filter((k) => !TYPED.has(k) && reservedKeyProblem(k) === null && k !== '__proto__');
+  const customKey = fc
+    .string({ minLength: 1, maxLength: 20 })
+    .filter((k) => !TYPED.has(k) && reservedKeyProblem(k) === null && k !== '__proto__');
 
   it('pass through untouched (any key, any JSON value)', () => {
     fc.assert(

@@ -61,25 +61,35 @@ const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: null, freq: 3 }
 /** The instants a scenario's dates are drawn from: the date-math pool resolved at `now`, and neighbours. */
 function instants(now: Date): Date[] {
   const resolved = DATE_MATH.map((e) => resolveDate(e, now));
-  return [...resolved, ...resolved.map((d) => new Date(d.getTime() - 1)), new Date('2024-01-31T00:00:00Z'), new Date('2024-03-01T00:00:00Z')];
+  return [
+    ...resolved,
+    ...resolved.map((d) => new Date(d.getTime() - 1)),
+    new Date('2024-01-31T00:00:00Z'),
+    new Date('2024-03-01T00:00:00Z'),
+  ];
 }
 
-const dateArb = (now: Date) => fc.oneof(fc.constantFrom(...instants(now)), fc.integer({ min: 0, max: 400 * 86_400_000 }).map((ms) => new Date(now.getTime() - ms)));
+const dateArb = (now: Date) =>
+  fc.oneof(
+    fc.constantFrom(...instants(now)),
+    fc.integer({ min: 0, max: 400 * 86_400_000 }).map((ms) => new Date(now.getTime() - ms)),
+  );
 
 // Stored coordinates are snapped as the API stores them (tiny values are 0); criteria are not, on purpose.
 const pointArb = fc.oneof(
   { weight: 4, arbitrary: fc.record({ lat: fc.constantFrom(...GRID), lng: fc.constantFrom(...GRID) }) },
   {
     weight: 1,
-    arbitrary: fc.record({ lat: fc.double({ min: -2, max: 2, noNaN: true }).map(snapCoordinate), lng: fc.double({ min: -2, max: 2, noNaN: true }).map(snapCoordinate) }),
+    arbitrary: fc.record({
+      lat: fc.double({ min: -2, max: 2, noNaN: true }).map(snapCoordinate),
+      lng: fc.double({ min: -2, max: 2, noNaN: true }).map(snapCoordinate),
+    }),
   },
 );
 
 function customArb(now: Date): fc.Arbitrary<RefDevice['custom']> {
   const attr = (type: CustomType, values: fc.Arbitrary<Scalar>, arrays = true) =>
-    maybe(
-      (arrays ? fc.array(values, { minLength: 1, maxLength: 3 }) : values.map((v) => [v])).map((vs) => ({ type, values: vs })),
-    );
+    maybe((arrays ? fc.array(values, { minLength: 1, maxLength: 3 }) : values.map((v) => [v])).map((vs) => ({ type, values: vs })));
   return fc
     .record({
       s1: attr('string', fc.constantFrom(...COLORS)),
@@ -88,15 +98,35 @@ function customArb(now: Date): fc.Arbitrary<RefDevice['custom']> {
       d1: attr('date', dateArb(now)),
       b1: attr('boolean', fc.boolean(), false),
       // the same name with different types on different devices
-      x: maybe(fc.oneof(fc.constant({ type: 'string' as const, values: ['red'] as Scalar[] }), fc.constant({ type: 'integer' as const, values: [1] as Scalar[] }))),
+      x: maybe(
+        fc.oneof(
+          fc.constant({ type: 'string' as const, values: ['red'] as Scalar[] }),
+          fc.constant({ type: 'integer' as const, values: [1] as Scalar[] }),
+        ),
+      ),
     })
     .map((r) => Object.fromEntries(Object.entries(r).filter(([, v]) => v !== null)) as RefDevice['custom']);
 }
 
 function deviceArb(now: Date): fc.Arbitrary<RefDevice> {
-  const strings = fc.record(Object.fromEntries(Object.entries(STRING_POOLS).map(([k, pool]) => [k, maybe(fc.constantFrom(...pool))])) as Record<string, fc.Arbitrary<string | null>>);
+  const strings = fc.record(
+    Object.fromEntries(Object.entries(STRING_POOLS).map(([k, pool]) => [k, maybe(fc.constantFrom(...pool))])) as Record<
+      string,
+      fc.Arbitrary<string | null>
+    >,
+  );
   const events = fc.subarray(EVENTS).chain((keys) =>
-    fc.tuple(...keys.map(([source, name]) => fc.record({ source: fc.constant(source), name: fc.constant(name), count: fc.integer({ min: 1, max: 4 }), a: dateArb(now), b: dateArb(now) }))),
+    fc.tuple(
+      ...keys.map(([source, name]) =>
+        fc.record({
+          source: fc.constant(source),
+          name: fc.constant(name),
+          count: fc.integer({ min: 1, max: 4 }),
+          a: dateArb(now),
+          b: dateArb(now),
+        }),
+      ),
+    ),
   );
   return fc.record({
     id: fc.uuid({ version: 4 }),
@@ -111,30 +141,47 @@ function deviceArb(now: Date): fc.Arbitrary<RefDevice> {
     sdk: maybe(pointArb),
     ip: maybe(pointArb),
     custom: customArb(now),
-    events: events.map((es) => es.map((e) => ({ source: e.source, name: e.name, count: e.count, first: e.a < e.b ? e.a : e.b, last: e.a < e.b ? e.b : e.a }))),
+    events: events.map((es) =>
+      es.map((e) => ({ source: e.source, name: e.name, count: e.count, first: e.a < e.b ? e.a : e.b, last: e.a < e.b ? e.b : e.a })),
+    ),
   });
 }
 
 // ---- filters ----
 
 function rangeArb<T>(values: fc.Arbitrary<T>) {
-  return fc
-    .record({ gt: values, gte: values, lt: values, lte: values }, { requiredKeys: [] })
-    .filter((r) => Object.keys(r).length > 0);
+  return fc.record({ gt: values, gte: values, lt: values, lte: values }, { requiredKeys: [] }).filter((r) => Object.keys(r).length > 0);
 }
 
-const dateValueArb = (now: Date) => fc.oneof(fc.constantFrom(...DATE_MATH), fc.constantFrom(...instants(now)).map((d) => d.toISOString()));
-const numberCriteria = fc.array(fc.oneof(fc.constantFrom(...NUMBERS), rangeArb(fc.constantFrom(...NUMBERS))), { minLength: 1, maxLength: 3 });
+const dateValueArb = (now: Date) =>
+  fc.oneof(
+    fc.constantFrom(...DATE_MATH),
+    fc.constantFrom(...instants(now)).map((d) => d.toISOString()),
+  );
+const numberCriteria = fc.array(fc.oneof(fc.constantFrom(...NUMBERS), rangeArb(fc.constantFrom(...NUMBERS))), {
+  minLength: 1,
+  maxLength: 3,
+});
 const dateCriteria = (now: Date) => fc.array(fc.oneof(dateValueArb(now), rangeArb(dateValueArb(now))), { minLength: 1, maxLength: 3 });
 const pick = <T>(pool: T[]) => fc.subarray(pool, { minLength: 1, maxLength: Math.min(3, pool.length) });
 
 const geoCriterion = fc.oneof(
-  fc.record({
-    point: fc.oneof(fc.record({ latitude: fc.constantFrom(...GRID), longitude: fc.constantFrom(...GRID) }), fc.record({ latitude: fc.double({ min: -2, max: 2, noNaN: true }), longitude: fc.double({ min: -2, max: 2, noNaN: true }) })),
-    meters: fc.oneof({ weight: 6, arbitrary: fc.double({ min: 0, max: 300_000, noNaN: true }) }, { weight: 1, arbitrary: fc.constantFrom(0, 25_000_000) }),
-    unit: fc.constantFrom(...UNITS),
-  }).map(({ point, meters, unit }) => ({ point, distance: meters / DISTANCE_UNITS_IN_METERS[unit]!, unit })),
-  fc.array(fc.record({ latitude: fc.constantFrom(...GRID), longitude: fc.constantFrom(...GRID) }), { minLength: 3, maxLength: 6 }).map((polygon) => ({ polygon })),
+  fc
+    .record({
+      point: fc.oneof(
+        fc.record({ latitude: fc.constantFrom(...GRID), longitude: fc.constantFrom(...GRID) }),
+        fc.record({ latitude: fc.double({ min: -2, max: 2, noNaN: true }), longitude: fc.double({ min: -2, max: 2, noNaN: true }) }),
+      ),
+      meters: fc.oneof(
+        { weight: 6, arbitrary: fc.double({ min: 0, max: 300_000, noNaN: true }) },
+        { weight: 1, arbitrary: fc.constantFrom(0, 25_000_000) },
+      ),
+      unit: fc.constantFrom(...UNITS),
+    })
+    .map(({ point, meters, unit }) => ({ point, distance: meters / DISTANCE_UNITS_IN_METERS[unit]!, unit })),
+  fc
+    .array(fc.record({ latitude: fc.constantFrom(...GRID), longitude: fc.constantFrom(...GRID) }), { minLength: 3, maxLength: 6 })
+    .map((polygon) => ({ polygon })),
 );
 
 function filterArb(now: Date, ids: string[]): fc.Arbitrary<Filter> {
@@ -143,18 +190,43 @@ function filterArb(now: Date, ids: string[]): fc.Arbitrary<Filter> {
   );
   const kinds: fc.Arbitrary<{ name: string; criteria: unknown[] }>[] = [
     ...stringFilters,
-    fc.record({ name: fc.constant('device_id'), criteria: pick([...ids.slice(0, 4), ...ids.slice(0, 1).map((s) => s.toUpperCase()), '00000000-0000-4000-8000-000000000000', 'not-a-uuid']) }),
+    fc.record({
+      name: fc.constant('device_id'),
+      criteria: pick([
+        ...ids.slice(0, 4),
+        ...ids.slice(0, 1).map((s) => s.toUpperCase()),
+        '00000000-0000-4000-8000-000000000000',
+        'not-a-uuid',
+      ]),
+    }),
     fc.record({ name: fc.constant('development'), criteria: pick([true, false]) }),
     fc.record({ name: fc.constant('tags'), criteria: pick(['a', 'b', 'c', 'd', 'e']) }),
     fc.record({ name: fc.constant('badge'), criteria: numberCriteria }),
     fc.record({ name: fc.constantFrom('created_at', 'registered_at'), criteria: dateCriteria(now) }),
-    fc.record({ name: fc.constantFrom('custom.string.s1', 'custom.string.x', 'custom.string.missing'), criteria: pick([...COLORS, 'black']) }),
-    fc.record({ name: fc.constantFrom('custom.integer.n1', 'custom.integer.x', 'custom.float.f1', 'custom.float.n1'), criteria: fc.array(fc.oneof(fc.constantFrom(...NUMBERS, ...FLOATS), rangeArb(fc.constantFrom(...NUMBERS, ...FLOATS))), { minLength: 1, maxLength: 3 }) }),
+    fc.record({
+      name: fc.constantFrom('custom.string.s1', 'custom.string.x', 'custom.string.missing'),
+      criteria: pick([...COLORS, 'black']),
+    }),
+    fc.record({
+      name: fc.constantFrom('custom.integer.n1', 'custom.integer.x', 'custom.float.f1', 'custom.float.n1'),
+      criteria: fc.array(fc.oneof(fc.constantFrom(...NUMBERS, ...FLOATS), rangeArb(fc.constantFrom(...NUMBERS, ...FLOATS))), {
+        minLength: 1,
+        maxLength: 3,
+      }),
+    }),
     fc.record({ name: fc.constant('custom.date.d1'), criteria: dateCriteria(now) }),
     fc.record({ name: fc.constantFrom('custom.boolean.b1', 'custom.boolean.s1'), criteria: pick([true, false]) }),
     fc.record({
       name: fc.constantFrom('events.open', 'events.buy', 'events.Public Api.buy', 'events.Mixpanel.open', 'events.never'),
-      criteria: fc.array(fc.oneof(fc.constant(true), fc.integer({ min: 0, max: 4 }), rangeArb(fc.constantFrom(0, 0.5, 1, 2, 3, 5)), rangeArb(dateValueArb(now))), { minLength: 1, maxLength: 3 }),
+      criteria: fc.array(
+        fc.oneof(
+          fc.constant(true),
+          fc.integer({ min: 0, max: 4 }),
+          rangeArb(fc.constantFrom(0, 0.5, 1, 2, 3, 5)),
+          rangeArb(dateValueArb(now)),
+        ),
+        { minLength: 1, maxLength: 3 },
+      ),
     }),
     fc.record({ name: fc.constantFrom('location', 'sdk_location'), criteria: fc.array(geoCriterion, { minLength: 1, maxLength: 3 }) }),
   ];
@@ -167,17 +239,28 @@ export interface Scenario {
   filterLists: Filter[][];
 }
 
-const NOWS = ['2025-03-31T23:30:00.000Z', '2024-02-29T00:00:00.000Z', '2025-06-09T12:00:00.500Z', '2025-01-01T00:00:00.000Z'].map((s) => new Date(s).getTime());
+const NOWS = ['2025-03-31T23:30:00.000Z', '2024-02-29T00:00:00.000Z', '2025-06-09T12:00:00.500Z', '2025-01-01T00:00:00.000Z'].map((s) =>
+  new Date(s).getTime(),
+);
 
 export function scenarioArb(opts: { devices: number; filterLists: number }): fc.Arbitrary<Scenario> {
-  const nowArb = fc.oneof(fc.constantFrom(...NOWS), fc.integer({ min: Date.UTC(2024, 0, 1), max: Date.UTC(2026, 0, 1) })).map((t) => new Date(t));
+  const nowArb = fc
+    .oneof(fc.constantFrom(...NOWS), fc.integer({ min: Date.UTC(2024, 0, 1), max: Date.UTC(2026, 0, 1) }))
+    .map((t) => new Date(t));
   return nowArb.chain((now) =>
-    fc
-      .uniqueArray(deviceArb(now), { minLength: 1, maxLength: opts.devices, selector: (d) => d.id })
-      .chain((devices) =>
-        fc
-          .array(fc.array(filterArb(now, devices.map((d) => d.id)), { minLength: 1, maxLength: 3 }), { minLength: opts.filterLists, maxLength: opts.filterLists })
-          .map((filterLists) => ({ now, devices, filterLists })),
-      ),
+    fc.uniqueArray(deviceArb(now), { minLength: 1, maxLength: opts.devices, selector: (d) => d.id }).chain((devices) =>
+      fc
+        .array(
+          fc.array(
+            filterArb(
+              now,
+              devices.map((d) => d.id),
+            ),
+            { minLength: 1, maxLength: 3 },
+          ),
+          { minLength: opts.filterLists, maxLength: opts.filterLists },
+        )
+        .map((filterLists) => ({ now, devices, filterLists })),
+    ),
   );
 }

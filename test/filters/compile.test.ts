@@ -54,7 +54,9 @@ describe('filter compiler edge cases', () => {
     await insertDevices(h.db.db, appId, [device]);
     const meters = haversine(0, 0, 0, 0.5);
     for (const [unit, factor] of Object.entries(DISTANCE_UNITS_IN_METERS)) {
-      const at = (scale: number) => [{ name: 'sdk_location', criteria: [{ point: { latitude: 0, longitude: 0 }, distance: (meters / factor) * scale, unit }] }];
+      const at = (scale: number) => [
+        { name: 'sdk_location', criteria: [{ point: { latitude: 0, longitude: 0 }, distance: (meters / factor) * scale, unit }] },
+      ];
       expect(await select(at(1 + 1e-9)), unit).toEqual([device.id]);
       expect(await select(at(1 - 1e-9)), unit).toEqual([]);
     }
@@ -65,7 +67,9 @@ describe('filter compiler edge cases', () => {
     const antipode = dev({ ip: { lat: -48.8566, lng: -177.6478 } });
     const nowhere = dev({});
     await insertDevices(h.db.db, appId, [here, antipode, nowhere]);
-    const around = (distance: number, unit = 'm') => [{ name: 'location', criteria: [{ point: { latitude: 48.8566, longitude: 2.3522 }, distance, unit }] }];
+    const around = (distance: number, unit = 'm') => [
+      { name: 'location', criteria: [{ point: { latitude: 48.8566, longitude: 2.3522 }, distance, unit }] },
+    ];
     expect(await select(around(0))).toEqual([here.id]);
     expect(await select(around(20_000, 'km'))).toEqual([here.id]);
     expect(await select(around(20_100, 'km'))).toEqual(ids(here, antipode));
@@ -88,11 +92,15 @@ describe('filter compiler edge cases', () => {
     ];
     expect(await select([{ name: 'sdk_location', criteria: [{ polygon: square }] }])).toEqual(ids(onEdge, vertex, inner, roundsOntoEdge));
     // a closing point repeated changes nothing
-    expect(await select([{ name: 'sdk_location', criteria: [{ polygon: [...square, square[0]!] }] }])).toEqual(ids(onEdge, vertex, inner, roundsOntoEdge));
+    expect(await select([{ name: 'sdk_location', criteria: [{ polygon: [...square, square[0]!] }] }])).toEqual(
+      ids(onEdge, vertex, inner, roundsOntoEdge),
+    );
     // negated: devices outside, and devices without a location
     const none = dev({});
     await insertDevices(h.db.db, appId, [none]);
-    expect(await select([{ name: 'sdk_location', criteria: [{ polygon: square }], not_filter: true }])).toEqual(ids(justOutside, below, none));
+    expect(await select([{ name: 'sdk_location', criteria: [{ polygon: square }], not_filter: true }])).toEqual(
+      ids(justOutside, below, none),
+    );
   });
 
   it('polygon: a bow-tie follows even-odd; a degenerate one holds only its segment; no antimeridian wrap', async () => {
@@ -143,9 +151,13 @@ describe('filter compiler edge cases', () => {
 
   it('events: a device without the event has count 0; negations flip that', async () => {
     const never = dev({});
-    const twice = dev({ events: [{ source: '', name: 'open', count: 2, first: new Date('2025-05-01T00:00:00Z'), last: new Date('2025-05-31T00:00:00Z') }] });
+    const twice = dev({
+      events: [{ source: '', name: 'open', count: 2, first: new Date('2025-05-01T00:00:00Z'), last: new Date('2025-05-31T00:00:00Z') }],
+    });
     await insertDevices(h.db.db, appId, [never, twice]);
-    const f = (criteria: unknown[], not_filter = false): Filter[] => [{ name: 'events.open', criteria: criteria as Filter['criteria'], ...(not_filter ? { not_filter } : {}) }];
+    const f = (criteria: unknown[], not_filter = false): Filter[] => [
+      { name: 'events.open', criteria: criteria as Filter['criteria'], ...(not_filter ? { not_filter } : {}) },
+    ];
     expect(await select(f([0]))).toEqual([never.id]);
     expect(await select(f([{ lt: 1 }]))).toEqual([never.id]);
     expect(await select(f([{ lt: 3 }]))).toEqual(ids(never, twice));
@@ -167,7 +179,12 @@ describe('filter compiler edge cases', () => {
     expect(await select([{ name: 'custom.integer.x', criteria: [1] }])).toEqual([bare.id]);
     expect(await select([{ name: 'custom.string.x', criteria: ['1'] }])).toEqual([fr.id]);
     expect(await select([{ name: 'custom.float.x', criteria: [1] }])).toEqual([]);
-    expect(await select([{ name: 'custom.float.x', criteria: [1] }, { name: 'badge', criteria: [0], not_filter: true }])).toEqual([]);
+    expect(
+      await select([
+        { name: 'custom.float.x', criteria: [1] },
+        { name: 'badge', criteria: [0], not_filter: true },
+      ]),
+    ).toEqual([]);
     expect(await select([{ name: 'badge', criteria: [{ gt: 2.5 }] }])).toEqual([fr.id]);
     expect(await select([{ name: 'badge', criteria: [{ lt: 2.5 }] }])).toEqual([]);
     expect(await select([{ name: 'badge', criteria: [2.5, { gt: 1e300 }, { lte: -1e300 }] }])).toEqual([]);
@@ -176,17 +193,42 @@ describe('filter compiler edge cases', () => {
   });
 
   it('erasing (whoever sets erased_at) deletes attributes, events and tags; tag rows follow devices.tags', async () => {
-    const d = dev({ tags: ['a', 'b'], custom: { s: { type: 'string', values: ['x'] } }, events: [{ source: '', name: 'e', count: 1, first: NOW, last: NOW }] });
+    const d = dev({
+      tags: ['a', 'b'],
+      custom: { s: { type: 'string', values: ['x'] } },
+      events: [{ source: '', name: 'e', count: 1, first: NOW, last: NOW }],
+    });
     await insertDevices(h.db.db, appId, [d]);
-    const tags = async () => (await h.db.db.selectFrom('device_tags' as never).select('tag' as never).where('device_id' as never, '=', d.id as never).execute()).map((r) => (r as { tag: string }).tag).sort();
+    const tags = async () =>
+      (
+        await h.db.db
+          .selectFrom('device_tags' as never)
+          .select('tag' as never)
+          .where('device_id' as never, '=', d.id as never)
+          .execute()
+      )
+        .map((r) => (r as { tag: string }).tag)
+        .sort();
     expect(await tags()).toEqual(['a', 'b']);
-    await h.db.db.updateTable('devices').set({ tags: ['b', 'c', 'c'] }).where('id', '=', d.id).execute();
+    await h.db.db
+      .updateTable('devices')
+      .set({ tags: ['b', 'c', 'c'] })
+      .where('id', '=', d.id)
+      .execute();
     expect(await tags()).toEqual(['b', 'c']);
     expect(await select([{ name: 'tags', criteria: ['a'] }])).toEqual([]);
     expect(await select([{ name: 'tags', criteria: ['c'] }])).toEqual([d.id]);
 
     await h.db.db.updateTable('devices').set({ erased_at: new Date() }).where('id', '=', d.id).execute();
-    const left = await Promise.all(['device_attributes', 'device_events', 'device_tags'].map((t) => h.db.db.selectFrom(t as 'device_events').select('device_id').where('device_id', '=', d.id).execute()));
+    const left = await Promise.all(
+      ['device_attributes', 'device_events', 'device_tags'].map((t) =>
+        h.db.db
+          .selectFrom(t as 'device_events')
+          .select('device_id')
+          .where('device_id', '=', d.id)
+          .execute(),
+      ),
+    );
     expect(left.map((rows) => rows.length)).toEqual([0, 0, 0]);
     expect(await select([{ name: 'custom.string.s', criteria: ['x'], not_filter: true }])).toEqual([]);
   });

@@ -45,7 +45,15 @@ export async function insertDevices(db: Db, appId: string, devices: RefDevice[])
   );
   if (attributes.length) await db.insertInto('device_attributes').values(attributes).execute();
   const events = devices.flatMap((d) =>
-    d.events.map((e) => ({ device_id: d.id, app_id: appId, source: e.source, name: e.name, count: e.count, first_happened_at: e.first, last_happened_at: e.last })),
+    d.events.map((e) => ({
+      device_id: d.id,
+      app_id: appId,
+      source: e.source,
+      name: e.name,
+      count: e.count,
+      first_happened_at: e.first,
+      last_happened_at: e.last,
+    })),
   );
   if (events.length) await db.insertInto('device_events').values(events).execute();
   // Erased as the service erases (the column data stays here on purpose: erased_at alone must exclude them;

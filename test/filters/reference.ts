@@ -1,5 +1,12 @@
 import { resolveDate } from '../../src/domain/date-math.js';
-import { DISTANCE_UNITS_IN_METERS, isPlainObject, parseFilterName, type Criterion, type Filter, type RangeCriterion } from '../../src/domain/filters.js';
+import {
+  DISTANCE_UNITS_IN_METERS,
+  isPlainObject,
+  parseFilterName,
+  type Criterion,
+  type Filter,
+  type RangeCriterion,
+} from '../../src/domain/filters.js';
 
 /**
  * An in-memory evaluator of the filter language, written from the language's rules and not from the SQL
@@ -112,7 +119,9 @@ const snap = (v: number) => (Math.abs(v) < 1e-100 ? 0 : v);
 function geoHolds(p: { lat: number; lng: number }, c: Criterion): boolean {
   const o = c as Record<string, unknown>;
   if (Array.isArray(o.polygon)) {
-    const ring = (o.polygon as { latitude: number; longitude: number }[]).map((q) => [micro(q.longitude), micro(q.latitude)] as [bigint, bigint]);
+    const ring = (o.polygon as { latitude: number; longitude: number }[]).map(
+      (q) => [micro(q.longitude), micro(q.latitude)] as [bigint, bigint],
+    );
     return inPolygon(micro(p.lng), micro(p.lat), ring);
   }
   const point = o.point as { latitude: number; longitude: number };

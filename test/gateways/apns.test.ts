@@ -51,7 +51,12 @@ describe('ApnsGateway', () => {
     expect(results.every((r) => r.outcome.kind === 'ok')).toBe(true);
     expect(mock.pushes).toHaveLength(10);
     const first = mock.pushes.find((p) => p.token === t[0]?.token);
-    expect(first).toMatchObject({ topic: TOPIC, pushType: 'alert', priority: 10, payload: { aps: { alert: 'Hello', badge: 1 }, foo: 'bar', _nid: 'notif-1' } });
+    expect(first).toMatchObject({
+      topic: TOPIC,
+      pushType: 'alert',
+      priority: 10,
+      payload: { aps: { alert: 'Hello', badge: 1 }, foo: 'bar', _nid: 'notif-1' },
+    });
     const jwt = decodeJwt(first?.jwt ?? '');
     expect(jwt?.header).toMatchObject({ alg: 'ES256', kid: key.credentials.keyId });
     expect(jwt?.claims).toMatchObject({ iss: key.credentials.teamId });
@@ -60,7 +65,12 @@ describe('ApnsGateway', () => {
   it('sends the mapped headers: background push, priority 5, collapse id', async () => {
     const [t] = targets(1);
     await gateway().send(push({ content_available: true, collapse_key: 'sync' }), [t!]);
-    expect(mock.pushes[0]).toMatchObject({ pushType: 'background', priority: 5, collapseId: 'sync', payload: { aps: { 'content-available': 1 } } });
+    expect(mock.pushes[0]).toMatchObject({
+      pushType: 'background',
+      priority: 5,
+      collapseId: 'sync',
+      payload: { aps: { 'content-available': 1 } },
+    });
   });
 
   it('sorts dead tokens into invalid_token and leaves the others ok', async () => {
@@ -94,7 +104,11 @@ describe('ApnsGateway', () => {
     const results = await gateway().send(push(), t);
 
     // node-apn 8 cannot surface Retry-After (see apns.ts), so there is no retryAfterMs: the worker backs off.
-    expect(results.map((r) => r.outcome)).toEqual([{ kind: 'retry', reason: 'ServiceUnavailable' }, { kind: 'retry', reason: 'TooManyRequests' }, { kind: 'ok' }]);
+    expect(results.map((r) => r.outcome)).toEqual([
+      { kind: 'retry', reason: 'ServiceUnavailable' },
+      { kind: 'retry', reason: 'TooManyRequests' },
+      { kind: 'ok' },
+    ]);
     expect(answersFor(t[0]!.token)).toHaveLength(1);
     expect(answersFor(t[1]!.token)).toHaveLength(1);
   });

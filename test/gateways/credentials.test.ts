@@ -9,7 +9,11 @@ const sa = generateServiceAccount({ projectId: 'pushd-test' });
 
 const pkcs8 = (type: 'ec' | 'rsa' | 'ed25519', curve?: string) => {
   const { privateKey } =
-    type === 'ec' ? generateKeyPairSync('ec', { namedCurve: curve ?? 'P-256' }) : type === 'rsa' ? generateKeyPairSync('rsa', { modulusLength: 1024 }) : generateKeyPairSync('ed25519');
+    type === 'ec'
+      ? generateKeyPairSync('ec', { namedCurve: curve ?? 'P-256' })
+      : type === 'rsa'
+        ? generateKeyPairSync('rsa', { modulusLength: 1024 })
+        : generateKeyPairSync('ed25519');
   return privateKey;
 };
 
@@ -43,11 +47,19 @@ describe('parseApnsCredentials', () => {
     ['lower-case key id', { ...apns.credentials, keyId: 'abcde12345' }, /keyId/],
     ['11-char team id', { ...apns.credentials, teamId: 'TEAM1234567' }, /teamId/],
     ['topic with a slash', { ...apns.credentials, topic: 'com/x' }, /topic/],
-    ['garbage PEM', { ...apns.credentials, keyPem: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----' }, /not a readable private key/],
+    [
+      'garbage PEM',
+      { ...apns.credentials, keyPem: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----' },
+      /not a readable private key/,
+    ],
     ['SEC1 EC key (not PKCS#8)', { ...apns.credentials, keyPem: pkcs8('ec').export({ type: 'sec1', format: 'pem' }).toString() }, /PKCS#8/],
     ['P-384 key', { ...apns.credentials, keyPem: pkcs8('ec', 'P-384').export({ type: 'pkcs8', format: 'pem' }).toString() }, /EC P-256/],
     ['RSA key', { ...apns.credentials, keyPem: pkcs8('rsa').export({ type: 'pkcs8', format: 'pem' }).toString() }, /EC P-256/],
-    ['a certificate instead of a key', { ...apns.credentials, keyPem: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----' }, /PKCS#8/],
+    [
+      'a certificate instead of a key',
+      { ...apns.credentials, keyPem: '-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----' },
+      /PKCS#8/,
+    ],
   ])('refuses %s', (_name, input, message) => {
     expect(() => parseApnsCredentials(input)).toThrow(message);
   });
@@ -66,7 +78,12 @@ describe('parseApnsCredentials', () => {
 describe('parseFcmServiceAccount', () => {
   it('accepts the service account object and its JSON text', () => {
     const fromObject = parseFcmServiceAccount(sa.json);
-    expect(fromObject).toMatchObject({ type: 'service_account', project_id: 'pushd-test', client_email: sa.json.client_email, private_key_id: sa.json.private_key_id });
+    expect(fromObject).toMatchObject({
+      type: 'service_account',
+      project_id: 'pushd-test',
+      client_email: sa.json.client_email,
+      private_key_id: sa.json.private_key_id,
+    });
     expect(parseFcmServiceAccount(JSON.stringify(sa.json))).toEqual(fromObject);
   });
 
@@ -85,7 +102,11 @@ describe('parseFcmServiceAccount', () => {
     ['missing private_key', { ...sa.json, private_key: undefined }, /private_key/],
     ['a private_key that is not PEM', { ...sa.json, private_key: 'MIIEv...' }, /PEM/],
     ['an EC private_key', { ...sa.json, private_key: pkcs8('ec').export({ type: 'pkcs8', format: 'pem' }).toString() }, /RSA/],
-    ['a broken PEM', { ...sa.json, private_key: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----' }, /not a readable private key/],
+    [
+      'a broken PEM',
+      { ...sa.json, private_key: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----' },
+      /not a readable private key/,
+    ],
   ])('refuses %s', (_name, input, message) => {
     expect(() => parseFcmServiceAccount(input)).toThrow(CredentialsError);
     expect(() => parseFcmServiceAccount(input)).toThrow(message);

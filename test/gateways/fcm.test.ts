@@ -15,7 +15,12 @@ let account: TestServiceAccount;
 const open: FcmGateway[] = [];
 
 function gateway(options: Partial<FcmGatewayOptions> = {}): FcmGateway {
-  const g = new FcmGateway({ serviceAccount: parseFcmServiceAccount(account.json), origin: mock.origin, tokenUrl: mock.tokenUrl, ...options });
+  const g = new FcmGateway({
+    serviceAccount: parseFcmServiceAccount(account.json),
+    origin: mock.origin,
+    tokenUrl: mock.tokenUrl,
+    ...options,
+  });
   open.push(g);
   return g;
 }
@@ -163,7 +168,11 @@ describe('FcmGateway', () => {
     mock.tokenFaults.next(1, { type: 'status', status: 503, reason: 'temporarily_unavailable', retryAfter: 5 });
     const results = await gateway().send(push(), targets(50));
     expect(results).toHaveLength(50);
-    expect(results.every((r) => JSON.stringify(r.outcome) === JSON.stringify({ kind: 'retry', reason: 'oauth temporarily_unavailable', retryAfterMs: 5000 }))).toBe(true);
+    expect(
+      results.every(
+        (r) => JSON.stringify(r.outcome) === JSON.stringify({ kind: 'retry', reason: 'oauth temporarily_unavailable', retryAfterMs: 5000 }),
+      ),
+    ).toBe(true);
     expect(mock.tokenRequests).toBe(1);
     expect(mock.pushes).toHaveLength(0);
   });

@@ -21,12 +21,16 @@ let account: TestServiceAccount;
 
 const push = { notificationId: 'notif-threads', payload: { alert: 'Hello', badge: 2 } };
 const apnsTargets = (n: number): PushTarget[] => Array.from({ length: n }, (_, i) => ({ deviceId: `ios-${i}`, token: randomApnsToken() }));
-const fcmTargets = (n: number): PushTarget[] => Array.from({ length: n }, (_, i) => ({ deviceId: `android-${i}`, token: randomFcmToken() }));
+const fcmTargets = (n: number): PushTarget[] =>
+  Array.from({ length: n }, (_, i) => ({ deviceId: `android-${i}`, token: randomFcmToken() }));
 
 function threads(count = 2): GatewayThreads {
   return new GatewayThreads(
     count,
-    { pool: { apnsOriginProduction: apns.origin, apnsOriginSandbox: apns.origin, fcmOrigin: fcm.origin, googleTokenUrl: fcm.tokenUrl }, logLevel: 'silent' },
+    {
+      pool: { apnsOriginProduction: apns.origin, apnsOriginSandbox: apns.origin, fcmOrigin: fcm.origin, googleTokenUrl: fcm.tokenUrl },
+      logLevel: 'silent',
+    },
     createLogger('silent'),
   );
 }

@@ -20,7 +20,12 @@ describe('outcome table', () => {
     ['apns 410 Unregistered', { gateway: 'apns', status: 410, reason: 'Unregistered' }, 'invalid_token', 'Unregistered'],
     ['apns 410 ExpiredToken', { gateway: 'apns', status: 410, reason: 'ExpiredToken' }, 'invalid_token', 'ExpiredToken'],
     ['apns 400 BadDeviceToken', { gateway: 'apns', status: 400, reason: 'BadDeviceToken' }, 'invalid_token', 'BadDeviceToken'],
-    ['apns 400 DeviceTokenNotForTopic', { gateway: 'apns', status: 400, reason: 'DeviceTokenNotForTopic' }, 'invalid_token', 'DeviceTokenNotForTopic'],
+    [
+      'apns 400 DeviceTokenNotForTopic',
+      { gateway: 'apns', status: 400, reason: 'DeviceTokenNotForTopic' },
+      'invalid_token',
+      'DeviceTokenNotForTopic',
+    ],
     ['apns 403 ExpiredProviderToken', { gateway: 'apns', status: 403, reason: 'ExpiredProviderToken' }, 'retry', 'ExpiredProviderToken'],
     ['apns 429', { gateway: 'apns', status: 429, reason: 'TooManyRequests' }, 'retry', 'TooManyRequests'],
     ['apns 500', { gateway: 'apns', status: 500, reason: 'InternalServerError' }, 'retry', 'InternalServerError'],
@@ -39,30 +44,66 @@ describe('outcome table', () => {
     ['fcm 404 without UNREGISTERED (wrong URL)', { gateway: 'fcm', status: 404 }, 'failed', 'HTTP 404'],
     [
       'fcm 400 INVALID_ARGUMENT on message.token',
-      { gateway: 'fcm', status: 400, fcmError: fcmError(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token', 'message.token') },
+      {
+        gateway: 'fcm',
+        status: 400,
+        fcmError: fcmError(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token', 'message.token'),
+      },
       'invalid_token',
       'INVALID_ARGUMENT',
     ],
     [
       'fcm 400 INVALID_ARGUMENT whose message names the registration token',
-      { gateway: 'fcm', status: 400, fcmError: fcmError(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token') },
+      {
+        gateway: 'fcm',
+        status: 400,
+        fcmError: fcmError(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token'),
+      },
       'invalid_token',
       'INVALID_ARGUMENT',
     ],
     [
       'fcm 400 INVALID_ARGUMENT about the message',
-      { gateway: 'fcm', status: 400, fcmError: fcmError(400, 'INVALID_ARGUMENT', "Invalid value at 'message.data[0].value' (TYPE_STRING), 3", 'message.data[0].value') },
+      {
+        gateway: 'fcm',
+        status: 400,
+        fcmError: fcmError(400, 'INVALID_ARGUMENT', "Invalid value at 'message.data[0].value' (TYPE_STRING), 3", 'message.data[0].value'),
+      },
       'failed',
       'INVALID_ARGUMENT',
     ],
-    ['fcm 401 UNAUTHENTICATED', { gateway: 'fcm', status: 401, fcmError: { code: 401, status: 'UNAUTHENTICATED', message: 'Request had invalid authentication credentials.' } }, 'retry', 'UNAUTHENTICATED'],
-    ['fcm 401 THIRD_PARTY_AUTH_ERROR', { gateway: 'fcm', status: 401, fcmError: fcmError(401, 'THIRD_PARTY_AUTH_ERROR') }, 'failed', 'THIRD_PARTY_AUTH_ERROR'],
-    ['fcm 403 SENDER_ID_MISMATCH', { gateway: 'fcm', status: 403, fcmError: fcmError(403, 'SENDER_ID_MISMATCH') }, 'failed', 'SENDER_ID_MISMATCH'],
+    [
+      'fcm 401 UNAUTHENTICATED',
+      {
+        gateway: 'fcm',
+        status: 401,
+        fcmError: { code: 401, status: 'UNAUTHENTICATED', message: 'Request had invalid authentication credentials.' },
+      },
+      'retry',
+      'UNAUTHENTICATED',
+    ],
+    [
+      'fcm 401 THIRD_PARTY_AUTH_ERROR',
+      { gateway: 'fcm', status: 401, fcmError: fcmError(401, 'THIRD_PARTY_AUTH_ERROR') },
+      'failed',
+      'THIRD_PARTY_AUTH_ERROR',
+    ],
+    [
+      'fcm 403 SENDER_ID_MISMATCH',
+      { gateway: 'fcm', status: 403, fcmError: fcmError(403, 'SENDER_ID_MISMATCH') },
+      'failed',
+      'SENDER_ID_MISMATCH',
+    ],
     ['fcm 429 QUOTA_EXCEEDED', { gateway: 'fcm', status: 429, fcmError: fcmError(429, 'QUOTA_EXCEEDED') }, 'retry', 'QUOTA_EXCEEDED'],
     ['fcm 500 INTERNAL', { gateway: 'fcm', status: 500, fcmError: fcmError(500, 'INTERNAL') }, 'retry', 'INTERNAL'],
     ['fcm 503 UNAVAILABLE', { gateway: 'fcm', status: 503, fcmError: fcmError(503, 'UNAVAILABLE') }, 'retry', 'UNAVAILABLE'],
     ['fcm 502 HTML body', { gateway: 'fcm', status: 502 }, 'retry', 'HTTP 502'],
-    ['fcm transport', { gateway: 'fcm', transportError: 'ERR_HTTP2_STREAM_ERROR: REFUSED_STREAM' }, 'retry', 'transport: ERR_HTTP2_STREAM_ERROR: REFUSED_STREAM'],
+    [
+      'fcm transport',
+      { gateway: 'fcm', transportError: 'ERR_HTTP2_STREAM_ERROR: REFUSED_STREAM' },
+      'retry',
+      'transport: ERR_HTTP2_STREAM_ERROR: REFUSED_STREAM',
+    ],
 
     ['oauth 503', { gateway: 'oauth', status: 503 }, 'retry', 'oauth HTTP 503'],
     ['oauth 429', { gateway: 'oauth', status: 429, reason: 'rate_limited' }, 'retry', 'oauth rate_limited'],
@@ -85,7 +126,11 @@ describe('outcome table', () => {
   });
 
   it('honours Retry-After in seconds and as an HTTP date on retry outcomes', () => {
-    expect(classify({ gateway: 'fcm', status: 429, retryAfter: '30' }, NOW).outcome).toEqual({ kind: 'retry', reason: 'HTTP 429', retryAfterMs: 30_000 });
+    expect(classify({ gateway: 'fcm', status: 429, retryAfter: '30' }, NOW).outcome).toEqual({
+      kind: 'retry',
+      reason: 'HTTP 429',
+      retryAfterMs: 30_000,
+    });
     const date = new Date(NOW + 90_000).toUTCString();
     expect(classify({ gateway: 'apns', status: 503, reason: 'ServiceUnavailable', retryAfter: date }, NOW).outcome).toEqual({
       kind: 'retry',

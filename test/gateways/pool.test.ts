@@ -68,7 +68,9 @@ describe('GatewayPool', () => {
 
   it('uses the topic of the credentials when they have one', async () => {
     newPool();
-    await pool.get(app({ apnsCredentials: { ...key.credentials, topic: 'com.example.whitelabel' } }), 'ios', 'production').send(push, [{ deviceId: 'd', token: randomApnsToken() }]);
+    await pool
+      .get(app({ apnsCredentials: { ...key.credentials, topic: 'com.example.whitelabel' } }), 'ios', 'production')
+      .send(push, [{ deviceId: 'd', token: randomApnsToken() }]);
     expect(production.pushes[0]?.topic).toBe('com.example.whitelabel');
   });
 
@@ -96,7 +98,10 @@ describe('GatewayPool', () => {
 
     const [r] = await after.send(push, [{ deviceId: 'd', token: randomApnsToken() }]);
     expect(r?.outcome).toEqual({ kind: 'ok' });
-    expect((await before.send(push, [{ deviceId: 'd', token: randomApnsToken() }]))[0]?.outcome).toEqual({ kind: 'retry', reason: 'gateway closed' });
+    expect((await before.send(push, [{ deviceId: 'd', token: randomApnsToken() }]))[0]?.outcome).toEqual({
+      kind: 'retry',
+      reason: 'gateway closed',
+    });
   });
 
   it('sends Android pushes through FCM with the app service account', async () => {
@@ -117,7 +122,9 @@ describe('GatewayPool', () => {
       { deviceId: 'd1', outcome: { kind: 'failed', reason: 'no_credentials' } },
       { deviceId: 'd2', outcome: { kind: 'failed', reason: 'no_credentials' } },
     ]);
-    expect((await pool.get(app({ fcmCredentials: undefined }), 'android', 'production').send(push, [{ deviceId: 'a', token: 't' }]))[0]?.outcome).toEqual({
+    expect(
+      (await pool.get(app({ fcmCredentials: undefined }), 'android', 'production').send(push, [{ deviceId: 'a', token: 't' }]))[0]?.outcome,
+    ).toEqual({
       kind: 'failed',
       reason: 'no_credentials',
     });
@@ -125,15 +132,25 @@ describe('GatewayPool', () => {
 
   it('answers failed invalid_credentials when stored credentials are unusable', async () => {
     newPool();
-    const [r] = await pool.get(app({ apnsCredentials: { ...key.credentials, keyId: 'bad' } }), 'ios', 'production').send(push, [{ deviceId: 'd', token: randomApnsToken() }]);
+    const [r] = await pool
+      .get(app({ apnsCredentials: { ...key.credentials, keyId: 'bad' } }), 'ios', 'production')
+      .send(push, [{ deviceId: 'd', token: randomApnsToken() }]);
     expect(r?.outcome).toMatchObject({ kind: 'failed', reason: expect.stringMatching(/^invalid_credentials: APNs keyId/) });
     expect(production.requestCount).toBe(0);
   });
 
   it('answers failed gateway_misconfigured when a configured origin is unusable', async () => {
-    pool = new GatewayPool({ apnsOriginProduction: 'http://127.0.0.1:1', apnsOriginSandbox: sandbox.origin, fcmOrigin: fcm.origin, googleTokenUrl: fcm.tokenUrl });
+    pool = new GatewayPool({
+      apnsOriginProduction: 'http://127.0.0.1:1',
+      apnsOriginSandbox: sandbox.origin,
+      fcmOrigin: fcm.origin,
+      googleTokenUrl: fcm.tokenUrl,
+    });
     const [r] = await pool.get(app(), 'ios', 'production').send(push, [{ deviceId: 'd', token: randomApnsToken() }]);
-    expect(r?.outcome).toMatchObject({ kind: 'failed', reason: expect.stringMatching(/^gateway_misconfigured: APNs origin must be https/) });
+    expect(r?.outcome).toMatchObject({
+      kind: 'failed',
+      reason: expect.stringMatching(/^gateway_misconfigured: APNs origin must be https/),
+    });
   });
 
   it('after close() hands out gateways that answer retry', async () => {

@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { APNS_MAX_PAYLOAD_BYTES, fcmDataValue, fcmSendBody, fcmSendBodyEncoder, jsonBytes, toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
+import {
+  APNS_MAX_PAYLOAD_BYTES,
+  fcmDataValue,
+  fcmSendBody,
+  fcmSendBodyEncoder,
+  jsonBytes,
+  toApnsRequest,
+  toFcmMessage,
+} from '../../src/domain/push-mapping.js';
 
 const NID = 'n_123';
 
@@ -11,7 +19,9 @@ describe('toApnsRequest', () => {
   });
 
   it('builds an alert object when there is a title or subtitle', () => {
-    expect(toApnsRequest({ alert: 'Body', title: 'Title', subtitle: 'Sub' }, NID).body.aps).toEqual({ alert: { title: 'Title', subtitle: 'Sub', body: 'Body' } });
+    expect(toApnsRequest({ alert: 'Body', title: 'Title', subtitle: 'Sub' }, NID).body.aps).toEqual({
+      alert: { title: 'Title', subtitle: 'Sub', body: 'Body' },
+    });
     expect(toApnsRequest({ title: 'Only title' }, NID).body.aps).toEqual({ alert: { title: 'Only title' } });
     expect(toApnsRequest({ alert: 'B', subtitle: 'S' }, NID).body.aps).toEqual({ alert: { subtitle: 'S', body: 'B' } });
   });
@@ -116,7 +126,10 @@ describe('toFcmMessage', () => {
   });
 
   it('puts badge, sound, custom keys and _nid in data, all as strings', () => {
-    const m = toFcmMessage({ alert: 'a', badge: 4, sound: 'ding', _u: 'app://x', _st: { mid: 'm1' }, n: 1.5, b: true, nul: null, s: 'plain' }, NID);
+    const m = toFcmMessage(
+      { alert: 'a', badge: 4, sound: 'ding', _u: 'app://x', _st: { mid: 'm1' }, n: 1.5, b: true, nul: null, s: 'plain' },
+      NID,
+    );
     expect(m.data).toEqual({
       alert: 'a',
       badge: '4',
@@ -133,7 +146,10 @@ describe('toFcmMessage', () => {
   });
 
   it('drops iOS-only switches', () => {
-    const m = toFcmMessage({ alert: 'a', content_available: true, mutable_content: true, interruption_level: 'passive', relevance_score: 0.5 }, NID);
+    const m = toFcmMessage(
+      { alert: 'a', content_available: true, mutable_content: true, interruption_level: 'passive', relevance_score: 0.5 },
+      NID,
+    );
     expect(Object.keys(m.data).sort()).toEqual(['_nid', 'alert']);
   });
 
@@ -149,7 +165,9 @@ describe('toFcmMessage', () => {
 
   it('builds the v1 send body with the token', () => {
     const body = fcmSendBody(toFcmMessage({ alert: 'a' }, NID), 'tok');
-    expect(body).toEqual({ message: { token: 'tok', data: { alert: 'a', _nid: NID }, android: { priority: 'high', notification: { body: 'a' } } } });
+    expect(body).toEqual({
+      message: { token: 'tok', data: { alert: 'a', _nid: NID }, android: { priority: 'high', notification: { body: 'a' } } },
+    });
   });
 
   it('encodes the send body per token exactly as JSON.stringify of the whole body would', () => {

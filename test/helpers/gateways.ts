@@ -21,7 +21,12 @@ export async function startGateways() {
     apnsKey,
     serviceAccount,
     /** The config that points the production gateways at the mocks. */
-    env: { APNS_ORIGIN_PRODUCTION: apns.origin, APNS_ORIGIN_SANDBOX: sandbox.origin, FCM_ORIGIN: fcm.origin, GOOGLE_TOKEN_URL: fcm.tokenUrl },
+    env: {
+      APNS_ORIGIN_PRODUCTION: apns.origin,
+      APNS_ORIGIN_SANDBOX: sandbox.origin,
+      FCM_ORIGIN: fcm.origin,
+      GOOGLE_TOKEN_URL: fcm.tokenUrl,
+    },
     reset() {
       apns.reset();
       sandbox.reset();
@@ -35,7 +40,12 @@ export async function startGateways() {
 export type Gateways = Awaited<ReturnType<typeof startGateways>>;
 
 /** Stores both credentials the way `app set-apns` / `app set-fcm` do (same parsers). */
-export async function setCredentials(h: Harness, appId: string, gw: Gateways, which: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true }) {
+export async function setCredentials(
+  h: Harness,
+  appId: string,
+  gw: Gateways,
+  which: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true },
+) {
   const apps = new AppsRepository(h.db.db);
   if (which.apns) await apps.setCredentials(appId, 'apns', { ...parseApnsCredentials(gw.apnsKey.credentials) });
   if (which.fcm) await apps.setCredentials(appId, 'fcm', { ...parseFcmServiceAccount(gw.serviceAccount.json) });
@@ -49,14 +59,28 @@ export interface RegisteredDevice {
 }
 
 /** Registers a device through the public device API with the app's sdk key. */
-export async function registerDevice(h: Harness, sdkKey: string, device: Record<string, unknown> & { platform: 'ios' | 'android' }): Promise<RegisteredDevice> {
+export async function registerDevice(
+  h: Harness,
+  sdkKey: string,
+  device: Record<string, unknown> & { platform: 'ios' | 'android' },
+): Promise<RegisteredDevice> {
   const token = (device.token as string | undefined) ?? (device.platform === 'ios' ? randomApnsToken() : randomFcmToken());
-  const res = await h.server.inject({ method: 'POST', url: '/v6/devices', headers: { authorization: basic(sdkKey) }, payload: { device: { ...device, token } } });
+  const res = await h.server.inject({
+    method: 'POST',
+    url: '/v6/devices',
+    headers: { authorization: basic(sdkKey) },
+    payload: { device: { ...device, token } },
+  });
   if (res.statusCode !== 201 && res.statusCode !== 200) throw new Error(`device registration failed: ${res.statusCode} ${res.body}`);
   return { id: res.json().device.id, token, platform: device.platform, development: device.development === true };
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000, everyMs = 50): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false>,
+  timeoutMs = 30_000,
+  everyMs = 50,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await probe();

@@ -26,7 +26,9 @@ export interface Harness {
   config: Config;
   pipeline: Pipeline;
   /** Creates an app with its three keys through the same service the CLI uses. */
-  createApp(bundleId?: string): Promise<{ app: { id: string; bundle_id: string; name: string }; keys: { read: string; write: string; sdk: string } }>;
+  createApp(
+    bundleId?: string,
+  ): Promise<{ app: { id: string; bundle_id: string; name: string }; keys: { read: string; write: string; sdk: string } }>;
   close(): Promise<void>;
 }
 
@@ -41,7 +43,9 @@ export function basic(key: string, username = ''): string {
  * A fresh database (migrated) and the real HTTP server on it; `queue` picks the BullMQ backend.
  * Workers run only when `workers` is set (delivery tests); env overrides go through the real config parser.
  */
-export async function createHarness(opts: { queue?: QueueBackendKind; workers?: boolean; env?: Record<string, string> } = {}): Promise<Harness> {
+export async function createHarness(
+  opts: { queue?: QueueBackendKind; workers?: boolean; env?: Record<string, string> } = {},
+): Promise<Harness> {
   const adminUrl = inject('adminDatabaseUrl');
   const name = `t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });

@@ -4,7 +4,8 @@ import { countRows, get, postNotification, type AppWithKeys } from './support.js
 
 /** On-the-fly audiences are deduplicated per app by their canonical spec, also under concurrency. */
 
-const send = (h: Harness, app: AppWithKeys, to: unknown) => postNotification(h, app.keys.write, { notification: { to, payload: { alert: 'x' } } });
+const send = (h: Harness, app: AppWithKeys, to: unknown) =>
+  postNotification(h, app.keys.write, { notification: { to, payload: { alert: 'x' } } });
 
 async function audienceOf(h: Harness, app: AppWithKeys, to: unknown): Promise<string> {
   const res = await send(h, app, to);
@@ -45,7 +46,12 @@ describe('audience dedupe', () => {
     expect(ids.size).toBe(1);
     expect(await countRows(h, 'audiences', app.app.id)).toBe(before + 1);
     // 50 notifications, all pointing at that audience
-    const rows = await h.db.db.selectFrom('notifications').select('audience_id').where('app_id', '=', app.app.id).where('audience_id', '=', [...ids][0]!).execute();
+    const rows = await h.db.db
+      .selectFrom('notifications')
+      .select('audience_id')
+      .where('app_id', '=', app.app.id)
+      .where('audience_id', '=', [...ids][0]!)
+      .execute();
     expect(rows).toHaveLength(50);
   });
 
@@ -70,7 +76,13 @@ describe('audience dedupe', () => {
     ['another criterion value', [{ name: 'os_name', criteria: ['Android'] }]],
     ['not_filter true', [{ name: 'os_name', criteria: ['iOS'], not_filter: true }]],
     ['another attribute', [{ name: 'os_version', criteria: ['iOS'] }]],
-    ['an extra filter', [{ name: 'os_name', criteria: ['iOS'] }, { name: 'development', criteria: [true] }]],
+    [
+      'an extra filter',
+      [
+        { name: 'os_name', criteria: ['iOS'] },
+        { name: 'development', criteria: [true] },
+      ],
+    ],
     ['an extra criterion', [{ name: 'os_name', criteria: ['iOS', 'Android'] }]],
   ])('a different spec (%s) -> a different id', async (_name, other) => {
     const base = await audienceOf(h, app, [{ name: 'os_name', criteria: ['iOS'] }]);

@@ -35,15 +35,13 @@ const unique = () => randomBytes(6).toString('hex');
 
 export const AUTH_ROUTES: AuthRoute[] = [
   // notifications
-  ...(['v3', 'v5', 'v6'] as const).map(
-    (v): AuthRoute => ({
-      method: 'POST',
-      path: `/${v}/notifications`,
-      permission: 'write',
-      success: 201,
-      body: () => ({ notification: { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'auth matrix' } } }),
-    }),
-  ),
+  ...(['v3', 'v5', 'v6'] as const).map((v): AuthRoute => ({
+    method: 'POST',
+    path: `/${v}/notifications`,
+    permission: 'write',
+    success: 201,
+    body: () => ({ notification: { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'auth matrix' } } }),
+  })),
   { method: 'GET', path: '/v6/notifications/:notificationId', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/stats/notifications/:notificationId/events', permission: 'read', success: 200 },
   // audiences
@@ -51,10 +49,22 @@ export const AUTH_ROUTES: AuthRoute[] = [
   { method: 'GET', path: '/v6/audiences/:audienceId', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/audiences/:audienceId/devices', permission: 'read', success: 200 },
   // devices
-  { method: 'POST', path: '/v6/devices', permission: 'device', success: 201, body: () => ({ device: { platform: 'ios', token: `tok-${unique()}` } }) },
+  {
+    method: 'POST',
+    path: '/v6/devices',
+    permission: 'device',
+    success: 201,
+    body: () => ({ device: { platform: 'ios', token: `tok-${unique()}` } }),
+  },
   { method: 'GET', path: '/v6/devices/:deviceId', permission: ['read', 'device'], success: 200 },
   { method: 'PUT', path: '/v6/devices/:deviceId', permission: 'device', success: 200, body: () => ({ device: { locale: 'fr_FR' } }) },
-  { method: 'POST', path: '/v6/devices/:deviceId/events', permission: 'device', success: 202, body: () => ({ events: [{ name: 'opened' }] }) },
+  {
+    method: 'POST',
+    path: '/v6/devices/:deviceId/events',
+    permission: 'device',
+    success: 202,
+    body: () => ({ events: [{ name: 'opened' }] }),
+  },
   { method: 'POST', path: '/v6/devices/:deviceId/erase', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/devices/uninstalled', permission: 'read', success: 200 },
   // users
@@ -65,7 +75,13 @@ export const AUTH_ROUTES: AuthRoute[] = [
     success: 200,
     body: () => ({ user: { custom: { level: { type: 'integer', value: 3 } } } }),
   },
-  { method: 'POST', path: '/v6/users/:userId/events', permission: 'device', success: 202, body: () => ({ events: [{ name: 'purchase' }] }) },
+  {
+    method: 'POST',
+    path: '/v6/users/:userId/events',
+    permission: 'device',
+    success: 202,
+    body: () => ({ events: [{ name: 'purchase' }] }),
+  },
   { method: 'DELETE', path: '/v6/users/:userId/devices', permission: 'write', success: 200, fresh: true },
 ];
 
@@ -73,13 +89,26 @@ export const AUTH_ROUTES: AuthRoute[] = [
 export async function prepareFixture(h: Harness): Promise<Fixture> {
   const app = await h.createApp();
   const send = async (url: string, payload: unknown, key: string) => {
-    const res = await h.server.inject({ method: 'POST', url, headers: { authorization: basic(key), 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+    const res = await h.server.inject({
+      method: 'POST',
+      url,
+      headers: { authorization: basic(key), 'content-type': 'application/json' },
+      payload: JSON.stringify(payload),
+    });
     if (res.statusCode >= 300) throw new Error(`fixture ${url} failed: ${res.statusCode} ${res.body}`);
     return res.json();
   };
-  const created = await send('/v6/notifications', { notification: { to: [{ name: 'locale', criteria: ['de_DE'] }], payload: { alert: 'fixture' } } }, app.keys.write);
+  const created = await send(
+    '/v6/notifications',
+    { notification: { to: [{ name: 'locale', criteria: ['de_DE'] }], payload: { alert: 'fixture' } } },
+    app.keys.write,
+  );
   const userId = `user-${unique()}`;
-  const device = await send('/v6/devices', { device: { platform: 'android', token: `fixture-${unique()}`, user_id: userId } }, app.keys.sdk);
+  const device = await send(
+    '/v6/devices',
+    { device: { platform: 'android', token: `fixture-${unique()}`, user_id: userId } },
+    app.keys.sdk,
+  );
   return {
     app,
     params: { appId: app.app.id, notificationId: created.id, audienceId: created.to.id, deviceId: device.device.id, userId },

@@ -2,7 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
-import { AUTH_ROUTES, fillPath, prepareFixture, registeredRoutes, rolesFor, type AuthRoute, type Fixture, type Role } from './auth-routes.js';
+import {
+  AUTH_ROUTES,
+  fillPath,
+  prepareFixture,
+  registeredRoutes,
+  rolesFor,
+  type AuthRoute,
+  type Fixture,
+  type Role,
+} from './auth-routes.js';
 
 /**
  * The auth matrix on every route of AUTH_ROUTES: each credential case against each route.
@@ -25,7 +34,11 @@ const permittedKey = (fx: Fixture, route: AuthRoute) => fx.app.keys[permittedRol
 const CASES: Case[] = [
   { name: 'no Authorization header', header: () => undefined, expect: () => 401 },
   { name: 'a Bearer token instead of Basic', header: (fx, { route }) => `Bearer ${permittedKey(fx, route)}`, expect: () => 401 },
-  { name: 'Basic without a colon', header: (fx, { route }) => `Basic ${Buffer.from(permittedKey(fx, route)).toString('base64')}`, expect: () => 401 },
+  {
+    name: 'Basic without a colon',
+    header: (fx, { route }) => `Basic ${Buffer.from(permittedKey(fx, route)).toString('base64')}`,
+    expect: () => 401,
+  },
   { name: 'Basic with garbage', header: () => 'Basic !!!not-base64!!!', expect: () => 401 },
   { name: 'an empty key', header: (fx) => basic('', fx.app.app.bundle_id), expect: () => 401 },
   { name: 'an unknown key', header: () => basic(randomBytes(24).toString('base64url')), expect: () => 401 },
@@ -45,21 +58,27 @@ const CASES: Case[] = [
     header: async (fx, { h, route }) => basic(permittedKey(fx, route), (await h.createApp()).app.bundle_id),
     expect: () => 401,
   },
-  { name: 'the bundle id with different case', header: (fx, { route }) => basic(permittedKey(fx, route), fx.app.app.bundle_id.toUpperCase()), expect: () => 401 },
-  { name: 'username = bundle id', header: (fx, { route }) => basic(permittedKey(fx, route), fx.app.app.bundle_id), expect: () => 'success' },
+  {
+    name: 'the bundle id with different case',
+    header: (fx, { route }) => basic(permittedKey(fx, route), fx.app.app.bundle_id.toUpperCase()),
+    expect: () => 401,
+  },
+  {
+    name: 'username = bundle id',
+    header: (fx, { route }) => basic(permittedKey(fx, route), fx.app.app.bundle_id),
+    expect: () => 'success',
+  },
   { name: 'empty username', header: (fx, { route }) => basic(permittedKey(fx, route), ''), expect: () => 'success' },
   {
     name: 'lower-case "basic" scheme',
     header: (fx, { route }) => basic(permittedKey(fx, route)).replace(/^Basic/, 'basic'),
     expect: () => 'success',
   },
-  ...(['read', 'write', 'sdk'] as const).map(
-    (role): Case => ({
-      name: `a ${role} key`,
-      header: (fx) => basic(fx.app.keys[role], fx.app.app.bundle_id),
-      expect: (route) => (rolesFor(route).includes(role) ? 'success' : 403),
-    }),
-  ),
+  ...(['read', 'write', 'sdk'] as const).map((role): Case => ({
+    name: `a ${role} key`,
+    header: (fx) => basic(fx.app.keys[role], fx.app.app.bundle_id),
+    expect: (route) => (rolesFor(route).includes(role) ? 'success' : 403),
+  })),
 ];
 
 function send(h: Harness, route: AuthRoute, fx: Fixture, authorization: string | undefined, override?: { path?: string; body?: unknown }) {

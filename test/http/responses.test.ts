@@ -48,7 +48,11 @@ describe('response shapes', () => {
   });
 
   it('GET /v6/audiences/:id answers {audience: {name, created_at, updated_at, id, device_count}}', async () => {
-    const created = (await postNotification(h, app.keys.write, { notification: { to: [{ name: 'locale', criteria: ['en_GB'] }], payload: { alert: 'x' } } })).json();
+    const created = (
+      await postNotification(h, app.keys.write, {
+        notification: { to: [{ name: 'locale', criteria: ['en_GB'] }], payload: { alert: 'x' } },
+      })
+    ).json();
     const res = await get(h, app.keys.read, `/v6/audiences/${created.to.id}`);
     expect(res.statusCode).toBe(200);
     const body = res.json();
@@ -63,9 +67,15 @@ describe('response shapes', () => {
   });
 
   it('two on-the-fly audiences get different generated names', async () => {
-    const a = (await postNotification(h, app.keys.write, { notification: { to: [{ name: 'country', criteria: ['A1'] }], payload: { alert: 'x' } } })).json();
-    const b = (await postNotification(h, app.keys.write, { notification: { to: [{ name: 'country', criteria: ['B2'] }], payload: { alert: 'x' } } })).json();
-    const [na, nb] = await Promise.all([a, b].map(async (n) => (await get(h, app.keys.read, `/v6/audiences/${n.to.id}`)).json().audience.name));
+    const a = (
+      await postNotification(h, app.keys.write, { notification: { to: [{ name: 'country', criteria: ['A1'] }], payload: { alert: 'x' } } })
+    ).json();
+    const b = (
+      await postNotification(h, app.keys.write, { notification: { to: [{ name: 'country', criteria: ['B2'] }], payload: { alert: 'x' } } })
+    ).json();
+    const [na, nb] = await Promise.all(
+      [a, b].map(async (n) => (await get(h, app.keys.read, `/v6/audiences/${n.to.id}`)).json().audience.name),
+    );
     expect(na).not.toBe(nb);
   });
 
@@ -79,12 +89,26 @@ describe('response shapes', () => {
     ];
     await h.db.db
       .insertInto('devices')
-      .values(devices.map((d, i) => ({ app_id: fresh.app.id, platform: i % 2 ? ('ios' as const) : ('android' as const), token: `tok-${i}-${fresh.app.id}`, ...d })))
+      .values(
+        devices.map((d, i) => ({
+          app_id: fresh.app.id,
+          platform: i % 2 ? ('ios' as const) : ('android' as const),
+          token: `tok-${i}-${fresh.app.id}`,
+          ...d,
+        })),
+      )
       .execute();
     // a device of another app never counts
-    await h.db.db.insertInto('devices').values({ app_id: other.app.id, platform: 'ios', token: `tok-other-${other.app.id}`, locale: 'fr_FR' }).execute();
+    await h.db.db
+      .insertInto('devices')
+      .values({ app_id: other.app.id, platform: 'ios', token: `tok-other-${other.app.id}`, locale: 'fr_FR' })
+      .execute();
 
-    const fr = (await postNotification(h, fresh.keys.write, { notification: { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'x' } } })).json();
+    const fr = (
+      await postNotification(h, fresh.keys.write, {
+        notification: { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'x' } },
+      })
+    ).json();
     const all = (await postNotification(h, fresh.keys.write, { notification: { to: '*', payload: { alert: 'x' } } })).json();
     expect((await get(h, fresh.keys.read, `/v6/audiences/${fr.to.id}`)).json().audience.device_count).toBe(2);
     expect((await get(h, fresh.keys.read, `/v6/audiences/${all.to.id}`)).json().audience.device_count).toBe(3);
@@ -117,25 +141,42 @@ describe('response shapes', () => {
     const created = (await postNotification(h, app.keys.write, { notification: { to: '*', payload: { alert: 'stats text' } } })).json();
     const res = await get(h, app.keys.read, `/v6/stats/notifications/${created.id}/events`);
     expect(res.statusCode).toBe(200);
-    expect(res.json()).toMatchObject({ id: created.id, audience_id: created.to.id, push_text: 'stats text', published_time: null, pushes_succeeded: 0, pushes_rejected: 0 });
+    expect(res.json()).toMatchObject({
+      id: created.id,
+      audience_id: created.to.id,
+      push_text: 'stats text',
+      published_time: null,
+      pushes_succeeded: 0,
+      pushes_rejected: 0,
+    });
   });
 
   it('a collapse_key makes a later request the same notification, payload updated', async () => {
-    const first = (await postNotification(h, app.keys.write, { notification: { to: '*', payload: { alert: 'v1', collapse_key: 'score' } } })).json();
-    const second = await postNotification(h, app.keys.write, { notification: { to: '*', payload: { alert: 'v2', collapse_key: 'score' } } });
+    const first = (
+      await postNotification(h, app.keys.write, { notification: { to: '*', payload: { alert: 'v1', collapse_key: 'score' } } })
+    ).json();
+    const second = await postNotification(h, app.keys.write, {
+      notification: { to: '*', payload: { alert: 'v2', collapse_key: 'score' } },
+    });
     expect(second.statusCode).toBe(201);
     expect(second.json().id).toBe(first.id);
     expect(second.json().notification.payload).toEqual({ alert: 'v2', collapse_key: 'score' });
     expect((await get(h, app.keys.read, `/v6/notifications/${first.id}`)).json().notification.payload.alert).toBe('v2');
     // the same key in another app is another notification
-    const theirs = (await postNotification(h, other.keys.write, { notification: { to: '*', payload: { alert: 'v1', collapse_key: 'score' } } })).json();
+    const theirs = (
+      await postNotification(h, other.keys.write, { notification: { to: '*', payload: { alert: 'v1', collapse_key: 'score' } } })
+    ).json();
     expect(theirs.id).not.toBe(first.id);
   });
 
   describe('another app, an unknown or a malformed id -> 404', () => {
     let mine: { id: string; to: { id: string } };
     beforeAll(async () => {
-      mine = (await postNotification(h, app.keys.write, { notification: { to: [{ name: 'locale', criteria: ['pt_BR'] }], payload: { alert: 'mine' } } })).json();
+      mine = (
+        await postNotification(h, app.keys.write, {
+          notification: { to: [{ name: 'locale', criteria: ['pt_BR'] }], payload: { alert: 'mine' } },
+        })
+      ).json();
     });
 
     it.each([

@@ -24,7 +24,8 @@ const GEO_ONLY = 'notification.to[0].criteria[0]: distance and polygon criteria 
 const RANGE_KEYS = 'notification.to[0].criteria[0]: a range object needs at least one of gt, gte, lt, lte';
 const BAD_DATE_RANGE = (key: string) => `notification.to[0].criteria[0].${key}: must be an ISO 8601 date or date-math expression`;
 const RESERVED = (key: string) => `notification.payload.${key}: is a reserved key and cannot be set`;
-const RESERVED_PREFIX = (key: string) => `notification.payload.${key}: is reserved (keys beginning google. or gcm. belong to the push gateway)`;
+const RESERVED_PREFIX = (key: string) =>
+  `notification.payload.${key}: is reserved (keys beginning google. or gcm. belong to the push gateway)`;
 
 type Row = [rule: string, body: unknown, error: string];
 
@@ -83,20 +84,52 @@ const CRITERIA_ROWS: Row[] = [
     filter('notifications_allowed', ['enabled']),
     'notification.to[0].criteria[0]: must be one of Enabled, Disabled, Unknown',
   ],
-  ['custom.integer, string criterion', filter('custom.integer.age', ['x']), 'notification.to[0].criteria[0]: must be a number or a range object'],
+  [
+    'custom.integer, string criterion',
+    filter('custom.integer.age', ['x']),
+    'notification.to[0].criteria[0]: must be a number or a range object',
+  ],
   ['custom.boolean, number criterion', filter('custom.boolean.vip', [1]), 'notification.to[0].criteria[0]: must be a boolean'],
   ['custom.string, boolean criterion', filter('custom.string.colour', [false]), 'notification.to[0].criteria[0]: must be a string'],
-  ['event, string criterion', filter('events.purchase', ['x']), 'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object'],
-  ['event, negative count', filter('events.purchase', [-1]), 'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object'],
-  ['event, false', filter('events.purchase', [false]), 'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object'],
+  [
+    'event, string criterion',
+    filter('events.purchase', ['x']),
+    'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object',
+  ],
+  [
+    'event, negative count',
+    filter('events.purchase', [-1]),
+    'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object',
+  ],
+  [
+    'event, false',
+    filter('events.purchase', [false]),
+    'notification.to[0].criteria[0]: must be true, a count (integer >= 0) or a range object',
+  ],
   // range objects
   ['range with no bound', filter('badge', [{}]), RANGE_KEYS],
   ['range with only unknown keys', filter('badge', [{ above: 1 }]), RANGE_KEYS],
-  ['range with a bound and an unknown key', filter('badge', [{ gt: 1, above: 2 }]), 'notification.to[0].criteria[0].above: unknown range key (allowed: gt, gte, lt, lte)'],
+  [
+    'range with a bound and an unknown key',
+    filter('badge', [{ gt: 1, above: 2 }]),
+    'notification.to[0].criteria[0].above: unknown range key (allowed: gt, gte, lt, lte)',
+  ],
   ['number range, string bound', filter('badge', [{ gt: '1' }]), 'notification.to[0].criteria[0].gt: must be a number'],
-  ['number range, second bound bad', filter('custom.float.score', [{ gt: 1, lte: true }]), 'notification.to[0].criteria[0].lte: must be a number'],
-  ['range on a string attribute', filter('locale', [{ gt: 'a' }]), 'notification.to[0].criteria[0]: range criteria only apply to numbers, dates and events'],
-  ['range on a boolean attribute', filter('custom.boolean.vip', [{ gt: 0 }]), 'notification.to[0].criteria[0]: range criteria only apply to numbers, dates and events'],
+  [
+    'number range, second bound bad',
+    filter('custom.float.score', [{ gt: 1, lte: true }]),
+    'notification.to[0].criteria[0].lte: must be a number',
+  ],
+  [
+    'range on a string attribute',
+    filter('locale', [{ gt: 'a' }]),
+    'notification.to[0].criteria[0]: range criteria only apply to numbers, dates and events',
+  ],
+  [
+    'range on a boolean attribute',
+    filter('custom.boolean.vip', [{ gt: 0 }]),
+    'notification.to[0].criteria[0]: range criteria only apply to numbers, dates and events',
+  ],
   // date math, checked by the parser
   ['date math, unknown unit now-7x', filter('created_at', [{ gte: 'now-7x' }]), BAD_DATE_RANGE('gte')],
   ['date math, yesterday', filter('registered_at', [{ lt: 'yesterday' }]), BAD_DATE_RANGE('lt')],
@@ -104,32 +137,76 @@ const CRITERIA_ROWS: Row[] = [
   ['date math, anchor without ||', filter('created_at', [{ gt: '2024-01-01+1M' }]), BAD_DATE_RANGE('gt')],
   ['date math, impossible anchor date', filter('created_at', [{ gt: '2024-02-30||+1d' }]), BAD_DATE_RANGE('gt')],
   ['date math, number bound', filter('created_at', [{ gt: 5 }]), BAD_DATE_RANGE('gt')],
-  ['date criterion, not a date', filter('created_at', ['yesterday']), 'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object'],
-  ['date criterion, now/', filter('created_at', ['now/']), 'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object'],
+  [
+    'date criterion, not a date',
+    filter('created_at', ['yesterday']),
+    'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object',
+  ],
+  [
+    'date criterion, now/',
+    filter('created_at', ['now/']),
+    'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object',
+  ],
 ];
 
 const GEO_ROWS: Row[] = [
   ['location, string criterion', filter('location', ['Paris']), 'notification.to[0].criteria[0]: must be a distance or polygon object'],
-  ['latitude above 90', filter('location', [near(pt(90.5, 0))]), 'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90'],
-  ['latitude below -90', filter('sdk_location', [near(pt(-91, 0))]), 'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90'],
-  ['longitude above 180', filter('location', [near(pt(0, 180.01))]), 'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180'],
-  ['longitude below -180', filter('sdk_location', [near(pt(0, -200))]), 'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180'],
+  [
+    'latitude above 90',
+    filter('location', [near(pt(90.5, 0))]),
+    'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90',
+  ],
+  [
+    'latitude below -90',
+    filter('sdk_location', [near(pt(-91, 0))]),
+    'notification.to[0].criteria[0].point.latitude: latitude must be between -90 and 90',
+  ],
+  [
+    'longitude above 180',
+    filter('location', [near(pt(0, 180.01))]),
+    'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180',
+  ],
+  [
+    'longitude below -180',
+    filter('sdk_location', [near(pt(0, -200))]),
+    'notification.to[0].criteria[0].point.longitude: longitude must be between -180 and 180',
+  ],
   ['latitude a string', filter('location', [near(pt('1', 0))]), 'notification.to[0].criteria[0].point.latitude: must be a number'],
-  ['point missing', filter('location', [{ distance: 1, unit: 'km' }]), 'notification.to[0].criteria[0].point: must be an object with latitude and longitude'],
+  [
+    'point missing',
+    filter('location', [{ distance: 1, unit: 'km' }]),
+    'notification.to[0].criteria[0].point: must be an object with latitude and longitude',
+  ],
   ['distance missing', filter('location', [{ point: pt(0, 0), unit: 'km' }]), 'notification.to[0].criteria[0].distance: must be a number'],
   ['distance negative', filter('location', [near(pt(0, 0), -1)]), 'notification.to[0].criteria[0].distance: distance must be >= 0'],
   ['unit missing', filter('location', [{ point: pt(0, 0), distance: 1 }]), 'notification.to[0].criteria[0].unit: must be a string'],
-  ['unit not in the contract', filter('location', [near(pt(0, 0), 1, 'parsec')]), `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`],
+  [
+    'unit not in the contract',
+    filter('location', [near(pt(0, 0), 1, 'parsec')]),
+    `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`,
+  ],
   ['unit case differs', filter('location', [near(pt(0, 0), 1, 'KM')]), `notification.to[0].criteria[0].unit: unit must be one of ${UNITS}`],
-  ['distance with an unknown key', filter('location', [{ ...near(pt(0, 0)), radius: 3 }]), 'notification.to[0].criteria[0]: Unrecognized key: "radius"'],
-  ['polygon of 2 points', filter('location', [{ polygon: [pt(0, 0), pt(1, 1)] }]), 'notification.to[0].criteria[0].polygon: polygon needs at least 3 points'],
+  [
+    'distance with an unknown key',
+    filter('location', [{ ...near(pt(0, 0)), radius: 3 }]),
+    'notification.to[0].criteria[0]: Unrecognized key: "radius"',
+  ],
+  [
+    'polygon of 2 points',
+    filter('location', [{ polygon: [pt(0, 0), pt(1, 1)] }]),
+    'notification.to[0].criteria[0].polygon: polygon needs at least 3 points',
+  ],
   ['polygon not an array', filter('location', [{ polygon: 'x' }]), 'notification.to[0].criteria[0].polygon: must be an array of points'],
   [
     'polygon with a bad point',
     filter('sdk_location', [{ polygon: [pt(0, 0), pt(0, 1), pt(100, 1)] }]),
     'notification.to[0].criteria[0].polygon[2].latitude: latitude must be between -90 and 90',
   ],
-  ['second geo criterion bad', filter('location', [{ polygon: triangle }, near(pt(0, 0), 1, 'lightyears')]), `notification.to[0].criteria[1].unit: unit must be one of ${UNITS}`],
+  [
+    'second geo criterion bad',
+    filter('location', [{ polygon: triangle }, near(pt(0, 0), 1, 'lightyears')]),
+    `notification.to[0].criteria[1].unit: unit must be one of ${UNITS}`,
+  ],
   ['distance on a string attribute', filter('locale', [near(pt(0, 0))]), GEO_ONLY],
   ['polygon on a custom attribute', filter('custom.string.city', [{ polygon: triangle }]), GEO_ONLY],
   ['distance on badge', filter('badge', [near(pt(0, 0))]), GEO_ONLY],
@@ -140,9 +217,11 @@ const PAYLOAD_ROWS: Row[] = [
   ['payload a string', withPayload('hi'), 'notification.payload: must be an object'],
   ['payload an array', withPayload([]), 'notification.payload: must be an object'],
   ['payload empty', withPayload({}), 'notification.payload: must not be empty'],
-  ...(['alert', 'sound', 'category', '_channel_id', 'collapse_key', 'title', 'subtitle'] as const).map(
-    (key): Row => [`${key} a number`, withPayload({ [key]: 1 }), `notification.payload.${key}: must be a string`],
-  ),
+  ...(['alert', 'sound', 'category', '_channel_id', 'collapse_key', 'title', 'subtitle'] as const).map((key): Row => [
+    `${key} a number`,
+    withPayload({ [key]: 1 }),
+    `notification.payload.${key}: must be a string`,
+  ]),
   ['alert an object', withPayload({ alert: { body: 'x' } }), 'notification.payload.alert: must be a string'],
   ['badge negative', withPayload({ badge: -1 }), 'notification.payload.badge: must be an integer >= 0'],
   ['badge fractional', withPayload({ badge: 1.5 }), 'notification.payload.badge: must be an integer >= 0'],
@@ -151,29 +230,49 @@ const PAYLOAD_ROWS: Row[] = [
   ['content_available a string', withPayload({ content_available: 'true' }), 'notification.payload.content_available: must be a boolean'],
   ['content_available a number', withPayload({ content_available: 1 }), 'notification.payload.content_available: must be a boolean'],
   ['mutable_content a string', withPayload({ mutable_content: 'yes' }), 'notification.payload.mutable_content: must be a boolean'],
-  ...(['loud', 'Active', '', 5] as const).map(
-    (v): Row => [`interruption_level ${JSON.stringify(v)}`, withPayload({ interruption_level: v }), 'notification.payload.interruption_level: must be one of passive, active, time-sensitive, critical'],
-  ),
+  ...(['loud', 'Active', '', 5] as const).map((v): Row => [
+    `interruption_level ${JSON.stringify(v)}`,
+    withPayload({ interruption_level: v }),
+    'notification.payload.interruption_level: must be one of passive, active, time-sensitive, critical',
+  ]),
   ['relevance_score above 1', withPayload({ relevance_score: 1.01 }), 'notification.payload.relevance_score: must be a number from 0 to 1'],
   ['relevance_score below 0', withPayload({ relevance_score: -0.1 }), 'notification.payload.relevance_score: must be a number from 0 to 1'],
-  ['relevance_score a string', withPayload({ relevance_score: '0.5' }), 'notification.payload.relevance_score: must be a number from 0 to 1'],
-  ...([0.123, 0.005, 0.995, 1e-12] as const).map(
-    (v): Row => [`relevance_score ${v}`, withPayload({ relevance_score: v }), 'notification.payload.relevance_score: may have at most two decimal places'],
-  ),
-  ['collapse_key of 65 characters', withPayload({ collapse_key: 'k'.repeat(65) }), 'notification.payload.collapse_key: must be at most 64 characters'],
+  [
+    'relevance_score a string',
+    withPayload({ relevance_score: '0.5' }),
+    'notification.payload.relevance_score: must be a number from 0 to 1',
+  ],
+  ...([0.123, 0.005, 0.995, 1e-12] as const).map((v): Row => [
+    `relevance_score ${v}`,
+    withPayload({ relevance_score: v }),
+    'notification.payload.relevance_score: may have at most two decimal places',
+  ]),
+  [
+    'collapse_key of 65 characters',
+    withPayload({ collapse_key: 'k'.repeat(65) }),
+    'notification.payload.collapse_key: must be at most 64 characters',
+  ],
   ['collapse_key empty', withPayload({ collapse_key: '' }), 'notification.payload.collapse_key: must not be empty'],
   // reserved keys
-  ...(['available', 'from', 'gcm', 'notification', 'message_type', 'aps', '_nid'] as const).map(
-    (key): Row => [`reserved key ${key}`, withPayload({ alert: 'x', [key]: 'v' }), RESERVED(key)],
-  ),
-  ...(['google.', 'google.c.a.e', 'gcm.notification.title', 'gcm.n.e'] as const).map(
-    (key): Row => [`reserved prefix ${key}`, withPayload({ alert: 'x', [key]: '1' }), RESERVED_PREFIX(key)],
-  ),
+  ...(['available', 'from', 'gcm', 'notification', 'message_type', 'aps', '_nid'] as const).map((key): Row => [
+    `reserved key ${key}`,
+    withPayload({ alert: 'x', [key]: 'v' }),
+    RESERVED(key),
+  ]),
+  ...(['google.', 'google.c.a.e', 'gcm.notification.title', 'gcm.n.e'] as const).map((key): Row => [
+    `reserved prefix ${key}`,
+    withPayload({ alert: 'x', [key]: '1' }),
+    RESERVED_PREFIX(key),
+  ]),
 ];
 
 const ENVELOPE_ROWS: Row[] = [
   ['unknown top-level key', { notification: { to: '*', payload: alert }, schedule: 'now' }, 'Unrecognized key: "schedule"'],
-  ['unknown key next to to and payload', { notification: { to: '*', payload: alert, send_at: 'now' } }, 'notification: Unrecognized key: "send_at"'],
+  [
+    'unknown key next to to and payload',
+    { notification: { to: '*', payload: alert, send_at: 'now' } },
+    'notification: Unrecognized key: "send_at"',
+  ],
   ['notification missing', { other: 1 }, 'notification: must be an object with to and payload'],
   ['notification a string', { notification: 'x' }, 'notification: must be an object with to and payload'],
   ['notification an array', { notification: [] }, 'notification: must be an object with to and payload'],
@@ -231,57 +330,84 @@ describe('accepted bodies (the boundaries of each rule)', () => {
 
   const accepted: [string, unknown][] = [
     ['to *', withTo('*')],
-    ['every device attribute', withTo([
-      { name: 'locale', criteria: ['fr_FR', 'en_US'] },
-      { name: 'time_zone', criteria: ['Europe/Paris'] },
-      { name: 'created_at', criteria: [{ gte: 'now-7d/d' }] },
-      { name: 'registered_at', criteria: ['2024-01-01T10:00:00Z', { lt: '2024-01-01||+1M/d' }] },
-      { name: 'badge', criteria: [0, { gt: 1, lte: 5 }] },
-      { name: 'os_name', criteria: ['iOS'] },
-      { name: 'os_version', criteria: ['17.1'] },
-      { name: 'app_version', criteria: ['2.0'] },
-      { name: 'sdk_version', criteria: ['4.2'] },
-      { name: 'device_id', criteria: ['00000000-0000-0000-0000-000000000000'] },
-      { name: 'country', criteria: ['FR'] },
-      { name: 'marketing_name', criteria: ['iPhone 15'] },
-      { name: 'user_id', criteria: ['u1'] },
-      { name: 'user_email', criteria: ['a@example.com'] },
-      { name: 'development', criteria: [true] },
-      { name: 'location', criteria: [near(pt(48.85, 2.35), 5, 'km')] },
-      { name: 'sdk_location', criteria: [{ polygon: triangle }] },
-      { name: 'notifications_allowed', criteria: ['Enabled', 'Disabled', 'Unknown'] },
-      { name: 'tags', criteria: ['vip'], not_filter: true },
-    ])],
-    ['custom attributes of each type', withTo([
-      { name: 'custom.string.colour', criteria: ['red'] },
-      { name: 'custom.integer.age', criteria: [30, { gte: 18 }] },
-      { name: 'custom.float.score', criteria: [{ gt: 0.5 }] },
-      { name: 'custom.date.birthday', criteria: [{ gte: 'now+1h+1m' }, '2000-01-01'] },
-      { name: 'custom.boolean.vip', criteria: [false] },
-    ])],
-    ['event names with and without source', withTo([
-      { name: 'events.purchase', criteria: [true, 3, { gte: 2 }, { gt: 'now-7d/d' }] },
-      { name: 'events.Public Api.signup', criteria: [{ lt: '2024-01-01||+1M/d' }] },
-      { name: 'events.Mixpanel.opened_app', criteria: [{ lte: 'now+1h+1m' }] },
-    ])],
-    ['every distance unit, latitude/longitude at their bounds, distance and polygon mixed', withTo([
-      {
-        name: 'location',
-        criteria: [
-          ...UNITS.split(', ').map((unit) => near(pt(90, 180), 1, unit)),
-          near(pt(-90, -180), 0, 'm'),
-          { polygon: [pt(0, 0), pt(0, 1), pt(1, 1), pt(1, 0)] },
-        ],
-      },
-    ])],
-    ['typed payload keys at their bounds', withPayload({
-      alert: 'a', title: 't', subtitle: 's', sound: 'default', category: 'REPLY', _channel_id: 'news',
-      collapse_key: 'k'.repeat(64), badge: 0, content_available: false, mutable_content: true,
-      interruption_level: 'time-sensitive', relevance_score: 0.29,
-    })],
-    ...(['passive', 'active', 'critical'] as const).map((level): [string, unknown] => [`interruption_level ${level}`, withPayload({ interruption_level: level })]),
+    [
+      'every device attribute',
+      withTo([
+        { name: 'locale', criteria: ['fr_FR', 'en_US'] },
+        { name: 'time_zone', criteria: ['Europe/Paris'] },
+        { name: 'created_at', criteria: [{ gte: 'now-7d/d' }] },
+        { name: 'registered_at', criteria: ['2024-01-01T10:00:00Z', { lt: '2024-01-01||+1M/d' }] },
+        { name: 'badge', criteria: [0, { gt: 1, lte: 5 }] },
+        { name: 'os_name', criteria: ['iOS'] },
+        { name: 'os_version', criteria: ['17.1'] },
+        { name: 'app_version', criteria: ['2.0'] },
+        { name: 'sdk_version', criteria: ['4.2'] },
+        { name: 'device_id', criteria: ['00000000-0000-0000-0000-000000000000'] },
+        { name: 'country', criteria: ['FR'] },
+        { name: 'marketing_name', criteria: ['iPhone 15'] },
+        { name: 'user_id', criteria: ['u1'] },
+        { name: 'user_email', criteria: ['a@example.com'] },
+        { name: 'development', criteria: [true] },
+        { name: 'location', criteria: [near(pt(48.85, 2.35), 5, 'km')] },
+        { name: 'sdk_location', criteria: [{ polygon: triangle }] },
+        { name: 'notifications_allowed', criteria: ['Enabled', 'Disabled', 'Unknown'] },
+        { name: 'tags', criteria: ['vip'], not_filter: true },
+      ]),
+    ],
+    [
+      'custom attributes of each type',
+      withTo([
+        { name: 'custom.string.colour', criteria: ['red'] },
+        { name: 'custom.integer.age', criteria: [30, { gte: 18 }] },
+        { name: 'custom.float.score', criteria: [{ gt: 0.5 }] },
+        { name: 'custom.date.birthday', criteria: [{ gte: 'now+1h+1m' }, '2000-01-01'] },
+        { name: 'custom.boolean.vip', criteria: [false] },
+      ]),
+    ],
+    [
+      'event names with and without source',
+      withTo([
+        { name: 'events.purchase', criteria: [true, 3, { gte: 2 }, { gt: 'now-7d/d' }] },
+        { name: 'events.Public Api.signup', criteria: [{ lt: '2024-01-01||+1M/d' }] },
+        { name: 'events.Mixpanel.opened_app', criteria: [{ lte: 'now+1h+1m' }] },
+      ]),
+    ],
+    [
+      'every distance unit, latitude/longitude at their bounds, distance and polygon mixed',
+      withTo([
+        {
+          name: 'location',
+          criteria: [
+            ...UNITS.split(', ').map((unit) => near(pt(90, 180), 1, unit)),
+            near(pt(-90, -180), 0, 'm'),
+            { polygon: [pt(0, 0), pt(0, 1), pt(1, 1), pt(1, 0)] },
+          ],
+        },
+      ]),
+    ],
+    [
+      'typed payload keys at their bounds',
+      withPayload({
+        alert: 'a',
+        title: 't',
+        subtitle: 's',
+        sound: 'default',
+        category: 'REPLY',
+        _channel_id: 'news',
+        collapse_key: 'k'.repeat(64),
+        badge: 0,
+        content_available: false,
+        mutable_content: true,
+        interruption_level: 'time-sensitive',
+        relevance_score: 0.29,
+      }),
+    ],
+    ...(['passive', 'active', 'critical'] as const).map((level): [string, unknown] => [
+      `interruption_level ${level}`,
+      withPayload({ interruption_level: level }),
+    ]),
     ...([0, 1, 0.5, 0.57, 0.07] as const).map((v): [string, unknown] => [`relevance_score ${v}`, withPayload({ relevance_score: v })]),
-    ['keys that only look reserved', withPayload({ googleplay: 1, 'gcm_x': 2, from_user: 'a', Available: true, nid: 4 })],
+    ['keys that only look reserved', withPayload({ googleplay: 1, gcm_x: 2, from_user: 'a', Available: true, nid: 4 })],
   ];
 
   it.each(accepted)('%s -> 201', async (_name, body) => {
@@ -309,11 +435,19 @@ describe('accepted bodies (the boundaries of each rule)', () => {
     const body = res.json();
     expect(body.notification.payload).toStrictEqual(payload);
 
-    const row = await h.db.db.selectFrom('notifications').select(['payload', 'request']).where('id', '=', body.id).executeTakeFirstOrThrow();
+    const row = await h.db.db
+      .selectFrom('notifications')
+      .select(['payload', 'request'])
+      .where('id', '=', body.id)
+      .executeTakeFirstOrThrow();
     expect(row.payload).toStrictEqual(payload);
     expect(row.request).toStrictEqual({ to: '*', payload });
 
-    const read = await h.server.inject({ method: 'GET', url: `/v6/notifications/${body.id}`, headers: { authorization: basic(app.keys.read) } });
+    const read = await h.server.inject({
+      method: 'GET',
+      url: `/v6/notifications/${body.id}`,
+      headers: { authorization: basic(app.keys.read) },
+    });
     expect(read.json().notification.payload).toStrictEqual(payload);
   });
 });
@@ -338,7 +472,13 @@ describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
   it.each([
     ['malformed JSON', '{"notification": {', 'application/json', 400, 'body is not valid JSON'],
     ['trailing garbage', '{"notification": {}} x', 'application/json', 400, 'body is not valid JSON'],
-    ['__proto__ key', '{"__proto__": {"admin": true}, "notification": {"to": "*", "payload": {"alert": "x"}}}', 'application/json', 400, 'body is not valid JSON'],
+    [
+      '__proto__ key',
+      '{"__proto__": {"admin": true}, "notification": {"to": "*", "payload": {"alert": "x"}}}',
+      'application/json',
+      400,
+      'body is not valid JSON',
+    ],
     ['empty body declared as JSON', '', 'application/json', 400, 'body must not be empty'],
     ['text/plain', '{"notification": {"to": "*", "payload": {"alert": "x"}}}', 'text/plain', 415, 'content-type must be application/json'],
     ['form encoded', 'notification=1', 'application/x-www-form-urlencoded', 415, 'content-type must be application/json'],

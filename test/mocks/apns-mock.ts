@@ -52,7 +52,19 @@ export interface ApnsAnswerRecord {
   jwt?: string;
 }
 
-const PUSH_TYPES = new Set(['alert', 'background', 'location', 'voip', 'complication', 'fileprovider', 'mdm', 'liveactivity', 'pushtotalk', 'widgets', 'controls']);
+const PUSH_TYPES = new Set([
+  'alert',
+  'background',
+  'location',
+  'voip',
+  'complication',
+  'fileprovider',
+  'mdm',
+  'liveactivity',
+  'pushtotalk',
+  'widgets',
+  'controls',
+]);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DEVICE_TOKEN = /^[0-9a-fA-F]{64,200}$/;
 export const APNS_MAX_PAYLOAD = 4096;
@@ -165,18 +177,19 @@ export class ApnsMock extends MockHttp2Server {
     const collapseId = req.headers['apns-collapse-id'];
     this.accepted += 1;
     this.onAccept?.(token);
-    if (this.recording) this.pushes.push({
-      token,
-      topic: String(req.headers['apns-topic']),
-      pushType: String(req.headers['apns-push-type']),
-      priority: priority === undefined ? undefined : Number(priority),
-      collapseId: typeof collapseId === 'string' ? collapseId : undefined,
-      apnsId,
-      headers: req.headers,
-      payload,
-      jwt: jwt ?? '',
-      receivedAt: Date.now(),
-    });
+    if (this.recording)
+      this.pushes.push({
+        token,
+        topic: String(req.headers['apns-topic']),
+        pushType: String(req.headers['apns-push-type']),
+        priority: priority === undefined ? undefined : Number(priority),
+        collapseId: typeof collapseId === 'string' ? collapseId : undefined,
+        apnsId,
+        headers: req.headers,
+        payload,
+        jwt: jwt ?? '',
+        receivedAt: Date.now(),
+      });
     record(200);
     if (res.stream?.destroyed) return;
     res.writeHead(200, { 'apns-id': apnsId });
@@ -222,7 +235,8 @@ export class ApnsMock extends MockHttp2Server {
       return new Answer(400, 'BadPayload');
     }
     const aps = (payload as { aps?: unknown } | null)?.aps;
-    if (typeof payload !== 'object' || payload === null || Array.isArray(payload) || typeof aps !== 'object' || aps === null) return new Answer(400, 'BadPayload');
+    if (typeof payload !== 'object' || payload === null || Array.isArray(payload) || typeof aps !== 'object' || aps === null)
+      return new Answer(400, 'BadPayload');
 
     if (!DEVICE_TOKEN.test(token) || this.bad.has(token)) return new Answer(400, 'BadDeviceToken');
     if (this.unregistered.has(token)) return new Answer(410, 'Unregistered');

@@ -70,12 +70,54 @@ const RPC_STATUS: Record<string, string> = {
   THIRD_PARTY_AUTH_ERROR: 'UNAUTHENTICATED',
 };
 
-const MESSAGE_FIELDS = new Set(['name', 'data', 'notification', 'android', 'webpush', 'apns', 'fcm_options', 'token', 'topic', 'condition']);
-const ANDROID_FIELDS = new Set(['collapse_key', 'priority', 'ttl', 'restricted_package_name', 'data', 'notification', 'fcm_options', 'direct_boot_ok']);
+const MESSAGE_FIELDS = new Set([
+  'name',
+  'data',
+  'notification',
+  'android',
+  'webpush',
+  'apns',
+  'fcm_options',
+  'token',
+  'topic',
+  'condition',
+]);
+const ANDROID_FIELDS = new Set([
+  'collapse_key',
+  'priority',
+  'ttl',
+  'restricted_package_name',
+  'data',
+  'notification',
+  'fcm_options',
+  'direct_boot_ok',
+]);
 const ANDROID_NOTIFICATION_FIELDS = new Set([
-  'title', 'body', 'icon', 'color', 'sound', 'tag', 'click_action', 'body_loc_key', 'body_loc_args', 'title_loc_key',
-  'title_loc_args', 'channel_id', 'ticker', 'sticky', 'event_time', 'local_only', 'notification_priority', 'default_sound',
-  'default_vibrate_timings', 'default_light_settings', 'vibrate_timings', 'visibility', 'notification_count', 'light_settings', 'image',
+  'title',
+  'body',
+  'icon',
+  'color',
+  'sound',
+  'tag',
+  'click_action',
+  'body_loc_key',
+  'body_loc_args',
+  'title_loc_key',
+  'title_loc_args',
+  'channel_id',
+  'ticker',
+  'sticky',
+  'event_time',
+  'local_only',
+  'notification_priority',
+  'default_sound',
+  'default_vibrate_timings',
+  'default_light_settings',
+  'vibrate_timings',
+  'visibility',
+  'notification_count',
+  'light_settings',
+  'image',
 ]);
 
 /** Proto3 JSON accepts lowerCamelCase and the original snake_case names. */
@@ -120,7 +162,8 @@ export class FcmMock extends MockHttp2Server {
   }
 
   addServiceAccount(account: TestServiceAccount | { clientEmail: string; projectId: string; publicKey: KeyObject | string }): this {
-    const [clientEmail, projectId] = 'json' in account ? [account.json.client_email, account.json.project_id] : [account.clientEmail, account.projectId];
+    const [clientEmail, projectId] =
+      'json' in account ? [account.json.client_email, account.json.project_id] : [account.clientEmail, account.projectId];
     const publicKey = typeof account.publicKey === 'string' ? createPublicKey(account.publicKey) : account.publicKey;
     this.accounts.set(clientEmail, { projectId, publicKey });
     return this;
@@ -165,13 +208,32 @@ export class FcmMock extends MockHttp2Server {
     const project = decodeURIComponent(match[1] ?? '');
 
     const authorization = req.headers.authorization;
-    const accessToken = typeof authorization === 'string' && /^Bearer\s+/i.test(authorization) ? authorization.replace(/^Bearer\s+/i, '') : '';
+    const accessToken =
+      typeof authorization === 'string' && /^Bearer\s+/i.test(authorization) ? authorization.replace(/^Bearer\s+/i, '') : '';
     const grant = this.accessTokens.get(accessToken);
     if (!grant || grant.expiresAt <= Date.now()) {
-      return this.fcmError(res, undefined, new FcmFailure(401, undefined, 'Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.'), accessToken);
+      return this.fcmError(
+        res,
+        undefined,
+        new FcmFailure(
+          401,
+          undefined,
+          'Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.',
+        ),
+        accessToken,
+      );
     }
     if (grant.projectId !== project) {
-      return this.fcmError(res, undefined, new FcmFailure(403, undefined, `Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/${project}'`), accessToken);
+      return this.fcmError(
+        res,
+        undefined,
+        new FcmFailure(
+          403,
+          undefined,
+          `Permission 'cloudmessaging.messages.create' denied on resource '//cloudresourcemanager.googleapis.com/projects/${project}'`,
+        ),
+        accessToken,
+      );
     }
 
     const raw = await MockHttp2Server.readBody(req);
@@ -182,7 +244,10 @@ export class FcmMock extends MockHttp2Server {
       body = undefined;
     }
     const message = (body as { message?: unknown } | undefined)?.message;
-    const token = typeof message === 'object' && message !== null && typeof (message as { token?: unknown }).token === 'string' ? (message as { token: string }).token : undefined;
+    const token =
+      typeof message === 'object' && message !== null && typeof (message as { token?: unknown }).token === 'string'
+        ? (message as { token: string }).token
+        : undefined;
 
     const fault = this.faults.take(token);
     if (fault?.type === 'status') {
@@ -197,7 +262,12 @@ export class FcmMock extends MockHttp2Server {
     const problem = validateMessage(body);
     if (problem) return this.fcmError(res, token, problem, accessToken);
     if (token !== undefined && (this.invalid.has(token) || !REGISTRATION_TOKEN.test(token))) {
-      return this.fcmError(res, token, new FcmFailure(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token', 'message.token'), accessToken);
+      return this.fcmError(
+        res,
+        token,
+        new FcmFailure(400, 'INVALID_ARGUMENT', 'The registration token is not a valid FCM registration token', 'message.token'),
+        accessToken,
+      );
     }
     if (token !== undefined && this.unregistered.has(token)) {
       return this.fcmError(res, token, new FcmFailure(404, 'UNREGISTERED', 'Requested entity was not found.'), accessToken);
@@ -207,19 +277,44 @@ export class FcmMock extends MockHttp2Server {
     this.accepted += 1;
     this.onAccept?.(token ?? '');
     if (this.recording) {
-      this.pushes.push({ project, token: token ?? '', message: message as Record<string, unknown>, headers: req.headers, accessToken, name, receivedAt: Date.now() });
+      this.pushes.push({
+        project,
+        token: token ?? '',
+        message: message as Record<string, unknown>,
+        headers: req.headers,
+        accessToken,
+        name,
+        receivedAt: Date.now(),
+      });
       this.answers.push({ at: Date.now(), token, status: 200, accessToken });
     }
     MockHttp2Server.json(res, 200, { name });
   }
 
-  private fcmError(res: Http2ServerResponse, token: string | undefined, f: FcmFailure, accessToken?: string, headers: Record<string, string> = {}): void {
-    this.answers.push({ at: Date.now(), token, status: f.status, ...(f.errorCode && { errorCode: f.errorCode }), ...(accessToken && { accessToken }) });
+  private fcmError(
+    res: Http2ServerResponse,
+    token: string | undefined,
+    f: FcmFailure,
+    accessToken?: string,
+    headers: Record<string, string> = {},
+  ): void {
+    this.answers.push({
+      at: Date.now(),
+      token,
+      status: f.status,
+      ...(f.errorCode && { errorCode: f.errorCode }),
+      ...(accessToken && { accessToken }),
+    });
     const details: unknown[] = [];
     if (f.errorCode) details.push({ '@type': FCM_ERROR, errorCode: f.errorCode });
     if (f.field) details.push({ '@type': BAD_REQUEST, fieldViolations: [{ field: f.field, description: f.message }] });
     const status = (f.errorCode && RPC_STATUS[f.errorCode]) ?? defaultRpcStatus(f.status);
-    MockHttp2Server.json(res, f.status, { error: { code: f.status, message: f.message, status, ...(details.length > 0 && { details }) } }, headers);
+    MockHttp2Server.json(
+      res,
+      f.status,
+      { error: { code: f.status, message: f.message, status, ...(details.length > 0 && { details }) } },
+      headers,
+    );
   }
 
   private async handleToken(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
@@ -229,12 +324,19 @@ export class FcmMock extends MockHttp2Server {
     if (req.method !== 'POST') return refuse(405, 'invalid_request', 'POST required');
 
     const fault = this.tokenFaults.take(undefined);
-    if (fault?.type === 'status') return refuse(fault.status, fault.reason, 'injected', fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) });
+    if (fault?.type === 'status')
+      return refuse(
+        fault.status,
+        fault.reason,
+        'injected',
+        fault.retryAfter === undefined ? {} : { 'retry-after': String(fault.retryAfter) },
+      );
     if (fault && (await this.applyTransportFault(fault, req, res))) return;
 
     const raw = await MockHttp2Server.readBody(req);
     const form = new URLSearchParams(raw === 'too-large' ? '' : raw.toString('utf8'));
-    if (form.get('grant_type') !== GRANT) return refuse(400, 'unsupported_grant_type', 'Invalid grant_type: ' + String(form.get('grant_type')));
+    if (form.get('grant_type') !== GRANT)
+      return refuse(400, 'unsupported_grant_type', 'Invalid grant_type: ' + String(form.get('grant_type')));
     const jwt = decodeJwt(form.get('assertion') ?? '');
     if (!jwt) return refuse(400, 'invalid_grant', 'Invalid JWT: Token must be a short-lived token and in a reasonable timeframe.');
     const account = typeof jwt.claims.iss === 'string' ? this.accounts.get(jwt.claims.iss) : undefined;
@@ -246,7 +348,8 @@ export class FcmMock extends MockHttp2Server {
     if (typeof iat !== 'number' || typeof exp !== 'number' || exp - iat > 3600 || exp <= now || iat > now + 300) {
       return refuse(400, 'invalid_grant', 'Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe.');
     }
-    if (typeof scope !== 'string' || !scope.split(' ').some((s) => MESSAGING_SCOPES.includes(s))) return refuse(400, 'invalid_scope', 'Invalid OAuth scope or ID token audience provided.');
+    if (typeof scope !== 'string' || !scope.split(' ').some((s) => MESSAGING_SCOPES.includes(s)))
+      return refuse(400, 'invalid_scope', 'Invalid OAuth scope or ID token audience provided.');
 
     const accessToken = `ya29.mock-${randomBytes(24).toString('base64url')}`;
     this.accessTokens.set(accessToken, { projectId: account.projectId, expiresAt: Date.now() + this.accessTokenTtlSec * 1000 });
@@ -278,13 +381,16 @@ function validateMessage(body: unknown): FcmFailure | undefined {
   const bad = (field: string, message: string) => new FcmFailure(400, 'INVALID_ARGUMENT', message, field);
   if (typeof body !== 'object' || body === null) return new FcmFailure(400, undefined, 'Invalid JSON payload received.');
   for (const key of Object.keys(body)) {
-    if (key !== 'message' && key !== 'validate_only' && key !== 'validateOnly') return new FcmFailure(400, undefined, `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`);
+    if (key !== 'message' && key !== 'validate_only' && key !== 'validateOnly')
+      return new FcmFailure(400, undefined, `Invalid JSON payload received. Unknown name "${key}": Cannot find field.`);
   }
   const message = (body as { message?: unknown }).message;
-  if (typeof message !== 'object' || message === null || Array.isArray(message)) return bad('message', 'Request contains an invalid argument.');
+  if (typeof message !== 'object' || message === null || Array.isArray(message))
+    return bad('message', 'Request contains an invalid argument.');
   const m = message as Record<string, unknown>;
   for (const key of Object.keys(m)) {
-    if (!MESSAGE_FIELDS.has(snake(key))) return new FcmFailure(400, undefined, `Invalid JSON payload received. Unknown name "${key}" at 'message': Cannot find field.`);
+    if (!MESSAGE_FIELDS.has(snake(key)))
+      return new FcmFailure(400, undefined, `Invalid JSON payload received. Unknown name "${key}" at 'message': Cannot find field.`);
   }
   const targets = ['token', 'topic', 'condition'].filter((k) => m[k] !== undefined);
   if (targets.length !== 1) return bad('message', 'Exactly one of token, topic or condition must be specified.');
@@ -299,24 +405,43 @@ function validateMessage(body: unknown): FcmFailure | undefined {
     if (typeof m.android !== 'object' || m.android === null) return bad('message.android', "Invalid value at 'message.android'");
     const a = m.android as Record<string, unknown>;
     for (const key of Object.keys(a)) {
-      if (!ANDROID_FIELDS.has(snake(key))) return new FcmFailure(400, undefined, `Invalid JSON payload received. Unknown name "${key}" at 'message.android': Cannot find field.`);
+      if (!ANDROID_FIELDS.has(snake(key)))
+        return new FcmFailure(
+          400,
+          undefined,
+          `Invalid JSON payload received. Unknown name "${key}" at 'message.android': Cannot find field.`,
+        );
     }
     const priority = a.priority;
     if (priority !== undefined && !['normal', 'high', 'NORMAL', 'HIGH'].includes(String(priority))) {
-      return bad('message.android.priority', `Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), "${String(priority)}"`);
+      return bad(
+        'message.android.priority',
+        `Invalid value at 'message.android.priority' (type.googleapis.com/google.firebase.fcm.v1.AndroidMessagePriority), "${String(priority)}"`,
+      );
     }
     const collapseKey = a.collapse_key ?? a.collapseKey;
-    if (collapseKey !== undefined && typeof collapseKey !== 'string') return bad('message.android.collapse_key', "Invalid value at 'message.android.collapse_key' (TYPE_STRING)");
+    if (collapseKey !== undefined && typeof collapseKey !== 'string')
+      return bad('message.android.collapse_key', "Invalid value at 'message.android.collapse_key' (TYPE_STRING)");
     const ttl = a.ttl;
-    if (ttl !== undefined && !(typeof ttl === 'string' && /^\d+(\.\d+)?s$/.test(ttl))) return bad('message.android.ttl', "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)");
+    if (ttl !== undefined && !(typeof ttl === 'string' && /^\d+(\.\d+)?s$/.test(ttl)))
+      return bad('message.android.ttl', "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)");
     const androidData = checkStringMap(a.data, 'message.android.data');
     if (androidData) return androidData;
     if (a.notification !== undefined) {
-      if (typeof a.notification !== 'object' || a.notification === null) return bad('message.android.notification', "Invalid value at 'message.android.notification'");
+      if (typeof a.notification !== 'object' || a.notification === null)
+        return bad('message.android.notification', "Invalid value at 'message.android.notification'");
       for (const [key, value] of Object.entries(a.notification)) {
         const name = snake(key);
-        if (!ANDROID_NOTIFICATION_FIELDS.has(name)) return new FcmFailure(400, undefined, `Invalid JSON payload received. Unknown name "${key}" at 'message.android.notification': Cannot find field.`);
-        if (['title', 'body', 'channel_id', 'tag', 'click_action', 'sound', 'icon', 'color', 'image'].includes(name) && typeof value !== 'string') {
+        if (!ANDROID_NOTIFICATION_FIELDS.has(name))
+          return new FcmFailure(
+            400,
+            undefined,
+            `Invalid JSON payload received. Unknown name "${key}" at 'message.android.notification': Cannot find field.`,
+          );
+        if (
+          ['title', 'body', 'channel_id', 'tag', 'click_action', 'sound', 'icon', 'color', 'image'].includes(name) &&
+          typeof value !== 'string'
+        ) {
           return bad(`message.android.notification.${name}`, `Invalid value at 'message.android.notification.${name}' (TYPE_STRING)`);
         }
       }
@@ -329,11 +454,17 @@ function validateMessage(body: unknown): FcmFailure | undefined {
 
 function checkStringMap(value: unknown, field: string): FcmFailure | undefined {
   if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return new FcmFailure(400, 'INVALID_ARGUMENT', `Invalid value at '${field}'`, field);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    return new FcmFailure(400, 'INVALID_ARGUMENT', `Invalid value at '${field}'`, field);
   let i = 0;
   for (const [key, v] of Object.entries(value)) {
     if (typeof v !== 'string') {
-      return new FcmFailure(400, 'INVALID_ARGUMENT', `Invalid value at '${field}[${i}].value' (TYPE_STRING), ${JSON.stringify(v)}`, `${field}[${i}].value`);
+      return new FcmFailure(
+        400,
+        'INVALID_ARGUMENT',
+        `Invalid value at '${field}[${i}].value' (TYPE_STRING), ${JSON.stringify(v)}`,
+        `${field}[${i}].value`,
+      );
     }
     if (key.startsWith('google.') || key.startsWith('gcm.') || ['from', 'notification', 'message_type'].includes(key)) {
       return new FcmFailure(400, 'INVALID_ARGUMENT', `Invalid data payload key: ${key}`, field);

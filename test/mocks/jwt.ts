@@ -16,7 +16,12 @@ export function decodeJwt(token: string): DecodedJwt | undefined {
     const header = JSON.parse(Buffer.from(h, 'base64url').toString('utf8')) as unknown;
     const claims = JSON.parse(Buffer.from(c, 'base64url').toString('utf8')) as unknown;
     if (typeof header !== 'object' || header === null || typeof claims !== 'object' || claims === null) return undefined;
-    return { header: header as Record<string, unknown>, claims: claims as Record<string, unknown>, signingInput: `${h}.${c}`, signature: Buffer.from(s, 'base64url') };
+    return {
+      header: header as Record<string, unknown>,
+      claims: claims as Record<string, unknown>,
+      signingInput: `${h}.${c}`,
+      signature: Buffer.from(s, 'base64url'),
+    };
   } catch {
     return undefined;
   }

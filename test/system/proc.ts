@@ -64,7 +64,11 @@ export class Proc {
   private waiters: (() => void)[] = [];
 
   constructor(args: string[], env: Record<string, string | undefined>) {
-    this.child = spawn(process.execPath, args, { cwd: ROOT, env: { ...baseEnv(), ...env } as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...baseEnv(), ...env } as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const collect = (which: 'stdout' | 'stderr') => (d: Buffer) => {
       this[which] += d.toString();
       this.output += d.toString();

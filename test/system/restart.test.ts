@@ -76,8 +76,10 @@ describe('embedded PostgreSQL: restart on the same DATA_DIR, also after kill -9'
     });
     expect(post.status).toBe(201);
     const notification = (await post.json()) as { id: string; to: { id: string } };
-    const readNotification = async () => (await fetch(`${base}/v6/notifications/${notification.id}`, { headers: auth(created.keys.read) })).json();
-    const readAudience = async () => (await fetch(`${base}/v6/audiences/${notification.to.id}`, { headers: auth(created.keys.read) })).json();
+    const readNotification = async () =>
+      (await fetch(`${base}/v6/notifications/${notification.id}`, { headers: auth(created.keys.read) })).json();
+    const readAudience = async () =>
+      (await fetch(`${base}/v6/audiences/${notification.to.id}`, { headers: auth(created.keys.read) })).json();
     const notificationBefore = (await readNotification()) as Record<string, unknown>;
     const audienceBefore = (await readAudience()) as { audience: Record<string, unknown> };
 

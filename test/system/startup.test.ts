@@ -34,7 +34,14 @@ describe('server roles', () => {
     const url = new URL(db.url);
     if (!url.password) url.password = 'not-a-real-secret-Qx7';
     const secret = decodeURIComponent(url.password);
-    const p = Proc.server({ DATABASE_URL: url.toString(), REDIS_URL: '', ROLE: 'api', PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'debug' });
+    const p = Proc.server({
+      DATABASE_URL: url.toString(),
+      REDIS_URL: '',
+      ROLE: 'api',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'debug',
+    });
     try {
       const starting = await p.waitForLog('starting');
       const listening = await p.waitForLog('listening');
@@ -77,7 +84,14 @@ describe('server roles', () => {
 
   it.runIf(redisUrl())('ROLE=all with REDIS_URL queues on Redis and serves HTTP', async () => {
     const port = await freePort();
-    const p = Proc.server({ DATABASE_URL: db.url, REDIS_URL: redisUrl()!, QUEUE_PREFIX: `sys_${port}`, ROLE: 'all', PORT: String(port), HOST: '127.0.0.1' });
+    const p = Proc.server({
+      DATABASE_URL: db.url,
+      REDIS_URL: redisUrl()!,
+      QUEUE_PREFIX: `sys_${port}`,
+      ROLE: 'all',
+      PORT: String(port),
+      HOST: '127.0.0.1',
+    });
     try {
       expect(await p.waitForLog('listening')).toMatchObject({ role: 'all', queue: 'redis' });
       const ready = await fetch(`http://127.0.0.1:${port}/ready`);

@@ -28,7 +28,11 @@ export class AppsRepository {
 
   async setCredentials(id: string, platform: 'apns' | 'fcm', credentials: Record<string, unknown>): Promise<boolean> {
     const column = platform === 'apns' ? 'apns_credentials' : 'fcm_credentials';
-    const r = await this.db.updateTable('apps').set({ [column]: JSON.stringify(credentials) }).where('id', '=', id).executeTakeFirst();
+    const r = await this.db
+      .updateTable('apps')
+      .set({ [column]: JSON.stringify(credentials) })
+      .where('id', '=', id)
+      .executeTakeFirst();
     return r.numUpdatedRows > 0n;
   }
 }
@@ -45,7 +49,11 @@ export class ApiKeysRepository {
   constructor(private readonly db: Db) {}
 
   async create(appId: string, role: KeyRole, keyHash: Buffer, hint: string, db: Db = this.db): Promise<{ id: string }> {
-    return db.insertInto('api_keys').values({ app_id: appId, role, key_hash: keyHash, key_hint: hint, revoked_at: null }).returning('id').executeTakeFirstOrThrow();
+    return db
+      .insertInto('api_keys')
+      .values({ app_id: appId, role, key_hash: keyHash, key_hint: hint, revoked_at: null })
+      .returning('id')
+      .executeTakeFirstOrThrow();
   }
 
   /** The active key with this hash, joined to its app (one indexed lookup per request). */

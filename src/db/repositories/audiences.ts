@@ -23,13 +23,15 @@ export class AudiencesRepository {
   }
 
   private async upsert(db: Db, appId: string, key: string, kind: 'all' | 'filters', filters: Filter[] | null, name: string) {
-    return db
-      .insertInto('audiences')
-      .values({ app_id: appId, spec_key: key, kind, filters: filters === null ? null : JSON.stringify(filters), name })
-      // a no-op update so RETURNING yields the existing row
-      .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    return (
+      db
+        .insertInto('audiences')
+        .values({ app_id: appId, spec_key: key, kind, filters: filters === null ? null : JSON.stringify(filters), name })
+        // a no-op update so RETURNING yields the existing row
+        .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
+        .returningAll()
+        .executeTakeFirstOrThrow()
+    );
   }
 
   async findForApp(appId: string, id: string, db: Db = this.db): Promise<Audience | undefined> {

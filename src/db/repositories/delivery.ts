@@ -62,7 +62,14 @@ export class DeliveryRepository {
    * that dies and runs again resumes after the last stored page and recreates no batch. One statement,
    * so the notification row (which every batch's results also update) is locked only while it runs.
    */
-  async saveFanoutPage(notificationId: string, generation: number, batches: NewBatch[], cursor: string, nextSeq: number, targeted: number): Promise<boolean> {
+  async saveFanoutPage(
+    notificationId: string,
+    generation: number,
+    batches: NewBatch[],
+    cursor: string,
+    nextSeq: number,
+    targeted: number,
+  ): Promise<boolean> {
     // device_ids (what the batch was cut with) and pending_device_ids start equal: each array is sent once.
     const rows = batches.map((b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`);
     const insert = batches.length
@@ -178,7 +185,12 @@ export class DeliveryRepository {
   }
 
   async supersedeBatch(id: string): Promise<void> {
-    await this.db.updateTable('delivery_batches').set({ state: 'superseded', updated_at: sql<Date>`now()` }).where('id', '=', id).where('state', '=', 'pending').execute();
+    await this.db
+      .updateTable('delivery_batches')
+      .set({ state: 'superseded', updated_at: sql<Date>`now()` })
+      .where('id', '=', id)
+      .where('state', '=', 'pending')
+      .execute();
   }
 
   /**
@@ -225,6 +237,10 @@ export class DeliveryRepository {
   }
 
   async touch(notificationId: string): Promise<void> {
-    await this.db.updateTable('notifications').set({ updated_at: sql<Date>`now()` }).where('id', '=', notificationId).execute();
+    await this.db
+      .updateTable('notifications')
+      .set({ updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .execute();
   }
 }

@@ -116,12 +116,23 @@ export class DevicesRepository {
   }
 
   async touchMany(db: Db, ids: string[]): Promise<void> {
-    if (ids.length) await db.updateTable('devices').set({ registered_at: sql<Date>`now()` }).where('id', 'in', ids).execute();
+    if (ids.length)
+      await db
+        .updateTable('devices')
+        .set({ registered_at: sql<Date>`now()` })
+        .where('id', 'in', ids)
+        .execute();
   }
 
   /** A token moves to the device that now reports it: the app's other device with it loses it. */
   async releaseToken(db: Db, appId: string, token: string, keepId: string): Promise<void> {
-    await db.updateTable('devices').set({ token: null }).where('app_id', '=', appId).where('token', '=', token).where('id', '<>', keepId).execute();
+    await db
+      .updateTable('devices')
+      .set({ token: null })
+      .where('app_id', '=', appId)
+      .where('token', '=', token)
+      .where('id', '<>', keepId)
+      .execute();
   }
 
   /** Empties the device; the devices_erased trigger (migration 002) deletes its attributes and events. */
@@ -149,7 +160,11 @@ export class DevicesRepository {
   /** Sets or removes the named attributes of a device (an attribute's rows are replaced as a whole). */
   async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<void> {
     if (changes.size === 0) return;
-    await db.deleteFrom('device_attributes').where('device_id', '=', deviceId).where('name', 'in', [...changes.keys()]).execute();
+    await db
+      .deleteFrom('device_attributes')
+      .where('device_id', '=', deviceId)
+      .where('name', 'in', [...changes.keys()])
+      .execute();
     const rows = [...changes].flatMap(([name, attr]) =>
       attr === null
         ? []
@@ -168,7 +183,14 @@ export class DevicesRepository {
 
   async attributesOf(deviceIds: string[], db: Db = this.db): Promise<DeviceAttributeRow[]> {
     if (deviceIds.length === 0) return [];
-    return db.selectFrom('device_attributes').selectAll().where('device_id', 'in', deviceIds).orderBy('device_id').orderBy('name').orderBy('position').execute();
+    return db
+      .selectFrom('device_attributes')
+      .selectAll()
+      .where('device_id', 'in', deviceIds)
+      .orderBy('device_id')
+      .orderBy('name')
+      .orderBy('position')
+      .execute();
   }
 
   // ---- audiences ----
@@ -200,7 +222,11 @@ export class DevicesRepository {
   }
 }
 
-function withCountry(set: DeviceUpdate, fillCountry: string | null, table: string): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
+function withCountry(
+  set: DeviceUpdate,
+  fillCountry: string | null,
+  table: string,
+): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
   if (fillCountry === null || set.country !== undefined) return set;
   return { ...set, country: sql<string>`coalesce(${sql.ref(`${table}.country`)}, ${fillCountry})` };
 }

@@ -32,6 +32,13 @@ export class EventsRepository {
 
   async forDevices(deviceIds: string[], db: Db = this.db): Promise<DeviceEventRow[]> {
     if (deviceIds.length === 0) return [];
-    return db.selectFrom('device_events').selectAll().where('device_id', 'in', deviceIds).orderBy('device_id').orderBy('source').orderBy('name').execute();
+    return db
+      .selectFrom('device_events')
+      .selectAll()
+      .where('device_id', 'in', deviceIds)
+      .orderBy('device_id')
+      .orderBy('source')
+      .orderBy('name')
+      .execute();
   }
 }

@@ -18,7 +18,8 @@ export class UninstalledRepository {
       .limit(q.limit);
     if (q.from) query = query.where('token_invalidated_at', '>=', q.from);
     if (q.to) query = query.where('token_invalidated_at', '<', q.to);
-    if (q.after) query = query.where(sql<boolean>`(token_invalidated_at, id) > (${q.after.at.toISOString()}::timestamptz, ${q.after.id}::uuid)`);
+    if (q.after)
+      query = query.where(sql<boolean>`(token_invalidated_at, id) > (${q.after.at.toISOString()}::timestamptz, ${q.after.id}::uuid)`);
     const rows = await query.execute();
     return rows.map((r) => ({ ...r, token_invalidated_at: r.token_invalidated_at! }));
   }

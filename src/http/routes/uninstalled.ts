@@ -22,7 +22,12 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['devices'],
           summary: 'Devices whose push token the gateways rejected',
-          querystring: z.object({ cursor: z.string().optional(), from: isoDate.optional(), to: isoDate.optional(), per: z.coerce.number().int().min(1).max(1000).default(100) }),
+          querystring: z.object({
+            cursor: z.string().optional(),
+            from: isoDate.optional(),
+            to: isoDate.optional(),
+            per: z.coerce.number().int().min(1).max(1000).default(100),
+          }),
         },
       },
       async (request) => {
@@ -33,7 +38,13 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         const last = rows.length === per ? rows[rows.length - 1]! : null;
         return {
           meta: { cursor: last ? encodeCursor(last.token_invalidated_at, last.id) : null },
-          devices: rows.map((d) => ({ id: d.id, platform: d.platform, push_token: d.token, uninstalled_at: iso(d.token_invalidated_at), reason: d.token_invalid_reason })),
+          devices: rows.map((d) => ({
+            id: d.id,
+            platform: d.platform,
+            push_token: d.token,
+            uninstalled_at: iso(d.token_invalidated_at),
+            reason: d.token_invalid_reason,
+          })),
         };
       },
     );

@@ -19,7 +19,10 @@ export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
 
     app.put(
       '/v6/users/:user_id',
-      { onRequest: device, schema: { tags: ['users'], summary: "Merge custom attributes into every device of a user", params: userParams, body: userBody } },
+      {
+        onRequest: device,
+        schema: { tags: ['users'], summary: 'Merge custom attributes into every device of a user', params: userParams, body: userBody },
+      },
       async (request, reply) => {
         const r = await ctx.services.devices.updateUser(request.principal.appId, request.params.user_id, request.body.user);
         if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
@@ -31,7 +34,11 @@ export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       '/v6/users/:user_id/devices',
       {
         onRequest: write,
-        schema: { tags: ['users'], summary: `Erase a user's devices, at most ${USER_ERASE_LIMIT} a call; call again while some remain`, params: userParams },
+        schema: {
+          tags: ['users'],
+          summary: `Erase a user's devices, at most ${USER_ERASE_LIMIT} a call; call again while some remain`,
+          params: userParams,
+        },
       },
       async (request) => {
         const { erased, remaining } = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id);
@@ -41,7 +48,10 @@ export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
 
     app.post(
       '/v6/users/:user_id/events',
-      { onRequest: device, schema: { tags: ['users'], summary: 'Record events on every device of a user', params: userParams, body: eventsBody } },
+      {
+        onRequest: device,
+        schema: { tags: ['users'], summary: 'Record events on every device of a user', params: userParams, body: eventsBody },
+      },
       async (request, reply) => {
         await ctx.services.devices.recordUserEvents(request.principal.appId, request.params.user_id, request.body, callerOf(request));
         return reply.status(202).send({});
