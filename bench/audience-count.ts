@@ -14,7 +14,7 @@ import { DevicesRepository } from '../src/db/repositories/devices.js';
 import { compileFilters } from '../src/db/filter-sql.js';
 import type { Filter } from '../src/domain/filters.js';
 import { AppService } from '../src/services/apps.js';
-import { haversine, inPolygon, micro } from '../test/filters/reference.js';
+import { haversine, inPolygon, micro } from '../test/db/filter-reference.js';
 import { benchDatabaseKept } from './lib/audience-db.js';
 import { loadDevices } from './lib/audience-load.js';
 import { arg, percentile } from './lib/setup.js';

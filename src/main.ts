@@ -1,13 +1,13 @@
-import { ConfigError, loadConfig, redactedConfig, type Config } from './config.js';
-import { createContext } from './context.js';
+import { ConfigError, loadConfig, redactedConfig, type Config } from './platform/config.js';
+import { createContext } from './app/context.js';
 import { AppsRepository } from './db/repositories/apps.js';
 import { buildServer } from './http/server.js';
-import { createLogger, type Logger } from './logger.js';
-import { Metrics } from './metrics.js';
-import { createGatewayProvider } from './queue/gateway-provider.js';
+import { createLogger, type Logger } from './platform/logger.js';
+import { Metrics } from './platform/metrics.js';
+import { createGatewayProvider } from './gateways/runtime/create-provider.js';
 import { startPipeline } from './queue/pipeline.js';
 import { JobQueues } from './queue/queues.js';
-import { openDatabaseRuntime } from './runtime.js';
+import { openDatabaseRuntime } from './app/runtime.js';
 
 /**
  * Starts the service. ROLE=all runs the API and the workers in one process; api or worker runs one side,

@@ -1,7 +1,7 @@
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/platform/config.js';
 import { ensureDatabase } from '../../src/db/embedded.js';
-import { createLogger } from '../../src/logger.js';
-import { openDatabaseRuntime } from '../../src/runtime.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { openDatabaseRuntime } from '../../src/app/runtime.js';
 
 /**
  * A benchmark database that survives between runs (seeding a million devices takes minutes): on

@@ -3,9 +3,9 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
-import { openDatabaseRuntime } from '../../src/runtime.js';
-import { createLogger } from '../../src/logger.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { openDatabaseRuntime } from '../../src/app/runtime.js';
+import { createLogger } from '../../src/platform/logger.js';
 import { ensureDatabase } from '../../src/db/embedded.js';
 
 export const CA_PATH = path.resolve('test/fixtures/tls/ca.pem');

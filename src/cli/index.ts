@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { ConfigError, loadConfig } from '../config.js';
+import { ConfigError, loadConfig } from '../platform/config.js';
 import { DomainError } from '../domain/errors.js';
-import { createLogger } from '../logger.js';
-import { openDatabaseRuntime, type DatabaseRuntime } from '../runtime.js';
+import { createLogger } from '../platform/logger.js';
+import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
 import { AppService } from '../services/apps.js';
 import { credentialCommands } from './credentials.js';
 

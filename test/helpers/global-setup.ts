@@ -3,7 +3,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/db/embedded.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger } from '../../src/platform/logger.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {

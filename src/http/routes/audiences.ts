@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../context.js';
+import type { AppContext } from '../../app/context.js';
 import { NotFoundError } from '../../domain/errors.js';
 import type { Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';

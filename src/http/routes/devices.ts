@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../context.js';
+import type { AppContext } from '../../app/context.js';
 import type { DeviceAttributeRow } from '../../db/repositories/devices.js';
 import type { DeviceEventRow } from '../../db/repositories/events.js';
 import { ForbiddenError } from '../../domain/errors.js';

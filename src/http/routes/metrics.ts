@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../context.js';
+import type { AppContext } from '../../app/context.js';
 
 /** Prometheus scrape endpoint: pushes by platform and outcome, gateway latency, queue depth, process. */
 export function metricsRoutes(ctx: AppContext): FastifyPluginAsyncZod {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../context.js';
+import type { AppContext } from '../../app/context.js';
 import { NotFoundError } from '../../domain/errors.js';
 import { parseIsoDate } from '../../domain/date-math.js';
 import { isUuid } from '../../db/repositories/audiences.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../context.js';
+import type { AppContext } from '../../app/context.js';
 import { requirePermission } from '../auth.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
 import { callerOf, eventsBody } from './devices.js';

@@ -1,15 +1,15 @@
 /**
- * Entry of a gateway thread (see ./threaded-gateways.ts): runs a GatewayPool — the long-lived APNs and
+ * Entry of a gateway thread (see ./threads.ts): runs a GatewayPool — the long-lived APNs and
  * FCM connections — and answers each `send` message with one outcome per token, in order.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { GatewayPool } from '../gateways/pool.js';
-import type { PushOutcome } from '../gateways/types.js';
-import { createLogger } from '../logger.js';
-import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './gateway-thread-protocol.js';
+import { GatewayPool } from '../pool.js';
+import type { PushOutcome } from '../types.js';
+import { createLogger } from '../../platform/logger.js';
+import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './thread-protocol.js';
 
 const port = parentPort;
-if (!port) throw new Error('gateway-thread.ts runs as a worker thread');
+if (!port) throw new Error('thread-main.ts runs as a worker thread');
 const { pool: options, logLevel } = workerData as GatewayThreadData;
 const pool = new GatewayPool({ ...options, log: createLogger(logLevel).child({ thread: 'gateways' }) });
 const reply = (message: FromGatewayThread) => port.postMessage(message);

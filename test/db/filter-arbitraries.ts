@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { resolveDate } from '../../src/domain/date-math.js';
 import { DISTANCE_UNITS_IN_METERS, type Filter } from '../../src/domain/filters.js';
 import { snapCoordinate } from '../../src/domain/geo.js';
-import type { CustomType, RefDevice, Scalar } from './reference.js';
+import type { CustomType, RefDevice, Scalar } from './filter-reference.js';
 
 /**
  * Random devices and filter lists over every attribute kind. Values come from small pools so filters hit

@@ -1,5 +1,5 @@
 import maxmind, { type CityResponse, type Reader } from 'maxmind';
-import { snapCoordinate } from './domain/geo.js';
+import { snapCoordinate } from '../domain/geo.js';
 import type { Logger } from './logger.js';
 
 /**

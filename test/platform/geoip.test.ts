@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import maxmind, { type CityResponse } from 'maxmind';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGeoIp, lookupIn } from '../../src/geoip.js';
-import { createLogger } from '../../src/logger.js';
+import { createGeoIp, lookupIn } from '../../src/platform/geoip.js';
+import { createLogger } from '../../src/platform/logger.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { buildMmdb } from './mmdb.js';
-import { call, countVia, register } from './support.js';
+import { call, countVia, register } from '../http/device-support.js';
 
 const LONDON = { latitude: 51.5142, longitude: -0.0931 };
 const PARIS = { latitude: 48.8566, longitude: 2.3522 };

@@ -9,18 +9,10 @@
  */
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
-import type { AppPushCredentials } from '../gateways/pool.js';
-import type {
-  NotificationPush,
-  PushEnvironment,
-  PushGateway,
-  PushOutcome,
-  PushPlatform,
-  PushResult,
-  PushTarget,
-} from '../gateways/types.js';
-import type { Logger } from '../logger.js';
-import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './gateway-thread-protocol.js';
+import type { AppPushCredentials } from '../pool.js';
+import type { NotificationPush, PushEnvironment, PushGateway, PushOutcome, PushPlatform, PushResult, PushTarget } from '../types.js';
+import type { Logger } from '../../platform/logger.js';
+import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './thread-protocol.js';
 
 /** How long close() waits for a thread to finish its in-flight sends before it is terminated. */
 const CLOSE_TIMEOUT_MS = 30_000;
@@ -133,14 +125,14 @@ function answerAll(targets: PushTarget[], outcome: PushOutcome): PushResult[] {
 }
 
 /**
- * Compiled (dist/, production) the thread runs gateway-thread.js. Run from TypeScript sources (tsx in
- * `npm run dev`, vitest) the sibling is gateway-thread.ts, which a thread can load only after
+ * Compiled (dist/, production) the thread runs thread-main.js. Run from TypeScript sources (tsx in
+ * `npm run dev`, vitest) the sibling is thread-main.ts, which a thread can load only after
  * registering tsx's loader in it.
  */
 function startThread(workerData: GatewayThreadData): Worker {
   const options = { workerData, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } };
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./gateway-thread.js', import.meta.url), options);
-  const entry = new URL('./gateway-thread.ts', import.meta.url).href;
+  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./thread-main.js', import.meta.url), options);
+  const entry = new URL('./thread-main.ts', import.meta.url).href;
   return new Worker(`import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); })`, {
     ...options,
     eval: true,

@@ -1,6 +1,6 @@
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, redactedConfig } from '../../src/config.js';
+import { ConfigError, loadConfig, redactedConfig } from '../../src/platform/config.js';
 
 describe('config', () => {
   it('has working defaults for an empty environment', () => {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { audienceFor, call, register } from './support.js';
+import { audienceFor, call, register } from './device-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 

@@ -1,8 +1,8 @@
-import type { Config } from './config.js';
-import { openDatabase, type DatabaseHandle } from './db/database.js';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './db/embedded.js';
-import { migrate } from './db/migrate.js';
-import type { Logger } from './logger.js';
+import type { Config } from '../platform/config.js';
+import { openDatabase, type DatabaseHandle } from '../db/database.js';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded.js';
+import { migrate } from '../db/migrate.js';
+import type { Logger } from '../platform/logger.js';
 
 export interface DatabaseRuntime {
   url: string;

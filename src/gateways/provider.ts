@@ -1,5 +1,5 @@
 import type { Platform } from '../db/schema.js';
-import type { PushGateway } from '../gateways/types.js';
+import type { PushGateway } from './types.js';
 
 /** Gives the delivery worker the long-lived gateway of an app, platform and environment. */
 export interface GatewayProvider {

@@ -1,17 +1,17 @@
-import type { Config } from './config.js';
-import type { Db } from './db/database.js';
-import { ApiKeysRepository, AppsRepository } from './db/repositories/apps.js';
-import { AudiencesRepository } from './db/repositories/audiences.js';
-import { DevicesRepository } from './db/repositories/devices.js';
-import { EventsRepository } from './db/repositories/events.js';
-import { NotificationsRepository } from './db/repositories/notifications.js';
-import { UninstalledRepository } from './db/repositories/uninstalled.js';
-import { createGeoIp } from './geoip.js';
-import type { Logger } from './logger.js';
-import type { Metrics } from './metrics.js';
-import type { JobQueues } from './queue/queues.js';
-import { DeviceService } from './services/devices.js';
-import { NotificationService, type NotificationScheduler } from './services/notifications.js';
+import type { Config } from '../platform/config.js';
+import type { Db } from '../db/database.js';
+import { ApiKeysRepository, AppsRepository } from '../db/repositories/apps.js';
+import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { DevicesRepository } from '../db/repositories/devices.js';
+import { EventsRepository } from '../db/repositories/events.js';
+import { NotificationsRepository } from '../db/repositories/notifications.js';
+import { UninstalledRepository } from '../db/repositories/uninstalled.js';
+import { createGeoIp } from '../platform/geoip.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import type { JobQueues } from '../queue/queues.js';
+import { DeviceService } from '../services/devices.js';
+import { NotificationService, type NotificationScheduler } from '../services/notifications.js';
 
 /** Everything a request handler or job may need, built once at start-up and passed explicitly. */
 export interface AppContext {

@@ -2,10 +2,10 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { filterSchema, type Filter } from '../../src/domain/filters.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { audienceFor, call } from '../devices/support.js';
-import { scenarioArb, type Scenario } from './arbitraries.js';
-import { insertDevices } from './fixtures.js';
-import { refMatches } from './reference.js';
+import { audienceFor, call } from '../http/device-support.js';
+import { scenarioArb, type Scenario } from './filter-arbitraries.js';
+import { insertDevices } from './filter-fixtures.js';
+import { refMatches } from './filter-reference.js';
 
 /**
  * The SQL compiler against the in-memory reference, on real PostgreSQL: every run inserts a random device

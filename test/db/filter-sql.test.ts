@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DISTANCE_UNITS_IN_METERS, type Filter } from '../../src/domain/filters.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { insertDevices } from './fixtures.js';
-import { haversine, type RefDevice } from './reference.js';
+import { insertDevices } from './filter-fixtures.js';
+import { haversine, type RefDevice } from './filter-reference.js';
 
 /** Edges of the language that random data rarely lands on exactly. */
 const NOW = new Date('2025-06-01T12:00:00.000Z');

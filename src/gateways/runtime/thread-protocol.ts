@@ -1,6 +1,6 @@
-/** Messages between the delivery worker and its gateway threads (./threaded-gateways.ts, ./gateway-thread.ts). */
-import type { AppPushCredentials, GatewayPoolOptions } from '../gateways/pool.js';
-import type { NotificationPush, PushEnvironment, PushOutcome, PushPlatform } from '../gateways/types.js';
+/** Messages between the delivery worker and its gateway threads (./threads.ts, ./thread-main.ts). */
+import type { AppPushCredentials, GatewayPoolOptions } from '../pool.js';
+import type { NotificationPush, PushEnvironment, PushOutcome, PushPlatform } from '../types.js';
 
 export interface GatewayThreadData {
   pool: Omit<GatewayPoolOptions, 'log'>;

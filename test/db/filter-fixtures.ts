@@ -1,5 +1,5 @@
 import type { Db } from '../../src/db/database.js';
-import type { RefDevice } from './reference.js';
+import type { RefDevice } from './filter-reference.js';
 
 /** Writes reference devices as rows (devices, custom attributes, events) for one app, then erases the erased ones. */
 export async function insertDevices(db: Db, appId: string, devices: RefDevice[]): Promise<void> {

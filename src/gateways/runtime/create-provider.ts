@@ -1,11 +1,11 @@
-import type { Config } from '../config.js';
-import type { AppsRepository } from '../db/repositories/apps.js';
-import type { Platform } from '../db/schema.js';
-import { GatewayPool, gatewayPoolOptionsFromConfig, type AppPushCredentials } from '../gateways/pool.js';
-import type { PushEnvironment, PushGateway } from '../gateways/types.js';
-import type { Logger } from '../logger.js';
-import type { GatewayProvider } from './gateways.js';
-import { GatewayThreads } from './threaded-gateways.js';
+import type { Config } from '../../platform/config.js';
+import type { AppsRepository } from '../../db/repositories/apps.js';
+import type { Platform } from '../../db/schema.js';
+import { GatewayPool, gatewayPoolOptionsFromConfig, type AppPushCredentials } from '../pool.js';
+import type { PushEnvironment, PushGateway } from '../types.js';
+import type { Logger } from '../../platform/logger.js';
+import type { GatewayProvider } from '../provider.js';
+import { GatewayThreads } from './threads.js';
 
 /**
  * The gateways of a delivery worker, from each app's stored credentials: one long-lived gateway per app,

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
-import { call, countVia, register, token } from './support.js';
+import { call, countVia, register, token } from './device-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 
