@@ -7,9 +7,10 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npx tsc -p tsconfig.build.json
+COPY migrations ./migrations
+RUN npm run build
 
-# Stage 2: production dependencies only, the compiled service, migrations, a non-root user.
+# Stage 2: production dependencies only, the compiled service with its migrations, a non-root user.
 # The server runs as plain JavaScript (a worker at rest needs ~65 MB less memory than under tsx).
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
@@ -20,7 +21,6 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
-COPY migrations ./migrations
 # DATA_DIR is only used without DATABASE_URL (embedded PostgreSQL); it must belong to the runtime user.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node

@@ -1,14 +1,12 @@
-import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 
-// migrations/ sits at the package root: two levels up from src/db, three from the compiled dist/src/db.
-const here = path.dirname(fileURLToPath(import.meta.url));
-export const MIGRATIONS_DIR =
-  [path.resolve(here, '../../migrations'), path.resolve(here, '../../../migrations')].find((d) => existsSync(d)) ??
-  path.resolve(here, '../../migrations');
+// Two levels up from src/db: the package root's migrations/, or dist/migrations, which the build copies there.
+export const MIGRATIONS_DIR = fileURLToPath(new URL('../../migrations', import.meta.url));
+// Files renamed since they were released: a database that applied the old name has applied the new one.
+const RENAMED: Record<string, string> = { '010_delivery.sql': '003_delivery.sql' };
 // Serialises migrations across processes (API and workers may start together).
 const MIGRATION_LOCK = 0x70757368;
 
@@ -24,6 +22,9 @@ export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<stri
     await client.query(
       'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
     );
+    for (const [from, to] of Object.entries(RENAMED)) {
+      await client.query('UPDATE schema_migrations SET version = $2 WHERE version = $1', [from, to]);
+    }
     const done = new Set((await client.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
     for (const file of files) {
       if (done.has(file)) continue;

@@ -57,6 +57,14 @@ describe('migrations', () => {
     expect(await migrate(h.db.pool, MIGRATIONS_DIR)).toEqual([]);
   });
 
+  it('a database that applied a migration under its released name does not apply it again after a rename', async () => {
+    await h.db.pool.query(`UPDATE schema_migrations SET version = '010_delivery.sql' WHERE version = '003_delivery.sql'`);
+    expect(await migrate(h.db.pool, MIGRATIONS_DIR)).toEqual([]);
+    const versions = (await h.db.pool.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version);
+    expect(versions).toContain('003_delivery.sql');
+    expect(versions).not.toContain('010_delivery.sql');
+  });
+
   it('concurrent migrators apply each file once', async () => {
     const h2 = await createHarness();
     try {
