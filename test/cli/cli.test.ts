@@ -1,18 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/domain/keys.js';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { basic, useHarness } from '../helpers/harness.js';
 import { runCli, type CliResult } from './run-cli.js';
 
 /** The CLI as an operator runs it: a separate process on DATABASE_URL, one JSON document on stdout. */
 
-let h: Harness;
+const h = useHarness();
 let cli: (...args: string[]) => Promise<CliResult>;
 
 beforeAll(async () => {
-  h = await createHarness();
   cli = (...args) => runCli(args, { DATABASE_URL: h.databaseUrl });
 });
-afterAll(async () => h?.close());
 
 /** Exactly one line of stdout, a JSON document; nothing on stderr. */
 function json(r: CliResult): Record<string, unknown> {

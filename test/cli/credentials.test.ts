@@ -1,23 +1,21 @@
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { generateApnsKey, generateServiceAccount } from '../mocks/index.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { useHarness } from '../helpers/harness.js';
 import { runCli, type CliResult } from './run-cli.js';
 
 /** `app set-apns` / `app set-fcm`: checked when set, stored for the delivery workers, never echoed. */
-let h: Harness;
+const h = useHarness();
 let dir: string;
 let appId: string;
 const cli = (...args: string[]): Promise<CliResult> => runCli(args, { DATABASE_URL: h.databaseUrl });
 
 beforeAll(async () => {
-  h = await createHarness();
   dir = await mkdtemp(path.join(os.tmpdir(), 'pushd-creds-'));
   appId = (await h.createApp('com.example.creds')).app.id;
 });
-afterAll(async () => h?.close());
 
 const stored = () =>
   h.db.db.selectFrom('apps').select(['apns_credentials', 'fcm_credentials']).where('id', '=', appId).executeTakeFirstOrThrow();

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DISTANCE_UNITS_IN_METERS, type Filter } from '../../src/domain/filters.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { useHarness } from '../helpers/harness.js';
 import { insertDevices } from './filter-fixtures.js';
 import { haversine, type RefDevice } from './filter-reference.js';
 
@@ -28,13 +28,11 @@ function dev(over: Partial<RefDevice>): RefDevice {
 }
 
 describe('filter compiler edge cases', () => {
-  let h: Harness;
+  const h = useHarness();
   let appId: string;
   beforeAll(async () => {
-    h = await createHarness();
     appId = (await h.createApp()).app.id;
   });
-  afterAll(async () => h?.close());
   beforeEach(async () => {
     await h.db.db.deleteFrom('devices').where('app_id', '=', appId).execute();
   });

@@ -1,20 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
+import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
+import type { AppContext } from '../../src/app/context.js';
+import type { DatabaseHandle } from '../../src/db/database.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
-import { createContext, type AppContext } from '../../src/app/context.js';
-import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
-import { migrate } from '../../src/db/migrate.js';
-import { buildServer } from '../../src/http/server.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { Metrics } from '../../src/platform/metrics.js';
-import { createGatewayProvider } from '../../src/gateways/runtime/create-provider.js';
-import { startPipeline, type Pipeline } from '../../src/queue/pipeline.js';
-import { JobQueues, type QueueBackendKind } from '../../src/queue/queues.js';
+import type { Pipeline } from '../../src/queue/pipeline.js';
+import type { QueueBackendKind } from '../../src/queue/queues.js';
 import { AppService } from '../../src/services/apps.js';
 
-export type Server = Awaited<ReturnType<typeof buildServer>>;
+export type { Server };
 
 export interface Harness {
   ctx: AppContext;
@@ -40,8 +36,9 @@ export function basic(key: string, username = ''): string {
 }
 
 /**
- * A fresh database (migrated) and the real HTTP server on it; `queue` picks the BullMQ backend.
- * Workers run only when `workers` is set (delivery tests); env overrides go through the real config parser.
+ * A fresh database (migrated) and the real HTTP server on it, started by the same sequence as the server process;
+ * `queue` picks the BullMQ backend. Workers run only when `workers` is set (delivery tests); env overrides go
+ * through the real config parser.
  */
 export async function createHarness(
   opts: { queue?: QueueBackendKind; workers?: boolean; env?: Record<string, string> } = {},
@@ -54,21 +51,23 @@ export async function createHarness(
   await admin.end();
   const databaseUrl = withDatabase(adminUrl, name);
 
-  const config = loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', ...opts.env });
-  const log = createLogger(config.LOG_LEVEL);
-  const db = openDatabase(databaseUrl);
-  await migrate(db.pool);
   const kind = opts.queue ?? 'postgres';
   const rUrl = redisUrl();
   if (kind === 'redis' && !rUrl) throw new Error('redis harness requested without Redis');
-  const queues = new JobQueues({ kind, databaseUrl, redisUrl: rUrl ?? undefined, prefix: name });
-  const metrics = new Metrics();
-  const workers = opts.workers ?? false;
-  const gateways = workers ? createGatewayProvider(config, log, new AppsRepository(db.db)) : undefined;
-  const pipeline = startPipeline(config, log, db.db, queues, { workers, gateways, metrics });
-  const ctx = createContext(config, log, db.db, queues, pipeline.scheduler, metrics);
-  const server = await buildServer(ctx);
+  const config = loadConfig({
+    DATABASE_URL: databaseUrl,
+    ...(kind === 'redis' ? { REDIS_URL: rUrl! } : {}),
+    QUEUE_PREFIX: name,
+    ROLE: opts.workers ? 'all' : 'api',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    ...opts.env,
+  });
+  const log = createLogger(config.LOG_LEVEL);
+  const lifecycle = new Lifecycle();
+  const pushd = await startPushd(config, log, lifecycle);
+  const { ctx, server } = pushd.api!;
   await server.ready();
+  const db = pushd.database.handle;
 
   return {
     ctx,
@@ -77,19 +76,34 @@ export async function createHarness(
     databaseUrl,
     queuePrefix: name,
     config,
-    pipeline,
+    pipeline: pushd.pipeline,
     createApp: (bundleId = `com.test.${randomBytes(4).toString('hex')}`) => new AppService(db.db).createApp(bundleId),
     async close() {
-      await server.close();
-      await pipeline.close();
-      await queues.close();
-      await db.close();
+      await lifecycle.close(log);
       const a = new pg.Client({ connectionString: adminUrl });
       await a.connect();
       await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).catch(() => undefined);
       await a.end();
     },
   };
+}
+
+/**
+ * A harness for the whole file: started before its tests, closed after them. The returned object stands for the
+ * harness (property reads go to it), so tests write `h.server` as with createHarness.
+ */
+export function useHarness(opts: Parameters<typeof createHarness>[0] = {}): Harness {
+  let harness: Harness | undefined;
+  beforeAll(async () => {
+    harness = await createHarness(opts);
+  });
+  afterAll(async () => harness?.close());
+  return new Proxy({} as Harness, {
+    get(_target, key) {
+      if (!harness) throw new Error('the harness is used before its beforeAll ran');
+      return harness[key as keyof Harness];
+    },
+  });
 }
 
 function withDatabase(url: string, database: string): string {

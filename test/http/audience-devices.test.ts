@@ -1,17 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useHarness, type Harness } from '../helpers/harness.js';
 import { audienceFor, call, register } from './device-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 
 describe('audience listing and devices', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: App;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   it('lists audiences in pages of `per`, oldest first, with the test flag', async () => {
     const other = await h.createApp();

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useHarness, type Harness } from '../helpers/harness.js';
 import { countRows, get, postNotification, type AppWithKeys } from './support.js';
 
 /** On-the-fly audiences are deduplicated per app by their canonical spec, also under concurrency. */
@@ -29,13 +29,11 @@ const sameSpec = [
 ];
 
 describe('audience dedupe', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: AppWithKeys;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   it('50 concurrent identical on-the-fly requests share one audience, stored once', async () => {
     const to = [{ name: 'country', criteria: ['FR'] }];

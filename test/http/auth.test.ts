@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { basic, useHarness, type Harness } from '../helpers/harness.js';
 import {
   AUTH_ROUTES,
   fillPath,
@@ -108,11 +108,7 @@ function expectOutcome(res: { statusCode: number; headers: Record<string, unknow
 }
 
 describe('auth matrix', () => {
-  let h: Harness;
-  beforeAll(async () => {
-    h = await createHarness();
-  });
-  afterAll(async () => h?.close());
+  const h = useHarness();
 
   describe.each(AUTH_ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))('%s', (_label, route) => {
     let fx: Fixture;

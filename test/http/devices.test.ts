@@ -1,17 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useHarness, type Harness } from '../helpers/harness.js';
 import { call, countVia, register, token } from './device-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 
 describe('device registry', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: App;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   it('registers a device: 201, generated id, every field stored as sent', async () => {
     const t = token();

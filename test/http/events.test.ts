@@ -1,17 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useHarness, type Harness } from '../helpers/harness.js';
 import { call, countVia, register } from './device-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 
 describe('events and users', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: App;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   const events = (id: string) =>
     h.db.db.selectFrom('device_events').selectAll().where('device_id', '=', id).orderBy('source').orderBy('name').execute();

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { buildServer } from '../../src/http/server.js';
 import { JobQueues } from '../../src/queue/queues.js';
-import { createHarness, redisUrl, type Harness } from '../helpers/harness.js';
+import { useHarness, redisUrl } from '../helpers/harness.js';
 import { get, ISO_MS, postNotification, UUID, type AppWithKeys } from './support.js';
 
 /** Response shapes field by field, cross-app isolation, and the ops endpoints. */
@@ -13,15 +13,13 @@ const near = (ms: string, before: number, after: number) => {
 };
 
 describe('response shapes', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: AppWithKeys;
   let other: AppWithKeys;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
     other = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   it('create answers 201 with exactly id, created_at, state, to and the submitted notification', async () => {
     const notification = { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'Bonjour', badge: 3, extra: { k: [1, 2] } } };
@@ -234,11 +232,7 @@ describe('response shapes', () => {
 });
 
 describe('GET /ready when the database and queue store are unreachable', () => {
-  let h: Harness;
-  beforeAll(async () => {
-    h = await createHarness();
-  });
-  afterAll(async () => h?.close());
+  const h = useHarness();
 
   it('answers 503 naming what is down, while /health stays 200', async () => {
     const deadUrl = 'postgres://postgres@127.0.0.1:1/none';
@@ -259,11 +253,7 @@ describe('GET /ready when the database and queue store are unreachable', () => {
 });
 
 describe.runIf(redisUrl())('GET /ready on the Redis queue backend', () => {
-  let h: Harness;
-  beforeAll(async () => {
-    h = await createHarness({ queue: 'redis' });
-  });
-  afterAll(async () => h?.close());
+  const h = useHarness({ queue: 'redis' });
 
   it('answers 200 with the queue reachable', async () => {
     const res = await h.server.inject({ method: 'GET', url: '/ready' });

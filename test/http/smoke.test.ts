@@ -1,12 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { describe, expect, it } from 'vitest';
+import { basic, useHarness } from '../helpers/harness.js';
 
 describe('create notification (smoke)', () => {
-  let h: Harness;
-  beforeAll(async () => {
-    h = await createHarness();
-  });
-  afterAll(async () => h?.close());
+  const h = useHarness();
 
   it('stores a notification to all devices and answers 201 with the audience id', async () => {
     const { keys } = await h.createApp();

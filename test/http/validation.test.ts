@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { basic, useHarness } from '../helpers/harness.js';
 import { countRows, postNotification, type AppWithKeys } from './support.js';
 
 /**
@@ -282,13 +282,11 @@ const ENVELOPE_ROWS: Row[] = [
 ];
 
 describe('POST /v6/notifications validation', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: AppWithKeys;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   describe.each([
     ['to field', TO_ROWS],
@@ -320,13 +318,11 @@ describe('POST /v6/notifications validation', () => {
 });
 
 describe('accepted bodies (the boundaries of each rule)', () => {
-  let h: Harness;
+  const h = useHarness();
   let app: AppWithKeys;
   beforeAll(async () => {
-    h = await createHarness();
     app = await h.createApp();
   });
-  afterAll(async () => h?.close());
 
   const accepted: [string, unknown][] = [
     ['to *', withTo('*')],
@@ -453,13 +449,11 @@ describe('accepted bodies (the boundaries of each rule)', () => {
 });
 
 describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
-  let h: Harness;
+  const h = useHarness();
   let write: string;
   beforeAll(async () => {
-    h = await createHarness();
     write = (await h.createApp()).keys.write;
   });
-  afterAll(async () => h?.close());
 
   const raw = (payload: string | Buffer | undefined, contentType?: string) =>
     h.server.inject({

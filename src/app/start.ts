@@ -1,0 +1,75 @@
+import { AppsRepository } from '../db/repositories/apps.js';
+import { createGatewayProvider } from '../gateways/runtime/create-provider.js';
+import { buildServer } from '../http/server.js';
+import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
+import { Metrics } from '../platform/metrics.js';
+import { startPipeline, type Pipeline } from '../queue/pipeline.js';
+import { JobQueues } from '../queue/queues.js';
+import { createContext, type AppContext } from './context.js';
+import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
+
+export type Server = Awaited<ReturnType<typeof buildServer>>;
+
+/** What a started process runs: the API parts only exist when ROLE is `all` or `api`. */
+export interface Pushd {
+  database: DatabaseRuntime;
+  queues: JobQueues;
+  pipeline: Pipeline;
+  metrics: Metrics;
+  api?: { ctx: AppContext; server: Server };
+}
+
+/**
+ * Components closed in the reverse order of start-up. A process registers each component as soon as it runs,
+ * so a signal during start-up closes whatever was already started.
+ */
+export class Lifecycle {
+  private readonly closers: { name: string; close: () => Promise<unknown> }[] = [];
+
+  add(name: string, close: () => Promise<unknown>): void {
+    this.closers.push({ name, close });
+  }
+
+  /** Closes everything; false when a component failed to close (each failure is logged, the rest still close). */
+  async close(log: Logger): Promise<boolean> {
+    let ok = true;
+    for (const c of this.closers.splice(0).reverse()) {
+      try {
+        await c.close();
+      } catch (err) {
+        ok = false;
+        log.error({ err, component: c.name }, 'error during shutdown');
+      }
+    }
+    return ok;
+  }
+}
+
+/**
+ * The one start-up sequence (the server process and the test harness both use it): database (embedded or
+ * DATABASE_URL, migrated), job queues (Redis when REDIS_URL is set, else PostgreSQL), the delivery pipeline
+ * (workers unless ROLE=api), then, unless ROLE=worker, the request context and the HTTP server (not listening).
+ */
+export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle): Promise<Pushd> {
+  const database = await openDatabaseRuntime(config, log);
+  lifecycle.add('database', () => database.close());
+  const queues = new JobQueues(
+    config.REDIS_URL
+      ? { kind: 'redis', redisUrl: config.REDIS_URL, databaseUrl: database.url, prefix: config.QUEUE_PREFIX }
+      : { kind: 'postgres', databaseUrl: database.url, prefix: config.QUEUE_PREFIX },
+  );
+  lifecycle.add('queues', () => queues.close());
+  const metrics = new Metrics();
+  const workers = config.ROLE !== 'api';
+  const gateways = workers ? createGatewayProvider(config, log, new AppsRepository(database.handle.db)) : undefined;
+  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
+  // workers finish their in-flight batches, then gateways close
+  lifecycle.add('pipeline', () => pipeline.close());
+  if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
+
+  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, metrics);
+  const server = await buildServer(ctx);
+  lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
+  return { database, queues, pipeline, metrics, api: { ctx, server } };
+}
