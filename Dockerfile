@@ -21,13 +21,11 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
+COPY scripts/node-flags ./scripts/node-flags
 # DATA_DIR is only used without DATABASE_URL (embedded PostgreSQL); it must belong to the runtime user.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
 EXPOSE 3000
 # ROLE=all|api|worker picks what this container runs; see docker-compose.yml.
-# The live heap stays ~35 MB whatever the audience size (devices are streamed in pages). The old generation
-# is capped, so memory stays bounded, and may grow to 3x the live heap between full collections: under a
-# cap this small V8 would let it grow by only 1.3x and re-mark the whole heap every ~20 MB promoted
-# (see README, Performance).
-CMD ["node", "--max-old-space-size=192", "--heap-growing-percent=200", "dist/src/main.js"]
+# Node flags: scripts/node-flags (shared with npm start and the benchmarks).
+CMD ["/bin/sh", "-c", "exec node $(grep -v '^#' scripts/node-flags) dist/src/main.js"]

@@ -1,6 +1,10 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI through tsx, so the installed `pushd` command needs no build step.
-import { register } from 'tsx/esm/api';
+// The CLI runs the compiled code (`npm run build`, which `npm start` and `npm run cli` do first), as the server does.
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli/index.ts');
+const entry = new URL('../dist/src/cli/index.js', import.meta.url);
+if (!existsSync(entry)) {
+  process.stderr.write('pushd is not built: run `npm run build` first\n');
+  process.exit(1);
+}
+await import(entry.href);

@@ -44,9 +44,13 @@ export function freePort(): Promise<number> {
   });
 }
 
+/** The node flags production uses: scripts/node-flags, read by `npm start` and the Docker image too. */
+export const PRODUCTION_NODE_ARGS = readFileSync(new URL('../../scripts/node-flags', import.meta.url), 'utf8')
+  .split('\n')
+  .map((line) => line.trim())
+  .filter((line) => line && !line.startsWith('#'));
+
 /** Starts the real service, compiled (dist/, built by bench/index.ts), as its own process, as production runs it. */
-/** The node flags production uses (package.json `start`, Dockerfile CMD). */
-export const PRODUCTION_NODE_ARGS = ['--max-old-space-size=192', '--heap-growing-percent=200'];
 
 export function startService(env: Record<string, string>, nodeArgs: string[] = PRODUCTION_NODE_ARGS): ChildProcess {
   return spawn(process.execPath, [...nodeArgs, 'dist/src/main.js'], {

@@ -32,7 +32,7 @@ const envSchema = z.object({
   // Requests in flight per gateway connection pool (APNs allows 1000 streams per connection; FCM similar).
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(5000).default(200),
   // Worker threads that run the gateways (HTTP/2 to APNs and FCM); 0 runs them on the worker's main thread.
-  // 0 measured better on a 2-core machine shared with PostgreSQL and Redis (README, Performance).
+  // 0 suits a small host whose other cores run PostgreSQL and Redis; threads pay off where cores are spare.
   GATEWAY_THREADS: z.coerce.number().int().min(0).max(16).default(0),
   DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
   RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),

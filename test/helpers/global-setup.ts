@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
@@ -15,10 +16,12 @@ declare module 'vitest' {
 let embedded: EmbeddedDatabase | undefined;
 
 /**
- * One PostgreSQL for the run: DATABASE_URL when given (CI), else an embedded one (a bare machine).
+ * Builds dist/ once. One PostgreSQL for the run: DATABASE_URL when given (CI), else an embedded one (a bare machine).
  * Redis: REDIS_URL, else a local Redis if one answers; without one, Redis tests are skipped with a notice.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  // The CLI and the system tests run the compiled code, as users do.
+  execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' });
   let adminUrl = process.env.DATABASE_URL;
   if (!adminUrl) {
     const dir = path.resolve('.test-data');

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { PRODUCTION_NODE_ARGS } from '../../bench/lib/setup.js';
 import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import path from 'node:path';
@@ -80,9 +81,9 @@ export class Proc {
     void this.exited.then(() => this.waiters.forEach((w) => w()));
   }
 
-  /** The server (`node --import tsx src/main.ts`, what `npm start` and the Docker image run). */
+  /** The compiled server with the production node flags: what `npm start` and the Docker image run. */
   static server(env: Record<string, string | undefined>): Proc {
-    return new Proc(['--import', 'tsx', 'src/main.ts'], { LOG_LEVEL: 'info', ...env });
+    return new Proc([...PRODUCTION_NODE_ARGS, 'dist/src/main.js'], { LOG_LEVEL: 'info', ...env });
   }
 
   static cli(args: string[], env: Record<string, string | undefined>): Proc {
