@@ -1,5 +1,6 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+import { layersPlugin } from './eslint-layers.js';
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'data/', 'dist/', '.test-data/', '.bench-data/', 'scratch/', 'coverage/'] },
@@ -23,5 +24,11 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'no-constant-condition': ['error', { checkLoops: false }],
     },
+  },
+  {
+    files: ['src/**/*.ts'],
+    plugins: { layers: layersPlugin },
+    // warn while the last arrows up are being removed; error once none remain
+    rules: { 'layers/imports': 'warn' },
   },
 );
