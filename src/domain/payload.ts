@@ -1,8 +1,9 @@
 import { z } from 'zod';
+import { gatewaySizeProblem } from './push-mapping.js';
 
 /**
  * Payload rules of the contract. Known keys are typed; reserved keys are refused; every other key is a
- * custom key and passes through untouched.
+ * custom key and passes through untouched. A payload that maps to more than APNs or FCM accepts is refused.
  */
 export const INTERRUPTION_LEVELS = ['passive', 'active', 'time-sensitive', 'critical'] as const;
 
@@ -54,6 +55,8 @@ export const payloadSchema = z
       if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
     }
     if (Object.keys(payload).length === 0) ctx.addIssue({ code: 'custom', path: [], message: 'must not be empty' });
+    const tooLarge = gatewaySizeProblem(payload);
+    if (tooLarge) ctx.addIssue({ code: 'custom', path: [], message: tooLarge });
   });
 
 export type Payload = z.infer<typeof payloadSchema>;

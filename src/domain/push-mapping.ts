@@ -33,6 +33,8 @@
  */
 
 export const APNS_MAX_PAYLOAD_BYTES = 4096;
+/** FCM's limit on a message's content; measured here as the JSON of the mapped message without its token. */
+export const FCM_MAX_MESSAGE_BYTES = 4096;
 
 /** Payload keys with a meaning of their own; everything else is a custom key. */
 const KNOWN_KEYS = new Set([
@@ -191,4 +193,21 @@ export function fcmDataValue(value: unknown): string {
 
 export function jsonBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8');
+}
+
+/** Stands for the notification id (a UUID, so of the same length) when a payload is measured before it has one. */
+const MEASURING_ID = '00000000-0000-0000-0000-000000000000';
+
+/**
+ * What a gateway would refuse as too large once the payload is mapped, with the size and the limit;
+ * null when both APNs and FCM accept it.
+ */
+export function gatewaySizeProblem(payload: Record<string, unknown>): string | null {
+  const apns = toApnsRequest(payload, MEASURING_ID).bytes;
+  const fcm = jsonBytes(toFcmMessage(payload, MEASURING_ID));
+  const over = [
+    apns > APNS_MAX_PAYLOAD_BYTES && `an APNs payload of ${apns} bytes (APNs accepts at most ${APNS_MAX_PAYLOAD_BYTES})`,
+    fcm > FCM_MAX_MESSAGE_BYTES && `an FCM message of ${fcm} bytes (FCM accepts at most ${FCM_MAX_MESSAGE_BYTES})`,
+  ].filter(Boolean);
+  return over.length ? `is too large: it maps to ${over.join(' and ')}` : null;
 }

@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../app/context.js';
 import { registerErrorHandling } from './errors.js';
+import { registerInputGuard } from './input-guard.js';
 import { audienceRoutes } from './routes/audiences.js';
 import { healthRoutes } from './routes/health.js';
 import { notificationRoutes } from './routes/notifications.js';
@@ -25,6 +26,7 @@ export async function buildServer(
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  registerInputGuard(app);
   // JSON only: any other content type is a 415, not a body the schema then misreads.
   app.removeContentTypeParser(['text/plain']);
 

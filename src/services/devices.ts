@@ -55,6 +55,7 @@ export class DeviceService {
       let device: Device;
       let created = true;
       if (typeof input.fields.token === 'string') {
+        await this.devices.lockToken(trx, appId, input.fields.token);
         const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
         ({ device, inserted: created } = await this.devices.upsertByToken(
           trx,
@@ -77,6 +78,7 @@ export class DeviceService {
     const input = parseDeviceInput(raw, 'update');
     const net = await this.network(caller, input.fields);
     return this.db.transaction().execute(async (trx) => {
+      if (typeof input.fields.token === 'string') await this.devices.lockTokenMove(trx, appId, input.fields.token, id);
       const current = await this.lockLive(trx, appId, id, 'update');
       const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
       const dropped = [...input.dropped, ...over];

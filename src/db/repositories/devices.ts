@@ -124,6 +124,31 @@ export class DevicesRepository {
         .execute();
   }
 
+  /**
+   * Serialises, until the transaction ends, everything that gives this push token to a device of the app:
+   * otherwise two devices taking it at once both find no holder to release and one hits the unique index.
+   */
+  async lockToken(db: Db, appId: string, token: string): Promise<void> {
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`${appId}:${token}`}, 0))`.execute(db);
+  }
+
+  /**
+   * Before moving a token to a device: the token (as lockToken), then that device and the token's current holder
+   * row-locked in id order, so two devices swapping tokens at once wait for each other instead of deadlocking.
+   */
+  async lockTokenMove(db: Db, appId: string, token: string, deviceId: string): Promise<void> {
+    await this.lockToken(db, appId, token);
+    if (!isUuid(deviceId)) return;
+    await db
+      .selectFrom('devices')
+      .select('id')
+      .where('app_id', '=', appId)
+      .where((eb) => eb.or([eb('id', '=', deviceId), eb('token', '=', token)]))
+      .orderBy('id')
+      .forUpdate()
+      .execute();
+  }
+
   /** A token moves to the device that now reports it: the app's other device with it loses it. */
   async releaseToken(db: Db, appId: string, token: string, keepId: string): Promise<void> {
     await db
