@@ -5,6 +5,7 @@ import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
+import { StatsRepository } from '../db/repositories/stats.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
 import { createGeoIp } from '../platform/geoip.js';
 import type { Logger } from '../platform/logger.js';
@@ -28,6 +29,7 @@ export interface AppContext {
     devices: DevicesRepository;
     uninstalled: UninstalledRepository;
     events: EventsRepository;
+    stats: StatsRepository;
   };
   services: {
     notifications: NotificationService;
@@ -51,6 +53,7 @@ export function createContext(
     devices: new DevicesRepository(db),
     uninstalled: new UninstalledRepository(db),
     events: new EventsRepository(db),
+    stats: new StatsRepository(),
   };
   const notifications = new NotificationService(db, repos.audiences, repos.notifications, scheduler, (err, id) =>
     log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),

@@ -3,6 +3,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, t
 import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../app/context.js';
+import { consoleRoutes } from './console.js';
 import { registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { audienceRoutes } from './routes/audiences.js';
@@ -45,5 +46,6 @@ export async function buildServer(
   await app.register(uninstalledRoutes(ctx));
   await app.register(metricsRoutes(ctx));
   for (const routes of extraRoutes) await app.register(routes(ctx));
+  await app.register(consoleRoutes());
   return app;
 }

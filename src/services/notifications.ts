@@ -5,10 +5,20 @@ import type { Notification } from '../db/schema.js';
 import { canonicalFilters, specKey } from '../domain/audience-spec.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
+import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
 
 export interface NotificationScheduler {
   /** Hands a committed notification to the delivery pipeline. Must be idempotent per (id, generation). */
   schedule(notificationId: string, generation: number): Promise<void>;
+}
+
+/** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
+export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
+export const PREVIEW_DEVICE_TOKEN = '<device token>';
+
+export interface PushPreview {
+  apns: ApnsRequest;
+  fcm: FcmSendBody;
 }
 
 export class NotificationService {
@@ -46,5 +56,16 @@ export class NotificationService {
     // After commit: if the enqueue fails the notification stays `scheduled` and the sweeper re-enqueues it.
     await this.scheduler.schedule(stored.id, stored.generation).catch((err) => this.onScheduleError(err, stored.id));
     return stored;
+  }
+
+  /** What `create` would send, without storing or sending anything: the mapped APNs and FCM requests. */
+  async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
+    const { to, payload } = request.notification;
+    const target = targetOf(to);
+    if (target.kind === 'audience' && !(await this.audiences.findForApp(appId, target.audienceId))) throw new NotFoundError('audience');
+    return {
+      apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID),
+      fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID), PREVIEW_DEVICE_TOKEN),
+    };
   }
 }

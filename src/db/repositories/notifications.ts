@@ -59,6 +59,19 @@ export class NotificationsRepository {
     return this.db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
+  /** The app's notifications, newest first. */
+  async listForApp(db: Db, appId: string, limit: number, offset: number): Promise<Notification[]> {
+    return db
+      .selectFrom('notifications')
+      .selectAll()
+      .where('app_id', '=', appId)
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(limit)
+      .offset(offset)
+      .execute();
+  }
+
   async findById(id: string, db: Db = this.db): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }

@@ -4,6 +4,7 @@ import type { AppContext } from '../../app/context.js';
 import { NotFoundError } from '../../domain/errors.js';
 import type { Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';
+import { pageQuery } from '../schemas.js';
 import { audienceResponse } from '../serialize.js';
 import { deviceView } from './devices.js';
 
@@ -20,10 +21,7 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['audiences'],
           summary: "List the app's audiences, oldest first",
-          querystring: z.object({
-            per: z.coerce.number().int().min(1).max(1000).default(50),
-            page: z.coerce.number().int().min(1).max(1_000_000).default(1),
-          }),
+          querystring: pageQuery,
         },
       },
       async (request) => {

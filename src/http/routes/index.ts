@@ -1,7 +1,20 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../app/context.js';
+import { audienceCountRoutes } from './audience-count.js';
 import { deviceRoutes } from './devices.js';
+import { keyRoutes } from './key.js';
+import { notificationListRoutes } from './notification-list.js';
+import { notificationPreviewRoutes } from './notification-preview.js';
+import { statsRoutes } from './stats.js';
 import { userRoutes } from './users.js';
 
-/** Route modules beyond the core (devices, users, events, metrics); each takes the app context. */
-export const extraRoutes: ((ctx: AppContext) => FastifyPluginAsyncZod)[] = [deviceRoutes, userRoutes];
+/** Route modules beyond the core (devices, users, the console's lists and stats); each takes the app context. */
+export const extraRoutes: ((ctx: AppContext) => FastifyPluginAsyncZod)[] = [
+  deviceRoutes,
+  userRoutes,
+  keyRoutes,
+  notificationListRoutes,
+  notificationPreviewRoutes,
+  audienceCountRoutes,
+  statsRoutes,
+];

@@ -1,0 +1,37 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../app/context.js';
+import { filterSchema, type Filter } from '../../domain/filters.js';
+import { requirePermission } from '../auth.js';
+
+/**
+ * The device count of a filter list, computed like a stored audience's `device_count` but without storing
+ * an audience; an empty list counts every device of the app.
+ */
+export function audienceCountRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.post(
+      '/v6/audiences/count',
+      {
+        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        schema: {
+          tags: ['audiences'],
+          summary: 'Count the devices an on-the-fly filter list selects, without storing it',
+          security: [{ basic: [] }],
+          body: z.strictObject(
+            { filters: z.array(filterSchema, { error: 'must be an array of filters' }) },
+            { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"filters": [...]}' : undefined) },
+          ),
+          response: { 200: z.object({ device_count: z.number().int() }) },
+        },
+      },
+      async (request) => {
+        const filters = request.body.filters as Filter[];
+        const deviceCount = await ctx.repos.devices.countAudience(request.principal.appId, filters.length ? filters : null, {
+          now: new Date(),
+        });
+        return { device_count: deviceCount };
+      },
+    );
+  };
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../app/context.js';
+import { NotFoundError } from '../../domain/errors.js';
+import { requirePermission } from '../auth.js';
+import { errorResponse } from '../schemas.js';
+
+/** Who the presented key is: its role and its app. A client (the console) offers only what the role may do. */
+export function keyRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/v6/key',
+      {
+        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        schema: {
+          tags: ['keys'],
+          summary: "The presented key's role and app",
+          security: [{ basic: [] }],
+          response: {
+            200: z.object({
+              role: z.enum(['read', 'write', 'sdk']),
+              app: z.object({ id: z.string(), bundle_id: z.string(), name: z.string() }),
+            }),
+            404: errorResponse,
+          },
+        },
+      },
+      async (request) => {
+        const found = await ctx.repos.apps.findById(request.principal.appId);
+        if (!found) throw new NotFoundError('app');
+        return { role: request.principal.role, app: { id: found.id, bundle_id: found.bundle_id, name: found.name } };
+      },
+    );
+  };
+}

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../app/context.js';
+import { requirePermission } from '../auth.js';
+
+const UNINSTALLED_WINDOW_DAYS = 30;
+
+const count = z.number().int();
+
+/** App-wide device and push figures (the console's overview). */
+export function statsRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const read = requirePermission(ctx.repos.keys, 'read');
+
+    app.get(
+      '/v6/stats/devices',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['stats'],
+          summary: 'Devices by platform and environment, push-enabled, and tokens uninstalled in the last 30 days',
+          security: [{ basic: [] }],
+          response: {
+            200: z.object({
+              total: count,
+              push_enabled: count,
+              with_token: count,
+              uninstalled_last_30_days: count,
+              groups: z.array(
+                z.object({
+                  platform: z.enum(['ios', 'android']),
+                  environment: z.enum(['production', 'development']),
+                  devices: count,
+                  push_enabled: count,
+                  with_token: count,
+                }),
+              ),
+            }),
+          },
+        },
+      },
+      async (request) => {
+        const { appId } = request.principal;
+        const [groups, uninstalled] = await Promise.all([
+          ctx.repos.stats.deviceGroups(ctx.db, appId),
+          ctx.repos.stats.uninstalledSince(ctx.db, appId, UNINSTALLED_WINDOW_DAYS),
+        ]);
+        const sum = (key: 'devices' | 'push_enabled' | 'with_token') => groups.reduce((n, g) => n + g[key], 0);
+        return {
+          total: sum('devices'),
+          push_enabled: sum('push_enabled'),
+          with_token: sum('with_token'),
+          uninstalled_last_30_days: uninstalled,
+          groups: groups.map(({ development, ...g }) => ({
+            ...g,
+            environment: development ? ('development' as const) : ('production' as const),
+          })),
+        };
+      },
+    );
+
+    app.get(
+      '/v6/stats/pushes',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['stats'],
+          summary: 'Pushes per UTC day by outcome, the last `days` days (today included), oldest first',
+          security: [{ basic: [] }],
+          querystring: z.object({ days: z.coerce.number().int().min(1).max(366).default(30) }),
+          response: {
+            200: z.object({
+              days: z.array(z.object({ date: z.string(), succeeded: count, failed: count, invalidated: count })),
+            }),
+          },
+        },
+      },
+      async (request) => ({ days: await ctx.repos.stats.pushesPerDay(ctx.db, request.principal.appId, request.query.days) }),
+    );
+  };
+}
