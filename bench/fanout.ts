@@ -5,40 +5,23 @@
  *
  *   npm run bench -- fanout [--devices 200000] [--rounds 3] [--queue postgres|redis] [--workers 1]
  */
-import { sql } from 'kysely';
-import { openDatabase } from '../src/db/database.js';
-import { migrate } from '../src/db/migrate.js';
-import { AppsRepository } from '../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../src/gateways/credentials.js';
-import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
-import { AppService } from '../src/services/apps.js';
-import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../test/mocks/index.js';
 import { spawn } from 'node:child_process';
-import { arg, CA_PATH, benchDatabase, cpuMs, freePort, peakRssMb, percentile, printTable, startService, waitReady } from './lib/setup.js';
+import { sql } from 'kysely';
+import { parseFcmServiceAccount } from '../src/gateways/credentials.js';
+import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
+import { arg, CA_PATH, cpuMs, peakRssMb, percentile, printTable } from './lib/setup.js';
+import { BENCH_BUNDLE, benchStack, startServices } from './lib/stack.js';
 
 const devices = Number(arg('devices', '200000'));
 const rounds = Number(arg('rounds', '3'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const BUNDLE = 'com.example.bench';
 const PAYLOAD = { alert: 'bench', badge: 1 };
 
 async function main() {
-  const database = await benchDatabase('bench_fanout');
-  const db = openDatabase(database.url);
-  await migrate(db.pool);
-
-  const apnsKey = generateApnsKey();
-  const sa = generateServiceAccount();
-  const apns = await ApnsMock.start({ record: false, topic: BUNDLE });
-  const fcm = await FcmMock.start({ record: false });
-  apns.addKey(apnsKey);
-  fcm.addServiceAccount(sa);
-
-  const { app, keys } = await new AppService(db.db).createApp(BUNDLE);
-  const apps = new AppsRepository(db.db);
-  await apps.setCredentials(app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
-  await apps.setCredentials(app.id, 'fcm', { ...parseFcmServiceAccount(sa.json) });
+  const stack = await benchStack('bench_fanout', { queue, redisUrl });
+  const { db, apns, fcm, apnsKey, keys, app } = stack;
+  const sa = stack.serviceAccount;
   const t = Date.now();
   await sql`
     insert into devices (app_id, platform, token, locale)
@@ -47,35 +30,8 @@ async function main() {
   await sql`analyze devices`.execute(db.db);
   console.log(`seeded ${devices} devices in ${Date.now() - t} ms`);
 
-  const port = await freePort();
-  const common = {
-    DATABASE_URL: database.url,
-    APNS_ORIGIN_PRODUCTION: apns.origin,
-    APNS_ORIGIN_SANDBOX: apns.origin,
-    FCM_ORIGIN: fcm.origin,
-    GOOGLE_TOKEN_URL: fcm.tokenUrl,
-    QUEUE_PREFIX: `bench${Date.now()}`,
-    ...(queue === 'redis' ? { REDIS_URL: redisUrl } : { REDIS_URL: '' }),
-  };
-  const api = startService({ ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
-  // WORKER_NODE_ARGS: other node flags for the worker process (heap limits, --cpu-prof), to measure their effect.
-  const workerArgs = nodeArgsFromEnv('WORKER_NODE_ARGS');
-  const workers = Array.from({ length: Number(arg('workers', '1')) }, () => startService({ ...common, ROLE: 'worker' }, workerArgs));
-  const services = [api, ...workers];
-  let finishing = false;
-  for (const child of services) {
-    child.on('exit', (code) => {
-      if (finishing) return;
-      console.error(`a service process exited early (code ${code}); see its output above`);
-      process.exit(1);
-    });
-  }
-  // however the benchmark ends (an error included), it must not leave the service processes running
-  process.on('exit', () => {
-    for (const child of services) if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  const base = `http://127.0.0.1:${port}`;
-  await waitReady(`${base}/ready`);
+  const services = await startServices(stack.env, { mode: 'split', workers: Number(arg('workers', '1')) });
+  const { base, workers } = services;
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
   const post = (to: unknown) =>
     fetch(`${base}/v6/notifications`, {
@@ -115,7 +71,7 @@ async function main() {
     devices,
     apnsOrigin: apns.origin,
     fcmOrigin: fcm.origin,
-    topic: BUNDLE,
+    topic: BENCH_BUNDLE,
     apnsKey: apnsKey.credentials,
     fcmProject: sa.json.project_id,
     fcmAccessToken: oauth.access_token,
@@ -190,14 +146,8 @@ async function main() {
     ['worker peak RSS', `${workerRss} MB`],
   ]);
 
-  finishing = true;
-  // a graceful stop (it writes what --cpu-prof collected); whatever is still running after 10 s is killed on exit
-  const stopped = services.map((child) => new Promise((resolve) => child.once('exit', resolve)));
-  for (const child of services) child.kill('SIGTERM');
-  await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
-  await Promise.all([apns.close(), fcm.close()]);
-  await db.close();
-  await database.close();
+  await services.stop();
+  await stack.close();
   process.exit(0);
 }
 

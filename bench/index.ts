@@ -5,7 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
-const BENCHES = ['audience-count', 'fanout'];
+const BENCHES = ['audience-count', 'fanout', 'unicast'];
 const [name, ...rest] = process.argv.slice(2);
 const run = (bench: string, args: string[]) =>
   spawnSync(process.execPath, ['--import', 'tsx', `bench/${bench}.ts`, ...args], {
@@ -18,8 +18,7 @@ if (name && !BENCHES.includes(name)) {
   process.exit(2);
 }
 // Benchmarks run the service as production does: compiled to dist/.
-let status =
-  spawnSync(process.execPath, ['node_modules/typescript/bin/tsc', '-p', 'tsconfig.build.json'], { stdio: 'inherit' }).status ?? 1;
+let status = spawnSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' }).status ?? 1;
 for (const bench of name ? [name] : BENCHES) status ||= run(bench, name ? rest : []);
 
 process.exit(status);

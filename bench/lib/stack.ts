@@ -1,0 +1,119 @@
+import type { ChildProcess } from 'node:child_process';
+import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
+import { migrate } from '../../src/db/migrate.js';
+import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/gateways/credentials.js';
+import { AppService } from '../../src/services/apps.js';
+import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
+import { benchDatabase, freePort, startService, waitReady } from './setup.js';
+
+export const BENCH_BUNDLE = 'com.example.bench';
+
+/** A benchmark's world: a fresh migrated database, an app whose APNs and FCM credentials point at mock gateways. */
+export interface BenchStack {
+  database: { url: string; close(): Promise<void> };
+  db: DatabaseHandle;
+  app: { id: string };
+  keys: { read: string; write: string; sdk: string };
+  apns: ApnsMock;
+  fcm: FcmMock;
+  apnsKey: ReturnType<typeof generateApnsKey>;
+  serviceAccount: ReturnType<typeof generateServiceAccount>;
+  /** The environment that points a service process at this database and these mocks. */
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function benchStack(name: string, opts: { queue: string; redisUrl: string; record?: boolean }): Promise<BenchStack> {
+  const database = await benchDatabase(name);
+  const db = openDatabase(database.url);
+  await migrate(db.pool);
+  const apnsKey = generateApnsKey();
+  const serviceAccount = generateServiceAccount();
+  const apns = await ApnsMock.start({ record: opts.record ?? false, topic: BENCH_BUNDLE });
+  const fcm = await FcmMock.start({ record: opts.record ?? false });
+  apns.addKey(apnsKey);
+  fcm.addServiceAccount(serviceAccount);
+  const { app, keys } = await new AppService(db.db).createApp(BENCH_BUNDLE);
+  const apps = new AppsRepository(db.db);
+  await apps.setCredentials(app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
+  await apps.setCredentials(app.id, 'fcm', { ...parseFcmServiceAccount(serviceAccount.json) });
+  const env = {
+    DATABASE_URL: database.url,
+    APNS_ORIGIN_PRODUCTION: apns.origin,
+    APNS_ORIGIN_SANDBOX: apns.origin,
+    FCM_ORIGIN: fcm.origin,
+    GOOGLE_TOKEN_URL: fcm.tokenUrl,
+    QUEUE_PREFIX: `bench${Date.now()}`,
+    REDIS_URL: opts.queue === 'redis' ? opts.redisUrl : '',
+  };
+  return {
+    database,
+    db,
+    app,
+    keys,
+    apns,
+    fcm,
+    apnsKey,
+    serviceAccount,
+    env,
+    async close() {
+      await Promise.all([apns.close(), fcm.close()]);
+      await db.close();
+      await database.close();
+    },
+  };
+}
+
+/** The service processes of a benchmark, and how to stop them. Any of them exiting early ends the benchmark. */
+export interface Services {
+  base: string;
+  api: ChildProcess;
+  /** The processes that run delivery workers (the API process too when they run as one). */
+  workers: ChildProcess[];
+  stop(): Promise<void>;
+}
+
+/**
+ * `split`: ROLE=api plus `workers` ROLE=worker processes, as a scaled deployment runs; `single`: one ROLE=all
+ * process, as `npm start` runs. WORKER_NODE_ARGS adds node flags to the worker processes (--cpu-prof, heap limits).
+ */
+export async function startServices(env: Record<string, string>, opts: { mode: 'split' | 'single'; workers?: number }): Promise<Services> {
+  const port = await freePort();
+  const http = { PORT: String(port), HOST: '127.0.0.1' };
+  const workerArgs = process.env.WORKER_NODE_ARGS?.split(' ').filter(Boolean);
+  const api = startService(
+    { ...env, ...http, ROLE: opts.mode === 'single' ? 'all' : 'api' },
+    opts.mode === 'single' ? workerArgs : undefined,
+  );
+  const workers =
+    opts.mode === 'single' ? [api] : Array.from({ length: opts.workers ?? 1 }, () => startService({ ...env, ROLE: 'worker' }, workerArgs));
+  const all = [...new Set([api, ...workers])];
+  let stopping = false;
+  for (const child of all) {
+    child.on('exit', (code) => {
+      if (stopping) return;
+      console.error(`a service process exited early (code ${code}); see its output above`);
+      process.exit(1);
+    });
+  }
+  // however the benchmark ends (an error included), it must not leave the service processes running
+  process.on('exit', () => {
+    for (const child of all) if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(`${base}/ready`);
+  return {
+    base,
+    api,
+    workers,
+    async stop() {
+      stopping = true;
+      // a graceful stop (it writes what --cpu-prof collected); whatever still runs after 10 s is killed
+      const stopped = all.map((child) => new Promise((resolve) => child.once('exit', resolve)));
+      for (const child of all) child.kill('SIGTERM');
+      await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
+      for (const child of all) if (child.exitCode === null) child.kill('SIGKILL');
+    },
+  };
+}

@@ -1,0 +1,175 @@
+/**
+ * Unicast benchmark: the traffic most apps send — many small notifications, each to one device. C concurrent
+ * clients post K notifications, each targeting one seeded device (by a `device_id` filter or a `user_id`
+ * filter), against the mock gateways. Each configuration runs on a fresh database: the API and the workers in
+ * one process (`npm start`) or apart, on either queue backend. Beside the figures, PostgreSQL's own commit
+ * ceiling on the same server (`pgbench -N`, 50 clients), so they can be read on a faster or slower machine.
+ *
+ *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id]
+ *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
+ */
+import { execFileSync } from 'node:child_process';
+import { sql } from 'kysely';
+import { arg, benchDatabase, percentile } from './lib/setup.js';
+import { benchStack, startServices } from './lib/stack.js';
+
+const K = Number(arg('notifications', '10000'));
+const clients = Number(arg('clients', '50'));
+const targets = arg('target', 'device_id,user_id').split(',') as ('device_id' | 'user_id')[];
+const modes = arg('mode', 'single,split').split(',') as ('single' | 'split')[];
+const queues = arg('queue', process.env.REDIS_URL ? 'redis,postgres' : 'postgres').split(',');
+const timeoutMs = Number(arg('timeout-s', '300')) * 1000;
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const WARMUP = 20;
+
+interface Result {
+  target: string;
+  mode: string;
+  queue: string;
+  postPerSec: number;
+  p50: number;
+  p99: number;
+  refused: number;
+  endToEnd: number;
+  backlog: number;
+  missed: number;
+  twice: number;
+  unfinished: boolean;
+}
+
+async function runOne(target: 'device_id' | 'user_id', mode: 'single' | 'split', queue: string): Promise<Result> {
+  const stack = await benchStack('bench_unicast', { queue, redisUrl });
+  const { db, apns, fcm, keys, app } = stack;
+  await sql`
+    insert into devices (app_id, platform, token, user_id)
+    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'u' || i
+    from generate_series(1, ${K + WARMUP}) as i`.execute(db.db);
+  await sql`analyze devices`.execute(db.db);
+  const rows = await db.db.selectFrom('devices').select(['id', 'token', 'user_id']).orderBy('id').execute();
+  const services = await startServices(stack.env, { mode });
+
+  const counts = new Map<string, number>();
+  let received = 0;
+  let lastAt = 0;
+  apns.onAccept = fcm.onAccept = (token: string) => {
+    counts.set(token, (counts.get(token) ?? 0) + 1);
+    received += 1;
+    lastAt = performance.now();
+  };
+  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
+  const post = (row: (typeof rows)[number]) =>
+    fetch(`${services.base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: auth, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        notification: {
+          to: [target === 'device_id' ? { name: 'device_id', criteria: [row.id] } : { name: 'user_id', criteria: [row.user_id] }],
+          payload: { alert: 'Your order has shipped', badge: 1 },
+        },
+      }),
+    });
+  const waitReceived = async (n: number, deadline: number) => {
+    while (received < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  };
+
+  // Warm-up: gateway connections, JWT and OAuth tokens, prepared plans; not counted.
+  for (const row of rows.slice(K)) await post(row);
+  await waitReceived(WARMUP, performance.now() + 30_000);
+  counts.clear();
+  received = 0;
+
+  const measured = rows.slice(0, K);
+  const latencies: number[] = [];
+  let refused = 0;
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < measured.length) {
+        const row = measured[next++]!;
+        const start = performance.now();
+        const res = await post(row);
+        await res.arrayBuffer();
+        latencies.push(performance.now() - start);
+        if (res.status !== 201) refused += 1;
+      }
+    }),
+  );
+  const postedAt = performance.now();
+  const backlog = K - received;
+  await waitReceived(K, postedAt + timeoutMs);
+  const unfinished = received < K;
+  await new Promise((r) => setTimeout(r, 1000)); // a push sent twice would arrive now
+  apns.onAccept = fcm.onAccept = undefined;
+
+  const missed = measured.filter((r) => !counts.has(r.token!)).length;
+  const twice = measured.filter((r) => (counts.get(r.token!) ?? 0) > 1).length;
+  latencies.sort((a, b) => a - b);
+  await services.stop();
+  await stack.close();
+  return {
+    target,
+    mode,
+    queue,
+    postPerSec: K / ((postedAt - t0) / 1000),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    refused,
+    endToEnd: (unfinished ? received : K) / (((unfinished ? performance.now() : lastAt) - t0) / 1000),
+    backlog,
+    missed,
+    twice,
+    unfinished,
+  };
+}
+
+/** PostgreSQL's commit ceiling on this server: pgbench's simple-update transactions with 50 clients, 10 s. */
+async function pgbenchTps(): Promise<string> {
+  const database = await benchDatabase('bench_pgbench');
+  try {
+    execFileSync('pgbench', ['-i', '-q', database.url], { stdio: 'ignore' });
+    const out = execFileSync('pgbench', ['-N', '-n', '-c', '50', '-j', '2', '-T', '10', database.url], { encoding: 'utf8' });
+    return /tps = ([\d.]+)/.exec(out)?.[1] ?? 'unparsed';
+  } catch (err) {
+    return `not measured (${(err as Error).message.split('\n')[0]})`;
+  } finally {
+    await database.close();
+  }
+}
+
+async function main() {
+  const tps = await pgbenchTps();
+  const results: Result[] = [];
+  for (const queue of queues)
+    for (const mode of modes)
+      for (const target of targets) {
+        const r = await runOne(target, mode, queue);
+        results.push(r);
+        console.log(
+          `${target} / ${mode} / ${queue}: POST ${r.postPerSec.toFixed(0)}/s, end to end ${r.endToEnd.toFixed(0)}/s, missed ${r.missed}, twice ${r.twice}`,
+        );
+      }
+
+  console.log(
+    `\nunicast benchmark: ${K} notifications, each to one device, ${clients} concurrent clients; mock gateways on loopback TLS HTTP/2`,
+  );
+  console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
+  console.log(
+    '| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended | devices missed | pushed twice |',
+  );
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  for (const r of results) {
+    const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
+    const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
+    console.log(
+      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog} | ${r.missed} | ${r.twice} |`,
+    );
+  }
+  const bad = results.filter((r) => r.missed > 0 || r.refused > 0);
+  process.exit(bad.length ? 1 : 0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
