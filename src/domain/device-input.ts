@@ -201,7 +201,7 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
   for (const key of keys) {
     const value = raw[key];
     if (key === 'platform' || value === undefined) continue;
-    const field = FIELDS[key];
+    const field = Object.hasOwn(FIELDS, key) ? FIELDS[key] : undefined; // not "toString" or "constructor" of Object
     if (field) {
       const r = field.parse(value);
       if ('error' in r) dropped.push({ field: `${key}${r.at ?? ''}`, error: r.error });

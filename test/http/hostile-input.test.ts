@@ -145,6 +145,17 @@ describe('hostile input', () => {
       expect(read.json().device.custom).toEqual({});
     });
 
+    it('device keys named like Object.prototype members are unknown fields, dropped', async () => {
+      const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, {
+        device: { platform: 'ios', token: token(), toString: 1, constructor: 'x' },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().dropped).toEqual([
+        { field: 'toString', error: 'is not a device field' },
+        { field: 'constructor', error: 'is not a device field' },
+      ]);
+    });
+
     it('PUT /v6/devices/:id with a NUL in the id', async () => {
       const res = await call(h, 'PUT', '/v6/devices/%00', app.keys.sdk, { device: { locale: 'fr_FR' } });
       expect(res.statusCode).toBe(400);
