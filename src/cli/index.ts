@@ -5,6 +5,7 @@ import { createLogger } from '../platform/logger.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
 import { AppService } from '../services/apps.js';
 import { credentialCommands } from './credentials.js';
+import { rateLimitCommands } from './rate-limits.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout; logs go to stderr.
@@ -15,6 +16,8 @@ import { credentialCommands } from './credentials.js';
  *   app set-fcm --app ID --service-account sa.json
  *   key create --app ID --role read|write|sdk
  *   key revoke --key KEY
+ *   key set-limit --key KEY --per-second N --burst M
+ *   key clear-limit --key KEY
  */
 export type Command = (args: Record<string, string | undefined>, db: DatabaseRuntime) => Promise<unknown>;
 
@@ -28,6 +31,7 @@ const commands: Record<string, Command> = {
     return { revoked: true };
   },
   ...credentialCommands,
+  ...rateLimitCommands,
 };
 
 class UsageError extends Error {}
@@ -43,10 +47,9 @@ async function run(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     options: Object.fromEntries(
-      ['bundle-id', 'name', 'app', 'role', 'key', 'key-file', 'key-id', 'team-id', 'topic', 'service-account'].map((o) => [
-        o,
-        { type: 'string' as const },
-      ]),
+      ['bundle-id', 'name', 'app', 'role', 'key', 'key-file', 'key-id', 'team-id', 'topic', 'service-account', 'per-second', 'burst'].map(
+        (o) => [o, { type: 'string' as const }],
+      ),
     ),
   });
   const name = positionals.join(' ');

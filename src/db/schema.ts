@@ -25,6 +25,9 @@ export interface ApiKeysTable {
   key_hint: string;
   created_at: Generated<Date>;
   revoked_at: Date | null;
+  /** A limit of its own (both set or both null); null: the configured default for the role. */
+  rate_limit_per_second: Generated<number | null>;
+  rate_limit_burst: Generated<number | null>;
 }
 
 export interface DevicesTable {

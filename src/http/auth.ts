@@ -9,6 +9,8 @@ export interface Principal {
   bundleId: string;
   role: KeyRole;
   keyId: string;
+  /** The key's own rate limit (pushd key set-limit), or null for its role's default. */
+  rateLimit: { perSecond: number; burst: number } | null;
 }
 
 declare module 'fastify' {
@@ -40,7 +42,11 @@ export function requirePermission(keys: ApiKeysRepository, permission: Permissio
     if (!key || !keyMatches(credentials.key, key.key_hash)) return unauthorized(reply);
     if (credentials.username !== '' && credentials.username !== key.bundle_id) return unauthorized(reply);
     if (!roleAllows(key.role, permission)) throw new ForbiddenError();
-    request.principal = { appId: key.app_id, bundleId: key.bundle_id, role: key.role, keyId: key.id };
+    const rateLimit =
+      key.rate_limit_per_second !== null && key.rate_limit_burst !== null
+        ? { perSecond: key.rate_limit_per_second, burst: key.rate_limit_burst }
+        : null;
+    request.principal = { appId: key.app_id, bundleId: key.bundle_id, role: key.role, keyId: key.id, rateLimit };
   };
 }
 

@@ -6,6 +6,7 @@ import type { AppContext } from '../app/context.js';
 import { consoleRoutes } from './console.js';
 import { registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
+import { rateLimit } from './rate-limit.js';
 import { audienceRoutes } from './routes/audiences.js';
 import { healthRoutes } from './routes/health.js';
 import { notificationRoutes } from './routes/notifications.js';
@@ -40,6 +41,8 @@ export async function buildServer(
   });
   app.get('/documentation/json', { schema: { hide: true } }, async () => app.swagger());
 
+  // before the routes, so that its hook applies to every one of them
+  await app.register(rateLimit, { config: ctx.config, log: ctx.log });
   await app.register(healthRoutes(ctx));
   await app.register(notificationRoutes(ctx));
   await app.register(audienceRoutes(ctx));

@@ -20,6 +20,12 @@ const envSchema = z.object({
     .int()
     .min(1024)
     .default(1024 * 1024),
+  // Token buckets per API key (README, Rate limits): a sustained rate per second and a burst; 0 per second means no limit.
+  // read and write keys are backends; an sdk key ships in every copy of the app, so its bucket is per key and client address.
+  RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(200),
+  RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(2000),
+  RATE_LIMIT_SDK_PER_SECOND: z.coerce.number().min(0).default(10),
+  RATE_LIMIT_SDK_BURST: z.coerce.number().int().min(1).default(200),
   APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
   APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
   FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),

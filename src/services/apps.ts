@@ -43,6 +43,20 @@ export class AppService {
     if (!(await this.keys.revokeByHash(hashApiKey(key)))) throw new NotFoundError('active key');
   }
 
+  /**
+   * Gives one key a rate limit of its own (an sdk key: per client address), or with null returns it to its
+   * role's default. `perSecond` 0 means no limit.
+   */
+  async setKeyRateLimit(key: string, limit: { perSecond: number; burst: number } | null): Promise<void> {
+    if (limit) {
+      if (!Number.isFinite(limit.perSecond) || limit.perSecond < 0) throw new ValidationError('per-second must be a number >= 0');
+      if (!Number.isInteger(limit.burst) || limit.burst < 1 || limit.burst > 2 ** 31 - 1) {
+        throw new ValidationError('burst must be an integer >= 1');
+      }
+    }
+    if (!(await this.keys.setRateLimitByHash(hashApiKey(key), limit))) throw new NotFoundError('active key');
+  }
+
   listApps() {
     return this.apps.list();
   }

@@ -14,6 +14,10 @@ describe('config', () => {
       QUEUE_PREFIX: 'pushd',
       EMBEDDED_PG_PORT: 54329,
       BODY_LIMIT_BYTES: 1048576,
+      RATE_LIMIT_PER_SECOND: 200,
+      RATE_LIMIT_BURST: 2000,
+      RATE_LIMIT_SDK_PER_SECOND: 10,
+      RATE_LIMIT_SDK_BURST: 200,
     });
     expect(c.DATABASE_URL).toBeUndefined();
     expect(c.REDIS_URL).toBeUndefined();
@@ -56,6 +60,10 @@ describe('config', () => {
     ['QUEUE_PREFIX', 'has space'],
     ['BODY_LIMIT_BYTES', '10'],
     ['DELIVERY_CONCURRENCY', '0'],
+    ['RATE_LIMIT_PER_SECOND', '-1'],
+    ['RATE_LIMIT_BURST', '0'],
+    ['RATE_LIMIT_SDK_PER_SECOND', 'fast'],
+    ['RATE_LIMIT_SDK_BURST', '2.5'],
   ])('%s=%s stops start-up naming the variable', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(ConfigError);
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^invalid configuration: .*\\b${name}: `));

@@ -43,6 +43,8 @@ export interface KeyWithApp {
   key_hash: Buffer;
   app_id: string;
   bundle_id: string;
+  rate_limit_per_second: number | null;
+  rate_limit_burst: number | null;
 }
 
 export class ApiKeysRepository {
@@ -61,10 +63,29 @@ export class ApiKeysRepository {
     return this.db
       .selectFrom('api_keys')
       .innerJoin('apps', 'apps.id', 'api_keys.app_id')
-      .select(['api_keys.id', 'api_keys.role', 'api_keys.key_hash', 'api_keys.app_id', 'apps.bundle_id'])
+      .select([
+        'api_keys.id',
+        'api_keys.role',
+        'api_keys.key_hash',
+        'api_keys.app_id',
+        'apps.bundle_id',
+        'api_keys.rate_limit_per_second',
+        'api_keys.rate_limit_burst',
+      ])
       .where('api_keys.key_hash', '=', keyHash)
       .where('api_keys.revoked_at', 'is', null)
       .executeTakeFirst();
+  }
+
+  /** Sets (or, with null, clears) the rate limit of the active key with this hash; false when there is none. */
+  async setRateLimitByHash(keyHash: Buffer, limit: { perSecond: number; burst: number } | null): Promise<boolean> {
+    const r = await this.db
+      .updateTable('api_keys')
+      .set({ rate_limit_per_second: limit?.perSecond ?? null, rate_limit_burst: limit?.burst ?? null })
+      .where('key_hash', '=', keyHash)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
   }
 
   async revokeByHash(keyHash: Buffer): Promise<boolean> {

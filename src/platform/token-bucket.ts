@@ -1,0 +1,141 @@
+import { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
+
+/** A bucket holds at most `burst` tokens and gains `perSecond` tokens a second; a request takes one. */
+export interface BucketLimit {
+  perSecond: number;
+  burst: number;
+}
+
+/** `retryAfterMs`: when the next token will be there (0 when the request was allowed). */
+export interface TakeResult {
+  allowed: boolean;
+  retryAfterMs: number;
+}
+
+export interface TokenBuckets {
+  take(bucket: string, limit: BucketLimit): Promise<TakeResult>;
+  close(): Promise<void>;
+}
+
+interface BucketState {
+  tokens: number;
+  atMs: number;
+}
+
+/**
+ * The refill-and-take step, the same arithmetic as TAKE_SCRIPT below (that one runs inside Redis). A bucket
+ * seen for the first time is full.
+ */
+export function takeToken(state: BucketState | undefined, limit: BucketLimit, nowMs: number): { state: BucketState; result: TakeResult } {
+  const elapsedMs = state ? Math.max(0, nowMs - state.atMs) : 0;
+  const tokens = state ? Math.min(limit.burst, state.tokens + (elapsedMs * limit.perSecond) / 1000) : limit.burst;
+  if (tokens >= 1) return { state: { tokens: tokens - 1, atMs: nowMs }, result: { allowed: true, retryAfterMs: 0 } };
+  return { state: { tokens, atMs: nowMs }, result: { allowed: false, retryAfterMs: Math.ceil(((1 - tokens) * 1000) / limit.perSecond) } };
+}
+
+/** How long an untouched bucket takes to fill up again; after that, forgetting it changes nothing. */
+const refillMs = (limit: BucketLimit) => Math.ceil((limit.burst * 1000) / limit.perSecond);
+
+/** Buckets in this process's memory: for a single API process (no Redis). */
+export class MemoryTokenBuckets implements TokenBuckets {
+  private readonly buckets = new Map<string, BucketState & { forgetAtMs: number }>();
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(sweepEveryMs = 60_000) {
+    this.sweeper = setInterval(() => this.sweep(Date.now()), sweepEveryMs);
+    this.sweeper.unref();
+  }
+
+  async take(bucket: string, limit: BucketLimit): Promise<TakeResult> {
+    const now = Date.now();
+    const { state, result } = takeToken(this.buckets.get(bucket), limit, now);
+    this.buckets.set(bucket, { ...state, forgetAtMs: now + refillMs(limit) });
+    return result;
+  }
+
+  /** Buckets that have filled up again are dropped, so memory follows the active clients only. */
+  private sweep(now: number): void {
+    for (const [bucket, state] of this.buckets) if (state.forgetAtMs <= now) this.buckets.delete(bucket);
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.sweeper);
+    this.buckets.clear();
+  }
+}
+
+/**
+ * One atomic refill-and-take on a hash {tokens, at}, timed by the Redis server's clock so that every API process
+ * sees the same time. KEYS[1] bucket; ARGV per second, burst, expiry in ms. Returns {allowed 0|1, retry after ms}.
+ */
+const TAKE_SCRIPT = `
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local saved = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = burst
+if saved[1] then
+  tokens = math.min(burst, tonumber(saved[1]) + math.max(0, now - tonumber(saved[2])) * rate / 1000)
+end
+local allowed = 0
+local retry = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+else
+  retry = math.ceil((1 - tokens) * 1000 / rate)
+end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {allowed, retry}
+`;
+
+type RedisWithTake = Redis & { takeToken(bucket: string, perSecond: number, burst: number, expireMs: number): Promise<[number, number]> };
+
+/**
+ * Buckets in Redis, shared by every API process on it. When Redis cannot answer, requests are let through
+ * (a limit protects the service; it must not take it down with Redis) and the outage is logged once a minute.
+ */
+export class RedisTokenBuckets implements TokenBuckets {
+  private readonly redis: RedisWithTake;
+  private lastWarningMs = 0;
+
+  constructor(
+    url: string,
+    private readonly prefix: string,
+    private readonly log: Logger,
+  ) {
+    // No offline queue and one retry: while Redis is away a request fails open at once instead of waiting for it.
+    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) as RedisWithTake;
+    this.redis.defineCommand('takeToken', { numberOfKeys: 1, lua: TAKE_SCRIPT });
+    this.redis.on('error', (err) => this.warn(err, 'rate limit store unreachable'));
+  }
+
+  async take(bucket: string, limit: BucketLimit): Promise<TakeResult> {
+    try {
+      const [allowed, retryAfterMs] = await this.redis.takeToken(
+        `${this.prefix}:ratelimit:${bucket}`,
+        limit.perSecond,
+        limit.burst,
+        refillMs(limit) + 1000,
+      );
+      return { allowed: allowed === 1, retryAfterMs };
+    } catch (err) {
+      this.warn(err, 'rate limit not applied: Redis did not answer');
+      return { allowed: true, retryAfterMs: 0 };
+    }
+  }
+
+  private warn(err: unknown, message: string): void {
+    const now = Date.now();
+    if (now - this.lastWarningMs < 60_000) return;
+    this.lastWarningMs = now;
+    this.log.warn({ err }, message);
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+}

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { addressBucket } from '../../src/http/rate-limit.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { RedisTokenBuckets, takeToken } from '../../src/platform/token-bucket.js';
+
+describe('takeToken', () => {
+  const limit = { perSecond: 4, burst: 2 };
+
+  it('starts full, spends one token a request, and says when the next one comes', () => {
+    let step = takeToken(undefined, limit, 1000);
+    expect(step.result).toEqual({ allowed: true, retryAfterMs: 0 });
+    step = takeToken(step.state, limit, 1000);
+    expect(step.result.allowed).toBe(true);
+    step = takeToken(step.state, limit, 1000);
+    expect(step.result).toEqual({ allowed: false, retryAfterMs: 250 });
+    step = takeToken(step.state, limit, 1100); // 0.4 tokens
+    expect(step.result).toEqual({ allowed: false, retryAfterMs: 150 });
+    step = takeToken(step.state, limit, 1250);
+    expect(step.result.allowed).toBe(true);
+  });
+
+  it('never holds more than the burst, however long it waited', () => {
+    let step = takeToken({ tokens: 0, atMs: 0 }, limit, 3_600_000);
+    expect(step.state.tokens).toBe(1);
+    step = takeToken(step.state, limit, 3_600_000);
+    expect(takeToken(step.state, limit, 3_600_000).result.allowed).toBe(false);
+  });
+
+  it('ignores a clock that went backwards', () => {
+    expect(takeToken({ tokens: 0.5, atMs: 5000 }, limit, 4000).state.tokens).toBe(0.5);
+  });
+});
+
+describe('addressBucket', () => {
+  it.each([
+    ['203.0.113.9', '203.0.113.9'],
+    ['::ffff:203.0.113.9', '203.0.113.9'],
+    ['2001:db8:1:2:3:4:5:6', '2001:db8:1:2::/64'],
+    ['2001:0db8:0001:0002::1', '2001:db8:1:2::/64'],
+    ['2001:db8::1', '2001:db8:0:0::/64'],
+    ['::1', '0:0:0:0::/64'],
+    ['fe80::1%eth0', 'fe80:0:0:0::/64'],
+    ['64:ff9b::192.0.2.33', '64:ff9b:0:0::/64'],
+  ])('%s -> %s', (ip, bucket) => expect(addressBucket(ip)).toBe(bucket));
+});
+
+describe('RedisTokenBuckets', () => {
+  it('lets requests through while Redis does not answer', async () => {
+    const buckets = new RedisTokenBuckets('redis://127.0.0.1:1', 'unreachable', createLogger('silent'));
+    try {
+      for (let i = 0; i < 3; i++) expect(await buckets.take('k', { perSecond: 1, burst: 1 })).toEqual({ allowed: true, retryAfterMs: 0 });
+    } finally {
+      await buckets.close();
+    }
+  });
+});
