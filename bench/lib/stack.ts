@@ -46,6 +46,9 @@ export async function benchStack(name: string, opts: { queue: string; redisUrl: 
     GOOGLE_TOKEN_URL: fcm.tokenUrl,
     QUEUE_PREFIX: `bench${Date.now()}`,
     REDIS_URL: opts.queue === 'redis' ? opts.redisUrl : '',
+    // the benchmarks measure throughput, not the rate limits
+    RATE_LIMIT_PER_SECOND: '0',
+    RATE_LIMIT_SDK_PER_SECOND: '0',
   };
   return {
     database,
