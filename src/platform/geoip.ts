@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import maxmind, { type CityResponse, type Reader } from 'maxmind';
 import { snapCoordinate } from '../domain/geo.js';
 import type { Logger } from './logger.js';
@@ -52,6 +53,15 @@ export function lookupIn(db: Reader<CityResponse>, ip: string): GeoIpResult | nu
   if (typeof latitude !== 'number' || typeof longitude !== 'number') return null;
   const country = found?.country?.iso_code ?? found?.registered_country?.iso_code ?? null;
   return { latitude: snapCoordinate(latitude), longitude: snapCoordinate(longitude), country };
+}
+
+/**
+ * The client address as PostgreSQL's inet stores it, or null when it is none: an X-Forwarded-For value can be
+ * anything, and an IPv6 zone (`fe80::1%eth0`) is not storable.
+ */
+export function storableIp(ip: string): string | null {
+  const address = normaliseIp(ip);
+  return isIP(address) && !address.includes('%') ? address : null;
 }
 
 /** `::ffff:1.2.3.4` (IPv4 on a dual-stack socket) -> `1.2.3.4`. */

@@ -14,7 +14,7 @@ import {
 } from '../domain/device-input.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
-import { normaliseIp, type GeoIp } from '../platform/geoip.js';
+import { storableIp, type GeoIp } from '../platform/geoip.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
 export const USER_ERASE_LIMIT = 10;
@@ -228,8 +228,8 @@ export class DeviceService {
    * backend, whose address says nothing about where the device is. A GeoIP country only fills a gap.
    */
   private async network(caller: Caller, fields: DeviceFields): Promise<Network> {
-    if (caller.role !== 'sdk' || !caller.ip) return { columns: {}, country: null };
-    const ip = normaliseIp(caller.ip);
+    const ip = caller.ip ? storableIp(caller.ip) : null;
+    if (caller.role !== 'sdk' || !ip) return { columns: {}, country: null };
     if (!this.geoip.enabled) return { columns: { ip_address: ip }, country: null };
     const found = await this.geoip.lookup(ip);
     return {

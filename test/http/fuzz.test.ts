@@ -8,7 +8,7 @@ import { AUTH_ROUTES, prepareFixture, registeredRoutes, rolesFor, type Fixture, 
 /**
  * Fuzzing every route the server registered (read from its route table, so a route added later is fuzzed too)
  * with mutations of valid requests: hostile values and keys anywhere in the body, duplicate keys, truncated JSON,
- * other content types, odd ids, cursors and query strings, each of the keys and none. No answer may be a 5xx and
+ * other content types, odd ids, cursors, query strings and X-Forwarded-For values, each of the keys and none. No answer may be a 5xx and
  * no connection may drop; the server must be healthy after. Most requests go through server.inject, one batch in
  * ten over a real socket. FUZZ_SEED replays a run (a failure prints its seed and request); FUZZ_BATCHES scales it.
  */
@@ -377,6 +377,10 @@ const requestSpec = fc.record({
     { arbitrary: fc.constantFrom('read', 'write', 'sdk', 'none', 'bearer', 'wrong-user', 'garbage'), weight: 4 },
   ),
   validId: fc.nat(),
+  forwardedFor: fc.oneof(
+    { arbitrary: fc.constant(null), weight: 8 },
+    { arbitrary: fc.constantFrom('not-an-ip', '999.1.1.1', 'fe80::1%eth0', '1.2.3.4, x', '::ffff:1.2.3.4', '203.0.113.9', ''), weight: 1 },
+  ),
 });
 type RequestSpec = typeof requestSpec extends fc.Arbitrary<infer T> ? T : never;
 
@@ -455,6 +459,7 @@ describe('fuzz: no 5xx, no dropped connection, a healthy server after', () => {
     else if (credential === 'wrong-user') headers.authorization = basic(keys.write, 'not.the.bundle');
     else if (credential === 'garbage') headers.authorization = 'Basic %%%';
     if (spec.contentType !== 'none') headers['content-type'] = spec.contentType;
+    if (spec.forwardedFor !== null) headers['x-forwarded-for'] = spec.forwardedFor;
     const json = mutatedJson(seedBody, spec.mutations);
     const body: Record<Framing, string | Buffer | undefined> = {
       json,

@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_INPUT_DEPTH } from '../../src/http/input-guard.js';
 import { useHarness } from '../helpers/harness.js';
@@ -155,6 +156,29 @@ describe('hostile input', () => {
         { field: 'constructor', error: 'is not a device field' },
       ]);
     });
+
+    // Whether the header is believed depends on the proxy setting; either way only a real address may be stored.
+    it.each(['not-an-ip', '999.1.1.1', 'fe80::1%eth0', '5.6.7.8.9, 1.2.3.4'])(
+      'X-Forwarded-For %s: registered, no garbage stored',
+      async (xff) => {
+        const res = await call(
+          h,
+          'POST',
+          '/v6/devices',
+          app.keys.sdk,
+          { device: { platform: 'ios', token: token() } },
+          { 'x-forwarded-for': xff },
+        );
+        expect(res.statusCode, res.body).toBe(201);
+        const row = await h.db.db
+          .selectFrom('devices')
+          .select('ip_address')
+          .where('id', '=', res.json().device.id)
+          .executeTakeFirstOrThrow();
+        if (row.ip_address !== null) expect(isIP(row.ip_address)).toBeGreaterThan(0);
+        expect(row.ip_address).not.toBe(xff);
+      },
+    );
 
     it('PUT /v6/devices/:id with a NUL in the id', async () => {
       const res = await call(h, 'PUT', '/v6/devices/%00', app.keys.sdk, { device: { locale: 'fr_FR' } });
