@@ -5,13 +5,12 @@ import {
   isRange,
   parseFilterName,
   type Criterion,
-  type CustomType,
-  type DeviceAttribute,
   type DistanceCriterion,
   type Filter,
   type FilterTarget,
   type RangeCriterion,
 } from '../domain/filters.js';
+import type { CustomType, DeviceAttribute } from '../domain/vocabulary.js';
 import {
   boundingBox,
   chordOfRadius,

@@ -1,6 +1,7 @@
 import { parseIsoDate } from './date-math.js';
 import { ValidationError } from './errors.js';
-import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, isPlainObject, type CustomType } from './filters.js';
+import { isPlainObject } from './filters.js';
+import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, type CustomType } from './vocabulary.js';
 import { snapCoordinate } from './geo.js';
 
 /**

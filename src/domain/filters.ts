@@ -1,41 +1,19 @@
 import { z } from 'zod';
 import { isDateValue } from './date-math.js';
+import {
+  ATTRIBUTE_NAME,
+  DEVICE_ATTRIBUTES,
+  DISTANCE_UNITS_IN_METERS,
+  NOTIFICATIONS_ALLOWED_VALUES,
+  type AttributeKind,
+  type CustomType,
+  type DeviceAttribute,
+} from './vocabulary.js';
 
 /**
  * The filter language of on-the-fly audiences: which names exist, what criteria each accepts.
  * Filters in one array are AND'ed, criteria inside one filter OR'ed, `not_filter` negates.
  */
-export type AttributeKind = 'string' | 'number' | 'date' | 'boolean' | 'tags' | 'geo' | 'enum';
-
-/** Device attributes of the contract, and the column kind each one compares as. */
-export const DEVICE_ATTRIBUTES = {
-  locale: 'string',
-  time_zone: 'string',
-  created_at: 'date',
-  registered_at: 'date',
-  badge: 'number',
-  os_name: 'string',
-  os_version: 'string',
-  app_version: 'string',
-  sdk_version: 'string',
-  device_id: 'string',
-  country: 'string',
-  marketing_name: 'string',
-  user_id: 'string',
-  user_email: 'string',
-  development: 'boolean',
-  location: 'geo',
-  sdk_location: 'geo',
-  notifications_allowed: 'enum',
-  tags: 'tags',
-} as const satisfies Record<string, AttributeKind>;
-
-export type DeviceAttribute = keyof typeof DEVICE_ATTRIBUTES;
-export const CUSTOM_TYPES = ['string', 'integer', 'float', 'date', 'boolean'] as const;
-export type CustomType = (typeof CUSTOM_TYPES)[number];
-export const NOTIFICATIONS_ALLOWED_VALUES = ['Enabled', 'Disabled', 'Unknown'] as const;
-export const ATTRIBUTE_NAME = /^[A-Za-z0-9_-]{1,255}$/;
-
 export type FilterTarget =
   | { type: 'device'; attribute: DeviceAttribute; kind: AttributeKind }
   | { type: 'custom'; customType: CustomType; attribute: string; kind: AttributeKind }
@@ -78,23 +56,6 @@ const finite = z.number({ error: 'must be a number' }).refine(Number.isFinite, '
 const latitude = finite.refine((v) => v >= -90 && v <= 90, 'latitude must be between -90 and 90');
 const longitude = finite.refine((v) => v >= -180 && v <= 180, 'longitude must be between -180 and 180');
 export const pointSchema = z.strictObject({ latitude, longitude }, { error: 'must be an object with latitude and longitude' });
-
-/** Distance units of the contract, in metres. */
-export const DISTANCE_UNITS_IN_METERS: Record<string, number> = {
-  in: 0.0254,
-  inch: 0.0254,
-  yd: 0.9144,
-  yards: 0.9144,
-  ft: 0.3048,
-  feet: 0.3048,
-  km: 1000,
-  kilometers: 1000,
-  nauticalmiles: 1852,
-  mi: 1609.344,
-  miles: 1609.344,
-  m: 1,
-  meters: 1,
-};
 
 export const distanceCriterion = z.strictObject({
   point: pointSchema,

@@ -1,4 +1,5 @@
-import { DISTANCE_UNITS_IN_METERS, type DistanceCriterion } from './filters.js';
+import type { DistanceCriterion } from './filters.js';
+import { DISTANCE_UNITS_IN_METERS } from './vocabulary.js';
 
 /**
  * Geometry of the `location` / `sdk_location` filters. The Earth is a sphere of the mean radius (the value

@@ -1,11 +1,11 @@
 import { z } from 'zod';
+import { INTERRUPTION_LEVELS } from './vocabulary.js';
 import { gatewaySizeProblem } from './push-mapping.js';
 
 /**
  * Payload rules of the contract. Known keys are typed; reserved keys are refused; every other key is a
  * custom key and passes through untouched. A payload that maps to more than APNs or FCM accepts is refused.
  */
-export const INTERRUPTION_LEVELS = ['passive', 'active', 'time-sensitive', 'critical'] as const;
 
 /** Keys the gateways or this service own. FCM refuses data keys from/notification/message_type and google.*, gcm.*. */
 const RESERVED_KEYS = new Set(['available', 'from', 'gcm', 'notification', 'message_type', 'aps', '_nid']);

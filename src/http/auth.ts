@@ -51,6 +51,8 @@ export function requirePermission(keys: ApiKeysRepository, permission: Permissio
 }
 
 function unauthorized(reply: FastifyReply): never {
-  reply.header('www-authenticate', 'Basic realm="push"');
+  // A script's own request (the console's fetch) gets no challenge: browsers answer a challenge with their own
+  // password dialog instead of letting the script show the error.
+  if (reply.request.headers['x-requested-with'] !== 'XMLHttpRequest') reply.header('www-authenticate', 'Basic realm="push"');
   throw new UnauthorizedError();
 }

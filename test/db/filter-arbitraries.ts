@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { resolveDate } from '../../src/domain/date-math.js';
-import { DISTANCE_UNITS_IN_METERS, type Filter } from '../../src/domain/filters.js';
+import type { Filter } from '../../src/domain/filters.js';
+import { DISTANCE_UNITS_IN_METERS } from '../../src/domain/vocabulary.js';
 import { snapCoordinate } from '../../src/domain/geo.js';
 import type { CustomType, RefDevice, Scalar } from './filter-reference.js';
 

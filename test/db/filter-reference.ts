@@ -1,12 +1,6 @@
 import { resolveDate } from '../../src/domain/date-math.js';
-import {
-  DISTANCE_UNITS_IN_METERS,
-  isPlainObject,
-  parseFilterName,
-  type Criterion,
-  type Filter,
-  type RangeCriterion,
-} from '../../src/domain/filters.js';
+import { isPlainObject, parseFilterName, type Criterion, type Filter, type RangeCriterion } from '../../src/domain/filters.js';
+import { DISTANCE_UNITS_IN_METERS } from '../../src/domain/vocabulary.js';
 
 /**
  * An in-memory evaluator of the filter language, written from the language's rules and not from the SQL

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DISTANCE_UNITS_IN_METERS, type Filter } from '../../src/domain/filters.js';
+import type { Filter } from '../../src/domain/filters.js';
+import { DISTANCE_UNITS_IN_METERS } from '../../src/domain/vocabulary.js';
 import { useHarness } from '../helpers/harness.js';
 import { insertDevices } from './filter-fixtures.js';
 import { haversine, type RefDevice } from './filter-reference.js';

@@ -48,6 +48,26 @@ export const AUTH_ROUTES: AuthRoute[] = [
   { method: 'GET', path: '/v6/audiences', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/audiences/:audienceId', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/audiences/:audienceId/devices', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/audiences/:audienceId/filters', permission: 'read', success: 200 },
+  {
+    method: 'POST',
+    path: '/v6/audiences/count',
+    permission: 'read',
+    success: 200,
+    body: () => ({ filters: [{ name: 'locale', criteria: ['fr_FR'] }] }),
+  },
+  // the console's reads
+  { method: 'GET', path: '/v6/key', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/notifications', permission: 'read', success: 200 },
+  {
+    method: 'POST',
+    path: '/v6/notifications/preview',
+    permission: 'read',
+    success: 200,
+    body: () => ({ notification: { to: '*', payload: { alert: 'auth matrix' } } }),
+  },
+  { method: 'GET', path: '/v6/stats/devices', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/stats/pushes', permission: 'read', success: 200 },
   // devices
   {
     method: 'POST',

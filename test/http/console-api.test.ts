@@ -24,7 +24,14 @@ describe('console API', () => {
       expect(res.json()).toEqual({ role, app: { id: app.app.id, bundle_id: 'com.example.console', name: app.app.name } });
     }
     expect((await call(h, 'GET', '/v6/key', app.keys.sdk)).statusCode).toBe(403);
-    expect((await call(h, 'GET', '/v6/key', 'nope')).statusCode).toBe(401);
+    const refused = await call(h, 'GET', '/v6/key', 'nope');
+    expect(refused.statusCode).toBe(401);
+    expect(refused.headers['www-authenticate']).toBe('Basic realm="push"');
+    // a script's request (the console's) gets no challenge, which would open the browser's password dialog
+    const scripted = await call(h, 'GET', '/v6/key', 'nope', undefined, { 'x-requested-with': 'XMLHttpRequest' });
+    expect(scripted.statusCode).toBe(401);
+    expect(scripted.json()).toEqual({ error: 'unauthorized' });
+    expect(scripted.headers['www-authenticate']).toBeUndefined();
   });
 
   it('GET /v6/notifications lists newest first in pages, only the app’s own', async () => {
@@ -138,7 +145,7 @@ describe('console API', () => {
     expect((await call(h, 'GET', '/v6/stats/pushes?days=0', a.keys.read)).statusCode).toBe(400);
   });
 
-  it('POST /v6/audiences/count answers what the stored audience counts, stores nothing, and names a bad filter', async () => {
+  it('POST /v6/audiences/count answers what the stored audience counts, stores nothing, and names a bad filter; a stored audience shows its filters', async () => {
     const a = await h.createApp();
     for (const locale of ['fr_FR', 'fr_FR', 'de_DE']) await register(h, a.keys.sdk, { platform: 'ios', token: token(), locale });
     const filters = [{ name: 'locale', criteria: ['fr_FR'] }];
@@ -148,6 +155,21 @@ describe('console API', () => {
     expect((await h.db.db.selectFrom('audiences').select('id').where('app_id', '=', a.app.id).execute()).length).toBe(0);
     expect(await countVia(h, a.app.id, a.keys.read, filters)).toBe(2);
     expect((await call(h, 'POST', '/v6/audiences/count', a.keys.read, { filters: [] })).json()).toEqual({ device_count: 3 });
+
+    const stored = await call(h, 'POST', '/v6/notifications', a.keys.write, { notification: { to: filters, payload: { alert: 'x' } } });
+    const audienceId = stored.json().to.id as string;
+    expect((await call(h, 'GET', `/v6/audiences/${audienceId}/filters`, a.keys.read)).json()).toEqual({
+      id: audienceId,
+      kind: 'filters',
+      filters,
+    });
+    const all = (await call(h, 'POST', '/v6/notifications', a.keys.write, { notification: { to: '*', payload: { alert: 'x' } } })).json();
+    expect((await call(h, 'GET', `/v6/audiences/${all.to.id}/filters`, a.keys.read)).json()).toEqual({
+      id: all.to.id,
+      kind: 'all',
+      filters: null,
+    });
+    expect((await call(h, 'GET', `/v6/audiences/${audienceId}/filters`, app.keys.read)).statusCode).toBe(404);
 
     const bad = await call(h, 'POST', '/v6/audiences/count', a.keys.read, { filters: [{ name: 'badge', criteria: ['x'] }] });
     expect(bad.statusCode).toBe(400);

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../app/context.js';
 import { audienceCountRoutes } from './audience-count.js';
+import { audienceFilterRoutes } from './audience-filters.js';
 import { deviceRoutes } from './devices.js';
 import { keyRoutes } from './key.js';
 import { notificationListRoutes } from './notification-list.js';
@@ -16,5 +17,6 @@ export const extraRoutes: ((ctx: AppContext) => FastifyPluginAsyncZod)[] = [
   notificationListRoutes,
   notificationPreviewRoutes,
   audienceCountRoutes,
+  audienceFilterRoutes,
   statsRoutes,
 ];

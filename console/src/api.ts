@@ -1,0 +1,59 @@
+/** The console's only way out: the public HTTP API, with the signed-in key as a Basic credential. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface KeyInfo {
+  role: 'read' | 'write';
+  app: { id: string; bundle_id: string; name: string };
+}
+
+export interface NotificationRecord {
+  id: string;
+  created_at: string;
+  state: 'scheduled' | 'sending' | 'sent' | 'failed';
+  to: { id: string };
+  notification: { to: unknown; payload: Record<string, unknown> };
+  devices_targeted: number;
+  pushes_succeeded: number;
+  pushes_failed: number;
+  tokens_invalidated: number;
+  published_at: string | null;
+  finished_at: string | null;
+  failure_reason: string | null;
+}
+
+export interface Audience {
+  id: string;
+  name: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export class Api {
+  constructor(private readonly key: string) {}
+
+  async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+    const res = await fetch(path, {
+      method,
+      headers: {
+        authorization: `Basic ${btoa(`:${this.key}`)}`,
+        // no Basic challenge back, so a wrong key is the console's message rather than the browser's dialog
+        'x-requested-with': 'XMLHttpRequest',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = (await res.json().catch(() => ({}))) as { error?: string };
+    if (!res.ok) throw new ApiError(res.status, json.error ?? `HTTP ${res.status}`);
+    return json as T;
+  }
+
+  get = <T>(path: string) => this.call<T>('GET', path);
+  post = <T>(path: string, body: unknown) => this.call<T>('POST', path, body);
+}

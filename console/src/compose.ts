@@ -1,0 +1,242 @@
+import { INTERRUPTION_LEVELS } from '../../src/domain/vocabulary.js';
+import { ApiError, type Audience } from './api.js';
+import { debounce, fmt, h, replace } from './dom.js';
+import { FilterBuilder } from './filter-builder.js';
+import type { Page } from './page.js';
+
+type FieldKind = 'text' | 'number' | 'checkbox' | 'select';
+const PAYLOAD_FIELDS: [key: string, kind: FieldKind, note: string][] = [
+  ['alert', 'text', 'the text shown'],
+  ['title', 'text', ''],
+  ['subtitle', 'text', 'iOS'],
+  ['sound', 'text', ''],
+  ['badge', 'number', 'integer ≥ 0'],
+  ['category', 'text', 'action set (iOS) / click action (Android)'],
+  ['_channel_id', 'text', 'Android channel'],
+  ['collapse_key', 'text', 'a later send with the same key replaces this notification'],
+  ['content_available', 'checkbox', 'background update (iOS)'],
+  ['mutable_content', 'checkbox', 'lets a service extension change it (iOS)'],
+  ['interruption_level', 'select', 'iOS'],
+  ['relevance_score', 'number', '0 to 1, two decimals (iOS)'],
+];
+
+interface Preview {
+  apns: { headers: Record<string, unknown>; body: unknown; bytes: number; max_bytes: number };
+  fcm: { body: unknown };
+}
+
+/** Custom key values: JSON where the text is JSON (3, true, {"a":1}), else the text. */
+function customValue(text: string): unknown {
+  try {
+    return /^\s*([[{"]|-?\d|true\b|false\b|null\b)/.test(text) ? JSON.parse(text) : text;
+  } catch {
+    return text;
+  }
+}
+
+/** Compose: target, filters with a live device count, every payload field, the mapped pushes, send. */
+export const composePage: Page = async ({ api, key }, main, params) => {
+  const { audiences } = await api.get<{ audiences: Audience[] }>('/v6/audiences?per=1000');
+  let target: 'all' | 'filters' | 'audience' = params[0] === 'audience' ? 'audience' : 'filters';
+  let audienceId = params[1] ?? audiences[0]?.id ?? '';
+  const values: Record<string, string | boolean> = { alert: '' };
+  const customs: { key: string; value: string }[] = [];
+
+  const count = h('strong', { id: 'device-count' }, '…');
+  const countNote = h('span', { class: 'muted', id: 'count-note' });
+  const general = h('p', { class: 'error', id: 'compose-error', role: 'alert' });
+  const apnsOut = h('pre', { id: 'preview-apns' });
+  const fcmOut = h('pre', { id: 'preview-fcm' });
+  const fieldErrors = new Map<string, HTMLElement>();
+  const builder = new FilterBuilder(() => update());
+
+  const to = (): unknown => (target === 'all' ? '*' : target === 'audience' ? { audience: audienceId } : builder.filters());
+  const payload = (): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    for (const [k, kind] of PAYLOAD_FIELDS) {
+      const v = values[k];
+      if (v === undefined || v === '' || v === false) continue;
+      out[k] = kind === 'number' ? (Number.isFinite(Number(v)) ? Number(v) : v) : v;
+    }
+    for (const c of customs) if (c.key) out[c.key] = customValue(c.value);
+    return out;
+  };
+  const body = () => ({ notification: { to: to(), payload: payload() } });
+
+  let seq = 0;
+  const refresh = async () => {
+    const mine = ++seq;
+    const countCall =
+      target === 'audience'
+        ? api.get<{ audience: { device_count: number } }>(`/v6/audiences/${audienceId}`).then((r) => r.audience.device_count)
+        : api
+            .post<{ device_count: number }>('/v6/audiences/count', { filters: target === 'all' ? [] : builder.filters() })
+            .then((r) => r.device_count);
+    const [counted, previewed] = await Promise.allSettled([countCall, api.post<Preview>('/v6/notifications/preview', body())]);
+    if (mine !== seq) return; // a newer edit is on its way
+    count.textContent = counted.status === 'fulfilled' ? fmt(counted.value) : '—';
+    countNote.textContent = counted.status === 'fulfilled' ? '' : ' (fix the filters to count)';
+    general.textContent = '';
+    builder.clearErrors();
+    for (const slot of fieldErrors.values()) slot.textContent = '';
+    if (previewed.status === 'fulfilled') {
+      const p = previewed.value;
+      apnsOut.textContent = `${JSON.stringify(p.apns.headers, null, 2)}\n${JSON.stringify(p.apns.body, null, 2)}\n\n${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`;
+      fcmOut.textContent = JSON.stringify(p.fcm.body, null, 2);
+      send.disabled = false;
+    } else {
+      showError(previewed.reason);
+      send.disabled = true;
+    }
+  };
+  const update = debounce(() => void refresh(), 250);
+
+  /** "notification.payload.badge: must be …" goes under the badge field; filter errors under their filter. */
+  function showError(err: unknown) {
+    const message = err instanceof Error ? err.message : String(err);
+    const m = /^([\w.[\]-]+): (.*)$/.exec(message);
+    if (m && err instanceof ApiError && err.status === 400) {
+      const [, path, text] = m as unknown as [string, string, string];
+      const field = fieldErrors.get(path) ?? (path.startsWith('notification.payload.') ? fieldErrors.get('custom') : undefined);
+      if (field)
+        return void (field.textContent =
+          path.startsWith('notification.payload.') && !fieldErrors.has(path) ? `${path.slice(21)}: ${text}` : text);
+      if (builder.showError(path, text)) return;
+    }
+    general.textContent = message;
+  }
+
+  const field = ([k, kind, note]: (typeof PAYLOAD_FIELDS)[number]) => {
+    const err = h('div', { class: 'field-error', 'data-error': `notification.payload.${k}` });
+    fieldErrors.set(`notification.payload.${k}`, err);
+    const onEdit = (e: Event) => {
+      const t = e.target as HTMLInputElement;
+      values[k] = kind === 'checkbox' ? t.checked : t.value;
+      update();
+    };
+    const control =
+      kind === 'checkbox'
+        ? h('input', { type: 'checkbox', name: k, onchange: onEdit })
+        : kind === 'select'
+          ? h(
+              'select',
+              { name: k, onchange: onEdit },
+              h('option', { value: '' }, '(not set)'),
+              ...INTERRUPTION_LEVELS.map((l) => h('option', { value: l }, l)),
+            )
+          : h('input', {
+              name: k,
+              type: 'text',
+              inputmode: kind === 'number' ? 'decimal' : undefined,
+              value: values[k] as string | undefined,
+              oninput: onEdit,
+            });
+    return h('label', { class: 'field' }, h('span', {}, k), control, note && h('small', {}, note), err);
+  };
+
+  const customList = h('div', { id: 'custom-keys' });
+  const customErr = h('div', { class: 'field-error', 'data-error': 'custom' });
+  fieldErrors.set('custom', customErr);
+  const renderCustoms = () =>
+    replace(
+      customList,
+      ...customs.map((c, i) =>
+        h(
+          'div',
+          { class: 'row' },
+          h('input', {
+            placeholder: 'key',
+            value: c.key,
+            'data-field': 'custom-key',
+            oninput: (e: Event) => ((c.key = (e.target as HTMLInputElement).value), update()),
+          }),
+          h('input', {
+            placeholder: 'value (text, or JSON)',
+            value: c.value,
+            'data-field': 'custom-value',
+            oninput: (e: Event) => ((c.value = (e.target as HTMLInputElement).value), update()),
+          }),
+          h('button', { type: 'button', class: 'remove', onclick: () => (customs.splice(i, 1), renderCustoms(), update()) }, '×'),
+        ),
+      ),
+    );
+
+  const send = h('button', { type: 'button', id: 'send', class: 'primary' }, 'Send');
+  send.addEventListener('click', async () => {
+    send.disabled = true;
+    try {
+      const created = await api.post<{ id: string }>('/v6/notifications', body());
+      location.hash = `#/notifications/${created.id}`;
+    } catch (err) {
+      showError(err);
+      send.disabled = false;
+    }
+  });
+
+  const targetBox = h('div', { id: 'target-detail' });
+  const renderTarget = () => {
+    if (target === 'filters') return replace(targetBox, builder.element);
+    if (target === 'all') return replace(targetBox, h('p', {}, 'Every device of the app.'));
+    replace(
+      targetBox,
+      h(
+        'select',
+        { id: 'audience-select', onchange: (e: Event) => ((audienceId = (e.target as HTMLSelectElement).value), update()) },
+        ...audiences.map((a) => h('option', { value: a.id, selected: a.id === audienceId }, a.name)),
+      ),
+    );
+  };
+  const targetChoice = (value: typeof target, label: string) =>
+    h(
+      'label',
+      { class: 'inline' },
+      h('input', {
+        type: 'radio',
+        name: 'target',
+        value,
+        checked: target === value,
+        onchange: () => ((target = value), renderTarget(), update()),
+      }),
+      ` ${label}`,
+    );
+
+  renderTarget();
+  renderCustoms();
+  main.append(
+    h('h1', {}, 'Compose'),
+    h(
+      'section',
+      { class: 'panel' },
+      h('h2', {}, 'To'),
+      h(
+        'div',
+        { class: 'row' },
+        targetChoice('filters', 'devices matching filters'),
+        targetChoice('all', 'all devices'),
+        audiences.length > 0 && targetChoice('audience', 'a stored audience'),
+      ),
+      targetBox,
+      h('p', { class: 'count' }, count, ' devices', countNote),
+    ),
+    h(
+      'section',
+      { class: 'panel' },
+      h('h2', {}, 'Payload'),
+      h('div', { class: 'fields' }, ...PAYLOAD_FIELDS.map(field)),
+      h('h3', {}, 'Custom keys'),
+      customList,
+      h(
+        'button',
+        { type: 'button', id: 'add-custom', onclick: () => (customs.push({ key: '', value: '' }), renderCustoms()) },
+        '+ custom key',
+      ),
+      customErr,
+    ),
+    general,
+    h('section', { class: 'panel previews' }, h('div', {}, h('h2', {}, 'APNs'), apnsOut), h('div', {}, h('h2', {}, 'FCM HTTP v1'), fcmOut)),
+    key.role === 'write'
+      ? h('p', {}, send)
+      : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it can preview but not send.'),
+  );
+  await refresh();
+};

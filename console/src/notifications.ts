@@ -1,0 +1,163 @@
+import type { NotificationRecord } from './api.js';
+import { pager } from './audiences.js';
+import { line } from './charts.js';
+import { fmt, h, replace, when } from './dom.js';
+import { every, type Page } from './page.js';
+
+const PER = 50;
+const LIST_REFRESH_MS = 3_000;
+const LIVE_POLL_MS = 500;
+
+const finished = (n: NotificationRecord) => n.state === 'sent' || n.state === 'failed';
+const textOf = (n: NotificationRecord) => {
+  const p = n.notification.payload;
+  return String(p.alert ?? p.title ?? Object.keys(p).join(', '));
+};
+
+/** The app's notifications, newest first, with their state; refreshed while any is still going out. */
+export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
+  const page = Math.max(1, Number(pageParam) || 1);
+  const body = h('tbody');
+  const load = async () => {
+    const { notifications } = await api.get<{ notifications: NotificationRecord[] }>(`/v6/notifications?per=${PER}&page=${page}`);
+    replace(
+      body,
+      ...notifications.map((n) =>
+        h(
+          'tr',
+          {},
+          h('td', {}, h('a', { href: `#/notifications/${n.id}` }, when(n.created_at))),
+          h('td', {}, textOf(n)),
+          h('td', {}, h('span', { class: `state ${n.state}` }, n.state)),
+          h('td', { class: 'num' }, fmt(n.devices_targeted)),
+          h('td', { class: 'num' }, fmt(n.pushes_succeeded)),
+          h('td', { class: 'num' }, fmt(n.pushes_failed)),
+        ),
+      ),
+      notifications.length === 0 && h('tr', {}, h('td', { colspan: 6 }, 'Nothing sent yet.')),
+    );
+    return notifications;
+  };
+  const first = await load();
+  main.append(
+    h('h1', {}, 'Notifications'),
+    h(
+      'table',
+      { id: 'notifications' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          h('th', {}, 'created'),
+          h('th', {}, 'text'),
+          h('th', {}, 'state'),
+          h('th', { class: 'num' }, 'targeted'),
+          h('th', { class: 'num' }, 'succeeded'),
+          h('th', { class: 'num' }, 'failed'),
+        ),
+      ),
+      body,
+    ),
+    pager('#/notifications', page, first.length === PER),
+  );
+  return every(LIST_REFRESH_MS, async () => void (await load()));
+};
+
+/**
+ * One notification's delivery, live: a progress bar of succeeded / failed / invalidated against targeted, and
+ * pushes per second (from the counters between two polls), polled until the notification finishes.
+ */
+export const notificationPage: Page = async ({ api }, main, [id]) => {
+  const status = h('div', { id: 'delivery' });
+  const rateBox = h('div', { id: 'rate' });
+  const samples: { t: number; done: number }[] = [];
+  const rates: { t: number; v: number }[] = [];
+  let firstSeenFinished = false;
+
+  const draw = (n: NotificationRecord) => {
+    const invalidated = n.tokens_invalidated;
+    const failed = n.pushes_failed - invalidated;
+    const done = n.pushes_succeeded + n.pushes_failed;
+    const whole = Math.max(n.devices_targeted, done, 1);
+    const share = (v: number) => `${((v / whole) * 100).toFixed(2)}%`;
+    const progress = n.devices_targeted === 0 ? (finished(n) ? 100 : 0) : Math.min(100, Math.floor((done / n.devices_targeted) * 100));
+    replace(
+      status,
+      h(
+        'p',
+        {},
+        h('span', { class: `state ${n.state}`, id: 'state' }, n.state),
+        ' ',
+        h('strong', { id: 'progress' }, `${progress} %`),
+        ` of ${fmt(n.devices_targeted)} devices targeted`,
+      ),
+      h(
+        'div',
+        { class: 'progress', role: 'progressbar', 'aria-valuenow': progress, 'aria-valuemin': 0, 'aria-valuemax': 100 },
+        h('div', { class: 'succeeded', style: { width: share(n.pushes_succeeded) } }),
+        h('div', { class: 'failed', style: { width: share(failed) } }),
+        h('div', { class: 'invalidated', style: { width: share(invalidated) } }),
+      ),
+      h(
+        'div',
+        { class: 'legend' },
+        h('span', { class: 'key succeeded', id: 'succeeded' }, `${fmt(n.pushes_succeeded)} succeeded`),
+        h('span', { class: 'key failed', id: 'failed' }, `${fmt(failed)} failed`),
+        h('span', { class: 'key invalidated', id: 'invalidated' }, `${fmt(invalidated)} invalidated`),
+      ),
+      h(
+        'dl',
+        {},
+        h('dt', {}, 'created'),
+        h('dd', {}, when(n.created_at)),
+        h('dt', {}, 'published'),
+        h('dd', {}, when(n.published_at)),
+        h('dt', {}, 'finished'),
+        h('dd', {}, when(n.finished_at)),
+        n.failure_reason && h('dt', {}, 'failure'),
+        n.failure_reason && h('dd', {}, n.failure_reason),
+        h('dt', {}, 'audience'),
+        h('dd', {}, h('a', { href: `#/audiences/${n.to.id}` }, n.to.id)),
+      ),
+      h('h2', {}, 'Payload'),
+      h('pre', {}, JSON.stringify(n.notification.payload, null, 2)),
+    );
+  };
+
+  const drawRate = () => {
+    if (rates.length === 0) {
+      const note = firstSeenFinished
+        ? 'It had finished before this page opened: the rate is drawn only while a delivery is watched.'
+        : 'Waiting for pushes…';
+      return replace(rateBox, h('p', { class: 'muted' }, note));
+    }
+    const peak = Math.max(...rates.map((r) => r.v));
+    replace(rateBox, line(rates, 'pushes per second'), h('p', { class: 'muted' }, `peak ${fmt(Math.round(peak))} pushes/s`));
+  };
+
+  const poll = async () => {
+    const n = await api.get<NotificationRecord>(`/v6/notifications/${id}`);
+    const now = performance.now();
+    const done = n.pushes_succeeded + n.pushes_failed;
+    const last = samples[samples.length - 1];
+    if (samples.length === 0 && finished(n)) firstSeenFinished = true;
+    if (last) rates.push({ t: now - samples[0]!.t, v: ((done - last.done) * 1000) / Math.max(1, now - last.t) });
+    else if (!firstSeenFinished) rates.push({ t: 0, v: 0 });
+    samples.push({ t: now, done });
+    draw(n);
+    drawRate();
+    return !finished(n);
+  };
+
+  main.append(
+    h('p', {}, h('a', { href: '#/notifications' }, '← notifications')),
+    h('h1', {}, `Notification ${id}`),
+    status,
+    h('h2', {}, 'Pushes per second'),
+    rateBox,
+  );
+  if (!(await poll())) return;
+  return every(LIVE_POLL_MS, poll);
+};

@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { AppContext } from '../../app/context.js';
+import { NotFoundError } from '../../domain/errors.js';
+import { requirePermission } from '../auth.js';
+import { errorResponse } from '../schemas.js';
+
+/** An audience's definition: every device (`kind: all`, filters null) or its canonical filter list. */
+export function audienceFilterRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.get(
+      '/v6/audiences/:id/filters',
+      {
+        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        schema: {
+          tags: ['audiences'],
+          summary: "An audience's filters (null for the all-devices audience)",
+          security: [{ basic: [] }],
+          params: z.object({ id: z.string() }),
+          response: {
+            200: z.object({ id: z.string(), kind: z.enum(['all', 'filters']), filters: z.array(z.unknown()).nullable() }),
+            404: errorResponse,
+          },
+        },
+      },
+      async (request) => {
+        const audience = await ctx.repos.audiences.findForApp(request.principal.appId, request.params.id);
+        if (!audience) throw new NotFoundError('audience');
+        return { id: audience.id, kind: audience.kind, filters: audience.filters };
+      },
+    );
+  };
+}
