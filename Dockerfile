@@ -8,6 +8,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY migrations ./migrations
+COPY console ./console
+COPY scripts/build-console.mjs ./scripts/build-console.mjs
 RUN npm run build
 
 # Stage 2: production dependencies only, the compiled service with its migrations, a non-root user.
