@@ -9,7 +9,7 @@ import { AUTH_ROUTES, prepareFixture, registeredRoutes, rolesFor, type Fixture, 
  * Fuzzing every route the server registered (read from its route table, so a route added later is fuzzed too)
  * with mutations of valid requests: hostile values and keys anywhere in the body, duplicate keys, truncated JSON,
  * other content types, odd ids, cursors, query strings and X-Forwarded-For values, each of the keys and none. No answer may be a 5xx and
- * no connection may drop; the server must be healthy after. Most requests go through server.inject, one batch in
+ * no connection may drop, and every 4xx says why in {"error": "..."}; the server must be healthy after. Most requests go through server.inject, one batch in
  * ten over a real socket. FUZZ_SEED replays a run (a failure prints its seed and request); FUZZ_BATCHES scales it.
  */
 
@@ -478,24 +478,43 @@ describe('fuzz: no 5xx, no dropped connection, a healthy server after', () => {
     return `seed ${SEED} (FUZZ_SEED=${SEED} replays the run)\n${sent.method} ${sent.url}\nheaders: ${JSON.stringify(sent.headers)}\nbody: ${shown}`;
   };
 
-  async function viaInject(sent: Sent): Promise<number> {
-    const res = await h.server.inject({ method: sent.method as 'GET', url: sent.url, headers: sent.headers, payload: sent.body });
-    return res.statusCode;
+  interface Answer {
+    status: number;
+    body: string;
   }
 
-  function viaSocket(sent: Sent): Promise<number> {
+  async function viaInject(sent: Sent): Promise<Answer> {
+    const res = await h.server.inject({ method: sent.method as 'GET', url: sent.url, headers: sent.headers, payload: sent.body });
+    return { status: res.statusCode, body: res.body };
+  }
+
+  function viaSocket(sent: Sent): Promise<Answer> {
     return new Promise((resolve, reject) => {
       // Node frames a GET/HEAD/DELETE body only when told its length; unframed, it would read as a second request.
       const length = sent.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(sent.body)) };
       const headers = { ...sent.headers, ...length };
       const req = http.request({ host: '127.0.0.1', port, method: sent.method, path: sent.url, headers, agent }, (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode!));
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => resolve({ status: res.statusCode!, body: Buffer.concat(chunks).toString('utf8') }));
         res.on('error', reject);
       });
       req.on('error', (err) => reject(new Error(`connection dropped: ${err.message}`)));
       req.end(sent.body);
     });
+  }
+
+  /** What is wrong with an answer: a 5xx, or a 4xx without {"error": "<message>"} (HEAD answers have no body). */
+  function answerProblem(sent: Sent, answer: Answer): string | null {
+    if (answer.status >= 500) return `answered ${answer.status}: ${answer.body}`;
+    if (answer.status < 400 || sent.method === 'HEAD') return null;
+    try {
+      const error = (JSON.parse(answer.body) as { error?: unknown }).error;
+      if (typeof error === 'string' && error.length > 0) return null;
+    } catch {
+      // not JSON: reported below
+    }
+    return `answered ${answer.status} without {"error": "..."}: ${answer.body}`;
   }
 
   it(`${BATCHES * BATCH_SIZE} generated requests across every route`, async () => {
@@ -507,18 +526,20 @@ describe('fuzz: no 5xx, no dropped connection, a healthy server after', () => {
         await Promise.all(
           specs.map(async (spec) => {
             const sent = build(spec);
-            let status: number;
+            let answer: Answer;
             try {
-              status = overSocket ? await viaSocket(sent) : await viaInject(sent);
+              answer = overSocket ? await viaSocket(sent) : await viaInject(sent);
             } catch (err) {
               throw new Error(`${(err as Error).message}\n${describeRequest(sent)}`);
             }
+            const { status } = answer;
             if (overSocket) counts.socket++;
             else counts.inject++;
             counts.byStatus.set(status, (counts.byStatus.get(status) ?? 0) + 1);
             const route = routes[spec.route % routes.length]!;
             counts.byRoute.set(`${route.method} ${route.path}`, (counts.byRoute.get(`${route.method} ${route.path}`) ?? 0) + 1);
-            if (status >= 500) throw new Error(`answered ${status}\n${describeRequest(sent)}`);
+            const problem = answerProblem(sent, answer);
+            if (problem) throw new Error(`${problem}\n${describeRequest(sent)}`);
           }),
         );
       }),
@@ -539,10 +560,10 @@ describe('fuzz: no 5xx, no dropped connection, a healthy server after', () => {
     const create = JSON.stringify(notification('*', { alert: 'after the fuzz' }));
     for (const send of [viaInject, viaSocket]) {
       const device = JSON.stringify({ device: { platform: 'ios', token: token() } });
-      expect(await send({ method: 'GET', url: '/health', headers: {} })).toBe(200);
-      expect(await send({ method: 'GET', url: '/ready', headers: {} })).toBe(200);
-      expect(await send({ method: 'POST', url: '/v6/devices', headers: sdk, body: device })).toBe(201);
-      expect(await send({ method: 'POST', url: '/v6/notifications', headers: write, body: create })).toBe(201);
+      expect((await send({ method: 'GET', url: '/health', headers: {} })).status).toBe(200);
+      expect((await send({ method: 'GET', url: '/ready', headers: {} })).status).toBe(200);
+      expect((await send({ method: 'POST', url: '/v6/devices', headers: sdk, body: device })).status).toBe(201);
+      expect((await send({ method: 'POST', url: '/v6/notifications', headers: write, body: create })).status).toBe(201);
     }
   });
 });
