@@ -4,6 +4,7 @@ import {
   fcmDataValue,
   fcmSendBody,
   fcmSendBodyEncoder,
+  gatewaySizeProblem,
   jsonBytes,
   toApnsRequest,
   toFcmMessage,
@@ -190,5 +191,31 @@ describe('helpers', () => {
 
   it('jsonBytes counts UTF-8 bytes', () => {
     expect(jsonBytes({ a: 'é' })).toBe(Buffer.byteLength('{"a":"é"}'));
+  });
+});
+
+describe('gatewaySizeProblem', () => {
+  const ID = '00000000-0000-0000-0000-000000000000'; // ids are UUIDs: the measure uses one of that length
+  const apnsBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toApnsRequest(payload, ID).body));
+  const fcmBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toFcmMessage(payload, ID)));
+
+  it('accepts a payload whose larger mapping is exactly 4096 bytes and refuses one byte more', () => {
+    // A custom string travels once in each mapping, so each added character adds one byte to both.
+    const base = Math.max(apnsBytes({ x: '' }), fcmBytes({ x: '' }));
+    const fits = { x: 'a'.repeat(4096 - base) };
+    expect(Math.max(apnsBytes(fits), fcmBytes(fits))).toBe(4096);
+    expect(gatewaySizeProblem(fits)).toBeNull();
+    const over = { x: 'a'.repeat(4097 - base) };
+    expect(gatewaySizeProblem(over)).toMatch(/^is too large: it maps to .*4097 bytes \((APNs|FCM) accepts at most 4096\)$/);
+  });
+
+  it('names the gateway, the size and the limit; both when both refuse', () => {
+    expect(gatewaySizeProblem({ alert: 'a'.repeat(2100) })).toBe(
+      `is too large: it maps to an FCM message of ${fcmBytes({ alert: 'a'.repeat(2100) })} bytes (FCM accepts at most 4096)`,
+    );
+    const both = { alert: 'a'.repeat(5000) };
+    expect(gatewaySizeProblem(both)).toBe(
+      `is too large: it maps to an APNs payload of ${apnsBytes(both)} bytes (APNs accepts at most 4096) and an FCM message of ${fcmBytes(both)} bytes (FCM accepts at most 4096)`,
+    );
   });
 });
