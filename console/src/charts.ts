@@ -42,7 +42,9 @@ export function stackedBars(labels: string[], values: number[][], series: Series
       return s('rect', { class: serie.className, x: PAD.left + i * slot + slot * 0.15, y, width: slot * 0.7, height: hgt });
     });
     const tip = `${label}: ${series.map((serie, j) => `${serie.label} ${values[i]![j]}`).join(', ')}`;
-    const showLabel = labels.length <= 10 || i % Math.ceil(labels.length / 8) === 0 || i === labels.length - 1;
+    // every step-th label, counted back from the last (today) so the last is always shown and none overlap
+    const step = Math.ceil(labels.length / 8);
+    const showLabel = (labels.length - 1 - i) % step === 0;
     return s(
       'g',
       { class: 'bar' },

@@ -44,6 +44,8 @@ export const composePage: Page = async ({ api, key }, main, params) => {
 
   const count = h('strong', { id: 'device-count' }, '…');
   const countNote = h('span', { class: 'muted', id: 'count-note' });
+  // the target as the API gets it, to copy into an API call; updated with the count it goes with
+  const toJson = h('pre', { id: 'to-json' });
   const general = h('p', { class: 'error', id: 'compose-error', role: 'alert' });
   const apnsOut = h('pre', { id: 'preview-apns' });
   const fcmOut = h('pre', { id: 'preview-fcm' });
@@ -66,6 +68,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
   let seq = 0;
   const refresh = async () => {
     const mine = ++seq;
+    const counting = JSON.stringify(to(), null, 2);
     const countCall =
       target === 'audience'
         ? api.get<{ audience: { device_count: number } }>(`/v6/audiences/${audienceId}`).then((r) => r.audience.device_count)
@@ -75,6 +78,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     const [counted, previewed] = await Promise.allSettled([countCall, api.post<Preview>('/v6/notifications/preview', body())]);
     if (mine !== seq) return; // a newer edit is on its way
     count.textContent = counted.status === 'fulfilled' ? fmt(counted.value) : '—';
+    toJson.textContent = counting;
     countNote.textContent = counted.status === 'fulfilled' ? '' : ' (fix the filters to count)';
     general.textContent = '';
     builder.clearErrors();
@@ -217,6 +221,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       ),
       targetBox,
       h('p', { class: 'count' }, count, ' devices', countNote),
+      h('details', {}, h('summary', {}, 'as JSON (notification.to)'), toJson),
     ),
     h(
       'section',

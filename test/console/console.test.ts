@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
@@ -67,10 +67,33 @@ describe.skipIf(!existsSync(CHROMIUM))('console in Chromium', () => {
         development: platform === 'ios' && i % 9 === 0,
         locale,
         notifications_allowed: i % 5 === 0 ? 'Disabled' : 'Enabled',
-        custom: { level: { type: 'integer', value: level } },
+        tags: i % 4 === 0 ? ['vip'] : [],
+        badge: i % 4,
+        location: { latitude: 48.85 + (i % 6) * 0.1, longitude: 2.35 },
+        custom: {
+          level: { type: 'integer', value: level },
+          premium: { type: 'boolean', value: i % 2 === 0 },
+          plan: { type: 'string', value: i % 4 === 1 ? 'pro' : 'free' },
+          score: { type: 'float', value: i * 0.5 },
+          renewal: { type: 'date', value: `2026-01-${String(1 + (i % 28)).padStart(2, '0')}` },
+        },
       });
       devices.push({ ...d, locale, level });
+      // purchases: none, one, or two of them, the last one 3 or 20 days ago
+      const purchases = i % 3;
+      const events = Array.from({ length: purchases }, (_, k) => ({
+        name: 'purchase',
+        date: new Date(Date.now() - (k === 0 && i % 2 ? 20 : 3) * 86_400_000).toISOString(),
+      }));
+      if (events.length) expect((await api('POST', `/v6/devices/${d.id}/events`, keys.sdk, { events })).status).toBe(202);
     }
+    // a third of the devices registered long ago (the API sets created_at itself)
+    const old = devices.filter((_, i) => i % 3 === 1).map((d) => d.id);
+    await h.db.db
+      .updateTable('devices')
+      .set({ created_at: new Date(Date.now() - 40 * 86_400_000) })
+      .where('id', 'in', old)
+      .execute();
     browser = await launchChromium();
     context = browser.context;
   });
@@ -83,17 +106,18 @@ describe.skipIf(!existsSync(CHROMIUM))('console in Chromium', () => {
   it(`signs in with a write key; the first load is under ${FIRST_LOAD_LIMIT_BYTES / 1024} KB compressed`, async () => {
     const page = await context.newPage();
     const responses: Promise<number>[] = [];
-    page.on('response', (r) =>
+    const measure = (r: Response) =>
       responses.push(
         r
           .request()
           .sizes()
           .then((s) => s.responseBodySize + s.responseHeadersSize),
-      ),
-    );
+      );
+    page.on('response', measure);
     await page.goto(`${base}/console`);
     await page.waitForSelector('#sign-in');
     await page.waitForLoadState('networkidle');
+    page.off('response', measure);
     const bytes = (await Promise.all(responses)).reduce((a, b) => a + b, 0);
     console.log(`[console] first load: ${responses.length} responses, ${bytes} bytes on the wire`);
     expect(responses.length).toBeGreaterThanOrEqual(3); // redirect, index.html, the bundle, the stylesheet
@@ -222,6 +246,157 @@ describe.skipIf(!existsSync(CHROMIUM))('console in Chromium', () => {
     expect(gw.apns.pushes.length + gw.sandbox.pushes.length + gw.fcm.pushes.length).toBeGreaterThanOrEqual(n.pushes_succeeded);
     expect(await page.locator('#rate svg path.rate').count()).toBe(1);
     await shot(page, 'notification');
+    await page.close();
+  });
+
+  it('builds a filter of every attribute kind whose count matches the API’s for the same filter', async () => {
+    const page = await context.newPage();
+    await signIn(page, keys.read);
+    await page.goto(`${base}/console/#/compose`);
+    await loaded(page);
+    await page.fill('input[name="alert"]', 'every kind');
+    const row = page.locator('[data-filter="0"]');
+    const criterion = (j = 0) => row.locator(`[data-criterion="${j}"]`);
+    const field = (name: string, j = 0) => criterion(j).locator(`[data-field="${name}"]`);
+    const on = async (source: 'device' | 'custom' | 'event', what?: string) => {
+      await row.locator('[data-field="filter on"]').selectOption(source);
+      if (source === 'device') await row.locator('[data-field="attribute"]').selectOption(what!);
+      if (source === 'custom') {
+        const [type, name] = what!.split('.') as [string, string];
+        await row.locator('[data-field="custom type"]').selectOption(type);
+        await row.locator('[data-field="custom-name"]').fill(name);
+      }
+      if (source === 'event') await row.locator('[data-field="event-name"]').fill(what!);
+    };
+    const range = async (lowerOp: string, lower: string, upperOp?: string, upper?: string) => {
+      await field('lowerOp').selectOption(lowerOp);
+      await field('lower').fill(lower);
+      if (upperOp) await field('upperOp').selectOption(upperOp);
+      if (upper) await field('upper').fill(upper);
+    };
+    const cases: { filter: Record<string, unknown>; build: () => Promise<void> }[] = [
+      { filter: { name: 'tags', criteria: ['vip'] }, build: async () => (await on('device', 'tags'), await field('value').fill('vip')) },
+      { filter: { name: 'development', criteria: [true] }, build: () => on('device', 'development') },
+      {
+        filter: { name: 'notifications_allowed', criteria: ['Disabled'], not_filter: true },
+        build: async () => {
+          await on('device', 'notifications_allowed');
+          await field('value').selectOption('Disabled');
+          await row.locator('[data-field="not"]').check();
+        },
+      },
+      {
+        filter: { name: 'badge', criteria: [{ gte: 1, lte: 2 }] },
+        build: async () => (await on('device', 'badge'), await field('mode').selectOption('range'), await range('gte', '1', 'lte', '2')),
+      },
+      {
+        filter: { name: 'created_at', criteria: [{ gt: 'now-1M/d' }] },
+        build: async () => (await on('device', 'created_at'), await field('mode').selectOption('range'), await range('gt', 'now-1M/d')),
+      },
+      {
+        filter: { name: 'custom.string.plan', criteria: ['pro'], not_filter: true },
+        build: async () => (
+          await on('custom', 'string.plan'),
+          await field('value').fill('pro'),
+          await row.locator('[data-field="not"]').check()
+        ),
+      },
+      {
+        filter: { name: 'custom.boolean.premium', criteria: [false] },
+        build: async () => {
+          await on('custom', 'boolean.premium');
+          await field('value').selectOption('false');
+        },
+      },
+      {
+        filter: { name: 'custom.float.score', criteria: [{ gte: 2.5, lt: 10 }] },
+        build: async () => (
+          await on('custom', 'float.score'),
+          await field('mode').selectOption('range'),
+          await range('gte', '2.5', 'lt', '10')
+        ),
+      },
+      {
+        filter: { name: 'custom.date.renewal', criteria: [{ gte: '2026-01-10', lte: '2026-01-01||+3w/d' }] },
+        build: async () => (
+          await on('custom', 'date.renewal'),
+          await field('mode').selectOption('range'),
+          await range('gte', '2026-01-10', 'lte', '2026-01-01||+3w/d')
+        ),
+      },
+      { filter: { name: 'events.purchase', criteria: [true] }, build: () => on('event', 'purchase') },
+      {
+        filter: { name: 'events.purchase', criteria: [2] },
+        build: async () => (await on('event', 'purchase'), await field('mode').selectOption('count'), await field('value').fill('2')),
+      },
+      {
+        filter: { name: 'events.purchase', criteria: [{ lt: 2 }] },
+        build: async () => (
+          await on('event', 'purchase'),
+          await field('mode').selectOption('count range'),
+          await range('gte', '', 'lt', '2')
+        ),
+      },
+      {
+        filter: { name: 'events.purchase', criteria: [{ gte: 'now-7d/d' }] },
+        build: async () => (
+          await on('event', 'purchase'),
+          await field('mode').selectOption('last happened'),
+          await range('gte', 'now-7d/d')
+        ),
+      },
+      {
+        filter: { name: 'location', criteria: [{ point: { latitude: 48.85, longitude: 2.35 }, distance: 15, unit: 'km' }] },
+        build: async () => {
+          await on('device', 'location');
+          await field('lat').fill('48.85');
+          await field('lon').fill('2.35');
+          await field('distance').fill('15');
+          await field('unit').selectOption('km');
+        },
+      },
+      {
+        filter: {
+          name: 'sdk_location',
+          criteria: [
+            {
+              polygon: [
+                { latitude: 48.8, longitude: 2.3 },
+                { latitude: 49.12, longitude: 2.3 },
+                { latitude: 49.12, longitude: 2.4 },
+                { latitude: 48.8, longitude: 2.4 },
+              ],
+            },
+            { point: { latitude: 49.35, longitude: 2.35 }, distance: 1, unit: 'mi' },
+          ],
+        },
+        build: async () => {
+          await on('device', 'sdk_location');
+          await field('mode').selectOption('polygon');
+          await field('points').fill('48.8, 2.3\n49.12, 2.3\n49.12 2.4\n48.8,2.4');
+          await row.locator('.add-criterion').click();
+          await field('lat', 1).fill('49.35');
+          await field('lon', 1).fill('2.35');
+          await field('distance', 1).fill('1');
+          await field('unit', 1).selectOption('mi');
+        },
+      },
+    ];
+    for (const { filter, build } of cases) {
+      if ((await row.count()) > 0) await row.locator('.remove').first().click();
+      await page.click('#add-filter');
+      await build();
+      const { status, json } = await api('POST', '/v6/audiences/count', keys.read, { filters: [filter] });
+      expect(status, JSON.stringify(json)).toBe(200);
+      expect(json.device_count, `${filter.name} selects some devices but not all`).toBeGreaterThan(0);
+      expect(json.device_count, `${filter.name} selects some devices but not all`).toBeLessThan(devices.length);
+      // the count shown is the one of this filter, as the builder wrote it
+      await expect
+        .poll(async () => JSON.parse((await page.textContent('#to-json')) || 'null'), { message: JSON.stringify(filter) })
+        .toEqual([filter]);
+      expect(await page.textContent('#device-count')).toBe(String(json.device_count));
+      expect(await page.textContent('#compose-error')).toBe('');
+    }
     await page.close();
   });
 
