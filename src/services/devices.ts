@@ -32,8 +32,15 @@ export interface Caller {
   ip: string | null;
 }
 
+/** What a request wrote: the device fields it set and the custom attributes it set or removed. */
+export interface Written {
+  fields: (keyof DeviceFields)[];
+  custom: string[];
+}
+
 export type WriteResult =
-  { kind: 'stored'; details: DeviceDetails; created: boolean; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
+  | { kind: 'stored'; details: DeviceDetails; created: boolean; written: Written; dropped: Dropped[] }
+  | { kind: 'nothing-valid'; dropped: Dropped[] };
 export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
 
 /** Devices, their custom attributes and events, users (the devices sharing a user_id), audience listings. */
@@ -69,7 +76,13 @@ export class DeviceService {
       const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
       const { admitted, dropped } = admitAttributes(existing, input.custom);
       await this.devices.replaceAttributes(trx, appId, device.id, admitted);
-      return { kind: 'stored', details: await this.details(trx, device), created, dropped: [...input.dropped, ...dropped] };
+      return {
+        kind: 'stored',
+        details: await this.details(trx, device),
+        created,
+        written: written(input.fields, admitted),
+        dropped: [...input.dropped, ...dropped],
+      };
     });
   }
 
@@ -91,7 +104,13 @@ export class DeviceService {
       }
       const device = await this.devices.update(trx, id, set, net.country);
       await this.devices.replaceAttributes(trx, appId, id, admitted);
-      return { kind: 'stored', details: await this.details(trx, device), created: false, dropped };
+      return {
+        kind: 'stored',
+        details: await this.details(trx, device),
+        created: false,
+        written: written(input.fields, admitted),
+        dropped,
+      };
     });
   }
 
@@ -247,6 +266,10 @@ interface Network {
 
 function eventOptions(caller: Caller) {
   return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };
+}
+
+function written(fields: DeviceFields, custom: CustomChanges): Written {
+  return { fields: (Object.keys(fields) as (keyof DeviceFields)[]).filter((f) => fields[f] !== undefined), custom: [...custom.keys()] };
 }
 
 /** Device fields and network columns as a column update; absent fields are left out. */

@@ -4,8 +4,9 @@ import { basic, type Harness } from '../helpers/harness.js';
 import type { AppWithKeys } from './support.js';
 
 /**
- * Every authenticated route, for the auth matrix in auth.test.ts. A new route is covered by adding a row
- * (auth.test.ts fails for any /v<N>/ route the server registers without one):
+ * Every authenticated route, for the auth matrix in auth.test.ts: the roles here are the specification (README's
+ * role table), not read from the code under test. The routes themselves are the server's: auth.test.ts fails for
+ * any route the server registers without a row here or in PUBLIC_ROUTES, and for any row the server does not have.
  * - `path` may hold `:placeholders`, filled from the fixture's params (add what a new route needs to
  *   `prepareFixture`);
  * - `permission` is what the route demands (src/domain/keys.ts: read <- read, write; write <- write;
@@ -87,22 +88,49 @@ export const AUTH_ROUTES: AuthRoute[] = [
   },
   { method: 'POST', path: '/v6/devices/:deviceId/erase', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/devices/uninstalled', permission: 'read', success: 200 },
-  // users
+  // users: server to server, the write key only
   {
     method: 'PUT',
     path: '/v6/users/:userId',
-    permission: 'device',
+    permission: 'write',
     success: 200,
     body: () => ({ user: { custom: { level: { type: 'integer', value: 3 } } } }),
   },
   {
     method: 'POST',
     path: '/v6/users/:userId/events',
-    permission: 'device',
+    permission: 'write',
     success: 202,
     body: () => ({ events: [{ name: 'purchase' }] }),
   },
   { method: 'DELETE', path: '/v6/users/:userId/devices', permission: 'write', success: 200, fresh: true },
+  // the console's reads
+  { method: 'GET', path: '/v6/key', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/notifications', permission: 'read', success: 200 },
+  {
+    method: 'POST',
+    path: '/v6/notifications/preview',
+    permission: 'read',
+    success: 200,
+    body: () => ({ notification: { to: '*', payload: { alert: 'auth matrix preview' } } }),
+  },
+  { method: 'POST', path: '/v6/audiences/count', permission: 'read', success: 200, body: () => ({ filters: [] }) },
+  { method: 'GET', path: '/v6/stats/devices', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/stats/pushes', permission: 'read', success: 200 },
+];
+
+/**
+ * Routes without a key: every caller (any key, any role, a bad credential, none) gets the same answer. `url` is
+ * a concrete request for a path with a parameter.
+ */
+export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
+  { method: 'GET', path: '/health' },
+  { method: 'GET', path: '/ready' },
+  { method: 'GET', path: '/metrics' },
+  { method: 'GET', path: '/documentation/json' },
+  { method: 'GET', path: '/console' },
+  { method: 'GET', path: '/console/' },
+  { method: 'GET', path: '/console/:file', url: '/console/index.html' },
 ];
 
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */

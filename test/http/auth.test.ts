@@ -4,6 +4,7 @@ import { AppService } from '../../src/services/apps.js';
 import { basic, useHarness, type Harness } from '../helpers/harness.js';
 import {
   AUTH_ROUTES,
+  PUBLIC_ROUTES,
   fillPath,
   prepareFixture,
   registeredRoutes,
@@ -138,10 +139,31 @@ describe('auth matrix', () => {
     }
   });
 
-  it('has a row for every /v<N>/ route the server registered', () => {
-    const registered = registeredRoutes(h.server.printRoutes({ commonPrefix: false })).filter((r) => /^\/v\d+\//.test(r.path));
-    expect(registered).toContainEqual({ method: 'GET', path: '/v6/notifications/:id' }); // the tree parser sees nested routes
-    const listed = AUTH_ROUTES.map((r) => `${r.method} ${r.path.replace(/:[A-Za-z]+/g, ':id')}`);
-    for (const r of registered) expect(listed, `${r.method} ${r.path} has no row in AUTH_ROUTES`).toContain(`${r.method} ${r.path}`);
+  describe.each(PUBLIC_ROUTES.map((r) => [`${r.method} ${r.path}`, r] as const))('%s (no key needed)', (_label, route) => {
+    it('answers every role, a bad credential and none alike, never 401 or 403', async () => {
+      const { keys } = await h.createApp();
+      const headers = [undefined, basic(keys.read), basic(keys.write), basic(keys.sdk), 'Basic !!!not-base64!!!', basic('unknown')];
+      const statuses: number[] = [];
+      for (const authorization of headers) {
+        const res = await h.server.inject({
+          method: route.method,
+          url: route.url ?? route.path,
+          headers: authorization ? { authorization } : {},
+        });
+        statuses.push(res.statusCode);
+      }
+      expect(statuses[0]).not.toBe(401);
+      expect(statuses[0]).not.toBe(403);
+      expect(statuses).toEqual(headers.map(() => statuses[0]));
+    });
+  });
+
+  it('has a row for every route the server registered, and no row for a route it does not have', () => {
+    const registered = registeredRoutes(h.server.printRoutes({ commonPrefix: false })).map((r) => `${r.method} ${r.path}`);
+    expect(registered).toContain('GET /v6/notifications/:id'); // the tree parser sees nested routes
+    const listed = [...AUTH_ROUTES, ...PUBLIC_ROUTES].map((r) => `${r.method} ${r.path.replace(/:[A-Za-z]+/g, ':id')}`);
+    expect(new Set(listed).size, 'a route listed twice').toBe(listed.length);
+    for (const r of registered) expect(listed, `${r} has no row in AUTH_ROUTES or PUBLIC_ROUTES`).toContain(r);
+    for (const r of listed) expect(registered, `${r} is listed but the server has no such route`).toContain(r);
   });
 });

@@ -187,8 +187,8 @@ describe('hostile input', () => {
     });
 
     it.each([
-      ['PUT', '/v6/users/%00', 'sdk', { user: { custom: { a: { type: 'string', value: 'b' } } } }],
-      ['POST', '/v6/users/%00/events', 'sdk', { events: [{ name: 'opened' }] }],
+      ['PUT', '/v6/users/%00', 'write', { user: { custom: { a: { type: 'string', value: 'b' } } } }],
+      ['POST', '/v6/users/%00/events', 'write', { events: [{ name: 'opened' }] }],
       ['DELETE', '/v6/users/%00/devices', 'write', undefined],
       ['PUT', '/v6/users/a%00b', 'write', { user: { custom: { a: { type: 'string', value: 'b' } } } }],
     ] as const)('%s %s', async (method, url, role, body) => {
@@ -204,10 +204,10 @@ describe('hostile input', () => {
     });
 
     it('user events and user attributes with NUL in the body', async () => {
-      const events = await call(h, 'POST', `/v6/users/${userId}/events`, app.keys.sdk, { events: [{ name: 'a\u0000' }] });
+      const events = await call(h, 'POST', `/v6/users/${userId}/events`, app.keys.write, { events: [{ name: 'a\u0000' }] });
       expect(events.statusCode).toBe(400);
       expect(events.json()).toEqual({ error: `events[0].name: ${NUL}` });
-      const user = await call(h, 'PUT', `/v6/users/${userId}`, app.keys.sdk, {
+      const user = await call(h, 'PUT', `/v6/users/${userId}`, app.keys.write, {
         user: { custom: { a: { type: 'string', value: '\ud800' } } },
       });
       expect(user.statusCode).toBe(400);

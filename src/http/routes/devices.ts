@@ -5,7 +5,7 @@ import type { AppContext } from '../../app/context.js';
 import type { DeviceAttributeRow } from '../../db/repositories/devices.js';
 import type { DeviceEventRow } from '../../db/repositories/events.js';
 import { ForbiddenError } from '../../domain/errors.js';
-import type { Caller, DeviceDetails } from '../../services/devices.js';
+import type { Caller, DeviceDetails, Written } from '../../services/devices.js';
 import { requirePermission } from '../auth.js';
 import { iso } from '../serialize.js';
 
@@ -23,7 +23,9 @@ export const callerOf = (request: FastifyRequest): Caller => ({ role: request.pr
 
 /**
  * The device API. Registering, updating and events take the `device` permission (the SDK key or a write key);
- * erasing takes `write`; reading takes `read` or `device`, since the SDKs read their own device back.
+ * erasing takes `write`; reading takes `read` or `device`, since the SDKs read their own device back. An sdk
+ * caller reaches a device only by its id (a random UUID, 122 bits), which only registering it answers: the id
+ * is the device's capability, and no route an sdk key may call lists devices.
  */
 export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
@@ -45,7 +47,9 @@ export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       async (request, reply) => {
         const r = await ctx.services.devices.register(request.principal.appId, request.body.device, callerOf(request));
         if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
-        return reply.status(r.created ? 201 : 200).send({ device: deviceView(r.details), dropped: r.dropped });
+        // A token the app already has: the caller proved only that it knows the token, not that the record is its own.
+        if (!r.created) return reply.status(200).send({ device: writtenView(r.details, r.written), dropped: r.dropped });
+        return reply.status(201).send({ device: deviceView(r.details), dropped: r.dropped });
       },
     );
 
@@ -119,6 +123,30 @@ export function deviceView({ device: d, attributes, events }: DeviceDetails) {
     erased_at: iso(d.erased_at),
     token_invalidated_at: iso(d.token_invalidated_at),
   };
+}
+
+/** The keys of deviceView that show a device field, where they are not the field's own name. */
+const VIEW_KEYS: Partial<Record<Written['fields'][number], string[]>> = {
+  token: ['token', 'push_token'],
+  notifications_allowed: ['notifications_allowed', 'push_enabled'],
+  sdk_latitude: ['location', 'sdk_location'],
+  sdk_longitude: ['location', 'sdk_location'],
+};
+
+/**
+ * The answer to registering a token the app already has: the device's id, its platform and what this request
+ * wrote, as stored; nothing else of the existing record (its e-mail, location, other attributes, events).
+ */
+export function writtenView(details: DeviceDetails, written: Written): Partial<ReturnType<typeof deviceView>> {
+  const custom = new Set(written.custom);
+  const view = deviceView({ ...details, attributes: details.attributes.filter((a) => custom.has(a.name)), events: [] });
+  const shown = new Set([
+    'id',
+    'platform',
+    ...written.fields.flatMap((f) => VIEW_KEYS[f] ?? [f]),
+    ...(custom.size > 0 ? ['custom', 'user_attributes'] : []),
+  ]);
+  return Object.fromEntries(Object.entries(view).filter(([key]) => shown.has(key)));
 }
 
 type CustomView = Record<string, { type: string; value: unknown }>;

@@ -11,16 +11,17 @@ const userBody = z.object(
   { error: 'body must be {"user": {"custom": {...}}}' },
 );
 
-/** A user is the devices sharing a user_id: updates and events apply to each of them. */
+/** A user is the devices sharing a user_id: updates and events apply to each of them. Write key only. */
 export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
-    const device = requirePermission(ctx.repos.keys, 'device');
-    const write = requirePermission(ctx.repos.keys, 'write'); // erasing is a backend's act, as for one device
+    // Server to server only: a user spans devices, and the sdk key, which any copy of the app yields, must not
+    // change or feed another user's devices.
+    const write = requirePermission(ctx.repos.keys, 'write');
 
     app.put(
       '/v6/users/:user_id',
       {
-        onRequest: device,
+        onRequest: write,
         schema: { tags: ['users'], summary: 'Merge custom attributes into every device of a user', params: userParams, body: userBody },
       },
       async (request, reply) => {
@@ -49,7 +50,7 @@ export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
     app.post(
       '/v6/users/:user_id/events',
       {
-        onRequest: device,
+        onRequest: write,
         schema: { tags: ['users'], summary: 'Record events on every device of a user', params: userParams, body: eventsBody },
       },
       async (request, reply) => {
