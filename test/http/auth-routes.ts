@@ -104,19 +104,6 @@ export const AUTH_ROUTES: AuthRoute[] = [
     body: () => ({ events: [{ name: 'purchase' }] }),
   },
   { method: 'DELETE', path: '/v6/users/:userId/devices', permission: 'write', success: 200, fresh: true },
-  // the console's reads
-  { method: 'GET', path: '/v6/key', permission: 'read', success: 200 },
-  { method: 'GET', path: '/v6/notifications', permission: 'read', success: 200 },
-  {
-    method: 'POST',
-    path: '/v6/notifications/preview',
-    permission: 'read',
-    success: 200,
-    body: () => ({ notification: { to: '*', payload: { alert: 'auth matrix preview' } } }),
-  },
-  { method: 'POST', path: '/v6/audiences/count', permission: 'read', success: 200, body: () => ({ filters: [] }) },
-  { method: 'GET', path: '/v6/stats/devices', permission: 'read', success: 200 },
-  { method: 'GET', path: '/v6/stats/pushes', permission: 'read', success: 200 },
 ];
 
 /**
