@@ -175,6 +175,7 @@ export class ApnsMock extends MockHttp2Server {
     const apnsId = requestApnsId(req);
     const priority = req.headers['apns-priority'];
     const collapseId = req.headers['apns-collapse-id'];
+    if (!this.deliverable(res)) return;
     this.accepted += 1;
     this.onAccept?.(token);
     if (this.recording)
@@ -191,7 +192,6 @@ export class ApnsMock extends MockHttp2Server {
         receivedAt: Date.now(),
       });
     record(200);
-    if (res.stream?.destroyed) return;
     res.writeHead(200, { 'apns-id': apnsId });
     res.end();
   }

@@ -274,6 +274,7 @@ export class FcmMock extends MockHttp2Server {
     }
 
     const name = `projects/${project}/messages/${randomBytes(8).readBigUInt64BE()}`;
+    if (!this.deliverable(res)) return;
     this.accepted += 1;
     this.onAccept?.(token ?? '');
     if (this.recording) {

@@ -3,7 +3,13 @@
  * certificate, request accounting (count, in-flight, peak concurrency, sessions), body reading,
  * and the transport-level faults (GOAWAY, RST_STREAM, delay).
  */
-import http2, { type Http2SecureServer, type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session } from 'node:http2';
+import http2, {
+  type Http2SecureServer,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+  type ServerHttp2Session,
+} from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -41,6 +47,10 @@ export abstract class MockHttp2Server {
   sessionCount = 0;
   private inFlight = 0;
   private readonly sessions = new Set<ServerHttp2Session>();
+  /** The highest stream id each session has started to process. */
+  private readonly highestStreamId = new WeakMap<Http2Session, number>();
+  /** The last-stream-id of the GOAWAY each session sent: streams above it were refused, never processed. */
+  private readonly goawayLastStreamId = new WeakMap<Http2Session, number>();
   /** Raw TLS sockets, HTTP/1.1 keep-alive ones included (fetch keeps them open), so close() is immediate. */
   private readonly sockets = new Set<TLSSocket>();
   private server: Http2SecureServer | undefined;
@@ -86,6 +96,9 @@ export abstract class MockHttp2Server {
       };
       res.on('finish', finish);
       res.on('close', finish);
+      const stream = req.stream as Http2ServerRequest['stream'] | undefined;
+      if (stream?.session)
+        this.highestStreamId.set(stream.session, Math.max(stream.id ?? 0, this.highestStreamId.get(stream.session) ?? 0));
       req.on('error', () => undefined);
       this.handle(req, res).catch((err: unknown) => {
         if (!res.headersSent && !res.stream?.destroyed) {
@@ -142,17 +155,40 @@ export abstract class MockHttp2Server {
       return true;
     }
     if (fault.type === 'goaway') {
-      // Refuse this stream (and any later one): last-stream-id is the one before it. Streams below it
-      // are still answered, then the session closes, as a server going away gracefully does.
+      // Refuse this stream and any new one: last-stream-id is the highest this session has started, so the
+      // client retries exactly what was not processed (streams in progress here are still answered; a lower
+      // last-stream-id would make the client retry pushes that are delivered). The session then closes, as a
+      // server going away gracefully does.
       const session = stream.session;
-      if (session && !session.closed) {
-        session.goaway(fault.errorCode ?? NGHTTP2_NO_ERROR, Math.max(0, (stream.id ?? 1) - 2), Buffer.from('{"reason":"Shutdown"}'));
+      if (session && this.goawayLastStreamId.has(session)) {
+        // one GOAWAY per session: later streams are already refused by it
+        stream.close(NGHTTP2_REFUSED_STREAM);
+      } else if (session && !session.closed) {
+        const lastStreamId = this.highestStreamId.get(session) ?? 0;
+        this.goawayLastStreamId.set(session, lastStreamId);
+        session.goaway(fault.errorCode ?? NGHTTP2_NO_ERROR, lastStreamId, Buffer.from('{"reason":"Shutdown"}'));
         stream.close(NGHTTP2_REFUSED_STREAM);
         session.close();
       }
       return true;
     }
     return false;
+  }
+
+  /**
+   * Called before a push is accepted: false when it cannot be delivered any more, because the client gave up on
+   * the stream or because a GOAWAY refused it meanwhile (the client retries those: HTTP/2 promises they were
+   * not processed). A refused stream is reset with REFUSED_STREAM.
+   */
+  protected deliverable(res: Http2ServerResponse): boolean {
+    const stream = res.stream as Http2ServerResponse['stream'] | undefined;
+    if (!stream || stream.destroyed) return !stream;
+    const last = stream.session && this.goawayLastStreamId.get(stream.session);
+    if (last !== undefined && (stream.id ?? 0) > last) {
+      stream.close(NGHTTP2_REFUSED_STREAM);
+      return false;
+    }
+    return true;
   }
 
   protected static async readBody(req: Http2ServerRequest): Promise<Buffer | 'too-large'> {
