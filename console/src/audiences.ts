@@ -47,9 +47,9 @@ export function pager(base: string, page: number, more: boolean): HTMLElement {
   return h(
     'nav',
     { class: 'pager' },
-    page > 1 && h('a', { href: `${base}/page/${page - 1}` }, '← newer'),
+    page > 1 && h('a', { href: `${base}/page/${page - 1}` }, '← previous'),
     h('span', {}, `page ${page}`),
-    more && h('a', { href: `${base}/page/${page + 1}` }, 'older →'),
+    more && h('a', { href: `${base}/page/${page + 1}` }, 'next →'),
   );
 }
 

@@ -75,23 +75,31 @@ export const composePage: Page = async ({ api, key }, main, params) => {
         : api
             .post<{ device_count: number }>('/v6/audiences/count', { filters: target === 'all' ? [] : builder.filters() })
             .then((r) => r.device_count);
-    const [counted, previewed] = await Promise.allSettled([countCall, api.post<Preview>('/v6/notifications/preview', body())]);
+    // The payload is previewed on its own ("*"), so filter problems (named by the count) and payload problems
+    // (named by the preview) show at once, each under its own field; the send validates both together again.
+    const previewCall = api.post<Preview>('/v6/notifications/preview', { notification: { to: '*', payload: payload() } });
+    const [counted, previewed] = await Promise.allSettled([countCall, previewCall]);
     if (mine !== seq) return; // a newer edit is on its way
+    const noFilters = target === 'filters' && builder.filters().length === 0;
     count.textContent = counted.status === 'fulfilled' ? fmt(counted.value) : '—';
     toJson.textContent = counting;
-    countNote.textContent = counted.status === 'fulfilled' ? '' : ' (fix the filters to count)';
+    countNote.textContent = noFilters
+      ? ' (no filter yet: add one, or choose all devices)'
+      : counted.status === 'fulfilled'
+        ? ''
+        : ' (fix the filters to count)';
     general.textContent = '';
     builder.clearErrors();
     for (const slot of fieldErrors.values()) slot.textContent = '';
+    if (counted.status === 'rejected') showError(counted.reason);
     if (previewed.status === 'fulfilled') {
       const p = previewed.value;
       apnsOut.textContent = `${JSON.stringify(p.apns.headers, null, 2)}\n${JSON.stringify(p.apns.body, null, 2)}\n\n${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`;
       fcmOut.textContent = JSON.stringify(p.fcm.body, null, 2);
-      send.disabled = false;
     } else {
       showError(previewed.reason);
-      send.disabled = true;
     }
+    send.disabled = noFilters || counted.status === 'rejected' || previewed.status === 'rejected';
   };
   const update = debounce(() => void refresh(), 250);
 

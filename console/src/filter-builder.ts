@@ -139,12 +139,12 @@ export class FilterBuilder {
     });
   }
 
-  /** Shows an API message under the filter it names (`notification.to[2]...`); false when it names none. */
+  /** Shows an API message under the filter it names (`filters[2]...`, `notification.to[2]...`); false when it names none. */
   showError(path: string, message: string): boolean {
-    const m = /^notification\.to\[(\d+)\]/.exec(path);
-    const slot = m ? this.errors.get(Number(m[1])) : undefined;
+    const m = /^(filters|notification\.to)\[(\d+)\]/.exec(path);
+    const slot = m ? this.errors.get(Number(m[2])) : undefined;
     if (!slot) return false;
-    slot.textContent = `${path.slice('notification.to'.length)}: ${message}`;
+    slot.textContent = `${path.slice(m![1]!.length)}: ${message}`;
     return true;
   }
 

@@ -151,6 +151,10 @@ describe.skipIf(!existsSync(CHROMIUM))('console in Chromium', () => {
     await signIn(page, keys.write);
     await page.goto(`${base}/console/#/compose`);
     await loaded(page);
+    // no filter yet: the count is every device, and there is nothing to send to
+    await expect.poll(() => page.textContent('#count-note')).toContain('no filter yet');
+    expect(await page.textContent('#device-count')).toBe(String(devices.length));
+    expect(await page.isDisabled('#send')).toBe(true);
 
     await page.click('#add-filter');
     await page.fill('[data-filter="0"] [data-criterion="0"] [data-field="value"]', 'fr_FR');
