@@ -432,6 +432,12 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     expect(words).toEqual(['locale is fr_FR', 'custom integer “level” ≥ 3']);
     expect(await page.locator('#audience-devices tbody tr').count()).toBe(Math.min(count, 20));
     await shot(page, 'audience');
+    // from an audience to a notification for it: the compose page targets it and counts it
+    await page.click('text=Compose a notification to this audience');
+    await loaded(page);
+    expect(await page.isChecked('input[name="target"][value="audience"]')).toBe(true);
+    expect(await page.inputValue('#audience-select')).toBe(n.to.id);
+    await expect.poll(() => page.textContent('#device-count')).toBe(String(count));
 
     await page.goto(`${base}/console/#/overview`);
     await loaded(page);
