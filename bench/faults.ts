@@ -10,6 +10,7 @@
  * from those seeded, a push was sent twice more often than the batches in flight allow, or a process crashed.
  *
  *   npm run bench -- faults [--devices 100000] [--scenarios kill,redis,postgres,gateways,unregistered] [--timeout 600]
+ *   (FAULTS_LOG_LEVEL=warn shows the service processes' warnings: retries, sweeps, reconnections)
  *
  * Redis and PostgreSQL are private to the benchmark (free ports, PostgreSQL under .bench-data/faults): they are
  * restarted, and the machine's shared ones must not be.
@@ -31,11 +32,12 @@ const UNREGISTERED_SHARE = 0.01;
 
 /**
  * Production settings, except the two recovery timers, shortened so that five takeovers of a killed worker's
- * jobs and a sweep after a lost queue take seconds instead of minutes.
+ * jobs and a sweep after a lost queue take seconds instead of minutes; and, below 100k devices, smaller batches:
+ * at least 50 of them, so that most are still queued when a fault strikes (as they are in a broadcast of 100k).
  */
 const SETTINGS = {
   DELIVERY_CONCURRENCY: 8,
-  DELIVERY_BATCH_SIZE: 2000,
+  DELIVERY_BATCH_SIZE: Math.min(2000, Math.max(100, Math.floor(devices / 50))),
   GATEWAY_MAX_IN_FLIGHT: 200,
   JOB_LOCK_MS: 5000,
   SWEEP_AFTER_SECONDS: 5,
