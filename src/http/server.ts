@@ -23,7 +23,8 @@ export async function buildServer(
     logController: new LogController({ disableRequestLogging: ctx.config.LOG_LEVEL !== 'debug' && ctx.config.LOG_LEVEL !== 'trace' }),
     loggerInstance: ctx.log.child({ component: 'http' }) as FastifyBaseLogger,
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
-    trustProxy: true,
+    // Off unless configured: X-Forwarded-For from anyone would let a client choose its own address (GeoIP, rate limits).
+    trustProxy: trustProxy(ctx.config.TRUST_PROXY),
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -51,4 +52,11 @@ export async function buildServer(
   for (const routes of extraRoutes) await app.register(routes(ctx));
   await app.register(consoleRoutes());
   return app;
+}
+
+/** Fastify's trustProxy for TRUST_PROXY: a hop count trusts the nearest N addresses of the chain. */
+function trustProxy(setting: number | string[] | undefined): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (setting === undefined) return false;
+  if (typeof setting === 'number') return (_address, hop) => hop < setting;
+  return setting;
 }

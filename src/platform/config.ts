@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -15,6 +16,12 @@ const envSchema = z.object({
     .default('pushd'),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  // Which X-Forwarded-For hops to believe: none by default (the client address is the socket's); a hop count,
+  // or the addresses/CIDRs of the proxies in front of the API.
+  TRUST_PROXY: z
+    .string()
+    .transform((v, ctx) => parseTrustProxy(v, ctx))
+    .optional(),
   BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()
@@ -22,8 +29,10 @@ const envSchema = z.object({
     .default(1024 * 1024),
   // Token buckets per API key (README, Rate limits): a sustained rate per second and a burst; 0 per second means no limit.
   // read and write keys are backends; an sdk key ships in every copy of the app, so its bucket is per key and client address.
-  RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(200),
-  RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(2000),
+  // Read and write keys belong to backends, which send one notification a request: the limit stops a runaway
+  // client, not traffic the server is built for.
+  RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(5000),
+  RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(10000),
   RATE_LIMIT_SDK_PER_SECOND: z.coerce.number().min(0).default(10),
   RATE_LIMIT_SDK_BURST: z.coerce.number().int().min(1).default(200),
   APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
@@ -77,4 +86,20 @@ export function redactedConfig(config: Config): Record<string, unknown> {
     }
   };
   return { ...config, DATABASE_URL: mask(config.DATABASE_URL), REDIS_URL: mask(config.REDIS_URL) };
+}
+
+/** TRUST_PROXY: a hop count (Fastify trusts that many proxies) or a comma-separated list of addresses/CIDRs. */
+function parseTrustProxy(value: string, ctx: z.RefinementCtx): number | string[] {
+  if (/^\d+$/.test(value)) return Number(value);
+  const entries = value.split(',').map((e) => e.trim());
+  for (const entry of entries) {
+    const [address, bits, ...rest] = entry.split('/');
+    const version = isIP(address ?? '');
+    const maxBits = version === 6 ? 128 : 32;
+    if (!version || rest.length || (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= maxBits))) {
+      ctx.addIssue({ code: 'custom', message: `${JSON.stringify(entry)} is not a hop count, an IP address or a CIDR` });
+      return z.NEVER;
+    }
+  }
+  return entries;
 }

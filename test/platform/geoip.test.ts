@@ -27,7 +27,8 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
         { cidr: '2.125.160.0/20', record: { country: { iso_code: 'FR' }, location: PARIS } },
       ]),
     );
-    h = await createHarness({ env: { GEOIP_DB_PATH: file } });
+    // a proxy in front of the API reports the phone's address; the tests play that proxy
+    h = await createHarness({ env: { GEOIP_DB_PATH: file, TRUST_PROXY: '1' } });
     app = await h.createApp();
   });
   afterAll(async () => {
