@@ -15,8 +15,11 @@ export interface DatabaseHandle {
 
 export function openDatabase(url: string, max = 10): DatabaseHandle {
   const pool = new pg.Pool({ connectionString: url, max });
-  // An idle client that errors (server restart) must not crash the process; the pool replaces it.
+  // A connection the server ends (a restart, 57P01) emits 'error': on the pool while the client is idle, on the
+  // client itself while it is checked out between queries. Either must not crash the process: the next query on
+  // that client fails, its transaction rolls back, and the pool replaces it; /ready reports the outage meanwhile.
   pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,

