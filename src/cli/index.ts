@@ -59,8 +59,9 @@ async function run(argv: string[]): Promise<number> {
     return 2;
   }
   const config = loadConfig();
-  // Logs go to stderr at warn: stdout carries exactly one JSON document.
-  const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL);
+  // Logs go to stderr, at warn: stdout carries exactly one JSON document, also when start-up has something to say
+  // (a PostgreSQL left running by a crashed server is stopped first).
+  const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, 'stderr');
   const runtime = await openDatabaseRuntime(config, log);
   try {
     const result = await command(values, runtime);
@@ -74,12 +75,14 @@ async function run(argv: string[]): Promise<number> {
 run(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    const expected =
+    // 2: the command line is wrong (unknown command or option, a missing or invalid value); 1: a well-formed
+    // command failed (an unknown or revoked key, an app that exists, an unreachable database).
+    const usage =
       err instanceof UsageError ||
-      err instanceof DomainError ||
       err instanceof ConfigError ||
+      (err instanceof DomainError && err.status === 400) ||
       (err as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
     process.stderr.write(`error: ${(err as Error).message}\n`);
-    process.exit(expected ? 2 : 1);
+    process.exit(usage ? 2 : 1);
   },
 );

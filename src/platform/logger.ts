@@ -16,8 +16,10 @@ export const redactPaths = [
   'fcm.private_key',
 ];
 
-export function createLogger(level: string): Logger {
-  return pino({ level, redact: { paths: redactPaths, censor: '[redacted]' } });
+/** JSON lines on stdout (the server's log stream), or on stderr where stdout carries a program's answer (the CLI). */
+export function createLogger(level: string, to: 'stdout' | 'stderr' = 'stdout'): Logger {
+  const options = { level, redact: { paths: redactPaths, censor: '[redacted]' } };
+  return to === 'stdout' ? pino(options) : pino(options, pino.destination(2));
 }
 
 export type { Logger };

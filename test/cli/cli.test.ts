@@ -131,22 +131,39 @@ describe('pushd with bad arguments: non-zero exit, message on stderr, nothing on
     [['app', 'create', '--bundle-id', 'has space'], /bundle-id must be letters, digits, dots and dashes/],
     [['app', 'create', '--bundle-id', 'com.example.app', '--colour', 'red'], /Unknown option '--colour'/],
     [['key', 'create', '--role', 'read'], /--app is required/],
-    [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'read'], /app not found/],
-    [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /app not found/],
     [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /role must be one of read, write, sdk/],
     [['key', 'revoke'], /--key is required/],
-    [['key', 'revoke', '--key', 'never-issued'], /active key not found/],
-  ])('pushd %j', async (args, message) => {
+  ])('pushd %j: a usage error, exit 2', async (args, message) => {
     const r = await cli(...args);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(message);
     expect(r.code).toBe(2);
   });
 
+  it.concurrent.each([
+    [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'read'], /app not found/],
+    [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /app not found/],
+    [['key', 'revoke', '--key', 'never-issued'], /active key not found/],
+  ])('pushd %j: a well-formed command that fails, exit 1', async (args, message) => {
+    const r = await cli(...args);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(message);
+    expect(r.code).toBe(1);
+  });
+
+  it('revoking a key twice: the second revoke exits 1', async () => {
+    const created = json(await cli('app', 'create', '--bundle-id', 'com.example.revoke-twice')) as { keys: { read: string } };
+    expect((await cli('key', 'revoke', '--key', created.keys.read)).code).toBe(0);
+    const again = await cli('key', 'revoke', '--key', created.keys.read);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/active key not found/);
+    expect(again.stdout).toBe('');
+  });
+
   it('refuses a second app with the same bundle id', async () => {
     json(await cli('app', 'create', '--bundle-id', 'com.example.twice'));
     const r = await cli('app', 'create', '--bundle-id', 'com.example.twice');
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(1);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/exists/);
     const rows = await h.db.db.selectFrom('apps').select('id').where('bundle_id', '=', 'com.example.twice').execute();

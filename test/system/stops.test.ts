@@ -73,6 +73,29 @@ describe('Ctrl-C in a terminal (SIGINT to the whole process group)', () => {
   });
 });
 
+describe('the CLI after a crashed server', () => {
+  it('prints exactly one JSON document on stdout while it stops the PostgreSQL the crash left running', async () => {
+    const dataDir = await tempDir();
+    const env = {
+      DATA_DIR: dataDir,
+      PORT: String(await freePort()),
+      EMBEDDED_PG_PORT: String(await freePort()),
+      DATABASE_URL: '',
+      REDIS_URL: '',
+    };
+    const p = server(env);
+    await p.waitForLog('listening', 150_000);
+    await p.stop('SIGKILL'); // its PostgreSQL, in a session of its own, keeps running
+
+    const cli = Proc.cli(['app', 'list'], env);
+    procs.push(cli);
+    expect((await cli.exited).code, cli.output).toBe(0);
+    expect(cli.stdout.trim().split('\n')).toHaveLength(1);
+    expect(JSON.parse(cli.stdout)).toEqual({ apps: [] });
+    expect(cli.stderr).toContain('stopping a PostgreSQL left running by an earlier crash');
+  });
+});
+
 describe('a postmaster.pid left behind', () => {
   it('is removed, not acted on, when its pid is a postgres of another cluster', async () => {
     const other = await startEmbeddedPostgres(await tempDir(), await freePort(), log);
