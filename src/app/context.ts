@@ -12,7 +12,8 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { JobQueues } from '../queue/queues.js';
 import { DeviceService } from '../services/devices.js';
-import { NotificationService, type NotificationScheduler } from '../services/notifications.js';
+import type { NotificationScheduler } from '../queue/jobs.js';
+import { NotificationService } from '../services/notifications.js';
 
 /** Everything a request handler or job may need, built once at start-up and passed explicitly. */
 export interface AppContext {

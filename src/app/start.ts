@@ -5,6 +5,7 @@ import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../queue/pipeline.js';
+import { jobSpecs } from '../queue/jobs.js';
 import { JobQueues } from '../queue/queues.js';
 import { createContext, type AppContext } from './context.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
@@ -58,6 +59,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     config.REDIS_URL
       ? { kind: 'redis', redisUrl: config.REDIS_URL, databaseUrl: database.url, prefix: config.QUEUE_PREFIX }
       : { kind: 'postgres', databaseUrl: database.url, prefix: config.QUEUE_PREFIX },
+    jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),
   );
   lifecycle.add('queues', () => queues.close());
   const metrics = new Metrics();

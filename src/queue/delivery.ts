@@ -5,7 +5,7 @@ import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { GatewayProvider } from '../gateways/provider.js';
-import type { JobTypes } from './queues.js';
+import type { JobTypes } from './jobs.js';
 import { RetryLaterError } from './retry.js';
 
 /** Sorts per-device gateway results into what the batch records. */

@@ -4,9 +4,8 @@ import type { DeliveryRepository, Deliverable, NewBatch } from '../db/repositori
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Filter } from '../domain/filters.js';
 import type { Logger } from '../platform/logger.js';
-import type { JobQueues, JobTypes } from './queues.js';
-
-export const batchJobOptions = { removeOnComplete: true, removeOnFail: true } as const;
+import type { JobTypes } from './jobs.js';
+import type { JobQueues } from './queues.js';
 
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
@@ -67,12 +66,7 @@ export function fanoutProcessor(deps: {
       return;
     }
     await deps.delivery.markSending(notificationId, generation);
-    const enqueue = (b: { id: string; platform: NewBatch['platform']; development: boolean }) =>
-      deps.queues.add(
-        'delivery',
-        { notificationId, generation, batchId: b.id, platform: b.platform, development: b.development },
-        { jobId: b.id, ...batchJobOptions },
-      );
+    const enqueue = (b: { id: string }) => deps.queues.add('delivery', { notificationId, batchId: b.id });
 
     if (!n.fanout_done) {
       const audience = await deps.db.selectFrom('audiences').select(['filters']).where('id', '=', n.audience_id).executeTakeFirstOrThrow();

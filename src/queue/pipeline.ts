@@ -4,13 +4,21 @@ import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
-import type { NotificationScheduler } from '../services/notifications.js';
 import { deliveryProcessor } from './delivery.js';
-import { batchJobOptions, fanoutProcessor } from './fanout.js';
+import { fanoutProcessor } from './fanout.js';
 import type { GatewayProvider } from '../gateways/provider.js';
-import { JOB_NAMES, type JobQueues } from './queues.js';
+import { JOB_NAMES, type JobName, type JobTypes, type NotificationScheduler } from './jobs.js';
+import type { Job } from 'bullmq';
+import type { JobQueues } from './queues.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 import { startSweeper } from './sweeper.js';
+
+interface JobHandler<N extends JobName> {
+  process: (job: Job<JobTypes[N]>) => Promise<void>;
+  concurrency: number;
+  /** Delay before the next attempt; BullMQ's own backoff when absent. */
+  backoff?: (attemptsMade: number, err: unknown) => number;
+}
 
 export interface Pipeline {
   scheduler: NotificationScheduler;
@@ -31,20 +39,8 @@ export function startPipeline(
   queues: JobQueues,
   opts: { workers: boolean; gateways?: GatewayProvider; metrics?: Metrics },
 ): Pipeline {
-  const fanoutAttempts = 5;
   const scheduler: NotificationScheduler = {
-    async schedule(notificationId, generation) {
-      await queues.add(
-        'fanout',
-        { notificationId, generation },
-        {
-          jobId: `${notificationId}-g${generation}`,
-          attempts: fanoutAttempts,
-          backoff: { type: 'exponential', delay: 1000 },
-          ...batchJobOptions,
-        },
-      );
-    },
+    schedule: (notificationId, generation) => queues.add('fanout', { notificationId, generation }),
   };
   if (!opts.workers) return { scheduler, sweep: async () => undefined, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');
@@ -57,26 +53,38 @@ export function startPipeline(
     maxDelayMs: config.RETRY_MAX_MS,
   };
 
-  queues.worker(
-    'fanout',
-    fanoutProcessor({ db, log, queues, notifications, delivery, pageSize: config.FANOUT_PAGE_SIZE, batchSize: config.DELIVERY_BATCH_SIZE }),
-    { concurrency: 2, lockDuration: config.JOB_LOCK_MS },
-  );
-  const deliverWorker = queues.worker(
-    'delivery',
-    deliveryProcessor({ log, metrics: opts.metrics, gateways: opts.gateways, notifications, delivery, maxAttempts: policy.attempts }),
-    {
+  // One handler per job name: the map's type requires each name of jobs.ts exactly once.
+  const handlers: { [N in JobName]: JobHandler<N> } = {
+    fanout: {
+      process: fanoutProcessor({
+        db,
+        log,
+        queues,
+        notifications,
+        delivery,
+        pageSize: config.FANOUT_PAGE_SIZE,
+        batchSize: config.DELIVERY_BATCH_SIZE,
+      }),
+      concurrency: 2,
+    },
+    delivery: {
+      process: deliveryProcessor({
+        log,
+        metrics: opts.metrics,
+        gateways: opts.gateways,
+        notifications,
+        delivery,
+        maxAttempts: policy.attempts,
+      }),
       concurrency: config.DELIVERY_CONCURRENCY,
-      lockDuration: config.JOB_LOCK_MS,
       backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
     },
-  );
-  deliverWorker.on('failed', (job, err) =>
-    log.warn({ err: err.message, notificationId: job?.data.notificationId, batchId: job?.id }, 'delivery attempt failed'),
-  );
-
-  // Delivery jobs are added with the attempts of the policy; see enqueue in fanout.ts.
-  queues.setDefaults('delivery', { attempts: policy.attempts, backoff: { type: 'custom' } });
+  };
+  for (const name of JOB_NAMES) {
+    const { process, concurrency, backoff } = handlers[name] as JobHandler<JobName>;
+    const worker = queues.worker(name, process, { concurrency, lockDuration: config.JOB_LOCK_MS, backoff });
+    worker.on('failed', (job, err) => log.warn({ err: err.message, job: name, jobId: job?.id, data: job?.data }, 'job attempt failed'));
+  }
 
   const sweeper = startSweeper({ log, delivery, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
   const depthTimer = setInterval(async () => {

@@ -1,16 +1,6 @@
-import { createPostgresBackend, createRedisBackend, withBackend, type Job, type JobsOptions, type Queue, type Worker } from 'bullmq';
+import { createPostgresBackend, createRedisBackend, withBackend, type Job, type Queue, type Worker } from 'bullmq';
 import type { RedisOptions } from 'ioredis';
-import type { Platform } from '../db/schema.js';
-
-/** Every job this service runs, by name, with its data. One queue per job name. */
-export interface JobTypes {
-  /** Resolve a notification's audience to devices and cut it into delivery batches. */
-  fanout: { notificationId: string; generation: number };
-  /** Send one batch of devices of one platform and environment. */
-  delivery: { notificationId: string; generation: number; batchId: string; platform: Platform; development: boolean };
-}
-export type JobName = keyof JobTypes;
-export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery'];
+import type { JobName, JobSpecs, JobTypes } from './jobs.js';
 
 export type QueueBackendKind = 'redis' | 'postgres';
 
@@ -35,7 +25,10 @@ export class JobQueues {
   private readonly connection: unknown;
   private readonly prefix: string;
 
-  constructor(readonly conn: QueueConnection) {
+  constructor(
+    readonly conn: QueueConnection,
+    private readonly specs: JobSpecs,
+  ) {
     this.prefix = conn.prefix ?? 'pushd';
     if (conn.kind === 'redis') {
       this.classes = withBackend(createRedisBackend) as unknown as ReturnType<typeof withBackend>;
@@ -56,16 +49,10 @@ export class JobQueues {
     return q;
   }
 
-  private readonly defaults = new Map<JobName, JobsOptions>();
-
-  /** Options every job of that name gets (e.g. the retry policy of deliveries). */
-  setDefaults(name: JobName, opts: JobsOptions): void {
-    this.defaults.set(name, opts);
-  }
-
-  /** Adds a job; a job id that already exists is not added twice (idempotent enqueue). */
-  async add<N extends JobName>(name: N, data: JobTypes[N], opts: JobsOptions & { jobId: string }): Promise<void> {
-    await this.queue(name).add(name, data, { ...this.defaults.get(name), ...opts });
+  /** Adds a job with the options of its name (jobs.ts); a job whose id exists is not added twice. */
+  async add<N extends JobName>(name: N, data: JobTypes[N]): Promise<void> {
+    const spec = this.specs[name];
+    await this.queue(name).add(name, data, { ...spec.options, jobId: spec.id(data) });
   }
 
   worker<N extends JobName>(

@@ -1,6 +1,6 @@
+import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
-import type { NotificationScheduler } from '../services/notifications.js';
 
 /**
  * Re-enqueues notifications that made no progress for a while: the enqueue after commit failed, or the

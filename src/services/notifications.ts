@@ -6,11 +6,7 @@ import { canonicalFilters, specKey } from '../domain/audience-spec.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
 import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
-
-export interface NotificationScheduler {
-  /** Hands a committed notification to the delivery pipeline. Must be idempotent per (id, generation). */
-  schedule(notificationId: string, generation: number): Promise<void>;
-}
+import type { NotificationScheduler } from '../queue/jobs.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';

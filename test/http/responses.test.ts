@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { buildServer } from '../../src/http/server.js';
+import { jobSpecs } from '../../src/queue/jobs.js';
 import { JobQueues } from '../../src/queue/queues.js';
 import { useHarness, redisUrl } from '../helpers/harness.js';
 import { get, ISO_MS, postNotification, UUID, type AppWithKeys } from './support.js';
@@ -237,7 +238,7 @@ describe('GET /ready when the database and queue store are unreachable', () => {
   it('answers 503 naming what is down, while /health stays 200', async () => {
     const deadUrl = 'postgres://postgres@127.0.0.1:1/none';
     const db = openDatabase(deadUrl);
-    const queues = new JobQueues({ kind: 'postgres', databaseUrl: deadUrl, prefix: 'ready_test' });
+    const queues = new JobQueues({ kind: 'postgres', databaseUrl: deadUrl, prefix: 'ready_test' }, jobSpecs({ deliveryAttempts: 1 }));
     const server = await buildServer({ ...h.ctx, db: db.db, queues });
     try {
       const res = await server.inject({ method: 'GET', url: '/ready' });

@@ -1,0 +1,45 @@
+import type { JobsOptions } from 'bullmq';
+
+/**
+ * Every job this service runs, by name: its data and how it is enqueued. One queue per job name, one handler per
+ * job name (src/queue/pipeline.ts registers them from a map of the same names).
+ */
+export interface JobTypes {
+  /** Resolve a notification's audience to devices and cut it into delivery batches. */
+  fanout: { notificationId: string; generation: number };
+  /** Send one stored batch; the batch row says which devices, platform and environment. */
+  delivery: { notificationId: string; batchId: string };
+}
+export type JobName = keyof JobTypes;
+export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery'];
+
+export interface JobSpec<D> {
+  /** A deterministic id: enqueueing the same work twice (a re-run fan-out, the sweeper) adds it once. */
+  id(data: D): string;
+  options: JobsOptions;
+}
+export type JobSpecs = { [N in JobName]: JobSpec<JobTypes[N]> };
+
+// Finished jobs are not kept: their outcome lives in PostgreSQL (batches, notification counters).
+const forget = { removeOnComplete: true, removeOnFail: true } as const;
+
+/** The options of every job, from the settings that shape them. */
+export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
+  return {
+    fanout: {
+      id: (d) => `${d.notificationId}-g${d.generation}`,
+      options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
+    },
+    delivery: {
+      id: (d) => d.batchId,
+      // 'custom': the delivery worker's backoff strategy (retry.ts) honours the gateway's Retry-After
+      options: { attempts: settings.deliveryAttempts, backoff: { type: 'custom' }, ...forget },
+    },
+  };
+}
+
+/** How the rest of the service hands a committed notification to the pipeline (pipeline.ts implements it). */
+export interface NotificationScheduler {
+  /** Enqueues its fan-out; idempotent per (id, generation). */
+  schedule(notificationId: string, generation: number): Promise<void>;
+}
