@@ -1,5 +1,6 @@
 import { AppsRepository } from '../db/repositories/apps.js';
-import { createGatewayProvider } from '../gateways/runtime/create-provider.js';
+import type { Db } from '../db/database.js';
+import { createGatewayProvider, type CredentialsLookup, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
 import { buildServer } from '../http/server.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
@@ -52,7 +53,12 @@ export class Lifecycle {
  * DATABASE_URL, migrated), job queues (Redis when REDIS_URL is set, else PostgreSQL), the delivery pipeline
  * (workers unless ROLE=api), then, unless ROLE=worker, the request context and the HTTP server (not listening).
  */
-export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle): Promise<Pushd> {
+/** What differs between processes beyond the settings (tests run the gateway threads from TypeScript sources). */
+export interface StartOptions {
+  gatewayThreadEntry?: URL;
+}
+
+export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions = {}): Promise<Pushd> {
   const database = await openDatabaseRuntime(config, log);
   lifecycle.add('database', () => database.close());
   const queues = new JobQueues(
@@ -64,7 +70,9 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('queues', () => queues.close());
   const metrics = new Metrics();
   const workers = config.ROLE !== 'api';
-  const gateways = workers ? createGatewayProvider(config, log, new AppsRepository(database.handle.db)) : undefined;
+  const gateways = workers
+    ? createGatewayProvider(gatewayRuntimeOptions(config, options), log, credentialsLookup(database.handle.db))
+    : undefined;
   const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
@@ -74,4 +82,32 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
+}
+
+function gatewayRuntimeOptions(config: Config, options: StartOptions): GatewayRuntimeOptions {
+  const limits = { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT };
+  return {
+    pool: {
+      apnsOriginProduction: config.APNS_ORIGIN_PRODUCTION,
+      apnsOriginSandbox: config.APNS_ORIGIN_SANDBOX,
+      fcmOrigin: config.FCM_ORIGIN,
+      googleTokenUrl: config.GOOGLE_TOKEN_URL,
+      apns: limits,
+      fcm: limits,
+    },
+    threads: config.GATEWAY_THREADS,
+    logLevel: config.LOG_LEVEL,
+    closeTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
+    threadEntry: options.gatewayThreadEntry,
+  };
+}
+
+/** The gateways read an app's credentials as stored, for every batch. */
+function credentialsLookup(db: Db): CredentialsLookup {
+  const apps = new AppsRepository(db);
+  return async (appId) => {
+    const app = await apps.findById(appId);
+    if (!app) return null;
+    return { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials };
+  };
 }

@@ -7,7 +7,6 @@
  * like any other per-token outcome.
  */
 import { createHash } from 'node:crypto';
-import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import { ApnsGateway, type ApnsGatewayOptions } from './apns.js';
 import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from './credentials.js';
@@ -32,18 +31,6 @@ export interface AppPushCredentials {
   bundleId: string;
   apnsCredentials: unknown;
   fcmCredentials: unknown;
-}
-
-export function gatewayPoolOptionsFromConfig(config: Config, log?: Logger): GatewayPoolOptions {
-  return {
-    apnsOriginProduction: config.APNS_ORIGIN_PRODUCTION,
-    apnsOriginSandbox: config.APNS_ORIGIN_SANDBOX,
-    fcmOrigin: config.FCM_ORIGIN,
-    googleTokenUrl: config.GOOGLE_TOKEN_URL,
-    apns: { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT },
-    fcm: { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT },
-    ...(log && { log }),
-  };
 }
 
 export class GatewayPool {

@@ -8,6 +8,7 @@ import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/gateways
 import type { PushTarget } from '../../src/gateways/types.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { GatewayThreads } from '../../src/gateways/runtime/threads.js';
+import { GATEWAY_THREAD_ENTRY } from '../helpers/gateway-thread.js';
 import { ApnsMock, randomApnsToken } from '../mocks/apns-mock.js';
 import { generateApnsKey, generateServiceAccount, type TestApnsKey, type TestServiceAccount } from '../mocks/credentials.js';
 import { FcmMock, randomFcmToken } from '../mocks/fcm-mock.js';
@@ -32,6 +33,7 @@ function threads(count = 2): GatewayThreads {
       logLevel: 'silent',
     },
     createLogger('silent'),
+    { entry: GATEWAY_THREAD_ENTRY, closeTimeoutMs: 25_000 },
   );
 }
 

@@ -9,6 +9,7 @@ import { createLogger } from '../../src/platform/logger.js';
 import type { Pipeline } from '../../src/queue/pipeline.js';
 import type { QueueBackendKind } from '../../src/queue/queues.js';
 import { AppService } from '../../src/services/apps.js';
+import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
 
 export type { Server };
 
@@ -64,7 +65,7 @@ export async function createHarness(
   });
   const log = createLogger(config.LOG_LEVEL);
   const lifecycle = new Lifecycle();
-  const pushd = await startPushd(config, log, lifecycle);
+  const pushd = await startPushd(config, log, lifecycle, { gatewayThreadEntry: GATEWAY_THREAD_ENTRY });
   const { ctx, server } = pushd.api!;
   await server.ready();
   const db = pushd.database.handle;

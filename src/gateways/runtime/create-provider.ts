@@ -1,50 +1,57 @@
-import type { Config } from '../../platform/config.js';
-import type { AppsRepository } from '../../db/repositories/apps.js';
-import type { Platform } from '../../db/schema.js';
-import { GatewayPool, gatewayPoolOptionsFromConfig, type AppPushCredentials } from '../pool.js';
-import type { PushEnvironment, PushGateway } from '../types.js';
 import type { Logger } from '../../platform/logger.js';
+import { GatewayPool, type AppPushCredentials, type GatewayPoolOptions } from '../pool.js';
 import type { GatewayProvider } from '../provider.js';
+import type { PushEnvironment, PushGateway, PushPlatform } from '../types.js';
 import { GatewayThreads } from './threads.js';
 
+export interface GatewayRuntimeOptions {
+  pool: Omit<GatewayPoolOptions, 'log'>;
+  /** Worker threads that run the gateways; 0 runs them on the calling thread. */
+  threads: number;
+  logLevel: string;
+  /** How long closing may wait for in-flight sends: within the process's own shutdown budget. */
+  closeTimeoutMs: number;
+  /** The module a gateway thread runs: by default the compiled thread-main.js beside this file. */
+  threadEntry?: URL;
+}
+
+/** An app's push credentials as stored, read for every batch so a change applies to the next one. */
+export type CredentialsLookup = (appId: string) => Promise<AppPushCredentials | null>;
+
 /**
- * The gateways of a delivery worker, from each app's stored credentials: one long-lived gateway per app,
- * platform and environment, in GATEWAY_THREADS worker threads, or in the worker's own thread when 0.
+ * The gateways of a delivery worker: one long-lived gateway per app, platform and environment, in worker
+ * threads, or in the worker's own thread when `threads` is 0.
  */
-export function createGatewayProvider(config: Config, log: Logger, apps: AppsRepository): GatewayProvider {
-  if (config.GATEWAY_THREADS === 0) {
-    const pool = new GatewayPool(gatewayPoolOptionsFromConfig(config, log));
+export function createGatewayProvider(options: GatewayRuntimeOptions, log: Logger, credentialsOf: CredentialsLookup): GatewayProvider {
+  if (options.threads === 0) {
+    const pool = new GatewayPool({ ...options.pool, log });
     return new StoredCredentialsGateways(
-      apps,
+      credentialsOf,
       (app, platform, environment) => pool.get(app, platform, environment),
       () => pool.close(),
     );
   }
-  // the pool options are plain data (origins, limits), so they cross to the threads as they are
-  const { log: _log, ...pool } = gatewayPoolOptionsFromConfig(config);
-  const threads = new GatewayThreads(config.GATEWAY_THREADS, { pool, logLevel: config.LOG_LEVEL }, log);
+  const threads = new GatewayThreads(options.threads, { pool: options.pool, logLevel: options.logLevel }, log, {
+    entry: options.threadEntry ?? new URL('./thread-main.js', import.meta.url),
+    closeTimeoutMs: options.closeTimeoutMs,
+  });
   return new StoredCredentialsGateways(
-    apps,
+    credentialsOf,
     (app, platform, environment) => threads.gateway(app, platform, environment),
     () => threads.close(),
   );
 }
 
-/** Looks up the app's credentials for every batch, so a credentials change applies to the next batch. */
 class StoredCredentialsGateways implements GatewayProvider {
   constructor(
-    private readonly apps: AppsRepository,
-    private readonly gatewayOf: (app: AppPushCredentials, platform: Platform, environment: PushEnvironment) => PushGateway,
+    private readonly credentialsOf: CredentialsLookup,
+    private readonly gatewayOf: (app: AppPushCredentials, platform: PushPlatform, environment: PushEnvironment) => PushGateway,
     readonly close: () => Promise<void>,
   ) {}
 
-  async gatewayFor(appId: string, platform: Platform, development: boolean): Promise<PushGateway | null> {
-    const app = await this.apps.findById(appId);
+  async gatewayFor(appId: string, platform: PushPlatform, development: boolean): Promise<PushGateway | null> {
+    const app = await this.credentialsOf(appId);
     if (!app) return null;
-    return this.gatewayOf(
-      { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials },
-      platform,
-      development ? 'development' : 'production',
-    );
+    return this.gatewayOf(app, platform, development ? 'development' : 'production');
   }
 }

@@ -14,19 +14,21 @@ import type { NotificationPush, PushEnvironment, PushGateway, PushOutcome, PushP
 import type { Logger } from '../../platform/logger.js';
 import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './thread-protocol.js';
 
-/** How long close() waits for a thread to finish its in-flight sends before it is terminated. */
-const CLOSE_TIMEOUT_MS = 30_000;
 /** Pause before a thread that died is started again (a thread that cannot start must not spin). */
 const RESPAWN_DELAY_MS = 1000;
-/** Old-generation cap of a gateway thread (its live heap is a few tens of MB; see README, Performance). */
+/** Old-generation cap of a gateway thread: its live heap is a few tens of MB, and memory must stay bounded. */
 const THREAD_HEAP_MB = 96;
 
 export class GatewayThreads {
   private readonly threads: GatewayThread[];
 
-  constructor(count: number, data: GatewayThreadData, log: Logger) {
+  /**
+   * `entry`: the module each thread runs (thread-main: compiled .js in production; a test passes a loader for the
+   * .ts source). `closeTimeoutMs`: how long close() waits for in-flight sends before a thread is terminated.
+   */
+  constructor(count: number, data: GatewayThreadData, log: Logger, runtime: { entry: URL; closeTimeoutMs: number }) {
     if (!Number.isInteger(count) || count < 1) throw new RangeError(`thread count must be a positive integer, got ${count}`);
-    this.threads = Array.from({ length: count }, (_, i) => new GatewayThread(data, log.child({ gatewayThread: i })));
+    this.threads = Array.from({ length: count }, (_, i) => new GatewayThread(data, runtime, log.child({ gatewayThread: i })));
   }
 
   /** The gateway of one app, platform and environment, in the thread that owns it. */
@@ -57,6 +59,7 @@ class GatewayThread {
 
   constructor(
     private readonly data: GatewayThreadData,
+    private readonly runtime: { entry: URL; closeTimeoutMs: number },
     private readonly log: Logger,
   ) {
     this.worker = this.spawn();
@@ -82,7 +85,7 @@ class GatewayThread {
     this.closing ??= new Promise<void>((resolve) => {
       const worker = this.worker;
       if (!worker) return resolve();
-      const timer = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
+      const timer = setTimeout(() => void worker.terminate(), this.runtime.closeTimeoutMs);
       worker.once('exit', () => {
         clearTimeout(timer);
         resolve();
@@ -93,7 +96,7 @@ class GatewayThread {
   }
 
   private spawn(): Worker {
-    const worker = startThread(this.data);
+    const worker = new Worker(this.runtime.entry, { workerData: this.data, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } });
     worker.unref(); // the main thread's own handles decide when the process ends
     worker.on('message', (message: FromGatewayThread) => {
       if (message.type !== 'sent') return;
@@ -122,19 +125,4 @@ class GatewayThread {
 
 function answerAll(targets: PushTarget[], outcome: PushOutcome): PushResult[] {
   return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
-}
-
-/**
- * Compiled (dist/, production) the thread runs thread-main.js. Run from TypeScript sources (tsx in
- * `npm run dev`, vitest) the sibling is thread-main.ts, which a thread can load only after
- * registering tsx's loader in it.
- */
-function startThread(workerData: GatewayThreadData): Worker {
-  const options = { workerData, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } };
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./thread-main.js', import.meta.url), options);
-  const entry = new URL('./thread-main.ts', import.meta.url).href;
-  return new Worker(`import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(entry)}); })`, {
-    ...options,
-    eval: true,
-  });
 }
