@@ -8,7 +8,7 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { ValidationError } from '../domain/errors.js';
 
-/** Thrown for unusable credentials; a ValidationError so the HTTP layer answers 400 with the message. */
+/** Thrown for unusable credentials; a ValidationError, so the CLI that stores them exits 2 with the message. */
 export class CredentialsError extends ValidationError {}
 
 export interface ApnsCredentials {

@@ -1,7 +1,7 @@
 /**
  * FCM HTTP v1 gateway: our own long-lived node:http2 session + firebase-admin's Credential contract.
  *
- * What we did and why (for the README):
+ * Why not firebase-admin's transport:
  * - Sending: firebase-admin's messaging cannot be pointed at FCM_ORIGIN — `FCM_SEND_HOST` is the
  *   constant 'fcm.googleapis.com' in lib/messaging/messaging.js — and its sendEach() opens a new HTTP/2
  *   session per call. So we POST `${FCM_ORIGIN}/v1/projects/<project_id>/messages:send` ourselves over

@@ -15,10 +15,6 @@ export class Limiter {
     if (!Number.isInteger(max) || max < 1) throw new RangeError(`limit must be a positive integer, got ${max}`);
   }
 
-  get inFlight(): number {
-    return this.active;
-  }
-
   async run<T>(task: () => Promise<T>): Promise<T> {
     if (this.active < this.max) this.active += 1;
     else await new Promise<void>((resolve) => this.waiting.push(resolve));
@@ -93,10 +89,6 @@ export class ChunkedLimiter {
 export class Drain {
   private readonly running = new Set<Promise<unknown>>();
   private closed = false;
-
-  get isClosed(): boolean {
-    return this.closed;
-  }
 
   /** Runs `op` unless closed; returns undefined when closed so the caller can answer "retry later". */
   track<T>(op: () => Promise<T>): Promise<T> | undefined {

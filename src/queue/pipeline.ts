@@ -22,8 +22,6 @@ interface JobHandler<N extends JobName> {
 
 export interface Pipeline {
   scheduler: NotificationScheduler;
-  /** Runs one sweep now (tests, and after a queue outage). */
-  sweep(): Promise<void>;
   /** Stops taking jobs, lets in-flight batches finish, closes gateways. */
   close(): Promise<void>;
 }
@@ -42,7 +40,7 @@ export function startPipeline(
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation) => queues.add('fanout', { notificationId, generation }),
   };
-  if (!opts.workers) return { scheduler, sweep: async () => undefined, close: async () => undefined };
+  if (!opts.workers) return { scheduler, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');
 
   const notifications = new NotificationsRepository(db);
@@ -97,7 +95,6 @@ export function startPipeline(
 
   return {
     scheduler,
-    sweep: sweeper.sweep,
     async close() {
       sweeper.stop();
       clearInterval(depthTimer);

@@ -27,8 +27,5 @@ export function startSweeper(deps: { log: Logger; delivery: DeliveryRepository; 
   };
   const timer = setInterval(() => void sweep(), Math.max(1000, (deps.afterSeconds * 1000) / 2));
   timer.unref();
-  return {
-    sweep,
-    stop: () => clearInterval(timer),
-  };
+  return { stop: () => clearInterval(timer) };
 }
