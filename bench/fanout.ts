@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { sql } from 'kysely';
-import { parseFcmServiceAccount } from '../src/gateways/credentials.js';
+import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { arg, CA_PATH, cpuMs, peakRssMb, percentile, printTable } from './lib/setup.js';
 import { BENCH_BUNDLE, benchStack, startServices } from './lib/stack.js';

@@ -2,7 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/gateways/credentials.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
 import { benchDatabase, freePort, startService, waitReady } from './setup.js';

@@ -1,7 +1,6 @@
 import { readFile } from 'node:fs/promises';
-import { AppsRepository } from '../db/repositories/apps.js';
-import { NotFoundError, ValidationError } from '../domain/errors.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../gateways/credentials.js';
+import { ValidationError } from '../domain/errors.js';
+import { AppService } from '../services/apps.js';
 import type { Command } from './index.js';
 
 /**
@@ -11,8 +10,8 @@ import type { Command } from './index.js';
 export const credentialCommands: Record<string, Command> = {
   'app set-apns': async (a, rt) => {
     const keyPem = await readRequiredFile(a['key-file'], 'key-file');
-    const credentials = parseApnsCredentials({ keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) });
-    await store(rt.handle.db, a.app, 'apns', { ...credentials });
+    const raw = { keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) };
+    const credentials = await new AppService(rt.handle.db).setPushCredentials(requiredApp(a), 'apns', raw);
     return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
   },
   'app set-fcm': async (a, rt) => {
@@ -23,8 +22,7 @@ export const credentialCommands: Record<string, Command> = {
     } catch {
       throw new ValidationError('service-account: file is not valid JSON');
     }
-    const account = parseFcmServiceAccount(json);
-    await store(rt.handle.db, a.app, 'fcm', { ...account });
+    const account = await new AppService(rt.handle.db).setPushCredentials(requiredApp(a), 'fcm', json);
     return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
   },
 };
@@ -38,15 +36,7 @@ async function readRequiredFile(path: string | undefined, option: string): Promi
   }
 }
 
-async function store(
-  db: ConstructorParameters<typeof AppsRepository>[0],
-  appId: string | undefined,
-  platform: 'apns' | 'fcm',
-  credentials: Record<string, unknown>,
-) {
-  if (!appId) throw new ValidationError('--app is required');
-  const apps = new AppsRepository(db);
-  const found = await apps.findById(appId).catch(() => undefined);
-  if (!found) throw new NotFoundError('app');
-  await apps.setCredentials(appId, platform, credentials);
+function requiredApp(args: Record<string, string | undefined>): string {
+  if (!args.app) throw new ValidationError('--app is required');
+  return args.app;
 }

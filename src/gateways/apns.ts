@@ -30,12 +30,12 @@ import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
 import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
-import type { ApnsCredentials } from './credentials.js';
+import type { ApnsCredentials } from '../domain/credentials.js';
 import { ChunkedLimiter, Drain } from './limiter.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
-export { parseApnsCredentials, type ApnsCredentials } from './credentials.js';
+export { parseApnsCredentials, type ApnsCredentials } from '../domain/credentials.js';
 
 export interface ApnsGatewayOptions {
   credentials: ApnsCredentials;

@@ -16,14 +16,14 @@
  */
 import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
-import type { FcmServiceAccount } from './credentials.js';
+import type { FcmServiceAccount } from '../domain/credentials.js';
 import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
 import { ChunkedLimiter, Drain } from './limiter.js';
 import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
-export { parseFcmServiceAccount, type FcmServiceAccount } from './credentials.js';
+export { parseFcmServiceAccount, type FcmServiceAccount } from '../domain/credentials.js';
 
 export interface FcmGatewayOptions {
   serviceAccount: FcmServiceAccount;

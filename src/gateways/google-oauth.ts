@@ -12,7 +12,7 @@
  */
 import { createSign } from 'node:crypto';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
-import type { FcmServiceAccount } from './credentials.js';
+import type { FcmServiceAccount } from '../domain/credentials.js';
 
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';

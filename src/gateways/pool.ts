@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from '../platform/logger.js';
 import { ApnsGateway, type ApnsGatewayOptions } from './apns.js';
-import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from './credentials.js';
+import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from '../domain/credentials.js';
 import { FcmGateway, type FcmGatewayOptions } from './fcm.js';
 import type { NotificationPush, PushEnvironment, PushGateway, PushPlatform, PushResult, PushTarget } from './types.js';
 

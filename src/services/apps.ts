@@ -2,6 +2,7 @@ import type { Db } from '../db/database.js';
 import { ApiKeysRepository, AppsRepository, type AppSummary } from '../db/repositories/apps.js';
 import type { KeyRole } from '../db/schema.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
@@ -37,6 +38,16 @@ export class AppService {
     const key = generateApiKey();
     await this.keys.create(appId, role as KeyRole, hashApiKey(key), keyHint(key));
     return { app_id: appId, role: role as KeyRole, key };
+  }
+
+  /** Stores an app's APNs or FCM credentials, validated first: a bad key is refused now, not at send time. */
+  async setPushCredentials(appId: string, platform: 'apns', raw: unknown): Promise<ApnsCredentials>;
+  async setPushCredentials(appId: string, platform: 'fcm', raw: unknown): Promise<FcmServiceAccount>;
+  async setPushCredentials(appId: string, platform: 'apns' | 'fcm', raw: unknown): Promise<ApnsCredentials | FcmServiceAccount> {
+    const credentials = platform === 'apns' ? parseApnsCredentials(raw) : parseFcmServiceAccount(raw);
+    if (!(await this.apps.findById(appId).catch(() => undefined))) throw new NotFoundError('app');
+    await this.apps.setCredentials(appId, platform, { ...credentials });
+    return credentials;
   }
 
   async revokeKey(key: string): Promise<void> {

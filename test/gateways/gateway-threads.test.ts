@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AppPushCredentials } from '../../src/gateways/pool.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/gateways/credentials.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import type { PushTarget } from '../../src/gateways/types.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { GatewayThreads } from '../../src/gateways/runtime/threads.js';

@@ -1,6 +1,6 @@
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount, randomApnsToken, randomFcmToken } from '../mocks/index.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/gateways/credentials.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import type { Harness } from './harness.js';
 import { basic } from './harness.js';
 

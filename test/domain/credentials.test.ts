@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from '../../src/gateways/credentials.js';
+import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { ValidationError } from '../../src/domain/errors.js';
 import { generateApnsKey, generateServiceAccount } from '../mocks/credentials.js';
 

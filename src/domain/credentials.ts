@@ -6,7 +6,7 @@
  * FCM: a Google service account JSON, as downloaded from the Firebase console.
  */
 import { createPrivateKey, type KeyObject } from 'node:crypto';
-import { ValidationError } from '../domain/errors.js';
+import { ValidationError } from './errors.js';
 
 /** Thrown for unusable credentials; a ValidationError, so the CLI that stores them exits 2 with the message. */
 export class CredentialsError extends ValidationError {}
