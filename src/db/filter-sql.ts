@@ -21,7 +21,7 @@ import {
   type Edge,
   type LatLng,
 } from '../domain/geo.js';
-import { isUuid } from './repositories/audiences.js';
+import { isUuid } from '../domain/cursor.js';
 
 /**
  * Compiles an audience's filters to one SQL predicate over `devices AS d` (custom attributes and events are

@@ -12,6 +12,7 @@ import {
   type DeviceFields,
   type Dropped,
 } from '../domain/device-input.js';
+import { decodeCursor, encodeCursor, isUuid } from '../domain/cursor.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
@@ -210,8 +211,9 @@ export class DeviceService {
   ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string | null }> {
     let afterId: string | null = null;
     if (opts.cursor !== undefined && opts.cursor !== '') {
-      afterId = decodeCursor(opts.cursor, audienceId);
-      if (!afterId) throw new NotFoundError('cursor');
+      const position = decodeCursor(opts.cursor, `audience:${audienceId}`, 1);
+      if (!position || !isUuid(position[0]!)) throw new NotFoundError('cursor');
+      afterId = position[0]!;
     }
     const [rows, total] = await Promise.all([
       this.devices.listAudience(appId, filters, { afterId, limit: opts.per + 1, now: opts.now }),
@@ -227,7 +229,7 @@ export class DeviceService {
       attributes: attributes.filter((a) => a.device_id === device.id),
       events: events.filter((e) => e.device_id === device.id),
     }));
-    return { devices, total, cursor: rows.length > opts.per ? encodeCursor(audienceId, page.at(-1)!.id) : null };
+    return { devices, total, cursor: rows.length > opts.per ? encodeCursor(`audience:${audienceId}`, [page.at(-1)!.id]) : null };
   }
 
   private async lockLive(db: Db, appId: string, id: string, mode: 'update' | 'share'): Promise<Device> {
@@ -275,20 +277,4 @@ function written(fields: DeviceFields, custom: CustomChanges): Written {
 /** Device fields and network columns as a column update; absent fields are left out. */
 function columns(fields: DeviceFields, net: Network): DeviceUpdate {
   return { ...(Object.fromEntries(Object.entries(fields).filter(([, v]) => v !== undefined)) as DeviceUpdate), ...net.columns };
-}
-
-/** Opaque keyset cursors: the audience and the last device id, so a cursor only works for its audience. */
-export function encodeCursor(audienceId: string, lastId: string): string {
-  return Buffer.from(JSON.stringify([1, audienceId, lastId])).toString('base64url');
-}
-
-export function decodeCursor(cursor: string, audienceId: string): string | null {
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (!Array.isArray(parsed) || parsed.length !== 3 || parsed[0] !== 1 || parsed[1] !== audienceId) return null;
-    const id = parsed[2];
-    return typeof id === 'string' && /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/.test(id) ? id : null;
-  } catch {
-    return null;
-  }
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { isUuid } from '../../domain/cursor.js';
 import type { Db } from '../database.js';
 import type { Audience } from '../schema.js';
 import type { Filter } from '../../domain/filters.js';
@@ -51,5 +52,3 @@ export class AudiencesRepository {
       .execute();
   }
 }
-
-export const isUuid = (s: string) => /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s);

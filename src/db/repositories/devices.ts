@@ -4,7 +4,7 @@ import { compileCount, compileFilters, type CompileContext } from '../filter-sql
 import type { Device, DeviceAttributesTable, DeviceUpdate, NewDevice } from '../schema.js';
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
-import { isUuid } from './audiences.js';
+import { isUuid } from '../../domain/cursor.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 

@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { Notification } from '../schema.js';
-import { isUuid } from './audiences.js';
+import { isUuid } from '../../domain/cursor.js';
 
 export interface NewNotification {
   appId: string;

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../app/context.js';
 import { NotFoundError } from '../../domain/errors.js';
 import { parseIsoDate } from '../../domain/date-math.js';
-import { isUuid } from '../../db/repositories/audiences.js';
+import { decodeCursor, encodeCursor, isUuid } from '../../domain/cursor.js';
 import { requirePermission } from '../auth.js';
 import { iso } from '../serialize.js';
 
@@ -32,12 +32,12 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { cursor, from, to, per } = request.query;
-        const after = cursor ? decodeCursor(cursor) : null;
+        const after = cursor ? decodeUninstalledCursor(cursor) : null;
         if (cursor && !after) throw new NotFoundError('cursor');
         const rows = await ctx.repos.uninstalled.page(request.principal.appId, { after, from, to, limit: per });
         const last = rows.length === per ? rows[rows.length - 1]! : null;
         return {
-          meta: { cursor: last ? encodeCursor(last.token_invalidated_at, last.id) : null },
+          meta: { cursor: last ? encodeCursor('uninstalled', [last.token_invalidated_at.toISOString(), last.id]) : null },
           devices: rows.map((d) => ({
             id: d.id,
             platform: d.platform,
@@ -51,10 +51,9 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   };
 }
 
-const encodeCursor = (at: Date, id: string) => Buffer.from(`${at.toISOString()}|${id}`).toString('base64url');
-
-function decodeCursor(cursor: string): { at: Date; id: string } | null {
-  const [at, id] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+/** The uninstalled listing's position: when the token was rejected, and the device id (ties). */
+function decodeUninstalledCursor(cursor: string): { at: Date; id: string } | null {
+  const [at, id] = decodeCursor(cursor, 'uninstalled', 2) ?? [];
   const date = at ? parseIsoDate(at) : null;
   return date && id && isUuid(id) ? { at: date, id } : null;
 }

@@ -1,0 +1,27 @@
+/**
+ * The one cursor format of the API: opaque base64url of a versioned JSON tuple, bound to the listing it pages
+ * (a cursor of one audience is refused by another) and carrying the keyset position of the last row. A cursor
+ * that does not decode, or belongs to another listing, is null: the caller answers 404, as for an unknown one.
+ */
+const VERSION = 1;
+
+export function encodeCursor(listing: string, position: readonly string[]): string {
+  return Buffer.from(JSON.stringify([VERSION, listing, ...position])).toString('base64url');
+}
+
+/** The position stored in a cursor of `listing` (as many strings as it was made with), or null. */
+export function decodeCursor(cursor: string, listing: string, size: number): string[] | null {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (!Array.isArray(parsed) || parsed.length !== size + 2 || parsed[0] !== VERSION || parsed[1] !== listing) return null;
+    const position = parsed.slice(2);
+    return position.every((p): p is string => typeof p === 'string') ? position : null;
+  } catch {
+    return null;
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Ids are UUIDs; anything else is a 404 like an unknown id, and never reaches a uuid column. */
+export const isUuid = (s: string): boolean => UUID.test(s);
