@@ -1,9 +1,10 @@
+import type { KeyRole } from '../domain/keys.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json<T = unknown> = ColumnType<T, string | T, string | T>;
 
-export type KeyRole = 'read' | 'write' | 'sdk';
+export type { KeyRole };
 export type Platform = 'ios' | 'android';
 export type NotificationState = 'scheduled' | 'sending' | 'sent' | 'failed';
 export type AttributeType = 'string' | 'integer' | 'float' | 'date' | 'boolean';
@@ -140,12 +141,20 @@ export interface DeliveryBatchesTable {
   updated_at: Generated<Date>;
 }
 
+/** Kept by a trigger from devices.tags (migration 002), so the tags filter reads an index. */
+export interface DeviceTagsTable {
+  device_id: string;
+  app_id: string;
+  tag: string;
+}
+
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
   devices: DevicesTable;
   device_attributes: DeviceAttributesTable;
   device_events: DeviceEventsTable;
+  device_tags: DeviceTagsTable;
   audiences: AudiencesTable;
   notifications: NotificationsTable;
   delivery_batches: DeliveryBatchesTable;

@@ -1,4 +1,4 @@
-/** Small typed errors the services throw; src/http/errors.ts maps each to a status. */
+/** Typed errors of the domain and the services, each carrying the HTTP status it answers with (src/http/errors.ts sends it). */
 export class DomainError extends Error {
   constructor(
     message: string,
@@ -12,12 +12,6 @@ export class DomainError extends Error {
 export class ValidationError extends DomainError {
   constructor(message: string) {
     super(message, 400);
-  }
-}
-
-export class UnprocessableError extends DomainError {
-  constructor(message: string) {
-    super(message, 422);
   }
 }
 

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type { KeyRole } from '../db/schema.js';
-
+/** What a key may be: read (dashboards), write (backends), sdk (ships inside the app). */
+export type KeyRole = 'read' | 'write' | 'sdk';
 export const KEY_ROLES: readonly KeyRole[] = ['read', 'write', 'sdk'];
 
 /** Which roles may do what. A write key may also read; an sdk key only registers devices and events. */

@@ -12,7 +12,7 @@ const isoDate = z
   .refine((s) => parseIsoDate(s) !== null, 'must be an ISO 8601 date')
   .transform((s) => parseIsoDate(s)!);
 
-/** Devices whose token a gateway rejected, newest first is not needed: cursor pages in invalidation order. */
+/** Devices whose token a gateway rejected, in cursor pages, oldest invalidation first. */
 export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
