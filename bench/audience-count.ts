@@ -61,7 +61,7 @@ async function main() {
   const db = handle.db;
   await migrate(handle.pool);
   const appId = await ensureSeeded(handle.pool, db);
-  const repo = new DevicesRepository(db);
+  const repo = new DevicesRepository();
   const version = (await sql<{ v: string }>`select current_setting('server_version') as v`.execute(db)).rows[0]!.v;
   console.log(`PostgreSQL ${version}; ${DEVICES.toLocaleString('en')} devices; ${RUNS} runs per filter (after 2 warm-ups)\n`);
 
@@ -72,7 +72,7 @@ async function main() {
     const times: number[] = [];
     for (let i = 0; i < RUNS + 2; i++) {
       const t = performance.now();
-      count = await repo.countAudience(appId, c.filters, { now: NOW });
+      count = await repo.countAudience(db, appId, c.filters, { now: NOW });
       if (i >= 2) times.push(performance.now() - t);
     }
     times.sort((a, b) => a - b);
@@ -188,7 +188,7 @@ async function crossCheck(db: import('../src/db/database.js').Db, repo: DevicesR
     async () => located.filter((p) => inPolygon(micro(p.lng), micro(p.lat), ring)).length,
   ]);
   for (const [label, filters, brute] of checks) {
-    const [ours, expected] = [await repo.countAudience(appId, filters, { now: NOW }), await brute()];
+    const [ours, expected] = [await repo.countAudience(db, appId, filters, { now: NOW }), await brute()];
     console.log(`  ${ours === expected ? 'ok  ' : 'DIFF'} ${label}: ${ours.toLocaleString('en')} = ${expected.toLocaleString('en')}`);
     if (ours !== expected) process.exitCode = 1;
   }

@@ -35,9 +35,9 @@ export async function benchStack(name: string, opts: { queue: string; redisUrl: 
   apns.addKey(apnsKey);
   fcm.addServiceAccount(serviceAccount);
   const { app, keys } = await new AppService(db.db).createApp(BENCH_BUNDLE);
-  const apps = new AppsRepository(db.db);
-  await apps.setCredentials(app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
-  await apps.setCredentials(app.id, 'fcm', { ...parseFcmServiceAccount(serviceAccount.json) });
+  const apps = new AppsRepository();
+  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
+  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(serviceAccount.json) });
   const env = {
     DATABASE_URL: database.url,
     APNS_ORIGIN_PRODUCTION: apns.origin,

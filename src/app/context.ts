@@ -47,13 +47,13 @@ export function createContext(
   metrics: Metrics,
 ): AppContext {
   const repos = {
-    apps: new AppsRepository(db),
-    keys: new ApiKeysRepository(db),
-    audiences: new AudiencesRepository(db),
-    notifications: new NotificationsRepository(db),
-    devices: new DevicesRepository(db),
-    uninstalled: new UninstalledRepository(db),
-    events: new EventsRepository(db),
+    apps: new AppsRepository(),
+    keys: new ApiKeysRepository(),
+    audiences: new AudiencesRepository(),
+    notifications: new NotificationsRepository(),
+    devices: new DevicesRepository(),
+    uninstalled: new UninstalledRepository(),
+    events: new EventsRepository(),
     stats: new StatsRepository(),
   };
   const notifications = new NotificationService(db, repos.audiences, repos.notifications, scheduler, (err, id) =>

@@ -104,9 +104,9 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions): GatewayRu
 
 /** The gateways read an app's credentials as stored, for every batch. */
 function credentialsLookup(db: Db): CredentialsLookup {
-  const apps = new AppsRepository(db);
+  const apps = new AppsRepository();
   return async (appId) => {
-    const app = await apps.findById(appId);
+    const app = await apps.findById(db, appId);
     if (!app) return null;
     return { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials };
   };

@@ -1,3 +1,4 @@
+import type { Filter } from '../domain/filters.js';
 import type { KeyRole } from '../domain/keys.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
@@ -90,7 +91,8 @@ export interface AudiencesTable {
   app_id: string;
   name: string;
   kind: 'all' | 'filters';
-  filters: Json<unknown[] | null> | null;
+  /** The canonical filter list, validated before it is stored (kind 'filters'); null for 'all'. */
+  filters: Json<Filter[] | null> | null;
   spec_key: string;
   test: Generated<boolean>;
   created_at: Generated<Date>;

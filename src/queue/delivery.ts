@@ -1,3 +1,4 @@
+import type { Db } from '../db/database.js';
 import type { Job } from 'bullmq';
 import type { BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -38,6 +39,7 @@ export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?
  * exactly the tokens that failed temporarily; results are committed before the job acknowledges.
  */
 export function deliveryProcessor(deps: {
+  db: Db;
   log: Logger;
   metrics: Metrics;
   gateways: GatewayProvider;
@@ -48,15 +50,15 @@ export function deliveryProcessor(deps: {
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
     const { batchId, notificationId } = job.data;
     const log = deps.log.child({ notificationId, batchId, job: 'delivery', attempt: job.attemptsMade + 1 });
-    const batch = await deps.delivery.findBatch(batchId);
+    const batch = await deps.delivery.findBatch(deps.db, batchId);
     if (!batch || batch.state !== 'pending') return;
-    const n = await deps.notifications.findById(batch.notification_id);
+    const n = await deps.notifications.findById(deps.db, batch.notification_id);
     if (!n || n.generation !== batch.generation) {
-      await deps.delivery.supersedeBatch(batch.id); // a collapse_key update replaced this send
+      await deps.delivery.supersedeBatch(deps.db, batch.id); // a collapse_key update replaced this send
       return;
     }
 
-    const pending = await deps.delivery.pendingTargets(batch.id);
+    const pending = await deps.delivery.pendingTargets(deps.db, batch.id);
     const targets: PushTarget[] = [];
     let results: PushResult[] = [];
     for (const p of pending) {
@@ -85,7 +87,7 @@ export function deliveryProcessor(deps: {
     for (const [outcome, count] of Object.entries(counts))
       if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
     const finalAttempt = job.attemptsMade + 1 >= deps.maxAttempts;
-    const { done } = await deps.delivery.recordAttempt(batch, summary, finalAttempt);
+    const { done } = await deps.delivery.recordAttempt(deps.db, batch, summary, finalAttempt);
     log.info(
       {
         sent: summary.succeeded.length,
@@ -96,6 +98,6 @@ export function deliveryProcessor(deps: {
       'batch attempt recorded',
     );
     if (!done) throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs);
-    await deps.delivery.completeIfFinished(n.id, n.generation);
+    await deps.delivery.completeIfFinished(deps.db, n.id, n.generation);
   };
 }

@@ -1,8 +1,8 @@
 import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
+import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository, Deliverable, NewBatch } from '../db/repositories/delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Filter } from '../domain/filters.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
 import type { JobQueues } from './queues.js';
@@ -53,6 +53,7 @@ export function fanoutProcessor(deps: {
   log: Logger;
   queues: JobQueues;
   notifications: NotificationsRepository;
+  audiences: AudiencesRepository;
   delivery: DeliveryRepository;
   pageSize: number;
   batchSize: number;
@@ -60,17 +61,16 @@ export function fanoutProcessor(deps: {
   return async (job: Job<JobTypes['fanout']>): Promise<void> => {
     const { notificationId, generation } = job.data;
     const log = deps.log.child({ notificationId, generation, job: 'fanout' });
-    const n = await deps.notifications.findById(notificationId);
+    const n = await deps.notifications.findById(deps.db, notificationId);
     if (!n || n.generation !== generation || n.state === 'sent' || n.state === 'failed') {
       log.debug('nothing to fan out (superseded or finished)');
       return;
     }
-    await deps.delivery.markSending(notificationId, generation);
+    await deps.delivery.markSending(deps.db, notificationId, generation);
     const enqueue = (b: { id: string }) => deps.queues.add('delivery', { notificationId, batchId: b.id });
 
     if (!n.fanout_done) {
-      const audience = await deps.db.selectFrom('audiences').select(['filters']).where('id', '=', n.audience_id).executeTakeFirstOrThrow();
-      const filters = audience.filters as Filter[] | null;
+      const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
       const now = new Date(); // date math resolves once per fan-out, the same for every page
       let cursor = n.fanout_cursor;
       let seq = n.fanout_seq;
@@ -78,11 +78,11 @@ export function fanoutProcessor(deps: {
       for (;;) {
         // The first page is one batch, so the first pushes leave without waiting for a full page.
         const limit = pages === 0 ? Math.min(deps.batchSize, deps.pageSize) : deps.pageSize;
-        const page = await deps.delivery.pageDeliverable(n.app_id, filters, cursor, limit, now);
+        const page = await deps.delivery.pageDeliverable(deps.db, n.app_id, filters, cursor, limit, now);
         if (page.length === 0) break;
         const batches = cutBatches(notificationId, generation, page, seq, deps.batchSize);
         const last = page[page.length - 1]!.id;
-        if (!(await deps.delivery.saveFanoutPage(notificationId, generation, batches, last, seq + batches.length, page.length))) {
+        if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, last, seq + batches.length, page.length))) {
           log.info('superseded by a newer generation during fan-out');
           return;
         }
@@ -92,12 +92,12 @@ export function fanoutProcessor(deps: {
         pages++;
         if (page.length < limit) break;
       }
-      await deps.delivery.markFanoutDone(notificationId, generation);
+      await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
       log.info({ pages, batches: seq }, 'fan-out done');
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist.
-    for (const b of await deps.delivery.pendingBatches(notificationId, generation)) await enqueue(b);
-    await deps.delivery.completeIfFinished(notificationId, generation);
+    for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation)) await enqueue(b);
+    await deps.delivery.completeIfFinished(deps.db, notificationId, generation);
   };
 }

@@ -1,5 +1,6 @@
 import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
+import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
@@ -43,8 +44,8 @@ export function startPipeline(
   if (!opts.workers) return { scheduler, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');
 
-  const notifications = new NotificationsRepository(db);
-  const delivery = new DeliveryRepository(db);
+  const notifications = new NotificationsRepository();
+  const delivery = new DeliveryRepository();
   const policy: RetryPolicy = {
     attempts: config.DELIVERY_MAX_ATTEMPTS,
     baseDelayMs: config.RETRY_BASE_MS,
@@ -59,6 +60,7 @@ export function startPipeline(
         log,
         queues,
         notifications,
+        audiences: new AudiencesRepository(),
         delivery,
         pageSize: config.FANOUT_PAGE_SIZE,
         batchSize: config.DELIVERY_BATCH_SIZE,
@@ -67,6 +69,7 @@ export function startPipeline(
     },
     delivery: {
       process: deliveryProcessor({
+        db,
         log,
         metrics: opts.metrics,
         gateways: opts.gateways,
@@ -84,7 +87,7 @@ export function startPipeline(
     worker.on('failed', (job, err) => log.warn({ err: err.message, job: name, jobId: job?.id, data: job?.data }, 'job attempt failed'));
   }
 
-  const sweeper = startSweeper({ log, delivery, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
+  const sweeper = startSweeper({ db, log, delivery, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
   const depthTimer = setInterval(async () => {
     for (const name of JOB_NAMES) {
       const counts = await queues.depth(name).catch(() => null);

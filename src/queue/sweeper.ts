@@ -1,3 +1,4 @@
+import type { Db } from '../db/database.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
@@ -7,16 +8,22 @@ import type { Logger } from '../platform/logger.js';
  * queue lost its jobs (a Redis restart without persistence). The fan-out resumes from its checkpoint and
  * re-enqueues pending batches under their deterministic ids, so a spurious sweep sends nothing twice.
  */
-export function startSweeper(deps: { log: Logger; delivery: DeliveryRepository; scheduler: NotificationScheduler; afterSeconds: number }) {
+export function startSweeper(deps: {
+  db: Db;
+  log: Logger;
+  delivery: DeliveryRepository;
+  scheduler: NotificationScheduler;
+  afterSeconds: number;
+}) {
   let running = false;
   const sweep = async () => {
     if (running) return;
     running = true;
     try {
-      const stalled = await deps.delivery.findStalled(deps.afterSeconds, 500);
+      const stalled = await deps.delivery.findStalled(deps.db, deps.afterSeconds, 500);
       for (const n of stalled) {
         await deps.scheduler.schedule(n.id, n.generation);
-        await deps.delivery.touch(n.id);
+        await deps.delivery.touch(deps.db, n.id);
       }
       if (stalled.length) deps.log.warn({ count: stalled.length }, 're-enqueued stalled notifications');
     } catch (err) {

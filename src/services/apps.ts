@@ -13,19 +13,19 @@ export class AppService {
   private readonly keys: ApiKeysRepository;
 
   constructor(private readonly db: Db) {
-    this.apps = new AppsRepository(db);
-    this.keys = new ApiKeysRepository(db);
+    this.apps = new AppsRepository();
+    this.keys = new ApiKeysRepository();
   }
 
   async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string> }> {
     if (!BUNDLE_ID.test(bundleId)) throw new ValidationError('bundle-id must be letters, digits, dots and dashes');
-    if (await this.apps.findByBundleId(bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
+    if (await this.apps.findByBundleId(this.db, bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
     return this.db.transaction().execute(async (trx) => {
-      const app = await this.apps.create(bundleId, name ?? bundleId, trx);
+      const app = await this.apps.create(trx, bundleId, name ?? bundleId);
       const keys = {} as Record<KeyRole, string>;
       for (const role of KEY_ROLES) {
         const key = generateApiKey();
-        await this.keys.create(app.id, role, hashApiKey(key), keyHint(key), trx);
+        await this.keys.create(trx, app.id, role, hashApiKey(key), keyHint(key));
         keys[role] = key;
       }
       return { app, keys };
@@ -34,9 +34,9 @@ export class AppService {
 
   async createKey(appId: string, role: string): Promise<{ app_id: string; role: KeyRole; key: string }> {
     if (!(KEY_ROLES as readonly string[]).includes(role)) throw new ValidationError(`role must be one of ${KEY_ROLES.join(', ')}`);
-    if (!(await this.apps.findById(appId).catch(() => undefined))) throw new NotFoundError('app');
+    if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
     const key = generateApiKey();
-    await this.keys.create(appId, role as KeyRole, hashApiKey(key), keyHint(key));
+    await this.keys.create(this.db, appId, role as KeyRole, hashApiKey(key), keyHint(key));
     return { app_id: appId, role: role as KeyRole, key };
   }
 
@@ -45,13 +45,13 @@ export class AppService {
   async setPushCredentials(appId: string, platform: 'fcm', raw: unknown): Promise<FcmServiceAccount>;
   async setPushCredentials(appId: string, platform: 'apns' | 'fcm', raw: unknown): Promise<ApnsCredentials | FcmServiceAccount> {
     const credentials = platform === 'apns' ? parseApnsCredentials(raw) : parseFcmServiceAccount(raw);
-    if (!(await this.apps.findById(appId).catch(() => undefined))) throw new NotFoundError('app');
-    await this.apps.setCredentials(appId, platform, { ...credentials });
+    if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
+    await this.apps.setCredentials(this.db, appId, platform, { ...credentials });
     return credentials;
   }
 
   async revokeKey(key: string): Promise<void> {
-    if (!(await this.keys.revokeByHash(hashApiKey(key)))) throw new NotFoundError('active key');
+    if (!(await this.keys.revokeByHash(this.db, hashApiKey(key)))) throw new NotFoundError('active key');
   }
 
   /**
@@ -65,10 +65,10 @@ export class AppService {
         throw new ValidationError('burst must be an integer >= 1');
       }
     }
-    if (!(await this.keys.setRateLimitByHash(hashApiKey(key), limit))) throw new NotFoundError('active key');
+    if (!(await this.keys.setRateLimitByHash(this.db, hashApiKey(key), limit))) throw new NotFoundError('active key');
   }
 
   listApps() {
-    return this.apps.list();
+    return this.apps.list(this.db);
   }
 }

@@ -1,7 +1,8 @@
+import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
 import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
-import type { Device, DeviceUpdate, KeyRole, NewDevice } from '../db/schema.js';
+import type { Database, Device, DeviceUpdate, KeyRole, NewDevice } from '../db/schema.js';
 import {
   admitAttributes,
   aggregateEvents,
@@ -116,7 +117,7 @@ export class DeviceService {
   }
 
   async get(appId: string, id: string): Promise<DeviceDetails> {
-    const device = await this.devices.findForApp(appId, id);
+    const device = await this.devices.findForApp(this.db, appId, id);
     if (!device) throw new NotFoundError('device');
     return this.details(this.db, device);
   }
@@ -216,13 +217,19 @@ export class DeviceService {
       afterId = position[0]!;
     }
     const [rows, total] = await Promise.all([
-      this.devices.listAudience(appId, filters, { afterId, limit: opts.per + 1, now: opts.now }),
-      this.devices.countAudience(appId, filters, { now: opts.now }),
+      this.devices.listAudience(this.db, appId, filters, { afterId, limit: opts.per + 1, now: opts.now }),
+      this.devices.countAudience(this.db, appId, filters, { now: opts.now }),
     ]);
     const page = rows.slice(0, opts.per);
     const [attributes, events] = await Promise.all([
-      this.devices.attributesOf(page.map((d) => d.id)),
-      this.events.forDevices(page.map((d) => d.id)),
+      this.devices.attributesOf(
+        this.db,
+        page.map((d) => d.id),
+      ),
+      this.events.forDevices(
+        this.db,
+        page.map((d) => d.id),
+      ),
     ]);
     const devices = page.map((device) => ({
       device,
@@ -232,7 +239,7 @@ export class DeviceService {
     return { devices, total, cursor: rows.length > opts.per ? encodeCursor(`audience:${audienceId}`, [page.at(-1)!.id]) : null };
   }
 
-  private async lockLive(db: Db, appId: string, id: string, mode: 'update' | 'share'): Promise<Device> {
+  private async lockLive(db: Transaction<Database>, appId: string, id: string, mode: 'update' | 'share'): Promise<Device> {
     const device = await this.devices.lock(db, appId, id, mode);
     if (!device) throw new NotFoundError('device');
     if (device.erased_at) throw new ErasedError();
@@ -240,7 +247,7 @@ export class DeviceService {
   }
 
   private async details(db: Db, device: Device): Promise<DeviceDetails> {
-    const [attributes, events] = await Promise.all([this.devices.attributesOf([device.id], db), this.events.forDevices([device.id], db)]);
+    const [attributes, events] = await Promise.all([this.devices.attributesOf(db, [device.id]), this.events.forDevices(db, [device.id])]);
     return { device, attributes, events };
   }
 

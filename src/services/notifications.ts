@@ -37,7 +37,7 @@ export class NotificationService {
       } else if (target.kind === 'filters') {
         audienceId = (await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters))).id;
       } else {
-        const audience = await this.audiences.findForApp(appId, target.audienceId, trx);
+        const audience = await this.audiences.findForApp(trx, appId, target.audienceId);
         if (!audience) throw new NotFoundError('audience');
         audienceId = audience.id;
       }
@@ -58,7 +58,8 @@ export class NotificationService {
   async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
     const { to, payload } = request.notification;
     const target = targetOf(to);
-    if (target.kind === 'audience' && !(await this.audiences.findForApp(appId, target.audienceId))) throw new NotFoundError('audience');
+    if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
+      throw new NotFoundError('audience');
     return {
       apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID),
       fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID), PREVIEW_DEVICE_TOKEN),

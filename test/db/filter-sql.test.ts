@@ -40,8 +40,8 @@ describe('filter compiler edge cases', () => {
 
   /** The ids a filter list selects, by the count and by the listing (which must agree). */
   async function select(filters: Filter[]): Promise<string[]> {
-    const listed = (await h.ctx.repos.devices.listAudience(appId, filters, { limit: 1000, now: NOW })).map((d) => d.id);
-    expect(await h.ctx.repos.devices.countAudience(appId, filters, { now: NOW })).toBe(listed.length);
+    const listed = (await h.ctx.repos.devices.listAudience(h.db.db, appId, filters, { limit: 1000, now: NOW })).map((d) => d.id);
+    expect(await h.ctx.repos.devices.countAudience(h.db.db, appId, filters, { now: NOW })).toBe(listed.length);
     return listed;
   }
   const ids = (...ds: RefDevice[]) => ds.map((d) => d.id).sort();

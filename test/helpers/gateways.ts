@@ -46,9 +46,9 @@ export async function setCredentials(
   gw: Gateways,
   which: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true },
 ) {
-  const apps = new AppsRepository(h.db.db);
-  if (which.apns) await apps.setCredentials(appId, 'apns', { ...parseApnsCredentials(gw.apnsKey.credentials) });
-  if (which.fcm) await apps.setCredentials(appId, 'fcm', { ...parseFcmServiceAccount(gw.serviceAccount.json) });
+  const apps = new AppsRepository();
+  if (which.apns) await apps.setCredentials(h.db.db, appId, 'apns', { ...parseApnsCredentials(gw.apnsKey.credentials) });
+  if (which.fcm) await apps.setCredentials(h.db.db, appId, 'fcm', { ...parseFcmServiceAccount(gw.serviceAccount.json) });
 }
 
 export interface RegisteredDevice {

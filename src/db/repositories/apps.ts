@@ -8,27 +8,25 @@ export interface AppSummary {
 }
 
 export class AppsRepository {
-  constructor(private readonly db: Db) {}
-
-  async create(bundleId: string, name: string, db: Db = this.db): Promise<AppSummary> {
+  async create(db: Db, bundleId: string, name: string): Promise<AppSummary> {
     return db.insertInto('apps').values({ bundle_id: bundleId, name }).returning(['id', 'bundle_id', 'name']).executeTakeFirstOrThrow();
   }
 
-  async list(): Promise<(AppSummary & { created_at: Date })[]> {
-    return this.db.selectFrom('apps').select(['id', 'bundle_id', 'name', 'created_at']).orderBy('created_at').orderBy('id').execute();
+  async list(db: Db): Promise<(AppSummary & { created_at: Date })[]> {
+    return db.selectFrom('apps').select(['id', 'bundle_id', 'name', 'created_at']).orderBy('created_at').orderBy('id').execute();
   }
 
-  async findById(id: string): Promise<App | undefined> {
-    return this.db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
+  async findById(db: Db, id: string): Promise<App | undefined> {
+    return db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
-  async findByBundleId(bundleId: string): Promise<AppSummary | undefined> {
-    return this.db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
+  async findByBundleId(db: Db, bundleId: string): Promise<AppSummary | undefined> {
+    return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }
 
-  async setCredentials(id: string, platform: 'apns' | 'fcm', credentials: Record<string, unknown>): Promise<boolean> {
+  async setCredentials(db: Db, id: string, platform: 'apns' | 'fcm', credentials: Record<string, unknown>): Promise<boolean> {
     const column = platform === 'apns' ? 'apns_credentials' : 'fcm_credentials';
-    const r = await this.db
+    const r = await db
       .updateTable('apps')
       .set({ [column]: JSON.stringify(credentials) })
       .where('id', '=', id)
@@ -48,9 +46,7 @@ export interface KeyWithApp {
 }
 
 export class ApiKeysRepository {
-  constructor(private readonly db: Db) {}
-
-  async create(appId: string, role: KeyRole, keyHash: Buffer, hint: string, db: Db = this.db): Promise<{ id: string }> {
+  async create(db: Db, appId: string, role: KeyRole, keyHash: Buffer, hint: string): Promise<{ id: string }> {
     return db
       .insertInto('api_keys')
       .values({ app_id: appId, role, key_hash: keyHash, key_hint: hint, revoked_at: null })
@@ -59,8 +55,8 @@ export class ApiKeysRepository {
   }
 
   /** The active key with this hash, joined to its app (one indexed lookup per request). */
-  async findActiveByHash(keyHash: Buffer): Promise<KeyWithApp | undefined> {
-    return this.db
+  async findActiveByHash(db: Db, keyHash: Buffer): Promise<KeyWithApp | undefined> {
+    return db
       .selectFrom('api_keys')
       .innerJoin('apps', 'apps.id', 'api_keys.app_id')
       .select([
@@ -78,8 +74,8 @@ export class ApiKeysRepository {
   }
 
   /** Sets (or, with null, clears) the rate limit of the active key with this hash; false when there is none. */
-  async setRateLimitByHash(keyHash: Buffer, limit: { perSecond: number; burst: number } | null): Promise<boolean> {
-    const r = await this.db
+  async setRateLimitByHash(db: Db, keyHash: Buffer, limit: { perSecond: number; burst: number } | null): Promise<boolean> {
+    const r = await db
       .updateTable('api_keys')
       .set({ rate_limit_per_second: limit?.perSecond ?? null, rate_limit_burst: limit?.burst ?? null })
       .where('key_hash', '=', keyHash)
@@ -88,8 +84,8 @@ export class ApiKeysRepository {
     return r.numUpdatedRows > 0n;
   }
 
-  async revokeByHash(keyHash: Buffer): Promise<boolean> {
-    const r = await this.db
+  async revokeByHash(db: Db, keyHash: Buffer): Promise<boolean> {
+    const r = await db
       .updateTable('api_keys')
       .set({ revoked_at: new Date() })
       .where('key_hash', '=', keyHash)

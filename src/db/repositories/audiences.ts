@@ -8,8 +8,6 @@ import { ALL_DEVICES_SPEC_KEY } from '../../domain/audience-spec.js';
 const generatedName = () => `api_audience_${randomBytes(9).toString('base64url')}`;
 
 export class AudiencesRepository {
-  constructor(private readonly db: Db) {}
-
   /**
    * Returns the app's audience for this canonical spec, creating it if needed. One statement against a
    * unique index, so concurrent identical requests converge on one row.
@@ -35,13 +33,19 @@ export class AudiencesRepository {
     );
   }
 
-  async findForApp(appId: string, id: string, db: Db = this.db): Promise<Audience | undefined> {
+  async findForApp(db: Db, appId: string, id: string): Promise<Audience | undefined> {
     if (!isUuid(id)) return undefined;
     return db.selectFrom('audiences').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
-  async listForApp(appId: string, limit: number, offset: number): Promise<Audience[]> {
-    return this.db
+  /** The stored filters of an audience (null: all devices). */
+  async filtersOf(db: Db, id: string): Promise<Filter[] | null> {
+    const row = await db.selectFrom('audiences').select('filters').where('id', '=', id).executeTakeFirstOrThrow();
+    return row.filters;
+  }
+
+  async listForApp(db: Db, appId: string, limit: number, offset: number): Promise<Audience[]> {
+    return db
       .selectFrom('audiences')
       .selectAll()
       .where('app_id', '=', appId)

@@ -39,11 +39,16 @@ export interface BatchOutcome {
 
 /** All SQL of the delivery pipeline: audience paging, batches, counters, token invalidation. */
 export class DeliveryRepository {
-  constructor(private readonly db: Db) {}
-
   /** One keyset page of the audience's devices that can receive a push, in id order. */
-  async pageDeliverable(appId: string, filters: Filter[] | null, afterId: string | null, limit: number, now: Date): Promise<Deliverable[]> {
-    let q = this.db
+  async pageDeliverable(
+    db: Db,
+    appId: string,
+    filters: Filter[] | null,
+    afterId: string | null,
+    limit: number,
+    now: Date,
+  ): Promise<Deliverable[]> {
+    let q = db
       .selectFrom('devices as d')
       .select(['d.id', 'd.platform', 'd.development'])
       .where('d.app_id', '=', appId)
@@ -63,6 +68,7 @@ export class DeliveryRepository {
    * so the notification row (which every batch's results also update) is locked only while it runs.
    */
   async saveFanoutPage(
+    db: Db,
     notificationId: string,
     generation: number,
     batches: NewBatch[],
@@ -87,12 +93,12 @@ export class DeliveryRepository {
         where id = ${notificationId}::uuid and generation = ${generation}::int
         returning 1)
       ${insert}
-      select count(*)::int as moved from moved`.execute(this.db);
+      select count(*)::int as moved from moved`.execute(db);
     return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation
   }
 
-  async markFanoutDone(notificationId: string, generation: number): Promise<void> {
-    await this.db
+  async markFanoutDone(db: Db, notificationId: string, generation: number): Promise<void> {
+    await db
       .updateTable('notifications')
       .set({ fanout_done: true, updated_at: sql<Date>`now()` })
       .where('id', '=', notificationId)
@@ -100,8 +106,8 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async markSending(notificationId: string, generation: number): Promise<void> {
-    await this.db
+  async markSending(db: Db, notificationId: string, generation: number): Promise<void> {
+    await db
       .updateTable('notifications')
       .set({ state: 'sending', published_at: sql<Date>`coalesce(published_at, now())`, updated_at: sql<Date>`now()` })
       .where('id', '=', notificationId)
@@ -110,8 +116,12 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async pendingBatches(notificationId: string, generation: number): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development'>[]> {
-    return this.db
+  async pendingBatches(
+    db: Db,
+    notificationId: string,
+    generation: number,
+  ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development'>[]> {
+    return db
       .selectFrom('delivery_batches')
       .select(['id', 'platform', 'development'])
       .where('notification_id', '=', notificationId)
@@ -121,8 +131,8 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async findBatch(id: string): Promise<BatchHead | undefined> {
-    return this.db
+  async findBatch(db: Db, id: string): Promise<BatchHead | undefined> {
+    return db
       .selectFrom('delivery_batches')
       .select(['id', 'notification_id', 'generation', 'platform', 'development', 'state', 'attempts'])
       .where('id', '=', id)
@@ -134,13 +144,13 @@ export class DeliveryRepository {
    * inside PostgreSQL; a device that can no longer receive (erased, token invalidated since) comes back
    * with a null token.
    */
-  async pendingTargets(batchId: string): Promise<PendingTarget[]> {
+  async pendingTargets(db: Db, batchId: string): Promise<PendingTarget[]> {
     const { rows } = await sql<PendingTarget>`
       select p.id as "deviceId", d.token
       from delivery_batches b
       cross join lateral unnest(b.pending_device_ids) as p(id)
       left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-      where b.id = ${batchId}`.execute(this.db);
+      where b.id = ${batchId}`.execute(db);
     return rows;
   }
 
@@ -150,7 +160,7 @@ export class DeliveryRepository {
    * every batch of the notification updates, is then locked only while PostgreSQL runs it, never across
    * a round trip to a busy worker. A concurrent duplicate run of the batch (same `attempts`) records nothing.
    */
-  async recordAttempt(batch: BatchHead, outcome: BatchOutcome, finalAttempt: boolean): Promise<{ done: boolean }> {
+  async recordAttempt(db: Db, batch: BatchHead, outcome: BatchOutcome, finalAttempt: boolean): Promise<{ done: boolean }> {
     const retryLeft = finalAttempt ? [] : outcome.retry;
     const exhausted = finalAttempt ? outcome.retry.map((deviceId) => ({ deviceId, reason: 'retries_exhausted' })) : [];
     const failed = [...outcome.failed, ...exhausted];
@@ -180,12 +190,12 @@ export class DeliveryRepository {
             updated_at = now()
         where id = ${batch.notification_id}::uuid and exists (select 1 from recorded))
       ${invalidate}
-      select 1`.execute(this.db);
+      select 1`.execute(db);
     return { done };
   }
 
-  async supersedeBatch(id: string): Promise<void> {
-    await this.db
+  async supersedeBatch(db: Db, id: string): Promise<void> {
+    await db
       .updateTable('delivery_batches')
       .set({ state: 'superseded', updated_at: sql<Date>`now()` })
       .where('id', '=', id)
@@ -197,8 +207,8 @@ export class DeliveryRepository {
    * Closes the notification when its fan-out is done and no batch is pending: `sent` when anything was
    * delivered or nothing was targeted, `failed` when every push failed.
    */
-  async completeIfFinished(notificationId: string, generation: number): Promise<boolean> {
-    const r = await this.db
+  async completeIfFinished(db: Db, notificationId: string, generation: number): Promise<boolean> {
+    const r = await db
       .updateTable('notifications')
       .set({
         state: sql`case when pushes_succeeded > 0 or devices_targeted = 0 then 'sent' else 'failed' end`,
@@ -225,8 +235,8 @@ export class DeliveryRepository {
   }
 
   /** Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before enqueue). */
-  async findStalled(olderThanSeconds: number, limit: number): Promise<{ id: string; generation: number }[]> {
-    return this.db
+  async findStalled(db: Db, olderThanSeconds: number, limit: number): Promise<{ id: string; generation: number }[]> {
+    return db
       .selectFrom('notifications')
       .select(['id', 'generation'])
       .where('state', 'in', ['scheduled', 'sending'])
@@ -236,8 +246,8 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async touch(notificationId: string): Promise<void> {
-    await this.db
+  async touch(db: Db, notificationId: string): Promise<void> {
+    await db
       .updateTable('notifications')
       .set({ updated_at: sql<Date>`now()` })
       .where('id', '=', notificationId)

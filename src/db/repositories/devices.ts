@@ -1,7 +1,7 @@
-import { sql, type RawBuilder, type Selectable } from 'kysely';
+import { sql, type RawBuilder, type Selectable, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
-import type { Device, DeviceAttributesTable, DeviceUpdate, NewDevice } from '../schema.js';
+import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice } from '../schema.js';
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
@@ -42,8 +42,6 @@ const ERASED: DeviceUpdate = {
 };
 
 export class DevicesRepository {
-  constructor(private readonly db: Db) {}
-
   async insert(db: Db, values: NewDevice): Promise<Device> {
     return db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow();
   }
@@ -75,14 +73,20 @@ export class DevicesRepository {
   }
 
   /** The device, row-locked until the transaction ends (`share`: against erase, not against other shares). */
-  async lock(db: Db, appId: string, id: string, mode: 'update' | 'share'): Promise<Device | undefined> {
+  async lock(db: Transaction<Database>, appId: string, id: string, mode: 'update' | 'share'): Promise<Device | undefined> {
     if (!isUuid(id)) return undefined;
     const q = db.selectFrom('devices').selectAll().where('app_id', '=', appId).where('id', '=', id);
     return (mode === 'update' ? q.forUpdate() : q.forShare()).executeTakeFirst();
   }
 
   /** The live devices of a user, locked in id order (a fixed order, so concurrent user updates cannot deadlock). */
-  async lockUserDevices(db: Db, appId: string, userId: string, mode: 'update' | 'share', limit?: number): Promise<Device[]> {
+  async lockUserDevices(
+    db: Transaction<Database>,
+    appId: string,
+    userId: string,
+    mode: 'update' | 'share',
+    limit?: number,
+  ): Promise<Device[]> {
     let q = db
       .selectFrom('devices')
       .selectAll()
@@ -128,7 +132,7 @@ export class DevicesRepository {
    * Serialises, until the transaction ends, everything that gives this push token to a device of the app:
    * otherwise two devices taking it at once both find no holder to release and one hits the unique index.
    */
-  async lockToken(db: Db, appId: string, token: string): Promise<void> {
+  async lockToken(db: Transaction<Database>, appId: string, token: string): Promise<void> {
     await sql`select pg_advisory_xact_lock(hashtextextended(${`${appId}:${token}`}, 0))`.execute(db);
   }
 
@@ -136,7 +140,7 @@ export class DevicesRepository {
    * Before moving a token to a device: the token (as lockToken), then that device and the token's current holder
    * row-locked in id order, so two devices swapping tokens at once wait for each other instead of deadlocking.
    */
-  async lockTokenMove(db: Db, appId: string, token: string, deviceId: string): Promise<void> {
+  async lockTokenMove(db: Transaction<Database>, appId: string, token: string, deviceId: string): Promise<void> {
     await this.lockToken(db, appId, token);
     if (!isUuid(deviceId)) return;
     await db
@@ -170,7 +174,7 @@ export class DevicesRepository {
       .executeTakeFirstOrThrow();
   }
 
-  async findForApp(appId: string, id: string, db: Db = this.db): Promise<Device | undefined> {
+  async findForApp(db: Db, appId: string, id: string): Promise<Device | undefined> {
     if (!isUuid(id)) return undefined;
     return db.selectFrom('devices').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
@@ -206,7 +210,7 @@ export class DevicesRepository {
     if (rows.length) await db.insertInto('device_attributes').values(rows).execute();
   }
 
-  async attributesOf(deviceIds: string[], db: Db = this.db): Promise<DeviceAttributeRow[]> {
+  async attributesOf(db: Db, deviceIds: string[]): Promise<DeviceAttributeRow[]> {
     if (deviceIds.length === 0) return [];
     return db
       .selectFrom('device_attributes')
@@ -224,8 +228,8 @@ export class DevicesRepository {
    * How many live (not erased) devices of the app an audience selects: one SQL statement. Its hash joins
    * and de-duplication get more memory than the session default, so large audiences stay in memory.
    */
-  async countAudience(appId: string, filters: Filter[] | null, ctx: CompileContext): Promise<number> {
-    return this.db.transaction().execute(async (trx) => {
+  async countAudience(db: Db, appId: string, filters: Filter[] | null, ctx: CompileContext): Promise<number> {
+    return db.transaction().execute(async (trx) => {
       await sql`set local work_mem = '64MB'`.execute(trx);
       const { rows } = await compileCount(appId, filters, ctx).execute(trx);
       return Number(rows[0]!.n);
@@ -233,8 +237,8 @@ export class DevicesRepository {
   }
 
   /** One keyset page of an audience's live devices, token or not (the audience listing). */
-  async listAudience(appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Device[]> {
-    return this.db
+  async listAudience(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Device[]> {
+    return db
       .selectFrom('devices as d')
       .selectAll('d')
       .where('d.app_id', '=', appId)

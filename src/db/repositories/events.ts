@@ -7,8 +7,6 @@ export type DeviceEventRow = Selectable<DeviceEventsTable>;
 
 /** Per device and event (source + name): how often, first and last time. */
 export class EventsRepository {
-  constructor(private readonly db: Db) {}
-
   /**
    * Adds events to the aggregates in one statement. ON CONFLICT DO UPDATE is atomic per row, so concurrent
    * posts add up instead of overwriting each other; rows go in a fixed order (the caller sorts) so two
@@ -30,7 +28,7 @@ export class EventsRepository {
     `.execute(db);
   }
 
-  async forDevices(deviceIds: string[], db: Db = this.db): Promise<DeviceEventRow[]> {
+  async forDevices(db: Db, deviceIds: string[]): Promise<DeviceEventRow[]> {
     if (deviceIds.length === 0) return [];
     return db
       .selectFrom('device_events')

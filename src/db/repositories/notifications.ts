@@ -12,8 +12,6 @@ export interface NewNotification {
 }
 
 export class NotificationsRepository {
-  constructor(private readonly db: Db) {}
-
   /**
    * Inserts a notification. With a collapse_key an earlier notification of the app with that key is the
    * same notification: it is updated in place (payload included), rescheduled, and its generation bumped.
@@ -54,9 +52,9 @@ export class NotificationsRepository {
       .executeTakeFirstOrThrow();
   }
 
-  async findForApp(appId: string, id: string): Promise<Notification | undefined> {
+  async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
     if (!isUuid(id)) return undefined;
-    return this.db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
+    return db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
   /** The app's notifications, newest first. */
@@ -72,7 +70,7 @@ export class NotificationsRepository {
       .execute();
   }
 
-  async findById(id: string, db: Db = this.db): Promise<Notification | undefined> {
+  async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
 }

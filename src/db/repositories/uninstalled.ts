@@ -3,10 +3,8 @@ import type { Db } from '../database.js';
 
 /** Devices whose token was invalidated by a gateway answer, in (invalidated_at, id) keyset order. */
 export class UninstalledRepository {
-  constructor(private readonly db: Db) {}
-
-  async page(appId: string, q: { after: { at: Date; id: string } | null; from?: Date; to?: Date; limit: number }) {
-    let query = this.db
+  async page(db: Db, appId: string, q: { after: { at: Date; id: string } | null; from?: Date; to?: Date; limit: number }) {
+    let query = db
       .selectFrom('devices')
       .select(['id', 'platform', 'token', 'token_invalidated_at', 'token_invalid_reason'])
       .where('app_id', '=', appId)

@@ -13,7 +13,7 @@ export function audienceCountRoutes(ctx: AppContext): FastifyPluginAsyncZod {
     app.post(
       '/v6/audiences/count',
       {
-        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['audiences'],
           summary: 'Count the devices an on-the-fly filter list selects, without storing it',
@@ -27,7 +27,7 @@ export function audienceCountRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const filters = request.body.filters as Filter[];
-        const deviceCount = await ctx.repos.devices.countAudience(request.principal.appId, filters.length ? filters : null, {
+        const deviceCount = await ctx.repos.devices.countAudience(ctx.db, request.principal.appId, filters.length ? filters : null, {
           now: new Date(),
         });
         return { device_count: deviceCount };

@@ -11,7 +11,7 @@ export function audienceFilterRoutes(ctx: AppContext): FastifyPluginAsyncZod {
     app.get(
       '/v6/audiences/:id/filters',
       {
-        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['audiences'],
           summary: "An audience's filters (null for the all-devices audience)",
@@ -24,7 +24,7 @@ export function audienceFilterRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const audience = await ctx.repos.audiences.findForApp(request.principal.appId, request.params.id);
+        const audience = await ctx.repos.audiences.findForApp(ctx.db, request.principal.appId, request.params.id);
         if (!audience) throw new NotFoundError('audience');
         return { id: audience.id, kind: audience.kind, filters: audience.filters };
       },

@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../app/context.js';
 import { NotFoundError } from '../../domain/errors.js';
-import type { Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';
 import { pageQuery } from '../schemas.js';
 import { audienceResponse } from '../serialize.js';
@@ -12,7 +11,7 @@ const idParams = z.object({ id: z.string() });
 
 export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
-    const read = requirePermission(ctx.repos.keys, 'read');
+    const read = requirePermission(ctx, 'read');
 
     app.get(
       '/v6/audiences',
@@ -26,7 +25,7 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { per, page } = request.query;
-        const rows = await ctx.repos.audiences.listForApp(request.principal.appId, per, (page - 1) * per);
+        const rows = await ctx.repos.audiences.listForApp(ctx.db, request.principal.appId, per, (page - 1) * per);
         return { audiences: rows.map((a) => ({ ...audienceResponse(a), test: a.test })) };
       },
     );
@@ -39,9 +38,9 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { appId } = request.principal;
-        const audience = await ctx.repos.audiences.findForApp(appId, request.params.id);
+        const audience = await ctx.repos.audiences.findForApp(ctx.db, appId, request.params.id);
         if (!audience) throw new NotFoundError('audience');
-        const deviceCount = await ctx.repos.devices.countAudience(appId, audience.filters as Filter[] | null, { now: new Date() });
+        const deviceCount = await ctx.repos.devices.countAudience(ctx.db, appId, audience.filters, { now: new Date() });
         return { audience: { ...audienceResponse(audience), device_count: deviceCount } };
       },
     );
@@ -59,9 +58,9 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { appId } = request.principal;
-        const audience = await ctx.repos.audiences.findForApp(appId, request.params.id);
+        const audience = await ctx.repos.audiences.findForApp(ctx.db, appId, request.params.id);
         if (!audience) throw new NotFoundError('audience');
-        const page = await ctx.services.devices.audiencePage(appId, audience.id, audience.filters as Filter[] | null, {
+        const page = await ctx.services.devices.audiencePage(appId, audience.id, audience.filters, {
           cursor: request.query.cursor,
           per: request.query.per,
           now: new Date(),

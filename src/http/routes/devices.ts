@@ -29,9 +29,9 @@ export const callerOf = (request: FastifyRequest): Caller => ({ role: request.pr
  */
 export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
-    const device = requirePermission(ctx.repos.keys, 'device');
-    const write = requirePermission(ctx.repos.keys, 'write');
-    const read = requirePermission(ctx.repos.keys, 'read');
+    const device = requirePermission(ctx, 'device');
+    const write = requirePermission(ctx, 'write');
+    const read = requirePermission(ctx, 'read');
     const readOrDevice = async (request: FastifyRequest, reply: FastifyReply) => {
       try {
         await device(request, reply);

@@ -11,7 +11,7 @@ export function keyRoutes(ctx: AppContext): FastifyPluginAsyncZod {
     app.get(
       '/v6/key',
       {
-        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['keys'],
           summary: "The presented key's role and app",
@@ -26,7 +26,7 @@ export function keyRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const found = await ctx.repos.apps.findById(request.principal.appId);
+        const found = await ctx.repos.apps.findById(ctx.db, request.principal.appId);
         if (!found) throw new NotFoundError('app');
         return { role: request.principal.role, app: { id: found.id, bundle_id: found.bundle_id, name: found.name } };
       },

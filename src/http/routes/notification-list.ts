@@ -11,7 +11,7 @@ export function notificationListRoutes(ctx: AppContext): FastifyPluginAsyncZod {
     app.get(
       '/v6/notifications',
       {
-        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['notifications'],
           summary: "List the app's notifications, newest first",

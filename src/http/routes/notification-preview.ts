@@ -17,7 +17,7 @@ export function notificationPreviewRoutes(ctx: AppContext): FastifyPluginAsyncZo
     app.post(
       '/v6/notifications/preview',
       {
-        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['notifications'],
           summary: 'Preview the APNs and FCM requests of a notification body',

@@ -10,8 +10,8 @@ const idParams = z.object({ id: z.string() });
 
 export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
-    const write = requirePermission(ctx.repos.keys, 'write');
-    const read = requirePermission(ctx.repos.keys, 'read');
+    const write = requirePermission(ctx, 'write');
+    const read = requirePermission(ctx, 'read');
 
     // v3, v5 and v6 behave identically: existing clients of every version keep working.
     for (const version of ['v3', 'v5', 'v6']) {
@@ -37,7 +37,7 @@ export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       '/v6/notifications/:id',
       { onRequest: read, schema: { tags: ['notifications'], summary: 'Read a notification with its delivery state', params: idParams } },
       async (request) => {
-        const n = await ctx.repos.notifications.findForApp(request.principal.appId, request.params.id);
+        const n = await ctx.repos.notifications.findForApp(ctx.db, request.principal.appId, request.params.id);
         if (!n) throw new NotFoundError('notification');
         return notificationResponse(n);
       },
@@ -47,7 +47,7 @@ export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       '/v6/stats/notifications/:id/events',
       { onRequest: read, schema: { tags: ['notifications'], summary: 'Delivery statistics of a notification', params: idParams } },
       async (request) => {
-        const n = await ctx.repos.notifications.findForApp(request.principal.appId, request.params.id);
+        const n = await ctx.repos.notifications.findForApp(ctx.db, request.principal.appId, request.params.id);
         if (!n) throw new NotFoundError('notification');
         const payload = n.payload as { alert?: unknown };
         return {

@@ -10,7 +10,7 @@ const count = z.number().int();
 /** App-wide device and push figures (the console's overview). */
 export function statsRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
-    const read = requirePermission(ctx.repos.keys, 'read');
+    const read = requirePermission(ctx, 'read');
 
     app.get(
       '/v6/stats/devices',

@@ -18,7 +18,7 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
     app.get(
       '/v6/devices/uninstalled',
       {
-        onRequest: requirePermission(ctx.repos.keys, 'read'),
+        onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['devices'],
           summary: 'Devices whose push token the gateways rejected',
@@ -34,7 +34,7 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         const { cursor, from, to, per } = request.query;
         const after = cursor ? decodeUninstalledCursor(cursor) : null;
         if (cursor && !after) throw new NotFoundError('cursor');
-        const rows = await ctx.repos.uninstalled.page(request.principal.appId, { after, from, to, limit: per });
+        const rows = await ctx.repos.uninstalled.page(ctx.db, request.principal.appId, { after, from, to, limit: per });
         const last = rows.length === per ? rows[rows.length - 1]! : null;
         return {
           meta: { cursor: last ? encodeCursor('uninstalled', [last.token_invalidated_at.toISOString(), last.id]) : null },

@@ -16,7 +16,7 @@ export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
   return async (app) => {
     // Server to server only: a user spans devices, and the sdk key, which any copy of the app yields, must not
     // change or feed another user's devices.
-    const write = requirePermission(ctx.repos.keys, 'write');
+    const write = requirePermission(ctx, 'write');
 
     app.put(
       '/v6/users/:user_id',
