@@ -11,6 +11,7 @@ import { createGeoIp } from '../platform/geoip.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { JobQueues } from '../queue/queues.js';
+import { AudienceService } from '../services/audiences.js';
 import { DeviceService } from '../services/devices.js';
 import type { NotificationScheduler } from '../queue/jobs.js';
 import { NotificationService } from '../services/notifications.js';
@@ -35,6 +36,7 @@ export interface AppContext {
   services: {
     notifications: NotificationService;
     devices: DeviceService;
+    audiences: AudienceService;
   };
 }
 
@@ -60,5 +62,6 @@ export function createContext(
     log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );
   const devices = new DeviceService(db, repos.devices, repos.events, createGeoIp(config.GEOIP_DB_PATH, log));
-  return { config, log, db, queues, metrics, repos, services: { notifications, devices } };
+  const audiences = new AudienceService(db, repos.audiences, repos.devices, devices);
+  return { config, log, db, queues, metrics, repos, services: { notifications, devices, audiences } };
 }

@@ -13,9 +13,7 @@ import {
   type DeviceFields,
   type Dropped,
 } from '../domain/device-input.js';
-import { decodeCursor, encodeCursor, isUuid } from '../domain/cursor.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
-import type { Filter } from '../domain/filters.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
@@ -203,47 +201,22 @@ export class DeviceService {
     });
   }
 
-  /** One page of an audience's devices with their details, the total, and the cursor of the next page. */
-  async audiencePage(
-    appId: string,
-    audienceId: string,
-    filters: Filter[] | null,
-    opts: { cursor?: string; per: number; now: Date },
-  ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string | null }> {
-    let afterId: string | null = null;
-    if (opts.cursor !== undefined && opts.cursor !== '') {
-      const position = decodeCursor(opts.cursor, `audience:${audienceId}`, 1);
-      if (!position || !isUuid(position[0]!)) throw new NotFoundError('cursor');
-      afterId = position[0]!;
-    }
-    const [rows, total] = await Promise.all([
-      this.devices.listAudience(this.db, appId, filters, { afterId, limit: opts.per + 1, now: opts.now }),
-      this.devices.countAudience(this.db, appId, filters, { now: opts.now }),
-    ]);
-    const page = rows.slice(0, opts.per);
-    const [attributes, events] = await Promise.all([
-      this.devices.attributesOf(
-        this.db,
-        page.map((d) => d.id),
-      ),
-      this.events.forDevices(
-        this.db,
-        page.map((d) => d.id),
-      ),
-    ]);
-    const devices = page.map((device) => ({
-      device,
-      attributes: attributes.filter((a) => a.device_id === device.id),
-      events: events.filter((e) => e.device_id === device.id),
-    }));
-    return { devices, total, cursor: rows.length > opts.per ? encodeCursor(`audience:${audienceId}`, [page.at(-1)!.id]) : null };
-  }
-
   private async lockLive(db: Transaction<Database>, appId: string, id: string, mode: 'update' | 'share'): Promise<Device> {
     const device = await this.devices.lock(db, appId, id, mode);
     if (!device) throw new NotFoundError('device');
     if (device.erased_at) throw new ErasedError();
     return device;
+  }
+
+  /** Devices with their custom attributes and event aggregates, in two queries for the whole list. */
+  async detailsOf(devices: Device[]): Promise<DeviceDetails[]> {
+    const ids = devices.map((d) => d.id);
+    const [attributes, events] = await Promise.all([this.devices.attributesOf(this.db, ids), this.events.forDevices(this.db, ids)]);
+    return devices.map((device) => ({
+      device,
+      attributes: attributes.filter((a) => a.device_id === device.id),
+      events: events.filter((e) => e.device_id === device.id),
+    }));
   }
 
   private async details(db: Db, device: Device): Promise<DeviceDetails> {

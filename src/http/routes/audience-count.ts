@@ -26,11 +26,7 @@ export function audienceCountRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const filters = request.body.filters as Filter[];
-        const deviceCount = await ctx.repos.devices.countAudience(ctx.db, request.principal.appId, filters.length ? filters : null, {
-          now: new Date(),
-        });
-        return { device_count: deviceCount };
+        return { device_count: await ctx.services.audiences.count(request.principal.appId, request.body.filters as Filter[]) };
       },
     );
   };

@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../app/context.js';
-import { NotFoundError } from '../../domain/errors.js';
 import { requirePermission } from '../auth.js';
 import { errorResponse } from '../schemas.js';
 
@@ -24,8 +23,7 @@ export function audienceFilterRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const audience = await ctx.repos.audiences.findForApp(ctx.db, request.principal.appId, request.params.id);
-        if (!audience) throw new NotFoundError('audience');
+        const audience = await ctx.services.audiences.get(request.principal.appId, request.params.id);
         return { id: audience.id, kind: audience.kind, filters: audience.filters };
       },
     );

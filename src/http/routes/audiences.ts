@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../app/context.js';
-import { NotFoundError } from '../../domain/errors.js';
 import { requirePermission } from '../auth.js';
 import { pageQuery } from '../schemas.js';
 import { audienceResponse } from '../serialize.js';
@@ -24,8 +23,7 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const { per, page } = request.query;
-        const rows = await ctx.repos.audiences.listForApp(ctx.db, request.principal.appId, per, (page - 1) * per);
+        const rows = await ctx.services.audiences.list(request.principal.appId, request.query);
         return { audiences: rows.map((a) => ({ ...audienceResponse(a), test: a.test })) };
       },
     );
@@ -38,9 +36,8 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { appId } = request.principal;
-        const audience = await ctx.repos.audiences.findForApp(ctx.db, appId, request.params.id);
-        if (!audience) throw new NotFoundError('audience');
-        const deviceCount = await ctx.repos.devices.countAudience(ctx.db, appId, audience.filters, { now: new Date() });
+        const audience = await ctx.services.audiences.get(appId, request.params.id);
+        const deviceCount = await ctx.services.audiences.count(appId, audience.filters);
         return { audience: { ...audienceResponse(audience), device_count: deviceCount } };
       },
     );
@@ -57,14 +54,7 @@ export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const { appId } = request.principal;
-        const audience = await ctx.repos.audiences.findForApp(ctx.db, appId, request.params.id);
-        if (!audience) throw new NotFoundError('audience');
-        const page = await ctx.services.devices.audiencePage(appId, audience.id, audience.filters, {
-          cursor: request.query.cursor,
-          per: request.query.per,
-          now: new Date(),
-        });
+        const page = await ctx.services.audiences.devicesPage(request.principal.appId, request.params.id, request.query);
         return { meta: { cursor: page.cursor, total: page.total }, devices: page.devices.map(deviceView) };
       },
     );

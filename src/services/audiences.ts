@@ -1,0 +1,63 @@
+import type { Db } from '../db/database.js';
+import type { AudiencesRepository } from '../db/repositories/audiences.js';
+import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { Audience } from '../db/schema.js';
+import { decodeCursor, encodeCursor, isUuid } from '../domain/cursor.js';
+import { NotFoundError } from '../domain/errors.js';
+import type { Filter } from '../domain/filters.js';
+import type { DeviceDetails, DeviceService } from './devices.js';
+
+/**
+ * Audiences as the API reads them: stored ones, their device counts and device pages, and the count of an
+ * on-the-fly filter list. Which devices match is decided in one place, the devices repository's audience SQL.
+ */
+export class AudienceService {
+  constructor(
+    private readonly db: Db,
+    private readonly audiences: AudiencesRepository,
+    private readonly devices: DevicesRepository,
+    private readonly deviceDetails: DeviceService,
+  ) {}
+
+  list(appId: string, page: { per: number; page: number }): Promise<Audience[]> {
+    return this.audiences.listForApp(this.db, appId, page.per, (page.page - 1) * page.per);
+  }
+
+  async get(appId: string, id: string): Promise<Audience> {
+    const audience = await this.audiences.findForApp(this.db, appId, id);
+    if (!audience) throw new NotFoundError('audience');
+    return audience;
+  }
+
+  /** How many devices the filters select now (null or an empty list: every device of the app). */
+  count(appId: string, filters: Filter[] | null, now = new Date()): Promise<number> {
+    return this.devices.countAudience(this.db, appId, filters?.length ? filters : null, { now });
+  }
+
+  /** One page of an audience's devices with their details, the total, and the cursor of the next page. */
+  async devicesPage(
+    appId: string,
+    audienceId: string,
+    opts: { cursor?: string; per: number; now?: Date },
+  ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string | null }> {
+    const audience = await this.get(appId, audienceId);
+    const listing = `audience:${audience.id}`;
+    let afterId: string | null = null;
+    if (opts.cursor !== undefined && opts.cursor !== '') {
+      const position = decodeCursor(opts.cursor, listing, 1);
+      if (!position || !isUuid(position[0]!)) throw new NotFoundError('cursor');
+      afterId = position[0]!;
+    }
+    const now = opts.now ?? new Date();
+    const [rows, total] = await Promise.all([
+      this.devices.listAudience(this.db, appId, audience.filters, { afterId, limit: opts.per + 1, now }),
+      this.devices.countAudience(this.db, appId, audience.filters, { now }),
+    ]);
+    const page = rows.slice(0, opts.per);
+    return {
+      devices: await this.deviceDetails.detailsOf(page),
+      total,
+      cursor: rows.length > opts.per ? encodeCursor(listing, [page.at(-1)!.id]) : null,
+    };
+  }
+}
