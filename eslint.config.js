@@ -28,7 +28,6 @@ export default tseslint.config(
   {
     files: ['src/**/*.ts'],
     plugins: { layers: layersPlugin },
-    // warn while the last arrows up are being removed; error once none remain
-    rules: { 'layers/imports': 'warn' },
+    rules: { 'layers/imports': 'error' },
   },
 );

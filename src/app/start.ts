@@ -8,7 +8,8 @@ import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../queue/pipeline.js';
 import { jobSpecs } from '../queue/jobs.js';
 import { JobQueues } from '../queue/queues.js';
-import { createContext, type AppContext } from './context.js';
+import type { HttpContext } from '../http/context.js';
+import { createContext } from './context.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
 
 export type Server = Awaited<ReturnType<typeof buildServer>>;
@@ -19,7 +20,7 @@ export interface Pushd {
   queues: JobQueues;
   pipeline: Pipeline;
   metrics: Metrics;
-  api?: { ctx: AppContext; server: Server };
+  api?: { ctx: HttpContext; server: Server };
 }
 
 /**

@@ -1,9 +1,8 @@
-import type { Db } from '../db/database.js';
+import type { AppService } from '../services/apps.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiKeysRepository } from '../db/repositories/apps.js';
 import type { KeyRole } from '../db/schema.js';
 import { ForbiddenError, UnauthorizedError } from '../domain/errors.js';
-import { hashApiKey, keyMatches, roleAllows, type Permission } from '../domain/keys.js';
+import { keyMatches, roleAllows, type Permission } from '../domain/keys.js';
 
 export interface Principal {
   appId: string;
@@ -35,11 +34,11 @@ export function parseBasic(header: string | undefined): { username: string; key:
  * A preHandler that authenticates the key (password) and checks it grants `permission`.
  * The username must be empty or the bundle id of the key's app.
  */
-export function requirePermission(ctx: { db: Db; repos: { keys: ApiKeysRepository } }, permission: Permission) {
+export function requirePermission(ctx: { services: { apps: AppService } }, permission: Permission) {
   return async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const credentials = parseBasic(request.headers.authorization);
     if (!credentials || credentials.key.length === 0) return unauthorized(reply);
-    const key = await ctx.repos.keys.findActiveByHash(ctx.db, hashApiKey(credentials.key));
+    const key = await ctx.services.apps.findActiveKey(credentials.key);
     if (!key || !keyMatches(credentials.key, key.key_hash)) return unauthorized(reply);
     if (credentials.username !== '' && credentials.username !== key.bundle_id) return unauthorized(reply);
     if (!roleAllows(key.role, permission)) throw new ForbiddenError();

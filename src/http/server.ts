@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
 import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
-import type { AppContext } from '../app/context.js';
+import type { HttpContext } from './context.js';
 import { consoleRoutes } from './console.js';
 import { registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
@@ -16,7 +16,7 @@ import { uninstalledRoutes } from './routes/uninstalled.js';
 
 /** Builds the HTTP API on an app context. Listening is the caller's business (main.ts, tests). */
 export async function buildServer(
-  ctx: AppContext,
+  ctx: HttpContext,
 ): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
   // Per-request access logs only at debug: a push API takes many small requests.
   const app = Fastify({

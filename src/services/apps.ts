@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { ApiKeysRepository, AppsRepository, type AppSummary } from '../db/repositories/apps.js';
+import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyWithApp } from '../db/repositories/apps.js';
 import type { KeyRole } from '../db/schema.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
@@ -48,6 +48,17 @@ export class AppService {
     if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
     await this.apps.setCredentials(this.db, appId, platform, { ...credentials });
     return credentials;
+  }
+
+  /** The active key with this value and its app, or undefined (unknown or revoked). */
+  findActiveKey(key: string): Promise<KeyWithApp | undefined> {
+    return this.keys.findActiveByHash(this.db, hashApiKey(key));
+  }
+
+  async getApp(appId: string): Promise<AppSummary> {
+    const app = await this.apps.findById(this.db, appId);
+    if (!app) throw new NotFoundError('app');
+    return { id: app.id, bundle_id: app.bundle_id, name: app.name };
   }
 
   async revokeKey(key: string): Promise<void> {

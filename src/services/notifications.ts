@@ -26,6 +26,17 @@ export class NotificationService {
     private readonly onScheduleError: (err: unknown, id: string) => void,
   ) {}
 
+  async get(appId: string, id: string): Promise<Notification> {
+    const n = await this.notifications.findForApp(this.db, appId, id);
+    if (!n) throw new NotFoundError('notification');
+    return n;
+  }
+
+  /** The app's notifications, newest first. */
+  list(appId: string, page: { per: number; page: number }): Promise<Notification[]> {
+    return this.notifications.listForApp(this.db, appId, page.per, (page.page - 1) * page.per);
+  }
+
   /** Resolves the target to an audience and stores the notification in one transaction, then enqueues it. */
   async create(appId: string, request: NotificationRequest): Promise<Notification> {
     const { to, payload } = request.notification;

@@ -1,3 +1,4 @@
+import { DevicesRepository } from '../../src/db/repositories/devices.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { filterSchema, type Filter } from '../../src/domain/filters.js';
@@ -37,7 +38,7 @@ describe('filter compiler = reference evaluator (property)', () => {
     const ids: string[] = [];
     let afterId: string | null = null;
     for (;;) {
-      const page = await h.ctx.repos.devices.listAudience(h.db.db, app.app.id, filters, { afterId, limit: per, now });
+      const page = await new DevicesRepository().listAudience(h.db.db, app.app.id, filters, { afterId, limit: per, now });
       ids.push(...page.map((d) => d.id));
       if (page.length < per) return ids;
       afterId = page.at(-1)!.id;
@@ -74,7 +75,7 @@ describe('filter compiler = reference evaluator (property)', () => {
         .map((d) => d.id)
         .sort();
       const where = `filters ${JSON.stringify(filters)} at ${now.toISOString()}`;
-      expect(await h.ctx.repos.devices.countAudience(h.db.db, app.app.id, filters, { now }), `count of ${where}`).toBe(expected.length);
+      expect(await new DevicesRepository().countAudience(h.db.db, app.app.id, filters, { now }), `count of ${where}`).toBe(expected.length);
       expect(await listAll(filters, now, 1 + (i % 6)), `listing of ${where}`).toEqual(expected);
       if (i < HTTP_LISTS_PER_RUN) {
         const http = await viaHttp(filters, now);

@@ -1,3 +1,4 @@
+import { DevicesRepository } from '../../src/db/repositories/devices.js';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Filter } from '../../src/domain/filters.js';
@@ -40,8 +41,8 @@ describe('filter compiler edge cases', () => {
 
   /** The ids a filter list selects, by the count and by the listing (which must agree). */
   async function select(filters: Filter[]): Promise<string[]> {
-    const listed = (await h.ctx.repos.devices.listAudience(h.db.db, appId, filters, { limit: 1000, now: NOW })).map((d) => d.id);
-    expect(await h.ctx.repos.devices.countAudience(h.db.db, appId, filters, { now: NOW })).toBe(listed.length);
+    const listed = (await new DevicesRepository().listAudience(h.db.db, appId, filters, { limit: 1000, now: NOW })).map((d) => d.id);
+    expect(await new DevicesRepository().countAudience(h.db.db, appId, filters, { now: NOW })).toBe(listed.length);
     return listed;
   }
   const ids = (...ds: RefDevice[]) => ds.map((d) => d.id).sort();

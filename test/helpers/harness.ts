@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, inject } from 'vitest';
 import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
-import type { AppContext } from '../../src/app/context.js';
+import type { HttpContext } from '../../src/http/context.js';
 import type { DatabaseHandle } from '../../src/db/database.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
@@ -14,7 +14,7 @@ import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
 export type { Server };
 
 export interface Harness {
-  ctx: AppContext;
+  ctx: HttpContext;
   server: Server;
   db: DatabaseHandle;
   databaseUrl: string;

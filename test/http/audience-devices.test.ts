@@ -1,3 +1,4 @@
+import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { audienceFor, call, register } from './device-support.js';
@@ -74,7 +75,7 @@ describe('audience listing and devices', () => {
 
   it('the all-devices audience lists every live device', async () => {
     const fresh = await h.createApp();
-    const all = await h.ctx.repos.audiences.upsertAllDevices(h.db.db, fresh.app.id);
+    const all = await new AudiencesRepository().upsertAllDevices(h.db.db, fresh.app.id);
     for (let i = 0; i < 3; i++) await register(h, fresh.keys.sdk, { platform: 'ios' });
     const res = (await call(h, 'GET', `/v6/audiences/${all.id}/devices`, fresh.keys.read)).json();
     expect(res.meta).toEqual({ cursor: null, total: 3 });

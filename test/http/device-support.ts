@@ -1,3 +1,4 @@
+import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { canonicalFilters, specKey } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { basic, type Harness } from '../helpers/harness.js';
@@ -27,7 +28,7 @@ export const token = () => `${(++seq).toString(16).padStart(8, '0')}${'ab'.repea
 /** device_count of an on-the-fly audience, through the audience API (stored via the repository). */
 export async function audienceFor(h: Harness, appId: string, filters: unknown[]) {
   const f = filters as Filter[];
-  return h.ctx.repos.audiences.upsertFilters(h.db.db, appId, specKey(f), canonicalFilters(f));
+  return new AudiencesRepository().upsertFilters(h.db.db, appId, specKey(f), canonicalFilters(f));
 }
 
 export async function countVia(h: Harness, appId: string, readKey: string, filters: unknown[]): Promise<number> {

@@ -1,3 +1,4 @@
+import { createContext } from '../../src/app/context.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { buildServer } from '../../src/http/server.js';
@@ -239,7 +240,9 @@ describe('GET /ready when the database and queue store are unreachable', () => {
     const deadUrl = 'postgres://postgres@127.0.0.1:1/none';
     const db = openDatabase(deadUrl);
     const queues = new JobQueues({ kind: 'postgres', databaseUrl: deadUrl, prefix: 'ready_test' }, jobSpecs({ deliveryAttempts: 1 }));
-    const server = await buildServer({ ...h.ctx, db: db.db, queues });
+    // the real wiring, on a database and a queue store that do not answer
+    const ctx = createContext(h.config, h.ctx.log, db.db, queues, { schedule: async () => undefined }, h.ctx.metrics);
+    const server = await buildServer(ctx);
     try {
       const res = await server.inject({ method: 'GET', url: '/ready' });
       expect(res.json()).toEqual({ status: 'unavailable', checks: { database: 'unreachable', queue: 'unreachable' } });

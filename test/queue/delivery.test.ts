@@ -1,3 +1,5 @@
+import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
@@ -250,8 +252,8 @@ for (const backend of backends) {
 
     it('the sweeper sends a notification whose enqueue was lost', async () => {
       // Stored exactly as the API stores it, but never enqueued (as if the queue was down after commit).
-      const audience = await h.ctx.repos.audiences.upsertAllDevices(h.db.db, appId);
-      const lost = await h.ctx.repos.notifications.insertOrCollapse(h.db.db, {
+      const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, appId);
+      const lost = await new NotificationsRepository().insertOrCollapse(h.db.db, {
         appId,
         audienceId: audience.id,
         request: { to: '*', payload: { alert: 'lost' } },

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { filterSchema, type Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';
 
@@ -8,7 +8,7 @@ import { requirePermission } from '../auth.js';
  * The device count of a filter list, computed like a stored audience's `device_count` but without storing
  * an audience; an empty list counts every device of the app.
  */
-export function audienceCountRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function audienceCountRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/v6/audiences/count',

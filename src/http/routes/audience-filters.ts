@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { errorResponse } from '../schemas.js';
 
 /** An audience's definition: every device (`kind: all`, filters null) or its canonical filter list. */
-export function audienceFilterRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function audienceFilterRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/v6/audiences/:id/filters',

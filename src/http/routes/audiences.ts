@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { pageQuery } from '../schemas.js';
 import { audienceResponse } from '../serialize.js';
@@ -8,7 +8,7 @@ import { deviceView } from './devices.js';
 
 const idParams = z.object({ id: z.string() });
 
-export function audienceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     const read = requirePermission(ctx, 'read');
 

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import type { DeviceAttributeRow } from '../../db/repositories/devices.js';
 import type { DeviceEventRow } from '../../db/repositories/events.js';
 import { ForbiddenError } from '../../domain/errors.js';
@@ -27,7 +27,7 @@ export const callerOf = (request: FastifyRequest): Caller => ({ role: request.pr
  * caller reaches a device only by its id (a random UUID, 122 bits), which only registering it answers: the id
  * is the device's capability, and no route an sdk key may call lists devices.
  */
-export function deviceRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     const device = requirePermission(ctx, 'device');
     const write = requirePermission(ctx, 'write');

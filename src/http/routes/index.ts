@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { audienceCountRoutes } from './audience-count.js';
 import { audienceFilterRoutes } from './audience-filters.js';
 import { deviceRoutes } from './devices.js';
@@ -10,7 +10,7 @@ import { statsRoutes } from './stats.js';
 import { userRoutes } from './users.js';
 
 /** Route modules beyond the core (devices, users, the console's lists and stats); each takes the app context. */
-export const extraRoutes: ((ctx: AppContext) => FastifyPluginAsyncZod)[] = [
+export const extraRoutes: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   deviceRoutes,
   userRoutes,
   keyRoutes,

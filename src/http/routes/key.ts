@@ -1,12 +1,11 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
-import { NotFoundError } from '../../domain/errors.js';
+import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { errorResponse } from '../schemas.js';
 
 /** Who the presented key is: its role and its app. A client (the console) offers only what the role may do. */
-export function keyRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function keyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/v6/key',
@@ -26,9 +25,7 @@ export function keyRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const found = await ctx.repos.apps.findById(ctx.db, request.principal.appId);
-        if (!found) throw new NotFoundError('app');
-        return { role: request.principal.role, app: { id: found.id, bundle_id: found.bundle_id, name: found.name } };
+        return { role: request.principal.role, app: await ctx.services.apps.getApp(request.principal.appId) };
       },
     );
   };

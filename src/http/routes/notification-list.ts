@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { notificationRecord, pageQuery } from '../schemas.js';
 import { notificationResponse } from '../serialize.js';
 
 /** The app's notifications, newest first, with their state and counters; the last page has fewer than `per`. */
-export function notificationListRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/v6/notifications',
@@ -22,7 +22,7 @@ export function notificationListRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { per, page } = request.query;
-        const rows = await ctx.repos.notifications.listForApp(ctx.db, request.principal.appId, per, (page - 1) * per);
+        const rows = await ctx.services.notifications.list(request.principal.appId, { per, page });
         return { notifications: rows.map(notificationResponse) };
       },
     );

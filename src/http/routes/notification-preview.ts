@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { notificationRequestSchema, type NotificationRequest } from '../../domain/notification-request.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
 import { requirePermission } from '../auth.js';
@@ -12,7 +12,7 @@ const json = z.record(z.string(), z.unknown());
  * The exact APNs and FCM requests a notification body maps to, validated like a create (same schema, same
  * messages) but neither stored nor sent. `_nid` holds a placeholder id of the real id's length.
  */
-export function notificationPreviewRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.post(
       '/v6/notifications/preview',

@@ -1,14 +1,13 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
-import { NotFoundError } from '../../domain/errors.js';
+import type { HttpContext } from '../context.js';
 import { notificationRequestSchema, type NotificationRequest } from '../../domain/notification-request.js';
 import { requirePermission } from '../auth.js';
 import { createdNotificationResponse, notificationResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
 
-export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     const write = requirePermission(ctx, 'write');
     const read = requirePermission(ctx, 'read');
@@ -37,9 +36,7 @@ export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       '/v6/notifications/:id',
       { onRequest: read, schema: { tags: ['notifications'], summary: 'Read a notification with its delivery state', params: idParams } },
       async (request) => {
-        const n = await ctx.repos.notifications.findForApp(ctx.db, request.principal.appId, request.params.id);
-        if (!n) throw new NotFoundError('notification');
-        return notificationResponse(n);
+        return notificationResponse(await ctx.services.notifications.get(request.principal.appId, request.params.id));
       },
     );
 
@@ -47,8 +44,7 @@ export function notificationRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       '/v6/stats/notifications/:id/events',
       { onRequest: read, schema: { tags: ['notifications'], summary: 'Delivery statistics of a notification', params: idParams } },
       async (request) => {
-        const n = await ctx.repos.notifications.findForApp(ctx.db, request.principal.appId, request.params.id);
-        if (!n) throw new NotFoundError('notification');
+        const n = await ctx.services.notifications.get(request.principal.appId, request.params.id);
         const payload = n.payload as { alert?: unknown };
         return {
           id: n.id,

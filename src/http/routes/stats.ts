@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 
 const UNINSTALLED_WINDOW_DAYS = 30;
@@ -8,7 +8,7 @@ const UNINSTALLED_WINDOW_DAYS = 30;
 const count = z.number().int();
 
 /** App-wide device and push figures (the console's overview). */
-export function statsRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     const read = requirePermission(ctx, 'read');
 
@@ -41,10 +41,7 @@ export function statsRoutes(ctx: AppContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const { appId } = request.principal;
-        const [groups, uninstalled] = await Promise.all([
-          ctx.repos.stats.deviceGroups(ctx.db, appId),
-          ctx.repos.stats.uninstalledSince(ctx.db, appId, UNINSTALLED_WINDOW_DAYS),
-        ]);
+        const { groups, uninstalled } = await ctx.services.stats.devices(appId, UNINSTALLED_WINDOW_DAYS);
         const sum = (key: 'devices' | 'push_enabled' | 'with_token') => groups.reduce((n, g) => n + g[key], 0);
         return {
           total: sum('devices'),
@@ -75,7 +72,7 @@ export function statsRoutes(ctx: AppContext): FastifyPluginAsyncZod {
           },
         },
       },
-      async (request) => ({ days: await ctx.repos.stats.pushesPerDay(ctx.db, request.principal.appId, request.query.days) }),
+      async (request) => ({ days: await ctx.services.stats.pushesPerDay(request.principal.appId, request.query.days) }),
     );
   };
 }

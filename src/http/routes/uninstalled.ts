@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { NotFoundError } from '../../domain/errors.js';
 import { parseIsoDate } from '../../domain/date-math.js';
 import { decodeCursor, encodeCursor, isUuid } from '../../domain/cursor.js';
@@ -13,7 +13,7 @@ const isoDate = z
   .transform((s) => parseIsoDate(s)!);
 
 /** Devices whose token a gateway rejected, in cursor pages, oldest invalidation first. */
-export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function uninstalledRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
       '/v6/devices/uninstalled',
@@ -34,7 +34,7 @@ export function uninstalledRoutes(ctx: AppContext): FastifyPluginAsyncZod {
         const { cursor, from, to, per } = request.query;
         const after = cursor ? decodeUninstalledCursor(cursor) : null;
         if (cursor && !after) throw new NotFoundError('cursor');
-        const rows = await ctx.repos.uninstalled.page(ctx.db, request.principal.appId, { after, from, to, limit: per });
+        const rows = await ctx.services.stats.uninstalledPage(request.principal.appId, { after, from, to, limit: per });
         const last = rows.length === per ? rows[rows.length - 1]! : null;
         return {
           meta: { cursor: last ? encodeCursor('uninstalled', [last.token_invalidated_at.toISOString(), last.id]) : null },

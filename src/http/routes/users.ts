@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import type { AppContext } from '../../app/context.js';
+import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
 import { callerOf, eventsBody } from './devices.js';
@@ -12,7 +12,7 @@ const userBody = z.object(
 );
 
 /** A user is the devices sharing a user_id: updates and events apply to each of them. Write key only. */
-export function userRoutes(ctx: AppContext): FastifyPluginAsyncZod {
+export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     // Server to server only: a user spans devices, and the sdk key, which any copy of the app yields, must not
     // change or feed another user's devices.

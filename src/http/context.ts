@@ -1,0 +1,24 @@
+import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import type { AppService } from '../services/apps.js';
+import type { AudienceService } from '../services/audiences.js';
+import type { DeviceService } from '../services/devices.js';
+import type { NotificationService } from '../services/notifications.js';
+import type { StatsService } from '../services/stats.js';
+
+/** What the HTTP layer needs, built once at start-up (src/app/context.ts): settings, logging and the services. */
+export interface HttpContext {
+  config: Config;
+  log: Logger;
+  metrics: Metrics;
+  services: {
+    apps: AppService;
+    audiences: AudienceService;
+    devices: DeviceService;
+    notifications: NotificationService;
+    stats: StatsService;
+  };
+  /** Whether each store the service depends on answers now (GET /ready). */
+  readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;
+}
