@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { filterSchema, type Filter } from './filters.js';
-import { payloadSchema, type Payload } from './payload.js';
+import { payloadSchema } from './payload.js';
 
 /** The three target forms: every device, a stored audience, an on-the-fly audience of filters. */
 export type Target = { kind: 'all' } | { kind: 'audience'; audienceId: string } | { kind: 'filters'; filters: Filter[] };
@@ -50,7 +50,8 @@ export const notificationRequestSchema = z.strictObject(
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) },
 );
 
-export type NotificationRequest = { notification: { to: '*' | { audience: string } | Filter[]; payload: Payload } };
+/** A request as the schema has parsed it: the type follows the schema, never written beside it. */
+export type NotificationRequest = z.output<typeof notificationRequestSchema>;
 
 export function targetOf(to: NotificationRequest['notification']['to']): Target {
   if (to === '*') return { kind: 'all' };

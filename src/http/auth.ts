@@ -1,4 +1,5 @@
 import type { AppService } from '../services/apps.js';
+import type { Caller } from '../services/devices.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRole } from '../db/schema.js';
 import { ForbiddenError, UnauthorizedError } from '../domain/errors.js';
@@ -56,3 +57,6 @@ function unauthorized(reply: FastifyReply): never {
   if (reply.request.headers['x-requested-with'] !== 'XMLHttpRequest') reply.header('www-authenticate', 'Basic realm="push"');
   throw new UnauthorizedError();
 }
+
+/** Who calls, as the device service needs it: the key's role, and the client address (the phone's, for an sdk key). */
+export const callerOf = (request: FastifyRequest): Caller => ({ role: request.principal.role, ip: request.ip ?? null });

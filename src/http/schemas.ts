@@ -26,3 +26,15 @@ export const notificationRecord = z.object({
   finished_at: timestamp.nullable(),
   failure_reason: z.string().nullable(),
 });
+
+/** A device as registered or updated (`{device: {...}}`); the fields are checked by the device service. */
+export const deviceBody = z.object(
+  { device: z.record(z.string(), z.unknown(), { error: 'must be an object' }) },
+  { error: 'body must be {"device": {...}}' },
+);
+
+/** Events a device or user reports (`{events: [...]}`). */
+export const eventsBody = z.object(
+  { events: z.array(z.unknown(), { error: 'must be an array of {"name", "date"?}' }) },
+  { error: 'body must be {"events": [...]}' },
+);

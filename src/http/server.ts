@@ -7,12 +7,7 @@ import { consoleRoutes } from './console.js';
 import { registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { rateLimit } from './rate-limit.js';
-import { audienceRoutes } from './routes/audiences.js';
-import { healthRoutes } from './routes/health.js';
-import { notificationRoutes } from './routes/notifications.js';
-import { extraRoutes } from './routes/index.js';
-import { metricsRoutes } from './routes/metrics.js';
-import { uninstalledRoutes } from './routes/uninstalled.js';
+import { routeModules } from './routes/index.js';
 
 /** Builds the HTTP API on an app context. Listening is the caller's business (main.ts, tests). */
 export async function buildServer(
@@ -44,12 +39,7 @@ export async function buildServer(
 
   // before the routes, so that its hook applies to every one of them
   await app.register(rateLimit, { config: ctx.config, log: ctx.log });
-  await app.register(healthRoutes(ctx));
-  await app.register(notificationRoutes(ctx));
-  await app.register(audienceRoutes(ctx));
-  await app.register(uninstalledRoutes(ctx));
-  await app.register(metricsRoutes(ctx));
-  for (const routes of extraRoutes) await app.register(routes(ctx));
+  for (const routes of routeModules) await app.register(routes(ctx));
   await app.register(consoleRoutes());
   return app;
 }

@@ -55,7 +55,7 @@ export class NotificationService {
       return this.notifications.insertOrCollapse(trx, {
         appId,
         audienceId,
-        request: request.notification as unknown as Record<string, unknown>,
+        request: request.notification,
         payload,
         collapseKey: typeof payload.collapse_key === 'string' ? payload.collapse_key : null,
       });

@@ -1,3 +1,4 @@
+import type { NotificationRequest } from '../../domain/notification-request.js';
 import { sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { Notification } from '../schema.js';
@@ -6,7 +7,8 @@ import { isUuid } from '../../domain/cursor.js';
 export interface NewNotification {
   appId: string;
   audienceId: string;
-  request: Record<string, unknown>;
+  /** The request's notification as it was parsed, stored as the record's `notification`. */
+  request: NotificationRequest['notification'];
   payload: Record<string, unknown>;
   collapseKey: string | null;
 }

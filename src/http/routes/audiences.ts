@@ -3,8 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { pageQuery } from '../schemas.js';
-import { audienceResponse } from '../serialize.js';
-import { deviceView } from './devices.js';
+import { audienceResponse, deviceView } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
 

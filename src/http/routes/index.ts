@@ -1,6 +1,11 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { audienceCountRoutes } from './audience-count.js';
+import { audienceRoutes } from './audiences.js';
+import { healthRoutes } from './health.js';
+import { metricsRoutes } from './metrics.js';
+import { notificationRoutes } from './notifications.js';
+import { uninstalledRoutes } from './uninstalled.js';
 import { audienceFilterRoutes } from './audience-filters.js';
 import { deviceRoutes } from './devices.js';
 import { keyRoutes } from './key.js';
@@ -9,14 +14,19 @@ import { notificationPreviewRoutes } from './notification-preview.js';
 import { statsRoutes } from './stats.js';
 import { userRoutes } from './users.js';
 
-/** Route modules beyond the core (devices, users, the console's lists and stats); each takes the app context. */
-export const extraRoutes: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
+/** Every route module of the API, registered in this order by src/http/server.ts. */
+export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
+  healthRoutes,
+  notificationRoutes,
+  notificationListRoutes,
+  notificationPreviewRoutes,
+  audienceRoutes,
+  audienceCountRoutes,
+  audienceFilterRoutes,
+  uninstalledRoutes,
+  metricsRoutes,
   deviceRoutes,
   userRoutes,
   keyRoutes,
-  notificationListRoutes,
-  notificationPreviewRoutes,
-  audienceCountRoutes,
-  audienceFilterRoutes,
   statsRoutes,
 ];

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { notificationRequestSchema, type NotificationRequest } from '../../domain/notification-request.js';
+import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
 import { requirePermission } from '../auth.js';
 import { errorResponse } from '../schemas.js';
@@ -33,7 +33,7 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
         },
       },
       async (request) => {
-        const preview = await ctx.services.notifications.preview(request.principal.appId, request.body as NotificationRequest);
+        const preview = await ctx.services.notifications.preview(request.principal.appId, request.body);
         return {
           apns: {
             headers: { ...preview.apns.headers },

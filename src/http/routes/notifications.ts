@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { notificationRequestSchema, type NotificationRequest } from '../../domain/notification-request.js';
+import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { requirePermission } from '../auth.js';
 import { createdNotificationResponse, notificationResponse } from '../serialize.js';
 
@@ -26,7 +26,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           },
         },
         async (request, reply) => {
-          const stored = await ctx.services.notifications.create(request.principal.appId, request.body as NotificationRequest);
+          const stored = await ctx.services.notifications.create(request.principal.appId, request.body);
           return reply.status(201).send(createdNotificationResponse(stored));
         },
       );

@@ -1,9 +1,9 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { requirePermission } from '../auth.js';
+import { callerOf, requirePermission } from '../auth.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
-import { callerOf, eventsBody } from './devices.js';
+import { eventsBody } from '../schemas.js';
 
 const userParams = z.object({ user_id: z.string().min(1).max(255) });
 const userBody = z.object(
