@@ -38,3 +38,41 @@ export const eventsBody = z.object(
   { events: z.array(z.unknown(), { error: 'must be an array of {"name", "date"?}' }) },
   { error: 'body must be {"events": [...]}' },
 );
+
+// Answers. Records are loose objects: the fields listed are documented (OpenAPI) and checked; a record never
+// loses a field it carries.
+const nullableString = z.string().nullable();
+
+/** 4xx/5xx answers of a route that needs a key, besides its own. */
+export const authErrors = { 401: errorResponse, 403: errorResponse, 429: errorResponse } as const;
+
+/** Fields of a device write that were not stored, with why. */
+export const droppedList = z.array(z.object({ field: z.string(), error: z.string() }));
+export const nothingValid = z.object({ error: z.string(), dropped: droppedList });
+
+/** A device as GET /v6/devices/:id answers it (src/http/serialize.ts deviceView). */
+export const deviceRecord = z.looseObject({
+  id: z.string(),
+  platform: z.enum(['ios', 'android']),
+  token: nullableString,
+  push_token: nullableString,
+  development: z.boolean(),
+  locale: nullableString,
+  time_zone: nullableString,
+  user_id: nullableString,
+  user_email: nullableString,
+  tags: z.array(z.string()),
+  country: nullableString,
+  push_enabled: z.boolean(),
+  location: z.object({ latitude: z.number(), longitude: z.number() }).nullable(),
+  custom: z.record(z.string(), z.unknown()),
+  user_attributes: z.record(z.string(), z.unknown()),
+  user_events: z.record(z.string(), z.unknown()),
+  installed_at: nullableString,
+  erased_at: nullableString,
+});
+/** What registering a known token answers: the id, the platform and only what the caller itself sent. */
+export const writtenDevice = deviceRecord.partial();
+
+export const audienceRecord = z.looseObject({ name: z.string(), created_at: timestamp, updated_at: timestamp, id: z.string() });
+export const accepted = z.object({});

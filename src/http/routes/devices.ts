@@ -4,7 +4,17 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { ForbiddenError } from '../../domain/errors.js';
 import { callerOf, requirePermission } from '../auth.js';
-import { deviceBody, eventsBody } from '../schemas.js';
+import {
+  accepted,
+  authErrors,
+  deviceBody,
+  deviceRecord,
+  droppedList,
+  errorResponse,
+  eventsBody,
+  nothingValid,
+  writtenDevice,
+} from '../schemas.js';
 import { deviceView, writtenView } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
@@ -31,7 +41,21 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
 
     app.post(
       '/v6/devices',
-      { onRequest: device, schema: { tags: ['devices'], summary: 'Register a device (upsert on its push token)', body: deviceBody } },
+      {
+        onRequest: device,
+        schema: {
+          tags: ['devices'],
+          summary: 'Register a device (upsert on its push token)',
+          body: deviceBody,
+          response: {
+            201: z.object({ device: deviceRecord, dropped: droppedList }),
+            200: z.object({ device: writtenDevice, dropped: droppedList }),
+            400: errorResponse,
+            422: nothingValid,
+            ...authErrors,
+          },
+        },
+      },
       async (request, reply) => {
         const r = await ctx.services.devices.register(request.principal.appId, request.body.device, callerOf(request));
         if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
@@ -43,7 +67,23 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
 
     app.put(
       '/v6/devices/:id',
-      { onRequest: device, schema: { tags: ['devices'], summary: 'Update a device (merge)', params: idParams, body: deviceBody } },
+      {
+        onRequest: device,
+        schema: {
+          tags: ['devices'],
+          summary: 'Update a device (merge)',
+          params: idParams,
+          body: deviceBody,
+          response: {
+            200: z.object({ device: deviceRecord, dropped: droppedList }),
+            400: errorResponse,
+            404: errorResponse,
+            422: nothingValid,
+            451: errorResponse,
+            ...authErrors,
+          },
+        },
+      },
       async (request, reply) => {
         const r = await ctx.services.devices.update(request.principal.appId, request.params.id, request.body.device, callerOf(request));
         if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
@@ -53,19 +93,44 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
 
     app.get(
       '/v6/devices/:id',
-      { onRequest: readOrDevice, schema: { tags: ['devices'], summary: 'Read a device with its attributes and events', params: idParams } },
+      {
+        onRequest: readOrDevice,
+        schema: {
+          tags: ['devices'],
+          summary: 'Read a device with its attributes and events',
+          params: idParams,
+          response: { 200: z.object({ device: deviceRecord }), 404: errorResponse, ...authErrors },
+        },
+      },
       async (request) => ({ device: deviceView(await ctx.services.devices.get(request.principal.appId, request.params.id)) }),
     );
 
     app.post(
       '/v6/devices/:id/erase',
-      { onRequest: write, schema: { tags: ['devices'], summary: 'Erase a device (its data is emptied)', params: idParams } },
+      {
+        onRequest: write,
+        schema: {
+          tags: ['devices'],
+          summary: 'Erase a device (its data is emptied)',
+          params: idParams,
+          response: { 200: z.object({ device: deviceRecord }), 404: errorResponse, ...authErrors },
+        },
+      },
       async (request) => ({ device: deviceView(await ctx.services.devices.erase(request.principal.appId, request.params.id)) }),
     );
 
     app.post(
       '/v6/devices/:id/events',
-      { onRequest: device, schema: { tags: ['devices'], summary: 'Record events of a device', params: idParams, body: eventsBody } },
+      {
+        onRequest: device,
+        schema: {
+          tags: ['devices'],
+          summary: 'Record events of a device',
+          params: idParams,
+          body: eventsBody,
+          response: { 202: accepted, 400: errorResponse, 404: errorResponse, 451: errorResponse, ...authErrors },
+        },
+      },
       async (request, reply) => {
         await ctx.services.devices.recordEvents(request.principal.appId, request.params.id, request.body, callerOf(request));
         return reply.status(202).send({});

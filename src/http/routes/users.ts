@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { callerOf, requirePermission } from '../auth.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
-import { eventsBody } from '../schemas.js';
+import { accepted, authErrors, droppedList, errorResponse, eventsBody, nothingValid } from '../schemas.js';
 
 const userParams = z.object({ user_id: z.string().min(1).max(255) });
 const userBody = z.object(
@@ -22,7 +22,19 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       '/v6/users/:user_id',
       {
         onRequest: write,
-        schema: { tags: ['users'], summary: 'Merge custom attributes into every device of a user', params: userParams, body: userBody },
+        schema: {
+          tags: ['users'],
+          summary: 'Merge custom attributes into every device of a user',
+          params: userParams,
+          body: userBody,
+          response: {
+            200: z.object({ user: z.object({ user_id: z.string(), device_count: z.number().int() }), dropped: droppedList }),
+            400: errorResponse,
+            404: errorResponse,
+            422: nothingValid,
+            ...authErrors,
+          },
+        },
       },
       async (request, reply) => {
         const r = await ctx.services.devices.updateUser(request.principal.appId, request.params.user_id, request.body.user);
@@ -39,11 +51,22 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['users'],
           summary: `Erase a user's devices, at most ${USER_ERASE_LIMIT} a call; call again while some remain`,
           params: userParams,
+          response: {
+            200: z.object({
+              user: z.object({
+                user_id: z.string(),
+                devices: z.array(z.object({ id: z.string(), status: z.literal('erased') })),
+                remaining: z.number().int(),
+              }),
+            }),
+            404: errorResponse,
+            ...authErrors,
+          },
         },
       },
       async (request) => {
         const { erased, remaining } = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id);
-        return { user: { user_id: request.params.user_id, devices: erased.map((id) => ({ id, status: 'erased' })), remaining } };
+        return { user: { user_id: request.params.user_id, devices: erased.map((id) => ({ id, status: 'erased' as const })), remaining } };
       },
     );
 
@@ -51,7 +74,13 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       '/v6/users/:user_id/events',
       {
         onRequest: write,
-        schema: { tags: ['users'], summary: 'Record events on every device of a user', params: userParams, body: eventsBody },
+        schema: {
+          tags: ['users'],
+          summary: 'Record events on every device of a user',
+          params: userParams,
+          body: eventsBody,
+          response: { 202: accepted, 400: errorResponse, 404: errorResponse, ...authErrors },
+        },
       },
       async (request, reply) => {
         await ctx.services.devices.recordUserEvents(request.principal.appId, request.params.user_id, request.body, callerOf(request));
