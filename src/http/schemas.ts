@@ -10,13 +10,17 @@ export const errorResponse = z.object({ error: z.string() });
 
 const timestamp = z.string();
 
-/** A notification record as `GET /v6/notifications/:id` answers it (src/http/serialize.ts builds it). */
-export const notificationRecord = z.object({
+/** The answer to a create: the record fields of the contract (src/http/serialize.ts builds it). */
+export const createdNotificationRecord = z.object({
   id: z.string(),
   created_at: timestamp,
   state: z.enum(['scheduled', 'sending', 'sent', 'failed']),
   to: z.object({ id: z.string(), type: z.literal('Audience') }),
   notification: z.object({ to: z.unknown(), payload: z.unknown() }),
+});
+
+/** A notification record as `GET /v6/notifications/:id` answers it (src/http/serialize.ts builds it). */
+export const notificationRecord = createdNotificationRecord.extend({
   updated_at: timestamp,
   devices_targeted: z.number().int(),
   pushes_succeeded: z.number().int(),

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { filterSchema, type Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';
+import { authErrors } from '../schemas.js';
 
 /**
  * The device count of a filter list, computed like a stored audience's `device_count` but without storing
@@ -22,7 +23,10 @@ export function audienceCountRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             { filters: z.array(filterSchema, { error: 'must be an array of filters' }) },
             { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"filters": [...]}' : undefined) },
           ),
-          response: { 200: z.object({ device_count: z.number().int() }) },
+          response: {
+            ...authErrors,
+            200: z.object({ device_count: z.number().int() }),
+          },
         },
       },
       async (request) => {

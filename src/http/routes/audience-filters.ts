@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { errorResponse } from '../schemas.js';
+import { authErrors, errorResponse } from '../schemas.js';
 
 /** An audience's definition: every device (`kind: all`, filters null) or its canonical filter list. */
 export function audienceFilterRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -17,6 +17,7 @@ export function audienceFilterRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           security: [{ basic: [] }],
           params: z.object({ id: z.string() }),
           response: {
+            ...authErrors,
             200: z.object({ id: z.string(), kind: z.enum(['all', 'filters']), filters: z.array(z.unknown()).nullable() }),
             404: errorResponse,
           },

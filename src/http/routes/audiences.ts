@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { pageQuery } from '../schemas.js';
+import { audienceRecord, authErrors, deviceRecord, errorResponse, pageQuery } from '../schemas.js';
 import { audienceResponse, deviceView } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
@@ -19,6 +19,7 @@ export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['audiences'],
           summary: "List the app's audiences, oldest first",
           querystring: pageQuery,
+          response: { 200: z.object({ audiences: z.array(audienceRecord.extend({ test: z.boolean() })) }), ...authErrors },
         },
       },
       async (request) => {
@@ -31,7 +32,16 @@ export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       '/v6/audiences/:id',
       {
         onRequest: read,
-        schema: { tags: ['audiences'], summary: 'Read an audience with its device count', params: idParams },
+        schema: {
+          tags: ['audiences'],
+          summary: 'Read an audience with its device count',
+          params: idParams,
+          response: {
+            200: z.object({ audience: audienceRecord.extend({ device_count: z.number().int() }) }),
+            404: errorResponse,
+            ...authErrors,
+          },
+        },
       },
       async (request) => {
         const { appId } = request.principal;
@@ -50,6 +60,11 @@ export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: "The audience's devices in cursor pages (the last page has cursor null)",
           params: idParams,
           querystring: z.object({ cursor: z.string().max(512).optional(), per: z.coerce.number().int().min(1).max(1000).default(100) }),
+          response: {
+            200: z.object({ meta: z.object({ cursor: z.string().nullable(), total: z.number().int() }), devices: z.array(deviceRecord) }),
+            404: errorResponse,
+            ...authErrors,
+          },
         },
       },
       async (request) => {

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { errorResponse } from '../schemas.js';
+import { authErrors, errorResponse } from '../schemas.js';
 
 /** Who the presented key is: its role and its app. A client (the console) offers only what the role may do. */
 export function keyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -16,6 +16,7 @@ export function keyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: "The presented key's role and app",
           security: [{ basic: [] }],
           response: {
+            ...authErrors,
             200: z.object({
               role: z.enum(['read', 'write', 'sdk']),
               app: z.object({ id: z.string(), bundle_id: z.string(), name: z.string() }),

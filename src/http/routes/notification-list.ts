@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { notificationRecord, pageQuery } from '../schemas.js';
+import { authErrors, notificationRecord, pageQuery } from '../schemas.js';
 import { notificationResponse } from '../serialize.js';
 
 /** The app's notifications, newest first, with their state and counters; the last page has fewer than `per`. */
@@ -17,7 +17,10 @@ export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod 
           summary: "List the app's notifications, newest first",
           security: [{ basic: [] }],
           querystring: pageQuery,
-          response: { 200: z.object({ notifications: z.array(notificationRecord) }) },
+          response: {
+            ...authErrors,
+            200: z.object({ notifications: z.array(notificationRecord) }),
+          },
         },
       },
       async (request) => {

@@ -3,6 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { requirePermission } from '../auth.js';
+import { authErrors, createdNotificationRecord, errorResponse, notificationRecord } from '../schemas.js';
 import { createdNotificationResponse, notificationResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
@@ -23,6 +24,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             summary: 'Create a notification',
             security: [{ basic: [] }],
             body: notificationRequestSchema,
+            response: { 201: createdNotificationRecord, 400: errorResponse, 404: errorResponse, ...authErrors },
           },
         },
         async (request, reply) => {
@@ -34,7 +36,15 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
 
     app.get(
       '/v6/notifications/:id',
-      { onRequest: read, schema: { tags: ['notifications'], summary: 'Read a notification with its delivery state', params: idParams } },
+      {
+        onRequest: read,
+        schema: {
+          tags: ['notifications'],
+          summary: 'Read a notification with its delivery state',
+          params: idParams,
+          response: { 200: notificationRecord, 404: errorResponse, ...authErrors },
+        },
+      },
       async (request) => {
         return notificationResponse(await ctx.services.notifications.get(request.principal.appId, request.params.id));
       },
@@ -42,7 +52,26 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
 
     app.get(
       '/v6/stats/notifications/:id/events',
-      { onRequest: read, schema: { tags: ['notifications'], summary: 'Delivery statistics of a notification', params: idParams } },
+      {
+        onRequest: read,
+        schema: {
+          tags: ['notifications'],
+          summary: 'Delivery statistics of a notification',
+          params: idParams,
+          response: {
+            200: z.object({
+              id: z.string(),
+              audience_id: z.string(),
+              push_text: z.string().nullable(),
+              published_time: z.string().nullable(),
+              pushes_succeeded: z.number().int(),
+              pushes_rejected: z.number().int(),
+            }),
+            404: errorResponse,
+            ...authErrors,
+          },
+        },
+      },
       async (request) => {
         const n = await ctx.services.notifications.get(request.principal.appId, request.params.id);
         const payload = n.payload as { alert?: unknown };

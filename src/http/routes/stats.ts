@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
+import { authErrors } from '../schemas.js';
 
 const UNINSTALLED_WINDOW_DAYS = 30;
 
@@ -21,6 +22,7 @@ export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: 'Devices by platform and environment, push-enabled, and tokens uninstalled in the last 30 days',
           security: [{ basic: [] }],
           response: {
+            ...authErrors,
             200: z.object({
               total: count,
               push_enabled: count,
@@ -66,6 +68,7 @@ export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           security: [{ basic: [] }],
           querystring: z.object({ days: z.coerce.number().int().min(1).max(366).default(30) }),
           response: {
+            ...authErrors,
             200: z.object({
               days: z.array(z.object({ date: z.string(), succeeded: count, failed: count, invalidated: count })),
             }),

@@ -5,6 +5,7 @@ import { NotFoundError } from '../../domain/errors.js';
 import { parseIsoDate } from '../../domain/date-math.js';
 import { decodeCursor, encodeCursor, isUuid } from '../../domain/cursor.js';
 import { requirePermission } from '../auth.js';
+import { authErrors, errorResponse } from '../schemas.js';
 import { iso } from '../serialize.js';
 
 const isoDate = z
@@ -28,6 +29,23 @@ export function uninstalledRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             to: isoDate.optional(),
             per: z.coerce.number().int().min(1).max(1000).default(100),
           }),
+          response: {
+            200: z.object({
+              meta: z.object({ cursor: z.string().nullable() }),
+              devices: z.array(
+                z.object({
+                  id: z.string(),
+                  platform: z.enum(['ios', 'android']),
+                  push_token: z.string().nullable(),
+                  uninstalled_at: z.string().nullable(),
+                  reason: z.string().nullable(),
+                }),
+              ),
+            }),
+            400: errorResponse,
+            404: errorResponse,
+            ...authErrors,
+          },
         },
       },
       async (request) => {
