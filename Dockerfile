@@ -24,6 +24,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 COPY scripts/node-flags ./scripts/node-flags
+COPY bin ./bin
 # DATA_DIR is only used without DATABASE_URL (embedded PostgreSQL); it must belong to the runtime user.
 RUN mkdir -p /app/data && chown node:node /app/data
 USER node
