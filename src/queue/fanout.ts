@@ -1,7 +1,8 @@
 import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
-import type { DeliveryRepository, Deliverable, NewBatch } from '../db/repositories/delivery.js';
+import type { DeliveryRepository, NewBatch } from '../db/repositories/delivery.js';
+import type { Deliverable, DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
@@ -54,6 +55,7 @@ export function fanoutProcessor(deps: {
   queues: JobQueues;
   notifications: NotificationsRepository;
   audiences: AudiencesRepository;
+  devices: DevicesRepository;
   delivery: DeliveryRepository;
   pageSize: number;
   batchSize: number;
@@ -78,7 +80,7 @@ export function fanoutProcessor(deps: {
       for (;;) {
         // The first page is one batch, so the first pushes leave without waiting for a full page.
         const limit = pages === 0 ? Math.min(deps.batchSize, deps.pageSize) : deps.pageSize;
-        const page = await deps.delivery.pageDeliverable(deps.db, n.app_id, filters, cursor, limit, now);
+        const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now });
         if (page.length === 0) break;
         const batches = cutBatches(notificationId, generation, page, seq, deps.batchSize);
         const last = page[page.length - 1]!.id;

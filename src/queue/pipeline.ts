@@ -2,6 +2,7 @@ import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
+import { DevicesRepository } from '../db/repositories/devices.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -61,6 +62,7 @@ export function startPipeline(
         queues,
         notifications,
         audiences: new AudiencesRepository(),
+        devices: new DevicesRepository(),
         delivery,
         pageSize: config.FANOUT_PAGE_SIZE,
         batchSize: config.DELIVERY_BATCH_SIZE,

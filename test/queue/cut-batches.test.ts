@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Deliverable } from '../../src/db/repositories/delivery.js';
+import type { Deliverable } from '../../src/db/repositories/devices.js';
 import { batchId, cutBatches } from '../../src/queue/fanout.js';
 
 const NID = '0199a3b2-0000-7000-8000-000000000000';

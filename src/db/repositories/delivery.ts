@@ -1,15 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../database.js';
-import { compileFilters } from '../filter-sql.js';
 import type { DeliveryBatch, Platform } from '../schema.js';
-import type { Filter } from '../../domain/filters.js';
-
-/** A device of the audience that can receive a push (its token is read again when its batch is sent). */
-export interface Deliverable {
-  id: string;
-  platform: Platform;
-  development: boolean;
-}
 
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
@@ -37,31 +28,8 @@ export interface BatchOutcome {
   lastError: string | null;
 }
 
-/** All SQL of the delivery pipeline: audience paging, batches, counters, token invalidation. */
+/** All SQL of the delivery pipeline but audience paging (the devices repository's): batches, counters, token invalidation. */
 export class DeliveryRepository {
-  /** One keyset page of the audience's devices that can receive a push, in id order. */
-  async pageDeliverable(
-    db: Db,
-    appId: string,
-    filters: Filter[] | null,
-    afterId: string | null,
-    limit: number,
-    now: Date,
-  ): Promise<Deliverable[]> {
-    let q = db
-      .selectFrom('devices as d')
-      .select(['d.id', 'd.platform', 'd.development'])
-      .where('d.app_id', '=', appId)
-      .where('d.erased_at', 'is', null)
-      .where('d.token', 'is not', null)
-      .where('d.token_invalidated_at', 'is', null)
-      .where(compileFilters(filters, { now }))
-      .orderBy('d.id')
-      .limit(limit);
-    if (afterId) q = q.where('d.id', '>', afterId);
-    return (await q.execute()) as Deliverable[];
-  }
-
   /**
    * Stores the batches cut from one page and moves the fan-out checkpoint past it, atomically: a fan-out
    * that dies and runs again resumes after the last stored page and recreates no batch. One statement,

@@ -8,6 +8,9 @@ import { isUuid } from '../../domain/cursor.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
+/** A device of an audience that can receive a push (its token is read again when its batch is sent). */
+export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'>;
+
 /** A keyset page of an audience: devices with id > afterId, by id. Pass one `now` for all pages of a run. */
 export interface AudiencePage {
   afterId?: string | null;
@@ -234,6 +237,22 @@ export class DevicesRepository {
       const { rows } = await compileCount(appId, filters, ctx).execute(trx);
       return Number(rows[0]!.n);
     });
+  }
+
+  /** One keyset page of an audience's devices that can receive a push, in id order (the fan-out). */
+  async pageDeliverable(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Deliverable[]> {
+    return db
+      .selectFrom('devices as d')
+      .select(['d.id', 'd.platform', 'd.development'])
+      .where('d.app_id', '=', appId)
+      .where('d.erased_at', 'is', null)
+      .where('d.token', 'is not', null)
+      .where('d.token_invalidated_at', 'is', null)
+      .where(compileFilters(filters, { now: page.now }))
+      .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
+      .orderBy('d.id')
+      .limit(page.limit)
+      .execute();
   }
 
   /** One keyset page of an audience's live devices, token or not (the audience listing). */
