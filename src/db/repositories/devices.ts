@@ -241,33 +241,29 @@ export class DevicesRepository {
 
   /** One keyset page of an audience's devices that can receive a push, in id order (the fan-out). */
   async pageDeliverable(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Deliverable[]> {
-    return db
-      .selectFrom('devices as d')
+    return audiencePageQuery(db, appId, filters, page)
       .select(['d.id', 'd.platform', 'd.development'])
-      .where('d.app_id', '=', appId)
-      .where('d.erased_at', 'is', null)
       .where('d.token', 'is not', null)
       .where('d.token_invalidated_at', 'is', null)
-      .where(compileFilters(filters, { now: page.now }))
-      .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
-      .orderBy('d.id')
-      .limit(page.limit)
       .execute();
   }
 
   /** One keyset page of an audience's live devices, token or not (the audience listing). */
   async listAudience(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Device[]> {
-    return db
-      .selectFrom('devices as d')
-      .selectAll('d')
-      .where('d.app_id', '=', appId)
-      .where('d.erased_at', 'is', null)
-      .where(compileFilters(filters, { now: page.now }))
-      .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
-      .orderBy('d.id')
-      .limit(page.limit)
-      .execute();
+    return audiencePageQuery(db, appId, filters, page).selectAll('d').execute();
   }
+}
+
+/** The live devices of the app that the filters select, one keyset page in id order; the caller picks the columns. */
+function audiencePageQuery(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage) {
+  return db
+    .selectFrom('devices as d')
+    .where('d.app_id', '=', appId)
+    .where('d.erased_at', 'is', null)
+    .where(compileFilters(filters, { now: page.now }))
+    .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
+    .orderBy('d.id')
+    .limit(page.limit);
 }
 
 function withCountry(
