@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# Proves the container image: builds it with podman, runs docker-compose.yml's migrate, api and worker services
+# (their commands, environment and health checks) against this machine's PostgreSQL and Redis on the host network,
+# creates an app and its keys with the CLI inside the api container, delivers a notification to the gateway mocks,
+# then stops both containers and checks they exited cleanly.
+#
+# Needs root (podman, apt-get). Where no registry can be reached for the base image, a stand-in is built from
+# Debian's packages (scripts/container/standin-base.sh). Settings: CHECK_PG (a PostgreSQL server URL, default
+# postgres://postgres@127.0.0.1:5432), CHECK_REDIS (default redis://127.0.0.1:6379).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pg=${CHECK_PG:-postgres://postgres@127.0.0.1:5432}
+redis=${CHECK_REDIS:-redis://127.0.0.1:6379}
+image=localhost/pushd:check
+run_id=pushd-check-$$
+database=pushd_container_check
+topic=com.example.containercheck
+
+say() { printf '== %s\n' "$*"; }
+fail() {
+  printf 'container-check: FAILED: %s\n' "$*" >&2
+  exit 1
+}
+# crun fails on this machine kind's cgroups; runc works.
+pm() { podman --runtime runc "$@"; }
+# Reads a field of the JSON document on stdin: json '.app.id'
+json() { node -e "let d; try { d = JSON.parse(require('fs').readFileSync(0, 'utf8')); } catch { process.exit(1); } const v = d$1; if (v === undefined) process.exit(1); process.stdout.write(typeof v === 'string' ? v : JSON.stringify(v))"; }
+
+say "podman"
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null || ! command -v debootstrap >/dev/null; then
+  apt-get install -y podman runc debootstrap >/dev/null || { apt-get update >/dev/null && apt-get install -y podman runc debootstrap >/dev/null; }
+fi
+# Containers cannot raise their ulimits on this machine kind: keep the host's.
+conf=/etc/containers/containers.conf
+if ! grep -qs '^default_ulimits' "$conf"; then
+  mkdir -p "$(dirname "$conf")"
+  if grep -qs '^\[containers\]' "$conf"; then
+    sed -i 's/^\[containers\]$/[containers]\ndefault_ulimits = []/' "$conf"
+  else
+    printf '\n[containers]\ndefault_ulimits = []\n' >>"$conf"
+  fi
+fi
+
+say "base image"
+base=$(awk '/^FROM/ {print $2; exit}' Dockerfile)
+case "$base" in */*) ;; *) base=docker.io/library/$base ;; esac
+if pm image exists "$base"; then
+  echo "$base is present"
+elif timeout 60 podman pull -q "$base" >/dev/null 2>&1; then
+  echo "pulled $base"
+else
+  echo "$base cannot be pulled; building a stand-in"
+  bash scripts/container/standin-base.sh "$base"
+fi
+
+say "build"
+pm build --quiet --network host -t "$image" . >/dev/null
+
+workdir=$(mktemp -d /tmp/pushd-check.XXXXXX)
+chmod 755 "$workdir"
+mocks_pid=
+cleanup() {
+  set +e
+  pm rm -f -t 0 "$run_id-api" "$run_id-worker" "$run_id-solo" >/dev/null 2>&1
+  [ -n "$mocks_pid" ] && kill "$mocks_pid" 2>/dev/null && wait "$mocks_pid" 2>/dev/null
+  psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+
+say "gateway mocks"
+node --import tsx test/mocks/serve.ts "$workdir" &
+mocks_pid=$!
+for _ in $(seq 100); do [ -s "$workdir/mocks.json" ] && break; sleep 0.1; done
+[ -s "$workdir/mocks.json" ] || fail "the gateway mocks did not start"
+cp test/fixtures/tls/ca.pem "$workdir/ca.pem"
+chmod 644 "$workdir/ca.pem"
+mocks=$(cat "$workdir/mocks.json")
+
+say "database $database"
+PGOPTIONS="-c client_min_messages=warning" psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" -c "CREATE DATABASE $database" >/dev/null
+free_port() { node -e "const s = require('net').createServer().listen(0, '127.0.0.1', () => { console.log(s.address().port); s.close(); })"; }
+port=$(free_port)
+
+# A compose service as podman arguments: its environment, then what this machine puts in place of the compose
+# network (the local PostgreSQL and Redis, the mocks, a free port), its init, the image and its command.
+service_args() {
+  local spec=$1
+  echo "$spec" | node -e "
+    const s = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+    const mocks = JSON.parse(process.argv[1]);
+    const env = { ...s.environment, DATABASE_URL: process.argv[2], REDIS_URL: process.argv[3], QUEUE_PREFIX: process.argv[4],
+      PORT: process.argv[5], NODE_EXTRA_CA_CERTS: '/check/ca.pem',
+      APNS_ORIGIN_PRODUCTION: mocks.APNS_ORIGIN_PRODUCTION, APNS_ORIGIN_SANDBOX: mocks.APNS_ORIGIN_SANDBOX,
+      FCM_ORIGIN: mocks.FCM_ORIGIN, GOOGLE_TOKEN_URL: mocks.GOOGLE_TOKEN_URL };
+    const args = Object.entries(env).flatMap(([k, v]) => ['-e', k + '=' + v]);
+    if (s.init) args.push('--init');
+    args.push(process.argv[6], ...(s.command ?? []));
+    process.stdout.write(args.join('\0'));
+  " "$mocks" "$pg/$database" "$redis" "$run_id" "$port" "$image"
+}
+healthcheck_of() { echo "$1" | json '.healthcheck'; }
+
+say "compose: postgres and redis health checks (against the local services that stand in for them)"
+for dependency in postgres redis; do
+  mapfile -d '' -t check < <(node scripts/container/compose-services.mjs "$dependency" | json ".healthcheck.join('\\0')")
+  # The compose checks reach the server in their own container; here it is this machine's, on the loopback.
+  out=$(PGHOST=127.0.0.1 "${check[@]}") || fail "$dependency health check failed: ${check[*]}: $out"
+  echo "$dependency: ${check[*]}: $out"
+done
+
+say "compose: migrate"
+mapfile -d '' -t args < <(service_args "$(node scripts/container/compose-services.mjs migrate)")
+pm run --rm --network host -v "$workdir:/check:ro" "${args[@]}" | json '.migrated' | grep -qx true || fail "migrate did not answer {migrated: true}"
+echo "migrated"
+
+say "compose: api and worker"
+api_spec=$(node scripts/container/compose-services.mjs api)
+mapfile -d '' -t args < <(service_args "$api_spec")
+pm run -d --name "$run_id-api" --network host -v "$workdir:/check:ro" "${args[@]}" >/dev/null
+mapfile -d '' -t args < <(service_args "$(node scripts/container/compose-services.mjs worker)")
+pm run -d --name "$run_id-worker" --network host -v "$workdir:/check:ro" "${args[@]}" >/dev/null
+
+mapfile -t api_health < <(healthcheck_of "$api_spec" | node -e "for (const a of JSON.parse(require('fs').readFileSync(0, 'utf8'))) console.log(a)")
+healthy=
+for _ in $(seq 60); do
+  if pm exec "$run_id-api" "${api_health[@]}" >/dev/null 2>&1; then
+    healthy=1
+    break
+  fi
+  sleep 1
+done
+[ -n "$healthy" ] || {
+  pm logs "$run_id-api" >&2
+  fail "the api container's health check did not pass within 60 s"
+}
+base_url=http://127.0.0.1:$port
+curl -fsS "$base_url/ready" | json '.status' | grep -qx ok || fail "/ready is not ok"
+echo "api healthy on $base_url, /ready ok"
+pm logs "$run_id-worker" 2>&1 | grep -q '"worker running"' || fail "the worker container did not start: $(pm logs "$run_id-worker" 2>&1 | tail -5)"
+echo "worker running"
+
+say "CLI inside the api container"
+cli() { pm exec "$run_id-api" node bin/pushd.js "$@"; }
+created=$(cli app create --bundle-id "$topic" --name "Container check")
+app=$(echo "$created" | json '.app.id')
+write_key=$(echo "$created" | json '.keys.write')
+sdk_key=$(cli key create --app "$app" --role sdk | json '.key')
+cli app set-apns --app "$app" --key-file /check/apns.p8 --key-id "$(echo "$mocks" | json '.keyId')" \
+  --team-id "$(echo "$mocks" | json '.teamId')" --topic "$topic" >/dev/null
+cli app set-fcm --app "$app" --service-account /check/service-account.json >/dev/null
+echo "app $app with write and sdk keys, APNs and FCM credentials"
+
+say "a notification to an iOS and an Android device"
+ios_token=$(node -e "console.log(require('crypto').randomBytes(32).toString('hex'))")
+android_token=check-$(node -e "console.log(require('crypto').randomBytes(60).toString('base64url'))")
+for device in "{\"platform\":\"ios\",\"token\":\"$ios_token\"}" "{\"platform\":\"android\",\"token\":\"$android_token\"}"; do
+  curl -fsS -u ":$sdk_key" -H 'Content-Type: application/json' "$base_url/v6/devices" -d "{\"device\":$device}" >/dev/null
+done
+notification=$(curl -fsS -u ":$write_key" -H 'Content-Type: application/json' "$base_url/v6/notifications" \
+  -d '{"notification":{"to":"*","payload":{"alert":"Hello from the container"}}}' | json '.id')
+delivered=
+for _ in $(seq 60); do
+  pushes=$(curl -fsS "$(echo "$mocks" | json '.control')/pushes")
+  if echo "$pushes" | json ".apns.includes('$ios_token') && d.fcm.includes('$android_token')" | grep -qx true; then
+    delivered=1
+    break
+  fi
+  sleep 1
+done
+[ -n "$delivered" ] || {
+  pm logs "$run_id-worker" >&2
+  fail "the notification did not reach both mocks within 60 s (they saw $pushes)"
+}
+state=
+for _ in $(seq 30); do
+  state=$(curl -fsS -u ":$write_key" "$base_url/v6/notifications/$notification" | json '.state')
+  [ "$state" = sent ] && break
+  sleep 1
+done
+[ "$state" = sent ] || fail "notification $notification is $state, not sent"
+echo "notification $notification delivered to APNs and FCM, state sent"
+
+say "stop"
+pm stop -t 30 "$run_id-api" "$run_id-worker" >/dev/null
+for side in api worker; do
+  code=$(pm inspect -f '{{.State.ExitCode}}' "$run_id-$side")
+  [ "$code" = 0 ] || fail "the $side container exited with $code"
+  pm logs "$run_id-$side" 2>&1 | tail -3 | grep -q '"msg":"stopped"' || fail "the $side container did not log a clean stop"
+  echo "$side stopped cleanly (exit 0)"
+done
+
+say "the image on its own: embedded PostgreSQL, the PostgreSQL queue, API and worker in one process"
+solo_port=$(free_port)
+pm run -d --name "$run_id-solo" --network host -e PORT="$solo_port" -e EMBEDDED_PG_PORT="$(free_port)" "$image" >/dev/null
+ready=
+for _ in $(seq 90); do
+  if curl -fsS "http://127.0.0.1:$solo_port/ready" 2>/dev/null | json '.status' | grep -qx ok; then
+    ready=1
+    break
+  fi
+  sleep 1
+done
+[ -n "$ready" ] || {
+  pm logs "$run_id-solo" >&2
+  fail "the embedded-PostgreSQL container was not ready within 90 s"
+}
+pm stop -t 30 "$run_id-solo" >/dev/null
+code=$(pm inspect -f '{{.State.ExitCode}}' "$run_id-solo")
+[ "$code" = 0 ] || fail "the embedded-PostgreSQL container exited with $code"
+echo "ready on its own embedded PostgreSQL, stopped cleanly (exit 0)"
+say "container check passed"
