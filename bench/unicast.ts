@@ -1,11 +1,11 @@
 /**
  * Unicast benchmark: the traffic most apps send — many small notifications, each to one device. C concurrent
- * clients post K notifications, each targeting one seeded device (by a `device_id` filter or a `user_id`
- * filter), against the mock gateways. Each configuration runs on a fresh database: the API and the workers in
+ * clients post K notifications, each targeting one seeded device (by a `device_id` filter, a `user_id` filter,
+ * or through `POST /v6/transactional/notifications`, which answers once the gateway has), against the mock gateways. Each configuration runs on a fresh database: the API and the workers in
  * one process (`npm start`) or apart, on either queue backend. Beside the figures, PostgreSQL's own commit
  * ceiling on the same server (`pgbench -N`, 50 clients), so they can be read on a faster or slower machine.
  *
- *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id]
+ *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id,transactional]
  *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
  */
 import { execFileSync } from 'node:child_process';
@@ -15,7 +15,8 @@ import { benchStack, startServices } from './lib/stack.js';
 
 const K = Number(arg('notifications', '10000'));
 const clients = Number(arg('clients', '50'));
-const targets = arg('target', 'device_id,user_id').split(',') as ('device_id' | 'user_id')[];
+type Target = 'device_id' | 'user_id' | 'transactional';
+const targets = arg('target', 'device_id,user_id,transactional').split(',') as Target[];
 const modes = arg('mode', 'single,split').split(',') as ('single' | 'split')[];
 const queues = arg('queue', process.env.REDIS_URL ? 'redis,postgres' : 'postgres').split(',');
 const timeoutMs = Number(arg('timeout-s', '300')) * 1000;
@@ -37,7 +38,7 @@ interface Result {
   unfinished: boolean;
 }
 
-async function runOne(target: 'device_id' | 'user_id', mode: 'single' | 'split', queue: string): Promise<Result> {
+async function runOne(target: Target, mode: 'single' | 'split', queue: string): Promise<Result> {
   const stack = await benchStack('bench_unicast', { queue, redisUrl });
   const { db, apns, fcm, keys, app } = stack;
   await sql`
@@ -57,17 +58,31 @@ async function runOne(target: 'device_id' | 'user_id', mode: 'single' | 'split',
     lastAt = performance.now();
   };
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
-  const post = (row: (typeof rows)[number]) =>
-    fetch(`${services.base}/v6/notifications`, {
+  const payload = { alert: 'Your order has shipped', badge: 1 };
+  const request = (row: (typeof rows)[number]) =>
+    target === 'transactional'
+      ? {
+          path: '/v6/transactional/notifications',
+          body: { to: { field: 'device_id', value: row.id }, group: 'order-shipped', notification: { payload } },
+        }
+      : {
+          path: '/v6/notifications',
+          body: {
+            notification: {
+              to: [target === 'device_id' ? { name: 'device_id', criteria: [row.id] } : { name: 'user_id', criteria: [row.user_id] }],
+              payload,
+            },
+          },
+        };
+  const post = (row: (typeof rows)[number]) => {
+    const { path, body } = request(row);
+    return fetch(`${services.base}${path}`, {
       method: 'POST',
       headers: { authorization: auth, 'content-type': 'application/json' },
-      body: JSON.stringify({
-        notification: {
-          to: [target === 'device_id' ? { name: 'device_id', criteria: [row.id] } : { name: 'user_id', criteria: [row.user_id] }],
-          payload: { alert: 'Your order has shipped', badge: 1 },
-        },
-      }),
+      body: JSON.stringify(body),
     });
+  };
+  const expected = target === 'transactional' ? 200 : 201;
   const waitReceived = async (n: number, deadline: number) => {
     while (received < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   };
@@ -91,7 +106,7 @@ async function runOne(target: 'device_id' | 'user_id', mode: 'single' | 'split',
         const res = await post(row);
         await res.arrayBuffer();
         latencies.push(performance.now() - start);
-        if (res.status !== 201) refused += 1;
+        if (res.status !== expected) refused += 1;
       }
     }),
   );

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -18,6 +19,8 @@ import { AudienceService } from '../services/audiences.js';
 import { DeviceService } from '../services/devices.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
+import { TransactionalService } from '../services/transactional.js';
+import type { GatewayProvider } from '../gateways/provider.js';
 
 /** Wires the services the API serves from, once at start-up; each gets the handle and the repositories it needs. */
 export function createContext(
@@ -26,13 +29,21 @@ export function createContext(
   db: Db,
   queues: JobQueues,
   scheduler: NotificationScheduler,
+  gateways: GatewayProvider,
   metrics: Metrics,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
   const eventsRepo = new EventsRepository();
-  const notifications = new NotificationService(db, audiencesRepo, new NotificationsRepository(), scheduler, (err, id) =>
-    log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
+  const notifications = new NotificationService(
+    db,
+    audiencesRepo,
+    new NotificationsRepository(),
+    devicesRepo,
+    new DeliveryRepository(),
+    scheduler,
+    config.DELIVERY_BATCH_SIZE,
+    (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );
   const devices = new DeviceService(db, devicesRepo, eventsRepo, createGeoIp(config.GEOIP_DB_PATH, log));
   const services = {
@@ -40,6 +51,17 @@ export function createContext(
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices),
     devices,
     notifications,
+    transactional: new TransactionalService(
+      db,
+      new NotificationsRepository(),
+      devicesRepo,
+      { db, metrics, gateways, delivery: new DeliveryRepository() },
+      {
+        batchSize: config.DELIVERY_BATCH_SIZE,
+        timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,
+        retry: { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS },
+      },
+    ),
     stats: new StatsService(db, new StatsRepository(), new UninstalledRepository()),
   };
   const check = (probe: Promise<unknown>) =>

@@ -71,21 +71,25 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('queues', () => queues.close());
   const metrics = new Metrics();
   const workers = config.ROLE !== 'api';
-  const gateways = workers
-    ? createGatewayProvider(gatewayRuntimeOptions(config, options), log, credentialsLookup(database.handle.db))
-    : undefined;
+  // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
+  const gateways = createGatewayProvider(
+    gatewayRuntimeOptions(config, options, workers ? config.GATEWAY_THREADS : 0),
+    log,
+    credentialsLookup(database.handle.db),
+  );
+  if (!workers) lifecycle.add('gateways', () => gateways.close());
   const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
 
-  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, metrics);
+  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
 }
 
-function gatewayRuntimeOptions(config: Config, options: StartOptions): GatewayRuntimeOptions {
+function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: number): GatewayRuntimeOptions {
   const limits = { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT };
   return {
     pool: {
@@ -96,7 +100,7 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions): GatewayRu
       apns: limits,
       fcm: limits,
     },
-    threads: config.GATEWAY_THREADS,
+    threads,
     logLevel: config.LOG_LEVEL,
     closeTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
     threadEntry: options.gatewayThreadEntry,

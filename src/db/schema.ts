@@ -104,7 +104,9 @@ type Counter = ColumnType<number, number | undefined, number>;
 export interface NotificationsTable {
   id: Generated<string>;
   app_id: string;
-  audience_id: string;
+  /** null for a transactional send, which names its devices */
+  audience_id: string | null;
+  send_group: string | null;
   request: Json<Record<string, unknown>>;
   payload: Json<Record<string, unknown>>;
   collapse_key: string | null;

@@ -50,3 +50,20 @@ export function stableStringify(value: unknown): string {
   }
   return JSON.stringify(value);
 }
+
+/** Filters that name devices one by one: an audience of at most this many devices is resolved when it is created. */
+export const DIRECT_AUDIENCE_MAX_DEVICES = 100;
+
+/**
+ * Whether the filters pick out a few named devices or users (a non-negated `device_id` or `user_id` filter with
+ * few criteria): such an audience is small and found through an index, so resolving it costs one cheap query.
+ */
+export function namesFewDevices(filters: Filter[] | null): boolean {
+  return (filters ?? []).some(
+    (f) =>
+      !f.not_filter &&
+      (f.name === 'device_id' || f.name === 'user_id') &&
+      f.criteria.length > 0 &&
+      f.criteria.length <= DIRECT_AUDIENCE_MAX_DEVICES,
+  );
+}

@@ -6,6 +6,7 @@ import type { AudienceService } from '../services/audiences.js';
 import type { DeviceService } from '../services/devices.js';
 import type { NotificationService } from '../services/notifications.js';
 import type { StatsService } from '../services/stats.js';
+import type { TransactionalService } from '../services/transactional.js';
 
 /** What the HTTP layer needs, built once at start-up (src/app/context.ts): settings, logging and the services. */
 export interface HttpContext {
@@ -18,6 +19,7 @@ export interface HttpContext {
     devices: DeviceService;
     notifications: NotificationService;
     stats: StatsService;
+    transactional: TransactionalService;
   };
   /** Whether each store the service depends on answers now (GET /ready). */
   readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;

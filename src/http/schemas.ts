@@ -15,7 +15,8 @@ export const createdNotificationRecord = z.object({
   id: z.string(),
   created_at: timestamp,
   state: z.enum(['scheduled', 'sending', 'sent', 'failed']),
-  to: z.object({ id: z.string(), type: z.literal('Audience') }),
+  // id: null for a transactional send, which names its devices instead of an audience
+  to: z.object({ id: z.string().nullable(), type: z.literal('Audience') }),
   notification: z.object({ to: z.unknown(), payload: z.unknown() }),
 });
 
@@ -29,6 +30,8 @@ export const notificationRecord = createdNotificationRecord.extend({
   published_at: timestamp.nullable(),
   finished_at: timestamp.nullable(),
   failure_reason: z.string().nullable(),
+  /** a transactional send's group */
+  group: z.string().nullable(),
 });
 
 /** A device as registered or updated (`{device: {...}}`); the fields are checked by the device service. */

@@ -30,6 +30,7 @@ export function notificationResponse(n: Notification) {
     published_at: iso(n.published_at),
     finished_at: iso(n.finished_at),
     failure_reason: n.failure_reason,
+    group: n.send_group,
   };
 }
 

@@ -55,6 +55,8 @@ const envSchema = z.object({
   // How long a job stays locked to a worker without renewal; a killed worker's job is taken over after this.
   JOB_LOCK_MS: z.coerce.number().int().min(1000).default(30_000),
   SWEEP_AFTER_SECONDS: z.coerce.number().int().min(1).default(30),
+  // How long POST /v6/transactional/notifications waits for the gateways (retries included) before it answers.
+  TRANSACTIONAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
 });
 

@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import type { Job } from 'bullmq';
-import type { BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
+import type { BatchHead, BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
+import type { Notification } from '../db/schema.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../platform/logger.js';
@@ -34,19 +35,58 @@ export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?
   return out;
 }
 
-/**
- * Sends one batch through the app's gateway. Only devices still pending are sent, so a retry resends
- * exactly the tokens that failed temporarily; results are committed before the job acknowledges.
- */
-export function deliveryProcessor(deps: {
+export interface BatchAttemptDeps {
   db: Db;
-  log: Logger;
   metrics: Metrics;
   gateways: GatewayProvider;
-  notifications: NotificationsRepository;
   delivery: DeliveryRepository;
-  maxAttempts: number;
-}) {
+}
+
+/**
+ * One attempt at a stored batch: sends its still-pending devices through the app's gateway (so a retry resends
+ * exactly the tokens that failed temporarily) and commits the results. `done` when nothing is left to retry; on
+ * the final attempt what is left counts as failed.
+ */
+export async function attemptBatch(
+  deps: BatchAttemptDeps,
+  n: Pick<Notification, 'id' | 'app_id' | 'payload'>,
+  batch: BatchHead,
+  finalAttempt: boolean,
+): Promise<{ summary: ReturnType<typeof summarise>; done: boolean }> {
+  const pending = await deps.delivery.pendingTargets(deps.db, batch.id);
+  const targets: PushTarget[] = [];
+  let results: PushResult[] = [];
+  for (const p of pending) {
+    if (p.token === null) results.push({ deviceId: p.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
+    else targets.push(p as PushTarget);
+  }
+
+  const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
+  if (targets.length && !gateway) {
+    results = results.concat(
+      targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),
+    );
+  } else if (gateway) {
+    const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
+    results = results.concat(await gateway.send({ notificationId: n.id, payload: n.payload as Record<string, unknown> }, targets));
+    stop();
+  }
+  const summary = summarise(results);
+  // one increment per outcome and batch, not per push
+  const counts = {
+    ok: summary.succeeded.length,
+    invalid_token: summary.invalidated.length,
+    failed: summary.failed.length,
+    retry: summary.retry.length,
+  };
+  for (const [outcome, count] of Object.entries(counts))
+    if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
+  const { done } = await deps.delivery.recordAttempt(deps.db, batch, summary, finalAttempt);
+  return { summary, done };
+}
+
+/** The delivery job: one attempt at its batch; what is left to retry makes the job fail and come back later. */
+export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; notifications: NotificationsRepository; maxAttempts: number }) {
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
     const { batchId, notificationId } = job.data;
     const log = deps.log.child({ notificationId, batchId, job: 'delivery', attempt: job.attemptsMade + 1 });
@@ -57,37 +97,7 @@ export function deliveryProcessor(deps: {
       await deps.delivery.supersedeBatch(deps.db, batch.id); // a collapse_key update replaced this send
       return;
     }
-
-    const pending = await deps.delivery.pendingTargets(deps.db, batch.id);
-    const targets: PushTarget[] = [];
-    let results: PushResult[] = [];
-    for (const p of pending) {
-      if (p.token === null) results.push({ deviceId: p.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
-      else targets.push(p as PushTarget);
-    }
-
-    const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
-    if (targets.length && !gateway) {
-      results = results.concat(
-        targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),
-      );
-    } else if (gateway) {
-      const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
-      results = results.concat(await gateway.send({ notificationId: n.id, payload: n.payload as Record<string, unknown> }, targets));
-      stop();
-    }
-    const summary = summarise(results);
-    // one increment per outcome and batch, not per push
-    const counts = {
-      ok: summary.succeeded.length,
-      invalid_token: summary.invalidated.length,
-      failed: summary.failed.length,
-      retry: summary.retry.length,
-    };
-    for (const [outcome, count] of Object.entries(counts))
-      if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
-    const finalAttempt = job.attemptsMade + 1 >= deps.maxAttempts;
-    const { done } = await deps.delivery.recordAttempt(deps.db, batch, summary, finalAttempt);
+    const { summary, done } = await attemptBatch(deps, n, batch, job.attemptsMade + 1 >= deps.maxAttempts);
     log.info(
       {
         sent: summary.succeeded.length,

@@ -72,6 +72,7 @@ export function fanoutProcessor(deps: {
     const enqueue = (b: { id: string }) => deps.queues.add('delivery', { notificationId, batchId: b.id });
 
     if (!n.fanout_done) {
+      if (n.audience_id === null) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
       const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
       const now = new Date(); // date math resolves once per fan-out, the same for every page
       let cursor = n.fanout_cursor;

@@ -42,4 +42,6 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 export interface NotificationScheduler {
   /** Enqueues its fan-out; idempotent per (id, generation). */
   schedule(notificationId: string, generation: number): Promise<void>;
+  /** Enqueues the delivery of batches already stored (a small audience resolved when it was created); idempotent. */
+  deliver(notificationId: string, batchIds: string[]): Promise<void>;
 }

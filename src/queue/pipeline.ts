@@ -41,6 +41,9 @@ export function startPipeline(
 ): Pipeline {
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation) => queues.add('fanout', { notificationId, generation }),
+    deliver: async (notificationId, batchIds) => {
+      for (const batchId of batchIds) await queues.add('delivery', { notificationId, batchId });
+    },
   };
   if (!opts.workers) return { scheduler, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');
@@ -89,7 +92,7 @@ export function startPipeline(
     worker.on('failed', (job, err) => log.warn({ err: err.message, job: name, jobId: job?.id, data: job?.data }, 'job attempt failed'));
   }
 
-  const sweeper = startSweeper({ db, log, delivery, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
+  const sweeper = startSweeper({ db, log, delivery, queues, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
   const depthTimer = setInterval(async () => {
     for (const name of JOB_NAMES) {
       const counts = await queues.depth(name).catch(() => null);

@@ -55,6 +55,11 @@ export class JobQueues {
     await this.queue(name).add(name, data, { ...spec.options, jobId: spec.id(data) });
   }
 
+  /** Whether the job is in the queue (waiting, delayed or running): finished jobs are not kept (jobs.ts). */
+  async has<N extends JobName>(name: N, data: JobTypes[N]): Promise<boolean> {
+    return (await this.queue(name).getJob(this.specs[name].id(data))) != null;
+  }
+
   worker<N extends JobName>(
     name: N,
     processor: (job: Job<JobTypes[N]>) => Promise<unknown>,

@@ -2,30 +2,41 @@ import type { Db } from '../db/database.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
+import type { JobQueues } from './queues.js';
 
 /**
- * Re-enqueues notifications that made no progress for a while: the enqueue after commit failed, or the
- * queue lost its jobs (a Redis restart without persistence). The fan-out resumes from its checkpoint and
+ * Re-enqueues notifications that made no progress for a while and have no job in the queue: the enqueue after
+ * commit failed, or the queue lost its jobs (a Redis restart without persistence). One whose fan-out or batches
+ * are still queued is only waiting its turn behind other work. The fan-out resumes from its checkpoint and
  * re-enqueues pending batches under their deterministic ids, so a spurious sweep sends nothing twice.
  */
 export function startSweeper(deps: {
   db: Db;
   log: Logger;
   delivery: DeliveryRepository;
+  queues: JobQueues;
   scheduler: NotificationScheduler;
   afterSeconds: number;
 }) {
+  const queued = async (n: { id: string; generation: number }) => {
+    if (await deps.queues.has('fanout', { notificationId: n.id, generation: n.generation })) return true;
+    for (const b of await deps.delivery.pendingBatches(deps.db, n.id, n.generation))
+      if (await deps.queues.has('delivery', { notificationId: n.id, batchId: b.id })) return true;
+    return false;
+  };
   let running = false;
   const sweep = async () => {
     if (running) return;
     running = true;
     try {
-      const stalled = await deps.delivery.findStalled(deps.db, deps.afterSeconds, 500);
-      for (const n of stalled) {
+      let count = 0;
+      for (const n of await deps.delivery.findStalled(deps.db, deps.afterSeconds, 500)) {
+        if (await queued(n)) continue;
         await deps.scheduler.schedule(n.id, n.generation);
         await deps.delivery.touch(deps.db, n.id);
+        count++;
       }
-      if (stalled.length) deps.log.warn({ count: stalled.length }, 're-enqueued stalled notifications');
+      if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
     } catch (err) {
       deps.log.warn({ err }, 'sweep failed; will try again');
     } finally {

@@ -43,6 +43,13 @@ export const AUTH_ROUTES: AuthRoute[] = [
     success: 201,
     body: () => ({ notification: { to: [{ name: 'locale', criteria: ['fr_FR'] }], payload: { alert: 'auth matrix' } } }),
   })),
+  {
+    method: 'POST',
+    path: '/v6/transactional/notifications',
+    permission: 'write',
+    success: 200,
+    body: () => ({ to: { field: 'user_id', value: 'nobody' }, group: 'auth-matrix', notification: { payload: { alert: 'auth matrix' } } }),
+  },
   { method: 'GET', path: '/v6/notifications/:notificationId', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/stats/notifications/:notificationId/events', permission: 'read', success: 200 },
   // audiences

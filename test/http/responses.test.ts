@@ -241,7 +241,15 @@ describe('GET /ready when the database and queue store are unreachable', () => {
     const db = openDatabase(deadUrl);
     const queues = new JobQueues({ kind: 'postgres', databaseUrl: deadUrl, prefix: 'ready_test' }, jobSpecs({ deliveryAttempts: 1 }));
     // the real wiring, on a database and a queue store that do not answer
-    const ctx = createContext(h.config, h.ctx.log, db.db, queues, { schedule: async () => undefined }, h.ctx.metrics);
+    const ctx = createContext(
+      h.config,
+      h.ctx.log,
+      db.db,
+      queues,
+      { schedule: async () => undefined, deliver: async () => undefined },
+      { gatewayFor: async () => null, close: async () => undefined },
+      h.ctx.metrics,
+    );
     const server = await buildServer(ctx);
     try {
       const res = await server.inject({ method: 'GET', url: '/ready' });

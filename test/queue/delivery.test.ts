@@ -1,5 +1,8 @@
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { DevicesRepository } from '../../src/db/repositories/devices.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import { NotificationService } from '../../src/services/notifications.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
@@ -267,6 +270,55 @@ for (const backend of backends) {
         .execute();
       // the sweeper (every second with SWEEP_AFTER_SECONDS=2) finds it and enqueues it again
       expect(await finished(lost.id)).toMatchObject({ state: 'sent', pushes_succeeded: 4 });
+    });
+
+    it('cuts an audience of named devices when the notification is created: delivered with no fan-out job', async () => {
+      const { iosProd, android1 } = devices;
+      const res = await h.server.inject({
+        method: 'POST',
+        url: '/v6/notifications',
+        headers: { authorization: basic(keys.write) },
+        payload: { notification: { to: [{ name: 'device_id', criteria: [iosProd!.id, android1!.id] }], payload: { alert: 'direct' } } },
+      });
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().state).toBe('scheduled');
+      // Already fanned out in the request's own transaction, before any job ran.
+      const stored = await h.db.db.selectFrom('notifications').selectAll().where('id', '=', res.json().id).executeTakeFirstOrThrow();
+      expect(stored).toMatchObject({ fanout_done: true, devices_targeted: 2, fanout_seq: 2 });
+      expect(await finished(res.json().id)).toMatchObject({ state: 'sent', devices_targeted: 2, pushes_succeeded: 2 });
+      expect(received()).toEqual({ apns: [iosProd!.token], sandbox: [], fcm: [android1!.token] });
+    });
+
+    it('a notification to a user with no devices is sent at once, to nobody', async () => {
+      const created = await post([{ name: 'user_id', criteria: ['nobody-has-this-user-id'] }], { alert: 'no one' });
+      expect(await read(created.id)).toMatchObject({ state: 'sent', devices_targeted: 0, pushes_succeeded: 0 });
+      expect(gw.apns.requestCount + gw.sandbox.requestCount + gw.fcm.requestCount).toBe(0);
+    });
+
+    it('the sweeper sends a notification cut when created whose delivery enqueue was lost', async () => {
+      // The API's own service, with a scheduler that loses every enqueue.
+      const lost = { schedule: async () => undefined, deliver: async () => undefined };
+      const service = new NotificationService(
+        h.db.db,
+        new AudiencesRepository(),
+        new NotificationsRepository(),
+        new DevicesRepository(),
+        new DeliveryRepository(),
+        lost,
+        2000,
+        () => undefined,
+      );
+      const n = await service.create(appId, {
+        notification: { to: [{ name: 'device_id', criteria: [devices.android2!.id] }], payload: { alert: 'lost batch' } },
+      });
+      expect(n.state).toBe('scheduled');
+      await h.db.db
+        .updateTable('notifications')
+        .set({ updated_at: new Date(Date.now() - 60_000) })
+        .where('id', '=', n.id)
+        .execute();
+      expect(await finished(n.id)).toMatchObject({ state: 'sent', pushes_succeeded: 1 });
+      expect(received().fcm).toEqual([devices.android2!.token]);
     });
 
     it('exposes Prometheus metrics for pushes, gateway latency and queue depth', async () => {

@@ -1,6 +1,6 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import type { DeliveryBatch, Platform } from '../schema.js';
+import type { Database, DeliveryBatch, Platform } from '../schema.js';
 
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
@@ -44,16 +44,7 @@ export class DeliveryRepository {
     nextSeq: number,
     targeted: number,
   ): Promise<boolean> {
-    // device_ids (what the batch was cut with) and pending_device_ids start equal: each array is sent once.
-    const rows = batches.map((b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`);
-    const insert = batches.length
-      ? sql`, stored as (
-          insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
-          select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids
-          from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids)
-          where exists (select 1 from moved)
-          on conflict (id) do nothing)`
-      : sql``;
+    const insert = storeBatches(notificationId, generation, batches);
     const { rows: result } = await sql<{ moved: number }>`
       with moved as (
         update notifications
@@ -63,6 +54,30 @@ export class DeliveryRepository {
       ${insert}
       select count(*)::int as moved from moved`.execute(db);
     return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation
+  }
+
+  /**
+   * Stores a whole (small) audience's batches with the notification that was just inserted in this transaction:
+   * its fan-out is then done, and it is `sending`, or `sent` at once when no device matched.
+   */
+  async saveWholeAudience(
+    trx: Transaction<Database>,
+    notificationId: string,
+    generation: number,
+    batches: NewBatch[],
+    targeted: number,
+  ): Promise<void> {
+    const insert = storeBatches(notificationId, generation, batches);
+    await sql`
+      with moved as (
+        update notifications
+        set fanout_done = true, fanout_seq = ${batches.length}::int, devices_targeted = ${targeted}::int,
+            state = ${targeted === 0 ? 'sent' : 'sending'}, published_at = now(),
+            finished_at = ${targeted === 0 ? sql`now()` : sql`null`}, updated_at = now()
+        where id = ${notificationId}::uuid and generation = ${generation}::int
+        returning 1)
+      ${insert}
+      select 1`.execute(trx);
   }
 
   async markFanoutDone(db: Db, notificationId: string, generation: number): Promise<void> {
@@ -221,4 +236,20 @@ export class DeliveryRepository {
       .where('id', '=', notificationId)
       .execute();
   }
+}
+
+/**
+ * A CTE (after one named `moved`, the notification's update) that stores batches, only when `moved` updated the
+ * notification: a newer generation stores nothing. device_ids (what the batch was cut with) and
+ * pending_device_ids start equal: each array is sent once.
+ */
+function storeBatches(notificationId: string, generation: number, batches: NewBatch[]) {
+  if (!batches.length) return sql``;
+  const rows = batches.map((b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`);
+  return sql`, stored as (
+    insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
+    select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids
+    from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids)
+    where exists (select 1 from moved)
+    on conflict (id) do nothing)`;
 }

@@ -6,11 +6,13 @@ import { isUuid } from '../../domain/cursor.js';
 
 export interface NewNotification {
   appId: string;
-  audienceId: string;
+  /** null for a transactional send */
+  audienceId: string | null;
   /** The request's notification as it was parsed, stored as the record's `notification`. */
-  request: NotificationRequest['notification'];
+  request: NotificationRequest['notification'] | Record<string, unknown>;
   payload: Record<string, unknown>;
   collapseKey: string | null;
+  group?: string | null;
 }
 
 export class NotificationsRepository {
@@ -25,6 +27,7 @@ export class NotificationsRepository {
       request: JSON.stringify(n.request),
       payload: JSON.stringify(n.payload),
       collapse_key: n.collapseKey,
+      send_group: n.group ?? null,
     };
     if (n.collapseKey === null) {
       return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();

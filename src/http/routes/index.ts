@@ -12,6 +12,7 @@ import { keyRoutes } from './key.js';
 import { notificationListRoutes } from './notification-list.js';
 import { notificationPreviewRoutes } from './notification-preview.js';
 import { statsRoutes } from './stats.js';
+import { transactionalRoutes } from './transactional.js';
 import { userRoutes } from './users.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
@@ -20,6 +21,7 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   notificationRoutes,
   notificationListRoutes,
   notificationPreviewRoutes,
+  transactionalRoutes,
   audienceRoutes,
   audienceCountRoutes,
   audienceFilterRoutes,

@@ -61,7 +61,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           response: {
             200: z.object({
               id: z.string(),
-              audience_id: z.string(),
+              audience_id: z.string().nullable(),
               push_text: z.string().nullable(),
               published_time: z.string().nullable(),
               pushes_succeeded: z.number().int(),

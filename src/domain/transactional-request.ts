@@ -1,0 +1,33 @@
+import { z } from 'zod';
+import { filterSchema, type Filter } from './filters.js';
+import { payloadSchema } from './payload.js';
+
+/** `POST /v6/transactional/notifications`: one device, or one user's devices narrowed by extra filters. */
+export const transactionalRequestSchema = z.strictObject(
+  {
+    to: z.strictObject(
+      {
+        field: z.enum(['device_id', 'user_id'], { error: 'must be "device_id" or "user_id"' }),
+        value: z.string({ error: 'must be a string' }).min(1, 'must not be empty').max(255, 'must be at most 255 characters'),
+      },
+      { error: (issue) => (issue.code === 'invalid_type' ? 'must be {"field": "device_id"|"user_id", "value": "..."}' : undefined) },
+    ),
+    group: z.string({ error: 'must be a string' }).regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
+    notification: z.strictObject(
+      { payload: payloadSchema },
+      { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
+    ),
+    extra_filters: z.array(filterSchema, { error: 'must be an array of filters' }).optional(),
+  },
+  {
+    error: (issue) =>
+      issue.code === 'invalid_type' ? 'body must be {"to", "group", "notification": {"payload"}, "extra_filters"?}' : undefined,
+  },
+);
+
+export type TransactionalRequest = z.output<typeof transactionalRequestSchema>;
+
+/** The devices a transactional send goes to, as filters: the one named, and the extra filters too. */
+export function transactionalFilters(request: TransactionalRequest): Filter[] {
+  return [{ name: request.to.field, criteria: [request.to.value] }, ...(request.extra_filters ?? [])];
+}

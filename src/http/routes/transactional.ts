@@ -1,0 +1,38 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { HttpContext } from '../context.js';
+import { transactionalRequestSchema } from '../../domain/transactional-request.js';
+import { requirePermission } from '../auth.js';
+import { authErrors, errorResponse } from '../schemas.js';
+
+const transactionalAnswer = z.object({
+  id: z.string(),
+  results: z.object({
+    success: z.number().int(),
+    uninstalled: z.number().int(),
+    /** device ids the push did not reach */
+    failures: z.array(z.string()),
+  }),
+});
+
+export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    app.post(
+      '/v6/transactional/notifications',
+      {
+        onRequest: requirePermission(ctx, 'write'),
+        schema: {
+          tags: ['notifications'],
+          summary: 'Send to one device or one user now, and answer with the outcome',
+          security: [{ basic: [] }],
+          body: transactionalRequestSchema,
+          response: { 200: transactionalAnswer, 400: errorResponse, ...authErrors },
+        },
+      },
+      async (request) => {
+        const sent = await ctx.services.transactional.send(request.principal.appId, request.body);
+        return { id: sent.notification.id, results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures } };
+      },
+    );
+  };
+}
