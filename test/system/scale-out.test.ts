@@ -1,0 +1,117 @@
+import path from 'node:path';
+import { sql } from 'kysely';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/database.js';
+import { migrate } from '../../src/db/migrate.js';
+import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
+import { AppService } from '../../src/services/apps.js';
+import { redisUrl } from '../helpers/harness.js';
+import { waitFor } from '../helpers/gateways.js';
+import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../mocks/index.js';
+import { freePort, freshDatabase, Proc, ROOT } from './proc.js';
+
+const DEVICES = 200_000;
+const UNICAST = 300;
+const BUNDLE = 'com.example.scaleout';
+
+/**
+ * Two compiled worker processes on one Redis queue, an API process beside them: a broadcast to 200,000 devices
+ * and a stream of one-device notifications sent meanwhile. Every device gets exactly what was sent to it, and
+ * both workers took part. No faults are injected: a push sent twice here is a bug, not a retry.
+ */
+describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
+  const procs: Proc[] = [];
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const p of procs) await p.stop('SIGKILL');
+    for (const c of cleanups.reverse()) await c();
+  });
+
+  it('delivers a 200k broadcast and 300 unicast notifications once each, with both workers sending', { timeout: 300_000 }, async () => {
+    const apnsKey = generateApnsKey();
+    const account = generateServiceAccount();
+    // Counting only: recording 200k pushes with their headers would take the test's memory.
+    const apns = (await ApnsMock.start({ record: false, topic: BUNDLE })).addKey(apnsKey);
+    const fcm = (await FcmMock.start({ record: false })).addServiceAccount(account);
+    cleanups.push(
+      () => apns.close(),
+      () => fcm.close(),
+    );
+    const received = new Map<string, number>();
+    apns.onAccept = fcm.onAccept = (token) => received.set(token, (received.get(token) ?? 0) + 1);
+
+    const database = await freshDatabase();
+    cleanups.push(() => database.drop());
+    const handle = openDatabase(database.url);
+    cleanups.push(() => handle.close());
+    await migrate(handle.pool);
+    const { app, keys } = await new AppService(handle.db).createApp(BUNDLE);
+    await new AppsRepository().setCredentials(handle.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
+    await new AppsRepository().setCredentials(handle.db, app.id, 'fcm', { ...parseFcmServiceAccount(account.json) });
+    await sql`
+      insert into devices (app_id, platform, token)
+      select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
+      from generate_series(1, ${DEVICES}) as i`.execute(handle.db);
+    await sql`analyze devices`.execute(handle.db);
+    const devices = await handle.db.selectFrom('devices').select(['id', 'token']).orderBy('id').execute();
+
+    const port = await freePort();
+    const env = {
+      DATABASE_URL: database.url,
+      REDIS_URL: redisUrl()!,
+      QUEUE_PREFIX: `scaleout${port}`,
+      APNS_ORIGIN_PRODUCTION: apns.origin,
+      APNS_ORIGIN_SANDBOX: apns.origin,
+      FCM_ORIGIN: fcm.origin,
+      GOOGLE_TOKEN_URL: fcm.tokenUrl,
+      NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
+      RATE_LIMIT_PER_SECOND: '0',
+    };
+    const api = Proc.server({ ...env, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
+    const workers = [Proc.server({ ...env, ROLE: 'worker' }), Proc.server({ ...env, ROLE: 'worker' })];
+    procs.push(api, ...workers);
+    await Promise.all([api.waitForLog('listening'), ...workers.map((w) => w.waitForLog('worker running'))]);
+
+    const base = `http://127.0.0.1:${port}`;
+    const post = async (to: unknown) => {
+      const res = await fetch(`${base}/v6/notifications`, {
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ notification: { to, payload: { alert: 'scale-out' } } }),
+      });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { id: string }).id;
+    };
+    const broadcast = await post('*');
+    // the unicast stream, ten at a time, while the broadcast is being delivered
+    const targets = devices.slice(0, UNICAST);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 10 }, async () => {
+        while (next < targets.length) await post([{ name: 'device_id', criteria: [targets[next++]!.id] }]);
+      }),
+    );
+
+    const expected = DEVICES + UNICAST;
+    const total = () => [...received.values()].reduce((a, b) => a + b, 0);
+    await waitFor(`${expected} pushes`, async () => total() >= expected, 240_000, 200);
+    await waitFor(
+      'the broadcast to be recorded as sent',
+      async () =>
+        (await handle.db.selectFrom('notifications').select('state').where('id', '=', broadcast).executeTakeFirst())?.state === 'sent',
+      30_000,
+    );
+    await new Promise((r) => setTimeout(r, 1000)); // a push sent twice would arrive now
+
+    const unicast = new Set(targets.map((d) => d.token!));
+    const wrong = devices.filter((d) => received.get(d.token!) !== (unicast.has(d.token!) ? 2 : 1));
+    expect(wrong.length, `devices missed or pushed twice, e.g. ${JSON.stringify(wrong.slice(0, 3))}`).toBe(0);
+    expect(total()).toBe(expected);
+
+    // both workers sent batches: the queue shared the work
+    const batchesBy = workers.map((w) => w.stdout.split('\n').filter((l) => l.includes('"batch attempt recorded"')).length);
+    for (const n of batchesBy) expect(n).toBeGreaterThan(0);
+    expect(batchesBy.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(DEVICES / 2000 + UNICAST);
+  });
+});
