@@ -3,7 +3,10 @@
  * gateways on loopback, against a bare node:http2 client sending the same pushes to the same mocks (the
  * machine's ceiling). Also time to first push for a one-device audience and the worker's peak RSS.
  *
- *   npm run bench -- fanout [--devices 200000] [--rounds 3] [--queue postgres|redis] [--workers 1]
+ *   npm run bench -- fanout [--devices 200000] [--rounds 3] [--queue postgres|redis] [--workers 1] [--gateway-latency-ms 0]
+ *
+ * --gateway-latency-ms N: the mocks answer every push N ms late, as a gateway in a far data centre does. The bare
+ * client then keeps the window a real gateway allows (1,000 streams a connection) on as many connections.
  */
 import { spawn } from 'node:child_process';
 import { sql } from 'kysely';
@@ -17,6 +20,8 @@ const rounds = Number(arg('rounds', '3'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PAYLOAD = { alert: 'bench', badge: 1 };
+const latencyMs = Number(arg('gateway-latency-ms', '0'));
+const bareConnections = Number(arg('bare-connections', '1'));
 
 async function main() {
   const stack = await benchStack('bench_fanout', { queue, redisUrl });
@@ -29,6 +34,7 @@ async function main() {
     from generate_series(1, ${devices}) as i`.execute(db.db);
   await sql`analyze devices`.execute(db.db);
   console.log(`seeded ${devices} devices in ${Date.now() - t} ms`);
+  if (latencyMs > 0) for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: latencyMs });
 
   const services = await startServices(stack.env, { mode: 'split', workers: Number(arg('workers', '1')) });
   const { base, workers } = services;
@@ -76,6 +82,8 @@ async function main() {
     fcmProject: sa.json.project_id,
     fcmAccessToken: oauth.access_token,
     payload: PAYLOAD,
+    connections: bareConnections,
+    streamsPerConnection: 1000,
   };
 
   // (2) and (3), alternated for `rounds` rounds: this machine's speed drifts by tens of percent over a
@@ -131,7 +139,7 @@ async function main() {
   const ratios = results.map((r) => r.pipeline / r.bare);
 
   console.log(
-    `\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2, median of ${rounds} rounds\n`,
+    `\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
   );
   printTable([
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],

@@ -19,6 +19,9 @@ interface Spec {
   fcmAccessToken: string;
   payload: Record<string, unknown>;
   notificationId: string;
+  /** HTTP/2 connections per gateway, and streams in flight on each (what a real gateway allows: 1,000) */
+  connections: number;
+  streamsPerConnection: number;
 }
 
 const spec = JSON.parse(process.argv[2]!) as Spec;
@@ -46,7 +49,7 @@ const [a, f] = await Promise.all([
       body: () => apnsBody,
     },
     half,
-    { sessions: 2, window: 200 },
+    { sessions: spec.connections, window: spec.connections * spec.streamsPerConnection },
   ),
   bareSend(
     {
@@ -60,7 +63,7 @@ const [a, f] = await Promise.all([
       body: (i) => fcmBody(token(i)),
     },
     spec.devices - half,
-    { sessions: 2, window: 200 },
+    { sessions: spec.connections, window: spec.connections * spec.streamsPerConnection },
   ),
 ]);
 const cpu = process.cpuUsage(cpuStart); // all threads, GC helpers included

@@ -90,7 +90,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
 }
 
 function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: number): GatewayRuntimeOptions {
-  const limits = { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT };
+  const limits = { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT, maxConnections: config.GATEWAY_MAX_CONNECTIONS };
   return {
     pool: {
       apnsOriginProduction: config.APNS_ORIGIN_PRODUCTION,

@@ -1,7 +1,7 @@
 /**
  * APNs gateway on @parse/node-apn (HTTP/2, token auth).
  *
- * One `ApnsGateway` = `clientCount` node-apn Providers, each one long-lived HTTP/2 connection with its
+ * One `ApnsGateway` = up to `maxConnections` node-apn Providers, each one long-lived HTTP/2 connection with its
  * own provider JWT, to one origin (production or sandbox) for one key + topic. The GatewayPool
  * (./pool.ts) keeps one per app + environment + credentials and reuses it across batches.
  *
@@ -17,21 +17,23 @@
  *   the failure (guarded by a generation counter, so a burst of 403s causes one regeneration). We
  *   re-send once on the same Provider, i.e. with the fresh JWT; a second 403 answers `retry`.
  *   node-apn also renews each JWT proactively after 55 minutes.
- * - Our own round-robin over plain Providers instead of node-apn's MultiProvider: the re-send above must
- *   reach the client that regenerated, and MultiClient.shutdown() awaits its clients one after the
- *   other — a client whose session was destroyed by a connection error never calls back (it calls
- *   session.close() on a destroyed session), which would leave the other connections open.
+ * - Our own plain Providers instead of node-apn's MultiProvider: the re-send above must reach the client
+ *   that regenerated, and MultiClient.shutdown() awaits its clients one after the other — a client whose
+ *   session was destroyed by a connection error never calls back (it calls session.close() on a
+ *   destroyed session), which would leave the other connections open.
  * - node-apn opens a stream per recipient all at once (Promise.allSettled over the list). We hand it
- *   a chunk of tokens per `send` call through a ChunkedLimiter shared by all sends of this gateway,
- *   which spreads node-apn's per-call work (headers, result lists) over the chunk and keeps at most
- *   `maxInFlight` streams open however many batches arrive together.
+ *   a chunk of tokens per `send` call through a StreamPool shared by all sends of this gateway: each
+ *   Provider carries as many streams as APNs announces on its connection (watched on node-apn's session),
+ *   another Provider is opened when they are full, and at most `maxInFlight` streams are open in all.
  */
 import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
 import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
 import type { ApnsCredentials } from '../domain/credentials.js';
-import { ChunkedLimiter, Drain } from './limiter.js';
+import type { ClientHttp2Session } from 'node:http2';
+import { Drain } from './drain.js';
+import { StreamPool } from './stream-pool.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
@@ -43,9 +45,9 @@ export interface ApnsGatewayOptions {
   topic: string;
   /** e.g. https://api.push.apple.com or https://api.sandbox.push.apple.com (port optional, default 443). */
   origin: string;
-  /** HTTP/2 connections (node-apn Providers), used round-robin. Default 2. */
-  clientCount?: number;
-  /** Streams open at once across all connections. Default 200. */
+  /** HTTP/2 connections (node-apn Providers) at most; another opens when the open ones are full. Default 4. */
+  maxConnections?: number;
+  /** Streams open at once across all connections (a memory bound). Default 2000. */
   maxInFlight?: number;
   /** Per-request timeout in ms (node-apn `requestTimeout`). Default 10000. */
   requestTimeoutMs?: number;
@@ -68,29 +70,29 @@ const HEX_TOKEN = /^[0-9a-fA-F]+$/;
 const SHUTDOWN_GRACE_MS = 2000;
 
 export class ApnsGateway implements PushGateway {
-  private readonly providers: Provider[];
-  private nextProvider = 0;
-  private readonly limiter: ChunkedLimiter;
+  private readonly providers: StreamPool<Provider>;
   private readonly drain = new Drain();
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: ApnsGatewayOptions) {
     const { host, port } = parseOrigin(options.origin);
-    const clientCount = options.clientCount ?? 2;
-    if (!Number.isInteger(clientCount) || clientCount < 1)
-      throw new RangeError(`clientCount must be a positive integer, got ${clientCount}`);
-    this.limiter = new ChunkedLimiter(options.maxInFlight ?? 200);
-    this.providers = Array.from(
-      { length: clientCount },
+    const maxConnections = options.maxConnections ?? 4;
+    if (!Number.isInteger(maxConnections) || maxConnections < 1)
+      throw new RangeError(`maxConnections must be a positive integer, got ${maxConnections}`);
+    this.providers = new StreamPool(
       () =>
-        new apn.Provider({
-          token: { key: options.credentials.keyPem, keyId: options.credentials.keyId, teamId: options.credentials.teamId },
-          address: host,
-          port,
-          connectionRetryLimit: 0,
-          requestTimeout: options.requestTimeoutMs ?? 10_000,
-          heartBeat: options.heartbeatMs ?? 60_000,
-        }),
+        watchAnnouncedStreams(
+          new apn.Provider({
+            token: { key: options.credentials.keyPem, keyId: options.credentials.keyId, teamId: options.credentials.teamId },
+            address: host,
+            port,
+            connectionRetryLimit: 0,
+            requestTimeout: options.requestTimeoutMs ?? 10_000,
+            heartBeat: options.heartbeatMs ?? 60_000,
+          }),
+        ),
+      announcedStreams,
+      { maxConnections, maxInFlight: options.maxInFlight ?? 2000 },
     );
   }
 
@@ -123,8 +125,7 @@ export class ApnsGateway implements PushGateway {
       else outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
     });
 
-    await this.limiter.run(sendable, async (indexes) => {
-      const provider = this.providers[this.nextProvider++ % this.providers.length] as Provider;
+    await this.providers.run(sendable, async (provider, indexes) => {
       const answers = await this.attempt(
         provider,
         note,
@@ -180,7 +181,7 @@ export class ApnsGateway implements PushGateway {
       // Nothing is in flight any more, so a healthy connection closes at once; a destroyed one never
       // calls back, hence the grace timer (its timers are already cleared by then).
       await Promise.all(
-        this.providers.map(
+        this.providers.connections.map(
           (p) =>
             new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, SHUTDOWN_GRACE_MS);
@@ -197,6 +198,44 @@ export class ApnsGateway implements PushGateway {
 }
 
 const OK_ANSWER: GatewayAnswer = { gateway: 'apns', status: 200 };
+
+interface ApnClient {
+  session?: ClientHttp2Session;
+  connect(): Promise<void>;
+}
+const clientOf = (provider: Provider) => (provider as unknown as { client: ApnClient }).client;
+const announced = new WeakMap<ClientHttp2Session, number>();
+
+/**
+ * Follows the SETTINGS_MAX_CONCURRENT_STREAMS of each HTTP/2 session node-apn opens for this Provider. node-apn
+ * creates its session lazily inside `client.connect()`; a listener added as that promise settles is in place
+ * before any frame is read. (`session.remoteSettings` is no substitute: until the peer's SETTINGS arrive it
+ * answers Node's assumed 100, more than a gateway may allow.)
+ */
+function watchAnnouncedStreams(provider: Provider): Provider {
+  const client = clientOf(provider);
+  const connect = client.connect.bind(client);
+  client.connect = () => {
+    const connecting = connect();
+    connecting.then(
+      () => {
+        const session = client.session;
+        if (session && !session.listenerCount('remoteSettings'))
+          session.on('remoteSettings', (settings) => announced.set(session, settings.maxConcurrentStreams ?? 100));
+      },
+      () => undefined,
+    );
+    return connecting;
+  };
+  return provider;
+}
+
+/** The streams APNs allows on a Provider's connection now; undefined until its SETTINGS arrive. */
+function announcedStreams(provider: Provider): number | undefined {
+  const session = clientOf(provider).session;
+  if (!session || session.closed || session.destroyed) return undefined;
+  return announced.get(session);
+}
 
 /** Normalises a node-apn failure into a gateway answer for the outcome table. */
 function answerOf(failure: ApnFailure | undefined): GatewayAnswer {

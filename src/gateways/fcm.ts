@@ -5,8 +5,8 @@
  * - Sending: firebase-admin's messaging cannot be pointed at FCM_ORIGIN — `FCM_SEND_HOST` is the
  *   constant 'fcm.googleapis.com' in lib/messaging/messaging.js — and its sendEach() opens a new HTTP/2
  *   session per call. So we POST `${FCM_ORIGIN}/v1/projects/<project_id>/messages:send` ourselves over
- *   one long-lived HTTP/2 session per service account (./http2-client.ts), reconnecting after
- *   GOAWAY/close, with at most `maxInFlight` streams open. One request per token: FCM v1 has no
+ *   long-lived HTTP/2 sessions per service account (./http2-client.ts), reconnecting after GOAWAY/close,
+ *   each carrying the streams FCM allows, another opened when they are full (./stream-pool.ts). One request per token: FCM v1 has no
  *   multicast (the batch endpoint is gone).
  * - Auth: firebase-admin's `cert()` credential ignores GOOGLE_TOKEN_URL (google-auth-library hard-codes
  *   https://oauth2.googleapis.com/token, and `token_uri` in the JSON is not read), so
@@ -19,7 +19,8 @@ import type { Logger } from '../platform/logger.js';
 import type { FcmServiceAccount } from '../domain/credentials.js';
 import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
-import { ChunkedLimiter, Drain } from './limiter.js';
+import { Drain } from './drain.js';
+import { StreamPool } from './stream-pool.js';
 import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
 import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
 
@@ -31,26 +32,30 @@ export interface FcmGatewayOptions {
   origin: string;
   /** GOOGLE_TOKEN_URL, default https://oauth2.googleapis.com/token */
   tokenUrl: string;
-  /** Streams open at once. Default 100 (firebase-admin's own peerMaxConcurrentStreams). */
+  /** Streams open at once across connections (a memory bound; each connection carries what FCM allows). Default 2000. */
   maxInFlight?: number;
+  /** HTTP/2 connections at most; another opens when the open ones are full. Default 4. */
+  maxConnections?: number;
   /** Per-request timeout in ms. Default 10000. */
   requestTimeoutMs?: number;
   log?: Logger;
 }
 
 export class FcmGateway implements PushGateway {
-  private readonly http: Http2Origin;
+  private readonly connections: StreamPool<Http2Origin>;
   private readonly tokens: AccessTokenCache;
-  private readonly limiter: ChunkedLimiter;
   private readonly drain = new Drain();
   private readonly path: string;
   private readonly timeoutMs: number;
   private closing: Promise<void> | undefined;
 
   constructor(private readonly options: FcmGatewayOptions) {
-    this.http = new Http2Origin(options.origin);
+    this.connections = new StreamPool(
+      () => new Http2Origin(options.origin),
+      (origin) => origin.window,
+      { maxConnections: options.maxConnections ?? 4, maxInFlight: options.maxInFlight ?? 2000 },
+    );
     this.tokens = new AccessTokenCache(new ServiceAccountTokenCredential(options.serviceAccount, { tokenUrl: options.tokenUrl }));
-    this.limiter = new ChunkedLimiter(options.maxInFlight ?? 100);
     this.path = `/v1/projects/${encodeURIComponent(options.serviceAccount.project_id)}/messages:send`;
     this.timeoutMs = options.requestTimeoutMs ?? 10_000;
   }
@@ -73,7 +78,7 @@ export class FcmGateway implements PushGateway {
     }
     const encode = fcmSendBodyEncoder(toFcmMessage(push.payload, push.notificationId));
     const outcomes = new Array<PushOutcome>(targets.length);
-    const sendChunk = (indexes: number[]) =>
+    const sendChunk = (http: Http2Origin, indexes: number[]) =>
       new Promise<void>((resolve) => {
         let left = indexes.length;
         for (const i of indexes) {
@@ -82,12 +87,12 @@ export class FcmGateway implements PushGateway {
             if (--left === 0) resolve();
           };
           // sendOne maps every failure to an outcome; a bug must still not leave the chunk hanging
-          this.sendOne(encode((targets[i] as PushTarget).token)).then(settle, (err: Error) =>
+          this.sendOne(http, encode((targets[i] as PushTarget).token)).then(settle, (err: Error) =>
             settle({ kind: 'retry', reason: `internal: ${err.message}` }),
           );
         }
       });
-    await this.limiter.run(
+    await this.connections.run(
       targets.map((_, i) => i),
       sendChunk,
     );
@@ -98,11 +103,11 @@ export class FcmGateway implements PushGateway {
    * One push; never rejects. Written with `then` rather than async/await: at thousands of pushes a
    * second the extra promises of nested async functions are a measurable share of the CPU.
    */
-  private sendOne(body: string, attempt = 0): Promise<PushOutcome> {
+  private sendOne(http: Http2Origin, body: string, attempt = 0): Promise<PushOutcome> {
     const accessToken = this.tokens.peek();
     if (accessToken === undefined) {
       return this.tokens.get().then(
-        () => this.sendOne(body, attempt),
+        () => this.sendOne(http, body, attempt),
         (err: unknown) => classify(oauthAnswer(err)).outcome,
       );
     }
@@ -111,13 +116,13 @@ export class FcmGateway implements PushGateway {
       'content-type': 'application/json; charset=UTF-8',
       accept: 'application/json',
     };
-    return this.http.request('POST', this.path, headers, body, this.timeoutMs).then(
+    return http.request('POST', this.path, headers, body, this.timeoutMs).then(
       (res) => {
         const { outcome, refreshAuth } = classify(answerOf(res));
         if (!refreshAuth || attempt > 0) return outcome;
         // 401: the access token was revoked or expired early; renew it (once for all callers) and re-send once.
         this.tokens.invalidate(accessToken);
-        return this.sendOne(body, attempt + 1);
+        return this.sendOne(http, body, attempt + 1);
       },
       (err: Error) => classify({ gateway: 'fcm', transportError: err.message }).outcome,
     );
@@ -126,7 +131,7 @@ export class FcmGateway implements PushGateway {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.drain.close();
-      await this.http.close();
+      await Promise.all(this.connections.connections.map((c) => c.close()));
     })();
     return this.closing;
   }

@@ -39,6 +39,8 @@ interface InFlight {
 
 export class Http2Origin {
   private session: ClientHttp2Session | undefined;
+  /** The streams the current session's peer allows (SETTINGS_MAX_CONCURRENT_STREAMS); undefined until it says. */
+  private announced: number | undefined;
   private readonly pingTimer: NodeJS.Timeout;
   private readonly sweepTimer: NodeJS.Timeout;
   // Deadlines are checked by one sweep instead of a timer per stream: a stream timer is re-armed on
@@ -139,6 +141,10 @@ export class Http2Origin {
     if (s && !s.closed && !s.destroyed) return s;
 
     const session = http2.connect(this.origin);
+    this.announced = undefined;
+    session.on('remoteSettings', (settings) => {
+      if (this.session === session) this.announced = settings.maxConcurrentStreams;
+    });
     // Each listener drops this session so the next request dials a fresh one.
     session.on('goaway', () => this.forget(session));
     session.on('close', () => this.forget(session));
@@ -148,8 +154,16 @@ export class Http2Origin {
     return session;
   }
 
+  /** How many streams the peer allows on this connection now; undefined until its settings arrive. */
+  get window(): number | undefined {
+    return this.announced;
+  }
+
   private forget(session: ClientHttp2Session): void {
-    if (this.session === session) this.session = undefined;
+    if (this.session === session) {
+      this.session = undefined;
+      this.announced = undefined;
+    }
     if (!session.closed) session.close(); // lets in-flight streams finish
   }
 

@@ -20,9 +20,9 @@ export interface GatewayPoolOptions {
   googleTokenUrl: string;
   log?: Logger;
   /** Tuning passed to every APNs gateway. */
-  apns?: Pick<ApnsGatewayOptions, 'clientCount' | 'maxInFlight' | 'requestTimeoutMs' | 'heartbeatMs'>;
+  apns?: Pick<ApnsGatewayOptions, 'maxConnections' | 'maxInFlight' | 'requestTimeoutMs' | 'heartbeatMs'>;
   /** Tuning passed to every FCM gateway. */
-  fcm?: Pick<FcmGatewayOptions, 'maxInFlight' | 'requestTimeoutMs'>;
+  fcm?: Pick<FcmGatewayOptions, 'maxConnections' | 'maxInFlight' | 'requestTimeoutMs'>;
 }
 
 /** What the pool needs of an app row (apps.bundle_id, apps.apns_credentials, apps.fcm_credentials). */

@@ -44,8 +44,10 @@ const envSchema = z.object({
   DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000),
   // Devices read per fan-out page (one query, one checkpoint); each page is cut into batches of DELIVERY_BATCH_SIZE.
   FANOUT_PAGE_SIZE: z.coerce.number().int().min(1).max(50000).default(10000),
-  // Requests in flight per gateway connection pool (APNs allows 1000 streams per connection; FCM similar).
-  GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(5000).default(200),
+  // Streams in flight per gateway at most, across its connections: a memory bound. Within it each connection
+  // carries what its gateway announces (APNs 1,000), and another opens, up to GATEWAY_MAX_CONNECTIONS, when they are full.
+  GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(20000).default(2000),
+  GATEWAY_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(64).default(4),
   // Worker threads that run the gateways (HTTP/2 to APNs and FCM); 0 runs them on the worker's main thread.
   // 0 suits a small host whose other cores run PostgreSQL and Redis; threads pay off where cores are spare.
   GATEWAY_THREADS: z.coerce.number().int().min(0).max(16).default(0),

@@ -192,6 +192,22 @@ describe('FcmGateway', () => {
     expect(results.every((r) => r.outcome.kind === 'retry')).toBe(true);
   });
 
+  it('opens another connection when those open carry all the streams FCM announces, and no more than allowed', async () => {
+    const narrow = await FcmMock.start({ maxConcurrentStreams: 40 });
+    try {
+      narrow.addServiceAccount(account);
+      narrow.faults.sometimes(1, { type: 'delay', ms: 20 });
+      const g = gateway({ origin: narrow.origin, tokenUrl: narrow.tokenUrl, maxInFlight: 1000, maxConnections: 2 });
+      const results = await g.send(push(), targets(600));
+      expect(results.every((r) => r.outcome.kind === 'ok')).toBe(true);
+      expect(narrow.sessionCount).toBe(2);
+      expect(narrow.peakConcurrency).toBeGreaterThan(40);
+      expect(narrow.peakConcurrency).toBeLessThanOrEqual(80);
+    } finally {
+      await narrow.close();
+    }
+  });
+
   it('keeps at most maxInFlight streams open, across concurrent sends', async () => {
     const g = gateway({ maxInFlight: 25 });
     const results = await Promise.all([g.send(push(), targets(1000)), g.send(push(), targets(1000))]);

@@ -106,7 +106,19 @@ describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
 
     const unicast = new Set(targets.map((d) => d.token!));
     const wrong = devices.filter((d) => received.get(d.token!) !== (unicast.has(d.token!) ? 2 : 1));
-    expect(wrong.length, `devices missed or pushed twice, e.g. ${JSON.stringify(wrong.slice(0, 3))}`).toBe(0);
+    if (wrong.length > 0)
+      for (const w of workers)
+        console.error(
+          w.stdout
+            .split('\n')
+            .filter((l) => /"level":(40|50)|stalled|retry|re-enqueued/.test(l))
+            .slice(0, 30)
+            .join('\n'),
+        );
+    expect(
+      wrong.length,
+      `devices missed or pushed twice, e.g. ${JSON.stringify(wrong.slice(0, 3).map((d) => ({ id: d.id, unicast: unicast.has(d.token!), received: received.get(d.token!) ?? 0 })))}`,
+    ).toBe(0);
     expect(total()).toBe(expected);
 
     // both workers sent batches: the queue shared the work

@@ -1,0 +1,183 @@
+/**
+ * Connections to one gateway and the streams each carries. A connection takes as many streams as its peer
+ * announces (SETTINGS_MAX_CONCURRENT_STREAMS: APNs 1,000, FCM 100 or so); another connection opens only when
+ * every open one is full, up to `maxConnections`; past that, chunks wait their turn in order.
+ *
+ * How many streams are open across connections follows the round trip, as TCP's window does: a far gateway
+ * needs pushes-per-second × round-trip streams in flight to stay busy, a near one only a few. The window is
+ * twice that product, measured (the fastest recent round trip, so queueing does not inflate it), between
+ * `minInFlight` and `maxInFlight`. While the window limits the rate, the rate doubles every round trip; once
+ * something else does (CPU, the gateway), extra streams would only queue and time out, so none are opened.
+ */
+export interface StreamPoolOptions {
+  maxConnections: number;
+  /** The most streams open across connections, whatever the round trip: bounds memory. */
+  maxInFlight: number;
+  /** The window before anything is measured, and its floor. Default 200 (or maxInFlight when lower). */
+  minInFlight?: number;
+  /** Tokens per chunk: one slot acquisition and one send call per chunk, not per token. Default 10. */
+  chunkSize?: number;
+}
+
+/** How often the window is recomputed, and how long a round-trip sample counts as recent. */
+const WINDOW_TICK_MS = 100;
+const RTT_MEMORY_MS = 10_000;
+
+/** Pushes per second × fastest recent round trip, from the chunks that completed. */
+class WindowEstimator {
+  private rate = 0;
+  private completed = 0;
+  private tickStart = performance.now();
+  private minRtt = Infinity;
+  private previousMinRtt = Infinity;
+  private rttPeriodStart = performance.now();
+  window: number;
+
+  constructor(
+    private readonly min: number,
+    private readonly max: number,
+  ) {
+    this.window = min;
+  }
+
+  record(tokens: number, rttMs: number): void {
+    const now = performance.now();
+    this.completed += tokens;
+    this.minRtt = Math.min(this.minRtt, rttMs);
+    if (now - this.rttPeriodStart >= RTT_MEMORY_MS) {
+      this.previousMinRtt = this.minRtt;
+      this.minRtt = Infinity;
+      this.rttPeriodStart = now;
+    }
+    const elapsed = now - this.tickStart;
+    if (elapsed < WINDOW_TICK_MS) return;
+    const rate = (this.completed * 1000) / elapsed;
+    this.rate = this.rate === 0 ? rate : 0.5 * this.rate + 0.5 * rate;
+    this.completed = 0;
+    this.tickStart = now;
+    const rtt = Math.min(this.minRtt, this.previousMinRtt);
+    this.window = Math.round(Math.min(this.max, Math.max(this.min, (2 * this.rate * rtt) / 1000)));
+  }
+}
+
+interface Slot<C> {
+  conn: C;
+  active: number;
+}
+
+export class StreamPool<C> {
+  private readonly slots: Slot<C>[] = [];
+  private inFlight = 0;
+  private waiting: { n: number; grant: (slot: Slot<C>) => void }[] = [];
+  private readonly chunkSize: number;
+  private readonly estimator: WindowEstimator;
+  /** Set while chunks wait on a connection whose peer has not announced its window yet. */
+  private settlePoll: NodeJS.Timeout | undefined;
+
+  /**
+   * `open` makes a connection (one that reconnects by itself); `windowOf` reads the streams its peer allows now,
+   * undefined while unknown (not connected yet).
+   */
+  constructor(
+    private readonly open: () => C,
+    private readonly windowOf: (conn: C) => number | undefined,
+    private readonly options: StreamPoolOptions,
+  ) {
+    if (!(options.maxConnections >= 1 && options.maxInFlight >= 1)) throw new RangeError('maxConnections and maxInFlight must be >= 1');
+    this.chunkSize = Math.max(1, Math.min(options.chunkSize ?? 10, options.maxInFlight));
+    this.estimator = new WindowEstimator(Math.min(options.minInFlight ?? 200, options.maxInFlight), options.maxInFlight);
+  }
+
+  /** The streams that may be open across connections now. */
+  get window(): number {
+    return this.estimator.window;
+  }
+
+  /** The connections opened so far. */
+  get connections(): C[] {
+    return this.slots.map((s) => s.conn);
+  }
+
+  /** Runs `send` for consecutive chunks of `indexes`, each on a connection with room for it. */
+  async run(indexes: readonly number[], send: (conn: C, chunk: number[]) => Promise<void>): Promise<void> {
+    const chunks: number[][] = [];
+    for (let i = 0; i < indexes.length; i += this.chunkSize) chunks.push(indexes.slice(i, i + this.chunkSize));
+    let next = 0;
+    const lane = async () => {
+      for (let c = next++; c < chunks.length; c = next++) {
+        const chunk = chunks[c]!;
+        const slot = await this.acquire(chunk.length);
+        const started = performance.now();
+        try {
+          await send(slot.conn, chunk);
+        } finally {
+          this.estimator.record(chunk.length, performance.now() - started);
+          this.release(slot, chunk.length);
+        }
+      }
+    };
+    // Lanes for the widest window; those beyond the current one wait in acquire().
+    const lanes = Math.min(chunks.length, Math.ceil(this.options.maxInFlight / this.chunkSize));
+    await Promise.all(Array.from({ length: lanes }, lane));
+  }
+
+  private acquire(n: number): Promise<Slot<C>> {
+    const slot = this.waiting.length === 0 ? this.tryAcquire(n) : undefined;
+    if (slot) return Promise.resolve(slot);
+    return new Promise((grant) => {
+      this.waiting.push({ n, grant });
+      this.pollWhileSettling();
+    });
+  }
+
+  /**
+   * Nothing is released when a peer's settings arrive, so chunks waiting for them look again shortly instead
+   * of waiting for the first answer (which a slow gateway gives only after a round trip).
+   */
+  private pollWhileSettling(): void {
+    if (this.settlePoll || !this.slots.some((s) => this.windowOf(s.conn) === undefined)) return;
+    this.settlePoll = setTimeout(() => {
+      this.settlePoll = undefined;
+      this.grantWaiting();
+      if (this.waiting.length > 0) this.pollWhileSettling();
+    }, 5);
+    this.settlePoll.unref();
+  }
+
+  private tryAcquire(n: number): Slot<C> | undefined {
+    if (this.inFlight > 0 && this.inFlight + n > this.estimator.window) return undefined;
+    let settling = false;
+    for (const slot of this.slots) {
+      const window = this.windowOf(slot.conn);
+      if (window === undefined) settling = true;
+      // An idle connection takes a chunk however small its window. One whose peer has not said yet takes only
+      // that first chunk: a server refuses the streams above its limit, and its settings arrive before the answers.
+      if (slot.active === 0 || (window !== undefined && slot.active + n <= window)) return this.take(slot, n);
+    }
+    // A connection still connecting may allow far more than one chunk: wait for it before opening another.
+    if (settling || this.slots.length >= this.options.maxConnections) return undefined;
+    const slot = { conn: this.open(), active: 0 };
+    this.slots.push(slot);
+    return this.take(slot, n);
+  }
+
+  private take(slot: Slot<C>, n: number): Slot<C> {
+    slot.active += n;
+    this.inFlight += n;
+    return slot;
+  }
+
+  private release(slot: Slot<C>, n: number): void {
+    slot.active -= n;
+    this.inFlight -= n;
+    this.grantWaiting();
+  }
+
+  private grantWaiting(): void {
+    while (this.waiting.length > 0) {
+      const granted = this.tryAcquire(this.waiting[0]!.n);
+      if (!granted) break;
+      this.waiting.shift()!.grant(granted);
+    }
+  }
+}
