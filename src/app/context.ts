@@ -1,6 +1,8 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { AppsRepository } from '../db/repositories/apps.js';
+import type { Clock } from '../platform/clock.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
@@ -31,6 +33,7 @@ export function createContext(
   scheduler: NotificationScheduler,
   gateways: GatewayProvider,
   metrics: Metrics,
+  clock: Clock,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
@@ -41,7 +44,9 @@ export function createContext(
     new NotificationsRepository(),
     devicesRepo,
     new DeliveryRepository(),
+    new AppsRepository(),
     scheduler,
+    clock,
     config.DELIVERY_BATCH_SIZE,
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );

@@ -1,3 +1,4 @@
+import { systemClock, type Clock } from '../platform/clock.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import type { Db } from '../db/database.js';
 import { createGatewayProvider, type CredentialsLookup, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
@@ -57,6 +58,8 @@ export class Lifecycle {
 /** What differs between processes beyond the settings (tests run the gateway threads from TypeScript sources). */
 export interface StartOptions {
   gatewayThreadEntry?: URL;
+  /** The system clock unless given (tests move time instead of waiting for it). */
+  clock?: Clock;
 }
 
 export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions = {}): Promise<Pushd> {
@@ -78,12 +81,13 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     credentialsLookup(database.handle.db),
   );
   if (!workers) lifecycle.add('gateways', () => gateways.close());
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, gateways, metrics });
+  const clock = options.clock ?? systemClock;
+  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
 
-  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics);
+  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };

@@ -14,6 +14,7 @@ import { rateLimitCommands } from './rate-limits.js';
  *   app list
  *   app set-apns --app ID --key-file AuthKey.p8 --key-id K --team-id T [--topic X]
  *   app set-fcm --app ID --service-account sa.json
+ *   app set-limits --app ID [--max-per-minute N|none] [--default-time-zone ZONE|none]
  *   key create --app ID --role read|write|sdk
  *   key revoke --key KEY
  *   key set-limit --key KEY --per-second N --burst M
@@ -47,9 +48,22 @@ async function run(argv: string[]): Promise<number> {
     args: argv,
     allowPositionals: true,
     options: Object.fromEntries(
-      ['bundle-id', 'name', 'app', 'role', 'key', 'key-file', 'key-id', 'team-id', 'topic', 'service-account', 'per-second', 'burst'].map(
-        (o) => [o, { type: 'string' as const }],
-      ),
+      [
+        'bundle-id',
+        'name',
+        'app',
+        'role',
+        'key',
+        'key-file',
+        'key-id',
+        'team-id',
+        'topic',
+        'service-account',
+        'per-second',
+        'burst',
+        'max-per-minute',
+        'default-time-zone',
+      ].map((o) => [o, { type: 'string' as const }]),
     ),
   });
   const name = positionals.join(' ');

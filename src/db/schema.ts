@@ -1,5 +1,7 @@
 import type { Filter } from '../domain/filters.js';
 import type { KeyRole } from '../domain/keys.js';
+import type { NotificationState } from '../domain/notification-request.js';
+import type { LocalPlan } from '../domain/campaign.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -7,7 +9,7 @@ type Json<T = unknown> = ColumnType<T, string | T, string | T>;
 
 export type { KeyRole };
 export type Platform = 'ios' | 'android';
-export type NotificationState = 'scheduled' | 'sending' | 'sent' | 'failed';
+export type { NotificationState };
 export type AttributeType = 'string' | 'integer' | 'float' | 'date' | 'boolean';
 
 export interface AppsTable {
@@ -17,6 +19,9 @@ export interface AppsTable {
   apns_credentials: Json<Record<string, unknown> | null> | null;
   fcm_credentials: Json<Record<string, unknown> | null> | null;
   created_at: Generated<Date>;
+  default_time_zone: string | null;
+  max_per_minute: number | null;
+  pace_next_at: Date | null;
 }
 
 export interface ApiKeysTable {
@@ -124,6 +129,14 @@ export interface NotificationsTable {
   fanout_cursor: string | null;
   fanout_seq: Generated<number>;
   fanout_done: Generated<boolean>;
+  send_at: Date | null;
+  next_due_at: Date | null;
+  local_plan: Json<LocalPlan> | null;
+  wave: Generated<number>;
+  skipped_past_local_time: Counter;
+  throttle_per_minute: number | null;
+  pace_next_at: Date | null;
+  canceled_at: Date | null;
 }
 
 export interface DeliveryBatchesTable {
@@ -135,7 +148,7 @@ export interface DeliveryBatchesTable {
   development: boolean;
   device_ids: string[];
   pending_device_ids: string[];
-  state: Generated<'pending' | 'done' | 'superseded'>;
+  state: Generated<'pending' | 'done' | 'superseded' | 'canceled'>;
   attempts: Generated<number>;
   succeeded: Generated<number>;
   failed: Generated<number>;
@@ -143,6 +156,7 @@ export interface DeliveryBatchesTable {
   last_error: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+  not_before: Date | null;
 }
 
 /** Kept by a trigger from devices.tags (migration 002), so the tags filter reads an index. */

@@ -1,3 +1,4 @@
+import { isTimeZone } from './schedule.js';
 import { parseIsoDate } from './date-math.js';
 import { ValidationError } from './errors.js';
 import { isPlainObject } from './filters.js';
@@ -152,16 +153,6 @@ const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) =
 };
 
 const READ_ONLY = new Set(['id', 'device_id', 'created_at', 'registered_at', 'erased_at', 'installed_at', 'user_events', 'ip_address']);
-
-function isTimeZone(tz: string): boolean {
-  if (!/^[A-Za-z]/.test(tz)) return false;
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function parseTags(v: unknown): Parsed<string[]> {
   if (v === null) return ok([]);

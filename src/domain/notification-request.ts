@@ -1,6 +1,11 @@
 import { z } from 'zod';
 import { filterSchema, type Filter } from './filters.js';
 import { payloadSchema } from './payload.js';
+import { scheduleFields } from './schedule.js';
+
+/** A notification's life: waiting for its send time, going out, then one of the three ends. */
+export const NOTIFICATION_STATES = ['scheduled', 'sending', 'sent', 'failed', 'canceled'] as const;
+export type NotificationState = (typeof NOTIFICATION_STATES)[number];
 
 /** The three target forms: every device, a stored audience, an on-the-fly audience of filters. */
 export type Target = { kind: 'all' } | { kind: 'audience'; audienceId: string } | { kind: 'filters'; filters: Filter[] };
@@ -36,12 +41,26 @@ const toSchema = z.unknown().transform((value, ctx) => {
   return parsed.data as '*' | { audience: string } | Filter[];
 });
 
+/** A pace for one notification: its pushes spread evenly over the minutes it takes. */
+export const throttleSchema = z.strictObject(
+  {
+    per_minute: z
+      .number({ error: 'must be a number' })
+      .int('must be an integer')
+      .min(1, 'must be at least 1')
+      .max(10_000_000, 'must be at most 10000000'),
+  },
+  { error: (issue) => (issue.code === 'invalid_type' ? 'must be {"per_minute": N}' : undefined) },
+);
+
 export const notificationRequestSchema = z.strictObject(
   {
     notification: z.strictObject(
       {
         to: toSchema,
         payload: payloadSchema,
+        throttle: throttleSchema.optional(),
+        ...scheduleFields,
       },
       // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { NOTIFICATION_STATES } from '../domain/notification-request.js';
 
 /** `?per=&page=` of the offset-paged lists (audiences, notifications). */
 export const pageQuery = z.object({
@@ -14,7 +15,7 @@ const timestamp = z.string();
 export const createdNotificationRecord = z.object({
   id: z.string(),
   created_at: timestamp,
-  state: z.enum(['scheduled', 'sending', 'sent', 'failed']),
+  state: z.enum(NOTIFICATION_STATES),
   // id: null for a transactional send, which names its devices instead of an audience
   to: z.object({ id: z.string().nullable(), type: z.literal('Audience') }),
   notification: z.object({ to: z.unknown(), payload: z.unknown() }),
@@ -32,6 +33,15 @@ export const notificationRecord = createdNotificationRecord.extend({
   failure_reason: z.string().nullable(),
   /** a transactional send's group */
   group: z.string().nullable(),
+  /** when it goes out: the instant asked for, or for a local-time send the first wave */
+  send_at: timestamp.nullable(),
+  local_time: z.boolean(),
+  /** devices skipped by a local-time send because their zone's wall time had passed when it was created */
+  skipped_past_local_time: z.number().int(),
+  throttle: z.object({ per_minute: z.number().int() }).nullable(),
+  canceled_at: timestamp.nullable(),
+  /** when the last push should be out, from the pace (or the next local-time wave); null when unknown or finished */
+  estimated_finish_at: timestamp.nullable(),
 });
 
 /** A device as registered or updated (`{device: {...}}`); the fields are checked by the device service. */

@@ -1,6 +1,7 @@
 import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { Audience, Notification } from '../db/schema.js';
+import { estimatedFinish } from '../domain/campaign.js';
 import type { DeviceDetails, Written } from '../services/devices.js';
 
 /** ISO 8601, UTC, milliseconds — the only timestamp format the API speaks. */
@@ -31,6 +32,12 @@ export function notificationResponse(n: Notification) {
     finished_at: iso(n.finished_at),
     failure_reason: n.failure_reason,
     group: n.send_group,
+    send_at: iso(n.send_at),
+    local_time: n.local_plan !== null,
+    skipped_past_local_time: n.skipped_past_local_time,
+    throttle: n.throttle_per_minute === null ? null : { per_minute: n.throttle_per_minute },
+    canceled_at: iso(n.canceled_at),
+    estimated_finish_at: iso(estimatedFinish(n)),
   };
 }
 

@@ -58,6 +58,8 @@ const envSchema = z.object({
   JOB_LOCK_MS: z.coerce.number().int().min(1000).default(30_000),
   SWEEP_AFTER_SECONDS: z.coerce.number().int().min(1).default(30),
   // How long POST /v6/transactional/notifications waits for the gateways (retries included) before it answers.
+  // how often workers look for scheduled notifications (and local-time waves) that have come due
+  SCHEDULE_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
   TRANSACTIONAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
 });

@@ -94,7 +94,11 @@ export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; notifi
     if (!batch || batch.state !== 'pending') return;
     const n = await deps.notifications.findById(deps.db, batch.notification_id);
     if (!n || n.generation !== batch.generation) {
-      await deps.delivery.supersedeBatch(deps.db, batch.id); // a collapse_key update replaced this send
+      await deps.delivery.closeBatchUnsent(deps.db, batch.id, 'superseded'); // a collapse_key update replaced this send
+      return;
+    }
+    if (n.state === 'canceled') {
+      await deps.delivery.closeBatchUnsent(deps.db, batch.id, 'canceled');
       return;
     }
     const { summary, done } = await attemptBatch(deps, n, batch, job.attemptsMade + 1 >= deps.maxAttempts);

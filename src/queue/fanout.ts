@@ -2,7 +2,10 @@ import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository, NewBatch } from '../db/repositories/delivery.js';
-import type { Deliverable, DevicesRepository } from '../db/repositories/devices.js';
+import type { Deliverable, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
+import type { AppsRepository } from '../db/repositories/apps.js';
+import type { Clock } from '../platform/clock.js';
+import { waveSlice } from '../domain/campaign.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
@@ -47,7 +50,9 @@ export function cutBatches(
 
 /**
  * Resolves a notification's audience to devices in keyset pages and turns each page into delivery batches.
- * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped.
+ * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A local-time send
+ * fans out one wave (the zones whose wall time has come) at a time and then waits for the next; a paced one
+ * reserves each batch's start (delivery_batches.not_before) and its delivery job waits until then.
  */
 export function fanoutProcessor(deps: {
   db: Db;
@@ -57,6 +62,8 @@ export function fanoutProcessor(deps: {
   audiences: AudiencesRepository;
   devices: DevicesRepository;
   delivery: DeliveryRepository;
+  apps: AppsRepository;
+  clock: Clock;
   pageSize: number;
   batchSize: number;
 }) {
@@ -64,39 +71,84 @@ export function fanoutProcessor(deps: {
     const { notificationId, generation } = job.data;
     const log = deps.log.child({ notificationId, generation, job: 'fanout' });
     const n = await deps.notifications.findById(deps.db, notificationId);
-    if (!n || n.generation !== generation || n.state === 'sent' || n.state === 'failed') {
-      log.debug('nothing to fan out (superseded or finished)');
+    if (!n || n.generation !== generation || n.state === 'sent' || n.state === 'failed' || n.state === 'canceled') {
+      log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
     }
+    const now = deps.clock.now(); // date math resolves once per fan-out, the same for every page
+    if (n.next_due_at && n.next_due_at > now) return; // not due yet: the due poller releases it
     await deps.delivery.markSending(deps.db, notificationId, generation);
-    const enqueue = (b: { id: string }) => deps.queues.add('delivery', { notificationId, batchId: b.id });
+    // a paced batch waits for its reserved start (reserved on the same clock)
+    const enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
+      const start = b.notBefore ?? b.not_before;
+      return deps.queues.add('delivery', { notificationId, batchId: b.id }, start ? start.getTime() - deps.clock.now().getTime() : 0);
+    };
 
     if (!n.fanout_done) {
       if (n.audience_id === null) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
       const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
-      const now = new Date(); // date math resolves once per fan-out, the same for every page
-      let cursor = n.fanout_cursor;
+      const { max_per_minute: appPerMinute } = await deps.apps.campaignSettings(deps.db, n.app_id);
+      const pace = { notification: n.throttle_per_minute, app: appPerMinute };
+      const paced = pace.notification !== null || pace.app !== null;
+      // a paced batch holds about a second of its pace, so the pushes spread evenly
+      const slowest = Math.min(pace.notification ?? Infinity, pace.app ?? Infinity);
+      const batchSize = paced ? Math.max(1, Math.min(deps.batchSize, Math.ceil(slowest / 60))) : deps.batchSize;
       let seq = n.fanout_seq;
-      let pages = 0;
-      for (;;) {
-        // The first page is one batch, so the first pushes leave without waiting for a full page.
-        const limit = pages === 0 ? Math.min(deps.batchSize, deps.pageSize) : deps.pageSize;
-        const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now });
-        if (page.length === 0) break;
-        const batches = cutBatches(notificationId, generation, page, seq, deps.batchSize);
-        const last = page[page.length - 1]!.id;
-        if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, last, seq + batches.length, page.length))) {
-          log.info('superseded by a newer generation during fan-out');
-          return;
+
+      /** Pages through the devices (of some zones), from `cursor`; false when superseded or canceled meanwhile. */
+      const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<boolean> => {
+        for (let pages = 0; ; pages++) {
+          // The first page is one batch, so the first pushes leave without waiting for a full page.
+          const limit = pages === 0 ? Math.min(batchSize, deps.pageSize) : deps.pageSize;
+          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now, zones });
+          if (page.length === 0) return true;
+          const batches = cutBatches(notificationId, generation, page, seq, batchSize);
+          if (paced) {
+            const starts = await deps.delivery.reserveSlots(
+              deps.db,
+              notificationId,
+              n.app_id,
+              batches.map((b) => b.deviceIds.length),
+              pace,
+              deps.clock.now(),
+            );
+            batches.forEach((b, i) => (b.notBefore = starts[i]));
+          }
+          const last = page[page.length - 1]!.id;
+          if (
+            !(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, last, seq + batches.length, page.length))
+          ) {
+            log.info('superseded by a newer generation, or canceled, during fan-out');
+            return false;
+          }
+          for (const b of batches) await enqueue(b);
+          cursor = last;
+          seq += batches.length;
+          if (page.length < limit) return true;
         }
-        for (const b of batches) await enqueue(b);
-        cursor = last;
-        seq += batches.length;
-        pages++;
-        if (page.length < limit) break;
+      };
+
+      const plan = n.local_plan;
+      if (!plan) {
+        if (!(await fanOut(n.fanout_cursor))) return;
+      } else {
+        if (n.wave === 0 && plan.past.length > 0) {
+          const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
+          await deps.delivery.setSkippedPastLocalTime(deps.db, notificationId, skipped);
+        }
+        for (let w = n.wave; w < plan.waves.length; w++) {
+          const wave = plan.waves[w]!;
+          if (new Date(wave.at) > now) {
+            await deps.delivery.awaitWave(deps.db, notificationId, generation, new Date(wave.at));
+            log.info({ wave: w, at: wave.at }, 'waiting for the next local-time wave');
+            return;
+          }
+          if (!(await fanOut(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones)))) return;
+          await deps.delivery.finishWave(deps.db, notificationId, generation, w + 1);
+        }
       }
       await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
-      log.info({ pages, batches: seq }, 'fan-out done');
+      log.info({ batches: seq }, 'fan-out done');
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist.

@@ -5,8 +5,8 @@ import type { JobsOptions } from 'bullmq';
  * job name (src/queue/pipeline.ts registers them from a map of the same names).
  */
 export interface JobTypes {
-  /** Resolve a notification's audience to devices and cut it into delivery batches. */
-  fanout: { notificationId: string; generation: number };
+  /** Resolve a notification's audience to devices and cut it into delivery batches (from its local-time wave). */
+  fanout: { notificationId: string; generation: number; wave?: number };
   /** Send one stored batch; the batch row says which devices, platform and environment. */
   delivery: { notificationId: string; batchId: string };
 }
@@ -27,7 +27,7 @@ const forget = { removeOnComplete: true, removeOnFail: true } as const;
 export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
   return {
     fanout: {
-      id: (d) => `${d.notificationId}-g${d.generation}`,
+      id: (d) => `${d.notificationId}-g${d.generation}${d.wave ? `-w${d.wave}` : ''}`,
       options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
     },
     delivery: {
@@ -40,8 +40,8 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 
 /** How the rest of the service hands a committed notification to the pipeline (pipeline.ts implements it). */
 export interface NotificationScheduler {
-  /** Enqueues its fan-out; idempotent per (id, generation). */
-  schedule(notificationId: string, generation: number): Promise<void>;
+  /** Enqueues its fan-out; idempotent per (id, generation, local-time wave). */
+  schedule(notificationId: string, generation: number, wave?: number): Promise<void>;
   /** Enqueues the delivery of batches already stored (a small audience resolved when it was created); idempotent. */
   deliver(notificationId: string, batchIds: string[]): Promise<void>;
 }

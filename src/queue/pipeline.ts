@@ -1,6 +1,7 @@
 import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { AppsRepository } from '../db/repositories/apps.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -14,6 +15,8 @@ import type { Job } from 'bullmq';
 import type { JobQueues } from './queues.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 import { startSweeper } from './sweeper.js';
+import { startDuePoller } from './due.js';
+import type { Clock } from '../platform/clock.js';
 
 interface JobHandler<N extends JobName> {
   process: (job: Job<JobTypes[N]>) => Promise<void>;
@@ -37,10 +40,10 @@ export function startPipeline(
   log: Logger,
   db: Db,
   queues: JobQueues,
-  opts: { workers: boolean; gateways?: GatewayProvider; metrics?: Metrics },
+  opts: { workers: boolean; clock: Clock; gateways?: GatewayProvider; metrics?: Metrics },
 ): Pipeline {
   const scheduler: NotificationScheduler = {
-    schedule: (notificationId, generation) => queues.add('fanout', { notificationId, generation }),
+    schedule: (notificationId, generation, wave) => queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}) }),
     deliver: async (notificationId, batchIds) => {
       for (const batchId of batchIds) await queues.add('delivery', { notificationId, batchId });
     },
@@ -67,6 +70,8 @@ export function startPipeline(
         audiences: new AudiencesRepository(),
         devices: new DevicesRepository(),
         delivery,
+        apps: new AppsRepository(),
+        clock: opts.clock,
         pageSize: config.FANOUT_PAGE_SIZE,
         batchSize: config.DELIVERY_BATCH_SIZE,
       }),
@@ -93,6 +98,7 @@ export function startPipeline(
   }
 
   const sweeper = startSweeper({ db, log, delivery, queues, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
+  const duePoller = startDuePoller({ db, log, delivery, scheduler, clock: opts.clock, intervalMs: config.SCHEDULE_POLL_MS });
   const depthTimer = setInterval(async () => {
     for (const name of JOB_NAMES) {
       const counts = await queues.depth(name).catch(() => null);
@@ -105,6 +111,7 @@ export function startPipeline(
     scheduler,
     async close() {
       sweeper.stop();
+      duePoller.stop();
       clearInterval(depthTimer);
       await queues.closeWorkers();
       await opts.gateways!.close();

@@ -50,9 +50,10 @@ export class JobQueues {
   }
 
   /** Adds a job with the options of its name (jobs.ts); a job whose id exists is not added twice. */
-  async add<N extends JobName>(name: N, data: JobTypes[N]): Promise<void> {
+  async add<N extends JobName>(name: N, data: JobTypes[N], delayMs = 0): Promise<void> {
     const spec = this.specs[name];
-    await this.queue(name).add(name, data, { ...spec.options, jobId: spec.id(data) });
+    const delay = Math.max(0, Math.round(delayMs));
+    await this.queue(name).add(name, data, { ...spec.options, jobId: spec.id(data), ...(delay > 0 ? { delay } : {}) });
   }
 
   /** Whether the job is in the queue (waiting, delayed or running): finished jobs are not kept (jobs.ts). */

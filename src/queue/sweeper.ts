@@ -18,8 +18,8 @@ export function startSweeper(deps: {
   scheduler: NotificationScheduler;
   afterSeconds: number;
 }) {
-  const queued = async (n: { id: string; generation: number }) => {
-    if (await deps.queues.has('fanout', { notificationId: n.id, generation: n.generation })) return true;
+  const queued = async (n: { id: string; generation: number; wave: number }) => {
+    if (await deps.queues.has('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave })) return true;
     for (const b of await deps.delivery.pendingBatches(deps.db, n.id, n.generation))
       if (await deps.queues.has('delivery', { notificationId: n.id, batchId: b.id })) return true;
     return false;
@@ -32,7 +32,7 @@ export function startSweeper(deps: {
       let count = 0;
       for (const n of await deps.delivery.findStalled(deps.db, deps.afterSeconds, 500)) {
         if (await queued(n)) continue;
-        await deps.scheduler.schedule(n.id, n.generation);
+        await deps.scheduler.schedule(n.id, n.generation, n.wave);
         await deps.delivery.touch(deps.db, n.id);
         count++;
       }

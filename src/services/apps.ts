@@ -4,6 +4,7 @@ import type { KeyRole } from '../db/schema.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
+import { isTimeZone } from '../domain/schedule.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -30,6 +31,24 @@ export class AppService {
       }
       return { app, keys };
     });
+  }
+
+  /**
+   * What shapes when the app's notifications go out: a ceiling on its pushes a minute across all its
+   * notifications and workers (null: none), and the time zone of its devices that have none (null: UTC).
+   */
+  async setLimits(
+    appId: string,
+    limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null },
+  ): Promise<{ app_id: string; max_per_minute: number | null; default_time_zone: string | null }> {
+    const { maxPerMinute, defaultTimeZone } = limits;
+    if (maxPerMinute != null && !(Number.isInteger(maxPerMinute) && maxPerMinute >= 1))
+      throw new ValidationError('max-per-minute must be a whole number of at least 1, or "none"');
+    if (defaultTimeZone != null && !isTimeZone(defaultTimeZone))
+      throw new ValidationError(`default-time-zone must be an IANA time zone such as Europe/Paris, got ${defaultTimeZone}`);
+    if (!(await this.apps.setLimits(this.db, appId, limits).catch(() => false))) throw new NotFoundError('app');
+    const now = await this.apps.campaignSettings(this.db, appId);
+    return { app_id: appId, max_per_minute: now.max_per_minute, default_time_zone: now.default_time_zone };
   }
 
   async createKey(appId: string, role: string): Promise<{ app_id: string; role: KeyRole; key: string }> {

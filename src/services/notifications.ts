@@ -11,6 +11,12 @@ import { targetOf, type NotificationRequest } from '../domain/notification-reque
 import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
 import { cutBatches } from '../queue/fanout.js';
 import type { NotificationScheduler } from '../queue/jobs.js';
+import type { AppsRepository } from '../db/repositories/apps.js';
+import { timingOf } from '../domain/campaign.js';
+import type { NotificationState } from '../domain/notification-request.js';
+import type { Clock } from '../platform/clock.js';
+import { ConflictError, ValidationError } from '../domain/errors.js';
+import { sendAtProblem } from '../domain/schedule.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
@@ -28,7 +34,9 @@ export class NotificationService {
     private readonly notifications: NotificationsRepository,
     private readonly devices: DevicesRepository,
     private readonly delivery: DeliveryRepository,
+    private readonly apps: AppsRepository,
     private readonly scheduler: NotificationScheduler,
+    private readonly clock: Clock,
     private readonly batchSize: number,
     private readonly onScheduleError: (err: unknown, id: string) => void,
   ) {}
@@ -39,9 +47,20 @@ export class NotificationService {
     return n;
   }
 
-  /** The app's notifications, newest first. */
-  list(appId: string, page: { per: number; page: number }): Promise<Notification[]> {
-    return this.notifications.listForApp(this.db, appId, page.per, (page.page - 1) * page.per);
+  /** The app's notifications, newest first, of one state when given. */
+  list(appId: string, page: { per: number; page: number; state?: NotificationState }): Promise<Notification[]> {
+    return this.notifications.listForApp(this.db, appId, page.state, page.per, (page.page - 1) * page.per);
+  }
+
+  /**
+   * Cancels a notification that is waiting or sending: nothing more starts (batches in flight finish and are
+   * counted). One that has finished cannot be: 409.
+   */
+  async cancel(appId: string, id: string): Promise<Notification> {
+    const canceled = await this.notifications.cancel(this.db, appId, id);
+    if (canceled) return canceled;
+    const n = await this.get(appId, id);
+    throw new ConflictError(`notification: it is ${n.state} and can no longer be canceled`);
   }
 
   /**
@@ -53,7 +72,13 @@ export class NotificationService {
     const { to, payload } = request.notification;
     const target = targetOf(to);
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
+    const now = this.clock.now();
+    const problem = sendAtProblem(request.notification, now);
+    if (problem) throw new ValidationError(problem);
     const { notification, batchIds } = await this.db.transaction().execute(async (trx) => {
+      const settings = await this.apps.campaignSettings(trx, appId);
+      const deviceZones = request.notification.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
+      const timing = timingOf(request.notification, now, settings.default_time_zone, deviceZones);
       let audience: { id: string; filters: Filter[] | null };
       if (target.kind === 'all') {
         audience = await this.audiences.upsertAllDevices(trx, appId);
@@ -70,9 +95,13 @@ export class NotificationService {
         request: request.notification,
         payload,
         collapseKey,
+        timing,
       });
-      // A collapse_key may replace a notification that is already sending: that goes through the fan-out's generations.
-      if (collapseKey !== null || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
+      if (timing.nextDueAt) return { notification: inserted, batchIds: null }; // the due poller releases it
+      // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
+      // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
+      const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
+      if (collapseKey !== null || paced || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
       const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
@@ -84,6 +113,7 @@ export class NotificationService {
       return { notification: inserted, batchIds: batches.map((b) => b.id) };
     });
     // After commit: if the enqueue fails the sweeper re-enqueues the notification (its fan-out, or its stored batches).
+    if (notification.next_due_at) return notification;
     const enqueued = batchIds
       ? this.scheduler.deliver(notification.id, batchIds)
       : this.scheduler.schedule(notification.id, notification.generation);

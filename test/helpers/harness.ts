@@ -6,6 +6,7 @@ import type { HttpContext } from '../../src/http/context.js';
 import type { DatabaseHandle } from '../../src/db/database.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
+import type { Clock } from '../../src/platform/clock.js';
 import type { Pipeline } from '../../src/queue/pipeline.js';
 import type { QueueBackendKind } from '../../src/queue/queues.js';
 import { AppService } from '../../src/services/apps.js';
@@ -42,7 +43,7 @@ export function basic(key: string, username = ''): string {
  * through the real config parser.
  */
 export async function createHarness(
-  opts: { queue?: QueueBackendKind; workers?: boolean; env?: Record<string, string> } = {},
+  opts: { queue?: QueueBackendKind; workers?: boolean; env?: Record<string, string>; clock?: Clock } = {},
 ): Promise<Harness> {
   const adminUrl = inject('adminDatabaseUrl');
   const name = `t_${randomBytes(6).toString('hex')}`;
@@ -65,7 +66,7 @@ export async function createHarness(
   });
   const log = createLogger(config.LOG_LEVEL);
   const lifecycle = new Lifecycle();
-  const pushd = await startPushd(config, log, lifecycle, { gatewayThreadEntry: GATEWAY_THREAD_ENTRY });
+  const pushd = await startPushd(config, log, lifecycle, { gatewayThreadEntry: GATEWAY_THREAD_ENTRY, clock: opts.clock });
   const { ctx, server } = pushd.api!;
   await server.ready();
   const db = pushd.database.handle;
@@ -111,4 +112,18 @@ function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = `/${database}`;
   return u.toString();
+}
+
+/** A clock a test moves by hand: scheduled sends come due when the test says so, not when time passes. */
+export class ManualClock implements Clock {
+  constructor(private at = new Date()) {}
+  now(): Date {
+    return new Date(this.at);
+  }
+  set(at: Date | string): void {
+    this.at = new Date(at);
+  }
+  advance(ms: number): void {
+    this.at = new Date(this.at.getTime() + ms);
+  }
 }

@@ -51,6 +51,8 @@ export const AUTH_ROUTES: AuthRoute[] = [
     body: () => ({ to: { field: 'user_id', value: 'nobody' }, group: 'auth-matrix', notification: { payload: { alert: 'auth matrix' } } }),
   },
   { method: 'GET', path: '/v6/notifications/:notificationId', permission: 'read', success: 200 },
+  // cancel: the fixture's notification waits for a worker (the auth harness runs none), so it can be canceled
+  { method: 'DELETE', path: '/v6/notifications/:notificationId', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/stats/notifications/:notificationId/events', permission: 'read', success: 200 },
   // audiences
   { method: 'GET', path: '/v6/audiences', permission: 'read', success: 200 },

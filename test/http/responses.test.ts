@@ -1,3 +1,4 @@
+import { systemClock } from '../../src/platform/clock.js';
 import { createContext } from '../../src/app/context.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
@@ -249,6 +250,7 @@ describe('GET /ready when the database and queue store are unreachable', () => {
       { schedule: async () => undefined, deliver: async () => undefined },
       { gatewayFor: async () => null, close: async () => undefined },
       h.ctx.metrics,
+      systemClock,
     );
     const server = await buildServer(ctx);
     try {

@@ -270,8 +270,8 @@ const ENVELOPE_ROWS: Row[] = [
   ['unknown top-level key', { notification: { to: '*', payload: alert }, schedule: 'now' }, 'Unrecognized key: "schedule"'],
   [
     'unknown key next to to and payload',
-    { notification: { to: '*', payload: alert, send_at: 'now' } },
-    'notification: Unrecognized key: "send_at"',
+    { notification: { to: '*', payload: alert, sent_at: 'now' } },
+    'notification: Unrecognized key: "sent_at"',
   ],
   ['notification missing', { other: 1 }, 'notification: must be an object with to and payload'],
   ['notification a string', { notification: 'x' }, 'notification: must be an object with to and payload'],

@@ -1,3 +1,5 @@
+import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { systemClock } from '../../src/platform/clock.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { DevicesRepository } from '../../src/db/repositories/devices.js';
@@ -304,7 +306,9 @@ for (const backend of backends) {
         new NotificationsRepository(),
         new DevicesRepository(),
         new DeliveryRepository(),
+        new AppsRepository(),
         lost,
+        systemClock,
         2000,
         () => undefined,
       );

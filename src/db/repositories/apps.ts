@@ -20,6 +20,24 @@ export class AppsRepository {
     return db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
+  /** What shapes when an app's notifications go out: its default time zone and its ceiling on pushes a minute. */
+  async campaignSettings(db: Db, id: string): Promise<{ default_time_zone: string | null; max_per_minute: number | null }> {
+    const row = await db.selectFrom('apps').select(['default_time_zone', 'max_per_minute']).where('id', '=', id).executeTakeFirst();
+    return row ?? { default_time_zone: null, max_per_minute: null };
+  }
+
+  async setLimits(db: Db, id: string, limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null }): Promise<boolean> {
+    const r = await db
+      .updateTable('apps')
+      .set({
+        ...(limits.maxPerMinute !== undefined ? { max_per_minute: limits.maxPerMinute } : {}),
+        ...(limits.defaultTimeZone !== undefined ? { default_time_zone: limits.defaultTimeZone } : {}),
+      })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return r.numUpdatedRows > 0n;
+  }
+
   async findByBundleId(db: Db, bundleId: string): Promise<AppSummary | undefined> {
     return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }

@@ -17,6 +17,8 @@ export interface NewBatch {
   platform: Platform;
   development: boolean;
   deviceIds: string[];
+  /** a paced batch is not sent before this */
+  notBefore?: Date | null;
 }
 
 export interface BatchOutcome {
@@ -49,11 +51,11 @@ export class DeliveryRepository {
       with moved as (
         update notifications
         set fanout_cursor = ${cursor}::uuid, fanout_seq = ${nextSeq}::int, devices_targeted = devices_targeted + ${targeted}::int, updated_at = now()
-        where id = ${notificationId}::uuid and generation = ${generation}::int
+        where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
         returning 1)
       ${insert}
       select count(*)::int as moved from moved`.execute(db);
-    return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation
+    return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation, or canceled
   }
 
   /**
@@ -80,6 +82,77 @@ export class DeliveryRepository {
       select 1`.execute(trx);
   }
 
+  /**
+   * Reserves the start of each of a page's batches under the notification's pace and the app's ceiling (pushes
+   * a minute, null for none), as a virtual schedule (GCRA): each batch starts when both allow it, and pushes
+   * both schedules on by its size. The rows are locked for the moment it takes, so concurrent fan-outs of one
+   * app (several workers) share its ceiling.
+   */
+  async reserveSlots(
+    db: Db,
+    notificationId: string,
+    appId: string,
+    sizes: number[],
+    perMinute: { notification: number | null; app: number | null },
+    now: Date,
+  ): Promise<Date[]> {
+    return db.transaction().execute(async (trx) => {
+      const n = perMinute.notification
+        ? await trx.selectFrom('notifications').select('pace_next_at').where('id', '=', notificationId).forUpdate().executeTakeFirst()
+        : undefined;
+      const a = perMinute.app
+        ? await trx.selectFrom('apps').select('pace_next_at').where('id', '=', appId).forUpdate().executeTakeFirst()
+        : undefined;
+      let nextN = Math.max(now.getTime(), n?.pace_next_at?.getTime() ?? 0);
+      let nextA = Math.max(now.getTime(), a?.pace_next_at?.getTime() ?? 0);
+      const slots: Date[] = [];
+      for (const size of sizes) {
+        const start = Math.max(perMinute.notification ? nextN : 0, perMinute.app ? nextA : 0, now.getTime());
+        slots.push(new Date(start));
+        if (perMinute.notification) nextN = start + (size * 60_000) / perMinute.notification;
+        if (perMinute.app) nextA = start + (size * 60_000) / perMinute.app;
+      }
+      if (perMinute.notification)
+        await trx
+          .updateTable('notifications')
+          .set({ pace_next_at: new Date(nextN) })
+          .where('id', '=', notificationId)
+          .execute();
+      if (perMinute.app)
+        await trx
+          .updateTable('apps')
+          .set({ pace_next_at: new Date(nextA) })
+          .where('id', '=', appId)
+          .execute();
+      return slots;
+    });
+  }
+
+  /** A local-time wave is fanned out: the next one starts from the first device again. */
+  async finishWave(db: Db, notificationId: string, generation: number, nextWave: number): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({ wave: nextWave, fanout_cursor: null, updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .where('generation', '=', generation)
+      .execute();
+  }
+
+  /** The fan-out waits for the next local-time wave: the due poller releases it at `at`. */
+  async awaitWave(db: Db, notificationId: string, generation: number, at: Date): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({ next_due_at: at, updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .where('generation', '=', generation)
+      .where('state', 'in', ['scheduled', 'sending'])
+      .execute();
+  }
+
+  async setSkippedPastLocalTime(db: Db, notificationId: string, count: number): Promise<void> {
+    await db.updateTable('notifications').set({ skipped_past_local_time: count }).where('id', '=', notificationId).execute();
+  }
+
   async markFanoutDone(db: Db, notificationId: string, generation: number): Promise<void> {
     await db
       .updateTable('notifications')
@@ -103,10 +176,10 @@ export class DeliveryRepository {
     db: Db,
     notificationId: string,
     generation: number,
-  ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development'>[]> {
+  ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development' | 'not_before'>[]> {
     return db
       .selectFrom('delivery_batches')
-      .select(['id', 'platform', 'development'])
+      .select(['id', 'platform', 'development', 'not_before'])
       .where('notification_id', '=', notificationId)
       .where('generation', '=', generation)
       .where('state', '=', 'pending')
@@ -177,10 +250,11 @@ export class DeliveryRepository {
     return { done };
   }
 
-  async supersedeBatch(db: Db, id: string): Promise<void> {
+  /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
+  async closeBatchUnsent(db: Db, id: string, state: 'superseded' | 'canceled'): Promise<void> {
     await db
       .updateTable('delivery_batches')
-      .set({ state: 'superseded', updated_at: sql<Date>`now()` })
+      .set({ state, updated_at: sql<Date>`now()` })
       .where('id', '=', id)
       .where('state', '=', 'pending')
       .execute();
@@ -218,15 +292,36 @@ export class DeliveryRepository {
   }
 
   /** Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before enqueue). */
-  async findStalled(db: Db, olderThanSeconds: number, limit: number): Promise<{ id: string; generation: number }[]> {
-    return db
-      .selectFrom('notifications')
-      .select(['id', 'generation'])
-      .where('state', 'in', ['scheduled', 'sending'])
-      .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
-      .orderBy('updated_at')
-      .limit(limit)
-      .execute();
+  async findStalled(db: Db, olderThanSeconds: number, limit: number): Promise<{ id: string; generation: number; wave: number }[]> {
+    return (
+      db
+        .selectFrom('notifications')
+        .select(['id', 'generation', 'wave'])
+        .where('state', 'in', ['scheduled', 'sending'])
+        // one waiting for its send time (or next local-time wave) is not stalled: the due poller releases it
+        .where('next_due_at', 'is', null)
+        .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
+        .orderBy('updated_at')
+        .limit(limit)
+        .execute()
+    );
+  }
+
+  /**
+   * Takes the notifications whose send time (or next local-time wave) has come, for their fan-out to be enqueued.
+   * Clearing next_due_at claims them (SKIP LOCKED: several workers poll); a crash before the enqueue leaves them to
+   * the sweeper, as any notification whose job was lost.
+   */
+  async releaseDue(db: Db, now: Date, limit: number): Promise<{ id: string; generation: number; wave: number }[]> {
+    const { rows } = await sql<{ id: string; generation: number; wave: number }>`
+      update notifications n set next_due_at = null, updated_at = now()
+      from (select id from notifications
+            where next_due_at <= ${now} and state in ('scheduled', 'sending')
+            order by next_due_at limit ${limit}::int
+            for update skip locked) due
+      where n.id = due.id
+      returning n.id, n.generation, n.wave`.execute(db);
+    return rows;
   }
 
   async touch(db: Db, notificationId: string): Promise<void> {
@@ -245,11 +340,14 @@ export class DeliveryRepository {
  */
 function storeBatches(notificationId: string, generation: number, batches: NewBatch[]) {
   if (!batches.length) return sql``;
-  const rows = batches.map((b) => sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`);
+  const rows = batches.map(
+    (b) =>
+      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[], ${b.notBefore ?? null}::timestamptz)`,
+  );
   return sql`, stored as (
-    insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
-    select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids
-    from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids)
+    insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, not_before)
+    select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before
+    from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids, not_before)
     where exists (select 1 from moved)
     on conflict (id) do nothing)`;
 }

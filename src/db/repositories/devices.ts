@@ -16,6 +16,17 @@ export interface AudiencePage {
   afterId?: string | null;
   limit: number;
   now: Date;
+  /** Only devices in these time zones (a local-time wave). */
+  zones?: ZoneSlice;
+}
+
+/**
+ * Devices whose time_zone is one of `zones`; with `orOutside`, also those with no zone or one outside that list
+ * (they follow the app's default zone, whose wave this is).
+ */
+export interface ZoneSlice {
+  zones: string[];
+  orOutside?: string[];
 }
 
 // Everything a client or the service wrote about the device; erase sets these back.
@@ -248,6 +259,33 @@ export class DevicesRepository {
       .execute();
   }
 
+  /** The time zones the app's devices are in (a local-time send plans a wave for each). */
+  async timeZonesOf(db: Db, appId: string): Promise<string[]> {
+    const rows = await db
+      .selectFrom('devices')
+      .select('time_zone')
+      .distinct()
+      .where('app_id', '=', appId)
+      .where('time_zone', 'is not', null)
+      .execute();
+    return rows.map((r) => r.time_zone!);
+  }
+
+  /** How many of an audience's devices that can receive a push are in the zones (those a local-time send skips). */
+  async countDeliverableIn(db: Db, appId: string, filters: Filter[] | null, now: Date, zones: ZoneSlice): Promise<number> {
+    const row = await db
+      .selectFrom('devices as d')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('d.app_id', '=', appId)
+      .where('d.erased_at', 'is', null)
+      .where('d.token', 'is not', null)
+      .where('d.token_invalidated_at', 'is', null)
+      .where(compileFilters(filters, { now }))
+      .where(inZones(zones))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
   /** One keyset page of an audience's live devices, token or not (the audience listing). */
   async listAudience(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Device[]> {
     return audiencePageQuery(db, appId, filters, page).selectAll('d').execute();
@@ -262,6 +300,7 @@ function audiencePageQuery(db: Db, appId: string, filters: Filter[] | null, page
     .where('d.erased_at', 'is', null)
     .where(compileFilters(filters, { now: page.now }))
     .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
+    .$if(!!page.zones, (qb) => qb.where(inZones(page.zones!)))
     .orderBy('d.id')
     .limit(page.limit);
 }
@@ -282,4 +321,10 @@ function typedValue(v: CustomValue): Pick<DeviceAttributeRow, 'str_value' | 'num
     date_value: v instanceof Date ? v : null,
     bool_value: typeof v === 'boolean' ? v : null,
   };
+}
+
+function inZones(slice: ZoneSlice) {
+  const listed = sql<boolean>`d.time_zone = any(${slice.zones}::text[])`;
+  if (!slice.orOutside) return listed;
+  return sql<boolean>`(${listed} or d.time_zone is null or d.time_zone <> all(${slice.orOutside}::text[]))`;
 }

@@ -1,7 +1,8 @@
 import type { NotificationRequest } from '../../domain/notification-request.js';
 import { sql } from 'kysely';
 import type { Db } from '../database.js';
-import type { Notification } from '../schema.js';
+import type { Notification, NotificationState } from '../schema.js';
+import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 
 export interface NewNotification {
@@ -13,6 +14,8 @@ export interface NewNotification {
   payload: Record<string, unknown>;
   collapseKey: string | null;
   group?: string | null;
+  /** When and how fast it goes out; absent: now, as fast as the gateways take it. */
+  timing?: Timing;
 }
 
 export class NotificationsRepository {
@@ -28,6 +31,10 @@ export class NotificationsRepository {
       payload: JSON.stringify(n.payload),
       collapse_key: n.collapseKey,
       send_group: n.group ?? null,
+      send_at: n.timing?.sendAt ?? null,
+      next_due_at: n.timing?.nextDueAt ?? null,
+      local_plan: n.timing?.localPlan ? JSON.stringify(n.timing.localPlan) : null,
+      throttle_per_minute: n.timing?.throttlePerMinute ?? null,
     };
     if (n.collapseKey === null) {
       return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();
@@ -50,6 +57,14 @@ export class NotificationsRepository {
             fanout_cursor: null,
             fanout_seq: 0,
             fanout_done: false,
+            send_at: eb.ref('excluded.send_at'),
+            next_due_at: eb.ref('excluded.next_due_at'),
+            local_plan: eb.ref('excluded.local_plan'),
+            wave: 0,
+            skipped_past_local_time: 0,
+            throttle_per_minute: eb.ref('excluded.throttle_per_minute'),
+            pace_next_at: null,
+            canceled_at: null,
             updated_at: sql<Date>`now()`,
           })),
       )
@@ -62,17 +77,33 @@ export class NotificationsRepository {
     return db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
-  /** The app's notifications, newest first. */
-  async listForApp(db: Db, appId: string, limit: number, offset: number): Promise<Notification[]> {
+  /** The app's notifications, newest first, of one state when given. */
+  async listForApp(db: Db, appId: string, state: NotificationState | undefined, limit: number, offset: number): Promise<Notification[]> {
+    let q = db.selectFrom('notifications').selectAll().where('app_id', '=', appId);
+    if (state) q = q.where('state', '=', state);
+    return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute();
+  }
+
+  /**
+   * Cancels a notification that has not finished: it leaves the due list, and fan-out and delivery stop at their
+   * next step (batches in flight finish). Undefined when it is unknown or already finished.
+   */
+  async cancel(db: Db, appId: string, id: string): Promise<Notification | undefined> {
+    if (!isUuid(id)) return undefined;
     return db
-      .selectFrom('notifications')
-      .selectAll()
+      .updateTable('notifications')
+      .set({
+        state: 'canceled',
+        canceled_at: sql<Date>`now()`,
+        finished_at: sql<Date>`now()`,
+        next_due_at: null,
+        updated_at: sql<Date>`now()`,
+      })
       .where('app_id', '=', appId)
-      .orderBy('created_at', 'desc')
-      .orderBy('id', 'desc')
-      .limit(limit)
-      .offset(offset)
-      .execute();
+      .where('id', '=', id)
+      .where('state', 'in', ['scheduled', 'sending'])
+      .returningAll()
+      .executeTakeFirst();
   }
 
   async findById(db: Db, id: string): Promise<Notification | undefined> {

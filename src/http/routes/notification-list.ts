@@ -4,8 +4,9 @@ import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { authErrors, notificationRecord, pageQuery } from '../schemas.js';
 import { notificationResponse } from '../serialize.js';
+import { NOTIFICATION_STATES } from '../../domain/notification-request.js';
 
-/** The app's notifications, newest first, with their state and counters; the last page has fewer than `per`. */
+/** The app's notifications, newest first (of one `state` when given), with their state and counters; the last page has fewer than `per`. */
 export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     app.get(
@@ -16,7 +17,7 @@ export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod 
           tags: ['notifications'],
           summary: "List the app's notifications, newest first",
           security: [{ basic: [] }],
-          querystring: pageQuery,
+          querystring: pageQuery.extend({ state: z.enum(NOTIFICATION_STATES).optional() }),
           response: {
             ...authErrors,
             200: z.object({ notifications: z.array(notificationRecord) }),
@@ -24,8 +25,7 @@ export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod 
         },
       },
       async (request) => {
-        const { per, page } = request.query;
-        const rows = await ctx.services.notifications.list(request.principal.appId, { per, page });
+        const rows = await ctx.services.notifications.list(request.principal.appId, request.query);
         return { notifications: rows.map(notificationResponse) };
       },
     );

@@ -50,6 +50,22 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
     );
 
+    app.delete(
+      '/v6/notifications/:id',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['notifications'],
+          summary: 'Cancel a notification that is scheduled or sending',
+          params: idParams,
+          response: { 200: notificationRecord, 404: errorResponse, 409: errorResponse, ...authErrors },
+        },
+      },
+      async (request) => {
+        return notificationResponse(await ctx.services.notifications.cancel(request.principal.appId, request.params.id));
+      },
+    );
+
     app.get(
       '/v6/stats/notifications/:id/events',
       {

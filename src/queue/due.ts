@@ -1,0 +1,40 @@
+import type { Db } from '../db/database.js';
+import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { Clock } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import type { NotificationScheduler } from './jobs.js';
+
+/**
+ * Releases notifications whose send time (or next local-time wave) has come: their fan-out is enqueued. The
+ * schedule lives in PostgreSQL, not in delayed jobs, so a send due while every process was down goes out when
+ * one comes back, a cancel needs nothing removed from the queue, and the clock is one dependency.
+ */
+export function startDuePoller(deps: {
+  db: Db;
+  log: Logger;
+  delivery: DeliveryRepository;
+  scheduler: NotificationScheduler;
+  clock: Clock;
+  intervalMs: number;
+}) {
+  let running = false;
+  const poll = async () => {
+    if (running) return;
+    running = true;
+    try {
+      for (;;) {
+        const due = await deps.delivery.releaseDue(deps.db, deps.clock.now(), 500);
+        for (const n of due) await deps.scheduler.schedule(n.id, n.generation, n.wave);
+        if (due.length) deps.log.info({ count: due.length }, 'released notifications due');
+        if (due.length < 500) break;
+      }
+    } catch (err) {
+      deps.log.warn({ err }, 'due poll failed; will try again');
+    } finally {
+      running = false;
+    }
+  };
+  const timer = setInterval(() => void poll(), deps.intervalMs);
+  timer.unref();
+  return { stop: () => clearInterval(timer) };
+}
