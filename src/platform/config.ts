@@ -10,9 +10,10 @@ const envSchema = z.object({
   DATABASE_URL: z.string().url().optional(),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
   REDIS_URL: z.string().url().optional(),
+  // On a Redis Cluster a queue's keys must share a slot: a prefix in braces ({pushd}) is a hash tag that does that.
   QUEUE_PREFIX: z
     .string()
-    .regex(/^[A-Za-z0-9_-]{1,64}$/)
+    .regex(/^([A-Za-z0-9_-]{1,64}|\{[A-Za-z0-9_-]{1,62}\})$/, 'must be 1-64 letters, digits, _ or -, or such a name in braces')
     .default('pushd'),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),

@@ -48,6 +48,10 @@ describe('config', () => {
     expect(c.ROLE).toBe('all');
   });
 
+  it('takes a queue prefix in braces, a Redis Cluster hash tag', () => {
+    expect(loadConfig({ QUEUE_PREFIX: '{pushd}' }).QUEUE_PREFIX).toBe('{pushd}');
+  });
+
   it.each([
     ['PORT', 'abc'],
     ['PORT', '70000'],
@@ -58,6 +62,9 @@ describe('config', () => {
     ['REDIS_URL', 'localhost'],
     ['EMBEDDED_PG_PORT', '0'],
     ['QUEUE_PREFIX', 'has space'],
+    ['QUEUE_PREFIX', '{unclosed'],
+    ['QUEUE_PREFIX', 'a{b}'],
+    ['SCHEDULE_POLL_MS', '0'],
     ['BODY_LIMIT_BYTES', '10'],
     ['DELIVERY_CONCURRENCY', '0'],
     ['RATE_LIMIT_PER_SECOND', '-1'],
