@@ -16,7 +16,7 @@ export interface KeyInfo {
 export interface NotificationRecord {
   id: string;
   created_at: string;
-  state: 'scheduled' | 'sending' | 'sent' | 'failed';
+  state: 'scheduled' | 'sending' | 'sent' | 'failed' | 'canceled';
   to: { id: string };
   notification: { to: unknown; payload: Record<string, unknown> };
   devices_targeted: number;
@@ -26,6 +26,12 @@ export interface NotificationRecord {
   published_at: string | null;
   finished_at: string | null;
   failure_reason: string | null;
+  send_at: string | null;
+  local_time: boolean;
+  skipped_past_local_time: number;
+  throttle: { per_minute: number } | null;
+  canceled_at: string | null;
+  estimated_finish_at: string | null;
 }
 
 export interface Audience {
@@ -38,7 +44,7 @@ export interface Audience {
 export class Api {
   constructor(private readonly key: string) {}
 
-  async call<T>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<T> {
+  async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const res = await fetch(path, {
       method,
       headers: {
@@ -56,4 +62,5 @@ export class Api {
 
   get = <T>(path: string) => this.call<T>('GET', path);
   post = <T>(path: string, body: unknown) => this.call<T>('POST', path, body);
+  delete = <T>(path: string) => this.call<T>('DELETE', path);
 }

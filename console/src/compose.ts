@@ -63,7 +63,17 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     for (const c of customs) if (c.key) out[c.key] = customValue(c.value);
     return out;
   };
-  const body = () => ({ notification: { to: to(), payload: payload() } });
+  // when and how fast: now, at an instant (the browser's own offset), or at a wall time on each device's clock
+  let when: 'now' | 'at' | 'local' = 'now';
+  let sendAt = '';
+  let perMinute = '';
+  const timing = (): Record<string, unknown> => ({
+    ...(when === 'at' && sendAt ? { send_at: new Date(sendAt).toISOString() } : {}),
+    ...(when === 'local' && sendAt ? { send_at: sendAt, local_time: true } : {}),
+    ...(when !== 'now' && !sendAt ? { send_at: '' } : {}),
+    ...(perMinute ? { throttle: { per_minute: Number(perMinute) } } : {}),
+  });
+  const body = () => ({ notification: { to: to(), payload: payload(), ...timing() } });
 
   let seq = 0;
   const refresh = async () => {
@@ -174,8 +184,37 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     );
 
   const send = h('button', { type: 'button', id: 'send', class: 'primary' }, 'Send');
+  const whenErr = h('div', { class: 'field-error', 'data-error': 'notification.send_at' });
+  const paceErr = h('div', { class: 'field-error', 'data-error': 'notification.throttle.per_minute' });
+  fieldErrors.set('notification.send_at', whenErr);
+  fieldErrors.set('notification.throttle.per_minute', paceErr);
+  fieldErrors.set('notification.throttle', paceErr);
+  const sendAtInput = h('input', {
+    type: 'datetime-local',
+    id: 'send-at',
+    disabled: true,
+    oninput: (e: Event) => (sendAt = (e.target as HTMLInputElement).value),
+  });
+  const whenChoice = (value: typeof when, label: string) =>
+    h(
+      'label',
+      { class: 'inline' },
+      h('input', {
+        type: 'radio',
+        name: 'when',
+        value,
+        checked: when === value,
+        onchange: () => {
+          when = value;
+          sendAtInput.disabled = value === 'now';
+          send.textContent = value === 'now' ? 'Send' : 'Schedule';
+        },
+      }),
+      ` ${label}`,
+    );
   send.addEventListener('click', async () => {
     send.disabled = true;
+    whenErr.textContent = paceErr.textContent = general.textContent = '';
     try {
       const created = await api.post<{ id: string }>('/v6/notifications', body());
       location.hash = `#/notifications/${created.id}`;
@@ -244,6 +283,33 @@ export const composePage: Page = async ({ api, key }, main, params) => {
         '+ custom key',
       ),
       customErr,
+    ),
+    h(
+      'section',
+      { class: 'panel' },
+      h('h2', {}, 'When'),
+      h(
+        'div',
+        { class: 'row' },
+        whenChoice('now', 'now'),
+        whenChoice('at', 'at a time (this browser’s zone)'),
+        whenChoice('local', "at this time on each device's clock"),
+      ),
+      h('label', { class: 'field' }, h('span', {}, 'send at'), sendAtInput, whenErr),
+      h(
+        'label',
+        { class: 'field' },
+        h('span', {}, 'pace'),
+        h('input', {
+          type: 'text',
+          inputmode: 'numeric',
+          id: 'per-minute',
+          placeholder: 'as fast as possible',
+          oninput: (e: Event) => (perMinute = (e.target as HTMLInputElement).value.trim()),
+        }),
+        h('small', {}, 'pushes a minute, spread evenly'),
+        paceErr,
+      ),
     ),
     general,
     h('section', { class: 'panel previews' }, h('div', {}, h('h2', {}, 'APNs'), apnsOut), h('div', {}, h('h2', {}, 'FCM HTTP v1'), fcmOut)),

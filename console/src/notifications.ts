@@ -8,7 +8,7 @@ const PER = 50;
 const LIST_REFRESH_MS = 3_000;
 const LIVE_POLL_MS = 500;
 
-const finished = (n: NotificationRecord) => n.state === 'sent' || n.state === 'failed';
+const finished = (n: NotificationRecord) => n.state === 'sent' || n.state === 'failed' || n.state === 'canceled';
 const textOf = (n: NotificationRecord) => {
   const p = n.notification.payload;
   return String(p.alert ?? p.title ?? Object.keys(p).join(', '));
@@ -69,7 +69,7 @@ export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
  * One notification's delivery, live: a progress bar of succeeded / failed / invalidated against targeted, and
  * pushes per second (from the counters between two polls), polled until the notification finishes.
  */
-export const notificationPage: Page = async ({ api }, main, [id]) => {
+export const notificationPage: Page = async ({ api, key }, main, [id]) => {
   const status = h('div', { id: 'delivery' });
   const rateBox = h('div', { id: 'rate' });
   const samples: { t: number; done: number }[] = [];
@@ -114,17 +114,35 @@ export const notificationPage: Page = async ({ api }, main, [id]) => {
         h('dd', {}, when(n.created_at)),
         h('dt', {}, 'published'),
         h('dd', {}, when(n.published_at)),
-        h('dt', {}, 'finished'),
+        n.send_at && h('dt', {}, n.local_time ? 'first zone at' : 'send at'),
+        n.send_at && h('dd', { id: 'send-at' }, when(n.send_at)),
+        n.local_time && h('dt', {}, 'skipped (time already past)'),
+        n.local_time && h('dd', {}, fmt(n.skipped_past_local_time)),
+        n.throttle && h('dt', {}, 'pace'),
+        n.throttle && h('dd', {}, `${fmt(n.throttle.per_minute)} a minute`),
+        n.estimated_finish_at && h('dt', {}, 'estimated finish'),
+        n.estimated_finish_at && h('dd', {}, when(n.estimated_finish_at)),
+        h('dt', {}, n.state === 'canceled' ? 'canceled' : 'finished'),
         h('dd', {}, when(n.finished_at)),
         n.failure_reason && h('dt', {}, 'failure'),
         n.failure_reason && h('dd', {}, n.failure_reason),
         h('dt', {}, 'audience'),
         h('dd', {}, h('a', { href: `#/audiences/${n.to.id}` }, n.to.id)),
       ),
+      key.role === 'write' && !finished(n) ? h('p', {}, cancel) : null,
       h('h2', {}, 'Payload'),
       h('pre', {}, JSON.stringify(n.notification.payload, null, 2)),
     );
   };
+  const cancel = h('button', { type: 'button', id: 'cancel' }, 'Cancel');
+  cancel.addEventListener('click', async () => {
+    cancel.disabled = true;
+    draw(
+      await api
+        .delete<NotificationRecord>(`/v6/notifications/${id}`)
+        .catch((err) => (alert(String(err)), api.get(`/v6/notifications/${id}`))),
+    );
+  });
 
   const drawRate = () => {
     if (rates.length === 0) {

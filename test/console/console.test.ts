@@ -446,6 +446,41 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     await page.close();
   });
 
+  it('schedules a notification for later with a pace, shows when it goes, and cancels it', async () => {
+    const page = await context.newPage();
+    await signIn(page, keys.write);
+    await page.goto(`${base}/console/#/compose`);
+    await loaded(page);
+    await page.click('input[name="target"][value="all"]');
+    await page.fill('input[name="alert"]', 'later');
+    await page.click('input[name="when"][value="at"]');
+    expect(await page.textContent('#send')).toBe('Schedule');
+    await page.fill('#send-at', '2020-01-01T09:00'); // the past: the API's own message, under the field
+    await page.click('#send');
+    await expect.poll(() => page.textContent('[data-error="notification.send_at"]')).toBe('is in the past');
+    const later = new Date(Date.now() + 3 * 3_600_000);
+    const local = new Date(later.getTime() - later.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    await page.fill('#send-at', local);
+    await page.fill('#per-minute', '0');
+    await page.click('#send');
+    await expect.poll(() => page.textContent('[data-error="notification.throttle.per_minute"]')).toBe('must be at least 1');
+    await page.fill('#per-minute', '6000');
+    await page.click('#send');
+    await page.waitForURL(/#\/notifications\/[0-9a-f-]{36}$/);
+    const id = page.url().split('/').pop()!;
+    await page.waitForSelector('#cancel');
+    expect(await page.textContent('#state')).toBe('scheduled');
+    const n = (await api('GET', `/v6/notifications/${id}`, keys.read)).json;
+    expect(n).toMatchObject({ state: 'scheduled', throttle: { per_minute: 6000 } });
+    expect(Math.abs(Date.parse(n.send_at) - Math.floor(later.getTime() / 60_000) * 60_000)).toBeLessThan(1000);
+    await shot(page, 'notification-scheduled');
+    await page.click('#cancel');
+    await expect.poll(() => page.textContent('#state')).toBe('canceled');
+    expect(await page.locator('#cancel').count()).toBe(0);
+    expect((await api('GET', `/v6/notifications/${id}`, keys.read)).json.state).toBe('canceled');
+    await page.close();
+  });
+
   it('offers a read key no send button', async () => {
     const page = await context.newPage();
     await signIn(page, keys.read);
