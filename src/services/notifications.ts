@@ -1,9 +1,10 @@
+import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Notification } from '../db/schema.js';
+import type { Database, Notification } from '../db/schema.js';
 import { canonicalFilters, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices, specKey } from '../domain/audience-spec.js';
 import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
@@ -11,6 +12,7 @@ import { targetOf, type NotificationRequest } from '../domain/notification-reque
 import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
 import { cutBatches } from '../queue/fanout.js';
 import type { NotificationScheduler } from '../queue/jobs.js';
+import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
@@ -29,6 +31,7 @@ export class NotificationService {
     private readonly devices: DevicesRepository,
     private readonly delivery: DeliveryRepository,
     private readonly scheduler: NotificationScheduler,
+    private readonly idempotency: IdempotencyKeys,
     private readonly batchSize: number,
     private readonly onScheduleError: (err: unknown, id: string) => void,
   ) {}
@@ -45,44 +48,22 @@ export class NotificationService {
   }
 
   /**
-   * Resolves the target to an audience and stores the notification in one transaction, then enqueues it.
-   * An audience that names a few devices (by device_id or user_id) is cut into its batches in that same
-   * transaction, so its delivery is enqueued directly and no fan-out job runs: most notifications are this shape.
+   * Resolves the target to an audience and stores the notification in one transaction, then enqueues it. With an
+   * Idempotency-Key the key is claimed first in that transaction and the answer stored before it commits; a
+   * replay creates and enqueues nothing (the first request enqueued, and the sweeper covers a lost enqueue).
    */
-  async create(appId: string, request: NotificationRequest): Promise<Notification> {
-    const { to, payload } = request.notification;
-    const target = targetOf(to);
-    const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
-    const { notification, batchIds } = await this.db.transaction().execute(async (trx) => {
-      let audience: { id: string; filters: Filter[] | null };
-      if (target.kind === 'all') {
-        audience = await this.audiences.upsertAllDevices(trx, appId);
-      } else if (target.kind === 'filters') {
-        audience = await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
-      } else {
-        const found = await this.audiences.findForApp(trx, appId, target.audienceId);
-        if (!found) throw new NotFoundError('audience');
-        audience = found;
-      }
-      const inserted = await this.notifications.insertOrCollapse(trx, {
-        appId,
-        audienceId: audience.id,
-        request: request.notification,
-        payload,
-        collapseKey,
-      });
-      // A collapse_key may replace a notification that is already sending: that goes through the fan-out's generations.
-      if (collapseKey !== null || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
-      const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
-        afterId: null,
-        limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
-        now: new Date(),
-      });
-      if (devices.length > DIRECT_AUDIENCE_MAX_DEVICES) return { notification: inserted, batchIds: null };
-      const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.batchSize);
-      await this.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
-      return { notification: inserted, batchIds: batches.map((b) => b.id) };
+  async create(appId: string, request: NotificationRequest): Promise<Notification>;
+  async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay>;
+  async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay> {
+    const created = await this.db.transaction().execute(async (trx) => {
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
+      const stored = await this.insert(trx, appId, request);
+      await this.idempotency.store(trx, appId, idempotency, stored.notification);
+      return stored;
     });
+    if (created instanceof Replay) return created;
+    const { notification, batchIds } = created;
     // After commit: if the enqueue fails the sweeper re-enqueues the notification (its fan-out, or its stored batches).
     const enqueued = batchIds
       ? this.scheduler.deliver(notification.id, batchIds)
@@ -90,6 +71,49 @@ export class NotificationService {
     await enqueued.catch((err) => this.onScheduleError(err, notification.id));
     // The answer is the notification as created (`scheduled`, as the public API answers), however far it got since.
     return notification;
+  }
+
+  /**
+   * Stores the notification with its audience. An audience that names a few devices (by device_id or user_id) is
+   * cut into its batches here, so its delivery is enqueued directly and no fan-out job runs: most notifications
+   * are this shape.
+   */
+  private async insert(
+    trx: Transaction<Database>,
+    appId: string,
+    request: NotificationRequest,
+  ): Promise<{ notification: Notification; batchIds: string[] | null }> {
+    const { to, payload } = request.notification;
+    const target = targetOf(to);
+    const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
+    let audience: { id: string; filters: Filter[] | null };
+    if (target.kind === 'all') {
+      audience = await this.audiences.upsertAllDevices(trx, appId);
+    } else if (target.kind === 'filters') {
+      audience = await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
+    } else {
+      const found = await this.audiences.findForApp(trx, appId, target.audienceId);
+      if (!found) throw new NotFoundError('audience');
+      audience = found;
+    }
+    const inserted = await this.notifications.insertOrCollapse(trx, {
+      appId,
+      audienceId: audience.id,
+      request: request.notification,
+      payload,
+      collapseKey,
+    });
+    // A collapse_key may replace a notification that is already sending: that goes through the fan-out's generations.
+    if (collapseKey !== null || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
+    const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
+      afterId: null,
+      limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
+      now: new Date(),
+    });
+    if (devices.length > DIRECT_AUDIENCE_MAX_DEVICES) return { notification: inserted, batchIds: null };
+    const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.batchSize);
+    await this.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
+    return { notification: inserted, batchIds: batches.map((b) => b.id) };
   }
 
   /** What `create` would send, without storing or sending anything: the mapped APNs and FCM requests. */

@@ -1,7 +1,9 @@
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { DevicesRepository } from '../../src/db/repositories/devices.js';
+import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import { IdempotencyKeys } from '../../src/services/idempotency.js';
 import { NotificationService } from '../../src/services/notifications.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
@@ -305,6 +307,7 @@ for (const backend of backends) {
         new DevicesRepository(),
         new DeliveryRepository(),
         lost,
+        new IdempotencyKeys(new IdempotencyRepository()),
         2000,
         () => undefined,
       );
