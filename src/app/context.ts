@@ -6,6 +6,7 @@ import type { Clock } from '../platform/clock.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
+import { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import { StatsRepository } from '../db/repositories/stats.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
@@ -19,6 +20,7 @@ import type { JobQueues } from '../queue/queues.js';
 import { AppService } from '../services/apps.js';
 import { AudienceService } from '../services/audiences.js';
 import { DeviceService } from '../services/devices.js';
+import { IdempotencyKeys } from '../services/idempotency.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
@@ -38,6 +40,7 @@ export function createContext(
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
   const eventsRepo = new EventsRepository();
+  const idempotency = new IdempotencyKeys(new IdempotencyRepository());
   const notifications = new NotificationService(
     db,
     audiencesRepo,
@@ -47,10 +50,11 @@ export function createContext(
     new AppsRepository(),
     scheduler,
     clock,
+    idempotency,
     config.DELIVERY_BATCH_SIZE,
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );
-  const devices = new DeviceService(db, devicesRepo, eventsRepo, createGeoIp(config.GEOIP_DB_PATH, log));
+  const devices = new DeviceService(db, devicesRepo, eventsRepo, createGeoIp(config.GEOIP_DB_PATH, log), idempotency);
   const services = {
     apps: new AppService(db),
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices),
@@ -60,6 +64,7 @@ export function createContext(
       db,
       new NotificationsRepository(),
       devicesRepo,
+      idempotency,
       { db, metrics, gateways, delivery: new DeliveryRepository() },
       {
         batchSize: config.DELIVERY_BATCH_SIZE,

@@ -166,6 +166,18 @@ export interface DeviceTagsTable {
   tag: string;
 }
 
+/** The first answer of an app's Idempotency-Key (migration 008). */
+export interface IdempotencyKeysTable {
+  app_id: string;
+  key: string;
+  request_hash: Buffer;
+  /** null while the first request has not answered yet (a transactional send in flight) */
+  status: number | null;
+  body: Json<unknown> | null;
+  resource_id: string | null;
+  created_at: Generated<Date>;
+}
+
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
@@ -176,6 +188,7 @@ export interface Database {
   audiences: AudiencesTable;
   notifications: NotificationsTable;
   delivery_batches: DeliveryBatchesTable;
+  idempotency_keys: IdempotencyKeysTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -186,3 +199,4 @@ export type DeviceUpdate = Updateable<DevicesTable>;
 export type Audience = Selectable<AudiencesTable>;
 export type Notification = Selectable<NotificationsTable>;
 export type DeliveryBatch = Selectable<DeliveryBatchesTable>;
+export type IdempotencyKey = Selectable<IdempotencyKeysTable>;

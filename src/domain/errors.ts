@@ -45,3 +45,10 @@ export class ConflictError extends DomainError {
     super(message, 409);
   }
 }
+
+/** A well-formed request the server will not process as sent (an Idempotency-Key reused with another request). */
+export class UnprocessableError extends DomainError {
+  constructor(message: string) {
+    super(message, 422);
+  }
+}

@@ -63,6 +63,21 @@ const nullableString = z.string().nullable();
 /** 4xx/5xx answers of a route that needs a key, besides its own. */
 export const authErrors = { 401: errorResponse, 403: errorResponse, 429: errorResponse } as const;
 
+/**
+ * The headers of a create that takes an Idempotency-Key (src/http/idempotency.ts reads and checks it). Loose: the
+ * validated headers replace the request's, which must keep the others.
+ */
+export const idempotencyHeaders = z.looseObject({
+  'idempotency-key': z
+    .string()
+    .optional()
+    .describe(
+      'Makes a retry safe: 1 to 255 visible ASCII characters, unique per request of the app. The same key with the same ' +
+        'request within 24 hours answers the first answer again (status and body, with Idempotent-Replayed: true) and ' +
+        'creates nothing; with another request it answers 422.',
+    ),
+});
+
 /** Fields of a device write that were not stored, with why. */
 export const droppedList = z.array(z.object({ field: z.string(), error: z.string() }));
 export const nothingValid = z.object({ error: z.string(), dropped: droppedList });

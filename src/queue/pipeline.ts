@@ -4,6 +4,7 @@ import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
+import { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -97,7 +98,15 @@ export function startPipeline(
     worker.on('failed', (job, err) => log.warn({ err: err.message, job: name, jobId: job?.id, data: job?.data }, 'job attempt failed'));
   }
 
-  const sweeper = startSweeper({ db, log, delivery, queues, scheduler, afterSeconds: config.SWEEP_AFTER_SECONDS });
+  const sweeper = startSweeper({
+    db,
+    log,
+    delivery,
+    idempotency: new IdempotencyRepository(),
+    queues,
+    scheduler,
+    afterSeconds: config.SWEEP_AFTER_SECONDS,
+  });
   const duePoller = startDuePoller({ db, log, delivery, scheduler, clock: opts.clock, intervalMs: config.SCHEDULE_POLL_MS });
   const depthTimer = setInterval(async () => {
     for (const name of JOB_NAMES) {

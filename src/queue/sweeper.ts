@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobQueues } from './queues.js';
 
@@ -9,11 +10,16 @@ import type { JobQueues } from './queues.js';
  * commit failed, or the queue lost its jobs (a Redis restart without persistence). One whose fan-out or batches
  * are still queued is only waiting its turn behind other work. The fan-out resumes from its checkpoint and
  * re-enqueues pending batches under their deterministic ids, so a spurious sweep sends nothing twice.
+ * Each sweep also purges a batch of expired idempotency keys, which requests already ignore.
  */
+/** Expired idempotency keys one sweep deletes at most: a bounded statement, however many expired at once. */
+const PURGE_BATCH = 10_000;
+
 export function startSweeper(deps: {
   db: Db;
   log: Logger;
   delivery: DeliveryRepository;
+  idempotency: IdempotencyRepository;
   queues: JobQueues;
   scheduler: NotificationScheduler;
   afterSeconds: number;
@@ -37,6 +43,8 @@ export function startSweeper(deps: {
         count++;
       }
       if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
+      const purged = await deps.idempotency.purgeExpired(deps.db, PURGE_BATCH);
+      if (purged) deps.log.debug({ purged }, 'purged expired idempotency keys');
     } catch (err) {
       deps.log.warn({ err }, 'sweep failed; will try again');
     } finally {

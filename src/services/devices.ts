@@ -15,6 +15,7 @@ import {
 } from '../domain/device-input.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
+import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
 export const USER_ERASE_LIMIT = 10;
@@ -50,13 +51,21 @@ export class DeviceService {
     private readonly devices: DevicesRepository,
     private readonly events: EventsRepository,
     private readonly geoip: GeoIp,
+    private readonly idempotency: IdempotencyKeys,
   ) {}
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
-  async register(appId: string, raw: Record<string, unknown>, caller: Caller): Promise<WriteResult> {
+  async register(
+    appId: string,
+    raw: Record<string, unknown>,
+    caller: Caller,
+    idempotency?: IdempotentRequest<WriteResult>,
+  ): Promise<WriteResult | Replay> {
     const input = parseDeviceInput(raw, 'create');
     const net = await this.network(caller, input.fields);
     return this.db.transaction().execute(async (trx) => {
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
       const set = columns(input.fields, net);
       const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
       let device: Device;
@@ -76,13 +85,15 @@ export class DeviceService {
       const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
       const { admitted, dropped } = admitAttributes(existing, input.custom);
       await this.devices.replaceAttributes(trx, appId, device.id, admitted);
-      return {
+      const result: WriteResult = {
         kind: 'stored',
         details: await this.details(trx, device),
         created,
         written: written(input.fields, admitted),
         dropped: [...input.dropped, ...dropped],
       };
+      await this.idempotency.store(trx, appId, idempotency, result);
+      return result;
     });
   }
 
@@ -144,15 +155,24 @@ export class DeviceService {
   }
 
   /** POST /devices/:id/events. The share lock keeps an erase from interleaving. */
-  async recordEvents(appId: string, id: string, raw: unknown, caller: Caller): Promise<void> {
+  async recordEvents(
+    appId: string,
+    id: string,
+    raw: unknown,
+    caller: Caller,
+    idempotency?: IdempotentRequest<void>,
+  ): Promise<Replay | void> {
     const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
-    await this.db.transaction().execute(async (trx) => {
+    return this.db.transaction().execute(async (trx) => {
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
       await this.lockLive(trx, appId, id, 'share');
       await this.events.record(
         trx,
         appId,
         aggregates.map((event) => ({ deviceId: id, event })),
       );
+      await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
 
@@ -188,9 +208,17 @@ export class DeviceService {
   }
 
   /** POST /users/:user_id/events: the events count on every live device of the user. */
-  async recordUserEvents(appId: string, userId: string, raw: unknown, caller: Caller): Promise<void> {
+  async recordUserEvents(
+    appId: string,
+    userId: string,
+    raw: unknown,
+    caller: Caller,
+    idempotency?: IdempotentRequest<void>,
+  ): Promise<Replay | void> {
     const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
-    await this.db.transaction().execute(async (trx) => {
+    return this.db.transaction().execute(async (trx) => {
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
       const devices = await this.devices.lockUserDevices(trx, appId, userId, 'share');
       if (devices.length === 0) throw new NotFoundError('user');
       await this.events.record(
@@ -198,6 +226,7 @@ export class DeviceService {
         appId,
         devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event }))),
       );
+      await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
 

@@ -17,6 +17,9 @@ import type { NotificationState } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
+import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
@@ -37,6 +40,7 @@ export class NotificationService {
     private readonly apps: AppsRepository,
     private readonly scheduler: NotificationScheduler,
     private readonly clock: Clock,
+    private readonly idempotency: IdempotencyKeys,
     private readonly batchSize: number,
     private readonly onScheduleError: (err: unknown, id: string) => void,
   ) {}
@@ -64,62 +68,85 @@ export class NotificationService {
   }
 
   /**
-   * Resolves the target to an audience and stores the notification in one transaction, then enqueues it.
-   * An audience that names a few devices (by device_id or user_id) is cut into its batches in that same
-   * transaction, so its delivery is enqueued directly and no fan-out job runs: most notifications are this shape.
+   * Resolves the target to an audience and stores the notification in one transaction, then enqueues it (unless
+   * it waits for its send time: the due poller releases it). With an Idempotency-Key the key is claimed first in
+   * that transaction and the answer stored before it commits; a replay creates and enqueues nothing (the first
+   * request enqueued, and the sweeper covers a lost enqueue).
    */
-  async create(appId: string, request: NotificationRequest): Promise<Notification> {
-    const { to, payload } = request.notification;
-    const target = targetOf(to);
-    const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
+  async create(appId: string, request: NotificationRequest): Promise<Notification>;
+  async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay>;
+  async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay> {
     const now = this.clock.now();
     const problem = sendAtProblem(request.notification, now);
     if (problem) throw new ValidationError(problem);
-    const { notification, batchIds } = await this.db.transaction().execute(async (trx) => {
-      const settings = await this.apps.campaignSettings(trx, appId);
-      const deviceZones = request.notification.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
-      const timing = timingOf(request.notification, now, settings.default_time_zone, deviceZones);
-      let audience: { id: string; filters: Filter[] | null };
-      if (target.kind === 'all') {
-        audience = await this.audiences.upsertAllDevices(trx, appId);
-      } else if (target.kind === 'filters') {
-        audience = await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
-      } else {
-        const found = await this.audiences.findForApp(trx, appId, target.audienceId);
-        if (!found) throw new NotFoundError('audience');
-        audience = found;
-      }
-      const inserted = await this.notifications.insertOrCollapse(trx, {
-        appId,
-        audienceId: audience.id,
-        request: request.notification,
-        payload,
-        collapseKey,
-        timing,
-      });
-      if (timing.nextDueAt) return { notification: inserted, batchIds: null }; // the due poller releases it
-      // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
-      // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
-      const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
-      if (collapseKey !== null || paced || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
-      const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
-        afterId: null,
-        limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
-        now: new Date(),
-      });
-      if (devices.length > DIRECT_AUDIENCE_MAX_DEVICES) return { notification: inserted, batchIds: null };
-      const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.batchSize);
-      await this.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
-      return { notification: inserted, batchIds: batches.map((b) => b.id) };
+    const created = await this.db.transaction().execute(async (trx) => {
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
+      const stored = await this.insert(trx, appId, request, now);
+      await this.idempotency.store(trx, appId, idempotency, stored.notification);
+      return stored;
     });
-    // After commit: if the enqueue fails the sweeper re-enqueues the notification (its fan-out, or its stored batches).
+    if (created instanceof Replay) return created;
+    const { notification, batchIds } = created;
     if (notification.next_due_at) return notification;
+    // After commit: if the enqueue fails the sweeper re-enqueues the notification (its fan-out, or its stored batches).
     const enqueued = batchIds
       ? this.scheduler.deliver(notification.id, batchIds)
       : this.scheduler.schedule(notification.id, notification.generation);
     await enqueued.catch((err) => this.onScheduleError(err, notification.id));
     // The answer is the notification as created (`scheduled`, as the public API answers), however far it got since.
     return notification;
+  }
+
+  /**
+   * Stores the notification with its audience and timing. An audience that names a few devices (by device_id or
+   * user_id), to go out now at full speed, is cut into its batches here, so its delivery is enqueued directly and
+   * no fan-out job runs: most notifications are this shape.
+   */
+  private async insert(
+    trx: Transaction<Database>,
+    appId: string,
+    request: NotificationRequest,
+    now: Date,
+  ): Promise<{ notification: Notification; batchIds: string[] | null }> {
+    const { to, payload } = request.notification;
+    const target = targetOf(to);
+    const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
+    const settings = await this.apps.campaignSettings(trx, appId);
+    const deviceZones = request.notification.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
+    const timing = timingOf(request.notification, now, settings.default_time_zone, deviceZones);
+    let audience: { id: string; filters: Filter[] | null };
+    if (target.kind === 'all') {
+      audience = await this.audiences.upsertAllDevices(trx, appId);
+    } else if (target.kind === 'filters') {
+      audience = await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
+    } else {
+      const found = await this.audiences.findForApp(trx, appId, target.audienceId);
+      if (!found) throw new NotFoundError('audience');
+      audience = found;
+    }
+    const inserted = await this.notifications.insertOrCollapse(trx, {
+      appId,
+      audienceId: audience.id,
+      request: request.notification,
+      payload,
+      collapseKey,
+      timing,
+    });
+    if (timing.nextDueAt) return { notification: inserted, batchIds: null };
+    // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
+    // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
+    const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
+    if (collapseKey !== null || paced || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
+    const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
+      afterId: null,
+      limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
+      now,
+    });
+    if (devices.length > DIRECT_AUDIENCE_MAX_DEVICES) return { notification: inserted, batchIds: null };
+    const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.batchSize);
+    await this.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
+    return { notification: inserted, batchIds: batches.map((b) => b.id) };
   }
 
   /** What `create` would send, without storing or sending anything: the mapped APNs and FCM requests. */

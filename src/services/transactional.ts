@@ -8,6 +8,7 @@ import { transactionalFilters, type TransactionalRequest } from '../domain/trans
 import { attemptBatch, type BatchAttemptDeps } from '../queue/delivery.js';
 import { cutBatches } from '../queue/fanout.js';
 import { backoffDelay, RetryLaterError, type RetryPolicy } from '../queue/retry.js';
+import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 
 /** Most devices one transactional send reaches: one device, or one user's. */
 export const TRANSACTIONAL_MAX_DEVICES = 100;
@@ -31,15 +32,27 @@ export class TransactionalService {
     private readonly db: Db,
     private readonly notifications: NotificationsRepository,
     private readonly devices: DevicesRepository,
+    private readonly idempotency: IdempotencyKeys,
     /** what sending a batch takes: the gateways, the delivery repository, metrics */
     private readonly sending: BatchAttemptDeps,
     private readonly settings: { batchSize: number; timeoutMs: number; retry: RetryPolicy },
   ) {}
 
-  async send(appId: string, request: TransactionalRequest): Promise<TransactionalResult> {
+  /**
+   * With an Idempotency-Key the key is claimed in the transaction that commits the notification and names it; its
+   * answer is stored once the send is over. A retry meanwhile (or after a process died mid-send) answers 409
+   * naming the notification, which the workers finish; a retry after the answer replays it.
+   */
+  async send(
+    appId: string,
+    request: TransactionalRequest,
+    idempotency?: IdempotentRequest<TransactionalResult>,
+  ): Promise<TransactionalResult | Replay> {
     const deadline = Date.now() + this.settings.timeoutMs;
     const filters = transactionalFilters(request);
-    const { notification, batches } = await this.db.transaction().execute(async (trx) => {
+    const committed = await this.db.transaction().execute(async (trx) => {
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
       const devices = await this.devices.pageDeliverable(trx, appId, filters, {
         afterId: null,
         limit: TRANSACTIONAL_MAX_DEVICES + 1,
@@ -58,8 +71,11 @@ export class TransactionalService {
       });
       const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.settings.batchSize);
       await this.sending.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
+      await this.idempotency.pending(trx, appId, idempotency, inserted.id);
       return { notification: inserted, batches };
     });
+    if (committed instanceof Replay) return committed;
+    const { notification, batches } = committed;
 
     const heads: BatchHead[] = batches.map((b) => ({
       id: b.id,
@@ -72,12 +88,14 @@ export class TransactionalService {
     }));
     const outcomes = await Promise.all(heads.map((head) => this.sendUntil(notification, head, deadline)));
     await this.sending.delivery.completeIfFinished(this.db, notification.id, notification.generation);
-    return {
+    const result = {
       notification: (await this.notifications.findById(this.db, notification.id)) ?? notification,
       success: outcomes.reduce((sum, o) => sum + o.succeeded, 0),
       uninstalled: outcomes.reduce((sum, o) => sum + o.uninstalled, 0),
       failures: outcomes.flatMap((o) => o.failed),
     };
+    await this.idempotency.store(this.db, appId, idempotency, result);
+    return result;
   }
 
   /** Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes. */

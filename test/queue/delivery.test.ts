@@ -3,7 +3,9 @@ import { systemClock } from '../../src/platform/clock.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { DevicesRepository } from '../../src/db/repositories/devices.js';
+import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import { IdempotencyKeys } from '../../src/services/idempotency.js';
 import { NotificationService } from '../../src/services/notifications.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
@@ -309,6 +311,7 @@ for (const backend of backends) {
         new AppsRepository(),
         lost,
         systemClock,
+        new IdempotencyKeys(new IdempotencyRepository()),
         2000,
         () => undefined,
       );

@@ -3,7 +3,9 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { ForbiddenError } from '../../domain/errors.js';
+import type { WriteResult } from '../../services/devices.js';
 import { callerOf, requirePermission } from '../auth.js';
+import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import {
   accepted,
   authErrors,
@@ -12,12 +14,20 @@ import {
   droppedList,
   errorResponse,
   eventsBody,
+  idempotencyHeaders,
   nothingValid,
   writtenDevice,
 } from '../schemas.js';
 import { deviceView, writtenView } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
+
+function registeredAnswer(r: WriteResult) {
+  if (r.kind === 'nothing-valid') return { status: 422, body: { error: 'nothing valid to store', dropped: r.dropped } };
+  // A token the app already has: the caller proved only that it knows the token, not that the record is its own.
+  if (!r.created) return { status: 200, body: { device: writtenView(r.details, r.written), dropped: r.dropped } };
+  return { status: 201, body: { device: deviceView(r.details), dropped: r.dropped } };
+}
 
 /**
  * The device API. Registering, updating and events take the `device` permission (the SDK key or a write key);
@@ -46,23 +56,22 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['devices'],
           summary: 'Register a device (upsert on its push token)',
+          headers: idempotencyHeaders,
           body: deviceBody,
           response: {
             201: z.object({ device: deviceRecord, dropped: droppedList }),
             200: z.object({ device: writtenDevice, dropped: droppedList }),
             400: errorResponse,
-            422: nothingValid,
+            // nothing valid in the body, or an Idempotency-Key used with another request
+            422: z.union([nothingValid, errorResponse]),
             ...authErrors,
           },
         },
       },
-      async (request, reply) => {
-        const r = await ctx.services.devices.register(request.principal.appId, request.body.device, callerOf(request));
-        if (r.kind === 'nothing-valid') return reply.status(422).send({ error: 'nothing valid to store', dropped: r.dropped });
-        // A token the app already has: the caller proved only that it knows the token, not that the record is its own.
-        if (!r.created) return reply.status(200).send({ device: writtenView(r.details, r.written), dropped: r.dropped });
-        return reply.status(201).send({ device: deviceView(r.details), dropped: r.dropped });
-      },
+      async (request, reply) =>
+        answerOnce(request, reply, registeredAnswer, (idempotency) =>
+          ctx.services.devices.register(request.principal.appId, request.body.device, callerOf(request), idempotency),
+        ),
     );
 
     app.put(
@@ -127,14 +136,15 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['devices'],
           summary: 'Record events of a device',
           params: idParams,
+          headers: idempotencyHeaders,
           body: eventsBody,
-          response: { 202: accepted, 400: errorResponse, 404: errorResponse, 451: errorResponse, ...authErrors },
+          response: { 202: accepted, 400: errorResponse, 404: errorResponse, 422: errorResponse, 451: errorResponse, ...authErrors },
         },
       },
-      async (request, reply) => {
-        await ctx.services.devices.recordEvents(request.principal.appId, request.params.id, request.body, callerOf(request));
-        return reply.status(202).send({});
-      },
+      async (request, reply) =>
+        answerOnce(request, reply, acceptedAnswer, (idempotency) =>
+          ctx.services.devices.recordEvents(request.principal.appId, request.params.id, request.body, callerOf(request), idempotency),
+        ),
     );
   };
 }

@@ -1,12 +1,15 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
+import type { Notification } from '../../db/schema.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { requirePermission } from '../auth.js';
-import { authErrors, createdNotificationRecord, errorResponse, notificationRecord } from '../schemas.js';
+import { answerOnce } from '../idempotency.js';
+import { authErrors, createdNotificationRecord, errorResponse, idempotencyHeaders, notificationRecord } from '../schemas.js';
 import { createdNotificationResponse, notificationResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
+const createdAnswer = (n: Notification) => ({ status: 201, body: createdNotificationResponse(n) });
 
 export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
@@ -23,14 +26,15 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             tags: ['notifications'],
             summary: 'Create a notification',
             security: [{ basic: [] }],
+            headers: idempotencyHeaders,
             body: notificationRequestSchema,
-            response: { 201: createdNotificationRecord, 400: errorResponse, 404: errorResponse, ...authErrors },
+            response: { 201: createdNotificationRecord, 400: errorResponse, 404: errorResponse, 422: errorResponse, ...authErrors },
           },
         },
-        async (request, reply) => {
-          const stored = await ctx.services.notifications.create(request.principal.appId, request.body);
-          return reply.status(201).send(createdNotificationResponse(stored));
-        },
+        async (request, reply) =>
+          answerOnce(request, reply, createdAnswer, (idempotency) =>
+            ctx.services.notifications.create(request.principal.appId, request.body, idempotency),
+          ),
       );
     }
 

@@ -3,7 +3,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { transactionalRequestSchema } from '../../domain/transactional-request.js';
 import { requirePermission } from '../auth.js';
-import { authErrors, errorResponse } from '../schemas.js';
+import type { TransactionalResult } from '../../services/transactional.js';
+import { answerOnce } from '../idempotency.js';
+import { authErrors, errorResponse, idempotencyHeaders } from '../schemas.js';
 
 const transactionalAnswer = z.object({
   id: z.string(),
@@ -13,6 +15,11 @@ const transactionalAnswer = z.object({
     /** device ids the push did not reach */
     failures: z.array(z.string()),
   }),
+});
+
+const sentAnswer = (sent: TransactionalResult) => ({
+  status: 200,
+  body: { id: sent.notification.id, results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures } },
 });
 
 export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -25,14 +32,15 @@ export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['notifications'],
           summary: 'Send to one device or one user now, and answer with the outcome',
           security: [{ basic: [] }],
+          headers: idempotencyHeaders,
           body: transactionalRequestSchema,
-          response: { 200: transactionalAnswer, 400: errorResponse, ...authErrors },
+          response: { 200: transactionalAnswer, 400: errorResponse, 409: errorResponse, 422: errorResponse, ...authErrors },
         },
       },
-      async (request) => {
-        const sent = await ctx.services.transactional.send(request.principal.appId, request.body);
-        return { id: sent.notification.id, results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures } };
-      },
+      async (request, reply) =>
+        answerOnce(request, reply, sentAnswer, (idempotency) =>
+          ctx.services.transactional.send(request.principal.appId, request.body, idempotency),
+        ),
     );
   };
 }

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { callerOf, requirePermission } from '../auth.js';
+import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
-import { accepted, authErrors, droppedList, errorResponse, eventsBody, nothingValid } from '../schemas.js';
+import { accepted, authErrors, droppedList, errorResponse, eventsBody, idempotencyHeaders, nothingValid } from '../schemas.js';
 
 const userParams = z.object({ user_id: z.string().min(1).max(255) });
 const userBody = z.object(
@@ -78,14 +79,21 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['users'],
           summary: 'Record events on every device of a user',
           params: userParams,
+          headers: idempotencyHeaders,
           body: eventsBody,
-          response: { 202: accepted, 400: errorResponse, 404: errorResponse, ...authErrors },
+          response: { 202: accepted, 400: errorResponse, 404: errorResponse, 422: errorResponse, ...authErrors },
         },
       },
-      async (request, reply) => {
-        await ctx.services.devices.recordUserEvents(request.principal.appId, request.params.user_id, request.body, callerOf(request));
-        return reply.status(202).send({});
-      },
+      async (request, reply) =>
+        answerOnce(request, reply, acceptedAnswer, (idempotency) =>
+          ctx.services.devices.recordUserEvents(
+            request.principal.appId,
+            request.params.user_id,
+            request.body,
+            callerOf(request),
+            idempotency,
+          ),
+        ),
     );
   };
 }
