@@ -9,6 +9,7 @@ import type { Metrics } from '../platform/metrics.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { JobTypes } from './jobs.js';
 import { RetryLaterError } from './retry.js';
+import type { Clock } from '../platform/clock.js';
 
 /** Sorts per-device gateway results into what the batch records. */
 export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?: number } {
@@ -85,8 +86,21 @@ export async function attemptBatch(
   return { summary, done };
 }
 
+/** A paced batch's job is released this much before its reserved start (queues' delays are not that exact). */
+export const PACE_EARLY_MS = 1000;
+
+/** Waits for a paced batch's reserved start on the clock; bounded, so a clock that stands still cannot hold a job. */
+async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
+  if (!start) return;
+  const giveUpAt = Date.now() + 5 * PACE_EARLY_MS;
+  while (clock.now() < start && Date.now() < giveUpAt)
+    await new Promise((r) => setTimeout(r, Math.min(50, start.getTime() - clock.now().getTime())));
+}
+
 /** The delivery job: one attempt at its batch; what is left to retry makes the job fail and come back later. */
-export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; notifications: NotificationsRepository; maxAttempts: number }) {
+export function deliveryProcessor(
+  deps: BatchAttemptDeps & { log: Logger; notifications: NotificationsRepository; maxAttempts: number; clock: Clock },
+) {
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
     const { batchId, notificationId } = job.data;
     const log = deps.log.child({ notificationId, batchId, job: 'delivery', attempt: job.attemptsMade + 1 });
@@ -101,6 +115,7 @@ export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; notifi
       await deps.delivery.closeBatchUnsent(deps.db, batch.id, 'canceled');
       return;
     }
+    if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
     const { summary, done } = await attemptBatch(deps, n, batch, job.attemptsMade + 1 >= deps.maxAttempts);
     log.info(
       {

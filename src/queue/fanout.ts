@@ -6,6 +6,7 @@ import type { Deliverable, DevicesRepository, ZoneSlice } from '../db/repositori
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
 import { waveSlice } from '../domain/campaign.js';
+import { PACE_EARLY_MS } from './delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
@@ -78,10 +79,11 @@ export function fanoutProcessor(deps: {
     const now = deps.clock.now(); // date math resolves once per fan-out, the same for every page
     if (n.next_due_at && n.next_due_at > now) return; // not due yet: the due poller releases it
     await deps.delivery.markSending(deps.db, notificationId, generation);
-    // a paced batch waits for its reserved start (reserved on the same clock)
+    // a paced batch's job comes a little before its reserved start, and waits for it (delivery.ts)
     const enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
       const start = b.notBefore ?? b.not_before;
-      return deps.queues.add('delivery', { notificationId, batchId: b.id }, start ? start.getTime() - deps.clock.now().getTime() : 0);
+      const delay = start ? start.getTime() - deps.clock.now().getTime() - PACE_EARLY_MS : 0;
+      return deps.queues.add('delivery', { notificationId, batchId: b.id }, delay);
     };
 
     if (!n.fanout_done) {

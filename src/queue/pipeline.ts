@@ -87,6 +87,7 @@ export function startPipeline(
         notifications,
         delivery,
         maxAttempts: policy.attempts,
+        clock: opts.clock,
       }),
       concurrency: config.DELIVERY_CONCURRENCY,
       backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),

@@ -114,16 +114,25 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-/** A clock a test moves by hand: scheduled sends come due when the test says so, not when time passes. */
+/**
+ * A clock a test moves by hand: scheduled sends come due when the test says so, not when time passes. `run()` lets
+ * it go on with real time from where it stands (pacing is measured in real time), until the next `set`.
+ */
 export class ManualClock implements Clock {
+  private runningSince: number | null = null;
   constructor(private at = new Date()) {}
   now(): Date {
-    return new Date(this.at);
+    return new Date(this.at.getTime() + (this.runningSince === null ? 0 : Date.now() - this.runningSince));
   }
   set(at: Date | string): void {
     this.at = new Date(at);
+    this.runningSince = null;
   }
   advance(ms: number): void {
-    this.at = new Date(this.at.getTime() + ms);
+    this.set(new Date(this.now().getTime() + ms));
+  }
+  run(): void {
+    this.at = this.now();
+    this.runningSince = Date.now();
   }
 }

@@ -37,6 +37,7 @@ describe('campaign control', () => {
   });
   beforeEach(() => {
     received.length = 0;
+    clock.set('2026-03-07T12:45:00Z');
   });
 
   const post = (notification: Record<string, unknown>) =>
@@ -133,6 +134,7 @@ describe('campaign control', () => {
   });
 
   it('paces a notification: its pushes spread evenly at per_minute, within 10 %', async () => {
+    clock.run(); // pacing is real time
     const devices = await tagged('paced', 150);
     // 3,000 a minute: batches of 50, one a second; 150 devices go out over 2 s (first batch at 0, last at 2 s)
     const { id } = (await post({ to: [{ name: 'tags', criteria: ['paced'] }], throttle: { per_minute: 3000 } })).json();
@@ -149,6 +151,7 @@ describe('campaign control', () => {
   });
 
   it("holds the app's ceiling across its notifications", async () => {
+    clock.run(); // pacing is real time
     await tagged('ceiling-a', 50);
     await tagged('ceiling-b', 50);
     await new AppService(h.db.db).setLimits(appId, { maxPerMinute: 3000 });
@@ -167,6 +170,7 @@ describe('campaign control', () => {
   });
 
   it('cancels mid-send: no batch starts after, what went out is counted, it ends canceled', async () => {
+    clock.run(); // pacing is real time
     await tagged('midsend', 40);
     // 600 a minute: batches of 10, one a second
     const { id } = (await post({ to: [{ name: 'tags', criteria: ['midsend'] }], throttle: { per_minute: 600 } })).json();

@@ -187,10 +187,10 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async findBatch(db: Db, id: string): Promise<BatchHead | undefined> {
+  async findBatch(db: Db, id: string): Promise<(BatchHead & Pick<DeliveryBatch, 'not_before'>) | undefined> {
     return db
       .selectFrom('delivery_batches')
-      .select(['id', 'notification_id', 'generation', 'platform', 'development', 'state', 'attempts'])
+      .select(['id', 'notification_id', 'generation', 'platform', 'development', 'state', 'attempts', 'not_before'])
       .where('id', '=', id)
       .executeTakeFirst();
   }
