@@ -5,7 +5,7 @@
  *
  * How many streams are open across connections follows the round trip, as TCP's window does: a far gateway
  * needs pushes-per-second × round-trip streams in flight to stay busy, a near one only a few. The window is
- * twice that product, measured (the fastest recent round trip, so queueing does not inflate it), between
+ * twice that product, measured (the fastest round trip seen, so queueing does not inflate it), between
  * `minInFlight` and `maxInFlight`. While the window limits the rate, the rate doubles every round trip; once
  * something else does (CPU, the gateway), extra streams would only queue and time out, so none are opened.
  */
@@ -19,18 +19,19 @@ export interface StreamPoolOptions {
   chunkSize?: number;
 }
 
-/** How often the window is recomputed, and how long a round-trip sample counts as recent. */
+/** How often the window is recomputed. */
 const WINDOW_TICK_MS = 100;
-const RTT_MEMORY_MS = 10_000;
 
-/** Pushes per second × fastest recent round trip, from the chunks that completed. */
+/** Pushes per second × the fastest round trip seen, from the chunks that completed. */
 class WindowEstimator {
   private rate = 0;
   private completed = 0;
   private tickStart = performance.now();
+  /**
+   * The fastest round trip ever seen: the gateway's distance. Never forgotten, because on a busy host every recent
+   * sample includes queueing, and a window sized on those would grow the queue it measures.
+   */
   private minRtt = Infinity;
-  private previousMinRtt = Infinity;
-  private rttPeriodStart = performance.now();
   window: number;
 
   constructor(
@@ -44,19 +45,13 @@ class WindowEstimator {
     const now = performance.now();
     this.completed += tokens;
     this.minRtt = Math.min(this.minRtt, rttMs);
-    if (now - this.rttPeriodStart >= RTT_MEMORY_MS) {
-      this.previousMinRtt = this.minRtt;
-      this.minRtt = Infinity;
-      this.rttPeriodStart = now;
-    }
     const elapsed = now - this.tickStart;
     if (elapsed < WINDOW_TICK_MS) return;
     const rate = (this.completed * 1000) / elapsed;
     this.rate = this.rate === 0 ? rate : 0.5 * this.rate + 0.5 * rate;
     this.completed = 0;
     this.tickStart = now;
-    const rtt = Math.min(this.minRtt, this.previousMinRtt);
-    this.window = Math.round(Math.min(this.max, Math.max(this.min, (2 * this.rate * rtt) / 1000)));
+    this.window = Math.round(Math.min(this.max, Math.max(this.min, (2 * this.rate * this.minRtt) / 1000)));
   }
 }
 
