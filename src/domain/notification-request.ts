@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { filterSchema, type Filter } from './filters.js';
+import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 
 /** The three target forms: every device, a stored audience, an on-the-fly audience of filters. */
@@ -42,6 +43,7 @@ export const notificationRequestSchema = z.strictObject(
       {
         to: toSchema,
         payload: payloadSchema,
+        ...deliveryOptionFields,
       },
       // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
