@@ -1,5 +1,6 @@
 import type { Filter } from '../domain/filters.js';
 import type { KeyRole } from '../domain/keys.js';
+import type { PushPriority } from '../domain/delivery-options.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -124,6 +125,10 @@ export interface NotificationsTable {
   fanout_cursor: string | null;
   fanout_seq: Generated<number>;
   fanout_done: Generated<boolean>;
+  /** after this instant no push of it is sent (a ttl is stored as created_at + ttl); null: no expiry */
+  expires_at: Date | null;
+  priority: PushPriority | null;
+  pushes_expired: Counter;
 }
 
 export interface DeliveryBatchesTable {
@@ -140,6 +145,7 @@ export interface DeliveryBatchesTable {
   succeeded: Generated<number>;
   failed: Generated<number>;
   invalidated: Generated<number>;
+  expired: Generated<number>;
   last_error: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;

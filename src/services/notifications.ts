@@ -5,6 +5,7 @@ import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
 import { canonicalFilters, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices, specKey } from '../domain/audience-spec.js';
+import { expiryOf, resolveDeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
@@ -51,6 +52,8 @@ export class NotificationService {
    */
   async create(appId: string, request: NotificationRequest): Promise<Notification> {
     const { to, payload } = request.notification;
+    const now = new Date();
+    const options = resolveDeliveryOptions(request.notification, now);
     const target = targetOf(to);
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
     const { notification, batchIds } = await this.db.transaction().execute(async (trx) => {
@@ -70,13 +73,14 @@ export class NotificationService {
         request: request.notification,
         payload,
         collapseKey,
+        options,
       });
       // A collapse_key may replace a notification that is already sending: that goes through the fan-out's generations.
       if (collapseKey !== null || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
       const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
-        now: new Date(),
+        now,
       });
       if (devices.length > DIRECT_AUDIENCE_MAX_DEVICES) return { notification: inserted, batchIds: null };
       const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.batchSize);
@@ -92,15 +96,21 @@ export class NotificationService {
     return notification;
   }
 
-  /** What `create` would send, without storing or sending anything: the mapped APNs and FCM requests. */
+  /**
+   * What `create` would send, without storing or sending anything: the mapped APNs and FCM requests, as if
+   * sent now (a ttl counts from now, and FCM's ttl is the time left).
+   */
   async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
     const { to, payload } = request.notification;
+    const now = new Date();
+    const options = resolveDeliveryOptions(request.notification, now);
+    const push = { expiresAt: expiryOf(options, now), priority: options.priority };
     const target = targetOf(to);
     if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
       throw new NotFoundError('audience');
     return {
-      apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID),
-      fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID), PREVIEW_DEVICE_TOKEN),
+      apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID, push),
+      fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
     };
   }
 }

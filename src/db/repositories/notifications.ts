@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { Notification } from '../schema.js';
 import { isUuid } from '../../domain/cursor.js';
+import type { DeliveryOptions } from '../../domain/delivery-options.js';
 
 export interface NewNotification {
   appId: string;
@@ -13,6 +14,8 @@ export interface NewNotification {
   payload: Record<string, unknown>;
   collapseKey: string | null;
   group?: string | null;
+  /** expiry and priority; none when absent */
+  options?: DeliveryOptions;
 }
 
 export class NotificationsRepository {
@@ -28,6 +31,8 @@ export class NotificationsRepository {
       payload: JSON.stringify(n.payload),
       collapse_key: n.collapseKey,
       send_group: n.group ?? null,
+      expires_at: expiresAt(n.options),
+      priority: n.options?.priority ?? null,
     };
     if (n.collapseKey === null) {
       return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();
@@ -43,6 +48,8 @@ export class NotificationsRepository {
             audience_id: eb.ref('excluded.audience_id'),
             request: eb.ref('excluded.request'),
             payload: eb.ref('excluded.payload'),
+            expires_at: eb.ref('excluded.expires_at'),
+            priority: eb.ref('excluded.priority'),
             state: 'scheduled',
             generation: sql<number>`notifications.generation + 1`,
             failure_reason: null,
@@ -78,4 +85,13 @@ export class NotificationsRepository {
   async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
+}
+
+/**
+ * A ttl counts from the statement's now(): the created_at of a new row, or the moment a collapse_key update
+ * replaced the notification (an old creation time would leave the update less time than it asked for).
+ */
+function expiresAt(options: DeliveryOptions | undefined) {
+  if (options?.ttlSeconds != null) return sql<Date>`now() + make_interval(secs => ${options.ttlSeconds}::int)`;
+  return options?.expiresAt ?? null;
 }
