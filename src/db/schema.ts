@@ -2,6 +2,7 @@ import type { Filter } from '../domain/filters.js';
 import type { KeyRole } from '../domain/keys.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { LocalPlan } from '../domain/campaign.js';
+import type { PushPriority } from '../domain/delivery-options.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -137,6 +138,10 @@ export interface NotificationsTable {
   throttle_per_minute: number | null;
   pace_next_at: Date | null;
   canceled_at: Date | null;
+  /** after this instant no push of it is sent (a ttl is stored as created_at + ttl); null: no expiry */
+  expires_at: Date | null;
+  priority: PushPriority | null;
+  pushes_expired: Counter;
 }
 
 export interface DeliveryBatchesTable {
@@ -153,6 +158,7 @@ export interface DeliveryBatchesTable {
   succeeded: Generated<number>;
   failed: Generated<number>;
   invalidated: Generated<number>;
+  expired: Generated<number>;
   last_error: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { filterSchema, type Filter } from './filters.js';
+import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 import { scheduleFields } from './schedule.js';
 
@@ -61,6 +62,7 @@ export const notificationRequestSchema = z.strictObject(
         payload: payloadSchema,
         throttle: throttleSchema.optional(),
         ...scheduleFields,
+        ...deliveryOptionFields,
       },
       // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },

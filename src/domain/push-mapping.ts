@@ -16,11 +16,19 @@
  * collapse_key        -> header apns-collapse-id             _nid (notification id) -> data._nid
  * custom keys         -> top-level keys, values unchanged    content_available, mutable_content, interruption_level,
  * _channel_id         -> (Android only, dropped)               relevance_score -> (iOS only, dropped)
- * _nid                -> top-level "_nid" = notification id   android.priority = "high" when something is shown, else "normal"
+ * _nid                -> top-level "_nid" = notification id   android.priority = "HIGH" when something is shown, else "NORMAL"
  *
  * APNs headers: `apns-push-type: background` + `apns-priority: 5` when content_available is true and
  * nothing is shown (no alert/title/subtitle, and — as Apple requires for background pushes — no badge
  * or sound); otherwise `apns-push-type: alert` + `apns-priority: 10`.
+ *
+ * Delivery options (src/domain/delivery-options.ts), beside the payload:
+ * priority high   -> apns-priority 10 (a background push stays at 5: Apple refuses 10 for it), android.priority HIGH
+ * priority normal -> apns-priority 5, android.priority NORMAL
+ * no priority     -> the defaults above (10 / HIGH when something is shown, else 5 / NORMAL)
+ * expiry          -> apns-expiration = the instant in unix seconds (rounded down, so never later than asked);
+ *                    android.ttl = the whole seconds left when it is sent, "<n>s", never negative
+ * no expiry       -> neither (APNs and FCM keep an undeliverable push by their own policy, FCM 28 days)
  *
  * FCM data values must be strings: strings pass as they are, every other value is JSON-encoded
  * (badge 3 -> "3", {"a":1} -> "{\"a\":1}"). `android.notification` is present only when there is a
@@ -31,6 +39,8 @@
  * APNs refuses a body over 4096 bytes (413 PayloadTooLarge): `ApnsRequest.bytes` lets the gateway
  * refuse it locally as a permanent failure instead of sending it.
  */
+
+import { secondsLeft, type PushPriority } from './delivery-options.js';
 
 export const APNS_MAX_PAYLOAD_BYTES = 4096;
 /** FCM's limit on a message's content; measured here as the JSON of the mapped message without its token. */
@@ -66,6 +76,14 @@ export interface ApnsHeaders {
   'apns-push-type': 'alert' | 'background';
   'apns-priority': 5 | 10;
   'apns-collapse-id'?: string;
+  /** unix seconds */
+  'apns-expiration'?: number;
+}
+
+/** A notification's delivery options as the mapping takes them; absent or null = unset. */
+export interface PushOptions {
+  expiresAt?: Date | null;
+  priority?: PushPriority | null;
 }
 
 export interface ApnsRequest {
@@ -85,7 +103,10 @@ export interface FcmAndroidNotification {
 }
 
 export interface FcmAndroidConfig {
-  priority: 'high' | 'normal';
+  /** FCM v1's AndroidMessagePriority enum names */
+  priority: 'HIGH' | 'NORMAL';
+  /** a google.protobuf.Duration: whole seconds, "<n>s" */
+  ttl?: string;
   collapse_key?: string;
   notification?: FcmAndroidNotification;
 }
@@ -103,7 +124,7 @@ export interface FcmSendBody {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-export function toApnsRequest(payload: Record<string, unknown>, notificationId: string): ApnsRequest {
+export function toApnsRequest(payload: Record<string, unknown>, notificationId: string, options: PushOptions = {}): ApnsRequest {
   const alert = str(payload.alert);
   const title = str(payload.title);
   const subtitle = str(payload.subtitle);
@@ -137,14 +158,20 @@ export function toApnsRequest(payload: Record<string, unknown>, notificationId: 
   const background = payload.content_available === true && !shown;
   const headers: ApnsHeaders = background
     ? { 'apns-push-type': 'background', 'apns-priority': 5 }
-    : { 'apns-push-type': 'alert', 'apns-priority': 10 };
+    : { 'apns-push-type': 'alert', 'apns-priority': options.priority === 'normal' ? 5 : 10 };
   const collapseKey = str(payload.collapse_key);
   if (collapseKey !== undefined) headers['apns-collapse-id'] = collapseKey;
+  if (options.expiresAt) headers['apns-expiration'] = Math.floor(options.expiresAt.getTime() / 1000);
 
   return { headers, body, bytes: jsonBytes(body) };
 }
 
-export function toFcmMessage(payload: Record<string, unknown>, notificationId: string): FcmMessageTemplate {
+/** `now` is when the message is sent: FCM's ttl is relative, the time left before the expiry. */
+export function toFcmMessage(
+  payload: Record<string, unknown>,
+  notificationId: string,
+  options?: PushOptions & { now: Date },
+): FcmMessageTemplate {
   const data: Record<string, string> = {};
   for (const [key, value] of Object.entries(payload)) {
     if (!NOT_IN_FCM_DATA.has(key) && value !== undefined) data[key] = fcmDataValue(value);
@@ -157,9 +184,12 @@ export function toFcmMessage(payload: Record<string, unknown>, notificationId: s
   const category = str(payload.category);
   const collapseKey = str(payload.collapse_key);
 
-  const android: FcmAndroidConfig = { priority: alert !== undefined || title !== undefined ? 'high' : 'normal' };
+  const shown = alert !== undefined || title !== undefined;
+  const priority = options?.priority ?? (shown ? 'high' : 'normal');
+  const android: FcmAndroidConfig = { priority: priority === 'high' ? 'HIGH' : 'NORMAL' };
+  if (options?.expiresAt) android.ttl = `${secondsLeft(options.expiresAt, options.now)}s`;
   if (collapseKey !== undefined) android.collapse_key = collapseKey;
-  if (alert !== undefined || title !== undefined) {
+  if (shown) {
     const notification: FcmAndroidNotification = {};
     if (title !== undefined) notification.title = title;
     if (alert !== undefined) notification.body = alert;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { filterSchema, type Filter } from './filters.js';
+import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 
 /** `POST /v6/transactional/notifications`: one device, or one user's devices narrowed by extra filters. */
@@ -14,7 +15,7 @@ export const transactionalRequestSchema = z.strictObject(
     ),
     group: z.string({ error: 'must be a string' }).regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
     notification: z.strictObject(
-      { payload: payloadSchema },
+      { payload: payloadSchema, ...deliveryOptionFields },
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
     ),
     extra_filters: z.array(filterSchema, { error: 'must be an array of filters' }).optional(),

@@ -102,7 +102,7 @@ export class ApnsGateway implements PushGateway {
   }
 
   private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
-    const request = toApnsRequest(push.payload, push.notificationId);
+    const request = toApnsRequest(push.payload, push.notificationId, push);
     if (request.bytes > APNS_MAX_PAYLOAD_BYTES) {
       // APNs would answer 413 PayloadTooLarge for every token; don't send what can't succeed.
       const outcome = classify({ gateway: 'apns', status: 413, reason: 'PayloadTooLarge' }).outcome;
@@ -116,6 +116,9 @@ export class ApnsGateway implements PushGateway {
     note.priority = request.headers['apns-priority'];
     const collapseId = request.headers['apns-collapse-id'];
     if (collapseId !== undefined) note.collapseId = collapseId;
+    // node-apn sends apns-expiration only for an expiry >= 0 (its default, -1, sends none).
+    const expiration = request.headers['apns-expiration'];
+    if (expiration !== undefined) note.expiry = expiration;
 
     const outcomes = new Array<PushOutcome>(targets.length);
     const sendable: number[] = []; // indexes into targets

@@ -13,7 +13,9 @@
  *   ./google-oauth.ts implements firebase-admin's `Credential` interface with a configurable token
  *   URL; tokens are cached and renewed before expiry, and renewed at once after a 401.
  * - Every answer goes through ./outcomes.ts; FCM's Retry-After (429/503) becomes retryAfterMs.
+ * - A push with an expiry carries `android.ttl` = the seconds left as each chunk of tokens starts.
  */
+import { secondsLeft } from '../domain/delivery-options.js';
 import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
 import type { FcmServiceAccount } from '../domain/credentials.js';
@@ -76,10 +78,11 @@ export class FcmGateway implements PushGateway {
       this.options.log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, 'fcm: no access token');
       return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
     }
-    const encode = fcmSendBodyEncoder(toFcmMessage(push.payload, push.notificationId));
+    const encoderAt = fcmEncoders(push);
     const outcomes = new Array<PushOutcome>(targets.length);
     const sendChunk = (http: Http2Origin, indexes: number[]) =>
       new Promise<void>((resolve) => {
+        const encode = encoderAt(new Date());
         let left = indexes.length;
         for (const i of indexes) {
           const settle = (outcome: PushOutcome) => {
@@ -135,6 +138,20 @@ export class FcmGateway implements PushGateway {
     })();
     return this.closing;
   }
+}
+
+/**
+ * The body encoder of a push as of a chunk's start. With an expiry, android.ttl is the time left then, so the
+ * message is mapped again when that whole number of seconds has changed (at most once a second), not per token.
+ */
+function fcmEncoders(push: NotificationPush): (now: Date) => (token: string) => string {
+  let cached: { left: number | null; encode: (token: string) => string } | undefined;
+  return (now) => {
+    const left = push.expiresAt ? secondsLeft(push.expiresAt, now) : null;
+    if (!cached || cached.left !== left)
+      cached = { left, encode: fcmSendBodyEncoder(toFcmMessage(push.payload, push.notificationId, { ...push, now })) };
+    return cached.encode;
+  };
 }
 
 function answerOf(res: Http2Response): GatewayAnswer {

@@ -18,6 +18,8 @@
  * `send` rejects only on a programming error (e.g. called after `close`); callers may still guard it.
  */
 
+import type { PushOptions } from '../domain/push-mapping.js';
+
 export type PushOutcome =
   | { kind: 'ok' }
   | { kind: 'invalid_token'; reason: string }
@@ -37,8 +39,11 @@ export interface PushResult {
   outcome: PushOutcome;
 }
 
-/** What is pushed: the stored, validated API payload (see src/domain/payload.ts) and the notification id (`_nid`). */
-export interface NotificationPush {
+/**
+ * What is pushed: the stored, validated API payload (see src/domain/payload.ts), the notification id (`_nid`)
+ * and its delivery options (expiry, priority; absent or null = unset).
+ */
+export interface NotificationPush extends PushOptions {
   notificationId: string;
   payload: Record<string, unknown>;
 }

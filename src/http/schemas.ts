@@ -18,7 +18,14 @@ export const createdNotificationRecord = z.object({
   state: z.enum(NOTIFICATION_STATES),
   // id: null for a transactional send, which names its devices instead of an audience
   to: z.object({ id: z.string().nullable(), type: z.literal('Audience') }),
-  notification: z.object({ to: z.unknown(), payload: z.unknown() }),
+  notification: z.object({
+    to: z.unknown(),
+    payload: z.unknown(),
+    // the delivery options as submitted (src/domain/delivery-options.ts)
+    expires_at: z.string().optional(),
+    ttl: z.number().int().optional(),
+    priority: z.enum(['high', 'normal']).optional(),
+  }),
 });
 
 /** A notification record as `GET /v6/notifications/:id` answers it (src/http/serialize.ts builds it). */
@@ -28,6 +35,11 @@ export const notificationRecord = createdNotificationRecord.extend({
   pushes_succeeded: z.number().int(),
   pushes_failed: z.number().int(),
   tokens_invalidated: z.number().int(),
+  /** pushes not sent because the notification expired first */
+  pushes_expired: z.number().int(),
+  /** the instant after which nothing is sent (a ttl counted from created_at); null: no expiry */
+  expires_at: timestamp.nullable(),
+  priority: z.enum(['high', 'normal']).nullable(),
   published_at: timestamp.nullable(),
   finished_at: timestamp.nullable(),
   failure_reason: z.string().nullable(),

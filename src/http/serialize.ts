@@ -3,19 +3,22 @@ import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { Audience, Notification } from '../db/schema.js';
 import { estimatedFinish } from '../domain/campaign.js';
 import type { DeviceDetails, Written } from '../services/devices.js';
+import type { DeliveryOptionsInput } from '../domain/delivery-options.js';
 
 /** ISO 8601, UTC, milliseconds — the only timestamp format the API speaks. */
 export const iso = (d: Date | string | null | undefined): string | null => (d == null ? null : new Date(d).toISOString());
 
 /** The create answer: exactly the record fields of the contract. */
 export function createdNotificationResponse(n: Notification) {
-  const request = n.request as { to: unknown; payload: unknown };
+  // stored as the request schema parsed it (older requests carry no delivery options)
+  const request = n.request as unknown as { to: unknown; payload: unknown } & DeliveryOptionsInput;
+  const { expires_at, ttl, priority } = request;
   return {
     id: n.id,
     created_at: iso(n.created_at)!,
     state: n.state,
     to: { id: n.audience_id, type: 'Audience' as const },
-    notification: { to: request.to, payload: request.payload },
+    notification: { to: request.to, payload: request.payload, expires_at, ttl, priority },
   };
 }
 
@@ -28,6 +31,9 @@ export function notificationResponse(n: Notification) {
     pushes_succeeded: n.pushes_succeeded,
     pushes_failed: n.pushes_failed,
     tokens_invalidated: n.tokens_invalidated,
+    pushes_expired: n.pushes_expired,
+    expires_at: iso(n.expires_at),
+    priority: n.priority,
     published_at: iso(n.published_at),
     finished_at: iso(n.finished_at),
     failure_reason: n.failure_reason,

@@ -5,7 +5,7 @@ export class Metrics {
   readonly registry = new Registry();
   readonly pushes = new Counter({
     name: 'pushd_pushes_total',
-    help: 'Pushes by platform and outcome (ok, invalid_token, retry, failed)',
+    help: 'Pushes by platform and outcome (ok, invalid_token, retry, failed, expired)',
     labelNames: ['platform', 'outcome'] as const,
     registers: [this.registry],
   });

@@ -8,12 +8,20 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { JobTypes } from './jobs.js';
+import { isExpired, msLeft } from '../domain/delivery-options.js';
 import { RetryLaterError } from './retry.js';
 import type { Clock } from '../platform/clock.js';
 
 /** Sorts per-device gateway results into what the batch records. */
 export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?: number } {
-  const out: BatchOutcome & { retryAfterMs?: number } = { succeeded: [], failed: [], invalidated: [], retry: [], lastError: null };
+  const out: BatchOutcome & { retryAfterMs?: number } = {
+    succeeded: [],
+    failed: [],
+    invalidated: [],
+    retry: [],
+    expired: [],
+    lastError: null,
+  };
   for (const { deviceId, outcome } of results) {
     switch (outcome.kind) {
       case 'ok':
@@ -46,15 +54,21 @@ export interface BatchAttemptDeps {
 /**
  * One attempt at a stored batch: sends its still-pending devices through the app's gateway (so a retry resends
  * exactly the tokens that failed temporarily) and commits the results. `done` when nothing is left to retry; on
- * the final attempt what is left counts as failed.
+ * the final attempt what is left counts as failed. An attempt at or after the notification's expiry sends
+ * nothing: its pending devices are recorded expired and the batch is done.
  */
 export async function attemptBatch(
   deps: BatchAttemptDeps,
-  n: Pick<Notification, 'id' | 'app_id' | 'payload'>,
+  n: Pick<Notification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority'>,
   batch: BatchHead,
   finalAttempt: boolean,
 ): Promise<{ summary: ReturnType<typeof summarise>; done: boolean }> {
   const pending = await deps.delivery.pendingTargets(deps.db, batch.id);
+  if (isExpired(n.expires_at, new Date())) {
+    const summary = { ...summarise([]), expired: pending.map((p) => p.deviceId), lastError: 'expired' };
+    if (summary.expired.length > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome: 'expired' }, summary.expired.length);
+    return { summary, done: (await deps.delivery.recordAttempt(deps.db, batch, summary, finalAttempt)).done };
+  }
   const targets: PushTarget[] = [];
   let results: PushResult[] = [];
   for (const p of pending) {
@@ -69,7 +83,8 @@ export async function attemptBatch(
     );
   } else if (gateway) {
     const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
-    results = results.concat(await gateway.send({ notificationId: n.id, payload: n.payload as Record<string, unknown> }, targets));
+    const push = { notificationId: n.id, payload: n.payload as Record<string, unknown>, expiresAt: n.expires_at, priority: n.priority };
+    results = results.concat(await gateway.send(push, targets));
     stop();
   }
   const summary = summarise(results);
@@ -123,10 +138,15 @@ export function deliveryProcessor(
         failed: summary.failed.length,
         invalidated: summary.invalidated.length,
         retry: summary.retry.length,
+        expired: summary.expired.length,
       },
       'batch attempt recorded',
     );
-    if (!done) throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs);
+    if (!done) {
+      // A retry after the expiry would only find it expired: come back at the expiry at the latest.
+      const untilExpiryMs = msLeft(n.expires_at, new Date());
+      throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs, untilExpiryMs);
+    }
     await deps.delivery.completeIfFinished(deps.db, n.id, n.generation);
   };
 }

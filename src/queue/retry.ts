@@ -1,11 +1,14 @@
 /**
  * Retry policy of deliveries. The error a delivery job throws carries what the gateway asked for
- * (Retry-After); the backoff is exponential with full jitter and never shorter than that.
+ * (Retry-After); the backoff is exponential with full jitter and never shorter than that, except that no retry
+ * waits past the notification's expiry (the attempt then records its pushes expired).
  */
 export class RetryLaterError extends Error {
   constructor(
     message: string,
     readonly retryAfterMs: number | undefined,
+    /** time left before the notification expires: no retry is put off beyond it */
+    readonly untilExpiryMs?: number,
   ) {
     super(message);
     this.name = 'RetryLaterError';
@@ -22,5 +25,8 @@ export function backoffDelay(policy: RetryPolicy, attemptsMade: number, err: unk
   const exp = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** Math.max(0, attemptsMade - 1));
   const jittered = exp / 2 + random() * (exp / 2);
   const asked = err instanceof RetryLaterError && err.retryAfterMs ? err.retryAfterMs : 0;
-  return Math.round(Math.max(jittered, Math.min(asked, policy.maxDelayMs)));
+  const delay = Math.round(Math.max(jittered, Math.min(asked, policy.maxDelayMs)));
+  if (!(err instanceof RetryLaterError) || err.untilExpiryMs === undefined) return delay;
+  // Rounded up: a retry back a moment before the expiry would send again instead of finding it expired.
+  return Math.min(delay, Math.ceil(err.untilExpiryMs));
 }

@@ -5,6 +5,7 @@ import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
 import { canonicalFilters, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices, specKey } from '../domain/audience-spec.js';
+import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
@@ -79,10 +80,14 @@ export class NotificationService {
     const now = this.clock.now();
     const problem = sendAtProblem(request.notification, now);
     if (problem) throw new ValidationError(problem);
+    const options = resolveDeliveryOptions(request.notification, now);
+    // one expiry for a send that goes out over 26 hours would cut off the later zones
+    if (request.notification.local_time && (options.ttlSeconds !== null || options.expiresAt !== null))
+      throw new ValidationError(`notification.${options.ttlSeconds !== null ? 'ttl' : 'expires_at'}: cannot be combined with local_time`);
     const created = await this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      const stored = await this.insert(trx, appId, request, now);
+      const stored = await this.insert(trx, appId, request, now, options);
       await this.idempotency.store(trx, appId, idempotency, stored.notification);
       return stored;
     });
@@ -108,6 +113,7 @@ export class NotificationService {
     appId: string,
     request: NotificationRequest,
     now: Date,
+    options: DeliveryOptions,
   ): Promise<{ notification: Notification; batchIds: string[] | null }> {
     const { to, payload } = request.notification;
     const target = targetOf(to);
@@ -115,6 +121,9 @@ export class NotificationService {
     const settings = await this.apps.campaignSettings(trx, appId);
     const deviceZones = request.notification.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
     const timing = timingOf(request.notification, now, settings.default_time_zone, deviceZones);
+    // a ttl counts from when it goes out
+    if (timing.sendAt && options.ttlSeconds !== null)
+      options = { ...options, expiresAt: expiryOf(options, timing.sendAt), ttlSeconds: null };
     let audience: { id: string; filters: Filter[] | null };
     if (target.kind === 'all') {
       audience = await this.audiences.upsertAllDevices(trx, appId);
@@ -132,6 +141,7 @@ export class NotificationService {
       payload,
       collapseKey,
       timing,
+      options,
     });
     if (timing.nextDueAt) return { notification: inserted, batchIds: null };
     // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
@@ -149,15 +159,21 @@ export class NotificationService {
     return { notification: inserted, batchIds: batches.map((b) => b.id) };
   }
 
-  /** What `create` would send, without storing or sending anything: the mapped APNs and FCM requests. */
+  /**
+   * What `create` would send, without storing or sending anything: the mapped APNs and FCM requests, as if
+   * sent now (a ttl counts from now, and FCM's ttl is the time left).
+   */
   async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
     const { to, payload } = request.notification;
+    const now = this.clock.now();
+    const options = resolveDeliveryOptions(request.notification, now);
+    const push = { expiresAt: expiryOf(options, now), priority: options.priority };
     const target = targetOf(to);
     if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
       throw new NotFoundError('audience');
     return {
-      apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID),
-      fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID), PREVIEW_DEVICE_TOKEN),
+      apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID, push),
+      fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
     };
   }
 }

@@ -3,6 +3,7 @@ import type { BatchHead } from '../db/repositories/delivery.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
+import { msLeft, resolveDeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, type TransactionalRequest } from '../domain/transactional-request.js';
 import { attemptBatch, type BatchAttemptDeps } from '../queue/delivery.js';
@@ -15,7 +16,7 @@ export const TRANSACTIONAL_MAX_DEVICES = 100;
 
 export interface TransactionalResult {
   notification: Notification;
-  /** pushes the gateways accepted, tokens they reported uninstalled, devices not reached */
+  /** pushes the gateways accepted, tokens they reported uninstalled, devices not reached (expired ones included) */
   success: number;
   uninstalled: number;
   failures: string[];
@@ -25,7 +26,8 @@ export interface TransactionalResult {
  * Sends within the request. The notification and its batches are committed first, exactly as a small audience's
  * are, so a process that dies mid-send leaves them to the sweeper and the workers (at least once, as for every
  * notification). Then the batches are sent here, retried until `timeoutMs`; what is still unsent at the deadline
- * counts as failed (`deadline_exceeded`) and is reported, so the caller decides whether to send again.
+ * counts as failed (`deadline_exceeded`) and is reported, so the caller decides whether to send again. A push
+ * that expires first is not retried past its expiry: it is recorded expired and reported among the failures.
  */
 export class TransactionalService {
   constructor(
@@ -48,7 +50,9 @@ export class TransactionalService {
     request: TransactionalRequest,
     idempotency?: IdempotentRequest<TransactionalResult>,
   ): Promise<TransactionalResult | Replay> {
-    const deadline = Date.now() + this.settings.timeoutMs;
+    const now = new Date();
+    const deadline = now.getTime() + this.settings.timeoutMs;
+    const options = resolveDeliveryOptions(request.notification, now);
     const filters = transactionalFilters(request);
     const committed = await this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
@@ -56,7 +60,7 @@ export class TransactionalService {
       const devices = await this.devices.pageDeliverable(trx, appId, filters, {
         afterId: null,
         limit: TRANSACTIONAL_MAX_DEVICES + 1,
-        now: new Date(),
+        now,
       });
       if (devices.length > TRANSACTIONAL_MAX_DEVICES) {
         throw new ValidationError(`to: matches more than ${TRANSACTIONAL_MAX_DEVICES} devices; send to an audience instead`);
@@ -68,6 +72,7 @@ export class TransactionalService {
         payload: request.notification.payload,
         collapseKey: null,
         group: request.group,
+        options,
       });
       const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.settings.batchSize);
       await this.sending.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
@@ -106,19 +111,24 @@ export class TransactionalService {
       const { summary, done } = await attemptBatch(this.sending, n, batch, final);
       total.succeeded += summary.succeeded.length;
       total.uninstalled += summary.invalidated.length;
-      total.failed.push(...summary.failed.map((f) => f.deviceId));
+      total.failed.push(...summary.failed.map((f) => f.deviceId), ...summary.expired);
       if (done) {
         if (final) total.failed.push(...summary.retry); // recorded as retries_exhausted
         return total;
       }
-      const delay = backoffDelay(this.settings.retry, batch.attempts + 1, new RetryLaterError('retry', summary.retryAfterMs));
+      const untilExpiryMs = msLeft(n.expires_at, new Date());
+      const delay = backoffDelay(
+        this.settings.retry,
+        batch.attempts + 1,
+        new RetryLaterError('retry', summary.retryAfterMs, untilExpiryMs),
+      );
       if (Date.now() + delay >= deadline) {
         const next = { ...batch, attempts: batch.attempts + 1 };
         const left = summary.retry.map((deviceId) => ({ deviceId, reason: 'deadline_exceeded' }));
         await this.sending.delivery.recordAttempt(
           this.db,
           next,
-          { succeeded: [], failed: left, invalidated: [], retry: [], lastError: 'deadline_exceeded' },
+          { succeeded: [], failed: left, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
           true,
         );
         total.failed.push(...summary.retry);

@@ -110,14 +110,14 @@ describe('toApnsRequest', () => {
 describe('toFcmMessage', () => {
   it('maps alert and title to an Android notification and keeps them in data for the SDK', () => {
     const m = toFcmMessage({ alert: 'Body', title: 'Title' }, NID);
-    expect(m.android).toEqual({ priority: 'high', notification: { title: 'Title', body: 'Body' } });
+    expect(m.android).toEqual({ priority: 'HIGH', notification: { title: 'Title', body: 'Body' } });
     expect(m.data).toEqual({ alert: 'Body', title: 'Title', _nid: NID });
   });
 
   it('maps _channel_id, category and collapse_key to the Android fields', () => {
     const m = toFcmMessage({ alert: 'a', _channel_id: 'news', category: 'REPLY', collapse_key: 'score' }, NID);
     expect(m.android).toEqual({
-      priority: 'high',
+      priority: 'HIGH',
       collapse_key: 'score',
       notification: { body: 'a', channel_id: 'news', tag: 'score', click_action: 'REPLY' },
     });
@@ -156,7 +156,7 @@ describe('toFcmMessage', () => {
 
   it('sends a data message (no notification, normal priority) when nothing is shown', () => {
     const m = toFcmMessage({ foo: 'bar', category: 'C', collapse_key: 'k', _channel_id: 'ch' }, NID);
-    expect(m.android).toEqual({ priority: 'normal', collapse_key: 'k' });
+    expect(m.android).toEqual({ priority: 'NORMAL', collapse_key: 'k' });
     expect(m.data).toEqual({ foo: 'bar', category: 'C', _nid: NID });
   });
 
@@ -167,7 +167,7 @@ describe('toFcmMessage', () => {
   it('builds the v1 send body with the token', () => {
     const body = fcmSendBody(toFcmMessage({ alert: 'a' }, NID), 'tok');
     expect(body).toEqual({
-      message: { token: 'tok', data: { alert: 'a', _nid: NID }, android: { priority: 'high', notification: { body: 'a' } } },
+      message: { token: 'tok', data: { alert: 'a', _nid: NID }, android: { priority: 'HIGH', notification: { body: 'a' } } },
     });
   });
 
@@ -178,6 +178,72 @@ describe('toFcmMessage', () => {
       expect(encode(token)).toBe(JSON.stringify(fcmSendBody(template, token)));
       expect(JSON.parse(encode(token))).toEqual(fcmSendBody(template, token));
     }
+  });
+});
+
+describe('delivery options: expiry and priority', () => {
+  const NOW = new Date('2026-05-01T12:00:00.000Z');
+  const expiresAt = new Date('2026-05-01T13:30:00.900Z');
+  const unix = Math.floor(expiresAt.getTime() / 1000);
+
+  it('APNs: apns-expiration is the expiry in unix seconds, rounded down', () => {
+    expect(toApnsRequest({ alert: 'a' }, NID, { expiresAt }).headers).toEqual({
+      'apns-push-type': 'alert',
+      'apns-priority': 10,
+      'apns-expiration': unix,
+    });
+    expect(unix).toBe(Date.parse('2026-05-01T13:30:00Z') / 1000);
+    expect(toApnsRequest({ alert: 'a' }, NID, { expiresAt: null }).headers).not.toHaveProperty('apns-expiration');
+  });
+
+  it('APNs: high is priority 10, normal 5, unset keeps 10 for a shown push', () => {
+    const priority = (p: 'high' | 'normal' | null) => toApnsRequest({ alert: 'a' }, NID, { priority: p }).headers['apns-priority'];
+    expect(priority('high')).toBe(10);
+    expect(priority('normal')).toBe(5);
+    expect(priority(null)).toBe(10);
+  });
+
+  it('APNs: a background push stays at priority 5 whatever is asked (Apple refuses 10 for it)', () => {
+    for (const p of ['high', 'normal', null] as const) {
+      expect(toApnsRequest({ content_available: true, foo: 1 }, NID, { priority: p }).headers).toEqual({
+        'apns-push-type': 'background',
+        'apns-priority': 5,
+      });
+    }
+    // with something shown it is an alert push, and takes the asked priority
+    expect(toApnsRequest({ content_available: true, badge: 1 }, NID, { priority: 'normal' }).headers['apns-priority']).toBe(5);
+  });
+
+  it('FCM: android.ttl is the whole seconds left at sending, never negative', () => {
+    expect(toFcmMessage({ alert: 'a' }, NID, { expiresAt, now: NOW }).android).toEqual({
+      priority: 'HIGH',
+      ttl: '5400s',
+      notification: { body: 'a' },
+    });
+    expect(toFcmMessage({ alert: 'a' }, NID, { expiresAt, now: new Date('2026-05-01T13:30:00.000Z') }).android.ttl).toBe('0s');
+    expect(toFcmMessage({ alert: 'a' }, NID, { expiresAt, now: new Date('2026-05-02T00:00:00Z') }).android.ttl).toBe('0s');
+    expect(toFcmMessage({ alert: 'a' }, NID, { expiresAt: null, now: NOW }).android).not.toHaveProperty('ttl');
+  });
+
+  it('FCM: high is HIGH, normal is NORMAL, for notification and data messages alike; unset keeps the defaults', () => {
+    const priority = (payload: Record<string, unknown>, p: 'high' | 'normal' | null) =>
+      toFcmMessage(payload, NID, { priority: p, now: NOW }).android.priority;
+    expect(priority({ alert: 'a' }, 'normal')).toBe('NORMAL');
+    expect(priority({ alert: 'a' }, 'high')).toBe('HIGH');
+    expect(priority({ alert: 'a' }, null)).toBe('HIGH');
+    expect(priority({ foo: 'bar' }, 'high')).toBe('HIGH');
+    expect(priority({ foo: 'bar' }, 'normal')).toBe('NORMAL');
+    expect(priority({ foo: 'bar' }, null)).toBe('NORMAL');
+  });
+
+  it('the options change no payload field', () => {
+    const payload = { alert: 'a', title: 't', foo: 'bar' };
+    const options = { expiresAt, priority: 'normal' as const };
+    expect(toApnsRequest(payload, NID, options).body).toEqual(toApnsRequest(payload, NID).body);
+    expect(toFcmMessage(payload, NID, { ...options, now: NOW }).data).toEqual(toFcmMessage(payload, NID).data);
+    expect(toFcmMessage(payload, NID, { ...options, now: NOW }).android.notification).toEqual(
+      toFcmMessage(payload, NID).android.notification,
+    );
   });
 });
 

@@ -73,6 +73,24 @@ describe('ApnsGateway', () => {
     });
   });
 
+  it('sends the expiry as apns-expiration and the asked priority; without them, no expiration header', async () => {
+    const t = targets(2);
+    const expiresAt = new Date(Date.now() + 3_600_500);
+    await gateway().send({ ...push({ alert: 'Soon gone' }), expiresAt, priority: 'normal' }, [t[0]!]);
+    await gateway().send({ ...push({ alert: 'Urgent' }), expiresAt: null, priority: 'high' }, [t[1]!]);
+    const byToken = (token: string) => mock.pushes.find((p) => p.token === token);
+    expect(byToken(t[0]!.token)).toMatchObject({ pushType: 'alert', priority: 5, expiration: Math.floor(expiresAt.getTime() / 1000) });
+    expect(byToken(t[0]!.token)?.headers['apns-expiration']).toBe(String(Math.floor(expiresAt.getTime() / 1000)));
+    expect(byToken(t[1]!.token)).toMatchObject({ priority: 10, expiration: undefined });
+    expect(byToken(t[1]!.token)?.headers).not.toHaveProperty('apns-expiration');
+  });
+
+  it('keeps a background push at priority 5 when high is asked', async () => {
+    const [t] = targets(1);
+    await gateway().send({ ...push({ content_available: true }), priority: 'high' }, [t!]);
+    expect(mock.pushes[0]).toMatchObject({ pushType: 'background', priority: 5 });
+  });
+
   it('sorts dead tokens into invalid_token and leaves the others ok', async () => {
     const t = targets(4);
     mock.markUnregistered(t[0]!.token);

@@ -61,11 +61,35 @@ describe('FcmGateway', () => {
       token: t[0]?.token,
       data: { alert: 'Body', title: 'Title', badge: '2', category: 'REPLY', _st: '{"mid":"m1"}', _nid: 'notif-1' },
       android: {
-        priority: 'high',
+        priority: 'HIGH',
         collapse_key: 'score',
         notification: { title: 'Title', body: 'Body', channel_id: 'news', tag: 'score', click_action: 'REPLY' },
       },
     });
+  });
+
+  it('sends android.ttl as the seconds left and the asked priority; without them, no ttl and the default priority', async () => {
+    const t = targets(3);
+    const expiresAt = new Date(Date.now() + 600_000);
+    await gateway().send({ ...push({ alert: 'Soon gone' }), expiresAt, priority: 'normal' }, [t[0]!]);
+    await gateway().send({ ...push({ foo: 'data only' }), priority: 'high' }, [t[1]!]);
+    await gateway().send(push({ foo: 'data only' }), [t[2]!]);
+    const android = (token: string) =>
+      (mock.pushes.find((p) => p.token === token)?.message as { android: Record<string, unknown> }).android;
+    const first = android(t[0]!.token);
+    expect(first.priority).toBe('NORMAL');
+    expect(first.ttl).toMatch(/^\d+s$/);
+    // sent at once: 600 s left, less the moments the send took
+    expect(parseInt(first.ttl as string, 10)).toBeGreaterThanOrEqual(590);
+    expect(parseInt(first.ttl as string, 10)).toBeLessThanOrEqual(600);
+    expect(android(t[1]!.token)).toEqual({ priority: 'HIGH' });
+    expect(android(t[2]!.token)).toEqual({ priority: 'NORMAL' });
+  });
+
+  it('counts android.ttl down to 0s as the expiry comes, never below', async () => {
+    const [t] = targets(1);
+    await gateway().send({ ...push(), expiresAt: new Date(Date.now() - 5000) }, [t!]);
+    expect((mock.pushes[0]?.message as { android: { ttl: string } }).android.ttl).toBe('0s');
   });
 
   it('fetches one OAuth token from the token endpoint and reuses it across sends', async () => {

@@ -5,7 +5,7 @@
  *
  * Checks, in order: path/method, injected faults, provider JWT (ES256 over a registered key id,
  * iss = team id, iat younger than `tokenMaxAgeSec` else 403 ExpiredProviderToken), apns-topic,
- * apns-push-type, apns-priority, apns-collapse-id, apns-id, body (<= 4096 bytes, JSON object with
+ * apns-push-type, apns-priority, apns-collapse-id, apns-id, apns-expiration, body (<= 4096 bytes, JSON object with
  * `aps`), device token (hex, not marked bad/unregistered). Accepted pushes are recorded.
  *
  *   const apns = await ApnsMock.start({ topic: 'com.example.app' });
@@ -35,6 +35,8 @@ export interface RecordedApnsPush {
   pushType: string;
   priority: number | undefined;
   collapseId: string | undefined;
+  /** apns-expiration (unix seconds), undefined when the header was absent */
+  expiration: number | undefined;
   apnsId: string;
   headers: IncomingHttpHeaders;
   payload: Record<string, unknown>;
@@ -175,6 +177,7 @@ export class ApnsMock extends MockHttp2Server {
     const apnsId = requestApnsId(req);
     const priority = req.headers['apns-priority'];
     const collapseId = req.headers['apns-collapse-id'];
+    const expiration = req.headers['apns-expiration'];
     if (!this.deliverable(res)) return;
     this.accepted += 1;
     this.onAccept?.(token);
@@ -185,6 +188,7 @@ export class ApnsMock extends MockHttp2Server {
         pushType: String(req.headers['apns-push-type']),
         priority: priority === undefined ? undefined : Number(priority),
         collapseId: typeof collapseId === 'string' ? collapseId : undefined,
+        expiration: expiration === undefined ? undefined : Number(expiration),
         apnsId,
         headers: req.headers,
         payload,

@@ -54,6 +54,8 @@ const GRANT = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const MESSAGING_SCOPES = ['https://www.googleapis.com/auth/firebase.messaging', 'https://www.googleapis.com/auth/cloud-platform'];
 const FCM_ERROR = 'type.googleapis.com/google.firebase.fcm.v1.FcmError';
 const BAD_REQUEST = 'type.googleapis.com/google.rpc.BadRequest';
+/** FCM's longest android.ttl: 28 days. */
+const FCM_MAX_TTL_SECONDS = 2_419_200;
 /** FCM's limit on a message's data + notification payload. */
 export const FCM_MAX_PAYLOAD = 4096;
 /** What FCM registration tokens look like (base64url-ish with a colon). */
@@ -426,6 +428,9 @@ function validateMessage(body: unknown): FcmFailure | undefined {
     const ttl = a.ttl;
     if (ttl !== undefined && !(typeof ttl === 'string' && /^\d+(\.\d+)?s$/.test(ttl)))
       return bad('message.android.ttl', "Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration)");
+    // FCM keeps a message at most 28 days and refuses a longer ttl.
+    if (typeof ttl === 'string' && parseFloat(ttl) > FCM_MAX_TTL_SECONDS)
+      return bad('message.android.ttl', 'The TTL value must be between 0 and 2419200 seconds (28 days).');
     const androidData = checkStringMap(a.data, 'message.android.data');
     if (androidData) return androidData;
     if (a.notification !== undefined) {

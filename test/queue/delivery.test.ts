@@ -130,6 +130,7 @@ for (const backend of backends) {
         published_time: expect.stringMatching(/Z$/),
         pushes_succeeded: 4,
         pushes_rejected: 0,
+        pushes_expired: 0,
       });
     });
 

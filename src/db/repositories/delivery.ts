@@ -27,6 +27,8 @@ export interface BatchOutcome {
   invalidated: { deviceId: string; reason: string }[];
   /** devices whose send must be retried; they stay pending */
   retry: string[];
+  /** devices not sent because the notification expired; done with */
+  expired: string[];
   lastError: string | null;
 }
 
@@ -212,6 +214,7 @@ export class DeliveryRepository {
 
   /**
    * Records one attempt's results atomically: batch progress, notification counters, invalidated tokens.
+   * Expired devices leave the batch like sent ones and count in pushes_expired, not in pushes_failed.
    * One statement (data-modifying CTEs) instead of a transaction of several: the notification row, which
    * every batch of the notification updates, is then locked only while PostgreSQL runs it, never across
    * a round trip to a busy worker. A concurrent duplicate run of the batch (same `attempts`) records nothing.
@@ -223,6 +226,8 @@ export class DeliveryRepository {
     const done = retryLeft.length === 0;
     const succeeded = outcome.succeeded.length;
     const invalidated = outcome.invalidated.length;
+    const expired = outcome.expired.length;
+    const failureReason = failed[0]?.reason ?? (expired > 0 ? 'expired' : null);
     const invalidate = invalidated
       ? sql`, invalidated as (
           update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
@@ -234,7 +239,7 @@ export class DeliveryRepository {
         update delivery_batches
         set pending_device_ids = ${retryLeft}::uuid[], state = ${done ? 'done' : 'pending'}, attempts = attempts + 1,
             succeeded = succeeded + ${succeeded}::int, failed = failed + ${failed.length}::int, invalidated = invalidated + ${invalidated}::int,
-            last_error = ${outcome.lastError}, updated_at = now()
+            expired = expired + ${expired}::int, last_error = ${outcome.lastError}, updated_at = now()
         where id = ${batch.id} and state = 'pending' and attempts = ${batch.attempts}::int
         returning 1),
       counted as (
@@ -242,7 +247,8 @@ export class DeliveryRepository {
         set pushes_succeeded = pushes_succeeded + ${succeeded}::int,
             pushes_failed = pushes_failed + ${failed.length + invalidated}::int,
             tokens_invalidated = tokens_invalidated + ${invalidated}::int,
-            failure_reason = coalesce(${failed[0]?.reason ?? null}::text, failure_reason),
+            pushes_expired = pushes_expired + ${expired}::int,
+            failure_reason = coalesce(${failureReason}::text, failure_reason),
             updated_at = now()
         where id = ${batch.notification_id}::uuid and exists (select 1 from recorded))
       ${invalidate}

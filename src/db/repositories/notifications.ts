@@ -4,6 +4,7 @@ import type { Db } from '../database.js';
 import type { Notification, NotificationState } from '../schema.js';
 import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
+import type { DeliveryOptions } from '../../domain/delivery-options.js';
 
 export interface NewNotification {
   appId: string;
@@ -16,6 +17,8 @@ export interface NewNotification {
   group?: string | null;
   /** When and how fast it goes out; absent: now, as fast as the gateways take it. */
   timing?: Timing;
+  /** expiry and priority; none when absent */
+  options?: DeliveryOptions;
 }
 
 export class NotificationsRepository {
@@ -35,6 +38,8 @@ export class NotificationsRepository {
       next_due_at: n.timing?.nextDueAt ?? null,
       local_plan: n.timing?.localPlan ? JSON.stringify(n.timing.localPlan) : null,
       throttle_per_minute: n.timing?.throttlePerMinute ?? null,
+      expires_at: expiresAt(n.options),
+      priority: n.options?.priority ?? null,
     };
     if (n.collapseKey === null) {
       return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();
@@ -50,6 +55,8 @@ export class NotificationsRepository {
             audience_id: eb.ref('excluded.audience_id'),
             request: eb.ref('excluded.request'),
             payload: eb.ref('excluded.payload'),
+            expires_at: eb.ref('excluded.expires_at'),
+            priority: eb.ref('excluded.priority'),
             state: 'scheduled',
             generation: sql<number>`notifications.generation + 1`,
             failure_reason: null,
@@ -109,4 +116,13 @@ export class NotificationsRepository {
   async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
+}
+
+/**
+ * A ttl counts from the statement's now(): the created_at of a new row, or the moment a collapse_key update
+ * replaced the notification (an old creation time would leave the update less time than it asked for).
+ */
+function expiresAt(options: DeliveryOptions | undefined) {
+  if (options?.ttlSeconds != null) return sql<Date>`now() + make_interval(secs => ${options.ttlSeconds}::int)`;
+  return options?.expiresAt ?? null;
 }

@@ -86,6 +86,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
               published_time: z.string().nullable(),
               pushes_succeeded: z.number().int(),
               pushes_rejected: z.number().int(),
+              pushes_expired: z.number().int(),
             }),
             404: errorResponse,
             ...authErrors,
@@ -102,6 +103,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           published_time: n.published_at ? n.published_at.toISOString() : null,
           pushes_succeeded: n.pushes_succeeded,
           pushes_rejected: n.pushes_failed,
+          pushes_expired: n.pushes_expired,
         };
       },
     );
