@@ -71,6 +71,7 @@ describe('campaign control', () => {
       [{ send_at: 12 }, /^notification\.send_at/],
       [{ throttle: { per_minute: 0 } }, /^notification\.throttle\.per_minute/],
       [{ throttle: 10 }, /^notification\.throttle/],
+      [{ send_at: '2026-03-08T09:00', local_time: true, ttl: 3600 }, /^notification\.ttl: cannot be combined with local_time/],
     ];
     for (const [fields, error] of cases) {
       const res = await post({ to: '*', ...fields });
@@ -109,6 +110,13 @@ describe('campaign control', () => {
     expect(tokens()).toEqual(devices.map((d) => d.token).sort());
     expect(await read(id)).toMatchObject({ state: 'sent', devices_targeted: 2, pushes_succeeded: 2, estimated_finish_at: null });
     clock.set('2026-03-07T12:45:00Z');
+  });
+
+  it('counts a ttl from send_at for a scheduled notification', async () => {
+    const res = await post({ to: '*', send_at: '2026-03-07T15:00:00Z', ttl: 600 });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(await read(res.json().id)).toMatchObject({ send_at: '2026-03-07T15:00:00.000Z', expires_at: '2026-03-07T15:10:00.000Z' });
+    expect((await cancel(res.json().id)).statusCode).toBe(200);
   });
 
   it('cancels a scheduled notification: it never goes out; a finished one answers 409', async () => {
