@@ -16,8 +16,12 @@ export function roleAllows(role: KeyRole, permission: Permission): boolean {
 }
 
 /** 192 random bits, URL-safe, so it can be pasted into a Basic credential without escaping. */
+/** 192 random bits, base64url; never starting with "-" or "_", so `--key KEY` on a command line is not read as a flag. */
 export function generateApiKey(): string {
-  return randomBytes(24).toString('base64url');
+  for (;;) {
+    const key = randomBytes(24).toString('base64url');
+    if (/^[A-Za-z0-9]/.test(key)) return key;
+  }
 }
 
 export function hashApiKey(key: string): Buffer {

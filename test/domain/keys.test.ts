@@ -12,6 +12,8 @@ describe('api keys', () => {
     expect(new Set(keys).size).toBe(keys.length);
     // rough entropy check: every base64url symbol shows up across the keys
     expect(new Set(keys.join('')).size).toBe(64);
+    // none reads as a command-line flag (`pushd key revoke --key -abc…` would be refused)
+    expect(keys.filter((k) => /^[-_]/.test(k))).toEqual([]);
   });
 
   it('are stored as a SHA-256 hash that matches only the key', () => {
