@@ -14,6 +14,8 @@ function pool(
   windows: (number | undefined)[],
   options: { maxConnections: number; maxInFlight: number; minInFlight?: number; chunkSize?: number },
   roundTripMs = 2,
+  /** Tokens the gateway answers per millisecond; beyond that, streams queue at the gateway. */
+  capacityPerMs = Infinity,
 ) {
   const opened: FakeConnection[] = [];
   const p = new StreamPool(
@@ -27,12 +29,15 @@ function pool(
   );
   let inFlight = 0;
   let peak = 0;
+  let gatewayFreeAt = 0;
   const send = async (c: FakeConnection, chunk: number[]) => {
     c.active += chunk.length;
     inFlight += chunk.length;
     c.peak = Math.max(c.peak, c.active);
     peak = Math.max(peak, inFlight);
-    await sleep(roundTripMs);
+    const now = performance.now();
+    gatewayFreeAt = Math.max(now, gatewayFreeAt) + chunk.length / capacityPerMs;
+    await sleep(roundTripMs + (gatewayFreeAt - now));
     c.active -= chunk.length;
     inFlight -= chunk.length;
   };
@@ -50,7 +55,8 @@ describe('StreamPool', () => {
   });
 
   it('keeps a near gateway at the floor: more streams would only queue', async () => {
-    const { p, opened, send, peak } = pool([1000], { maxConnections: 4, maxInFlight: 2000 }, 1);
+    // 1 ms away and answering 20 pushes a millisecond: 20 streams keep it busy, more only wait at the gateway
+    const { p, opened, send, peak } = pool([1000], { maxConnections: 4, maxInFlight: 2000 }, 1, 20);
     await p.run(range(20_000), send);
     expect(opened).toHaveLength(1);
     expect(peak()).toBe(200);
