@@ -17,7 +17,7 @@ import { AppService } from '../src/services/apps.js';
 import { haversine, inPolygon, micro } from '../test/db/filter-reference.js';
 import { benchDatabaseKept } from './lib/audience-db.js';
 import { loadDevices } from './lib/audience-load.js';
-import { arg, percentile } from './lib/setup.js';
+import { arg, percentile, printRows } from './lib/setup.js';
 
 const DEVICES = Number(arg('devices', '1000000'));
 const RUNS = Number(arg('runs', '25'));
@@ -192,14 +192,6 @@ async function crossCheck(db: import('../src/db/database.js').Db, repo: DevicesR
     console.log(`  ${ours === expected ? 'ok  ' : 'DIFF'} ${label}: ${ours.toLocaleString('en')} = ${expected.toLocaleString('en')}`);
     if (ours !== expected) process.exitCode = 1;
   }
-}
-
-function printRows(header: string[], rows: string[][]) {
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
-  for (const r of rows) console.log(line(r));
 }
 
 main().catch((err) => {

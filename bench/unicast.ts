@@ -10,7 +10,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { sql } from 'kysely';
-import { arg, benchDatabase, percentile } from './lib/setup.js';
+import { arg, benchDatabase, cpuMs, percentile } from './lib/setup.js';
 import { benchStack, startServices } from './lib/stack.js';
 
 const K = Number(arg('notifications', '10000'));
@@ -36,6 +36,12 @@ interface Result {
   missed: number;
   twice: number;
   unfinished: boolean;
+  /** CPU time per notification, ms: the service's processes (the API's, the workers'), and PostgreSQL's backends serving this database */
+  serviceCpu: number;
+  apiCpu: number;
+  databaseCpu: number;
+  /** this process: the 50 clients and both mock gateways */
+  benchCpu: number;
 }
 
 async function runOne(target: Target, mode: 'single' | 'split', queue: string): Promise<Result> {
@@ -93,6 +99,28 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   counts.clear();
   received = 0;
 
+  // CPU spent per notification, which a busy machine slows down but does not change much
+  const servicePids = [...new Set([services.api, ...services.workers].map((c) => c.pid!))];
+  const backends = async () =>
+    (
+      await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`.execute(
+        db.db,
+      )
+    ).rows.map((r) => r.pid);
+  const cpuOf = (pids: number[]) =>
+    new Map(
+      pids.flatMap((pid) => {
+        try {
+          return [[pid, cpuMs(pid)] as const];
+        } catch {
+          return [];
+        }
+      }),
+    );
+  const cpuBefore = { service: cpuOf(servicePids), database: cpuOf(await backends()), bench: process.cpuUsage() };
+  const spent = (before: Map<number, number>, after: Map<number, number>) =>
+    [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
+
   const measured = rows.slice(0, K);
   const latencies: number[] = [];
   let refused = 0;
@@ -114,6 +142,11 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const backlog = K - received;
   await waitReceived(K, postedAt + timeoutMs);
   const unfinished = received < K;
+  const serviceCpu = spent(cpuBefore.service, cpuOf(servicePids)) / K;
+  const apiCpu = spent(cpuBefore.service, cpuOf([services.api.pid!])) / K;
+  const databaseCpu = spent(cpuBefore.database, cpuOf(await backends())) / K;
+  const benchUsage = process.cpuUsage(cpuBefore.bench);
+  const benchCpu = (benchUsage.user + benchUsage.system) / 1000 / K;
   await new Promise((r) => setTimeout(r, 1000)); // a push sent twice would arrive now
   apns.onAccept = fcm.onAccept = undefined;
 
@@ -135,6 +168,10 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     missed,
     twice,
     unfinished,
+    serviceCpu,
+    apiCpu,
+    databaseCpu,
+    benchCpu,
   };
 }
 
@@ -170,14 +207,14 @@ async function main() {
   );
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
   console.log(
-    '| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended | devices missed | pushed twice |',
+    '| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | benchmark clients + mocks |',
   );
-  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog} | ${r.missed} | ${r.twice} |`,
+      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.refused > 0);

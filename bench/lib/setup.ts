@@ -97,3 +97,12 @@ export function printTable(rows: [string, string][]): void {
   console.log(`|${'-'.repeat(w + 2)}|-------|`);
   for (const [k, v] of rows) console.log(`| ${k.padEnd(w)} | ${v} |`);
 }
+
+/** A Markdown table: the first column left-aligned, the others right-aligned. */
+export function printRows(header: string[], rows: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' | ')} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
+  for (const r of rows) console.log(line(r));
+}

@@ -54,7 +54,7 @@ export function pager(base: string, page: number, more: boolean): HTMLElement {
 }
 
 interface DevicePage {
-  meta: { cursor: string | null; total: number };
+  meta: { cursor: string; total: number };
   devices: { id: string; platform: string; push_enabled: boolean; user_id: string | null; installed_at?: string; locale?: string | null }[];
 }
 
@@ -66,9 +66,10 @@ export const audiencePage: Page = async ({ api }, main, [id]) => {
   ]);
   const devices = h('div', { id: 'audience-devices' });
   const cursors: (string | null)[] = [null];
+  const per = 20;
   const show = async (index: number) => {
     const cursor = cursors[index];
-    const q = `per=20${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
+    const q = `per=${per}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`;
     const pageOf = await api.get<DevicePage>(`/v6/audiences/${id}/devices?${q}`);
     cursors[index + 1] = pageOf.meta.cursor;
     replace(
@@ -96,8 +97,9 @@ export const audiencePage: Page = async ({ api }, main, [id]) => {
         'nav',
         { class: 'pager' },
         index > 0 && h('button', { type: 'button', onclick: () => show(index - 1) }, '← previous'),
-        h('span', {}, `page ${index + 1} of ${Math.max(1, Math.ceil(pageOf.meta.total / 20))}`),
-        pageOf.meta.cursor && h('button', { type: 'button', onclick: () => show(index + 1) }, 'next →'),
+        h('span', {}, `page ${index + 1} of ${Math.max(1, Math.ceil(pageOf.meta.total / per))}`),
+        // every page has a cursor, the last one too: there is more while the pages so far hold fewer than the total
+        (index + 1) * per < pageOf.meta.total && h('button', { type: 'button', onclick: () => show(index + 1) }, 'next →'),
       ),
     );
   };

@@ -1,12 +1,15 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { ActivityRepository } from '../db/repositories/activity.js';
 import { AppsRepository } from '../db/repositories/apps.js';
+import { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { Clock } from '../platform/clock.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
+import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import { StatsRepository } from '../db/repositories/stats.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
@@ -17,13 +20,17 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { NotificationScheduler } from '../queue/jobs.js';
 import type { JobQueues } from '../queue/queues.js';
+import { ActivityService } from '../services/activity.js';
 import { AppService } from '../services/apps.js';
 import { AudienceService } from '../services/audiences.js';
 import { DeviceService } from '../services/devices.js';
 import { IdempotencyKeys } from '../services/idempotency.js';
+import { MessageStreamService } from '../services/message-streams.js';
+import { MessageService } from '../services/messages.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
+import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 
 /** Wires the services the API serves from, once at start-up; each gets the handle and the repositories it needs. */
@@ -40,6 +47,7 @@ export function createContext(
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
   const eventsRepo = new EventsRepository();
+  const messagesRepo = new MessagesRepository();
   const idempotency = new IdempotencyKeys(new IdempotencyRepository());
   const notifications = new NotificationService(
     db,
@@ -54,8 +62,19 @@ export function createContext(
     config.DELIVERY_BATCH_SIZE,
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
   );
-  const devices = new DeviceService(db, devicesRepo, eventsRepo, createGeoIp(config.GEOIP_DB_PATH, log), idempotency);
+  const conversions = new ConversionsRepository();
+  const devices = new DeviceService(
+    db,
+    devicesRepo,
+    eventsRepo,
+    createGeoIp(config.GEOIP_DB_PATH, log),
+    idempotency,
+    conversions,
+    config.CONVERSION_WINDOW_HOURS,
+    new UninstalledRepository(),
+  );
   const services = {
+    activity: new ActivityService(db, new ActivityRepository(), conversions, devicesRepo, new NotificationsRepository()),
     apps: new AppService(db),
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices),
     devices,
@@ -65,14 +84,25 @@ export function createContext(
       new NotificationsRepository(),
       devicesRepo,
       idempotency,
-      { db, metrics, gateways, delivery: new DeliveryRepository() },
+      { metrics, gateways, store: new DeliveryStore(db, new DeliveryRepository()), clock },
       {
         batchSize: config.DELIVERY_BATCH_SIZE,
         timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,
         retry: { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS },
       },
     ),
-    stats: new StatsService(db, new StatsRepository(), new UninstalledRepository()),
+    stats: new StatsService(db, new StatsRepository()),
+    messages: new MessageService(
+      db,
+      messagesRepo,
+      devicesRepo,
+      new NotificationsRepository(),
+      notifications,
+      clock,
+      idempotency,
+      config.MESSAGE_RETENTION_DAYS,
+    ),
+    messageStreams: new MessageStreamService(db, messagesRepo, devicesRepo, clock, idempotency),
   };
   const check = (probe: Promise<unknown>) =>
     probe.then(

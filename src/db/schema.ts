@@ -62,11 +62,16 @@ export interface DevicesTable {
   ip_address: string | null;
   ip_latitude: number | null;
   ip_longitude: number | null;
+  /** GeoIP's city and country code for ip_address (shown as location.geoip) */
+  ip_city: string | null;
+  ip_country: string | null;
   created_at: Generated<Date>;
   registered_at: Generated<Date>;
   erased_at: Date | null;
   token_invalidated_at: Date | null;
   token_invalid_reason: string | null;
+  /** The last app open the SDK reported (a session start or a push open). */
+  last_opened_at: Date | null;
 }
 
 export interface DeviceAttributesTable {
@@ -138,6 +143,8 @@ export interface NotificationsTable {
   throttle_per_minute: number | null;
   pace_next_at: Date | null;
   canceled_at: Date | null;
+  /** The in-app message this notification was sent with, whose id its push carries. */
+  message_id: string | null;
   /** after this instant no push of it is sent (a ttl is stored as created_at + ttl); null: no expiry */
   expires_at: Date | null;
   priority: PushPriority | null;
@@ -184,6 +191,94 @@ export interface IdempotencyKeysTable {
   created_at: Generated<Date>;
 }
 
+/** An app session the SDK reported (migration 012); the client-made id is unique per device. */
+export interface AppSessionsTable {
+  device_id: string;
+  id: string;
+  app_id: string;
+  started_at: Date;
+  duration_seconds: number | null;
+  created_at: Generated<Date>;
+}
+
+/** A push open the SDK reported, once per notification, kind and device (migration 012). */
+export interface PushOpensTable {
+  notification_id: string;
+  kind: 'direct' | 'indirect';
+  device_id: string;
+  app_id: string;
+  opened_at: Date;
+}
+
+/** Which device received which push, when: what its events are attributed to (migration 012). */
+export interface DevicePushesTable {
+  device_id: string;
+  notification_id: string;
+  received_at: Date;
+}
+
+/** Events a device sent within the conversion window after receiving a push (migration 012). */
+export interface NotificationConversionsTable {
+  notification_id: string;
+  source: string;
+  name: string;
+  device_id: string;
+  count: ColumnType<string, number, number>;
+}
+
+/** The daily figures, per app, UTC day and shard of device ids; kept by triggers (migration 012). */
+export interface AppDailyStatsTable {
+  app_id: string;
+  day: ColumnType<Date, string, string>;
+  shard: number;
+  installs: Counter;
+  sessions: Counter;
+  opens: Counter;
+  active_users: Counter;
+}
+
+/** The devices active on a day, so each counts once in active_users (migration 012). */
+export interface AppActiveDevicesTable {
+  app_id: string;
+  day: ColumnType<Date, string, string>;
+  device_id: string;
+}
+
+/** An in-app message (migration 011). */
+export interface MessagesTable {
+  id: Generated<string>;
+  app_id: string;
+  audience_id: string;
+  request: Json<Record<string, unknown>>;
+  title: string;
+  text: string | null;
+  url: string | null;
+  type: string;
+  custom: Json<Record<string, unknown>>;
+  send_at: Date | null;
+  /** when it enters streams: send_at, or its creation */
+  publish_at: Date;
+  unpublish_at: Date | null;
+  /** deleted by the retention purge once past */
+  expires_at: Date;
+  /** its few devices were put in their streams when it was created; never evaluated against a device again */
+  resolved: Generated<boolean>;
+  canceled_at: Date | null;
+  created_at: Generated<Date>;
+}
+
+/** A message in a device's stream, with the device's state and impressions (migration 011). */
+export interface DeviceMessagesTable {
+  device_id: string;
+  message_id: string;
+  added_at: Generated<Date>;
+  read_at: Date | null;
+  deleted_at: Date | null;
+  stream_impressions: Counter;
+  full_screen_impressions: Counter;
+  in_app_impressions: Counter;
+}
+
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
@@ -195,6 +290,14 @@ export interface Database {
   notifications: NotificationsTable;
   delivery_batches: DeliveryBatchesTable;
   idempotency_keys: IdempotencyKeysTable;
+  app_sessions: AppSessionsTable;
+  push_opens: PushOpensTable;
+  device_pushes: DevicePushesTable;
+  notification_conversions: NotificationConversionsTable;
+  app_daily_stats: AppDailyStatsTable;
+  app_active_devices: AppActiveDevicesTable;
+  messages: MessagesTable;
+  device_messages: DeviceMessagesTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -206,3 +309,4 @@ export type Audience = Selectable<AudiencesTable>;
 export type Notification = Selectable<NotificationsTable>;
 export type DeliveryBatch = Selectable<DeliveryBatchesTable>;
 export type IdempotencyKey = Selectable<IdempotencyKeysTable>;
+export type Message = Selectable<MessagesTable>;

@@ -21,6 +21,9 @@ export function decodeCursor(cursor: string, listing: string, size: number): str
   }
 }
 
+/** The position before every id: where a listing keyed on ids starts. */
+export const FIRST_ID = '00000000-0000-0000-0000-000000000000';
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Ids are UUIDs; anything else is a 404 like an unknown id, and never reaches a uuid column. */

@@ -18,6 +18,14 @@ const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d
 
 const normaliseUnit = (u: string): DateUnit => (u === 'H' ? 'h' : (u as DateUnit));
 
+// A date and a time with an explicit zone: a zoneless time would be read in some server's zone.
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})$/;
+
+/** Parses an ISO 8601 date-time with a zone offset or Z (an instant); null when it is not one. */
+export function parseIsoInstant(text: string): Date | null {
+  return ISO_INSTANT.test(text) ? parseIsoDate(text) : null;
+}
+
 /** Parses an ISO 8601 date or date-time; null when it is not one (or names an impossible day). */
 export function parseIsoDate(text: string): Date | null {
   const m = ISO_DATE.exec(text);

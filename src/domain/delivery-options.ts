@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseIsoDate } from './date-math.js';
+import { parseIsoDate, parseIsoInstant } from './date-math.js';
 import { ValidationError } from './errors.js';
 
 /**
@@ -15,16 +15,14 @@ export const MAX_TTL_SECONDS = 2_419_200;
 export const PUSH_PRIORITIES = ['high', 'normal'] as const;
 export type PushPriority = (typeof PUSH_PRIORITIES)[number];
 
-// A date and a time with an explicit zone: a zoneless time would be read in some server's zone.
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})$/;
 const INSTANT_ERROR = 'must be an ISO 8601 date-time with a time zone offset or Z, e.g. 2026-05-01T12:00:00Z';
+
+/** An instant in a request: an ISO 8601 date-time with its offset or Z (expires_at, a message's unpublish_at). */
+export const isoInstant = () => z.string({ error: INSTANT_ERROR }).refine((text) => parseIsoInstant(text) !== null, INSTANT_ERROR);
 
 /** Spread into a `notification` object schema: `{...deliveryOptionFields}`. */
 export const deliveryOptionFields = {
-  expires_at: z
-    .string({ error: INSTANT_ERROR })
-    .refine((text) => ISO_INSTANT.test(text) && parseIsoDate(text) !== null, INSTANT_ERROR)
-    .optional(),
+  expires_at: isoInstant().optional(),
   ttl: z
     .number({ error: `must be an integer number of seconds from 1 to ${MAX_TTL_SECONDS}` })
     .int(`must be an integer number of seconds from 1 to ${MAX_TTL_SECONDS}`)

@@ -114,14 +114,9 @@ const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) =
   marketing_name: { column: 'marketing_name', parse: text },
   hardware_name: { column: 'marketing_name', parse: text },
   user_id: { column: 'user_id', parse: text },
-  user_email: {
-    column: 'user_email',
-    parse: (v) => {
-      const t = text(v);
-      if ('error' in t || t.value === null) return t;
-      return /^[^\s@]+@[^\s@]+$/.test(t.value) ? t : fail('must be an e-mail address');
-    },
-  },
+  user_email: { column: 'user_email', parse: email },
+  // the device record shows user_email as `email` too
+  email: { column: 'user_email', parse: email },
   badge: {
     column: 'badge',
     parse: (v) =>
@@ -152,7 +147,23 @@ const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) =
   },
 };
 
-const READ_ONLY = new Set(['id', 'device_id', 'created_at', 'registered_at', 'erased_at', 'installed_at', 'user_events', 'ip_address']);
+const READ_ONLY = new Set([
+  'id',
+  'device_id',
+  'created_at',
+  'registered_at',
+  'erased_at',
+  'installed_at',
+  'last_opened',
+  'user_events',
+  'ip_address',
+]);
+
+function email(v: unknown): Parsed<string | null> {
+  const t = text(v);
+  if ('error' in t || t.value === null) return t;
+  return /^[^\s@]+@[^\s@]+$/.test(t.value) ? t : fail('must be an e-mail address');
+}
 
 function parseTags(v: unknown): Parsed<string[]> {
   if (v === null) return ok([]);
@@ -185,8 +196,10 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
 
   if (mode === 'create' && raw.platform === undefined) throw new ValidationError('device.platform: is required');
   if (raw.platform !== undefined) {
-    if (raw.platform !== 'ios' && raw.platform !== 'android') throw new ValidationError('device.platform: must be one of ios, android');
-    fields.platform = raw.platform;
+    // any case: the device record shows the public API's "iOS" and "Android", which a client may send back
+    const platform = typeof raw.platform === 'string' ? raw.platform.toLowerCase() : null;
+    if (platform !== 'ios' && platform !== 'android') throw new ValidationError('device.platform: must be one of ios, android');
+    fields.platform = platform;
   }
   // marketing_name wins over its alias when both are sent.
   const keys = Object.keys(raw).sort((a, b) => Number(a === 'marketing_name') - Number(b === 'marketing_name'));

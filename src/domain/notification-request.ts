@@ -19,9 +19,9 @@ const toForms = {
 
 /**
  * Picks the form by the value's shape and reports that form's own errors, so a bad filter deep in an array
- * is named by its path instead of a generic "no union member matched".
+ * is named by its path instead of a generic "no union member matched". Messages take the same target.
  */
-const toSchema = z.unknown().transform((value, ctx) => {
+export const toSchema = z.unknown().transform((value, ctx) => {
   const form =
     value === '*'
       ? toForms.all

@@ -46,29 +46,39 @@ export function parseLocalDateTime(text: string): LocalDateTime | null {
 }
 
 /**
- * What is wrong with a request's send time at `now`, as `notification.<field>: message`, or null. Checked once the
+ * What is wrong with a request's send time at `now`, as `<object>.send_at: message`, or null. Checked once the
  * shapes parsed: an instant needs an offset, a local time must have none; in the past or more than a year ahead is
- * refused (for a local time: past in every zone, or beyond a year even in the last zone to reach it).
+ * refused (for a local time: past in every zone, or beyond a year even in the last zone to reach it). A message
+ * (`object: 'message'`) has no local time to suggest.
  */
-export function sendAtProblem(request: { send_at?: string; local_time?: boolean }, now: Date): string | null {
+export function sendAtProblem(
+  request: { send_at?: string; local_time?: boolean },
+  now: Date,
+  { object = 'notification', localTimeOption = true } = {},
+): string | null {
+  const problem = sendAtRule(request, now, localTimeOption ? ' (or local_time: true)' : '');
+  return problem && `${object}.send_at: ${problem}`;
+}
+
+function sendAtRule(request: { send_at?: string; local_time?: boolean }, now: Date, hint: string): string | null {
   const { send_at: sendAt, local_time: localTime } = request;
-  if (sendAt === undefined) return localTime ? 'notification.send_at: is required with local_time' : null;
+  if (sendAt === undefined) return localTime ? 'is required with local_time' : null;
   let earliest: number;
   let latest: number;
   if (localTime) {
     const local = parseLocalDateTime(sendAt);
-    if (!local) return 'notification.send_at: with local_time must be a wall time without offset, as 2026-12-24T09:00';
+    if (!local) return 'with local_time must be a wall time without offset, as 2026-12-24T09:00';
     const asUtc = wallAsUtc(local);
     earliest = asUtc - EARLIEST_OFFSET_MS;
     latest = asUtc - LATEST_OFFSET_MS;
   } else {
     const at = Date.parse(sendAt);
     if (!WITH_OFFSET.test(sendAt) || Number.isNaN(at))
-      return 'notification.send_at: must be an ISO 8601 date-time with an offset, as 2026-12-24T09:00:00+01:00 (or local_time: true)';
+      return `must be an ISO 8601 date-time with an offset, as 2026-12-24T09:00:00+01:00${hint}`;
     earliest = latest = at;
   }
-  if (latest <= now.getTime()) return 'notification.send_at: is in the past';
-  if (earliest > now.getTime() + MAX_SCHEDULE_AHEAD_MS) return 'notification.send_at: is more than a year ahead';
+  if (latest <= now.getTime()) return 'is in the past';
+  if (earliest > now.getTime() + MAX_SCHEDULE_AHEAD_MS) return 'is more than a year ahead';
   return null;
 }
 

@@ -1,9 +1,12 @@
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
+import type { ActivityService } from '../services/activity.js';
 import type { AppService } from '../services/apps.js';
 import type { AudienceService } from '../services/audiences.js';
 import type { DeviceService } from '../services/devices.js';
+import type { MessageStreamService } from '../services/message-streams.js';
+import type { MessageService } from '../services/messages.js';
 import type { NotificationService } from '../services/notifications.js';
 import type { StatsService } from '../services/stats.js';
 import type { TransactionalService } from '../services/transactional.js';
@@ -14,12 +17,15 @@ export interface HttpContext {
   log: Logger;
   metrics: Metrics;
   services: {
+    activity: ActivityService;
     apps: AppService;
     audiences: AudienceService;
     devices: DeviceService;
     notifications: NotificationService;
     stats: StatsService;
     transactional: TransactionalService;
+    messages: MessageService;
+    messageStreams: MessageStreamService;
   };
   /** Whether each store the service depends on answers now (GET /ready). */
   readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { MESSAGE_STATES } from '../domain/message-stream.js';
 import { NOTIFICATION_STATES } from '../domain/notification-request.js';
 
 /** `?per=&page=` of the offset-paged lists (audiences, notifications). */
@@ -75,6 +76,9 @@ const nullableString = z.string().nullable();
 /** 4xx/5xx answers of a route that needs a key, besides its own. */
 export const authErrors = { 401: errorResponse, 403: errorResponse, 429: errorResponse } as const;
 
+/** What any route with a body may answer: invalid (400), over BODY_LIMIT_BYTES (413), not JSON (415). */
+export const bodyErrors = { 400: errorResponse, 413: errorResponse, 415: errorResponse } as const;
+
 /**
  * The headers of a create that takes an Idempotency-Key (src/http/idempotency.ts reads and checks it). Loose: the
  * validated headers replace the request's, which must keep the others.
@@ -94,29 +98,97 @@ export const idempotencyHeaders = z.looseObject({
 export const droppedList = z.array(z.object({ field: z.string(), error: z.string() }));
 export const nothingValid = z.object({ error: z.string(), dropped: droppedList });
 
-/** A device as GET /v6/devices/:id answers it (src/http/serialize.ts deviceView). */
+/** Decimal degrees as a string, as the public API's examples give them. */
+const coordinate = z.string().describe('decimal degrees, as a string');
+
+/** The device record (src/http/serialize.ts deviceView): the public API's fields first, then ours. */
 export const deviceRecord = z.looseObject({
   id: z.string(),
-  platform: z.enum(['ios', 'android']),
-  token: nullableString,
+  user_id: nullableString,
+  email: nullableString.describe("the user's e-mail address (user_email)"),
+  user_email: nullableString,
+  push_enabled: z.boolean(),
   push_token: nullableString,
+  platform: z.enum(['iOS', 'Android', 'Unknown']).describe('"Unknown" once erased'),
+  installed_at: nullableString.describe('when the device registered; null once erased'),
+  last_opened: nullableString.describe('the last app open the SDK reported'),
+  user_attributes: z.record(z.string(), z.object({ type: z.string(), value: z.unknown() })),
+  user_events: z.record(
+    z.string(),
+    z.object({ count: z.number().int(), first_happened_at: nullableString, last_happened_at: nullableString }),
+  ),
+  location: z.object({
+    gps: z.union([z.object({ lat: coordinate, lng: coordinate }), z.strictObject({})]).describe('{} without a GPS fix'),
+    geoip: z.object({ lat: coordinate.nullable(), lng: coordinate.nullable(), city: nullableString, country: nullableString }),
+  }),
+  tags: z.array(z.string()),
+  erased_at: nullableString,
+  token: nullableString,
   development: z.boolean(),
   locale: nullableString,
   time_zone: nullableString,
-  user_id: nullableString,
-  user_email: nullableString,
-  tags: z.array(z.string()),
   country: nullableString,
-  push_enabled: z.boolean(),
-  location: z.object({ latitude: z.number(), longitude: z.number() }).nullable(),
+  sdk_location: z.object({ latitude: z.number(), longitude: z.number() }).nullable(),
   custom: z.record(z.string(), z.unknown()),
-  user_attributes: z.record(z.string(), z.unknown()),
-  user_events: z.record(z.string(), z.unknown()),
-  installed_at: nullableString,
-  erased_at: nullableString,
+  created_at: timestamp,
+  registered_at: timestamp,
 });
 /** What registering a known token answers: the id, the platform and only what the caller itself sent. */
 export const writtenDevice = deviceRecord.partial();
 
-export const audienceRecord = z.looseObject({ name: z.string(), created_at: timestamp, updated_at: timestamp, id: z.string() });
+/**
+ * A cursor page of devices: clients repeat with `cursor` until a page comes back with no devices, so every page
+ * has a cursor, the last ones too (an empty page answers the position it was asked for).
+ */
+export const devicePage = z.object({
+  meta: z.object({ cursor: z.string(), total: z.number().int().describe('devices in the whole listing') }),
+  devices: z.array(deviceRecord),
+});
+
+export const audienceRecord = z.looseObject({
+  name: z.string(),
+  created_at: timestamp,
+  updated_at: timestamp,
+  id: z.string(),
+  test: z.boolean(),
+});
 export const accepted = z.object({});
+
+/** A message record, the answer of create, read, list and cancel (src/http/serialize.ts messageResponse). */
+export const messageRecord = z.object({
+  id: z.string(),
+  created_at: timestamp,
+  state: z.enum(MESSAGE_STATES),
+  to: z.object({ id: z.string(), type: z.literal('Audience') }),
+  /** the message as submitted */
+  message: z.record(z.string(), z.unknown()),
+  /** the push sent with it */
+  notification_id: z.string().nullable(),
+  title: z.string(),
+  text: nullableString,
+  url: nullableString,
+  type: z.string(),
+  custom: z.record(z.string(), z.unknown()),
+  send_at: timestamp.nullable(),
+  /** when it enters streams: send_at, or its creation */
+  publish_at: timestamp,
+  unpublish_at: timestamp.nullable(),
+  /** when it is deleted (MESSAGE_RETENTION_DAYS after publish_at) */
+  expires_at: timestamp,
+  canceled_at: timestamp.nullable(),
+});
+
+/** A message as a device's stream shows it (src/http/serialize.ts streamMessageView). */
+export const streamMessage = z.object({
+  id: z.string(),
+  title: z.string(),
+  text: nullableString,
+  url: nullableString,
+  type: z.string(),
+  custom: z.record(z.string(), z.unknown()),
+  created_at: timestamp,
+  publish_at: timestamp,
+  unpublish_at: timestamp.nullable(),
+  read: z.boolean(),
+  read_at: timestamp.nullable(),
+});

@@ -1,9 +1,12 @@
 import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
-import type { Audience, Notification } from '../db/schema.js';
+import type { StreamRow } from '../db/repositories/messages.js';
+import type { Audience, Device, Notification } from '../db/schema.js';
 import { estimatedFinish } from '../domain/campaign.js';
-import type { DeviceDetails, Written } from '../services/devices.js';
+import type { DeviceDetails, UserDeviceErasure, Written } from '../services/devices.js';
+import type { NotificationEngagement } from '../services/activity.js';
 import type { DeliveryOptionsInput } from '../domain/delivery-options.js';
+import type { MessageRecord } from '../services/messages.js';
 
 /** ISO 8601, UTC, milliseconds — the only timestamp format the API speaks. */
 export const iso = (d: Date | string | null | undefined): string | null => (d == null ? null : new Date(d).toISOString());
@@ -47,20 +50,63 @@ export function notificationResponse(n: Notification) {
   };
 }
 
-export function audienceResponse(a: Audience) {
-  return { name: a.name, created_at: iso(a.created_at)!, updated_at: iso(a.updated_at)!, id: a.id };
+/**
+ * GET /v6/stats/notifications/:id/events. Opens: `direct_opens` (tapped), `indirect_opens` (opened without a
+ * tap), `influenced_opens` (the two together), `opens` (devices that opened, either way); conversions keyed as
+ * events are in filter names (`<name>` for SDK events, `<source>.<name>` otherwise).
+ */
+export function notificationEventsResponse({ notification: n, opens, conversions }: NotificationEngagement) {
+  const payload = n.payload as { alert?: unknown };
+  return {
+    id: n.id,
+    audience_id: n.audience_id,
+    message_id: n.message_id,
+    push_text: typeof payload.alert === 'string' ? payload.alert : null,
+    published_time: iso(n.published_at),
+    direct_opens: opens.direct,
+    indirect_opens: opens.indirect,
+    influenced_opens: opens.direct + opens.indirect,
+    opens: opens.devices,
+    pushes_succeeded: n.pushes_succeeded,
+    pushes_rejected: n.pushes_failed,
+    pushes_expired: n.pushes_expired,
+    event_conversions: Object.fromEntries(conversions.map((c) => [eventKey(c), c.count])),
+  };
 }
 
-/** The device as the API shows it: our field names plus the public API's (push_token, user_attributes, ...). */
+const eventKey = (e: { source: string; name: string }) => (e.source ? `${e.source}.${e.name}` : e.name);
+
+export function audienceResponse(a: Audience) {
+  return { name: a.name, created_at: iso(a.created_at)!, updated_at: iso(a.updated_at)!, id: a.id, test: a.test };
+}
+
+/** The public API's platform names; an erased device has none. */
+const PLATFORM_NAMES = { ios: 'iOS', android: 'Android' } as const;
+
+/**
+ * The device record of the public API (its names and JSON types: `email`, `push_token`, `platform` "iOS"|"Android",
+ * `location` with lat/lng as strings, ...), followed by our own fields. The same record wherever a device appears.
+ */
 export function deviceView({ device: d, attributes, events }: DeviceDetails) {
   const custom = customView(attributes);
-  const gps = d.sdk_latitude !== null && d.sdk_longitude !== null ? { latitude: d.sdk_latitude, longitude: d.sdk_longitude } : null;
-  const ipLocation = d.ip_latitude !== null && d.ip_longitude !== null ? { latitude: d.ip_latitude, longitude: d.ip_longitude } : null;
+  const erased = d.erased_at !== null;
   return {
     id: d.id,
-    platform: d.platform,
-    token: d.token,
+    user_id: d.user_id,
+    email: d.user_email,
+    user_email: d.user_email,
+    push_enabled: d.notifications_allowed === 'Enabled',
     push_token: d.token,
+    platform: erased ? ('Unknown' as const) : PLATFORM_NAMES[d.platform],
+    installed_at: erased ? null : iso(d.created_at),
+    last_opened: iso(d.last_opened_at),
+    user_attributes: custom,
+    user_events: eventsView(events),
+    location: locationView(d),
+    tags: d.tags,
+    erased_at: iso(d.erased_at),
+    // ours
+    token: d.token,
     development: d.development,
     locale: d.locale,
     time_zone: d.time_zone,
@@ -70,32 +116,40 @@ export function deviceView({ device: d, attributes, events }: DeviceDetails) {
     sdk_version: d.sdk_version,
     marketing_name: d.marketing_name,
     badge: d.badge,
-    user_id: d.user_id,
-    user_email: d.user_email,
-    tags: d.tags,
     country: d.country,
     notifications_allowed: d.notifications_allowed,
-    push_enabled: d.notifications_allowed === 'Enabled',
-    // `location` is what the location filter tests: GPS when there is a fix, else GeoIP.
-    location: gps ?? ipLocation,
-    sdk_location: gps,
+    // what the `sdk_location` filter tests (`location` tests GPS, else GeoIP)
+    sdk_location: d.sdk_latitude !== null && d.sdk_longitude !== null ? { latitude: d.sdk_latitude, longitude: d.sdk_longitude } : null,
     custom,
-    user_attributes: custom,
-    user_events: eventsView(events),
-    created_at: iso(d.created_at),
-    installed_at: iso(d.created_at),
-    registered_at: iso(d.registered_at),
-    erased_at: iso(d.erased_at),
+    created_at: iso(d.created_at)!,
+    registered_at: iso(d.registered_at)!,
     token_invalidated_at: iso(d.token_invalidated_at),
+  };
+}
+
+/** A device of the uninstalled listing: the record, when and why its token was rejected. */
+export function uninstalledView(details: DeviceDetails) {
+  return { ...deviceView(details), uninstalled_at: iso(details.device.token_invalidated_at)!, reason: details.device.token_invalid_reason };
+}
+
+/** `{gps: {lat, lng}, geoip: {lat, lng, city, country}}`, coordinates as strings; `gps` is `{}` without a fix. */
+function locationView(d: Device) {
+  const coordinate = (v: number | null) => (v === null ? null : String(v));
+  const gps: { lat: string; lng: string } | Record<string, never> =
+    d.sdk_latitude !== null && d.sdk_longitude !== null ? { lat: String(d.sdk_latitude), lng: String(d.sdk_longitude) } : {};
+  return {
+    gps,
+    geoip: { lat: coordinate(d.ip_latitude), lng: coordinate(d.ip_longitude), city: d.ip_city, country: d.ip_country },
   };
 }
 
 /** The keys of deviceView that show a device field, where they are not the field's own name. */
 const VIEW_KEYS: Partial<Record<Written['fields'][number], string[]>> = {
   token: ['token', 'push_token'],
+  user_email: ['user_email', 'email'],
   notifications_allowed: ['notifications_allowed', 'push_enabled'],
-  sdk_latitude: ['location', 'sdk_location'],
-  sdk_longitude: ['location', 'sdk_location'],
+  sdk_latitude: ['sdk_location'],
+  sdk_longitude: ['sdk_location'],
 };
 
 /**
@@ -114,6 +168,17 @@ export function writtenView(details: DeviceDetails, written: Written): Partial<R
   return Object.fromEntries(Object.entries(view).filter(([key]) => shown.has(key)));
 }
 
+const ERASURE_STATUS = { erased: 200, gone: 404, out_of_range: 416 } as const;
+
+/** DELETE /users/:id/devices: a status per device and the counts of each. */
+export function userErasureResponse(erasures: UserDeviceErasure[]) {
+  const count = (outcome: UserDeviceErasure['outcome']) => erasures.filter((e) => e.outcome === outcome).length;
+  return {
+    devices: erasures.map((e) => ({ device_id: e.id, status: ERASURE_STATUS[e.outcome] })),
+    metadata: { success: count('erased'), failure: count('gone'), out_of_range: count('out_of_range'), total: erasures.length },
+  };
+}
+
 type CustomView = Record<string, { type: string; value: unknown }>;
 
 function customView(rows: DeviceAttributeRow[]): CustomView {
@@ -130,8 +195,47 @@ function customView(rows: DeviceAttributeRow[]): CustomView {
 function eventsView(rows: DeviceEventRow[]) {
   return Object.fromEntries(
     rows.map((e) => [
-      e.source ? `${e.source}.${e.name}` : e.name,
+      eventKey(e),
       { count: Number(e.count), first_happened_at: iso(e.first_happened_at), last_happened_at: iso(e.last_happened_at) },
     ]),
   );
+}
+
+/** A message record: the create answer's fields (`message` as submitted) with what it shows and when. */
+export function messageResponse({ message: m, state }: MessageRecord) {
+  return {
+    id: m.id,
+    created_at: iso(m.created_at)!,
+    state,
+    to: { id: m.audience_id, type: 'Audience' as const },
+    message: m.request,
+    notification_id: m.notification_id,
+    title: m.title,
+    text: m.text,
+    url: m.url,
+    type: m.type,
+    custom: m.custom,
+    send_at: iso(m.send_at),
+    publish_at: iso(m.publish_at)!,
+    unpublish_at: iso(m.unpublish_at),
+    expires_at: iso(m.expires_at)!,
+    canceled_at: iso(m.canceled_at),
+  };
+}
+
+/** A message in a device's stream, with whether that device has read it. */
+export function streamMessageView(r: StreamRow) {
+  return {
+    id: r.id,
+    title: r.title,
+    text: r.text,
+    url: r.url,
+    type: r.type,
+    custom: r.custom,
+    created_at: iso(r.created_at)!,
+    publish_at: iso(r.publish_at)!,
+    unpublish_at: iso(r.unpublish_at),
+    read: r.read_at !== null,
+    read_at: iso(r.read_at),
+  };
 }

@@ -63,6 +63,11 @@ const envSchema = z.object({
   SCHEDULE_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
   TRANSACTIONAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
+  // An event a device sends this long after receiving a push counts as a conversion of that push.
+  CONVERSION_WINDOW_HOURS: z.coerce.number().int().min(1).max(720).default(24),
+  // How long an in-app message is kept from when it is published (3 months, as the public API keeps them); then
+  // it leaves every stream and the workers' sweep deletes it.
+  MESSAGE_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(90),
 });
 
 export type Config = z.infer<typeof envSchema> & { dataDir: string };

@@ -5,12 +5,14 @@ import type { Logger } from './logger.js';
 
 /**
  * Optional GeoIP: with GEOIP_DB_PATH set to a MaxMind City database (.mmdb, e.g. GeoLite2-City), a device's
- * IP address gives it an approximate location (the `location` filter uses it when there is no GPS fix) and a
- * country when the device sent none. The file is re-read when it changes on disk (geoipupdate).
+ * IP address gives it an approximate location (the `location` filter uses it when there is no GPS fix), a city,
+ * and a country (also the device's when it sent none). The file is re-read when it changes on disk (geoipupdate).
  */
 export interface GeoIpResult {
   latitude: number;
   longitude: number;
+  /** the English name, as the City database gives it */
+  city: string | null;
   country: string | null;
 }
 
@@ -52,7 +54,8 @@ export function lookupIn(db: Reader<CityResponse>, ip: string): GeoIpResult | nu
   const { latitude, longitude } = found?.location ?? {};
   if (typeof latitude !== 'number' || typeof longitude !== 'number') return null;
   const country = found?.country?.iso_code ?? found?.registered_country?.iso_code ?? null;
-  return { latitude: snapCoordinate(latitude), longitude: snapCoordinate(longitude), country };
+  const city = found?.city?.names?.en ?? null;
+  return { latitude: snapCoordinate(latitude), longitude: snapCoordinate(longitude), city, country };
 }
 
 /**

@@ -1,8 +1,6 @@
-import type { Db } from '../db/database.js';
 import type { Job } from 'bullmq';
-import type { BatchHead, BatchOutcome, DeliveryRepository } from '../db/repositories/delivery.js';
-import type { Notification } from '../db/schema.js';
-import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { AttemptNotification, BatchHead, BatchOutcome, PendingTarget } from '../db/repositories/delivery.js';
+import type { DeliveryStore } from './delivery-store.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -11,6 +9,8 @@ import type { JobTypes } from './jobs.js';
 import { isExpired, msLeft } from '../domain/delivery-options.js';
 import { RetryLaterError } from './retry.js';
 import type { Clock } from '../platform/clock.js';
+import { Semaphore } from '../platform/semaphore.js';
+import { DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
 
 /** Sorts per-device gateway results into what the batch records. */
 export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?: number } {
@@ -45,29 +45,31 @@ export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?
 }
 
 export interface BatchAttemptDeps {
-  db: Db;
   metrics: Metrics;
   gateways: GatewayProvider;
-  delivery: DeliveryRepository;
+  store: DeliveryStore;
+  /** what an expiry is checked against */
+  clock: Clock;
 }
 
 /**
- * One attempt at a stored batch: sends its still-pending devices through the app's gateway (so a retry resends
- * exactly the tokens that failed temporarily) and commits the results. `done` when nothing is left to retry; on
+ * One attempt at a stored batch: sends its still-pending devices (as just read with the batch) through the app's
+ * gateway (so a retry resends exactly the tokens that failed temporarily) and commits the results. `done` when nothing is left to retry; on
  * the final attempt what is left counts as failed. An attempt at or after the notification's expiry sends
  * nothing: its pending devices are recorded expired and the batch is done.
  */
 export async function attemptBatch(
   deps: BatchAttemptDeps,
-  n: Pick<Notification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority'>,
+  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority'>,
   batch: BatchHead,
+  pending: PendingTarget[],
   finalAttempt: boolean,
-): Promise<{ summary: ReturnType<typeof summarise>; done: boolean }> {
-  const pending = await deps.delivery.pendingTargets(deps.db, batch.id);
-  if (isExpired(n.expires_at, new Date())) {
+): Promise<{ summary: ReturnType<typeof summarise>; done: boolean; closed: boolean }> {
+  if (isExpired(n.expires_at, deps.clock.now())) {
     const summary = { ...summarise([]), expired: pending.map((p) => p.deviceId), lastError: 'expired' };
     if (summary.expired.length > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome: 'expired' }, summary.expired.length);
-    return { summary, done: (await deps.delivery.recordAttempt(deps.db, batch, summary, finalAttempt)).done };
+    const closed = await deps.store.record({ batch, outcome: summary, finalAttempt });
+    return { summary, done: true, closed };
   }
   const targets: PushTarget[] = [];
   let results: PushResult[] = [];
@@ -81,13 +83,16 @@ export async function attemptBatch(
     results = results.concat(
       targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),
     );
-  } else if (gateway) {
+  }
+  // the moment the pushes go out: the succeeded devices' receipts start here (what their events are measured from)
+  const sentAt = deps.clock.now();
+  if (gateway) {
     const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
     const push = { notificationId: n.id, payload: n.payload as Record<string, unknown>, expiresAt: n.expires_at, priority: n.priority };
     results = results.concat(await gateway.send(push, targets));
     stop();
   }
-  const summary = summarise(results);
+  const summary = { ...summarise(results), sentAt };
   // one increment per outcome and batch, not per push
   const counts = {
     ok: summary.succeeded.length,
@@ -97,8 +102,8 @@ export async function attemptBatch(
   };
   for (const [outcome, count] of Object.entries(counts))
     if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
-  const { done } = await deps.delivery.recordAttempt(deps.db, batch, summary, finalAttempt);
-  return { summary, done };
+  const closed = await deps.store.record({ batch, outcome: summary, finalAttempt });
+  return { summary, done: finalAttempt || summary.retry.length === 0, closed };
 }
 
 /** A paced batch's job is released this much before its reserved start (queues' delays are not that exact). */
@@ -112,26 +117,32 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
     await new Promise((r) => setTimeout(r, Math.min(50, start.getTime() - clock.now().getTime())));
 }
 
-/** The delivery job: one attempt at its batch; what is left to retry makes the job fail and come back later. */
-export function deliveryProcessor(
-  deps: BatchAttemptDeps & { log: Logger; notifications: NotificationsRepository; maxAttempts: number; clock: Clock },
-) {
+/**
+ * The delivery job: one attempt at its batch; what is left to retry makes the job fail and come back later.
+ * A worker runs many jobs at once, so that one-device notifications (one push each) do not wait on each other's
+ * round trips; of the large batches (more devices than an audience cut at creation has) only
+ * `largeBatchesAtOnce` send at a time, which bounds memory and what a crash re-sends (a batch interrupted
+ * mid-send is sent again whole).
+ */
+export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; maxAttempts: number; largeBatchesAtOnce: number }) {
+  const largeBatches = new Semaphore(deps.largeBatchesAtOnce);
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
     const { batchId, notificationId } = job.data;
     const log = deps.log.child({ notificationId, batchId, job: 'delivery', attempt: job.attemptsMade + 1 });
-    const batch = await deps.delivery.findBatch(deps.db, batchId);
-    if (!batch || batch.state !== 'pending') return;
-    const n = await deps.notifications.findById(deps.db, batch.notification_id);
-    if (!n || n.generation !== batch.generation) {
-      await deps.delivery.closeBatchUnsent(deps.db, batch.id, 'superseded'); // a collapse_key update replaced this send
+    const input = await deps.store.load(batchId);
+    if (!input || input.batch.state !== 'pending') return;
+    const { batch, notification: n, pending } = input;
+    if (n.generation !== batch.generation) {
+      await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'superseded'); // a collapse_key update replaced this send
       return;
     }
     if (n.state === 'canceled') {
-      await deps.delivery.closeBatchUnsent(deps.db, batch.id, 'canceled');
+      await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'canceled');
       return;
     }
     if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
-    const { summary, done } = await attemptBatch(deps, n, batch, job.attemptsMade + 1 >= deps.maxAttempts);
+    const attempt = () => attemptBatch(deps, n, batch, pending, job.attemptsMade + 1 >= deps.maxAttempts);
+    const { summary, done, closed } = pending.length > DIRECT_AUDIENCE_MAX_DEVICES ? await largeBatches.run(attempt) : await attempt();
     log.info(
       {
         sent: summary.succeeded.length,
@@ -144,9 +155,9 @@ export function deliveryProcessor(
     );
     if (!done) {
       // A retry after the expiry would only find it expired: come back at the expiry at the latest.
-      const untilExpiryMs = msLeft(n.expires_at, new Date());
+      const untilExpiryMs = msLeft(n.expires_at, deps.clock.now());
       throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs, untilExpiryMs);
     }
-    await deps.delivery.completeIfFinished(deps.db, n.id, n.generation);
+    if (!closed) await deps.store.completeIfFinished(n.id, n.generation);
   };
 }

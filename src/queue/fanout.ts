@@ -15,17 +15,8 @@ import type { JobQueues } from './queues.js';
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
 
-/**
- * Splits one page of devices into batches per platform and environment (the gateway each one needs),
- * each of at most `batchSize` devices.
- */
-export function cutBatches(
-  notificationId: string,
-  generation: number,
-  page: Deliverable[],
-  firstSeq: number,
-  batchSize: number,
-): NewBatch[] {
+/** A page of devices split per platform and environment (the gateway each one needs), at most `batchSize` each. */
+export function splitIntoBatches(page: Deliverable[], batchSize: number): Deliverable[][] {
   const groups = new Map<string, Deliverable[]>();
   for (const d of page) {
     const key = `${d.platform}:${d.development}`;
@@ -33,20 +24,26 @@ export function cutBatches(
     if (list) list.push(d);
     else groups.set(key, [d]);
   }
-  const batches: NewBatch[] = [];
-  for (const devices of groups.values()) {
-    for (let i = 0; i < devices.length; i += batchSize) {
-      const seq = firstSeq + batches.length;
-      batches.push({
-        id: batchId(notificationId, generation, seq),
-        seq,
-        platform: devices[0]!.platform,
-        development: devices[0]!.development,
-        deviceIds: devices.slice(i, i + batchSize).map((d) => d.id),
-      });
-    }
-  }
+  const batches: Deliverable[][] = [];
+  for (const devices of groups.values()) for (let i = 0; i < devices.length; i += batchSize) batches.push(devices.slice(i, i + batchSize));
   return batches;
+}
+
+/** `splitIntoBatches`, as the batches of a notification (ids and sequence numbers from `firstSeq`). */
+export function cutBatches(
+  notificationId: string,
+  generation: number,
+  page: Deliverable[],
+  firstSeq: number,
+  batchSize: number,
+): NewBatch[] {
+  return splitIntoBatches(page, batchSize).map((devices, i) => ({
+    id: batchId(notificationId, generation, firstSeq + i),
+    seq: firstSeq + i,
+    platform: devices[0]!.platform,
+    development: devices[0]!.development,
+    deviceIds: devices.map((d) => d.id),
+  }));
 }
 
 /**
@@ -155,6 +152,6 @@ export function fanoutProcessor(deps: {
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist.
     for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation)) await enqueue(b);
-    await deps.delivery.completeIfFinished(deps.db, notificationId, generation);
+    await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
   };
 }

@@ -42,6 +42,6 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 export interface NotificationScheduler {
   /** Enqueues its fan-out; idempotent per (id, generation, local-time wave). */
   schedule(notificationId: string, generation: number, wave?: number): Promise<void>;
-  /** Enqueues the delivery of batches already stored (a small audience resolved when it was created); idempotent. */
-  deliver(notificationId: string, batchIds: string[]): Promise<void>;
+  /** Enqueues the delivery of batches already stored (small audiences resolved when created), in one call; idempotent. */
+  deliver(batches: JobTypes['delivery'][]): Promise<void>;
 }

@@ -1,14 +1,21 @@
 import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
+import { ActivityRepository } from '../db/repositories/activity.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { AppsRepository } from '../db/repositories/apps.js';
+import { ConversionsRepository } from '../db/repositories/conversions.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
+import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import { deliveryProcessor } from './delivery.js';
+
+/** Delivery jobs a worker runs at once, per large batch it sends at once (DELIVERY_CONCURRENCY): small ones fill the rest. */
+const SMALL_BATCHES_PER_LARGE = 8;
+import { DeliveryStore } from './delivery-store.js';
 import { fanoutProcessor } from './fanout.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import { JOB_NAMES, type JobName, type JobTypes, type NotificationScheduler } from './jobs.js';
@@ -45,9 +52,7 @@ export function startPipeline(
 ): Pipeline {
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation, wave) => queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}) }),
-    deliver: async (notificationId, batchIds) => {
-      for (const batchId of batchIds) await queues.add('delivery', { notificationId, batchId });
-    },
+    deliver: (batches) => queues.addMany('delivery', batches),
   };
   if (!opts.workers) return { scheduler, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');
@@ -80,16 +85,15 @@ export function startPipeline(
     },
     delivery: {
       process: deliveryProcessor({
-        db,
         log,
         metrics: opts.metrics,
         gateways: opts.gateways,
-        notifications,
-        delivery,
+        store: new DeliveryStore(db, delivery),
         maxAttempts: policy.attempts,
         clock: opts.clock,
+        largeBatchesAtOnce: config.DELIVERY_CONCURRENCY,
       }),
-      concurrency: config.DELIVERY_CONCURRENCY,
+      concurrency: config.DELIVERY_CONCURRENCY * SMALL_BATCHES_PER_LARGE,
       backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
     },
   };
@@ -104,6 +108,11 @@ export function startPipeline(
     log,
     delivery,
     idempotency: new IdempotencyRepository(),
+    activity: new ActivityRepository(),
+    conversions: new ConversionsRepository(),
+    conversionWindowHours: config.CONVERSION_WINDOW_HOURS,
+    messages: new MessagesRepository(),
+    clock: opts.clock,
     queues,
     scheduler,
     afterSeconds: config.SWEEP_AFTER_SECONDS,

@@ -5,6 +5,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
 import { isTimeZone } from '../domain/schedule.js';
+import { GroupRunner } from '../platform/group-runner.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -13,9 +14,18 @@ export class AppService {
   private readonly apps: AppsRepository;
   private readonly keys: ApiKeysRepository;
 
+  private readonly keyLookups: GroupRunner<Buffer, KeyWithApp | undefined>;
+
   constructor(private readonly db: Db) {
     this.apps = new AppsRepository();
     this.keys = new ApiKeysRepository();
+    this.keyLookups = new GroupRunner(
+      async (hashes) => {
+        const found = await this.keys.findActiveByHashes(this.db, hashes);
+        return hashes.map((h) => ({ status: 'fulfilled', value: found.get(h.toString('hex')) }));
+      },
+      { maxInFlight: 2, maxGroup: 100 },
+    );
   }
 
   async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string> }> {
@@ -70,8 +80,9 @@ export class AppService {
   }
 
   /** The active key with this value and its app, or undefined (unknown or revoked). */
+  /** The active key (and its app); the lookups of concurrent requests share one query. */
   findActiveKey(key: string): Promise<KeyWithApp | undefined> {
-    return this.keys.findActiveByHash(this.db, hashApiKey(key));
+    return this.keyLookups.submit(hashApiKey(key));
   }
 
   async getApp(appId: string): Promise<AppSummary> {

@@ -2,7 +2,7 @@ import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { Audience } from '../db/schema.js';
-import { decodeCursor, encodeCursor, isUuid } from '../domain/cursor.js';
+import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import type { DeviceDetails, DeviceService } from './devices.js';
@@ -34,12 +34,16 @@ export class AudienceService {
     return this.devices.countAudience(this.db, appId, filters?.length ? filters : null, { now });
   }
 
-  /** One page of an audience's devices with their details, the total, and the cursor of the next page. */
+  /**
+   * One page of an audience's devices with their details, the total, and the cursor of the next page. Every page
+   * has a cursor: an empty one keeps the position it was asked for, so clients that page until no devices come
+   * back stop there.
+   */
   async devicesPage(
     appId: string,
     audienceId: string,
     opts: { cursor?: string; per: number; now?: Date },
-  ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string | null }> {
+  ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string }> {
     const audience = await this.get(appId, audienceId);
     const listing = `audience:${audience.id}`;
     let afterId: string | null = null;
@@ -50,14 +54,13 @@ export class AudienceService {
     }
     const now = opts.now ?? new Date();
     const [rows, total] = await Promise.all([
-      this.devices.listAudience(this.db, appId, audience.filters, { afterId, limit: opts.per + 1, now }),
+      this.devices.listAudience(this.db, appId, audience.filters, { afterId, limit: opts.per, now }),
       this.devices.countAudience(this.db, appId, audience.filters, { now }),
     ]);
-    const page = rows.slice(0, opts.per);
     return {
-      devices: await this.deviceDetails.detailsOf(page),
+      devices: await this.deviceDetails.detailsOf(rows),
       total,
-      cursor: rows.length > opts.per ? encodeCursor(listing, [page.at(-1)!.id]) : null,
+      cursor: encodeCursor(listing, [rows.at(-1)?.id ?? afterId ?? FIRST_ID]),
     };
   }
 }

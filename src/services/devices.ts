@@ -1,7 +1,9 @@
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
+import type { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
+import type { UninstalledRepository, UninstalledWindow } from '../db/repositories/uninstalled.js';
 import type { Database, Device, DeviceUpdate, KeyRole, NewDevice } from '../db/schema.js';
 import {
   admitAttributes,
@@ -12,7 +14,10 @@ import {
   type CustomChanges,
   type DeviceFields,
   type Dropped,
+  type EventInput,
 } from '../domain/device-input.js';
+import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
+import { parseIsoDate } from '../domain/date-math.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
@@ -42,9 +47,14 @@ export interface Written {
 export type WriteResult =
   | { kind: 'stored'; details: DeviceDetails; created: boolean; written: Written; dropped: Dropped[] }
   | { kind: 'nothing-valid'; dropped: Dropped[] };
+/** What DELETE /users/:id/devices did to one device of the user. */
+export interface UserDeviceErasure {
+  id: string;
+  outcome: 'erased' | 'gone' | 'out_of_range';
+}
 export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
 
-/** Devices, their custom attributes and events, users (the devices sharing a user_id), audience listings. */
+/** Devices, their custom attributes and events, users (the devices sharing a user_id), the uninstalled listing. */
 export class DeviceService {
   constructor(
     private readonly db: Db,
@@ -52,6 +62,10 @@ export class DeviceService {
     private readonly events: EventsRepository,
     private readonly geoip: GeoIp,
     private readonly idempotency: IdempotencyKeys,
+    private readonly conversions: ConversionsRepository,
+    /** how long after receiving a push a device's events count as its conversions */
+    private readonly conversionWindowHours: number,
+    private readonly uninstalled: UninstalledRepository,
   ) {}
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -142,16 +156,43 @@ export class DeviceService {
   }
 
   /**
-   * DELETE /users/:id/devices: erases up to USER_ERASE_LIMIT of the user's live devices (in id order) and
-   * says how many are left, so a client calls again until none remain. 404 when the user has none.
+   * DELETE /users/:id/devices: the user's live devices in id order; the first USER_ERASE_LIMIT are erased (as the
+   * public API does) and the rest are out of range until a later call. A device that stopped being the user's
+   * between the listing and its lock (a concurrent erase or update) is `gone`. 404 when the user has no device.
    */
-  async eraseUser(appId: string, userId: string): Promise<{ erased: string[]; remaining: number }> {
-    return this.db.transaction().execute(async (trx) => {
-      const devices = await this.devices.lockUserDevices(trx, appId, userId, 'update', USER_ERASE_LIMIT);
-      if (devices.length === 0) throw new NotFoundError('user');
+  async eraseUser(appId: string, userId: string): Promise<UserDeviceErasure[]> {
+    const ids = await this.devices.userDeviceIds(this.db, appId, userId);
+    if (ids.length === 0) throw new NotFoundError('user');
+    const erased = await this.db.transaction().execute(async (trx) => {
+      const devices = await this.devices.lockUserDevices(trx, appId, userId, 'update', ids.slice(0, USER_ERASE_LIMIT));
       for (const d of devices) await this.devices.erase(trx, d.id);
-      return { erased: devices.map((d) => d.id), remaining: await this.devices.countUserDevices(trx, appId, userId) };
+      return new Set(devices.map((d) => d.id));
     });
+    return ids.map((id, i) => ({ id, outcome: i >= USER_ERASE_LIMIT ? 'out_of_range' : erased.has(id) ? 'erased' : 'gone' }));
+  }
+
+  /**
+   * GET /devices/uninstalled: devices whose token a gateway rejected, in (invalidated_at, id) keyset pages, with
+   * how many the listing holds. Every page has a cursor; an empty one keeps the position it was asked for.
+   */
+  async uninstalledPage(
+    appId: string,
+    q: UninstalledWindow & { cursor?: string; per: number },
+  ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string }> {
+    const after = q.cursor ? decodeUninstalledCursor(q.cursor) : null;
+    if (q.cursor && !after) throw new NotFoundError('cursor');
+    const window = { from: q.from, to: q.to };
+    const [rows, total] = await Promise.all([
+      this.uninstalled.page(this.db, appId, { ...window, after, limit: q.per }),
+      this.uninstalled.count(this.db, appId, window),
+    ]);
+    const last = rows.at(-1);
+    const position = last ? { at: last.position_at, id: last.id } : (after ?? { at: '1970-01-01T00:00:00.000000Z', id: FIRST_ID });
+    return {
+      devices: await this.detailsOf(rows),
+      total,
+      cursor: encodeCursor(UNINSTALLED, [position.at, position.id]),
+    };
   }
 
   /** POST /devices/:id/events. The share lock keeps an erase from interleaving. */
@@ -162,7 +203,8 @@ export class DeviceService {
     caller: Caller,
     idempotency?: IdempotentRequest<void>,
   ): Promise<Replay | void> {
-    const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
+    const events = parseEvents(raw, eventOptions(caller));
+    const aggregates = aggregateEvents(events);
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
@@ -172,6 +214,7 @@ export class DeviceService {
         appId,
         aggregates.map((event) => ({ deviceId: id, event })),
       );
+      await this.attributeConversions(trx, [id], events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
@@ -215,7 +258,8 @@ export class DeviceService {
     caller: Caller,
     idempotency?: IdempotentRequest<void>,
   ): Promise<Replay | void> {
-    const aggregates = aggregateEvents(parseEvents(raw, eventOptions(caller)));
+    const events = parseEvents(raw, eventOptions(caller));
+    const aggregates = aggregateEvents(events);
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
@@ -226,8 +270,19 @@ export class DeviceService {
         appId,
         devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event }))),
       );
+      await this.attributeConversions(
+        trx,
+        devices.map((d) => d.id),
+        events,
+      );
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
+  }
+
+  /** Each event of each device counts for the pushes that device received within the window before it. */
+  private async attributeConversions(db: Db, deviceIds: string[], events: EventInput[]): Promise<void> {
+    const sent = deviceIds.flatMap((deviceId) => events.map((e) => ({ deviceId, source: e.source, name: e.name, at: e.date })));
+    await this.conversions.attribute(db, sent, this.conversionWindowHours);
   }
 
   private async lockLive(db: Transaction<Database>, appId: string, id: string, mode: 'update' | 'share'): Promise<Device> {
@@ -263,17 +318,34 @@ export class DeviceService {
     if (!this.geoip.enabled) return { columns: { ip_address: ip }, country: null };
     const found = await this.geoip.lookup(ip);
     return {
-      columns: { ip_address: ip, ip_latitude: found?.latitude ?? null, ip_longitude: found?.longitude ?? null },
+      columns: {
+        ip_address: ip,
+        ip_latitude: found?.latitude ?? null,
+        ip_longitude: found?.longitude ?? null,
+        ip_city: found?.city ?? null,
+        ip_country: found?.country ?? null,
+      },
       country: fields.country === undefined ? (found?.country ?? null) : null,
     };
   }
 }
 
 interface Network {
-  columns: Pick<DeviceUpdate, 'ip_address' | 'ip_latitude' | 'ip_longitude'>;
+  columns: Pick<DeviceUpdate, 'ip_address' | 'ip_latitude' | 'ip_longitude' | 'ip_city' | 'ip_country'>;
   /** A country for a device that has none. */
   country: string | null;
 }
+
+const UNINSTALLED = 'uninstalled';
+
+/** The uninstalled listing's position: when the token was rejected (ISO 8601, to the microsecond), and the device id (ties). */
+function decodeUninstalledCursor(cursor: string): { at: string; id: string } | null {
+  const [at, id] = decodeCursor(cursor, UNINSTALLED, 2) ?? [];
+  return at && POSITION_AT.test(at) && parseIsoDate(at) && id && isUuid(id) ? { at, id } : null;
+}
+
+/** The form the listing writes a position's time in: one PostgreSQL reads back exactly (it has no year 0). */
+const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 function eventOptions(caller: Caller) {
   return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };

@@ -1,6 +1,8 @@
 import type { Db } from '../db/database.js';
-import type { AudiencesRepository } from '../db/repositories/audiences.js';
+import { specRef, type AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { Deliverable } from '../db/repositories/devices.js';
+import type { NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
@@ -10,12 +12,13 @@ import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
 import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
-import { cutBatches } from '../queue/fanout.js';
+import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
 import type { NotificationScheduler } from '../queue/jobs.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import { timingOf } from '../domain/campaign.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
+import { GroupRunner } from '../platform/group-runner.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
@@ -31,7 +34,60 @@ export interface PushPreview {
   fcm: FcmSendBody;
 }
 
+type NotificationFields = NotificationRequest['notification'];
+
+/** An audience a notification goes to: its id, and its filters (null: every device). */
+export interface ResolvedAudience {
+  id: string;
+  filters: Filter[] | null;
+}
+
+/** A notification stored in its transaction, and its batches when it was cut at once (to enqueue after commit). */
+export interface CreatedNotification {
+  notification: Notification;
+  batchIds: string[] | null;
+}
+
+interface UnicastItem {
+  appId: string;
+  request: NotificationRequest;
+  now: Date;
+  options: DeliveryOptions;
+}
+
+/**
+ * Whether a request is the common small shape that is created in groups: to a few named devices or users
+ * (filters), now, at full speed, without a collapse_key (which may replace a notification already sending).
+ */
+function isUnicast(request: NotificationRequest): boolean {
+  const n = request.notification;
+  const target = targetOf(n.to);
+  return (
+    target.kind === 'filters' &&
+    namesFewDevices(target.filters) &&
+    n.send_at === undefined &&
+    !n.local_time &&
+    n.throttle === undefined &&
+    typeof n.payload.collapse_key !== 'string'
+  );
+}
+
+/**
+ * The create answer: the notification as accepted, `scheduled` as the public API answers, whether it waits for its
+ * send time or was cut into its batches at once (then stored `sending`).
+ */
+const accepted = (n: Notification): Notification => ({ ...n, state: 'scheduled' });
+
+/** Unicast creations run as at most this many group transactions at once (the rest of the pool serves the others). */
+const UNICAST_GROUPS_IN_FLIGHT = 4;
+const UNICAST_GROUP_MAX = 200;
+
 export class NotificationService {
+  private readonly unicast = new GroupRunner<UnicastItem, Notification>((items) => this.createUnicastGroup(items), {
+    maxInFlight: UNICAST_GROUPS_IN_FLIGHT,
+    maxGroup: UNICAST_GROUP_MAX,
+  });
+
   constructor(
     private readonly db: Db,
     private readonly audiences: AudiencesRepository,
@@ -78,85 +134,201 @@ export class NotificationService {
   async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay>;
   async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay> {
     const now = this.clock.now();
-    const problem = sendAtProblem(request.notification, now);
-    if (problem) throw new ValidationError(problem);
-    const options = resolveDeliveryOptions(request.notification, now);
-    // one expiry for a send that goes out over 26 hours would cut off the later zones
-    if (request.notification.local_time && (options.ttlSeconds !== null || options.expiresAt !== null))
-      throw new ValidationError(`notification.${options.ttlSeconds !== null ? 'ttl' : 'expires_at'}: cannot be combined with local_time`);
+    const options = this.checkedOptions(request.notification, now);
+    if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options });
     const created = await this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      const stored = await this.insert(trx, appId, request, now, options);
+      const audience = await this.resolveAudience(trx, appId, request.notification.to);
+      const stored = await this.insert(trx, appId, request.notification, { audience, now, options });
       await this.idempotency.store(trx, appId, idempotency, stored.notification);
       return stored;
     });
     if (created instanceof Replay) return created;
-    const { notification, batchIds } = created;
-    if (notification.next_due_at) return notification;
-    // After commit: if the enqueue fails the sweeper re-enqueues the notification (its fan-out, or its stored batches).
-    const enqueued = batchIds
-      ? this.scheduler.deliver(notification.id, batchIds)
-      : this.scheduler.schedule(notification.id, notification.generation);
-    await enqueued.catch((err) => this.onScheduleError(err, notification.id));
-    // The answer is the notification as created (`scheduled`, as the public API answers), however far it got since.
-    return notification;
+    await this.release(created);
+    return accepted(created.notification);
   }
 
   /**
-   * Stores the notification with its audience and timing. An audience that names a few devices (by device_id or
-   * user_id), to go out now at full speed, is cut into its batches here, so its delivery is enqueued directly and
-   * no fan-out job runs: most notifications are this shape.
+   * The checks of a create that need the clock (send time, expiry with local time) and its delivery options as of
+   * `now`; `object` is the path of the notification's fields in the request, for the errors.
    */
-  private async insert(
+  checkedOptions(notification: NotificationFields, now: Date, object = 'notification'): DeliveryOptions {
+    const problem = sendAtProblem(notification, now, { object });
+    if (problem) throw new ValidationError(problem);
+    const options = resolveDeliveryOptions(notification, now, object);
+    // one expiry for a send that goes out over 26 hours would cut off the later zones
+    if (notification.local_time && (options.ttlSeconds !== null || options.expiresAt !== null))
+      throw new ValidationError(`${object}.${options.ttlSeconds !== null ? 'ttl' : 'expires_at'}: cannot be combined with local_time`);
+    return options;
+  }
+
+  /** The audience a target names: the app's all-devices audience, its stored on-the-fly spec (created once), or 404. */
+  async resolveAudience(trx: Transaction<Database>, appId: string, to: NotificationFields['to']): Promise<ResolvedAudience> {
+    const target = targetOf(to);
+    if (target.kind === 'all') return this.audiences.upsertAllDevices(trx, appId);
+    if (target.kind === 'filters')
+      return this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
+    const found = await this.audiences.findForApp(trx, appId, target.audienceId);
+    if (!found) throw new NotFoundError('audience');
+    return found;
+  }
+
+  /**
+   * After the notification's transaction committed: enqueues its fan-out or its batches, unless it waits for its
+   * send time (the due poller releases it). If the enqueue fails the sweeper re-enqueues it.
+   */
+  release(created: CreatedNotification): Promise<void> {
+    return this.enqueue([created]);
+  }
+
+  /**
+   * Hands committed notifications to the pipeline: the delivery of those cut at creation (one enqueue for all),
+   * the fan-out of the others that go out now. If an enqueue fails the sweeper re-enqueues the notification.
+   */
+  private async enqueue(created: CreatedNotification[]): Promise<void> {
+    const batches = created.flatMap(({ notification, batchIds }) =>
+      (batchIds ?? []).map((batchId) => ({ notificationId: notification.id, batchId })),
+    );
+    const fanouts = created.filter(({ notification, batchIds }) => !batchIds && !notification.next_due_at);
+    await Promise.all([
+      batches.length
+        ? this.scheduler.deliver(batches).catch((err) => batches.forEach((b) => this.onScheduleError(err, b.notificationId)))
+        : null,
+      ...fanouts.map(({ notification: n }) => this.scheduler.schedule(n.id, n.generation).catch((err) => this.onScheduleError(err, n.id))),
+    ]);
+  }
+
+  /**
+   * Creates a group of unicast notifications (see `isUnicast`) in one transaction of a few statements, however
+   * many there are, and enqueues them with one call: the shape most traffic has, created at the cost of a few.
+   * If the group's transaction fails, each one is created again on its own, so a request the database refuses
+   * fails alone.
+   */
+  private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<Notification>[]> {
+    let settled: PromiseSettledResult<CreatedNotification>[];
+    try {
+      const created = await this.db.transaction().execute((trx) => this.insertUnicastGroup(trx, items));
+      settled = created.map((value) => ({ status: 'fulfilled', value }));
+    } catch {
+      settled = await Promise.allSettled(
+        items.map((i) =>
+          this.db.transaction().execute(async (trx) => {
+            const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
+            return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
+          }),
+        ),
+      );
+    }
+    await this.enqueue(settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
+    return settled.map((r) => (r.status === 'fulfilled' ? { status: 'fulfilled', value: accepted(r.value.notification) } : r));
+  }
+
+  /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */
+  private async insertUnicastGroup(trx: Transaction<Database>, items: UnicastItem[]): Promise<CreatedNotification[]> {
+    const now = this.clock.now();
+    const settings = await this.apps.campaignSettingsOf(trx, [...new Set(items.map((i) => i.appId))]);
+    const specs = items.map((i) => {
+      const filters = i.request.notification.to as Filter[];
+      return { appId: i.appId, key: specKey(filters), canonical: canonicalFilters(filters) };
+    });
+    const audiences = await this.audiences.upsertFiltersMany(trx, specs);
+    const audienceOf = (k: number) => audiences.get(specRef(specs[k]!.appId, specs[k]!.key))!;
+    // an app with a ceiling paces every notification: those go through the fan-out's reservations
+    const direct = items.flatMap((i, k) => (settings.get(i.appId)?.max_per_minute == null ? [k] : []));
+    const found = await this.devices.deliverableOfEach(
+      trx,
+      direct.map((k) => ({ appId: items[k]!.appId, filters: audienceOf(k).filters })),
+      { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
+    );
+    const devicesOf = new Map(direct.flatMap((k, j) => (found[j]!.length <= DIRECT_AUDIENCE_MAX_DEVICES ? [[k, found[j]!]] : [])));
+    const inserted = await this.notifications.insertMany(
+      trx,
+      items.map((i, k) => ({
+        appId: i.appId,
+        audienceId: audienceOf(k).id,
+        request: i.request.notification,
+        payload: i.request.notification.payload,
+        collapseKey: null,
+        timing: timingOf(i.request.notification, i.now, null),
+        options: i.options,
+        cut: this.cutOf(devicesOf.get(k)),
+      })),
+    );
+    return this.storeBatches(trx, inserted, (k) => devicesOf.get(k));
+  }
+
+  /** How a notification whose whole audience is these devices is inserted (none: its fan-out will cut it). */
+  private cutOf(devices: Deliverable[] | undefined): NewNotification['cut'] {
+    return devices && { batches: splitIntoBatches(devices, this.batchSize).length, targeted: devices.length };
+  }
+
+  /** Stores the batches of the notifications just inserted with their whole audience cut (`cutOf`). */
+  private async storeBatches(
+    trx: Transaction<Database>,
+    inserted: Notification[],
+    devicesOf: (k: number) => Deliverable[] | undefined,
+  ): Promise<CreatedNotification[]> {
+    const created = inserted.map((notification, k) => {
+      const devices = devicesOf(k);
+      if (!devices) return { notification, batchIds: null, batches: [] };
+      const batches = cutBatches(notification.id, notification.generation, devices, 0, this.batchSize);
+      return { notification, batchIds: batches.map((b) => b.id), batches };
+    });
+    await this.delivery.insertBatches(
+      trx,
+      created.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
+    );
+    return created.map(({ notification, batchIds }) => ({ notification, batchIds }));
+  }
+
+  /**
+   * Stores the notification with its audience and timing, in the caller's transaction (a message stores its push in
+   * its own, with `messageId`); the caller runs `release` once it committed. An audience that names a few devices
+   * (by device_id or user_id), to go out now at full speed, is cut into its batches here, so its delivery is
+   * enqueued directly and no fan-out job runs: most notifications are this shape.
+   */
+  async insert(
     trx: Transaction<Database>,
     appId: string,
-    request: NotificationRequest,
-    now: Date,
-    options: DeliveryOptions,
-  ): Promise<{ notification: Notification; batchIds: string[] | null }> {
-    const { to, payload } = request.notification;
-    const target = targetOf(to);
+    fields: NotificationFields,
+    at: { audience: ResolvedAudience; now: Date; options: DeliveryOptions; messageId?: string },
+  ): Promise<CreatedNotification> {
+    const { audience, now } = at;
+    let { options } = at;
+    const { payload } = fields;
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
     const settings = await this.apps.campaignSettings(trx, appId);
-    const deviceZones = request.notification.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
-    const timing = timingOf(request.notification, now, settings.default_time_zone, deviceZones);
+    const deviceZones = fields.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
+    const timing = timingOf(fields, now, settings.default_time_zone, deviceZones);
     // a ttl counts from when it goes out
     if (timing.sendAt && options.ttlSeconds !== null)
       options = { ...options, expiresAt: expiryOf(options, timing.sendAt), ttlSeconds: null };
-    let audience: { id: string; filters: Filter[] | null };
-    if (target.kind === 'all') {
-      audience = await this.audiences.upsertAllDevices(trx, appId);
-    } else if (target.kind === 'filters') {
-      audience = await this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
-    } else {
-      const found = await this.audiences.findForApp(trx, appId, target.audienceId);
-      if (!found) throw new NotFoundError('audience');
-      audience = found;
+    // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
+    // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
+    const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
+    let devices: Deliverable[] | undefined;
+    if (!timing.nextDueAt && collapseKey === null && !paced && namesFewDevices(audience.filters)) {
+      const page = await this.devices.pageDeliverable(trx, appId, audience.filters, {
+        afterId: null,
+        limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
+        now,
+      });
+      if (page.length <= DIRECT_AUDIENCE_MAX_DEVICES) devices = page;
     }
     const inserted = await this.notifications.insertOrCollapse(trx, {
       appId,
       audienceId: audience.id,
-      request: request.notification,
+      request: fields,
       payload,
       collapseKey,
       timing,
       options,
+      messageId: at.messageId ?? null,
+      cut: this.cutOf(devices),
     });
-    if (timing.nextDueAt) return { notification: inserted, batchIds: null };
-    // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
-    // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
-    const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
-    if (collapseKey !== null || paced || !namesFewDevices(audience.filters)) return { notification: inserted, batchIds: null };
-    const devices = await this.devices.pageDeliverable(trx, appId, audience.filters, {
-      afterId: null,
-      limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
-      now,
-    });
-    if (devices.length > DIRECT_AUDIENCE_MAX_DEVICES) return { notification: inserted, batchIds: null };
-    const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.batchSize);
-    await this.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
-    return { notification: inserted, batchIds: batches.map((b) => b.id) };
+    const [created] = await this.storeBatches(trx, [inserted], () => devices);
+    return created!;
   }
 
   /**

@@ -1,13 +1,11 @@
 import type { Db } from '../db/database.js';
 import type { DeviceGroupStats, PushDay, StatsRepository } from '../db/repositories/stats.js';
-import type { UninstalledRepository } from '../db/repositories/uninstalled.js';
 
 /** App-wide figures the dashboards read: devices by group, tokens uninstalled, pushes per day. */
 export class StatsService {
   constructor(
     private readonly db: Db,
     private readonly stats: StatsRepository,
-    private readonly uninstalled: UninstalledRepository,
   ) {}
 
   async devices(appId: string, uninstalledWindowDays: number): Promise<{ groups: DeviceGroupStats[]; uninstalled: number }> {
@@ -20,10 +18,5 @@ export class StatsService {
 
   pushesPerDay(appId: string, days: number): Promise<PushDay[]> {
     return this.stats.pushesPerDay(this.db, appId, days);
-  }
-
-  /** Devices whose token a gateway rejected, in (invalidated_at, id) keyset pages. */
-  uninstalledPage(appId: string, q: Parameters<UninstalledRepository['page']>[2]) {
-    return this.uninstalled.page(this.db, appId, q);
   }
 }

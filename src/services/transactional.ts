@@ -1,21 +1,24 @@
 import type { Db } from '../db/database.js';
-import type { BatchHead } from '../db/repositories/delivery.js';
-import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { BatchHead, NewBatch } from '../db/repositories/delivery.js';
+import type { Deliverable, DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Notification } from '../db/schema.js';
-import { msLeft, resolveDeliveryOptions } from '../domain/delivery-options.js';
+import type { Database, Notification } from '../db/schema.js';
+import { msLeft, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, type TransactionalRequest } from '../domain/transactional-request.js';
 import { attemptBatch, type BatchAttemptDeps } from '../queue/delivery.js';
-import { cutBatches } from '../queue/fanout.js';
+import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
 import { backoffDelay, RetryLaterError, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import { GroupRunner } from '../platform/group-runner.js';
+import type { Transaction } from 'kysely';
 
 /** Most devices one transactional send reaches: one device, or one user's. */
 export const TRANSACTIONAL_MAX_DEVICES = 100;
 
 export interface TransactionalResult {
-  notification: Notification;
+  /** the notification's id */
+  id: string;
   /** pushes the gateways accepted, tokens they reported uninstalled, devices not reached (expired ones included) */
   success: number;
   uninstalled: number;
@@ -29,7 +32,28 @@ export interface TransactionalResult {
  * counts as failed (`deadline_exceeded`) and is reported, so the caller decides whether to send again. A push
  * that expires first is not retried past its expiry: it is recorded expired and reported among the failures.
  */
+interface Creation {
+  appId: string;
+  request: TransactionalRequest;
+  options: DeliveryOptions;
+  now: Date;
+}
+
+/** A send as committed: its notification and the batches it was cut into. */
+interface Committed {
+  notification: Notification;
+  batches: NewBatch[];
+}
+
+function withinLimit(devices: Deliverable[]): Deliverable[] {
+  if (devices.length > TRANSACTIONAL_MAX_DEVICES)
+    throw new ValidationError(`to: matches more than ${TRANSACTIONAL_MAX_DEVICES} devices; send to an audience instead`);
+  return devices;
+}
+
 export class TransactionalService {
+  private readonly creations = new GroupRunner<Creation, Committed>((items) => this.createGroup(items), { maxInFlight: 4, maxGroup: 200 });
+
   constructor(
     private readonly db: Db,
     private readonly notifications: NotificationsRepository,
@@ -50,35 +74,24 @@ export class TransactionalService {
     request: TransactionalRequest,
     idempotency?: IdempotentRequest<TransactionalResult>,
   ): Promise<TransactionalResult | Replay> {
-    const now = new Date();
-    const deadline = now.getTime() + this.settings.timeoutMs;
+    const now = this.sending.clock.now();
+    const deadline = Date.now() + this.settings.timeoutMs; // the caller waits in real time
     const options = resolveDeliveryOptions(request.notification, now);
-    const filters = transactionalFilters(request);
-    const committed = await this.db.transaction().execute(async (trx) => {
-      const replay = await this.idempotency.claim(trx, appId, idempotency);
-      if (replay) return replay;
-      const devices = await this.devices.pageDeliverable(trx, appId, filters, {
-        afterId: null,
-        limit: TRANSACTIONAL_MAX_DEVICES + 1,
-        now,
+    let committed: Committed | Replay;
+    if (!idempotency) committed = await this.creations.submit({ appId, request, options, now });
+    else {
+      committed = await this.db.transaction().execute(async (trx) => {
+        const replay = await this.idempotency.claim(trx, appId, idempotency);
+        if (replay) return replay;
+        const [devices] = await this.devices.deliverableOfEach(trx, [{ appId, filters: transactionalFilters(request) }], {
+          limit: TRANSACTIONAL_MAX_DEVICES + 1,
+          now,
+        });
+        const [stored] = await this.store(trx, [{ appId, request, options, now, devices: withinLimit(devices!) }]);
+        await this.idempotency.pending(trx, appId, idempotency, stored!.notification.id);
+        return stored!;
       });
-      if (devices.length > TRANSACTIONAL_MAX_DEVICES) {
-        throw new ValidationError(`to: matches more than ${TRANSACTIONAL_MAX_DEVICES} devices; send to an audience instead`);
-      }
-      const inserted = await this.notifications.insertOrCollapse(trx, {
-        appId,
-        audienceId: null,
-        request: request as unknown as Record<string, unknown>,
-        payload: request.notification.payload,
-        collapseKey: null,
-        group: request.group,
-        options,
-      });
-      const batches = cutBatches(inserted.id, inserted.generation, devices, 0, this.settings.batchSize);
-      await this.sending.delivery.saveWholeAudience(trx, inserted.id, inserted.generation, batches, devices.length);
-      await this.idempotency.pending(trx, appId, idempotency, inserted.id);
-      return { notification: inserted, batches };
-    });
+    }
     if (committed instanceof Replay) return committed;
     const { notification, batches } = committed;
 
@@ -92,9 +105,9 @@ export class TransactionalService {
       attempts: 0,
     }));
     const outcomes = await Promise.all(heads.map((head) => this.sendUntil(notification, head, deadline)));
-    await this.sending.delivery.completeIfFinished(this.db, notification.id, notification.generation);
+    await this.sending.store.completeIfFinished(notification.id, notification.generation);
     const result = {
-      notification: (await this.notifications.findById(this.db, notification.id)) ?? notification,
+      id: notification.id,
       success: outcomes.reduce((sum, o) => sum + o.succeeded, 0),
       uninstalled: outcomes.reduce((sum, o) => sum + o.uninstalled, 0),
       failures: outcomes.flatMap((o) => o.failed),
@@ -103,12 +116,83 @@ export class TransactionalService {
     return result;
   }
 
+  /**
+   * Commits the sends that arrive together in one transaction: their devices in one query, the notifications and
+   * their batches in one statement each. A send that matches too many devices is refused alone; if the
+   * transaction fails, each is committed again on its own, so one the database refuses fails alone.
+   */
+  private async createGroup(items: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
+    const commit = (group: Creation[]) =>
+      this.db.transaction().execute(async (trx) => {
+        const found = await this.devices.deliverableOfEach(
+          trx,
+          group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
+          { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
+        );
+        const settled: PromiseSettledResult<Creation & { devices: Deliverable[] }>[] = group.map((item, k) => {
+          try {
+            return { status: 'fulfilled', value: { ...item, devices: withinLimit(found[k]!) } };
+          } catch (reason) {
+            return { status: 'rejected', reason };
+          }
+        });
+        const stored = await this.store(
+          trx,
+          settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+        );
+        return settled.map((r): PromiseSettledResult<Committed> =>
+          r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,
+        );
+      });
+    try {
+      return await commit(items);
+    } catch {
+      return Promise.all(
+        items.map(async (item): Promise<PromiseSettledResult<Committed>> => {
+          try {
+            return (await commit([item]))[0]!;
+          } catch (reason) {
+            return { status: 'rejected', reason };
+          }
+        }),
+      );
+    }
+  }
+
+  /** Stores the sends' notifications and their batches (cut now: their devices are known). */
+  private async store(trx: Transaction<Database>, sends: (Creation & { devices: Deliverable[] })[]): Promise<Committed[]> {
+    if (!sends.length) return [];
+    const inserted = await this.notifications.insertMany(
+      trx,
+      sends.map((s) => ({
+        appId: s.appId,
+        audienceId: null,
+        request: s.request as unknown as Record<string, unknown>,
+        payload: s.request.notification.payload,
+        collapseKey: null,
+        group: s.request.group,
+        options: s.options,
+        cut: { batches: splitIntoBatches(s.devices, this.settings.batchSize).length, targeted: s.devices.length },
+      })),
+    );
+    const committed = inserted.map((notification, k) => ({
+      notification,
+      batches: cutBatches(notification.id, notification.generation, sends[k]!.devices, 0, this.settings.batchSize),
+    }));
+    await this.sending.store.delivery.insertBatches(
+      trx,
+      committed.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
+    );
+    return committed;
+  }
+
   /** Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes. */
   private async sendUntil(n: Notification, head: BatchHead, deadline: number) {
     const total = { succeeded: 0, uninstalled: 0, failed: [] as string[] };
     for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
       const final = batch.attempts + 1 >= this.settings.retry.attempts;
-      const { summary, done } = await attemptBatch(this.sending, n, batch, final);
+      const pending = (await this.sending.store.load(batch.id))?.pending ?? [];
+      const { summary, done } = await attemptBatch(this.sending, n, batch, pending, final);
       total.succeeded += summary.succeeded.length;
       total.uninstalled += summary.invalidated.length;
       total.failed.push(...summary.failed.map((f) => f.deviceId), ...summary.expired);
@@ -116,7 +200,7 @@ export class TransactionalService {
         if (final) total.failed.push(...summary.retry); // recorded as retries_exhausted
         return total;
       }
-      const untilExpiryMs = msLeft(n.expires_at, new Date());
+      const untilExpiryMs = msLeft(n.expires_at, this.sending.clock.now());
       const delay = backoffDelay(
         this.settings.retry,
         batch.attempts + 1,
@@ -125,12 +209,11 @@ export class TransactionalService {
       if (Date.now() + delay >= deadline) {
         const next = { ...batch, attempts: batch.attempts + 1 };
         const left = summary.retry.map((deviceId) => ({ deviceId, reason: 'deadline_exceeded' }));
-        await this.sending.delivery.recordAttempt(
-          this.db,
-          next,
-          { succeeded: [], failed: left, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
-          true,
-        );
+        await this.sending.store.record({
+          batch: next,
+          outcome: { succeeded: [], failed: left, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
+          finalAttempt: true,
+        });
         total.failed.push(...summary.retry);
         return total;
       }

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Permission } from '../../src/domain/keys.js';
 import { basic, type Harness } from '../helpers/harness.js';
 import type { AppWithKeys } from './support.js';
@@ -78,6 +78,13 @@ export const AUTH_ROUTES: AuthRoute[] = [
   },
   { method: 'GET', path: '/v6/stats/devices', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/stats/pushes', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/stats/total_installs', permission: 'read', success: 200 },
+  ...(['installs', 'opens', 'sessions', 'active_users'] as const).map((metric): AuthRoute => ({
+    method: 'GET',
+    path: `/v6/stats/${metric}`,
+    permission: 'read',
+    success: 200,
+  })),
   // devices
   {
     method: 'POST',
@@ -94,6 +101,20 @@ export const AUTH_ROUTES: AuthRoute[] = [
     permission: 'device',
     success: 202,
     body: () => ({ events: [{ name: 'opened' }] }),
+  },
+  {
+    method: 'POST',
+    path: '/v6/devices/:deviceId/sessions',
+    permission: 'device',
+    success: 202,
+    body: () => ({ session: { id: randomUUID() } }),
+  },
+  {
+    method: 'POST',
+    path: '/v6/devices/:deviceId/opens',
+    permission: 'device',
+    success: 202,
+    body: (fx) => ({ open: { _nid: fx.params.notificationId, tapped: true } }),
   },
   { method: 'POST', path: '/v6/devices/:deviceId/erase', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/devices/uninstalled', permission: 'read', success: 200 },
@@ -113,6 +134,37 @@ export const AUTH_ROUTES: AuthRoute[] = [
     body: () => ({ events: [{ name: 'purchase' }] }),
   },
   { method: 'DELETE', path: '/v6/users/:userId/devices', permission: 'write', success: 200, fresh: true },
+  // in-app messages: the app's side
+  {
+    method: 'POST',
+    path: '/v6/messages',
+    permission: 'write',
+    success: 201,
+    body: () => ({ message: { to: [{ name: 'locale', criteria: ['fr_FR'] }], title: 'auth matrix' } }),
+  },
+  { method: 'GET', path: '/v6/messages', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/messages/:messageId', permission: 'read', success: 200 },
+  // cancel: the fixture's scheduled message waits for its send time
+  { method: 'DELETE', path: '/v6/messages/:scheduledMessageId', permission: 'write', success: 200, fresh: true },
+  { method: 'GET', path: '/v6/stats/messages/:messageId/events', permission: 'read', success: 200 },
+  // a device's message stream: what the SDK does
+  { method: 'GET', path: '/v6/devices/:deviceId/messages', permission: 'device', success: 200 },
+  { method: 'GET', path: '/v6/devices/:deviceId/messages/:messageId', permission: 'device', success: 200 },
+  {
+    method: 'POST',
+    path: '/v6/devices/:deviceId/messages/read',
+    permission: 'device',
+    success: 200,
+    body: (fx) => ({ message_ids: [fx.params.messageId] }),
+  },
+  { method: 'DELETE', path: '/v6/devices/:deviceId/messages/:messageId', permission: 'device', success: 200, fresh: true },
+  {
+    method: 'POST',
+    path: '/v6/devices/:deviceId/messages/impressions',
+    permission: 'device',
+    success: 202,
+    body: (fx) => ({ impressions: [{ message_id: fx.params.messageId, kind: 'stream' }] }),
+  },
 ];
 
 /**
@@ -153,9 +205,21 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
     { device: { platform: 'android', token: `fixture-${unique()}`, user_id: userId } },
     app.keys.sdk,
   );
+  // an in-app message to every device (so in the device's stream), and one that waits for its send time
+  const message = await send('/v6/messages', { message: { to: '*', title: 'fixture' } }, app.keys.write);
+  const sendAt = new Date(Date.now() + 86_400_000).toISOString();
+  const scheduled = await send('/v6/messages', { message: { to: '*', title: 'fixture later', send_at: sendAt } }, app.keys.write);
   return {
     app,
-    params: { appId: app.app.id, notificationId: created.id, audienceId: created.to.id, deviceId: device.device.id, userId },
+    params: {
+      appId: app.app.id,
+      notificationId: created.id,
+      audienceId: created.to.id,
+      deviceId: device.device.id,
+      userId,
+      messageId: message.id,
+      scheduledMessageId: scheduled.id,
+    },
   };
 }
 

@@ -47,7 +47,7 @@ describe('device registry', () => {
     expect(dropped).toEqual([]);
     expect(device.id).toMatch(/^[0-9a-f-]{36}$/);
     expect(device).toMatchObject({
-      platform: 'ios',
+      platform: 'iOS',
       token: t,
       push_token: t,
       development: true,
@@ -59,8 +59,12 @@ describe('device registry', () => {
       country: 'FR',
       notifications_allowed: 'Enabled',
       push_enabled: true,
-      location: { latitude: 48.8566, longitude: 2.3522 },
+      user_id: 'u-1',
+      email: 'a@example.com',
+      user_email: 'a@example.com',
+      location: { gps: { lat: '48.8566', lng: '2.3522' }, geoip: { lat: null, lng: null, city: null, country: null } },
       sdk_location: { latitude: 48.8566, longitude: 2.3522 },
+      last_opened: null,
       erased_at: null,
     });
     expect(device.custom).toEqual({
@@ -73,6 +77,7 @@ describe('device registry', () => {
     });
     expect(device.user_attributes).toEqual(device.custom);
     expect(device.created_at).toBe(device.registered_at);
+    expect(device.installed_at).toBe(device.created_at);
   });
 
   it('registering a known token merges into the same device; created_at stays, registered_at moves', async () => {
@@ -277,7 +282,7 @@ describe('device registry', () => {
     expect(res.statusCode, res.body).toBe(200);
     const { device } = res.json();
     expect(device.erased_at).not.toBeNull();
-    expect(device).toMatchObject({ token: null, locale: null, user_id: null, tags: [], custom: {}, user_events: {} });
+    expect(device).toMatchObject({ token: null, locale: null, user_id: null, tags: [], custom: {}, user_events: {}, platform: 'Unknown' });
     expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'locale', criteria: ['xx_YY'] }])).toBe(0);
     expect(await countVia(h, app.app.id, app.keys.read, [{ name: 'device_id', criteria: [d.id] }])).toBe(0);
 

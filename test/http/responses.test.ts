@@ -48,7 +48,7 @@ describe('response shapes', () => {
     expect(res.json().notification).toStrictEqual({ to: '*', payload: { alert: version } });
   });
 
-  it('GET /v6/audiences/:id answers {audience: {name, created_at, updated_at, id, device_count}}', async () => {
+  it('GET /v6/audiences/:id answers {audience: {name, created_at, updated_at, id, test, device_count}}', async () => {
     const created = (
       await postNotification(h, app.keys.write, {
         notification: { to: [{ name: 'locale', criteria: ['en_GB'] }], payload: { alert: 'x' } },
@@ -58,13 +58,14 @@ describe('response shapes', () => {
     expect(res.statusCode).toBe(200);
     const body = res.json();
     expect(Object.keys(body)).toEqual(['audience']);
-    expect(Object.keys(body.audience).sort()).toEqual(['created_at', 'device_count', 'id', 'name', 'updated_at']);
+    expect(Object.keys(body.audience).sort()).toEqual(['created_at', 'device_count', 'id', 'name', 'test', 'updated_at']);
     expect(body.audience.id).toBe(created.to.id);
     expect(body.audience.name).toMatch(/^api_audience_[A-Za-z0-9_-]+$/);
     expect(body.audience.created_at).toMatch(ISO_MS);
     expect(body.audience.updated_at).toMatch(ISO_MS);
     expect(Date.parse(body.audience.updated_at)).toBeGreaterThanOrEqual(Date.parse(body.audience.created_at));
     expect(body.audience.device_count).toBe(0);
+    expect(body.audience.test).toBe(false);
   });
 
   it('two on-the-fly audiences get different generated names', async () => {

@@ -126,13 +126,21 @@ describe('transactional notifications', () => {
     expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [] }); // no longer targeted
   });
 
-  it('20 concurrent sends to 20 devices: each device gets exactly one push', async () => {
+  it('20 concurrent sends to 20 devices: each device gets exactly one push; one to too many devices is refused alone', async () => {
     const many = await Promise.all(
       Array.from({ length: 20 }, (_, i) => registerDevice(h, keys.sdk, { platform: i % 2 ? 'ios' : 'android' })),
     );
+    // sent together with them, one that matches too many devices is refused alone
+    for (let i = 0; i < 101; i++) await registerDevice(h, keys.sdk, { platform: 'android', user_id: 'crowd' });
     gw.reset();
-    const answers = await Promise.all(many.map((d) => send(body({ field: 'device_id', value: d.id }))));
+    const [crowd, ...answers] = await Promise.all([
+      send(body({ field: 'user_id', value: 'crowd' })),
+      ...many.map((d) => send(body({ field: 'device_id', value: d.id }))),
+    ]);
+    expect(crowd!.statusCode).toBe(400);
+    expect(crowd!.json().error).toContain('to: matches more than 100 devices');
     for (const a of answers) expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [] });
+    expect(new Set(answers.map((a) => a.json().id)).size).toBe(many.length);
     expect(tokens()).toEqual(many.map((d) => d.token).sort());
   });
 

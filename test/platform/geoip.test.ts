@@ -23,8 +23,12 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
     await writeFile(
       file,
       buildMmdb([
-        { cidr: '81.2.69.0/24', record: { country: { iso_code: 'GB' }, location: { ...LONDON, accuracy_radius: 5 } } },
-        { cidr: '2.125.160.0/20', record: { country: { iso_code: 'FR' }, location: PARIS } },
+        {
+          cidr: '81.2.69.0/24',
+          record: { city: { names: { en: 'London' } }, country: { iso_code: 'GB' }, location: { ...LONDON, accuracy_radius: 5 } },
+        },
+        { cidr: '2.125.160.0/20', record: { city: { names: { en: 'Paris' } }, country: { iso_code: 'FR' }, location: PARIS } },
+        { cidr: '192.0.2.0/24', record: { country: { iso_code: 'NL' }, location: { latitude: 52.38, longitude: 4.9 } } },
       ]),
     );
     // a proxy in front of the API reports the phone's address; the tests play that proxy
@@ -38,17 +42,18 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
 
   it('the test database reads back through maxmind', async () => {
     const reader = await maxmind.open<CityResponse>(file);
-    expect(lookupIn(reader, '81.2.69.160')).toEqual({ ...LONDON, country: 'GB' });
-    expect(lookupIn(reader, '::ffff:2.125.170.1')).toEqual({ ...PARIS, country: 'FR' });
+    expect(lookupIn(reader, '81.2.69.160')).toEqual({ ...LONDON, city: 'London', country: 'GB' });
+    expect(lookupIn(reader, '::ffff:2.125.170.1')).toEqual({ ...PARIS, city: 'Paris', country: 'FR' });
+    expect(lookupIn(reader, '192.0.2.1')).toEqual({ latitude: 52.38, longitude: 4.9, city: null, country: 'NL' }); // no city
     expect(lookupIn(reader, '10.0.0.1')).toBeNull();
     expect(lookupIn(reader, '2001:db8::1')).toBeNull(); // IPv6 against an IPv4 database
     expect(lookupIn(reader, 'not an ip')).toBeNull();
   });
 
-  it("an SDK registration gets its IP's location and country; `location` filters find it, `sdk_location` does not", async () => {
+  it("an SDK registration gets its IP's location, city and country; `location` filters find it, `sdk_location` does not", async () => {
     const d = await register(h, app.keys.sdk, { platform: 'ios', locale: 'en_GB' }, { 'x-forwarded-for': '81.2.69.160' });
     const device = (await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
-    expect(device.location).toEqual(LONDON);
+    expect(device.location).toEqual({ gps: {}, geoip: { lat: '51.5142', lng: '-0.0931', city: 'London', country: 'GB' } });
     expect(device.sdk_location).toBeNull();
     expect(device.country).toBe('GB');
     const near = (name: string) => [
@@ -59,14 +64,23 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
     expect(await countVia(h, app.app.id, app.keys.read, near('sdk_location'))).toBe(0);
   });
 
-  it('GPS wins over GeoIP for `location`; a country the device sent is kept; an update moves the IP location', async () => {
+  it('GPS and GeoIP are shown apart, GPS wins for the `location` filter; a country the device sent is kept; an update moves the IP location', async () => {
     const d = await register(h, app.keys.sdk, { platform: 'android', country: 'DE', location: PARIS }, { 'x-forwarded-for': '81.2.69.10' });
     let device = (await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
-    expect(device.location).toEqual(PARIS);
-    expect(device.country).toBe('DE');
+    expect(device.location).toEqual({
+      gps: { lat: '48.8566', lng: '2.3522' },
+      geoip: { lat: '51.5142', lng: '-0.0931', city: 'London', country: 'GB' },
+    });
+    expect(device.country).toBe('DE'); // the device's own; GeoIP's is location.geoip.country
+    expect(
+      await countVia(h, app.app.id, app.keys.read, [
+        { name: 'location', criteria: [{ point: PARIS, distance: 1, unit: 'km' }] },
+        { name: 'device_id', criteria: [d.id] },
+      ]),
+    ).toBe(1);
     await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { location: null } }, { 'x-forwarded-for': '2.125.161.7' });
     device = (await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
-    expect(device.location).toEqual(PARIS); // now from GeoIP
+    expect(device.location).toEqual({ gps: {}, geoip: { lat: '48.8566', lng: '2.3522', city: 'Paris', country: 'FR' } }); // GeoIP moved
     expect(device.sdk_location).toBeNull();
     expect(device.country).toBe('DE');
   });
@@ -74,8 +88,14 @@ describe('GeoIP (GEOIP_DB_PATH, a MaxMind City database)', () => {
   it('an address the database does not know leaves no IP location', async () => {
     const d = await register(h, app.keys.sdk, { platform: 'ios' }, { 'x-forwarded-for': '10.1.2.3' });
     const device = (await call(h, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
-    expect(device.location).toBeNull();
+    expect(device.location).toEqual({ gps: {}, geoip: { lat: null, lng: null, city: null, country: null } });
     expect(device.country).toBeNull();
+  });
+
+  it('erase empties what GeoIP said too', async () => {
+    const d = await register(h, app.keys.sdk, { platform: 'ios' }, { 'x-forwarded-for': '81.2.69.160' });
+    const erased = (await call(h, 'POST', `/v6/devices/${d.id}/erase`, app.keys.write)).json().device;
+    expect(erased.location).toEqual({ gps: {}, geoip: { lat: null, lng: null, city: null, country: null } });
   });
 
   it('a database that cannot be read disables GeoIP instead of failing requests', async () => {

@@ -126,12 +126,21 @@ for (const backend of backends) {
       expect(stats).toEqual({
         id: n.id,
         audience_id: n.to.id,
+        message_id: null,
         push_text: 'Hello',
         published_time: expect.stringMatching(/Z$/),
+        direct_opens: 0,
+        indirect_opens: 0,
+        influenced_opens: 0,
+        opens: 0,
         pushes_succeeded: 4,
         pushes_rejected: 0,
         pushes_expired: 0,
+        event_conversions: {},
       });
+      // each device that received it has a receipt, which its events are attributed to
+      const receipts = await h.db.db.selectFrom('device_pushes').select('device_id').where('notification_id', '=', n.id).execute();
+      expect(receipts).toHaveLength(4);
     });
 
     it('sends a filtered audience to exactly its devices', async () => {

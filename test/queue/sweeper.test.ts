@@ -1,13 +1,18 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ActivityRepository } from '../../src/db/repositories/activity.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
+import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import { systemClock, type Clock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { jobSpecs } from '../../src/queue/jobs.js';
 import { JobQueues } from '../../src/queue/queues.js';
 import { startSweeper } from '../../src/queue/sweeper.js';
-import { useHarness } from '../helpers/harness.js';
+import { basic, useHarness } from '../helpers/harness.js';
 
 describe('the sweeper', () => {
   // No workers: a job added here stays waiting in the queue, as behind a long backlog.
@@ -18,12 +23,17 @@ describe('the sweeper', () => {
     (queues ??= new JobQueues({ kind: 'postgres', databaseUrl: h.databaseUrl, prefix: h.queuePrefix }, jobSpecs({ deliveryAttempts: 1 })));
 
   /** Lets a sweeper sweep every second for 2.5 seconds: two or three sweeps. */
-  async function sweepAWhile(scheduled: string[] = []) {
+  async function sweepAWhile(scheduled: string[] = [], clock: Clock = systemClock) {
     const sweeper = startSweeper({
       db: h.db.db,
       log: createLogger('silent'),
       delivery: new DeliveryRepository(),
       idempotency: new IdempotencyRepository(),
+      activity: new ActivityRepository(),
+      conversions: new ConversionsRepository(),
+      conversionWindowHours: 24,
+      messages: new MessagesRepository(),
+      clock,
       queues: queuesOfHarness(),
       scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined },
       afterSeconds: 2, // sweeps every second
@@ -79,5 +89,78 @@ describe('the sweeper', () => {
     await sweepAWhile();
     const left = await h.db.db.selectFrom('idempotency_keys').select('key').where('app_id', '=', app.id).execute();
     expect(left).toEqual([{ key: 'fresh' }]);
+  });
+
+  it('purges push receipts past the conversion window plus 7 days of late events, and active devices of days no report may name', async () => {
+    const { app } = await h.createApp();
+    const hoursAgo = (n: number) => new Date(Date.now() - n * 3_600_000);
+    const day = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10);
+    const [stale, recent] = [randomUUID(), randomUUID()];
+    await h.db.db
+      .insertInto('device_pushes')
+      .values([
+        { device_id: stale, notification_id: randomUUID(), received_at: hoursAgo(24 + 7 * 24 + 1) },
+        { device_id: recent, notification_id: randomUUID(), received_at: hoursAgo(24 + 7 * 24 - 1) },
+      ])
+      .execute();
+    await h.db.db
+      .insertInto('app_active_devices')
+      .values([
+        { app_id: app.id, day: day(9), device_id: stale },
+        { app_id: app.id, day: day(8), device_id: recent },
+      ])
+      .execute();
+    await sweepAWhile();
+    const receipts = await h.db.db.selectFrom('device_pushes').select('device_id').where('device_id', 'in', [stale, recent]).execute();
+    expect(receipts).toEqual([{ device_id: recent }]);
+    const active = await h.db.db.selectFrom('app_active_devices').select('device_id').where('app_id', '=', app.id).execute();
+    expect(active).toEqual([{ device_id: recent }]);
+  });
+
+  describe('messages past their retention', () => {
+    const DAY = 86_400_000;
+    /** An app with `devices` devices that have read their stream, and a message to all of them. */
+    async function messageInStreams(devices: number) {
+      const { keys } = await h.createApp();
+      const inject = async (method: 'GET' | 'POST', url: string, key: string, payload?: Record<string, unknown>) =>
+        (await h.server.inject({ method, url, headers: { authorization: basic(key) }, ...(payload ? { payload } : {}) })).json();
+      const { id } = await inject('POST', '/v6/messages', keys.write, { message: { to: '*', title: 'old news' } });
+      for (let i = 0; i < devices; i++) {
+        const { device } = await inject('POST', '/v6/devices', keys.sdk, { device: { platform: 'android' } });
+        await inject('GET', `/v6/devices/${device.id}/messages`, keys.sdk);
+      }
+      return id as string;
+    }
+    const rowsOf = async (id: string) =>
+      (await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', id).execute()).length;
+    const exists = async (id: string) => (await h.db.db.selectFrom('messages').select('id').where('id', '=', id).execute()).length > 0;
+
+    it('are deleted by the sweep with their stream rows; younger ones stay', async () => {
+      const old = await messageInStreams(3);
+      const young = await messageInStreams(1);
+      await h.db.db
+        .updateTable('messages')
+        .set({ expires_at: new Date(Date.now() + 100 * DAY) }) // published later: kept longer
+        .where('id', '=', young)
+        .execute();
+      // a clock 91 days ahead: the first message's retention (90 days from its publication) is over
+      await sweepAWhile([], { now: () => new Date(Date.now() + 91 * DAY) });
+      expect(await exists(old)).toBe(false);
+      expect(await rowsOf(old)).toBe(0);
+      expect(await exists(young)).toBe(true);
+      expect(await rowsOf(young)).toBe(1);
+    });
+
+    it('in bounded steps: the stream rows a step at a time, the message once none are left', async () => {
+      const id = await messageInStreams(5);
+      const messages = new MessagesRepository();
+      const later = new Date(Date.now() + 91 * DAY);
+      expect(await messages.purgeExpired(h.db.db, later, 2)).toEqual({ rows: 2, messages: 0 });
+      expect(await rowsOf(id)).toBe(3);
+      expect(await messages.purgeExpired(h.db.db, later, 2)).toEqual({ rows: 2, messages: 0 });
+      expect(await messages.purgeExpired(h.db.db, later, 2)).toEqual({ rows: 1, messages: 1 });
+      expect(await exists(id)).toBe(false);
+      expect(await messages.purgeExpired(h.db.db, later, 2)).toEqual({ rows: 0, messages: 0 });
+    });
   });
 });

@@ -7,6 +7,11 @@ export interface AppSummary {
   name: string;
 }
 
+export interface CampaignSettings {
+  default_time_zone: string | null;
+  max_per_minute: number | null;
+}
+
 export class AppsRepository {
   async create(db: Db, bundleId: string, name: string): Promise<AppSummary> {
     return db.insertInto('apps').values({ bundle_id: bundleId, name }).returning(['id', 'bundle_id', 'name']).executeTakeFirstOrThrow();
@@ -21,9 +26,15 @@ export class AppsRepository {
   }
 
   /** What shapes when an app's notifications go out: its default time zone and its ceiling on pushes a minute. */
-  async campaignSettings(db: Db, id: string): Promise<{ default_time_zone: string | null; max_per_minute: number | null }> {
+  async campaignSettings(db: Db, id: string): Promise<CampaignSettings> {
     const row = await db.selectFrom('apps').select(['default_time_zone', 'max_per_minute']).where('id', '=', id).executeTakeFirst();
     return row ?? { default_time_zone: null, max_per_minute: null };
+  }
+
+  /** `campaignSettings` of several apps at once, by app id. */
+  async campaignSettingsOf(db: Db, ids: string[]): Promise<Map<string, CampaignSettings>> {
+    const rows = await db.selectFrom('apps').select(['id', 'default_time_zone', 'max_per_minute']).where('id', 'in', ids).execute();
+    return new Map(rows.map(({ id, ...settings }) => [id, settings]));
   }
 
   async setLimits(db: Db, id: string, limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null }): Promise<boolean> {
@@ -73,8 +84,9 @@ export class ApiKeysRepository {
   }
 
   /** The active key with this hash, joined to its app (one indexed lookup per request). */
-  async findActiveByHash(db: Db, keyHash: Buffer): Promise<KeyWithApp | undefined> {
-    return db
+  /** The active keys with these hashes (and their apps), by hash in hex. */
+  async findActiveByHashes(db: Db, keyHashes: Buffer[]): Promise<Map<string, KeyWithApp>> {
+    const rows = await db
       .selectFrom('api_keys')
       .innerJoin('apps', 'apps.id', 'api_keys.app_id')
       .select([
@@ -86,9 +98,10 @@ export class ApiKeysRepository {
         'api_keys.rate_limit_per_second',
         'api_keys.rate_limit_burst',
       ])
-      .where('api_keys.key_hash', '=', keyHash)
+      .where('api_keys.key_hash', 'in', keyHashes)
       .where('api_keys.revoked_at', 'is', null)
-      .executeTakeFirst();
+      .execute();
+    return new Map(rows.map((k) => [k.key_hash.toString('hex'), k]));
   }
 
   /** Sets (or, with null, clears) the rate limit of the active key with this hash; false when there is none. */

@@ -7,6 +7,9 @@ import { ALL_DEVICES_SPEC_KEY } from '../../domain/audience-spec.js';
 
 const generatedName = () => `api_audience_${randomBytes(9).toString('base64url')}`;
 
+/** How `upsertFiltersMany` names a spec of an app. */
+export const specRef = (appId: string, key: string) => `${appId} ${key}`;
+
 export class AudiencesRepository {
   /**
    * Returns the app's audience for this canonical spec, creating it if needed. One statement against a
@@ -14,6 +17,32 @@ export class AudiencesRepository {
    */
   async upsertFilters(db: Db, appId: string, key: string, canonical: Filter[]): Promise<Audience> {
     return this.upsert(db, appId, key, 'filters', canonical, generatedName());
+  }
+
+  /**
+   * `upsertFilters` for several specs in one statement, by `${appId} ${key}`. A spec asked for twice is
+   * upserted once (one statement may not update a row twice).
+   */
+  async upsertFiltersMany(db: Db, specs: { appId: string; key: string; canonical: Filter[] }[]): Promise<Map<string, Audience>> {
+    // in one order, so that two groups upserting the same specs wait for each other instead of deadlocking
+    const unique = new Map(
+      [...specs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((s) => [specRef(s.appId, s.key), s]),
+    );
+    const rows = await db
+      .insertInto('audiences')
+      .values(
+        [...unique.values()].map((s) => ({
+          app_id: s.appId,
+          spec_key: s.key,
+          kind: 'filters' as const,
+          filters: JSON.stringify(s.canonical),
+          name: generatedName(),
+        })),
+      )
+      .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
+      .returningAll()
+      .execute();
+    return new Map(rows.map((a) => [specRef(a.app_id, a.spec_key), a]));
   }
 
   /** The app's built-in all-devices audience: one per app, stable id. */

@@ -1,6 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import type { Database, DeliveryBatch, Platform } from '../schema.js';
+import type { Database, DeliveryBatch, Notification, Platform } from '../schema.js';
 
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
@@ -30,6 +30,24 @@ export interface BatchOutcome {
   /** devices not sent because the notification expired; done with */
   expired: string[];
   lastError: string | null;
+  /** when the sends began (the succeeded devices received the push from then on); default: when recorded */
+  sentAt?: Date;
+}
+
+/** The notification as a delivery attempt reads it. */
+export type AttemptNotification = Pick<Notification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority' | 'generation' | 'state'>;
+
+/** One attempt's results, to record: `finalAttempt` turns what is left to retry into failures. */
+export interface AttemptRecord {
+  batch: BatchHead;
+  outcome: BatchOutcome;
+  finalAttempt: boolean;
+}
+
+export interface AttemptInput {
+  batch: BatchHead & Pick<DeliveryBatch, 'not_before'>;
+  notification: AttemptNotification;
+  pending: PendingTarget[];
 }
 
 /** All SQL of the delivery pipeline but audience paging (the devices repository's): batches, counters, token invalidation. */
@@ -61,27 +79,25 @@ export class DeliveryRepository {
   }
 
   /**
-   * Stores a whole (small) audience's batches with the notification that was just inserted in this transaction:
-   * its fan-out is then done, and it is `sending`, or `sent` at once when no device matched.
+   * Stores the batches of notifications whose whole (small) audience was cut when they were inserted (they were
+   * inserted with their fan-out done, `NewNotification.cut`), in one statement.
    */
-  async saveWholeAudience(
+  async insertBatches(
     trx: Transaction<Database>,
-    notificationId: string,
-    generation: number,
-    batches: NewBatch[],
-    targeted: number,
+    audiences: { notificationId: string; generation: number; batches: NewBatch[] }[],
   ): Promise<void> {
-    const insert = storeBatches(notificationId, generation, batches);
+    const rows = audiences.flatMap((a) =>
+      a.batches.map(
+        (b) =>
+          sql`(${b.id}, ${a.notificationId}::uuid, ${a.generation}::int, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`,
+      ),
+    );
+    if (!rows.length) return;
     await sql`
-      with moved as (
-        update notifications
-        set fanout_done = true, fanout_seq = ${batches.length}::int, devices_targeted = ${targeted}::int,
-            state = ${targeted === 0 ? 'sent' : 'sending'}, published_at = now(),
-            finished_at = ${targeted === 0 ? sql`now()` : sql`null`}, updated_at = now()
-        where id = ${notificationId}::uuid and generation = ${generation}::int
-        returning 1)
-      ${insert}
-      select 1`.execute(trx);
+      insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
+      select v.id, v.notification_id, v.generation, v.seq, v.platform, v.development, v.ids, v.ids
+      from (values ${sql.join(rows)}) as v(id, notification_id, generation, seq, platform, development, ids)
+      on conflict (id) do nothing`.execute(trx);
   }
 
   /**
@@ -189,71 +205,116 @@ export class DeliveryRepository {
       .execute();
   }
 
-  async findBatch(db: Db, id: string): Promise<(BatchHead & Pick<DeliveryBatch, 'not_before'>) | undefined> {
-    return db
-      .selectFrom('delivery_batches')
-      .select(['id', 'notification_id', 'generation', 'platform', 'development', 'state', 'attempts', 'not_before'])
-      .where('id', '=', id)
-      .executeTakeFirst();
-  }
-
   /**
-   * The batch's still-pending devices with their current token, in one query that keeps the id array
-   * inside PostgreSQL; a device that can no longer receive (erased, token invalidated since) comes back
-   * with a null token.
+   * What delivery attempts need, in one query for many batches: each batch, its notification, and its
+   * still-pending devices with their current token (a device that can no longer receive — erased, token
+   * invalidated since — comes back with a null token). Unknown batches are absent from the map.
    */
-  async pendingTargets(db: Db, batchId: string): Promise<PendingTarget[]> {
-    const { rows } = await sql<PendingTarget>`
-      select p.id as "deviceId", d.token
+  async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>> {
+    const { rows } = await sql<
+      BatchHead & Pick<DeliveryBatch, 'not_before'> & { notification: AttemptNotification; pending: PendingTarget[] }
+    >`
+      select b.id, b.notification_id, b.generation, b.platform, b.development, b.state, b.attempts, b.not_before,
+        json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'expires_at', n.expires_at,
+          'priority', n.priority, 'generation', n.generation, 'state', n.state) as notification,
+        (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
+         from unnest(b.pending_device_ids) as p(id)
+         left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+        ) as pending
       from delivery_batches b
-      cross join lateral unnest(b.pending_device_ids) as p(id)
-      left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-      where b.id = ${batchId}`.execute(db);
-    return rows;
+      join notifications n on n.id = b.notification_id
+      where b.id = any(${batchIds}::text[])`.execute(db);
+    return new Map(
+      rows.map(({ notification, pending, ...batch }) => {
+        // json_build_object gives the expiry as text
+        const expires = notification.expires_at as unknown as string | null;
+        return [batch.id, { batch, notification: { ...notification, expires_at: expires === null ? null : new Date(expires) }, pending }];
+      }),
+    );
   }
 
   /**
-   * Records one attempt's results atomically: batch progress, notification counters, invalidated tokens.
-   * Expired devices leave the batch like sent ones and count in pushes_expired, not in pushes_failed.
-   * One statement (data-modifying CTEs) instead of a transaction of several: the notification row, which
-   * every batch of the notification updates, is then locked only while PostgreSQL runs it, never across
-   * a round trip to a busy worker. A concurrent duplicate run of the batch (same `attempts`) records nothing.
+   * Records attempts' results atomically, many batches in one statement: batch progress, notification counters,
+   * invalidated tokens. Expired devices leave the batch like sent ones and count in pushes_expired, not in
+   * pushes_failed. One statement (data-modifying CTEs) instead of a transaction of several: the notification
+   * rows, which every batch of a notification updates, are then locked only while PostgreSQL runs it, never
+   * across a round trip to a busy worker. A concurrent duplicate run of a batch (same `attempts`) records nothing.
+   * A notification of one batch, which this attempt finishes, is closed in the same update (as
+   * `completeIfFinished` would); answers the ids of those it closed. Each device that received the push gets a
+   * receipt, to which its events are attributed (ConversionsRepository).
    */
-  async recordAttempt(db: Db, batch: BatchHead, outcome: BatchOutcome, finalAttempt: boolean): Promise<{ done: boolean }> {
-    const retryLeft = finalAttempt ? [] : outcome.retry;
-    const exhausted = finalAttempt ? outcome.retry.map((deviceId) => ({ deviceId, reason: 'retries_exhausted' })) : [];
-    const failed = [...outcome.failed, ...exhausted];
-    const done = retryLeft.length === 0;
-    const succeeded = outcome.succeeded.length;
-    const invalidated = outcome.invalidated.length;
-    const expired = outcome.expired.length;
-    const failureReason = failed[0]?.reason ?? (expired > 0 ? 'expired' : null);
-    const invalidate = invalidated
+  async recordAttempts(db: Db, attempts: AttemptRecord[]): Promise<Set<string>> {
+    if (!attempts.length) return new Set();
+    const values = attempts.map(({ batch, outcome, finalAttempt }) => {
+      const retryLeft = finalAttempt ? [] : outcome.retry;
+      const failed = outcome.failed.length + (finalAttempt ? outcome.retry.length : 0);
+      const failureReason =
+        outcome.failed[0]?.reason ??
+        (finalAttempt && outcome.retry.length ? 'retries_exhausted' : outcome.expired.length ? 'expired' : null);
+      return sql`(${batch.id}, ${batch.notification_id}::uuid, ${batch.generation}::int, ${batch.attempts}::int, ${retryLeft}::uuid[],
+        ${retryLeft.length ? 'pending' : 'done'}, ${outcome.succeeded.length}::int, ${failed}::int, ${outcome.invalidated.length}::int,
+        ${outcome.expired.length}::int, ${outcome.lastError}::text, ${failureReason}::text)`;
+    });
+    const invalid = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
+    const invalidate = invalid.length
       ? sql`, invalidated as (
           update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
-          from unnest(${outcome.invalidated.map((i) => i.deviceId)}::uuid[], ${outcome.invalidated.map((i) => i.reason)}::text[]) as inv(id, reason)
-          where d.id = inv.id and d.token_invalidated_at is null and exists (select 1 from recorded))`
+          from unnest(${invalid.map((i) => i.deviceId)}::uuid[], ${invalid.map((i) => i.reason)}::text[], ${invalid.map((i) => i.batchId)}::text[])
+            as inv(id, reason, batch_id)
+          where d.id = inv.id and d.token_invalidated_at is null and inv.batch_id in (select id from recorded))`
       : sql``;
-    await sql`
-      with recorded as (
-        update delivery_batches
-        set pending_device_ids = ${retryLeft}::uuid[], state = ${done ? 'done' : 'pending'}, attempts = attempts + 1,
-            succeeded = succeeded + ${succeeded}::int, failed = failed + ${failed.length}::int, invalidated = invalidated + ${invalidated}::int,
-            expired = expired + ${expired}::int, last_error = ${outcome.lastError}, updated_at = now()
-        where id = ${batch.id} and state = 'pending' and attempts = ${batch.attempts}::int
-        returning 1),
+    const received = attempts.flatMap(({ batch, outcome }) =>
+      outcome.succeeded.map((deviceId) => ({
+        deviceId,
+        notificationId: batch.notification_id,
+        batchId: batch.id,
+        at: outcome.sentAt ?? null,
+      })),
+    );
+    const receipts = received.length
+      ? sql`, received as (
+          insert into device_pushes (device_id, notification_id, received_at)
+          select distinct on (s.device_id, s.notification_id) s.device_id, s.notification_id, coalesce(s.at, now())
+          from unnest(${received.map((r) => r.deviceId)}::uuid[], ${received.map((r) => r.notificationId)}::uuid[],
+            ${received.map((r) => r.at)}::timestamptz[], ${received.map((r) => r.batchId)}::text[]) as s(device_id, notification_id, at, batch_id)
+          where s.batch_id in (select id from recorded)
+          on conflict (device_id, notification_id) do update set received_at = excluded.received_at)`
+      : sql``;
+    const { rows } = await sql<{ id: string }>`
+      with input(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, last_error, failure_reason)
+        as (values ${sql.join(values)}),
+      recorded as (
+        update delivery_batches b
+        set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,
+            succeeded = b.succeeded + i.succeeded, failed = b.failed + i.failed, invalidated = b.invalidated + i.invalidated,
+            expired = b.expired + i.expired, last_error = i.last_error, updated_at = now()
+        from input i
+        where b.id = i.id and b.state = 'pending' and b.attempts = i.attempts
+        returning b.id),
       counted as (
-        update notifications
-        set pushes_succeeded = pushes_succeeded + ${succeeded}::int,
-            pushes_failed = pushes_failed + ${failed.length + invalidated}::int,
-            tokens_invalidated = tokens_invalidated + ${invalidated}::int,
-            pushes_expired = pushes_expired + ${expired}::int,
-            failure_reason = coalesce(${failureReason}::text, failure_reason),
+        update notifications n
+        set state = case when c.closes and n.state in ('scheduled', 'sending')
+              then (case when n.pushes_succeeded + c.succeeded > 0 then 'sent' else 'failed' end) else n.state end,
+            finished_at = case when c.closes and n.state in ('scheduled', 'sending') then now() else n.finished_at end,
+            pushes_succeeded = n.pushes_succeeded + c.succeeded,
+            pushes_failed = n.pushes_failed + c.failed + c.invalidated,
+            tokens_invalidated = n.tokens_invalidated + c.invalidated,
+            pushes_expired = n.pushes_expired + c.expired,
+            failure_reason = coalesce(c.failure_reason, n.failure_reason),
             updated_at = now()
-        where id = ${batch.notification_id}::uuid and exists (select 1 from recorded))
+        from (
+          select i.notification_id, sum(i.succeeded)::int as succeeded, sum(i.failed)::int as failed,
+            sum(i.invalidated)::int as invalidated, sum(i.expired)::int as expired,
+            (array_agg(i.failure_reason) filter (where i.failure_reason is not null))[1] as failure_reason,
+            bool_and(i.state = 'done') and count(*) = 1 and n1.fanout_done and n1.fanout_seq = 1 and n1.generation = min(i.generation) as closes
+          from input i join recorded r on r.id = i.id join notifications n1 on n1.id = i.notification_id
+          group by i.notification_id, n1.id) c
+        where n.id = c.notification_id
+        returning n.id, c.closes and n.state in ('sent', 'failed') as closes)
       ${invalidate}
-      select 1`.execute(db);
-    return { done };
+      ${receipts}
+      select id from counted where closes`.execute(db);
+    return new Set(rows.map((r) => r.id));
   }
 
   /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
@@ -267,34 +328,23 @@ export class DeliveryRepository {
   }
 
   /**
-   * Closes the notification when its fan-out is done and no batch is pending: `sent` when anything was
-   * delivered or nothing was targeted, `failed` when every push failed.
+   * Closes each notification whose fan-out is done and no batch is pending: `sent` when anything was delivered
+   * or nothing was targeted, `failed` when every push failed. Answers the ids it closed.
    */
-  async completeIfFinished(db: Db, notificationId: string, generation: number): Promise<boolean> {
-    const r = await db
-      .updateTable('notifications')
-      .set({
-        state: sql`case when pushes_succeeded > 0 or devices_targeted = 0 then 'sent' else 'failed' end`,
-        finished_at: sql<Date>`now()`,
-        updated_at: sql<Date>`now()`,
-      })
-      .where('id', '=', notificationId)
-      .where('generation', '=', generation)
-      .where('fanout_done', '=', true)
-      .where('state', 'in', ['scheduled', 'sending'])
-      .where(({ not, exists, selectFrom }) =>
-        not(
-          exists(
-            selectFrom('delivery_batches')
-              .select(sql`1`.as('one'))
-              .where('notification_id', '=', notificationId)
-              .where('generation', '=', generation)
-              .where('state', '=', 'pending'),
-          ),
-        ),
-      )
-      .executeTakeFirst();
-    return r.numUpdatedRows > 0n;
+  async completeIfFinished(db: Db, notifications: { id: string; generation: number }[]): Promise<string[]> {
+    const unique = [...new Map(notifications.map((n) => [`${n.id}:${n.generation}`, n])).values()];
+    if (!unique.length) return [];
+    const { rows } = await sql<{ id: string }>`
+      update notifications n
+      set state = case when n.pushes_succeeded > 0 or n.devices_targeted = 0 then 'sent' else 'failed' end,
+          finished_at = now(), updated_at = now()
+      from unnest(${unique.map((n) => n.id)}::uuid[], ${unique.map((n) => n.generation)}::int[]) as t(id, generation)
+      where n.id = t.id and n.generation = t.generation and n.fanout_done and n.state in ('scheduled', 'sending')
+        and not exists (
+          select 1 from delivery_batches b
+          where b.notification_id = t.id and b.generation = t.generation and b.state = 'pending')
+      returning n.id`.execute(db);
+    return rows.map((r) => r.id);
   }
 
   /** Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before enqueue). */

@@ -51,8 +51,11 @@ const ERASED: DeviceUpdate = {
   ip_address: null,
   ip_latitude: null,
   ip_longitude: null,
+  ip_city: null,
+  ip_country: null,
   token_invalidated_at: null,
   token_invalid_reason: null,
+  last_opened_at: null,
 };
 
 export class DevicesRepository {
@@ -93,34 +96,29 @@ export class DevicesRepository {
     return (mode === 'update' ? q.forUpdate() : q.forShare()).executeTakeFirst();
   }
 
-  /** The live devices of a user, locked in id order (a fixed order, so concurrent user updates cannot deadlock). */
+  /**
+   * The live devices of a user (only those `among` these ids, when given), locked in id order (a fixed order, so
+   * concurrent user updates cannot deadlock).
+   */
   async lockUserDevices(
     db: Transaction<Database>,
     appId: string,
     userId: string,
     mode: 'update' | 'share',
-    limit?: number,
+    among?: string[],
   ): Promise<Device[]> {
-    let q = db
-      .selectFrom('devices')
+    if (among?.length === 0) return [];
+    const q = userDevices(db, appId, userId)
       .selectAll()
-      .where('app_id', '=', appId)
-      .where('user_id', '=', userId)
-      .where('erased_at', 'is', null)
+      .$if(among !== undefined, (qb) => qb.where('id', 'in', among!))
       .orderBy('id');
-    if (limit !== undefined) q = q.limit(limit);
     return (mode === 'update' ? q.forUpdate() : q.forShare()).execute();
   }
 
-  async countUserDevices(db: Db, appId: string, userId: string): Promise<number> {
-    const r = await db
-      .selectFrom('devices')
-      .select((eb) => eb.fn.countAll<string>().as('n'))
-      .where('app_id', '=', appId)
-      .where('user_id', '=', userId)
-      .where('erased_at', 'is', null)
-      .executeTakeFirstOrThrow();
-    return Number(r.n);
+  /** The ids of a user's live devices, in id order. */
+  async userDeviceIds(db: Db, appId: string, userId: string): Promise<string[]> {
+    const rows = await userDevices(db, appId, userId).select('id').orderBy('id').execute();
+    return rows.map((r) => r.id);
   }
 
   /** Sets the columns and registered_at; `fillCountry` becomes the country only where there is none. */
@@ -259,6 +257,29 @@ export class DevicesRepository {
       .execute();
   }
 
+  /**
+   * The first `limit` deliverable devices of each of several audiences, in one query: one list per audience,
+   * in the order given (`pageDeliverable` from the start, for many small audiences at once).
+   */
+  async deliverableOfEach(
+    db: Db,
+    audiences: { appId: string; filters: Filter[] | null }[],
+    page: { limit: number; now: Date },
+  ): Promise<Deliverable[][]> {
+    const lists: Deliverable[][] = audiences.map(() => []);
+    if (!audiences.length) return lists;
+    const parts = audiences.map((a, i) => {
+      const q = audiencePageQuery(db, a.appId, a.filters, { afterId: null, ...page })
+        .select(['d.id', 'd.platform', 'd.development'])
+        .where('d.token', 'is not', null)
+        .where('d.token_invalidated_at', 'is', null);
+      return sql`select ${i}::int as ord, q.* from (${q}) as q`;
+    });
+    const { rows } = await sql<Deliverable & { ord: number }>`${sql.join(parts, sql` union all `)}`.execute(db);
+    for (const { ord, ...device } of rows) lists[ord]!.push(device);
+    return lists;
+  }
+
   /** The time zones the app's devices are in (a local-time send plans a wave for each). */
   async timeZonesOf(db: Db, appId: string): Promise<string[]> {
     const rows = await db
@@ -290,7 +311,39 @@ export class DevicesRepository {
   async listAudience(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Device[]> {
     return audiencePageQuery(db, appId, filters, page).selectAll('d').execute();
   }
+
+  /**
+   * Which of these audiences select the device now (a message stream read): each audience's predicate is a column
+   * of one row read from the device, so a statement tests a chunk of audiences at once, whatever their filters.
+   */
+  async audiencesContaining(
+    db: Db,
+    appId: string,
+    deviceId: string,
+    audiences: { id: string; filters: Filter[] | null }[],
+    now: Date,
+  ): Promise<string[]> {
+    const matched: string[] = [];
+    for (let i = 0; i < audiences.length; i += MEMBERSHIP_CHUNK) {
+      const chunk = audiences.slice(i, i + MEMBERSHIP_CHUNK);
+      const columns = chunk.map((a, j) => sql<boolean>`(${compileFilters(a.filters, { now })}) is true`.as(`a${j}`));
+      const row = await db
+        .selectFrom('devices as d')
+        .select(columns)
+        .where('d.app_id', '=', appId)
+        .where('d.id', '=', deviceId)
+        .where('d.erased_at', 'is', null)
+        .executeTakeFirst();
+      if (!row) return [];
+      const flags = row as Record<string, boolean>;
+      chunk.forEach((a, j) => flags[`a${j}`] && matched.push(a.id));
+    }
+    return matched;
+  }
 }
+
+/** Audiences one membership statement tests (its columns). */
+const MEMBERSHIP_CHUNK = 100;
 
 /** The live devices of the app that the filters select, one keyset page in id order; the caller picks the columns. */
 function audiencePageQuery(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage) {
@@ -303,6 +356,10 @@ function audiencePageQuery(db: Db, appId: string, filters: Filter[] | null, page
     .$if(!!page.zones, (qb) => qb.where(inZones(page.zones!)))
     .orderBy('d.id')
     .limit(page.limit);
+}
+
+function userDevices(db: Db, appId: string, userId: string) {
+  return db.selectFrom('devices').where('app_id', '=', appId).where('user_id', '=', userId).where('erased_at', 'is', null);
 }
 
 function withCountry(

@@ -19,6 +19,13 @@ export interface NewNotification {
   timing?: Timing;
   /** expiry and priority; none when absent */
   options?: DeliveryOptions;
+  /**
+   * Its whole audience, cut into batches before it is inserted (a few devices, to go out now): it is inserted
+   * with its fan-out done, `sending` (or `sent`, no device matched), and its batches are inserted after it.
+   */
+  cut?: { batches: number; targeted: number };
+  /** the in-app message whose push this is (its payload carries the id) */
+  messageId?: string | null;
 }
 
 export class NotificationsRepository {
@@ -27,20 +34,7 @@ export class NotificationsRepository {
    * same notification: it is updated in place (payload included), rescheduled, and its generation bumped.
    */
   async insertOrCollapse(db: Db, n: NewNotification): Promise<Notification> {
-    const values = {
-      app_id: n.appId,
-      audience_id: n.audienceId,
-      request: JSON.stringify(n.request),
-      payload: JSON.stringify(n.payload),
-      collapse_key: n.collapseKey,
-      send_group: n.group ?? null,
-      send_at: n.timing?.sendAt ?? null,
-      next_due_at: n.timing?.nextDueAt ?? null,
-      local_plan: n.timing?.localPlan ? JSON.stringify(n.timing.localPlan) : null,
-      throttle_per_minute: n.timing?.throttlePerMinute ?? null,
-      expires_at: expiresAt(n.options),
-      priority: n.options?.priority ?? null,
-    };
+    const values = rowOf(n);
     if (n.collapseKey === null) {
       return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();
     }
@@ -57,6 +51,8 @@ export class NotificationsRepository {
             payload: eb.ref('excluded.payload'),
             expires_at: eb.ref('excluded.expires_at'),
             priority: eb.ref('excluded.priority'),
+            // the payload replaced is the one that named a message: the notification is the new request's push now
+            message_id: eb.ref('excluded.message_id'),
             state: 'scheduled',
             generation: sql<number>`notifications.generation + 1`,
             failure_reason: null,
@@ -77,6 +73,15 @@ export class NotificationsRepository {
       )
       .returningAll()
       .executeTakeFirstOrThrow();
+  }
+
+  /**
+   * Inserts notifications without a collapse_key in one statement; the rows come back in the order given
+   * (PostgreSQL returns an INSERT … VALUES's rows in the order of its VALUES).
+   */
+  async insertMany(db: Db, list: NewNotification[]): Promise<Notification[]> {
+    if (list.some((n) => n.collapseKey !== null)) throw new Error('insertMany: a collapse_key needs insertOrCollapse');
+    return db.insertInto('notifications').values(list.map(rowOf)).returningAll().execute();
   }
 
   async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
@@ -116,6 +121,32 @@ export class NotificationsRepository {
   async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
+}
+
+function rowOf(n: NewNotification) {
+  return {
+    app_id: n.appId,
+    audience_id: n.audienceId,
+    request: JSON.stringify(n.request),
+    payload: JSON.stringify(n.payload),
+    collapse_key: n.collapseKey,
+    send_group: n.group ?? null,
+    send_at: n.timing?.sendAt ?? null,
+    next_due_at: n.timing?.nextDueAt ?? null,
+    local_plan: n.timing?.localPlan ? JSON.stringify(n.timing.localPlan) : null,
+    throttle_per_minute: n.timing?.throttlePerMinute ?? null,
+    expires_at: expiresAt(n.options),
+    priority: n.options?.priority ?? null,
+    message_id: n.messageId ?? null,
+    ...(n.cut && {
+      fanout_done: true,
+      fanout_seq: n.cut.batches,
+      devices_targeted: n.cut.targeted,
+      state: n.cut.targeted ? ('sending' as const) : ('sent' as const),
+      published_at: sql<Date>`now()`,
+      finished_at: n.cut.targeted ? null : sql<Date>`now()`,
+    }),
+  };
 }
 
 /**

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { filterSchema, type Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';
-import { authErrors } from '../schemas.js';
+import { authErrors, bodyErrors } from '../schemas.js';
 
 /**
  * The device count of a filter list, computed like a stored audience's `device_count` but without storing
@@ -25,6 +25,7 @@ export function audienceCountRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           ),
           response: {
             ...authErrors,
+            ...bodyErrors,
             200: z.object({ device_count: z.number().int() }),
           },
         },

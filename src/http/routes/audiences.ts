@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { audienceRecord, authErrors, deviceRecord, errorResponse, pageQuery } from '../schemas.js';
+import { audienceRecord, authErrors, devicePage, errorResponse, pageQuery } from '../schemas.js';
 import { audienceResponse, deviceView } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
@@ -19,12 +19,12 @@ export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['audiences'],
           summary: "List the app's audiences, oldest first",
           querystring: pageQuery,
-          response: { 200: z.object({ audiences: z.array(audienceRecord.extend({ test: z.boolean() })) }), ...authErrors },
+          response: { 200: z.object({ audiences: z.array(audienceRecord) }), 400: errorResponse, ...authErrors },
         },
       },
       async (request) => {
         const rows = await ctx.services.audiences.list(request.principal.appId, request.query);
-        return { audiences: rows.map((a) => ({ ...audienceResponse(a), test: a.test })) };
+        return { audiences: rows.map(audienceResponse) };
       },
     );
 
@@ -57,11 +57,12 @@ export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         onRequest: read,
         schema: {
           tags: ['audiences'],
-          summary: "The audience's devices in cursor pages (the last page has cursor null)",
+          summary: "The audience's devices in cursor pages: repeat with the cursor until a page has no devices",
           params: idParams,
           querystring: z.object({ cursor: z.string().max(512).optional(), per: z.coerce.number().int().min(1).max(1000).default(100) }),
           response: {
-            200: z.object({ meta: z.object({ cursor: z.string().nullable(), total: z.number().int() }), devices: z.array(deviceRecord) }),
+            200: devicePage,
+            400: errorResponse,
             404: errorResponse,
             ...authErrors,
           },

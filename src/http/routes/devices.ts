@@ -9,6 +9,7 @@ import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import {
   accepted,
   authErrors,
+  bodyErrors,
   deviceBody,
   deviceRecord,
   droppedList,
@@ -61,7 +62,7 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           response: {
             201: z.object({ device: deviceRecord, dropped: droppedList }),
             200: z.object({ device: writtenDevice, dropped: droppedList }),
-            400: errorResponse,
+            ...bodyErrors,
             // nothing valid in the body, or an Idempotency-Key used with another request
             422: z.union([nothingValid, errorResponse]),
             ...authErrors,
@@ -85,7 +86,7 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           body: deviceBody,
           response: {
             200: z.object({ device: deviceRecord, dropped: droppedList }),
-            400: errorResponse,
+            ...bodyErrors,
             404: errorResponse,
             422: nothingValid,
             451: errorResponse,
@@ -122,7 +123,7 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['devices'],
           summary: 'Erase a device (its data is emptied)',
           params: idParams,
-          response: { 200: z.object({ device: deviceRecord }), 404: errorResponse, ...authErrors },
+          response: { 200: z.object({ device: deviceRecord }), ...bodyErrors, 404: errorResponse, ...authErrors },
         },
       },
       async (request) => ({ device: deviceView(await ctx.services.devices.erase(request.principal.appId, request.params.id)) }),
@@ -138,7 +139,7 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           params: idParams,
           headers: idempotencyHeaders,
           body: eventsBody,
-          response: { 202: accepted, 400: errorResponse, 404: errorResponse, 422: errorResponse, 451: errorResponse, ...authErrors },
+          response: { 202: accepted, ...bodyErrors, 404: errorResponse, 422: errorResponse, 451: errorResponse, ...authErrors },
         },
       },
       async (request, reply) =>

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
+import { activityRoutes } from './activity.js';
 import { audienceCountRoutes } from './audience-count.js';
 import { audienceRoutes } from './audiences.js';
 import { healthRoutes } from './health.js';
@@ -9,6 +10,8 @@ import { uninstalledRoutes } from './uninstalled.js';
 import { audienceFilterRoutes } from './audience-filters.js';
 import { deviceRoutes } from './devices.js';
 import { keyRoutes } from './key.js';
+import { messageStreamRoutes } from './message-streams.js';
+import { messageRoutes } from './messages.js';
 import { notificationListRoutes } from './notification-list.js';
 import { notificationPreviewRoutes } from './notification-preview.js';
 import { statsRoutes } from './stats.js';
@@ -31,4 +34,7 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   userRoutes,
   keyRoutes,
   statsRoutes,
+  activityRoutes,
+  messageRoutes,
+  messageStreamRoutes,
 ];

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { authErrors, notificationRecord, pageQuery } from '../schemas.js';
+import { authErrors, errorResponse, notificationRecord, pageQuery } from '../schemas.js';
 import { notificationResponse } from '../serialize.js';
 import { NOTIFICATION_STATES } from '../../domain/notification-request.js';
 
@@ -21,6 +21,7 @@ export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod 
           response: {
             ...authErrors,
             200: z.object({ notifications: z.array(notificationRecord) }),
+            400: errorResponse,
           },
         },
       },

@@ -4,7 +4,7 @@ import type { HttpContext } from '../context.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
 import { requirePermission } from '../auth.js';
-import { authErrors, errorResponse } from '../schemas.js';
+import { authErrors, bodyErrors, errorResponse } from '../schemas.js';
 
 const json = z.record(z.string(), z.unknown());
 
@@ -25,6 +25,7 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
           body: notificationRequestSchema,
           response: {
             ...authErrors,
+            ...bodyErrors,
             200: z.object({
               apns: z.object({ headers: json, body: json, bytes: z.number().int(), max_bytes: z.number().int() }),
               fcm: z.object({ body: json }),

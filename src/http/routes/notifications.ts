@@ -5,10 +5,11 @@ import type { Notification } from '../../db/schema.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
-import { authErrors, createdNotificationRecord, errorResponse, idempotencyHeaders, notificationRecord } from '../schemas.js';
-import { createdNotificationResponse, notificationResponse } from '../serialize.js';
+import { authErrors, bodyErrors, createdNotificationRecord, errorResponse, idempotencyHeaders, notificationRecord } from '../schemas.js';
+import { createdNotificationResponse, notificationEventsResponse, notificationResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
+const count = z.number().int();
 const createdAnswer = (n: Notification) => ({ status: 201, body: createdNotificationResponse(n) });
 
 export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -28,7 +29,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             security: [{ basic: [] }],
             headers: idempotencyHeaders,
             body: notificationRequestSchema,
-            response: { 201: createdNotificationRecord, 400: errorResponse, 404: errorResponse, 422: errorResponse, ...authErrors },
+            response: { 201: createdNotificationRecord, ...bodyErrors, 404: errorResponse, 422: errorResponse, ...authErrors },
           },
         },
         async (request, reply) =>
@@ -62,7 +63,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['notifications'],
           summary: 'Cancel a notification that is scheduled or sending',
           params: idParams,
-          response: { 200: notificationRecord, 404: errorResponse, 409: errorResponse, ...authErrors },
+          response: { 200: notificationRecord, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
         },
       },
       async (request) => {
@@ -76,36 +77,31 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         onRequest: read,
         schema: {
           tags: ['notifications'],
-          summary: 'Delivery statistics of a notification',
+          summary: 'Delivery statistics of a notification, its opens and event conversions',
           params: idParams,
           response: {
             200: z.object({
               id: z.string(),
               audience_id: z.string().nullable(),
+              message_id: z.string().nullable(),
               push_text: z.string().nullable(),
               published_time: z.string().nullable(),
-              pushes_succeeded: z.number().int(),
-              pushes_rejected: z.number().int(),
-              pushes_expired: z.number().int(),
+              direct_opens: count,
+              indirect_opens: count,
+              influenced_opens: count,
+              opens: count,
+              pushes_succeeded: count,
+              pushes_rejected: count,
+              pushes_expired: count,
+              event_conversions: z.record(z.string(), count),
             }),
             404: errorResponse,
             ...authErrors,
           },
         },
       },
-      async (request) => {
-        const n = await ctx.services.notifications.get(request.principal.appId, request.params.id);
-        const payload = n.payload as { alert?: unknown };
-        return {
-          id: n.id,
-          audience_id: n.audience_id,
-          push_text: typeof payload.alert === 'string' ? payload.alert : null,
-          published_time: n.published_at ? n.published_at.toISOString() : null,
-          pushes_succeeded: n.pushes_succeeded,
-          pushes_rejected: n.pushes_failed,
-          pushes_expired: n.pushes_expired,
-        };
-      },
+      async (request) =>
+        notificationEventsResponse(await ctx.services.activity.notificationEngagement(request.principal.appId, request.params.id)),
     );
   };
 }

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { authErrors } from '../schemas.js';
+import { authErrors, errorResponse } from '../schemas.js';
 
 const UNINSTALLED_WINDOW_DAYS = 30;
 
@@ -72,6 +72,7 @@ export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             200: z.object({
               days: z.array(z.object({ date: z.string(), succeeded: count, failed: count, invalidated: count })),
             }),
+            400: errorResponse,
           },
         },
       },

@@ -5,7 +5,7 @@ import { transactionalRequestSchema } from '../../domain/transactional-request.j
 import { requirePermission } from '../auth.js';
 import type { TransactionalResult } from '../../services/transactional.js';
 import { answerOnce } from '../idempotency.js';
-import { authErrors, errorResponse, idempotencyHeaders } from '../schemas.js';
+import { authErrors, bodyErrors, errorResponse, idempotencyHeaders } from '../schemas.js';
 
 const transactionalAnswer = z.object({
   id: z.string(),
@@ -19,7 +19,7 @@ const transactionalAnswer = z.object({
 
 const sentAnswer = (sent: TransactionalResult) => ({
   status: 200,
-  body: { id: sent.notification.id, results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures } },
+  body: { id: sent.id, results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures } },
 });
 
 export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -34,7 +34,7 @@ export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           security: [{ basic: [] }],
           headers: idempotencyHeaders,
           body: transactionalRequestSchema,
-          response: { 200: transactionalAnswer, 400: errorResponse, 409: errorResponse, 422: errorResponse, ...authErrors },
+          response: { 200: transactionalAnswer, ...bodyErrors, 409: errorResponse, 422: errorResponse, ...authErrors },
         },
       },
       async (request, reply) =>

@@ -4,13 +4,25 @@ import type { HttpContext } from '../context.js';
 import { callerOf, requirePermission } from '../auth.js';
 import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
-import { accepted, authErrors, droppedList, errorResponse, eventsBody, idempotencyHeaders, nothingValid } from '../schemas.js';
+import { accepted, authErrors, bodyErrors, droppedList, errorResponse, eventsBody, idempotencyHeaders, nothingValid } from '../schemas.js';
+import { userErasureResponse } from '../serialize.js';
 
 const userParams = z.object({ user_id: z.string().min(1).max(255) });
 const userBody = z.object(
   { user: z.record(z.string(), z.unknown(), { error: 'must be an object' }) },
   { error: 'body must be {"user": {"custom": {...}}}' },
 );
+
+/** Per device: 200 erased, 404 no longer the user's, 416 beyond this call's limit. */
+const userErasure = z.object({
+  devices: z.array(z.object({ device_id: z.string(), status: z.union([z.literal(200), z.literal(404), z.literal(416)]) })),
+  metadata: z.object({
+    success: z.number().int(),
+    failure: z.number().int().describe('devices that answered 404'),
+    out_of_range: z.number().int().describe('devices that answered 416'),
+    total: z.number().int(),
+  }),
+});
 
 /** A user is the devices sharing a user_id: updates and events apply to each of them. Write key only. */
 export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -30,7 +42,7 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           body: userBody,
           response: {
             200: z.object({ user: z.object({ user_id: z.string(), device_count: z.number().int() }), dropped: droppedList }),
-            400: errorResponse,
+            ...bodyErrors,
             404: errorResponse,
             422: nothingValid,
             ...authErrors,
@@ -50,24 +62,23 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         onRequest: write,
         schema: {
           tags: ['users'],
-          summary: `Erase a user's devices, at most ${USER_ERASE_LIMIT} a call; call again while some remain`,
+          summary:
+            `Erase a user's devices, at most ${USER_ERASE_LIMIT} a call (the rest answer 416: call again); ` +
+            '200 when every device listed was erased, else 207',
           params: userParams,
           response: {
-            200: z.object({
-              user: z.object({
-                user_id: z.string(),
-                devices: z.array(z.object({ id: z.string(), status: z.literal('erased') })),
-                remaining: z.number().int(),
-              }),
-            }),
+            200: userErasure,
+            207: userErasure,
+            ...bodyErrors,
             404: errorResponse,
             ...authErrors,
           },
         },
       },
-      async (request) => {
-        const { erased, remaining } = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id);
-        return { user: { user_id: request.params.user_id, devices: erased.map((id) => ({ id, status: 'erased' as const })), remaining } };
+      async (request, reply) => {
+        const erasures = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id);
+        const answer = userErasureResponse(erasures);
+        return reply.status(answer.metadata.success === answer.metadata.total ? 200 : 207).send(answer);
       },
     );
 
@@ -81,7 +92,7 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           params: userParams,
           headers: idempotencyHeaders,
           body: eventsBody,
-          response: { 202: accepted, 400: errorResponse, 404: errorResponse, 422: errorResponse, ...authErrors },
+          response: { 202: accepted, ...bodyErrors, 404: errorResponse, 422: errorResponse, ...authErrors },
         },
       },
       async (request, reply) =>

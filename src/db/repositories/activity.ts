@@ -1,0 +1,101 @@
+import { sql } from 'kysely';
+import type { Db } from '../database.js';
+import type { DailyMetric } from '../../domain/activity.js';
+
+export interface DayCount {
+  /** YYYY-MM-DD, UTC */
+  date: string;
+  count: number;
+}
+
+export interface OpenCounts {
+  direct: number;
+  indirect: number;
+  /** devices that opened the app after the push, tapped or not */
+  devices: number;
+}
+
+/**
+ * App sessions and push opens, and the daily figures counted from them. The daily figures are kept by the
+ * triggers of migration 012 in the statement that stores a session, an open or a device, so what is stored
+ * and what is counted cannot drift apart; reading a month is an index range of about 500 rows.
+ */
+export class ActivityRepository {
+  /**
+   * Stores a session the first time its id is reported (the trigger counts it), and its duration from the first
+   * report that carries one; the device's last open moves to the session's start, never backwards.
+   */
+  async recordSession(
+    db: Db,
+    appId: string,
+    deviceId: string,
+    session: { id: string; startedAt: Date; durationSeconds: number | null },
+  ): Promise<void> {
+    await sql`
+      with stored as (
+        insert into app_sessions (device_id, id, app_id, started_at, duration_seconds)
+        values (${deviceId}::uuid, ${session.id}::uuid, ${appId}::uuid, ${session.startedAt}::timestamptz, ${session.durationSeconds}::int)
+        on conflict (device_id, id) do update set duration_seconds = excluded.duration_seconds
+          where app_sessions.duration_seconds is null and excluded.duration_seconds is not null
+        returning started_at)
+      update devices set last_opened_at = greatest(last_opened_at, stored.started_at)
+      from stored where devices.id = ${deviceId}::uuid`.execute(db);
+  }
+
+  /** Stores a push open the first time this device reports this kind for this notification (the trigger counts it). */
+  async recordOpen(
+    db: Db,
+    appId: string,
+    deviceId: string,
+    open: { notificationId: string; kind: 'direct' | 'indirect'; openedAt: Date },
+  ): Promise<void> {
+    await sql`
+      with stored as (
+        insert into push_opens (notification_id, kind, device_id, app_id, opened_at)
+        values (${open.notificationId}::uuid, ${open.kind}, ${deviceId}::uuid, ${appId}::uuid, ${open.openedAt}::timestamptz)
+        on conflict do nothing
+        returning opened_at)
+      update devices set last_opened_at = greatest(last_opened_at, stored.opened_at)
+      from stored where devices.id = ${deviceId}::uuid`.execute(db);
+  }
+
+  /** One row a day from `from` to `to` (YYYY-MM-DD, both included), oldest first; days without data count 0. */
+  async daily(db: Db, appId: string, metric: DailyMetric, from: string, to: string): Promise<DayCount[]> {
+    const { rows } = await sql<DayCount>`
+      select to_char(d.day, 'YYYY-MM-DD') as date, coalesce(sum(s.${sql.ref(metric)}), 0)::int as count
+      from generate_series(${from}::date, ${to}::date, interval '1 day') as d(day)
+      left join app_daily_stats s on s.app_id = ${appId}::uuid and s.day = d.day::date
+      group by d.day
+      order by d.day`.execute(db);
+    return rows;
+  }
+
+  /** Devices installed from `from` (null: ever) to `to`, both included. */
+  async totalInstalls(db: Db, appId: string, from: string | null, to: string): Promise<number> {
+    const { rows } = await sql<{ n: string }>`
+      select coalesce(sum(installs), 0)::bigint as n from app_daily_stats
+      where app_id = ${appId}::uuid and day <= ${to}::date and (${from}::date is null or day >= ${from}::date)`.execute(db);
+    return Number(rows[0]!.n);
+  }
+
+  /** A notification's opens: index-only counts on push_opens' primary key. */
+  async opensOf(db: Db, notificationId: string): Promise<OpenCounts> {
+    const { rows } = await sql<OpenCounts>`
+      select count(*) filter (where kind = 'direct')::int as direct,
+             count(*) filter (where kind = 'indirect')::int as indirect,
+             count(distinct device_id)::int as devices
+      from push_opens where notification_id = ${notificationId}::uuid`.execute(db);
+    return rows[0]!;
+  }
+
+  /**
+   * Deletes active-device rows of days before `beforeDay` (YYYY-MM-DD), at most `limit`: reports older than
+   * that are refused, so nothing reads them again.
+   */
+  async purgeActiveDevices(db: Db, beforeDay: string, limit: number): Promise<number> {
+    const r = await sql`
+      delete from app_active_devices where ctid = any(array(
+        select ctid from app_active_devices where day < ${beforeDay}::date limit ${limit}::int))`.execute(db);
+    return Number(r.numAffectedRows ?? 0);
+  }
+}

@@ -1,0 +1,65 @@
+import { sql } from 'kysely';
+import type { Db } from '../database.js';
+
+/** One event as a device sent it: when it happened matters, not only how often. */
+export interface DeviceEvent {
+  deviceId: string;
+  source: string;
+  name: string;
+  at: Date;
+}
+
+export interface ConversionCount {
+  source: string;
+  name: string;
+  count: number;
+}
+
+/**
+ * Event conversions: an event a device sent within the window after receiving a push counts for that push.
+ *
+ * Attributed when the event arrives, not computed when statistics are read: delivery records which device
+ * received which push (device_pushes, one row per push, written by the statement that records the attempt), so
+ * an event costs one primary-key probe of its device's recent pushes, and reading a notification's conversions
+ * reads only its own rows. Computing them at read time instead would mean an event log and a join of every
+ * device the push reached with it (a second or more for a million devices); attributing through opens would
+ * miss the devices that convert without opening the push.
+ */
+export class ConversionsRepository {
+  /**
+   * Adds each event to the pushes its device received at most `windowHours` before it happened (a push received
+   * after the event does not count). Rows go in key order so concurrent posts cannot deadlock.
+   */
+  async attribute(db: Db, events: DeviceEvent[], windowHours: number): Promise<void> {
+    if (events.length === 0) return;
+    await sql`
+      insert into notification_conversions as c (notification_id, source, name, device_id, count)
+      select p.notification_id, e.source, e.name, e.device_id, count(*)
+      from unnest(${events.map((e) => e.deviceId)}::uuid[], ${events.map((e) => e.source)}::text[], ${events.map((e) => e.name)}::text[],
+                  ${events.map((e) => e.at.toISOString())}::timestamptz[]) as e(device_id, source, name, at)
+      join device_pushes p on p.device_id = e.device_id
+        and e.at >= p.received_at and e.at <= p.received_at + make_interval(hours => ${windowHours}::int)
+      group by 1, 2, 3, 4
+      order by 1, 2, 3, 4
+      on conflict (notification_id, source, name, device_id) do update set count = c.count + excluded.count`.execute(db);
+  }
+
+  /** A notification's conversions per event. */
+  async countsFor(db: Db, notificationId: string): Promise<ConversionCount[]> {
+    const { rows } = await sql<ConversionCount>`
+      select source, name, sum(count)::float8 as count from notification_conversions
+      where notification_id = ${notificationId}::uuid
+      group by source, name order by source, name`.execute(db);
+    return rows;
+  }
+
+  /** Deletes receipts older than `keepHours`, at most `limit`: an event reported later is no longer attributed to them. */
+  async purgeReceipts(db: Db, keepHours: number, limit: number): Promise<number> {
+    const r = await sql`
+      delete from device_pushes where ctid = any(array(
+        select ctid from device_pushes where received_at < now() - make_interval(hours => ${keepHours}::int) limit ${limit}::int))`.execute(
+      db,
+    );
+    return Number(r.numAffectedRows ?? 0);
+  }
+}

@@ -1,0 +1,44 @@
+/**
+ * Runs many small units of work as few groups. At most `maxInFlight` groups run at once; what is submitted
+ * meanwhile waits and goes in the next group (up to `maxGroup`). Alone, a submission runs at once, so an idle
+ * server adds no latency, and under load each group carries many: one transaction's round trips are shared by
+ * all of them. Each item gets its own result (or error).
+ */
+export class GroupRunner<I, O> {
+  private waiting: { item: I; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
+  private running = 0;
+
+  /** `run` answers each item in order: its result, or the error that item alone gets. */
+  constructor(
+    private readonly run: (items: I[]) => Promise<PromiseSettledResult<O>[]>,
+    private readonly limits: { maxInFlight: number; maxGroup: number },
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.running < this.limits.maxInFlight && this.waiting.length > 0) {
+      const group = this.waiting.splice(0, this.limits.maxGroup);
+      this.running += 1;
+      this.run(group.map((g) => g.item))
+        .then(
+          (results) =>
+            group.forEach((g, i) => {
+              const r = results[i];
+              if (r?.status === 'fulfilled') g.resolve(r.value);
+              else g.reject(r ? r.reason : new Error('group commit: no result for an item'));
+            }),
+          (err: unknown) => group.forEach((g) => g.reject(err)),
+        )
+        .finally(() => {
+          this.running -= 1;
+          this.pump();
+        });
+    }
+  }
+}

@@ -1,0 +1,58 @@
+import type { Db } from '../db/database.js';
+import type { AttemptInput, AttemptRecord, DeliveryRepository } from '../db/repositories/delivery.js';
+import { GroupRunner } from '../platform/group-runner.js';
+
+/** Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends). */
+const GROUPS_IN_FLIGHT = 2;
+const GROUP_MAX = 100;
+
+/**
+ * The reads and writes of delivery attempts, each shared by the attempts that run at the same time: what a
+ * worker's concurrent jobs load, record and close goes to PostgreSQL as one statement per kind, so a stream of
+ * one-device notifications costs a few statements per group instead of three per push.
+ */
+export class DeliveryStore {
+  private readonly loads: GroupRunner<string, AttemptInput | undefined>;
+  private readonly records: GroupRunner<AttemptRecord, boolean>;
+  private readonly completions: GroupRunner<{ id: string; generation: number }, boolean>;
+
+  constructor(
+    readonly db: Db,
+    readonly delivery: DeliveryRepository,
+  ) {
+    const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
+    this.loads = new GroupRunner(async (ids) => {
+      const found = await delivery.loadAttempts(db, ids);
+      return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
+    }, limits);
+    this.records = new GroupRunner(async (attempts) => {
+      try {
+        const closed = await delivery.recordAttempts(db, attempts);
+        return attempts.map((a) => ({ status: 'fulfilled', value: closed.has(a.batch.notification_id) }));
+      } catch {
+        // Recorded alone, one attempt the database refuses (or a deadlock between groups) fails only itself:
+        // an attempt not recorded is sent again.
+        return Promise.allSettled(attempts.map(async (a) => (await delivery.recordAttempts(db, [a])).size > 0));
+      }
+    }, limits);
+    this.completions = new GroupRunner(async (list) => {
+      const closed = new Set(await delivery.completeIfFinished(db, list));
+      return list.map((n) => ({ status: 'fulfilled', value: closed.has(n.id) }));
+    }, limits);
+  }
+
+  /** The batch, its notification and its still-pending devices; undefined for an unknown batch. */
+  load(batchId: string): Promise<AttemptInput | undefined> {
+    return this.loads.submit(batchId);
+  }
+
+  /** Records an attempt; whether that closed its notification (one of a single batch, now finished). */
+  record(attempt: AttemptRecord): Promise<boolean> {
+    return this.records.submit(attempt);
+  }
+
+  /** Closes the notification if nothing of it is left to send; whether it did. */
+  completeIfFinished(id: string, generation: number): Promise<boolean> {
+    return this.completions.submit({ id, generation });
+  }
+}

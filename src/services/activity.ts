@@ -1,0 +1,91 @@
+import type { Db } from '../db/database.js';
+import type { ActivityRepository, DayCount, OpenCounts } from '../db/repositories/activity.js';
+import type { ConversionCount, ConversionsRepository } from '../db/repositories/conversions.js';
+import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { Notification } from '../db/schema.js';
+import {
+  reportedAt,
+  sessionStart,
+  statsWindow,
+  totalWindow,
+  type DailyMetric,
+  type OpenReport,
+  type SessionReport,
+} from '../domain/activity.js';
+import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
+
+type WindowQuery = { from?: string | undefined; to?: string | undefined };
+
+/** A notification with what devices did after receiving it. */
+export interface NotificationEngagement {
+  notification: Notification;
+  opens: OpenCounts;
+  conversions: ConversionCount[];
+}
+
+/** App sessions and push opens the SDK reports, and the statistics counted from them. */
+export class ActivityService {
+  constructor(
+    private readonly db: Db,
+    private readonly activity: ActivityRepository,
+    private readonly conversions: ConversionsRepository,
+    private readonly devices: DevicesRepository,
+    private readonly notifications: NotificationsRepository,
+  ) {}
+
+  /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
+  async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {
+    const startedAt = sessionStart(report, new Date());
+    await this.onLiveDevice(appId, deviceId, (trx) =>
+      this.activity.recordSession(trx, appId, deviceId, { id: report.id, startedAt, durationSeconds: report.duration ?? null }),
+    );
+  }
+
+  /**
+   * POST /devices/:id/opens. `_nid` must be a notification of this app (400 otherwise: a 404 would say the
+   * device is unknown, and an SDK registers again on that), and the open cannot precede it.
+   */
+  async recordOpen(appId: string, deviceId: string, report: OpenReport): Promise<void> {
+    const openedAt = reportedAt(report.opened_at, new Date(), 'open.opened_at');
+    const kind = report.tapped ? 'direct' : 'indirect';
+    await this.onLiveDevice(appId, deviceId, async (trx) => {
+      const notification = await this.notifications.findForApp(trx, appId, report._nid);
+      if (!notification) throw new ValidationError('open._nid: is not a notification of this app');
+      if (openedAt < notification.created_at) throw new ValidationError('open.opened_at: is before the notification was created');
+      await this.activity.recordOpen(trx, appId, deviceId, { notificationId: notification.id, kind, openedAt });
+    });
+  }
+
+  /** One of the daily statistics over the query's window of UTC days. */
+  daily(appId: string, metric: DailyMetric, query: WindowQuery): Promise<DayCount[]> {
+    const { from, to } = statsWindow(query, new Date());
+    return this.activity.daily(this.db, appId, metric, from, to);
+  }
+
+  totalInstalls(appId: string, query: WindowQuery): Promise<number> {
+    const { from, to } = totalWindow(query, new Date());
+    return this.activity.totalInstalls(this.db, appId, from, to);
+  }
+
+  /** GET /stats/notifications/:id/events: the notification, its opens and its event conversions. */
+  async notificationEngagement(appId: string, id: string): Promise<NotificationEngagement> {
+    const notification = await this.notifications.findForApp(this.db, appId, id);
+    if (!notification) throw new NotFoundError('notification');
+    const [opens, conversions] = await Promise.all([
+      this.activity.opensOf(this.db, notification.id),
+      this.conversions.countsFor(this.db, notification.id),
+    ]);
+    return { notification, opens, conversions };
+  }
+
+  /** Runs `write` with the device locked (404 unknown, 451 erased): it moves the device's last open. */
+  private async onLiveDevice(appId: string, deviceId: string, write: (trx: Db) => Promise<void>): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      const device = await this.devices.lock(trx, appId, deviceId, 'update');
+      if (!device) throw new NotFoundError('device');
+      if (device.erased_at) throw new ErasedError();
+      await write(trx);
+    });
+  }
+}

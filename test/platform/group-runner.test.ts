@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { GroupRunner } from '../../src/platform/group-runner.js';
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('GroupRunner', () => {
+  it('runs a lone submission at once, and groups what arrives while the groups in flight run', async () => {
+    const groups: number[][] = [];
+    const release: (() => void)[] = [];
+    const commit = new GroupRunner<number, string>(
+      async (items) => {
+        groups.push(items);
+        await new Promise<void>((r) => release.push(r));
+        return items.map((i) => ({ status: 'fulfilled', value: `done ${i}` }));
+      },
+      { maxInFlight: 2, maxGroup: 3 },
+    );
+    const first = commit.submit(1);
+    await tick();
+    expect(groups).toEqual([[1]]);
+    const rest = [2, 3, 4, 5, 6, 7].map((i) => commit.submit(i));
+    await tick();
+    // one slot was free: 2 went alone; 3..7 wait for a slot
+    expect(groups).toEqual([[1], [2]]);
+    release.shift()!();
+    await tick();
+    expect(groups).toEqual([[1], [2], [3, 4, 5]]);
+    release.shift()!();
+    await tick();
+    expect(groups).toEqual([[1], [2], [3, 4, 5], [6, 7]]);
+    release.splice(0).forEach((r) => r());
+    expect(await first).toBe('done 1');
+    expect(await Promise.all(rest)).toEqual(['done 2', 'done 3', 'done 4', 'done 5', 'done 6', 'done 7']);
+  });
+
+  it('gives each item its own outcome, and every item the error of a group that throws', async () => {
+    let calls = 0;
+    const commit = new GroupRunner<number, number>(
+      async (items) => {
+        calls += 1;
+        if (items.includes(0)) throw new Error('group failed');
+        return items.map((i) =>
+          i % 2 ? { status: 'fulfilled', value: i * 10 } : { status: 'rejected', reason: new Error(`odd only: ${i}`) },
+        );
+      },
+      { maxInFlight: 1, maxGroup: 10 },
+    );
+    const blocker = commit.submit(1);
+    const settled = await Promise.allSettled([2, 3].map((i) => commit.submit(i)));
+    expect(await blocker).toBe(10);
+    expect(settled[0]).toMatchObject({ status: 'rejected', reason: new Error('odd only: 2') });
+    expect(settled[1]).toEqual({ status: 'fulfilled', value: 30 });
+    await expect(commit.submit(0)).rejects.toThrow('group failed');
+    expect(calls).toBe(3);
+  });
+});
