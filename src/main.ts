@@ -41,7 +41,7 @@ function installShutdown(config: Config, log: Logger, lifecycle: Lifecycle): voi
     stopping = true;
     log.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
-      log.error('shutdown timed out; exiting');
+      log.error({ component: lifecycle.closing }, 'shutdown timed out; exiting');
       process.exit(1);
     }, config.SHUTDOWN_TIMEOUT_MS);
     force.unref();

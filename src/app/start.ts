@@ -30,6 +30,8 @@ export interface Pushd {
  */
 export class Lifecycle {
   private readonly closers: { name: string; close: () => Promise<unknown> }[] = [];
+  /** The component being closed now: what a shutdown that times out was waiting for. */
+  closing: string | undefined;
 
   add(name: string, close: () => Promise<unknown>): void {
     this.closers.push({ name, close });
@@ -39,6 +41,7 @@ export class Lifecycle {
   async close(log: Logger): Promise<boolean> {
     let ok = true;
     for (const c of this.closers.splice(0).reverse()) {
+      this.closing = c.name;
       try {
         await c.close();
       } catch (err) {
@@ -46,6 +49,7 @@ export class Lifecycle {
         log.error({ err, component: c.name }, 'error during shutdown');
       }
     }
+    this.closing = undefined;
     return ok;
   }
 }

@@ -81,6 +81,8 @@ export class JobQueues {
       stalledInterval: opts.lockDuration ?? 30_000,
       maxStalledCount: 3,
       autorun: true,
+      // seconds a worker with nothing to do waits for a job: a paused worker finishes within this (closeWorkers)
+      drainDelay: 1,
       settings: opts.backoff
         ? { backoffStrategy: (attemptsMade: number, _type?: string, err?: Error) => opts.backoff!(attemptsMade, err) }
         : undefined,
@@ -107,9 +109,18 @@ export class JobQueues {
     return this.queue(name).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
   }
 
-  /** Stops taking jobs and waits for the in-flight ones to finish. */
+  /**
+   * Stops taking jobs and waits for the in-flight ones to finish. Not by `close()` alone: it interrupts the
+   * worker's blocking fetch and waits for that connection's 'end', which a Redis client caught between two
+   * reconnect attempts never emits (taskforcesh/bullmq#4656), so after a Redis restart it could wait forever with
+   * nothing running. Paused, the worker's loop ends by itself once its jobs and its last fetch (drainDelay) are
+   * done; closing it then has nothing to wait for.
+   */
   async closeWorkers(): Promise<void> {
-    await Promise.all(this.workers.splice(0).map((w) => w.close()));
+    const workers = this.workers.splice(0);
+    await Promise.all(workers.map((w) => w.pause(true)));
+    while (workers.some((w) => w.isRunning())) await new Promise((r) => setTimeout(r, 50));
+    await Promise.all(workers.map((w) => w.close(true)));
   }
 
   async close(): Promise<void> {
