@@ -124,15 +124,23 @@ export class Http2Origin {
     });
   }
 
-  /** Fails and cancels the requests whose deadline has passed. */
+  /**
+   * Fails and cancels the requests whose deadline has passed. Not in this timer callback: timers run before the
+   * event loop reads sockets, so after the process stalled (a busy host, a long GC) an answer already received
+   * would lose to its own timeout and the push be sent again. setImmediate runs after that read.
+   */
   private sweep(): void {
     if (this.inFlight.size === 0) return;
     const now = performance.now();
-    for (const entry of this.inFlight) {
-      if (entry.deadline > now) continue;
-      entry.fail(`timeout after ${entry.timeoutMs} ms`);
-      entry.stream.close(NGHTTP2_CANCEL);
-    }
+    const expired = [...this.inFlight].filter((entry) => entry.deadline <= now);
+    if (expired.length === 0) return;
+    setImmediate(() => {
+      for (const entry of expired) {
+        if (!this.inFlight.has(entry)) continue;
+        entry.fail(`timeout after ${entry.timeoutMs} ms`);
+        entry.stream.close(NGHTTP2_CANCEL);
+      }
+    });
   }
 
   private currentSession(): ClientHttp2Session {
