@@ -5,14 +5,20 @@ import { defineConfig } from 'vitest/config';
 // so it is set here, before vitest forks its workers.
 process.env.NODE_EXTRA_CA_CERTS = path.resolve('test/fixtures/tls/ca.pem');
 
+/** Load tests that measure the machine as a whole: they run after the rest, alone, as a benchmark would. */
+const ALONE = ['test/system/scale-out.test.ts'];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/helpers/global-setup.ts'],
     pool: 'forks',
     maxWorkers: 2,
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ['default'],
+    projects: [
+      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: ALONE, sequence: { groupOrder: 0 } } },
+      { extends: true, test: { name: 'alone', include: ALONE, fileParallelism: false, sequence: { groupOrder: 1 } } },
+    ],
   },
 });

@@ -13,16 +13,41 @@ declare module 'vitest' {
   }
 }
 
-let embedded: EmbeddedDatabase | undefined;
+interface Services {
+  adminUrl: string;
+  redisUrl: string | null;
+  stop: () => Promise<void>;
+}
+
+/**
+ * Shared by the projects of one run (vitest.config.ts): each calls this setup, the first starts the services,
+ * the last to finish stops them.
+ */
+const shared = globalThis as { pushdTestServices?: { ready: Promise<Services>; users: number } };
 
 /**
  * Builds dist/ once. One PostgreSQL for the run: DATABASE_URL when given (CI), else an embedded one (a bare machine).
  * Redis: REDIS_URL, else a local Redis if one answers; without one, Redis tests are skipped with a notice.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const entry = (shared.pushdTestServices ??= { ready: startServices(), users: 0 });
+  entry.users += 1;
+  const services = await entry.ready;
+  project.provide('adminDatabaseUrl', services.adminUrl);
+  project.provide('redisUrl', services.redisUrl);
+  return async () => {
+    entry.users -= 1;
+    if (entry.users > 0) return;
+    if (shared.pushdTestServices === entry) delete shared.pushdTestServices;
+    await services.stop();
+  };
+}
+
+async function startServices(): Promise<Services> {
   // The CLI and the system tests run the compiled code, as users do.
   execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' });
   let adminUrl = process.env.DATABASE_URL;
+  let embedded: EmbeddedDatabase | undefined;
   if (!adminUrl) {
     const dir = path.resolve('.test-data');
     await rm(dir, { recursive: true, force: true });
@@ -34,11 +59,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
   const redisUp = await reachable(new URL(redisUrl));
   if (!redisUp) process.stdout.write(`[tests] NOTICE: no Redis at ${redisUrl}: tests that need Redis are skipped\n`);
-  project.provide('adminDatabaseUrl', adminUrl);
-  project.provide('redisUrl', redisUp ? redisUrl : null);
-  return async () => {
-    await embedded?.stop();
-  };
+  return { adminUrl, redisUrl: redisUp ? redisUrl : null, stop: async () => embedded?.stop() };
 }
 
 function reachable(url: URL): Promise<boolean> {

@@ -111,7 +111,7 @@ describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
         console.error(
           w.stdout
             .split('\n')
-            .filter((l) => /"level":(40|50)|stalled|retry|re-enqueued/.test(l))
+            .filter((l) => /"level":(40|50)|stalled|"retry":[1-9]|"attempt":[2-9]|re-enqueued/.test(l))
             .slice(0, 30)
             .join('\n'),
         );
