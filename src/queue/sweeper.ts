@@ -39,9 +39,13 @@ export function startSweeper(deps: {
 }) {
   const queued = async (n: { id: string; generation: number; wave: number }) => {
     if (await deps.queues.has('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave })) return true;
-    for (const b of await deps.delivery.pendingBatches(deps.db, n.id, n.generation))
-      if (await deps.queues.has('delivery', { notificationId: n.id, batchId: b.id })) return true;
-    return false;
+    const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
+    for (const b of pending) if (await deps.queues.has('delivery', { notificationId: n.id, batchId: b.id })) return true;
+    if (pending.length === 0) return false;
+    // A job leaves the queue only after its batch is recorded: one that finished between the read above and the
+    // queue's answer shows here as no longer pending, and it was progress, not a lost job.
+    const still = new Set((await deps.delivery.pendingBatches(deps.db, n.id, n.generation)).map((b) => b.id));
+    return !pending.some((b) => still.has(b.id));
   };
   let running = false;
   const sweep = async () => {

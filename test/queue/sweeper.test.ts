@@ -23,7 +23,7 @@ describe('the sweeper', () => {
     (queues ??= new JobQueues({ kind: 'postgres', databaseUrl: h.databaseUrl, prefix: h.queuePrefix }, jobSpecs({ deliveryAttempts: 1 })));
 
   /** Lets a sweeper sweep every second for 2.5 seconds: two or three sweeps. */
-  async function sweepAWhile(scheduled: string[] = [], clock: Clock = systemClock) {
+  async function sweepAWhile(scheduled: string[] = [], clock: Clock = systemClock, queues: JobQueues = queuesOfHarness()) {
     const sweeper = startSweeper({
       db: h.db.db,
       log: createLogger('silent'),
@@ -34,7 +34,7 @@ describe('the sweeper', () => {
       conversionWindowHours: 24,
       messages: new MessagesRepository(),
       clock,
-      queues: queuesOfHarness(),
+      queues,
       scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined },
       afterSeconds: 2, // sweeps every second
     });
@@ -70,6 +70,51 @@ describe('the sweeper', () => {
     await sweepAWhile(scheduled);
     // once: the sweep touches what it re-enqueued, so the next sweeps leave it alone for a while
     expect(scheduled).toEqual([lost.id]);
+  });
+
+  it("leaves a notification whose batch finished between its read and the queue's answer", async () => {
+    const { app } = await h.createApp();
+    const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
+    const n = await new NotificationsRepository().insertOrCollapse(h.db.db, {
+      appId: app.id,
+      audienceId: audience.id,
+      request: { to: '*', payload: { alert: 'x' } },
+      payload: { alert: 'x' },
+      collapseKey: null,
+    });
+    const batchId = `${n.id}-g${n.generation}-b0`;
+    await h.db.db
+      .insertInto('delivery_batches')
+      .values({
+        id: batchId,
+        notification_id: n.id,
+        generation: n.generation,
+        seq: 0,
+        platform: 'ios',
+        development: false,
+        device_ids: [],
+        pending_device_ids: [],
+      })
+      .execute();
+    await h.db.db
+      .updateTable('notifications')
+      .set({ updated_at: new Date(Date.now() - 60_000) })
+      .where('id', '=', n.id)
+      .execute();
+    // The queue answers after the batch's job was recorded and removed, as a worker does while the sweep looks.
+    const real = queuesOfHarness();
+    const racing = Object.create(real) as JobQueues;
+    racing.has = async (name, data) => {
+      if (name === 'delivery') {
+        await h.db.db.updateTable('delivery_batches').set({ state: 'done' }).where('id', '=', batchId).execute();
+        await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('id', '=', n.id).execute();
+      }
+      return real.has(name, data);
+    };
+
+    const scheduled: string[] = [];
+    await sweepAWhile(scheduled, systemClock, racing);
+    expect(scheduled).not.toContain(n.id);
   });
 
   it('purges idempotency keys older than 24 hours and keeps the others', async () => {
