@@ -4,6 +4,7 @@ import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { MessagesRepository, StreamPosition, StreamRow } from '../db/repositories/messages.js';
 import type { Database } from '../db/schema.js';
 import { decodeCursor, encodeCursor, isUuid } from '../domain/cursor.js';
+import { parseIsoInstant } from '../domain/date-math.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { countImpressions, type Impression } from '../domain/message-stream.js';
 import type { Clock } from '../platform/clock.js';
@@ -127,7 +128,8 @@ export class MessageStreamService {
 /** A stream cursor's position; an unknown or foreign cursor is a 404, as for the other cursor pages. */
 function positionOf(position: string[] | null): StreamPosition {
   const [at, id] = position ?? [];
-  const publishAt = at === undefined ? NaN : Date.parse(at);
-  if (id === undefined || !isUuid(id) || Number.isNaN(publishAt)) throw new NotFoundError('cursor');
-  return { publishAt: new Date(publishAt), id };
+  // a cursor is not signed: a forged time outside PostgreSQL's range must be refused here, not fail the query
+  const publishAt = at === undefined ? null : parseIsoInstant(at);
+  if (id === undefined || !isUuid(id) || publishAt === null) throw new NotFoundError('cursor');
+  return { publishAt, id };
 }

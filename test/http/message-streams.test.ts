@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { encodeCursor } from '../../src/domain/cursor.js';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call, register, token } from './device-support.js';
 import { createMessage, streamOf } from './message-support.js';
@@ -291,6 +292,12 @@ describe("a device's message stream", () => {
     } while (cursor);
     expect(seen).toEqual(ids);
     expect((await call(h, 'GET', `/v6/devices/${d.id}/messages?cursor=nonsense`, app.keys.sdk)).statusCode).toBe(404);
+    // cursors are not signed: a forged one with a time PostgreSQL cannot hold is a 404 too, not a failed query
+    for (const at of ['-271821-04-20T00:00:00.000Z', '275760-09-13T00:00:00.000Z', 'soon'])
+      expect(
+        (await call(h, 'GET', `/v6/devices/${d.id}/messages?cursor=${encodeCursor(`messages:${d.id}`, [at, d.id])}`, app.keys.sdk))
+          .statusCode,
+      ).toBe(404);
     expect((await call(h, 'GET', `/v6/devices/${d.id}/messages?per=101`, app.keys.sdk)).statusCode).toBe(400);
   });
 

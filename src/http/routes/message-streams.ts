@@ -28,7 +28,7 @@ export function messageStreamRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['messages'],
           summary: "The device's message stream, newest first, with its unread count",
           params: deviceParams,
-          querystring: z.object({ cursor: z.string().optional(), per: z.coerce.number().int().min(1).max(100).default(50) }),
+          querystring: z.object({ cursor: z.string().max(512).optional(), per: z.coerce.number().int().min(1).max(100).default(50) }),
           response: {
             200: z.object({
               messages: z.array(streamMessage),
