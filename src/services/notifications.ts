@@ -141,7 +141,7 @@ export class NotificationService {
       if (replay) return replay;
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
       const stored = await this.insert(trx, appId, request.notification, { audience, now, options });
-      await this.idempotency.store(trx, appId, idempotency, stored.notification);
+      await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
       return stored;
     });
     if (created instanceof Replay) return created;
