@@ -113,7 +113,8 @@ export class MessageStreamService {
    * stream the live messages whose audience selects it now.
    */
   private async refresh(trx: Transaction<Database>, appId: string, deviceId: string, now: Date, access: 'read' | 'write') {
-    const device = await this.devices.findForApp(trx, appId, deviceId);
+    // shared lock: an erase (which clears the stream) cannot commit between this check and the rows added below
+    const device = await this.devices.lock(trx, appId, deviceId, 'share');
     if (!device) throw new NotFoundError('device');
     if (device.erased_at) {
       if (access === 'write') throw new ErasedError();

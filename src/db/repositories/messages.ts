@@ -166,9 +166,19 @@ export class MessagesRepository {
   /** Puts a message in these devices' streams (a message whose audience was resolved when it was created). */
   async addToStreams(db: Db, messageId: string, deviceIds: string[]): Promise<void> {
     if (deviceIds.length === 0) return;
+    // the live ones, locked: an erase (which clears the stream) cannot commit between the check and the insert
     await db
       .insertInto('device_messages')
-      .values(deviceIds.map((deviceId) => ({ device_id: deviceId, message_id: messageId })))
+      .columns(['device_id', 'message_id'])
+      .expression(
+        db
+          .selectFrom('devices')
+          .select(['id', sql<string>`${messageId}::uuid`.as('message_id')])
+          .where('id', 'in', deviceIds)
+          .where('erased_at', 'is', null)
+          .orderBy('id')
+          .forShare(),
+      )
       .onConflict((oc) => oc.doNothing())
       .execute();
   }
