@@ -25,9 +25,8 @@ export class AudiencesRepository {
    */
   async upsertFiltersMany(db: Db, specs: { appId: string; key: string; canonical: Filter[] }[]): Promise<Map<string, Audience>> {
     // in one order, so that two groups upserting the same specs wait for each other instead of deadlocking
-    const unique = new Map(
-      [...specs].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((s) => [specRef(s.appId, s.key), s]),
-    );
+    // (by app and key: the same key in two apps is two rows)
+    const unique = new Map([...specs].map((s) => [specRef(s.appId, s.key), s] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
     const rows = await db
       .insertInto('audiences')
       .values(
