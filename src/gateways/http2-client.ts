@@ -132,7 +132,8 @@ export class Http2Origin {
   private sweep(): void {
     if (this.inFlight.size === 0) return;
     const now = performance.now();
-    const expired = [...this.inFlight].filter((entry) => entry.deadline <= now);
+    const expired: InFlight[] = [];
+    for (const entry of this.inFlight) if (entry.deadline <= now) expired.push(entry);
     if (expired.length === 0) return;
     setImmediate(() => {
       for (const entry of expired) {

@@ -12,9 +12,6 @@ import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import { deliveryProcessor } from './delivery.js';
-
-/** Delivery jobs a worker runs at once, per large batch it sends at once (DELIVERY_CONCURRENCY): small ones fill the rest. */
-const SMALL_BATCHES_PER_LARGE = 8;
 import { DeliveryStore } from './delivery-store.js';
 import { fanoutProcessor } from './fanout.js';
 import type { GatewayProvider } from '../gateways/provider.js';
@@ -25,6 +22,9 @@ import { backoffDelay, type RetryPolicy } from './retry.js';
 import { startSweeper } from './sweeper.js';
 import { startDuePoller } from './due.js';
 import type { Clock } from '../platform/clock.js';
+
+/** Delivery jobs a worker runs at once, per large batch it sends at once (DELIVERY_CONCURRENCY): small ones fill the rest. */
+const SMALL_BATCHES_PER_LARGE = 8;
 
 interface JobHandler<N extends JobName> {
   process: (job: Job<JobTypes[N]>) => Promise<void>;

@@ -83,7 +83,6 @@ export class ApiKeysRepository {
       .executeTakeFirstOrThrow();
   }
 
-  /** The active key with this hash, joined to its app (one indexed lookup per request). */
   /** The active keys with these hashes (and their apps), by hash in hex. */
   async findActiveByHashes(db: Db, keyHashes: Buffer[]): Promise<Map<string, KeyWithApp>> {
     const rows = await db
