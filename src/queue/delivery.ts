@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import type { AttemptNotification, BatchHead, BatchOutcome, PendingTarget } from '../db/repositories/delivery.js';
+import type { AttemptInput, AttemptNotification, BatchHead, BatchOutcome, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliveryStore } from './delivery-store.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../platform/logger.js';
@@ -118,7 +118,7 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
 }
 
 /**
- * The delivery job: one attempt at its batch; what is left to retry makes the job fail and come back later.
+ * The delivery job: one attempt at its batch.
  * A worker runs many jobs at once, so that one-device notifications (one push each) do not wait on each other's
  * round trips; of the large batches (more devices than an audience cut at creation has) only
  * `largeBatchesAtOnce` send at a time, which bounds memory and what a crash re-sends (a batch interrupted
@@ -127,37 +127,47 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
 export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; maxAttempts: number; largeBatchesAtOnce: number }) {
   const largeBatches = new Semaphore(deps.largeBatchesAtOnce);
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
-    const { batchId, notificationId } = job.data;
-    const log = deps.log.child({ notificationId, batchId, job: 'delivery', attempt: job.attemptsMade + 1 });
+    const { batchId } = job.data;
     const input = await deps.store.load(batchId);
-    if (!input || input.batch.state !== 'pending') return;
-    const { batch, notification: n, pending } = input;
-    if (n.generation !== batch.generation) {
-      await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'superseded'); // a collapse_key update replaced this send
-      return;
-    }
-    if (n.state === 'canceled') {
-      await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'canceled');
-      return;
-    }
-    if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
-    const attempt = () => attemptBatch(deps, n, batch, pending, job.attemptsMade + 1 >= deps.maxAttempts);
-    const { summary, done, closed } = pending.length > DIRECT_AUDIENCE_MAX_DEVICES ? await largeBatches.run(attempt) : await attempt();
-    log.info(
-      {
-        sent: summary.succeeded.length,
-        failed: summary.failed.length,
-        invalidated: summary.invalidated.length,
-        retry: summary.retry.length,
-        expired: summary.expired.length,
-      },
-      'batch attempt recorded',
-    );
-    if (!done) {
-      // A retry after the expiry would only find it expired: come back at the expiry at the latest.
-      const untilExpiryMs = msLeft(n.expires_at, deps.clock.now());
-      throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs, untilExpiryMs);
-    }
-    if (!closed) await deps.store.completeIfFinished(n.id, n.generation);
+    if (!input || input.pending.length <= DIRECT_AUDIENCE_MAX_DEVICES) return attemptLoaded(deps, job, input);
+    // A large batch waits its turn, then is read again: a cancel or a newer generation may have come meanwhile.
+    return largeBatches.run(async () => attemptLoaded(deps, job, await deps.store.load(batchId)));
   };
+}
+
+/** The delivery job's attempt at its batch as just read; what is left to retry makes the job fail and come back later. */
+async function attemptLoaded(
+  deps: BatchAttemptDeps & { log: Logger; maxAttempts: number },
+  job: Job<JobTypes['delivery']>,
+  input: AttemptInput | undefined,
+): Promise<void> {
+  if (!input || input.batch.state !== 'pending') return;
+  const { batch, notification: n, pending } = input;
+  const log = deps.log.child({ notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: job.attemptsMade + 1 });
+  if (n.generation !== batch.generation) {
+    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'superseded'); // a collapse_key update replaced this send
+    return;
+  }
+  if (n.state === 'canceled') {
+    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'canceled');
+    return;
+  }
+  if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
+  const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, job.attemptsMade + 1 >= deps.maxAttempts);
+  log.info(
+    {
+      sent: summary.succeeded.length,
+      failed: summary.failed.length,
+      invalidated: summary.invalidated.length,
+      retry: summary.retry.length,
+      expired: summary.expired.length,
+    },
+    'batch attempt recorded',
+  );
+  if (!done) {
+    // A retry after the expiry would only find it expired: come back at the expiry at the latest.
+    const untilExpiryMs = msLeft(n.expires_at, deps.clock.now());
+    throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs, untilExpiryMs);
+  }
+  if (!closed) await deps.store.completeIfFinished(n.id, n.generation);
 }

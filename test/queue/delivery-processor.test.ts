@@ -1,0 +1,62 @@
+import type { Job } from 'bullmq';
+import { describe, expect, it } from 'vitest';
+import type { AttemptInput } from '../../src/db/repositories/delivery.js';
+import { DIRECT_AUDIENCE_MAX_DEVICES } from '../../src/domain/audience-spec.js';
+import { systemClock } from '../../src/platform/clock.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { Metrics } from '../../src/platform/metrics.js';
+import { deliveryProcessor } from '../../src/queue/delivery.js';
+import type { DeliveryStore } from '../../src/queue/delivery-store.js';
+import type { GatewayProvider } from '../../src/gateways/provider.js';
+import type { JobTypes } from '../../src/queue/jobs.js';
+
+/** A batch of more devices than an audience cut at creation has: it takes a turn among the large batches. */
+function largeBatch(state: 'sending' | 'canceled'): AttemptInput {
+  const id = '00000000-0000-4000-8000-000000000001';
+  return {
+    batch: {
+      id: `${id}-g1-b0`,
+      notification_id: id,
+      generation: 1,
+      platform: 'ios',
+      development: false,
+      state: 'pending',
+      attempts: 0,
+      not_before: null,
+    },
+    notification: { id, app_id: id, payload: { alert: 'x' }, expires_at: null, priority: null, generation: 1, state },
+    pending: Array.from({ length: DIRECT_AUDIENCE_MAX_DEVICES + 1 }, (_, i) => ({ deviceId: `d${i}`, token: `t${i}` })),
+  } as AttemptInput;
+}
+
+describe('the delivery job', () => {
+  it('reads a large batch again when its turn comes: one canceled while it waited sends nothing', async () => {
+    const reads = [largeBatch('sending'), largeBatch('canceled')];
+    const closed: string[] = [];
+    let sent = 0;
+    const store = {
+      load: async () => reads.shift(),
+      db: {},
+      delivery: { closeBatchUnsent: async (_db: unknown, _id: string, reason: string) => void closed.push(reason) },
+    } as unknown as DeliveryStore;
+    const gateways = {
+      send: async () => {
+        sent += 1;
+        return [];
+      },
+    } as unknown as GatewayProvider;
+    const process = deliveryProcessor({
+      log: createLogger('silent'),
+      metrics: new Metrics(),
+      gateways,
+      store,
+      clock: systemClock,
+      maxAttempts: 3,
+      largeBatchesAtOnce: 1,
+    });
+    await process({ data: { notificationId: 'n', batchId: 'b' }, attemptsMade: 0 } as unknown as Job<JobTypes['delivery']>);
+    expect(reads).toEqual([]); // read twice: before and after its turn
+    expect(closed).toEqual(['canceled']);
+    expect(sent).toBe(0);
+  });
+});
