@@ -2,7 +2,9 @@
  * Runs many small units of work as few groups. At most `maxInFlight` groups run at once; what is submitted
  * meanwhile waits and goes in the next group (up to `maxGroup`). Alone, a submission runs at once, so an idle
  * server adds no latency, and under load each group carries many: one transaction's round trips are shared by
- * all of them. Each item gets its own result (or error).
+ * all of them. Each item gets its own result (or error). When a whole group fails (one item the database refuses,
+ * a deadlock between groups) and `alone` is given, its items run again through `alone`, one after another inside
+ * the group's slot: one bad item fails alone, without a burst of transactions as large as the group.
  */
 export class GroupRunner<I, O> {
   private waiting: { item: I; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
@@ -12,6 +14,7 @@ export class GroupRunner<I, O> {
   constructor(
     private readonly run: (items: I[]) => Promise<PromiseSettledResult<O>[]>,
     private readonly limits: { maxInFlight: number; maxGroup: number },
+    private readonly alone?: (item: I) => Promise<O>,
   ) {}
 
   submit(item: I): Promise<O> {
@@ -33,7 +36,10 @@ export class GroupRunner<I, O> {
               if (r?.status === 'fulfilled') g.resolve(r.value);
               else g.reject(r ? r.reason : new Error('group commit: no result for an item'));
             }),
-          (err: unknown) => group.forEach((g) => g.reject(err)),
+          async (err: unknown) => {
+            if (!this.alone) return group.forEach((g) => g.reject(err));
+            for (const g of group) await this.alone(g.item).then(g.resolve, g.reject);
+          },
         )
         .finally(() => {
           this.running -= 1;

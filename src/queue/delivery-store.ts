@@ -25,16 +25,15 @@ export class DeliveryStore {
       const found = await delivery.loadAttempts(db, ids);
       return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
     }, limits);
-    this.records = new GroupRunner(async (attempts) => {
-      try {
+    this.records = new GroupRunner(
+      async (attempts) => {
         const closed = await delivery.recordAttempts(db, attempts);
         return attempts.map((a) => ({ status: 'fulfilled', value: closed.has(a.batch.notification_id) }));
-      } catch {
-        // Recorded alone, one attempt the database refuses (or a deadlock between groups) fails only itself:
-        // an attempt not recorded is sent again.
-        return Promise.allSettled(attempts.map(async (a) => (await delivery.recordAttempts(db, [a])).size > 0));
-      }
-    }, limits);
+      },
+      limits,
+      // recorded alone, one attempt the database refuses fails only itself: an attempt not recorded is sent again
+      async (a) => (await delivery.recordAttempts(db, [a])).size > 0,
+    );
     this.completions = new GroupRunner(async (list) => {
       const closed = new Set(await delivery.completeIfFinished(db, list));
       return list.map((n) => ({ status: 'fulfilled', value: closed.has(n.id) }));

@@ -83,10 +83,11 @@ const UNICAST_GROUPS_IN_FLIGHT = 4;
 const UNICAST_GROUP_MAX = 200;
 
 export class NotificationService {
-  private readonly unicast = new GroupRunner<UnicastItem, Notification>((items) => this.createUnicastGroup(items), {
-    maxInFlight: UNICAST_GROUPS_IN_FLIGHT,
-    maxGroup: UNICAST_GROUP_MAX,
-  });
+  private readonly unicast = new GroupRunner<UnicastItem, Notification>(
+    (items) => this.createUnicastGroup(items),
+    { maxInFlight: UNICAST_GROUPS_IN_FLIGHT, maxGroup: UNICAST_GROUP_MAX },
+    (item) => this.createUnicastAlone(item),
+  );
 
   constructor(
     private readonly db: Db,
@@ -202,26 +203,22 @@ export class NotificationService {
   /**
    * Creates a group of unicast notifications (see `isUnicast`) in one transaction of a few statements, however
    * many there are, and enqueues them with one call: the shape most traffic has, created at the cost of a few.
-   * If the group's transaction fails, each one is created again on its own, so a request the database refuses
-   * fails alone.
+   * If the group's transaction fails, the runner creates each one again on its own (`createUnicastAlone`), so a
+   * request the database refuses fails alone.
    */
   private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<Notification>[]> {
-    let settled: PromiseSettledResult<CreatedNotification>[];
-    try {
-      const created = await this.db.transaction().execute((trx) => this.insertUnicastGroup(trx, items));
-      settled = created.map((value) => ({ status: 'fulfilled', value }));
-    } catch {
-      settled = await Promise.allSettled(
-        items.map((i) =>
-          this.db.transaction().execute(async (trx) => {
-            const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
-            return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
-          }),
-        ),
-      );
-    }
-    await this.enqueue(settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
-    return settled.map((r) => (r.status === 'fulfilled' ? { status: 'fulfilled', value: accepted(r.value.notification) } : r));
+    const created = await this.db.transaction().execute((trx) => this.insertUnicastGroup(trx, items));
+    await this.enqueue(created);
+    return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
+  }
+
+  private async createUnicastAlone(i: UnicastItem): Promise<Notification> {
+    const created = await this.db.transaction().execute(async (trx) => {
+      const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
+      return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
+    });
+    await this.enqueue([created]);
+    return accepted(created.notification);
   }
 
   /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */

@@ -52,7 +52,11 @@ function withinLimit(devices: Deliverable[]): Deliverable[] {
 }
 
 export class TransactionalService {
-  private readonly creations = new GroupRunner<Creation, Committed>((items) => this.createGroup(items), { maxInFlight: 4, maxGroup: 200 });
+  private readonly creations = new GroupRunner<Creation, Committed>(
+    (items) => this.createGroup(items),
+    { maxInFlight: 4, maxGroup: 200 },
+    (item) => this.createAlone(item),
+  );
 
   constructor(
     private readonly db: Db,
@@ -119,44 +123,37 @@ export class TransactionalService {
   /**
    * Commits the sends that arrive together in one transaction: their devices in one query, the notifications and
    * their batches in one statement each. A send that matches too many devices is refused alone; if the
-   * transaction fails, each is committed again on its own, so one the database refuses fails alone.
+   * transaction fails, the runner commits each again on its own (`createAlone`), so one the database refuses
+   * fails alone.
    */
-  private async createGroup(items: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
-    const commit = (group: Creation[]) =>
-      this.db.transaction().execute(async (trx) => {
-        const found = await this.devices.deliverableOfEach(
-          trx,
-          group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
-          { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
-        );
-        const settled: PromiseSettledResult<Creation & { devices: Deliverable[] }>[] = group.map((item, k) => {
-          try {
-            return { status: 'fulfilled', value: { ...item, devices: withinLimit(found[k]!) } };
-          } catch (reason) {
-            return { status: 'rejected', reason };
-          }
-        });
-        const stored = await this.store(
-          trx,
-          settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
-        );
-        return settled.map((r): PromiseSettledResult<Committed> =>
-          r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,
-        );
-      });
-    try {
-      return await commit(items);
-    } catch {
-      return Promise.all(
-        items.map(async (item): Promise<PromiseSettledResult<Committed>> => {
-          try {
-            return (await commit([item]))[0]!;
-          } catch (reason) {
-            return { status: 'rejected', reason };
-          }
-        }),
+  private createGroup(group: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
+    return this.db.transaction().execute(async (trx) => {
+      const found = await this.devices.deliverableOfEach(
+        trx,
+        group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
+        { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
       );
-    }
+      const settled: PromiseSettledResult<Creation & { devices: Deliverable[] }>[] = group.map((item, k) => {
+        try {
+          return { status: 'fulfilled', value: { ...item, devices: withinLimit(found[k]!) } };
+        } catch (reason) {
+          return { status: 'rejected', reason };
+        }
+      });
+      const stored = await this.store(
+        trx,
+        settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+      );
+      return settled.map((r): PromiseSettledResult<Committed> =>
+        r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,
+      );
+    });
+  }
+
+  private async createAlone(item: Creation): Promise<Committed> {
+    const [outcome] = await this.createGroup([item]);
+    if (outcome!.status === 'rejected') throw outcome!.reason;
+    return outcome!.value;
   }
 
   /** Stores the sends' notifications and their batches (cut now: their devices are known). */

@@ -53,4 +53,32 @@ describe('GroupRunner', () => {
     await expect(commit.submit(0)).rejects.toThrow('group failed');
     expect(calls).toBe(3);
   });
+
+  it('runs the items of a group that throws again alone, one after another, when given how', async () => {
+    let running = 0;
+    let most = 0;
+    const commit = new GroupRunner<number, number>(
+      async (items) => {
+        if (items.length > 1) throw new Error('group failed');
+        return [{ status: 'fulfilled', value: items[0]! }];
+      },
+      { maxInFlight: 1, maxGroup: 10 },
+      async (item) => {
+        most = Math.max(most, ++running);
+        await tick();
+        running -= 1;
+        if (item === 0) throw new Error('refused: 0');
+        return item * 10;
+      },
+    );
+    const blocker = commit.submit(9);
+    const settled = await Promise.allSettled([1, 0, 2].map((i) => commit.submit(i)));
+    expect(await blocker).toBe(9);
+    expect(settled).toEqual([
+      { status: 'fulfilled', value: 10 },
+      { status: 'rejected', reason: new Error('refused: 0') },
+      { status: 'fulfilled', value: 20 },
+    ]);
+    expect(most).toBe(1);
+  });
 });
