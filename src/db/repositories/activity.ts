@@ -39,7 +39,8 @@ export class ActivityRepository {
           where app_sessions.duration_seconds is null and excluded.duration_seconds is not null
         returning started_at)
       update devices set last_opened_at = greatest(last_opened_at, stored.started_at)
-      from stored where devices.id = ${deviceId}::uuid`.execute(db);
+      from stored where devices.id = ${deviceId}::uuid
+        and last_opened_at is distinct from greatest(last_opened_at, stored.started_at)`.execute(db);
   }
 
   /** Stores a push open the first time this device reports this kind for this notification (the trigger counts it). */
@@ -56,7 +57,8 @@ export class ActivityRepository {
         on conflict do nothing
         returning opened_at)
       update devices set last_opened_at = greatest(last_opened_at, stored.opened_at)
-      from stored where devices.id = ${deviceId}::uuid`.execute(db);
+      from stored where devices.id = ${deviceId}::uuid
+        and last_opened_at is distinct from greatest(last_opened_at, stored.opened_at)`.execute(db);
   }
 
   /** One row a day from `from` to `to` (YYYY-MM-DD, both included), oldest first; days without data count 0. */
