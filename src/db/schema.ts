@@ -170,6 +170,8 @@ export interface DeliveryBatchesTable {
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
   not_before: Date | null;
+  /** the delivery job that sends it when not its own (migration 014) */
+  job_id: string | null;
 }
 
 /** Kept by a trigger from devices.tags (migration 002), so the tags filter reads an index. */

@@ -118,24 +118,46 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
 }
 
 /**
- * The delivery job: one attempt at its batch.
- * A worker runs many jobs at once, so that one-device notifications (one push each) do not wait on each other's
- * round trips; of the large batches (more devices than an audience cut at creation has) only
- * `largeBatchesAtOnce` send at a time, which bounds memory and what a crash re-sends (a batch interrupted
- * mid-send is sent again whole).
+ * The delivery job: one attempt at each of its batches (one of a fan-out, or the batches of a group of small
+ * notifications created together), all at once. A worker also runs many jobs at once, so that one-device
+ * notifications do not wait on each other's round trips; of the large batches (more devices than an audience cut
+ * at creation has) only `largeBatchesAtOnce` send at a time, which bounds memory and what a crash re-sends (a
+ * batch interrupted mid-send is sent again whole). A batch left to retry makes the job fail and come back later
+ * (the batches done by then are not sent again: an attempt reads what is still pending).
  */
 export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; maxAttempts: number; largeBatchesAtOnce: number }) {
   const largeBatches = new Semaphore(deps.largeBatchesAtOnce);
-  return async (job: Job<JobTypes['delivery']>): Promise<void> => {
-    const { batchId } = job.data;
+  const attemptOne = async (job: Job<JobTypes['delivery']>, batchId: string): Promise<void> => {
     const input = await deps.store.load(batchId);
     if (!input || input.pending.length <= DIRECT_AUDIENCE_MAX_DEVICES) return attemptLoaded(deps, job, input);
     // A large batch waits its turn, then is read again: a cancel or a newer generation may have come meanwhile.
     return largeBatches.run(async () => attemptLoaded(deps, job, await deps.store.load(batchId)));
   };
+  return async (job: Job<JobTypes['delivery']>): Promise<void> => {
+    const settled = await Promise.allSettled(job.data.batches.map((b) => attemptOne(job, b.batchId)));
+    const errors = settled.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
+    if (errors.length) throw retryAll(errors);
+  };
 }
 
-/** The delivery job's attempt at its batch as just read; what is left to retry makes the job fail and come back later. */
+/**
+ * The one error a job of several batches fails with: when each is left to retry, the job comes back as late as
+ * the latest Retry-After asks, but not after the earliest expiry; any other error as it is.
+ */
+function retryAll(errors: unknown[]): unknown {
+  if (errors.length === 1 || !errors.every((e) => e instanceof RetryLaterError))
+    return errors.find((e) => !(e instanceof RetryLaterError)) ?? errors[0];
+  const retries = errors as RetryLaterError[];
+  const asked = retries.map((e) => e.retryAfterMs ?? 0);
+  const expiries = retries.flatMap((e) => (e.untilExpiryMs === undefined ? [] : [e.untilExpiryMs]));
+  return new RetryLaterError(
+    `${retries.length} batches to retry: ${retries[0]!.message}`,
+    Math.max(...asked) || undefined,
+    expiries.length ? Math.min(...expiries) : undefined,
+  );
+}
+
+/** The delivery job's attempt at one batch as just read; what is left to retry throws (RetryLaterError). */
 async function attemptLoaded(
   deps: BatchAttemptDeps & { log: Logger; maxAttempts: number },
   job: Job<JobTypes['delivery']>,

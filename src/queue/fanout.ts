@@ -80,7 +80,7 @@ export function fanoutProcessor(deps: {
     const enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
       const start = b.notBefore ?? b.not_before;
       const delay = start ? start.getTime() - deps.clock.now().getTime() - PACE_EARLY_MS : 0;
-      return deps.queues.add('delivery', { notificationId, batchId: b.id }, delay);
+      return deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }] }, delay);
     };
 
     if (!n.fanout_done) {

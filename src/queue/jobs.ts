@@ -7,8 +7,15 @@ import type { JobsOptions } from 'bullmq';
 export interface JobTypes {
   /** Resolve a notification's audience to devices and cut it into delivery batches (from its local-time wave). */
   fanout: { notificationId: string; generation: number; wave?: number };
-  /** Send one stored batch; the batch row says which devices, platform and environment. */
-  delivery: { notificationId: string; batchId: string };
+  /**
+   * Send stored batches: one of a fan-out, or those stored together (a group of small notifications); each batch
+   * row says which devices, platform and environment.
+   */
+  delivery: { batches: BatchRef[] };
+}
+export interface BatchRef {
+  notificationId: string;
+  batchId: string;
 }
 export type JobName = keyof JobTypes;
 export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery'];
@@ -31,7 +38,8 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
       options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
     },
     delivery: {
-      id: (d) => d.batchId,
+      // named after its first batch; the others record it as their job_id (the sweeper looks for it)
+      id: (d) => d.batches[0]!.batchId,
       // 'custom': the delivery worker's backoff strategy (retry.ts) honours the gateway's Retry-After
       options: { attempts: settings.deliveryAttempts, backoff: { type: 'custom' }, ...forget },
     },
@@ -42,6 +50,9 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 export interface NotificationScheduler {
   /** Enqueues its fan-out; idempotent per (id, generation, local-time wave). */
   schedule(notificationId: string, generation: number, wave?: number): Promise<void>;
-  /** Enqueues the delivery of batches already stored (small audiences resolved when created), in one call; idempotent. */
-  deliver(batches: JobTypes['delivery'][]): Promise<void>;
+  /**
+   * Enqueues the delivery of batches stored together (small audiences resolved when created) as one job, named
+   * after the first (the others were stored with it as their job_id); idempotent.
+   */
+  deliver(batches: BatchRef[]): Promise<void>;
 }

@@ -52,7 +52,7 @@ export function startPipeline(
 ): Pipeline {
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation, wave) => queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}) }),
-    deliver: (batches) => queues.addMany('delivery', batches),
+    deliver: (batches) => queues.add('delivery', { batches }),
   };
   if (!opts.workers) return { scheduler, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');

@@ -56,15 +56,14 @@ export class JobQueues {
     await this.queue(name).add(name, data, { ...spec.options, jobId: spec.id(data), ...(delay > 0 ? { delay } : {}) });
   }
 
-  /** `add` for many jobs of one name, in one call to the queue store. */
-  async addMany<N extends JobName>(name: N, list: JobTypes[N][]): Promise<void> {
-    const spec = this.specs[name];
-    await this.queue(name).addBulk(list.map((data) => ({ name, data, opts: { ...spec.options, jobId: spec.id(data) } })));
+  /** The id a job of this data gets (deterministic, jobs.ts). */
+  jobId<N extends JobName>(name: N, data: JobTypes[N]): string {
+    return this.specs[name].id(data);
   }
 
   /** Whether the job is in the queue (waiting, delayed or running): finished jobs are not kept (jobs.ts). */
-  async has<N extends JobName>(name: N, data: JobTypes[N]): Promise<boolean> {
-    return (await this.queue(name).getJob(this.specs[name].id(data))) != null;
+  async has(name: JobName, jobId: string): Promise<boolean> {
+    return (await this.queue(name).getJob(jobId)) != null;
   }
 
   worker<N extends JobName>(

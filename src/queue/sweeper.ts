@@ -38,9 +38,12 @@ export function startSweeper(deps: {
   afterSeconds: number;
 }) {
   const queued = async (n: { id: string; generation: number; wave: number }) => {
-    if (await deps.queues.has('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave })) return true;
+    const fanout = deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave });
+    if (await deps.queues.has('fanout', fanout)) return true;
     const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
-    for (const b of pending) if (await deps.queues.has('delivery', { notificationId: n.id, batchId: b.id })) return true;
+    // a batch is sent by the job it was stored with (job_id), or by its own when a fan-out re-enqueued it
+    const jobs = new Set(pending.flatMap((b) => (b.job_id ? [b.job_id, b.id] : [b.id])));
+    for (const jobId of jobs) if (await deps.queues.has('delivery', jobId)) return true;
     if (pending.length === 0) return false;
     // A job leaves the queue only after its batch is recorded: one that finished between the read above and the
     // queue's answer shows here as no longer pending, and it was progress, not a lost job.

@@ -54,7 +54,7 @@ describe('the delivery job', () => {
       maxAttempts: 3,
       largeBatchesAtOnce: 1,
     });
-    await process({ data: { notificationId: 'n', batchId: 'b' }, attemptsMade: 0 } as unknown as Job<JobTypes['delivery']>);
+    await process({ data: { batches: [{ notificationId: 'n', batchId: 'b' }] }, attemptsMade: 0 } as unknown as Job<JobTypes['delivery']>);
     expect(reads).toEqual([]); // read twice: before and after its turn
     expect(closed).toEqual(['canceled']);
     expect(sent).toBe(0);

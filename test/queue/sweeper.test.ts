@@ -72,6 +72,55 @@ describe('the sweeper', () => {
     expect(scheduled).toEqual([lost.id]);
   });
 
+  it('leaves the notifications whose batches wait in the one job they were stored with, and re-enqueues those whose job is lost', async () => {
+    const queues = queuesOfHarness();
+    const { app } = await h.createApp();
+    const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
+    const notifications = new NotificationsRepository();
+    const delivery = new DeliveryRepository();
+    /** Notifications stored together, as a group of unicast creations is, each with one batch. */
+    const storeGroup = async (size: number) => {
+      const stored = await Promise.all(
+        Array.from({ length: size }, () =>
+          notifications.insertOrCollapse(h.db.db, {
+            appId: app.id,
+            audienceId: audience.id,
+            request: { to: '*', payload: { alert: 'x' } },
+            payload: { alert: 'x' },
+            collapseKey: null,
+          }),
+        ),
+      );
+      const batches = stored.map((n) => ({ notificationId: n.id, batchId: `${n.id}-g${n.generation}-b0` }));
+      await h.db.db.transaction().execute((trx) =>
+        delivery.insertBatches(
+          trx,
+          stored.map((n, k) => ({
+            notificationId: n.id,
+            generation: n.generation,
+            batches: [{ id: batches[k]!.batchId, seq: 0, platform: 'ios' as const, development: false, deviceIds: [] }],
+          })),
+        ),
+      );
+      return { ids: stored.map((n) => n.id), batches };
+    };
+    const waiting = await storeGroup(3);
+    const lost = await storeGroup(2);
+    await queues.add('delivery', { batches: waiting.batches });
+    await h.db.db
+      .updateTable('notifications')
+      .set({ updated_at: new Date(Date.now() - 60_000) })
+      .where('id', 'in', [...waiting.ids, ...lost.ids])
+      .execute();
+
+    const scheduled: string[] = [];
+    await sweepAWhile(scheduled);
+    expect(scheduled).toEqual(expect.arrayContaining(lost.ids));
+    expect(scheduled.filter((id) => waiting.ids.includes(id))).toEqual([]);
+    // done with: the next tests' sweeps must not find these stalled
+    await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
+  });
+
   it("leaves a notification whose batch finished between its read and the queue's answer", async () => {
     const { app } = await h.createApp();
     const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
@@ -104,12 +153,12 @@ describe('the sweeper', () => {
     // The queue answers after the batch's job was recorded and removed, as a worker does while the sweep looks.
     const real = queuesOfHarness();
     const racing = Object.create(real) as JobQueues;
-    racing.has = async (name, data) => {
+    racing.has = async (name, jobId) => {
       if (name === 'delivery') {
         await h.db.db.updateTable('delivery_batches').set({ state: 'done' }).where('id', '=', batchId).execute();
         await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('id', '=', n.id).execute();
       }
-      return real.has(name, data);
+      return real.has(name, jobId);
     };
 
     const scheduled: string[] = [];

@@ -105,4 +105,31 @@ describe('unicast notifications posted concurrently', () => {
       expect(n.pushes_succeeded, r.alert).toBe(r.tokens.length);
     }
   });
+
+  it('sends again, after its Retry-After, only what a gateway asked to retry: the rest of the group once', async () => {
+    gw.reset();
+    const android = byId.filter((_, i) => i % 2 === 0);
+    gw.fcm.faults.forToken(android[0]!.token, { type: 'status', status: 429, reason: 'QUOTA_EXCEEDED', retryAfter: '1' }, 1);
+    gw.apns.faults.next(1, { type: 'status', status: 503, reason: 'ServiceUnavailable' });
+    const answers = await Promise.all(byId.map((d, i) => post(write, [{ name: 'device_id', criteria: [d.id] }], `retry ${i}`)));
+    for (const a of answers) expect(a.statusCode, a.body).toBe(201);
+    // created in groups: batches stored together went out in one job, named after the group's first
+    const ids = answers.map((a) => (a.json() as { id: string }).id);
+    const grouped = await h.db.db
+      .selectFrom('delivery_batches')
+      .select('job_id')
+      .where('notification_id', 'in', ids)
+      .where('job_id', 'is not', null)
+      .execute();
+    expect(grouped.length).toBeGreaterThan(0);
+
+    await waitFor('every push', async () => gw.apns.pushes.length + gw.fcm.pushes.length >= byId.length);
+    await new Promise((r) => setTimeout(r, 500)); // a push sent twice would arrive now
+    const got = [...gw.apns.pushes, ...gw.fcm.pushes].map((p) => p.token).sort();
+    expect(got).toEqual(byId.map((d) => d.token).sort());
+    const asked = gw.fcm.answers.filter((a) => a.token === android[0]!.token);
+    expect(asked.map((a) => a.status)).toEqual([429, 200]);
+    expect(asked[1]!.at - asked[0]!.at).toBeGreaterThanOrEqual(950);
+    expect(gw.apns.answers.filter((a) => a.status === 503)).toHaveLength(1);
+  });
 });

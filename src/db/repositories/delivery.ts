@@ -80,23 +80,25 @@ export class DeliveryRepository {
 
   /**
    * Stores the batches of notifications whose whole (small) audience was cut when they were inserted (they were
-   * inserted with their fan-out done, `NewNotification.cut`), in one statement.
+   * inserted with their fan-out done, `NewNotification.cut`), in one statement. One job delivers them all
+   * (`NotificationScheduler.deliver`): named after the first, the others record it as their job_id.
    */
   async insertBatches(
     trx: Transaction<Database>,
     audiences: { notificationId: string; generation: number; batches: NewBatch[] }[],
   ): Promise<void> {
-    const rows = audiences.flatMap((a) =>
-      a.batches.map(
-        (b) =>
-          sql`(${b.id}, ${a.notificationId}::uuid, ${a.generation}::int, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`,
-      ),
-    );
+    const rows = audiences.flatMap((a) => a.batches.map((b) => ({ ...b, notificationId: a.notificationId, generation: a.generation })));
     if (!rows.length) return;
+    const jobId = rows[0]!.id;
     await sql`
-      insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids)
-      select v.id, v.notification_id, v.generation, v.seq, v.platform, v.development, v.ids, v.ids
-      from (values ${sql.join(rows)}) as v(id, notification_id, generation, seq, platform, development, ids)
+      insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, job_id)
+      select v.id, v.notification_id, v.generation, v.seq, v.platform, v.development, v.ids, v.ids, nullif(${jobId}::text, v.id)
+      from (values ${sql.join(
+        rows.map(
+          (b) =>
+            sql`(${b.id}, ${b.notificationId}::uuid, ${b.generation}::int, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`,
+        ),
+      )}) as v(id, notification_id, generation, seq, platform, development, ids)
       on conflict (id) do nothing`.execute(trx);
   }
 
@@ -194,10 +196,10 @@ export class DeliveryRepository {
     db: Db,
     notificationId: string,
     generation: number,
-  ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development' | 'not_before'>[]> {
+  ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development' | 'not_before' | 'job_id'>[]> {
     return db
       .selectFrom('delivery_batches')
-      .select(['id', 'platform', 'development', 'not_before'])
+      .select(['id', 'platform', 'development', 'not_before', 'job_id'])
       .where('notification_id', '=', notificationId)
       .where('generation', '=', generation)
       .where('state', '=', 'pending')
