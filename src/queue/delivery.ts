@@ -5,7 +5,7 @@ import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { GatewayProvider } from '../gateways/provider.js';
-import type { JobTypes } from './jobs.js';
+import type { BatchRef, JobTypes } from './jobs.js';
 import { isExpired, msLeft } from '../domain/delivery-options.js';
 import { RetryLaterError } from './retry.js';
 import type { Clock } from '../platform/clock.js';
@@ -122,10 +122,21 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
  * notifications created together), all at once. A worker also runs many jobs at once, so that one-device
  * notifications do not wait on each other's round trips; of the large batches (more devices than an audience cut
  * at creation has) only `largeBatchesAtOnce` send at a time, which bounds memory and what a crash re-sends (a
- * batch interrupted mid-send is sent again whole). A batch left to retry makes the job fail and come back later
- * (the batches done by then are not sent again: an attempt reads what is still pending).
+ * batch interrupted mid-send is sent again whole). A batch left to retry makes its job fail and come back later;
+ * in a job of several, each such batch goes on alone (the job keeps its first, the others get a job each, with
+ * their own backoff), so that one gateway's Retry-After holds back no other batch, and no batch is sent again.
  */
-export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; maxAttempts: number; largeBatchesAtOnce: number }) {
+export function deliveryProcessor(
+  deps: BatchAttemptDeps & {
+    log: Logger;
+    maxAttempts: number;
+    largeBatchesAtOnce: number;
+    /** enqueues a batch's own job (its id is the batch's), after `delayMs` */
+    retryAlone: (batch: BatchRef, delayMs: number) => Promise<void>;
+    /** the delay before a batch's next attempt, as the queue's retries have it */
+    backoff: (attemptsMade: number, err: unknown) => number;
+  },
+) {
   const largeBatches = new Semaphore(deps.largeBatchesAtOnce);
   const attemptOne = async (job: Job<JobTypes['delivery']>, batchId: string): Promise<void> => {
     const input = await deps.store.load(batchId);
@@ -134,27 +145,23 @@ export function deliveryProcessor(deps: BatchAttemptDeps & { log: Logger; maxAtt
     return largeBatches.run(async () => attemptLoaded(deps, job, await deps.store.load(batchId)));
   };
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
-    const settled = await Promise.allSettled(job.data.batches.map((b) => attemptOne(job, b.batchId)));
-    const errors = settled.flatMap((s) => (s.status === 'rejected' ? [s.reason as unknown] : []));
-    if (errors.length) throw retryAll(errors);
+    const { batches } = job.data;
+    const settled = await Promise.all(
+      batches.map((b) =>
+        attemptOne(job, b.batchId).then(
+          () => null,
+          (err: unknown) => ({ b, err }),
+        ),
+      ),
+    );
+    const left = settled.filter((s) => s !== null);
+    if (!left.length) return;
+    const [kept, ...others] = left;
+    await Promise.all(others.map(({ b, err }) => deps.retryAlone(b, deps.backoff(job.attemptsMade + 1, err))));
+    // the job's own retry carries only the batch it keeps (the others have their jobs)
+    if (batches.length > 1) await job.updateData({ batches: [kept!.b] });
+    throw kept!.err;
   };
-}
-
-/**
- * The one error a job of several batches fails with: when each is left to retry, the job comes back as late as
- * the latest Retry-After asks, but not after the earliest expiry; any other error as it is.
- */
-function retryAll(errors: unknown[]): unknown {
-  if (errors.length === 1 || !errors.every((e) => e instanceof RetryLaterError))
-    return errors.find((e) => !(e instanceof RetryLaterError)) ?? errors[0];
-  const retries = errors as RetryLaterError[];
-  const asked = retries.map((e) => e.retryAfterMs ?? 0);
-  const expiries = retries.flatMap((e) => (e.untilExpiryMs === undefined ? [] : [e.untilExpiryMs]));
-  return new RetryLaterError(
-    `${retries.length} batches to retry: ${retries[0]!.message}`,
-    Math.max(...asked) || undefined,
-    expiries.length ? Math.min(...expiries) : undefined,
-  );
 }
 
 /** The delivery job's attempt at one batch as just read; what is left to retry throws (RetryLaterError). */
@@ -165,7 +172,9 @@ async function attemptLoaded(
 ): Promise<void> {
   if (!input || input.batch.state !== 'pending') return;
   const { batch, notification: n, pending } = input;
-  const log = deps.log.child({ notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: job.attemptsMade + 1 });
+  // a batch that went on in a job of its own (deliveryProcessor) has had attempts its new job did not make
+  const attemptsMade = Math.max(job.attemptsMade, batch.attempts);
+  const log = deps.log.child({ notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 });
   if (n.generation !== batch.generation) {
     await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'superseded'); // a collapse_key update replaced this send
     return;
@@ -175,7 +184,7 @@ async function attemptLoaded(
     return;
   }
   if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
-  const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, job.attemptsMade + 1 >= deps.maxAttempts);
+  const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts);
   log.info(
     {
       sent: summary.succeeded.length,

@@ -92,6 +92,8 @@ export function startPipeline(
         maxAttempts: policy.attempts,
         clock: opts.clock,
         largeBatchesAtOnce: config.DELIVERY_CONCURRENCY,
+        retryAlone: (batch, delayMs) => queues.add('delivery', { batches: [batch] }, delayMs),
+        backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
       }),
       concurrency: config.DELIVERY_CONCURRENCY * SMALL_BATCHES_PER_LARGE,
       backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),

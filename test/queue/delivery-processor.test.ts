@@ -53,6 +53,8 @@ describe('the delivery job', () => {
       clock: systemClock,
       maxAttempts: 3,
       largeBatchesAtOnce: 1,
+      retryAlone: async () => undefined,
+      backoff: () => 0,
     });
     await process({ data: { batches: [{ notificationId: 'n', batchId: 'b' }] }, attemptsMade: 0 } as unknown as Job<JobTypes['delivery']>);
     expect(reads).toEqual([]); // read twice: before and after its turn
