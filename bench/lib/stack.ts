@@ -84,10 +84,12 @@ export interface Services {
 export async function startServices(env: Record<string, string>, opts: { mode: 'split' | 'single'; workers?: number }): Promise<Services> {
   const port = await freePort();
   const http = { PORT: String(port), HOST: '127.0.0.1' };
+  // node options of the service processes (say --cpu-prof): the workers', and the API's when it runs apart
   const workerArgs = process.env.WORKER_NODE_ARGS?.split(' ').filter(Boolean);
+  const apiArgs = process.env.API_NODE_ARGS?.split(' ').filter(Boolean);
   const api = startService(
     { ...env, ...http, ROLE: opts.mode === 'single' ? 'all' : 'api' },
-    opts.mode === 'single' ? workerArgs : undefined,
+    opts.mode === 'single' ? workerArgs : apiArgs,
   );
   const workers =
     opts.mode === 'single' ? [api] : Array.from({ length: opts.workers ?? 1 }, () => startService({ ...env, ROLE: 'worker' }, workerArgs));

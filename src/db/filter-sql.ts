@@ -170,6 +170,21 @@ function eventRows(source: string, name: string, criteria: Criterion[], ctx: Com
  * belongs to a live device of its app (migration 002 deletes them on erase), so joining every device would
  * add nothing but time. Anything else counts the general predicate over devices.
  */
+/**
+ * Filters that only name devices (by device_id) or users (by user_id), the shape of most notifications: the keys,
+ * as `compileFilters` would match them (a device_id that is no UUID matches nothing), so a lookup by key selects
+ * the same devices. Null for any other filters.
+ */
+export function namedKeys(filters: Filter[] | null): { by: 'device_id' | 'user_id'; keys: string[] } | null {
+  if (filters?.length !== 1) return null;
+  const [f] = filters as [Filter];
+  if (f.not_filter || !f.criteria.every((c) => typeof c === 'string')) return null;
+  const keys = f.criteria as string[];
+  if (f.name === 'device_id') return { by: 'device_id', keys: keys.filter(isUuid).map((s) => s.toLowerCase()) };
+  if (f.name === 'user_id') return { by: 'user_id', keys };
+  return null;
+}
+
 export function compileCount(appId: string, filters: Filter[] | null, ctx: CompileContext): RawBuilder<{ n: number }> {
   const live = sql<number>`(select count(*) from devices d where d.app_id = ${appId} and d.erased_at is null)`;
   const only = filters?.length === 1 ? filters[0]! : null;

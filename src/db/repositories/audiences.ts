@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { sql } from 'kysely';
 import { isUuid } from '../../domain/cursor.js';
 import type { Db } from '../database.js';
 import type { Audience } from '../schema.js';
@@ -27,20 +28,16 @@ export class AudiencesRepository {
     // in one order, so that two groups upserting the same specs wait for each other instead of deadlocking
     // (by app and key: the same key in two apps is two rows)
     const unique = new Map([...specs].map((s) => [specRef(s.appId, s.key), s] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    const rows = await db
-      .insertInto('audiences')
-      .values(
-        [...unique.values()].map((s) => ({
-          app_id: s.appId,
-          spec_key: s.key,
-          kind: 'filters' as const,
-          filters: JSON.stringify(s.canonical),
-          name: generatedName(),
-        })),
-      )
-      .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
-      .returningAll()
-      .execute();
+    const list = [...unique.values()];
+    // one array per column: the statement's text is the same however many there are; a no-op update so RETURNING
+    // yields the existing rows too
+    const { rows } = await sql<Audience>`
+      insert into audiences (app_id, spec_key, kind, filters, name)
+      select t.app_id, t.spec_key, 'filters', t.filters, t.name
+      from unnest(${list.map((s) => s.appId)}::uuid[], ${list.map((s) => s.key)}::text[],
+        ${list.map((s) => JSON.stringify(s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[]) as t(app_id, spec_key, filters, name)
+      on conflict (app_id, spec_key) do update set spec_key = excluded.spec_key
+      returning *`.execute(db);
     return new Map(rows.map((a) => [specRef(a.app_id, a.spec_key), a]));
   }
 

@@ -89,16 +89,17 @@ export class DeliveryRepository {
   ): Promise<void> {
     const rows = audiences.flatMap((a) => a.batches.map((b) => ({ ...b, notificationId: a.notificationId, generation: a.generation })));
     if (!rows.length) return;
-    const jobId = rows[0]!.id;
+    // one array per column (device ids joined: arrays of uneven length do not nest), so the statement's text is
+    // the same however many there are
     await sql`
       insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, job_id)
-      select v.id, v.notification_id, v.generation, v.seq, v.platform, v.development, v.ids, v.ids, nullif(${jobId}::text, v.id)
-      from (values ${sql.join(
-        rows.map(
-          (b) =>
-            sql`(${b.id}, ${b.notificationId}::uuid, ${b.generation}::int, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[])`,
-        ),
-      )}) as v(id, notification_id, generation, seq, platform, development, ids)
+      select t.id, t.notification_id, t.generation, t.seq, t.platform, t.development, t.ids, t.ids, nullif(${rows[0]!.id}::text, t.id)
+      from (
+        select id, notification_id, generation, seq, platform, development, string_to_array(ids, ',')::uuid[] as ids
+        from unnest(${rows.map((b) => b.id)}::text[], ${rows.map((b) => b.notificationId)}::uuid[], ${rows.map((b) => b.generation)}::int[],
+          ${rows.map((b) => b.seq)}::int[], ${rows.map((b) => b.platform)}::text[], ${rows.map((b) => b.development)}::boolean[],
+          ${rows.map((b) => b.deviceIds.join(','))}::text[]) as u(id, notification_id, generation, seq, platform, development, ids)
+      ) as t
       on conflict (id) do nothing`.execute(trx);
   }
 
@@ -247,15 +248,17 @@ export class DeliveryRepository {
    */
   async recordAttempts(db: Db, attempts: AttemptRecord[]): Promise<Set<string>> {
     if (!attempts.length) return new Set();
-    const values = attempts.map(({ batch, outcome, finalAttempt }) => {
+    const input = attempts.map(({ batch, outcome, finalAttempt }) => {
       const retryLeft = finalAttempt ? [] : outcome.retry;
-      const failed = outcome.failed.length + (finalAttempt ? outcome.retry.length : 0);
-      const failureReason =
-        outcome.failed[0]?.reason ??
-        (finalAttempt && outcome.retry.length ? 'retries_exhausted' : outcome.expired.length ? 'expired' : null);
-      return sql`(${batch.id}, ${batch.notification_id}::uuid, ${batch.generation}::int, ${batch.attempts}::int, ${retryLeft}::uuid[],
-        ${retryLeft.length ? 'pending' : 'done'}, ${outcome.succeeded.length}::int, ${failed}::int, ${outcome.invalidated.length}::int,
-        ${outcome.expired.length}::int, ${outcome.lastError}::text, ${failureReason}::text)`;
+      return {
+        batch,
+        outcome,
+        retryLeft,
+        failed: outcome.failed.length + (finalAttempt ? outcome.retry.length : 0),
+        failureReason:
+          outcome.failed[0]?.reason ??
+          (finalAttempt && outcome.retry.length ? 'retries_exhausted' : outcome.expired.length ? 'expired' : null),
+      };
     });
     const invalid = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
     const invalidate = invalid.length
@@ -283,8 +286,16 @@ export class DeliveryRepository {
           on conflict (device_id, notification_id) do update set received_at = excluded.received_at)`
       : sql``;
     const { rows } = await sql<{ id: string }>`
-      with input(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, last_error, failure_reason)
-        as (values ${sql.join(values)}),
+      with input as (
+        select t.id, t.notification_id, t.generation, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
+          t.succeeded, t.failed, t.invalidated, t.expired, t.last_error, t.failure_reason
+        from unnest(${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
+          ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => i.batch.attempts)}::int[],
+          ${input.map((i) => i.retryLeft.join(','))}::text[], ${input.map((i) => (i.retryLeft.length ? 'pending' : 'done'))}::text[],
+          ${input.map((i) => i.outcome.succeeded.length)}::int[], ${input.map((i) => i.failed)}::int[],
+          ${input.map((i) => i.outcome.invalidated.length)}::int[], ${input.map((i) => i.outcome.expired.length)}::int[],
+          ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[])
+          as t(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, last_error, failure_reason)),
       recorded as (
         update delivery_batches b
         set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,

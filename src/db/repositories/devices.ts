@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type Selectable, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
+import { compileCount, compileFilters, namedKeys, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice } from '../schema.js';
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
@@ -258,8 +258,10 @@ export class DevicesRepository {
   }
 
   /**
-   * The first `limit` deliverable devices of each of several audiences, in one query: one list per audience,
-   * in the order given (`pageDeliverable` from the start, for many small audiences at once).
+   * The first `limit` deliverable devices of each of several audiences: one list per audience, in the order given
+   * (`pageDeliverable` from the start, for many small audiences at once). Audiences that only name devices or
+   * users (`namedKeys`, most notifications) are looked up by key in one statement whose text does not grow with
+   * their number; the others as one query of their compiled filters.
    */
   async deliverableOfEach(
     db: Db,
@@ -267,16 +269,56 @@ export class DevicesRepository {
     page: { limit: number; now: Date },
   ): Promise<Deliverable[][]> {
     const lists: Deliverable[][] = audiences.map(() => []);
-    if (!audiences.length) return lists;
-    const parts = audiences.map((a, i) => {
-      const q = audiencePageQuery(db, a.appId, a.filters, { afterId: null, ...page })
-        .select(['d.id', 'd.platform', 'd.development'])
-        .where('d.token', 'is not', null)
-        .where('d.token_invalidated_at', 'is', null);
-      return sql`select ${i}::int as ord, q.* from (${q}) as q`;
+    const byKey = {
+      device_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
+      user_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
+    };
+    const compiled: number[] = [];
+    audiences.forEach((a, ord) => {
+      const named = namedKeys(a.filters);
+      if (!named) return void compiled.push(ord);
+      const into = byKey[named.by];
+      for (const key of new Set(named.keys)) {
+        into.ords.push(ord);
+        into.apps.push(a.appId);
+        into.keys.push(key);
+      }
     });
-    const { rows } = await sql<Deliverable & { ord: number }>`${sql.join(parts, sql` union all `)}`.execute(db);
-    for (const { ord, ...device } of rows) lists[ord]!.push(device);
+    if (byKey.device_id.ords.length || byKey.user_id.ords.length) {
+      const { device_id: ids, user_id: users } = byKey;
+      const { rows } = await sql<Deliverable & { ord: number }>`
+        select t.ord, d.id, d.platform, d.development
+        from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
+        join devices d on d.id = t.id and d.app_id = t.app_id
+        where d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+        union all
+        select t.ord, d.id, d.platform, d.development
+        from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
+        cross join lateral (
+          select d.id, d.platform, d.development from devices d
+          where d.app_id = t.app_id and d.user_id = t.user_id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+          order by d.id limit ${page.limit}::int) d`.execute(db);
+      // keys are distinct and a device has one user: no device comes twice for one audience
+      const found = new Set<number>();
+      for (const { ord, ...device } of rows) {
+        lists[ord]!.push(device);
+        found.add(ord);
+      }
+      // as the compiled query pages: by id, the first `limit` (several keys may each bring up to `limit`)
+      for (const ord of found) lists[ord] = lists[ord]!.sort((a, b) => (a.id < b.id ? -1 : 1)).slice(0, page.limit);
+    }
+    if (compiled.length) {
+      const parts = compiled.map((ord) => {
+        const a = audiences[ord]!;
+        const q = audiencePageQuery(db, a.appId, a.filters, { afterId: null, ...page })
+          .select(['d.id', 'd.platform', 'd.development'])
+          .where('d.token', 'is not', null)
+          .where('d.token_invalidated_at', 'is', null);
+        return sql`select ${ord}::int as ord, q.* from (${q}) as q`;
+      });
+      const { rows } = await sql<Deliverable & { ord: number }>`${sql.join(parts, sql` union all `)}`.execute(db);
+      for (const { ord, ...device } of rows) lists[ord]!.push(device);
+    }
     return lists;
   }
 

@@ -1,5 +1,5 @@
 import type { NotificationRequest } from '../../domain/notification-request.js';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../database.js';
 import type { Notification, NotificationState } from '../schema.js';
 import type { Timing } from '../../domain/campaign.js';
@@ -34,54 +34,27 @@ export class NotificationsRepository {
    * same notification: it is updated in place (payload included), rescheduled, and its generation bumped.
    */
   async insertOrCollapse(db: Db, n: NewNotification): Promise<Notification> {
-    const values = rowOf(n);
-    if (n.collapseKey === null) {
-      return db.insertInto('notifications').values(values).returningAll().executeTakeFirstOrThrow();
-    }
-    return db
-      .insertInto('notifications')
-      .values(values)
-      .onConflict((oc) =>
-        oc
-          .columns(['app_id', 'collapse_key'])
-          .where('collapse_key', 'is not', null)
-          .doUpdateSet((eb) => ({
-            audience_id: eb.ref('excluded.audience_id'),
-            request: eb.ref('excluded.request'),
-            payload: eb.ref('excluded.payload'),
-            expires_at: eb.ref('excluded.expires_at'),
-            priority: eb.ref('excluded.priority'),
-            // the payload replaced is the one that named a message: the notification is the new request's push now
-            message_id: eb.ref('excluded.message_id'),
-            state: 'scheduled',
-            generation: sql<number>`notifications.generation + 1`,
-            failure_reason: null,
-            finished_at: null,
-            fanout_cursor: null,
-            fanout_seq: 0,
-            fanout_done: false,
-            send_at: eb.ref('excluded.send_at'),
-            next_due_at: eb.ref('excluded.next_due_at'),
-            local_plan: eb.ref('excluded.local_plan'),
-            wave: 0,
-            skipped_past_local_time: 0,
-            throttle_per_minute: eb.ref('excluded.throttle_per_minute'),
-            pace_next_at: null,
-            canceled_at: null,
-            updated_at: sql<Date>`now()`,
-          })),
-      )
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const collapse = sql`
+      on conflict (app_id, collapse_key) where collapse_key is not null do update set
+        audience_id = excluded.audience_id, request = excluded.request, payload = excluded.payload,
+        expires_at = excluded.expires_at, priority = excluded.priority,
+        -- the payload replaced is the one that named a message: the notification is the new request's push now
+        message_id = excluded.message_id,
+        state = 'scheduled', generation = notifications.generation + 1, failure_reason = null, finished_at = null,
+        fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
+        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, throttle_per_minute = excluded.throttle_per_minute,
+        pace_next_at = null, canceled_at = null, updated_at = now()`;
+    const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse);
+    return row!;
   }
 
   /**
-   * Inserts notifications without a collapse_key in one statement; the rows come back in the order given
-   * (PostgreSQL returns an INSERT … VALUES's rows in the order of its VALUES).
+   * Inserts notifications without a collapse_key in one statement, as `insertOrCollapse` would each; the rows
+   * come back in the order given (PostgreSQL returns an INSERT … SELECT's rows in the order it inserts them).
    */
   async insertMany(db: Db, list: NewNotification[]): Promise<Notification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertMany: a collapse_key needs insertOrCollapse');
-    return db.insertInto('notifications').values(list.map(rowOf)).returningAll().execute();
+    return list.length ? insertRows(db, list, sql``) : [];
   }
 
   async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
@@ -123,37 +96,36 @@ export class NotificationsRepository {
   }
 }
 
-function rowOf(n: NewNotification) {
-  return {
-    app_id: n.appId,
-    audience_id: n.audienceId,
-    request: JSON.stringify(n.request),
-    payload: JSON.stringify(n.payload),
-    collapse_key: n.collapseKey,
-    send_group: n.group ?? null,
-    send_at: n.timing?.sendAt ?? null,
-    next_due_at: n.timing?.nextDueAt ?? null,
-    local_plan: n.timing?.localPlan ? JSON.stringify(n.timing.localPlan) : null,
-    throttle_per_minute: n.timing?.throttlePerMinute ?? null,
-    expires_at: expiresAt(n.options),
-    priority: n.options?.priority ?? null,
-    message_id: n.messageId ?? null,
-    ...(n.cut && {
-      fanout_done: true,
-      fanout_seq: n.cut.batches,
-      devices_targeted: n.cut.targeted,
-      state: n.cut.targeted ? ('sending' as const) : ('sent' as const),
-      published_at: sql<Date>`now()`,
-      finished_at: n.cut.targeted ? null : sql<Date>`now()`,
-    }),
-  };
-}
-
 /**
- * A ttl counts from the statement's now(): the created_at of a new row, or the moment a collapse_key update
- * replaced the notification (an old creation time would leave the update less time than it asked for).
+ * The insert of notifications: one array per column, so the statement's text is the same however many there are.
+ * A cut notification (`NewNotification.cut`) is inserted with its fan-out done; a ttl counts from the statement's
+ * now(): the created_at of a new row, or the moment a collapse_key update replaced the notification (an old
+ * creation time would leave the update less time than it asked for).
  */
-function expiresAt(options: DeliveryOptions | undefined) {
-  if (options?.ttlSeconds != null) return sql<Date>`now() + make_interval(secs => ${options.ttlSeconds}::int)`;
-  return options?.expiresAt ?? null;
+async function insertRows(db: Db, list: NewNotification[], onConflict: RawBuilder<unknown>): Promise<Notification[]> {
+  const column = <T>(f: (n: NewNotification) => T) => list.map(f);
+  const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
+  const { rows } = await sql<Notification>`
+    insert into notifications (app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
+      throttle_per_minute, expires_at, priority, message_id, fanout_done, fanout_seq, devices_targeted, state, published_at, finished_at)
+    select t.app_id, t.audience_id, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+      t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id,
+      t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0),
+      case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
+      case when t.cut_batches is not null then now() end,
+      case when t.cut_targeted = 0 then now() end
+    from unnest(${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${column((n) => json(n.request))}::jsonb[],
+      ${column((n) => json(n.payload))}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
+      ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
+      ${column((n) => json(n.timing?.localPlan))}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
+      ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
+      ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
+      ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
+      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[])
+      with ordinality as t(app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
+        throttle_per_minute, ttl, expires_at, priority, message_id, cut_batches, cut_targeted, ord)
+    order by t.ord
+    ${onConflict}
+    returning *`.execute(db);
+  return rows;
 }

@@ -1,0 +1,77 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DevicesRepository } from '../../src/db/repositories/devices.js';
+import type { Filter } from '../../src/domain/filters.js';
+import { useHarness } from '../helpers/harness.js';
+
+/**
+ * Many audiences at once (a group of notifications being created): those that only name devices or users are
+ * looked up by key, the rest compiled. Either way each list must be what `pageDeliverable` selects for it alone.
+ */
+describe('the deliverable devices of many audiences at once', () => {
+  const h = useHarness();
+  const devices = new DevicesRepository();
+  const ids: Record<string, string> = {};
+  let app: string;
+  let other: string;
+
+  beforeAll(async () => {
+    app = (await h.createApp()).app.id;
+    other = (await h.createApp()).app.id;
+    const rows: [name: string, appId: string, user: string | null, state: 'live' | 'erased' | 'no token' | 'invalidated'][] = [
+      ['a1', app, 'alice', 'live'],
+      ['a2', app, 'alice', 'live'],
+      ['a3', app, 'alice', 'live'],
+      ['a-erased', app, 'alice', 'erased'],
+      ['b1', app, 'bob', 'live'],
+      ['b-no-token', app, 'bob', 'no token'],
+      ['b-invalid', app, 'bob', 'invalidated'],
+      ['anon', app, null, 'live'],
+      ['other-alice', other, 'alice', 'live'],
+    ];
+    for (const [name, appId, user, state] of rows) {
+      const id = randomUUID();
+      ids[name] = id;
+      await sql`
+        insert into devices (id, app_id, platform, token, user_id, erased_at, token_invalidated_at)
+        values (${id}::uuid, ${appId}::uuid, ${name.length % 2 ? 'ios' : 'android'}, ${state === 'no token' ? null : `token-${id}`},
+          ${user}, ${state === 'erased' ? new Date() : null}, ${state === 'invalidated' ? new Date() : null})`.execute(h.db.db);
+    }
+  });
+
+  it('selects by key what the compiled filters select, audience by audience, limit included', async () => {
+    const byId = (...names: string[]): Filter[] => [{ name: 'device_id', criteria: names.map((n) => ids[n] ?? n) }];
+    const audiences: { appId: string; filters: Filter[] | null }[] = [
+      { appId: app, filters: byId('a1') },
+      { appId: app, filters: [{ name: 'device_id', criteria: [ids.b1!.toUpperCase()] }] },
+      { appId: app, filters: byId('a1', 'a1', 'b1', 'anon') }, // three distinct: the limit keeps the first two by id
+      { appId: app, filters: byId('a-erased', 'b-no-token', 'b-invalid') },
+      { appId: app, filters: byId('not-a-uuid') },
+      { appId: app, filters: byId('other-alice') }, // another app's device
+      { appId: app, filters: [{ name: 'user_id', criteria: ['alice'] }] }, // three live: the first two
+      { appId: app, filters: [{ name: 'user_id', criteria: ['bob', 'alice', 'bob'] }] },
+      { appId: other, filters: [{ name: 'user_id', criteria: ['alice'] }] },
+      { appId: app, filters: [{ name: 'user_id', criteria: ['nobody'] }] },
+      // not keys alone: compiled
+      { appId: app, filters: [{ name: 'user_id', criteria: ['alice'], not_filter: true }] },
+      { appId: app, filters: [...byId('a1', 'b1'), { name: 'user_id', criteria: ['bob'] }] },
+      { appId: app, filters: null },
+    ];
+    const page = { limit: 2, now: new Date() };
+    const together = await devices.deliverableOfEach(h.db.db, audiences, page);
+    const alone = await Promise.all(audiences.map((a) => devices.pageDeliverable(h.db.db, a.appId, a.filters, { afterId: null, ...page })));
+    expect(together).toEqual(alone);
+    // and what they select is what was meant
+    const names = (list: { id: string }[]) => list.map((d) => Object.keys(ids).find((k) => ids[k] === d.id)).sort();
+    expect(names(together[0]!)).toEqual(['a1']);
+    expect(names(together[1]!)).toEqual(['b1']);
+    expect(together[2]).toHaveLength(2);
+    expect(together[3]).toEqual([]);
+    expect(together[4]).toEqual([]);
+    expect(together[5]).toEqual([]);
+    expect(together[6]).toHaveLength(2);
+    expect(names(together[8]!)).toEqual(['other-alice']);
+    expect(names(together[11]!)).toEqual(['b1']);
+  });
+});
