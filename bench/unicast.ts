@@ -9,6 +9,8 @@
  *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
  */
 import { execFileSync } from 'node:child_process';
+import http from 'node:http';
+import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { arg, benchDatabase, cpuMs, percentile } from './lib/setup.js';
 import { benchStack, startServices } from './lib/stack.js';
@@ -40,6 +42,8 @@ interface Result {
   serviceCpu: number;
   apiCpu: number;
   databaseCpu: number;
+  /** the Redis server's, on the Redis queue */
+  redisCpu: number | null;
   /** this process: the 50 clients and both mock gateways */
   benchCpu: number;
 }
@@ -80,12 +84,27 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
             },
           },
         };
+  // keep-alive connections, one per client, as a backend's HTTP client keeps them
+  const agent = new http.Agent({ keepAlive: true, maxSockets: clients });
   const post = (row: (typeof rows)[number]) => {
     const { path, body } = request(row);
-    return fetch(`${services.base}${path}`, {
-      method: 'POST',
-      headers: { authorization: auth, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
+    const data = JSON.stringify(body);
+    return new Promise<number>((resolve, reject) => {
+      const req = http.request(
+        `${services.base}${path}`,
+        {
+          method: 'POST',
+          agent,
+          headers: { authorization: auth, 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) },
+        },
+        (res) => {
+          res.on('data', () => undefined);
+          res.on('end', () => resolve(res.statusCode ?? 0));
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      req.end(data);
     });
   };
   const expected = target === 'transactional' ? 200 : 201;
@@ -117,7 +136,18 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
         }
       }),
     );
-  const cpuBefore = { service: cpuOf(servicePids), database: cpuOf(await backends()), bench: process.cpuUsage() };
+  // Redis's CPU: the whole server's (nothing else uses it during a run)
+  const redis = queue === 'redis' ? new Redis(redisUrl) : null;
+  const redisCpuMs = async () => {
+    const info = redis ? await redis.info('cpu') : '';
+    return ['used_cpu_user', 'used_cpu_sys'].reduce((sum, k) => sum + Number(new RegExp(`${k}:([\\d.]+)`).exec(info)?.[1] ?? 0) * 1000, 0);
+  };
+  const cpuBefore = {
+    service: cpuOf(servicePids),
+    database: cpuOf(await backends()),
+    bench: process.cpuUsage(),
+    redis: await redisCpuMs(),
+  };
   const spent = (before: Map<number, number>, after: Map<number, number>) =>
     [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
 
@@ -131,10 +161,9 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
       while (next < measured.length) {
         const row = measured[next++]!;
         const start = performance.now();
-        const res = await post(row);
-        await res.arrayBuffer();
+        const status = await post(row);
         latencies.push(performance.now() - start);
-        if (res.status !== expected) refused += 1;
+        if (status !== expected) refused += 1;
       }
     }),
   );
@@ -145,6 +174,8 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const serviceCpu = spent(cpuBefore.service, cpuOf(servicePids)) / K;
   const apiCpu = spent(cpuBefore.service, cpuOf([services.api.pid!])) / K;
   const databaseCpu = spent(cpuBefore.database, cpuOf(await backends())) / K;
+  const redisCpu = redis ? ((await redisCpuMs()) - cpuBefore.redis) / K : null;
+  redis?.disconnect();
   const benchUsage = process.cpuUsage(cpuBefore.bench);
   const benchCpu = (benchUsage.user + benchUsage.system) / 1000 / K;
   await new Promise((r) => setTimeout(r, 1000)); // a push sent twice would arrive now
@@ -153,6 +184,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const missed = measured.filter((r) => !counts.has(r.token!)).length;
   const twice = measured.filter((r) => (counts.get(r.token!) ?? 0) > 1).length;
   latencies.sort((a, b) => a - b);
+  agent.destroy();
   await services.stop();
   await stack.close();
   return {
@@ -171,6 +203,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     serviceCpu,
     apiCpu,
     databaseCpu,
+    redisCpu,
     benchCpu,
   };
 }
@@ -207,14 +240,14 @@ async function main() {
   );
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
   console.log(
-    '| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | benchmark clients + mocks |',
+    '| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |',
   );
-  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
+      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.refused > 0);
