@@ -2,8 +2,11 @@ import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, DeliveryRepository } from '../db/repositories/delivery.js';
 import { GroupRunner } from '../platform/group-runner.js';
 
-/** Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends). */
-const GROUPS_IN_FLIGHT = 2;
+/**
+ * Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends):
+ * one, so that what comes while it runs goes in the next, and a busy server runs fewer, larger statements.
+ */
+const GROUPS_IN_FLIGHT = 1;
 const GROUP_MAX = 100;
 
 /**

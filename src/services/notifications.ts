@@ -79,7 +79,7 @@ function isUnicast(request: NotificationRequest): boolean {
 const accepted = (n: Notification): Notification => ({ ...n, state: 'scheduled' });
 
 /** Unicast creations run as at most this many group transactions at once (the rest of the pool serves the others). */
-const UNICAST_GROUPS_IN_FLIGHT = 4;
+const UNICAST_GROUPS_IN_FLIGHT = 2;
 const UNICAST_GROUP_MAX = 200;
 
 export class NotificationService {

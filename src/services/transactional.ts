@@ -109,7 +109,8 @@ export class TransactionalService {
       attempts: 0,
     }));
     const outcomes = await Promise.all(heads.map((head) => this.sendUntil(notification, head, deadline)));
-    await this.sending.store.completeIfFinished(notification.id, notification.generation);
+    // a send of one batch is closed by recording its last attempt; one of several when all are recorded
+    if (!outcomes.some((o) => o.closed)) await this.sending.store.completeIfFinished(notification.id, notification.generation);
     const result = {
       id: notification.id,
       success: outcomes.reduce((sum, o) => sum + o.succeeded, 0),
@@ -185,11 +186,12 @@ export class TransactionalService {
 
   /** Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes. */
   private async sendUntil(n: Notification, head: BatchHead, deadline: number) {
-    const total = { succeeded: 0, uninstalled: 0, failed: [] as string[] };
+    const total = { succeeded: 0, uninstalled: 0, failed: [] as string[], closed: false };
     for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
       const final = batch.attempts + 1 >= this.settings.retry.attempts;
       const pending = (await this.sending.store.load(batch.id))?.pending ?? [];
-      const { summary, done } = await attemptBatch(this.sending, n, batch, pending, final);
+      const { summary, done, closed } = await attemptBatch(this.sending, n, batch, pending, final);
+      total.closed = closed;
       total.succeeded += summary.succeeded.length;
       total.uninstalled += summary.invalidated.length;
       total.failed.push(...summary.failed.map((f) => f.deviceId), ...summary.expired);
@@ -206,7 +208,7 @@ export class TransactionalService {
       if (Date.now() + delay >= deadline) {
         const next = { ...batch, attempts: batch.attempts + 1 };
         const left = summary.retry.map((deviceId) => ({ deviceId, reason: 'deadline_exceeded' }));
-        await this.sending.store.record({
+        total.closed = await this.sending.store.record({
           batch: next,
           outcome: { succeeded: [], failed: left, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
           finalAttempt: true,

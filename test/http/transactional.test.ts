@@ -84,6 +84,13 @@ describe('transactional notifications', () => {
     const all = await send(body({ field: 'user_id', value: 'ana' }));
     expect(all.json().results).toEqual({ success: 2, uninstalled: 0, failures: [] });
     expect(tokens()).toEqual([ios.token, android.token].sort());
+    // two batches (one per platform): sent once both are recorded
+    const stored = await h.server.inject({
+      method: 'GET',
+      url: `/v6/notifications/${all.json().id}`,
+      headers: { authorization: basic(keys.read) },
+    });
+    expect(stored.json()).toMatchObject({ state: 'sent', devices_targeted: 2, pushes_succeeded: 2 });
   });
 
   it('a device or user that does not exist: 200, nothing sent', async () => {
