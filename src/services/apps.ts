@@ -24,7 +24,7 @@ export class AppService {
         const found = await this.keys.findActiveByHashes(this.db, hashes);
         return hashes.map((h) => ({ status: 'fulfilled', value: found.get(h.toString('hex')) }));
       },
-      { maxInFlight: 2, maxGroup: 100 },
+      { maxInFlight: 1, maxGroup: 100 },
     );
   }
 
