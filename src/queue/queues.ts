@@ -15,12 +15,16 @@ export interface QueueConnection {
 
 type AnyQueue = Queue;
 
+/** How long a paused worker with no job running may take to end its last fetch (drainDelay is 1 s) before closing. */
+const STUCK_FETCH_MS = 3000;
+
 /**
  * The service's queues. The same BullMQ classes run on either backend; only the connection differs.
  */
 export class JobQueues {
   private readonly queues = new Map<JobName, AnyQueue>();
   private readonly workers: Worker[] = [];
+  private active = 0;
   private readonly classes: ReturnType<typeof withBackend>;
   private readonly connection: unknown;
   private readonly prefix: string;
@@ -71,7 +75,16 @@ export class JobQueues {
     processor: (job: Job<JobTypes[N]>) => Promise<unknown>,
     opts: { concurrency: number; lockDuration?: number; backoff?: (attemptsMade: number, err: unknown) => number },
   ): Worker {
-    const w = new this.classes.Worker(name, processor as never, {
+    // jobs running, so that closing knows when none is left whatever the worker's loop is waiting on
+    const tracked = async (job: Job<JobTypes[N]>) => {
+      this.active += 1;
+      try {
+        return await processor(job);
+      } finally {
+        this.active -= 1;
+      }
+    };
+    const w = new this.classes.Worker(name, tracked as never, {
       connection: this.connection as never,
       prefix: this.prefix,
       concurrency: opts.concurrency,
@@ -113,13 +126,22 @@ export class JobQueues {
    * worker's blocking fetch and waits for that connection's 'end', which a Redis client caught between two
    * reconnect attempts never emits (taskforcesh/bullmq#4656), so after a Redis restart it could wait forever with
    * nothing running. Paused, the worker's loop ends by itself once its jobs and its last fetch (drainDelay) are
-   * done; closing it then has nothing to wait for.
+   * done; closing it then has nothing to wait for. A fetch can also hang on a connection the server dropped (the
+   * PostgreSQL backend's LISTEN client after a restart, until TCP keepalive notices): once no job has run for a
+   * while, such a worker is closed without waiting for it (nothing of ours is running in it).
    */
   async closeWorkers(): Promise<void> {
     const workers = this.workers.splice(0);
     await Promise.all(workers.map((w) => w.pause(true)));
-    while (workers.some((w) => w.isRunning())) await new Promise((r) => setTimeout(r, 50));
-    await Promise.all(workers.map((w) => w.close(true)));
+    let idleSince = Date.now();
+    while (workers.some((w) => w.isRunning())) {
+      if (this.active > 0) idleSince = Date.now();
+      else if (Date.now() - idleSince > STUCK_FETCH_MS) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const stuck = workers.filter((w) => w.isRunning());
+    for (const w of stuck) void w.close(true).catch(() => undefined);
+    await Promise.all(workers.filter((w) => !stuck.includes(w)).map((w) => w.close(true)));
   }
 
   async close(): Promise<void> {
