@@ -78,14 +78,17 @@ function isUnicast(request: NotificationRequest): boolean {
  */
 const accepted = (n: Notification): Notification => ({ ...n, state: 'scheduled' });
 
-/** Unicast creations run as at most this many group transactions at once (the rest of the pool serves the others). */
-const UNICAST_GROUPS_IN_FLIGHT = 2;
-const UNICAST_GROUP_MAX = 200;
+/**
+ * Small creations (unicast notifications, transactional sends) run as at most two group transactions at once: what
+ * comes while they run goes in the next, so a busy server commits fewer, larger groups (and the rest of the pool
+ * serves the other requests).
+ */
+export const CREATION_GROUPS = { maxInFlight: 2, maxGroup: 200 };
 
 export class NotificationService {
   private readonly unicast = new GroupRunner<UnicastItem, Notification>(
     (items) => this.createUnicastGroup(items),
-    { maxInFlight: UNICAST_GROUPS_IN_FLIGHT, maxGroup: UNICAST_GROUP_MAX },
+    CREATION_GROUPS,
     (item) => this.createUnicastAlone(item),
   );
 

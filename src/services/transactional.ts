@@ -11,6 +11,7 @@ import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
 import { backoffDelay, RetryLaterError, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import { CREATION_GROUPS } from './notifications.js';
 import type { Transaction } from 'kysely';
 
 /** Most devices one transactional send reaches: one device, or one user's. */
@@ -54,7 +55,7 @@ function withinLimit(devices: Deliverable[]): Deliverable[] {
 export class TransactionalService {
   private readonly creations = new GroupRunner<Creation, Committed>(
     (items) => this.createGroup(items),
-    { maxInFlight: 4, maxGroup: 200 },
+    CREATION_GROUPS,
     (item) => this.createAlone(item),
   );
 
