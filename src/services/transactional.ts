@@ -1,6 +1,6 @@
 import type { Db } from '../db/database.js';
-import type { BatchHead, NewBatch } from '../db/repositories/delivery.js';
-import type { Deliverable, DevicesRepository } from '../db/repositories/devices.js';
+import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
+import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Database, Notification } from '../db/schema.js';
 import { msLeft, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
@@ -40,13 +40,14 @@ interface Creation {
   now: Date;
 }
 
-/** A send as committed: its notification and the batches it was cut into. */
+/** A send as committed: its notification, the batches it was cut into, and its devices' tokens as just read. */
 interface Committed {
   notification: Notification;
   batches: NewBatch[];
+  tokens: Map<string, string>;
 }
 
-function withinLimit(devices: Deliverable[]): Deliverable[] {
+function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
   if (devices.length > TRANSACTIONAL_MAX_DEVICES)
     throw new ValidationError(`to: matches more than ${TRANSACTIONAL_MAX_DEVICES} devices; send to an audience instead`);
   return devices;
@@ -98,7 +99,7 @@ export class TransactionalService {
       });
     }
     if (committed instanceof Replay) return committed;
-    const { notification, batches } = committed;
+    const { notification, batches, tokens } = committed;
 
     const heads: BatchHead[] = batches.map((b) => ({
       id: b.id,
@@ -109,7 +110,17 @@ export class TransactionalService {
       state: 'pending',
       attempts: 0,
     }));
-    const outcomes = await Promise.all(heads.map((head) => this.sendUntil(notification, head, deadline)));
+    // the first attempt goes to the devices as read in the transaction that stored the send, a moment ago
+    const outcomes = await Promise.all(
+      heads.map((head, k) =>
+        this.sendUntil(
+          notification,
+          head,
+          deadline,
+          batches[k]!.deviceIds.map((deviceId) => ({ deviceId, token: tokens.get(deviceId)! })),
+        ),
+      ),
+    );
     // a send of one batch is closed by recording its last attempt; one of several when all are recorded
     if (!outcomes.some((o) => o.closed)) await this.sending.store.completeIfFinished(notification.id, notification.generation);
     const result = {
@@ -135,7 +146,7 @@ export class TransactionalService {
         group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
         { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
       );
-      const settled: PromiseSettledResult<Creation & { devices: Deliverable[] }>[] = group.map((item, k) => {
+      const settled: PromiseSettledResult<Creation & { devices: DeliverableNow[] }>[] = group.map((item, k) => {
         try {
           return { status: 'fulfilled', value: { ...item, devices: withinLimit(found[k]!) } };
         } catch (reason) {
@@ -159,7 +170,7 @@ export class TransactionalService {
   }
 
   /** Stores the sends' notifications and their batches (cut now: their devices are known). */
-  private async store(trx: Transaction<Database>, sends: (Creation & { devices: Deliverable[] })[]): Promise<Committed[]> {
+  private async store(trx: Transaction<Database>, sends: (Creation & { devices: DeliverableNow[] })[]): Promise<Committed[]> {
     if (!sends.length) return [];
     const inserted = await this.notifications.insertMany(
       trx,
@@ -177,6 +188,7 @@ export class TransactionalService {
     const committed = inserted.map((notification, k) => ({
       notification,
       batches: cutBatches(notification.id, notification.generation, sends[k]!.devices, 0, this.settings.batchSize),
+      tokens: new Map(sends[k]!.devices.map((d) => [d.id, d.token])),
     }));
     await this.sending.store.delivery.insertBatches(
       trx,
@@ -185,12 +197,15 @@ export class TransactionalService {
     return committed;
   }
 
-  /** Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes. */
-  private async sendUntil(n: Notification, head: BatchHead, deadline: number) {
+  /**
+   * Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes: first to `first`,
+   * then to what the batch has pending, read again (a token invalidated meanwhile is not sent).
+   */
+  private async sendUntil(n: Notification, head: BatchHead, deadline: number, first: PendingTarget[]) {
     const total = { succeeded: 0, uninstalled: 0, failed: [] as string[], closed: false };
     for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
       const final = batch.attempts + 1 >= this.settings.retry.attempts;
-      const pending = (await this.sending.store.load(batch.id))?.pending ?? [];
+      const pending = batch === head ? first : ((await this.sending.store.load(batch.id))?.pending ?? []);
       const { summary, done, closed } = await attemptBatch(this.sending, n, batch, pending, final);
       total.closed = closed;
       total.succeeded += summary.succeeded.length;

@@ -10,6 +10,8 @@ export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
 /** A device of an audience that can receive a push (its token is read again when its batch is sent). */
 export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'>;
+/** A deliverable device with the token it has now (what a send right after the read goes to). */
+export type DeliverableNow = Deliverable & { token: string };
 
 /** A keyset page of an audience: devices with id > afterId, by id. Pass one `now` for all pages of a run. */
 export interface AudiencePage {
@@ -267,8 +269,8 @@ export class DevicesRepository {
     db: Db,
     audiences: { appId: string; filters: Filter[] | null }[],
     page: { limit: number; now: Date },
-  ): Promise<Deliverable[][]> {
-    const lists: Deliverable[][] = audiences.map(() => []);
+  ): Promise<DeliverableNow[][]> {
+    const lists: DeliverableNow[][] = audiences.map(() => []);
     const byKey = {
       device_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
       user_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
@@ -286,16 +288,16 @@ export class DevicesRepository {
     });
     if (byKey.device_id.ords.length || byKey.user_id.ords.length) {
       const { device_id: ids, user_id: users } = byKey;
-      const { rows } = await sql<Deliverable & { ord: number }>`
-        select t.ord, d.id, d.platform, d.development
+      const { rows } = await sql<DeliverableNow & { ord: number }>`
+        select t.ord, d.id, d.platform, d.development, d.token
         from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
         join devices d on d.id = t.id and d.app_id = t.app_id
         where d.erased_at is null and d.token is not null and d.token_invalidated_at is null
         union all
-        select t.ord, d.id, d.platform, d.development
+        select t.ord, d.id, d.platform, d.development, d.token
         from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
         cross join lateral (
-          select d.id, d.platform, d.development from devices d
+          select d.id, d.platform, d.development, d.token from devices d
           where d.app_id = t.app_id and d.user_id = t.user_id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
           order by d.id limit ${page.limit}::int) d`.execute(db);
       // keys are distinct and a device has one user: no device comes twice for one audience
@@ -311,12 +313,12 @@ export class DevicesRepository {
       const parts = compiled.map((ord) => {
         const a = audiences[ord]!;
         const q = audiencePageQuery(db, a.appId, a.filters, { afterId: null, ...page })
-          .select(['d.id', 'd.platform', 'd.development'])
+          .select(['d.id', 'd.platform', 'd.development', 'd.token'])
           .where('d.token', 'is not', null)
           .where('d.token_invalidated_at', 'is', null);
         return sql`select ${ord}::int as ord, q.* from (${q}) as q`;
       });
-      const { rows } = await sql<Deliverable & { ord: number }>`${sql.join(parts, sql` union all `)}`.execute(db);
+      const { rows } = await sql<DeliverableNow & { ord: number }>`${sql.join(parts, sql` union all `)}`.execute(db);
       for (const { ord, ...device } of rows) lists[ord]!.push(device);
     }
     return lists;
