@@ -7,6 +7,12 @@
  *
  *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id,transactional]
  *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
+ *                            [--rate 0] [--gateway-latency-ms 0]
+ *
+ * By default the clients post as fast as they are answered (what the service absorbs). With --rate R they post R
+ * notifications a second on a schedule, as live traffic comes, and the backlog (answered, not yet pushed) is
+ * sampled as they go: whether delivery keeps up with that rate (`--rate 1000 --notifications 60000`: 60 s).
+ * --gateway-latency-ms N: the mocks answer every push N ms late, as a far data centre does.
  */
 import { execFileSync } from 'node:child_process';
 import http from 'node:http';
@@ -23,7 +29,11 @@ const modes = arg('mode', 'single,split').split(',') as ('single' | 'split')[];
 const queues = arg('queue', process.env.REDIS_URL ? 'redis,postgres' : 'postgres').split(',');
 const timeoutMs = Number(arg('timeout-s', '300')) * 1000;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const rate = Number(arg('rate', '0'));
+const latencyMs = Number(arg('gateway-latency-ms', '0'));
 const WARMUP = 20;
+/** backlog samples taken during a run at a fixed rate */
+const SAMPLES = 6;
 
 interface Result {
   target: string;
@@ -35,6 +45,8 @@ interface Result {
   refused: number;
   endToEnd: number;
   backlog: number;
+  /** at --rate: the backlog at each sixth of the posting */
+  backlogSamples: number[];
   missed: number;
   twice: number;
   unfinished: boolean;
@@ -57,6 +69,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     from generate_series(1, ${K + WARMUP}) as i`.execute(db.db);
   await sql`analyze devices`.execute(db.db);
   const rows = await db.db.selectFrom('devices').select(['id', 'token', 'user_id']).orderBy('id').execute();
+  if (latencyMs > 0) for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: latencyMs });
   const services = await startServices(stack.env, { mode });
 
   const counts = new Map<string, number>();
@@ -155,19 +168,28 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const latencies: number[] = [];
   let refused = 0;
   let next = 0;
+  let answered = 0;
+  const backlogSamples: number[] = [];
   const t0 = performance.now();
+  const sampler = rate > 0 ? setInterval(() => backlogSamples.push(Math.max(0, answered - received)), (K / rate / SAMPLES) * 1000) : null;
   await Promise.all(
     Array.from({ length: clients }, async () => {
       while (next < measured.length) {
-        const row = measured[next++]!;
+        const i = next++;
+        const row = measured[i]!;
+        // at a fixed rate, notification i is due i / rate seconds in (a client busy past that posts it late)
+        const due = rate > 0 ? t0 + (i * 1000) / rate - performance.now() : 0;
+        if (due > 0) await new Promise((r) => setTimeout(r, due));
         const start = performance.now();
         const status = await post(row);
         latencies.push(performance.now() - start);
+        answered += 1;
         if (status !== expected) refused += 1;
       }
     }),
   );
   const postedAt = performance.now();
+  if (sampler) clearInterval(sampler);
   const backlog = K - received;
   await waitReceived(K, postedAt + timeoutMs);
   const unfinished = received < K;
@@ -197,6 +219,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     refused,
     endToEnd: (unfinished ? received : K) / (((unfinished ? performance.now() : lastAt) - t0) / 1000),
     backlog,
+    backlogSamples,
     missed,
     twice,
     unfinished,
@@ -235,19 +258,20 @@ async function main() {
         );
       }
 
+  const pace = rate > 0 ? `posted at ${rate}/s (${(K / rate).toFixed(0)} s)` : 'posted as fast as answered';
   console.log(
-    `\nunicast benchmark: ${K} notifications, each to one device, ${clients} concurrent clients; mock gateways on loopback TLS HTTP/2`,
+    `\nunicast benchmark: ${K} notifications, each to one device, ${clients} concurrent clients, ${pace}; mock gateways on loopback TLS HTTP/2 answering ${latencyMs} ms late`,
   );
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
   console.log(
-    '| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |',
+    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(0)} s before)` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
   );
   console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
+      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.refused > 0);
