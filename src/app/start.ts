@@ -2,6 +2,8 @@ import { systemClock, type Clock } from '../platform/clock.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import type { Db } from '../db/database.js';
 import { createGatewayProvider, type CredentialsLookup, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
+import type { AppPushCredentials } from '../gateways/pool.js';
+import { GroupRunner } from '../platform/group-runner.js';
 import { buildServer } from '../http/server.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
@@ -115,12 +117,24 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
   };
 }
 
-/** The gateways read an app's credentials as stored, for every batch. */
+/**
+ * The gateways read an app's credentials as stored, for every batch. The reads of concurrent batches are one
+ * statement: those asked while one runs go in the next, so each still sees what was stored when it asked.
+ */
 function credentialsLookup(db: Db): CredentialsLookup {
   const apps = new AppsRepository();
-  return async (appId) => {
-    const app = await apps.findById(db, appId);
-    if (!app) return null;
-    return { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials };
-  };
+  const reads = new GroupRunner<string, AppPushCredentials | null>(
+    async (ids) => {
+      const found = await apps.pushCredentialsOf(db, [...new Set(ids)]);
+      return ids.map((id) => {
+        const app = found.get(id);
+        const value = app
+          ? { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials }
+          : null;
+        return { status: 'fulfilled', value };
+      });
+    },
+    { maxInFlight: 1, maxGroup: 100 },
+  );
+  return (appId) => reads.submit(appId);
 }

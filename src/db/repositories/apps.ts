@@ -25,6 +25,19 @@ export class AppsRepository {
     return db.selectFrom('apps').selectAll().where('id', '=', id).executeTakeFirst();
   }
 
+  /** The push credentials of several apps, by app id (an unknown id is absent). */
+  async pushCredentialsOf(
+    db: Db,
+    ids: string[],
+  ): Promise<Map<string, Pick<App, 'id' | 'bundle_id' | 'apns_credentials' | 'fcm_credentials'>>> {
+    const rows = await db
+      .selectFrom('apps')
+      .select(['id', 'bundle_id', 'apns_credentials', 'fcm_credentials'])
+      .where('id', 'in', ids)
+      .execute();
+    return new Map(rows.map((row) => [row.id, row]));
+  }
+
   /** What shapes when an app's notifications go out: its default time zone and its ceiling on pushes a minute. */
   async campaignSettings(db: Db, id: string): Promise<CampaignSettings> {
     const row = await db.selectFrom('apps').select(['default_time_zone', 'max_per_minute']).where('id', '=', id).executeTakeFirst();
