@@ -23,7 +23,7 @@ export async function openDatabaseRuntime(
     embedded = await startEmbeddedPostgres(config.dataDir, config.EMBEDDED_PG_PORT, log);
     url = embedded.url;
   }
-  const handle = openDatabase(url);
+  const handle = openDatabase(url, 10, config.DATABASE_PREPARE_THRESHOLD);
   try {
     if (opts.migrate) {
       const applied = await migrate(handle.pool);

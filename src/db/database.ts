@@ -19,14 +19,62 @@ pg.Client.prototype.emit = function (this: pg.Client, event: string | symbol, ..
 
 export type Db = Kysely<Database>;
 
+/**
+ * Names the statements this process runs often, so each connection prepares them once (as pgjdbc does with its
+ * prepareThreshold): PostgreSQL then parses such a statement once per connection, and plans it once as soon as a
+ * generic plan proves as good as the custom ones (its plan cache decides, after five executions). Only
+ * statements with parameters qualify (one without may hold several statements, which cannot be prepared); the
+ * number of names is capped, since each holds memory in every backend that prepared it.
+ */
+export class StatementNames {
+  private readonly seen = new Map<string, number>();
+  private readonly names = new Map<string, string>();
+
+  constructor(
+    /** uses before a statement is prepared; 0 prepares none */
+    private readonly threshold: number,
+    private readonly maxNames = 200,
+  ) {}
+
+  nameOf(text: string): string | undefined {
+    const name = this.names.get(text);
+    if (name !== undefined || this.threshold === 0 || this.names.size >= this.maxNames) return name;
+    const uses = (this.seen.get(text) ?? 0) + 1;
+    if (uses < this.threshold) {
+      // texts that never repeat (generated for one request) must not pile up
+      if (this.seen.size >= 10_000) this.seen.clear();
+      this.seen.set(text, uses);
+      return undefined;
+    }
+    this.seen.delete(text);
+    const named = `pushd_${this.names.size + 1}`;
+    this.names.set(text, named);
+    return named;
+  }
+}
+
+/** Makes a new connection run the statements `names` names as prepared statements. */
+function prepareNamed(client: pg.PoolClient, names: StatementNames): void {
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  // the driver calls query(text, values); every other call goes through as it came
+  (client as { query: unknown }).query = (config: unknown, values?: unknown, callback?: unknown) => {
+    const name = typeof config === 'string' && Array.isArray(values) && values.length > 0 ? names.nameOf(config) : undefined;
+    return name ? query({ name, text: config, values }, callback) : query(config, values, callback);
+  };
+}
+
 export interface DatabaseHandle {
   db: Db;
   pool: pg.Pool;
   close(): Promise<void>;
 }
 
-export function openDatabase(url: string, max = 10): DatabaseHandle {
-  const pool = new pg.Pool({ connectionString: url, max });
+/** `prepareThreshold`: uses of a statement before its connections prepare it (StatementNames); 0 prepares none. */
+export function openDatabase(url: string, max = 10, prepareThreshold = 5): DatabaseHandle {
+  // a generic plan made while a table was small would outlive its growth until the next analyze: plan each run
+  const pool = new pg.Pool({ connectionString: url, max, options: '-c plan_cache_mode=force_custom_plan' });
+  const names = new StatementNames(prepareThreshold);
+  pool.on('connect', (client) => prepareNamed(client, names));
   // An idle client that errors (server restart) must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });

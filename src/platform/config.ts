@@ -9,6 +9,8 @@ const envSchema = z.object({
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z.string().url().optional(),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
+  // Uses of a statement before each connection prepares it; 0 for a pooler that cannot keep prepared statements.
+  DATABASE_PREPARE_THRESHOLD: z.coerce.number().int().min(0).default(5),
   REDIS_URL: z.string().url().optional(),
   // On a Redis Cluster a queue's keys must share a slot: a prefix in braces ({pushd}) is a hash tag that does that.
   QUEUE_PREFIX: z
