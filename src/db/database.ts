@@ -71,8 +71,10 @@ export interface DatabaseHandle {
 
 /** `prepareThreshold`: uses of a statement before its connections prepare it (StatementNames); 0 prepares none. */
 export function openDatabase(url: string, max = 10, prepareThreshold = 5): DatabaseHandle {
-  // a generic plan made while a table was small would outlive its growth until the next analyze: plan each run
-  const pool = new pg.Pool({ connectionString: url, max, options: '-c plan_cache_mode=force_custom_plan' });
+  // A generic plan made while a table was small would outlive its growth until the next analyze: plan each run.
+  // (Without prepared statements nothing is set: a pooler may refuse startup options.)
+  const options = prepareThreshold > 0 ? { options: '-c plan_cache_mode=force_custom_plan' } : {};
+  const pool = new pg.Pool({ connectionString: url, max, ...options });
   const names = new StatementNames(prepareThreshold);
   pool.on('connect', (client) => prepareNamed(client, names));
   // An idle client that errors (server restart) must not crash the process; the pool replaces it.
