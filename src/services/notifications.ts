@@ -1,8 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import { specRef, type AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Deliverable } from '../db/repositories/devices.js';
-import type { NewNotification } from '../db/repositories/notifications.js';
+import { FIRST_GENERATION, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
@@ -204,13 +205,15 @@ export class NotificationService {
   }
 
   /**
-   * Creates a group of unicast notifications (see `isUnicast`) in one transaction of a few statements, however
-   * many there are, and enqueues them with one call: the shape most traffic has, created at the cost of a few.
-   * If the group's transaction fails, the runner creates each one again on its own (`createUnicastAlone`), so a
-   * request the database refuses fails alone.
+   * Creates a group of unicast notifications (see `isUnicast`) with a few statements, however many there are, and
+   * enqueues them with one call: the shape most traffic has, created at the cost of a few. The reads (the apps'
+   * settings, the devices) and the upsert of the audiences run at once; then one statement inserts the
+   * notifications with their batches, atomically. An audience upserted for a notification that then failed is
+   * only a stored spec, used by the next request that names it. If the group fails, the runner creates each one
+   * again on its own (`createUnicastAlone`), so a request the database refuses fails alone.
    */
   private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<Notification>[]> {
-    const created = await this.db.transaction().execute((trx) => this.insertUnicastGroup(trx, items));
+    const created = await this.insertUnicastGroup(items);
     await this.enqueue(created);
     return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
   }
@@ -225,37 +228,54 @@ export class NotificationService {
   }
 
   /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */
-  private async insertUnicastGroup(trx: Transaction<Database>, items: UnicastItem[]): Promise<CreatedNotification[]> {
+  private async insertUnicastGroup(items: UnicastItem[]): Promise<CreatedNotification[]> {
     const now = this.clock.now();
-    const settings = await this.apps.campaignSettingsOf(trx, [...new Set(items.map((i) => i.appId))]);
     const specs = items.map((i) => {
       const filters = i.request.notification.to as Filter[];
       return { appId: i.appId, key: specKey(filters), canonical: canonicalFilters(filters) };
     });
-    const audiences = await this.audiences.upsertFiltersMany(trx, specs);
-    const audienceOf = (k: number) => audiences.get(specRef(specs[k]!.appId, specs[k]!.key))!;
+    // the devices of a spec are those of its stored audience: the same canonical filters
+    const [settings, audiences, found] = await Promise.all([
+      this.apps.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
+      this.audiences.upsertFiltersMany(this.db, specs),
+      this.devices.deliverableOfEach(
+        this.db,
+        specs.map((s) => ({ appId: s.appId, filters: s.canonical })),
+        { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
+      ),
+    ]);
     // an app with a ceiling paces every notification: those go through the fan-out's reservations
-    const direct = items.flatMap((i, k) => (settings.get(i.appId)?.max_per_minute == null ? [k] : []));
-    const found = await this.devices.deliverableOfEach(
-      trx,
-      direct.map((k) => ({ appId: items[k]!.appId, filters: audienceOf(k).filters })),
-      { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
+    const devicesOf = (k: number) =>
+      settings.get(items[k]!.appId)?.max_per_minute == null && found[k]!.length <= DIRECT_AUDIENCE_MAX_DEVICES ? found[k] : undefined;
+    const rows = items.map((i, k) => {
+      const id = randomUUID();
+      const devices = devicesOf(k);
+      return {
+        notification: {
+          id,
+          appId: i.appId,
+          audienceId: audiences.get(specRef(specs[k]!.appId, specs[k]!.key))!.id,
+          request: i.request.notification,
+          payload: i.request.notification.payload,
+          collapseKey: null,
+          timing: timingOf(i.request.notification, i.now, null),
+          options: i.options,
+          cut: this.cutOf(devices),
+        },
+        batches: devices ? cutBatches(id, FIRST_GENERATION, devices, 0, this.batchSize) : [],
+      };
+    });
+    const inserted = await this.notifications.insertCut(
+      this.db,
+      rows.map((r) => r.notification),
+      this.delivery.batchesInsert(
+        rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
+      ),
     );
-    const devicesOf = new Map(direct.flatMap((k, j) => (found[j]!.length <= DIRECT_AUDIENCE_MAX_DEVICES ? [[k, found[j]!]] : [])));
-    const inserted = await this.notifications.insertMany(
-      trx,
-      items.map((i, k) => ({
-        appId: i.appId,
-        audienceId: audienceOf(k).id,
-        request: i.request.notification,
-        payload: i.request.notification.payload,
-        collapseKey: null,
-        timing: timingOf(i.request.notification, i.now, null),
-        options: i.options,
-        cut: this.cutOf(devicesOf.get(k)),
-      })),
-    );
-    return this.storeBatches(trx, inserted, (k) => devicesOf.get(k));
+    return inserted.map((notification, k) => ({
+      notification,
+      batchIds: rows[k]!.notification.cut ? rows[k]!.batches.map((b) => b.id) : null,
+    }));
   }
 
   /** How a notification whose whole audience is these devices is inserted (none: its fan-out will cut it). */

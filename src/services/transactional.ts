@@ -1,18 +1,18 @@
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
-import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Database, Notification } from '../db/schema.js';
+import { FIRST_GENERATION, type NotificationsRepository } from '../db/repositories/notifications.js';
+import type { Notification } from '../db/schema.js';
 import { msLeft, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, type TransactionalRequest } from '../domain/transactional-request.js';
 import { attemptBatch, type BatchAttemptDeps } from '../queue/delivery.js';
-import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
+import { cutBatches } from '../queue/fanout.js';
 import { backoffDelay, RetryLaterError, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { CREATION_GROUPS } from './notifications.js';
-import type { Transaction } from 'kysely';
 
 /** Most devices one transactional send reaches: one device, or one user's. */
 export const TRANSACTIONAL_MAX_DEVICES = 100;
@@ -134,33 +134,30 @@ export class TransactionalService {
   }
 
   /**
-   * Commits the sends that arrive together in one transaction: their devices in one query, the notifications and
-   * their batches in one statement each. A send that matches too many devices is refused alone; if the
-   * transaction fails, the runner commits each again on its own (`createAlone`), so one the database refuses
-   * fails alone.
+   * Commits the sends that arrive together: their devices in one query, then the notifications with their batches
+   * in one statement (atomic on its own). A send that matches too many devices is refused alone; if the statement
+   * fails, the runner commits each again on its own (`createAlone`), so one the database refuses fails alone.
    */
-  private createGroup(group: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
-    return this.db.transaction().execute(async (trx) => {
-      const found = await this.devices.deliverableOfEach(
-        trx,
-        group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
-        { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
-      );
-      const settled: PromiseSettledResult<Creation & { devices: DeliverableNow[] }>[] = group.map((item, k) => {
-        try {
-          return { status: 'fulfilled', value: { ...item, devices: withinLimit(found[k]!) } };
-        } catch (reason) {
-          return { status: 'rejected', reason };
-        }
-      });
-      const stored = await this.store(
-        trx,
-        settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
-      );
-      return settled.map((r): PromiseSettledResult<Committed> =>
-        r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,
-      );
+  private async createGroup(group: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
+    const found = await this.devices.deliverableOfEach(
+      this.db,
+      group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
+      { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
+    );
+    const settled: PromiseSettledResult<Creation & { devices: DeliverableNow[] }>[] = group.map((item, k) => {
+      try {
+        return { status: 'fulfilled', value: { ...item, devices: withinLimit(found[k]!) } };
+      } catch (reason) {
+        return { status: 'rejected', reason };
+      }
     });
+    const stored = await this.store(
+      this.db,
+      settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+    );
+    return settled.map((r): PromiseSettledResult<Committed> =>
+      r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,
+    );
   }
 
   private async createAlone(item: Creation): Promise<Committed> {
@@ -169,12 +166,17 @@ export class TransactionalService {
     return outcome!.value;
   }
 
-  /** Stores the sends' notifications and their batches (cut now: their devices are known). */
-  private async store(trx: Transaction<Database>, sends: (Creation & { devices: DeliverableNow[] })[]): Promise<Committed[]> {
+  /** Stores the sends' notifications with their batches (cut now: their devices are known), in one statement. */
+  private async store(db: Db, sends: (Creation & { devices: DeliverableNow[] })[]): Promise<Committed[]> {
     if (!sends.length) return [];
-    const inserted = await this.notifications.insertMany(
-      trx,
-      sends.map((s) => ({
+    const cut = sends.map((s) => {
+      const id = randomUUID();
+      return { id, send: s, batches: cutBatches(id, FIRST_GENERATION, s.devices, 0, this.settings.batchSize) };
+    });
+    const inserted = await this.notifications.insertCut(
+      db,
+      cut.map(({ id, send: s, batches }) => ({
+        id,
         appId: s.appId,
         audienceId: null,
         request: s.request as unknown as Record<string, unknown>,
@@ -182,19 +184,17 @@ export class TransactionalService {
         collapseKey: null,
         group: s.request.group,
         options: s.options,
-        cut: { batches: splitIntoBatches(s.devices, this.settings.batchSize).length, targeted: s.devices.length },
+        cut: { batches: batches.length, targeted: s.devices.length },
       })),
+      this.sending.store.delivery.batchesInsert(
+        cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
+      ),
     );
-    const committed = inserted.map((notification, k) => ({
+    return inserted.map((notification, k) => ({
       notification,
-      batches: cutBatches(notification.id, notification.generation, sends[k]!.devices, 0, this.settings.batchSize),
-      tokens: new Map(sends[k]!.devices.map((d) => [d.id, d.token])),
+      batches: cut[k]!.batches,
+      tokens: new Map(cut[k]!.send.devices.map((d) => [d.id, d.token])),
     }));
-    await this.sending.store.delivery.insertBatches(
-      trx,
-      committed.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
-    );
-    return committed;
   }
 
   /**

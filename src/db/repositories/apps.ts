@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { App, KeyRole } from '../schema.js';
 
@@ -33,7 +34,7 @@ export class AppsRepository {
     const rows = await db
       .selectFrom('apps')
       .select(['id', 'bundle_id', 'apns_credentials', 'fcm_credentials'])
-      .where('id', 'in', ids)
+      .where(sql<boolean>`id = any(${ids}::uuid[])`)
       .execute();
     return new Map(rows.map((row) => [row.id, row]));
   }
@@ -46,7 +47,11 @@ export class AppsRepository {
 
   /** `campaignSettings` of several apps at once, by app id. */
   async campaignSettingsOf(db: Db, ids: string[]): Promise<Map<string, CampaignSettings>> {
-    const rows = await db.selectFrom('apps').select(['id', 'default_time_zone', 'max_per_minute']).where('id', 'in', ids).execute();
+    const rows = await db
+      .selectFrom('apps')
+      .select(['id', 'default_time_zone', 'max_per_minute'])
+      .where(sql<boolean>`id = any(${ids}::uuid[])`)
+      .execute();
     return new Map(rows.map(({ id, ...settings }) => [id, settings]));
   }
 
@@ -110,7 +115,8 @@ export class ApiKeysRepository {
         'api_keys.rate_limit_per_second',
         'api_keys.rate_limit_burst',
       ])
-      .where('api_keys.key_hash', 'in', keyHashes)
+      // one array parameter: the same statement text (and prepared statement) whatever the number of keys
+      .where(sql<boolean>`api_keys.key_hash = any(${keyHashes}::bytea[])`)
       .where('api_keys.revoked_at', 'is', null)
       .execute();
     return new Map(rows.map((k) => [k.key_hash.toString('hex'), k]));

@@ -1,4 +1,4 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, DeliveryBatch, Notification, Platform } from '../schema.js';
 
@@ -19,6 +19,13 @@ export interface NewBatch {
   deviceIds: string[];
   /** a paced batch is not sent before this */
   notBefore?: Date | null;
+}
+
+/** A notification's batches, cut from its whole audience. */
+export interface CutAudience {
+  notificationId: string;
+  generation: number;
+  batches: NewBatch[];
 }
 
 export interface BatchOutcome {
@@ -83,15 +90,17 @@ export class DeliveryRepository {
    * inserted with their fan-out done, `NewNotification.cut`), in one statement. One job delivers them all
    * (`NotificationScheduler.deliver`): named after the first, the others record it as their job_id.
    */
-  async insertBatches(
-    trx: Transaction<Database>,
-    audiences: { notificationId: string; generation: number; batches: NewBatch[] }[],
-  ): Promise<void> {
+  async insertBatches(trx: Transaction<Database>, audiences: CutAudience[]): Promise<void> {
+    await this.batchesInsert(audiences)?.execute(trx);
+  }
+
+  /** The statement of `insertBatches`, to run on its own or inside another (null when there is no batch). */
+  batchesInsert(audiences: CutAudience[]): RawBuilder<unknown> | null {
     const rows = audiences.flatMap((a) => a.batches.map((b) => ({ ...b, notificationId: a.notificationId, generation: a.generation })));
-    if (!rows.length) return;
+    if (!rows.length) return null;
     // one array per column (device ids joined: arrays of uneven length do not nest), so the statement's text is
     // the same however many there are
-    await sql`
+    return sql`
       insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, job_id)
       select t.id, t.notification_id, t.generation, t.seq, t.platform, t.development, t.ids, t.ids, nullif(${rows[0]!.id}::text, t.id)
       from (
@@ -100,7 +109,7 @@ export class DeliveryRepository {
           ${rows.map((b) => b.seq)}::int[], ${rows.map((b) => b.platform)}::text[], ${rows.map((b) => b.development)}::boolean[],
           ${rows.map((b) => b.deviceIds.join(','))}::text[]) as u(id, notification_id, generation, seq, platform, development, ids)
       ) as t
-      on conflict (id) do nothing`.execute(trx);
+      on conflict (id) do nothing`;
   }
 
   /**

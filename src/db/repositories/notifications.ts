@@ -6,7 +6,12 @@ import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
 
+/** The generation of a notification when it is inserted (a collapse_key update bumps it). */
+export const FIRST_GENERATION = 1;
+
 export interface NewNotification {
+  /** made by the caller when it must name the notification before it is stored (`insertCut`); else by PostgreSQL */
+  id?: string;
   appId: string;
   /** null for a transactional send */
   audienceId: string | null;
@@ -57,6 +62,19 @@ export class NotificationsRepository {
     return list.length ? insertRows(db, list, sql``) : [];
   }
 
+  /**
+   * `insertMany` of notifications whose whole audience was cut into `batches` (the delivery repository's
+   * `batchesInsert` of them), in one statement with those batches: atomic without a transaction, one round trip.
+   * Their ids are made by the caller, since the batches are named after them.
+   */
+  async insertCut(db: Db, list: (NewNotification & { id: string })[], batches: RawBuilder<unknown> | null): Promise<Notification[]> {
+    if (list.some((n) => n.collapseKey !== null)) throw new Error('insertCut: a collapse_key needs insertOrCollapse');
+    if (!list.length) return [];
+    const rows = await insertRows(db, list, sql``, batches);
+    const byId = new Map(rows.map((n) => [n.id, n]));
+    return list.map((n) => byId.get(n.id)!);
+  }
+
   async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
     if (!isUuid(id)) return undefined;
     return db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
@@ -102,19 +120,24 @@ export class NotificationsRepository {
  * now(): the created_at of a new row, or the moment a collapse_key update replaced the notification (an old
  * creation time would leave the update less time than it asked for).
  */
-async function insertRows(db: Db, list: NewNotification[], onConflict: RawBuilder<unknown>): Promise<Notification[]> {
+async function insertRows(
+  db: Db,
+  list: NewNotification[],
+  onConflict: RawBuilder<unknown>,
+  alsoRun: RawBuilder<unknown> | null = null,
+): Promise<Notification[]> {
   const column = <T>(f: (n: NewNotification) => T) => list.map(f);
   const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
-  const { rows } = await sql<Notification>`
-    insert into notifications (app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
+  const insert = sql<Notification>`
+    insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, fanout_done, fanout_seq, devices_targeted, state, published_at, finished_at)
-    select t.app_id, t.audience_id, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+    select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, t.audience_id, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
       case when t.cut_targeted = 0 then now() end
-    from unnest(${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${column((n) => json(n.request))}::jsonb[],
+    from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${column((n) => json(n.request))}::jsonb[],
       ${column((n) => json(n.payload))}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
       ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
       ${column((n) => json(n.timing?.localPlan))}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
@@ -122,10 +145,14 @@ async function insertRows(db: Db, list: NewNotification[], onConflict: RawBuilde
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
       ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[])
-      with ordinality as t(app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
+      with ordinality as t(id, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
         throttle_per_minute, ttl, expires_at, priority, message_id, cut_batches, cut_targeted, ord)
     order by t.ord
     ${onConflict}
-    returning *`.execute(db);
+    returning *`;
+  // the other statement runs as a part of this one (data-modifying CTEs), after the rows it may refer to
+  const { rows } = await (
+    alsoRun ? sql<Notification>`with inserted as (${insert}), also as (${alsoRun}) select * from inserted` : insert
+  ).execute(db);
   return rows;
 }
