@@ -8,6 +8,8 @@
  * twice that product, measured (the fastest round trip seen, so queueing does not inflate it), between
  * `minInFlight` and `maxInFlight`. While the window limits the rate, the rate doubles every round trip; once
  * something else does (CPU, the gateway), extra streams would only queue and time out, so none are opened.
+ * A chunk that took longer than `queueingMs` waited in a queue (no gateway is that far away): the window is
+ * halved, as TCP halves on loss, and grows back a quarter a tick while chunks are answered sooner.
  */
 export interface StreamPoolOptions {
   maxConnections: number;
@@ -17,6 +19,8 @@ export interface StreamPoolOptions {
   minInFlight?: number;
   /** Tokens per chunk: one slot acquisition and one send call per chunk, not per token. Default 10. */
   chunkSize?: number;
+  /** A chunk answered slower than this waited in a queue, not on the way: the window backs off. Default 1000 ms. */
+  queueingMs?: number;
 }
 
 /** How often the window is recomputed. */
@@ -32,26 +36,35 @@ class WindowEstimator {
    * sample includes queueing, and a window sized on those would grow the queue it measures.
    */
   private minRtt = Infinity;
+  /** The slowest chunk of this tick. */
+  private slowest = 0;
+  /** Where the window stops while it backs off from queueing; `max` when nothing queued. */
+  private ceiling: number;
   window: number;
 
   constructor(
     private readonly min: number,
     private readonly max: number,
+    private readonly queueingMs: number,
   ) {
     this.window = min;
+    this.ceiling = max;
   }
 
   record(tokens: number, rttMs: number): void {
     const now = performance.now();
     this.completed += tokens;
     this.minRtt = Math.min(this.minRtt, rttMs);
+    this.slowest = Math.max(this.slowest, rttMs);
     const elapsed = now - this.tickStart;
     if (elapsed < WINDOW_TICK_MS) return;
     const rate = (this.completed * 1000) / elapsed;
     this.rate = this.rate === 0 ? rate : 0.5 * this.rate + 0.5 * rate;
+    this.ceiling = this.slowest > this.queueingMs ? Math.max(this.min, this.window / 2) : Math.min(this.max, this.ceiling * 1.25);
     this.completed = 0;
+    this.slowest = 0;
     this.tickStart = now;
-    this.window = Math.round(Math.min(this.max, Math.max(this.min, (2 * this.rate * this.minRtt) / 1000)));
+    this.window = Math.round(Math.min(this.ceiling, Math.max(this.min, (2 * this.rate * this.minRtt) / 1000)));
   }
 }
 
@@ -80,7 +93,11 @@ export class StreamPool<C> {
   ) {
     if (!(options.maxConnections >= 1 && options.maxInFlight >= 1)) throw new RangeError('maxConnections and maxInFlight must be >= 1');
     this.chunkSize = Math.max(1, Math.min(options.chunkSize ?? 10, options.maxInFlight));
-    this.estimator = new WindowEstimator(Math.min(options.minInFlight ?? 200, options.maxInFlight), options.maxInFlight);
+    this.estimator = new WindowEstimator(
+      Math.min(options.minInFlight ?? 200, options.maxInFlight),
+      options.maxInFlight,
+      options.queueingMs ?? 1000,
+    );
   }
 
   /** The streams that may be open across connections now. */

@@ -12,10 +12,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function pool(
   windows: (number | undefined)[],
-  options: { maxConnections: number; maxInFlight: number; minInFlight?: number; chunkSize?: number },
+  options: { maxConnections: number; maxInFlight: number; minInFlight?: number; chunkSize?: number; queueingMs?: number },
   roundTripMs = 2,
   /** Tokens the gateway answers per millisecond; beyond that, streams queue at the gateway. */
   capacityPerMs = Infinity,
+  /** Extra time an answer takes now (a stalled host, a handshake); none by default. */
+  delayMs: (c: FakeConnection) => number = () => 0,
 ) {
   const opened: FakeConnection[] = [];
   const p = new StreamPool(
@@ -37,7 +39,7 @@ function pool(
     peak = Math.max(peak, inFlight);
     const now = performance.now();
     gatewayFreeAt = Math.max(now, gatewayFreeAt) + chunk.length / capacityPerMs;
-    await sleep(roundTripMs + (gatewayFreeAt - now));
+    await sleep(delayMs(c) + roundTripMs + (gatewayFreeAt - now));
     c.active -= chunk.length;
     inFlight -= chunk.length;
   };
@@ -73,6 +75,25 @@ describe('StreamPool', () => {
     expect(peak()).toBeLessThanOrEqual(2500);
     expect(opened).toHaveLength(3);
     expect(opened.map((c) => c.peak).every((n) => n <= 1000)).toBe(true);
+  });
+
+  it('backs off while answers wait in a queue: a host too busy to answer quickly does not open the window', async () => {
+    // 5 ms away, 2 pushes a millisecond; for the first 2.5 s every answer also waits 400 ms (a saturated host),
+    // more than the 300 ms no gateway is away: measured from those, the window would open to 1,600 streams
+    // that wait 800 ms in the gateway's queue on top
+    const t0 = performance.now();
+    let stalledPeak = 0;
+    let inFlight = 0;
+    const { p, send } = pool([1000, 1000], { maxConnections: 2, maxInFlight: 2000, queueingMs: 300 }, 5, 2, () =>
+      performance.now() - t0 < 2500 ? 400 : 0,
+    );
+    await p.run(range(8000), async (c, chunk) => {
+      inFlight += chunk.length;
+      if (performance.now() - t0 < 2500) stalledPeak = Math.max(stalledPeak, inFlight);
+      await send(c, chunk);
+      inFlight -= chunk.length;
+    });
+    expect(stalledPeak).toBeLessThanOrEqual(400);
   });
 
   it('opens another connection when the open ones are full, each carrying at most what its peer announced', async () => {
