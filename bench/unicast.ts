@@ -18,7 +18,7 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
-import { arg, benchDatabase, cpuMs, percentile } from './lib/setup.js';
+import { arg, benchDatabase, cpuMs, parentPid, percentile, serverCpuMs } from './lib/setup.js';
 import { benchStack, startServices } from './lib/stack.js';
 
 const K = Number(arg('notifications', '10000'));
@@ -50,7 +50,7 @@ interface Result {
   missed: number;
   twice: number;
   unfinished: boolean;
-  /** CPU time per notification, ms: the service's processes (the API's, the workers'), and PostgreSQL's backends serving this database */
+  /** CPU time per notification, ms: the service's processes (the API's, the workers'), and the PostgreSQL server's (all its processes) */
   serviceCpu: number;
   apiCpu: number;
   databaseCpu: number;
@@ -133,12 +133,8 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
 
   // CPU spent per notification, which a busy machine slows down but does not change much
   const servicePids = [...new Set([services.api, ...services.workers].map((c) => c.pid!))];
-  const backends = async () =>
-    (
-      await sql<{ pid: number }>`select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`.execute(
-        db.db,
-      )
-    ).rows.map((r) => r.pid);
+  // PostgreSQL's: the whole server's, exited backends included (nothing else uses it during a run)
+  const postmaster = parentPid((await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db.db)).rows[0]!.pid);
   const cpuOf = (pids: number[]) =>
     new Map(
       pids.flatMap((pid) => {
@@ -157,7 +153,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   };
   const cpuBefore = {
     service: cpuOf(servicePids),
-    database: cpuOf(await backends()),
+    database: serverCpuMs(postmaster),
     bench: process.cpuUsage(),
     redis: await redisCpuMs(),
   };
@@ -195,7 +191,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const unfinished = received < K;
   const serviceCpu = spent(cpuBefore.service, cpuOf(servicePids)) / K;
   const apiCpu = spent(cpuBefore.service, cpuOf([services.api.pid!])) / K;
-  const databaseCpu = spent(cpuBefore.database, cpuOf(await backends())) / K;
+  const databaseCpu = (serverCpuMs(postmaster) - cpuBefore.database) / K;
   const redisCpu = redis ? ((await redisCpuMs()) - cpuBefore.redis) / K : null;
   redis?.disconnect();
   const benchUsage = process.cpuUsage(cpuBefore.bench);

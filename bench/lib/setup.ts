@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
@@ -86,6 +86,32 @@ export function cpuMs(pid: number): number {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
 }
 const CLOCK_TICKS_PER_SECOND = 100; // sysconf(_SC_CLK_TCK) on Linux
+
+/**
+ * A server's CPU time, ms, on this machine: its main process, its live children, and its children that have
+ * exited (a backend whose connection closed); `pid` is the main process.
+ */
+export function serverCpuMs(pid: number): number {
+  const statOf = (p: number | string) => readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const main = statOf(pid);
+  // utime, stime, then cutime and cstime (the exited children's, once waited for)
+  let ticks = Number(main[11]) + Number(main[12]) + Number(main[13]) + Number(main[14]);
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const fields = statOf(entry);
+      if (Number(fields[1]) === pid) ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // exited meanwhile: its time is in its parent's cutime
+    }
+  }
+  return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** The parent process of `pid` (the postmaster of a PostgreSQL backend). */
+export function parentPid(pid: number): number {
+  return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+}
 
 export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
