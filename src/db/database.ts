@@ -20,11 +20,18 @@ pg.Client.prototype.emit = function (this: pg.Client, event: string | symbol, ..
 export type Db = Kysely<Database>;
 
 /**
+ * Marks a statement whose best plan depends on its values (an audience's filters: a rare tag or a common one), so
+ * it is never prepared and PostgreSQL plans each run for what it asks.
+ */
+export const PLAN_EACH_RUN = '/* planned each run */';
+
+/**
  * Names the statements this process runs often, so each connection prepares them once (as pgjdbc does with its
  * prepareThreshold): PostgreSQL then parses such a statement once per connection, and plans it once as soon as a
  * generic plan proves as good as the custom ones (its plan cache decides, after five executions). Only
- * statements with parameters qualify (one without may hold several statements, which cannot be prepared); the
- * number of names is capped, since each holds memory in every backend that prepared it.
+ * statements with parameters qualify (one without may hold several statements, which cannot be prepared), and not
+ * those marked PLAN_EACH_RUN; the number of names is capped, since each holds memory in every backend that
+ * prepared it.
  */
 export class StatementNames {
   private readonly seen = new Map<string, number>();
@@ -39,6 +46,7 @@ export class StatementNames {
   nameOf(text: string): string | undefined {
     const name = this.names.get(text);
     if (name !== undefined || this.threshold === 0 || this.names.size >= this.maxNames) return name;
+    if (text.includes(PLAN_EACH_RUN)) return undefined;
     const uses = (this.seen.get(text) ?? 0) + 1;
     if (uses < this.threshold) {
       // texts that never repeat (generated for one request) must not pile up
@@ -69,12 +77,38 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
-/** `prepareThreshold`: uses of a statement before its connections prepare it (StatementNames); 0 prepares none. */
-export function openDatabase(url: string, max = 10, prepareThreshold = 5): DatabaseHandle {
-  // A generic plan made while a table was small would outlive its growth until the next analyze: plan each run.
-  // (Without prepared statements nothing is set: a pooler may refuse startup options.)
-  const options = prepareThreshold > 0 ? { options: '-c plan_cache_mode=force_custom_plan' } : {};
-  const pool = new pg.Pool({ connectionString: url, max, ...options });
+/** How long a connection that prepares statements lives, in seconds (see openDatabase). */
+export interface ConnectionLifetime {
+  minSeconds: number;
+  maxSeconds: number;
+}
+
+/**
+ * `prepareThreshold`: uses of a statement before its connections prepare it (StatementNames); 0 prepares none.
+ *
+ * A prepared statement's generic plan is kept until one of its tables is analyzed again, and one made while a
+ * table was nearly empty (a new install, a fresh database) scans it whole: right then, not once it has grown, and
+ * a burst can grow it a lot before autovacuum's next analyze. So a connection that prepares lives as long as the
+ * pool had been open when it connected (within `lifetime`): the next one plans again, soon while everything is
+ * new, every few minutes later on.
+ */
+export function openDatabase(
+  url: string,
+  max = 10,
+  prepareThreshold = 5,
+  lifetime: ConnectionLifetime = { minSeconds: 5, maxSeconds: 600 },
+): DatabaseHandle {
+  const openedAt = Date.now();
+  const pool: pg.Pool = new pg.Pool({
+    connectionString: url,
+    max,
+    // read by the pool right after this, for the connection just made
+    onConnect: () => {
+      if (prepareThreshold === 0) return;
+      const age = (Date.now() - openedAt) / 1000;
+      pool.options.maxLifetimeSeconds = Math.min(lifetime.maxSeconds, Math.max(lifetime.minSeconds, age));
+    },
+  });
   const names = new StatementNames(prepareThreshold);
   pool.on('connect', (client) => prepareNamed(client, names));
   // An idle client that errors (server restart) must not crash the process; the pool replaces it.

@@ -1,4 +1,5 @@
 import { sql, type RawBuilder, type SqlBool } from 'kysely';
+import { PLAN_EACH_RUN } from './database.js';
 import { resolveDate } from '../domain/date-math.js';
 import {
   isPolygon,
@@ -47,9 +48,10 @@ interface Compiled {
 const TRUE: Predicate = sql<SqlBool>`true`;
 const FALSE: Predicate = sql<SqlBool>`false`;
 
+/** The filters as one predicate; a statement holding one is planned for its values each run (PLAN_EACH_RUN). */
 export function compileFilters(filters: Filter[] | null, ctx: CompileContext): Predicate {
   if (!filters || filters.length === 0) return TRUE;
-  return and(filters.map((f) => compileFilter(f, ctx)));
+  return sql<SqlBool>`${sql.raw(PLAN_EACH_RUN)} ${and(filters.map((f) => compileFilter(f, ctx)))}`;
 }
 
 function compileFilter(filter: Filter, ctx: CompileContext): Predicate {

@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { openDatabase, StatementNames } from '../../src/db/database.js';
+import { openDatabase, PLAN_EACH_RUN, StatementNames } from '../../src/db/database.js';
 import { useHarness } from '../helpers/harness.js';
 
 describe('statement names', () => {
@@ -22,6 +22,11 @@ describe('statement names', () => {
     expect(capped.nameOf('b $1')).toBeDefined();
     expect(capped.nameOf('c $1')).toBeUndefined();
     expect(capped.nameOf('a $1')).toBeDefined();
+  });
+
+  it('never names a statement marked to be planned each run', () => {
+    const names = new StatementNames(1);
+    for (let i = 0; i < 10; i++) expect(names.nameOf(`select ${PLAN_EACH_RUN} $1`)).toBeUndefined();
   });
 });
 
@@ -65,13 +70,52 @@ describe('prepared statements on a real connection', () => {
     }
   });
 
-  it('plans each run for its values, whatever a table grew to since the statement was prepared', async () => {
+  it('plans a prepared statement once PostgreSQL finds the generic plan as good', async () => {
     const handle = openDatabase(h.databaseUrl, 1, 1);
     try {
-      const { rows } = await sql<{ plan_cache_mode: string }>`select current_setting('plan_cache_mode') as plan_cache_mode`.execute(
-        handle.db,
-      );
-      expect(rows[0]!.plan_cache_mode).toBe('force_custom_plan');
+      for (let i = 0; i < 8; i++) await sql`select ${i}::int + 1 as n`.execute(handle.db);
+      const { rows } = await sql<{ generic_plans: number; custom_plans: number }>`
+        select generic_plans, custom_plans from pg_prepared_statements where statement like '%+ 1 as n'`.execute(handle.db);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]!.generic_plans).toBeGreaterThan(0);
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it('plans a statement holding audience filters for its values every run: never prepared', async () => {
+    const handle = openDatabase(h.databaseUrl, 1, 1);
+    try {
+      for (let i = 0; i < 8; i++) await sql`select ${sql.raw(PLAN_EACH_RUN)} ${i}::int as n`.execute(handle.db);
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_prepared_statements`.execute(handle.db);
+      expect(rows[0]!.n).toBe(0);
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it('replaces a connection after its lifetime, so the plans it kept are made again', async () => {
+    const handle = openDatabase(h.databaseUrl, 1, 1, { minSeconds: 0.2, maxSeconds: 0.2 });
+    const backend = async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(handle.db)).rows[0]!.pid;
+    try {
+      const first = await backend();
+      expect(await backend()).toBe(first);
+      await new Promise((r) => setTimeout(r, 400));
+      expect(await backend()).not.toBe(first);
+    } finally {
+      await handle.close();
+    }
+  });
+
+  it('keeps its connections while the process is young and then longer, up to the cap', async () => {
+    const handle = openDatabase(h.databaseUrl, 1, 1, { minSeconds: 0.2, maxSeconds: 60 });
+    try {
+      await sql`select 1`.execute(handle.db);
+      expect(handle.pool.options.maxLifetimeSeconds).toBe(0.2);
+      await new Promise((r) => setTimeout(r, 400));
+      await sql`select 1`.execute(handle.db); // the first connection expired: a new one, opened at 0.4 s
+      expect(handle.pool.options.maxLifetimeSeconds).toBeGreaterThanOrEqual(0.4);
+      expect(handle.pool.options.maxLifetimeSeconds).toBeLessThan(60);
     } finally {
       await handle.close();
     }

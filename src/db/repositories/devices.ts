@@ -288,18 +288,23 @@ export class DevicesRepository {
     });
     if (byKey.device_id.ords.length || byKey.user_id.ords.length) {
       const { device_id: ids, user_id: users } = byKey;
-      const { rows } = await sql<DeliverableNow & { ord: number }>`
-        select t.ord, d.id, d.platform, d.development, d.token
-        from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
-        join devices d on d.id = t.id and d.app_id = t.app_id
-        where d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-        union all
-        select t.ord, d.id, d.platform, d.development, d.token
-        from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
-        cross join lateral (
-          select d.id, d.platform, d.development, d.token from devices d
-          where d.app_id = t.app_id and d.user_id = t.user_id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-          order by d.id limit ${page.limit}::int) d`.execute(db);
+      // only the lookups needed: an empty one would make the statement look costlier planned once than for its values
+      const lookups: RawBuilder<DeliverableNow & { ord: number }>[] = [];
+      if (ids.ords.length)
+        lookups.push(sql`
+          select t.ord, d.id, d.platform, d.development, d.token
+          from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
+          join devices d on d.id = t.id and d.app_id = t.app_id
+          where d.erased_at is null and d.token is not null and d.token_invalidated_at is null`);
+      if (users.ords.length)
+        lookups.push(sql`
+          select t.ord, d.id, d.platform, d.development, d.token
+          from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
+          cross join lateral (
+            select d.id, d.platform, d.development, d.token from devices d
+            where d.app_id = t.app_id and d.user_id = t.user_id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+            order by d.id limit ${page.limit}::int) d`);
+      const { rows } = await sql<DeliverableNow & { ord: number }>`${sql.join(lookups, sql` union all `)}`.execute(db);
       // keys are distinct and a device has one user: no device comes twice for one audience
       const found = new Set<number>();
       for (const { ord, ...device } of rows) {
