@@ -45,7 +45,7 @@ export class GatewayPool {
     // FCM has one environment; APNs has a sandbox and production origin.
     const key = `${app.id}|${platform}|${platform === 'ios' ? environment : '*'}`;
     const credentials = platform === 'ios' ? app.apnsCredentials : app.fcmCredentials;
-    const version = hash(platform === 'ios' ? [credentials, app.bundleId] : [credentials]);
+    const version = platform === 'ios' ? `${hash(credentials)}|${app.bundleId}` : hash(credentials);
 
     const cached = this.gateways.get(key);
     if (cached?.version === version) return cached.gateway;
@@ -119,8 +119,15 @@ export class UnavailableGateway implements PushGateway {
   async close(): Promise<void> {}
 }
 
+/** The batches of one credentials read share its objects: each is hashed once. */
+const hashes = new WeakMap<object, string>();
+
 function hash(value: unknown): string {
-  return createHash('sha256')
+  const known = typeof value === 'object' && value !== null ? hashes.get(value) : undefined;
+  if (known !== undefined) return known;
+  const digest = createHash('sha256')
     .update(JSON.stringify(value ?? null))
     .digest('base64url');
+  if (typeof value === 'object' && value !== null) hashes.set(value, digest);
+  return digest;
 }

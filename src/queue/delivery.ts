@@ -174,7 +174,6 @@ async function attemptLoaded(
   const { batch, notification: n, pending } = input;
   // a batch that went on in a job of its own (deliveryProcessor) has had attempts its new job did not make
   const attemptsMade = Math.max(job.attemptsMade, batch.attempts);
-  const log = deps.log.child({ notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 });
   if (n.generation !== batch.generation) {
     await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'superseded'); // a collapse_key update replaced this send
     return;
@@ -185,8 +184,13 @@ async function attemptLoaded(
   }
   if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
   const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts);
-  log.info(
+  // the fields inline, not a child logger: a child is built even when its level is off, and this runs per batch
+  deps.log.info(
     {
+      notificationId: n.id,
+      batchId: batch.id,
+      job: 'delivery',
+      attempt: attemptsMade + 1,
       sent: summary.succeeded.length,
       failed: summary.failed.length,
       invalidated: summary.invalidated.length,
