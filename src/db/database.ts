@@ -86,11 +86,11 @@ export interface ConnectionLifetime {
 /**
  * `prepareThreshold`: uses of a statement before its connections prepare it (StatementNames); 0 prepares none.
  *
- * A prepared statement's generic plan is kept until one of its tables is analyzed again, and one made while a
- * table was nearly empty (a new install, a fresh database) scans it whole: right then, not once it has grown, and
- * a burst can grow it a lot before autovacuum's next analyze. So a connection that prepares lives as long as the
- * pool had been open when it connected (within `lifetime`): the next one plans again, soon while everything is
- * new, every few minutes later on.
+ * A prepared statement's generic plan is kept until one of its tables is analyzed again. One made while a table
+ * was nearly empty (a new install, a fresh database) scans that table whole, which is right then and slow once it
+ * has grown, and a burst can grow it a lot before autovacuum's next analyze. So a connection that prepares lives
+ * as long as the pool had been open when it connected (within `lifetime`), and the next one plans again: soon
+ * while everything is new, every few minutes later on.
  */
 export function openDatabase(
   url: string,
