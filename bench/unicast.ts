@@ -47,6 +47,8 @@ interface Result {
   backlog: number;
   /** at --rate: the backlog at each sixth of the posting */
   backlogSamples: number[];
+  /** at --rate: how late the last notification was posted, s (the service absorbing less than the rate) */
+  behindS: number;
   missed: number;
   twice: number;
   unfinished: boolean;
@@ -186,6 +188,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   );
   const postedAt = performance.now();
   if (sampler) clearInterval(sampler);
+  const behindS = rate > 0 ? Math.max(0, (postedAt - t0) / 1000 - K / rate) : 0;
   const backlog = K - received;
   await waitReceived(K, postedAt + timeoutMs);
   const unfinished = received < K;
@@ -216,6 +219,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     endToEnd: (unfinished ? received : K) / (((unfinished ? performance.now() : lastAt) - t0) / 1000),
     backlog,
     backlogSamples,
+    behindS,
     missed,
     twice,
     unfinished,
@@ -260,14 +264,14 @@ async function main() {
   );
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
   console.log(
-    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(0)} s before)` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
+    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(0)} s before)` : ''}${rate > 0 ? ' | posting behind the schedule when it ended, s' : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
   );
-  console.log('|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|`);
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
+      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.refused > 0);
