@@ -74,7 +74,7 @@ export const eventsBody = z.object(
 const nullableString = z.string().nullable();
 
 /** 4xx/5xx answers of a route that needs a key, besides its own. */
-export const authErrors = { 401: errorResponse, 403: errorResponse, 429: errorResponse } as const;
+export const authErrors = { 401: errorResponse, 403: errorResponse, 429: errorResponse, 503: errorResponse } as const;
 
 /** What any route with a body may answer: invalid (400), over BODY_LIMIT_BYTES (413), not JSON (415). */
 export const bodyErrors = { 400: errorResponse, 413: errorResponse, 415: errorResponse } as const;
