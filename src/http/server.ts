@@ -39,7 +39,7 @@ export async function buildServer(
   app.get('/documentation/json', { schema: { hide: true } }, async () => app.swagger());
 
   // before the routes, so that its hook applies to every one of them
-  await app.register(shedLoad, { maxInFlight: ctx.config.MAX_REQUESTS_IN_FLIGHT });
+  await app.register(shedLoad, { maxInFlight: ctx.config.MAX_REQUESTS_IN_FLIGHT, metrics: ctx.metrics });
   await app.register(rateLimit, { config: ctx.config, log: ctx.log });
   for (const routes of routeModules) await app.register(routes(ctx));
   await app.register(consoleRoutes());

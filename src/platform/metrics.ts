@@ -23,6 +23,17 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly requestsInFlight = new Gauge({
+    name: 'pushd_http_requests_in_flight',
+    help: 'API requests authenticated and read, not yet answered (what MAX_REQUESTS_IN_FLIGHT bounds)',
+    registers: [this.registry],
+  });
+  readonly requestsShed = new Counter({
+    name: 'pushd_http_requests_shed_total',
+    help: 'API requests answered 503 because MAX_REQUESTS_IN_FLIGHT were in progress',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pushd_' });
   }
