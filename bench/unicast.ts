@@ -188,7 +188,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   );
   const postedAt = performance.now();
   if (sampler) clearInterval(sampler);
-  const behindS = rate > 0 ? Math.max(0, (postedAt - t0) / 1000 - K / rate) : 0;
+  const behindS = rate > 0 ? Math.max(0, (postedAt - t0) / 1000 - (K - 1) / rate) : 0;
   const backlog = K - received;
   await waitReceived(K, postedAt + timeoutMs);
   const unfinished = received < K;
@@ -264,7 +264,7 @@ async function main() {
   );
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
   console.log(
-    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(0)} s before)` : ''}${rate > 0 ? ' | posting behind the schedule when it ended, s' : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
+    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
   );
   console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|`);
   for (const r of results) {

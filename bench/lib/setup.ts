@@ -79,28 +79,33 @@ export function peakRssMb(pid: number): number {
   return Math.round(kb / 1024);
 }
 
-/** CPU time (user + system, all threads: GC helpers included) a process has used so far, in ms. */
-export function cpuMs(pid: number): number {
-  // /proc/<pid>/stat: fields after the parenthesised name; utime and stime are the 12th and 13th, in clock ticks
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+/**
+ * /proc/<pid>/stat as numbers, from the field after the parenthesised name: [1] the parent, [11] utime, [12] stime,
+ * [13] cutime, [14] cstime (the exited children's, once waited for); times in clock ticks.
+ */
+function procStat(pid: number | string): number[] {
+  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ').map(Number);
 }
 const CLOCK_TICKS_PER_SECOND = 100; // sysconf(_SC_CLK_TCK) on Linux
+
+/** CPU time (user + system, all threads: GC helpers included) a process has used so far, in ms. */
+export function cpuMs(pid: number): number {
+  const stat = procStat(pid);
+  return ((stat[11]! + stat[12]!) * 1000) / CLOCK_TICKS_PER_SECOND;
+}
 
 /**
  * A server's CPU time, ms, on this machine: its main process, its live children, and its children that have
  * exited (a backend whose connection closed); `pid` is the main process.
  */
 export function serverCpuMs(pid: number): number {
-  const statOf = (p: number | string) => readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  const main = statOf(pid);
-  // utime, stime, then cutime and cstime (the exited children's, once waited for)
-  let ticks = Number(main[11]) + Number(main[12]) + Number(main[13]) + Number(main[14]);
+  const main = procStat(pid);
+  let ticks = main[11]! + main[12]! + main[13]! + main[14]!;
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      const fields = statOf(entry);
-      if (Number(fields[1]) === pid) ticks += Number(fields[11]) + Number(fields[12]);
+      const child = procStat(entry);
+      if (child[1] === pid) ticks += child[11]! + child[12]!;
     } catch {
       // exited meanwhile: its time is in its parent's cutime
     }
@@ -110,7 +115,7 @@ export function serverCpuMs(pid: number): number {
 
 /** The parent process of `pid` (the postmaster of a PostgreSQL backend). */
 export function parentPid(pid: number): number {
-  return Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+  return procStat(pid)[1]!;
 }
 
 export function percentile(sorted: number[], p: number): number {
