@@ -99,16 +99,12 @@ export function openDatabase(
   lifetime: ConnectionLifetime = { minSeconds: 5, maxSeconds: 600 },
 ): DatabaseHandle {
   const openedAt = Date.now();
-  const pool: pg.Pool = new pg.Pool({
-    connectionString: url,
-    max,
-    // read by the pool right after this, for the connection just made
-    onConnect: () => {
-      if (prepareThreshold === 0) return;
-      const age = (Date.now() - openedAt) / 1000;
-      pool.options.maxLifetimeSeconds = Math.min(lifetime.maxSeconds, Math.max(lifetime.minSeconds, age));
-    },
-  });
+  // read by the pool right after this, for the connection just made
+  const setLifetime = () => {
+    const age = (Date.now() - openedAt) / 1000;
+    pool.options.maxLifetimeSeconds = Math.min(lifetime.maxSeconds, Math.max(lifetime.minSeconds, age));
+  };
+  const pool: pg.Pool = new pg.Pool({ connectionString: url, max, ...(prepareThreshold > 0 && { onConnect: setLifetime }) });
   const names = new StatementNames(prepareThreshold);
   pool.on('connect', (client) => prepareNamed(client, names));
   // An idle client that errors (server restart) must not crash the process; the pool replaces it.

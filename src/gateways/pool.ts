@@ -123,11 +123,14 @@ export class UnavailableGateway implements PushGateway {
 const hashes = new WeakMap<object, string>();
 
 function hash(value: unknown): string {
-  const known = typeof value === 'object' && value !== null ? hashes.get(value) : undefined;
-  if (known !== undefined) return known;
-  const digest = createHash('sha256')
+  if (typeof value !== 'object' || value === null) return digest(value);
+  let known = hashes.get(value);
+  if (known === undefined) hashes.set(value, (known = digest(value)));
+  return known;
+}
+
+function digest(value: unknown): string {
+  return createHash('sha256')
     .update(JSON.stringify(value ?? null))
     .digest('base64url');
-  if (typeof value === 'object' && value !== null) hashes.set(value, digest);
-  return digest;
 }

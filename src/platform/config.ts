@@ -30,12 +30,12 @@ const envSchema = z.object({
     .int()
     .min(1024)
     .default(1024 * 1024),
+  // API requests in progress in one process past which another is answered 503 (src/http/overload.ts); 0: no limit.
+  MAX_REQUESTS_IN_FLIGHT: z.coerce.number().int().min(0).default(1000),
   // Token buckets per API key (README, Rate limits): a sustained rate per second and a burst; 0 per second means no limit.
   // read and write keys are backends; an sdk key ships in every copy of the app, so its bucket is per key and client address.
   // Read and write keys belong to backends, which send one notification a request: the limit stops a runaway
   // client, not traffic the server is built for.
-  // API requests in progress in one process past which another is answered 503 (src/http/overload.ts); 0: no limit.
-  MAX_REQUESTS_IN_FLIGHT: z.coerce.number().int().min(0).default(1000),
   RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(5000),
   RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(10000),
   RATE_LIMIT_SDK_PER_SECOND: z.coerce.number().min(0).default(10),
