@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 /** What a key may be: read (dashboards), write (backends), sdk (ships inside the app). */
 export type KeyRole = 'read' | 'write' | 'sdk';
 export const KEY_ROLES: readonly KeyRole[] = ['read', 'write', 'sdk'];
@@ -15,7 +15,6 @@ export function roleAllows(role: KeyRole, permission: Permission): boolean {
   return GRANTS[role].includes(permission);
 }
 
-/** 192 random bits, URL-safe, so it can be pasted into a Basic credential without escaping. */
 /** 192 random bits, base64url; never starting with "-" or "_", so `--key KEY` on a command line is not read as a flag. */
 export function generateApiKey(): string {
   for (;;) {
@@ -24,14 +23,9 @@ export function generateApiKey(): string {
   }
 }
 
+/** Keys are stored and looked up by this hash only: 192 random bits need no salt or slow hash. */
 export function hashApiKey(key: string): Buffer {
   return createHash('sha256').update(key, 'utf8').digest();
-}
-
-/** Constant-time comparison of a presented key against a stored hash. */
-export function keyMatches(key: string, storedHash: Buffer): boolean {
-  const presented = hashApiKey(key);
-  return presented.length === storedHash.length && timingSafeEqual(presented, storedHash);
 }
 
 /** A non-secret hint for listings: the first characters only. */

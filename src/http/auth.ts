@@ -3,7 +3,7 @@ import type { Caller } from '../services/devices.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRole } from '../db/schema.js';
 import { ForbiddenError, UnauthorizedError } from '../domain/errors.js';
-import { keyMatches, roleAllows, type Permission } from '../domain/keys.js';
+import { roleAllows, type Permission } from '../domain/keys.js';
 
 export interface Principal {
   appId: string;
@@ -40,7 +40,7 @@ export function requirePermission(ctx: { services: { apps: AppService } }, permi
     const credentials = parseBasic(request.headers.authorization);
     if (!credentials || credentials.key.length === 0) return unauthorized(reply);
     const key = await ctx.services.apps.findActiveKey(credentials.key);
-    if (!key || !keyMatches(credentials.key, key.key_hash)) return unauthorized(reply);
+    if (!key) return unauthorized(reply);
     if (credentials.username !== '' && credentials.username !== key.bundle_id) return unauthorized(reply);
     if (!roleAllows(key.role, permission)) throw new ForbiddenError();
     const rateLimit =

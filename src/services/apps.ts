@@ -79,8 +79,10 @@ export class AppService {
     return credentials;
   }
 
-  /** The active key with this value and its app, or undefined (unknown or revoked). */
-  /** The active key (and its app); the lookups of concurrent requests share one query. */
+  /**
+   * The active key with this value and its app, or undefined (unknown or revoked); found by the key's hash, so a
+   * key that is found matches. The lookups of concurrent requests share one query.
+   */
   findActiveKey(key: string): Promise<KeyWithApp | undefined> {
     return this.keyLookups.submit(hashApiKey(key));
   }
