@@ -5,7 +5,7 @@ import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
-import { benchDatabase, freePort, startService, waitReady } from './setup.js';
+import { benchDatabase, freePort, PRODUCTION_NODE_ARGS, startService, waitReady } from './setup.js';
 
 export const BENCH_BUNDLE = 'com.example.bench';
 
@@ -84,9 +84,10 @@ export interface Services {
 export async function startServices(env: Record<string, string>, opts: { mode: 'split' | 'single'; workers?: number }): Promise<Services> {
   const port = await freePort();
   const http = { PORT: String(port), HOST: '127.0.0.1' };
-  // node options of the service processes (say --cpu-prof): the workers', and the API's when it runs apart
-  const workerArgs = process.env.WORKER_NODE_ARGS?.split(' ').filter(Boolean);
-  const apiArgs = process.env.API_NODE_ARGS?.split(' ').filter(Boolean);
+  // node options added to production's (say --cpu-prof): the workers', and the API's when it runs apart
+  const withArgs = (extra: string | undefined) => [...PRODUCTION_NODE_ARGS, ...(extra ?? '').split(' ').filter(Boolean)];
+  const workerArgs = withArgs(process.env.WORKER_NODE_ARGS);
+  const apiArgs = withArgs(process.env.API_NODE_ARGS);
   const api = startService(
     { ...env, ...http, ROLE: opts.mode === 'single' ? 'all' : 'api' },
     opts.mode === 'single' ? workerArgs : apiArgs,
