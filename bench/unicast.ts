@@ -130,7 +130,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
       Array.from({ length: clients }, async () => {
         while (next < list.length) {
           const i = next++;
-          // at a fixed rate, notification i is due i / rate seconds in (a client busy past that posts it late)
+          // at a fixed rate, notification i is due i / perSecond seconds in (a client busy past that posts it late)
           const due = perSecond > 0 ? t0 + (i * 1000) / perSecond - performance.now() : 0;
           if (due > 0) await new Promise((r) => setTimeout(r, due));
           const start = performance.now();
