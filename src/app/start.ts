@@ -73,7 +73,13 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('database', () => database.close());
   const queues = new JobQueues(
     config.REDIS_URL
-      ? { kind: 'redis', redisUrl: config.REDIS_URL, databaseUrl: database.url, prefix: config.QUEUE_PREFIX }
+      ? {
+          kind: 'redis',
+          redisUrl: config.REDIS_URL,
+          redisCluster: config.REDIS_CLUSTER,
+          databaseUrl: database.url,
+          prefix: config.QUEUE_PREFIX,
+        }
       : { kind: 'postgres', databaseUrl: database.url, prefix: config.QUEUE_PREFIX },
     jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),
   );

@@ -18,7 +18,9 @@ export const rateLimit = fp<{ config: Config; log: Logger }>(
       key: { perSecond: config.RATE_LIMIT_PER_SECOND, burst: config.RATE_LIMIT_BURST },
       sdk: { perSecond: config.RATE_LIMIT_SDK_PER_SECOND, burst: config.RATE_LIMIT_SDK_BURST },
     };
-    const buckets = config.REDIS_URL ? new RedisTokenBuckets(config.REDIS_URL, config.QUEUE_PREFIX, log) : new MemoryTokenBuckets();
+    const buckets = config.REDIS_URL
+      ? new RedisTokenBuckets({ url: config.REDIS_URL, cluster: config.REDIS_CLUSTER }, config.QUEUE_PREFIX, log)
+      : new MemoryTokenBuckets();
     app.addHook('onClose', () => buckets.close());
 
     app.addHook('preParsing', async (request, reply) => {

@@ -12,11 +12,13 @@ const envSchema = z.object({
   // Uses of a statement before each connection prepares it; 0 for a pooler that cannot keep prepared statements.
   DATABASE_PREPARE_THRESHOLD: z.coerce.number().int().min(0).default(5),
   REDIS_URL: z.string().url().optional(),
+  // REDIS_URL names one node of a Redis Cluster; the client finds the others.
+  REDIS_CLUSTER: z.stringbool().default(false),
   // On a Redis Cluster a queue's keys must share a slot: a prefix in braces ({pushd}) is a hash tag that does that.
   QUEUE_PREFIX: z
     .string()
     .regex(/^([A-Za-z0-9_-]{1,64}|\{[A-Za-z0-9_-]{1,62}\})$/, 'must be 1-64 letters, digits, _ or -, or such a name in braces')
-    .default('pushd'),
+    .optional(),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Which X-Forwarded-For hops to believe: none by default (the client address is the socket's); a hop count,
@@ -74,7 +76,7 @@ const envSchema = z.object({
   MESSAGE_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(90),
 });
 
-export type Config = z.infer<typeof envSchema> & { dataDir: string };
+export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string };
 
 export class ConfigError extends Error {}
 
@@ -86,7 +88,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
-  return { ...parsed.data, dataDir: path.resolve(parsed.data.DATA_DIR) };
+  const { REDIS_URL, REDIS_CLUSTER, QUEUE_PREFIX } = parsed.data;
+  if (REDIS_CLUSTER && !REDIS_URL) throw new ConfigError('invalid configuration: REDIS_CLUSTER: needs REDIS_URL, one node of the cluster');
+  if (REDIS_CLUSTER && QUEUE_PREFIX && !QUEUE_PREFIX.startsWith('{'))
+    throw new ConfigError(
+      `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), a hash tag that keeps each queue's keys in one slot`,
+    );
+  return {
+    ...parsed.data,
+    QUEUE_PREFIX: QUEUE_PREFIX ?? (REDIS_CLUSTER ? '{pushd}' : 'pushd'),
+    dataDir: path.resolve(parsed.data.DATA_DIR),
+  };
 }
 
 /** The config as it may be logged: passwords inside URLs are masked. */

@@ -1,5 +1,6 @@
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from './logger.js';
+import { redisClient, type RedisTarget } from './redis.js';
 
 /** A bucket holds at most `burst` tokens and gains `perSecond` tokens a second; a request takes one. */
 export interface BucketLimit {
@@ -92,7 +93,9 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {allowed, retry}
 `;
 
-type RedisWithTake = Redis & { takeToken(bucket: string, perSecond: number, burst: number, expireMs: number): Promise<[number, number]> };
+type RedisWithTake = (Redis | Cluster) & {
+  takeToken(bucket: string, perSecond: number, burst: number, expireMs: number): Promise<[number, number]>;
+};
 
 /**
  * Buckets in Redis, shared by every API process on it. When Redis cannot answer, requests are let through
@@ -102,13 +105,14 @@ export class RedisTokenBuckets implements TokenBuckets {
   private readonly redis: RedisWithTake;
   private lastWarningMs = 0;
 
+  /** `prefix` in braces on a Redis Cluster puts every bucket in one slot, with the queues. */
   constructor(
-    url: string,
+    target: RedisTarget,
     private readonly prefix: string,
     private readonly log: Logger,
   ) {
     // No offline queue and one retry: while Redis is away a request fails open at once instead of waiting for it.
-    this.redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) as RedisWithTake;
+    this.redis = redisClient(target, { offlineQueue: false, maxRetriesPerRequest: 1 }) as RedisWithTake;
     this.redis.defineCommand('takeToken', { numberOfKeys: 1, lua: TAKE_SCRIPT });
     this.redis.on('error', (err) => this.warn(err, 'rate limit store unreachable'));
   }

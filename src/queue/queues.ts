@@ -1,5 +1,6 @@
 import { createPostgresBackend, createRedisBackend, withBackend, type Job, type Queue, type Worker } from 'bullmq';
-import type { RedisOptions } from 'ioredis';
+import type { Cluster } from 'ioredis';
+import { redisClient, redisOptions } from '../platform/redis.js';
 import type { JobName, JobSpecs, JobTypes } from './jobs.js';
 
 export type QueueBackendKind = 'redis' | 'postgres';
@@ -8,6 +9,8 @@ export interface QueueConnection {
   /** Redis when REDIS_URL is set, else BullMQ's PostgreSQL backend on the service's own database. */
   kind: QueueBackendKind;
   redisUrl?: string;
+  /** redisUrl names one node of a Redis Cluster (REDIS_CLUSTER); the prefix is then a hash tag, `{name}`. */
+  redisCluster?: boolean;
   databaseUrl: string;
   /** Namespace of the queues (Redis key prefix), so several deployments or test runs can share one Redis. */
   prefix?: string;
@@ -27,6 +30,8 @@ export class JobQueues {
   private active = 0;
   private readonly classes: ReturnType<typeof withBackend>;
   private readonly connection: unknown;
+  /** On a Redis Cluster: the client the queues share and the workers duplicate (BullMQ leaves it to us to close). */
+  private readonly cluster: Cluster | undefined;
   private readonly prefix: string;
 
   constructor(
@@ -36,7 +41,13 @@ export class JobQueues {
     this.prefix = conn.prefix ?? 'pushd';
     if (conn.kind === 'redis') {
       this.classes = withBackend(createRedisBackend) as unknown as ReturnType<typeof withBackend>;
-      this.connection = redisOptions(conn.redisUrl!);
+      // BullMQ workers block on Redis; ioredis must not give up on a command while Redis restarts.
+      if (conn.redisCluster)
+        this.connection = this.cluster = redisClient(
+          { url: conn.redisUrl!, cluster: true },
+          { offlineQueue: true, maxRetriesPerRequest: null },
+        ) as Cluster;
+      else this.connection = { ...redisOptions(conn.redisUrl!), maxRetriesPerRequest: null };
     } else {
       this.classes = withBackend(createPostgresBackend) as unknown as ReturnType<typeof withBackend>;
       this.connection = { connectionString: conn.databaseUrl, migrate: true, max: 4 };
@@ -148,19 +159,6 @@ export class JobQueues {
     await this.closeWorkers();
     await Promise.all([...this.queues.values()].map((q) => q.close()));
     this.queues.clear();
+    await this.cluster?.quit().catch(() => this.cluster?.disconnect());
   }
-}
-
-function redisOptions(url: string): RedisOptions {
-  const u = new URL(url);
-  return {
-    host: u.hostname,
-    port: Number(u.port || 6379),
-    username: u.username ? decodeURIComponent(u.username) : undefined,
-    password: u.password ? decodeURIComponent(u.password) : undefined,
-    db: u.pathname.length > 1 ? Number(u.pathname.slice(1)) : 0,
-    tls: u.protocol === 'rediss:' ? {} : undefined,
-    // BullMQ workers block on Redis; ioredis must not give up on a command while Redis restarts.
-    maxRetriesPerRequest: null,
-  };
 }

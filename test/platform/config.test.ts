@@ -52,6 +52,18 @@ describe('config', () => {
     expect(loadConfig({ QUEUE_PREFIX: '{pushd}' }).QUEUE_PREFIX).toBe('{pushd}');
   });
 
+  it('on a Redis Cluster, defaults the queue prefix to a hash tag and refuses one without braces', () => {
+    expect(loadConfig({}).QUEUE_PREFIX).toBe('pushd');
+    const cluster = { REDIS_URL: 'redis://node-1:7000', REDIS_CLUSTER: 'true' };
+    expect(loadConfig(cluster)).toMatchObject({ REDIS_CLUSTER: true, QUEUE_PREFIX: '{pushd}' });
+    expect(loadConfig({ ...cluster, QUEUE_PREFIX: '{eu}' }).QUEUE_PREFIX).toBe('{eu}');
+    expect(() => loadConfig({ ...cluster, QUEUE_PREFIX: 'eu' })).toThrow(
+      /QUEUE_PREFIX: on a Redis Cluster it must be in braces \(\{eu\}\)/,
+    );
+    expect(() => loadConfig({ REDIS_CLUSTER: 'true' })).toThrow(/REDIS_CLUSTER: needs REDIS_URL/);
+    expect(loadConfig({ REDIS_URL: 'redis://r:6379', REDIS_CLUSTER: 'false' }).REDIS_CLUSTER).toBe(false);
+  });
+
   it.each([
     ['PORT', 'abc'],
     ['PORT', '70000'],
@@ -64,6 +76,7 @@ describe('config', () => {
     ['QUEUE_PREFIX', 'has space'],
     ['QUEUE_PREFIX', '{unclosed'],
     ['QUEUE_PREFIX', 'a{b}'],
+    ['REDIS_CLUSTER', 'maybe'],
     ['SCHEDULE_POLL_MS', '0'],
     ['BODY_LIMIT_BYTES', '10'],
     ['DELIVERY_CONCURRENCY', '0'],

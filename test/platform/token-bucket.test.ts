@@ -46,7 +46,7 @@ describe('addressBucket', () => {
 
 describe('RedisTokenBuckets', () => {
   it('lets requests through while Redis does not answer', async () => {
-    const buckets = new RedisTokenBuckets('redis://127.0.0.1:1', 'unreachable', createLogger('silent'));
+    const buckets = new RedisTokenBuckets({ url: 'redis://127.0.0.1:1', cluster: false }, 'unreachable', createLogger('silent'));
     try {
       for (let i = 0; i < 3; i++) expect(await buckets.take('k', { perSecond: 1, burst: 1 })).toEqual({ allowed: true, retryAfterMs: 0 });
     } finally {
