@@ -4,9 +4,12 @@
  * machine's ceiling). Also time to first push for a one-device audience and the worker's peak RSS.
  *
  *   npm run bench -- fanout [--devices 200000] [--rounds 3] [--queue postgres|redis] [--workers 1] [--gateway-latency-ms 0]
+ *                           [--bare-connections 1]
  *
  * --gateway-latency-ms N: the mocks answer every push N ms late, as a gateway in a far data centre does. The bare
- * client then keeps the window a real gateway allows (1,000 streams a connection) on as many connections.
+ * client then keeps the window a real gateway allows (1,000 streams a connection) on --bare-connections
+ * connections per gateway; each round prints how many the pipeline kept open, to compare.
+ * Every device must get exactly one push a round: the benchmark exits 1 when one is missed or pushed twice.
  */
 import { spawn } from 'node:child_process';
 import { sql } from 'kysely';
@@ -88,17 +91,28 @@ async function main() {
 
   // (2) and (3), alternated for `rounds` rounds: this machine's speed drifts by tens of percent over a
   // minute, so each round compares the pipeline with the ceiling measured right after it.
-  const results: { pipeline: number; bare: number; firstMs: number; workerUs: number; bareUs: number }[] = [];
+  const results: {
+    pipeline: number;
+    bare: number;
+    firstMs: number;
+    workerUs: number;
+    bareUs: number;
+    missed: number;
+    twice: number;
+    connections: string;
+  }[] = [];
   for (let round = 0; round < rounds; round++) {
     // (2) the whole pipeline to every device (a new notification each round)
     apns.resetStats();
     fcm.resetStats();
     let firstAt = 0;
+    // pushes per token: the round ends when every device has one, and a device pushed twice is a bug
+    const received = new Map<string, number>();
     const all = new Promise<number>((resolve) => {
-      const seen = () => {
-        const n = apns.accepted + fcm.accepted;
-        if (n === 1) firstAt = performance.now();
-        if (n >= devices) resolve(performance.now());
+      const seen = (token: string) => {
+        if (received.size === 0) firstAt = performance.now();
+        received.set(token, (received.get(token) ?? 0) + 1);
+        if (received.size === devices) resolve(performance.now());
       };
       apns.onAccept = seen;
       fcm.onAccept = seen;
@@ -107,11 +121,16 @@ async function main() {
     const t0 = performance.now();
     const res = await post('*');
     if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
-    const tEnd = await all;
-    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
-    apns.onAccept = fcm.onAccept = undefined;
     const { id } = (await res.json()) as { id: string };
-    await waitSent({ id });
+    // a device missed never completes `all`: the round then ends when the notification is sent
+    const sent = waitSent({ id }).then(() => performance.now());
+    const tEnd = await Promise.race([all, sent]);
+    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
+    await sent;
+    apns.onAccept = fcm.onAccept = undefined;
+    const connections = `${apns.openSessions} + ${fcm.openSessions}`;
+    const missed = devices - received.size;
+    const twice = [...received.values()].filter((n) => n > 1).length;
 
     // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
     apns.resetStats();
@@ -124,10 +143,13 @@ async function main() {
       firstMs: firstAt - t0,
       workerUs: (workerCpu * 1000) / devices,
       bareUs: (bare.cpuMs * 1000) / devices,
+      missed,
+      twice,
+      connections,
     };
     results.push(r);
     console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs`,
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; connections APNs + FCM: pipeline ${connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${missed}, pushed twice ${twice}`,
     );
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
@@ -137,6 +159,7 @@ async function main() {
     return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
   };
   const ratios = results.map((r) => r.pipeline / r.bare);
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
   console.log(
     `\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
@@ -152,11 +175,12 @@ async function main() {
     ['time to first push, 1-device audience, p50', `${percentile(firstPush, 50).toFixed(1)} ms`],
     ['time to first push, 1-device audience, p95', `${percentile(firstPush, 95).toFixed(1)} ms`],
     ['worker peak RSS', `${workerRss} MB`],
+    ['devices missed / pushed twice (all rounds)', `${sum(results.map((r) => r.missed))} / ${sum(results.map((r) => r.twice))}`],
   ]);
 
   await services.stop();
   await stack.close();
-  process.exit(0);
+  process.exit(results.some((r) => r.missed > 0 || r.twice > 0) ? 1 : 0);
 }
 
 /** Node flags from an environment variable (space-separated), or undefined when it is not set. */

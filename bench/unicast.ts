@@ -275,7 +275,7 @@ async function main() {
       `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
     );
   }
-  const bad = results.filter((r) => r.missed > 0 || r.refused > 0);
+  const bad = results.filter((r) => r.missed > 0 || r.twice > 0 || r.refused > 0);
   process.exit(bad.length ? 1 : 0);
 }
 

@@ -47,6 +47,10 @@ export abstract class MockHttp2Server {
   sessionCount = 0;
   private inFlight = 0;
   private readonly sessions = new Set<ServerHttp2Session>();
+  /** HTTP/2 sessions open now: how many connections a client keeps to this gateway. */
+  get openSessions(): number {
+    return this.sessions.size;
+  }
   /** The highest stream id each session has started to process. */
   private readonly highestStreamId = new WeakMap<Http2Session, number>();
   /** The last-stream-id of the GOAWAY each session sent: streams above it were refused, never processed. */
