@@ -35,7 +35,14 @@ import type { ClientHttp2Session } from 'node:http2';
 import { Drain } from './drain.js';
 import { StreamPool } from './stream-pool.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
-import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
+import {
+  GATEWAY_REQUEST_TIMEOUT_MS,
+  type NotificationPush,
+  type PushGateway,
+  type PushOutcome,
+  type PushResult,
+  type PushTarget,
+} from './types.js';
 
 export { parseApnsCredentials, type ApnsCredentials } from '../domain/credentials.js';
 
@@ -87,7 +94,7 @@ export class ApnsGateway implements PushGateway {
             address: host,
             port,
             connectionRetryLimit: 0,
-            requestTimeout: options.requestTimeoutMs ?? 10_000,
+            requestTimeout: options.requestTimeoutMs ?? GATEWAY_REQUEST_TIMEOUT_MS,
             heartBeat: options.heartbeatMs ?? 60_000,
           }),
         ),

@@ -24,7 +24,14 @@ import { Http2Origin, type Http2Response } from './http2-client.js';
 import { Drain } from './drain.js';
 import { StreamPool } from './stream-pool.js';
 import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
-import type { NotificationPush, PushGateway, PushOutcome, PushResult, PushTarget } from './types.js';
+import {
+  GATEWAY_REQUEST_TIMEOUT_MS,
+  type NotificationPush,
+  type PushGateway,
+  type PushOutcome,
+  type PushResult,
+  type PushTarget,
+} from './types.js';
 
 export { parseFcmServiceAccount, type FcmServiceAccount } from '../domain/credentials.js';
 
@@ -59,7 +66,7 @@ export class FcmGateway implements PushGateway {
     );
     this.tokens = new AccessTokenCache(new ServiceAccountTokenCredential(options.serviceAccount, { tokenUrl: options.tokenUrl }));
     this.path = `/v1/projects/${encodeURIComponent(options.serviceAccount.project_id)}/messages:send`;
-    this.timeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.timeoutMs = options.requestTimeoutMs ?? GATEWAY_REQUEST_TIMEOUT_MS;
   }
 
   async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {

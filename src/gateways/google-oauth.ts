@@ -13,6 +13,7 @@
 import { createSign } from 'node:crypto';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import type { FcmServiceAccount } from '../domain/credentials.js';
+import { GATEWAY_REQUEST_TIMEOUT_MS } from './types.js';
 
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
@@ -53,7 +54,7 @@ export class ServiceAccountTokenCredential implements Credential {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
         body,
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? 10_000),
+        signal: AbortSignal.timeout(this.options.timeoutMs ?? GATEWAY_REQUEST_TIMEOUT_MS),
       });
       text = await res.text();
     } catch (err) {

@@ -20,6 +20,9 @@
 
 import type { PushOptions } from '../domain/push-mapping.js';
 
+/** How long one request to a gateway (a push, or an OAuth token) may take before it counts as a `retry`. */
+export const GATEWAY_REQUEST_TIMEOUT_MS = 10_000;
+
 export type PushOutcome =
   | { kind: 'ok' }
   | { kind: 'invalid_token'; reason: string }

@@ -15,6 +15,7 @@ import { deliveryProcessor } from './delivery.js';
 import { DeliveryStore } from './delivery-store.js';
 import { fanoutProcessor } from './fanout.js';
 import type { GatewayProvider } from '../gateways/provider.js';
+import { GATEWAY_REQUEST_TIMEOUT_MS } from '../gateways/types.js';
 import { JOB_NAMES, type JobName, type JobTypes, type NotificationScheduler } from './jobs.js';
 import type { Job } from 'bullmq';
 import type { JobQueues } from './queues.js';
@@ -118,6 +119,8 @@ export function startPipeline(
     queues,
     scheduler,
     afterSeconds: config.SWEEP_AFTER_SECONDS,
+    // the last attempt starts before the deadline and may wait for an OAuth token, then for the push
+    transactionalHeldSeconds: Math.ceil((config.TRANSACTIONAL_TIMEOUT_MS + 2 * GATEWAY_REQUEST_TIMEOUT_MS) / 1000),
   });
   const duePoller = startDuePoller({ db, log, delivery, scheduler, clock: opts.clock, intervalMs: config.SCHEDULE_POLL_MS });
   const depthTimer = setInterval(async () => {

@@ -36,6 +36,8 @@ export function startSweeper(deps: {
   queues: JobQueues;
   scheduler: NotificationScheduler;
   afterSeconds: number;
+  /** How long a transactional send's request may still be sending it (its deadline, then one last attempt). */
+  transactionalHeldSeconds: number;
 }) {
   const queued = async (n: { id: string; generation: number; wave: number }) => {
     const fanout = deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave });
@@ -56,7 +58,11 @@ export function startSweeper(deps: {
     running = true;
     try {
       let count = 0;
-      for (const n of await deps.delivery.findStalled(deps.db, deps.afterSeconds, 500)) {
+      for (const n of await deps.delivery.findStalled(
+        deps.db,
+        { seconds: deps.afterSeconds, transactionalHeldSeconds: deps.transactionalHeldSeconds },
+        500,
+      )) {
         if (await queued(n)) continue;
         await deps.scheduler.schedule(n.id, n.generation, n.wave);
         await deps.delivery.touch(deps.db, n.id);

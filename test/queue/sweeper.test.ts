@@ -37,6 +37,7 @@ describe('the sweeper', () => {
       queues,
       scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined },
       afterSeconds: 2, // sweeps every second
+      transactionalHeldSeconds: 20,
     });
     try {
       await new Promise((r) => setTimeout(r, 2500));
@@ -70,6 +71,33 @@ describe('the sweeper', () => {
     await sweepAWhile(scheduled);
     // once: the sweep touches what it re-enqueued, so the next sweeps leave it alone for a while
     expect(scheduled).toEqual([lost.id]);
+  });
+
+  it('leaves a transactional send to its request until that must have answered, then re-enqueues it', async () => {
+    const { app } = await h.createApp();
+    const insert = () =>
+      new NotificationsRepository().insertOrCollapse(h.db.db, {
+        appId: app.id,
+        audienceId: null,
+        request: { to: { field: 'device_id', value: 'd' }, group: 'receipts' },
+        payload: { alert: 'x' },
+        collapseKey: null,
+        group: 'receipts',
+      });
+    const sending = await insert();
+    const abandoned = await insert();
+    const stalledSince = new Date(Date.now() - 60_000);
+    await h.db.db.updateTable('notifications').set({ updated_at: stalledSince }).where('id', '=', sending.id).execute();
+    // created 30 s ago: past the 20 s its request may hold it
+    await h.db.db
+      .updateTable('notifications')
+      .set({ updated_at: stalledSince, created_at: new Date(Date.now() - 30_000) })
+      .where('id', '=', abandoned.id)
+      .execute();
+
+    const scheduled: string[] = [];
+    await sweepAWhile(scheduled);
+    expect(scheduled).toEqual([abandoned.id]);
   });
 
   it('leaves the notifications whose batches wait in the one job they were stored with, and re-enqueues those whose job is lost', async () => {

@@ -369,8 +369,16 @@ export class DeliveryRepository {
     return rows.map((r) => r.id);
   }
 
-  /** Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before enqueue). */
-  async findStalled(db: Db, olderThanSeconds: number, limit: number): Promise<{ id: string; generation: number; wave: number }[]> {
+  /**
+   * Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before
+   * enqueue). A transactional send (it has a group) has no job while its request sends it: it is one only once that
+   * request must have answered, `transactionalHeldSeconds` after it was created.
+   */
+  async findStalled(
+    db: Db,
+    olderThan: { seconds: number; transactionalHeldSeconds: number },
+    limit: number,
+  ): Promise<{ id: string; generation: number; wave: number }[]> {
     return (
       db
         .selectFrom('notifications')
@@ -378,7 +386,13 @@ export class DeliveryRepository {
         .where('state', 'in', ['scheduled', 'sending'])
         // one waiting for its send time (or next local-time wave) is not stalled: the due poller releases it
         .where('next_due_at', 'is', null)
-        .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThanSeconds})`)
+        .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.seconds})`)
+        .where((eb) =>
+          eb.or([
+            eb('send_group', 'is', null),
+            eb('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.transactionalHeldSeconds})`),
+          ]),
+        )
         .orderBy('updated_at')
         .limit(limit)
         .execute()
