@@ -3,7 +3,7 @@ import type { ActivityRepository } from '../db/repositories/activity.js';
 import type { ConversionsRepository } from '../db/repositories/conversions.js';
 import { REPORT_MAX_AGE_DAYS } from '../domain/activity.js';
 import type { NotificationScheduler } from './jobs.js';
-import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { DeliveryRepository, StalledNotification } from '../db/repositories/delivery.js';
 import type { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import type { MessagesRepository } from '../db/repositories/messages.js';
 import type { Clock } from '../platform/clock.js';
@@ -22,6 +22,8 @@ import type { JobQueues } from './queues.js';
  */
 /** Rows one sweep deletes at most of each kind: a bounded statement, however many expired at once. */
 const PURGE_BATCH = 10_000;
+/** Notifications one sweep looks at; the next one goes on after them, and starts over once it reached the newest. */
+const STALLED_PAGE = 500;
 
 export function startSweeper(deps: {
   db: Db;
@@ -38,7 +40,11 @@ export function startSweeper(deps: {
   afterSeconds: number;
   /** How long a transactional send's request may still be sending it (its deadline, then one last attempt). */
   transactionalHeldSeconds: number;
+  /** Notifications one sweep looks at (default STALLED_PAGE). */
+  stalledPage?: number;
 }) {
+  const limit = deps.stalledPage ?? STALLED_PAGE;
+  let after: StalledNotification | null = null;
   const queued = async (n: { id: string; generation: number; wave: number }) => {
     const fanout = deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave });
     if (await deps.queues.has('fanout', fanout)) return true;
@@ -58,11 +64,13 @@ export function startSweeper(deps: {
     running = true;
     try {
       let count = 0;
-      for (const n of await deps.delivery.findStalled(
+      const stalled = await deps.delivery.findStalled(
         deps.db,
         { seconds: deps.afterSeconds, transactionalHeldSeconds: deps.transactionalHeldSeconds },
-        500,
-      )) {
+        { after, limit },
+      );
+      after = stalled.length === limit ? stalled[stalled.length - 1]! : null;
+      for (const n of stalled) {
         if (await queued(n)) continue;
         await deps.scheduler.schedule(n.id, n.generation, n.wave);
         await deps.delivery.touch(deps.db, n.id);

@@ -23,7 +23,12 @@ describe('the sweeper', () => {
     (queues ??= new JobQueues({ kind: 'postgres', databaseUrl: h.databaseUrl, prefix: h.queuePrefix }, jobSpecs({ deliveryAttempts: 1 })));
 
   /** Lets a sweeper sweep every second for 2.5 seconds: two or three sweeps. */
-  async function sweepAWhile(scheduled: string[] = [], clock: Clock = systemClock, queues: JobQueues = queuesOfHarness()) {
+  async function sweepAWhile(
+    scheduled: string[] = [],
+    clock: Clock = systemClock,
+    queues: JobQueues = queuesOfHarness(),
+    stalledPage?: number,
+  ) {
     const sweeper = startSweeper({
       db: h.db.db,
       log: createLogger('silent'),
@@ -38,6 +43,7 @@ describe('the sweeper', () => {
       scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined },
       afterSeconds: 2, // sweeps every second
       transactionalHeldSeconds: 20,
+      stalledPage,
     });
     try {
       await new Promise((r) => setTimeout(r, 2500));
@@ -73,6 +79,37 @@ describe('the sweeper', () => {
     expect(scheduled).toEqual([lost.id]);
   });
 
+  it('goes on past notifications still waiting in the queue: one lost behind a full page of them is re-enqueued', async () => {
+    const queues = queuesOfHarness();
+    // only this test's notifications are open
+    await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('state', 'in', ['scheduled', 'sending']).execute();
+    const { app } = await h.createApp();
+    const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
+    const insert = () =>
+      new NotificationsRepository().insertOrCollapse(h.db.db, {
+        appId: app.id,
+        audienceId: audience.id,
+        request: { to: '*', payload: { alert: 'x' } },
+        payload: { alert: 'x' },
+        collapseKey: null,
+      });
+    const waiting = [await insert(), await insert(), await insert()];
+    const lost = await insert();
+    for (const n of waiting) await queues.add('fanout', { notificationId: n.id, generation: n.generation });
+    // the waiting ones stalled first: a page of two holds only them
+    for (const [k, n] of [...waiting, lost].entries())
+      await h.db.db
+        .updateTable('notifications')
+        .set({ updated_at: new Date(Date.now() - 60_000 + k * 1000) })
+        .where('id', '=', n.id)
+        .execute();
+
+    const scheduled: string[] = [];
+    await sweepAWhile(scheduled, systemClock, queues, 2);
+    expect(scheduled).toEqual([lost.id]);
+    await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
+  });
+
   it('leaves a transactional send to its request until that must have answered, then re-enqueues it', async () => {
     const { app } = await h.createApp();
     const insert = () =>
@@ -97,7 +134,10 @@ describe('the sweeper', () => {
 
     const scheduled: string[] = [];
     await sweepAWhile(scheduled);
-    expect(scheduled).toEqual([abandoned.id]);
+    expect(scheduled).toContain(abandoned.id);
+    expect(scheduled).not.toContain(sending.id);
+    // done with: the next tests' sweeps must not find these stalled
+    await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
   });
 
   it('leaves the notifications whose batches wait in the one job they were stored with, and re-enqueues those whose job is lost', async () => {

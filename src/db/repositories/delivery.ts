@@ -41,6 +41,9 @@ export interface BatchOutcome {
   sentAt?: Date;
 }
 
+/** A notification the sweeper looks at; `position` (updated_at, to the microsecond) and `id` place it in the sweep's order. */
+export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave'> & { position: string };
+
 /** The notification as a delivery attempt reads it. */
 export type AttemptNotification = Pick<Notification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority' | 'generation' | 'state'>;
 
@@ -372,17 +375,19 @@ export class DeliveryRepository {
   /**
    * Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before
    * enqueue). A transactional send (it has a group) has no job while its request sends it: it is one only once that
-   * request must have answered, `transactionalHeldSeconds` after it was created.
+   * request must have answered, `transactionalHeldSeconds` after it was created. Oldest first, from after `after`
+   * (the last one a previous call returned): those still waiting in the queue do not hide the ones behind them.
    */
   async findStalled(
     db: Db,
     olderThan: { seconds: number; transactionalHeldSeconds: number },
-    limit: number,
-  ): Promise<{ id: string; generation: number; wave: number }[]> {
+    page: { after: StalledNotification | null; limit: number },
+  ): Promise<StalledNotification[]> {
+    const { after, limit } = page;
     return (
       db
         .selectFrom('notifications')
-        .select(['id', 'generation', 'wave'])
+        .select(['id', 'generation', 'wave', sql<string>`updated_at::text`.as('position')])
         .where('state', 'in', ['scheduled', 'sending'])
         // one waiting for its send time (or next local-time wave) is not stalled: the due poller releases it
         .where('next_due_at', 'is', null)
@@ -393,7 +398,9 @@ export class DeliveryRepository {
             eb('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.transactionalHeldSeconds})`),
           ]),
         )
+        .$if(after !== null, (q) => q.where(sql<boolean>`(updated_at, id) > (${after!.position}::timestamptz, ${after!.id}::uuid)`))
         .orderBy('updated_at')
+        .orderBy('id')
         .limit(limit)
         .execute()
     );
