@@ -22,6 +22,16 @@ describe('the sweeper', () => {
   const queuesOfHarness = () =>
     (queues ??= new JobQueues({ kind: 'postgres', databaseUrl: h.databaseUrl, prefix: h.queuePrefix }, jobSpecs({ deliveryAttempts: 1 })));
 
+  /** A broadcast as stored before its fan-out runs: no job in the queue unless the test adds one. */
+  const insertBroadcast = (appId: string, audienceId: string) =>
+    new NotificationsRepository().insertOrCollapse(h.db.db, {
+      appId,
+      audienceId,
+      request: { to: '*', payload: { alert: 'x' } },
+      payload: { alert: 'x' },
+      collapseKey: null,
+    });
+
   /** Lets a sweeper sweep every second for 2.5 seconds: two or three sweeps. */
   async function sweepAWhile(
     scheduled: string[] = [],
@@ -56,14 +66,7 @@ describe('the sweeper', () => {
     const queues = queuesOfHarness();
     const { app } = await h.createApp();
     const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
-    const insert = () =>
-      new NotificationsRepository().insertOrCollapse(h.db.db, {
-        appId: app.id,
-        audienceId: audience.id,
-        request: { to: '*', payload: { alert: 'x' } },
-        payload: { alert: 'x' },
-        collapseKey: null,
-      });
+    const insert = () => insertBroadcast(app.id, audience.id);
     const waiting = await insert();
     const lost = await insert();
     await queues.add('fanout', { notificationId: waiting.id, generation: waiting.generation });
@@ -85,14 +88,7 @@ describe('the sweeper', () => {
     await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('state', 'in', ['scheduled', 'sending']).execute();
     const { app } = await h.createApp();
     const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
-    const insert = () =>
-      new NotificationsRepository().insertOrCollapse(h.db.db, {
-        appId: app.id,
-        audienceId: audience.id,
-        request: { to: '*', payload: { alert: 'x' } },
-        payload: { alert: 'x' },
-        collapseKey: null,
-      });
+    const insert = () => insertBroadcast(app.id, audience.id);
     const waiting = [await insert(), await insert(), await insert()];
     const lost = await insert();
     for (const n of waiting) await queues.add('fanout', { notificationId: n.id, generation: n.generation });
