@@ -99,7 +99,6 @@ async function main() {
     bareUs: number;
     missed: number;
     twice: number;
-    connections: string;
   }[] = [];
   for (let round = 0; round < rounds; round++) {
     // (2) the whole pipeline to every device (a new notification each round)
@@ -145,7 +144,6 @@ async function main() {
       bareUs: (bare.cpuMs * 1000) / devices,
       missed,
       twice,
-      connections,
     };
     results.push(r);
     console.log(

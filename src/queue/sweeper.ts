@@ -10,21 +10,22 @@ import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobQueues } from './queues.js';
 
-/**
- * Re-enqueues notifications that made no progress for a while and have no job in the queue: the enqueue after
- * commit failed, or the queue lost its jobs (a Redis restart without persistence). One whose fan-out or batches
- * are still queued is only waiting its turn behind other work. The fan-out resumes from its checkpoint and
- * re-enqueues pending batches under their deterministic ids, so a spurious sweep sends nothing twice.
- * Each sweep also purges a batch of expired idempotency keys, which requests already ignore, of messages past
- * their retention, and of the rows that opens, sessions and conversions no longer need: push receipts past the
- * conversion window (plus the days an event may be reported late) and active devices of days no report may be
- * dated in any more.
- */
 /** Rows one sweep deletes at most of each kind: a bounded statement, however many expired at once. */
 const PURGE_BATCH = 10_000;
 /** Notifications one sweep looks at; the next one goes on after them, and starts over once it reached the newest. */
 const STALLED_PAGE = 500;
 
+/**
+ * Re-enqueues notifications that made no progress for a while and have no job in the queue: the enqueue after
+ * commit failed, or the queue lost its jobs (a Redis restart without persistence). One whose fan-out or batches
+ * are still queued is only waiting its turn behind other work; each sweep looks at the next page of them. The
+ * fan-out resumes from its checkpoint and re-enqueues pending batches under their deterministic ids, so a spurious
+ * sweep sends nothing twice.
+ * Each sweep also purges a batch of expired idempotency keys, which requests already ignore, of messages past
+ * their retention, and of the rows that opens, sessions and conversions no longer need: push receipts past the
+ * conversion window (plus the days an event may be reported late) and active devices of days no report may be
+ * dated in any more.
+ */
 export function startSweeper(deps: {
   db: Db;
   log: Logger;
