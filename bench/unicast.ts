@@ -7,7 +7,7 @@
  *
  *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id,transactional]
  *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
- *                            [--rate 0] [--gateway-latency-ms 0] [--warmup 2000]
+ *                            [--rate 0] [--gateway-latency-ms 0] [--warmup 10000]
  *
  * By default the clients post as fast as they are answered (what the service absorbs). With --rate R they post R
  * notifications a second on a schedule, as live traffic comes, and the backlog (answered, not yet pushed) is
@@ -35,7 +35,7 @@ const latencyMs = Number(arg('gateway-latency-ms', '0'));
  * Notifications posted first, by all the clients at once, and not counted: gateway connections, JWT and OAuth
  * tokens, prepared plans, and the JIT compiling the hot paths (a server that has run a while has done all that).
  */
-const WARMUP = Number(arg('warmup', '2000'));
+const WARMUP = Number(arg('warmup', '10000'));
 /** backlog samples taken during a run at a fixed rate */
 const SAMPLES = 6;
 
