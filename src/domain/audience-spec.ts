@@ -19,9 +19,13 @@ export function canonicalFilters(filters: Filter[]): Filter[] {
 
 /** A short stable key of the canonical form; stored under a unique index so equal specs share one row. */
 export function specKey(filters: Filter[]): string {
-  return createHash('sha256')
-    .update(stableStringify(canonicalFilters(filters)))
-    .digest('hex');
+  return audienceSpec(filters).key;
+}
+
+/** The canonical form of filters and its key, computed once (a unicast request needs both). */
+export function audienceSpec(filters: Filter[]): { key: string; canonical: Filter[] } {
+  const canonical = canonicalFilters(filters);
+  return { key: createHash('sha256').update(stableStringify(canonical)).digest('hex'), canonical };
 }
 
 export const ALL_DEVICES_SPEC_KEY = '*';

@@ -7,7 +7,7 @@ import { FIRST_GENERATION, type NewNotification } from '../db/repositories/notif
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
-import { canonicalFilters, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices, specKey } from '../domain/audience-spec.js';
+import { audienceSpec, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices } from '../domain/audience-spec.js';
 import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
@@ -172,8 +172,10 @@ export class NotificationService {
   async resolveAudience(trx: Transaction<Database>, appId: string, to: NotificationFields['to']): Promise<ResolvedAudience> {
     const target = targetOf(to);
     if (target.kind === 'all') return this.audiences.upsertAllDevices(trx, appId);
-    if (target.kind === 'filters')
-      return this.audiences.upsertFilters(trx, appId, specKey(target.filters), canonicalFilters(target.filters));
+    if (target.kind === 'filters') {
+      const { key, canonical } = audienceSpec(target.filters);
+      return this.audiences.upsertFilters(trx, appId, key, canonical);
+    }
     const found = await this.audiences.findForApp(trx, appId, target.audienceId);
     if (!found) throw new NotFoundError('audience');
     return found;
@@ -230,10 +232,7 @@ export class NotificationService {
   /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */
   private async insertUnicastGroup(items: UnicastItem[]): Promise<CreatedNotification[]> {
     const now = this.clock.now();
-    const specs = items.map((i) => {
-      const filters = i.request.notification.to as Filter[];
-      return { appId: i.appId, key: specKey(filters), canonical: canonicalFilters(filters) };
-    });
+    const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
     const [settings, audiences, found] = await Promise.all([
       this.apps.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
@@ -254,7 +253,7 @@ export class NotificationService {
         notification: {
           id,
           appId: i.appId,
-          audienceId: audiences.get(specRef(specs[k]!.appId, specs[k]!.key))!.id,
+          audienceId: audiences.get(specRef(specs[k]!.appId, specs[k]!.key))!,
           request: i.request.notification,
           payload: i.request.notification.payload,
           collapseKey: null,

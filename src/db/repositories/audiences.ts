@@ -21,24 +21,24 @@ export class AudiencesRepository {
   }
 
   /**
-   * `upsertFilters` for several specs in one statement, by `${appId} ${key}`. A spec asked for twice is
-   * upserted once (one statement may not update a row twice).
+   * `upsertFilters` for several specs in one statement: their audiences' ids by `specRef`. A spec asked for twice
+   * is upserted once (one statement may not update a row twice).
    */
-  async upsertFiltersMany(db: Db, specs: { appId: string; key: string; canonical: Filter[] }[]): Promise<Map<string, Audience>> {
+  async upsertFiltersMany(db: Db, specs: { appId: string; key: string; canonical: Filter[] }[]): Promise<Map<string, string>> {
     // in one order, so that two groups upserting the same specs wait for each other instead of deadlocking
     // (by app and key: the same key in two apps is two rows)
     const unique = new Map([...specs].map((s) => [specRef(s.appId, s.key), s] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
     const list = [...unique.values()];
     // one array per column: the statement's text is the same however many there are; a no-op update so RETURNING
     // yields the existing rows too
-    const { rows } = await sql<Audience>`
+    const { rows } = await sql<Pick<Audience, 'id' | 'app_id' | 'spec_key'>>`
       insert into audiences (app_id, spec_key, kind, filters, name)
       select t.app_id, t.spec_key, 'filters', t.filters, t.name
       from unnest(${list.map((s) => s.appId)}::uuid[], ${list.map((s) => s.key)}::text[],
         ${list.map((s) => JSON.stringify(s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[]) as t(app_id, spec_key, filters, name)
       on conflict (app_id, spec_key) do update set spec_key = excluded.spec_key
-      returning *`.execute(db);
-    return new Map(rows.map((a) => [specRef(a.app_id, a.spec_key), a]));
+      returning id, app_id, spec_key`.execute(db);
+    return new Map(rows.map((a) => [specRef(a.app_id, a.spec_key), a.id]));
   }
 
   /** The app's built-in all-devices audience: one per app, stable id. */
