@@ -14,11 +14,13 @@
  * sampled as they go: whether delivery keeps up with that rate (`--rate 1000 --notifications 60000`: 60 s).
  * --gateway-latency-ms N: the mocks answer every push N ms late, as a far data centre does.
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { Pool } from 'undici';
-import { arg, benchDatabase, cpuMs, parentPid, percentile, serverCpuMs } from './lib/setup.js';
+import { arg, benchDatabase, cpuMs, freePort, parentPid, percentile, PRODUCTION_NODE_ARGS, serverCpuMs, waitReady } from './lib/setup.js';
 import { benchStack, startServices } from './lib/stack.js';
 
 const K = Number(arg('notifications', '10000'));
@@ -66,6 +68,42 @@ interface Result {
   benchCpu: number;
 }
 
+/**
+ * keep-alive connections, one per client, as a backend's HTTP client keeps them; undici's client costs about
+ * half of node:http's CPU a request, which the benchmark's clients take from the 2 cores the service runs on
+ */
+const clientPool = (base: string) => new Pool(base, { connections: clients, pipelining: 1 });
+
+async function postJson(pool: Pool, auth: string, { path, body }: { path: string; body: unknown }): Promise<number> {
+  const answer = await pool.request({
+    path,
+    method: 'POST',
+    headers: { authorization: auth, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  await answer.body.dump();
+  return answer.statusCode;
+}
+
+/** C clients posting `list`, at `perSecond` when given, else as fast as answered. */
+async function postAll<T>(list: T[], perSecond: number, post: (item: T) => Promise<number>, onAnswer: (ms: number, status: number) => void) {
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (next < list.length) {
+        const i = next++;
+        // at a fixed rate, notification i is due i / perSecond seconds in (a client busy past that posts it late)
+        const due = perSecond > 0 ? t0 + (i * 1000) / perSecond - performance.now() : 0;
+        if (due > 0) await new Promise((r) => setTimeout(r, due));
+        const start = performance.now();
+        const status = await post(list[i]!);
+        onAnswer(performance.now() - start, status);
+      }
+    }),
+  );
+}
+
 async function runOne(target: Target, mode: 'single' | 'split', queue: string): Promise<Result> {
   const stack = await benchStack('bench_unicast', { queue, redisUrl });
   const { db, apns, fcm, keys, app } = stack;
@@ -103,45 +141,14 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
             },
           },
         };
-  // keep-alive connections, one per client, as a backend's HTTP client keeps them; undici's client costs about
-  // half of node:http's CPU a request, which the benchmark's clients take from the 2 cores the service runs on
-  const pool = new Pool(services.base, { connections: clients, pipelining: 1 });
-  const post = async (row: (typeof rows)[number]) => {
-    const { path, body } = request(row);
-    const answer = await pool.request({
-      path,
-      method: 'POST',
-      headers: { authorization: auth, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    await answer.body.dump();
-    return answer.statusCode;
-  };
+  const pool = clientPool(services.base);
+  const post = (row: (typeof rows)[number]) => postJson(pool, auth, request(row));
   const expected = target === 'transactional' ? 200 : 201;
   const waitReceived = async (n: number, deadline: number) => {
     while (received < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   };
 
-  // C clients posting `list`, at `perSecond` when given, else as fast as answered
-  const postAll = async (list: typeof rows, perSecond: number, onAnswer: (ms: number, status: number) => void) => {
-    let next = 0;
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: clients }, async () => {
-        while (next < list.length) {
-          const i = next++;
-          // at a fixed rate, notification i is due i / perSecond seconds in (a client busy past that posts it late)
-          const due = perSecond > 0 ? t0 + (i * 1000) / perSecond - performance.now() : 0;
-          if (due > 0) await new Promise((r) => setTimeout(r, due));
-          const start = performance.now();
-          const status = await post(list[i]!);
-          onAnswer(performance.now() - start, status);
-        }
-      }),
-    );
-  };
-
-  await postAll(rows.slice(K), 0, () => undefined);
+  await postAll(rows.slice(K), 0, post, () => undefined);
   await waitReceived(WARMUP, performance.now() + timeoutMs);
   counts.clear();
   received = 0;
@@ -182,7 +189,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const backlogSamples: number[] = [];
   const t0 = performance.now();
   const sampler = rate > 0 ? setInterval(() => backlogSamples.push(Math.max(0, answered - received)), (K / rate / SAMPLES) * 1000) : null;
-  await postAll(measured, rate, (ms, status) => {
+  await postAll(measured, rate, post, (ms, status) => {
     latencies.push(ms);
     answered += 1;
     if (status !== expected) refused += 1;
@@ -232,6 +239,70 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   };
 }
 
+interface Floor {
+  postPerSec: number;
+  p50: number;
+  p99: number;
+  refused: number;
+  serverCpu: number;
+  databaseCpu: number;
+  benchCpu: number;
+}
+
+/**
+ * The same clients against the floor server (bench/lib/floor-server.ts): the least a durable 201 costs on this
+ * machine with this stack, for the POST figures to be read against.
+ */
+async function measureFloor(): Promise<Floor> {
+  const database = await benchDatabase('bench_floor');
+  const client = new pg.Client({ connectionString: database.url });
+  await client.connect();
+  const postmaster = parentPid((await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid);
+  const port = await freePort();
+  const server = spawn(process.execPath, [...PRODUCTION_NODE_ARGS, '--import', 'tsx', 'bench/lib/floor-server.ts'], {
+    env: { ...process.env, DATABASE_URL: database.url, PORT: String(port) },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    await waitReady(`${base}/ready`);
+    const pool = clientPool(base);
+    const auth = `Basic ${Buffer.from(':floor').toString('base64')}`;
+    const post = (deviceId: string) =>
+      postJson(pool, auth, {
+        path: '/v6/notifications',
+        body: { notification: { to: [{ name: 'device_id', criteria: [deviceId] }], payload: { alert: 'Your order has shipped', badge: 1 } } },
+      });
+    const ids = (n: number) => Array.from({ length: n }, () => randomUUID());
+    await postAll(ids(WARMUP), 0, post, () => undefined);
+    const before = { server: cpuMs(server.pid!), database: serverCpuMs(postmaster), bench: process.cpuUsage() };
+    const latencies: number[] = [];
+    let refused = 0;
+    const t0 = performance.now();
+    await postAll(ids(K), 0, post, (ms, status) => {
+      latencies.push(ms);
+      if (status !== 201) refused += 1;
+    });
+    const seconds = (performance.now() - t0) / 1000;
+    const bench = process.cpuUsage(before.bench);
+    latencies.sort((a, b) => a - b);
+    await pool.close();
+    return {
+      postPerSec: K / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      refused,
+      serverCpu: (cpuMs(server.pid!) - before.server) / K,
+      databaseCpu: (serverCpuMs(postmaster) - before.database) / K,
+      benchCpu: (bench.user + bench.system) / 1000 / K,
+    };
+  } finally {
+    server.kill('SIGKILL');
+    await client.end();
+    await database.close();
+  }
+}
+
 /** PostgreSQL's commit ceiling on this server: pgbench's simple-update transactions with 50 clients, 10 s. */
 async function pgbenchTps(): Promise<string> {
   const database = await benchDatabase('bench_pgbench');
@@ -248,6 +319,7 @@ async function pgbenchTps(): Promise<string> {
 
 async function main() {
   const tps = await pgbenchTps();
+  const floor = rate === 0 ? await measureFloor() : null;
   const results: Result[] = [];
   for (const queue of queues)
     for (const mode of modes)
@@ -263,7 +335,14 @@ async function main() {
   console.log(
     `\nunicast benchmark: ${K} notifications (after ${WARMUP} not counted), each to one device, ${clients} concurrent clients, ${pace}; mock gateways on loopback TLS HTTP/2 answering ${latencyMs} ms late`,
   );
-  console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s\n`);
+  console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s`);
+  if (floor)
+    console.log(
+      `Floor on the same server (bench/lib/floor-server.ts: the device_id POST validated and committed, one INSERT a group, nothing enqueued or delivered): ` +
+        `${floor.postPerSec.toFixed(0)} req/s, p50 ${floor.p50.toFixed(1)} ms, p99 ${floor.p99.toFixed(1)} ms, refused ${floor.refused}; ` +
+        `CPU ms/request: server ${floor.serverCpu.toFixed(2)}, PostgreSQL ${floor.databaseCpu.toFixed(2)}, benchmark clients ${floor.benchCpu.toFixed(2)}`,
+    );
+  console.log('');
   console.log(
     `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
   );
@@ -276,7 +355,7 @@ async function main() {
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.twice > 0 || r.refused > 0);
-  process.exit(bad.length ? 1 : 0);
+  process.exit(bad.length || floor?.refused ? 1 : 0);
 }
 
 main().catch((err) => {
