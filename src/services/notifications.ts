@@ -80,11 +80,11 @@ function isUnicast(request: NotificationRequest): boolean {
 const accepted = (n: Notification): Notification => ({ ...n, state: 'scheduled' });
 
 /**
- * Small creations (unicast notifications, transactional sends) run as at most two group transactions at once: what
- * comes while they run goes in the next, so a busy server commits fewer, larger groups (and the rest of the pool
- * serves the other requests).
+ * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
+ * runs goes in the next, so a busy server commits fewer, larger groups. Each group costs statements whatever its
+ * size: a second group in flight makes the groups smaller, which costs more than the wait it saves.
  */
-export const CREATION_GROUPS = { maxInFlight: 2, maxGroup: 200 };
+export const CREATION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
 export class NotificationService {
   private readonly unicast = new GroupRunner<UnicastItem, Notification>(
