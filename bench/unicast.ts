@@ -86,7 +86,12 @@ async function postJson(pool: Pool, auth: string, { path, body }: { path: string
 }
 
 /** C clients posting `list`, at `perSecond` when given, else as fast as answered. */
-async function postAll<T>(list: T[], perSecond: number, post: (item: T) => Promise<number>, onAnswer: (ms: number, status: number) => void) {
+async function postAll<T>(
+  list: T[],
+  perSecond: number,
+  post: (item: T) => Promise<number>,
+  onAnswer: (ms: number, status: number) => void,
+) {
   let next = 0;
   const t0 = performance.now();
   await Promise.all(
@@ -271,7 +276,9 @@ async function measureFloor(): Promise<Floor> {
     const post = (deviceId: string) =>
       postJson(pool, auth, {
         path: '/v6/notifications',
-        body: { notification: { to: [{ name: 'device_id', criteria: [deviceId] }], payload: { alert: 'Your order has shipped', badge: 1 } } },
+        body: {
+          notification: { to: [{ name: 'device_id', criteria: [deviceId] }], payload: { alert: 'Your order has shipped', badge: 1 } },
+        },
       });
     const ids = (n: number) => Array.from({ length: n }, () => randomUUID());
     await postAll(ids(WARMUP), 0, post, () => undefined);
