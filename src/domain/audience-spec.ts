@@ -24,9 +24,19 @@ export function specKey(filters: Filter[]): string {
 
 /** The canonical form of filters and its key, computed once (a unicast request needs both). */
 export function audienceSpec(filters: Filter[]): { key: string; canonical: Filter[] } {
+  const one = filters.length === 1 ? filters[0]! : undefined;
+  const value = one?.criteria.length === 1 ? one.criteria[0] : undefined;
+  // One device or one user, the shape of most traffic: canonical as it is, its stable JSON written directly
+  if (one && one.not_filter !== true && typeof value === 'string')
+    return {
+      key: sha256(`[{"criteria":[${JSON.stringify(value)}],"name":${JSON.stringify(one.name)}}]`),
+      canonical: [{ name: one.name, criteria: [value] }],
+    };
   const canonical = canonicalFilters(filters);
-  return { key: createHash('sha256').update(stableStringify(canonical)).digest('hex'), canonical };
+  return { key: sha256(stableStringify(canonical)), canonical };
 }
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
 export const ALL_DEVICES_SPEC_KEY = '*';
 

@@ -1,6 +1,7 @@
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ALL_DEVICES_SPEC_KEY, canonicalFilters, specKey, stableStringify } from '../../src/domain/audience-spec.js';
+import { ALL_DEVICES_SPEC_KEY, audienceSpec, canonicalFilters, specKey, stableStringify } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 
 /** Random filter lists (shape only: canonicalisation does not validate) and ways of rewriting one equivalently. */
@@ -53,6 +54,24 @@ function rewrite(filters: Filter[], seed: number): Filter[] {
 }
 
 describe('audience spec canonical form', () => {
+  it('writes one filter of one string criterion (one device, one user) as the general canonical form would', () => {
+    const general = (filters: Filter[]) => {
+      const canonical = canonicalFilters(filters);
+      return { key: createHash('sha256').update(stableStringify(canonical)).digest('hex'), canonical };
+    };
+    fc.assert(
+      fc.property(
+        fc.constantFrom('device_id', 'user_id', 'custom.string.a"b'),
+        fc.string({ maxLength: 40 }),
+        fc.option(fc.boolean(), { nil: undefined }),
+        (name, value, notFilter) => {
+          const filters: Filter[] = [{ name, criteria: [value], ...(notFilter !== undefined && { not_filter: notFilter }) }];
+          expect(audienceSpec(filters)).toStrictEqual(general(filters));
+        },
+      ),
+    );
+  });
+
   it('is invariant under reordering, duplicates and not_filter:false', () => {
     fc.assert(
       fc.property(filtersArb, fc.nat(), (filters, seed) => {
