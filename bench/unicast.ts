@@ -3,7 +3,8 @@
  * clients post K notifications, each targeting one seeded device (by a `device_id` filter, a `user_id` filter,
  * or through `POST /v6/transactional/notifications`, which answers once the gateway has), against the mock gateways. Each configuration runs on a fresh database: the API and the workers in
  * one process (`npm start`) or apart, on either queue backend. Beside the figures, PostgreSQL's own commit
- * ceiling on the same server (`pgbench -N`, 50 clients), so they can be read on a faster or slower machine.
+ * ceiling on the same server (`pgbench -N`, 50 clients), so they can be read on a faster or slower machine, and the
+ * floor (bench/lib/floor-server.ts, posted to by the same clients): what a durable 201 costs on this stack alone.
  *
  *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id,transactional]
  *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
