@@ -32,6 +32,7 @@ import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
+import type { DirectDelivery } from '../queue/direct-delivery.js';
 
 /** Wires the services the API serves from, once at start-up; each gets the handle and the repositories it needs. */
 export function createContext(
@@ -43,6 +44,8 @@ export function createContext(
   gateways: GatewayProvider,
   metrics: Metrics,
   clock: Clock,
+  /** sends the small audiences the API cuts, without the queue (none: the queue delivers them) */
+  direct: DirectDelivery | null = null,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
@@ -61,6 +64,7 @@ export function createContext(
     idempotency,
     config.DELIVERY_BATCH_SIZE,
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
+    direct,
   );
   const conversions = new ConversionsRepository();
   const devices = new DeviceService(

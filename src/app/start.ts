@@ -10,6 +10,10 @@ import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../queue/pipeline.js';
 import { jobSpecs } from '../queue/jobs.js';
+import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../queue/direct-delivery.js';
+import { DeliveryStore } from '../queue/delivery-store.js';
+import { DeliveryRepository } from '../db/repositories/delivery.js';
+import { backoffDelay } from '../queue/retry.js';
 import { JobQueues } from '../queue/queues.js';
 import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
@@ -99,7 +103,21 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
 
-  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock);
+  const policy = { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
+  const direct = new DirectDelivery({
+    log,
+    metrics,
+    gateways,
+    clock,
+    store: new DeliveryStore(database.handle.db, new DeliveryRepository()),
+    scheduler: pipeline.scheduler,
+    maxAttempts: policy.attempts,
+    maxInFlight: DIRECT_MAX_IN_FLIGHT,
+    backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
+  });
+  // after the HTTP server: the sends its last requests started finish before the pipeline and gateways close
+  lifecycle.add('direct deliveries', () => direct.drain());
+  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock, direct);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };

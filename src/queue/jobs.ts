@@ -52,7 +52,7 @@ export interface NotificationScheduler {
   schedule(notificationId: string, generation: number, wave?: number): Promise<void>;
   /**
    * Enqueues the delivery of batches stored together (small audiences resolved when created) as one job, named
-   * after the first (the others were stored with it as their job_id); idempotent.
+   * after the first (the others were stored with it as their job_id), after `delayMs` if given; idempotent.
    */
-  deliver(batches: BatchRef[]): Promise<void>;
+  deliver(batches: BatchRef[], delayMs?: number): Promise<void>;
 }

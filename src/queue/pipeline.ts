@@ -53,7 +53,7 @@ export function startPipeline(
 ): Pipeline {
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation, wave) => queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}) }),
-    deliver: (batches) => queues.add('delivery', { batches }),
+    deliver: (batches, delayMs) => queues.add('delivery', { batches }, delayMs),
   };
   if (!opts.workers) return { scheduler, close: async () => undefined };
   if (!opts.gateways || !opts.metrics) throw new Error('workers need gateways and metrics');

@@ -14,7 +14,8 @@ import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
 import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
 import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
-import type { NotificationScheduler } from '../queue/jobs.js';
+import type { BatchRef, NotificationScheduler } from '../queue/jobs.js';
+import { committedBatches, type CommittedBatch, type DirectDelivery } from '../queue/direct-delivery.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import { timingOf } from '../domain/campaign.js';
 import type { NotificationState } from '../domain/notification-request.js';
@@ -47,6 +48,8 @@ export interface ResolvedAudience {
 export interface CreatedNotification {
   notification: Notification;
   batchIds: string[] | null;
+  /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
+  sendable?: CommittedBatch[];
 }
 
 interface UnicastItem {
@@ -105,6 +108,8 @@ export class NotificationService {
     private readonly idempotency: IdempotencyKeys,
     private readonly batchSize: number,
     private readonly onScheduleError: (err: unknown, id: string) => void,
+    /** sends the small audiences this process cut (null: the queue delivers them) */
+    private readonly direct: DirectDelivery | null = null,
   ) {}
 
   async get(appId: string, id: string): Promise<Notification> {
@@ -190,12 +195,15 @@ export class NotificationService {
   }
 
   /**
-   * Hands committed notifications to the pipeline: the delivery of those cut at creation (one enqueue for all),
-   * the fan-out of the others that go out now. If an enqueue fails the sweeper re-enqueues the notification.
+   * Hands committed notifications to the pipeline: the delivery of those cut at creation (sent from here when their
+   * tokens were read with them and there is room, else one enqueue for all), the fan-out of the others that go out
+   * now. If an enqueue fails the sweeper re-enqueues the notification.
    */
   private async enqueue(created: CreatedNotification[]): Promise<void> {
-    const batches = created.flatMap(({ notification, batchIds }) =>
-      (batchIds ?? []).map((batchId) => ({ notificationId: notification.id, batchId })),
+    const sendable = created.flatMap((c) => c.sendable ?? []);
+    const sentHere = sendable.length > 0 && this.direct !== null && this.direct.take(sendable);
+    const batches: BatchRef[] = created.flatMap(({ notification, batchIds, sendable }) =>
+      sentHere && sendable ? [] : (batchIds ?? []).map((batchId) => ({ notificationId: notification.id, batchId })),
     );
     const fanouts = created.filter(({ notification, batchIds }) => !batchIds && !notification.next_due_at);
     await Promise.all([
@@ -271,10 +279,12 @@ export class NotificationService {
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
     );
-    return inserted.map((notification, k) => ({
-      notification,
-      batchIds: rows[k]!.notification.cut ? rows[k]!.batches.map((b) => b.id) : null,
-    }));
+    return inserted.map((notification, k) => {
+      if (!rows[k]!.notification.cut) return { notification, batchIds: null };
+      const { batches } = rows[k]!;
+      const tokens = new Map(found[k]!.map((d) => [d.id, d.token]));
+      return { notification, batchIds: batches.map((b) => b.id), sendable: committedBatches(notification, batches, tokens) };
+    });
   }
 
   /** How a notification whose whole audience is these devices is inserted (none: its fan-out will cut it). */

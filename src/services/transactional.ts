@@ -9,6 +9,7 @@ import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, type TransactionalRequest } from '../domain/transactional-request.js';
 import { attemptBatch, type BatchAttemptDeps } from '../queue/delivery.js';
 import { cutBatches } from '../queue/fanout.js';
+import { committedBatches } from '../queue/direct-delivery.js';
 import { backoffDelay, RetryLaterError, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import { GroupRunner } from '../platform/group-runner.js';
@@ -101,25 +102,9 @@ export class TransactionalService {
     if (committed instanceof Replay) return committed;
     const { notification, batches, tokens } = committed;
 
-    const heads: BatchHead[] = batches.map((b) => ({
-      id: b.id,
-      notification_id: notification.id,
-      generation: notification.generation,
-      platform: b.platform,
-      development: b.development,
-      state: 'pending',
-      attempts: 0,
-    }));
     // the first attempt goes to the devices as read in the transaction that stored the send, a moment ago
     const outcomes = await Promise.all(
-      heads.map((head, k) =>
-        this.sendUntil(
-          notification,
-          head,
-          deadline,
-          batches[k]!.deviceIds.map((deviceId) => ({ deviceId, token: tokens.get(deviceId)! })),
-        ),
-      ),
+      committedBatches(notification, batches, tokens).map(({ head, targets }) => this.sendUntil(notification, head, deadline, targets)),
     );
     // a send of one batch is closed by recording its last attempt; one of several when all are recorded
     if (!outcomes.some((o) => o.closed)) await this.sending.store.completeIfFinished(notification.id, notification.generation);
