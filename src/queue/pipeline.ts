@@ -119,8 +119,9 @@ export function startPipeline(
     queues,
     scheduler,
     afterSeconds: config.SWEEP_AFTER_SECONDS,
-    // the last attempt starts before the deadline and may wait for an OAuth token, then for the push
-    transactionalHeldSeconds: Math.ceil((config.TRANSACTIONAL_TIMEOUT_MS + 2 * GATEWAY_REQUEST_TIMEOUT_MS) / 1000),
+    // a transactional send's last attempt starts before its deadline and may wait for an OAuth token, then for
+    // the push (a small audience's one attempt, the same without the deadline)
+    heldSeconds: Math.ceil((config.TRANSACTIONAL_TIMEOUT_MS + 2 * GATEWAY_REQUEST_TIMEOUT_MS) / 1000),
   });
   const duePoller = startDuePoller({ db, log, delivery, scheduler, clock: opts.clock, intervalMs: config.SCHEDULE_POLL_MS });
   const depthTimer = setInterval(async () => {

@@ -39,8 +39,11 @@ export function startSweeper(deps: {
   queues: JobQueues;
   scheduler: NotificationScheduler;
   afterSeconds: number;
-  /** How long a transactional send's request may still be sending it (its deadline, then one last attempt). */
-  transactionalHeldSeconds: number;
+  /**
+   * How long the process that created a notification may still be sending it itself (a transactional send: its
+   * deadline, then one last attempt).
+   */
+  heldSeconds: number;
   /** Notifications one sweep looks at (default STALLED_PAGE). */
   stalledPage?: number;
 }) {
@@ -67,7 +70,7 @@ export function startSweeper(deps: {
       let count = 0;
       const stalled = await deps.delivery.findStalled(
         deps.db,
-        { seconds: deps.afterSeconds, transactionalHeldSeconds: deps.transactionalHeldSeconds },
+        { seconds: deps.afterSeconds, heldSeconds: deps.heldSeconds },
         { after, limit },
       );
       after = stalled.length === limit ? stalled[stalled.length - 1]! : null;

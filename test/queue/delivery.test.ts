@@ -331,7 +331,8 @@ for (const backend of backends) {
       expect(n.state).toBe('scheduled');
       await h.db.db
         .updateTable('notifications')
-        .set({ updated_at: new Date(Date.now() - 60_000) })
+        // created a while ago too: its process would have sent it by now
+        .set({ created_at: new Date(Date.now() - 60_000), updated_at: new Date(Date.now() - 60_000) })
         .where('id', '=', n.id)
         .execute();
       expect(await finished(n.id)).toMatchObject({ state: 'sent', pushes_succeeded: 1 });

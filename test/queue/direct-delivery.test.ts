@@ -150,6 +150,12 @@ describe('unicast notifications sent by the process that created them', () => {
     api.child.kill('SIGKILL');
     await api.exited;
     expect(await batchesOf(id)).toEqual([{ state: 'pending', attempts: 0 }]);
+    // the sweeper leaves it to its process while that may still be sending it: as if that time had passed
+    await h.db.db
+      .updateTable('notifications')
+      .set({ created_at: new Date(Date.now() - 60_000) })
+      .where('id', '=', id)
+      .execute();
 
     const worker = startProcess({ ROLE: 'worker', SWEEP_AFTER_SECONDS: '1' });
     expect(await finished(id)).toMatchObject({ state: 'sent', pushes_succeeded: 1 });

@@ -52,7 +52,7 @@ describe('the sweeper', () => {
       queues,
       scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined },
       afterSeconds: 2, // sweeps every second
-      transactionalHeldSeconds: 20,
+      heldSeconds: 20,
       stalledPage,
     });
     try {
@@ -147,6 +147,37 @@ describe('the sweeper', () => {
     expect(scheduled).toContain(abandoned.id);
     expect(scheduled).not.toContain(sending.id);
     // done with: the next tests' sweeps must not find these stalled
+    await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
+  });
+
+  it('leaves a small audience cut at creation to the process that sends it until that must have finished, then re-enqueues it', async () => {
+    const { app } = await h.createApp();
+    const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
+    const insert = (cut: boolean) =>
+      new NotificationsRepository().insertOrCollapse(h.db.db, {
+        appId: app.id,
+        audienceId: audience.id,
+        request: { to: '*', payload: { alert: 'x' } },
+        payload: { alert: 'x' },
+        collapseKey: null,
+        ...(cut && { cut: { batches: 1, targeted: 1 } }),
+      });
+    const sending = await insert(true);
+    const abandoned = await insert(true);
+    const fannedOut = await insert(false);
+    const stalledSince = new Date(Date.now() - 60_000);
+    await h.db.db.updateTable('notifications').set({ updated_at: stalledSince }).where('id', 'in', [sending.id, fannedOut.id]).execute();
+    // created 30 s ago: past the 20 s its process may hold it
+    await h.db.db
+      .updateTable('notifications')
+      .set({ updated_at: stalledSince, created_at: new Date(Date.now() - 30_000) })
+      .where('id', '=', abandoned.id)
+      .execute();
+
+    const scheduled: string[] = [];
+    await sweepAWhile(scheduled);
+    expect(scheduled).toEqual(expect.arrayContaining([abandoned.id, fannedOut.id]));
+    expect(scheduled).not.toContain(sending.id);
     await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
   });
 

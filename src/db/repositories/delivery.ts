@@ -374,13 +374,15 @@ export class DeliveryRepository {
 
   /**
    * Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before
-   * enqueue). A transactional send (it has a group) has no job while its request sends it: it is one only once that
-   * request must have answered, `transactionalHeldSeconds` after it was created. Oldest first, from after `after`
+   * enqueue). One that the process which created it sends itself has no job meanwhile: a transactional send (it
+   * has a group), and a small audience cut at creation (published the moment it was created, in the same
+   * statement). Those are stalled only once that process must have finished, `heldSeconds` after the creation.
+   * Oldest first, from after `after`
    * (the last one a previous call returned): those still waiting in the queue do not hide the ones behind them.
    */
   async findStalled(
     db: Db,
-    olderThan: { seconds: number; transactionalHeldSeconds: number },
+    olderThan: { seconds: number; heldSeconds: number },
     page: { after: StalledNotification | null; limit: number },
   ): Promise<StalledNotification[]> {
     const { after, limit } = page;
@@ -394,8 +396,8 @@ export class DeliveryRepository {
         .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.seconds})`)
         .where((eb) =>
           eb.or([
-            eb('send_group', 'is', null),
-            eb('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.transactionalHeldSeconds})`),
+            eb.and([eb('send_group', 'is', null), sql<boolean>`published_at is distinct from created_at`]),
+            eb('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.heldSeconds})`),
           ]),
         )
         .$if(after !== null, (q) => q.where(sql<boolean>`(updated_at, id) > (${after!.position}::timestamptz, ${after!.id}::uuid)`))
