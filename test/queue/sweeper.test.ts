@@ -120,6 +120,20 @@ describe('the sweeper', () => {
     await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
   });
 
+  /**
+   * No progress for a minute; `abandoned` also created 30 s ago, past the 20 s (`heldSeconds`) the process that
+   * created a notification may hold it, `createdNow` created just now.
+   */
+  const stallHeld = async ({ createdNow, abandoned }: { createdNow: string[]; abandoned: string[] }) => {
+    const stalledSince = new Date(Date.now() - 60_000);
+    await h.db.db.updateTable('notifications').set({ updated_at: stalledSince }).where('id', 'in', createdNow).execute();
+    await h.db.db
+      .updateTable('notifications')
+      .set({ updated_at: stalledSince, created_at: new Date(Date.now() - 30_000) })
+      .where('id', 'in', abandoned)
+      .execute();
+  };
+
   it('leaves a transactional send to its request until that must have answered, then re-enqueues it', async () => {
     const { app } = await h.createApp();
     const insert = () =>
@@ -133,14 +147,7 @@ describe('the sweeper', () => {
       });
     const sending = await insert();
     const abandoned = await insert();
-    const stalledSince = new Date(Date.now() - 60_000);
-    await h.db.db.updateTable('notifications').set({ updated_at: stalledSince }).where('id', '=', sending.id).execute();
-    // created 30 s ago: past the 20 s its request may hold it
-    await h.db.db
-      .updateTable('notifications')
-      .set({ updated_at: stalledSince, created_at: new Date(Date.now() - 30_000) })
-      .where('id', '=', abandoned.id)
-      .execute();
+    await stallHeld({ createdNow: [sending.id], abandoned: [abandoned.id] });
 
     const scheduled: string[] = [];
     await sweepAWhile(scheduled);
@@ -165,14 +172,7 @@ describe('the sweeper', () => {
     const sending = await insert(true);
     const abandoned = await insert(true);
     const fannedOut = await insert(false);
-    const stalledSince = new Date(Date.now() - 60_000);
-    await h.db.db.updateTable('notifications').set({ updated_at: stalledSince }).where('id', 'in', [sending.id, fannedOut.id]).execute();
-    // created 30 s ago: past the 20 s its process may hold it
-    await h.db.db
-      .updateTable('notifications')
-      .set({ updated_at: stalledSince, created_at: new Date(Date.now() - 30_000) })
-      .where('id', '=', abandoned.id)
-      .execute();
+    await stallHeld({ createdNow: [sending.id, fannedOut.id], abandoned: [abandoned.id] });
 
     const scheduled: string[] = [];
     await sweepAWhile(scheduled);
