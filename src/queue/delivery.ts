@@ -106,6 +106,26 @@ export async function attemptBatch(
   return { summary, done: finalAttempt || summary.retry.length === 0, closed };
 }
 
+/** The line each recorded attempt at a batch logs (info), by whoever made it. */
+export function logAttempt(
+  log: Logger,
+  at: { notificationId: string; batchId: string; job: 'delivery' | 'direct'; attempt: number },
+  summary: BatchOutcome,
+): void {
+  // the fields inline, not a child logger: a child is built even when its level is off, and this runs per batch
+  log.info(
+    {
+      ...at,
+      sent: summary.succeeded.length,
+      failed: summary.failed.length,
+      invalidated: summary.invalidated.length,
+      retry: summary.retry.length,
+      expired: summary.expired.length,
+    },
+    'batch attempt recorded',
+  );
+}
+
 /** A paced batch's job is released this much before its reserved start (queues' delays are not that exact). */
 export const PACE_EARLY_MS = 1000;
 
@@ -184,21 +204,7 @@ async function attemptLoaded(
   }
   if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
   const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts);
-  // the fields inline, not a child logger: a child is built even when its level is off, and this runs per batch
-  deps.log.info(
-    {
-      notificationId: n.id,
-      batchId: batch.id,
-      job: 'delivery',
-      attempt: attemptsMade + 1,
-      sent: summary.succeeded.length,
-      failed: summary.failed.length,
-      invalidated: summary.invalidated.length,
-      retry: summary.retry.length,
-      expired: summary.expired.length,
-    },
-    'batch attempt recorded',
-  );
+  logAttempt(deps.log, { notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 }, summary);
   if (!done) {
     // A retry after the expiry would only find it expired: come back at the expiry at the latest.
     const untilExpiryMs = msLeft(n.expires_at, deps.clock.now());

@@ -1,6 +1,6 @@
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
-import { attemptBatch, type BatchAttemptDeps } from './delivery.js';
+import { attemptBatch, logAttempt, type BatchAttemptDeps } from './delivery.js';
 import type { NotificationScheduler } from './jobs.js';
 import { msLeft } from '../domain/delivery-options.js';
 import { RetryLaterError } from './retry.js';
@@ -88,6 +88,7 @@ export class DirectDelivery {
     const ref = { notificationId: n.id, batchId: head.id };
     try {
       const { summary, done, closed } = await attemptBatch(this.deps, n, head, targets, this.deps.maxAttempts <= 1);
+      logAttempt(this.deps.log, { notificationId: n.id, batchId: head.id, job: 'direct', attempt: 1 }, summary);
       if (!done) {
         const untilExpiryMs = msLeft(n.expires_at, this.deps.clock.now());
         const err = new RetryLaterError(

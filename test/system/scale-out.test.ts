@@ -133,6 +133,10 @@ describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
     // both workers sent batches: the queue shared the work
     const batchesBy = workers.map((w) => w.stdout.split('\n').filter((l) => l.includes('"batch attempt recorded"')).length);
     for (const n of batchesBy) expect(n).toBeGreaterThan(0);
+    // the API sent the half it cut without an Idempotency-Key itself
+    expect(api.stdout.split('\n').filter((l) => l.includes('"batch attempt recorded"') && l.includes('"job":"direct"'))).toHaveLength(
+      UNICAST / 2,
+    );
     expect(batchesBy.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(DEVICES / 2000 + UNICAST / 2);
   });
 });
