@@ -113,10 +113,11 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     scheduler: pipeline.scheduler,
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
+    leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
   });
   // after the HTTP server: the sends its last requests started finish before the pipeline and gateways close
-  lifecycle.add('direct deliveries', () => direct.drain());
+  lifecycle.add('direct deliveries', () => direct.close());
   const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock, direct);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish

@@ -41,13 +41,17 @@ export const DIRECT_MAX_IN_FLIGHT = 1000;
  * Sends the batches of small audiences from the process that committed them, without a trip through the queue:
  * its first attempt right after the commit, with the tokens read to cut it. A batch left to retry goes to the
  * queue with its backoff, as a delivery job's retry would; one whose attempt could not be recorded goes to the
- * queue at once. At most `maxInFlight` batches are sent this way at a time (DIRECT_MAX_IN_FLIGHT): past that they are left to the queue,
- * which bounds what a slow gateway makes this process hold. If the process dies first, the sweeper finds the
- * batches pending with no job and enqueues them: at least once, as for every notification.
+ * queue at once. At most `maxInFlight` batches are sent this way at a time (DIRECT_MAX_IN_FLIGHT): past that they
+ * are left to the queue, which bounds what a slow gateway makes this process hold. A send that takes long (a
+ * gateway slow to answer, connections busy) marks its notification as making progress every third of `leaseMs`,
+ * as a queue worker renews its job's lock, so the sweeper (which waits `leaseMs` for progress) does not enqueue a
+ * batch being sent. If the process dies first, the marks stop and the sweeper finds the batches pending with no
+ * job and enqueues them: at least once, as for every notification.
  */
 export class DirectDelivery {
-  private inFlight = 0;
-  private readonly running = new Set<Promise<void>>();
+  /** the sends in flight, with their notification and when they started */
+  private readonly running = new Map<Promise<void>, { notificationId: string; since: number }>();
+  private readonly heartbeat: NodeJS.Timeout;
 
   constructor(
     private readonly deps: BatchAttemptDeps & {
@@ -55,40 +59,60 @@ export class DirectDelivery {
       scheduler: NotificationScheduler;
       maxAttempts: number;
       maxInFlight: number;
+      /** how long the sweeper waits for a notification's progress (SWEEP_AFTER_SECONDS) */
+      leaseMs: number;
       /** the delay before a batch's next attempt, as the delivery jobs' retries have it */
       backoff: (attemptsMade: number, err: unknown) => number;
     },
-  ) {}
+  ) {
+    this.heartbeat = setInterval(() => void this.markProgress(), deps.leaseMs / 3);
+    this.heartbeat.unref();
+  }
 
   /**
    * Starts sending batches stored together, all of them or none (false: at its bound, they go to the queue as one
    * job, the one their rows name).
    */
   take(batches: CommittedBatch[]): boolean {
-    if (this.inFlight >= this.deps.maxInFlight) return false;
-    for (const batch of batches) this.track(this.send(batch));
+    if (this.running.size >= this.deps.maxInFlight) return false;
+    for (const batch of batches) this.track(batch.notification.id, this.send(batch));
     return true;
   }
 
-  /** Waits for the sends in flight (at shutdown: what is cut off is left to the sweeper). */
-  async drain(): Promise<void> {
-    while (this.running.size) await Promise.all(this.running);
+  /** Waits for the sends in flight (at shutdown: what is cut off is left to the sweeper), then stops. */
+  async close(): Promise<void> {
+    while (this.running.size) await Promise.all(this.running.keys());
+    clearInterval(this.heartbeat);
   }
 
-  private track(sending: Promise<void>): void {
-    this.inFlight += 1;
-    const done = sending.finally(() => {
-      this.inFlight -= 1;
-      this.running.delete(done);
+  private track(notificationId: string, sending: Promise<void>): void {
+    const done: Promise<void> = sending.finally(() => this.running.delete(done));
+    this.running.set(done, { notificationId, since: Date.now() });
+  }
+
+  /** Marks the notifications of the sends in flight for a third of the lease or more as making progress. */
+  private async markProgress(): Promise<void> {
+    const before = Date.now() - this.deps.leaseMs / 3;
+    const slow = [...new Set([...this.running.values()].filter((r) => r.since <= before).map((r) => r.notificationId))];
+    await this.deps.store.delivery.touch(this.deps.store.db, slow).catch((err: unknown) => {
+      this.deps.log.warn({ err, notifications: slow.length }, 'could not mark direct sends as making progress');
     });
-    this.running.add(done);
   }
 
   private async send({ notification: n, head, targets }: CommittedBatch): Promise<void> {
     const ref = { notificationId: n.id, batchId: head.id };
+    let attempt;
     try {
-      const { summary, done, closed } = await attemptBatch(this.deps, n, head, targets, this.deps.maxAttempts <= 1);
-      logAttempt(this.deps.log, { notificationId: n.id, batchId: head.id, job: 'direct', attempt: 1 }, summary);
+      attempt = await attemptBatch(this.deps, n, head, targets, this.deps.maxAttempts <= 1);
+    } catch (err) {
+      // not sent, or not recorded: the queue sends it again, at least once
+      this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'direct send failed; handed to the queue');
+      await this.deps.scheduler.deliver([ref]).catch(() => undefined); // else the sweeper finds it
+      return;
+    }
+    const { summary, done, closed } = attempt;
+    logAttempt(this.deps.log, { notificationId: n.id, batchId: head.id, job: 'direct', attempt: 1 }, summary);
+    try {
       if (!done) {
         const untilExpiryMs = msLeft(n.expires_at, this.deps.clock.now());
         const err = new RetryLaterError(
@@ -99,9 +123,11 @@ export class DirectDelivery {
         await this.deps.scheduler.deliver([ref], this.deps.backoff(1, err));
       } else if (!closed) await this.deps.store.completeIfFinished(n.id, n.generation);
     } catch (err) {
-      // not recorded (or not handed on): the queue sends it again, at least once
-      this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'direct send failed; handed to the queue');
-      await this.deps.scheduler.deliver([ref]).catch(() => undefined); // else the sweeper finds it
+      // recorded: the sweeper enqueues what is left to retry, or closes the notification, once it sees no progress
+      this.deps.log.warn(
+        { err, notificationId: n.id, batchId: head.id },
+        'direct send recorded, its follow-up failed; left to the sweeper',
+      );
     }
   }
 }

@@ -76,6 +76,12 @@ export class JobQueues {
     return this.specs[name].id(data);
   }
 
+  /** The batches of a delivery job in the queue (waiting, delayed or running); null when there is none. */
+  async batchesOf(jobId: string): Promise<string[] | null> {
+    const job = (await this.queue('delivery').getJob(jobId)) as Job<JobTypes['delivery']> | undefined;
+    return job ? job.data.batches.map((b) => b.batchId) : null;
+  }
+
   /** Whether the job is in the queue (waiting, delayed or running): finished jobs are not kept (jobs.ts). */
   async has(name: JobName, jobId: string): Promise<boolean> {
     return (await this.queue(name).getJob(jobId)) != null;

@@ -53,9 +53,13 @@ export function startSweeper(deps: {
     const fanout = deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave });
     if (await deps.queues.has('fanout', fanout)) return true;
     const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
-    // a batch is sent by the job it was stored with (job_id), or by its own when a fan-out re-enqueued it
-    const jobs = new Set(pending.flatMap((b) => (b.job_id ? [b.job_id, b.id] : [b.id])));
-    for (const jobId of jobs) if (await deps.queues.has('delivery', jobId)) return true;
+    // A batch is sent by the job it was stored with (job_id), or by its own (a fan-out re-enqueued it, a retry
+    // went on alone, its process sent it without the queue and left it to retry): queued if one of those is in
+    // the queue and still carries it.
+    const jobs = new Map<string, Promise<string[] | null>>();
+    const batchesOf = (jobId: string) => jobs.get(jobId) ?? jobs.set(jobId, deps.queues.batchesOf(jobId)).get(jobId)!;
+    for (const b of pending)
+      for (const jobId of b.job_id ? [b.job_id, b.id] : [b.id]) if ((await batchesOf(jobId))?.includes(b.id)) return true;
     if (pending.length === 0) return false;
     // A job leaves the queue only after its batch is recorded: one that finished between the read above and the
     // queue's answer shows here as no longer pending, and it was progress, not a lost job.
@@ -77,7 +81,7 @@ export function startSweeper(deps: {
       for (const n of stalled) {
         if (await queued(n)) continue;
         await deps.scheduler.schedule(n.id, n.generation, n.wave);
-        await deps.delivery.touch(deps.db, n.id);
+        await deps.delivery.touch(deps.db, [n.id]);
         count++;
       }
       if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');

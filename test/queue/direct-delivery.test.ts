@@ -17,7 +17,8 @@ describe('unicast notifications sent by the process that created them', () => {
 
   beforeAll(async () => {
     gw = await startGateways();
-    h = await createHarness({ env: gw.env });
+    // the sweep's wait is also what a slow direct send marks progress against (a third of it)
+    h = await createHarness({ env: { ...gw.env, SWEEP_AFTER_SECONDS: '1' } });
     const created = await h.createApp('com.example.direct');
     keys = created.keys;
     await setCredentials(h, created.app.id, gw);
@@ -29,7 +30,7 @@ describe('unicast notifications sent by the process that created them', () => {
   });
   beforeEach(() => gw.reset());
 
-  /** A process of the server (from the sources) on the harness's database and queue. */
+  /** A process of the server (from the sources) on the harness's database and queue; `running` once it logged that. */
   const startProcess = (env: Record<string, string>) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
       env: {
@@ -38,14 +39,21 @@ describe('unicast notifications sent by the process that created them', () => {
         DATABASE_URL: h.databaseUrl,
         REDIS_URL: '',
         QUEUE_PREFIX: h.queuePrefix,
-        LOG_LEVEL: 'warn',
+        LOG_LEVEL: 'info',
         ...env,
       },
-      stdio: ['ignore', 'ignore', 'inherit'],
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
     children.push(child);
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    return { child, exited };
+    const running = new Promise<void>((resolve) => {
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (/"msg":"(worker running|listening)/.test(out)) resolve();
+      });
+    });
+    return { child, exited, running };
   };
   /** An API process of its own, listening; answers its base URL. */
   const startApi = async () => {
@@ -139,6 +147,26 @@ describe('unicast notifications sent by the process that created them', () => {
     expect(await api.exited).toBe(0);
     expect(gw.fcm.pushes.map((p) => p.token)).toEqual([device.token]);
     expect(await stored(id)).toMatchObject({ state: 'sent', pushes_succeeded: 1 });
+  });
+
+  it('keeps a send slower than the sweep from the sweeper while it runs: pushed once', async () => {
+    const worker = startProcess({ ROLE: 'worker', SWEEP_AFTER_SECONDS: '1' });
+    await worker.running;
+    const device = await registerDevice(h, keys.sdk, { platform: 'android' });
+    gw.fcm.faults.forToken(device.token, { type: 'delay', ms: 3000 }, 1);
+    const id = await post([{ name: 'device_id', criteria: [device.id] }], 'slow');
+    // past the time a process that created it may hold it: only the send's marks of progress keep the sweeper off
+    await h.db.db
+      .updateTable('notifications')
+      .set({ created_at: new Date(Date.now() - 60_000) })
+      .where('id', '=', id)
+      .execute();
+    expect(await finished(id)).toMatchObject({ state: 'sent', pushes_succeeded: 1 });
+    await new Promise((r) => setTimeout(r, 1500)); // a second send would arrive now
+    expect(answered(device.token)).toEqual([200]);
+    expect(await batchesOf(id)).toEqual([{ state: 'done', attempts: 1 }]);
+    worker.child.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
   });
 
   it('a push whose process is killed mid-send is sent by the sweeper of a worker', async () => {

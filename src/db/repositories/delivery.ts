@@ -425,11 +425,13 @@ export class DeliveryRepository {
     return rows;
   }
 
-  async touch(db: Db, notificationId: string): Promise<void> {
+  /** Marks notifications as making progress now: the sweeper leaves them alone for another while. */
+  async touch(db: Db, notificationIds: string[]): Promise<void> {
+    if (!notificationIds.length) return;
     await db
       .updateTable('notifications')
       .set({ updated_at: sql<Date>`now()` })
-      .where('id', '=', notificationId)
+      .where('id', 'in', notificationIds)
       .execute();
   }
 }
