@@ -42,10 +42,10 @@ async function main() {
   const services = await startServices(stack.env, { mode: 'split', workers: Number(arg('workers', '1')) });
   const { base, workers } = services;
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
-  const post = (to: unknown) =>
+  const post = (to: unknown, headers: Record<string, string> = {}) =>
     fetch(`${base}/v6/notifications`, {
       method: 'POST',
-      headers: { authorization: auth, 'content-type': 'application/json' },
+      headers: { authorization: auth, 'content-type': 'application/json', ...headers },
       body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
     });
 
@@ -74,6 +74,18 @@ async function main() {
   }
   apns.onAccept = fcm.onAccept = undefined;
   firstPush.sort((a, b) => a - b);
+  // Those were sent by the API process (it sends the small audiences it cuts): the worker's connections are warm
+  // too before the broadcasts, as a long-running worker's are, by the same sends through the queue (a create with
+  // an Idempotency-Key is not sent by the API itself). A worker cold when a broadcast starts gauges the round trip
+  // on loaded samples and may open a second connection to a gateway.
+  for (const [i, d] of sample.entries()) {
+    const arrived = new Promise<void>((resolve) => {
+      apns.onAccept = fcm.onAccept = () => resolve();
+    });
+    await post([{ name: 'device_id', criteria: [d.id] }], { 'idempotency-key': `warm-worker-${i}` });
+    await arrived;
+  }
+  apns.onAccept = fcm.onAccept = undefined;
 
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
   const spec = {

@@ -44,8 +44,14 @@ export function createContext(
   gateways: GatewayProvider,
   metrics: Metrics,
   clock: Clock,
-  /** sends the small audiences the API cuts, without the queue (none: the queue delivers them) */
-  direct: DirectDelivery | null = null,
+  /**
+   * what sends in this process: the delivery store its sends record through (one for all, so their records share
+   * statements), and the sender of the small audiences the API cuts (none: the queue delivers them)
+   */
+  sending: { store: DeliveryStore; direct: DirectDelivery | null } = {
+    store: new DeliveryStore(db, new DeliveryRepository()),
+    direct: null,
+  },
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
@@ -64,7 +70,7 @@ export function createContext(
     idempotency,
     config.DELIVERY_BATCH_SIZE,
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
-    direct,
+    sending.direct,
   );
   const conversions = new ConversionsRepository();
   const devices = new DeviceService(
@@ -88,7 +94,7 @@ export function createContext(
       new NotificationsRepository(),
       devicesRepo,
       idempotency,
-      { metrics, gateways, store: new DeliveryStore(db, new DeliveryRepository()), clock },
+      { metrics, gateways, store: sending.store, clock },
       {
         batchSize: config.DELIVERY_BATCH_SIZE,
         timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,

@@ -104,12 +104,13 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
 
   const policy = { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
+  const store = new DeliveryStore(database.handle.db, new DeliveryRepository());
   const direct = new DirectDelivery({
     log,
     metrics,
     gateways,
     clock,
-    store: new DeliveryStore(database.handle.db, new DeliveryRepository()),
+    store,
     scheduler: pipeline.scheduler,
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
@@ -118,7 +119,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   });
   // after the HTTP server: the sends its last requests started finish before the pipeline and gateways close
   lifecycle.add('direct deliveries', () => direct.close());
-  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock, direct);
+  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock, { store, direct });
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
