@@ -138,7 +138,16 @@ done
 base_url=http://127.0.0.1:$port
 curl -fsS "$base_url/ready" | json '.status' | grep -qx ok || fail "/ready is not ok"
 echo "api healthy on $base_url, /ready ok"
-pm logs "$run_id-worker" 2>&1 | grep -q '"worker running"' || fail "the worker container did not start: $(pm logs "$run_id-worker" 2>&1 | tail -5)"
+# the worker starts beside the api, not after it: give it as long
+worker_up=
+for _ in $(seq 60); do
+  if pm logs "$run_id-worker" 2>&1 | grep -q '"worker running"'; then
+    worker_up=1
+    break
+  fi
+  sleep 1
+done
+[ -n "$worker_up" ] || fail "the worker container did not start within 60 s: $(pm logs "$run_id-worker" 2>&1 | tail -5)"
 echo "worker running"
 
 say "CLI inside the api container"
