@@ -4,6 +4,7 @@ import { createLogger } from '../../src/platform/logger.js';
 import { AppService } from '../../src/services/apps.js';
 import { runCli } from '../cli/run-cli.js';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/gateways.js';
 
 /**
  * Rate limits on both bucket stores (in-process without REDIS_URL, Redis with it), with small limits so that
@@ -44,6 +45,10 @@ describe.each(stores)('$name', ({ queue, available }) => {
     if (!available) return;
     h = await createHarness({ queue, env: LIMITS });
     keys = (await h.createApp()).keys;
+    // Redis buckets fail open until their client has connected: wait until one refuses, as a started server would
+    const { keys: probe } = await h.createApp();
+    await new AppService(h.db.db).setKeyRateLimit(probe.read, { perSecond: 0.2, burst: 1 });
+    await waitFor('the buckets to answer', async () => (await readKey(h.server, probe.read)).statusCode === 429, 10_000, 50);
   });
   afterAll(async () => h?.close());
 
