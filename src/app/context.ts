@@ -33,6 +33,7 @@ import { TransactionalService } from '../services/transactional.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { DirectDelivery } from '../queue/direct-delivery.js';
+import { retryPolicyOf } from '../queue/retry.js';
 
 /** Wires the services the API serves from, once at start-up; each gets the handle and the repositories it needs. */
 export function createContext(
@@ -98,7 +99,7 @@ export function createContext(
       {
         batchSize: config.DELIVERY_BATCH_SIZE,
         timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,
-        retry: { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS },
+        retry: retryPolicyOf(config),
       },
     ),
     stats: new StatsService(db, new StatsRepository()),

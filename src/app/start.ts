@@ -13,7 +13,7 @@ import { jobSpecs } from '../queue/jobs.js';
 import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../queue/direct-delivery.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
-import { backoffDelay } from '../queue/retry.js';
+import { backoffDelay, retryPolicyOf } from '../queue/retry.js';
 import { JobQueues } from '../queue/queues.js';
 import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
@@ -103,7 +103,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
 
-  const policy = { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
+  const policy = retryPolicyOf(config);
   const store = new DeliveryStore(database.handle.db, new DeliveryRepository());
   const direct = new DirectDelivery({
     log,

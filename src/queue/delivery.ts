@@ -106,6 +106,18 @@ export async function attemptBatch(
   return { summary, done: finalAttempt || summary.retry.length === 0, closed };
 }
 
+/**
+ * What an attempt that left pushes to retry asks of the next one: the gateway's Retry-After, and no later than the
+ * notification's expiry (a retry after it would only find it expired).
+ */
+export function retryLater(summary: ReturnType<typeof summarise>, expiresAt: Date | null, clock: Clock): RetryLaterError {
+  return new RetryLaterError(
+    `${summary.retry.length} pushes to retry: ${summary.lastError}`,
+    summary.retryAfterMs,
+    msLeft(expiresAt, clock.now()),
+  );
+}
+
 /** The line each recorded attempt at a batch logs (info), by whoever made it. */
 export function logAttempt(
   log: Logger,
@@ -205,10 +217,6 @@ async function attemptLoaded(
   if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
   const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts);
   logAttempt(deps.log, { notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 }, summary);
-  if (!done) {
-    // A retry after the expiry would only find it expired: come back at the expiry at the latest.
-    const untilExpiryMs = msLeft(n.expires_at, deps.clock.now());
-    throw new RetryLaterError(`${summary.retry.length} pushes to retry: ${summary.lastError}`, summary.retryAfterMs, untilExpiryMs);
-  }
+  if (!done) throw retryLater(summary, n.expires_at, deps.clock);
   if (!closed) await deps.store.completeIfFinished(n.id, n.generation);
 }

@@ -1,9 +1,7 @@
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
-import { attemptBatch, logAttempt, type BatchAttemptDeps } from './delivery.js';
+import { attemptBatch, logAttempt, retryLater, type BatchAttemptDeps } from './delivery.js';
 import type { NotificationScheduler } from './jobs.js';
-import { msLeft } from '../domain/delivery-options.js';
-import { RetryLaterError } from './retry.js';
 import type { AttemptNotification } from '../db/repositories/delivery.js';
 
 /** A batch just committed, with its devices' tokens as read in the statement that cut it. */
@@ -114,13 +112,7 @@ export class DirectDelivery {
     logAttempt(this.deps.log, { notificationId: n.id, batchId: head.id, job: 'direct', attempt: 1 }, summary);
     try {
       if (!done) {
-        const untilExpiryMs = msLeft(n.expires_at, this.deps.clock.now());
-        const err = new RetryLaterError(
-          `${summary.retry.length} pushes to retry: ${summary.lastError}`,
-          summary.retryAfterMs,
-          untilExpiryMs,
-        );
-        await this.deps.scheduler.deliver([ref], this.deps.backoff(1, err));
+        await this.deps.scheduler.deliver([ref], this.deps.backoff(1, retryLater(summary, n.expires_at, this.deps.clock)));
       } else if (!closed) await this.deps.store.completeIfFinished(n.id, n.generation);
     } catch (err) {
       // recorded: the sweeper enqueues what is left to retry, or closes the notification, once it sees no progress

@@ -19,7 +19,7 @@ import { GATEWAY_REQUEST_TIMEOUT_MS } from '../gateways/types.js';
 import { JOB_NAMES, type JobName, type JobTypes, type NotificationScheduler } from './jobs.js';
 import type { Job } from 'bullmq';
 import type { JobQueues } from './queues.js';
-import { backoffDelay, type RetryPolicy } from './retry.js';
+import { backoffDelay, retryPolicyOf } from './retry.js';
 import { startSweeper } from './sweeper.js';
 import { startDuePoller } from './due.js';
 import type { Clock } from '../platform/clock.js';
@@ -60,11 +60,7 @@ export function startPipeline(
 
   const notifications = new NotificationsRepository();
   const delivery = new DeliveryRepository();
-  const policy: RetryPolicy = {
-    attempts: config.DELIVERY_MAX_ATTEMPTS,
-    baseDelayMs: config.RETRY_BASE_MS,
-    maxDelayMs: config.RETRY_MAX_MS,
-  };
+  const policy = retryPolicyOf(config);
 
   // One handler per job name: the map's type requires each name of jobs.ts exactly once.
   const handlers: { [N in JobName]: JobHandler<N> } = {

@@ -1,3 +1,5 @@
+import type { Config } from '../platform/config.js';
+
 /**
  * Retry policy of deliveries. The error a delivery job throws carries what the gateway asked for
  * (Retry-After); the backoff is exponential with full jitter and never shorter than that, except that no retry
@@ -19,6 +21,11 @@ export interface RetryPolicy {
   attempts: number;
   baseDelayMs: number;
   maxDelayMs: number;
+}
+
+/** The policy the settings give: DELIVERY_MAX_ATTEMPTS attempts, backoff from RETRY_BASE_MS up to RETRY_MAX_MS. */
+export function retryPolicyOf(config: Pick<Config, 'DELIVERY_MAX_ATTEMPTS' | 'RETRY_BASE_MS' | 'RETRY_MAX_MS'>): RetryPolicy {
+  return { attempts: config.DELIVERY_MAX_ATTEMPTS, baseDelayMs: config.RETRY_BASE_MS, maxDelayMs: config.RETRY_MAX_MS };
 }
 
 export function backoffDelay(policy: RetryPolicy, attemptsMade: number, err: unknown, random: () => number = Math.random): number {

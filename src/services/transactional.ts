@@ -4,13 +4,13 @@ import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/deli
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
-import { msLeft, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
+import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, type TransactionalRequest } from '../domain/transactional-request.js';
-import { attemptBatch, type BatchAttemptDeps } from '../queue/delivery.js';
+import { attemptBatch, retryLater, type BatchAttemptDeps } from '../queue/delivery.js';
 import { cutBatches } from '../queue/fanout.js';
 import { committedBatches } from '../queue/direct-delivery.js';
-import { backoffDelay, RetryLaterError, type RetryPolicy } from '../queue/retry.js';
+import { backoffDelay, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { CREATION_GROUPS } from './notifications.js';
@@ -200,12 +200,7 @@ export class TransactionalService {
         if (final) total.failed.push(...summary.retry); // recorded as retries_exhausted
         return total;
       }
-      const untilExpiryMs = msLeft(n.expires_at, this.sending.clock.now());
-      const delay = backoffDelay(
-        this.settings.retry,
-        batch.attempts + 1,
-        new RetryLaterError('retry', summary.retryAfterMs, untilExpiryMs),
-      );
+      const delay = backoffDelay(this.settings.retry, batch.attempts + 1, retryLater(summary, n.expires_at, this.sending.clock));
       if (Date.now() + delay >= deadline) {
         const next = { ...batch, attempts: batch.attempts + 1 };
         const left = summary.retry.map((deviceId) => ({ deviceId, reason: 'deadline_exceeded' }));

@@ -377,8 +377,8 @@ export class DeliveryRepository {
    * enqueue). One that the process which created it sends itself has no job meanwhile: a transactional send (it
    * has a group), and a small audience cut at creation (published the moment it was created, in the same
    * statement). Those are stalled only once that process must have finished, `heldSeconds` after the creation.
-   * Oldest first, from after `after`
-   * (the last one a previous call returned): those still waiting in the queue do not hide the ones behind them.
+   * Oldest first, from after `after` (the last one a previous call returned): those still waiting in the queue do
+   * not hide the ones behind them.
    */
   async findStalled(
     db: Db,
