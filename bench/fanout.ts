@@ -63,29 +63,26 @@ async function main() {
   // (1) time to first push, one-device audiences (warm: connections and JWT/OAuth tokens are reused)
   const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(31).execute();
   const firstPush: number[] = [];
-  for (const [i, d] of sample.entries()) {
+  /** Posts a notification to one device and waits for its push at the gateway. */
+  const pushTo = async (deviceId: string, headers: Record<string, string> = {}) => {
     const arrived = new Promise<void>((resolve) => {
       apns.onAccept = fcm.onAccept = () => resolve();
     });
-    const t0 = performance.now();
-    await post([{ name: 'device_id', criteria: [d.id] }]);
+    await post([{ name: 'device_id', criteria: [deviceId] }], headers);
     await arrived;
+    apns.onAccept = fcm.onAccept = undefined;
+  };
+  for (const [i, d] of sample.entries()) {
+    const t0 = performance.now();
+    await pushTo(d.id);
     if (i > 0) firstPush.push(performance.now() - t0); // the first one opens the gateway connections
   }
-  apns.onAccept = fcm.onAccept = undefined;
   firstPush.sort((a, b) => a - b);
   // Those were sent by the API process (it sends the small audiences it cuts): the worker's connections are warm
   // too before the broadcasts, as a long-running worker's are, by the same sends through the queue (a create with
   // an Idempotency-Key is not sent by the API itself). A worker cold when a broadcast starts gauges the round trip
   // on loaded samples and may open a second connection to a gateway.
-  for (const [i, d] of sample.entries()) {
-    const arrived = new Promise<void>((resolve) => {
-      apns.onAccept = fcm.onAccept = () => resolve();
-    });
-    await post([{ name: 'device_id', criteria: [d.id] }], { 'idempotency-key': `warm-worker-${i}` });
-    await arrived;
-  }
-  apns.onAccept = fcm.onAccept = undefined;
+  for (const [i, d] of sample.entries()) await pushTo(d.id, { 'idempotency-key': `warm-worker-${i}` });
 
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
   const spec = {
