@@ -62,7 +62,8 @@ chmod 755 "$workdir"
 mocks_pid=
 cleanup() {
   set +e
-  pm rm -f -t 0 "$run_id-api" "$run_id-worker" "$run_id-solo" >/dev/null 2>&1
+  # --ignore: with a name that was never created (a failure before the solo run) podman removes none of them
+  pm rm -f -i -t 0 "$run_id-api" "$run_id-worker" "$run_id-solo" >/dev/null 2>&1
   [ -n "$mocks_pid" ] && kill "$mocks_pid" 2>/dev/null && wait "$mocks_pid" 2>/dev/null
   psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1
   rm -rf "$workdir"
