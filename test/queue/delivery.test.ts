@@ -214,6 +214,20 @@ for (const backend of backends) {
       expect(gw.apns.requestCount).toBe(1);
     });
 
+    it('a notification whose only device has an unregistered token fails with the gateway reason', async () => {
+      const gone = await registerDevice(h, keys.sdk, { platform: 'android', locale: 'pt_PT' });
+      gw.fcm.markUnregistered(gone.token);
+      const n = await post([{ name: 'device_id', criteria: [gone.id] }], { alert: 'x' });
+      expect(await finished(n.id)).toMatchObject({
+        state: 'failed',
+        devices_targeted: 1,
+        pushes_succeeded: 0,
+        pushes_failed: 1,
+        tokens_invalidated: 1,
+        failure_reason: 'UNREGISTERED',
+      });
+    });
+
     it('a collapse_key update is the same notification, sent again with the same _nid', async () => {
       const first = await post([{ name: 'device_id', criteria: [devices.iosProd!.id, devices.android2!.id] }], {
         alert: 'score 1-0',

@@ -267,9 +267,12 @@ export class DeliveryRepository {
         outcome,
         retryLeft,
         failed: outcome.failed.length + (finalAttempt ? outcome.retry.length : 0),
+        // why nothing may have been delivered: a refused push, retries run out, a dead token, the expiry
         failureReason:
           outcome.failed[0]?.reason ??
-          (finalAttempt && outcome.retry.length ? 'retries_exhausted' : outcome.expired.length ? 'expired' : null),
+          (finalAttempt && outcome.retry.length ? 'retries_exhausted' : null) ??
+          outcome.invalidated[0]?.reason ??
+          (outcome.expired.length ? 'expired' : null),
       };
     });
     const invalid = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
