@@ -12,6 +12,9 @@ import { MemoryTokenBuckets, RedisTokenBuckets, type BucketLimit } from '../plat
  * The check runs in preParsing: after the route's authentication (onRequest), which tells whose bucket it is,
  * and before the body is read. Routes without a key (health, metrics) are not limited.
  */
+/** How long a starting server waits for the shared buckets before it counts in its own. */
+const READY_TIMEOUT_MS = 5000;
+
 export const rateLimit = fp<{ config: Config; log: Logger }>(
   async (app, { config, log }) => {
     const defaults = {
@@ -22,6 +25,7 @@ export const rateLimit = fp<{ config: Config; log: Logger }>(
       ? new RedisTokenBuckets({ url: config.REDIS_URL, cluster: config.REDIS_CLUSTER }, config.QUEUE_PREFIX, log)
       : new MemoryTokenBuckets();
     app.addHook('onClose', () => buckets.close());
+    await buckets.ready(READY_TIMEOUT_MS);
 
     app.addHook('preParsing', async (request, reply) => {
       const principal = request.principal as typeof request.principal | undefined;

@@ -16,6 +16,8 @@ export interface TakeResult {
 
 export interface TokenBuckets {
   take(bucket: string, limit: BucketLimit): Promise<TakeResult>;
+  /** Waits (at most `timeoutMs`) until the shared store answers, so a started server applies its limits there. */
+  ready(timeoutMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -54,6 +56,8 @@ export class MemoryTokenBuckets implements TokenBuckets {
     this.buckets.set(bucket, { ...state, forgetAtMs: now + refillMs(limit) });
     return result;
   }
+
+  async ready(): Promise<void> {}
 
   /** Buckets that have filled up again are dropped, so memory follows the active clients only. */
   private sweep(now: number): void {
@@ -98,11 +102,14 @@ type RedisWithTake = (Redis | Cluster) & {
 };
 
 /**
- * Buckets in Redis, shared by every API process on it. When Redis cannot answer, requests are let through
- * (a limit protects the service; it must not take it down with Redis) and the outage is logged once a minute.
+ * Buckets in Redis, shared by every API process on it. When Redis cannot answer (not connected yet, an outage),
+ * each process counts in buckets of its own meanwhile: a limit protects the service, so it must neither take it
+ * down with Redis nor lift while Redis is away (at worst it is one limit per API process). The outage is logged
+ * once a minute.
  */
 export class RedisTokenBuckets implements TokenBuckets {
   private readonly redis: RedisWithTake;
+  private readonly meanwhile = new MemoryTokenBuckets();
   private lastWarningMs = 0;
 
   /** `prefix` in braces on a Redis Cluster puts every bucket in one slot, with the queues. */
@@ -118,6 +125,7 @@ export class RedisTokenBuckets implements TokenBuckets {
   }
 
   async take(bucket: string, limit: BucketLimit): Promise<TakeResult> {
+    if (this.redis.status !== 'ready') return this.meanwhile.take(bucket, limit);
     try {
       const [allowed, retryAfterMs] = await this.redis.takeToken(
         `${this.prefix}:ratelimit:${bucket}`,
@@ -127,9 +135,18 @@ export class RedisTokenBuckets implements TokenBuckets {
       );
       return { allowed: allowed === 1, retryAfterMs };
     } catch (err) {
-      this.warn(err, 'rate limit not applied: Redis did not answer');
-      return { allowed: true, retryAfterMs: 0 };
+      this.warn(err, 'rate limits counted per process: Redis did not answer');
+      return this.meanwhile.take(bucket, limit);
     }
+  }
+
+  async ready(timeoutMs: number): Promise<void> {
+    if (this.redis.status === 'ready') return;
+    let timer: NodeJS.Timeout | undefined;
+    const connected = new Promise<boolean>((resolve) => this.redis.once('ready', () => resolve(true)));
+    const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)));
+    if (!(await Promise.race([connected, late]))) this.log.warn({ timeoutMs }, 'rate limits counted per process until Redis answers');
+    clearTimeout(timer);
   }
 
   private warn(err: unknown, message: string): void {
@@ -140,6 +157,7 @@ export class RedisTokenBuckets implements TokenBuckets {
   }
 
   async close(): Promise<void> {
+    await this.meanwhile.close();
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
 }

@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { addressBucket } from '../../src/http/rate-limit.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { RedisTokenBuckets, takeToken } from '../../src/platform/token-bucket.js';
+import { Redis } from 'ioredis';
+import { redisUrl } from '../helpers/harness.js';
 
 describe('takeToken', () => {
   const limit = { perSecond: 4, burst: 2 };
@@ -45,10 +47,32 @@ describe('addressBucket', () => {
 });
 
 describe('RedisTokenBuckets', () => {
-  it('lets requests through while Redis does not answer', async () => {
+  const url = redisUrl();
+
+  it.skipIf(!url)('ready() waits for Redis: the takes that follow are counted there, not in this process', async () => {
+    const prefix = `ready-${process.pid}-${Date.now()}`;
+    const buckets = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const redis = new Redis(url!);
+    try {
+      await buckets.ready(10_000);
+      expect(await buckets.take('k', { perSecond: 0.1, burst: 1 })).toEqual({ allowed: true, retryAfterMs: 0 });
+      expect(await redis.exists(`${prefix}:ratelimit:k`)).toBe(1);
+    } finally {
+      await buckets.close();
+      redis.disconnect();
+    }
+  });
+
+  it('counts in this process while Redis does not answer: the limit holds', async () => {
     const buckets = new RedisTokenBuckets({ url: 'redis://127.0.0.1:1', cluster: false }, 'unreachable', createLogger('silent'));
     try {
-      for (let i = 0; i < 3; i++) expect(await buckets.take('k', { perSecond: 1, burst: 1 })).toEqual({ allowed: true, retryAfterMs: 0 });
+      const started = Date.now();
+      await buckets.ready(300);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+      const taken = [];
+      for (let i = 0; i < 3; i++) taken.push(await buckets.take('k', { perSecond: 1, burst: 2 }));
+      expect(taken.map((t) => t.allowed)).toEqual([true, true, false]);
+      expect(taken[2]!.retryAfterMs).toBeGreaterThan(0);
     } finally {
       await buckets.close();
     }
