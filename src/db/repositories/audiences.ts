@@ -21,24 +21,43 @@ export class AudiencesRepository {
   }
 
   /**
-   * `upsertFilters` for several specs in one statement: their audiences' ids by `specRef`. A spec asked for twice
-   * is upserted once (one statement may not update a row twice).
+   * `upsertFilters` for several specs: their audiences' ids by `specRef`. One statement finds the stored ones and
+   * inserts the others, so a spec named again (a user's next notification) writes nothing; a spec that another
+   * statement inserted meanwhile is taken by a second, the upsert (one statement may not update a row twice, so
+   * each spec is asked for once).
    */
   async upsertFiltersMany(db: Db, specs: { appId: string; key: string; canonical: Filter[] }[]): Promise<Map<string, string>> {
-    // in one order, so that two groups upserting the same specs wait for each other instead of deadlocking
+    // in one order, so that two groups inserting the same specs wait for each other instead of deadlocking
     // (by app and key: the same key in two apps is two rows)
     const unique = new Map([...specs].map((s) => [specRef(s.appId, s.key), s] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    const list = [...unique.values()];
-    // one array per column: the statement's text is the same however many there are; a no-op update so RETURNING
-    // yields the existing rows too
+    const wanted = (list: { appId: string; key: string; canonical: Filter[] }[]) =>
+      // one array per column: the statement's text is the same however many there are
+      sql`select * from unnest(${list.map((s) => s.appId)}::uuid[], ${list.map((s) => s.key)}::text[],
+        ${list.map((s) => JSON.stringify(s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[])
+        as t(app_id, spec_key, filters, name)`;
+    const ids = new Map<string, string>();
     const { rows } = await sql<Pick<Audience, 'id' | 'app_id' | 'spec_key'>>`
-      insert into audiences (app_id, spec_key, kind, filters, name)
-      select t.app_id, t.spec_key, 'filters', t.filters, t.name
-      from unnest(${list.map((s) => s.appId)}::uuid[], ${list.map((s) => s.key)}::text[],
-        ${list.map((s) => JSON.stringify(s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[]) as t(app_id, spec_key, filters, name)
-      on conflict (app_id, spec_key) do update set spec_key = excluded.spec_key
-      returning id, app_id, spec_key`.execute(db);
-    return new Map(rows.map((a) => [specRef(a.app_id, a.spec_key), a.id]));
+      with wanted as (${wanted([...unique.values()])}),
+      found as (select a.id, a.app_id, a.spec_key from audiences a join wanted w using (app_id, spec_key)),
+      created as (
+        insert into audiences (app_id, spec_key, kind, filters, name)
+        select w.app_id, w.spec_key, 'filters', w.filters, w.name from wanted w
+        where not exists (select 1 from found f where f.app_id = w.app_id and f.spec_key = w.spec_key)
+        on conflict (app_id, spec_key) do nothing
+        returning id, app_id, spec_key)
+      select * from found union all select * from created`.execute(db);
+    for (const a of rows) ids.set(specRef(a.app_id, a.spec_key), a.id);
+    const raced = [...unique].filter(([ref]) => !ids.has(ref)).map(([, s]) => s);
+    if (raced.length) {
+      // a no-op update so RETURNING yields the rows another statement inserted
+      const upserted = await sql<Pick<Audience, 'id' | 'app_id' | 'spec_key'>>`
+        insert into audiences (app_id, spec_key, kind, filters, name)
+        select t.app_id, t.spec_key, 'filters', t.filters, t.name from (${wanted(raced)}) t
+        on conflict (app_id, spec_key) do update set spec_key = excluded.spec_key
+        returning id, app_id, spec_key`.execute(db);
+      for (const a of upserted.rows) ids.set(specRef(a.app_id, a.spec_key), a.id);
+    }
+    return ids;
   }
 
   /** The app's built-in all-devices audience: one per app, stable id. */
