@@ -48,6 +48,16 @@ describe('the stored audiences of many specs at once', () => {
     expect(count.n).toBe(3);
   });
 
+  it('one spec at a time (in a create with an Idempotency-Key): the same row, not written again', async () => {
+    const { key, canonical } = audienceSpec(user('flo'));
+    const first = await audiences.upsertFilters(h.db.db, app, key, canonical);
+    const version = await versionOf(first.id);
+    expect(await audiences.upsertFilters(h.db.db, app, key, canonical)).toEqual(first);
+    expect(await versionOf(first.id)).toBe(version);
+    const all = await audiences.upsertAllDevices(h.db.db, app);
+    expect(await audiences.upsertAllDevices(h.db.db, app)).toEqual(all);
+  });
+
   it('answers the row another transaction inserted while the statement ran', async () => {
     const raced = spec(app, user('dee'));
     const client = await h.db.pool.connect();

@@ -65,12 +65,15 @@ export class AudiencesRepository {
     return this.upsert(db, appId, ALL_DEVICES_SPEC_KEY, 'all', null, 'All devices');
   }
 
+  /** Finds the stored audience first, so one named again writes nothing (see `upsertFiltersMany`). */
   private async upsert(db: Db, appId: string, key: string, kind: 'all' | 'filters', filters: Filter[] | null, name: string) {
+    const found = await db.selectFrom('audiences').selectAll().where('app_id', '=', appId).where('spec_key', '=', key).executeTakeFirst();
+    if (found) return found;
     return (
       db
         .insertInto('audiences')
         .values({ app_id: appId, spec_key: key, kind, filters: filters === null ? null : JSON.stringify(filters), name })
-        // a no-op update so RETURNING yields the existing row
+        // a no-op update so RETURNING yields the row another statement inserted meanwhile
         .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
         .returningAll()
         .executeTakeFirstOrThrow()
