@@ -5,6 +5,7 @@ import { ActivityRepository } from '../db/repositories/activity.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { Clock } from '../platform/clock.js';
+import type { AppChanges } from '../db/app-changes.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
@@ -53,6 +54,8 @@ export function createContext(
     store: new DeliveryStore(db, new DeliveryRepository()),
     direct: null,
   },
+  /** the changes this process follows, for the keys it keeps (none: every request reads its key) */
+  appChanges: AppChanges | null = null,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
@@ -86,7 +89,7 @@ export function createContext(
   );
   const services = {
     activity: new ActivityService(db, new ActivityRepository(), conversions, devicesRepo, new NotificationsRepository()),
-    apps: new AppService(db),
+    apps: new AppService(db, appChanges),
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices),
     devices,
     notifications,

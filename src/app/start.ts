@@ -1,5 +1,6 @@
 import { systemClock, type Clock } from '../platform/clock.js';
 import { AppsRepository } from '../db/repositories/apps.js';
+import { AppChanges } from '../db/app-changes.js';
 import type { Db } from '../db/database.js';
 import { createGatewayProvider, type CredentialsLookup, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
 import type { AppPushCredentials } from '../gateways/pool.js';
@@ -88,13 +89,16 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),
   );
   lifecycle.add('queues', () => queues.close());
+  const appChanges = new AppChanges(database.url, log);
+  await appChanges.start();
+  lifecycle.add('app changes', () => appChanges.close());
   const metrics = new Metrics();
   const workers = config.ROLE !== 'api';
   // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
   const gateways = createGatewayProvider(
     gatewayRuntimeOptions(config, options, workers ? config.GATEWAY_THREADS : 0),
     log,
-    credentialsLookup(database.handle.db),
+    credentialsLookup(database.handle.db, appChanges),
   );
   if (!workers) lifecycle.add('gateways', () => gateways.close());
   const clock = options.clock ?? systemClock;
@@ -119,7 +123,18 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   });
   // after the HTTP server: the sends its last requests started finish before the pipeline and gateways close
   lifecycle.add('direct deliveries', () => direct.close());
-  const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock, { store, direct });
+  const ctx = createContext(
+    config,
+    log,
+    database.handle.db,
+    queues,
+    pipeline.scheduler,
+    gateways,
+    metrics,
+    clock,
+    { store, direct },
+    appChanges,
+  );
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
@@ -144,10 +159,11 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
 }
 
 /**
- * The gateways read an app's credentials as stored, for every batch. The reads of concurrent batches are one
- * statement: those asked while one runs go in the next, so each still sees what was stored when it asked.
+ * The gateways read an app's credentials as stored, for every batch: kept while the changes to them are followed,
+ * so a change applies to the next batch. The reads of concurrent batches are one statement: those asked while one
+ * runs go in the next, so each still sees what was stored when it asked.
  */
-function credentialsLookup(db: Db): CredentialsLookup {
+function credentialsLookup(db: Db, changes: AppChanges): CredentialsLookup {
   const apps = new AppsRepository();
   const reads = new GroupRunner<string, AppPushCredentials | null>(
     async (ids) => {
@@ -162,5 +178,6 @@ function credentialsLookup(db: Db): CredentialsLookup {
     },
     { maxInFlight: 1, maxGroup: 100 },
   );
-  return (appId) => reads.submit(appId);
+  const kept = changes.cache<string, AppPushCredentials>();
+  return async (appId) => (await kept.get(appId, async () => (await reads.submit(appId)) ?? undefined)) ?? null;
 }

@@ -6,6 +6,7 @@ import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, typ
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
 import { isTimeZone } from '../domain/schedule.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -15,10 +16,17 @@ export class AppService {
   private readonly keys: ApiKeysRepository;
 
   private readonly keyLookups: GroupRunner<Buffer, KeyWithApp | undefined>;
+  /** the active keys found, by hash in hex (none kept: every lookup reads the database) */
+  private readonly activeKeys: FollowedCache<string, KeyWithApp> | null;
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    /** the changes this process follows, to keep the active keys it found (none: the CLI) */
+    private readonly changes: AppChanges | null = null,
+  ) {
     this.apps = new AppsRepository();
     this.keys = new ApiKeysRepository();
+    this.activeKeys = changes?.cache() ?? null;
     this.keyLookups = new GroupRunner(
       async (hashes) => {
         const found = await this.keys.findActiveByHashes(this.db, hashes);
@@ -76,15 +84,19 @@ export class AppService {
     const credentials = platform === 'apns' ? parseApnsCredentials(raw) : parseFcmServiceAccount(raw);
     if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
     await this.apps.setCredentials(this.db, appId, platform, { ...credentials });
+    this.changes?.changed();
     return credentials;
   }
 
   /**
    * The active key with this value and its app, or undefined (unknown or revoked); found by the key's hash, so a
-   * key that is found matches. The lookups of concurrent requests share one query.
+   * key that is found matches. A key found is kept while the changes to keys are followed; the lookups of
+   * concurrent requests share one query.
    */
   findActiveKey(key: string): Promise<KeyWithApp | undefined> {
-    return this.keyLookups.submit(hashApiKey(key));
+    const hash = hashApiKey(key);
+    if (!this.activeKeys) return this.keyLookups.submit(hash);
+    return this.activeKeys.get(hash.toString('hex'), () => this.keyLookups.submit(hash));
   }
 
   async getApp(appId: string): Promise<AppSummary> {
@@ -94,7 +106,9 @@ export class AppService {
   }
 
   async revokeKey(key: string): Promise<void> {
-    if (!(await this.keys.revokeByHash(this.db, hashApiKey(key)))) throw new NotFoundError('active key');
+    const revoked = await this.keys.revokeByHash(this.db, hashApiKey(key));
+    this.changes?.changed();
+    if (!revoked) throw new NotFoundError('active key');
   }
 
   /**
@@ -108,7 +122,9 @@ export class AppService {
         throw new ValidationError('burst must be an integer >= 1');
       }
     }
-    if (!(await this.keys.setRateLimitByHash(this.db, hashApiKey(key), limit))) throw new NotFoundError('active key');
+    const set = await this.keys.setRateLimitByHash(this.db, hashApiKey(key), limit);
+    this.changes?.changed();
+    if (!set) throw new NotFoundError('active key');
   }
 
   listApps() {

@@ -1,0 +1,122 @@
+import pg from 'pg';
+import type { Logger } from '../platform/logger.js';
+
+/** The channel migration 015's triggers announce each committed change to API keys and apps' credentials on. */
+export const APP_CHANGES_CHANNEL = 'pushd_app_changes';
+
+/** The longest a value is served from a cache whatever is heard: a backstop for a connection that died unnoticed. */
+const MAX_AGE_MS = 60_000;
+/** Values one cache holds at most (it is emptied when full): the keys and apps in use are few. */
+const MAX_ENTRIES = 10_000;
+const RECONNECT_MS = 1_000;
+/** How its connection shows in pg_stat_activity. */
+export const APP_CHANGES_APPLICATION_NAME = 'pushd app changes';
+
+/** Values read from the database, kept while the changes to them are followed (`AppChanges`). */
+export interface FollowedCache<K, V> {
+  /** The value kept for `key`, else what `load` reads: kept unless undefined or a change was heard meanwhile. */
+  get(key: K, load: (key: K) => Promise<V | undefined>): Promise<V | undefined>;
+}
+
+/**
+ * Follows the committed changes to API keys and apps' push credentials, for caches of what every request or batch
+ * reads and almost never changes. A connection of its own LISTENs on the channel the tables' triggers announce on
+ * (migration 015); each announcement empties every cache made here, and so does losing that connection: a value is
+ * served from a cache only while a change to it would be heard. Until the connection listens, and while it
+ * reconnects, every read goes to the database.
+ */
+export class AppChanges {
+  private client: pg.Client | null = null;
+  private listening = false;
+  private closed = false;
+  /** whether the loss being reconnected from was logged: once per loss, not per failed attempt */
+  private lossLogged = false;
+  private reconnect: NodeJS.Timeout | undefined;
+  /** bumped each time the caches are emptied: a read that began before does not keep what it read */
+  private epoch = 0;
+  private readonly caches: Map<unknown, { value: unknown; at: number }>[] = [];
+
+  constructor(
+    private readonly url: string,
+    private readonly log: Logger,
+  ) {}
+
+  /** Connects and listens; a failure is logged and retried in the background, reading from the database meanwhile. */
+  start(): Promise<void> {
+    return this.connect();
+  }
+
+  /** Whether changes are followed now (values are cached). */
+  get following(): boolean {
+    return this.listening;
+  }
+
+  /** Empties the caches: at once, after this process committed a change (its announcement comes a moment later). */
+  changed(): void {
+    this.epoch += 1;
+    for (const entries of this.caches) entries.clear();
+  }
+
+  cache<K, V>(): FollowedCache<K, V> {
+    const entries = new Map<K, { value: V; at: number }>();
+    this.caches.push(entries as Map<unknown, { value: unknown; at: number }>);
+    return {
+      get: async (key, load) => {
+        const kept = entries.get(key);
+        if (kept && this.listening && Date.now() - kept.at < MAX_AGE_MS) return kept.value;
+        const epoch = this.epoch;
+        const value = await load(key);
+        if (value !== undefined && this.listening && this.epoch === epoch) {
+          if (entries.size >= MAX_ENTRIES) entries.clear();
+          entries.set(key, { value, at: Date.now() });
+        }
+        return value;
+      },
+    };
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.reconnect);
+    const client = this.client;
+    this.client = null;
+    this.listening = false;
+    this.changed();
+    await client?.end().catch(() => undefined);
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.url, keepAlive: true, application_name: APP_CHANGES_APPLICATION_NAME });
+    client.on('notification', () => this.changed());
+    client.on('error', (err) => this.lost(client, err));
+    client.on('end', () => this.lost(client));
+    this.client = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${APP_CHANGES_CHANNEL}`);
+      if (this.client !== client) return; // lost or closed meanwhile
+      // what was read before now was read unheard
+      this.changed();
+      this.listening = true;
+      if (this.lossLogged) this.log.info('following app changes again');
+      this.lossLogged = false;
+    } catch (err) {
+      this.lost(client, err);
+    }
+  }
+
+  private lost(client: pg.Client, err?: unknown): void {
+    if (this.client !== client) return;
+    this.client = null;
+    this.listening = false;
+    this.changed();
+    client.end().catch(() => undefined);
+    if (this.closed) return;
+    if (!this.lossLogged)
+      this.log.warn({ err }, 'not following app changes: keys and credentials are read from the database until reconnected');
+    this.lossLogged = true;
+    this.reconnect = setTimeout(() => void this.connect(), RECONNECT_MS);
+    this.reconnect.unref();
+  }
+}

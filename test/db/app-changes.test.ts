@@ -1,0 +1,127 @@
+import { sql } from 'kysely';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AppChanges, APP_CHANGES_APPLICATION_NAME, type FollowedCache } from '../../src/db/app-changes.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { useHarness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/gateways.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The caches of API keys and push credentials: values are served from memory only while this process hears every
+ * committed change to keys and credentials (the tables' triggers announce them), whoever commits it.
+ */
+describe('caches that follow the changes to keys and credentials', () => {
+  const h = useHarness();
+  let changes: AppChanges;
+  let cache: FollowedCache<string, string>;
+  let reads: number;
+  const read = () =>
+    cache.get('k', async () => {
+      reads += 1;
+      return `value ${reads}`;
+    });
+  /** Reads until the cache reads the database again (a change was heard), or fails after 5 s. */
+  const untilReadAgain = async () => {
+    const before = reads;
+    await waitFor('the cache to be emptied', async () => (await read(), reads > before), 5000, 10);
+  };
+  let appId: string;
+
+  beforeEach(async () => {
+    changes = new AppChanges(h.databaseUrl, createLogger('silent'));
+    await changes.start();
+    cache = changes.cache();
+    reads = 0;
+    appId = (await h.createApp()).app.id;
+  });
+  afterEach(() => changes.close());
+
+  it('keeps what it read while it listens', async () => {
+    expect(changes.following).toBe(true);
+    expect(await read()).toBe('value 1');
+    expect(await read()).toBe('value 1');
+    expect(reads).toBe(1);
+  });
+
+  it("is emptied by a change to keys or credentials another connection commits, not by the apps' pacing", async () => {
+    await read();
+    await sql`update api_keys set rate_limit_per_second = 3, rate_limit_burst = 3 where app_id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+
+    // a change that nothing caches: an announcement would come within milliseconds
+    await sql`update apps set pace_next_at = now(), max_per_minute = 60 where id = ${appId}::uuid`.execute(h.db.db);
+    const before = reads;
+    await sleep(300);
+    await read();
+    expect(reads).toBe(before);
+
+    await sql`update apps set apns_credentials = '{}'::jsonb where id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+    await sql`update api_keys set revoked_at = now() where app_id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+    await sql`delete from apps where id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+  });
+
+  it('a change not committed is not heard', async () => {
+    await read();
+    await h.db.db
+      .transaction()
+      .execute(async (trx) => {
+        await sql`update api_keys set revoked_at = now() where app_id = ${appId}::uuid`.execute(trx);
+        await sleep(300);
+        await read();
+        expect(reads).toBe(1);
+        throw new Error('rolled back');
+      })
+      .catch((err: Error) => expect(err.message).toBe('rolled back'));
+    await sleep(300);
+    await read();
+    expect(reads).toBe(1);
+  });
+
+  it('keeps nothing read before a change it heard meanwhile, nor an undefined value', async () => {
+    const overtaken = await cache.get('k', async () => {
+      changes.changed();
+      return 'read before the change';
+    });
+    expect(overtaken).toBe('read before the change');
+    expect(await read()).toBe('value 1');
+
+    let absent = 0;
+    const none = () => cache.get('missing', async () => ((absent += 1), undefined));
+    expect(await none()).toBeUndefined();
+    expect(await none()).toBeUndefined();
+    expect(absent).toBe(2);
+  });
+
+  it('reads from the database while its connection is lost, and keeps values again once it listens anew', async () => {
+    await read();
+    // this test's connection and the harness server's: both reconnect
+    const { rows } = await sql<{ ended: boolean }>`
+      select pg_terminate_backend(pid) as ended from pg_stat_activity
+      where datname = current_database() and application_name = ${APP_CHANGES_APPLICATION_NAME}`.execute(h.db.db);
+    expect(rows.length).toBeGreaterThanOrEqual(1);
+    await waitFor('the connection loss to be noticed', async () => !changes.following, 5000, 10);
+    const before = reads;
+    await read();
+    await read();
+    expect(reads).toBe(before + 2);
+
+    await waitFor('it to listen again', async () => changes.following, 10_000, 20);
+    await read();
+    await read();
+    expect(reads).toBe(before + 3);
+    // and it hears again
+    await sql`update api_keys set rate_limit_per_second = null, rate_limit_burst = null where app_id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+  });
+
+  it('after close, keeps nothing', async () => {
+    await changes.close();
+    await read();
+    await read();
+    expect(reads).toBe(2);
+  });
+});
