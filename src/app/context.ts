@@ -54,7 +54,7 @@ export function createContext(
     store: new DeliveryStore(db, new DeliveryRepository()),
     direct: null,
   },
-  /** the changes this process follows, for the keys it keeps (none: every request reads its key) */
+  /** the changes this process follows, for the keys and apps' settings it keeps (none: every request reads them) */
   appChanges: AppChanges | null = null,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
@@ -75,6 +75,7 @@ export function createContext(
     config.DELIVERY_BATCH_SIZE,
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
     sending.direct,
+    appChanges,
   );
   const conversions = new ConversionsRepository();
   const devices = new DeviceService(

@@ -65,6 +65,7 @@ export class AppService {
     if (defaultTimeZone != null && !isTimeZone(defaultTimeZone))
       throw new ValidationError(`default-time-zone must be an IANA time zone such as Europe/Paris, got ${defaultTimeZone}`);
     if (!(await this.apps.setLimits(this.db, appId, limits).catch(() => false))) throw new NotFoundError('app');
+    this.changes?.changed();
     const now = await this.apps.campaignSettings(this.db, appId);
     return { app_id: appId, max_per_minute: now.max_per_minute, default_time_zone: now.default_time_zone };
   }

@@ -16,7 +16,8 @@ import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSen
 import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
 import type { BatchRef, NotificationScheduler } from '../queue/jobs.js';
 import { committedBatches, type CommittedBatch, type DirectDelivery } from '../queue/direct-delivery.js';
-import type { AppsRepository } from '../db/repositories/apps.js';
+import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
+import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
@@ -95,6 +96,8 @@ export class NotificationService {
     CREATION_GROUPS,
     (item) => this.createUnicastAlone(item),
   );
+  /** the apps' campaign settings read, by app id (none kept: every notification reads them) */
+  private readonly settings: FollowedCache<string, CampaignSettings> | null;
 
   constructor(
     private readonly db: Db,
@@ -110,7 +113,22 @@ export class NotificationService {
     private readonly onScheduleError: (err: unknown, id: string) => void,
     /** sends the small audiences this process cut (null: the queue delivers them) */
     private readonly direct: DirectDelivery | null = null,
-  ) {}
+    /** the changes this process follows, to keep the apps' settings it read (none: every notification reads them) */
+    changes: AppChanges | null = null,
+  ) {
+    this.settings = changes?.cache() ?? null;
+  }
+
+  /**
+   * What shapes when the apps' notifications go out (`AppsRepository.campaignSettings`), by app id. Read through
+   * the caller's handle: a transaction that waited for another connection of the pool could wait for ever.
+   */
+  private async campaignSettingsOf(db: Db, appIds: string[]): Promise<Map<string, CampaignSettings>> {
+    const { settings } = this;
+    if (!settings) return this.apps.campaignSettingsOf(db, appIds);
+    const read = (id: string) => settings.get(id, () => this.apps.campaignSettings(db, id));
+    return new Map(await Promise.all(appIds.map(async (id) => [id, (await read(id))!] as const)));
+  }
 
   async get(appId: string, id: string): Promise<Notification> {
     const n = await this.notifications.findForApp(this.db, appId, id);
@@ -243,7 +261,7 @@ export class NotificationService {
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
     const [settings, audiences, found] = await Promise.all([
-      this.apps.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
+      this.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
       this.audiences.upsertFiltersMany(this.db, specs),
       this.devices.deliverableOfEach(
         this.db,
@@ -327,7 +345,7 @@ export class NotificationService {
     let { options } = at;
     const { payload } = fields;
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
-    const settings = await this.apps.campaignSettings(trx, appId);
+    const settings = (await this.campaignSettingsOf(trx, [appId])).get(appId)!;
     const deviceZones = fields.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
     const timing = timingOf(fields, now, settings.default_time_zone, deviceZones);
     // a ttl counts from when it goes out

@@ -1,16 +1,26 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { APP_CHANGES_CHANNEL } from '../../src/db/app-changes.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { parseApnsCredentials } from '../../src/domain/credentials.js';
 import { generateApnsKey } from '../mocks/index.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 
+/** Listens for the next announcement of a change to keys or apps (`heard`), on a connection of its own. */
+async function announcement(databaseUrl: string): Promise<{ heard: Promise<void> }> {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  await client.query(`LISTEN ${APP_CHANGES_CHANNEL}`);
+  return { heard: new Promise((resolve) => client.once('notification', () => void client.end().then(() => resolve()))) };
+}
+
 /** The key id a provider token (JWT) names in its header. */
 const kidOf = (jwt: string): unknown => JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()).kid;
 
 /**
- * A server keeps the credentials and keys it read while it hears every change to them: a change committed by
- * another process (the CLI, another API) applies to its next notification and its next request.
+ * A server keeps the credentials, limits and keys it read while it hears every change to them: a change committed
+ * by another process (the CLI, another API) applies to its next notification and its next request.
  */
 describe('changes committed elsewhere apply to the next send and request', () => {
   let h: Harness;
@@ -33,7 +43,7 @@ describe('changes committed elsewhere apply to the next send and request', () =>
     await gw?.close();
   });
 
-  const send = async (alert: string) => {
+  const post = async (alert: string) => {
     const res = await h.server.inject({
       method: 'POST',
       url: '/v6/notifications',
@@ -41,6 +51,9 @@ describe('changes committed elsewhere apply to the next send and request', () =>
       payload: { notification: { to: [{ name: 'device_id', criteria: [device.id] }], payload: { alert } } },
     });
     expect(res.statusCode, res.body).toBe(201);
+  };
+  const send = async (alert: string) => {
+    await post(alert);
     return waitFor(`the push "${alert}"`, async () => gw.apns.pushes.find((p) => JSON.stringify(p.payload).includes(alert)));
   };
 
@@ -50,9 +63,30 @@ describe('changes committed elsewhere apply to the next send and request', () =>
 
     const rotated = generateApnsKey({ teamId: gw.apnsKey.credentials.teamId });
     gw.apns.addKey(rotated);
-    // stored as the CLI stores it, from outside the server's services
+    // stored as the CLI stores it, from outside the server's services, and heard a moment after the commit
+    const { heard } = await announcement(h.databaseUrl);
     await new AppsRepository().setCredentials(h.db.db, app.id, 'apns', { ...parseApnsCredentials(rotated.credentials) });
+    await heard;
+    await new Promise((r) => setTimeout(r, 200));
     const next = await send('after the rotation');
     expect(kidOf(next.jwt)).toBe(rotated.credentials.keyId);
+  });
+
+  it("an app's new ceiling paces its next notifications", async () => {
+    await send('before the ceiling');
+    // set as the CLI sets it (`pushd app set-limits`), from outside the server's services; the server hears it as
+    // this listener does, a moment after the commit (it reads settings per request, not per batch as credentials)
+    const { heard } = await announcement(h.databaseUrl);
+    await new AppsRepository().setLimits(h.db.db, app.id, { maxPerMinute: 1 });
+    await heard;
+    await new Promise((r) => setTimeout(r, 200));
+    const alerts = ['under the ceiling 1', 'under the ceiling 2'];
+    for (const alert of alerts) await post(alert);
+    const arrived = () => gw.apns.pushes.filter((p) => alerts.some((a) => JSON.stringify(p.payload).includes(a)));
+    await waitFor('the first push under the ceiling', async () => arrived().length > 0);
+    // one push a minute: the other waits for the next minute (read before the change, both would go at once)
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(arrived()).toHaveLength(1);
+    await new AppsRepository().setLimits(h.db.db, app.id, { maxPerMinute: null });
   });
 });
