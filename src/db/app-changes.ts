@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../platform/logger.js';
 
-/** The channel migration 015's triggers announce each committed change to API keys and apps' credentials on. */
+/** The channel the triggers of migrations 015 and 016 announce each committed change to API keys and apps on. */
 export const APP_CHANGES_CHANNEL = 'pushd_app_changes';
 
 /** The longest a value is served from a cache whatever is heard: a backstop for a connection that died unnoticed. */
@@ -9,6 +9,11 @@ const MAX_AGE_MS = 60_000;
 /** Values one cache holds at most (it is emptied when full): the keys and apps in use are few. */
 const MAX_ENTRIES = 10_000;
 const RECONNECT_MS = 1_000;
+/**
+ * How often its connection is asked to answer, and how long it may take: a connection that a NAT or a firewall
+ * dropped without a word delivers no announcement and no error, so only a question shows it is gone.
+ */
+const HEARTBEAT_MS = 10_000;
 /** How its connection shows in pg_stat_activity. */
 export const APP_CHANGES_APPLICATION_NAME = 'pushd app changes';
 
@@ -19,9 +24,9 @@ export interface FollowedCache<K, V> {
 }
 
 /**
- * Follows the committed changes to API keys and apps' push credentials, for caches of what every request or batch
+ * Follows the committed changes to API keys and apps (credentials, limits), for caches of what every request or batch
  * reads and almost never changes. A connection of its own LISTENs on the channel the tables' triggers announce on
- * (migration 015); each announcement empties every cache made here, and so does losing that connection: a value is
+ * (migrations 015 and 016); each announcement empties every cache made here, and so does losing that connection: a value is
  * served from a cache only while a change to it would be heard. Until the connection listens, and while it
  * reconnects, every read goes to the database.
  */
@@ -32,6 +37,7 @@ export class AppChanges {
   /** whether the loss being reconnected from was logged: once per loss, not per failed attempt */
   private lossLogged = false;
   private reconnect: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
   /** bumped each time the caches are emptied: a read that began before does not keep what it read */
   private epoch = 0;
   private readonly caches: Map<unknown, { value: unknown; at: number }>[] = [];
@@ -39,6 +45,7 @@ export class AppChanges {
   constructor(
     private readonly url: string,
     private readonly log: Logger,
+    private readonly heartbeatMs = HEARTBEAT_MS,
   ) {}
 
   /** Connects and listens; a failure is logged and retried in the background, reading from the database meanwhile. */
@@ -78,6 +85,7 @@ export class AppChanges {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.reconnect);
+    clearInterval(this.heartbeat);
     const client = this.client;
     this.client = null;
     this.listening = false;
@@ -87,7 +95,12 @@ export class AppChanges {
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.url, keepAlive: true, application_name: APP_CHANGES_APPLICATION_NAME });
+    const client = new pg.Client({
+      connectionString: this.url,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: this.heartbeatMs,
+      application_name: APP_CHANGES_APPLICATION_NAME,
+    });
     client.on('notification', () => this.changed());
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client));
@@ -99,6 +112,8 @@ export class AppChanges {
       // what was read before now was read unheard
       this.changed();
       this.listening = true;
+      this.heartbeat = setInterval(() => void this.probe(client), this.heartbeatMs);
+      this.heartbeat.unref();
       if (this.lossLogged) this.log.info('following app changes again');
       this.lossLogged = false;
     } catch (err) {
@@ -106,15 +121,28 @@ export class AppChanges {
     }
   }
 
+  /** Gives the connection up unless it answers within a heartbeat. */
+  private async probe(client: pg.Client): Promise<void> {
+    const silent = setTimeout(() => this.lost(client, new Error('no answer within a heartbeat')), this.heartbeatMs);
+    try {
+      await client.query('select 1');
+    } catch (err) {
+      this.lost(client, err);
+    } finally {
+      clearTimeout(silent);
+    }
+  }
+
   private lost(client: pg.Client, err?: unknown): void {
     if (this.client !== client) return;
+    clearInterval(this.heartbeat);
     this.client = null;
     this.listening = false;
     this.changed();
     client.end().catch(() => undefined);
     if (this.closed) return;
     if (!this.lossLogged)
-      this.log.warn({ err }, 'not following app changes: keys and credentials are read from the database until reconnected');
+      this.log.warn({ err }, 'not following app changes: keys, credentials and limits are read from the database until reconnected');
     this.lossLogged = true;
     this.reconnect = setTimeout(() => void this.connect(), RECONNECT_MS);
     this.reconnect.unref();

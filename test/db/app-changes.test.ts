@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AppChanges, APP_CHANGES_APPLICATION_NAME, type FollowedCache } from '../../src/db/app-changes.js';
@@ -44,19 +45,23 @@ describe('caches that follow the changes to keys and credentials', () => {
     expect(reads).toBe(1);
   });
 
-  it("is emptied by a change to keys or credentials another connection commits, not by the apps' pacing", async () => {
+  it("is emptied by a change to keys or apps' credentials or limits another connection commits, not by the apps' pacing", async () => {
     await read();
     await sql`update api_keys set rate_limit_per_second = 3, rate_limit_burst = 3 where app_id = ${appId}::uuid`.execute(h.db.db);
     await untilReadAgain();
 
     // a change that nothing caches: an announcement would come within milliseconds
-    await sql`update apps set pace_next_at = now(), max_per_minute = 60 where id = ${appId}::uuid`.execute(h.db.db);
+    await sql`update apps set pace_next_at = now() where id = ${appId}::uuid`.execute(h.db.db);
     const before = reads;
     await sleep(300);
     await read();
     expect(reads).toBe(before);
 
     await sql`update apps set apns_credentials = '{}'::jsonb where id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+    await sql`update apps set max_per_minute = 60 where id = ${appId}::uuid`.execute(h.db.db);
+    await untilReadAgain();
+    await sql`update apps set default_time_zone = 'Europe/Paris' where id = ${appId}::uuid`.execute(h.db.db);
     await untilReadAgain();
     await sql`update api_keys set revoked_at = now() where app_id = ${appId}::uuid`.execute(h.db.db);
     await untilReadAgain();
@@ -116,6 +121,49 @@ describe('caches that follow the changes to keys and credentials', () => {
     // and it hears again
     await sql`update api_keys set rate_limit_per_second = null, rate_limit_burst = null where app_id = ${appId}::uuid`.execute(h.db.db);
     await untilReadAgain();
+  });
+
+  it('gives up a connection that stops answering without closing, within a heartbeat, and listens anew', async () => {
+    // a NAT that forgets the connections it carries: nothing more passes them, and nobody is told
+    const carried: net.Socket[] = [];
+    let frozen = new Set<net.Socket>();
+    const target = new URL(h.databaseUrl);
+    const proxy = net.createServer((downstream) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const [from, to] of [
+        [downstream, upstream],
+        [upstream, downstream],
+      ] as const) {
+        from.on('data', (chunk) => void (frozen.has(from) || to.write(chunk)));
+        from.on('error', () => to.destroy());
+        from.on('close', () => to.destroy());
+      }
+      carried.push(downstream, upstream);
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const url = new URL(h.databaseUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String((proxy.address() as net.AddressInfo).port);
+    const behindNat = new AppChanges(url.toString(), createLogger('silent'), 200);
+    try {
+      await behindNat.start();
+      const natCache = behindNat.cache<string, number>();
+      let natReads = 0;
+      const natRead = () => natCache.get('k', async () => (natReads += 1));
+      await natRead();
+      await natRead();
+      expect(natReads).toBe(1);
+
+      frozen = new Set(carried);
+      await waitFor('the silent connection to be given up', async () => !behindNat.following, 5000, 20);
+      await natRead();
+      expect(natReads).toBe(2);
+      await waitFor('it to listen again on a new connection', async () => behindNat.following, 10_000, 20);
+    } finally {
+      await behindNat.close();
+      for (const socket of carried) socket.destroy();
+      await new Promise((r) => proxy.close(r));
+    }
   });
 
   it('after close, keeps nothing', async () => {
