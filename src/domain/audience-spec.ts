@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { isPlainObject, type Criterion, type Filter } from './filters.js';
 
 /**
@@ -36,7 +36,7 @@ export function audienceSpec(filters: Filter[]): { key: string; canonical: Filte
   return { key: sha256(stableStringify(canonical)), canonical };
 }
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+const sha256 = (text: string) => hash('sha256', text, 'hex');
 
 export const ALL_DEVICES_SPEC_KEY = '*';
 

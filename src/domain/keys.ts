@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 /** What a key may be: read (dashboards), write (backends), sdk (ships inside the app). */
 export type KeyRole = 'read' | 'write' | 'sdk';
 export const KEY_ROLES: readonly KeyRole[] = ['read', 'write', 'sdk'];
@@ -25,7 +25,7 @@ export function generateApiKey(): string {
 
 /** Keys are stored and looked up by this hash only: 192 random bits need no salt or slow hash. */
 export function hashApiKey(key: string): Buffer {
-  return createHash('sha256').update(key, 'utf8').digest();
+  return hash('sha256', key, 'buffer');
 }
 
 /** A non-secret hint for listings: the first characters only. */
