@@ -1,12 +1,12 @@
-import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { isUuid } from '../../domain/cursor.js';
 import type { Db } from '../database.js';
 import type { Audience } from '../schema.js';
 import type { Filter } from '../../domain/filters.js';
 import { ALL_DEVICES_SPEC_KEY } from '../../domain/audience-spec.js';
+import { randomId } from '../../platform/random-id.js';
 
-const generatedName = () => `api_audience_${randomBytes(9).toString('base64url')}`;
+const generatedName = () => `api_audience_${randomId(9)}`;
 
 /** How `upsertFiltersMany` names a spec of an app. */
 export const specRef = (appId: string, key: string) => `${appId} ${key}`;
