@@ -104,9 +104,10 @@ export async function startServices(env: Record<string, string>, opts: { mode: '
     });
   }
   // however the benchmark ends (an error included), it must not leave the service processes running
-  process.on('exit', () => {
+  const killAll = () => {
     for (const child of all) if (child.exitCode === null) child.kill('SIGKILL');
-  });
+  };
+  process.on('exit', killAll);
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
   return {
@@ -119,7 +120,8 @@ export async function startServices(env: Record<string, string>, opts: { mode: '
       const stopped = all.map((child) => new Promise((resolve) => child.once('exit', resolve)));
       for (const child of all) child.kill('SIGTERM');
       await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
-      for (const child of all) if (child.exitCode === null) child.kill('SIGKILL');
+      killAll();
+      process.off('exit', killAll);
     },
   };
 }
