@@ -10,10 +10,13 @@ const MAX_AGE_MS = 60_000;
 const MAX_ENTRIES = 10_000;
 const RECONNECT_MS = 1_000;
 /**
- * How often its connection is asked to answer, and how long it may take: a connection that a NAT or a firewall
- * dropped without a word delivers no announcement and no error, so only a question shows it is gone.
+ * How often its connection is asked to answer: a connection that a NAT or a firewall dropped without a word delivers
+ * no announcement and no error, so only a question shows it is gone. An answer may take half of it (a connection
+ * attempt a whole one): a silent connection is given up within one and a half heartbeats.
  */
 const HEARTBEAT_MS = 10_000;
+/** How long closing waits for the server to see the connection end: one that died unnoticed never answers. */
+const CLOSE_WAIT_MS = 1_000;
 /** How its connection shows in pg_stat_activity. */
 export const APP_CHANGES_APPLICATION_NAME = 'pushd app changes';
 
@@ -90,7 +93,9 @@ export class AppChanges {
     this.client = null;
     this.listening = false;
     this.changed();
-    await client?.end().catch(() => undefined);
+    if (!client) return;
+    const waited = new Promise((resolve) => setTimeout(resolve, CLOSE_WAIT_MS).unref());
+    await Promise.race([client.end().catch(() => undefined), waited]);
   }
 
   private async connect(): Promise<void> {
@@ -99,6 +104,8 @@ export class AppChanges {
       connectionString: this.url,
       keepAlive: true,
       keepAliveInitialDelayMillis: this.heartbeatMs,
+      connectionTimeoutMillis: this.heartbeatMs,
+      query_timeout: this.heartbeatMs / 2,
       application_name: APP_CHANGES_APPLICATION_NAME,
     });
     client.on('notification', () => this.changed());
@@ -121,15 +128,12 @@ export class AppChanges {
     }
   }
 
-  /** Gives the connection up unless it answers within a heartbeat. */
+  /** Gives the connection up unless it answers within half a heartbeat (its `query_timeout`). */
   private async probe(client: pg.Client): Promise<void> {
-    const silent = setTimeout(() => this.lost(client, new Error('no answer within a heartbeat')), this.heartbeatMs);
     try {
       await client.query('select 1');
     } catch (err) {
       this.lost(client, err);
-    } finally {
-      clearTimeout(silent);
     }
   }
 

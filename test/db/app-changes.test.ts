@@ -123,18 +123,23 @@ describe('caches that follow the changes to keys and credentials', () => {
     await untilReadAgain();
   });
 
-  it('gives up a connection that stops answering without closing, within a heartbeat, and listens anew', async () => {
-    // a NAT that forgets the connections it carries: nothing more passes them, and nobody is told
+  /**
+   * A NAT in front of the database that can forget the connections it carries (`freeze`): nothing more passes
+   * them, and nobody is told.
+   */
+  const natProxy = async () => {
     const carried: net.Socket[] = [];
     let frozen = new Set<net.Socket>();
     const target = new URL(h.databaseUrl);
-    const proxy = net.createServer((downstream) => {
-      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    // half-open allowed: a forgotten connection's end is not answered either
+    const proxy = net.createServer({ allowHalfOpen: true }, (downstream) => {
+      const upstream = net.connect({ port: Number(target.port || 5432), host: target.hostname, allowHalfOpen: true });
       for (const [from, to] of [
         [downstream, upstream],
         [upstream, downstream],
       ] as const) {
         from.on('data', (chunk) => void (frozen.has(from) || to.write(chunk)));
+        from.on('end', () => void (frozen.has(from) || to.end()));
         from.on('error', () => to.destroy());
         from.on('close', () => to.destroy());
       }
@@ -144,7 +149,19 @@ describe('caches that follow the changes to keys and credentials', () => {
     const url = new URL(h.databaseUrl);
     url.hostname = '127.0.0.1';
     url.port = String((proxy.address() as net.AddressInfo).port);
-    const behindNat = new AppChanges(url.toString(), createLogger('silent'), 200);
+    return {
+      url: url.toString(),
+      freeze: () => void (frozen = new Set(carried)),
+      close: async () => {
+        for (const socket of carried) socket.destroy();
+        await new Promise((r) => proxy.close(r));
+      },
+    };
+  };
+
+  it('gives up a connection that stops answering without closing, within a heartbeat, and listens anew', async () => {
+    const nat = await natProxy();
+    const behindNat = new AppChanges(nat.url, createLogger('silent'), 400);
     try {
       await behindNat.start();
       const natCache = behindNat.cache<string, number>();
@@ -154,15 +171,56 @@ describe('caches that follow the changes to keys and credentials', () => {
       await natRead();
       expect(natReads).toBe(1);
 
-      frozen = new Set(carried);
+      nat.freeze();
       await waitFor('the silent connection to be given up', async () => !behindNat.following, 5000, 20);
       await natRead();
       expect(natReads).toBe(2);
       await waitFor('it to listen again on a new connection', async () => behindNat.following, 10_000, 20);
     } finally {
       await behindNat.close();
-      for (const socket of carried) socket.destroy();
-      await new Promise((r) => proxy.close(r));
+      await nat.close();
+    }
+  });
+
+  it('closes without waiting for a connection that died unnoticed', async () => {
+    const nat = await natProxy();
+    // heartbeats far apart: the connection is still taken for alive when it closes
+    const behindNat = new AppChanges(nat.url, createLogger('silent'), 60_000);
+    try {
+      await behindNat.start();
+      expect(behindNat.following).toBe(true);
+      nat.freeze();
+      const closing = Date.now();
+      await behindNat.close();
+      expect(Date.now() - closing).toBeLessThan(3000);
+    } finally {
+      await nat.close();
+    }
+  });
+
+  it('gives up a server that takes the connection and never answers', async () => {
+    // a TCP peer that accepts and then says nothing: the startup (and a Terminate on close) is never answered
+    const held: net.Socket[] = [];
+    const mute = net.createServer((socket) => void held.push(socket));
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
+    const url = new URL(h.databaseUrl);
+    url.hostname = '127.0.0.1';
+    url.port = String((mute.address() as net.AddressInfo).port);
+    const unanswered = new AppChanges(url.toString(), createLogger('silent'), 400);
+    try {
+      const started = Date.now();
+      await unanswered.start();
+      expect(Date.now() - started).toBeLessThan(3000);
+      expect(unanswered.following).toBe(false);
+      const unheard = unanswered.cache<string, number>();
+      let n = 0;
+      await unheard.get('k', async () => (n += 1));
+      await unheard.get('k', async () => (n += 1));
+      expect(n).toBe(2);
+    } finally {
+      await unanswered.close();
+      for (const socket of held) socket.destroy();
+      await new Promise((r) => mute.close(r));
     }
   });
 
