@@ -24,6 +24,8 @@ export const APP_CHANGES_APPLICATION_NAME = 'pushd app changes';
 export interface FollowedCache<K, V> {
   /** The value kept for `key`, else what `load` reads: kept unless undefined or a change was heard meanwhile. */
   get(key: K, load: (key: K) => Promise<V | undefined>): Promise<V | undefined>;
+  /** `get` for several keys: those not kept are read with one `load` (which answers the ones it found). */
+  getMany(keys: K[], load: (missing: K[]) => Promise<Map<K, V>>): Promise<Map<K, V>>;
 }
 
 /**
@@ -70,17 +72,40 @@ export class AppChanges {
   cache<K, V>(): FollowedCache<K, V> {
     const entries = new Map<K, { value: V; at: number }>();
     this.caches.push(entries as Map<unknown, { value: unknown; at: number }>);
+    const kept = (key: K): V | undefined => {
+      const entry = entries.get(key);
+      return entry && this.listening && Date.now() - entry.at < MAX_AGE_MS ? entry.value : undefined;
+    };
+    /** keeps what was read since `epoch`, unless a change was heard meanwhile */
+    const keep = (epoch: number, key: K, value: V) => {
+      if (!this.listening || this.epoch !== epoch) return;
+      if (entries.size >= MAX_ENTRIES) entries.clear();
+      entries.set(key, { value, at: Date.now() });
+    };
     return {
       get: async (key, load) => {
-        const kept = entries.get(key);
-        if (kept && this.listening && Date.now() - kept.at < MAX_AGE_MS) return kept.value;
+        const found = kept(key);
+        if (found !== undefined) return found;
         const epoch = this.epoch;
         const value = await load(key);
-        if (value !== undefined && this.listening && this.epoch === epoch) {
-          if (entries.size >= MAX_ENTRIES) entries.clear();
-          entries.set(key, { value, at: Date.now() });
-        }
+        if (value !== undefined) keep(epoch, key, value);
         return value;
+      },
+      getMany: async (keys, load) => {
+        const found = new Map<K, V>();
+        const missing: K[] = [];
+        for (const key of new Set(keys)) {
+          const value = kept(key);
+          if (value === undefined) missing.push(key);
+          else found.set(key, value);
+        }
+        if (!missing.length) return found;
+        const epoch = this.epoch;
+        for (const [key, value] of await load(missing)) {
+          keep(epoch, key, value);
+          found.set(key, value);
+        }
+        return found;
       },
     };
   }

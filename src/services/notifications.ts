@@ -120,14 +120,13 @@ export class NotificationService {
   }
 
   /**
-   * What shapes when the apps' notifications go out (`AppsRepository.campaignSettings`), by app id. Read through
-   * the caller's handle: a transaction that waited for another connection of the pool could wait for ever.
+   * What shapes when the apps' notifications go out (`AppsRepository.campaignSettings`), by app id: those not kept
+   * read in one statement. Read through the caller's handle: a transaction that waited for another connection of
+   * the pool could wait for ever.
    */
-  private async campaignSettingsOf(db: Db, appIds: string[]): Promise<Map<string, CampaignSettings>> {
-    const { settings } = this;
-    if (!settings) return this.apps.campaignSettingsOf(db, appIds);
-    const read = (id: string) => settings.get(id, () => this.apps.campaignSettings(db, id));
-    return new Map(await Promise.all(appIds.map(async (id) => [id, (await read(id))!] as const)));
+  private campaignSettingsOf(db: Db, appIds: string[]): Promise<Map<string, CampaignSettings>> {
+    const read = (ids: string[]) => this.apps.campaignSettingsOf(db, ids);
+    return this.settings ? this.settings.getMany(appIds, read) : read(appIds);
   }
 
   async get(appId: string, id: string): Promise<Notification> {

@@ -69,6 +69,41 @@ describe('caches that follow the changes to keys and credentials', () => {
     await untilReadAgain();
   });
 
+  it('reads the keys it does not keep with one load, and keeps what that load found', async () => {
+    const many = changes.cache<string, number>();
+    const loads: string[][] = [];
+    const load = async (missing: string[]) => {
+      loads.push(missing);
+      return new Map(missing.filter((k) => k !== 'absent').map((k) => [k, k.length] as const));
+    };
+    expect(await many.getMany(['a', 'bb', 'a'], load)).toEqual(
+      new Map([
+        ['a', 1],
+        ['bb', 2],
+      ]),
+    );
+    expect(await many.getMany(['a', 'ccc', 'absent'], load)).toEqual(
+      new Map([
+        ['a', 1],
+        ['ccc', 3],
+      ]),
+    );
+    expect(await many.getMany(['bb', 'ccc'], load)).toEqual(
+      new Map([
+        ['bb', 2],
+        ['ccc', 3],
+      ]),
+    );
+    expect(loads).toEqual([
+      ['a', 'bb'],
+      ['ccc', 'absent'],
+    ]);
+
+    await sql`update apps set max_per_minute = 5 where id = ${appId}::uuid`.execute(h.db.db);
+    await waitFor('the change to be heard', async () => (await many.getMany(['a', 'bb'], load), loads.length > 2), 5000, 10);
+    expect(loads[2]).toEqual(['a', 'bb']);
+  });
+
   it('a change not committed is not heard', async () => {
     await read();
     await h.db.db
