@@ -78,15 +78,18 @@ describe('changes committed elsewhere apply to the next send and request', () =>
     // this listener does, a moment after the commit (it reads settings per request, not per batch as credentials)
     const { heard } = await announcement(h.databaseUrl);
     await new AppsRepository().setLimits(h.db.db, app.id, { maxPerMinute: 1 });
-    await heard;
-    await new Promise((r) => setTimeout(r, 200));
-    const alerts = ['under the ceiling 1', 'under the ceiling 2'];
-    for (const alert of alerts) await post(alert);
-    const arrived = () => gw.apns.pushes.filter((p) => alerts.some((a) => JSON.stringify(p.payload).includes(a)));
-    await waitFor('the first push under the ceiling', async () => arrived().length > 0);
-    // one push a minute: the other waits for the next minute (read before the change, both would go at once)
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(arrived()).toHaveLength(1);
-    await new AppsRepository().setLimits(h.db.db, app.id, { maxPerMinute: null });
+    try {
+      await heard;
+      await new Promise((r) => setTimeout(r, 200));
+      const alerts = ['under the ceiling 1', 'under the ceiling 2'];
+      for (const alert of alerts) await post(alert);
+      const arrived = () => gw.apns.pushes.filter((p) => alerts.some((a) => JSON.stringify(p.payload).includes(a)));
+      await waitFor('the first push under the ceiling', async () => arrived().length > 0);
+      // one push a minute: the other waits for the next minute (read before the change, both would go at once)
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(arrived()).toHaveLength(1);
+    } finally {
+      await new AppsRepository().setLimits(h.db.db, app.id, { maxPerMinute: null });
+    }
   });
 });
