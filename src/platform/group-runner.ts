@@ -1,14 +1,18 @@
 /**
  * Runs many small units of work as few groups. At most `maxInFlight` groups run at once; what is submitted
- * meanwhile waits and goes in the next group (up to `maxGroup`). Alone, a submission runs at once, so an idle
- * server adds no latency, and under load each group carries many: one transaction's round trips are shared by
- * all of them. Each item gets its own result (or error). When a whole group fails (one item the database refuses,
- * a deadlock between groups) and `alone` is given, its items run again through `alone`, one after another inside
- * the group's slot: one bad item fails alone, without a burst of transactions as large as the group.
+ * meanwhile waits and goes in the next group (up to `maxGroup`). A free slot takes what was submitted once the
+ * input already received has been read (the event loop's next check phase): the requests or gateway answers that
+ * arrived together go in one group, where the first of them would otherwise go alone and the rest wait for it.
+ * An idle server adds only that turn; under load each group carries many, and one transaction's round trips are
+ * shared by all of them. Each item gets its own result (or error). When a whole group fails (one item the
+ * database refuses, a deadlock between groups) and `alone` is given, its items run again through `alone`, one
+ * after another inside the group's slot: one bad item fails alone, without a burst of transactions as large as
+ * the group.
  */
 export class GroupRunner<I, O> {
   private waiting: { item: I; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
   private running = 0;
+  private pumpScheduled = false;
 
   /** `run` answers each item in order: its result, or the error that item alone gets. */
   constructor(
@@ -20,7 +24,12 @@ export class GroupRunner<I, O> {
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.waiting.push({ item, resolve, reject });
-      this.pump();
+      if (this.pumpScheduled) return;
+      this.pumpScheduled = true;
+      setImmediate(() => {
+        this.pumpScheduled = false;
+        this.pump();
+      });
     });
   }
 

@@ -4,7 +4,7 @@ import { GroupRunner } from '../../src/platform/group-runner.js';
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('GroupRunner', () => {
-  it('runs a lone submission at once, and groups what arrives while the groups in flight run', async () => {
+  it('runs a lone submission at once, groups what arrives together, and what arrives while the groups in flight run', async () => {
     const groups: number[][] = [];
     const release: (() => void)[] = [];
     const commit = new GroupRunner<number, string>(
@@ -18,19 +18,19 @@ describe('GroupRunner', () => {
     const first = commit.submit(1);
     await tick();
     expect(groups).toEqual([[1]]);
-    const rest = [2, 3, 4, 5, 6, 7].map((i) => commit.submit(i));
+    const rest = [2, 3, 4, 5, 6, 7, 8].map((i) => commit.submit(i));
     await tick();
-    // one slot was free: 2 went alone; 3..7 wait for a slot
-    expect(groups).toEqual([[1], [2]]);
+    // one slot was free: what was submitted together took it, as one group; 5..8 wait for a slot
+    expect(groups).toEqual([[1], [2, 3, 4]]);
     release.shift()!();
     await tick();
-    expect(groups).toEqual([[1], [2], [3, 4, 5]]);
+    expect(groups).toEqual([[1], [2, 3, 4], [5, 6, 7]]);
     release.shift()!();
     await tick();
-    expect(groups).toEqual([[1], [2], [3, 4, 5], [6, 7]]);
+    expect(groups).toEqual([[1], [2, 3, 4], [5, 6, 7], [8]]);
     release.splice(0).forEach((r) => r());
     expect(await first).toBe('done 1');
-    expect(await Promise.all(rest)).toEqual(['done 2', 'done 3', 'done 4', 'done 5', 'done 6', 'done 7']);
+    expect(await Promise.all(rest)).toEqual(['done 2', 'done 3', 'done 4', 'done 5', 'done 6', 'done 7', 'done 8']);
   });
 
   it('gives each item its own outcome, and every item the error of a group that throws', async () => {
@@ -46,6 +46,7 @@ describe('GroupRunner', () => {
       { maxInFlight: 1, maxGroup: 10 },
     );
     const blocker = commit.submit(1);
+    await tick(); // running: what comes next waits for it
     const settled = await Promise.allSettled([2, 3].map((i) => commit.submit(i)));
     expect(await blocker).toBe(10);
     expect(settled[0]).toMatchObject({ status: 'rejected', reason: new Error('odd only: 2') });
@@ -72,6 +73,7 @@ describe('GroupRunner', () => {
       },
     );
     const blocker = commit.submit(9);
+    await tick(); // running: what comes next waits for it
     const settled = await Promise.allSettled([1, 0, 2].map((i) => commit.submit(i)));
     expect(await blocker).toBe(9);
     expect(settled).toEqual([
