@@ -194,7 +194,7 @@ describe('caches that follow the changes to keys and credentials', () => {
     };
   };
 
-  it('gives up a connection that stops answering without closing, within a heartbeat, and listens anew', async () => {
+  it('gives up a connection that stops answering without closing, within one and a half heartbeats, and listens anew', async () => {
     const nat = await natProxy();
     const behindNat = new AppChanges(nat.url, createLogger('silent'), 400);
     try {

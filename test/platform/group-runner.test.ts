@@ -4,7 +4,7 @@ import { GroupRunner } from '../../src/platform/group-runner.js';
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe('GroupRunner', () => {
-  it('runs a lone submission at once, groups what arrives together, and what arrives while the groups in flight run', async () => {
+  it('runs a lone submission on the next turn, groups what arrives together, and what arrives while the groups in flight run', async () => {
     const groups: number[][] = [];
     const release: (() => void)[] = [];
     const commit = new GroupRunner<number, string>(
