@@ -283,34 +283,29 @@ export class DeliveryRepository {
             as inv(id, reason, batch_id)
           where d.id = inv.id and d.token_invalidated_at is null and inv.batch_id in (select id from recorded))`
       : sql``;
-    const received = attempts.flatMap(({ batch, outcome }) =>
-      outcome.succeeded.map((deviceId) => ({
-        deviceId,
-        notificationId: batch.notification_id,
-        batchId: batch.id,
-        at: outcome.sentAt ?? null,
-      })),
-    );
-    const receipts = received.length
+    // each batch's received devices as one joined list (uuids hold no comma), its notification and time once: arrays
+    // of an element per device, repeating those, were the costly part to encode and to parse
+    const receipts = attempts.some(({ outcome }) => outcome.succeeded.length > 0)
       ? sql`, received as (
           insert into device_pushes (device_id, notification_id, received_at)
-          select distinct on (s.device_id, s.notification_id) s.device_id, s.notification_id, coalesce(s.at, now())
-          from unnest(${received.map((r) => r.deviceId)}::uuid[], ${received.map((r) => r.notificationId)}::uuid[],
-            ${received.map((r) => r.at)}::timestamptz[], ${received.map((r) => r.batchId)}::text[]) as s(device_id, notification_id, at, batch_id)
-          where s.batch_id in (select id from recorded)
+          select distinct on (s.device_id, i.notification_id) s.device_id, i.notification_id, coalesce(i.sent_at, now())
+          from input i cross join lateral unnest(string_to_array(i.received, ',')::uuid[]) as s(device_id)
+          where i.id in (select id from recorded)
           on conflict (device_id, notification_id) do update set received_at = excluded.received_at)`
       : sql``;
     const { rows } = await sql<{ id: string }>`
       with input as (
         select t.id, t.notification_id, t.generation, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
-          t.succeeded, t.failed, t.invalidated, t.expired, t.last_error, t.failure_reason
+          t.succeeded, t.failed, t.invalidated, t.expired, t.last_error, t.failure_reason, t.received, t.sent_at
         from unnest(${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
           ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => i.batch.attempts)}::int[],
           ${input.map((i) => i.retryLeft.join(','))}::text[], ${input.map((i) => (i.retryLeft.length ? 'pending' : 'done'))}::text[],
           ${input.map((i) => i.outcome.succeeded.length)}::int[], ${input.map((i) => i.failed)}::int[],
           ${input.map((i) => i.outcome.invalidated.length)}::int[], ${input.map((i) => i.outcome.expired.length)}::int[],
-          ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[])
-          as t(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, last_error, failure_reason)),
+          ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[],
+          ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[])
+          as t(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, last_error, failure_reason,
+            received, sent_at)),
       recorded as (
         update delivery_batches b
         set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,
