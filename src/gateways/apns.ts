@@ -33,6 +33,7 @@ import type { Logger } from '../platform/logger.js';
 import type { ApnsCredentials } from '../domain/credentials.js';
 import type { ClientHttp2Session } from 'node:http2';
 import { Drain } from './drain.js';
+import './lean-async-bind.js';
 import { StreamPool } from './stream-pool.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import {

@@ -9,6 +9,7 @@
  * TLS trust is Node's default store (NODE_EXTRA_CA_CERTS included).
  */
 import http2, { type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import './lean-async-bind.js';
 
 export class TransportError extends Error {
   override name = 'TransportError';
