@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { isUuid } from '../../domain/cursor.js';
 import type { Db } from '../database.js';
+import { jsonbArray } from '../pg-arrays.js';
 import type { Audience } from '../schema.js';
 import type { Filter } from '../../domain/filters.js';
 import { ALL_DEVICES_SPEC_KEY } from '../../domain/audience-spec.js';
@@ -33,7 +34,7 @@ export class AudiencesRepository {
     const wanted = (list: { appId: string; key: string; canonical: Filter[] }[]) =>
       // one array per column: the statement's text is the same however many there are
       sql`select * from unnest(${list.map((s) => s.appId)}::uuid[], ${list.map((s) => s.key)}::text[],
-        ${list.map((s) => JSON.stringify(s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[])
+        ${jsonbArray(list.map((s) => s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[])
         as t(app_id, spec_key, filters, name)`;
     const ids = new Map<string, string>();
     const { rows } = await sql<Pick<Audience, 'id' | 'app_id' | 'spec_key'>>`

@@ -1,7 +1,8 @@
 import type { NotificationRequest } from '../../domain/notification-request.js';
 import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../database.js';
-import type { Notification, NotificationState } from '../schema.js';
+import type { Notification, NotificationState, NotificationsTable } from '../schema.js';
+import { jsonbArray } from '../pg-arrays.js';
 import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
@@ -65,14 +66,21 @@ export class NotificationsRepository {
   /**
    * `insertMany` of notifications whose whole audience was cut into `batches` (the delivery repository's
    * `batchesInsert` of them), in one statement with those batches: atomic without a transaction, one round trip.
-   * Their ids are made by the caller, since the batches are named after them.
+   * Their ids are made by the caller, since the batches are named after them. The rows come back with the
+   * request and payload they were given, not read back: the documents are most of a row's bytes, to encode on the
+   * server and to parse here, on the path of every small notification.
    */
   async insertCut(db: Db, list: (NewNotification & { id: string })[], batches: RawBuilder<unknown> | null): Promise<Notification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertCut: a collapse_key needs insertOrCollapse');
     if (!list.length) return [];
-    const rows = await insertRows(db, list, sql``, batches);
+    const rows = await insertRows(db, list, sql``, batches, RETURNED_BUT_DOCUMENTS);
     const byId = new Map(rows.map((n) => [n.id, n]));
-    return list.map((n) => byId.get(n.id)!);
+    return list.map((n) => {
+      const row = byId.get(n.id)!;
+      row.request = n.request as Notification['request'];
+      row.payload = n.payload;
+      return row;
+    });
   }
 
   async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
@@ -114,6 +122,20 @@ export class NotificationsRepository {
   }
 }
 
+/** A notification's columns but the two documents its insert is given (`insertCut`). */
+// prettier-ignore
+const BUT_DOCUMENTS = [
+  'id', 'app_id', 'audience_id', 'send_group', 'collapse_key', 'state', 'generation', 'devices_targeted',
+  'pushes_succeeded', 'pushes_failed', 'tokens_invalidated', 'pushes_expired', 'failure_reason', 'created_at',
+  'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
+  'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'throttle_per_minute', 'pace_next_at',
+  'canceled_at', 'message_id', 'expires_at', 'priority',
+] as const satisfies readonly Exclude<keyof NotificationsTable, 'request' | 'payload'>[];
+// a column added to the table but not to the list stops the build here, naming it
+type Unlisted = Exclude<keyof NotificationsTable, 'request' | 'payload' | (typeof BUT_DOCUMENTS)[number]>;
+const _everyColumnListed = true satisfies [Unlisted] extends [never] ? true : { unlisted: Unlisted };
+const RETURNED_BUT_DOCUMENTS = sql.join(BUT_DOCUMENTS.map((c) => sql.ref(c)));
+
 /**
  * The insert of notifications: one array per column, so the statement's text is the same however many there are.
  * A cut notification (`NewNotification.cut`) is inserted with its fan-out done; a ttl counts from the statement's
@@ -125,9 +147,10 @@ async function insertRows(
   list: NewNotification[],
   onConflict: RawBuilder<unknown>,
   alsoRun: RawBuilder<unknown> | null = null,
+  returning: RawBuilder<unknown> = sql`*`,
 ): Promise<Notification[]> {
   const column = <T>(f: (n: NewNotification) => T) => list.map(f);
-  const json = (v: unknown) => (v == null ? null : JSON.stringify(v));
+  const json = (f: (n: NewNotification) => unknown) => jsonbArray(list.map(f));
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, fanout_done, fanout_seq, devices_targeted, state, published_at, finished_at)
@@ -137,10 +160,10 @@ async function insertRows(
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
       case when t.cut_targeted = 0 then now() end
-    from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${column((n) => json(n.request))}::jsonb[],
-      ${column((n) => json(n.payload))}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
+    from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${json((n) => n.request)}::jsonb[],
+      ${json((n) => n.payload)}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
       ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
-      ${column((n) => json(n.timing?.localPlan))}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
+      ${json((n) => n.timing?.localPlan)}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
       ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
       ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
@@ -149,7 +172,7 @@ async function insertRows(
         throttle_per_minute, ttl, expires_at, priority, message_id, cut_batches, cut_targeted, ord)
     order by t.ord
     ${onConflict}
-    returning *`;
+    returning ${returning}`;
   // the other statement runs as a part of this one (data-modifying CTEs), after the rows it may refer to
   const { rows } = await (
     alsoRun ? sql<Notification>`with inserted as (${insert}), also as (${alsoRun}) select * from inserted` : insert

@@ -1,0 +1,42 @@
+import { sql } from 'kysely';
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { jsonbArray } from '../../src/db/pg-arrays.js';
+import { useHarness } from '../helpers/harness.js';
+
+/** documents whose text needs every kind of quoting an array literal has */
+const documents: unknown[] = [
+  { alert: 'say "hi" \\ bye', path: 'C:\\temp\\"x"', braces: '{a,b}', comma: 'a, b', empty: '' },
+  { multiline: 'line 1\nline 2\ttab\r\u0001', unicode: 'héllo wörld — 日本語 🎉' },
+  null,
+  [1, 2.5, -3e-7, true, false, null, 'NULL', 'null'],
+  'a bare string',
+  42,
+  {},
+  [],
+];
+
+describe('jsonbArray: JSON documents as one array parameter', () => {
+  const h = useHarness();
+
+  it('reads back in PostgreSQL as the same documents, nulls as NULL', async () => {
+    const { rows } = await sql<{ doc: unknown }>`
+      select t.doc from unnest(${jsonbArray(documents)}::jsonb[]) with ordinality as t(doc, ord) order by t.ord`.execute(h.db.db);
+    expect(rows.map((r) => r.doc)).toEqual(documents.map((d) => (d == null ? null : JSON.parse(JSON.stringify(d)))));
+  });
+
+  it('writes the literal pg itself would write, but for null spelled in lower case', () => {
+    const texts = documents.map((d) => (d == null ? null : JSON.stringify(d)));
+    expect(jsonbArray(documents)).toBe(prepared(texts).replace(/(?<=[{,])NULL(?=[,}])/g, 'null'));
+  });
+
+  it('is an empty array for no documents', async () => {
+    const { rows } = await sql<{ n: number }>`select cardinality(${jsonbArray([])}::jsonb[]) as n`.execute(h.db.db);
+    expect(rows[0]!.n).toBe(0);
+  });
+});
+
+/** pg's own serialisation of a JS array parameter */
+function prepared(values: unknown[]): string {
+  return (pg as unknown as { utils: { prepareValue(v: unknown): string } }).utils.prepareValue(values);
+}
