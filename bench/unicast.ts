@@ -69,6 +69,8 @@ interface Result {
   serviceCpu: number;
   apiCpu: number;
   databaseCpu: number;
+  /** PostgreSQL's write-ahead log per notification, bytes: its writes, counted exactly whatever the machine's speed */
+  walBytes: number;
   /** the Redis server's, on the Redis queue */
   redisCpu: number | null;
   /** this process: the 50 clients and both mock gateways */
@@ -194,6 +196,8 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const spent = (before: Map<number, number>, after: Map<number, number>) =>
     [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
 
+  const walAt = async () => (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn;
+  const walBefore = await walAt();
   const measured = returning ? rows.slice(K, 2 * K) : rows.slice(0, K);
   const latencies: number[] = [];
   let refused = 0;
@@ -215,6 +219,9 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const serviceCpu = spent(cpuBefore.service, cpuOf(servicePids)) / K;
   const apiCpu = spent(cpuBefore.service, cpuOf([services.api.pid!])) / K;
   const databaseCpu = (serverCpuMs(postmaster) - cpuBefore.database) / K;
+  const walBytes = (
+    await sql<{ bytes: string }>`select pg_wal_lsn_diff(${await walAt()}::pg_lsn, ${walBefore}::pg_lsn)::text as bytes`.execute(db.db)
+  ).rows[0]!.bytes;
   const redisCpu = redis ? ((await redisCpuMs()) - cpuBefore.redis) / K : null;
   redis?.disconnect();
   const benchUsage = process.cpuUsage(cpuBefore.bench);
@@ -246,6 +253,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     serviceCpu,
     apiCpu,
     databaseCpu,
+    walBytes: Number(walBytes) / K,
     redisCpu,
     benchCpu,
   };
@@ -358,14 +366,14 @@ async function main() {
     );
   console.log('');
   console.log(
-    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks |`,
+    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks | PostgreSQL WAL bytes/notification |`,
   );
-  console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|`);
+  console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|`);
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} |`,
+      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} | ${r.walBytes.toFixed(0)} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.twice > 0 || r.refused > 0);
