@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
-import { specRef, type AudiencesRepository } from '../db/repositories/audiences.js';
+import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Deliverable } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type NewNotification } from '../db/repositories/notifications.js';
@@ -232,12 +232,11 @@ export class NotificationService {
   }
 
   /**
-   * Creates a group of unicast notifications (see `isUnicast`) with a few statements, however many there are, and
-   * enqueues them with one call: the shape most traffic has, created at the cost of a few. The reads (the apps'
-   * settings, the devices) and the upsert of the audiences run at once; then one statement inserts the
-   * notifications with their batches, atomically. An audience upserted for a notification that then failed is
-   * only a stored spec, used by the next request that names it. If the group fails, the runner creates each one
-   * again on its own (`createUnicastAlone`), so a request the database refuses fails alone.
+   * Creates a group of unicast notifications (see `isUnicast`) with two statements, however many there are, and
+   * enqueues them with one call: the shape most traffic has, created at the cost of a few. One statement reads
+   * the devices (the apps' settings are kept, or read at once with it); then one inserts the notifications with
+   * their batches and the audiences they name, atomically. If the group fails, the runner creates each one again
+   * on its own (`createUnicastAlone`), so a request the database refuses fails alone.
    */
   private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<Notification>[]> {
     const created = await this.insertUnicastGroup(items);
@@ -259,9 +258,8 @@ export class NotificationService {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
-    const [settings, audiences, found] = await Promise.all([
+    const [settings, found] = await Promise.all([
       this.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
-      this.audiences.upsertFiltersMany(this.db, specs),
       this.devices.deliverableOfEach(
         this.db,
         specs.map((s) => ({ appId: s.appId, filters: s.canonical })),
@@ -278,7 +276,8 @@ export class NotificationService {
         notification: {
           id,
           appId: i.appId,
-          audienceId: audiences.get(specRef(specs[k]!.appId, specs[k]!.key))!,
+          audienceId: null,
+          audienceSpecKey: specs[k]!.key,
           request: i.request.notification,
           payload: i.request.notification.payload,
           collapseKey: null,
@@ -295,6 +294,7 @@ export class NotificationService {
       this.delivery.batchesInsert(
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
+      this.audiences.specAudiences(specs),
     );
     return inserted.map((notification, k) => {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };

@@ -1,18 +1,21 @@
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { AudiencesRepository, specRef } from '../../src/db/repositories/audiences.js';
+import { randomUUID } from 'node:crypto';
+import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { audienceSpec } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { useHarness } from '../helpers/harness.js';
 
 /**
- * The audiences of a group of notifications being created: one stored audience per app and canonical spec, found
- * when it exists (without writing it again), inserted when not, and the same row when another statement inserted
- * it in between.
+ * The audiences of a group of notifications being created, upserted by the statement that inserts them: one
+ * stored audience per app and canonical spec, found when it exists (without writing it again), inserted when not,
+ * and the same row when another statement inserted it in between.
  */
 describe('the stored audiences of many specs at once', () => {
   const h = useHarness();
   const audiences = new AudiencesRepository();
+  const notifications = new NotificationsRepository();
   let app: string;
   let other: string;
   const spec = (appId: string, filters: Filter[]) => ({ appId, ...audienceSpec(filters) });
@@ -20,6 +23,32 @@ describe('the stored audiences of many specs at once', () => {
   /** the row's version: a write of any kind (an update to the same values included) changes it */
   const versionOf = async (id: string) =>
     (await sql<{ xmin: string }>`select xmin::text from audiences where id = ${id}::uuid`.execute(h.db.db)).rows[0]!.xmin;
+  /** inserts a notification naming each spec, with the audiences, as a group is created; answers their audience ids */
+  const insertNaming = async (specs: ReturnType<typeof spec>[]) => {
+    const inserted = await notifications.insertCut(
+      h.db.db,
+      specs.map((s) => ({
+        id: randomUUID(),
+        appId: s.appId,
+        audienceId: null,
+        audienceSpecKey: s.key,
+        request: { to: s.canonical, payload: {} },
+        payload: {},
+        collapseKey: null,
+      })),
+      null,
+      audiences.specAudiences(specs),
+    );
+    return inserted.map((n) => n.audience_id!);
+  };
+  const countOf = async (appId: string) =>
+    (
+      await h.db.db
+        .selectFrom('audiences')
+        .select(sql<number>`count(*)::int`.as('n'))
+        .where('app_id', '=', appId)
+        .executeTakeFirstOrThrow()
+    ).n;
 
   beforeAll(async () => {
     app = (await h.createApp()).app.id;
@@ -28,24 +57,40 @@ describe('the stored audiences of many specs at once', () => {
 
   it('inserts new specs once each, per app, and finds them again without writing', async () => {
     const specs = [spec(app, user('ann')), spec(app, user('bo')), spec(app, user('ann')), spec(other, user('ann'))];
-    const first = await audiences.upsertFiltersMany(h.db.db, specs);
-    expect(first.size).toBe(3);
-    const ann = first.get(specRef(app, specs[0]!.key))!;
-    expect(first.get(specRef(other, specs[3]!.key))).not.toBe(ann);
+    const first = await insertNaming(specs);
+    expect(first[2]).toBe(first[0]);
+    expect(new Set(first).size).toBe(3);
+    const ann = first[0]!;
     const stored = await h.db.db.selectFrom('audiences').selectAll().where('id', '=', ann).executeTakeFirstOrThrow();
-    expect(stored).toMatchObject({ app_id: app, kind: 'filters', filters: user('ann') });
+    expect(stored).toMatchObject({ app_id: app, kind: 'filters', filters: user('ann'), spec_key: specs[0]!.key });
     expect(stored.name).toMatch(/^api_audience_/);
+    expect(await h.db.db.selectFrom('audiences').select('app_id').where('id', '=', first[3]!).executeTakeFirstOrThrow()).toEqual({
+      app_id: other,
+    });
 
     const version = await versionOf(ann);
-    const again = await audiences.upsertFiltersMany(h.db.db, [spec(app, user('ann')), spec(app, user('cy'))]);
-    expect(again.get(specRef(app, specs[0]!.key))).toBe(ann);
+    const again = await insertNaming([spec(app, user('ann')), spec(app, user('cy'))]);
+    expect(again[0]).toBe(ann);
     expect(await versionOf(ann)).toBe(version);
-    const count = await h.db.db
-      .selectFrom('audiences')
-      .select(sql<number>`count(*)::int`.as('n'))
-      .where('app_id', '=', app)
-      .executeTakeFirstOrThrow();
-    expect(count.n).toBe(3);
+    expect(await countOf(app)).toBe(3);
+  });
+
+  it('writes no audience when the insert fails: they are one statement', async () => {
+    const [ivy] = await insertNaming([spec(app, user('ivy'))]);
+    const taken = (await h.db.db.selectFrom('notifications').select('id').where('audience_id', '=', ivy!).executeTakeFirstOrThrow()).id;
+    const before = await countOf(app);
+    const lost = spec(app, user('gus'));
+    // the row's id is taken: the statement fails, and its new audience with it
+    const failing = notifications.insertCut(
+      h.db.db,
+      [{ id: taken, appId: app, audienceId: null, audienceSpecKey: lost.key, request: {}, payload: {}, collapseKey: null }],
+      null,
+      audiences.specAudiences([lost]),
+    );
+    await expect(failing).rejects.toThrow(/duplicate key/);
+    expect(await countOf(app)).toBe(before);
+    expect(await insertNaming([lost])).toEqual([expect.any(String)]);
+    expect(await countOf(app)).toBe(before + 1);
   });
 
   it('one spec at a time (in a create with an Idempotency-Key): the same row, not written again', async () => {
@@ -68,12 +113,13 @@ describe('the stored audiences of many specs at once', () => {
         [app, raced.key, JSON.stringify(raced.canonical)],
       );
       // the statement does not see the uncommitted row, so it inserts too, and waits on the other's commit
-      const upserting = audiences.upsertFiltersMany(h.db.db, [raced, spec(app, user('ed'))]);
+      const upserting = insertNaming([raced, spec(app, user('ed'))]);
       await new Promise((resolve) => setTimeout(resolve, 200));
       await client.query('commit');
       const ids = await upserting;
-      expect(ids.get(specRef(app, raced.key))).toBe(rows[0]!.id);
-      expect(ids.get(specRef(app, spec(app, user('ed')).key))).toEqual(expect.any(String));
+      expect(ids[0]).toBe(rows[0]!.id);
+      expect(ids[1]).toEqual(expect.any(String));
+      expect(ids[1]).not.toBe(ids[0]);
     } finally {
       client.release();
     }

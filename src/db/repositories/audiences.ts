@@ -1,4 +1,4 @@
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { isUuid } from '../../domain/cursor.js';
 import type { Db } from '../database.js';
 import { jsonbArray } from '../pg-arrays.js';
@@ -9,8 +9,11 @@ import { randomId } from '../../platform/random-id.js';
 
 const generatedName = () => `api_audience_${randomId(9)}`;
 
-/** How `upsertFiltersMany` names a spec of an app. */
-export const specRef = (appId: string, key: string) => `${appId} ${key}`;
+/**
+ * The name of the last CTE of `specAudiences`: (id, app_id, spec_key), the stored audience of each spec asked for.
+ * A statement that runs those CTEs refers to it by this name (`NotificationsRepository.insertCut`).
+ */
+export const SPEC_AUDIENCES = 'spec_audiences';
 
 export class AudiencesRepository {
   /**
@@ -22,43 +25,33 @@ export class AudiencesRepository {
   }
 
   /**
-   * `upsertFilters` for several specs: their audiences' ids by `specRef`. One statement finds the stored ones and
-   * inserts the others, so a spec named again (a user's next notification) writes nothing; a spec that another
-   * statement inserted meanwhile is taken by a second, the upsert (one statement may not update a row twice, so
-   * each spec is asked for once).
+   * `upsertFilters` for several specs, as CTEs to run at the head of the statement that uses their ids, so the
+   * audiences and what refers to them are written by one statement, atomically. They end with SPEC_AUDIENCES.
+   * The stored ones are found and not written again (a user's next notification writes no audience); the others
+   * are inserted; one that another statement inserted meanwhile is taken by a no-op update, whose RETURNING
+   * yields it. Each spec is asked for once (one statement may not update a row twice), in one order, so that two
+   * statements inserting the same specs wait for each other instead of deadlocking.
    */
-  async upsertFiltersMany(db: Db, specs: { appId: string; key: string; canonical: Filter[] }[]): Promise<Map<string, string>> {
-    // in one order, so that two groups inserting the same specs wait for each other instead of deadlocking
-    // (by app and key: the same key in two apps is two rows)
-    const unique = new Map([...specs].map((s) => [specRef(s.appId, s.key), s] as const).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    const wanted = (list: { appId: string; key: string; canonical: Filter[] }[]) =>
-      // one array per column: the statement's text is the same however many there are
-      sql`select * from unnest(${list.map((s) => s.appId)}::uuid[], ${list.map((s) => s.key)}::text[],
-        ${jsonbArray(list.map((s) => s.canonical))}::jsonb[], ${list.map(() => generatedName())}::text[])
-        as t(app_id, spec_key, filters, name)`;
-    const ids = new Map<string, string>();
-    const { rows } = await sql<Pick<Audience, 'id' | 'app_id' | 'spec_key'>>`
-      with wanted as (${wanted([...unique.values()])}),
-      found as (select a.id, a.app_id, a.spec_key from audiences a join wanted w using (app_id, spec_key)),
-      created as (
+  specAudiences(specs: { appId: string; key: string; canonical: Filter[] }[]): RawBuilder<unknown> {
+    // by app and key: the same key in two apps is two rows
+    const unique = [...new Map(specs.map((s) => [`${s.appId} ${s.key}`, s] as const))]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, s]) => s);
+    // one array per column: the statement's text is the same however many there are
+    return sql`
+      spec_wanted as (
+        select * from unnest(${unique.map((s) => s.appId)}::uuid[], ${unique.map((s) => s.key)}::text[],
+          ${jsonbArray(unique.map((s) => s.canonical))}::jsonb[], ${unique.map(() => generatedName())}::text[])
+          with ordinality as t(app_id, spec_key, filters, name, ord)),
+      spec_found as (select a.id, a.app_id, a.spec_key from audiences a join spec_wanted w using (app_id, spec_key)),
+      spec_created as (
         insert into audiences (app_id, spec_key, kind, filters, name)
-        select w.app_id, w.spec_key, 'filters', w.filters, w.name from wanted w
-        where not exists (select 1 from found f where f.app_id = w.app_id and f.spec_key = w.spec_key)
-        on conflict (app_id, spec_key) do nothing
-        returning id, app_id, spec_key)
-      select * from found union all select * from created`.execute(db);
-    for (const a of rows) ids.set(specRef(a.app_id, a.spec_key), a.id);
-    const raced = [...unique].filter(([ref]) => !ids.has(ref)).map(([, s]) => s);
-    if (raced.length) {
-      // a no-op update so RETURNING yields the rows another statement inserted
-      const upserted = await sql<Pick<Audience, 'id' | 'app_id' | 'spec_key'>>`
-        insert into audiences (app_id, spec_key, kind, filters, name)
-        select t.app_id, t.spec_key, 'filters', t.filters, t.name from (${wanted(raced)}) t
+        select w.app_id, w.spec_key, 'filters', w.filters, w.name from spec_wanted w
+        where not exists (select 1 from spec_found f where f.app_id = w.app_id and f.spec_key = w.spec_key)
+        order by w.ord
         on conflict (app_id, spec_key) do update set spec_key = excluded.spec_key
-        returning id, app_id, spec_key`.execute(db);
-      for (const a of upserted.rows) ids.set(specRef(a.app_id, a.spec_key), a.id);
-    }
-    return ids;
+        returning id, app_id, spec_key),
+      ${sql.table(SPEC_AUDIENCES)} as (select * from spec_found union all select * from spec_created)`;
   }
 
   /** The app's built-in all-devices audience: one per app, stable id. */

@@ -3,6 +3,7 @@ import { sql, type RawBuilder } from 'kysely';
 import type { Db } from '../database.js';
 import type { Notification, NotificationState, NotificationsTable } from '../schema.js';
 import { jsonbArray } from '../pg-arrays.js';
+import { SPEC_AUDIENCES } from './audiences.js';
 import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
@@ -14,8 +15,10 @@ export interface NewNotification {
   /** made by the caller when it must name the notification before it is stored (`insertCut`); else by PostgreSQL */
   id?: string;
   appId: string;
-  /** null for a transactional send */
+  /** null for a transactional send, and for one whose audience the insert upserts (`audienceSpecKey`) */
   audienceId: string | null;
+  /** the spec key of its app's audience, upserted by the same statement (`insertCut`'s `audiences`) */
+  audienceSpecKey?: string;
   /** The request's notification as it was parsed, stored as the record's `notification`. */
   request: NotificationRequest['notification'] | Record<string, unknown>;
   payload: Record<string, unknown>;
@@ -50,7 +53,7 @@ export class NotificationsRepository {
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
         local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now()`;
-    const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse);
+    const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse, {});
     return row!;
   }
 
@@ -60,20 +63,26 @@ export class NotificationsRepository {
    */
   async insertMany(db: Db, list: NewNotification[]): Promise<Notification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertMany: a collapse_key needs insertOrCollapse');
-    return list.length ? insertRows(db, list, sql``) : [];
+    return list.length ? insertRows(db, list, sql``, {}) : [];
   }
 
   /**
    * `insertMany` of notifications whose whole audience was cut into `batches` (the delivery repository's
-   * `batchesInsert` of them), in one statement with those batches: atomic without a transaction, one round trip.
+   * `batchesInsert` of them), in one statement with those batches and, when given, the audiences they name by
+   * spec key (the audiences repository's `specAudiences`): atomic without a transaction, one round trip.
    * Their ids are made by the caller, since the batches are named after them. The rows come back with the
    * request and payload they were given, not read back: the documents are most of a row's bytes, to encode on the
    * server and to parse here, on the path of every small notification.
    */
-  async insertCut(db: Db, list: (NewNotification & { id: string })[], batches: RawBuilder<unknown> | null): Promise<Notification[]> {
+  async insertCut(
+    db: Db,
+    list: (NewNotification & { id: string })[],
+    batches: RawBuilder<unknown> | null,
+    audiences: RawBuilder<unknown> | null = null,
+  ): Promise<Notification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertCut: a collapse_key needs insertOrCollapse');
     if (!list.length) return [];
-    const rows = await insertRows(db, list, sql``, batches, RETURNED_BUT_DOCUMENTS);
+    const rows = await insertRows(db, list, sql``, { alsoRun: batches, returning: RETURNED_BUT_DOCUMENTS, audiences });
     const byId = new Map(rows.map((n) => [n.id, n]));
     return list.map((n) => {
       const row = byId.get(n.id)!;
@@ -146,15 +155,23 @@ async function insertRows(
   db: Db,
   list: NewNotification[],
   onConflict: RawBuilder<unknown>,
-  alsoRun: RawBuilder<unknown> | null = null,
-  returning: RawBuilder<unknown> = sql`*`,
+  also: {
+    /** a statement run as a part of this one, after the rows it may refer to */
+    alsoRun?: RawBuilder<unknown> | null;
+    returning?: RawBuilder<unknown>;
+    /** CTEs run first, ending with SPEC_AUDIENCES: the audiences the rows name by `audienceSpecKey` */
+    audiences?: RawBuilder<unknown> | null;
+  },
 ): Promise<Notification[]> {
   const column = <T>(f: (n: NewNotification) => T) => list.map(f);
   const json = (f: (n: NewNotification) => unknown) => jsonbArray(list.map(f));
+  const audienceId = also.audiences
+    ? sql`coalesce(t.audience_id, (select s.id from ${sql.table(SPEC_AUDIENCES)} s where s.app_id = t.app_id and s.spec_key = t.audience_key))`
+    : sql`t.audience_id`;
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, fanout_done, fanout_seq, devices_targeted, state, published_at, finished_at)
-    select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, t.audience_id, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+    select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
@@ -167,15 +184,15 @@ async function insertRows(
       ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
       ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
-      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[])
+      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
+      ${column((n) => n.audienceSpecKey ?? null)}::text[])
       with ordinality as t(id, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-        throttle_per_minute, ttl, expires_at, priority, message_id, cut_batches, cut_targeted, ord)
+        throttle_per_minute, ttl, expires_at, priority, message_id, cut_batches, cut_targeted, audience_key, ord)
     order by t.ord
     ${onConflict}
-    returning ${returning}`;
-  // the other statement runs as a part of this one (data-modifying CTEs), after the rows it may refer to
-  const { rows } = await (
-    alsoRun ? sql<Notification>`with inserted as (${insert}), also as (${alsoRun}) select * from inserted` : insert
-  ).execute(db);
+    returning ${also.returning ?? sql`*`}`;
+  // the others run as parts of this one (data-modifying CTEs): the audiences before, the batches after the rows
+  const parts = [also.audiences, sql`inserted as (${insert})`, also.alsoRun && sql`also as (${also.alsoRun})`].filter((p) => !!p);
+  const { rows } = await (parts.length > 1 ? sql<Notification>`with ${sql.join(parts)} select * from inserted` : insert).execute(db);
   return rows;
 }
