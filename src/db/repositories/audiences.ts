@@ -59,7 +59,7 @@ export class AudiencesRepository {
     return this.upsert(db, appId, ALL_DEVICES_SPEC_KEY, 'all', null, 'All devices');
   }
 
-  /** Finds the stored audience first, so one named again writes nothing (see `upsertFiltersMany`). */
+  /** Finds the stored audience first, so one named again writes nothing (see `specAudiences`). */
   private async upsert(db: Db, appId: string, key: string, kind: 'all' | 'filters', filters: Filter[] | null, name: string) {
     const found = await db.selectFrom('audiences').selectAll().where('app_id', '=', appId).where('spec_key', '=', key).executeTakeFirst();
     if (found) return found;
