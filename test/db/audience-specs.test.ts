@@ -5,6 +5,7 @@ import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { audienceSpec } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
+import type { Db } from '../../src/db/database.js';
 import { useHarness } from '../helpers/harness.js';
 
 /**
@@ -24,9 +25,9 @@ describe('the stored audiences of many specs at once', () => {
   const versionOf = async (id: string) =>
     (await sql<{ xmin: string }>`select xmin::text from audiences where id = ${id}::uuid`.execute(h.db.db)).rows[0]!.xmin;
   /** inserts a notification naming each spec, with the audiences, as a group is created; answers their audience ids */
-  const insertNaming = async (specs: ReturnType<typeof spec>[]) => {
+  const insertNaming = async (specs: ReturnType<typeof spec>[], db: Db = h.db.db) => {
     const inserted = await notifications.insertCut(
-      h.db.db,
+      db,
       specs.map((s) => ({
         id: randomUUID(),
         appId: s.appId,
@@ -122,6 +123,43 @@ describe('the stored audiences of many specs at once', () => {
       expect(ids[1]).not.toBe(ids[0]);
     } finally {
       client.release();
+    }
+  });
+
+  it('takes a spec another statement inserted without holding up a notification that names it', async () => {
+    const raced = spec(app, user('jo'));
+    const inserting = await h.db.pool.connect();
+    const elsewhere = await h.db.pool.connect();
+    let release = () => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let group: Promise<void> = Promise.resolve();
+    try {
+      await inserting.query('begin');
+      const { rows } = await inserting.query<{ id: string }>(
+        `insert into audiences (app_id, spec_key, kind, filters, name) values ($1, $2, 'filters', $3, 'raced') returning id`,
+        [app, raced.key, JSON.stringify(raced.canonical)],
+      );
+      let taken = (_id: string) => {};
+      const takenId = new Promise<string>((resolve) => (taken = resolve));
+      // a group's statement takes the spec once the other insert commits, and its transaction stays open
+      group = h.db.db.transaction().execute(async (trx) => {
+        taken((await insertNaming([raced], trx))[0]!);
+        await held;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await inserting.query('commit');
+      expect(await takenId).toBe(rows[0]!.id);
+      // another process's notification naming that audience: its foreign-key check must not wait for the group
+      await elsewhere.query(`set lock_timeout = '1s'`);
+      await elsewhere.query(`insert into notifications (app_id, audience_id, request, payload) values ($1, $2, '{}', '{}')`, [
+        app,
+        rows[0]!.id,
+      ]);
+    } finally {
+      release();
+      await group;
+      inserting.release();
+      elsewhere.release();
     }
   });
 });

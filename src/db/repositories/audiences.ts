@@ -15,6 +15,13 @@ const generatedName = () => `api_audience_${randomId(9)}`;
  */
 export const SPEC_AUDIENCES = 'spec_audiences';
 
+/*
+ * NO_OP_UPDATE: an upsert that finds its spec inserted meanwhile sets the audience's name to itself. An update of a
+ * column outside the unique key locks the row in a mode that a foreign-key check (a notification of another
+ * transaction naming the audience) does not wait for; one naming a key column, even to the same value, would make
+ * that check wait until this transaction ends, and two such transactions could wait for each other.
+ */
+
 export class AudiencesRepository {
   /**
    * Returns the app's audience for this canonical spec, creating it if needed. One statement against a
@@ -28,9 +35,9 @@ export class AudiencesRepository {
    * `upsertFilters` for several specs, as CTEs to run at the head of the statement that uses their ids, so the
    * audiences and what refers to them are written by one statement, atomically. They end with SPEC_AUDIENCES.
    * The stored ones are found and not written again (a user's next notification writes no audience); the others
-   * are inserted; one that another statement inserted meanwhile is taken by a no-op update, whose RETURNING
-   * yields it. Each spec is asked for once (one statement may not update a row twice), in one order, so that two
-   * statements inserting the same specs wait for each other instead of deadlocking.
+   * are inserted; one that another statement inserted meanwhile is taken by a no-op update (NO_OP_UPDATE), whose
+   * RETURNING yields it. Each spec is asked for once (one statement may not update a row twice), in one order, so
+   * that two statements inserting the same specs wait for each other instead of deadlocking.
    */
   specAudiences(specs: { appId: string; key: string; canonical: Filter[] }[]): RawBuilder<unknown> {
     // by app and key: the same key in two apps is two rows
@@ -49,7 +56,7 @@ export class AudiencesRepository {
         select w.app_id, w.spec_key, 'filters', w.filters, w.name from spec_wanted w
         where not exists (select 1 from spec_found f where f.app_id = w.app_id and f.spec_key = w.spec_key)
         order by w.ord
-        on conflict (app_id, spec_key) do update set spec_key = excluded.spec_key
+        on conflict (app_id, spec_key) do update set name = audiences.name
         returning id, app_id, spec_key),
       ${sql.table(SPEC_AUDIENCES)} as (select * from spec_found union all select * from spec_created)`;
   }
@@ -67,8 +74,8 @@ export class AudiencesRepository {
       db
         .insertInto('audiences')
         .values({ app_id: appId, spec_key: key, kind, filters: filters === null ? null : JSON.stringify(filters), name })
-        // a no-op update so RETURNING yields the row another statement inserted meanwhile
-        .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ spec_key: eb.ref('excluded.spec_key') })))
+        // a no-op update (NO_OP_UPDATE) so RETURNING yields the row another statement inserted meanwhile
+        .onConflict((oc) => oc.columns(['app_id', 'spec_key']).doUpdateSet((eb) => ({ name: eb.ref('audiences.name') })))
         .returningAll()
         .executeTakeFirstOrThrow()
     );

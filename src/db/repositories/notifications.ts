@@ -163,6 +163,8 @@ async function insertRows(
     audiences?: RawBuilder<unknown> | null;
   },
 ): Promise<Notification[]> {
+  if (!also.audiences && list.some((n) => n.audienceSpecKey !== undefined))
+    throw new Error('insertRows: a notification naming its audience by spec key needs the audiences (specAudiences)');
   const column = <T>(f: (n: NewNotification) => T) => list.map(f);
   const json = (f: (n: NewNotification) => unknown) => jsonbArray(list.map(f));
   const audienceId = also.audiences
