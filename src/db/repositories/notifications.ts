@@ -53,7 +53,7 @@ export class NotificationsRepository {
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
         local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now()`;
-    const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse, {});
+    const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse);
     return row!;
   }
 
@@ -63,7 +63,7 @@ export class NotificationsRepository {
    */
   async insertMany(db: Db, list: NewNotification[]): Promise<Notification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertMany: a collapse_key needs insertOrCollapse');
-    return list.length ? insertRows(db, list, sql``, {}) : [];
+    return list.length ? insertRows(db, list, sql``) : [];
   }
 
   /**
@@ -82,7 +82,7 @@ export class NotificationsRepository {
   ): Promise<Notification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertCut: a collapse_key needs insertOrCollapse');
     if (!list.length) return [];
-    const rows = await insertRows(db, list, sql``, { alsoRun: batches, returning: RETURNED_BUT_DOCUMENTS, audiences });
+    const rows = await insertRows(db, list, sql``, { after: batches, returning: RETURNED_BUT_DOCUMENTS, audiences });
     const byId = new Map(rows.map((n) => [n.id, n]));
     return list.map((n) => {
       const row = byId.get(n.id)!;
@@ -157,11 +157,11 @@ async function insertRows(
   onConflict: RawBuilder<unknown>,
   also: {
     /** a statement run as a part of this one, after the rows it may refer to */
-    alsoRun?: RawBuilder<unknown> | null;
+    after?: RawBuilder<unknown> | null;
     returning?: RawBuilder<unknown>;
     /** CTEs run first, ending with SPEC_AUDIENCES: the audiences the rows name by `audienceSpecKey` */
     audiences?: RawBuilder<unknown> | null;
-  },
+  } = {},
 ): Promise<Notification[]> {
   if (!also.audiences && list.some((n) => n.audienceSpecKey !== undefined))
     throw new Error('insertRows: a notification naming its audience by spec key needs the audiences (specAudiences)');
@@ -194,7 +194,7 @@ async function insertRows(
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;
   // the others run as parts of this one (data-modifying CTEs): the audiences before, the batches after the rows
-  const parts = [also.audiences, sql`inserted as (${insert})`, also.alsoRun && sql`also as (${also.alsoRun})`].filter((p) => !!p);
+  const parts = [also.audiences, sql`inserted as (${insert})`, also.after && sql`after_rows as (${also.after})`].filter((p) => !!p);
   const { rows } = await (parts.length > 1 ? sql<Notification>`with ${sql.join(parts)} select * from inserted` : insert).execute(db);
   return rows;
 }
