@@ -28,6 +28,7 @@ export async function buildServer(
   registerInputGuard(app);
   // JSON only: any other content type is a 415, not a body the schema then misreads.
   app.removeContentTypeParser(['text/plain']);
+  acceptEmptyJson(app);
 
   await app.register(swagger, {
     openapi: {
@@ -44,6 +45,20 @@ export async function buildServer(
   for (const routes of routeModules) await app.register(routes(ctx));
   await app.register(consoleRoutes());
   return app;
+}
+
+/**
+ * An empty body declared as JSON is no body. Clients that send `Content-Type: application/json` on every request,
+ * as the public API asks, send it on the POSTs and DELETEs that take none too (erasing a device, a user's
+ * devices). A route that needs a body still refuses it, with the answer a request without one gets (errors.ts).
+ */
+function acceptEmptyJson(app: FastifyInstance): void {
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body: string, done) => {
+    if (body === '') return done(null, undefined);
+    parseJson(request, body, done);
+  });
 }
 
 /** Fastify's trustProxy for TRUST_PROXY: a hop count trusts the nearest N addresses of the chain. */

@@ -129,6 +129,20 @@ describe('auth matrix', () => {
       expectOutcome(res, 401, route);
     });
 
+    // The public API has clients send `Content-Type: application/json` on every request, those without a body too.
+    if (!route.body) {
+      it('Content-Type: application/json with no body is a request without one', async () => {
+        const target = route.fresh ? await prepareFixture(h) : fx;
+        const res = await h.server.inject({
+          method: route.method,
+          url: fillPath(route.path, target.params),
+          headers: { authorization: basic(permittedKey(target, route)), 'content-type': 'application/json' },
+          payload: '',
+        });
+        expectOutcome(res, 'success', route);
+      });
+    }
+
     // Routes every role may call (GET /v6/devices/:id) have nobody to refuse: no test rather than a skipped one.
     const denied = (['read', 'write', 'sdk'] as const).find((r) => !rolesFor(route).includes(r));
     if (denied) {

@@ -485,8 +485,8 @@ describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
 
   it('no body and no content type -> 400', async () => {
     const res = await raw(undefined);
+    expect(res.json()).toEqual({ error: 'body must not be empty' });
     expect(res.statusCode).toBe(400);
-    expect(res.json()).toHaveProperty('error');
   });
 
   it('a body over BODY_LIMIT_BYTES (1 MiB by default) -> 413', async () => {
