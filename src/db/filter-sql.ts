@@ -89,6 +89,11 @@ const STRING_COLUMNS: Partial<Record<DeviceAttribute, string>> = {
 };
 
 function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[], ctx: CompileContext): Compiled {
+  if (attribute === 'notifications_allowed' && criteria.includes('Unknown')) {
+    // a device that never said whether it may show pushes is `Unknown`, the third of the contract's values
+    const stated = anyOf(sql.ref('d.notifications_allowed'), criteria as string[], 'text');
+    return { pred: sql<SqlBool>`(${stated} or d.notifications_allowed is null)`, nullable: false };
+  }
   const stringColumn = STRING_COLUMNS[attribute];
   if (stringColumn) return { pred: anyOf(sql.ref(`d.${stringColumn}`), criteria as string[], 'text'), nullable: true };
   switch (attribute) {

@@ -66,6 +66,8 @@ function deviceHolds(d: RefDevice, attribute: string, c: Criterion, now: Date): 
       const p = attribute === 'sdk_location' ? d.sdk : (d.sdk ?? d.ip);
       return p !== null && geoHolds(p, c);
     }
+    case 'notifications_allowed':
+      return (d.strings.notifications_allowed ?? 'Unknown') === c;
     default: {
       const v = d.strings[attribute];
       return v !== null && v !== undefined && v === c;

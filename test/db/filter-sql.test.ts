@@ -192,6 +192,20 @@ describe('filter compiler edge cases', () => {
     expect(await select([{ name: 'device_id', criteria: [fr.id.toUpperCase(), 'nope'] }])).toEqual([fr.id]);
   });
 
+  it('notifications_allowed: a device that never said is Unknown', async () => {
+    const enabled = dev({ strings: { notifications_allowed: 'Enabled' } });
+    const unknown = dev({ strings: { notifications_allowed: 'Unknown' } });
+    const silent = dev({});
+    await insertDevices(h.db.db, appId, [enabled, unknown, silent]);
+    expect(await select([{ name: 'notifications_allowed', criteria: ['Unknown'] }])).toEqual(ids(unknown, silent));
+    expect(await select([{ name: 'notifications_allowed', criteria: ['Unknown'], not_filter: true }])).toEqual([enabled.id]);
+    expect(await select([{ name: 'notifications_allowed', criteria: ['Enabled', 'Unknown'] }])).toEqual(ids(enabled, unknown, silent));
+    expect(await select([{ name: 'notifications_allowed', criteria: ['Enabled'] }])).toEqual([enabled.id]);
+    expect(await select([{ name: 'notifications_allowed', criteria: ['Disabled'], not_filter: true }])).toEqual(
+      ids(enabled, unknown, silent),
+    );
+  });
+
   it('erasing (whoever sets erased_at) deletes attributes, events and tags; tag rows follow devices.tags', async () => {
     const d = dev({
       tags: ['a', 'b'],
