@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type SqlBool } from 'kysely';
 import { PLAN_EACH_RUN } from './database.js';
-import { resolveDate } from '../domain/date-math.js';
+import { EARLIEST_INSTANT, LATEST_INSTANT, resolveDate } from '../domain/date-math.js';
 import {
   isPolygon,
   isRange,
@@ -344,11 +344,21 @@ function integerCriteria(column: Operand, criteria: Criterion[]): Predicate {
 
 /** ISO dates exact, or ranges whose bounds are ISO dates or date math resolved at query time. */
 export function dateCriteria(column: Operand, criteria: Criterion[], ctx: CompileContext): Predicate {
-  const toTs = (v: number | string) => sql`${resolveDate(String(v), ctx.now).toISOString()}::timestamptz`;
-  const exact = criteria.filter((c): c is string => typeof c === 'string').map((s) => resolveDate(s, ctx.now).toISOString());
+  const toTs = (v: number | string) => sql`${timestamptz(resolveDate(String(v), ctx.now))}::timestamptz`;
+  const exact = criteria.filter((c): c is string => typeof c === 'string').map((s) => timestamptz(resolveDate(s, ctx.now)));
   const parts: Predicate[] = criteria.filter(isRange).map((r) => range(column, r, toTs));
   if (exact.length) parts.push(anyOf(column, exact, 'timestamptz'));
   return or(parts);
+}
+
+/**
+ * An instant as timestamptz text. Date math can reach past the dates anything stores (`now+9000y`): there it is
+ * PostgreSQL's infinity, which compares as the bound means.
+ */
+function timestamptz(instant: Date): string {
+  if (instant.getTime() > LATEST_INSTANT) return 'infinity';
+  if (instant.getTime() < EARLIEST_INSTANT) return '-infinity';
+  return instant.toISOString();
 }
 
 export function range(column: Operand, r: RangeCriterion, value: (v: number | string) => RawBuilder<unknown>): Predicate {

@@ -13,27 +13,48 @@ export interface DateMath {
 const UNIT_PATTERN = '[yMwdhHms]';
 const STEP = new RegExp(`^([+-])(\\d+)(${UNIT_PATTERN})`);
 const ROUND = new RegExp(`^/(${UNIT_PATTERN})$`);
-// ISO 8601 calendar date with optional time, fraction and zone; no zone means UTC.
-const ISO_DATE = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/;
+// ISO 8601 calendar date with optional time, fraction and zone; no zone means UTC. A zone offset is at most 23:59.
+const ZONE = '(?:Z|[+-](?:[01]\\d|2[0-3]):?[0-5]\\d)';
+const ISO_DATE = new RegExp(`^(\\d{4})-(\\d{2})-(\\d{2})(?:[T ](\\d{2}):(\\d{2})(?::(\\d{2})(\\.\\d{1,9})?)?(${ZONE})?)?$`);
+
+/**
+ * The instants a date may name: years 1 to 9999 (UTC), what PostgreSQL's timestamptz and ISO 8601's four-digit
+ * years both hold. A date-math expression may reach past them (`now+9000y`); what stores or compares it clamps.
+ */
+export const EARLIEST_INSTANT = utc(1, 0, 1);
+export const LATEST_INSTANT = utc(9999, 11, 31, 23, 59, 59, 999);
+
+/** The greatest span a date-math expression's steps may add up to: 10,000 years, so its arithmetic stays exact. */
+const MAX_SPAN_MS = 10_000 * 366 * 86_400_000;
+
+/** Date.UTC, but years 0 to 99 are those years (Date.UTC reads them as 1900 to 1999). */
+function utc(year: number, month: number, day: number, h = 0, mi = 0, s = 0, ms = 0): number {
+  const d = new Date(0);
+  d.setUTCFullYear(year, month, day);
+  return d.setUTCHours(h, mi, s, ms);
+}
 
 const normaliseUnit = (u: string): DateUnit => (u === 'H' ? 'h' : (u as DateUnit));
 
 // A date and a time with an explicit zone: a zoneless time would be read in some server's zone.
-const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})$/;
+const ISO_INSTANT = new RegExp(`^\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(?::\\d{2}(?:\\.\\d{1,9})?)?${ZONE}$`);
 
 /** Parses an ISO 8601 date-time with a zone offset or Z (an instant); null when it is not one. */
 export function parseIsoInstant(text: string): Date | null {
   return ISO_INSTANT.test(text) ? parseIsoDate(text) : null;
 }
 
-/** Parses an ISO 8601 date or date-time; null when it is not one (or names an impossible day). */
+/**
+ * Parses an ISO 8601 date or date-time; null when it is not one, names an impossible day, or an instant outside
+ * EARLIEST_INSTANT..LATEST_INSTANT once its zone is applied.
+ */
 export function parseIsoDate(text: string): Date | null {
   const m = ISO_DATE.exec(text);
   if (!m) return null;
   const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
   const ms = frac ? Math.floor(Number(`0${frac}`) * 1000) : 0;
-  const utc = Date.UTC(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), ms);
-  const check = new Date(utc);
+  const local = utc(Number(y), Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s), ms);
+  const check = new Date(local);
   if (check.getUTCDate() !== Number(d) || check.getUTCMonth() !== Number(mo) - 1 || Number(h) > 23 || Number(mi) > 59 || Number(s) > 59) {
     return null;
   }
@@ -42,10 +63,25 @@ export function parseIsoDate(text: string): Date | null {
     const z = zone.replace(':', '');
     offsetMin = (z[0] === '-' ? -1 : 1) * (Number(z.slice(1, 3)) * 60 + Number(z.slice(3, 5)));
   }
-  return new Date(utc - offsetMin * 60_000);
+  const instant = local - offsetMin * 60_000;
+  return instant >= EARLIEST_INSTANT && instant <= LATEST_INSTANT ? new Date(instant) : null;
 }
 
-/** Parses date math; returns null with no exception for anything outside the grammar. */
+/** The most a step of each unit moves a date (a year or a month at its longest). */
+const UNIT_SPAN_MS: Record<DateUnit, number> = {
+  y: 366 * 86_400_000,
+  M: 31 * 86_400_000,
+  w: 604_800_000,
+  d: 86_400_000,
+  h: 3_600_000,
+  m: 60_000,
+  s: 1000,
+};
+
+/**
+ * Parses date math; returns null with no exception for anything outside the grammar, and for steps that add up
+ * to more than 10,000 years.
+ */
 export function parseDateMath(text: string): DateMath | null {
   let rest: string;
   let anchor: DateMath['anchor'];
@@ -61,10 +97,13 @@ export function parseDateMath(text: string): DateMath | null {
     rest = text.slice(bar + 2);
   }
   const steps: DateMath['steps'] = [];
+  let span = 0;
   for (let m = STEP.exec(rest); m; m = STEP.exec(rest)) {
     const amount = Number(m[2]);
-    if (!Number.isSafeInteger(amount)) return null;
-    steps.push({ sign: m[1] === '-' ? -1 : 1, amount, unit: normaliseUnit(m[3]!) });
+    const unit = normaliseUnit(m[3]!);
+    span += amount * UNIT_SPAN_MS[unit];
+    if (!(span <= MAX_SPAN_MS)) return null;
+    steps.push({ sign: m[1] === '-' ? -1 : 1, amount, unit });
     rest = rest.slice(m[0].length);
   }
   let roundTo: DateUnit | undefined;
@@ -107,9 +146,9 @@ function addUnit(t: Date, amount: number, unit: DateUnit): Date {
   const ty = y + Math.floor(targetMonth / 12);
   const tm = ((targetMonth % 12) + 12) % 12;
   // Calendar arithmetic clamps to the month's last day (Jan 31 + 1M = Feb 28/29), as Elasticsearch does.
-  const lastDay = new Date(Date.UTC(ty, tm + 1, 0)).getUTCDate();
+  const lastDay = new Date(utc(ty, tm + 1, 0)).getUTCDate();
   const day = Math.min(t.getUTCDate(), lastDay);
-  return new Date(Date.UTC(ty, tm, day, t.getUTCHours(), t.getUTCMinutes(), t.getUTCSeconds(), t.getUTCMilliseconds()));
+  return new Date(utc(ty, tm, day, t.getUTCHours(), t.getUTCMinutes(), t.getUTCSeconds(), t.getUTCMilliseconds()));
 }
 
 function roundDown(t: Date, unit: DateUnit): Date {
@@ -118,20 +157,20 @@ function roundDown(t: Date, unit: DateUnit): Date {
   const d = t.getUTCDate();
   switch (unit) {
     case 'y':
-      return new Date(Date.UTC(y, 0, 1));
+      return new Date(utc(y, 0, 1));
     case 'M':
-      return new Date(Date.UTC(y, mo, 1));
+      return new Date(utc(y, mo, 1));
     case 'w': {
-      const dayStart = Date.UTC(y, mo, d);
+      const dayStart = utc(y, mo, d);
       const sinceMonday = (t.getUTCDay() + 6) % 7; // ISO weeks start on Monday
       return new Date(dayStart - sinceMonday * 86_400_000);
     }
     case 'd':
-      return new Date(Date.UTC(y, mo, d));
+      return new Date(utc(y, mo, d));
     case 'h':
-      return new Date(Date.UTC(y, mo, d, t.getUTCHours()));
+      return new Date(utc(y, mo, d, t.getUTCHours()));
     case 'm':
-      return new Date(Date.UTC(y, mo, d, t.getUTCHours(), t.getUTCMinutes()));
+      return new Date(utc(y, mo, d, t.getUTCHours(), t.getUTCMinutes()));
     case 's':
       return new Date(Math.floor(t.getTime() / 1000) * 1000);
   }

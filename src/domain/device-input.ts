@@ -286,7 +286,7 @@ function customScalar(type: CustomType, v: unknown): Parsed<CustomValue> {
       return typeof v === 'number' && Number.isFinite(v) ? ok(v) : fail('must be a finite number');
     case 'date': {
       const d = typeof v === 'string' ? parseIsoDate(v) : null;
-      return d ? ok(d) : fail('must be an ISO 8601 date');
+      return d ? ok(d) : fail('must be an ISO 8601 date within years 1 to 9999');
     }
     case 'boolean':
       return typeof v === 'boolean' ? ok(v) : fail('must be a boolean');
@@ -356,7 +356,7 @@ export function parseEvents(raw: unknown, opts: { defaultSource: string; mayName
     let date = opts.now;
     if (e.date !== undefined && e.date !== null) {
       const d = typeof e.date === 'string' ? parseIsoDate(e.date) : null;
-      if (!d) throw new ValidationError(`${at}.date: must be an ISO 8601 date`);
+      if (!d) throw new ValidationError(`${at}.date: must be an ISO 8601 date within years 1 to 9999`);
       date = d;
     }
     let source = opts.defaultSource;

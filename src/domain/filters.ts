@@ -116,12 +116,16 @@ function checkCriterion(target: FilterTarget, c: unknown): { message: string; pa
     const isNumber = (v: unknown) => typeof v === 'number' && Number.isFinite(v);
     const isDate = (v: unknown) => typeof v === 'string' && isDateValue(v);
     if (kind === 'number') return firstBad(values, isNumber, 'must be a number');
-    if (kind === 'date') return firstBad(values, isDate, 'must be an ISO 8601 date or date-math expression');
+    if (kind === 'date') return firstBad(values, isDate, 'must be an ISO 8601 date or date-math expression within years 1 to 9999');
     // events: numbers bound the count, dates bound the last occurrence; one range object is one or the other
     const first = values[0]![1];
     return typeof first === 'number'
       ? firstBad(values, isNumber, 'must be a number (the range bounds the event count)')
-      : firstBad(values, isDate, 'must be an ISO 8601 date or date-math expression (the range bounds the last occurrence)');
+      : firstBad(
+          values,
+          isDate,
+          'must be an ISO 8601 date or date-math expression within years 1 to 9999 (the range bounds the last occurrence)',
+        );
   }
   switch (kind) {
     case 'string':
@@ -134,7 +138,9 @@ function checkCriterion(target: FilterTarget, c: unknown): { message: string; pa
     case 'number':
       return typeof c === 'number' && Number.isFinite(c) ? null : { message: 'must be a number or a range object' };
     case 'date':
-      return typeof c === 'string' && isDateValue(c) ? null : { message: 'must be an ISO 8601 date, date-math expression or range object' };
+      return typeof c === 'string' && isDateValue(c)
+        ? null
+        : { message: 'must be an ISO 8601 date or date-math expression within years 1 to 9999, or a range object' };
     case 'boolean':
       return typeof c === 'boolean' ? null : { message: 'must be a boolean' };
     case 'event':

@@ -171,6 +171,26 @@ describe('filter compiler edge cases', () => {
     expect(await select(f([{ gte: '2025-05-31T00:00:00Z' }], true))).toEqual([never.id]);
   });
 
+  it('dates: math reaching past year 9999 or before year 1 bounds beyond every stored date', async () => {
+    const old = dev({
+      created_at: new Date('0050-06-15T00:00:00Z'),
+      custom: { when: { type: 'date', values: [new Date('9999-12-31T00:00:00Z')] } },
+      events: [{ source: '', name: 'open', count: 1, first: NOW, last: NOW }],
+    });
+    await insertDevices(h.db.db, appId, [old]);
+    for (const [name, bound] of [
+      ['created_at', 'now+9000y'],
+      ['custom.date.when', '9999-12-31||+1y'],
+      ['events.open', 'now+9999y/y'],
+    ] as const) {
+      expect(await select([{ name, criteria: [{ gt: bound }] }]), name).toEqual([]);
+      expect(await select([{ name, criteria: [{ lt: bound }] }]), name).toEqual([old.id]);
+      expect(await select([{ name, criteria: [{ lt: 'now-9000y' }] }]), name).toEqual([]);
+      expect(await select([{ name, criteria: [{ gte: 'now-9000y' }] }]), name).toEqual([old.id]);
+    }
+    expect(await select([{ name: 'created_at', criteria: ['now+9000y', '0050-06-15T00:00:00Z'] }])).toEqual([old.id]);
+  });
+
   it('negation matches devices lacking the attribute; custom types are strict; integer bounds on badge', async () => {
     const fr = dev({ strings: { locale: 'fr_FR' }, badge: 3, custom: { x: { type: 'string', values: ['1'] } } });
     const bare = dev({ custom: { x: { type: 'integer', values: [1] } } });

@@ -109,3 +109,44 @@ describe('ISO dates and the grammar edges', () => {
     expect(() => resolveDate(text, new Date())).toThrow();
   });
 });
+
+describe('the years a date may name: 1 to 9999', () => {
+  it('reads years 1 to 99 as those years, not 1901 to 1999', () => {
+    expect(parseIsoDate('0050-06-15T00:00:00Z')?.toISOString()).toBe('0050-06-15T00:00:00.000Z');
+    expect(parseIsoDate('0001-01-01')?.toISOString()).toBe('0001-01-01T00:00:00.000Z');
+    expect(parseIsoDate('0004-02-29')?.toISOString()).toBe('0004-02-29T00:00:00.000Z');
+    expect(resolve('0099-12-31||+1d', '2026-01-01T00:00:00Z')).toBe('0100-01-01T00:00:00.000Z');
+    expect(resolve('0050-01-31||+1M/M', '2026-01-01T00:00:00Z')).toBe('0050-02-01T00:00:00.000Z');
+  });
+
+  it.each([
+    ['year 0', '0000-01-01'],
+    ['past 9999 once its zone is applied', '9999-12-31T23:59:59-23:59'],
+    ['before year 1 once its zone is applied', '0001-01-01T00:00:00+00:01'],
+    ['a zone offset of 24 hours', '2026-11-25T12:00:00+24:00'],
+    ['a zone offset of 99:99', '2026-11-25T12:00:00+99:99'],
+    ['zone minutes past 59', '2026-11-25T12:00:00+01:60'],
+  ])('refuses %s (%s)', (_name, text) => {
+    expect(parseIsoDate(text)).toBeNull();
+    expect(isDateValue(text)).toBe(false);
+  });
+
+  it('takes the zone offsets that exist', () => {
+    expect(parseIsoDate('2026-11-25T12:00:00+14:00')?.toISOString()).toBe('2026-11-24T22:00:00.000Z');
+    expect(parseIsoDate('2026-11-25T12:00:00-0930')?.toISOString()).toBe('2026-11-25T21:30:00.000Z');
+    expect(parseIsoDate('9999-12-31T23:59:59+01:00')?.toISOString()).toBe('9999-12-31T22:59:59.000Z');
+  });
+
+  it('refuses date math whose steps add up to more than 10,000 years, however written', () => {
+    for (const text of ['now+99999999999y', 'now+10001y', 'now+100000000d', 'now+5001y-5001y', `now+${'9'.repeat(400)}s`])
+      expect(isDateValue(text), text).toBe(false);
+    expect(isDateValue('now+9999y')).toBe(true);
+    expect(isDateValue('now-120000M')).toBe(false);
+  });
+
+  it('resolves math that reaches past year 9999 to a valid instant (what stores or compares it clamps)', () => {
+    expect(resolve('now+9000y', '2026-01-01T00:00:00Z')).toBe('+011026-01-01T00:00:00.000Z');
+    expect(resolve('9999-12-31||+1y', '2026-01-01T00:00:00Z')).toBe('+010000-12-31T00:00:00.000Z');
+    expect(resolve('now-9000y/d', '2026-01-01T12:00:00Z')).toBe('-006974-01-01T00:00:00.000Z');
+  });
+});

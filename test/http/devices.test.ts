@@ -37,6 +37,7 @@ describe('device registry', () => {
           age: { type: 'integer', value: 42 },
           score: { type: 'float', value: 1.5 },
           born: { type: 'date', value: '1990-05-01T00:00:00Z' },
+          founded: { type: 'date', value: '0050-06-15T00:00:00Z' },
           optin: { type: 'boolean', value: true },
           teams: { type: 'string', value: ['a', 'b'] },
         },
@@ -72,6 +73,7 @@ describe('device registry', () => {
       age: { type: 'integer', value: 42 },
       score: { type: 'float', value: 1.5 },
       born: { type: 'date', value: '1990-05-01T00:00:00.000Z' },
+      founded: { type: 'date', value: '0050-06-15T00:00:00.000Z' },
       optin: { type: 'boolean', value: true },
       teams: { type: 'string', value: ['a', 'b'] },
     });

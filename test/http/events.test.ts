@@ -85,6 +85,10 @@ describe('events and users', () => {
       [{ events: [] }, /^events: must hold at least one event/],
       [{ events: [{ name: 'ok' }, { name: 'has.dot' }] }, /^events\[1\]\.name: /],
       [{ events: [{ name: 'ok', date: 'tomorrow' }] }, /^events\[0\]\.date: must be an ISO 8601 date/],
+      [
+        { events: [{ name: 'ok', date: '9999-12-31T23:59:59-23:59' }] },
+        /^events\[0\]\.date: must be an ISO 8601 date within years 1 to 9999/,
+      ],
       [{ events: [{ name: 'ok' }, 7] }, /^events\[1\]: must be an object/],
       [{}, /^events: /],
     ];

@@ -22,7 +22,8 @@ const NAME_ERR =
 const UNITS = 'in, inch, yd, yards, ft, feet, km, kilometers, nauticalmiles, mi, miles, m, meters';
 const GEO_ONLY = 'notification.to[0].criteria[0]: distance and polygon criteria only apply to location and sdk_location';
 const RANGE_KEYS = 'notification.to[0].criteria[0]: a range object needs at least one of gt, gte, lt, lte';
-const BAD_DATE_RANGE = (key: string) => `notification.to[0].criteria[0].${key}: must be an ISO 8601 date or date-math expression`;
+const BAD_DATE_RANGE = (key: string) =>
+  `notification.to[0].criteria[0].${key}: must be an ISO 8601 date or date-math expression within years 1 to 9999`;
 const RESERVED = (key: string) => `notification.payload.${key}: is a reserved key and cannot be set`;
 const RESERVED_PREFIX = (key: string) =>
   `notification.payload.${key}: is reserved (keys beginning google. or gcm. belong to the push gateway)`;
@@ -137,15 +138,18 @@ const CRITERIA_ROWS: Row[] = [
   ['date math, anchor without ||', filter('created_at', [{ gt: '2024-01-01+1M' }]), BAD_DATE_RANGE('gt')],
   ['date math, impossible anchor date', filter('created_at', [{ gt: '2024-02-30||+1d' }]), BAD_DATE_RANGE('gt')],
   ['date math, number bound', filter('created_at', [{ gt: 5 }]), BAD_DATE_RANGE('gt')],
+  ['date math past any date', filter('created_at', [{ gt: 'now+99999999999y' }]), BAD_DATE_RANGE('gt')],
+  ['date math, 100,000,000 days', filter('custom.date.birthday', [{ gt: 'now+100000000d' }]), BAD_DATE_RANGE('gt')],
+  ['date past year 9999 in its zone', filter('created_at', [{ lt: '9999-12-31T23:59:59-23:59' }]), BAD_DATE_RANGE('lt')],
   [
     'date criterion, not a date',
     filter('created_at', ['yesterday']),
-    'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object',
+    'notification.to[0].criteria[0]: must be an ISO 8601 date or date-math expression within years 1 to 9999, or a range object',
   ],
   [
     'date criterion, now/',
     filter('created_at', ['now/']),
-    'notification.to[0].criteria[0]: must be an ISO 8601 date, date-math expression or range object',
+    'notification.to[0].criteria[0]: must be an ISO 8601 date or date-math expression within years 1 to 9999, or a range object',
   ],
 ];
 
