@@ -183,3 +183,29 @@ export const filterSchema = z
     });
   })
   .transform((f) => f as Filter);
+
+/** Filters one audience may hold: each is a join its statement plans, and a hundred take the planner seconds. */
+export const MAX_FILTERS = 50;
+/** Polygon points one audience may hold in all: its statement tests each edge inline. */
+export const MAX_POLYGON_POINTS = 1000;
+
+/** An audience's filter list, within what its statement can plan and run in a request's time. */
+export const filterListSchema = z
+  .array(filterSchema, { error: 'must be an array of filters' })
+  .max(MAX_FILTERS, `must hold at most ${MAX_FILTERS} filters`)
+  .superRefine((filters, ctx) => {
+    let points = 0;
+    for (const [i, f] of filters.entries())
+      for (const [j, c] of f.criteria.entries()) {
+        if (!isPolygon(c)) continue;
+        points += c.polygon.length;
+        if (points > MAX_POLYGON_POINTS) {
+          ctx.addIssue({
+            code: 'custom',
+            path: [i, 'criteria', j, 'polygon'],
+            message: `polygons hold at most ${MAX_POLYGON_POINTS} points in all`,
+          });
+          return;
+        }
+      }
+  });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { filterSchema, type Filter } from './filters.js';
+import { filterListSchema, type Filter } from './filters.js';
 import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 import { scheduleFields } from './schedule.js';
@@ -14,7 +14,7 @@ export type Target = { kind: 'all' } | { kind: 'audience'; audienceId: string } 
 const toForms = {
   all: z.literal('*'),
   audience: z.strictObject({ audience: z.string({ error: 'must be an audience id string' }).min(1, 'audience must not be empty') }),
-  filters: z.array(filterSchema, { error: 'must be an array of filters' }).min(1, 'must hold at least one filter'),
+  filters: filterListSchema.min(1, 'must hold at least one filter'),
 };
 
 /**

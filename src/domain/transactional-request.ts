@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { filterSchema, type Filter } from './filters.js';
+import { filterListSchema, type Filter } from './filters.js';
 import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 
@@ -18,7 +18,7 @@ export const transactionalRequestSchema = z.strictObject(
       { payload: payloadSchema, ...deliveryOptionFields },
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
     ),
-    extra_filters: z.array(filterSchema, { error: 'must be an array of filters' }).optional(),
+    extra_filters: filterListSchema.optional(),
   },
   {
     error: (issue) =>

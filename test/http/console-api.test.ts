@@ -155,6 +155,9 @@ describe('console API', () => {
     expect((await h.db.db.selectFrom('audiences').select('id').where('app_id', '=', a.app.id).execute()).length).toBe(0);
     expect(await countVia(h, a.app.id, a.keys.read, filters)).toBe(2);
     expect((await call(h, 'POST', '/v6/audiences/count', a.keys.read, { filters: [] })).json()).toEqual({ device_count: 3 });
+    const tooMany = Array.from({ length: 51 }, () => filters[0]);
+    const refused = await call(h, 'POST', '/v6/audiences/count', a.keys.read, { filters: tooMany });
+    expect([refused.statusCode, refused.json()]).toEqual([400, { error: 'filters: must hold at most 50 filters' }]);
 
     const stored = await call(h, 'POST', '/v6/notifications', a.keys.write, { notification: { to: filters, payload: { alert: 'x' } } });
     const audienceId = stored.json().to.id as string;

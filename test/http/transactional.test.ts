@@ -164,6 +164,14 @@ describe('transactional notifications', () => {
       'extra_filters',
     ],
     ['an unknown key', body({ field: 'user_id', value: 'ana' }, { audience: 'x' }), 'audience'],
+    [
+      '51 extra filters',
+      body(
+        { field: 'user_id', value: 'ana' },
+        { extra_filters: Array.from({ length: 51 }, (_, i) => ({ name: `custom.string.a${i}`, criteria: ['x'] })) },
+      ),
+      'extra_filters: must hold at most 50 filters',
+    ],
   ])('%s -> 400 naming the field', async (_name, bad, field) => {
     const res = await send(bad);
     expect(res.statusCode, res.body).toBe(400);

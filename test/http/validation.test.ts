@@ -15,6 +15,9 @@ const filter = (name: string, criteria: unknown[], extra: Record<string, unknown
 const pt = (latitude: unknown, longitude: unknown) => ({ latitude, longitude });
 const near = (point: unknown, distance: unknown = 10, unit: unknown = 'km') => ({ point, distance, unit });
 const triangle = [pt(0, 0), pt(0, 1), pt(1, 1)];
+const circle = (n: number) =>
+  Array.from({ length: n }, (_, i) => pt(45 + Math.sin((2 * Math.PI * i) / n), 5 + Math.cos((2 * Math.PI * i) / n)));
+const manyFilters = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `custom.string.a${i}`, criteria: ['x'] }));
 
 const TO_FORMS = 'notification.to: must be "*", {"audience": "<id>"} or an array of filters';
 const NAME_ERR =
@@ -214,6 +217,15 @@ const GEO_ROWS: Row[] = [
   ['distance on a string attribute', filter('locale', [near(pt(0, 0))]), GEO_ONLY],
   ['polygon on a custom attribute', filter('custom.string.city', [{ polygon: triangle }]), GEO_ONLY],
   ['distance on badge', filter('badge', [near(pt(0, 0))]), GEO_ONLY],
+  ['51 filters', withTo(manyFilters(51)), 'notification.to: must hold at most 50 filters'],
+  [
+    'polygons of 1,001 points in all',
+    withTo([
+      { name: 'location', criteria: [{ polygon: circle(600) }] },
+      { name: 'sdk_location', criteria: [near(pt(0, 0)), { polygon: circle(401) }] },
+    ]),
+    'notification.to[1].criteria[1].polygon: polygons hold at most 1000 points in all',
+  ],
 ];
 
 const PAYLOAD_ROWS: Row[] = [
@@ -330,6 +342,14 @@ describe('accepted bodies (the boundaries of each rule)', () => {
 
   const accepted: [string, unknown][] = [
     ['to *', withTo('*')],
+    ['50 filters', withTo(manyFilters(50))],
+    [
+      'polygons of 1,000 points in all',
+      withTo([
+        { name: 'location', criteria: [{ polygon: circle(600) }] },
+        { name: 'sdk_location', criteria: [{ polygon: circle(400) }] },
+      ]),
+    ],
     [
       'every device attribute',
       withTo([

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { filterSchema, type Filter } from '../../domain/filters.js';
+import { filterListSchema, type Filter } from '../../domain/filters.js';
 import { requirePermission } from '../auth.js';
 import { authErrors, bodyErrors } from '../schemas.js';
 
@@ -20,7 +20,7 @@ export function audienceCountRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: 'Count the devices an on-the-fly filter list selects, without storing it',
           security: [{ basic: [] }],
           body: z.strictObject(
-            { filters: z.array(filterSchema, { error: 'must be an array of filters' }) },
+            { filters: filterListSchema },
             { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"filters": [...]}' : undefined) },
           ),
           response: {
