@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { DomainError } from '../domain/errors.js';
 
@@ -18,6 +18,17 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; message: string }>
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, message: 'body is too large' },
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: 'body is not valid JSON' },
 };
+
+/** The router's own refusals (Fastify's frameworkErrors), before any route: in the shape of every other answer. */
+export function answerRouterError(err: FastifyError, reply: FastifyReply, maxParamLength: number): void {
+  const error =
+    err.code === 'FST_ERR_BAD_URL'
+      ? 'path: is not valid percent-encoded UTF-8'
+      : err.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? `path: a parameter is longer than ${maxParamLength} characters`
+        : 'path: cannot be routed';
+  void reply.status(err.statusCode ?? 400).send({ error });
+}
 
 /**
  * One place that turns errors into HTTP answers: validation -> 400 naming the field, domain errors -> their

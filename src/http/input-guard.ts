@@ -11,8 +11,9 @@ export const MAX_INPUT_DEPTH = 32;
 /**
  * Refuses, on every route and before its schema runs, input that no handler can store or serialise safely:
  * a string or object key holding NUL (PostgreSQL text cannot hold it) or a lone UTF-16 surrogate (not
- * Unicode; PostgreSQL's json refuses its escape), and bodies nested deeper than MAX_INPUT_DEPTH (recursive
- * code such as JSON.stringify would overflow the stack). Body, path params and query string are walked once,
+ * Unicode; PostgreSQL's json refuses its escape), bodies nested deeper than MAX_INPUT_DEPTH (recursive
+ * code such as JSON.stringify would overflow the stack), and the keys that reach an object's prototype when
+ * copied (`__proto__`, and `constructor` holding `prototype`). Body, path params and query string are walked once,
  * and the answer is a 400 naming the field as the schema errors do.
  */
 export function registerInputGuard(app: FastifyInstance): void {
@@ -47,13 +48,20 @@ function walk(value: unknown, path: string[], depth: number): Found | null {
   if (depth === MAX_INPUT_DEPTH) return { path: [...path], message: `nests deeper than ${MAX_INPUT_DEPTH} levels of objects and arrays` };
   const isArray = Array.isArray(value);
   for (const key of Object.keys(value)) {
-    const keyProblem = isArray ? null : stringProblem(key);
+    const keyProblem = isArray ? null : (stringProblem(key) ?? prototypeKeyProblem(key, (value as Record<string, unknown>)[key]));
     if (keyProblem) return { path: [...path], message: `key ${JSON.stringify(key)} ${keyProblem}` };
     path.push(key);
     const found = walk((value as Record<string, unknown>)[key], path, depth + 1);
     path.pop();
     if (found) return found;
   }
+  return null;
+}
+
+function prototypeKeyProblem(key: string, value: unknown): string | null {
+  if (key === '__proto__') return 'is not allowed (it would reach the prototype of what it is copied into)';
+  if (key === 'constructor' && typeof value === 'object' && value !== null && Object.hasOwn(value, 'prototype'))
+    return 'is not allowed with a "prototype" key in it';
   return null;
 }
 

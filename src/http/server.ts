@@ -1,14 +1,20 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type RawServerDefault } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
 import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { HttpContext } from './context.js';
 import { consoleRoutes } from './console.js';
-import { registerErrorHandling } from './errors.js';
+import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
 import { routeModules } from './routes/index.js';
+
+/**
+ * The longest path parameter, percent-encoded: a user id may hold 255 characters, each up to 4 bytes of UTF-8 and
+ * 3 characters a byte once encoded.
+ */
+const MAX_PARAM_LENGTH = 255 * 12;
 
 /** Builds the HTTP API on an app context. Listening is the caller's business (main.ts, tests). */
 export async function buildServer(
@@ -21,6 +27,9 @@ export async function buildServer(
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
     // Off unless configured: X-Forwarded-For from anyone would let a client choose its own address (GeoIP, rate limits).
     trustProxy: trustProxy(ctx.config.TRUST_PROXY),
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    // the router's own refusals, before any route: in the answer shape of every other error
+    frameworkErrors: (err, _request, reply) => answerRouterError(err, reply as unknown as FastifyReply, MAX_PARAM_LENGTH),
   }).withTypeProvider<ZodTypeProvider>();
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -53,7 +62,8 @@ export async function buildServer(
  * devices). A route that needs a body still refuses it, with the answer a request without one gets (errors.ts).
  */
 function acceptEmptyJson(app: FastifyInstance): void {
-  const parseJson = app.getDefaultJsonParser('error', 'error');
+  // keys that reach prototypes are refused by the input guard, which names them
+  const parseJson = app.getDefaultJsonParser('ignore', 'ignore');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body: string, done) => {
     if (body === '') return done(null, undefined);

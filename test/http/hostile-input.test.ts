@@ -197,6 +197,54 @@ describe('hostile input', () => {
       expect(res.json()).toEqual({ error: `params.user_id: ${NUL}` });
     });
 
+    it('a user id of 255 characters, 4-byte ones included, reaches the users routes', async () => {
+      for (const id of ['u'.repeat(255), '🎉'.repeat(127) + 'u']) {
+        await register(h, app.keys.sdk, { platform: 'ios', token: token(), user_id: id });
+        const path = `/v6/users/${encodeURIComponent(id)}`;
+        const put = await call(h, 'PUT', path, app.keys.write, { user: { custom: { a: { type: 'string', value: 'b' } } } });
+        expect(put.statusCode, put.body).toBe(200);
+        expect((await call(h, 'POST', `${path}/events`, app.keys.write, { events: [{ name: 'opened' }] })).statusCode).toBe(202);
+        expect((await call(h, 'DELETE', `${path}/devices`, app.keys.write)).statusCode).toBe(200);
+      }
+    });
+
+    it.each([
+      ['bad percent-encoding', '/v6/devices/%FF', 400, 'path: is not valid percent-encoded UTF-8'],
+      ['an encoded lone surrogate', '/v6/devices/%ED%A0%80', 400, 'path: is not valid percent-encoded UTF-8'],
+      ['a parameter past the limit', `/v6/devices/${'u'.repeat(255 * 12 + 1)}`, 414, 'path: a parameter is longer than 3060 characters'],
+    ])('%s: %i in the shape of every error', async (_name, url, status, error) => {
+      const res = await call(h, 'GET', url, app.keys.write);
+      expect([res.statusCode, res.json()]).toEqual([status, { error }]);
+    });
+
+    it.each([
+      [
+        '__proto__ in device custom attributes',
+        'POST',
+        '/v6/devices',
+        '{"device":{"platform":"ios","token":"t-proto","custom":{"__proto__":{"type":"string","value":"x"}}}}',
+        'device.custom: key "__proto__" is not allowed (it would reach the prototype of what it is copied into)',
+      ],
+      [
+        'constructor.prototype in a payload',
+        'POST',
+        '/v6/notifications',
+        '{"notification":{"to":"*","payload":{"alert":"a","extra":{"constructor":{"prototype":{"admin":true}}}}}}',
+        'notification.payload.extra: key "constructor" is not allowed with a "prototype" key in it',
+      ],
+    ])('%s: 400 naming the key, nothing stored', async (_name, method, url, payload, error) => {
+      const before = await countRows(h, 'notifications', app.app.id);
+      const res = await h.server.inject({
+        method,
+        url,
+        headers: { authorization: `Basic ${Buffer.from(`:${app.keys.write}`).toString('base64')}`, 'content-type': 'application/json' },
+        payload,
+      });
+      expect([res.statusCode, res.json()]).toEqual([400, { error }]);
+      expect(await countRows(h, 'notifications', app.app.id)).toBe(before);
+      expect(await h.db.db.selectFrom('devices').select('id').where('token', '=', 't-proto').execute()).toEqual([]);
+    });
+
     it('a query string with NUL', async () => {
       const res = await call(h, 'GET', '/v6/devices/uninstalled?cursor=%00', app.keys.read);
       expect(res.statusCode).toBe(400);

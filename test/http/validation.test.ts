@@ -495,7 +495,7 @@ describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
       '{"__proto__": {"admin": true}, "notification": {"to": "*", "payload": {"alert": "x"}}}',
       'application/json',
       400,
-      'body is not valid JSON',
+      'key "__proto__" is not allowed (it would reach the prototype of what it is copied into)',
     ],
     ['empty body declared as JSON', '', 'application/json', 400, 'body must not be empty'],
     ['text/plain', '{"notification": {"to": "*", "payload": {"alert": "x"}}}', 'text/plain', 415, 'content-type must be application/json'],
