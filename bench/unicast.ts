@@ -20,8 +20,8 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { Pool } from 'undici';
 import { arg, benchDatabase, cpuMs, freePort, parentPid, percentile, PRODUCTION_NODE_ARGS, serverCpuMs, waitReady } from './lib/setup.js';
+import { LoadClients, type Answers } from './lib/load-clients.js';
 import { benchStack, startServices } from './lib/stack.js';
 
 const K = Number(arg('notifications', '10000'));
@@ -77,47 +77,6 @@ interface Result {
   benchCpu: number;
 }
 
-/**
- * keep-alive connections, one per client, as a backend's HTTP client keeps them; undici's client costs about
- * half of node:http's CPU a request, which the benchmark's clients take from the 2 cores the service runs on
- */
-const clientPool = (base: string) => new Pool(base, { connections: clients, pipelining: 1 });
-
-async function postJson(pool: Pool, auth: string, { path, body }: { path: string; body: unknown }): Promise<number> {
-  const answer = await pool.request({
-    path,
-    method: 'POST',
-    headers: { authorization: auth, 'content-type': 'application/json' },
-    body: JSON.stringify(body),
-  });
-  await answer.body.dump();
-  return answer.statusCode;
-}
-
-/** C clients posting `list`, at `perSecond` when given, else as fast as answered. */
-async function postAll<T>(
-  list: T[],
-  perSecond: number,
-  post: (item: T) => Promise<number>,
-  onAnswer: (ms: number, status: number) => void,
-) {
-  let next = 0;
-  const t0 = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < list.length) {
-        const i = next++;
-        // at a fixed rate, notification i is due i / perSecond seconds in (a client busy past that posts it late)
-        const due = perSecond > 0 ? t0 + (i * 1000) / perSecond - performance.now() : 0;
-        if (due > 0) await new Promise((r) => setTimeout(r, due));
-        const start = performance.now();
-        const status = await post(list[i]!);
-        onAnswer(performance.now() - start, status);
-      }
-    }),
-  );
-}
-
 async function runOne(target: Target, mode: 'single' | 'split', queue: string): Promise<Result> {
   const stack = await benchStack('bench_unicast', { queue, redisUrl });
   const { db, apns, fcm, keys, app } = stack;
@@ -155,14 +114,13 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
             },
           },
         };
-  const pool = clientPool(services.base);
-  const post = (row: (typeof rows)[number]) => postJson(pool, auth, request(row));
+  const load = new LoadClients({ base: services.base, authorization: auth, clients });
   const expected = target === 'transactional' ? 200 : 201;
   const waitReceived = async (n: number, deadline: number) => {
     while (received < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
   };
 
-  await postAll(rows.slice(K), 0, post, () => undefined);
+  await load.post(rows.slice(K).map(request));
   await waitReceived(WARMUP, performance.now() + timeoutMs);
   counts.clear();
   received = 0;
@@ -199,17 +157,11 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const walAt = async () => (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn;
   const walBefore = await walAt();
   const measured = returning ? rows.slice(K, 2 * K) : rows.slice(0, K);
-  const latencies: number[] = [];
-  let refused = 0;
-  let answered = 0;
   const backlogSamples: number[] = [];
   const t0 = performance.now();
-  const sampler = rate > 0 ? setInterval(() => backlogSamples.push(Math.max(0, answered - received)), (K / rate / SAMPLES) * 1000) : null;
-  await postAll(measured, rate, post, (ms, status) => {
-    latencies.push(ms);
-    answered += 1;
-    if (status !== expected) refused += 1;
-  });
+  const sampler =
+    rate > 0 ? setInterval(() => backlogSamples.push(Math.max(0, load.answered() - received)), (K / rate / SAMPLES) * 1000) : null;
+  const answers = await load.post(measured.map(request), rate);
   const postedAt = performance.now();
   if (sampler) clearInterval(sampler);
   const behindS = rate > 0 ? Math.max(0, (postedAt - t0) / 1000 - (K - 1) / rate) : 0;
@@ -231,8 +183,8 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
 
   const missed = measured.filter((r) => !counts.has(r.token!)).length;
   const twice = measured.filter((r) => (counts.get(r.token!) ?? 0) > 1).length;
-  latencies.sort((a, b) => a - b);
-  await pool.close();
+  const { latencies, refused } = summarised(answers, expected);
+  await load.close();
   await services.stop();
   await stack.close();
   return {
@@ -256,6 +208,14 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     walBytes: Number(walBytes) / K,
     redisCpu,
     benchCpu,
+  };
+}
+
+/** The latencies in order, and how many answers were not `expected`. */
+function summarised(answers: Answers, expected: number): { latencies: number[]; refused: number } {
+  return {
+    latencies: Array.from(answers.latencies).sort((a, b) => a - b),
+    refused: answers.statuses.filter((status) => status !== expected).length,
   };
 }
 
@@ -286,29 +246,22 @@ async function measureFloor(): Promise<Floor> {
   try {
     const base = `http://127.0.0.1:${port}`;
     await waitReady(`${base}/ready`);
-    const pool = clientPool(base);
-    const auth = `Basic ${Buffer.from(':floor').toString('base64')}`;
-    const post = (deviceId: string) =>
-      postJson(pool, auth, {
+    const load = new LoadClients({ base, authorization: `Basic ${Buffer.from(':floor').toString('base64')}`, clients });
+    const posts = (n: number) =>
+      Array.from({ length: n }, () => ({
         path: '/v6/notifications',
         body: {
-          notification: { to: [{ name: 'device_id', criteria: [deviceId] }], payload: { alert: 'Your order has shipped', badge: 1 } },
+          notification: { to: [{ name: 'device_id', criteria: [randomUUID()] }], payload: { alert: 'Your order has shipped', badge: 1 } },
         },
-      });
-    const ids = (n: number) => Array.from({ length: n }, () => randomUUID());
-    await postAll(ids(WARMUP), 0, post, () => undefined);
+      }));
+    await load.post(posts(WARMUP));
     const before = { server: cpuMs(server.pid!), database: serverCpuMs(postmaster), bench: process.cpuUsage() };
-    const latencies: number[] = [];
-    let refused = 0;
     const t0 = performance.now();
-    await postAll(ids(K), 0, post, (ms, status) => {
-      latencies.push(ms);
-      if (status !== 201) refused += 1;
-    });
+    const answers = await load.post(posts(K));
     const seconds = (performance.now() - t0) / 1000;
     const bench = process.cpuUsage(before.bench);
-    latencies.sort((a, b) => a - b);
-    await pool.close();
+    const { latencies, refused } = summarised(answers, 201);
+    await load.close();
     return {
       postPerSec: K / seconds,
       p50: percentile(latencies, 50),
