@@ -37,7 +37,7 @@ async function postAll(list: Post[], perSecond: number): Promise<Answers> {
       }
     }),
   );
-  return { latencies, statuses };
+  return { latencies, statuses, startedAt: performance.timeOrigin + t0, endedAt: performance.timeOrigin + performance.now() };
 }
 
 parentPort!.on('message', ({ list, perSecond }: { list: Post[]; perSecond: number }) => {

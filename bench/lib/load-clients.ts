@@ -6,10 +6,15 @@ export interface Post {
   body: unknown;
 }
 
-/** What the clients saw of each post, in the order of the list: ms from sending to the whole answer, its status. */
+/**
+ * What the clients saw of each post, in the order of the list: ms from sending to the whole answer, its status;
+ * and when the first post went out and the last answer came, on the caller's clock (performance.now()).
+ */
 export interface Answers {
   latencies: Float64Array;
   statuses: Uint16Array;
+  startedAt: number;
+  endedAt: number;
 }
 
 export interface ClientsOptions {
@@ -47,9 +52,10 @@ export class LoadClients {
     return new Promise((resolve, reject) => {
       const onError = (err: Error) => reject(err);
       this.worker.once('error', onError);
+      // the thread's times come as epoch ms: its performance.now() counts from when it started
       this.worker.once('message', (answers: Answers) => {
         this.worker.off('error', onError);
-        resolve(answers);
+        resolve({ ...answers, startedAt: answers.startedAt - performance.timeOrigin, endedAt: answers.endedAt - performance.timeOrigin });
       });
       this.worker.postMessage({ list, perSecond });
     });
