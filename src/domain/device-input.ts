@@ -16,6 +16,8 @@ export const LIMITS = {
   tags: 50,
   tokenLength: 4096,
   events: 1000,
+  /** distinct events (source and name) a device holds: an extracted sdk key must not grow one without end */
+  distinctEvents: 500,
 } as const;
 
 const INT32 = { min: -(2 ** 31), max: 2 ** 31 - 1 };

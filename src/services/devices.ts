@@ -8,6 +8,7 @@ import type { Database, Device, DeviceUpdate, KeyRole, NewDevice } from '../db/s
 import {
   admitAttributes,
   aggregateEvents,
+  LIMITS,
   parseCustomAttributes,
   parseDeviceInput,
   parseEvents,
@@ -18,7 +19,7 @@ import {
 } from '../domain/device-input.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
-import { ErasedError, NotFoundError } from '../domain/errors.js';
+import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
@@ -214,6 +215,7 @@ export class DeviceService {
         appId,
         aggregates.map((event) => ({ deviceId: id, event })),
       );
+      await this.refuseCrowdedDevice(trx, [id]);
       await this.attributeConversions(trx, [id], events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
@@ -270,6 +272,10 @@ export class DeviceService {
         appId,
         devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event }))),
       );
+      await this.refuseCrowdedDevice(
+        trx,
+        devices.map((d) => d.id),
+      );
       await this.attributeConversions(
         trx,
         devices.map((d) => d.id),
@@ -277,6 +283,18 @@ export class DeviceService {
       );
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
+  }
+
+  /**
+   * Past LIMITS.distinctEvents on a device, the request's transaction rolls back: nothing of it is stored.
+   * Requests running at once may each pass the check, so a device can end a few requests' worth past it.
+   */
+  private async refuseCrowdedDevice(db: Db, deviceIds: string[]): Promise<void> {
+    const crowded = await this.events.deviceOverLimit(db, deviceIds, LIMITS.distinctEvents);
+    if (crowded)
+      throw new ValidationError(
+        `events: a device holds at most ${LIMITS.distinctEvents} distinct events (device ${crowded} would hold more)`,
+      );
   }
 
   /** Each event of each device counts for the pushes that device received within the window before it. */

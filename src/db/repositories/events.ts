@@ -28,6 +28,14 @@ export class EventsRepository {
     `.execute(db);
   }
 
+  /** One of these devices that holds more than `max` distinct events, or null. */
+  async deviceOverLimit(db: Db, deviceIds: string[], max: number): Promise<string | null> {
+    const { rows } = await sql<{ device_id: string }>`
+      select device_id from device_events where device_id = any(${deviceIds}::uuid[])
+      group by device_id having count(*) > ${max} limit 1`.execute(db);
+    return rows[0]?.device_id ?? null;
+  }
+
   async forDevices(db: Db, deviceIds: string[]): Promise<DeviceEventRow[]> {
     if (deviceIds.length === 0) return [];
     return db
