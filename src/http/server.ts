@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger';
 import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { HttpContext } from './context.js';
 import { consoleRoutes } from './console.js';
+import { DomainError, ValidationError } from '../domain/errors.js';
 import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { shedLoad } from './overload.js';
@@ -37,7 +38,7 @@ export async function buildServer(
   registerInputGuard(app);
   // JSON only: any other content type is a 415, not a body the schema then misreads.
   app.removeContentTypeParser(['text/plain']);
-  acceptEmptyJson(app);
+  parseJsonBodies(app);
 
   await app.register(swagger, {
     openapi: {
@@ -57,17 +58,29 @@ export async function buildServer(
 }
 
 /**
- * An empty body declared as JSON is no body. Clients that send `Content-Type: application/json` on every request,
- * as the public API asks, send it on the POSTs and DELETEs that take none too (erasing a device, a user's
- * devices). A route that needs a body still refuses it, with the answer a request without one gets (errors.ts).
+ * How JSON bodies are read. JSON is UTF-8 (RFC 8259): a body declared in another charset, or holding bytes that are
+ * not UTF-8, is refused rather than stored with its characters replaced. An empty body declared as JSON is no body:
+ * clients that send `Content-Type: application/json` on every request, as the public API asks, send it on the POSTs
+ * and DELETEs that take none too (erasing a device, a user's devices); a route that needs a body still refuses it,
+ * with the answer a request without one gets (errors.ts). Keys that reach prototypes are left to the input guard,
+ * which names them.
  */
-function acceptEmptyJson(app: FastifyInstance): void {
-  // keys that reach prototypes are refused by the input guard, which names them
+function parseJsonBodies(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('ignore', 'ignore');
+  const utf8 = new TextDecoder('utf-8', { fatal: true });
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body: string, done) => {
-    if (body === '') return done(null, undefined);
-    parseJson(request, body, done);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1];
+    if (charset && !/^utf-?8$/i.test(charset))
+      return done(new DomainError('content-type: JSON must be UTF-8 (charset=utf-8, or none)', 415));
+    if (body.length === 0) return done(null, undefined);
+    let text: string;
+    try {
+      text = utf8.decode(body);
+    } catch {
+      return done(new ValidationError('body: is not valid UTF-8'));
+    }
+    parseJson(request, text, done);
   });
 }
 

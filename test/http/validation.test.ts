@@ -33,6 +33,8 @@ const RESERVED_PREFIX = (key: string) =>
 
 type Row = [rule: string, body: unknown, error: string];
 
+const UTF8_ONLY = 'content-type: JSON must be UTF-8 (charset=utf-8, or none)';
+
 const TO_ROWS: Row[] = [
   ['to missing', { notification: { payload: alert } }, TO_FORMS],
   ['to a number', withTo(5), TO_FORMS],
@@ -499,6 +501,27 @@ describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
     ],
     ['empty body declared as JSON', '', 'application/json', 400, 'body must not be empty'],
     ['text/plain', '{"notification": {"to": "*", "payload": {"alert": "x"}}}', 'text/plain', 415, 'content-type must be application/json'],
+    [
+      'JSON declared latin-1',
+      '{"notification": {"to": "*", "payload": {"alert": "x"}}}',
+      'application/json; charset=iso-8859-1',
+      415,
+      UTF8_ONLY,
+    ],
+    [
+      'JSON declared UTF-16',
+      '{"notification": {"to": "*", "payload": {"alert": "x"}}}',
+      'application/json;charset="utf-16"',
+      415,
+      UTF8_ONLY,
+    ],
+    [
+      'bytes that are not UTF-8 (é in latin-1)',
+      Buffer.concat([Buffer.from('{"notification": {"to": "*", "payload": {"alert": "caf'), Buffer.from([0xe9]), Buffer.from('"}}}')]),
+      'application/json',
+      400,
+      'body: is not valid UTF-8',
+    ],
     ['form encoded', 'notification=1', 'application/x-www-form-urlencoded', 415, 'content-type must be application/json'],
     ['xml', '<notification/>', 'application/xml', 415, 'content-type must be application/json'],
   ] as const)('%s -> %i', async (_name, payload, contentType, status, error) => {
@@ -525,13 +548,16 @@ describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
     expect(res.json().error).toMatch(/^notification\.payload: is too large: it maps to an APNs payload of 1024066 bytes/);
   });
 
-  it('application/json with a charset parameter is JSON', async () => {
+  it('application/json with a UTF-8 charset parameter is JSON', async () => {
     const res = await raw(JSON.stringify(withPayload(alert)), 'application/json; charset=utf-8');
     expect(res.statusCode).toBe(201);
+    const upper = await raw(JSON.stringify(withPayload({ alert: 'café ☕' })), 'application/json; charset="UTF-8"');
+    expect(upper.statusCode).toBe(201);
+    expect(upper.json().notification.payload.alert).toBe('café ☕');
   });
 
   it('stored nothing for the refused bodies', async () => {
-    // The one accepted body above is the only row.
-    expect(await countRows(h, 'notifications')).toBe(1);
+    // The two accepted bodies above are the only rows.
+    expect(await countRows(h, 'notifications')).toBe(2);
   });
 });
