@@ -80,9 +80,9 @@ const UNIT_SPAN_MS: Record<DateUnit, number> = {
 
 /**
  * Parses date math; returns null with no exception for anything outside the grammar, and for steps that add up
- * to more than 10,000 years.
+ * to more than `maxSpanMs` (10,000 years).
  */
-export function parseDateMath(text: string): DateMath | null {
+export function parseDateMath(text: string, maxSpanMs = MAX_SPAN_MS): DateMath | null {
   let rest: string;
   let anchor: DateMath['anchor'];
   if (text.startsWith('now')) {
@@ -102,7 +102,7 @@ export function parseDateMath(text: string): DateMath | null {
     const amount = Number(m[2]);
     const unit = normaliseUnit(m[3]!);
     span += amount * UNIT_SPAN_MS[unit];
-    if (!(span <= MAX_SPAN_MS)) return null;
+    if (!(span <= maxSpanMs)) return null;
     steps.push({ sign: m[1] === '-' ? -1 : 1, amount, unit });
     rest = rest.slice(m[0].length);
   }
@@ -124,14 +124,19 @@ export function isDateValue(text: string): boolean {
 export function resolveDate(text: string, now: Date): Date {
   const iso = parseIsoDate(text);
   if (iso) return iso;
-  const expr = parseDateMath(text);
+  // a filter stored before the span was limited is still resolved: past every date there is
+  const expr = parseDateMath(text, Infinity);
   if (!expr) throw new Error(`not a date or date-math expression: ${text}`);
   return evaluateDateMath(expr, now);
 }
 
 export function evaluateDateMath(expr: DateMath, now: Date): Date {
   let t = new Date((expr.anchor === 'now' ? now : expr.anchor).getTime());
-  for (const step of expr.steps) t = addUnit(t, step.sign * step.amount, step.unit);
+  for (const step of expr.steps) {
+    t = addUnit(t, step.sign * step.amount, step.unit);
+    // past the dates JavaScript holds (only math longer than parseDateMath allows): the farthest one that way
+    if (Number.isNaN(t.getTime())) return new Date(step.sign * 8.64e15);
+  }
   return expr.roundTo ? roundDown(t, expr.roundTo) : t;
 }
 

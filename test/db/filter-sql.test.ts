@@ -189,6 +189,9 @@ describe('filter compiler edge cases', () => {
       expect(await select([{ name, criteria: [{ gte: 'now-9000y' }] }]), name).toEqual([old.id]);
     }
     expect(await select([{ name: 'created_at', criteria: ['now+9000y', '0050-06-15T00:00:00Z'] }])).toEqual([old.id]);
+    // stored before the API refused math this long (validation is not on this path): still past every date
+    expect(await select([{ name: 'created_at', criteria: [{ gt: 'now+99999999999y' }] }])).toEqual([]);
+    expect(await select([{ name: 'created_at', criteria: [{ gt: `now-${'9'.repeat(400)}d` }] }])).toEqual([old.id]);
   });
 
   it('negation matches devices lacking the attribute; custom types are strict; integer bounds on badge', async () => {

@@ -144,6 +144,11 @@ describe('the years a date may name: 1 to 9999', () => {
     expect(isDateValue('now-120000M')).toBe(false);
   });
 
+  it('resolves math stored before the limit to the farthest date JavaScript holds that way', () => {
+    expect(resolveDate('now+99999999999y', at('2026-01-01T00:00:00Z')).getTime()).toBe(8.64e15);
+    expect(resolveDate(`now-${'9'.repeat(400)}s`, at('2026-01-01T00:00:00Z')).getTime()).toBe(-8.64e15);
+  });
+
   it('resolves math that reaches past year 9999 to a valid instant (what stores or compares it clamps)', () => {
     expect(resolve('now+9000y', '2026-01-01T00:00:00Z')).toBe('+011026-01-01T00:00:00.000Z');
     expect(resolve('9999-12-31||+1y', '2026-01-01T00:00:00Z')).toBe('+010000-12-31T00:00:00.000Z');
