@@ -15,7 +15,11 @@ const STEP = new RegExp(`^([+-])(\\d+)(${UNIT_PATTERN})`);
 const ROUND = new RegExp(`^/(${UNIT_PATTERN})$`);
 // ISO 8601 calendar date with optional time, fraction and zone; no zone means UTC. A zone offset is at most 23:59.
 const ZONE = '(?:Z|[+-](?:[01]\\d|2[0-3]):?[0-5]\\d)';
-const ISO_DATE = new RegExp(`^(\\d{4})-(\\d{2})-(\\d{2})(?:[T ](\\d{2}):(\\d{2})(?::(\\d{2})(\\.\\d{1,9})?)?(${ZONE})?)?$`);
+const isoDate = (zone: string) =>
+  new RegExp(`^(\\d{4})-(\\d{2})-(\\d{2})(?:[T ](\\d{2}):(\\d{2})(?::(\\d{2})(\\.\\d{1,9})?)?(${zone})?)?$`);
+const ISO_DATE = isoDate(ZONE);
+// what was accepted before the years and zones were limited: still read in filters stored then
+const STORED_ISO_DATE = isoDate('Z|[+-]\\d{2}:?\\d{2}');
 
 /**
  * The instants a date may name: years 1 to 9999 (UTC), what PostgreSQL's timestamptz and ISO 8601's four-digit
@@ -49,7 +53,12 @@ export function parseIsoInstant(text: string): Date | null {
  * EARLIEST_INSTANT..LATEST_INSTANT once its zone is applied.
  */
 export function parseIsoDate(text: string): Date | null {
-  const m = ISO_DATE.exec(text);
+  return readIsoDate(text, false);
+}
+
+/** parseIsoDate; `stored`: a date written before the limits (any year and zone offset), read as written. */
+function readIsoDate(text: string, stored: boolean): Date | null {
+  const m = (stored ? STORED_ISO_DATE : ISO_DATE).exec(text);
   if (!m) return null;
   const [, y, mo, d, h = '00', mi = '00', s = '00', frac = '', zone = 'Z'] = m;
   const ms = frac ? Math.floor(Number(`0${frac}`) * 1000) : 0;
@@ -64,7 +73,7 @@ export function parseIsoDate(text: string): Date | null {
     offsetMin = (z[0] === '-' ? -1 : 1) * (Number(z.slice(1, 3)) * 60 + Number(z.slice(3, 5)));
   }
   const instant = local - offsetMin * 60_000;
-  return instant >= EARLIEST_INSTANT && instant <= LATEST_INSTANT ? new Date(instant) : null;
+  return stored || (instant >= EARLIEST_INSTANT && instant <= LATEST_INSTANT) ? new Date(instant) : null;
 }
 
 /** The most a step of each unit moves a date (a year or a month at its longest). */
@@ -80,9 +89,10 @@ const UNIT_SPAN_MS: Record<DateUnit, number> = {
 
 /**
  * Parses date math; returns null with no exception for anything outside the grammar, and for steps that add up
- * to more than `maxSpanMs` (10,000 years).
+ * to more than 10,000 years. `stored`: math written before that limit (and its anchor before the years' and
+ * zones'), taken as written.
  */
-export function parseDateMath(text: string, maxSpanMs = MAX_SPAN_MS): DateMath | null {
+export function parseDateMath(text: string, stored = false): DateMath | null {
   let rest: string;
   let anchor: DateMath['anchor'];
   if (text.startsWith('now')) {
@@ -91,7 +101,7 @@ export function parseDateMath(text: string, maxSpanMs = MAX_SPAN_MS): DateMath |
   } else {
     const bar = text.indexOf('||');
     if (bar < 0) return null;
-    const date = parseIsoDate(text.slice(0, bar));
+    const date = readIsoDate(text.slice(0, bar), stored);
     if (!date) return null;
     anchor = date;
     rest = text.slice(bar + 2);
@@ -102,7 +112,7 @@ export function parseDateMath(text: string, maxSpanMs = MAX_SPAN_MS): DateMath |
     const amount = Number(m[2]);
     const unit = normaliseUnit(m[3]!);
     span += amount * UNIT_SPAN_MS[unit];
-    if (!(span <= maxSpanMs)) return null;
+    if (!stored && !(span <= MAX_SPAN_MS)) return null;
     steps.push({ sign: m[1] === '-' ? -1 : 1, amount, unit });
     rest = rest.slice(m[0].length);
   }
@@ -122,10 +132,10 @@ export function isDateValue(text: string): boolean {
 
 /** Resolves an ISO date or date-math string to an instant, `now` being the given time. */
 export function resolveDate(text: string, now: Date): Date {
-  const iso = parseIsoDate(text);
+  // read as the filters stored before the limits were written, which are compiled again at each use
+  const iso = readIsoDate(text, true);
   if (iso) return iso;
-  // a filter stored before the span was limited is still resolved: past every date there is
-  const expr = parseDateMath(text, Infinity);
+  const expr = parseDateMath(text, true);
   if (!expr) throw new Error(`not a date or date-math expression: ${text}`);
   return evaluateDateMath(expr, now);
 }

@@ -197,7 +197,8 @@ export const filterListSchema = z
     let points = 0;
     for (const [i, f] of filters.entries())
       for (const [j, c] of f.criteria.entries()) {
-        if (!isPolygon(c)) continue;
+        // a criterion its filter refused (a polygon that is not an array) has no points to count
+        if (!isPolygon(c) || !Array.isArray(c.polygon)) continue;
         points += c.polygon.length;
         if (points > MAX_POLYGON_POINTS) {
           ctx.addIssue({

@@ -192,6 +192,7 @@ describe('filter compiler edge cases', () => {
     // stored before the API refused math this long (validation is not on this path): still past every date
     expect(await select([{ name: 'created_at', criteria: [{ gt: 'now+99999999999y' }] }])).toEqual([]);
     expect(await select([{ name: 'created_at', criteria: [{ gt: `now-${'9'.repeat(400)}d` }] }])).toEqual([old.id]);
+    expect(await select([{ name: 'created_at', criteria: [{ gt: '0000-01-01' }, { lt: '2026-01-01T00:00+24:00' }] }])).toEqual([old.id]);
   });
 
   it('negation matches devices lacking the attribute; custom types are strict; integer bounds on badge', async () => {

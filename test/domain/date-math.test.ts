@@ -144,6 +144,13 @@ describe('the years a date may name: 1 to 9999', () => {
     expect(isDateValue('now-120000M')).toBe(false);
   });
 
+  it('resolves what filters stored before these limits hold, as written', () => {
+    expect(resolve('0000-01-01', '2026-01-01T00:00:00Z')).toBe('0000-01-01T00:00:00.000Z');
+    expect(resolve('2026-01-01T00:00+24:00', '2026-01-01T00:00:00Z')).toBe('2025-12-31T00:00:00.000Z');
+    expect(resolve('now+6000y-6000y', '2026-01-01T00:00:00Z')).toBe('2026-01-01T00:00:00.000Z');
+    expect(resolve('0000-01-01||+1d', '2026-01-01T00:00:00Z')).toBe('0000-01-02T00:00:00.000Z');
+  });
+
   it('resolves math stored before the limit to the farthest date JavaScript holds that way', () => {
     expect(resolveDate('now+99999999999y', at('2026-01-01T00:00:00Z')).getTime()).toBe(8.64e15);
     expect(resolveDate(`now-${'9'.repeat(400)}s`, at('2026-01-01T00:00:00Z')).getTime()).toBe(-8.64e15);

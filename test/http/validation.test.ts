@@ -206,6 +206,8 @@ const GEO_ROWS: Row[] = [
     'notification.to[0].criteria[0].polygon: polygon needs at least 3 points',
   ],
   ['polygon not an array', filter('location', [{ polygon: 'x' }]), 'notification.to[0].criteria[0].polygon: must be an array of points'],
+  ['polygon null', filter('location', [{ polygon: null }]), 'notification.to[0].criteria[0].polygon: must be an array of points'],
+  ['polygon on a string attribute, null', filter('country', [{ polygon: null }]), GEO_ONLY],
   [
     'polygon with a bad point',
     filter('sdk_location', [{ polygon: [pt(0, 0), pt(0, 1), pt(100, 1)] }]),
