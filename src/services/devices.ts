@@ -19,7 +19,7 @@ import {
 } from '../domain/device-input.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
-import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
@@ -214,8 +214,8 @@ export class DeviceService {
         trx,
         appId,
         aggregates.map((event) => ({ deviceId: id, event })),
+        LIMITS.distinctEvents,
       );
-      await this.refuseCrowdedDevice(trx, [id]);
       await this.attributeConversions(trx, [id], events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
@@ -271,10 +271,7 @@ export class DeviceService {
         trx,
         appId,
         devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event }))),
-      );
-      await this.refuseCrowdedDevice(
-        trx,
-        devices.map((d) => d.id),
+        LIMITS.distinctEvents,
       );
       await this.attributeConversions(
         trx,
@@ -283,18 +280,6 @@ export class DeviceService {
       );
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
-  }
-
-  /**
-   * Past LIMITS.distinctEvents on a device, the request's transaction rolls back: nothing of it is stored.
-   * Requests running at once may each pass the check, so a device can end a few requests' worth past it.
-   */
-  private async refuseCrowdedDevice(db: Db, deviceIds: string[]): Promise<void> {
-    const crowded = await this.events.deviceOverLimit(db, deviceIds, LIMITS.distinctEvents);
-    if (crowded)
-      throw new ValidationError(
-        `events: a device holds at most ${LIMITS.distinctEvents} distinct events (device ${crowded} would hold more)`,
-      );
   }
 
   /** Each event of each device counts for the pushes that device received within the window before it. */

@@ -105,24 +105,26 @@ describe('events and users', () => {
     ).toBe(404);
   });
 
-  it('a device holds at most 500 distinct events: a request that would add more stores nothing', async () => {
+  it('a device holds at most 500 distinct events: past that a new one is not kept, those it holds still count', async () => {
     const d = await register(h, app.keys.sdk, { platform: 'ios', user_id: 'busy' });
+    const other = await register(h, app.keys.sdk, { platform: 'ios', user_id: 'busy' });
     const names = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ name: `e${from + i}` }));
     const post = (key: string, path: string, list: { name: string }[]) => call(h, 'POST', path, key, { events: list });
-    expect((await post(app.keys.sdk, `/v6/devices/${d.id}/events`, names(0, 500))).statusCode).toBe(202);
-    const over = await post(app.keys.sdk, `/v6/devices/${d.id}/events`, [{ name: 'e0' }, { name: 'e500' }]);
-    expect([over.statusCode, over.json()]).toEqual([
-      400,
-      { error: `events: a device holds at most 500 distinct events (device ${d.id} would hold more)` },
-    ]);
-    const byUser = await post(app.keys.write, '/v6/users/busy/events', [{ name: 'e501' }]);
-    expect(byUser.statusCode).toBe(400);
-    const stored = await events(d.id);
-    expect(stored).toHaveLength(500);
-    expect(stored.find((e) => e.name === 'e0')?.count).toBe(1);
-    // events it already holds still count
-    expect((await post(app.keys.sdk, `/v6/devices/${d.id}/events`, [{ name: 'e0' }])).statusCode).toBe(202);
-    expect((await events(d.id)).find((e) => e.name === 'e0')?.count).toBe(2);
+    expect((await post(app.keys.sdk, `/v6/devices/${d.id}/events`, names(0, 499))).statusCode).toBe(202);
+    // one place left: the first new name of the request takes it
+    expect((await post(app.keys.sdk, `/v6/devices/${d.id}/events`, [{ name: 'e0' }, { name: 'e499' }, { name: 'e500' }])).statusCode).toBe(
+      202,
+    );
+    const held = await events(d.id);
+    expect(held).toHaveLength(500);
+    expect(held.find((e) => e.name === 'e0')?.count).toBe(2);
+    expect(held.some((e) => e.name === 'e499')).toBe(true);
+    expect(held.some((e) => e.name === 'e500')).toBe(false);
+    // a crowded device does not hold back the user's other devices
+    expect((await post(app.keys.write, '/v6/users/busy/events', [{ name: 'e0' }, { name: 'fresh' }])).statusCode).toBe(202);
+    expect((await events(d.id)).find((e) => e.name === 'e0' && e.source === 'Public Api')).toBeUndefined();
+    expect((await events(other.id)).map((e) => e.name)).toEqual(['e0', 'fresh']);
+    expect(await events(d.id)).toHaveLength(500);
   });
 
   it('PUT /users/:id merges attributes into every device of the user; user events count on each', async () => {

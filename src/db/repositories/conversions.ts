@@ -28,7 +28,8 @@ export interface ConversionCount {
 export class ConversionsRepository {
   /**
    * Adds each event to the pushes its device received at most `windowHours` before it happened (a push received
-   * after the event does not count). Rows go in key order so concurrent posts cannot deadlock.
+   * after the event does not count), once the event is recorded on the device. Rows go in key order so concurrent
+   * posts cannot deadlock.
    */
   async attribute(db: Db, events: DeviceEvent[], windowHours: number): Promise<void> {
     if (events.length === 0) return;
@@ -39,6 +40,8 @@ export class ConversionsRepository {
                   ${events.map((e) => e.at.toISOString())}::timestamptz[]) as e(device_id, source, name, at)
       join device_pushes p on p.device_id = e.device_id
         and e.at >= p.received_at and e.at <= p.received_at + make_interval(hours => ${windowHours}::int)
+      -- only the events the device holds (it holds a bounded number: EventsRepository.record)
+      join device_events held on held.device_id = e.device_id and held.source = e.source and held.name = e.name
       group by 1, 2, 3, 4
       order by 1, 2, 3, 4
       on conflict (notification_id, source, name, device_id) do update set count = c.count + excluded.count`.execute(db);

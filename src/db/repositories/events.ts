@@ -10,30 +10,37 @@ export class EventsRepository {
   /**
    * Adds events to the aggregates in one statement. ON CONFLICT DO UPDATE is atomic per row, so concurrent
    * posts add up instead of overwriting each other; rows go in a fixed order (the caller sorts) so two
-   * multi-row upserts cannot deadlock.
+   * multi-row upserts cannot deadlock. An event a device does not hold yet is added only while the device holds
+   * fewer than `maxPerDevice` (requests running at once may each take the last places).
    */
-  async record(db: Db, appId: string, rows: { deviceId: string; event: EventAggregate }[]): Promise<void> {
+  async record(db: Db, appId: string, rows: { deviceId: string; event: EventAggregate }[], maxPerDevice: number): Promise<void> {
     if (rows.length === 0) return;
     await sql`
+      with input as (
+        select * from unnest(${rows.map((r) => r.deviceId)}::uuid[], ${rows.map((r) => r.event.source)}::text[],
+                             ${rows.map((r) => r.event.name)}::text[], ${rows.map((r) => r.event.count)}::bigint[],
+                             ${rows.map((r) => r.event.first.toISOString())}::timestamptz[],
+                             ${rows.map((r) => r.event.last.toISOString())}::timestamptz[])
+          with ordinality as t(device_id, source, name, count, first_at, last_at, n)
+      ),
+      held as (
+        select device_id, count(*) as events from device_events where device_id in (select device_id from input) group by device_id
+      ),
+      marked as (
+        select i.*, e.device_id is not null as known,
+               row_number() over (partition by i.device_id, e.device_id is null order by i.n) as nth
+        from input i left join device_events e on e.device_id = i.device_id and e.source = i.source and e.name = i.name
+      )
       insert into device_events (device_id, app_id, source, name, count, first_happened_at, last_happened_at)
-      select device_id, ${appId}::uuid, source, name, count, first_at, last_at
-      from unnest(${rows.map((r) => r.deviceId)}::uuid[], ${rows.map((r) => r.event.source)}::text[], ${rows.map((r) => r.event.name)}::text[],
-                  ${rows.map((r) => r.event.count)}::bigint[], ${rows.map((r) => r.event.first.toISOString())}::timestamptz[],
-                  ${rows.map((r) => r.event.last.toISOString())}::timestamptz[])
-        as t(device_id, source, name, count, first_at, last_at)
+      select m.device_id, ${appId}::uuid, m.source, m.name, m.count, m.first_at, m.last_at
+      from marked m left join held h on h.device_id = m.device_id
+      where m.known or coalesce(h.events, 0) + m.nth <= ${maxPerDevice}
+      order by m.n
       on conflict (device_id, source, name) do update set
         count = device_events.count + excluded.count,
         first_happened_at = least(device_events.first_happened_at, excluded.first_happened_at),
         last_happened_at = greatest(device_events.last_happened_at, excluded.last_happened_at)
     `.execute(db);
-  }
-
-  /** One of these devices that holds more than `max` distinct events, or null. */
-  async deviceOverLimit(db: Db, deviceIds: string[], max: number): Promise<string | null> {
-    const { rows } = await sql<{ device_id: string }>`
-      select device_id from device_events where device_id = any(${deviceIds}::uuid[])
-      group by device_id having count(*) > ${max} limit 1`.execute(db);
-    return rows[0]?.device_id ?? null;
   }
 
   async forDevices(db: Db, deviceIds: string[]): Promise<DeviceEventRow[]> {
