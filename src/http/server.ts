@@ -70,7 +70,7 @@ function parseJsonBodies(app: FastifyInstance): void {
   const utf8 = new TextDecoder('utf-8', { fatal: true });
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
-    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1];
+    const charset = /;\s*charset\s*=\s*["']?([^"';\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1];
     if (charset && !/^utf-?8$/i.test(charset))
       return done(new DomainError('content-type: JSON must be UTF-8 (charset=utf-8, or none)', 415));
     if (body.length === 0) return done(null, undefined);
