@@ -76,16 +76,11 @@ function readIsoDate(text: string, stored: boolean): Date | null {
   return stored || (instant >= EARLIEST_INSTANT && instant <= LATEST_INSTANT) ? new Date(instant) : null;
 }
 
+/** The units of a fixed length; years and months are calendar arithmetic (addUnit). */
+const FIXED_MS: Partial<Record<DateUnit, number>> = { w: 604_800_000, d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 };
+
 /** The most a step of each unit moves a date (a year or a month at its longest). */
-const UNIT_SPAN_MS: Record<DateUnit, number> = {
-  y: 366 * 86_400_000,
-  M: 31 * 86_400_000,
-  w: 604_800_000,
-  d: 86_400_000,
-  h: 3_600_000,
-  m: 60_000,
-  s: 1000,
-};
+const UNIT_SPAN_MS: Record<DateUnit, number> = { ...FIXED_MS, y: 366 * 86_400_000, M: 31 * 86_400_000 } as Record<DateUnit, number>;
 
 /**
  * Parses date math; returns null with no exception for anything outside the grammar, and for steps that add up
@@ -149,8 +144,6 @@ export function evaluateDateMath(expr: DateMath, now: Date): Date {
   }
   return expr.roundTo ? roundDown(t, expr.roundTo) : t;
 }
-
-const FIXED_MS: Partial<Record<DateUnit, number>> = { w: 604_800_000, d: 86_400_000, h: 3_600_000, m: 60_000, s: 1000 };
 
 function addUnit(t: Date, amount: number, unit: DateUnit): Date {
   const fixed = FIXED_MS[unit];
