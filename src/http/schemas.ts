@@ -173,7 +173,7 @@ export const messageRecord = z.object({
   /** when it enters streams: send_at, or its creation */
   publish_at: timestamp,
   unpublish_at: timestamp.nullable(),
-  /** when it is deleted (MESSAGE_RETENTION_DAYS after publish_at) */
+  /** when it is deleted: MESSAGE_RETENTION_DAYS after unpublish_at, or after publish_at without one */
   expires_at: timestamp,
   canceled_at: timestamp.nullable(),
 });
