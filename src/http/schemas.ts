@@ -26,6 +26,10 @@ export const createdNotificationRecord = z.object({
     expires_at: z.string().optional(),
     ttl: z.number().int().optional(),
     priority: z.enum(['high', 'normal']).optional(),
+    // when and how fast, as submitted (src/domain/schedule.ts)
+    send_at: z.string().optional(),
+    local_time: z.boolean().optional(),
+    throttle: z.object({ per_minute: z.number().int() }).optional(),
   }),
 });
 
