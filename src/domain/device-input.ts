@@ -7,7 +7,8 @@ import { snapCoordinate } from './geo.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
- * valid rest is stored (the public API's habit); only a missing or invalid platform rejects the request.
+ * valid rest is stored (the public API's habit); only a missing or invalid platform, or an invalid token on
+ * registration, rejects the request.
  */
 export const LIMITS = {
   customAttributes: 50,
@@ -91,7 +92,7 @@ const FIELDS: Record<string, { column: keyof DeviceFields; parse: (v: unknown) =
         ? ok(null)
         : typeof v === 'string' && /^[\x21-\x7e]+$/.test(v) && v.length <= LIMITS.tokenLength
           ? ok(v)
-          : fail('must be a push token string'),
+          : fail(`must be an APNs or FCM push token: 1 to ${LIMITS.tokenLength} visible ASCII characters`),
   },
   development: { column: 'development', parse: (v) => (typeof v === 'boolean' ? ok(v) : fail('must be a boolean')) },
   locale: {
@@ -189,7 +190,7 @@ function parseLocation(v: unknown): Parsed<{ latitude: number; longitude: number
 
 /**
  * Parses the `device` object of a register (`create`) or update request. Throws ValidationError only for
- * the platform; everything else invalid lands in `dropped`.
+ * the platform and a registration's token; everything else invalid lands in `dropped`.
  */
 export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 'update'): DeviceInput {
   const fields: DeviceFields = {};
@@ -208,9 +209,14 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
   for (const key of keys) {
     const value = raw[key];
     if (key === 'platform' || value === undefined) continue;
+    // registering with no token yet is fine; with "" as well, as an SDK may send before the phone has one
+    if (mode === 'create' && key === 'token' && value === '') continue;
     const field = Object.hasOwn(FIELDS, key) ? FIELDS[key] : undefined; // not "toString" or "constructor" of Object
     if (field) {
       const r = field.parse(value);
+      // A device registered without the token it was sent with could never be reached, and with no token to be
+      // found by, each retry would register another device: so a registration's bad token is refused, not dropped.
+      if ('error' in r && mode === 'create' && key === 'token') throw new ValidationError(`device.token: ${r.error}`);
       if ('error' in r) dropped.push({ field: `${key}${r.at ?? ''}`, error: r.error });
       else if (!(mode === 'create' && r.value === null)) (fields as Record<string, unknown>)[field.column] = r.value;
     } else if (key === 'location') {

@@ -126,32 +126,33 @@ export interface MessageTiming {
   /** when it enters streams: send_at, or now */
   publishAt: Date;
   unpublishAt: Date | null;
-  /** when the retention purge deletes it: publishAt + the retention */
+  /** when the retention purge deletes it: the retention counted from unpublish_at, or from publishAt without one */
   expiresAt: Date;
 }
 
 const DAY_MS = 86_400_000;
+/** How far after its publication a message may stay in streams: a bound on what one request keeps stored. */
+export const MESSAGE_UNPUBLISH_MAX_DAYS = 3650;
 
 /**
  * The message's times as of `now`, or a 400 naming the field: send_at as for notifications (an instant with an
- * offset, in the future, at most a year ahead); unpublish_at in the future, after send_at, and within the retention
- * (a message is deleted `retentionDays` after it is published, so it could not stay longer).
+ * offset, in the future, at most a year ahead); unpublish_at in the future, after send_at, and at most
+ * MESSAGE_UNPUBLISH_MAX_DAYS after it is published. A message is kept `retentionDays` from when it leaves the
+ * streams (unpublish_at), or from its publication when it has no unpublish_at: so it is never deleted while shown.
  */
 export function messageTiming(m: Pick<MessageFields, 'send_at' | 'unpublish_at'>, now: Date, retentionDays: number): MessageTiming {
   const problem = sendAtProblem({ send_at: m.send_at }, now, { object: 'message', localTimeOption: false });
   if (problem) throw new ValidationError(problem);
   const sendAt = m.send_at === undefined ? null : new Date(m.send_at);
   const publishAt = sendAt ?? now;
-  const expiresAt = new Date(publishAt.getTime() + retentionDays * DAY_MS);
   const unpublishAt = m.unpublish_at === undefined ? null : parseIsoDate(m.unpublish_at);
   if (unpublishAt) {
     if (unpublishAt.getTime() <= now.getTime()) throw new ValidationError('message.unpublish_at: must be in the future');
     if (unpublishAt.getTime() <= publishAt.getTime()) throw new ValidationError('message.unpublish_at: must be after send_at');
-    if (unpublishAt.getTime() > expiresAt.getTime())
-      throw new ValidationError(
-        `message.unpublish_at: must be at most ${retentionDays} days after the message is published (messages are kept ${retentionDays} days)`,
-      );
+    if (unpublishAt.getTime() > publishAt.getTime() + MESSAGE_UNPUBLISH_MAX_DAYS * DAY_MS)
+      throw new ValidationError(`message.unpublish_at: must be at most ${MESSAGE_UNPUBLISH_MAX_DAYS} days after the message is published`);
   }
+  const expiresAt = new Date((unpublishAt ?? publishAt).getTime() + retentionDays * DAY_MS);
   return { sendAt, publishAt, unpublishAt, expiresAt };
 }
 

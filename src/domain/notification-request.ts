@@ -73,6 +73,8 @@ export const notificationRequestSchema = z.strictObject(
 
 /** A request as the schema has parsed it: the type follows the schema, never written beside it. */
 export type NotificationRequest = z.output<typeof notificationRequestSchema>;
+/** When and how fast a notification goes out, as submitted. */
+export type ScheduleInput = Pick<NotificationRequest['notification'], 'send_at' | 'local_time' | 'throttle'>;
 
 export function targetOf(to: NotificationRequest['notification']['to']): Target {
   if (to === '*') return { kind: 'all' };

@@ -13,7 +13,9 @@ export const transactionalRequestSchema = z.strictObject(
       },
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be {"field": "device_id"|"user_id", "value": "..."}' : undefined) },
     ),
-    group: z.string({ error: 'must be a string' }).regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
+    group: z
+      .string({ error: (issue) => (issue.input === undefined ? 'is required (3 to 64 letters, digits or "-")' : 'must be a string') })
+      .regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
     notification: z.strictObject(
       { payload: payloadSchema, ...deliveryOptionFields },
       { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },

@@ -26,6 +26,10 @@ export const createdNotificationRecord = z.object({
     expires_at: z.string().optional(),
     ttl: z.number().int().optional(),
     priority: z.enum(['high', 'normal']).optional(),
+    // when and how fast, as submitted (src/domain/schedule.ts)
+    send_at: z.string().optional(),
+    local_time: z.boolean().optional(),
+    throttle: z.object({ per_minute: z.number().int() }).optional(),
   }),
 });
 
@@ -173,7 +177,7 @@ export const messageRecord = z.object({
   /** when it enters streams: send_at, or its creation */
   publish_at: timestamp,
   unpublish_at: timestamp.nullable(),
-  /** when it is deleted (MESSAGE_RETENTION_DAYS after publish_at) */
+  /** when it is deleted: MESSAGE_RETENTION_DAYS after unpublish_at, or after publish_at without one */
   expires_at: timestamp,
   canceled_at: timestamp.nullable(),
 });

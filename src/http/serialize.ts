@@ -6,22 +6,23 @@ import { estimatedFinish } from '../domain/campaign.js';
 import type { DeviceDetails, UserDeviceErasure, Written } from '../services/devices.js';
 import type { NotificationEngagement } from '../services/activity.js';
 import type { DeliveryOptionsInput } from '../domain/delivery-options.js';
+import type { ScheduleInput } from '../domain/notification-request.js';
 import type { MessageRecord } from '../services/messages.js';
 
 /** ISO 8601, UTC, milliseconds — the only timestamp format the API speaks. */
 export const iso = (d: Date | string | null | undefined): string | null => (d == null ? null : new Date(d).toISOString());
 
-/** The create answer: exactly the record fields of the contract. */
+/** The create answer: exactly the record fields of the contract, `notification` being what was submitted. */
 export function createdNotificationResponse(n: Notification) {
   // stored as the request schema parsed it (older requests carry no delivery options)
-  const request = n.request as unknown as { to: unknown; payload: unknown } & DeliveryOptionsInput;
-  const { expires_at, ttl, priority } = request;
+  const request = n.request as unknown as { to: unknown; payload: unknown } & DeliveryOptionsInput & ScheduleInput;
+  const { expires_at, ttl, priority, send_at, local_time, throttle } = request;
   return {
     id: n.id,
     created_at: iso(n.created_at)!,
     state: n.state,
     to: { id: n.audience_id, type: 'Audience' as const },
-    notification: { to: request.to, payload: request.payload, expires_at, ttl, priority },
+    notification: { to: request.to, payload: request.payload, expires_at, ttl, priority, send_at, local_time, throttle },
   };
 }
 

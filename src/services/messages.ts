@@ -63,6 +63,7 @@ export class MessageService {
         type: messageTypeOf(m),
         custom: m.custom ?? {},
         timing,
+        createdAt: now,
         resolved: named !== null,
       });
       if (named) await this.messages.addToStreams(trx, message.id, named);

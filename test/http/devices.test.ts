@@ -189,6 +189,41 @@ describe('device registry', () => {
     expect(dropped.find((d: { field: string }) => d.field === 'custom.age').error).toBe('must be a 32-bit signed integer');
   });
 
+  it("refuses a registration whose token is not a push token (400 naming device.token), storing nothing; a PUT's is dropped", async () => {
+    const before = await h.db.db
+      .selectFrom('devices')
+      .select(h.db.db.fn.countAll<string>().as('n'))
+      .where('app_id', '=', app.app.id)
+      .executeTakeFirstOrThrow();
+    // the README's example as a new user first sends it, the placeholder left in
+    for (const bad of ['<APNs or FCM token>', 42, 'x'.repeat(4097), 'tok\u00e9n', ['a']]) {
+      const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'ios', token: bad, locale: 'fr_FR' } });
+      expect(res.statusCode, JSON.stringify(bad)).toBe(400);
+      expect(res.json()).toEqual({ error: 'device.token: must be an APNs or FCM push token: 1 to 4096 visible ASCII characters' });
+    }
+    const after = await h.db.db
+      .selectFrom('devices')
+      .select(h.db.db.fn.countAll<string>().as('n'))
+      .where('app_id', '=', app.app.id)
+      .executeTakeFirstOrThrow();
+    expect(after.n).toBe(before.n);
+    // no token yet (absent, null or ""): registered without one, as before
+    for (const none of [{}, { token: null }, { token: '' }]) {
+      const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'android', ...none } });
+      expect(res.statusCode, JSON.stringify(none)).toBe(201);
+      expect(res.json()).toMatchObject({ device: { token: null }, dropped: [] });
+    }
+    // an update keeps the device's token and lists the bad one, as it does every invalid part
+    const t = token();
+    const d = await register(h, app.keys.sdk, { platform: 'ios', token: t });
+    const put = await call(h, 'PUT', `/v6/devices/${d.id}`, app.keys.sdk, { device: { token: 'not a token', badge: 2 } });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(put.json().device).toMatchObject({ token: t, badge: 2 });
+    expect(put.json().dropped).toEqual([
+      { field: 'token', error: 'must be an APNs or FCM push token: 1 to 4096 visible ASCII characters' },
+    ]);
+  });
+
   it('keeps at most 50 custom attributes a device: the 51st new one is dropped, existing ones still update', async () => {
     const custom = Object.fromEntries(Array.from({ length: 50 }, (_, i) => [`a${i}`, { type: 'integer', value: i }]));
     const d = await register(h, app.keys.sdk, { platform: 'ios', custom });

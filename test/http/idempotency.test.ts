@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -8,6 +9,9 @@ import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, 
  * Idempotency-Key on the creating POSTs: a retry with the key answers the first answer and creates nothing, even
  * when the retries race the first request; the workers run, so a replay that enqueued again would deliver twice.
  */
+/** What the README's example puts in the header: a random key from tools every Unix machine has. */
+const README_KEY_COMMAND = "od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'";
+
 describe('Idempotency-Key', () => {
   let h: Harness;
   let gw: Gateways;
@@ -146,6 +150,16 @@ describe('Idempotency-Key', () => {
     it('255 visible characters are a key', async () => {
       const key = '!~'.repeat(127) + 'k';
       expect((await post('/v6/notifications', notification('long key'), key)).statusCode).toBe(201);
+    });
+
+    it("the README's key, made with od from /dev/urandom (no uuidgen on a fresh Debian), is a key", async () => {
+      const key = execFileSync('sh', ['-c', README_KEY_COMMAND], { encoding: 'utf8' });
+      expect(key).toMatch(/^[0-9a-f]{32}$/);
+      const first = await post('/v6/notifications', notification('readme key'), key);
+      expect(first.statusCode, first.body).toBe(201);
+      const again = await post('/v6/notifications', notification('readme key'), key);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.body).toBe(first.body);
     });
 
     it('a replay enqueues nothing: the device gets the push once', async () => {

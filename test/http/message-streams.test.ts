@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { encodeCursor } from '../../src/domain/cursor.js';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call, register, token } from './device-support.js';
@@ -127,6 +128,40 @@ describe("a device's message stream", () => {
       expect((await call(h, 'GET', `/v6/messages/${kept.id}`, app.keys.read)).json().state).toBe('unpublished');
       clock.set(new Date(Date.parse('2026-06-01T12:00:00Z') + 90 * DAY));
       expect(await stream(app, d.id)).toEqual([]);
+    });
+
+    it('keeps a message past the retention until its unpublish_at, and deletes it the retention after that', async () => {
+      const app = await h.createApp();
+      const d = await device(app);
+      // the public reference's example shows a message for 8 months, longer than the 90 days of retention
+      const long = await message(app, { to: '*', unpublish_at: '2027-02-01T09:00:00Z' });
+      expect(long).toMatchObject({ unpublish_at: '2027-02-01T09:00:00.000Z', expires_at: '2027-05-02T09:00:00.000Z' });
+      const plain = await message(app, { to: '*' });
+      const purge = async () => {
+        let total = 0;
+        for (let r = { rows: 1, messages: 1 }; r.rows + r.messages > 0; total += r.messages)
+          r = await new MessagesRepository().purgeExpired(h.db.db, clock.now(), 10_000);
+        return total;
+      };
+      clock.set(new Date(Date.parse('2026-06-01T09:00:00Z') + 100 * DAY));
+      await purge();
+      expect(await stream(app, d.id)).toEqual([long.id]);
+      expect((await call(h, 'GET', `/v6/messages/${plain.id}`, app.keys.read)).statusCode).toBe(404);
+      expect((await call(h, 'GET', `/v6/messages/${long.id}`, app.keys.read)).json().state).toBe('published');
+      clock.set('2027-02-01T08:59:59.999Z');
+      await purge();
+      expect(await stream(app, d.id)).toEqual([long.id]);
+      clock.set('2027-02-01T09:00:00Z');
+      expect(await stream(app, d.id)).toEqual([]);
+      // out of streams, it is kept the retention for late impressions and its statistics, then deleted
+      clock.set('2027-05-02T08:59:59.999Z');
+      await purge();
+      expect((await call(h, 'GET', `/v6/messages/${long.id}`, app.keys.read)).json().state).toBe('unpublished');
+      expect((await impressions(app, d.id, [{ message_id: long.id, kind: 'stream' }])).statusCode).toBe(202);
+      clock.set('2027-05-02T09:00:00Z');
+      expect(await purge()).toBeGreaterThanOrEqual(1);
+      expect((await call(h, 'GET', `/v6/messages/${long.id}`, app.keys.read)).statusCode).toBe(404);
+      expect(await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', long.id).execute()).toEqual([]);
     });
 
     it('puts a message to named devices or users in their streams when it is created', async () => {

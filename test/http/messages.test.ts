@@ -61,6 +61,8 @@ describe('in-app messages: the app side', () => {
         },
       ],
       ['with unpublish_at', { to: '*', title: 'test', text: 'test message', unpublish_at: '2026-08-01T00:00:00Z' }],
+      // the reference's own example is shown 8 months: longer than the 90 days of retention
+      ['with unpublish_at 8 months ahead', { to: '*', title: 'test', text: 'test message', unpublish_at: '2027-02-01T00:00:00Z' }],
     ];
 
     it.each(examples)('%s: 201 with created_at, state, id, to and the message as submitted', async (_name, message) => {
@@ -89,8 +91,15 @@ describe('in-app messages: the app side', () => {
         unpublish_at: '2026-08-01T00:00:00.000Z',
         publish_at: '2026-06-01T09:00:00.000Z',
         send_at: null,
-        expires_at: '2026-08-30T09:00:00.000Z', // published + 90 days
+        expires_at: '2026-10-30T00:00:00.000Z', // unpublished + 90 days
       });
+      // without send_at it is published the instant it is created, not a moment before
+      expect(later.publish_at).toBe(later.created_at);
+      const forever = await createMessage(h, app.keys.write, examples[0]![1]);
+      expect(forever).toMatchObject({ publish_at: '2026-06-01T09:00:00.000Z', created_at: '2026-06-01T09:00:00.000Z', unpublish_at: null });
+      expect(forever.expires_at).toBe('2026-08-30T09:00:00.000Z'); // published + 90 days
+      const eightMonths = await createMessage(h, app.keys.write, examples[6]![1]);
+      expect(eightMonths).toMatchObject({ unpublish_at: '2027-02-01T00:00:00.000Z', expires_at: '2027-05-02T00:00:00.000Z' });
       const typed = await createMessage(h, app.keys.write, { to: '*', title: 't', url: 'myapp://offers/42', type: 'fake_call' });
       expect(typed).toMatchObject({ type: 'fake_call', url: 'myapp://offers/42' });
     });
@@ -226,8 +235,8 @@ describe('in-app messages: the app side', () => {
         [{ unpublish_at: '2026-06-03' }, /^message\.unpublish_at: must be an ISO 8601 date-time with a time zone offset/],
         [{ send_at: '2026-06-05T00:00:00Z', unpublish_at: '2026-06-04T00:00:00Z' }, 'message.unpublish_at: must be after send_at'],
         [
-          { unpublish_at: '2026-09-01T00:00:00Z', send_at: '2026-06-01T10:00:00Z' },
-          /^message\.unpublish_at: must be at most 90 days after/,
+          { unpublish_at: '2036-05-29T10:00:00.001Z', send_at: '2026-06-01T10:00:00Z' },
+          'message.unpublish_at: must be at most 3650 days after the message is published',
         ],
       ];
       for (const [fields, error] of cases) {
@@ -301,7 +310,10 @@ describe('in-app messages: the app side', () => {
     it('lists the app\'s messages newest first, in pages of "per"', async () => {
       const fresh = await h.createApp();
       const ids: string[] = [];
-      for (const title of ['one', 'two', 'three']) ids.push((await createMessage(h, fresh.keys.write, { to: '*', title })).id);
+      for (const title of ['one', 'two', 'three']) {
+        ids.push((await createMessage(h, fresh.keys.write, { to: '*', title })).id);
+        clock.advance(1000); // created_at is the clock's: one a second
+      }
       const page = (q: string) => call(h, 'GET', `/v6/messages${q}`, fresh.keys.read);
       const all = await page('');
       expect(all.statusCode).toBe(200);

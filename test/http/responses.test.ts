@@ -41,6 +41,22 @@ describe('response shapes', () => {
     expect(body.notification).toStrictEqual(notification);
   });
 
+  it('the create answer of a scheduled, local-time or paced notification echoes its send_at, local_time and throttle', async () => {
+    const inAMonth = new Date(Date.now() + 30 * 86_400_000).toISOString();
+    const notifications = [
+      { to: '*', payload: { alert: 'later' }, send_at: `${inAMonth.slice(0, 19)}+01:00`, ttl: 600, priority: 'high' },
+      { to: [{ name: 'tags', criteria: ['promo'] }], payload: { alert: 'at 9' }, send_at: inAMonth.slice(0, 16), local_time: true },
+      { to: '*', payload: { alert: 'paced' }, throttle: { per_minute: 100000 } },
+    ];
+    for (const notification of notifications) {
+      const res = await postNotification(h, app.keys.write, { notification });
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json().notification).toStrictEqual(notification);
+      const read = await get(h, app.keys.read, `/v6/notifications/${res.json().id}`);
+      expect(read.json().notification).toStrictEqual(notification);
+    }
+  });
+
   it.each(['v3', 'v5', 'v6'] as const)('/%s/notifications answers the same shape', async (version) => {
     const res = await postNotification(h, app.keys.write, { notification: { to: '*', payload: { alert: version } } }, { version });
     expect(res.statusCode).toBe(201);

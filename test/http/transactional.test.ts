@@ -154,7 +154,12 @@ describe('transactional notifications', () => {
   it.each([
     ['group too short', body({ field: 'device_id', value: 'x' }, { group: 'ab' }), 'group'],
     ['group with another character', body({ field: 'device_id', value: 'x' }, { group: 'order_shipped' }), 'group'],
-    ['group missing', { to: { field: 'device_id', value: 'x' }, notification: { payload: { alert: 'a' } } }, 'group'],
+    [
+      'group missing',
+      { to: { field: 'device_id', value: 'x' }, notification: { payload: { alert: 'a' } } },
+      'group: is required (3 to 64 letters, digits or "-")',
+    ],
+    ['group not a string', body({ field: 'device_id', value: 'x' }, { group: 7 }), 'group: must be a string'],
     ['to.field unknown', body({ field: 'email', value: 'a@b.c' }), 'to.field'],
     ['to.value empty', body({ field: 'user_id', value: '' }), 'to.value'],
     ['payload breaks a rule', body({ field: 'device_id', value: 'x' }, { notification: { payload: { alert: 'a', badge: -1 } } }), 'badge'],

@@ -17,6 +17,8 @@ export interface NewMessage {
   type: string;
   custom: Record<string, unknown>;
   timing: MessageTiming;
+  /** the instant the request was taken at: publish_at, when it has no send_at, is this same instant */
+  createdAt: Date;
   /** its devices are put in their streams now (addToStreams), never evaluated at read time */
   resolved: boolean;
 }
@@ -65,6 +67,7 @@ export class MessagesRepository {
         unpublish_at: m.timing.unpublishAt,
         expires_at: m.timing.expiresAt,
         resolved: m.resolved,
+        created_at: m.createdAt,
       })
       .returningAll()
       .executeTakeFirstOrThrow();
