@@ -90,7 +90,8 @@ export class TransactionalService {
   /**
    * With an Idempotency-Key the key is claimed in the transaction that commits the notification and names it; its
    * answer is stored once the send is over. A retry meanwhile (or after a process died mid-send) answers 409
-   * naming the notification, which the workers finish; a retry after the answer replays it.
+   * naming the notification, which the workers finish; a retry after the answer replays it. With a collapse_key,
+   * the app's earlier transactional notification with that key and recipient (`transactionalKey`) is replaced.
    */
   async send(
     appId: string,

@@ -135,7 +135,7 @@ export class NotificationsRepository {
         state = case when ${cut.targeted}::int > 0 then 'sending' else 'sent' end,
         finished_at = case when ${cut.targeted}::int = 0 then now() end, failure_reason = null,
         fanout_done = true, fanout_seq = ${cut.batches}::int, devices_targeted = devices_targeted + ${cut.targeted}::int,
-        devices_not_allowed = devices_not_allowed + ${cut.notAllowed}::int, updated_at = now()
+        devices_not_allowed = devices_not_allowed + ${cut.notAllowed}::int, canceled_at = null, updated_at = now()
       where id = ${id}::uuid
       returning *`;
     const { rows } = await (
