@@ -149,6 +149,10 @@ export interface NotificationsTable {
   expires_at: Date | null;
   priority: PushPriority | null;
   pushes_expired: Counter;
+  /** matched devices not sent a visible push: their notifications are Disabled */
+  devices_not_allowed: Counter;
+  /** a transactional send's collapse_key with its recipient, JSON [field, value, key]: the same key and recipient, the same notification */
+  transactional_key: string | null;
 }
 
 export interface DeliveryBatchesTable {

@@ -124,6 +124,21 @@ export interface FcmSendBody {
 
 const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
+/**
+ * Whether the push shows or sounds something on the device: an alert, title or subtitle, a badge or a sound (what
+ * APNs puts in `aps.alert`, `aps.badge`, `aps.sound`). One that does not (a `content_available` wake-up, custom data
+ * only) is a background push. A device whose notifications are Disabled is sent only background pushes.
+ */
+export function isVisiblePush(payload: Record<string, unknown>): boolean {
+  return (
+    str(payload.alert) !== undefined ||
+    str(payload.title) !== undefined ||
+    str(payload.subtitle) !== undefined ||
+    typeof payload.badge === 'number' ||
+    str(payload.sound) !== undefined
+  );
+}
+
 export function toApnsRequest(payload: Record<string, unknown>, notificationId: string, options: PushOptions = {}): ApnsRequest {
   const alert = str(payload.alert);
   const title = str(payload.title);
@@ -154,8 +169,7 @@ export function toApnsRequest(payload: Record<string, unknown>, notificationId: 
   body.aps = aps;
   body._nid = notificationId;
 
-  const shown = aps.alert !== undefined || aps.badge !== undefined || aps.sound !== undefined;
-  const background = payload.content_available === true && !shown;
+  const background = payload.content_available === true && !isVisiblePush(payload);
   const headers: ApnsHeaders = background
     ? { 'apns-push-type': 'background', 'apns-priority': 5 }
     : { 'apns-push-type': 'alert', 'apns-priority': options.priority === 'normal' ? 5 : 10 };

@@ -34,3 +34,14 @@ export type TransactionalRequest = z.output<typeof transactionalRequestSchema>;
 export function transactionalFilters(request: TransactionalRequest): Filter[] {
   return [{ name: request.to.field, criteria: [request.to.value] }, ...(request.extra_filters ?? [])];
 }
+
+/**
+ * What makes a transactional send with a collapse_key the same notification as an earlier one: the key and the
+ * recipient (`to`; a device id in either case). Null without a collapse_key.
+ */
+export function transactionalKey(request: TransactionalRequest): string | null {
+  const key = request.notification.payload.collapse_key;
+  if (typeof key !== 'string') return null;
+  const { field, value } = request.to;
+  return JSON.stringify([field, field === 'device_id' ? value.toLowerCase() : value, key]);
+}

@@ -37,6 +37,8 @@ export const createdNotificationRecord = z.object({
 export const notificationRecord = createdNotificationRecord.extend({
   updated_at: timestamp,
   devices_targeted: z.number().int(),
+  /** matched devices not sent the push because it is visible and their notifications are Disabled */
+  devices_not_allowed: z.number().int(),
   pushes_succeeded: z.number().int(),
   pushes_failed: z.number().int(),
   tokens_invalidated: z.number().int(),

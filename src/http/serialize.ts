@@ -32,6 +32,7 @@ export function notificationResponse(n: Notification) {
     ...createdNotificationResponse(n),
     updated_at: iso(n.updated_at)!,
     devices_targeted: n.devices_targeted,
+    devices_not_allowed: n.devices_not_allowed,
     pushes_succeeded: n.pushes_succeeded,
     pushes_failed: n.pushes_failed,
     tokens_invalidated: n.tokens_invalidated,
@@ -71,6 +72,7 @@ export function notificationEventsResponse({ notification: n, opens, conversions
     pushes_succeeded: n.pushes_succeeded,
     pushes_rejected: n.pushes_failed,
     pushes_expired: n.pushes_expired,
+    devices_not_allowed: n.devices_not_allowed,
     event_conversions: Object.fromEntries(conversions.map((c) => [eventKey(c), c.count])),
   };
 }

@@ -6,6 +6,7 @@ import type { Deliverable, DevicesRepository, ZoneSlice } from '../db/repositori
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
 import { waveSlice } from '../domain/campaign.js';
+import { isVisiblePush } from '../domain/push-mapping.js';
 import { PACE_EARLY_MS } from './delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
@@ -15,28 +16,34 @@ import type { JobQueues } from './queues.js';
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
 
+/** What cutting a device into a batch reads of it: the gateway it needs. */
+type Routed = Pick<Deliverable, 'id' | 'platform' | 'development'>;
+
+/**
+ * The devices a push is sent to, and how many are not (`not_allowed`: their notifications are Disabled and the push
+ * is visible); the second are counted in the notification's `devices_not_allowed`, not in `devices_targeted`.
+ */
+export function allowedOf<T extends Deliverable>(devices: T[]): { sendable: T[]; notAllowed: number } {
+  const sendable = devices.filter((d) => !d.not_allowed);
+  return { sendable, notAllowed: devices.length - sendable.length };
+}
+
 /** A page of devices split per platform and environment (the gateway each one needs), at most `batchSize` each. */
-export function splitIntoBatches(page: Deliverable[], batchSize: number): Deliverable[][] {
-  const groups = new Map<string, Deliverable[]>();
+export function splitIntoBatches<T extends Routed>(page: T[], batchSize: number): T[][] {
+  const groups = new Map<string, T[]>();
   for (const d of page) {
     const key = `${d.platform}:${d.development}`;
     const list = groups.get(key);
     if (list) list.push(d);
     else groups.set(key, [d]);
   }
-  const batches: Deliverable[][] = [];
+  const batches: T[][] = [];
   for (const devices of groups.values()) for (let i = 0; i < devices.length; i += batchSize) batches.push(devices.slice(i, i + batchSize));
   return batches;
 }
 
 /** `splitIntoBatches`, as the batches of a notification (ids and sequence numbers from `firstSeq`). */
-export function cutBatches(
-  notificationId: string,
-  generation: number,
-  page: Deliverable[],
-  firstSeq: number,
-  batchSize: number,
-): NewBatch[] {
+export function cutBatches(notificationId: string, generation: number, page: Routed[], firstSeq: number, batchSize: number): NewBatch[] {
   return splitIntoBatches(page, batchSize).map((devices, i) => ({
     id: batchId(notificationId, generation, firstSeq + i),
     seq: firstSeq + i,
@@ -93,15 +100,17 @@ export function fanoutProcessor(deps: {
       const slowest = Math.min(pace.notification ?? Infinity, pace.app ?? Infinity);
       const batchSize = paced ? Math.max(1, Math.min(deps.batchSize, Math.ceil(slowest / 60))) : deps.batchSize;
       let seq = n.fanout_seq;
+      const visible = isVisiblePush(n.payload);
 
       /** Pages through the devices (of some zones), from `cursor`; false when superseded or canceled meanwhile. */
       const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<boolean> => {
         for (let pages = 0; ; pages++) {
           // The first page is one batch, so the first pushes leave without waiting for a full page.
           const limit = pages === 0 ? Math.min(batchSize, deps.pageSize) : deps.pageSize;
-          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now, zones });
+          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now, zones, visible });
           if (page.length === 0) return true;
-          const batches = cutBatches(notificationId, generation, page, seq, batchSize);
+          const { sendable, notAllowed } = allowedOf(page);
+          const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);
           if (paced) {
             const starts = await deps.delivery.reserveSlots(
               deps.db,
@@ -114,9 +123,8 @@ export function fanoutProcessor(deps: {
             batches.forEach((b, i) => (b.notBefore = starts[i]));
           }
           const last = page[page.length - 1]!.id;
-          if (
-            !(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, last, seq + batches.length, page.length))
-          ) {
+          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
+          if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
             return false;
           }

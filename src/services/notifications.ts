@@ -12,8 +12,8 @@ import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domai
 import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
-import { fcmSendBody, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
-import { cutBatches, splitIntoBatches } from '../queue/fanout.js';
+import { fcmSendBody, isVisiblePush, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
+import { allowedOf, cutBatches, splitIntoBatches } from '../queue/fanout.js';
 import type { BatchRef, NotificationScheduler } from '../queue/jobs.js';
 import { committedBatches, type CommittedBatch, type DirectDelivery } from '../queue/direct-delivery.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
@@ -262,7 +262,7 @@ export class NotificationService {
       this.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
       this.devices.deliverableOfEach(
         this.db,
-        specs.map((s) => ({ appId: s.appId, filters: s.canonical })),
+        specs.map((s, k) => ({ appId: s.appId, filters: s.canonical, visible: isVisiblePush(items[k]!.request.notification.payload) })),
         { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
       ),
     ]);
@@ -285,7 +285,7 @@ export class NotificationService {
           options: i.options,
           cut: this.cutOf(devices),
         },
-        batches: devices ? cutBatches(id, FIRST_GENERATION, devices, 0, this.batchSize) : [],
+        batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
       };
     });
     const inserted = await this.notifications.insertCut(
@@ -306,7 +306,9 @@ export class NotificationService {
 
   /** How a notification whose whole audience is these devices is inserted (none: its fan-out will cut it). */
   private cutOf(devices: Deliverable[] | undefined): NewNotification['cut'] {
-    return devices && { batches: splitIntoBatches(devices, this.batchSize).length, targeted: devices.length };
+    if (!devices) return undefined;
+    const { sendable, notAllowed } = allowedOf(devices);
+    return { batches: splitIntoBatches(sendable, this.batchSize).length, targeted: sendable.length, notAllowed };
   }
 
   /** Stores the batches of the notifications just inserted with their whole audience cut (`cutOf`). */
@@ -318,7 +320,7 @@ export class NotificationService {
     const created = inserted.map((notification, k) => {
       const devices = devicesOf(k);
       if (!devices) return { notification, batchIds: null, batches: [] };
-      const batches = cutBatches(notification.id, notification.generation, devices, 0, this.batchSize);
+      const batches = cutBatches(notification.id, notification.generation, allowedOf(devices).sendable, 0, this.batchSize);
       return { notification, batchIds: batches.map((b) => b.id), batches };
     });
     await this.delivery.insertBatches(
@@ -359,6 +361,7 @@ export class NotificationService {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
         now,
+        visible: isVisiblePush(payload),
       });
       if (page.length <= DIRECT_AUDIENCE_MAX_DEVICES) devices = page;
     }

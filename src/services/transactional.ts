@@ -6,9 +6,12 @@ import { FIRST_GENERATION, type NotificationsRepository } from '../db/repositori
 import type { Notification } from '../db/schema.js';
 import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
-import { transactionalFilters, type TransactionalRequest } from '../domain/transactional-request.js';
+import { transactionalFilters, transactionalKey, type TransactionalRequest } from '../domain/transactional-request.js';
 import { attemptBatch, retryLater, type BatchAttemptDeps } from '../queue/delivery.js';
-import { cutBatches } from '../queue/fanout.js';
+import { allowedOf, cutBatches } from '../queue/fanout.js';
+import { isVisiblePush } from '../domain/push-mapping.js';
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
 import { committedBatches } from '../queue/direct-delivery.js';
 import { backoffDelay, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
@@ -25,6 +28,8 @@ export interface TransactionalResult {
   success: number;
   uninstalled: number;
   failures: string[];
+  /** devices not sent a visible push: their notifications are Disabled */
+  notAllowed: number;
 }
 
 /**
@@ -41,12 +46,23 @@ interface Creation {
   now: Date;
 }
 
-/** A send as committed: its notification, the batches it was cut into, and its devices' tokens as just read. */
+/**
+ * A send as committed: its notification, the batches it was cut into, how many of its devices were not sent it
+ * (notifications Disabled), and its devices' tokens as just read.
+ */
 interface Committed {
   notification: Notification;
   batches: NewBatch[];
+  notAllowed: number;
   tokens: Map<string, string>;
 }
+
+/** The audience of a send: the devices it names; a visible push leaves out those whose notifications are Disabled. */
+const sendTo = (appId: string, request: TransactionalRequest) => ({
+  appId,
+  filters: transactionalFilters(request),
+  visible: isVisiblePush(request.notification.payload),
+});
 
 function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
   if (devices.length > TRANSACTIONAL_MAX_DEVICES)
@@ -74,7 +90,8 @@ export class TransactionalService {
   /**
    * With an Idempotency-Key the key is claimed in the transaction that commits the notification and names it; its
    * answer is stored once the send is over. A retry meanwhile (or after a process died mid-send) answers 409
-   * naming the notification, which the workers finish; a retry after the answer replays it.
+   * naming the notification, which the workers finish; a retry after the answer replays it. With a collapse_key,
+   * the app's earlier transactional notification with that key and recipient (`transactionalKey`) is replaced.
    */
   async send(
     appId: string,
@@ -84,23 +101,27 @@ export class TransactionalService {
     const now = this.sending.clock.now();
     const deadline = Date.now() + this.settings.timeoutMs; // the caller waits in real time
     const options = resolveDeliveryOptions(request.notification, now);
+    const key = transactionalKey(request);
     let committed: Committed | Replay;
-    if (!idempotency) committed = await this.creations.submit({ appId, request, options, now });
+    // one with a collapse_key may replace the notification of an earlier one: alone, in a transaction (not grouped)
+    if (!idempotency && key === null) committed = await this.creations.submit({ appId, request, options, now });
     else {
       committed = await this.db.transaction().execute(async (trx) => {
         const replay = await this.idempotency.claim(trx, appId, idempotency);
         if (replay) return replay;
-        const [devices] = await this.devices.deliverableOfEach(trx, [{ appId, filters: transactionalFilters(request) }], {
+        const earlier = key === null ? undefined : await this.notifications.lockTransactional(trx, appId, key);
+        const [devices] = await this.devices.deliverableOfEach(trx, [sendTo(appId, request)], {
           limit: TRANSACTIONAL_MAX_DEVICES + 1,
           now,
         });
-        const [stored] = await this.store(trx, [{ appId, request, options, now, devices: withinLimit(devices!) }]);
-        await this.idempotency.pending(trx, appId, idempotency, stored!.notification.id);
-        return stored!;
+        const send = { appId, request, options, now, devices: withinLimit(devices!) };
+        const stored = earlier ? await this.replace(trx, earlier, send) : (await this.store(trx, [send]))[0]!;
+        if (idempotency) await this.idempotency.pending(trx, appId, idempotency, stored.notification.id);
+        return stored;
       });
     }
     if (committed instanceof Replay) return committed;
-    const { notification, batches, tokens } = committed;
+    const { notification, batches, tokens, notAllowed } = committed;
 
     // the first attempt goes to the devices as read in the transaction that stored the send, a moment ago
     const outcomes = await Promise.all(
@@ -113,6 +134,7 @@ export class TransactionalService {
       success: outcomes.reduce((sum, o) => sum + o.succeeded, 0),
       uninstalled: outcomes.reduce((sum, o) => sum + o.uninstalled, 0),
       failures: outcomes.flatMap((o) => o.failed),
+      notAllowed,
     };
     await this.idempotency.store(this.db, appId, idempotency, result);
     return result;
@@ -126,7 +148,7 @@ export class TransactionalService {
   private async createGroup(group: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
     const found = await this.devices.deliverableOfEach(
       this.db,
-      group.map((i) => ({ appId: i.appId, filters: transactionalFilters(i.request) })),
+      group.map((i) => sendTo(i.appId, i.request)),
       { limit: TRANSACTIONAL_MAX_DEVICES + 1, now: group[0]!.now },
     );
     const settled: PromiseSettledResult<Creation & { devices: DeliverableNow[] }>[] = group.map((item, k) => {
@@ -156,20 +178,22 @@ export class TransactionalService {
     if (!sends.length) return [];
     const cut = sends.map((s) => {
       const id = randomUUID();
-      return { id, send: s, batches: cutBatches(id, FIRST_GENERATION, s.devices, 0, this.settings.batchSize) };
+      const { sendable, notAllowed } = allowedOf(s.devices);
+      return { id, send: s, notAllowed, batches: cutBatches(id, FIRST_GENERATION, sendable, 0, this.settings.batchSize) };
     });
     const inserted = await this.notifications.insertCut(
       db,
-      cut.map(({ id, send: s, batches }) => ({
+      cut.map(({ id, send: s, batches, notAllowed }) => ({
         id,
         appId: s.appId,
         audienceId: null,
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
         collapseKey: null,
+        transactionalKey: transactionalKey(s.request),
         group: s.request.group,
         options: s.options,
-        cut: { batches: batches.length, targeted: s.devices.length },
+        cut: { batches: batches.length, targeted: s.devices.length - notAllowed, notAllowed },
       })),
       this.sending.store.delivery.batchesInsert(
         cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
@@ -178,8 +202,37 @@ export class TransactionalService {
     return inserted.map((notification, k) => ({
       notification,
       batches: cut[k]!.batches,
+      notAllowed: cut[k]!.notAllowed,
       tokens: new Map(cut[k]!.send.devices.map((d) => [d.id, d.token])),
     }));
+  }
+
+  /**
+   * Stores a send with a collapse_key as the next generation of the earlier notification with that key and
+   * recipient (`lockTransactional`): the same id, the new payload, its own batches; what the older generation had
+   * still pending is superseded.
+   */
+  private async replace(
+    trx: Transaction<Database>,
+    earlier: Pick<Notification, 'id' | 'generation'>,
+    s: Creation & { devices: DeliverableNow[] },
+  ): Promise<Committed> {
+    const generation = earlier.generation + 1;
+    const { sendable, notAllowed } = allowedOf(s.devices);
+    const batches = cutBatches(earlier.id, generation, sendable, 0, this.settings.batchSize);
+    const notification = await this.notifications.replaceCut(
+      trx,
+      earlier.id,
+      {
+        request: s.request as unknown as Record<string, unknown>,
+        payload: s.request.notification.payload,
+        group: s.request.group,
+        options: s.options,
+        cut: { batches: batches.length, targeted: sendable.length, notAllowed },
+      },
+      this.sending.store.delivery.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
+    );
+    return { notification, batches, notAllowed, tokens: new Map(sendable.map((d) => [d.id, d.token])) };
   }
 
   /**
@@ -190,7 +243,17 @@ export class TransactionalService {
     const total = { succeeded: 0, uninstalled: 0, failed: [] as string[], closed: false };
     for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
       const final = batch.attempts + 1 >= this.settings.retry.attempts;
-      const pending = batch === head ? first : ((await this.sending.store.load(batch.id))?.pending ?? []);
+      let pending = first;
+      if (batch !== head) {
+        const input = await this.sending.store.load(batch.id);
+        if (input && input.notification.generation !== batch.generation) {
+          // a later send with the same collapse_key replaced this one: the older payload is not sent after it
+          await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch.id, 'superseded');
+          total.failed.push(...input.pending.map((p) => p.deviceId));
+          return total;
+        }
+        pending = input?.pending ?? [];
+      }
       const { summary, done, closed } = await attemptBatch(this.sending, n, batch, pending, final);
       total.closed = closed;
       total.succeeded += summary.succeeded.length;

@@ -5,6 +5,7 @@ import {
   fcmSendBody,
   fcmSendBodyEncoder,
   gatewaySizeProblem,
+  isVisiblePush,
   jsonBytes,
   toApnsRequest,
   toFcmMessage,
@@ -257,6 +258,23 @@ describe('helpers', () => {
 
   it('jsonBytes counts UTF-8 bytes', () => {
     expect(jsonBytes({ a: 'é' })).toBe(Buffer.byteLength('{"a":"é"}'));
+  });
+});
+
+describe('isVisiblePush (what a device whose notifications are Disabled is not sent)', () => {
+  it.each<[Record<string, unknown>, boolean]>([
+    [{ alert: 'a' }, true],
+    [{ title: 't' }, true],
+    [{ subtitle: 's' }, true],
+    [{ badge: 0 }, true],
+    [{ sound: 'default' }, true],
+    [{ content_available: true, badge: 1 }, true],
+    [{ content_available: true }, false],
+    [{ content_available: true, mutable_content: true, category: 'C', interruption_level: 'passive' }, false],
+    [{ order: 'o-1', _u: 'https://example.com' }, false],
+  ])('%j -> %s, as APNs tells alert from background', (payload, visible) => {
+    expect(isVisiblePush(payload)).toBe(visible);
+    if (payload.content_available) expect(toApnsRequest(payload, NID).headers['apns-push-type']).toBe(visible ? 'alert' : 'background');
   });
 });
 

@@ -55,7 +55,7 @@ describe('transactional notifications', () => {
     const res = await send(body({ field: 'device_id', value: ios.id }));
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json();
-    expect(answer).toEqual({ id: expect.any(String), results: { success: 1, uninstalled: 0, failures: [] } });
+    expect(answer).toEqual({ id: expect.any(String), results: { success: 1, uninstalled: 0, failures: [], not_allowed: 0 } });
     expect(tokens()).toEqual([ios.token]);
     expect(gw.apns.pushes[0]!.payload).toMatchObject({ aps: { alert: 'Your order has shipped' }, _nid: answer.id });
 
@@ -77,12 +77,12 @@ describe('transactional notifications', () => {
 
   it("sends to a user's devices that match the extra filters", async () => {
     const res = await send(body({ field: 'user_id', value: 'ana' }, { extra_filters: [{ name: 'locale', criteria: ['en_US'] }] }));
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [] });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
     expect(tokens()).toEqual([android.token]);
 
     gw.reset();
     const all = await send(body({ field: 'user_id', value: 'ana' }));
-    expect(all.json().results).toEqual({ success: 2, uninstalled: 0, failures: [] });
+    expect(all.json().results).toEqual({ success: 2, uninstalled: 0, failures: [], not_allowed: 0 });
     expect(tokens()).toEqual([ios.token, android.token].sort());
     // two batches (one per platform): sent once both are recorded
     const stored = await h.server.inject({
@@ -96,14 +96,14 @@ describe('transactional notifications', () => {
   it('a device or user that does not exist: 200, nothing sent', async () => {
     const res = await send(body({ field: 'user_id', value: 'nobody' }));
     expect(res.statusCode).toBe(200);
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [] });
+    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], not_allowed: 0 });
     expect(gw.apns.requestCount + gw.fcm.requestCount).toBe(0);
   });
 
   it('retries a temporary gateway error within the deadline: delivered once', async () => {
     gw.fcm.faults.next(2, { type: 'status', status: 503, reason: 'UNAVAILABLE' });
     const res = await send(body({ field: 'device_id', value: other.id }));
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [] });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
     expect(tokens()).toEqual([other.token]);
   });
 
@@ -111,7 +111,7 @@ describe('transactional notifications', () => {
     gw.fcm.faults.forToken(other.token, { type: 'status', status: 503, reason: 'UNAVAILABLE' });
     const started = Date.now();
     const res = await send(body({ field: 'device_id', value: other.id }));
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [other.id] });
+    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [other.id], not_allowed: 0 });
     // retried until TRANSACTIONAL_TIMEOUT_MS=1500 (50 attempts would take longer), then answered
     expect(Date.now() - started).toBeGreaterThan(1000);
     expect(Date.now() - started).toBeLessThan(3000);
@@ -128,9 +128,9 @@ describe('transactional notifications', () => {
     const gone = await registerDevice(h, keys.sdk, { platform: 'ios', user_id: 'carl' });
     gw.apns.markUnregistered(gone.token);
     const res = await send(body({ field: 'device_id', value: gone.id }));
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 1, failures: [] });
+    expect(res.json().results).toEqual({ success: 0, uninstalled: 1, failures: [], not_allowed: 0 });
     const again = await send(body({ field: 'device_id', value: gone.id }));
-    expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [] }); // no longer targeted
+    expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], not_allowed: 0 }); // no longer targeted
   });
 
   it('20 concurrent sends to 20 devices: each device gets exactly one push; one to too many devices is refused alone', async () => {
@@ -146,7 +146,7 @@ describe('transactional notifications', () => {
     ]);
     expect(crowd!.statusCode).toBe(400);
     expect(crowd!.json().error).toContain('to: matches more than 100 devices');
-    for (const a of answers) expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [] });
+    for (const a of answers) expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
     expect(new Set(answers.map((a) => a.json().id)).size).toBe(many.length);
     expect(tokens()).toEqual(many.map((d) => d.token).sort());
   });

@@ -7,6 +7,7 @@ const device = (i: number, platform: 'ios' | 'android', development = false): De
   id: `d${String(i).padStart(4, '0')}`,
   platform,
   development,
+  not_allowed: false,
 });
 
 describe('cutBatches', () => {

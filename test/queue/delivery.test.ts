@@ -137,6 +137,7 @@ for (const backend of backends) {
         pushes_succeeded: 4,
         pushes_rejected: 0,
         pushes_expired: 0,
+        devices_not_allowed: 0,
         event_conversions: {},
       });
       // each device that received it has a receipt (its events are attributed to it), timed after the POST

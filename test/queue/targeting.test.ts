@@ -138,7 +138,8 @@ describe('delivery reaches exactly the devices of each filter kind', () => {
       method: 'POST',
       url: '/v6/notifications',
       headers: { authorization: basic(keys.write) },
-      payload: { notification: { to: filters, payload: { alert: 'targeted' } } },
+      // a background push, which reaches the devices whose notifications are Disabled too (lyon): what the filter selects
+      payload: { notification: { to: filters, payload: { content_available: true, targeted: 'yes' } } },
     });
     expect(res.statusCode, res.body).toBe(201);
     const { id, to } = res.json() as { id: string; to: { id: string } };

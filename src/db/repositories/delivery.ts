@@ -72,15 +72,14 @@ export class DeliveryRepository {
     notificationId: string,
     generation: number,
     batches: NewBatch[],
-    cursor: string,
-    nextSeq: number,
-    targeted: number,
+    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number },
   ): Promise<boolean> {
     const insert = storeBatches(notificationId, generation, batches);
     const { rows: result } = await sql<{ moved: number }>`
       with moved as (
         update notifications
-        set fanout_cursor = ${cursor}::uuid, fanout_seq = ${nextSeq}::int, devices_targeted = devices_targeted + ${targeted}::int, updated_at = now()
+        set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int, devices_targeted = devices_targeted + ${page.targeted}::int,
+          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, updated_at = now()
         where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
         returning 1)
       ${insert}

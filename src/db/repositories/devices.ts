@@ -8,8 +8,11 @@ import { isUuid } from '../../domain/cursor.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
-/** A device of an audience that can receive a push (its token is read again when its batch is sent). */
-export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'>;
+/**
+ * A device of an audience that can receive a push (its token is read again when its batch is sent). `not_allowed`:
+ * it reported notifications Disabled and the push is visible, so it is counted and not sent (`allowedOf`).
+ */
+export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'> & { not_allowed: boolean };
 /** A deliverable device with the token it has now (what a send right after the read goes to). */
 export type DeliverableNow = Deliverable & { token: string };
 
@@ -250,10 +253,18 @@ export class DevicesRepository {
     });
   }
 
-  /** One keyset page of an audience's devices that can receive a push, in id order (the fan-out). */
-  async pageDeliverable(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage): Promise<Deliverable[]> {
+  /**
+   * One keyset page of an audience's devices that can receive a push, in id order (the fan-out); `visible`: the
+   * push shows something (`isVisiblePush`), which a device whose notifications are Disabled is not sent.
+   */
+  async pageDeliverable(
+    db: Db,
+    appId: string,
+    filters: Filter[] | null,
+    page: AudiencePage & { visible: boolean },
+  ): Promise<Deliverable[]> {
     return audiencePageQuery(db, appId, filters, page)
-      .select(['d.id', 'd.platform', 'd.development'])
+      .select(['d.id', 'd.platform', 'd.development', notAllowed(page.visible).as('not_allowed')])
       .where('d.token', 'is not', null)
       .where('d.token_invalidated_at', 'is', null)
       .execute();
@@ -267,7 +278,7 @@ export class DevicesRepository {
    */
   async deliverableOfEach(
     db: Db,
-    audiences: { appId: string; filters: Filter[] | null }[],
+    audiences: { appId: string; filters: Filter[] | null; visible: boolean }[],
     page: { limit: number; now: Date },
   ): Promise<DeliverableNow[][]> {
     const lists: DeliverableNow[][] = audiences.map(() => []);
@@ -275,6 +286,8 @@ export class DevicesRepository {
       device_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
       user_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
     };
+    // whether a looked-up device is not sent its audience's push (arrays count from 1)
+    const byOrd = notAllowed(sql<boolean>`(${audiences.map((a) => a.visible)}::boolean[])[t.ord + 1]`);
     const compiled: number[] = [];
     audiences.forEach((a, ord) => {
       const named = namedKeys(a.filters);
@@ -292,16 +305,16 @@ export class DevicesRepository {
       const lookups: RawBuilder<DeliverableNow & { ord: number }>[] = [];
       if (ids.ords.length)
         lookups.push(sql`
-          select t.ord, d.id, d.platform, d.development, d.token
+          select t.ord, d.id, d.platform, d.development, d.token, ${byOrd} as not_allowed
           from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
           join devices d on d.id = t.id and d.app_id = t.app_id
           where d.erased_at is null and d.token is not null and d.token_invalidated_at is null`);
       if (users.ords.length)
         lookups.push(sql`
-          select t.ord, d.id, d.platform, d.development, d.token
+          select t.ord, d.id, d.platform, d.development, d.token, ${byOrd} as not_allowed
           from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
           cross join lateral (
-            select d.id, d.platform, d.development, d.token from devices d
+            select d.id, d.platform, d.development, d.token, d.notifications_allowed from devices d
             where d.app_id = t.app_id and d.user_id = t.user_id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
             order by d.id limit ${page.limit}::int) d`);
       const { rows } = await sql<DeliverableNow & { ord: number }>`${sql.join(lookups, sql` union all `)}`.execute(db);
@@ -318,7 +331,7 @@ export class DevicesRepository {
       const parts = compiled.map((ord) => {
         const a = audiences[ord]!;
         const q = audiencePageQuery(db, a.appId, a.filters, { afterId: null, ...page })
-          .select(['d.id', 'd.platform', 'd.development', 'd.token'])
+          .select(['d.id', 'd.platform', 'd.development', 'd.token', notAllowed(a.visible).as('not_allowed')])
           .where('d.token', 'is not', null)
           .where('d.token_invalidated_at', 'is', null);
         return sql`select ${ord}::int as ord, q.* from (${q}) as q`;
@@ -389,6 +402,11 @@ export class DevicesRepository {
     }
     return matched;
   }
+}
+
+/** Whether the device is not sent this push: it reported notifications Disabled and the push is `visible`. */
+function notAllowed(visible: boolean | RawBuilder<boolean>) {
+  return sql<boolean>`(${visible}::boolean and d.notifications_allowed is not distinct from 'Disabled')`;
 }
 
 /** Audiences one membership statement tests (its columns). */

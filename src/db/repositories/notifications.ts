@@ -1,7 +1,7 @@
 import type { NotificationRequest } from '../../domain/notification-request.js';
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import type { Notification, NotificationState, NotificationsTable } from '../schema.js';
+import type { Database, Notification, NotificationState, NotificationsTable } from '../schema.js';
 import { jsonbArray } from '../pg-arrays.js';
 import { SPEC_AUDIENCES } from './audiences.js';
 import type { Timing } from '../../domain/campaign.js';
@@ -32,9 +32,11 @@ export interface NewNotification {
    * Its whole audience, cut into batches before it is inserted (a few devices, to go out now): it is inserted
    * with its fan-out done, `sending` (or `sent`, no device matched), and its batches are inserted after it.
    */
-  cut?: { batches: number; targeted: number };
+  cut?: { batches: number; targeted: number; notAllowed?: number };
   /** the in-app message whose push this is (its payload carries the id) */
   messageId?: string | null;
+  /** a transactional send's collapse_key with its recipient (`transactionalKey`) */
+  transactionalKey?: string | null;
 }
 
 export class NotificationsRepository {
@@ -92,6 +94,56 @@ export class NotificationsRepository {
     });
   }
 
+  /**
+   * The app's transactional notification with this key (`transactionalKey`), row-locked until the transaction ends.
+   * The key is locked first (and whether or not a notification has it), so two sends with it are taken in turn.
+   */
+  async lockTransactional(
+    trx: Transaction<Database>,
+    appId: string,
+    key: string,
+  ): Promise<Pick<Notification, 'id' | 'generation'> | undefined> {
+    await sql`select pg_advisory_xact_lock(hashtextextended(${`${appId}:transactional:${key}`}, 0))`.execute(trx);
+    return trx
+      .selectFrom('notifications')
+      .select(['id', 'generation'])
+      .where('app_id', '=', appId)
+      .where('transactional_key', '=', key)
+      .forUpdate()
+      .executeTakeFirst();
+  }
+
+  /**
+   * Replaces a transactional notification (`lockTransactional`) with a new send, cut into `batches` (of its next
+   * generation), in one statement: its request, payload, group and options become the new send's, its generation
+   * is bumped (batches of the older one still pending are superseded), and its counters continue.
+   */
+  async replaceCut(
+    trx: Transaction<Database>,
+    id: string,
+    n: Pick<NewNotification, 'request' | 'payload' | 'group' | 'options'> & {
+      cut: { batches: number; targeted: number; notAllowed: number };
+    },
+    batches: RawBuilder<unknown> | null,
+  ): Promise<Notification> {
+    const { options, cut } = n;
+    const replace = sql<Notification>`
+      update notifications set
+        request = ${JSON.stringify(n.request)}::jsonb, payload = ${JSON.stringify(n.payload)}::jsonb, send_group = ${n.group ?? null},
+        expires_at = coalesce(now() + make_interval(secs => ${options?.ttlSeconds ?? null}::int), ${options?.expiresAt ?? null}::timestamptz),
+        priority = ${options?.priority ?? null}, generation = generation + 1,
+        state = case when ${cut.targeted}::int > 0 then 'sending' else 'sent' end,
+        finished_at = case when ${cut.targeted}::int = 0 then now() end, failure_reason = null,
+        fanout_done = true, fanout_seq = ${cut.batches}::int, devices_targeted = devices_targeted + ${cut.targeted}::int,
+        devices_not_allowed = devices_not_allowed + ${cut.notAllowed}::int, canceled_at = null, updated_at = now()
+      where id = ${id}::uuid
+      returning *`;
+    const { rows } = await (
+      batches ? sql<Notification>`with replaced as (${replace}), after_rows as (${batches}) select * from replaced` : replace
+    ).execute(trx);
+    return rows[0]!;
+  }
+
   async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
     if (!isUuid(id)) return undefined;
     return db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
@@ -139,6 +191,7 @@ const BUT_DOCUMENTS = [
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
   'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
+  'devices_not_allowed', 'transactional_key',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, 'request' | 'payload'>[];
 // a column added to the table but not to the list stops the build here, naming it
 type Unlisted = Exclude<keyof NotificationsTable, 'request' | 'payload' | (typeof BUT_DOCUMENTS)[number]>;
@@ -172,10 +225,10 @@ async function insertRows(
     : sql`t.audience_id`;
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-      throttle_per_minute, expires_at, priority, message_id, fanout_done, fanout_seq, devices_targeted, state, published_at, finished_at)
+      throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at)
     select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
-      t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id,
-      t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0),
+      t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
+      t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
       case when t.cut_targeted = 0 then now() end
@@ -185,11 +238,11 @@ async function insertRows(
       ${json((n) => n.timing?.localPlan)}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
       ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
-      ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
-      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
+      ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[], ${column((n) => n.transactionalKey ?? null)}::text[],
+      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[], ${column((n) => n.cut?.notAllowed ?? null)}::int[],
       ${column((n) => n.audienceSpecKey ?? null)}::text[])
       with ordinality as t(id, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-        throttle_per_minute, ttl, expires_at, priority, message_id, cut_batches, cut_targeted, audience_key, ord)
+        throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key, ord)
     order by t.ord
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;

@@ -14,12 +14,17 @@ const transactionalAnswer = z.object({
     uninstalled: z.number().int(),
     /** device ids the push did not reach */
     failures: z.array(z.string()),
+    /** devices not sent a visible push because their notifications are Disabled (absent from answers stored before it) */
+    not_allowed: z.number().int().optional(),
   }),
 });
 
 const sentAnswer = (sent: TransactionalResult) => ({
   status: 200,
-  body: { id: sent.id, results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures } },
+  body: {
+    id: sent.id,
+    results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures, not_allowed: sent.notAllowed },
+  },
 });
 
 export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
