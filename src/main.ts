@@ -41,13 +41,15 @@ async function main(): Promise<void> {
   }
 }
 
+const REPEAT_FORCES_AFTER_MS = 500;
+
 /**
  * Every way out stops what would outlive the process (the embedded PostgreSQL runs in a session of its own): a
  * signal closes everything in order within SHUTDOWN_TIMEOUT_MS; past it, on a second signal, or on an error
  * nothing caught, the abort steps run and the process exits 1.
  */
 function installExits(config: Config, log: Logger, lifecycle: Lifecycle): (reason: string, code: number) => void {
-  let stopping = false;
+  let stoppingSince: number | undefined;
   let aborting: Promise<never> | undefined;
   const abort = (why: string) =>
     (aborting ??= (async () => {
@@ -56,8 +58,12 @@ function installExits(config: Config, log: Logger, lifecycle: Lifecycle): (reaso
       process.exit(1);
     })());
   const shutdown = async (reason: string, code: number) => {
-    if (stopping) return void abort(`${reason} again while shutting down; exiting`);
-    stopping = true;
+    if (stoppingSince !== undefined) {
+      // one Ctrl-C can arrive twice at once (the terminal's, and npm's forward of it): only a later one forces
+      if (Date.now() - stoppingSince >= REPEAT_FORCES_AFTER_MS) void abort(`${reason} again while shutting down; exiting`);
+      return;
+    }
+    stoppingSince = Date.now();
     log.info({ reason }, 'shutting down');
     setTimeout(() => void abort('shutdown timed out; exiting'), config.SHUTDOWN_TIMEOUT_MS);
     const ok = await lifecycle.close(log);
