@@ -4,7 +4,7 @@ import { createLogger, type Logger } from './platform/logger.js';
 
 /**
  * Starts the service. ROLE=all runs the API and the workers in one process; api or worker runs one side,
- * so ops can scale them apart. SIGTERM/SIGINT: stop taking work, finish what is in flight, close — in the
+ * so ops can scale them apart. SIGTERM/SIGINT/SIGHUP: stop taking work, finish what is in flight, close — in the
  * reverse order of start-up. Signal handlers are installed first, so a signal during start-up also
  * closes whatever was already started.
  */
@@ -21,36 +21,63 @@ async function main(): Promise<void> {
   }
   const log = createLogger(config.LOG_LEVEL);
   const lifecycle = new Lifecycle();
-  installShutdown(config, log, lifecycle);
+  const exit = installExits(config, log, lifecycle);
   log.info({ config: redactedConfig(config) }, 'starting');
 
-  const pushd = await startPushd(config, log, lifecycle);
-  const queue = pushd.queues.conn.kind;
-  if (!pushd.api) {
-    log.info({ role: config.ROLE, queue }, 'worker running');
-    return;
+  try {
+    const pushd = await startPushd(config, log, lifecycle);
+    const queue = pushd.queues.conn.kind;
+    if (!pushd.api) {
+      log.info({ role: config.ROLE, queue }, 'worker running');
+      return;
+    }
+    const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST });
+    log.info({ address, role: config.ROLE, queue }, 'listening');
+  } catch (err) {
+    // what did start is closed as on a signal (the embedded PostgreSQL last), then the process exits 1
+    log.fatal({ err }, 'start-up failed');
+    process.stderr.write(`fatal: ${err instanceof Error ? err.message : String(err)}\n`);
+    exit('start-up failed', 1);
   }
-  const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST });
-  log.info({ address, role: config.ROLE, queue }, 'listening');
 }
 
-function installShutdown(config: Config, log: Logger, lifecycle: Lifecycle): void {
-  let stopping = false;
-  const shutdown = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    const force = setTimeout(() => {
-      log.error({ component: lifecycle.closing }, 'shutdown timed out; exiting');
+const REPEAT_FORCES_AFTER_MS = 500;
+
+/**
+ * Every way out stops what would outlive the process (the embedded PostgreSQL runs in a session of its own): a
+ * signal closes everything in order within SHUTDOWN_TIMEOUT_MS; past it, on a second signal, or on an error
+ * nothing caught, the abort steps run and the process exits 1.
+ */
+function installExits(config: Config, log: Logger, lifecycle: Lifecycle): (reason: string, code: number) => void {
+  let stoppingSince: number | undefined;
+  let aborting: Promise<never> | undefined;
+  const abort = (why: string) =>
+    (aborting ??= (async () => {
+      log.error({ component: lifecycle.closing }, why);
+      await lifecycle.abort(log);
       process.exit(1);
-    }, config.SHUTDOWN_TIMEOUT_MS);
-    force.unref();
+    })());
+  const shutdown = async (reason: string, code: number) => {
+    if (stoppingSince !== undefined) {
+      // one Ctrl-C can arrive twice at once (the terminal's, and npm's forward of it): only a later one forces
+      if (Date.now() - stoppingSince >= REPEAT_FORCES_AFTER_MS) void abort(`${reason} again while shutting down; exiting`);
+      return;
+    }
+    stoppingSince = Date.now();
+    log.info({ reason }, 'shutting down');
+    setTimeout(() => void abort('shutdown timed out; exiting'), config.SHUTDOWN_TIMEOUT_MS);
     const ok = await lifecycle.close(log);
     log.info('stopped');
-    process.exit(ok ? 0 : 1);
+    process.exit(ok ? code : 1);
   };
-  process.on('SIGTERM', () => void shutdown('SIGTERM'));
-  process.on('SIGINT', () => void shutdown('SIGINT'));
+  for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, () => void shutdown(signal, 0));
+  const crash = (err: unknown) => {
+    log.fatal({ err }, 'uncaught error');
+    void abort('uncaught error; exiting');
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', crash);
+  return (reason, code) => void shutdown(reason, code);
 }
 
 main().catch((err) => {

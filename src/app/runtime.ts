@@ -34,13 +34,21 @@ export async function openDatabaseRuntime(
     await embedded?.stop();
     throw err;
   }
+  // once, whoever asks first (an orderly shutdown, or a signal during a CLI command): the others wait for it
+  let closing: Promise<void> | undefined;
   return {
     url,
     handle,
     embedded,
-    async close() {
-      await handle.close();
-      await embedded?.stop();
+    close() {
+      closing ??= (async () => {
+        try {
+          await handle.close();
+        } finally {
+          await embedded?.stop();
+        }
+      })();
+      return closing;
     },
   };
 }

@@ -37,11 +37,29 @@ export interface Pushd {
  */
 export class Lifecycle {
   private readonly closers: { name: string; close: () => Promise<unknown> }[] = [];
+  private readonly aborts: { name: string; abort: () => Promise<unknown> }[] = [];
   /** The component being closed now: what a shutdown that times out was waiting for. */
   closing: string | undefined;
 
   add(name: string, close: () => Promise<unknown>): void {
     this.closers.push({ name, close });
+  }
+
+  /**
+   * What must be done even when the orderly close cannot finish (it timed out, a second signal, a crash): what
+   * would outlive the process, as the embedded PostgreSQL in its own session does.
+   */
+  addAbort(name: string, abort: () => Promise<unknown>): void {
+    this.aborts.push({ name, abort });
+  }
+
+  /** Runs every abort step at once, whatever the orderly close is doing; false when one failed (each is logged). */
+  async abort(log: Logger): Promise<boolean> {
+    const results = await Promise.allSettled(this.aborts.map((a) => a.abort()));
+    results.forEach((r, i) => {
+      if (r.status === 'rejected') log.error({ err: r.reason as Error, component: this.aborts[i]!.name }, 'error during abort');
+    });
+    return results.every((r) => r.status === 'fulfilled');
   }
 
   /** Closes everything; false when a component failed to close (each failure is logged, the rest still close). */
@@ -76,6 +94,8 @@ export interface StartOptions {
 export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions = {}): Promise<Pushd> {
   const database = await openDatabaseRuntime(config, log);
   lifecycle.add('database', () => database.close());
+  const { embedded } = database;
+  if (embedded) lifecycle.addAbort('embedded PostgreSQL', () => embedded.stop());
   const queues = new JobQueues(
     config.REDIS_URL
       ? {

@@ -1,42 +1,54 @@
 import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../domain/errors.js';
 import { AppService } from '../services/apps.js';
-import type { Command } from './index.js';
+import { given, UsageError, uuid, type Command } from './command.js';
 
 /**
  * app set-apns / app set-fcm: gateway credentials per app, checked when set (a bad key is refused now,
  * not at send time). The answer names what was stored, never the key material.
  */
 export const credentialCommands: Record<string, Command> = {
-  'app set-apns': async (a, rt) => {
-    const keyPem = await readRequiredFile(a['key-file'], 'key-file');
-    const raw = { keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) };
-    const credentials = await new AppService(rt.handle.db).setPushCredentials(requiredApp(a), 'apns', raw);
-    return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
+  'app set-apns': {
+    summary: 'Stores APNs token credentials (a .p8 key) for an app.',
+    options: {
+      app: { value: 'ID', help: "the app's id", required: true, check: uuid },
+      'key-file': { value: 'FILE', help: 'the AuthKey_XXXXXXXXXX.p8 file from Apple', required: true },
+      'key-id': { value: 'K', help: "the key's 10-character id", required: true },
+      'team-id': { value: 'T', help: 'your 10-character Apple team id', required: true },
+      topic: { value: 'X', help: 'the apns-topic to send with; the bundle id when not given' },
+    },
+    run: async (a, rt) => {
+      const keyPem = await readOptionFile(a, 'key-file');
+      const raw = { keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) };
+      const credentials = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'apns', raw);
+      return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
+    },
   },
-  'app set-fcm': async (a, rt) => {
-    const text = await readRequiredFile(a['service-account'], 'service-account');
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      throw new ValidationError('service-account: file is not valid JSON');
-    }
-    const account = await new AppService(rt.handle.db).setPushCredentials(requiredApp(a), 'fcm', json);
-    return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
+  'app set-fcm': {
+    summary: 'Stores an FCM service account for an app.',
+    options: {
+      app: { value: 'ID', help: "the app's id", required: true, check: uuid },
+      'service-account': { value: 'FILE', help: "the Firebase project's service account JSON file", required: true },
+    },
+    run: async (a, rt) => {
+      const text = await readOptionFile(a, 'service-account');
+      let json: unknown;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        throw new ValidationError('service-account: file is not valid JSON');
+      }
+      const account = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'fcm', json);
+      return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
+    },
   },
 };
 
-async function readRequiredFile(path: string | undefined, option: string): Promise<string> {
-  if (!path) throw new ValidationError(`--${option} is required`);
+async function readOptionFile(args: Record<string, string | undefined>, option: string): Promise<string> {
+  const path = given(args, option);
   try {
     return await readFile(path, 'utf8');
   } catch {
-    throw new ValidationError(`--${option}: cannot read ${path}`);
+    throw new UsageError(`--${option}: cannot read ${path}`);
   }
-}
-
-function requiredApp(args: Record<string, string | undefined>): string {
-  if (!args.app) throw new ValidationError('--app is required');
-  return args.app;
 }

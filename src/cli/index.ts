@@ -1,102 +1,142 @@
-import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { DomainError } from '../domain/errors.js';
 import { createLogger } from '../platform/logger.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
-import { AppService } from '../services/apps.js';
+import { UsageError, type Args, type Command } from './command.js';
+import { appCommands } from './apps.js';
 import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
 
 /**
- * pushd CLI. Every command prints one JSON document on stdout; logs go to stderr.
- *   migrate
- *   app create --bundle-id ID [--name N]
- *   app list
- *   app set-apns --app ID --key-file AuthKey.p8 --key-id K --team-id T [--topic X]
- *   app set-fcm --app ID --service-account sa.json
- *   app set-limits --app ID [--max-per-minute N|none] [--default-time-zone ZONE|none]
- *   key create --app ID --role read|write|sdk
- *   key revoke --key KEY
- *   key set-limit --key KEY --per-second N --burst M
- *   key clear-limit --key KEY
+ * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
+ * to stderr. `pushd --help` lists the commands, `pushd <command> --help` the options of one, from the same
+ * declarations the parser checks.
  */
-export type Command = (args: Record<string, string | undefined>, db: DatabaseRuntime) => Promise<unknown>;
-
 const commands: Record<string, Command> = {
-  migrate: async () => ({ migrated: true }),
-  'app create': async (a, rt) => new AppService(rt.handle.db).createApp(required(a, 'bundle-id'), a.name),
-  'app list': async (_a, rt) => ({ apps: await new AppService(rt.handle.db).listApps() }),
-  'key create': async (a, rt) => new AppService(rt.handle.db).createKey(required(a, 'app'), required(a, 'role')),
-  'key revoke': async (a, rt) => {
-    await new AppService(rt.handle.db).revokeKey(required(a, 'key'));
-    return { revoked: true };
-  },
+  ...appCommands,
   ...credentialCommands,
   ...rateLimitCommands,
 };
 
-class UsageError extends Error {}
+const HELP = ['--help', '-h'];
 
-function required(args: Record<string, string | undefined>, name: string): string {
-  const v = args[name];
-  if (!v) throw new UsageError(`--${name} is required`);
-  return v;
-}
+/** What the run printed as its answer (a command's result, or help text) and its exit code. */
+type Outcome = { code: number; stdout: string };
 
-async function run(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: Object.fromEntries(
-      [
-        'bundle-id',
-        'name',
-        'app',
-        'role',
-        'key',
-        'key-file',
-        'key-id',
-        'team-id',
-        'topic',
-        'service-account',
-        'per-second',
-        'burst',
-        'max-per-minute',
-        'default-time-zone',
-      ].map((o) => [o, { type: 'string' as const }]),
-    ),
-  });
-  const name = positionals.join(' ');
+async function run(argv: string[]): Promise<Outcome> {
+  // the command is the longest run of leading words that names one; what follows are its options
+  const leading = argv.findIndex((a) => a.startsWith('-'));
+  const all = leading === -1 ? argv.length : leading;
+  let words = all;
+  while (words > 1 && !commands[argv.slice(0, words).join(' ')]) words--;
+  if (!commands[argv.slice(0, words).join(' ')]) words = all;
+  const name = argv.slice(0, words).join(' ');
+  const rest = argv.slice(words);
   const command = commands[name];
   if (!command) {
-    process.stderr.write(`unknown command "${name}". Commands: ${Object.keys(commands).join(', ')}\n`);
-    return 2;
+    const group = Object.keys(commands).filter((c) => name === '' || c.startsWith(`${name} `));
+    if (rest.some((a) => HELP.includes(a)) && group.length) return { code: 0, stdout: overview(group) };
+    throw new UsageError(name === '' ? 'no command given' : `unknown command "${name}"`);
   }
+  const args = parseOptions(name, command, rest);
+  if (args === 'help') return { code: 0, stdout: usage(name, command) };
+
   const config = loadConfig();
-  // Logs go to stderr, at warn: stdout carries exactly one JSON document, also when start-up has something to say
-  // (a PostgreSQL left running by a crashed server is stopped first).
+  // Logs go to stderr, at warn: stdout carries exactly one JSON document, also when start-up has something to say.
   const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, 'stderr');
   const runtime = await openDatabaseRuntime(config, log);
+  closeOnSignal(runtime);
+  let result: unknown;
   try {
-    const result = await command(values, runtime);
-    process.stdout.write(JSON.stringify(result) + '\n');
-    return 0;
+    result = await command.run(args, runtime);
   } finally {
-    await runtime.close();
+    // what the command did is done: a failure to close is told on stderr, it does not replace the answer
+    await runtime.close().catch((err: Error) => log.warn({ err }, 'closing the database failed'));
   }
+  return { code: 0, stdout: JSON.stringify(result) + '\n' };
+}
+
+/** `--name value` or `--name=value`, each declared option at most once; `-h`/`--help` asks for the usage. */
+function parseOptions(name: string, command: Command, tokens: string[]): Args | 'help' {
+  const specs = command.options ?? {};
+  const args: Args = {};
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]!;
+    if (HELP.includes(token)) return 'help';
+    if (!token.startsWith('--')) throw new UsageError(`unexpected argument "${token}"`);
+    const eq = token.indexOf('=');
+    const option = token.slice(2, eq === -1 ? undefined : eq);
+    if (!Object.hasOwn(specs, option)) throw new UsageError(`unknown option --${option} for "${name}"`);
+    if (args[option] !== undefined) throw new UsageError(`--${option} is given twice`);
+    const value = eq === -1 ? tokens[++i] : token.slice(eq + 1);
+    if (value === undefined || (eq === -1 && value.startsWith('--'))) throw new UsageError(`--${option} needs a value`);
+    args[option] = value;
+  }
+  for (const [option, spec] of Object.entries(specs)) {
+    const value = args[option];
+    if (value === undefined) {
+      if (spec.required) throw new UsageError(`--${option} is required`);
+      continue;
+    }
+    const wrong = spec.check?.(value);
+    if (wrong) throw new UsageError(`--${option} ${wrong}`);
+  }
+  return args;
+}
+
+function synopsis(name: string, command: Command): string {
+  const options = Object.entries(command.options ?? {}).map(([o, s]) => (s.required ? `--${o} ${s.value}` : `[--${o} ${s.value}]`));
+  return ['pushd', name, ...options].join(' ');
+}
+
+function usage(name: string, command: Command): string {
+  const rows = Object.entries(command.options ?? {}).map(([o, s]) => [`--${o} ${s.value}`, (s.required ? '(required) ' : '') + s.help]);
+  rows.push(['-h, --help', 'prints this help']);
+  return `Usage: ${synopsis(name, command)}\n\n${command.summary}\n\nOptions:\n${table(rows)}\n${FOOTER}`;
+}
+
+function overview(names: string[]): string {
+  const rows = names.sort().map((n) => [n, commands[n]!.summary]);
+  return `Usage: pushd <command> [options]\n\nCommands:\n${table(rows)}\n\n\`pushd <command> --help\` lists the options of one.\n${FOOTER}`;
+}
+
+const FOOTER = `
+Settings come from the environment, as for the server: DATABASE_URL, or DATA_DIR and EMBEDDED_PG_PORT for the
+embedded PostgreSQL (a running server's is shared); LOG_LEVEL.
+Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr).
+Exit codes: 0 done; 2 the command line or a setting is wrong; 1 a well-formed command failed.
+`;
+
+function table(rows: string[][]): string {
+  const width = Math.max(...rows.map((r) => r[0]!.length));
+  return rows.map(([left, right]) => `  ${left!.padEnd(width)}  ${right}`).join('\n');
+}
+
+/** Ctrl-C during a command: the embedded PostgreSQL this command started is stopped before the process ends. */
+function closeOnSignal(runtime: DatabaseRuntime): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      void runtime.close().finally(() => process.exit(130));
+    });
+  }
+}
+
+/** 2: the command line or a setting is wrong (unknown command or option, a missing or invalid value); 1: the rest. */
+function exitCodeOf(err: unknown): number {
+  const usage = err instanceof UsageError || err instanceof ConfigError || (err instanceof DomainError && err.status === 400);
+  return usage ? 2 : 1;
 }
 
 run(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (err) => {
-    // 2: the command line is wrong (unknown command or option, a missing or invalid value); 1: a well-formed
-    // command failed (an unknown or revoked key, an app that exists, an unreachable database).
-    const usage =
-      err instanceof UsageError ||
-      err instanceof ConfigError ||
-      (err instanceof DomainError && err.status === 400) ||
-      (err as { code?: string }).code?.startsWith?.('ERR_PARSE_ARGS');
-    process.stderr.write(`error: ${(err as Error).message}\n`);
-    process.exit(usage ? 2 : 1);
+  ({ code, stdout }) => {
+    process.stdout.write(stdout);
+    process.exit(code);
+  },
+  (err: Error) => {
+    const code = exitCodeOf(err);
+    process.stdout.write(JSON.stringify({ error: err.message }) + '\n');
+    const hint = code === 2 ? '\n(`pushd --help` lists the commands, `pushd <command> --help` their options)' : '';
+    process.stderr.write(`error: ${err.message}${hint}\n`);
+    process.exit(code);
   },
 );

@@ -1,6 +1,5 @@
-import { ValidationError } from '../domain/errors.js';
 import { AppService } from '../services/apps.js';
-import type { Command } from './index.js';
+import { given, number, numberOrNone, UsageError, uuid, type Command } from './command.js';
 
 /**
  * app set-limits: the app's ceiling on pushes a minute and its default time zone.
@@ -8,36 +7,43 @@ import type { Command } from './index.js';
  * key it applies per client address). Stored with the key, so every API process applies it from the next request.
  */
 export const rateLimitCommands: Record<string, Command> = {
-  'key set-limit': async (a, rt) => {
-    const limit = { perSecond: number(a, 'per-second'), burst: number(a, 'burst') };
-    await new AppService(rt.handle.db).setKeyRateLimit(text(a, 'key'), limit);
-    return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
+  'key set-limit': {
+    summary: "Gives one key its own rate limit in place of its role's default (an sdk key: per client address).",
+    options: {
+      key: { value: 'KEY', help: 'the key', required: true },
+      'per-second': { value: 'N', help: 'requests a second, sustained; 0 means no limit', required: true, check: number },
+      burst: { value: 'M', help: 'requests at once before the rate applies (at least 1)', required: true, check: number },
+    },
+    run: async (a, rt) => {
+      const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
+      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), limit);
+      return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
+    },
   },
-  'key clear-limit': async (a, rt) => {
-    await new AppService(rt.handle.db).setKeyRateLimit(text(a, 'key'), null);
-    return { rate_limit: null };
+  'key clear-limit': {
+    summary: "Returns a key to its role's default rate limit.",
+    options: { key: { value: 'KEY', help: 'the key', required: true } },
+    run: async (a, rt) => {
+      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), null);
+      return { rate_limit: null };
+    },
   },
-  // app set-limits --app ID [--max-per-minute N|none] [--default-time-zone ZONE|none]: the app's campaign limits
-  'app set-limits': async (a, rt) => {
-    const given = (name: string) => (a[name] === undefined ? undefined : a[name] === 'none' ? null : a[name]!);
-    const max = given('max-per-minute');
-    if (max === undefined && given('default-time-zone') === undefined)
-      throw new ValidationError('give --max-per-minute N|none and/or --default-time-zone ZONE|none');
-    return new AppService(rt.handle.db).setLimits(text(a, 'app'), {
-      maxPerMinute: max === undefined || max === null ? max : Number(max),
-      defaultTimeZone: given('default-time-zone'),
-    });
+  'app set-limits': {
+    summary: "Sets an app's campaign limits: pushes a minute and the default time zone of local-time sends.",
+    options: {
+      app: { value: 'ID', help: "the app's id", required: true, check: uuid },
+      'max-per-minute': { value: 'N|none', help: 'pushes a minute at most, for all its campaigns; none removes it', check: numberOrNone },
+      'default-time-zone': { value: 'ZONE|none', help: 'an IANA time zone such as Europe/Paris; none removes it' },
+    },
+    run: async (a, rt) => {
+      const value = (name: string) => (a[name] === undefined ? undefined : a[name] === 'none' ? null : a[name]!);
+      const max = value('max-per-minute');
+      if (max === undefined && value('default-time-zone') === undefined)
+        throw new UsageError('give --max-per-minute N|none and/or --default-time-zone ZONE|none');
+      return new AppService(rt.handle.db).setLimits(given(a, 'app'), {
+        maxPerMinute: max === undefined || max === null ? max : Number(max),
+        defaultTimeZone: value('default-time-zone'),
+      });
+    },
   },
 };
-
-function text(args: Record<string, string | undefined>, name: string): string {
-  const v = args[name];
-  if (!v) throw new ValidationError(`--${name} is required`);
-  return v;
-}
-
-function number(args: Record<string, string | undefined>, name: string): number {
-  const v = Number(text(args, name));
-  if (!Number.isFinite(v)) throw new ValidationError(`--${name} must be a number`);
-  return v;
-}

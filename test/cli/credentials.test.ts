@@ -61,11 +61,11 @@ describe('app set-apns', () => {
     await writeFile(file, content);
     const r = await cli('app', 'set-apns', '--app', appId, '--key-file', file, '--key-id', keyId, '--team-id', teamId);
     expect(r.code).toBe(2);
-    expect(r.stdout).toBe('');
+    expect(JSON.parse(r.stdout)).toEqual({ error: r.stderr.slice('error: '.length).trimEnd().split('\n')[0] });
     expect(r.stderr).toMatch(/^error: /);
     // no key material in the message (the base64 body of the PEM, or the file's content)
     const material = content.split('\n').find((l) => l && !l.startsWith('-----')) ?? content;
-    expect(r.stderr).not.toContain(material.slice(0, 32));
+    expect(r.stderr + r.stdout).not.toContain(material.slice(0, 32));
     expect((await stored()).apns_credentials).toEqual(before);
   });
 
