@@ -6,6 +6,7 @@ import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
 import { AppService } from '../services/apps.js';
 import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
+import { identityCommands, identityFlags, flagsAsText } from './identity.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout; logs go to stderr.
@@ -15,6 +16,7 @@ import { rateLimitCommands } from './rate-limits.js';
  *   app set-apns --app ID --key-file AuthKey.p8 --key-id K --team-id T [--topic X]
  *   app set-fcm --app ID --service-account sa.json
  *   app set-limits --app ID [--max-per-minute N|none] [--default-time-zone ZONE|none]
+ *   app set-identity-verification --app ID (--on | --off | --rotate)
  *   key create --app ID --role read|write|sdk
  *   key revoke --key KEY
  *   key set-limit --key KEY --per-second N --burst M
@@ -33,6 +35,7 @@ const commands: Record<string, Command> = {
   },
   ...credentialCommands,
   ...rateLimitCommands,
+  ...identityCommands,
 };
 
 class UsageError extends Error {}
@@ -63,7 +66,9 @@ async function run(argv: string[]): Promise<number> {
         'burst',
         'max-per-minute',
         'default-time-zone',
-      ].map((o) => [o, { type: 'string' as const }]),
+      ]
+        .map((o): [string, { type: 'string' | 'boolean' }] => [o, { type: 'string' }])
+        .concat(identityFlags),
     ),
   });
   const name = positionals.join(' ');
@@ -78,7 +83,7 @@ async function run(argv: string[]): Promise<number> {
   const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, 'stderr');
   const runtime = await openDatabaseRuntime(config, log);
   try {
-    const result = await command(values, runtime);
+    const result = await command(flagsAsText(values), runtime);
     process.stdout.write(JSON.stringify(result) + '\n');
     return 0;
   } finally {

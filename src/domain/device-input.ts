@@ -4,6 +4,7 @@ import { ValidationError } from './errors.js';
 import { isPlainObject } from './filters.js';
 import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, type CustomType } from './vocabulary.js';
 import { snapCoordinate } from './geo.js';
+import { AUTH_HASH_FIELD, IDENTITY_FIELDS, type IdentityField } from './identity.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
@@ -65,7 +66,12 @@ export interface DeviceInput {
   fields: DeviceFields;
   custom: CustomChanges;
   dropped: Dropped[];
+  /** the proofs sent for user_id and user_email (`user_id_auth_hash`, …), as sent: checked, never stored */
+  authHashes: Partial<Record<IdentityField, unknown>>;
 }
+
+/** `user_id_auth_hash` -> `user_id`, … */
+const PROVES = new Map<string, IdentityField>(IDENTITY_FIELDS.map((field) => [AUTH_HASH_FIELD[field], field]));
 
 /** `at` locates an error below the field, e.g. `[3]` for an array element. */
 type Parsed<T> = { value: T } | { error: string; at?: string };
@@ -195,6 +201,7 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
   const fields: DeviceFields = {};
   const dropped: Dropped[] = [];
   const custom: CustomChanges = new Map();
+  const authHashes: DeviceInput['authHashes'] = {};
 
   if (mode === 'create' && raw.platform === undefined) throw new ValidationError('device.platform: is required');
   if (raw.platform !== undefined) {
@@ -209,7 +216,9 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
     const value = raw[key];
     if (key === 'platform' || value === undefined) continue;
     const field = Object.hasOwn(FIELDS, key) ? FIELDS[key] : undefined; // not "toString" or "constructor" of Object
-    if (field) {
+    const proven = PROVES.get(key);
+    if (proven) authHashes[proven] = value;
+    else if (field) {
       const r = field.parse(value);
       if ('error' in r) dropped.push({ field: `${key}${r.at ?? ''}`, error: r.error });
       else if (!(mode === 'create' && r.value === null)) (fields as Record<string, unknown>)[field.column] = r.value;
@@ -228,7 +237,7 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
       dropped.push({ field: key, error: READ_ONLY.has(key) ? 'is read-only' : 'is not a device field' });
     }
   }
-  return { fields, custom, dropped };
+  return { fields, custom, dropped, authHashes };
 }
 
 /** `{"name": {"type": ..., "value": ...}}`; `"name": null` (or a null/empty value) removes the attribute. */
