@@ -42,8 +42,7 @@ export class IdentitySecret {
   /** Whether `hash` is the hex HMAC-SHA256 of `value` under this secret (any case), compared in constant time. */
   proves(value: string, hash: unknown): boolean {
     if (typeof hash !== 'string' || !HEX_SHA256.test(hash)) return false;
-    const expected = createHmac('sha256', this.#secret).update(value, 'utf8').digest();
-    return timingSafeEqual(expected, Buffer.from(hash, 'hex'));
+    return timingSafeEqual(Buffer.from(identityHash(this.#secret, value), 'hex'), Buffer.from(hash, 'hex'));
   }
 
   toJSON(): string {
@@ -93,6 +92,8 @@ export function refuseUnprovenChanges(claims: IdentityClaim[], current: Partial<
       throw new IdentityNotProvenError(
         `${hashField}: is required to set ${claim.field} with the sdk key (the hex HMAC-SHA256 of ${claim.field}, made by your backend with the app's identity secret)`,
       );
-    throw new IdentityNotProvenError(`${hashField}: does not match ${claim.field} (the hex HMAC-SHA256 of it with the app's identity secret)`);
+    throw new IdentityNotProvenError(
+      `${hashField}: does not match ${claim.field} (the hex HMAC-SHA256 of it with the app's identity secret)`,
+    );
   }
 }

@@ -40,6 +40,18 @@ describe('identity verification', () => {
     expect(app.identity_secret).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it('no API answer shows the secret', async () => {
+    const answers = [
+      ...(await Promise.all(Object.values(app.keys).map((key) => call(h, 'GET', '/v6/key', key)))),
+      await post(app.keys.sdk, { platform: 'ios', token: randomApnsToken(), user_id: 'u-shown' }),
+      await post(app.keys.sdk, { platform: 'ios', token: randomApnsToken(), user_id: 'u-shown', user_id_auth_hash: hashOf('u-shown') }),
+    ];
+    for (const res of answers) {
+      expect(res.statusCode).toBeLessThan(500);
+      expect(res.body).not.toContain(app.identity_secret);
+    }
+  });
+
   describe('the attack: an sdk key binding its phone to another user', () => {
     it('without a hash: 403 naming device.user_id_auth_hash, nothing stored', async () => {
       const token = randomApnsToken();
