@@ -42,10 +42,7 @@ export class AppService {
    * A new app with its keys and its identity secret, shown once; identity verification is on: the sdk key binds a
    * device to a user id or e-mail address only with its hash (src/domain/identity.ts).
    */
-  async createApp(
-    bundleId: string,
-    name?: string,
-  ): Promise<{ app: AppSummary; keys: Record<KeyRole, string>; identity_secret: string }> {
+  async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string>; identity_secret: string }> {
     if (!BUNDLE_ID.test(bundleId)) throw new ValidationError('bundle-id must be letters, digits, dots and dashes');
     if (await this.apps.findByBundleId(this.db, bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
     const identitySecret = generateIdentitySecret();

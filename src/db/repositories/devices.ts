@@ -124,11 +124,7 @@ export class DevicesRepository {
   }
 
   /** The identity the app's device with this push token holds, row-locked until the transaction ends (none: undefined). */
-  async lockByToken(
-    db: Transaction<Database>,
-    appId: string,
-    token: string,
-  ): Promise<Pick<Device, 'user_id' | 'user_email'> | undefined> {
+  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Pick<Device, 'user_id' | 'user_email'> | undefined> {
     return db
       .selectFrom('devices')
       .select(['user_id', 'user_email'])
