@@ -76,17 +76,29 @@ describe('app set-identity-verification', () => {
     expect((await register(proven('u-4', r.identity_secret))).statusCode).toBe(201);
   });
 
-  it('--on on an app that has no secret (created before migration 019) makes one', async () => {
-    const legacy = json(await cli('app', 'create', '--bundle-id', 'com.example.identity-legacy')) as typeof created;
-    // as migration 019 leaves an existing app
-    await h.db.db
-      .updateTable('apps')
-      .set({ identity_verification: false, identity_secret: null })
-      .where('id', '=', legacy.app.id)
-      .execute();
-    const r = json(await cli('app', 'set-identity-verification', '--app', legacy.app.id, '--on')) as { identity_secret: string };
-    expect(r.identity_secret).toMatch(/^[0-9a-f]{64}$/);
-    expect(r.identity_secret).not.toBe(legacy.identity_secret);
+  /** An app as migration 019 leaves one made before it: no secret, verification off. */
+  const appBefore019 = async (bundleId: string) => {
+    const made = json(await cli('app', 'create', '--bundle-id', bundleId)) as typeof created;
+    await h.db.db.updateTable('apps').set({ identity_verification: false, identity_secret: null }).where('id', '=', made.app.id).execute();
+    return made.app.id;
+  };
+  const hex64 = expect.stringMatching(/^[0-9a-f]{64}$/);
+
+  it("the README's migration path: --rotate gives an old app a secret with verification still off, --on keeps it", async () => {
+    const id = await appBefore019('com.example.identity-legacy');
+    const made = json(await cli('app', 'set-identity-verification', '--app', id, '--rotate')) as { identity_secret: string };
+    expect(made).toEqual({ app_id: id, identity_verification: false, identity_secret: hex64 });
+    const on = json(await cli('app', 'set-identity-verification', '--app', id, '--on'));
+    expect(on).toEqual({ app_id: id, identity_verification: true, identity_secret: made.identity_secret });
+  });
+
+  it('--on on an app that has no secret makes one', async () => {
+    const id = await appBefore019('com.example.identity-bare');
+    const r = json(await cli('app', 'set-identity-verification', '--app', id, '--on'));
+    expect(r).toEqual({ app_id: id, identity_verification: true, identity_secret: hex64 });
+    expect(await h.db.db.selectFrom('apps').select('identity_secret').where('id', '=', id).executeTakeFirstOrThrow()).toEqual({
+      identity_secret: r.identity_secret,
+    });
   });
 
   it.each([
