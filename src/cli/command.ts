@@ -8,8 +8,8 @@ export type Args = Record<string, string | undefined>;
 export type ValueCheck = (value: string) => string | undefined;
 
 export interface OptionSpec {
-  /** The value's placeholder in the usage line: `--app ID`. */
-  value: string;
+  /** The value's placeholder in the usage line: `--app ID`; none for a flag (`--on`), which is "true" when given. */
+  value?: string;
   help: string;
   required?: boolean;
   check?: ValueCheck;

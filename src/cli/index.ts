@@ -2,10 +2,11 @@ import { ConfigError, loadConfig } from '../platform/config.js';
 import { DomainError } from '../domain/errors.js';
 import { createLogger } from '../platform/logger.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
-import { UsageError, type Args, type Command } from './command.js';
+import { UsageError, type Args, type Command, type OptionSpec } from './command.js';
 import { appCommands } from './apps.js';
 import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
+import { identityCommands } from './identity.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -16,6 +17,7 @@ const commands: Record<string, Command> = {
   ...appCommands,
   ...credentialCommands,
   ...rateLimitCommands,
+  ...identityCommands,
 };
 
 const HELP = ['--help', '-h'];
@@ -68,6 +70,11 @@ function parseOptions(name: string, command: Command, tokens: string[]): Args | 
     const option = token.slice(2, eq === -1 ? undefined : eq);
     if (!Object.hasOwn(specs, option)) throw new UsageError(`unknown option --${option} for "${name}"`);
     if (args[option] !== undefined) throw new UsageError(`--${option} is given twice`);
+    if (specs[option]!.value === undefined) {
+      if (eq !== -1) throw new UsageError(`--${option} takes no value`);
+      args[option] = 'true';
+      continue;
+    }
     const value = eq === -1 ? tokens[++i] : token.slice(eq + 1);
     if (value === undefined || (eq === -1 && value.startsWith('--'))) throw new UsageError(`--${option} needs a value`);
     args[option] = value;
@@ -84,13 +91,16 @@ function parseOptions(name: string, command: Command, tokens: string[]): Args | 
   return args;
 }
 
+/** `--app ID`, or `--on` for a flag. */
+const spelled = (option: string, spec: OptionSpec): string => (spec.value === undefined ? `--${option}` : `--${option} ${spec.value}`);
+
 function synopsis(name: string, command: Command): string {
-  const options = Object.entries(command.options ?? {}).map(([o, s]) => (s.required ? `--${o} ${s.value}` : `[--${o} ${s.value}]`));
+  const options = Object.entries(command.options ?? {}).map(([o, s]) => (s.required ? spelled(o, s) : `[${spelled(o, s)}]`));
   return ['pushd', name, ...options].join(' ');
 }
 
 function usage(name: string, command: Command): string {
-  const rows = Object.entries(command.options ?? {}).map(([o, s]) => [`--${o} ${s.value}`, (s.required ? '(required) ' : '') + s.help]);
+  const rows = Object.entries(command.options ?? {}).map(([o, s]) => [spelled(o, s), (s.required ? '(required) ' : '') + s.help]);
   rows.push(['-h, --help', 'prints this help']);
   return `Usage: ${synopsis(name, command)}\n\n${command.summary}\n\nOptions:\n${table(rows)}\n${FOOTER}`;
 }

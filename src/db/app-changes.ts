@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../platform/logger.js';
 
-/** The channel the triggers of migrations 015 and 016 announce each committed change to API keys and apps on. */
+/** The channel the triggers of migrations 015, 016 and 019 announce each committed change to API keys and apps on. */
 export const APP_CHANGES_CHANNEL = 'pushd_app_changes';
 
 /** The longest a value is served from a cache whatever is heard: a backstop for a connection that died unnoticed. */
@@ -31,7 +31,7 @@ export interface FollowedCache<K, V> {
 /**
  * Follows the committed changes to API keys and apps (credentials, limits), for caches of what every request or batch
  * reads and almost never changes. A connection of its own LISTENs on the channel the tables' triggers announce on
- * (migrations 015 and 016); each announcement empties every cache made here, and so does losing that connection: a value is
+ * (migrations 015, 016 and 019); each announcement empties every cache made here, and so does losing that connection: a value is
  * served from a cache only while a change to it would be heard. Until the connection listens, and while it
  * reconnects, every read goes to the database.
  */

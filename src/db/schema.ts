@@ -23,6 +23,10 @@ export interface AppsTable {
   default_time_zone: string | null;
   max_per_minute: number | null;
   pace_next_at: Date | null;
+  /** the HMAC key of identity verification (migration 019); kept while it is off, so turning it on again keeps it */
+  identity_secret: string | null;
+  /** whether sdk-key writes of user_id / user_email must carry its hash: on for apps created since 019 */
+  identity_verification: Generated<boolean>;
 }
 
 export interface ApiKeysTable {

@@ -4,6 +4,7 @@ import { ValidationError } from './errors.js';
 import { isPlainObject } from './filters.js';
 import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, type CustomType } from './vocabulary.js';
 import { snapCoordinate } from './geo.js';
+import { AUTH_HASH_FIELD, IDENTITY_FIELDS, type IdentityField } from './identity.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
@@ -66,7 +67,12 @@ export interface DeviceInput {
   fields: DeviceFields;
   custom: CustomChanges;
   dropped: Dropped[];
+  /** the proofs sent for user_id and user_email (`user_id_auth_hash`, …), as sent: checked, never stored */
+  authHashes: Partial<Record<IdentityField, unknown>>;
 }
+
+/** `user_id_auth_hash` -> `user_id`, … */
+const PROVES = new Map<string, IdentityField>(IDENTITY_FIELDS.map((field) => [AUTH_HASH_FIELD[field], field]));
 
 /** `at` locates an error below the field, e.g. `[3]` for an array element. */
 type Parsed<T> = { value: T } | { error: string; at?: string };
@@ -196,6 +202,7 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
   const fields: DeviceFields = {};
   const dropped: Dropped[] = [];
   const custom: CustomChanges = new Map();
+  const authHashes: DeviceInput['authHashes'] = {};
 
   if (mode === 'create' && raw.platform === undefined) throw new ValidationError('device.platform: is required');
   if (raw.platform !== undefined) {
@@ -212,7 +219,9 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
     // registering with no token yet is fine; with "" as well, as an SDK may send before the phone has one
     if (mode === 'create' && key === 'token' && value === '') continue;
     const field = Object.hasOwn(FIELDS, key) ? FIELDS[key] : undefined; // not "toString" or "constructor" of Object
-    if (field) {
+    const proven = PROVES.get(key);
+    if (proven) authHashes[proven] = value;
+    else if (field) {
       const r = field.parse(value);
       // A device registered without the token it was sent with could never be reached, and with no token to be
       // found by, each retry would register another device: so a registration's bad token is refused, not dropped.
@@ -234,7 +243,7 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
       dropped.push({ field: key, error: READ_ONLY.has(key) ? 'is read-only' : 'is not a device field' });
     }
   }
-  return { fields, custom, dropped };
+  return { fields, custom, dropped, authHashes };
 }
 
 /** `{"name": {"type": ..., "value": ...}}`; `"name": null` (or a null/empty value) removes the attribute. */

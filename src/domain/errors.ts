@@ -33,6 +33,16 @@ export class ForbiddenError extends DomainError {
   }
 }
 
+/**
+ * A claim the caller's key may make only with proof, made without it: an sdk key binding a device to a user id or an
+ * e-mail address without its identity hash (src/domain/identity.ts). The message names the missing or wrong field.
+ */
+export class IdentityNotProvenError extends DomainError {
+  constructor(message: string) {
+    super(message, 403);
+  }
+}
+
 /** The device was erased; the public API answers 451 to any later change. */
 export class ErasedError extends DomainError {
   constructor() {

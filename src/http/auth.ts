@@ -4,6 +4,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { KeyRole } from '../db/schema.js';
 import { ForbiddenError, UnauthorizedError } from '../domain/errors.js';
 import { roleAllows, type Permission } from '../domain/keys.js';
+import { IdentitySecret } from '../domain/identity.js';
 
 export interface Principal {
   appId: string;
@@ -12,6 +13,8 @@ export interface Principal {
   keyId: string;
   /** The key's own rate limit (pushd key set-limit), or null for its role's default. */
   rateLimit: { perSecond: number; burst: number } | null;
+  /** The app's identity secret while identity verification is on, else null. */
+  identity: IdentitySecret | null;
 }
 
 declare module 'fastify' {
@@ -47,7 +50,8 @@ export function requirePermission(ctx: { services: { apps: AppService } }, permi
       key.rate_limit_per_second !== null && key.rate_limit_burst !== null
         ? { perSecond: key.rate_limit_per_second, burst: key.rate_limit_burst }
         : null;
-    request.principal = { appId: key.app_id, bundleId: key.bundle_id, role: key.role, keyId: key.id, rateLimit };
+    const identity = key.identity_secret === null ? null : new IdentitySecret(key.identity_secret);
+    request.principal = { appId: key.app_id, bundleId: key.bundle_id, role: key.role, keyId: key.id, rateLimit, identity };
   };
 }
 
@@ -58,5 +62,12 @@ function unauthorized(reply: FastifyReply): never {
   throw new UnauthorizedError();
 }
 
-/** Who calls, as the device service needs it: the key's role, and the client address (the phone's, for an sdk key). */
-export const callerOf = (request: FastifyRequest): Caller => ({ role: request.principal.role, ip: request.ip ?? null });
+/**
+ * Who calls, as the device service needs it: the key's role, the client address (the phone's, for an sdk key), and
+ * the secret its identity claims are checked with.
+ */
+export const callerOf = (request: FastifyRequest): Caller => ({
+  role: request.principal.role,
+  ip: request.ip ?? null,
+  identity: request.principal.identity,
+});

@@ -3,7 +3,7 @@ import type { ActivityRepository, DayCount, OpenCounts } from '../db/repositorie
 import type { ConversionCount, ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Notification } from '../db/schema.js';
+import type { KeyRole, Notification } from '../db/schema.js';
 import {
   reportedAt,
   sessionStart,
@@ -44,15 +44,19 @@ export class ActivityService {
 
   /**
    * POST /devices/:id/opens. `_nid` must be a notification of this app (400 otherwise: a 404 would say the
-   * device is unknown, and an SDK registers again on that), and the open cannot precede it.
+   * device is unknown, and an SDK registers again on that), and the open cannot precede it. With the sdk key, which
+   * anyone may hold, the device must have received it (delivery's receipt), or one could count opens of any
+   * notification from devices of one's own; a write key (a backend relaying its app's reports) is believed.
    */
-  async recordOpen(appId: string, deviceId: string, report: OpenReport): Promise<void> {
+  async recordOpen(appId: string, deviceId: string, report: OpenReport, role: KeyRole): Promise<void> {
     const openedAt = reportedAt(report.opened_at, new Date(), 'open.opened_at');
     const kind = report.tapped ? 'direct' : 'indirect';
     await this.onLiveDevice(appId, deviceId, async (trx) => {
       const notification = await this.notifications.findForApp(trx, appId, report._nid);
       if (!notification) throw new ValidationError('open._nid: is not a notification of this app');
       if (openedAt < notification.created_at) throw new ValidationError('open.opened_at: is before the notification was created');
+      if (role === 'sdk' && !(await this.conversions.hasReceived(trx, deviceId, notification.id)))
+        throw new ValidationError('open._nid: was not delivered to this device');
       await this.activity.recordOpen(trx, appId, deviceId, { notificationId: notification.id, kind, openedAt });
     });
   }

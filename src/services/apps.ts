@@ -4,6 +4,8 @@ import type { KeyRole } from '../db/schema.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
+import { generateIdentitySecret } from '../domain/identity.js';
+import { isUuid } from '../domain/cursor.js';
 import { isTimeZone } from '../domain/schedule.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
@@ -36,19 +38,47 @@ export class AppService {
     );
   }
 
-  async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string> }> {
+  /**
+   * A new app with its keys and its identity secret, shown once; identity verification is on: the sdk key binds a
+   * device to a user id or e-mail address only with its hash (src/domain/identity.ts).
+   */
+  async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string>; identity_secret: string }> {
     if (!BUNDLE_ID.test(bundleId)) throw new ValidationError('bundle-id must be letters, digits, dots and dashes');
     if (await this.apps.findByBundleId(this.db, bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
+    const identitySecret = generateIdentitySecret();
     return this.db.transaction().execute(async (trx) => {
-      const app = await this.apps.create(trx, bundleId, name ?? bundleId);
+      const app = await this.apps.create(trx, bundleId, name ?? bundleId, identitySecret);
       const keys = {} as Record<KeyRole, string>;
       for (const role of KEY_ROLES) {
         const key = generateApiKey();
         await this.keys.create(trx, app.id, role, hashApiKey(key), keyHint(key));
         keys[role] = key;
       }
-      return { app, keys };
+      return { app, keys, identity_secret: identitySecret };
     });
+  }
+
+  /**
+   * Identity verification of an app: `on` (a secret is made if it has none), `off` (the secret is kept, so turning
+   * it on again accepts the hashes already issued), `rotate` (a new secret: hashes made with the old one no longer
+   * bind a device). The answer carries the secret, except for `off`. Every process applies it from its next request.
+   */
+  async setIdentityVerification(
+    appId: string,
+    action: 'on' | 'off' | 'rotate',
+  ): Promise<{ app_id: string; identity_verification: boolean; identity_secret?: string }> {
+    const change =
+      action === 'off'
+        ? { on: false }
+        : { ...(action === 'on' ? { on: true } : {}), secret: { value: generateIdentitySecret(), ifNone: action === 'on' } };
+    const now = isUuid(appId) ? await this.apps.setIdentityVerification(this.db, appId, change) : undefined;
+    if (!now) throw new NotFoundError('app');
+    this.changes?.changed();
+    return {
+      app_id: appId,
+      identity_verification: now.identity_verification,
+      ...(action !== 'off' && now.identity_secret ? { identity_secret: now.identity_secret } : {}),
+    };
   }
 
   /**

@@ -14,12 +14,14 @@ import {
   parseEvents,
   type CustomChanges,
   type DeviceFields,
+  type DeviceInput,
   type Dropped,
   type EventInput,
 } from '../domain/device-input.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
+import { refuseUnprovenChanges, unprovenClaims, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
@@ -33,10 +35,12 @@ export interface DeviceDetails {
   events: DeviceEventRow[];
 }
 
-/** Who is calling: the key's role decides the event source and whether the IP is the phone's. */
+/** Who is calling: the key's role decides the event source, whether the IP is the phone's, and what it must prove. */
 export interface Caller {
   role: KeyRole;
   ip: string | null;
+  /** the app's identity secret while identity verification is on (null: off) */
+  identity: IdentitySecret | null;
 }
 
 /** What a request wrote: the device fields it set and the custom attributes it set or removed. */
@@ -77,6 +81,9 @@ export class DeviceService {
     idempotency?: IdempotentRequest<WriteResult>,
   ): Promise<WriteResult | Replay> {
     const input = parseDeviceInput(raw, 'create');
+    const unproven = identityClaims(caller, input);
+    // a new device holds no identity yet: only the device of a token it already has may hold the one claimed
+    if (typeof input.fields.token !== 'string') refuseUnprovenChanges(unproven, undefined);
     const net = await this.network(caller, input.fields);
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
@@ -87,6 +94,7 @@ export class DeviceService {
       let created = true;
       if (typeof input.fields.token === 'string') {
         await this.devices.lockToken(trx, appId, input.fields.token);
+        if (unproven.length) refuseUnprovenChanges(unproven, await this.devices.lockByToken(trx, appId, input.fields.token));
         const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
         ({ device, inserted: created } = await this.devices.upsertByToken(
           trx,
@@ -115,10 +123,12 @@ export class DeviceService {
   /** PUT /devices/:id: merges the given fields; custom attributes key by key, null removing one. */
   async update(appId: string, id: string, raw: Record<string, unknown>, caller: Caller): Promise<WriteResult> {
     const input = parseDeviceInput(raw, 'update');
+    const unproven = identityClaims(caller, input);
     const net = await this.network(caller, input.fields);
     return this.db.transaction().execute(async (trx) => {
       if (typeof input.fields.token === 'string') await this.devices.lockTokenMove(trx, appId, input.fields.token, id);
       const current = await this.lockLive(trx, appId, id, 'update');
+      refuseUnprovenChanges(unproven, current);
       const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
       const dropped = [...input.dropped, ...over];
       if (Object.keys(input.fields).length === 0 && admitted.size === 0) return { kind: 'nothing-valid', dropped };
@@ -349,6 +359,15 @@ function decodeUninstalledCursor(cursor: string): { at: string; id: string } | n
 
 /** The form the listing writes a position's time in: one PostgreSQL reads back exactly (it has no year 0). */
 const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+/**
+ * The user id and e-mail address an sdk key sets without a hash that proves them, while the app verifies identities;
+ * a write key (a backend) binds freely.
+ */
+function identityClaims(caller: Caller, input: DeviceInput): IdentityClaim[] {
+  if (caller.role !== 'sdk' || !caller.identity) return [];
+  return unprovenClaims(input.fields, input.authHashes, caller.identity);
+}
 
 function eventOptions(caller: Caller) {
   return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };

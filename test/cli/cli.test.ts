@@ -30,14 +30,18 @@ const notify = (key: string, username = '') =>
   });
 
 describe('pushd app create', () => {
-  let created: { app: { id: string; bundle_id: string; name: string }; keys: { read: string; write: string; sdk: string } };
+  let created: {
+    app: { id: string; bundle_id: string; name: string };
+    keys: { read: string; write: string; sdk: string };
+    identity_secret: string;
+  };
 
   beforeAll(async () => {
     created = json(await cli('app', 'create', '--bundle-id', 'com.example.app', '--name', 'Example App')) as typeof created;
   });
 
-  it('prints exactly {app: {id, bundle_id, name}, keys: {read, write, sdk}}', () => {
-    expect(Object.keys(created).sort()).toEqual(['app', 'keys']);
+  it('prints exactly {app: {id, bundle_id, name}, keys: {read, write, sdk}, identity_secret}', () => {
+    expect(Object.keys(created).sort()).toEqual(['app', 'identity_secret', 'keys']);
     expect(Object.keys(created.app).sort()).toEqual(['bundle_id', 'id', 'name']);
     expect(created.app).toMatchObject({ bundle_id: 'com.example.app', name: 'Example App' });
     expect(created.app.id).toMatch(/^[0-9a-f-]{36}$/);
@@ -84,6 +88,7 @@ describe('pushd app create', () => {
     expect(mine).toMatchObject({ bundle_id: 'com.example.app', name: 'Example App' });
     expect(r.apps.map((a) => a.bundle_id)).toContain('com.example.noname');
     for (const key of Object.values(created.keys)) expect(JSON.stringify(r)).not.toContain(key);
+    expect(JSON.stringify(r)).not.toContain(created.identity_secret);
   });
 
   it('key create adds a working key of the role; key revoke makes it answer 401', async () => {

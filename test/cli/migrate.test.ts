@@ -1,7 +1,9 @@
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { migrate, MigrationError, MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 
@@ -76,6 +78,72 @@ describe('migrations', () => {
       await rm(d, { recursive: true, force: true });
     } finally {
       await h2.close();
+    }
+  });
+});
+
+/** 019 on a database of the schema before it, holding an app with credentials, keys and a device bound to a user. */
+describe('migration 019 (identity verification) on a database in use', () => {
+  const adminUrl = inject('adminDatabaseUrl');
+  const name = `t_m019_${randomBytes(4).toString('hex')}`;
+  let pool: pg.Pool;
+  let before: string;
+
+  beforeAll(async () => {
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${name}`);
+    await admin.end();
+    const url = new URL(adminUrl);
+    url.pathname = `/${name}`;
+    pool = new pg.Pool({ connectionString: url.toString() });
+    before = await mkdtemp(path.join(os.tmpdir(), 'pushd-migrations-018-'));
+    for (const file of await readdir(MIGRATIONS_DIR)) {
+      if (file.endsWith('.sql') && file < '019') await copyFile(path.join(MIGRATIONS_DIR, file), path.join(before, file));
+    }
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await rm(before, { recursive: true, force: true });
+    const admin = new pg.Client({ connectionString: adminUrl });
+    await admin.connect();
+    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await admin.end();
+  });
+
+  it('leaves existing apps with verification off, their data untouched, and announces changes of both columns', async () => {
+    expect((await migrate(pool, before)).at(-1)).toBe('018_documents_without_statistics.sql');
+    const {
+      rows: [app],
+    } = await pool.query<{ id: string }>(
+      `INSERT INTO apps (bundle_id, name, apns_credentials) VALUES ('com.example.old', 'Old', '{"keyId": "K"}') RETURNING id`,
+    );
+    await pool.query(`INSERT INTO api_keys (app_id, role, key_hash, key_hint) VALUES ($1, 'sdk', '\\x01', 'abcd')`, [app!.id]);
+    await pool.query(`INSERT INTO devices (app_id, platform, token, user_id) VALUES ($1, 'ios', 'tok', 'u-42')`, [app!.id]);
+
+    expect((await migrate(pool))[0]).toBe('019_identity_verification.sql');
+    const { rows } = await pool.query(
+      `SELECT a.identity_verification, a.identity_secret, a.apns_credentials, d.user_id
+       FROM apps a JOIN devices d ON d.app_id = a.id WHERE a.id = $1`,
+      [app!.id],
+    );
+    expect(rows).toEqual([{ identity_verification: false, identity_secret: null, apns_credentials: { keyId: 'K' }, user_id: 'u-42' }]);
+    // on needs a secret
+    await expect(pool.query(`UPDATE apps SET identity_verification = true WHERE id = $1`, [app!.id])).rejects.toThrow(
+      /apps_identity_verification_has_secret/,
+    );
+
+    const listener = await pool.connect();
+    try {
+      const heard: string[] = [];
+      listener.on('notification', (n) => heard.push(n.channel));
+      await listener.query('LISTEN pushd_app_changes');
+      await pool.query(`UPDATE apps SET identity_secret = 'abc' WHERE id = $1`, [app!.id]);
+      await pool.query(`UPDATE apps SET identity_verification = true WHERE id = $1`, [app!.id]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect(heard).toEqual(['pushd_app_changes', 'pushd_app_changes']);
+    } finally {
+      listener.release();
     }
   });
 });

@@ -30,11 +30,12 @@ describe('caches that follow the changes to keys and credentials', () => {
   let appId: string;
 
   beforeEach(async () => {
+    // first: making an app commits changes to it (the harness turns identity verification off), unheard from here
+    appId = (await h.createApp()).app.id;
     changes = new AppChanges(h.databaseUrl, createLogger('silent'));
     await changes.start();
     cache = changes.cache();
     reads = 0;
-    appId = (await h.createApp()).app.id;
   });
   afterEach(() => changes.close());
 

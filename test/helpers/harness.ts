@@ -23,10 +23,19 @@ export interface Harness {
   queuePrefix: string;
   config: Config;
   pipeline: Pipeline;
-  /** Creates an app with its three keys through the same service the CLI uses. */
+  /**
+   * Creates an app with its three keys and its identity secret through the same service the CLI uses. Identity
+   * verification is then turned off (as for an app created before it existed) unless `identityVerification` is set:
+   * the tests of other things bind user ids with the sdk key without hashes, as apps that predate it do.
+   */
   createApp(
     bundleId?: string,
-  ): Promise<{ app: { id: string; bundle_id: string; name: string }; keys: { read: string; write: string; sdk: string } }>;
+    opts?: { identityVerification?: boolean },
+  ): Promise<{
+    app: { id: string; bundle_id: string; name: string };
+    keys: { read: string; write: string; sdk: string };
+    identity_secret: string;
+  }>;
   close(): Promise<void>;
 }
 
@@ -79,7 +88,12 @@ export async function createHarness(
     queuePrefix: name,
     config,
     pipeline: pushd.pipeline,
-    createApp: (bundleId = `com.test.${randomBytes(4).toString('hex')}`) => new AppService(db.db).createApp(bundleId),
+    async createApp(bundleId = `com.test.${randomBytes(4).toString('hex')}`, { identityVerification = false } = {}) {
+      const apps = new AppService(db.db);
+      const created = await apps.createApp(bundleId);
+      if (!identityVerification) await apps.setIdentityVerification(created.app.id, 'off');
+      return created;
+    },
     async close() {
       await lifecycle.close(log);
       const a = new pg.Client({ connectionString: adminUrl });

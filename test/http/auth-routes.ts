@@ -205,6 +205,12 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
     { device: { platform: 'android', token: `fixture-${unique()}`, user_id: userId } },
     app.keys.sdk,
   );
+  // the device received the notification (the receipt delivery records; the auth harness runs no workers), so the
+  // sdk key may report its open
+  await h.db.db
+    .insertInto('device_pushes')
+    .values({ device_id: device.device.id, notification_id: created.id, received_at: new Date() })
+    .execute();
   // an in-app message to every device (so in the device's stream), and one that waits for its send time
   const message = await send('/v6/messages', { message: { to: '*', title: 'fixture' } }, app.keys.write);
   const sendAt = new Date(Date.now() + 86_400_000).toISOString();

@@ -134,9 +134,15 @@ describe('opens, sessions and their statistics', () => {
   describe('push opens and the notification statistics', () => {
     it('counts direct (tapped) and indirect opens once per device and kind; influenced is both; opens counts devices', async () => {
       const app = await newApp();
-      const a = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
-      const b = await registerDevice(h, app.keys.sdk, { platform: 'android' });
-      const nid = await pushTo(app, a);
+      const a = await registerDevice(h, app.keys.sdk, { platform: 'ios', user_id: 'opener' });
+      const b = await registerDevice(h, app.keys.sdk, { platform: 'android', user_id: 'opener' });
+      const sent = await call(h, 'POST', '/v6/transactional/notifications', app.keys.write, {
+        to: { field: 'user_id', value: 'opener' },
+        group: 'opens-test',
+        notification: { payload: { alert: 'Back in stock' } },
+      });
+      expect(sent.json().results.success, sent.body).toBe(2);
+      const nid = sent.json().id as string;
 
       const res = await open(app, a.id, { _nid: nid, tapped: true });
       expect(res.statusCode, res.body).toBe(202);
@@ -215,6 +221,27 @@ describe('opens, sessions and their statistics', () => {
       await events(reached.id, app.keys.sdk, [{ name: 'share' }]);
       expect((await notificationStats(app, nid)).event_conversions.share).toBe(2);
       expect((await notificationStats(app, second)).event_conversions).toEqual({ share: 1 });
+    });
+
+    it('with the sdk key, an open of a push the device did not receive is refused naming _nid; a write key is believed', async () => {
+      const app = await newApp();
+      const reached = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
+      const stranger = await registerDevice(h, app.keys.sdk, { platform: 'android' });
+      const nid = await pushTo(app, reached);
+      // one could otherwise count opens of any notification from as many devices as one registers
+      for (const tapped of [true, false]) {
+        const res = await open(app, stranger.id, { _nid: nid, tapped });
+        expect(res.statusCode).toBe(400);
+        expect(res.json()).toEqual({ error: 'open._nid: was not delivered to this device' });
+      }
+      expect(await notificationStats(app, nid)).toMatchObject({ direct_opens: 0, indirect_opens: 0, opens: 0 });
+      expect(await counts(app, 'opens', today, today)).toEqual([0]);
+      expect(await lastOpened(app, stranger.id)).toBeNull();
+
+      expect((await open(app, reached.id, { _nid: nid, tapped: true })).statusCode).toBe(202);
+      // a backend relaying what its app reported (an import, a device that changed ids) is trusted as before
+      expect((await open(app, stranger.id, { _nid: nid, tapped: false }, app.keys.write)).statusCode).toBe(202);
+      expect(await notificationStats(app, nid)).toMatchObject({ direct_opens: 1, indirect_opens: 1, opens: 2 });
     });
 
     it('an open that names a notification of another app, or none, is refused naming _nid', async () => {

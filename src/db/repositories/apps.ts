@@ -13,9 +13,19 @@ export interface CampaignSettings {
   max_per_minute: number | null;
 }
 
+export interface IdentityVerification {
+  identity_verification: boolean;
+  identity_secret: string | null;
+}
+
 export class AppsRepository {
-  async create(db: Db, bundleId: string, name: string): Promise<AppSummary> {
-    return db.insertInto('apps').values({ bundle_id: bundleId, name }).returning(['id', 'bundle_id', 'name']).executeTakeFirstOrThrow();
+  /** A new app, with identity verification on under `identitySecret`. */
+  async create(db: Db, bundleId: string, name: string, identitySecret: string): Promise<AppSummary> {
+    return db
+      .insertInto('apps')
+      .values({ bundle_id: bundleId, name, identity_secret: identitySecret, identity_verification: true })
+      .returning(['id', 'bundle_id', 'name'])
+      .executeTakeFirstOrThrow();
   }
 
   async list(db: Db): Promise<(AppSummary & { created_at: Date })[]> {
@@ -67,6 +77,27 @@ export class AppsRepository {
     return r.numUpdatedRows > 0n;
   }
 
+  /**
+   * Turns identity verification on or off (`on` absent: as it is) and stores `secret`: in place of the app's, or
+   * with `ifNone` only where it has none. Undefined when there is no such app.
+   */
+  async setIdentityVerification(
+    db: Db,
+    id: string,
+    change: { on?: boolean; secret?: { value: string; ifNone: boolean } },
+  ): Promise<IdentityVerification | undefined> {
+    const { on, secret } = change;
+    return db
+      .updateTable('apps')
+      .set({
+        ...(on !== undefined ? { identity_verification: on } : {}),
+        ...(secret ? { identity_secret: secret.ifNone ? sql<string>`coalesce(identity_secret, ${secret.value})` : secret.value } : {}),
+      })
+      .where('id', '=', id)
+      .returning(['identity_verification', 'identity_secret'])
+      .executeTakeFirst();
+  }
+
   async findByBundleId(db: Db, bundleId: string): Promise<AppSummary | undefined> {
     return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }
@@ -90,6 +121,8 @@ export interface KeyWithApp {
   bundle_id: string;
   rate_limit_per_second: number | null;
   rate_limit_burst: number | null;
+  /** the app's identity secret while verification is on, else null (never shown: IdentitySecret wraps it) */
+  identity_secret: string | null;
 }
 
 export class ApiKeysRepository {
@@ -114,6 +147,7 @@ export class ApiKeysRepository {
         'apps.bundle_id',
         'api_keys.rate_limit_per_second',
         'api_keys.rate_limit_burst',
+        sql<string | null>`case when apps.identity_verification then apps.identity_secret end`.as('identity_secret'),
       ])
       // one array parameter: the same statement text (and prepared statement) whatever the number of keys
       .where(sql<boolean>`api_keys.key_hash = any(${keyHashes}::bytea[])`)

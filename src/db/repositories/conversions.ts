@@ -56,6 +56,14 @@ export class ConversionsRepository {
     return rows;
   }
 
+  /** Whether delivery recorded that this device received this notification (a receipt not yet purged). */
+  async hasReceived(db: Db, deviceId: string, notificationId: string): Promise<boolean> {
+    const { rows } = await sql`
+      select 1 from device_pushes
+      where device_id = ${deviceId}::uuid and notification_id = ${notificationId}::uuid`.execute(db);
+    return rows.length > 0;
+  }
+
   /** Deletes receipts older than `keepHours`, at most `limit`: an event reported later is no longer attributed to them. */
   async purgeReceipts(db: Db, keepHours: number, limit: number): Promise<number> {
     const r = await sql`

@@ -126,6 +126,17 @@ export class DevicesRepository {
     return rows.map((r) => r.id);
   }
 
+  /** The identity the app's device with this push token holds, row-locked until the transaction ends (none: undefined). */
+  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Pick<Device, 'user_id' | 'user_email'> | undefined> {
+    return db
+      .selectFrom('devices')
+      .select(['user_id', 'user_email'])
+      .where('app_id', '=', appId)
+      .where('token', '=', token)
+      .forUpdate()
+      .executeTakeFirst();
+  }
+
   /** Sets the columns and registered_at; `fillCountry` becomes the country only where there is none. */
   async update(db: Db, id: string, set: DeviceUpdate, fillCountry: string | null = null): Promise<Device> {
     return db

@@ -57,7 +57,7 @@ export function activityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        await ctx.services.activity.recordOpen(request.principal.appId, request.params.id, request.body.open);
+        await ctx.services.activity.recordOpen(request.principal.appId, request.params.id, request.body.open, request.principal.role);
         return reply.status(202).send({});
       },
     );
