@@ -83,7 +83,11 @@ describe('transactional notifications', () => {
     const res = await send(body({ field: 'user_id', value: 'ana' }, { extra_filters, notification }));
     expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [] });
     expect(tokens()).toEqual([android.token]);
-    const one = await h.server.inject({ method: 'GET', url: `/v6/notifications/${res.json().id}`, headers: { authorization: basic(keys.read) } });
+    const one = await h.server.inject({
+      method: 'GET',
+      url: `/v6/notifications/${res.json().id}`,
+      headers: { authorization: basic(keys.read) },
+    });
     expect(one.json()).toMatchObject({
       notification: { to: { field: 'user_id', value: 'ana' }, extra_filters, ...notification },
       priority: 'high',
