@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerDevice, waitFor } from '../helpers/gateways.js';
-import { haveChromium, loaded, problemsOf, signIn, startConsoleServer, type ConsoleServer } from './session.js';
+import { haveChromium, loaded, localeAndLevelFilters, problemsOf, signIn, startConsoleServer, type ConsoleServer } from './session.js';
 
 /**
  * The compose form in Chromium: quiet until the user writes (no error on the empty form), filter errors in
@@ -75,13 +75,7 @@ describe.skipIf(!haveChromium)('compose in Chromium', () => {
   it('says what is wrong with a filter in words, under that filter', async () => {
     const { page } = await open();
     await page.fill('input[name="alert"]', 'filters');
-    await page.click('#add-filter');
-    await page.fill('[data-filter="0"] [data-criterion="0"] [data-field="value"]', 'fr_FR');
-    await page.click('#add-filter');
-    const second = page.locator('[data-filter="1"]');
-    await second.locator('[data-field="filter on"]').selectOption('custom');
-    await second.locator('[data-field="custom type"]').selectOption('integer');
-    await second.locator('[data-field="custom-name"]').fill('level');
+    const second = await localeAndLevelFilters(page);
     await second.locator('[data-field="value"]').fill('three');
     const error = (i: number) => page.textContent(`[data-filter="${i}"] [data-error]`);
     await expect.poll(() => error(1)).toBe('Filter 2, value 1: must be a number or a range object');

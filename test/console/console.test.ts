@@ -4,7 +4,16 @@ import type { BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../helpers/harness.js';
 import { registerDevice, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
-import { haveChromium, loaded, signIn as signInAt, startConsoleServer, type ApiCall, type ConsoleServer, type Keys } from './session.js';
+import {
+  haveChromium,
+  loaded,
+  localeAndLevelFilters,
+  signIn as signInAt,
+  startConsoleServer,
+  type ApiCall,
+  type ConsoleServer,
+  type Keys,
+} from './session.js';
 
 /**
  * The console in a real headless Chromium against the real server, workers and mock gateways: sign in, the
@@ -127,13 +136,7 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     expect(await page.textContent('#device-count')).toBe(String(devices.length));
     expect(await page.isDisabled('#send')).toBe(true);
 
-    await page.click('#add-filter');
-    await page.fill('[data-filter="0"] [data-criterion="0"] [data-field="value"]', 'fr_FR');
-    await page.click('#add-filter');
-    const second = page.locator('[data-filter="1"]');
-    await second.locator('[data-field="filter on"]').selectOption('custom');
-    await second.locator('[data-field="custom type"]').selectOption('integer');
-    await second.locator('[data-field="custom-name"]').fill('level');
+    const second = await localeAndLevelFilters(page);
     await second.locator('[data-field="mode"]').selectOption('range');
     await second.locator('[data-field="lowerOp"]').selectOption('gte');
     await second.locator('[data-field="lower"]').fill('3');

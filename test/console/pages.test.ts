@@ -1,3 +1,5 @@
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerDevice, waitFor, type RegisteredDevice } from '../helpers/gateways.js';
@@ -8,6 +10,7 @@ import { haveChromium, loaded, problemsOf, signIn, startConsoleServer, type Cons
  * list and its own page say what it went to and what it says, with no uncaught error or console error. And the
  * router draws one page at a time however fast the hash changes after sign-in.
  */
+const ARTIFACTS = path.resolve('test-artifacts/console');
 const when = (iso: string) => new Date(iso).toISOString().replace('T', ' ').slice(0, 19) + ' UTC';
 
 interface Kind {
@@ -103,6 +106,8 @@ describe.skipIf(!haveChromium)('console pages in Chromium', () => {
       expect(await row.locator('.timing').allTextContents(), k.name).toEqual(k.timing ? [` ${k.timing}`] : []);
     }
     expect(problems).toEqual([]);
+    await mkdir(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: path.join(ARTIFACTS, 'notifications-every-kind.png'), fullPage: true });
     await page.close();
   });
 

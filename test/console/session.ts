@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { BrowserContext, Locator, Page } from 'playwright-core';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { setCredentials, startGateways, type Gateways } from '../helpers/gateways.js';
 import { CHROMIUM, launchChromium } from './browser.js';
@@ -79,4 +79,16 @@ export function problemsOf(page: Page): string[] {
     if (msg.type() === 'error') problems.push(`console.error: ${msg.text()}`);
   });
   return problems;
+}
+
+/** Compose's filter builder: filter 1 "locale is fr_FR", filter 2 on custom integer “level”, its criterion left to the caller. */
+export async function localeAndLevelFilters(page: Page): Promise<Locator> {
+  await page.click('#add-filter');
+  await page.fill('[data-filter="0"] [data-criterion="0"] [data-field="value"]', 'fr_FR');
+  await page.click('#add-filter');
+  const second = page.locator('[data-filter="1"]');
+  await second.locator('[data-field="filter on"]').selectOption('custom');
+  await second.locator('[data-field="custom type"]').selectOption('integer');
+  await second.locator('[data-field="custom-name"]').fill('level');
+  return second;
 }
