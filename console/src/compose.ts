@@ -261,22 +261,23 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     return `Schedule this notification for ${at}? Its target counts ${devicesIn(devices)} now; it is counted again when it goes out.`;
   };
   const confirmText = h('p', { id: 'confirm-text' });
+  const confirmSend = h('button', { type: 'button', id: 'confirm-send', class: 'primary', onclick: () => confirmBox.close('send') });
   const confirmBox = h(
     'dialog',
     { id: 'confirm' },
     confirmText,
     h(
-      'p',
+      'div',
       { class: 'row' },
       h('button', { type: 'button', id: 'confirm-cancel', onclick: () => confirmBox.close('cancel') }, 'Cancel'),
-      h('button', { type: 'button', id: 'confirm-send', class: 'primary', onclick: () => confirmBox.close('send') }, 'Send'),
+      confirmSend,
     ),
   );
   /** Asks in a modal dialog; true only for its Send button (Cancel and Escape answer false). */
   const confirmed = (text: string) =>
     new Promise<boolean>((resolve) => {
       confirmText.textContent = text;
-      (confirmBox.querySelector('#confirm-send') as HTMLElement).textContent = when === 'now' ? 'Send' : 'Schedule';
+      confirmSend.textContent = when === 'now' ? 'Send' : 'Schedule';
       confirmBox.returnValue = '';
       confirmBox.addEventListener('close', () => resolve(confirmBox.returnValue === 'send'), { once: true });
       confirmBox.showModal();
@@ -373,8 +374,9 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     general,
     h('section', { class: 'panel previews' }, h('div', {}, h('h2', {}, 'APNs'), apnsOut), h('div', {}, h('h2', {}, 'FCM HTTP v1'), fcmOut)),
     key.role === 'write'
-      ? h('p', {}, send, confirmBox)
+      ? h('p', {}, send)
       : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it can preview but not send.'),
+    ...(key.role === 'write' ? [confirmBox] : []),
   );
   await refresh();
 };
