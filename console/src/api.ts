@@ -17,8 +17,11 @@ export interface NotificationRecord {
   id: string;
   created_at: string;
   state: 'scheduled' | 'sending' | 'sent' | 'failed' | 'canceled';
-  to: { id: string };
-  notification: { to: unknown; payload: Record<string, unknown> };
+  /** the audience it went to; null for a transactional send, which names its device or user instead */
+  to: { id: string | null };
+  /** as submitted: `to` is "*", {audience}, filters, or a transactional send's {field, value} with its extra filters */
+  notification: { to: unknown; payload?: Record<string, unknown>; extra_filters?: unknown[] };
+  group: string | null;
   devices_targeted: number;
   pushes_succeeded: number;
   pushes_failed: number;

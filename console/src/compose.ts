@@ -25,6 +25,11 @@ interface Preview {
   fcm: { body: unknown };
 }
 
+/** The form as checked, ready to send: the devices its target counts now. */
+interface Ready {
+  devices: number;
+}
+
 /** Custom key values: JSON where the text is JSON (3, true, {"a":1}), else the text. */
 function customValue(text: string): unknown {
   try {
@@ -75,9 +80,15 @@ export const composePage: Page = async ({ api, key }, main, params) => {
   });
   const body = () => ({ notification: { to: to(), payload: payload(), ...timing() } });
 
+  // The payload is checked once the user has written in it or pressed Send, not on the empty form.
+  let touched = false;
+  let sending = false;
+  let blocked = true; // what the last check found keeps Send from going
   let seq = 0;
-  const refresh = async () => {
-    const mine = ++seq;
+  let newest: Promise<Ready | null> = Promise.resolve(null);
+  /** Counts the target and previews the payload, showing what is wrong; answers the count when all is well. */
+  const refresh = (): Promise<Ready | null> => (newest = check(++seq));
+  const check = async (mine: number): Promise<Ready | null> => {
     const counting = JSON.stringify(to(), null, 2);
     const countCall =
       target === 'audience'
@@ -87,9 +98,12 @@ export const composePage: Page = async ({ api, key }, main, params) => {
             .then((r) => r.device_count);
     // The payload is previewed on its own ("*"), so filter problems (named by the count) and payload problems
     // (named by the preview) show at once, each under its own field; the send validates both together again.
-    const previewCall = api.post<Preview>('/v6/notifications/preview', { notification: { to: '*', payload: payload() } });
+    const unwritten = !touched && Object.keys(payload()).length === 0;
+    const previewCall = unwritten
+      ? Promise.resolve(null)
+      : api.post<Preview>('/v6/notifications/preview', { notification: { to: '*', payload: payload() } });
     const [counted, previewed] = await Promise.allSettled([countCall, previewCall]);
-    if (mine !== seq) return; // a newer edit is on its way
+    if (mine !== seq) return newest; // a newer edit is on its way: its answer is the one that counts
     const noFilters = target === 'filters' && builder.filters().length === 0;
     count.textContent = counted.status === 'fulfilled' ? fmt(counted.value) : '—';
     toJson.textContent = counting;
@@ -102,16 +116,22 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     builder.clearErrors();
     for (const slot of fieldErrors.values()) slot.textContent = '';
     if (counted.status === 'rejected') showError(counted.reason);
-    if (previewed.status === 'fulfilled') {
-      const p = previewed.value;
-      apnsOut.textContent = `${JSON.stringify(p.apns.headers, null, 2)}\n${JSON.stringify(p.apns.body, null, 2)}\n\n${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`;
-      fcmOut.textContent = JSON.stringify(p.fcm.body, null, 2);
-    } else {
-      showError(previewed.reason);
+    if (previewed.status === 'rejected') showError(previewed.reason);
+    else {
+      const p = previewed.value; // null: nothing written yet, nothing to preview
+      apnsOut.textContent = p
+        ? `${JSON.stringify(p.apns.headers, null, 2)}\n${JSON.stringify(p.apns.body, null, 2)}\n\n${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`
+        : '';
+      fcmOut.textContent = p ? JSON.stringify(p.fcm.body, null, 2) : '';
     }
-    send.disabled = noFilters || counted.status === 'rejected' || previewed.status === 'rejected';
+    blocked = noFilters || counted.status === 'rejected' || previewed.status === 'rejected';
+    send.disabled = sending || blocked;
+    return !noFilters && counted.status === 'fulfilled' && previewed.status === 'fulfilled' && previewed.value
+      ? { devices: counted.value }
+      : null;
   };
   const update = debounce(() => void refresh(), 250);
+  const editedPayload = () => ((touched = true), update());
 
   /** "notification.payload.badge: must be …" goes under the badge field; filter errors under their filter. */
   function showError(err: unknown) {
@@ -134,7 +154,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     const onEdit = (e: Event) => {
       const t = e.target as HTMLInputElement;
       values[k] = kind === 'checkbox' ? t.checked : t.value;
-      update();
+      editedPayload();
     };
     const control =
       kind === 'checkbox'
@@ -156,6 +176,9 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     return h('label', { class: 'field' }, h('span', {}, k), control, note && h('small', {}, note), err);
   };
 
+  // what is wrong with the payload as a whole ("must not be empty")
+  const payloadErr = h('div', { class: 'field-error', 'data-error': 'notification.payload' });
+  fieldErrors.set('notification.payload', payloadErr);
   const customList = h('div', { id: 'custom-keys' });
   const customErr = h('div', { class: 'field-error', 'data-error': 'custom' });
   fieldErrors.set('custom', customErr);
@@ -170,15 +193,15 @@ export const composePage: Page = async ({ api, key }, main, params) => {
             placeholder: 'key',
             value: c.key,
             'data-field': 'custom-key',
-            oninput: (e: Event) => ((c.key = (e.target as HTMLInputElement).value), update()),
+            oninput: (e: Event) => ((c.key = (e.target as HTMLInputElement).value), editedPayload()),
           }),
           h('input', {
             placeholder: 'value (text, or JSON)',
             value: c.value,
             'data-field': 'custom-value',
-            oninput: (e: Event) => ((c.value = (e.target as HTMLInputElement).value), update()),
+            oninput: (e: Event) => ((c.value = (e.target as HTMLInputElement).value), editedPayload()),
           }),
-          h('button', { type: 'button', class: 'remove', onclick: () => (customs.splice(i, 1), renderCustoms(), update()) }, '×'),
+          h('button', { type: 'button', class: 'remove', onclick: () => (customs.splice(i, 1), renderCustoms(), editedPayload()) }, '×'),
         ),
       ),
     );
@@ -212,17 +235,53 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       }),
       ` ${label}`,
     );
+  // Send checks the form now (the payload too, written or not), then asks, naming how many devices it goes to.
   send.addEventListener('click', async () => {
+    touched = true;
+    sending = true;
     send.disabled = true;
-    whenErr.textContent = paceErr.textContent = general.textContent = '';
     try {
+      const ready = await refresh();
+      if (!ready) return;
+      if (when !== 'now' && !sendAt) return void (whenErr.textContent = 'choose a date and time');
+      if (!(await confirmed(question(ready.devices)))) return;
       const created = await api.post<{ id: string }>('/v6/notifications', body());
       location.hash = `#/notifications/${created.id}`;
     } catch (err) {
       showError(err);
-      send.disabled = false;
+    } finally {
+      sending = false;
+      send.disabled = blocked;
     }
   });
+  const devicesIn = (n: number) => `${fmt(n)} device${n === 1 ? '' : 's'}`;
+  const question = (devices: number) => {
+    if (when === 'now') return `Send this notification now to ${devicesIn(devices)}?`;
+    const at = `${sendAt.replace('T', ' ')} ${when === 'local' ? "on each device's clock" : '(this browser’s time)'}`;
+    return `Schedule this notification for ${at}? Its target counts ${devicesIn(devices)} now; it is counted again when it goes out.`;
+  };
+  const confirmText = h('p', { id: 'confirm-text' });
+  const confirmSend = h('button', { type: 'button', id: 'confirm-send', class: 'primary', onclick: () => confirmBox.close('send') });
+  const confirmBox = h(
+    'dialog',
+    { id: 'confirm' },
+    confirmText,
+    h(
+      'div',
+      { class: 'row' },
+      h('button', { type: 'button', id: 'confirm-cancel', onclick: () => confirmBox.close('cancel') }, 'Cancel'),
+      confirmSend,
+    ),
+  );
+  /** Asks in a modal dialog; true only for its Send button (Cancel and Escape answer false). */
+  const confirmed = (text: string) =>
+    new Promise<boolean>((resolve) => {
+      confirmText.textContent = text;
+      confirmSend.textContent = when === 'now' ? 'Send' : 'Schedule';
+      confirmBox.returnValue = '';
+      confirmBox.addEventListener('close', () => resolve(confirmBox.returnValue === 'send'), { once: true });
+      confirmBox.showModal();
+    });
 
   const targetBox = h('div', { id: 'target-detail' });
   const renderTarget = () => {
@@ -274,6 +333,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       'section',
       { class: 'panel' },
       h('h2', {}, 'Payload'),
+      payloadErr,
       h('div', { class: 'fields' }, ...PAYLOAD_FIELDS.map(field)),
       h('h3', {}, 'Custom keys'),
       customList,
@@ -316,6 +376,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     key.role === 'write'
       ? h('p', {}, send)
       : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it can preview but not send.'),
+    ...(key.role === 'write' ? [confirmBox] : []),
   );
   await refresh();
 };

@@ -37,3 +37,32 @@ function describeCriterion(name: string, c: unknown): string {
   }
   return bounds.join(' and ');
 }
+
+/**
+ * A notification's target in words, from any `notification.to` the API records: "*", `{audience}`, a filter list,
+ * or a transactional send's `{field, value}` (with its extra filters). Unknown shapes are shown as their JSON.
+ */
+export function describeTarget(to: unknown, extraFilters?: unknown): { summary: string; filters: string[] } {
+  const words = (filters: unknown) => (Array.isArray(filters) ? filters.map(describeAny) : []);
+  if (to === '*') return { summary: 'all devices', filters: [] };
+  if (Array.isArray(to)) {
+    const filters = words(to);
+    return { summary: filters.join(' and '), filters };
+  }
+  if (isObject(to) && typeof to.audience === 'string') return { summary: 'a stored audience', filters: [] };
+  if (isObject(to) && (to.field === 'device_id' || to.field === 'user_id')) {
+    const named = `${to.field === 'device_id' ? 'device' : 'user'} ${String(to.value)}`;
+    const filters = words(extraFilters);
+    return { summary: [named, ...filters].join(' and '), filters };
+  }
+  return { summary: JSON.stringify(to) ?? 'unknown', filters: [] };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null;
+
+/** A filter in words where it has the shape of one, else its JSON. */
+function describeAny(f: unknown): string {
+  return isObject(f) && typeof f.name === 'string' && Array.isArray(f.criteria)
+    ? describeFilter(f as unknown as Filter)
+    : JSON.stringify(f);
+}

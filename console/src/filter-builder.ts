@@ -141,10 +141,10 @@ export class FilterBuilder {
 
   /** Shows an API message under the filter it names (`filters[2]...`, `notification.to[2]...`); false when it names none. */
   showError(path: string, message: string): boolean {
-    const m = /^(filters|notification\.to)\[(\d+)\]/.exec(path);
-    const slot = m ? this.errors.get(Number(m[2])) : undefined;
+    const m = /^(?:filters|notification\.to)\[(\d+)\](.*)$/.exec(path);
+    const slot = m ? this.errors.get(Number(m[1])) : undefined;
     if (!slot) return false;
-    slot.textContent = `${path.slice(m![1]!.length)}: ${message}`;
+    slot.textContent = `${[`Filter ${Number(m![1]) + 1}`, ...placeInWords(m![2]!)].join(', ')}: ${message}`;
     return true;
   }
 
@@ -306,4 +306,32 @@ function select(options: string[], value: string, onchange: (e: Event) => void, 
 
 function input(value: string, oninput: (e: Event) => void, placeholder: string, field: string): HTMLInputElement {
   return h('input', { value, oninput, placeholder, 'data-field': field, 'aria-label': placeholder });
+}
+
+const KEY_WORDS: Record<string, string> = {
+  name: 'attribute',
+  gt: 'bound >',
+  gte: 'bound ≥',
+  lt: 'bound <',
+  lte: 'bound ≤',
+  polygon: 'polygon',
+  point: 'point',
+  latitude: 'latitude',
+  longitude: 'longitude',
+  distance: 'distance',
+  unit: 'unit',
+};
+
+/** The rest of a filter's path in the form's words: `.criteria[0].polygon[2].latitude` -> value 1, polygon point 3, latitude. */
+function placeInWords(rest: string): string[] {
+  const words: string[] = [];
+  for (const [, key, index] of rest.matchAll(/\.([^.[]+)|\[(\d+)\]/g)) {
+    const last = words.length - 1;
+    if (key === 'criteria') words.push('values');
+    else if (key !== undefined) words.push(KEY_WORDS[key] ?? key);
+    else if (words[last] === 'values') words[last] = `value ${Number(index) + 1}`;
+    else if (words[last] === 'polygon') words[last] = `polygon point ${Number(index) + 1}`;
+    else words.push(`item ${Number(index) + 1}`);
+  }
+  return words;
 }

@@ -46,8 +46,12 @@ function showSignIn(message = ''): void {
     error,
     h('button', { type: 'submit', class: 'primary' }, 'Sign in'),
   );
+  const submit = form.querySelector('button')!;
   form.addEventListener('submit', async (e) => {
     e.preventDefault();
+    // one sign-in at a time: a second submit would start a second session beside the first
+    if (submit.disabled) return;
+    submit.disabled = true;
     try {
       const session = await signIn(input.value.trim());
       sessionStorage.setItem(KEY_STORAGE, input.value.trim());
@@ -59,6 +63,8 @@ function showSignIn(message = ''): void {
           : err instanceof ApiError && err.status === 403
             ? 'An sdk key cannot sign in: use a read or write key.'
             : String(err);
+    } finally {
+      submit.disabled = false;
     }
   });
   replace(root, form);
@@ -69,11 +75,18 @@ function start(session: Session): void {
   const main = h('main', { id: 'main' });
   const nav = h('nav', { class: 'top' }, ...NAV.map(([href, label]) => h('a', { href, 'data-nav': href }, label)));
   const signOut = h('button', { type: 'button', id: 'sign-out' }, 'Sign out');
+  let current = 0; // the render under way; an older one that finishes draws nothing
+  // back to the sign-in form: no route of this session draws again
+  const end = (message?: string) => {
+    window.removeEventListener('hashchange', route);
+    current++;
+    leave?.();
+    leave = undefined;
+    showSignIn(message);
+  };
   signOut.addEventListener('click', () => {
     sessionStorage.removeItem(KEY_STORAGE);
-    window.removeEventListener('hashchange', route);
-    leave?.();
-    showSignIn();
+    end();
   });
   replace(
     root,
@@ -88,7 +101,6 @@ function start(session: Session): void {
     main,
   );
 
-  let current = 0;
   async function route(): Promise<void> {
     leave?.();
     leave = undefined;
@@ -96,24 +108,27 @@ function start(session: Session): void {
     const hash = location.hash || '#/overview';
     for (const a of nav.querySelectorAll('a')) a.classList.toggle('active', hash.startsWith(a.getAttribute('href')!));
     const match = ROUTES.map(([re, page]) => [re.exec(hash), page] as const).find(([m]) => m);
-    main.replaceChildren();
+    // Each render draws into a view of its own, the only one shown: a render overtaken while it awaited the API
+    // draws into a view already taken out, never beside the current page.
+    const view = h('div', { class: 'view' });
+    main.replaceChildren(view);
     main.setAttribute('aria-busy', 'true');
     if (!match) {
-      main.append(h('p', {}, 'No such page. '), h('a', { href: '#/overview' }, 'Overview'));
+      view.append(h('p', {}, 'No such page. '), h('a', { href: '#/overview' }, 'Overview'));
     } else {
       try {
         const [m, page] = match;
         const stop = await page(
           session,
-          main,
+          view,
           m!.slice(1).filter((p) => p !== undefined),
         );
         if (mine !== current) return void stop?.(); // the user moved on while it loaded
         leave = stop;
       } catch (err) {
         if (mine !== current) return;
-        if (err instanceof ApiError && err.status === 401) return void showSignIn('The key was revoked.');
-        main.append(errorBox(err));
+        if (err instanceof ApiError && err.status === 401) return void end('The key was revoked.');
+        view.append(errorBox(err));
       }
     }
     main.removeAttribute('aria-busy');

@@ -1,6 +1,7 @@
 import type { NotificationRecord } from './api.js';
 import { pager } from './audiences.js';
 import { line } from './charts.js';
+import { describeTarget } from './describe.js';
 import { fmt, h, replace, when } from './dom.js';
 import { every, type Page } from './page.js';
 
@@ -9,10 +10,17 @@ const LIST_REFRESH_MS = 3_000;
 const LIVE_POLL_MS = 500;
 
 const finished = (n: NotificationRecord) => n.state === 'sent' || n.state === 'failed' || n.state === 'canceled';
-const textOf = (n: NotificationRecord) => {
-  const p = n.notification.payload;
-  return String(p.alert ?? p.title ?? Object.keys(p).join(', '));
+const payloadOf = (n: NotificationRecord): Record<string, unknown> => n.notification?.payload ?? {};
+/** What the device shows: the alert, else the title or subtitle, else the payload's keys (a background push). */
+const textOf = (n: NotificationRecord): string => {
+  const p = payloadOf(n);
+  const shown = [p.alert, p.title, p.subtitle].find((v) => typeof v === 'string' && v !== '');
+  return (shown as string | undefined) ?? (Object.keys(p).join(', ') || '(empty payload)');
 };
+const targetOf = (n: NotificationRecord) => describeTarget(n.notification?.to, n.notification?.extra_filters);
+/** When it goes: now, at an instant, or at a wall time on each device's clock (send_at is then the first zone's). */
+const timingOf = (n: NotificationRecord): string =>
+  n.local_time ? 'local time' : n.send_at && n.state === 'scheduled' ? `at ${when(n.send_at)}` : '';
 
 /** The app's notifications, newest first, with their state; refreshed while any is still going out. */
 export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
@@ -27,14 +35,15 @@ export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
           'tr',
           {},
           h('td', {}, h('a', { href: `#/notifications/${n.id}` }, when(n.created_at))),
-          h('td', {}, textOf(n)),
-          h('td', {}, h('span', { class: `state ${n.state}` }, n.state)),
+          h('td', { class: 'to' }, targetOf(n).summary),
+          h('td', { class: 'text' }, textOf(n)),
+          h('td', {}, h('span', { class: `state ${n.state}` }, n.state), timingOf(n) && h('small', { class: 'timing' }, ` ${timingOf(n)}`)),
           h('td', { class: 'num' }, fmt(n.devices_targeted)),
           h('td', { class: 'num' }, fmt(n.pushes_succeeded)),
           h('td', { class: 'num' }, fmt(n.pushes_failed)),
         ),
       ),
-      notifications.length === 0 && h('tr', {}, h('td', { colspan: 6 }, 'Nothing sent yet.')),
+      notifications.length === 0 && h('tr', {}, h('td', { colspan: 7 }, 'Nothing sent yet.')),
     );
     return notifications;
   };
@@ -51,6 +60,7 @@ export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
           'tr',
           {},
           h('th', {}, 'created'),
+          h('th', {}, 'to'),
           h('th', {}, 'text'),
           h('th', {}, 'state'),
           h('th', { class: 'num' }, 'targeted'),
@@ -82,6 +92,7 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
     const done = n.pushes_succeeded + n.pushes_failed;
     const whole = Math.max(n.devices_targeted, done, 1);
     const share = (v: number) => `${((v / whole) * 100).toFixed(2)}%`;
+    const target = targetOf(n);
     const progress = n.devices_targeted === 0 ? (finished(n) ? 100 : 0) : Math.min(100, Math.floor((done / n.devices_targeted) * 100));
     replace(
       status,
@@ -126,12 +137,18 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
         h('dd', {}, when(n.finished_at)),
         n.failure_reason && h('dt', {}, 'failure'),
         n.failure_reason && h('dd', {}, n.failure_reason),
-        h('dt', {}, 'audience'),
-        h('dd', {}, h('a', { href: `#/audiences/${n.to.id}` }, n.to.id)),
+        h('dt', {}, 'to'),
+        h('dd', { id: 'notification-to' }, target.summary),
+        n.group && h('dt', {}, 'group'),
+        n.group && h('dd', { id: 'notification-group' }, n.group),
+        // a transactional send stores no audience
+        n.to?.id && h('dt', {}, 'audience'),
+        n.to?.id && h('dd', {}, h('a', { href: `#/audiences/${n.to.id}` }, n.to.id)),
       ),
       key.role === 'write' && !finished(n) ? h('p', {}, cancel) : null,
       h('h2', {}, 'Payload'),
-      h('pre', {}, JSON.stringify(n.notification.payload, null, 2)),
+      h('p', { id: 'notification-text' }, textOf(n)),
+      h('pre', { id: 'payload' }, JSON.stringify(payloadOf(n), null, 2)),
     );
   };
   const cancel = h('button', { type: 'button', id: 'cancel' }, 'Cancel');

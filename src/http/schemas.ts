@@ -21,6 +21,8 @@ export const createdNotificationRecord = z.object({
   to: z.object({ id: z.string().nullable(), type: z.literal('Audience') }),
   notification: z.object({
     to: z.unknown(),
+    /** a transactional send's extra filters, as submitted (its `to` is `{field, value}`) */
+    extra_filters: z.array(z.unknown()).optional(),
     payload: z.unknown(),
     // the delivery options as submitted (src/domain/delivery-options.ts)
     expires_at: z.string().optional(),

@@ -14,16 +14,29 @@ export const iso = (d: Date | string | null | undefined): string | null => (d ==
 
 /** The create answer: exactly the record fields of the contract, `notification` being what was submitted. */
 export function createdNotificationResponse(n: Notification) {
-  // stored as the request schema parsed it (older requests carry no delivery options)
-  const request = n.request as unknown as { to: unknown; payload: unknown } & DeliveryOptionsInput & ScheduleInput;
-  const { expires_at, ttl, priority, send_at, local_time, throttle } = request;
   return {
     id: n.id,
     created_at: iso(n.created_at)!,
     state: n.state,
     to: { id: n.audience_id, type: 'Audience' as const },
-    notification: { to: request.to, payload: request.payload, expires_at, ttl, priority, send_at, local_time, throttle },
+    notification: submittedNotification(n.request),
   };
+}
+
+type SubmittedFields = { to: unknown; payload: unknown } & DeliveryOptionsInput & ScheduleInput;
+
+/**
+ * What was submitted, in the one shape of every record: `{to, payload, …options}`. A notification stores its
+ * fields as the request schema parsed them (older ones carry no delivery options); a transactional send stores
+ * its whole request, whose payload and options sit in its own `notification` and whose extra filters go beside `to`.
+ */
+function submittedNotification(stored: Notification['request']) {
+  const request = stored as unknown as SubmittedFields | { to: unknown; notification: SubmittedFields; extra_filters?: unknown[] };
+  const { expires_at, ttl, priority, payload } = 'notification' in request ? request.notification : request;
+  // a transactional send has extra filters and no schedule; a notification the reverse
+  const { send_at, local_time, throttle } = 'notification' in request ? ({} as ScheduleInput) : request;
+  const extra_filters = 'notification' in request ? request.extra_filters : undefined;
+  return { to: request.to, extra_filters, payload, expires_at, ttl, priority, send_at, local_time, throttle };
 }
 
 /** The stored record with its delivery state and counters. */

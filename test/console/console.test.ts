@@ -1,11 +1,19 @@
-import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import type { BrowserContext, Page, Response } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
-import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
-import { CHROMIUM, launchChromium } from './browser.js';
+import type { Harness } from '../helpers/harness.js';
+import { registerDevice, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
+import {
+  haveChromium,
+  loaded,
+  localeAndLevelFilters,
+  signIn as signInAt,
+  startConsoleServer,
+  type ApiCall,
+  type ConsoleServer,
+  type Keys,
+} from './session.js';
 
 /**
  * The console in a real headless Chromium against the real server, workers and mock gateways: sign in, the
@@ -15,52 +23,25 @@ import { CHROMIUM, launchChromium } from './browser.js';
 const ARTIFACTS = path.resolve('test-artifacts/console');
 const FIRST_LOAD_LIMIT_BYTES = 200 * 1024;
 
-// CI installs Chromium and sets REQUIRE_CHROMIUM, so there a missing browser fails instead of skipping.
-const haveChromium = existsSync(CHROMIUM);
-if (!haveChromium && process.env.REQUIRE_CHROMIUM) throw new Error(`no Chromium at ${CHROMIUM} (apt-get install chromium)`);
-if (!haveChromium) process.stdout.write(`[tests] NOTICE: no Chromium at ${CHROMIUM}: the console browser tests are skipped\n`);
-
 describe.skipIf(!haveChromium)('console in Chromium', () => {
+  let server: ConsoleServer;
   let h: Harness;
   let gw: Gateways;
   let base: string;
-  let browser: Awaited<ReturnType<typeof launchChromium>>;
   let context: BrowserContext;
-  let keys: { read: string; write: string; sdk: string };
+  let keys: Keys;
+  let api: ApiCall;
   let devices: (RegisteredDevice & { locale: string; level: number })[];
   let notificationId: string;
 
-  const api = async (method: 'GET' | 'POST', url: string, key: string, body?: unknown) => {
-    const res = await h.server.inject({
-      method,
-      url,
-      headers: { authorization: basic(key) },
-      ...(body === undefined ? {} : { payload: body as object }),
-    });
-    return { status: res.statusCode, json: res.json() };
-  };
   const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
-  const loaded = (page: Page) => page.waitForSelector('main:not([aria-busy])');
-  const signIn = async (page: Page, key: string) => {
-    await page.goto(`${base}/console`);
-    await page.fill('#key', key);
-    await page.click('#sign-in button[type=submit]');
-    await page.waitForSelector('#who');
-    await loaded(page);
-  };
+  const signIn = (page: Page, key: string) => signInAt(page, base, key);
 
   beforeAll(async () => {
     await mkdir(ARTIFACTS, { recursive: true });
-    gw = await startGateways();
     // small batches, two at a time, so a send takes a few polls and its progress can be watched
-    h = await createHarness({
-      workers: true,
-      env: { ...gw.env, DELIVERY_BATCH_SIZE: '3', DELIVERY_CONCURRENCY: '2', RETRY_BASE_MS: '40' },
-    });
-    base = await h.server.listen({ host: '127.0.0.1', port: 0 });
-    const created = await h.createApp('com.example.console');
-    keys = created.keys;
-    await setCredentials(h, created.app.id, gw);
+    server = await startConsoleServer({ DELIVERY_BATCH_SIZE: '3', DELIVERY_CONCURRENCY: '2', RETRY_BASE_MS: '40' });
+    ({ h, gw, base, context, keys, api } = server);
     const locales = ['fr_FR', 'de_DE', 'en_US'];
     devices = [];
     for (let i = 0; i < 36; i++) {
@@ -99,14 +80,8 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
       .set({ created_at: new Date(Date.now() - 40 * 86_400_000) })
       .where('id', 'in', old)
       .execute();
-    browser = await launchChromium();
-    context = browser.context;
   });
-  afterAll(async () => {
-    await browser?.close();
-    await h?.close();
-    await gw?.close();
-  });
+  afterAll(async () => server?.close());
 
   it(`signs in with a write key; the first load is under ${FIRST_LOAD_LIMIT_BYTES / 1024} KB compressed`, async () => {
     const page = await context.newPage();
@@ -161,13 +136,7 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     expect(await page.textContent('#device-count')).toBe(String(devices.length));
     expect(await page.isDisabled('#send')).toBe(true);
 
-    await page.click('#add-filter');
-    await page.fill('[data-filter="0"] [data-criterion="0"] [data-field="value"]', 'fr_FR');
-    await page.click('#add-filter');
-    const second = page.locator('[data-filter="1"]');
-    await second.locator('[data-field="filter on"]').selectOption('custom');
-    await second.locator('[data-field="custom type"]').selectOption('integer');
-    await second.locator('[data-field="custom-name"]').fill('level');
+    const second = await localeAndLevelFilters(page);
     await second.locator('[data-field="mode"]').selectOption('range');
     await second.locator('[data-field="lowerOp"]').selectOption('gte');
     await second.locator('[data-field="lower"]').fill('3');
@@ -184,7 +153,7 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
 
     // a filter the API refuses: its own message, under that filter
     await second.locator('[data-field="lower"]').fill('three');
-    await expect.poll(() => page.textContent('[data-filter="1"] [data-error]')).toContain('must be a number');
+    await expect.poll(() => page.textContent('[data-filter="1"] [data-error]')).toBe('Filter 2, value 1, bound ≥: must be a number');
     await expect.poll(() => page.textContent('#device-count')).toBe('—');
     await second.locator('[data-field="lower"]').fill('3');
     await expect.poll(() => page.textContent('#device-count')).toBe(String(expected));
@@ -230,6 +199,8 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     );
     for (const d of slow) faults(d).forToken(d.token, { type: 'delay', ms: 300 }, 1);
     await page.click('#send');
+    await expect.poll(() => page.textContent('#confirm-text')).toBe(`Send this notification now to ${expected} devices?`);
+    await page.click('#confirm-send');
     await page.waitForURL(/#\/notifications\/[0-9a-f-]{36}$/);
     notificationId = page.url().split('/').pop()!;
     const seen: string[] = [];
@@ -457,15 +428,23 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     expect(await page.textContent('#send')).toBe('Schedule');
     await page.fill('#send-at', '2020-01-01T09:00'); // the past: the API's own message, under the field
     await page.click('#send');
+    await expect
+      .poll(() => page.textContent('#confirm-text'))
+      .toBe(
+        `Schedule this notification for 2020-01-01 09:00 (this browser’s time)? Its target counts ${devices.length} devices now; it is counted again when it goes out.`,
+      );
+    await page.click('#confirm-send');
     await expect.poll(() => page.textContent('[data-error="notification.send_at"]')).toBe('is in the past');
     const later = new Date(Date.now() + 3 * 3_600_000);
     const local = new Date(later.getTime() - later.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
     await page.fill('#send-at', local);
     await page.fill('#per-minute', '0');
     await page.click('#send');
+    await page.click('#confirm-send');
     await expect.poll(() => page.textContent('[data-error="notification.throttle.per_minute"]')).toBe('must be at least 1');
     await page.fill('#per-minute', '6000');
     await page.click('#send');
+    await page.click('#confirm-send');
     await page.waitForURL(/#\/notifications\/[0-9a-f-]{36}$/);
     const id = page.url().split('/').pop()!;
     await page.waitForSelector('#cancel');

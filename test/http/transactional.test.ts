@@ -70,15 +70,28 @@ describe('transactional notifications', () => {
       state: 'sent',
       group: 'order-shipped',
       to: { id: null, type: 'Audience' },
+      // what was submitted, in the shape of every notification record: its payload beside its to
+      notification: { to: { field: 'device_id', value: ios.id }, payload: { alert: 'Your order has shipped' } },
       devices_targeted: 1,
       pushes_succeeded: 1,
     });
   });
 
   it("sends to a user's devices that match the extra filters", async () => {
-    const res = await send(body({ field: 'user_id', value: 'ana' }, { extra_filters: [{ name: 'locale', criteria: ['en_US'] }] }));
+    const extra_filters = [{ name: 'locale', criteria: ['en_US'] }];
+    const notification = { payload: { alert: 'Your order has shipped' }, priority: 'high', ttl: 600 };
+    const res = await send(body({ field: 'user_id', value: 'ana' }, { extra_filters, notification }));
     expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
     expect(tokens()).toEqual([android.token]);
+    const one = await h.server.inject({
+      method: 'GET',
+      url: `/v6/notifications/${res.json().id}`,
+      headers: { authorization: basic(keys.read) },
+    });
+    expect(one.json()).toMatchObject({
+      notification: { to: { field: 'user_id', value: 'ana' }, extra_filters, ...notification },
+      priority: 'high',
+    });
 
     gw.reset();
     const all = await send(body({ field: 'user_id', value: 'ana' }));
