@@ -61,4 +61,4 @@ export interface PushGateway {
 /** `development` devices go to the APNs sandbox; FCM has a single environment. */
 export type PushEnvironment = 'production' | 'development';
 
-export type PushPlatform = 'ios' | 'android';
+export type PushPlatform = 'ios' | 'android' | 'web';
