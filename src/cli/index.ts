@@ -6,6 +6,7 @@ import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
 import { AppService } from '../services/apps.js';
 import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
+import { webPushCommands } from './web-push.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout; logs go to stderr.
@@ -14,6 +15,7 @@ import { rateLimitCommands } from './rate-limits.js';
  *   app list
  *   app set-apns --app ID --key-file AuthKey.p8 --key-id K --team-id T [--topic X]
  *   app set-fcm --app ID --service-account sa.json
+ *   app set-web-push --app ID --subject mailto:… [--public-key K --private-key P]
  *   app set-limits --app ID [--max-per-minute N|none] [--default-time-zone ZONE|none]
  *   key create --app ID --role read|write|sdk
  *   key revoke --key KEY
@@ -33,6 +35,7 @@ const commands: Record<string, Command> = {
   },
   ...credentialCommands,
   ...rateLimitCommands,
+  ...webPushCommands,
 };
 
 class UsageError extends Error {}
@@ -63,6 +66,9 @@ async function run(argv: string[]): Promise<number> {
         'burst',
         'max-per-minute',
         'default-time-zone',
+        'subject',
+        'public-key',
+        'private-key',
       ].map((o) => [o, { type: 'string' as const }]),
     ),
   });
