@@ -171,7 +171,13 @@ function credentialsLookup(db: Db, changes: AppChanges): CredentialsLookup {
       return ids.map((id) => {
         const app = found.get(id);
         const value = app
-          ? { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials }
+          ? {
+              id: app.id,
+              bundleId: app.bundle_id,
+              apnsCredentials: app.apns_credentials,
+              fcmCredentials: app.fcm_credentials,
+              webPushCredentials: app.web_push_credentials,
+            }
           : null;
         return { status: 'fulfilled', value };
       });
