@@ -166,4 +166,41 @@ describe('web devices', () => {
     expect(tokenOnWeb.statusCode).toBe(400);
     expect(tokenOnWeb.json().error).toMatch(/^device\.token: /);
   });
+
+  it('a web page on another origin may call the routes it needs (CORS: preflight and answers)', async () => {
+    const preflight = await h.server.inject({
+      method: 'OPTIONS',
+      url: '/v6/devices',
+      headers: {
+        origin: 'https://shop.example.com',
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'authorization, content-type',
+      },
+    });
+    expect(preflight.statusCode).toBe(204);
+    expect(preflight.headers).toMatchObject({
+      'access-control-allow-origin': '*',
+      'access-control-allow-methods': 'GET, POST, PUT',
+      'access-control-allow-headers': 'authorization, content-type, idempotency-key',
+    });
+    const res = await call(
+      h,
+      'POST',
+      '/v6/devices',
+      app.keys.sdk,
+      { device: { platform: 'web', subscription: browserSubscription(endpoint()).json } },
+      { origin: 'https://shop.example.com' },
+    );
+    expect(res.statusCode).toBe(201);
+    expect(res.headers['access-control-allow-origin']).toBe('*');
+    const key = await call(h, 'GET', '/v6/web-push/vapid-public-key', app.keys.sdk, undefined, { origin: 'https://shop.example.com' });
+    expect(key.headers['access-control-allow-origin']).toBe('*');
+    // the rest of the API is for backends, not pages
+    const notifications = await h.server.inject({
+      method: 'OPTIONS',
+      url: '/v6/notifications',
+      headers: { origin: 'https://shop.example.com' },
+    });
+    expect(notifications.headers['access-control-allow-origin']).toBeUndefined();
+  });
 });
