@@ -181,6 +181,8 @@ export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
   { method: 'GET', path: '/console' },
   { method: 'GET', path: '/console/' },
   { method: 'GET', path: '/console/:file', url: '/console/index.html' },
+  { method: 'GET', path: '/web-push/sw.js' },
+  { method: 'GET', path: '/web-push/sdk.js' },
 ];
 
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */

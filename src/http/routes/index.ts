@@ -18,6 +18,7 @@ import { statsRoutes } from './stats.js';
 import { transactionalRoutes } from './transactional.js';
 import { userRoutes } from './users.js';
 import { webPushRoutes } from './web-push.js';
+import { webPushScriptRoutes } from './web-push-scripts.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -39,4 +40,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   messageRoutes,
   messageStreamRoutes,
   webPushRoutes,
+  webPushScriptRoutes,
 ];
