@@ -267,36 +267,8 @@ describe('toWebPushMessage', () => {
   const now = new Date('2030-01-01T00:00:00Z');
 
   it('maps alert, title, collapse_key and the web object into the document; custom keys and _nid into data', () => {
-    const m = toWebPushMessage(
-      {
-        alert: 'Body',
-        title: 'Title',
-        subtitle: 'phones only',
-        badge: 3,
-        sound: 'ping.aiff',
-        collapse_key: 'c1',
-        plan: 'pro',
-        nested: { a: 1 },
-        web: {
-          icon: '/i.png',
-          image: 'https://x.example/big.png',
-          badge: '/b.png',
-          url: '/orders/1',
-          actions: [{ action: 'open', title: 'Open', url: '/o' }],
-          require_interaction: true,
-          silent: false,
-          renotify: true,
-          dir: 'rtl',
-          lang: 'ar',
-        },
-      },
-      NID,
-      { now },
-    );
-    expect(m.document).toEqual({
-      title: 'Title',
-      body: 'Body',
-      tag: 'c1',
+    // every browser-only field passes under its own name
+    const web = {
       icon: '/i.png',
       image: 'https://x.example/big.png',
       badge: '/b.png',
@@ -307,6 +279,27 @@ describe('toWebPushMessage', () => {
       renotify: true,
       dir: 'rtl',
       lang: 'ar',
+    };
+    const m = toWebPushMessage(
+      {
+        alert: 'Body',
+        title: 'Title',
+        subtitle: 'phones only',
+        badge: 3,
+        sound: 'ping.aiff',
+        collapse_key: 'c1',
+        plan: 'pro',
+        nested: { a: 1 },
+        web,
+      },
+      NID,
+      { now },
+    );
+    expect(m.document).toEqual({
+      title: 'Title',
+      body: 'Body',
+      tag: 'c1',
+      ...web,
       data: { plan: 'pro', nested: { a: 1 }, _nid: NID },
     });
     expect(JSON.parse(m.body.toString())).toEqual(m.document);
