@@ -148,6 +148,7 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
       apnsOriginSandbox: config.APNS_ORIGIN_SANDBOX,
       fcmOrigin: config.FCM_ORIGIN,
       googleTokenUrl: config.GOOGLE_TOKEN_URL,
+      webPushAllowedOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
       apns: limits,
       fcm: limits,
     },

@@ -20,6 +20,8 @@ export interface GatewayPoolOptions {
   apnsOriginSandbox: string;
   fcmOrigin: string;
   googleTokenUrl: string;
+  /** WEB_PUSH_ALLOWED_ORIGINS */
+  webPushAllowedOrigins?: readonly string[];
   log?: Logger;
   /** Tuning passed to every APNs gateway. */
   apns?: Pick<ApnsGatewayOptions, 'maxConnections' | 'maxInFlight' | 'requestTimeoutMs' | 'heartbeatMs'>;
@@ -75,7 +77,12 @@ export class GatewayPool {
         });
       }
       if (platform === 'web')
-        return new WebPushGateway({ ...this.options.fcm, credentials: parseVapidCredentials(credentials), ...(log && { log }) });
+        return new WebPushGateway({
+          ...this.options.fcm,
+          credentials: parseVapidCredentials(credentials),
+          allowedOrigins: this.options.webPushAllowedOrigins ?? [],
+          ...(log && { log }),
+        });
       return new FcmGateway({
         ...this.options.fcm,
         serviceAccount: parseFcmServiceAccount(credentials),

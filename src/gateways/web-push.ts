@@ -10,7 +10,7 @@
  */
 import { createCipheriv, createECDH, createPrivateKey, hkdfSync, randomBytes, sign, type KeyObject } from 'node:crypto';
 import { toWebPushMessage, type WebPushMessage } from '../domain/push-mapping.js';
-import { WEB_PUSH_MAX_RECORD_BYTES, webPushRecordBytes, type VapidCredentials } from '../domain/web-push.js';
+import { endpointProblem, WEB_PUSH_MAX_RECORD_BYTES, webPushRecordBytes, type VapidCredentials } from '../domain/web-push.js';
 import type { Logger } from '../platform/logger.js';
 import { Drain } from './drain.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
@@ -28,6 +28,8 @@ import {
 
 export interface WebPushGatewayOptions {
   credentials: VapidCredentials;
+  /** WEB_PUSH_ALLOWED_ORIGINS: checked again at send, so a row stored before a change of the list (or by hand) is not sent to */
+  allowedOrigins?: readonly string[];
   /** HTTP/2 connections per push-service origin at most. Default 4. */
   maxConnections?: number;
   /** Streams open at once per origin (a memory bound). Default 2000. */
@@ -81,11 +83,13 @@ export class WebPushGateway implements PushGateway {
     }
     const byOrigin = new Map<string, number[]>();
     targets.forEach((t, i) => {
-      const url = endpointUrl(t.token);
-      if (!url || !t.keys) {
-        outcomes[i] = classify({ gateway: 'webpush', status: 400, reason: 'not a web push subscription' }).outcome;
+      const refused = endpointProblem(t.token, this.options.allowedOrigins ?? []);
+      if (refused !== null || !t.keys) {
+        const reason = refused === null ? 'not a web push subscription' : `endpoint_not_allowed: ${refused}`;
+        outcomes[i] = classify({ gateway: 'webpush', status: 400, reason }).outcome;
         return;
       }
+      const url = new URL(t.token);
       const list = byOrigin.get(url.origin) ?? [];
       if (list.length === 0) byOrigin.set(url.origin, list);
       list.push(i);
@@ -183,15 +187,6 @@ export function encryptRecord(document: Buffer, keys: WebPushKeys): Buffer {
   header.writeUInt32BE(RECORD_SIZE, 16);
   header.writeUInt8(asPublic.length, 20);
   return Buffer.concat([header, asPublic, record]);
-}
-
-function endpointUrl(endpoint: string): URL | null {
-  try {
-    const url = new URL(endpoint);
-    return url.protocol === 'https:' ? url : null;
-  } catch {
-    return null;
-  }
 }
 
 function answerOf(res: Http2Response): GatewayAnswer {

@@ -16,7 +16,7 @@ let vapid: VapidCredentials;
 const open: WebPushGateway[] = [];
 
 const gateway = () => {
-  const g = new WebPushGateway({ credentials: vapid, requestTimeoutMs: 2000 });
+  const g = new WebPushGateway({ credentials: vapid, requestTimeoutMs: 2000, allowedOrigins: [mock.origin, other.origin] });
   open.push(g);
   return g;
 };
@@ -118,6 +118,19 @@ describe('WebPushGateway', () => {
     const jwts = mock.pushes.map((p) => p.jwt);
     expect(new Set(jwts).size).toBe(2);
     expect(mock.pushes[2]!.claims.exp).toBeGreaterThan(mock.pushes[0]!.claims.exp);
+  });
+
+  it('checks the endpoint again at send: one outside the push services and the allowed origins is not sent to', async () => {
+    const outside = { ...target(), token: 'https://169.254.169.254/latest/meta-data' };
+    const narrow = new WebPushGateway({ credentials: vapid, allowedOrigins: [mock.origin] });
+    open.push(narrow);
+    const results = await narrow.send(push(), [outside, target(other)]);
+    expect(results.map((r) => r.outcome)).toEqual([
+      { kind: 'failed', reason: 'endpoint_not_allowed: must name a push service, not an IP address' },
+      // the other mock: on the loopback address, not in this gateway's list
+      { kind: 'failed', reason: 'endpoint_not_allowed: must name a push service, not an IP address' },
+    ]);
+    expect(other.requestCount).toBe(0);
   });
 
   it('the record is the size the POST check counts: header, document, delimiter and tag', () => {
