@@ -99,10 +99,13 @@ export class WebPushGateway implements PushGateway {
         this.poolOf(origin).run(indexes, (http, chunk) =>
           Promise.all(
             chunk.map((i) =>
-              this.sendOne(http, message, targets[i] as PushTarget).then(
-                (outcome) => (outcomes[i] = outcome),
-                (err: Error) => (outcomes[i] = { kind: 'retry', reason: `internal: ${err.message}` }),
-              ),
+              // a stored key the crypto refuses throws: that push fails (sending it again would throw again)
+              Promise.resolve(targets[i] as PushTarget)
+                .then((target) => this.sendOne(http, message, target))
+                .then(
+                  (outcome) => (outcomes[i] = outcome),
+                  (err: Error) => (outcomes[i] = { kind: 'failed', reason: `cannot encrypt: ${err.message}` }),
+                ),
             ),
           ).then(() => undefined),
         ),

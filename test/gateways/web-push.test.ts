@@ -133,6 +133,13 @@ describe('WebPushGateway', () => {
     expect(other.requestCount).toBe(0);
   });
 
+  it('a stored key that is not a point fails its push only', async () => {
+    const bad = { ...target(), keys: { p256dh: Buffer.alloc(65, 4).toString('base64url'), auth: Buffer.alloc(16).toString('base64url') } };
+    const results = await gateway().send(push(), [bad, target()]);
+    expect(results[0]!.outcome).toEqual({ kind: 'failed', reason: expect.stringMatching(/^cannot encrypt: /) });
+    expect(results[1]!.outcome).toEqual({ kind: 'ok' });
+  });
+
   it('the record is the size the POST check counts: header, document, delimiter and tag', () => {
     const doc = Buffer.from(JSON.stringify({ body: 'x'.repeat(300) }));
     const sub = mock.subscribe(vapid.public_key);
