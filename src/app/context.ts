@@ -87,6 +87,7 @@ export function createContext(
     conversions,
     config.CONVERSION_WINDOW_HOURS,
     new UninstalledRepository(),
+    config.WEB_PUSH_ALLOWED_ORIGINS,
   );
   const services = {
     activity: new ActivityService(db, new ActivityRepository(), conversions, devicesRepo, new NotificationsRepository()),

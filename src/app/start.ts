@@ -168,6 +168,7 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
       apnsOriginSandbox: config.APNS_ORIGIN_SANDBOX,
       fcmOrigin: config.FCM_ORIGIN,
       googleTokenUrl: config.GOOGLE_TOKEN_URL,
+      webPushAllowedOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
       apns: limits,
       fcm: limits,
     },
@@ -191,7 +192,13 @@ function credentialsLookup(db: Db, changes: AppChanges): CredentialsLookup {
       return ids.map((id) => {
         const app = found.get(id);
         const value = app
-          ? { id: app.id, bundleId: app.bundle_id, apnsCredentials: app.apns_credentials, fcmCredentials: app.fcm_credentials }
+          ? {
+              id: app.id,
+              bundleId: app.bundle_id,
+              apnsCredentials: app.apns_credentials,
+              fcmCredentials: app.fcm_credentials,
+              webPushCredentials: app.web_push_credentials,
+            }
           : null;
         return { status: 'fulfilled', value };
       });

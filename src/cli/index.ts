@@ -7,6 +7,7 @@ import { appCommands } from './apps.js';
 import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
 import { identityCommands } from './identity.js';
+import { webPushCommands } from './web-push.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -18,6 +19,7 @@ const commands: Record<string, Command> = {
   ...credentialCommands,
   ...rateLimitCommands,
   ...identityCommands,
+  ...webPushCommands,
 };
 
 const HELP = ['--help', '-h'];

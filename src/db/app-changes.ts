@@ -17,8 +17,13 @@ const RECONNECT_MS = 1_000;
 const HEARTBEAT_MS = 10_000;
 /** How long closing waits for the server to see the connection end: one that died unnoticed never answers. */
 const CLOSE_WAIT_MS = 1_000;
-/** How its connection shows in pg_stat_activity. */
-export const APP_CHANGES_APPLICATION_NAME = 'pushd app changes';
+/**
+ * How its connection shows in pg_stat_activity: the name the URL gives its process's connections (the embedded
+ * PostgreSQL's name pushd-<pid>), else "pushd", then "app changes". A name in the URL would win over the client's.
+ */
+export function appChangesApplicationName(url: string): string {
+  return `${new URL(url).searchParams.get('application_name') ?? 'pushd'} app changes`;
+}
 
 /** Values read from the database, kept while the changes to them are followed (`AppChanges`). */
 export interface FollowedCache<K, V> {
@@ -126,12 +131,11 @@ export class AppChanges {
   private async connect(): Promise<void> {
     if (this.closed) return;
     const client = new pg.Client({
-      connectionString: this.url,
+      connectionString: withApplicationName(this.url, appChangesApplicationName(this.url)),
       keepAlive: true,
       keepAliveInitialDelayMillis: this.heartbeatMs,
       connectionTimeoutMillis: this.heartbeatMs,
       query_timeout: this.heartbeatMs / 2,
-      application_name: APP_CHANGES_APPLICATION_NAME,
     });
     client.on('notification', () => this.changed());
     client.on('error', (err) => this.lost(client, err));
@@ -176,4 +180,10 @@ export class AppChanges {
     this.reconnect = setTimeout(() => void this.connect(), RECONNECT_MS);
     this.reconnect.unref();
   }
+}
+
+function withApplicationName(url: string, name: string): string {
+  const u = new URL(url);
+  u.searchParams.set('application_name', name);
+  return u.toString();
 }

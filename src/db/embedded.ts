@@ -125,7 +125,7 @@ function embeddedDatabase(
   };
 }
 
-/** Client connections of other pushd processes (their application_name), not counting this one's. */
+/** Client connections of other pushd processes (their application_name, or its "… app changes"), not this one's. */
 async function otherPushdConnections(url: string): Promise<number> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   try {
@@ -135,7 +135,7 @@ async function otherPushdConnections(url: string): Promise<number> {
          FROM pg_stat_activity
         WHERE backend_type = 'client backend'
           AND application_name LIKE 'pushd-%'
-          AND application_name <> $1`,
+          AND split_part(application_name, ' ', 1) <> $1`,
       [APPLICATION_NAME],
     );
     return rows[0]!.n;

@@ -94,6 +94,11 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
     const stated = anyOf(sql.ref('d.notifications_allowed'), criteria as string[], 'text');
     return { pred: sql<SqlBool>`(${stated} or d.notifications_allowed is null)`, nullable: false };
   }
+  if (attribute === 'platform') {
+    // the record's names (iOS, Android, Web) are the stored ones capitalised
+    const stored = (criteria as string[]).map((c) => c.toLowerCase());
+    return { pred: anyOf(sql.ref('d.platform'), stored, 'text'), nullable: false };
+  }
   const stringColumn = STRING_COLUMNS[attribute];
   if (stringColumn) return { pred: anyOf(sql.ref(`d.${stringColumn}`), criteria as string[], 'text'), nullable: true };
   switch (attribute) {

@@ -9,7 +9,7 @@ type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json<T = unknown> = ColumnType<T, string | T, string | T>;
 
 export type { KeyRole };
-export type Platform = 'ios' | 'android';
+export type Platform = 'ios' | 'android' | 'web';
 export type { NotificationState };
 export type AttributeType = 'string' | 'integer' | 'float' | 'date' | 'boolean';
 
@@ -19,6 +19,7 @@ export interface AppsTable {
   name: string;
   apns_credentials: Json<Record<string, unknown> | null> | null;
   fcm_credentials: Json<Record<string, unknown> | null> | null;
+  web_push_credentials: Json<Record<string, unknown> | null> | null;
   created_at: Generated<Date>;
   default_time_zone: string | null;
   max_per_minute: number | null;
@@ -47,6 +48,9 @@ export interface DevicesTable {
   app_id: string;
   platform: Platform;
   token: string | null;
+  /** a web device's subscription keys (migration 022) */
+  web_push_p256dh: string | null;
+  web_push_auth: string | null;
   development: Generated<boolean>;
   locale: string | null;
   time_zone: string | null;

@@ -5,6 +5,7 @@ import { isPlainObject } from './filters.js';
 import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, type CustomType } from './vocabulary.js';
 import { snapCoordinate } from './geo.js';
 import { AUTH_HASH_FIELD, IDENTITY_FIELDS, type IdentityField } from './identity.js';
+import { parseSubscription } from './web-push.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
@@ -29,7 +30,7 @@ export interface Dropped {
   error: string;
 }
 
-export type Platform = 'ios' | 'android';
+export type Platform = 'ios' | 'android' | 'web';
 export type NotificationsAllowed = (typeof NOTIFICATIONS_ALLOWED_VALUES)[number];
 
 /** Device columns a client sets; absent = unchanged, null = cleared. */
@@ -52,6 +53,9 @@ export interface DeviceFields {
   notifications_allowed?: NotificationsAllowed | null;
   sdk_latitude?: number | null;
   sdk_longitude?: number | null;
+  /** a web device's subscription keys (its endpoint is `token`) */
+  web_push_p256dh?: string | null;
+  web_push_auth?: string | null;
 }
 
 export type CustomValue = string | number | boolean | Date;
@@ -69,6 +73,13 @@ export interface DeviceInput {
   dropped: Dropped[];
   /** the proofs sent for user_id and user_email (`user_id_auth_hash`, …), as sent: checked, never stored */
   authHashes: Partial<Record<IdentityField, unknown>>;
+  /** `token` came from `subscription` (a web device's), not from `token` (a phone's) */
+  subscribed: boolean;
+}
+
+/** Options of parseDeviceInput: the endpoints a web subscription may name beside the push services. */
+export interface DeviceInputOptions {
+  webPushOrigins: readonly string[];
 }
 
 /** `user_id_auth_hash` -> `user_id`, … */
@@ -198,7 +209,11 @@ function parseLocation(v: unknown): Parsed<{ latitude: number; longitude: number
  * Parses the `device` object of a register (`create`) or update request. Throws ValidationError only for
  * the platform and a registration's token; everything else invalid lands in `dropped`.
  */
-export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 'update'): DeviceInput {
+export function parseDeviceInput(
+  raw: Record<string, unknown>,
+  mode: 'create' | 'update',
+  options: DeviceInputOptions = { webPushOrigins: [] },
+): DeviceInput {
   const fields: DeviceFields = {};
   const dropped: Dropped[] = [];
   const custom: CustomChanges = new Map();
@@ -208,14 +223,19 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
   if (raw.platform !== undefined) {
     // any case: the device record shows the public API's "iOS" and "Android", which a client may send back
     const platform = typeof raw.platform === 'string' ? raw.platform.toLowerCase() : null;
-    if (platform !== 'ios' && platform !== 'android') throw new ValidationError('device.platform: must be one of ios, android');
+    if (platform !== 'ios' && platform !== 'android' && platform !== 'web')
+      throw new ValidationError('device.platform: must be one of ios, android, web');
     fields.platform = platform;
   }
+  const subscribed = raw.subscription !== undefined;
+  if (subscribed) webSubscription(raw.subscription, fields, options);
+  if ((subscribed || fields.platform === 'web') && raw.token !== undefined)
+    throw new ValidationError('device.token: a web device gives its push subscription as device.subscription');
   // marketing_name wins over its alias when both are sent.
   const keys = Object.keys(raw).sort((a, b) => Number(a === 'marketing_name') - Number(b === 'marketing_name'));
   for (const key of keys) {
     const value = raw[key];
-    if (key === 'platform' || value === undefined) continue;
+    if (key === 'platform' || key === 'subscription' || value === undefined) continue;
     // registering with no token yet is fine; with "" as well, as an SDK may send before the phone has one
     if (mode === 'create' && key === 'token' && value === '') continue;
     const field = Object.hasOwn(FIELDS, key) ? FIELDS[key] : undefined; // not "toString" or "constructor" of Object
@@ -243,7 +263,20 @@ export function parseDeviceInput(raw: Record<string, unknown>, mode: 'create' | 
       dropped.push({ field: key, error: READ_ONLY.has(key) ? 'is read-only' : 'is not a device field' });
     }
   }
-  return { fields, custom, dropped, authHashes };
+  return { fields, custom, dropped, authHashes, subscribed };
+}
+
+/**
+ * A web device's `subscription` (null: it unsubscribed) sets its token, the endpoint, and its keys; refused, not
+ * dropped, when it is not one pushd may send to, as a phone's platform is.
+ */
+function webSubscription(raw: unknown, fields: DeviceFields, options: DeviceInputOptions): void {
+  if (fields.platform !== undefined && fields.platform !== 'web')
+    throw new ValidationError('device.subscription: only a web device (platform "web") has a push subscription');
+  const subscription = raw === null ? null : parseSubscription(raw, options.webPushOrigins);
+  fields.token = subscription?.endpoint ?? null;
+  fields.web_push_p256dh = subscription?.p256dh ?? null;
+  fields.web_push_auth = subscription?.auth ?? null;
 }
 
 /** `{"name": {"type": ..., "value": ...}}`; `"name": null` (or a null/empty value) removes the attribute. */

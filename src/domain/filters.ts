@@ -5,6 +5,7 @@ import {
   DEVICE_ATTRIBUTES,
   DISTANCE_UNITS_IN_METERS,
   NOTIFICATIONS_ALLOWED_VALUES,
+  PLATFORM_VALUES,
   type AttributeKind,
   type CustomType,
   type DeviceAttribute,
@@ -127,6 +128,10 @@ function checkCriterion(target: FilterTarget, c: unknown): { message: string; pa
           'must be an ISO 8601 date or date-math expression within years 1 to 9999 (the range bounds the last occurrence)',
         );
   }
+  if (target.type === 'device' && target.attribute === 'platform')
+    return typeof c === 'string' && (PLATFORM_VALUES as readonly string[]).includes(c)
+      ? null
+      : { message: `must be one of ${PLATFORM_VALUES.join(', ')}` };
   switch (kind) {
     case 'string':
     case 'tags':

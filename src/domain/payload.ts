@@ -18,6 +18,46 @@ export function reservedKeyProblem(key: string): string | null {
 }
 
 const str = () => z.string({ error: 'must be a string' });
+const flag = () => z.boolean({ error: 'must be a boolean' }).optional();
+/** An address the browser loads or opens: absolute http(s), or a path on the page's own origin. */
+const link = () =>
+  str()
+    .max(2048, 'must be at most 2048 characters')
+    .refine((v) => /^(https?:\/\/[^\s]+|\/[^\s]*)$/.test(v), 'must be an http(s) URL or a path beginning with /')
+    .optional();
+
+/** The browser-only fields of a push (the `web` object): what showNotification takes, and the page a click opens. */
+const webSchema = z.strictObject(
+  {
+    icon: link(),
+    image: link(),
+    badge: link(),
+    url: link(),
+    actions: z
+      .array(
+        z.strictObject(
+          {
+            action: str().min(1, 'must not be empty').max(64, 'must be at most 64 characters'),
+            title: str().max(255),
+            icon: link(),
+            url: link(),
+          },
+          { error: 'must be {action, title, icon?, url?}' },
+        ),
+        { error: 'must be an array of {action, title, icon?, url?}' },
+      )
+      .max(4, 'at most 4 actions')
+      .optional(),
+    require_interaction: flag(),
+    silent: flag(),
+    renotify: flag(),
+    dir: z.enum(['auto', 'ltr', 'rtl'], { error: 'must be auto, ltr or rtl' }).optional(),
+    lang: str().max(35, 'must be at most 35 characters').optional(),
+  },
+  {
+    error: 'must be an object of browser-only fields (icon, image, badge, url, actions, require_interaction, silent, renotify, dir, lang)',
+  },
+);
 
 export const payloadSchema = z
   .looseObject(
@@ -46,6 +86,7 @@ export const payloadSchema = z
         // (An absolute tolerance let tiny values such as 1e-12 through.)
         .refine((v) => Number(v.toFixed(2)) === v, 'may have at most two decimal places')
         .optional(),
+      web: webSchema.optional(),
     },
     { error: 'must be an object' },
   )
@@ -54,6 +95,9 @@ export const payloadSchema = z
       const problem = reservedKeyProblem(key);
       if (problem) ctx.addIssue({ code: 'custom', path: [key], message: problem });
     }
+    // a browser refuses renotify without a tag (showNotification throws), so the push would show nothing
+    if (payload.web?.renotify === true && payload.collapse_key === undefined)
+      ctx.addIssue({ code: 'custom', path: ['web', 'renotify'], message: 'needs collapse_key (the notification tag it renotifies)' });
     if (Object.keys(payload).length === 0) ctx.addIssue({ code: 'custom', path: [], message: 'must not be empty' });
     const tooLarge = gatewaySizeProblem(payload);
     if (tooLarge) ctx.addIssue({ code: 'custom', path: [], message: tooLarge });

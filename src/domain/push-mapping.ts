@@ -36,11 +36,21 @@
  * `aps` and `_nid` are reserved (src/domain/payload.ts refuses them as custom keys); should an old
  * stored payload carry them anyway, ours win.
  *
+ * Web Push (`toWebPushMessage`): the JSON document the service worker decrypts, and the request's headers.
+ * alert -> body; title -> title; collapse_key -> tag AND header Topic (SHA-256, 32 base64url characters);
+ * the `web` object (browser-only) -> icon, image, badge, url, actions, require_interaction, silent, renotify,
+ * dir, lang; custom keys and _nid -> data; expiry -> TTL = the whole seconds left (else 28 days, FCM's ceiling);
+ * priority high/normal -> Urgency high/normal (unset: high when something is shown, else normal).
+ * subtitle, badge (the count), sound, category and the iOS switches are phone-only and not sent; `web` is not
+ * sent to phones.
+ *
  * APNs refuses a body over 4096 bytes (413 PayloadTooLarge): `ApnsRequest.bytes` lets the gateway
  * refuse it locally as a permanent failure instead of sending it.
  */
 
-import { secondsLeft, type PushPriority } from './delivery-options.js';
+import { createHash } from 'node:crypto';
+import { MAX_TTL_SECONDS, secondsLeft, type PushPriority } from './delivery-options.js';
+import { WEB_PUSH_MAX_RECORD_BYTES, webPushRecordBytes } from './web-push.js';
 
 export const APNS_MAX_PAYLOAD_BYTES = 4096;
 /** FCM's limit on a message's content; measured here as the JSON of the mapped message without its token. */
@@ -60,6 +70,7 @@ const KNOWN_KEYS = new Set([
   'relevance_score',
   'collapse_key',
   '_channel_id',
+  'web',
 ]);
 
 /** iOS-only switches and transport keys that never travel in FCM data. */
@@ -70,6 +81,7 @@ const NOT_IN_FCM_DATA = new Set([
   'relevance_score',
   'collapse_key',
   '_channel_id',
+  'web',
 ]);
 
 export interface ApnsHeaders {
@@ -239,19 +251,98 @@ export function jsonBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8');
 }
 
+/** What a service worker receives (decrypted), documented in the README's Web Push section. */
+export interface WebPushDocument {
+  title?: string;
+  body?: string;
+  tag?: string;
+  icon?: string;
+  image?: string;
+  badge?: string;
+  url?: string;
+  actions?: { action: string; title: string; icon?: string; url?: string }[];
+  require_interaction?: boolean;
+  silent?: boolean;
+  renotify?: boolean;
+  dir?: 'auto' | 'ltr' | 'rtl';
+  lang?: string;
+  /** custom keys of the payload, and `_nid` */
+  data: Record<string, unknown>;
+}
+
+export interface WebPushHeaders {
+  TTL: string;
+  Urgency: 'high' | 'normal';
+  Topic?: string;
+}
+
+export interface WebPushMessage {
+  headers: WebPushHeaders;
+  document: WebPushDocument;
+  /** the document as sent (JSON, UTF-8) */
+  body: Buffer;
+}
+
+/** Browser-only fields of the payload's `web` object, as the document names them. */
+const WEB_FIELDS = ['icon', 'image', 'badge', 'url', 'actions', 'require_interaction', 'silent', 'renotify', 'dir', 'lang'] as const;
+
+/** Keys that never travel in a Web Push document's data: those with a meaning of their own. */
+const NOT_IN_WEB_DATA = new Set([...KNOWN_KEYS]);
+
+/** `now` is when the message is sent: TTL is relative, the time left before the expiry. */
+export function toWebPushMessage(
+  payload: Record<string, unknown>,
+  notificationId: string,
+  options?: PushOptions & { now: Date },
+): WebPushMessage {
+  const alert = str(payload.alert);
+  const title = str(payload.title);
+  const collapseKey = str(payload.collapse_key);
+  const document: WebPushDocument = { data: {} };
+  if (title !== undefined) document.title = title;
+  if (alert !== undefined) document.body = alert;
+  if (collapseKey !== undefined) document.tag = collapseKey;
+  const web = payload.web;
+  if (typeof web === 'object' && web !== null) {
+    for (const field of WEB_FIELDS) {
+      const value = (web as Record<string, unknown>)[field];
+      if (value !== undefined) (document as unknown as Record<string, unknown>)[field] = value;
+    }
+  }
+  for (const [key, value] of Object.entries(payload)) {
+    if (!NOT_IN_WEB_DATA.has(key) && value !== undefined) document.data[key] = value;
+  }
+  document.data._nid = notificationId;
+
+  const shown = alert !== undefined || title !== undefined;
+  const priority = options?.priority ?? (shown ? 'high' : 'normal');
+  const ttl = options?.expiresAt ? secondsLeft(options.expiresAt, options.now) : MAX_TTL_SECONDS;
+  const headers: WebPushHeaders = { TTL: String(ttl), Urgency: priority };
+  if (collapseKey !== undefined) headers.Topic = webPushTopic(collapseKey);
+  return { headers, document, body: Buffer.from(JSON.stringify(document), 'utf8') };
+}
+
+/** RFC 8030 §5.4: a Topic is at most 32 characters of the URL-safe base64 alphabet; a hash keeps any collapse_key within. */
+export function webPushTopic(collapseKey: string): string {
+  return createHash('sha256').update(collapseKey).digest('base64url').slice(0, 32);
+}
+
 /** Stands for the notification id (a UUID, so of the same length) when a payload is measured before it has one. */
 const MEASURING_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
  * What a gateway would refuse as too large once the payload is mapped, with the size and the limit;
- * null when both APNs and FCM accept it.
+ * null when APNs, FCM and the browsers' push services accept it.
  */
 export function gatewaySizeProblem(payload: Record<string, unknown>): string | null {
   const apns = toApnsRequest(payload, MEASURING_ID).bytes;
   const fcm = jsonBytes(toFcmMessage(payload, MEASURING_ID));
+  const web = webPushRecordBytes(toWebPushMessage(payload, MEASURING_ID).body.length);
   const over = [
     apns > APNS_MAX_PAYLOAD_BYTES && `an APNs payload of ${apns} bytes (APNs accepts at most ${APNS_MAX_PAYLOAD_BYTES})`,
     fcm > FCM_MAX_MESSAGE_BYTES && `an FCM message of ${fcm} bytes (FCM accepts at most ${FCM_MAX_MESSAGE_BYTES})`,
+    web > WEB_PUSH_MAX_RECORD_BYTES &&
+      `a Web Push record of ${web} bytes once encrypted (push services accept at most ${WEB_PUSH_MAX_RECORD_BYTES})`,
   ].filter(Boolean);
   return over.length ? `is too large: it maps to ${over.join(' and ')}` : null;
 }

@@ -25,12 +25,16 @@ export const DEVICE_ATTRIBUTES = {
   sdk_location: 'geo',
   notifications_allowed: 'enum',
   tags: 'tags',
+  // one of PLATFORM_VALUES, as the device record shows it
+  platform: 'string',
 } as const satisfies Record<string, AttributeKind>;
 
 export type DeviceAttribute = keyof typeof DEVICE_ATTRIBUTES;
 export const CUSTOM_TYPES = ['string', 'integer', 'float', 'date', 'boolean'] as const;
 export type CustomType = (typeof CUSTOM_TYPES)[number];
 export const NOTIFICATIONS_ALLOWED_VALUES = ['Enabled', 'Disabled', 'Unknown'] as const;
+/** The platform names of the device record, which a `platform` filter compares with. */
+export const PLATFORM_VALUES = ['iOS', 'Android', 'Web'] as const;
 export const ATTRIBUTE_NAME = /^[A-Za-z0-9_-]{1,255}$/;
 
 /** Distance units of the contract, in metres. */

@@ -69,7 +69,7 @@ export class Http2Origin {
     method: string,
     path: string,
     headers: Record<string, string>,
-    body: string | undefined,
+    body: string | Buffer | undefined,
     timeoutMs: number,
   ): Promise<Http2Response> {
     return new Promise((resolve, reject) => {

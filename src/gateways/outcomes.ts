@@ -26,6 +26,11 @@
  * | fcm     | 5xx (500 INTERNAL, 503 UNAVAILABLE…)                     | retry          | Retry-After honoured         |
  * | fcm     | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
  * | fcm     | other 4xx (400 about the message, 403 SENDER_ID_MISMATCH…)| failed         | reason = FCM errorCode       |
+ * | webpush | 2xx (201 Created, 202 Accepted)                          | ok             |                              |
+ * | webpush | 404 Not Found / 410 Gone (subscription expired or ended) | invalid_token  |                              |
+ * | webpush | 429 / 5xx                                                | retry          | Retry-After honoured         |
+ * | webpush | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
+ * | webpush | other 4xx (413 too large, 401/403 VAPID refused, 400…)   | failed         | reason = status + its text   |
  * | oauth   | token endpoint 429 / 5xx / connection error / timeout    | retry          | Retry-After honoured         |
  * | oauth   | token endpoint 4xx (invalid_grant: key revoked…)         | failed         | every push of the batch      |
  * | any     | anything else (1xx, 3xx, unparsable)                     | failed         |                              |
@@ -40,7 +45,7 @@
 import type { PushOutcome, PushOutcomeKind } from './types.js';
 
 /** `oauth` is Google's token endpoint: when no access token can be had, every FCM push of the batch gets its answer. */
-export type GatewayName = 'apns' | 'fcm' | 'oauth';
+export type GatewayName = 'apns' | 'fcm' | 'webpush' | 'oauth';
 
 /** The error object FCM HTTP v1 returns (google.rpc.Status as JSON). */
 export interface FcmErrorBody {
@@ -131,6 +136,13 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
   { gateway: 'fcm', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
   { gateway: 'fcm', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
   { gateway: 'fcm', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
+
+  { gateway: 'webpush', when: '2xx', match: (f) => typeof f.status === 'number' && f.status >= 200 && f.status < 300, kind: 'ok' },
+  { gateway: 'webpush', when: '404 / 410', match: (f) => f.status === 404 || f.status === 410, kind: 'invalid_token' },
+  { gateway: 'webpush', when: '429', match: (f) => f.status === 429, kind: 'retry' },
+  { gateway: 'webpush', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
+  { gateway: 'webpush', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
+  { gateway: 'webpush', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
 
   { gateway: 'oauth', when: '429', match: (f) => f.status === 429, kind: 'retry' },
   { gateway: 'oauth', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },

@@ -11,6 +11,8 @@ import type { Logger } from '../platform/logger.js';
 import { ApnsGateway, type ApnsGatewayOptions } from './apns.js';
 import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from '../domain/credentials.js';
 import { FcmGateway, type FcmGatewayOptions } from './fcm.js';
+import { parseVapidCredentials } from '../domain/web-push.js';
+import { WebPushGateway } from './web-push.js';
 import type { NotificationPush, PushEnvironment, PushGateway, PushPlatform, PushResult, PushTarget } from './types.js';
 
 export interface GatewayPoolOptions {
@@ -18,10 +20,12 @@ export interface GatewayPoolOptions {
   apnsOriginSandbox: string;
   fcmOrigin: string;
   googleTokenUrl: string;
+  /** WEB_PUSH_ALLOWED_ORIGINS */
+  webPushAllowedOrigins?: readonly string[];
   log?: Logger;
   /** Tuning passed to every APNs gateway. */
   apns?: Pick<ApnsGatewayOptions, 'maxConnections' | 'maxInFlight' | 'requestTimeoutMs' | 'heartbeatMs'>;
-  /** Tuning passed to every FCM gateway. */
+  /** Tuning passed to every FCM gateway, and to the Web Push gateways per push-service origin. */
   fcm?: Pick<FcmGatewayOptions, 'maxConnections' | 'maxInFlight' | 'requestTimeoutMs'>;
 }
 
@@ -31,6 +35,8 @@ export interface AppPushCredentials {
   bundleId: string;
   apnsCredentials: unknown;
   fcmCredentials: unknown;
+  /** the app's VAPID key pair (apps.web_push_credentials) */
+  webPushCredentials?: unknown;
 }
 
 export class GatewayPool {
@@ -44,7 +50,7 @@ export class GatewayPool {
     if (this.closed) return new UnavailableGateway('retry', 'gateway pool closed');
     // FCM has one environment; APNs has a sandbox and production origin.
     const key = `${app.id}|${platform}|${platform === 'ios' ? environment : '*'}`;
-    const credentials = platform === 'ios' ? app.apnsCredentials : app.fcmCredentials;
+    const credentials = platform === 'ios' ? app.apnsCredentials : platform === 'web' ? app.webPushCredentials : app.fcmCredentials;
     const version = platform === 'ios' ? `${hash(credentials)}|${app.bundleId}` : hash(credentials);
 
     const cached = this.gateways.get(key);
@@ -70,6 +76,13 @@ export class GatewayPool {
           ...(log && { log }),
         });
       }
+      if (platform === 'web')
+        return new WebPushGateway({
+          ...this.options.fcm,
+          credentials: parseVapidCredentials(credentials),
+          allowedOrigins: this.options.webPushAllowedOrigins ?? [],
+          ...(log && { log }),
+        });
       return new FcmGateway({
         ...this.options.fcm,
         serviceAccount: parseFcmServiceAccount(credentials),

@@ -35,6 +35,13 @@ export type PushOutcomeKind = PushOutcome['kind'];
 export interface PushTarget {
   deviceId: string;
   token: string;
+  /** a web device's subscription keys (base64url), which its push is encrypted to; absent for phones */
+  keys?: WebPushKeys;
+}
+
+export interface WebPushKeys {
+  p256dh: string;
+  auth: string;
 }
 
 export interface PushResult {
@@ -58,7 +65,7 @@ export interface PushGateway {
   close(): Promise<void>;
 }
 
-/** `development` devices go to the APNs sandbox; FCM has a single environment. */
+/** `development` devices go to the APNs sandbox; FCM and Web Push have a single environment. */
 export type PushEnvironment = 'production' | 'development';
 
-export type PushPlatform = 'ios' | 'android';
+export type PushPlatform = 'ios' | 'android' | 'web';

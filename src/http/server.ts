@@ -7,6 +7,7 @@ import { consoleRoutes } from './console.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
 import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
+import { registerBrowserCors } from './browser-cors.js';
 import { shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
 import { routeModules } from './routes/index.js';
@@ -36,6 +37,7 @@ export async function buildServer(
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
   registerInputGuard(app);
+  registerBrowserCors(app);
   // JSON only: any other content type is a 415, not a body the schema then misreads.
   app.removeContentTypeParser(['text/plain']);
   parseJsonBodies(app);

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
+import { parseAllowedOrigins } from '../domain/web-push.js';
 
 /** Every setting the server reads, parsed once at start-up. A bad value stops start-up naming the variable. */
 const envSchema = z.object({
@@ -46,6 +47,18 @@ const envSchema = z.object({
   APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
   FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),
   GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
+  // https origins a web push subscription may point to beside the browsers' push services (a comma list).
+  WEB_PUSH_ALLOWED_ORIGINS: z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return parseAllowedOrigins(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    })
+    .default([]),
   GEOIP_DB_PATH: z.string().optional(),
   DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
   DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000),

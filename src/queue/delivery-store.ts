@@ -1,3 +1,4 @@
+import type { PushTarget } from '../gateways/types.js';
 import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, DeliveryRepository } from '../db/repositories/delivery.js';
 import { GroupRunner } from '../platform/group-runner.js';
@@ -41,6 +42,21 @@ export class DeliveryStore {
       const closed = new Set(await delivery.completeIfFinished(db, list));
       return list.map((n) => ({ status: 'fulfilled', value: closed.has(n.id) }));
     }, limits);
+  }
+
+  /**
+   * Web devices' targets with the subscription keys their endpoint has now; a device whose endpoint changed or
+   * went since its token was read gets no keys (it is not sent to).
+   */
+  async withWebPushKeys(targets: PushTarget[]): Promise<PushTarget[]> {
+    const found = await this.delivery.webPushKeysOf(
+      this.db,
+      targets.map((t) => t.deviceId),
+    );
+    return targets.map((t) => {
+      const now = found.get(t.deviceId);
+      return now && now.token === t.token ? { ...t, keys: { p256dh: now.p256dh, auth: now.auth } } : t;
+    });
   }
 
   /** The batch, its notification and its still-pending devices; undefined for an unknown batch. */

@@ -71,11 +71,17 @@ export async function attemptBatch(
     const closed = await deps.store.record({ batch, outcome: summary, finalAttempt });
     return { summary, done: true, closed };
   }
-  const targets: PushTarget[] = [];
+  let targets: PushTarget[] = [];
   let results: PushResult[] = [];
   for (const p of pending) {
     if (p.token === null) results.push({ deviceId: p.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
     else targets.push(p as PushTarget);
+  }
+  if (batch.platform === 'web' && targets.length) {
+    // a browser's push is encrypted to its subscription keys, read as they are now beside the endpoint
+    const keyed = await deps.store.withWebPushKeys(targets);
+    targets = keyed.filter((t) => t.keys);
+    for (const t of keyed) if (!t.keys) results.push({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
   }
 
   const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;

@@ -9,6 +9,7 @@ import { isUuid } from '../domain/cursor.js';
 import { isTimeZone } from '../domain/schedule.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
+import { generateVapidCredentials, parseVapidCredentials } from '../domain/web-push.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -20,6 +21,8 @@ export class AppService {
   private readonly keyLookups: GroupRunner<Buffer, KeyWithApp | undefined>;
   /** the active keys found, by hash in hex (none kept: every lookup reads the database) */
   private readonly activeKeys: FollowedCache<string, KeyWithApp> | null;
+  /** each app's VAPID public key, by app id ('' when it has none) */
+  private readonly vapidKeys: FollowedCache<string, string> | null;
 
   constructor(
     private readonly db: Db,
@@ -29,6 +32,7 @@ export class AppService {
     this.apps = new AppsRepository();
     this.keys = new ApiKeysRepository();
     this.activeKeys = changes?.cache() ?? null;
+    this.vapidKeys = changes?.cache() ?? null;
     this.keyLookups = new GroupRunner(
       async (hashes) => {
         const found = await this.keys.findActiveByHashes(this.db, hashes);
@@ -117,6 +121,37 @@ export class AppService {
     await this.apps.setCredentials(this.db, appId, platform, { ...credentials });
     this.changes?.changed();
     return credentials;
+  }
+
+  /**
+   * Gives the app a VAPID key pair for Web Push: the given one (checked to be one P-256 pair), else a new one. The
+   * answer holds the subject and the public key, never the private key.
+   */
+  async setWebPush(
+    appId: string,
+    given: { subject: string; publicKey?: string | undefined; privateKey?: string | undefined },
+  ): Promise<{ subject: string; public_key: string }> {
+    if ((given.publicKey === undefined) !== (given.privateKey === undefined))
+      throw new ValidationError('public-key and private-key go together: give both, or neither to generate a pair');
+    const credentials =
+      given.publicKey === undefined
+        ? generateVapidCredentials(given.subject)
+        : parseVapidCredentials({ subject: given.subject, public_key: given.publicKey, private_key: given.privateKey });
+    if (!(await this.apps.setCredentials(this.db, appId, 'web_push', { ...credentials }).catch(() => false)))
+      throw new NotFoundError('app');
+    this.changes?.changed();
+    return { subject: credentials.subject, public_key: credentials.public_key };
+  }
+
+  /** The app's VAPID public key (base64url), which a web page subscribes with; 404 when it has none. */
+  async vapidPublicKey(appId: string): Promise<string> {
+    const read = async () => {
+      const stored = await this.apps.webPushCredentials(this.db, appId);
+      return stored === undefined ? undefined : ((stored as { public_key?: string } | null)?.public_key ?? '');
+    };
+    const key = this.vapidKeys ? await this.vapidKeys.get(appId, read) : await read();
+    if (!key) throw new NotFoundError('web push key (pushd app set-web-push)');
+    return key;
   }
 
   /**

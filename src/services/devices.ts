@@ -20,7 +20,7 @@ import {
 } from '../domain/device-input.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
-import { ErasedError, NotFoundError } from '../domain/errors.js';
+import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { refuseUnprovenChanges, unprovenClaims, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
@@ -71,6 +71,8 @@ export class DeviceService {
     /** how long after receiving a push a device's events count as its conversions */
     private readonly conversionWindowHours: number,
     private readonly uninstalled: UninstalledRepository,
+    /** WEB_PUSH_ALLOWED_ORIGINS: where a web subscription may point beside the push services */
+    private readonly webPushOrigins: readonly string[] = [],
   ) {}
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -80,7 +82,7 @@ export class DeviceService {
     caller: Caller,
     idempotency?: IdempotentRequest<WriteResult>,
   ): Promise<WriteResult | Replay> {
-    const input = parseDeviceInput(raw, 'create');
+    const input = parseDeviceInput(raw, 'create', { webPushOrigins: this.webPushOrigins });
     const unproven = identityClaims(caller, input);
     // a new device holds no identity yet: only the device of a token it already has may hold the one claimed
     if (typeof input.fields.token !== 'string') refuseUnprovenChanges(unproven, undefined);
@@ -122,13 +124,14 @@ export class DeviceService {
 
   /** PUT /devices/:id: merges the given fields; custom attributes key by key, null removing one. */
   async update(appId: string, id: string, raw: Record<string, unknown>, caller: Caller): Promise<WriteResult> {
-    const input = parseDeviceInput(raw, 'update');
+    const input = parseDeviceInput(raw, 'update', { webPushOrigins: this.webPushOrigins });
     const unproven = identityClaims(caller, input);
     const net = await this.network(caller, input.fields);
     return this.db.transaction().execute(async (trx) => {
       if (typeof input.fields.token === 'string') await this.devices.lockTokenMove(trx, appId, input.fields.token, id);
       const current = await this.lockLive(trx, appId, id, 'update');
       refuseUnprovenChanges(unproven, current);
+      checkPlatformChange(current, input);
       const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
       const dropped = [...input.dropped, ...over];
       if (Object.keys(input.fields).length === 0 && admitted.size === 0) return { kind: 'nothing-valid', dropped };
@@ -371,6 +374,17 @@ function identityClaims(caller: Caller, input: DeviceInput): IdentityClaim[] {
 
 function eventOptions(caller: Caller) {
   return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };
+}
+
+/** A browser's subscription and a phone's token are not interchangeable: a device stays web or phone. */
+function checkPlatformChange(current: Device, input: DeviceInput): void {
+  const web = current.platform === 'web';
+  if (input.fields.platform !== undefined && (input.fields.platform === 'web') !== web)
+    throw new ValidationError('device.platform: a device cannot move between web and phone platforms; register a new one');
+  if (input.subscribed && !web)
+    throw new ValidationError('device.subscription: only a web device (platform "web") has a push subscription');
+  if (!input.subscribed && web && input.fields.token !== undefined)
+    throw new ValidationError('device.token: a web device gives its push subscription as device.subscription');
 }
 
 function written(fields: DeviceFields, custom: CustomChanges): Written {

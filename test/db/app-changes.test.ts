@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { sql } from 'kysely';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AppChanges, APP_CHANGES_APPLICATION_NAME, type FollowedCache } from '../../src/db/app-changes.js';
+import { AppChanges, appChangesApplicationName, type FollowedCache } from '../../src/db/app-changes.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
@@ -142,7 +142,7 @@ describe('caches that follow the changes to keys and credentials', () => {
     // this test's connection and the harness server's: both reconnect
     const { rows } = await sql<{ ended: boolean }>`
       select pg_terminate_backend(pid) as ended from pg_stat_activity
-      where datname = current_database() and application_name = ${APP_CHANGES_APPLICATION_NAME}`.execute(h.db.db);
+      where datname = current_database() and application_name = ${appChangesApplicationName(h.databaseUrl)}`.execute(h.db.db);
     expect(rows.length).toBeGreaterThanOrEqual(1);
     await waitFor('the connection loss to be noticed', async () => !changes.following, 5000, 10);
     const before = reads;

@@ -68,6 +68,8 @@ function deviceHolds(d: RefDevice, attribute: string, c: Criterion, now: Date): 
     }
     case 'notifications_allowed':
       return (d.strings.notifications_allowed ?? 'Unknown') === c;
+    case 'platform':
+      return d.platform === String(c).toLowerCase();
     default: {
       const v = d.strings[attribute];
       return v !== null && v !== undefined && v === c;

@@ -15,6 +15,7 @@ const TYPED = new Set([
   'mutable_content',
   'interruption_level',
   'relevance_score',
+  'web',
 ]);
 
 describe('reserved payload keys', () => {
@@ -104,5 +105,46 @@ describe('typed keys', () => {
     const r = payloadSchema.safeParse({});
     expect(r.success).toBe(false);
     expect(r.error!.issues[0]!.message).toBe('must not be empty');
+  });
+});
+
+describe('the web object (browser-only fields)', () => {
+  const issue = (payload: unknown) => {
+    const r = payloadSchema.safeParse(payload);
+    return r.success ? null : `${r.error.issues[0]!.path.join('.')}: ${r.error.issues[0]!.message}`;
+  };
+
+  it('accepts what showNotification takes and the page a click opens', () => {
+    expect(
+      issue({
+        alert: 'a',
+        collapse_key: 't',
+        web: {
+          icon: '/i.png',
+          image: 'https://cdn.example.com/a.png',
+          badge: '/b.png',
+          url: 'https://shop.example.com/o/1',
+          actions: [{ action: 'open', title: 'Open', icon: '/o.png', url: '/o' }],
+          require_interaction: true,
+          silent: false,
+          renotify: true,
+          dir: 'auto',
+          lang: 'en-US',
+        },
+      }),
+    ).toBeNull();
+  });
+
+  it('refuses unknown fields, links that are not http(s) or a path, bad actions, and renotify without a tag', () => {
+    expect(issue({ web: { sound: 'x' } })).toMatch(/^web: /);
+    expect(issue({ web: { url: 'javascript:alert(1)' } })).toBe('web.url: must be an http(s) URL or a path beginning with /');
+    expect(issue({ web: { icon: 'data:image/png;base64,AAAA' } })).toMatch(/^web\.icon: /);
+    expect(issue({ web: { actions: [{ title: 'no action' }] } })).toMatch(/^web\.actions\.0\.action: /);
+    expect(issue({ web: { actions: Array.from({ length: 5 }, (_, i) => ({ action: `a${i}`, title: 't' })) } })).toBe(
+      'web.actions: at most 4 actions',
+    );
+    expect(issue({ web: { dir: 'up' } })).toBe('web.dir: must be auto, ltr or rtl');
+    expect(issue({ alert: 'a', web: { renotify: true } })).toBe('web.renotify: needs collapse_key (the notification tag it renotifies)');
+    expect(issue({ web: 'x' })).toMatch(/^web: must be an object/);
   });
 });

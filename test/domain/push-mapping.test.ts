@@ -9,7 +9,10 @@ import {
   jsonBytes,
   toApnsRequest,
   toFcmMessage,
+  toWebPushMessage,
+  webPushTopic,
 } from '../../src/domain/push-mapping.js';
+import { webPushRecordBytes } from '../../src/domain/web-push.js';
 
 const NID = 'n_123';
 
@@ -278,28 +281,95 @@ describe('isVisiblePush (what a device whose notifications are Disabled is not s
   });
 });
 
+describe('toWebPushMessage', () => {
+  const now = new Date('2030-01-01T00:00:00Z');
+
+  it('maps alert, title, collapse_key and the web object into the document; custom keys and _nid into data', () => {
+    // every browser-only field passes under its own name
+    const web = {
+      icon: '/i.png',
+      image: 'https://x.example/big.png',
+      badge: '/b.png',
+      url: '/orders/1',
+      actions: [{ action: 'open', title: 'Open', url: '/o' }],
+      require_interaction: true,
+      silent: false,
+      renotify: true,
+      dir: 'rtl',
+      lang: 'ar',
+    };
+    const m = toWebPushMessage(
+      {
+        alert: 'Body',
+        title: 'Title',
+        subtitle: 'phones only',
+        badge: 3,
+        sound: 'ping.aiff',
+        collapse_key: 'c1',
+        plan: 'pro',
+        nested: { a: 1 },
+        web,
+      },
+      NID,
+      { now },
+    );
+    expect(m.document).toEqual({
+      title: 'Title',
+      body: 'Body',
+      tag: 'c1',
+      ...web,
+      data: { plan: 'pro', nested: { a: 1 }, _nid: NID },
+    });
+    expect(JSON.parse(m.body.toString())).toEqual(m.document);
+    expect(m.headers).toEqual({ TTL: '2419200', Urgency: 'high', Topic: webPushTopic('c1') });
+  });
+
+  it('TTL is the whole seconds left before the expiry; priority gives Urgency; a silent push is normal', () => {
+    const expiresAt = new Date(now.getTime() + 90_500);
+    expect(toWebPushMessage({ alert: 'a' }, NID, { now, expiresAt, priority: 'normal' }).headers).toEqual({ TTL: '90', Urgency: 'normal' });
+    expect(toWebPushMessage({ x: 1 }, NID, { now }).headers.Urgency).toBe('normal');
+    expect(toWebPushMessage({ x: 1 }, NID, { now, priority: 'high' }).headers.Urgency).toBe('high');
+  });
+
+  it('hashes any collapse_key into a Topic of 32 URL-safe characters, the same for the same key', () => {
+    const topic = webPushTopic('a key with spaces and ünïcode that is far longer than thirty-two characters');
+    expect(topic).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect(webPushTopic('k')).toBe(webPushTopic('k'));
+    expect(webPushTopic('k')).not.toBe(webPushTopic('l'));
+  });
+
+  it('keeps the web object away from APNs and FCM', () => {
+    const payload = { alert: 'a', web: { url: '/x' } };
+    expect(toApnsRequest(payload, NID).body).not.toHaveProperty('web');
+    expect(toFcmMessage(payload, NID).data).not.toHaveProperty('web');
+  });
+});
+
 describe('gatewaySizeProblem', () => {
   const ID = '00000000-0000-0000-0000-000000000000'; // ids are UUIDs: the measure uses one of that length
   const apnsBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toApnsRequest(payload, ID).body));
   const fcmBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toFcmMessage(payload, ID)));
+  const webBytes = (payload: Record<string, unknown>) => webPushRecordBytes(toWebPushMessage(payload, ID).body.length);
 
   it('accepts a payload whose larger mapping is exactly 4096 bytes and refuses one byte more', () => {
-    // A custom string travels once in each mapping, so each added character adds one byte to both.
-    const base = Math.max(apnsBytes({ x: '' }), fcmBytes({ x: '' }));
+    // A custom string travels once in each mapping, so each added character adds one byte to all three.
+    const base = Math.max(apnsBytes({ x: '' }), fcmBytes({ x: '' }), webBytes({ x: '' }));
     const fits = { x: 'a'.repeat(4096 - base) };
-    expect(Math.max(apnsBytes(fits), fcmBytes(fits))).toBe(4096);
+    expect(Math.max(apnsBytes(fits), fcmBytes(fits), webBytes(fits))).toBe(4096);
     expect(gatewaySizeProblem(fits)).toBeNull();
     const over = { x: 'a'.repeat(4097 - base) };
-    expect(gatewaySizeProblem(over)).toMatch(/^is too large: it maps to .*4097 bytes \((APNs|FCM) accepts at most 4096\)$/);
+    expect(gatewaySizeProblem(over)).toMatch(
+      /^is too large: it maps to .*4097 bytes (\((APNs|FCM) accepts|once encrypted \(push services accept) at most 4096\)$/,
+    );
   });
 
-  it('names the gateway, the size and the limit; both when both refuse', () => {
+  it('names the gateway, the size and the limit; each that refuses', () => {
     expect(gatewaySizeProblem({ alert: 'a'.repeat(2100) })).toBe(
       `is too large: it maps to an FCM message of ${fcmBytes({ alert: 'a'.repeat(2100) })} bytes (FCM accepts at most 4096)`,
     );
     const both = { alert: 'a'.repeat(5000) };
     expect(gatewaySizeProblem(both)).toBe(
-      `is too large: it maps to an APNs payload of ${apnsBytes(both)} bytes (APNs accepts at most 4096) and an FCM message of ${fcmBytes(both)} bytes (FCM accepts at most 4096)`,
+      `is too large: it maps to an APNs payload of ${apnsBytes(both)} bytes (APNs accepts at most 4096) and an FCM message of ${fcmBytes(both)} bytes (FCM accepts at most 4096) and a Web Push record of ${webBytes(both)} bytes once encrypted (push services accept at most 4096)`,
     );
   });
 });

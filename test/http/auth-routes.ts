@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Permission } from '../../src/domain/keys.js';
 import { basic, type Harness } from '../helpers/harness.js';
+import { AppService } from '../../src/services/apps.js';
 import type { AppWithKeys } from './support.js';
 
 /**
@@ -68,6 +69,7 @@ export const AUTH_ROUTES: AuthRoute[] = [
   },
   // the console's reads
   { method: 'GET', path: '/v6/key', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/web-push/vapid-public-key', permission: 'device', success: 200 },
   { method: 'GET', path: '/v6/notifications', permission: 'read', success: 200 },
   {
     method: 'POST',
@@ -179,11 +181,14 @@ export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
   { method: 'GET', path: '/console' },
   { method: 'GET', path: '/console/' },
   { method: 'GET', path: '/console/:file', url: '/console/index.html' },
+  { method: 'GET', path: '/web-push/sw.js' },
+  { method: 'GET', path: '/web-push/sdk.js' },
 ];
 
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */
 export async function prepareFixture(h: Harness): Promise<Fixture> {
   const app = await h.createApp();
+  await new AppService(h.db.db).setWebPush(app.app.id, { subject: 'mailto:auth@example.com' });
   const send = async (url: string, payload: unknown, key: string) => {
     const res = await h.server.inject({
       method: 'POST',

@@ -95,11 +95,11 @@ describe('hostile input', () => {
 
   describe('gateway size limits, checked at POST', () => {
     // APNs: {"aps":{"alert":"<alert>"},"_nid":"<36-char id>"}: 30 bytes of JSON around the alert and the id.
-    it('an alert APNs and FCM would both refuse: 400 with both sizes and limits', async () => {
+    it('an alert APNs, FCM and Web Push would all refuse: 400 with each size and limit', async () => {
       const res = await postNotification(h, app.keys.write, notification({ alert: 'a'.repeat(5000) }));
       expect(res.statusCode).toBe(400);
       expect(res.json().error).toMatch(
-        /^notification\.payload: is too large: it maps to an APNs payload of 5066 bytes \(APNs accepts at most 4096\) and an FCM message of \d+ bytes \(FCM accepts at most 4096\)$/,
+        /^notification\.payload: is too large: it maps to an APNs payload of 5066 bytes \(APNs accepts at most 4096\) and an FCM message of \d+ bytes \(FCM accepts at most 4096\) and a Web Push record of \d+ bytes once encrypted \(push services accept at most 4096\)$/,
       );
     });
 

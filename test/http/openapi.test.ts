@@ -14,8 +14,19 @@ interface Operation {
   responses?: Record<string, { content?: Record<string, { schema?: unknown }> }>;
 }
 
-/** Routes that answer no JSON, kept out of the document: the document itself, Prometheus text, the console's files. */
-const NOT_JSON = ['GET /documentation/json', 'GET /metrics', 'GET /console', 'GET /console/', 'GET /console/:id'];
+/**
+ * Routes that answer no JSON, kept out of the document: the document itself, Prometheus text, the console's files,
+ * the web push scripts.
+ */
+const NOT_JSON = [
+  'GET /documentation/json',
+  'GET /metrics',
+  'GET /console',
+  'GET /console/',
+  'GET /console/:id',
+  'GET /web-push/sw.js',
+  'GET /web-push/sdk.js',
+];
 
 const BODY_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'];
 /** `/v6/devices/{id}` and `/v6/devices/:deviceId` alike: `/v6/devices/:id`. */

@@ -17,6 +17,7 @@ export interface IdentityVerification {
   identity_verification: boolean;
   identity_secret: string | null;
 }
+const CREDENTIAL_COLUMNS = { apns: 'apns_credentials', fcm: 'fcm_credentials', web_push: 'web_push_credentials' } as const;
 
 export class AppsRepository {
   /** A new app, with identity verification on under `identitySecret`. */
@@ -40,13 +41,19 @@ export class AppsRepository {
   async pushCredentialsOf(
     db: Db,
     ids: string[],
-  ): Promise<Map<string, Pick<App, 'id' | 'bundle_id' | 'apns_credentials' | 'fcm_credentials'>>> {
+  ): Promise<Map<string, Pick<App, 'id' | 'bundle_id' | 'apns_credentials' | 'fcm_credentials' | 'web_push_credentials'>>> {
     const rows = await db
       .selectFrom('apps')
-      .select(['id', 'bundle_id', 'apns_credentials', 'fcm_credentials'])
+      .select(['id', 'bundle_id', 'apns_credentials', 'fcm_credentials', 'web_push_credentials'])
       .where(sql<boolean>`id = any(${ids}::uuid[])`)
       .execute();
     return new Map(rows.map((row) => [row.id, row]));
+  }
+
+  /** The app's VAPID credentials as stored (null: none set, undefined: no such app). */
+  async webPushCredentials(db: Db, id: string): Promise<unknown> {
+    const row = await db.selectFrom('apps').select('web_push_credentials').where('id', '=', id).executeTakeFirst();
+    return row && row.web_push_credentials;
   }
 
   /** What shapes when an app's notifications go out: its default time zone and its ceiling on pushes a minute. */
@@ -102,8 +109,8 @@ export class AppsRepository {
     return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }
 
-  async setCredentials(db: Db, id: string, platform: 'apns' | 'fcm', credentials: Record<string, unknown>): Promise<boolean> {
-    const column = platform === 'apns' ? 'apns_credentials' : 'fcm_credentials';
+  async setCredentials(db: Db, id: string, platform: 'apns' | 'fcm' | 'web_push', credentials: Record<string, unknown>): Promise<boolean> {
+    const column = CREDENTIAL_COLUMNS[platform];
     const r = await db
       .updateTable('apps')
       .set({ [column]: JSON.stringify(credentials) })

@@ -220,6 +220,18 @@ export class DeliveryRepository {
   }
 
   /**
+   * The subscription keys of web devices as they are now, with the token (endpoint) they belong to: a push is
+   * encrypted to the keys of the endpoint it goes to.
+   */
+  async webPushKeysOf(db: Db, deviceIds: string[]): Promise<Map<string, { token: string; p256dh: string; auth: string }>> {
+    const { rows } = await sql<{ id: string; token: string; p256dh: string; auth: string }>`
+      select id, token, web_push_p256dh as p256dh, web_push_auth as auth
+      from devices
+      where id = any(${deviceIds}::uuid[]) and token is not null and web_push_p256dh is not null and web_push_auth is not null`.execute(db);
+    return new Map(rows.map(({ id, ...keys }) => [id, keys]));
+  }
+
+  /**
    * What delivery attempts need, in one query for many batches: each batch, its notification, and its
    * still-pending devices with their current token (a device that can no longer receive — erased, token
    * invalidated since — comes back with a null token). Unknown batches are absent from the map.

@@ -37,6 +37,8 @@ export interface ZoneSlice {
 // Everything a client or the service wrote about the device; erase sets these back.
 const ERASED: DeviceUpdate = {
   token: null,
+  web_push_p256dh: null,
+  web_push_auth: null,
   development: false,
   locale: null,
   time_zone: null,

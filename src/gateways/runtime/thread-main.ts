@@ -23,8 +23,12 @@ port.on('message', (message: ToGatewayThread) => {
     });
     return;
   }
-  const { id, app, platform, environment, push, tokens } = message;
-  const targets = tokens.map((token) => ({ deviceId: '', token })); // outcomes are matched by position
+  const { id, app, platform, environment, push, tokens, keys } = message;
+  // outcomes are matched by position
+  const targets = tokens.map((token, i) => {
+    const subscription = keys?.[i];
+    return subscription ? { deviceId: '', token, keys: subscription } : { deviceId: '', token };
+  });
   pool
     .get(app, platform, environment)
     .send(push, targets)

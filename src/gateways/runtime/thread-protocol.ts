@@ -1,6 +1,6 @@
 /** Messages between the delivery worker and its gateway threads (./threads.ts, ./thread-main.ts). */
 import type { AppPushCredentials, GatewayPoolOptions } from '../pool.js';
-import type { NotificationPush, PushEnvironment, PushOutcome, PushPlatform } from '../types.js';
+import type { NotificationPush, PushEnvironment, PushOutcome, PushPlatform, WebPushKeys } from '../types.js';
 
 export interface GatewayThreadData {
   pool: Omit<GatewayPoolOptions, 'log'>;
@@ -16,6 +16,8 @@ export type ToGatewayThread =
       environment: PushEnvironment;
       push: NotificationPush;
       tokens: string[];
+      /** web devices' subscription keys, by position as tokens */
+      keys?: (WebPushKeys | undefined)[];
     }
   | { type: 'close' };
 

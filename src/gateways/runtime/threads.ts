@@ -75,7 +75,13 @@ class GatewayThread {
     const id = ++this.nextId;
     return new Promise((resolve) => {
       this.pending.set(id, { targets, resolve });
-      const message: ToGatewayThread = { type: 'send', id, ...what, tokens: targets.map((t) => t.token) };
+      const message: ToGatewayThread = {
+        type: 'send',
+        id,
+        ...what,
+        tokens: targets.map((t) => t.token),
+        ...(what.platform === 'web' && { keys: targets.map((t) => t.keys) }),
+      };
       worker.postMessage(message);
     });
   }

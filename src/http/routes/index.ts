@@ -17,6 +17,8 @@ import { notificationPreviewRoutes } from './notification-preview.js';
 import { statsRoutes } from './stats.js';
 import { transactionalRoutes } from './transactional.js';
 import { userRoutes } from './users.js';
+import { webPushRoutes } from './web-push.js';
+import { webPushScriptRoutes } from './web-push-scripts.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -37,4 +39,6 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   activityRoutes,
   messageRoutes,
   messageStreamRoutes,
+  webPushRoutes,
+  webPushScriptRoutes,
 ];

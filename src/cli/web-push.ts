@@ -1,0 +1,27 @@
+import { AppService } from '../services/apps.js';
+import { given, uuid, type Command } from './command.js';
+
+/**
+ * app set-web-push --app ID --subject mailto:… [--public-key K --private-key P]: the app's VAPID key pair, generated
+ * (P-256, node:crypto) unless a pair is given (both halves base64url, as the web-push package prints them). The
+ * answer names the subject and the public key, never the private key.
+ */
+export const webPushCommands: Record<string, Command> = {
+  'app set-web-push': {
+    summary: "Sets an app's VAPID key pair for Web Push: generated, or the pair given.",
+    options: {
+      app: { value: 'ID', help: "the app's id", required: true, check: uuid },
+      subject: { value: 'mailto:…|https:…', help: 'who push services may contact about the pushes', required: true },
+      'public-key': { value: 'K', help: 'a public key to use instead of a new pair (base64url, with --private-key)' },
+      'private-key': { value: 'P', help: 'its private key (base64url)' },
+    },
+    run: async (a, rt) => {
+      const set = await new AppService(rt.handle.db).setWebPush(given(a, 'app'), {
+        subject: given(a, 'subject'),
+        publicKey: a['public-key'],
+        privateKey: a['private-key'],
+      });
+      return { app: a.app, web_push: set };
+    },
+  },
+};

@@ -1,0 +1,94 @@
+import type { FastifyReply } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+
+/**
+ * Drop-in scripts for a web app (README, Web Push). A service worker must come from the page's own origin, so the
+ * app's sw.js is one line, `importScripts('<pushd>/web-push/sw.js')`; the page loads sdk.js from pushd and calls
+ * `pushd.subscribe(...)`. Plain ES2017, no build step, no dependency: what a browser runs as served.
+ */
+
+/** The push handler: shows the document pushd sent (README, "What the service worker receives") and opens its url. */
+export const SERVICE_WORKER_JS = `/* pushd web push service worker: importScripts() it from your own sw.js */
+self.addEventListener('push', function (event) {
+  var d = {};
+  try { d = event.data ? event.data.json() : {}; } catch (e) { d = { body: event.data ? event.data.text() : '' }; }
+  var actions = Array.isArray(d.actions) ? d.actions : [];
+  var options = {
+    body: d.body, tag: d.tag, icon: d.icon, image: d.image, badge: d.badge,
+    requireInteraction: d.require_interaction, silent: d.silent, renotify: d.renotify, dir: d.dir, lang: d.lang,
+    actions: actions.map(function (a) { return { action: a.action, title: a.title, icon: a.icon }; }),
+    data: { pushd: d.data || {}, url: d.url, actions: actions }
+  };
+  event.waitUntil(self.registration.showNotification(d.title || '', options));
+});
+self.addEventListener('notificationclick', function (event) {
+  event.notification.close();
+  var data = event.notification.data || {};
+  var action = (data.actions || []).filter(function (a) { return a.action === event.action; })[0];
+  var url = (action && action.url) || data.url;
+  if (url) event.waitUntil(self.clients.openWindow(new URL(url, self.location.origin).href));
+});
+`;
+
+/** pushd.subscribe({sdkKey, serviceWorker, user_id?, tags?}) and pushd.unsubscribe(): the page's side. */
+export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.js"></script> */
+(function (global) {
+  var script = document.currentScript;
+  var base = script ? new URL(script.src).origin : '';
+  var STORE = 'pushd.device';
+  function call(method, path, key, body) {
+    return fetch(base + path, {
+      method: method,
+      headers: Object.assign({ authorization: 'Basic ' + btoa(':' + key) }, body ? { 'content-type': 'application/json' } : {}),
+      body: body ? JSON.stringify(body) : undefined
+    }).then(function (res) {
+      return res.json().then(function (json) {
+        if (!res.ok) throw new Error('pushd ' + res.status + ': ' + (json && json.error));
+        return json;
+      });
+    });
+  }
+  function subscribe(options) {
+    if (!('serviceWorker' in navigator) || !('PushManager' in global)) return Promise.reject(new Error('web push is not supported here'));
+    var key = options.sdkKey;
+    return navigator.serviceWorker.register(options.serviceWorker || '/sw.js').then(function () {
+      return navigator.serviceWorker.ready;
+    }).then(function (registration) {
+      return call('GET', '/v6/web-push/vapid-public-key', key).then(function (vapid) {
+        return registration.pushManager.getSubscription().then(function (existing) {
+          return existing || registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: vapid.public_key });
+        });
+      });
+    }).then(function (subscription) {
+      var device = { platform: 'web', subscription: subscription.toJSON(), notifications_allowed: 'Enabled' };
+      ['user_id', 'user_email', 'tags', 'locale', 'time_zone', 'custom'].forEach(function (k) { if (options[k] !== undefined) device[k] = options[k]; });
+      if (device.time_zone === undefined) device.time_zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+      return call('POST', '/v6/devices', key, { device: device });
+    }).then(function (answer) {
+      try { localStorage.setItem(STORE, answer.device.id); } catch (e) { /* storage may be off */ }
+      return answer.device;
+    });
+  }
+  function unsubscribe(options) {
+    var id = null;
+    try { id = localStorage.getItem(STORE); } catch (e) { /* storage may be off */ }
+    return navigator.serviceWorker.ready.then(function (registration) {
+      return registration.pushManager.getSubscription();
+    }).then(function (subscription) {
+      return subscription ? subscription.unsubscribe() : false;
+    }).then(function () {
+      return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, { device: { subscription: null, notifications_allowed: 'Disabled' } }) : null;
+    });
+  }
+  global.pushd = { subscribe: subscribe, unsubscribe: unsubscribe };
+})(self);
+`;
+
+export function webPushScriptRoutes(): FastifyPluginAsyncZod {
+  return async (app) => {
+    const serve = (text: string) => async (_request: unknown, reply: FastifyReply) =>
+      reply.header('content-type', 'text/javascript; charset=utf-8').header('cache-control', 'public, max-age=3600').send(text);
+    app.get('/web-push/sw.js', { schema: { hide: true } }, serve(SERVICE_WORKER_JS));
+    app.get('/web-push/sdk.js', { schema: { hide: true } }, serve(SDK_JS));
+  };
+}

@@ -1,0 +1,123 @@
+import type { AddressInfo } from 'node:net';
+import { runInNewContext } from 'node:vm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AppService } from '../../src/services/apps.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { WebPushMock } from '../mocks/web-push-mock.js';
+
+/**
+ * The drop-in scripts as served, run in a VM whose browser APIs are stand-ins (Node has no service worker or push
+ * manager): sw.js shows pushd's document and opens its url; sdk.js registers a subscription with the real server.
+ * No browser's own push stack is exercised here.
+ */
+describe('web push scripts', () => {
+  let mock: WebPushMock;
+  let h: Harness;
+  let app: Awaited<ReturnType<Harness['createApp']>>;
+  beforeAll(async () => {
+    mock = await WebPushMock.start();
+    h = await createHarness({ env: { WEB_PUSH_ALLOWED_ORIGINS: mock.origin } });
+    app = await h.createApp();
+  });
+  afterAll(async () => {
+    await h?.close();
+    await mock?.close();
+  });
+
+  const script = async (path: string) => {
+    const res = await h.server.inject({ method: 'GET', url: path });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toBe('text/javascript; charset=utf-8');
+    return res.body;
+  };
+
+  it("sw.js shows the document with its options and opens the url (or the clicked action's) on click", async () => {
+    const listeners: Record<string, (event: unknown) => void> = {};
+    const shown: [string, Record<string, unknown>][] = [];
+    const opened: string[] = [];
+    const waits: Promise<unknown>[] = [];
+    const self = {
+      location: { origin: 'https://shop.example.com' },
+      addEventListener: (name: string, fn: (event: unknown) => void) => (listeners[name] = fn),
+      registration: { showNotification: async (title: string, options: Record<string, unknown>) => void shown.push([title, options]) },
+      clients: { openWindow: async (url: string) => void opened.push(url) },
+    };
+    runInNewContext(await script('/web-push/sw.js'), { self, URL });
+    const document = {
+      title: 'Shop',
+      body: 'Shipped',
+      tag: 'o-1',
+      icon: '/i.png',
+      url: '/orders/1',
+      actions: [{ action: 'track', title: 'Track', url: 'https://track.example.com/1' }],
+      require_interaction: true,
+      data: { order: 1, _nid: 'n-1' },
+    };
+    listeners.push!({ data: { json: () => document }, waitUntil: (p: Promise<unknown>) => waits.push(p) });
+    await Promise.all(waits);
+    expect(shown).toHaveLength(1);
+    const [title, options] = shown[0]!;
+    expect(title).toBe('Shop');
+    expect(options).toMatchObject({ body: 'Shipped', tag: 'o-1', icon: '/i.png', requireInteraction: true });
+    expect(options.actions).toEqual([{ action: 'track', title: 'Track', icon: undefined }]);
+    const click = (action: string) =>
+      listeners.notificationclick!({
+        action,
+        notification: { close: () => undefined, data: options.data },
+        waitUntil: (p: Promise<unknown>) => waits.push(p),
+      });
+    click('');
+    click('track');
+    await Promise.all(waits);
+    expect(opened).toEqual(['https://shop.example.com/orders/1', 'https://track.example.com/1']);
+  });
+
+  it("sdk.js subscribes with the app's VAPID key and registers the subscription with pushd", async () => {
+    const vapid = await new AppService(h.db.db).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    await h.server.listen({ port: 0, host: '127.0.0.1' });
+    const base = `http://127.0.0.1:${(h.server.server.address() as AddressInfo).port}`;
+    const stored = new Map<string, string>();
+    let askedKey: unknown;
+    let unsubscribed = false;
+    const registration = {
+      pushManager: {
+        getSubscription: async () => null,
+        subscribe: async (o: { applicationServerKey: string }) => {
+          askedKey = o.applicationServerKey;
+          const json = mock.subscribe(o.applicationServerKey);
+          const subscription = { toJSON: () => json, unsubscribe: async () => (unsubscribed = true) };
+          registration.pushManager.getSubscription = async () => subscription as never;
+          return subscription;
+        },
+      },
+    };
+    const window: Record<string, unknown> = {
+      PushManager: function PushManager() {},
+      document: { currentScript: { src: `${base}/web-push/sdk.js` } },
+      navigator: { serviceWorker: { register: async () => registration, ready: Promise.resolve(registration) } },
+      localStorage: { setItem: (k: string, v: string) => stored.set(k, v), getItem: (k: string) => stored.get(k) ?? null },
+      fetch,
+      btoa,
+      URL,
+      Intl,
+      JSON,
+      Promise,
+      Object,
+      Array,
+      Error,
+    };
+    window.self = window;
+    runInNewContext(await script('/web-push/sdk.js'), window);
+    const pushd = window.pushd as { subscribe: (o: unknown) => Promise<{ id: string }>; unsubscribe: (o: unknown) => Promise<unknown> };
+    const device = await pushd.subscribe({ sdkKey: app.keys.sdk, user_id: 'u-7', tags: ['web'] });
+    expect(askedKey).toBe(vapid.public_key);
+    expect(stored.get('pushd.device')).toBe(device.id);
+    const row = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();
+    expect(row).toMatchObject({ platform: 'web', user_id: 'u-7', tags: ['web'], notifications_allowed: 'Enabled' });
+    expect(row.token).toMatch(new RegExp(`^${mock.origin}/push/`));
+    await pushd.unsubscribe({ sdkKey: app.keys.sdk });
+    expect(unsubscribed).toBe(true);
+    const after = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();
+    expect(after).toMatchObject({ token: null, notifications_allowed: 'Disabled' });
+  });
+});
