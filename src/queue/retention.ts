@@ -57,7 +57,8 @@ export async function maintainPartitions(
       await deps.partitions.purgeDefault(trx, table, utcDay(cutoff));
       return result;
     });
-    if (results[table].created.length || results[table].dropped.length) deps.log.info({ table, ...results[table] }, 'partitions maintained');
+    if (results[table].created.length || results[table].dropped.length)
+      deps.log.info({ table, ...results[table] }, 'partitions maintained');
     if (deps.metrics) {
       const kept = await deps.partitions.list(deps.db, table);
       deps.metrics.partitions.set({ table }, kept.length);

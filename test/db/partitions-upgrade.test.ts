@@ -1,15 +1,14 @@
-import { randomBytes, randomUUID } from 'node:crypto';
 import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { AppService } from '../../src/services/apps.js';
+import { freshDatabase } from '../system/proc.js';
 
 const PARTITIONING = '023_time_partitions.sql';
 const DAY_MS = 86_400_000;
@@ -20,19 +19,13 @@ const dayOf = (at: Date) => at.toISOString().slice(0, 10);
  * tables, migrated; the rows are all there, each in its day's partition, and conversions still find the receipts.
  */
 describe('migration 023 on a database of the previous schema', () => {
-  const adminUrl = inject('adminDatabaseUrl');
-  const name = `t_${randomBytes(6).toString('hex')}`;
+  let database: Awaited<ReturnType<typeof freshDatabase>>;
   let dir: string;
   let handle: DatabaseHandle;
 
   beforeAll(async () => {
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const u = new URL(adminUrl);
-    u.pathname = `/${name}`;
-    handle = openDatabase(u.toString(), 4, 0);
+    database = await freshDatabase();
+    handle = openDatabase(database.url, 4, 0);
     // the shipped migrations before 023 (whatever their numbers), applied as a database of the last release has them
     dir = await mkdtemp(path.join(os.tmpdir(), 'pushd-upgrade-'));
     for (const file of await readdir(MIGRATIONS_DIR))
@@ -42,10 +35,7 @@ describe('migration 023 on a database of the previous schema', () => {
   afterAll(async () => {
     await handle?.close();
     await rm(dir, { recursive: true, force: true });
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
+    await database?.drop();
   });
 
   it('keeps every receipt and active device, each in its day partition, and conversions attribute events to them', async () => {
