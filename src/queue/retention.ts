@@ -24,7 +24,8 @@ export interface MaintenanceResult {
  * Keeps each time-partitioned table's day partitions: today's and the next PARTITIONS_AHEAD_DAYS' created ahead
  * (and the day of any row that fell back to the default partition, moved into it), and those whose every row is
  * past retention dropped whole. One transaction per table, under a transaction-scoped advisory lock, so any number
- * of workers may run it at once: one does the work, the others skip it.
+ * of workers may run it at once: one does the work, the others skip it. DETACH PARTITION CONCURRENTLY cannot run
+ * inside a transaction, so it could not be under that lock; a DROP TABLE locks the parent only for a moment.
  */
 export async function maintainPartitions(
   deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },

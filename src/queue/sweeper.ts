@@ -86,7 +86,10 @@ export function startSweeper(deps: {
       if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
       const purged = await deps.idempotency.purgeExpired(deps.db, PURGE_BATCH);
       if (purged) deps.log.debug({ purged }, 'purged expired idempotency keys');
-      await maintainPartitions(deps, deps.retention, deps.clock.now());
+      // its DDL may time out waiting for a lock: the next sweep tries again, and this one goes on
+      await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>
+        deps.log.warn({ err }, 'partition maintenance failed; will try again'),
+      );
       const messages = await deps.messages.purgeExpired(deps.db, deps.clock.now(), PURGE_BATCH);
       if (messages.rows || messages.messages) deps.log.debug(messages, 'purged messages past their retention');
     } catch (err) {

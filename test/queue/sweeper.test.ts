@@ -37,13 +37,14 @@ describe('the sweeper', () => {
     clock: Clock = systemClock,
     queues: JobQueues = queuesOfHarness(),
     stalledPage?: number,
+    partitions = new PartitionsRepository(),
   ) {
     const sweeper = startSweeper({
       db: h.db.db,
       log: createLogger('silent'),
       delivery: new DeliveryRepository(),
       idempotency: new IdempotencyRepository(),
-      partitions: new PartitionsRepository(),
+      partitions,
       retention: { device_pushes: 8, app_active_devices: 8 },
       messages: new MessagesRepository(),
       clock,
@@ -352,6 +353,17 @@ describe('the sweeper', () => {
       expect(await rowsOf(old)).toBe(0);
       expect(await exists(young)).toBe(true);
       expect(await rowsOf(young)).toBe(1);
+    });
+
+    it('are deleted even when the partition maintenance fails (a lock it waited for too long)', async () => {
+      const old = await messageInStreams(1);
+      const failing = Object.assign(new PartitionsRepository(), {
+        claim: async () => {
+          throw new Error('canceling statement due to lock timeout');
+        },
+      });
+      await sweepAWhile([], { now: () => new Date(Date.now() + 91 * DAY) }, undefined, undefined, failing);
+      expect(await exists(old)).toBe(false);
     });
 
     it('in bounded steps: the stream rows a step at a time, the message once none are left', async () => {
