@@ -224,7 +224,7 @@ export interface PushOpensTable {
   opened_at: Date;
 }
 
-/** Which device received which push, when: what its events are attributed to (migration 012). */
+/** Which device received which push, when: what its events are attributed to (migration 012; by day, 023). */
 export interface DevicePushesTable {
   device_id: string;
   notification_id: string;
@@ -251,7 +251,7 @@ export interface AppDailyStatsTable {
   active_users: Counter;
 }
 
-/** The devices active on a day, so each counts once in active_users (migration 012). */
+/** The devices active on a day, so each counts once in active_users (migration 012; by day, 023). */
 export interface AppActiveDevicesTable {
   app_id: string;
   day: ColumnType<Date, string, string>;

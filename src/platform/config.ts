@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowedOrigins } from '../domain/web-push.js';
+import { REPORT_MAX_AGE_DAYS } from '../domain/activity.js';
 
 /** Every setting the server reads, parsed once at start-up. A bad value stops start-up naming the variable. */
 const envSchema = z.object({
@@ -87,9 +88,20 @@ const envSchema = z.object({
   // How long an in-app message is kept from when it is published (3 months, as the public API keeps them); then
   // it leaves every stream and the workers' sweep deletes it.
   MESSAGE_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(90),
+  // Days a push receipt is kept (its day partition is then dropped): at least the conversion window plus the
+  // REPORT_MAX_AGE_DAYS an event may be reported late; unset, exactly that (8 days with the default window).
+  RETENTION_RECEIPTS_DAYS: z.coerce.number().int().min(1).max(3650).optional(),
+  // Whole days before today whose active devices are kept: a report may be dated REPORT_MAX_AGE_DAYS back, and a
+  // day dropped while reports may still name it would count its devices active twice.
+  RETENTION_ACTIVE_DEVICES_DAYS: z.coerce
+    .number()
+    .int()
+    .min(REPORT_MAX_AGE_DAYS + 1)
+    .max(3650)
+    .default(REPORT_MAX_AGE_DAYS + 1),
 });
 
-export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string };
+export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string; RETENTION_RECEIPTS_DAYS: number };
 
 export class ConfigError extends Error {}
 
@@ -107,8 +119,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), a hash tag that keeps each queue's keys in one slot`,
     );
+  const receiptsNeed = Math.ceil(parsed.data.CONVERSION_WINDOW_HOURS / 24) + REPORT_MAX_AGE_DAYS;
+  const { RETENTION_RECEIPTS_DAYS = receiptsNeed } = parsed.data;
+  if (RETENTION_RECEIPTS_DAYS < receiptsNeed)
+    throw new ConfigError(
+      `invalid configuration: RETENTION_RECEIPTS_DAYS: must be at least ${receiptsNeed} (CONVERSION_WINDOW_HOURS plus the ${REPORT_MAX_AGE_DAYS} days an event may be reported late)`,
+    );
   return {
     ...parsed.data,
+    RETENTION_RECEIPTS_DAYS,
     QUEUE_PREFIX: QUEUE_PREFIX ?? (REDIS_CLUSTER ? '{pushd}' : 'pushd'),
     dataDir: path.resolve(parsed.data.DATA_DIR),
   };

@@ -34,6 +34,26 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // The day partitions of the tables kept by time (src/queue/retention.ts), as the last maintenance of this process saw them.
+  readonly partitions = new Gauge({
+    name: 'pushd_partitions',
+    help: 'Day partitions of each time-partitioned table',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+  readonly partitionOldestKept = new Gauge({
+    name: 'pushd_partition_oldest_kept_seconds',
+    help: 'Start (Unix seconds) of the oldest day partition kept, by table',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+  readonly partitionBytesDropped = new Counter({
+    name: 'pushd_partition_dropped_bytes_total',
+    help: 'Bytes of the partitions this process dropped past their retention, by table',
+    labelNames: ['table'] as const,
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pushd_' });
   }

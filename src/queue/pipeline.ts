@@ -1,9 +1,8 @@
 import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
-import { ActivityRepository } from '../db/repositories/activity.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { AppsRepository } from '../db/repositories/apps.js';
-import { ConversionsRepository } from '../db/repositories/conversions.js';
+import { PartitionsRepository } from '../db/repositories/partitions.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
@@ -107,9 +106,9 @@ export function startPipeline(
     log,
     delivery,
     idempotency: new IdempotencyRepository(),
-    activity: new ActivityRepository(),
-    conversions: new ConversionsRepository(),
-    conversionWindowHours: config.CONVERSION_WINDOW_HOURS,
+    partitions: new PartitionsRepository(),
+    retention: { device_pushes: config.RETENTION_RECEIPTS_DAYS, app_active_devices: config.RETENTION_ACTIVE_DEVICES_DAYS },
+    metrics: opts.metrics,
     messages: new MessagesRepository(),
     clock: opts.clock,
     queues,

@@ -1,13 +1,13 @@
 import type { Db } from '../db/database.js';
-import type { ActivityRepository } from '../db/repositories/activity.js';
-import type { ConversionsRepository } from '../db/repositories/conversions.js';
-import { REPORT_MAX_AGE_DAYS } from '../domain/activity.js';
+import type { PartitionsRepository } from '../db/repositories/partitions.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository, StalledNotification } from '../db/repositories/delivery.js';
 import type { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import type { MessagesRepository } from '../db/repositories/messages.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+import { maintainPartitions, type Retention } from './retention.js';
 import type { JobQueues } from './queues.js';
 
 /** Rows one sweep deletes at most of each kind: a bounded statement, however many expired at once. */
@@ -22,18 +22,17 @@ const STALLED_PAGE = 500;
  * fan-out resumes from its checkpoint and re-enqueues pending batches under their deterministic ids, so a spurious
  * sweep sends nothing twice.
  * Each sweep also purges a batch of expired idempotency keys, which requests already ignore, of messages past
- * their retention, and of the rows that opens, sessions and conversions no longer need: push receipts past the
- * conversion window (plus the days an event may be reported late) and active devices of days no report may be
- * dated in any more.
+ * their retention; and it keeps the time-partitioned tables (push receipts, active devices): partitions created
+ * ahead, those past retention dropped whole (src/queue/retention.ts).
  */
 export function startSweeper(deps: {
   db: Db;
   log: Logger;
   delivery: DeliveryRepository;
   idempotency: IdempotencyRepository;
-  activity: ActivityRepository;
-  conversions: ConversionsRepository;
-  conversionWindowHours: number;
+  partitions: PartitionsRepository;
+  retention: Retention;
+  metrics?: Metrics;
   messages: MessagesRepository;
   clock: Clock;
   queues: JobQueues;
@@ -87,10 +86,10 @@ export function startSweeper(deps: {
       if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
       const purged = await deps.idempotency.purgeExpired(deps.db, PURGE_BATCH);
       if (purged) deps.log.debug({ purged }, 'purged expired idempotency keys');
-      const receipts = await deps.conversions.purgeReceipts(deps.db, deps.conversionWindowHours + REPORT_MAX_AGE_DAYS * 24, PURGE_BATCH);
-      const beforeDay = new Date(Date.now() - (REPORT_MAX_AGE_DAYS + 1) * 86_400_000).toISOString().slice(0, 10);
-      const active = await deps.activity.purgeActiveDevices(deps.db, beforeDay, PURGE_BATCH);
-      if (receipts || active) deps.log.debug({ receipts, active }, 'purged old push receipts and active devices');
+      // its DDL may time out waiting for a lock: the next sweep tries again, and this one goes on
+      await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>
+        deps.log.warn({ err }, 'partition maintenance failed; will try again'),
+      );
       const messages = await deps.messages.purgeExpired(deps.db, deps.clock.now(), PURGE_BATCH);
       if (messages.rows || messages.messages) deps.log.debug(messages, 'purged messages past their retention');
     } catch (err) {

@@ -89,6 +89,19 @@ describe('config', () => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(`^invalid configuration: .*\\b${name}: `));
   });
 
+  it('keeps receipts for the conversion window plus 7 days of late reports, and refuses less', () => {
+    expect(loadConfig({})).toMatchObject({ RETENTION_RECEIPTS_DAYS: 8, RETENTION_ACTIVE_DEVICES_DAYS: 8 });
+    expect(loadConfig({ CONVERSION_WINDOW_HOURS: '49' }).RETENTION_RECEIPTS_DAYS).toBe(10);
+    expect(loadConfig({ RETENTION_RECEIPTS_DAYS: '30', RETENTION_ACTIVE_DEVICES_DAYS: '14' })).toMatchObject({
+      RETENTION_RECEIPTS_DAYS: 30,
+      RETENTION_ACTIVE_DEVICES_DAYS: 14,
+    });
+    expect(() => loadConfig({ CONVERSION_WINDOW_HOURS: '72', RETENTION_RECEIPTS_DAYS: '9' })).toThrow(
+      /RETENTION_RECEIPTS_DAYS: must be at least 10 \(CONVERSION_WINDOW_HOURS plus the 7 days/,
+    );
+    expect(() => loadConfig({ RETENTION_ACTIVE_DEVICES_DAYS: '7' })).toThrow(/RETENTION_ACTIVE_DEVICES_DAYS/);
+  });
+
   it('names every bad variable at once', () => {
     expect(() => loadConfig({ PORT: 'abc', ROLE: 'foo' })).toThrow(/PORT: .*; ROLE: /);
   });

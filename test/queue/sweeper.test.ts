@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ActivityRepository } from '../../src/db/repositories/activity.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
-import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock, type Clock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { jobSpecs } from '../../src/queue/jobs.js';
@@ -38,15 +37,15 @@ describe('the sweeper', () => {
     clock: Clock = systemClock,
     queues: JobQueues = queuesOfHarness(),
     stalledPage?: number,
+    partitions = new PartitionsRepository(),
   ) {
     const sweeper = startSweeper({
       db: h.db.db,
       log: createLogger('silent'),
       delivery: new DeliveryRepository(),
       idempotency: new IdempotencyRepository(),
-      activity: new ActivityRepository(),
-      conversions: new ConversionsRepository(),
-      conversionWindowHours: 24,
+      partitions,
+      retention: { device_pushes: 8, app_active_devices: 8 },
       messages: new MessagesRepository(),
       clock,
       queues,
@@ -295,7 +294,7 @@ describe('the sweeper', () => {
     expect(left).toEqual([{ key: 'fresh' }]);
   });
 
-  it('purges push receipts past the conversion window plus 7 days of late events, and active devices of days no report may name', async () => {
+  it('drops push receipts past the conversion window plus 7 days of late events, and active devices of days no report may name', async () => {
     const { app } = await h.createApp();
     const hoursAgo = (n: number) => new Date(Date.now() - n * 3_600_000);
     const day = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10);
@@ -303,7 +302,8 @@ describe('the sweeper', () => {
     await h.db.db
       .insertInto('device_pushes')
       .values([
-        { device_id: stale, notification_id: randomUUID(), received_at: hoursAgo(24 + 7 * 24 + 1) },
+        // a day partition goes whole once its last hour is past retention: rows stay up to a day longer
+        { device_id: stale, notification_id: randomUUID(), received_at: hoursAgo(24 + 7 * 24 + 25) },
         { device_id: recent, notification_id: randomUUID(), received_at: hoursAgo(24 + 7 * 24 - 1) },
       ])
       .execute();
@@ -353,6 +353,17 @@ describe('the sweeper', () => {
       expect(await rowsOf(old)).toBe(0);
       expect(await exists(young)).toBe(true);
       expect(await rowsOf(young)).toBe(1);
+    });
+
+    it('are deleted even when the partition maintenance fails (a lock it waited for too long)', async () => {
+      const old = await messageInStreams(1);
+      const failing = Object.assign(new PartitionsRepository(), {
+        claim: async () => {
+          throw new Error('canceling statement due to lock timeout');
+        },
+      });
+      await sweepAWhile([], { now: () => new Date(Date.now() + 91 * DAY) }, undefined, undefined, failing);
+      expect(await exists(old)).toBe(false);
     });
 
     it('in bounded steps: the stream rows a step at a time, the message once none are left', async () => {

@@ -89,15 +89,4 @@ export class ActivityRepository {
       from push_opens where notification_id = ${notificationId}::uuid`.execute(db);
     return rows[0]!;
   }
-
-  /**
-   * Deletes active-device rows of days before `beforeDay` (YYYY-MM-DD), at most `limit`: reports older than
-   * that are refused, so nothing reads them again.
-   */
-  async purgeActiveDevices(db: Db, beforeDay: string, limit: number): Promise<number> {
-    const r = await sql`
-      delete from app_active_devices where ctid = any(array(
-        select ctid from app_active_devices where day < ${beforeDay}::date limit ${limit}::int))`.execute(db);
-    return Number(r.numAffectedRows ?? 0);
-  }
 }

@@ -28,8 +28,8 @@ export interface ConversionCount {
 export class ConversionsRepository {
   /**
    * Adds each event to the pushes its device received at most `windowHours` before it happened (a push received
-   * after the event does not count), once the event is recorded on the device. Rows go in key order so concurrent
-   * posts cannot deadlock.
+   * after the event does not count), once the event is recorded on the device, and once per push. Rows go in key
+   * order so concurrent posts cannot deadlock.
    */
   async attribute(db: Db, events: DeviceEvent[], windowHours: number): Promise<void> {
     if (events.length === 0) return;
@@ -38,8 +38,11 @@ export class ConversionsRepository {
       select p.notification_id, e.source, e.name, e.device_id, count(*)
       from unnest(${events.map((e) => e.deviceId)}::uuid[], ${events.map((e) => e.source)}::text[], ${events.map((e) => e.name)}::text[],
                   ${events.map((e) => e.at.toISOString())}::timestamptz[]) as e(device_id, source, name, at)
-      join device_pushes p on p.device_id = e.device_id
-        and e.at >= p.received_at and e.at <= p.received_at + make_interval(hours => ${windowHours}::int)
+      -- each push once, however many receipts the device has of it (a collapse_key re-send, a batch recorded again)
+      cross join lateral (
+        select distinct r.notification_id from device_pushes r
+        where r.device_id = e.device_id
+          and r.received_at <= e.at and r.received_at >= e.at - make_interval(hours => ${windowHours}::int)) p
       -- only the events the device holds (it holds a bounded number: EventsRepository.record)
       join device_events held on held.device_id = e.device_id and held.source = e.source and held.name = e.name
       group by 1, 2, 3, 4
@@ -56,21 +59,11 @@ export class ConversionsRepository {
     return rows;
   }
 
-  /** Whether delivery recorded that this device received this notification (a receipt not yet purged). */
+  /** Whether delivery recorded that this device received this notification (a receipt not yet dropped past retention). */
   async hasReceived(db: Db, deviceId: string, notificationId: string): Promise<boolean> {
     const { rows } = await sql`
       select 1 from device_pushes
       where device_id = ${deviceId}::uuid and notification_id = ${notificationId}::uuid`.execute(db);
     return rows.length > 0;
-  }
-
-  /** Deletes receipts older than `keepHours`, at most `limit`: an event reported later is no longer attributed to them. */
-  async purgeReceipts(db: Db, keepHours: number, limit: number): Promise<number> {
-    const r = await sql`
-      delete from device_pushes where ctid = any(array(
-        select ctid from device_pushes where received_at < now() - make_interval(hours => ${keepHours}::int) limit ${limit}::int))`.execute(
-      db,
-    );
-    return Number(r.numAffectedRows ?? 0);
   }
 }

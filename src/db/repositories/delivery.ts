@@ -302,7 +302,7 @@ export class DeliveryRepository {
           select distinct on (s.device_id, i.notification_id) s.device_id, i.notification_id, coalesce(i.sent_at, now())
           from input i cross join lateral unnest(string_to_array(i.received, ',')::uuid[]) as s(device_id)
           where i.id in (select id from recorded)
-          on conflict (device_id, notification_id) do update set received_at = excluded.received_at)`
+          on conflict do nothing)`
       : sql``;
     const { rows } = await sql<{ id: string }>`
       with input as (

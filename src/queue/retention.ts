@@ -1,0 +1,84 @@
+import type { Db } from '../db/database.js';
+import { DAY_PARTITIONED, type DayPartitionedTable, type PartitionsRepository } from '../db/repositories/partitions.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../platform/metrics.js';
+
+/**
+ * Days of partitions kept ready after today: maintenance runs every sweep, so three days is a weekend without any
+ * worker before a write falls back to the default partition (which still takes it).
+ */
+export const PARTITIONS_AHEAD_DAYS = 3;
+const DAY_MS = 86_400_000;
+
+/** How long each time-partitioned table keeps its rows, in days. */
+export type Retention = Record<DayPartitionedTable, number>;
+
+export interface MaintenanceResult {
+  /** false: another process held the maintenance, this one did nothing */
+  ran: boolean;
+  created: string[];
+  dropped: string[];
+}
+
+/**
+ * Keeps each time-partitioned table's day partitions: today's and the next PARTITIONS_AHEAD_DAYS' created ahead
+ * (and the day of any row that fell back to the default partition, moved into it), and those whose every row is
+ * past retention dropped whole. One transaction per table, under a transaction-scoped advisory lock, so any number
+ * of workers may run it at once: one does the work, the others skip it. DETACH PARTITION CONCURRENTLY cannot run
+ * inside a transaction, so it could not be under that lock; a DROP TABLE locks the parent only for a moment.
+ */
+export async function maintainPartitions(
+  deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
+  retention: Retention,
+  now: Date,
+): Promise<Record<DayPartitionedTable, MaintenanceResult>> {
+  const results = {} as Record<DayPartitionedTable, MaintenanceResult>;
+  for (const table of Object.keys(DAY_PARTITIONED) as DayPartitionedTable[]) {
+    const cutoff = retentionCutoff(table, now, retention[table]);
+    results[table] = await deps.db.transaction().execute(async (trx) => {
+      const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
+      if (!(await deps.partitions.claim(trx))) return result;
+      result.ran = true;
+      const existing = await deps.partitions.list(trx, table);
+      const have = new Set(existing.map((p) => p.day));
+      const today = utcDay(now);
+      const wanted = new Set([...Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(today, i))]);
+      for (const day of await deps.partitions.defaultDays(trx, table)) wanted.add(day);
+      for (const day of [...wanted].sort()) {
+        if (have.has(day) || endOf(day) <= cutoff.getTime()) continue;
+        await deps.partitions.create(trx, table, day);
+        result.created.push(day);
+      }
+      for (const partition of existing) {
+        if (endOf(partition.day) > cutoff.getTime()) continue;
+        const bytes = await deps.partitions.drop(trx, table, partition);
+        deps.metrics?.partitionBytesDropped.inc({ table }, bytes);
+        result.dropped.push(partition.day);
+      }
+      await deps.partitions.purgeDefault(trx, table, utcDay(cutoff));
+      return result;
+    });
+    if (results[table].created.length || results[table].dropped.length)
+      deps.log.info({ table, ...results[table] }, 'partitions maintained');
+    if (deps.metrics) {
+      const kept = await deps.partitions.list(deps.db, table);
+      deps.metrics.partitions.set({ table }, kept.length);
+      if (kept.length) deps.metrics.partitionOldestKept.set({ table }, Date.parse(`${kept[0]!.day}T00:00:00Z`) / 1000);
+    }
+  }
+  return results;
+}
+
+/**
+ * Rows before this instant are past retention. Receipts are kept `days` × 24 hours from when they were received;
+ * active devices `days` whole days before today (a report may be dated up to 7 days back).
+ */
+function retentionCutoff(table: DayPartitionedTable, now: Date, days: number): Date {
+  if (DAY_PARTITIONED[table].type === 'date') return new Date(Date.parse(`${addDays(utcDay(now), -days)}T00:00:00Z`));
+  return new Date(now.getTime() - days * DAY_MS);
+}
+
+const utcDay = (at: Date) => at.toISOString().slice(0, 10);
+const addDays = (day: string, n: number) => utcDay(new Date(Date.parse(`${day}T00:00:00Z`) + n * DAY_MS));
+/** The instant a day partition's range ends (exclusive). */
+const endOf = (day: string) => Date.parse(`${day}T00:00:00Z`) + DAY_MS;

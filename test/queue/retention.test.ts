@@ -1,0 +1,192 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/db/database.js';
+import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { Metrics } from '../../src/platform/metrics.js';
+import { maintainPartitions } from '../../src/queue/retention.js';
+import { createHarness, ManualClock, type Harness } from '../helpers/harness.js';
+import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
+import { call } from '../http/device-support.js';
+import type { AppWithKeys } from '../http/support.js';
+
+const DAY_MS = 86_400_000;
+const dayOf = (at: Date | number) => new Date(at).toISOString().slice(0, 10);
+const compact = (day: string) => day.replaceAll('-', '');
+const RETENTION = { device_pushes: 8, app_active_devices: 8 };
+
+/**
+ * The maintenance of the time-partitioned tables with a clock moved by hand: partitions created ahead, those past
+ * retention dropped whole, receipts of real pushes in their day's partition, and many workers at once.
+ */
+describe('partitions kept by time', () => {
+  const start = new Date();
+  const clock = new ManualClock(start);
+  let h: Harness;
+  let gw: Gateways;
+  let app: AppWithKeys;
+  let device: RegisteredDevice;
+  const partitions = new PartitionsRepository();
+  const log = createLogger('silent');
+
+  beforeAll(async () => {
+    gw = await startGateways();
+    h = await createHarness({ env: { ...gw.env, CONVERSION_WINDOW_HOURS: '24' }, clock });
+    app = await h.createApp();
+    await setCredentials(h, app.app.id, gw);
+    device = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await gw?.close();
+  });
+
+  /** The partitions of a table from the catalog, by name (the default one included). */
+  const catalog = async (table: string) =>
+    (
+      await h.db.pool.query<{ name: string }>(
+        `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = $1::regclass ORDER BY c.relname::text COLLATE "C"`,
+        [table],
+      )
+    ).rows.map((r) => r.name);
+  const dayPartitions = (table: string, first: number, count: number) =>
+    Array.from({ length: count }, (_, i) => `${table}_p${compact(dayOf(clock.now().getTime() + (first + i) * DAY_MS))}`);
+  const pushTo = async (collapseKey?: string) => {
+    const res = await call(h, 'POST', '/v6/transactional/notifications', app.keys.write, {
+      to: { field: 'device_id', value: device.id },
+      group: 'retention-test',
+      notification: { payload: { alert: 'Hi', ...(collapseKey && { collapse_key: collapseKey }) } },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.json().results.success).toBe(1);
+    return res.json().id as string;
+  };
+  const receiptsOf = async (notificationId: string) =>
+    (
+      await h.db.pool.query<{ received_at: Date; partition: string }>(
+        `SELECT received_at, tableoid::regclass::text AS partition FROM device_pushes WHERE notification_id = $1 ORDER BY received_at`,
+        [notificationId],
+      )
+    ).rows;
+
+  it('a push re-sent with its collapse_key has a receipt per send, and an event counts once for it', async () => {
+    const id = await pushTo('order-1');
+    clock.advance(60_000);
+    expect(await pushTo('order-1')).toBe(id);
+    const receipts = await receiptsOf(id);
+    expect(receipts.map((r) => r.received_at)).toEqual([start, new Date(start.getTime() + 60_000)]);
+    // after both sends, within the window of each
+    const res = await call(h, 'POST', `/v6/devices/${device.id}/events`, app.keys.sdk, {
+      events: [{ name: 'purchase', date: new Date(start.getTime() + 120_000).toISOString() }],
+    });
+    expect(res.statusCode, res.body).toBe(202);
+    const stats = await call(h, 'GET', `/v6/stats/notifications/${id}/events`, app.keys.read);
+    expect(stats.json().event_conversions).toEqual({ purchase: 1 });
+  });
+
+  it('creates partitions ahead, drops those past retention whole, keeps the rows within it, and files new receipts by day', async () => {
+    clock.set(start);
+    // the migration made today's and the next three days' partitions
+    expect(await catalog('device_pushes')).toEqual(['device_pushes_default', ...dayPartitions('device_pushes', 0, 4)]);
+    const early = await pushTo();
+    const [earlyReceipt] = await receiptsOf(early);
+    expect(earlyReceipt!.partition).toBe(`device_pushes_p${compact(dayOf(start))}`);
+    // a receipt of three days on, within retention after the move below
+    const later = { device_id: randomUUID(), notification_id: randomUUID(), received_at: new Date(start.getTime() + 3 * DAY_MS) };
+    await h.db.db.insertInto('device_pushes').values(later).execute();
+    await h.db.db
+      .insertInto('app_active_devices')
+      .values([
+        { app_id: app.app.id, day: dayOf(start), device_id: device.id },
+        { app_id: app.app.id, day: dayOf(start.getTime() + 3 * DAY_MS), device_id: device.id },
+      ])
+      .execute();
+
+    // ten days on: start's day and the next are past 8 days of retention; the day after ends after the cutoff
+    clock.set(new Date(start.getTime() + 10 * DAY_MS));
+    const metrics = new Metrics();
+    const result = await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, clock.now());
+    expect(result.device_pushes).toEqual({
+      ran: true,
+      created: [0, 1, 2, 3].map((i) => dayOf(clock.now().getTime() + i * DAY_MS)),
+      dropped: [-10, -9].map((i) => dayOf(clock.now().getTime() + i * DAY_MS)),
+    });
+    expect(await catalog('device_pushes')).toEqual([
+      'device_pushes_default',
+      ...dayPartitions('device_pushes', -8, 2),
+      ...dayPartitions('device_pushes', 0, 4),
+    ]);
+    // active devices keep 8 whole days before today: start's day (10 days back) and the next go
+    expect(await catalog('app_active_devices')).toEqual([
+      'app_active_devices_default',
+      ...dayPartitions('app_active_devices', -8, 2),
+      ...dayPartitions('app_active_devices', 0, 4),
+    ]);
+    expect(await receiptsOf(early)).toEqual([]);
+    expect(await receiptsOf(later.notification_id)).toEqual([
+      { received_at: later.received_at, partition: `device_pushes_p${compact(dayOf(later.received_at))}` },
+    ]);
+    const active = await h.db.db.selectFrom('app_active_devices').select('day').where('app_id', '=', app.app.id).execute();
+    expect(active.map((r) => dayOf(r.day))).toEqual([dayOf(start.getTime() + 3 * DAY_MS)]);
+
+    // a push sent now is received now, in today's new partition
+    const now = await pushTo();
+    expect(await receiptsOf(now)).toEqual([{ received_at: clock.now(), partition: `device_pushes_p${compact(dayOf(clock.now()))}` }]);
+
+    // what /metrics shows: partitions per table, the oldest kept, the bytes dropped
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('pushd_partitions{table="device_pushes"} 6');
+    const oldestKept = Date.parse(`${dayOf(clock.now().getTime() - 8 * DAY_MS)}T00:00:00Z`) / 1000;
+    expect(text).toContain(`pushd_partition_oldest_kept_seconds{table="device_pushes"} ${oldestKept}`);
+    const dropped = Number(/pushd_partition_dropped_bytes_total\{table="device_pushes"\} (\d+)/.exec(text)?.[1]);
+    expect(dropped).toBeGreaterThan(0);
+
+    // run again: nothing to do
+    expect((await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, clock.now())).device_pushes).toEqual({
+      ran: true,
+      created: [],
+      dropped: [],
+    });
+  });
+
+  it('a write no partition covers falls back to the default one, and the maintenance moves it into its own day', async () => {
+    clock.set(new Date(start.getTime() + 20 * DAY_MS)); // a clock moved past the partitions made ahead
+    const id = await pushTo();
+    expect(await receiptsOf(id)).toEqual([{ received_at: clock.now(), partition: 'device_pushes_default' }]);
+    // a row past retention in the default partition is deleted, not given a partition
+    const stale = { device_id: randomUUID(), notification_id: randomUUID(), received_at: new Date(start.getTime() - 30 * DAY_MS) };
+    await h.db.db.insertInto('device_pushes').values(stale).execute();
+
+    await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, clock.now());
+    expect(await receiptsOf(id)).toEqual([{ received_at: clock.now(), partition: `device_pushes_p${compact(dayOf(clock.now()))}` }]);
+    expect(await receiptsOf(stale.notification_id)).toEqual([]);
+    expect((await h.db.pool.query('SELECT count(*)::int AS n FROM device_pushes_default')).rows).toEqual([{ n: 0 }]);
+  });
+
+  it('many workers at once: one runs the maintenance, another skips it while the first holds it, and none conflicts', async () => {
+    clock.set(new Date(start.getTime() + 40 * DAY_MS));
+    const others = [openDatabase(h.databaseUrl, 2, 0), openDatabase(h.databaseUrl, 2, 0)];
+    try {
+      // one worker inside its maintenance transaction: the others find it held and do nothing
+      const held = await h.db.db.transaction().execute(async (trx) => {
+        expect(await partitions.claim(trx)).toBe(true);
+        return maintainPartitions({ db: others[0]!.db, partitions, log }, RETENTION, clock.now());
+      });
+      expect(held.device_pushes).toEqual({ ran: false, created: [], dropped: [] });
+      expect(held.app_active_devices).toEqual({ ran: false, created: [], dropped: [] });
+
+      // both at once, on connections of their own: each day created once, each partition dropped once
+      const before = await catalog('device_pushes');
+      const runs = await Promise.all(others.map((o) => maintainPartitions({ db: o.db, partitions, log }, RETENTION, clock.now())));
+      const created = runs.flatMap((r) => r.device_pushes.created);
+      const dropped = runs.flatMap((r) => r.device_pushes.dropped);
+      expect(created.sort()).toEqual([0, 1, 2, 3].map((i) => dayOf(clock.now().getTime() + i * DAY_MS)));
+      expect(new Set(dropped).size).toBe(dropped.length);
+      expect(dropped.length).toBe(before.length - 1);
+      expect(await catalog('device_pushes')).toEqual(['device_pushes_default', ...dayPartitions('device_pushes', 0, 4)]);
+    } finally {
+      await Promise.all(others.map((o) => o.close()));
+    }
+  });
+});
