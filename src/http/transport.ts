@@ -29,6 +29,8 @@ interface ConnectionState {
 }
 
 const connections = new WeakMap<Socket, ConnectionState>();
+/** Requests whose body the parser failed on before anything read it. */
+const brokenBodies = new WeakMap<IncomingMessage, DomainError>();
 
 /**
  * The edges of HTTP/1.1 below the routes, which Node and Fastify otherwise answer in shapes of their own (or by
@@ -55,7 +57,7 @@ export function guardTransport(app: FastifyInstance): void {
   });
   // an Expect other than 100-continue (Node's own answer is a bare 417)
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
-    answerRaw(res, 417, `expect: ${req.headers.expect ?? ''} is not supported (only 100-continue)`);
+    answerThrough(res, 417, `expect: ${req.headers.expect ?? ''} is not supported (only 100-continue)`);
   });
   // CONNECT opens tunnels on proxies; here it is a method no route answers (Node would close without an answer)
   server.on('connect', (_req: IncomingMessage, socket: Socket) => {
@@ -63,6 +65,10 @@ export function guardTransport(app: FastifyInstance): void {
     writeAnswer(socket, 404, NOT_FOUND, 'body');
     closeGently(socket);
     socket.resume(); // Node's parser has let go of it: what comes is read (and dropped) here
+  });
+  app.addHook('preParsing', async (request) => {
+    const broken = brokenBodies.get(request.raw);
+    if (broken) throw broken;
   });
   // RFC 9112 section 3.2; Node's own check answers a bare 400 (it is turned off where the server is built)
   app.addHook('onRequest', async (request) => {
@@ -88,9 +94,12 @@ export function answerClientError(this: { log: FastifyBaseLogger }, err: Connect
   const last = state.open.at(-1);
   if (last) {
     for (const { res } of state.open) if (!res.headersSent) res.setHeader('connection', 'close');
-    // The body reader (Fastify's) listens for a failed body as Node reports one: an 'error' on the request.
-    if (!last.req.complete && last.req.listenerCount('error') > 0) {
-      last.req.emit('error', new DomainError(refusal.error, refusal.status));
+    if (!last.req.complete) {
+      const error = new DomainError(refusal.error, refusal.status);
+      // Fastify's body reader, once reading, listens for a failed body as Node reports one: an 'error' on the
+      // request; before it reads, the preParsing hook answers with the refusal.
+      if (last.req.listenerCount('error') > 0) last.req.emit('error', error);
+      else brokenBodies.set(last.req, error);
     }
     return;
   }
@@ -115,7 +124,8 @@ function answerBodyFor(err: ConnectionError): AnswerBody {
   return method === undefined ? 'none' : method === 'HEAD' ? 'length' : 'body';
 }
 
-function answerRaw(res: ServerResponse, status: number, error: string): void {
+/** An answer through the response Node made for the request, outside Fastify. */
+function answerThrough(res: ServerResponse, status: number, error: string): void {
   const body = JSON.stringify({ error });
   // Node leaves the body out of an answer to HEAD
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) });

@@ -72,18 +72,19 @@ describe('HTTP transport edges', () => {
       expect(x.closed).toBe(true);
     });
 
-    it('a body whose chunks break while the route reads it: 400 through the route, once', async () => {
-      const x = await rawExchange(port, [
-        head(
-          'POST /v6/notifications HTTP/1.1',
-          'host: x',
-          `authorization: ${basic(key)}`,
-          'content-type: application/json',
-          'transfer-encoding: chunked',
-        ) + '2\r\n{}\r\n',
-        100,
-        'zz\r\n',
-      ]);
+    const chunkedPost = () =>
+      head(
+        'POST /v6/notifications HTTP/1.1',
+        'host: x',
+        `authorization: ${basic(key)}`,
+        'content-type: application/json',
+        'transfer-encoding: chunked',
+      );
+    it.each([
+      ['while the route reads it', () => [chunkedPost() + '2\r\n{}\r\n', 100, 'zz\r\n']],
+      ['before the route reads it (in the bytes of its head)', () => [chunkedPost() + '2\r\n{}\r\nzz\r\n']],
+    ])('a body whose chunks break %s: 400 through the route, once', async (_when, parts) => {
+      const x = await rawExchange(port, parts());
       const answer = onlyAnswer(x);
       expect(answer.status).toBe(400);
       expect(answer.headers.connection).toBe('close');
