@@ -85,8 +85,10 @@ export function guardTransport(app: FastifyInstance): void {
  * through the route's reply. Otherwise the refusal is this connection's answer.
  */
 export function answerClientError(this: { log: FastifyBaseLogger }, err: ConnectionError & { reason?: string }, socket: Socket): void {
+  // ECONNRESET: the client is gone, and the socket with it
+  if (socket.destroyed || err.code === 'ECONNRESET') return;
   const state = connections.get(socket);
-  if (!state || socket.destroyed || err.code === 'ECONNRESET') return;
+  if (!state) return void socket.destroy(); // not a connection of this server's: Node's default
   if (state.closing || state.lingering) return;
   this.log.debug({ code: err.code, reason: err.reason }, 'client error');
   const refusal = parserRefusal(err);

@@ -92,6 +92,14 @@ describe('HTTP transport edges', () => {
       expect(x.closed).toBe(true);
     });
 
+    it('chunk extensions over 16 KB: 413 through the route', async () => {
+      const x = await rawExchange(port, [chunkedPost() + `2;${'x'.repeat(20_000)}\r\n{}\r\n0\r\n\r\n`]);
+      const answer = onlyAnswer(x);
+      expect(answer.status).toBe(413);
+      expect(json(answer.body)).toEqual({ error: 'body: chunk extensions are too large' });
+      expect(x.closed).toBe(true);
+    });
+
     // Node reports no bytes with it: the request may be a HEAD, so the answer has no body
     it('a head that does not come in time: 408, without a body', async () => {
       const headersTimeout = h.server.server.headersTimeout;
@@ -113,6 +121,13 @@ describe('HTTP transport edges', () => {
       const answer = onlyAnswer(await rawExchange(port, [head('GET /health HTTP/1.1')], { waitMs: 500 }));
       expect(answer.status).toBe(400);
       expect(json(answer.body)).toEqual({ error: 'host: header is required in HTTP/1.1' });
+    });
+
+    it("HEAD refused by the router (a path that is not UTF-8): 400 without a body, like the parser's", async () => {
+      const x = await rawExchange(port, [head('HEAD /v6/notifications/%ff HTTP/1.1', 'host: x')], { head: true, waitMs: 500 });
+      const answer = onlyAnswer(x);
+      expect(answer.status).toBe(400);
+      expect(answer.headers['content-length']).toBe(String(JSON.stringify({ error: 'path: is not valid percent-encoded UTF-8' }).length));
     });
 
     it('an Expect other than 100-continue: 417', async () => {
