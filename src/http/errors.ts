@@ -1,3 +1,4 @@
+import { maxHeaderSize } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { DomainError } from '../domain/errors.js';
@@ -18,6 +19,23 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; message: string }>
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, message: 'body is too large' },
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: 'body is not valid JSON' },
 };
+
+/** The answer to a request no route has. */
+export const NOT_FOUND = 'not found';
+
+/** What the HTTP parser refused, before any request could be read, as the client should see it. */
+export function parserRefusal(err: { code?: string; reason?: string }): { status: number; error: string } {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, error: `request: the request line and headers are larger than ${maxHeaderSize} bytes` };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, error: 'body: chunk extensions are too large' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, error: 'request: the request line and headers did not come in time' };
+    default:
+      return { status: 400, error: err.reason ? `request: is not valid HTTP/1.1 (${err.reason})` : 'request: is not valid HTTP/1.1' };
+  }
+}
 
 /** The router's own refusals (Fastify's frameworkErrors), before any route: in the shape of every other answer. */
 export function answerRouterError(err: FastifyError, reply: FastifyReply, maxParamLength: number): void {
@@ -61,5 +79,5 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.status(500).send({ error: 'internal server error' });
   });
 
-  app.setNotFoundHandler((_request, reply) => reply.status(404).send({ error: 'not found' }));
+  app.setNotFoundHandler((_request, reply) => reply.status(404).send({ error: NOT_FOUND }));
 }

@@ -11,6 +11,7 @@ import { registerBrowserCors } from './browser-cors.js';
 import { shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
 import { routeModules } from './routes/index.js';
+import { answerClientError, guardTransport } from './transport.js';
 
 /**
  * The longest path parameter, percent-encoded: a user id may hold 255 characters, each up to 4 bytes of UTF-8 and
@@ -32,7 +33,11 @@ export async function buildServer(
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     // the router's own refusals, before any route: in the answer shape of every other error
     frameworkErrors: (err, _request, reply) => answerRouterError(err, reply as unknown as FastifyReply, MAX_PARAM_LENGTH),
+    // what the HTTP parser refuses, and a request without Host, in the answer shape of every other error (transport.ts)
+    clientErrorHandler: answerClientError,
+    http: { requireHostHeader: false },
   }).withTypeProvider<ZodTypeProvider>();
+  guardTransport(app);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
