@@ -1,5 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { inject } from 'vitest';
 import { freePort } from '../system/proc.js';
 import { engineDir, runAsPostgres, stopPid, untilPortAnswers } from './engines.js';
 
@@ -7,17 +8,18 @@ export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
 export interface PgBouncer {
   port: number;
-  /** `url` (a URL of the test PostgreSQL) with its host and port replaced by PgBouncer's */
+  /** `url` (a URL of the server behind it) with its host and port replaced by PgBouncer's */
   through(url: string): string;
   stop(): Promise<void>;
 }
 
 /**
- * A real PgBouncer in transaction mode in front of the test PostgreSQL (127.0.0.1:5432, trust), on a free port:
+ * A real PgBouncer in transaction mode in front of the test PostgreSQL (trust auth), on a free port:
  * every database name goes through to the server, and a server connection serves one transaction at a time, so
  * nothing a session sets (LISTEN, session locks, prepared statements) outlives the transaction that made it.
  */
 export async function startPgBouncer(opts: { poolSize?: number } = {}): Promise<PgBouncer> {
+  const server = new URL(inject('adminDatabaseUrl'));
   const { dir, remove } = await engineDir('pushd-pgbouncer-');
   const port = await freePort();
   const ini = path.join(dir, 'pgbouncer.ini');
@@ -27,7 +29,7 @@ export async function startPgBouncer(opts: { poolSize?: number } = {}): Promise<
     ini,
     [
       '[databases]',
-      '* = host=127.0.0.1 port=5432',
+      `* = host=${server.hostname} port=${server.port || 5432}`,
       '[pgbouncer]',
       'listen_addr = 127.0.0.1',
       `listen_port = ${port}`,
