@@ -78,7 +78,9 @@ export class ReadReplica {
     else
       this.log.warn(
         { lagSeconds: this.lagSeconds, maxLagSeconds: this.maxLagSeconds },
-        this.lagSeconds === null ? 'the replica does not answer: reads go to the primary' : 'the replica is behind: reads go to the primary',
+        this.lagSeconds === null
+          ? 'the replica does not answer: reads go to the primary'
+          : 'the replica is behind: reads go to the primary',
       );
   }
 

@@ -30,7 +30,14 @@ export async function startPrimaryWithReplica(): Promise<PrimaryWithReplica> {
   while (replicaPort === primaryPort) replicaPort = await freePort();
   const pgCtl = (dataDir: string, args: string[]) => runAsPostgres(path.join(PG_BIN, 'pg_ctl'), ['-D', dataDir, ...args]);
   const start = (dataDir: string, port: number, extra: string) =>
-    pgCtl(dataDir, ['-o', `-p ${port} -c unix_socket_directories=${dir} ${SERVER_OPTIONS} ${extra}`, '-l', `${dataDir}.log`, '-w', 'start']);
+    pgCtl(dataDir, [
+      '-o',
+      `-p ${port} -c unix_socket_directories=${dir} ${SERVER_OPTIONS} ${extra}`,
+      '-l',
+      `${dataDir}.log`,
+      '-w',
+      'start',
+    ]);
   const started: string[] = [];
   const stop = async () => {
     for (const d of started.reverse()) await pgCtl(d, ['-m', 'immediate', 'stop']).catch(() => undefined);

@@ -104,7 +104,11 @@ describe('behind PgBouncer in transaction mode', () => {
       );
       expect(res.status).toBe(201);
       const alert = `push ${sends}`;
-      return waitFor(`${alert} (sent by the ${by})`, async () => gw.apns.pushes.find((p) => (p.payload.aps as { alert?: unknown }).alert === alert), 10_000);
+      return waitFor(
+        `${alert} (sent by the ${by})`,
+        async () => gw.apns.pushes.find((p) => (p.payload.aps as { alert?: unknown }).alert === alert),
+        10_000,
+      );
     };
 
     for (const by of ['worker', 'api'] as const) expect(kidOf((await send(by)).jwt)).toBe(gw.apnsKey.credentials.keyId);
