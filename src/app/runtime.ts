@@ -40,7 +40,8 @@ export async function openDatabaseRuntime(
     throw err;
   }
   let replica: ReadReplica | null = null;
-  if (config.DATABASE_READ_URL) {
+  // only the API reads there: a worker keeps no replica connection
+  if (config.DATABASE_READ_URL && config.ROLE !== 'worker') {
     const replicaHandle = openDatabase(config.DATABASE_READ_URL, 10, config.DATABASE_PREPARE_THRESHOLD);
     replica = new ReadReplica({ replica: replicaHandle, primary: handle.pool, maxLagSeconds: config.READ_MAX_LAG_SECONDS, log });
     await replica.start();
