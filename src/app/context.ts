@@ -56,6 +56,8 @@ export function createContext(
   },
   /** the changes this process follows, for the keys and apps' settings it keeps (none: every request reads them) */
   appChanges: AppChanges | null = null,
+  /** where the reads that need not see the caller's own writes go: a replica while it keeps up, else the primary */
+  readDb: Db = db,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
@@ -76,6 +78,7 @@ export function createContext(
     (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
     sending.direct,
     appChanges,
+    readDb,
   );
   const conversions = new ConversionsRepository();
   const devices = new DeviceService(
@@ -90,9 +93,9 @@ export function createContext(
     config.WEB_PUSH_ALLOWED_ORIGINS,
   );
   const services = {
-    activity: new ActivityService(db, new ActivityRepository(), conversions, devicesRepo, new NotificationsRepository()),
+    activity: new ActivityService(db, new ActivityRepository(), conversions, devicesRepo, new NotificationsRepository(), readDb),
     apps: new AppService(db, appChanges),
-    audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices),
+    audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices, readDb),
     devices,
     notifications,
     transactional: new TransactionalService(
@@ -107,7 +110,7 @@ export function createContext(
         retry: retryPolicyOf(config),
       },
     ),
-    stats: new StatsService(db, new StatsRepository()),
+    stats: new StatsService(db, new StatsRepository(), readDb),
     messages: new MessageService(
       db,
       messagesRepo,
@@ -117,6 +120,7 @@ export function createContext(
       clock,
       idempotency,
       config.MESSAGE_RETENTION_DAYS,
+      readDb,
     ),
     messageStreams: new MessageStreamService(db, messagesRepo, devicesRepo, clock, idempotency),
   };

@@ -102,17 +102,18 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
           kind: 'redis',
           redisUrl: config.REDIS_URL,
           redisCluster: config.REDIS_CLUSTER,
-          databaseUrl: database.url,
+          databaseUrl: database.listenUrl,
           prefix: config.QUEUE_PREFIX,
         }
-      : { kind: 'postgres', databaseUrl: database.url, prefix: config.QUEUE_PREFIX },
+      : { kind: 'postgres', databaseUrl: database.listenUrl, prefix: config.QUEUE_PREFIX },
     jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),
   );
   lifecycle.add('queues', () => queues.close());
-  const appChanges = new AppChanges(database.url, log);
+  const appChanges = new AppChanges(database.listenUrl, log);
   await appChanges.start();
   lifecycle.add('app changes', () => appChanges.close());
   const metrics = new Metrics();
+  if (database.replica) metrics.followReadReplica(database.replica);
   const workers = config.ROLE !== 'api';
   // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
   const gateways = createGatewayProvider(
@@ -154,6 +155,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     clock,
     { store, direct },
     appChanges,
+    database.replica?.db,
   );
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish

@@ -12,37 +12,56 @@ const MIGRATION_LOCK = 0x70757368;
 
 export class MigrationError extends Error {}
 
-/** Applies every numbered .sql file in migrations/ not yet applied, each in its own transaction. */
+/**
+ * Applies every numbered .sql file in migrations/ not yet applied, each in its own transaction. The lock that
+ * serialises migrators is transaction-scoped: behind PgBouncer in transaction mode a session lock could be taken on
+ * one server connection and released on another.
+ */
 export async function migrate(pool: pg.Pool, dir = MIGRATIONS_DIR): Promise<string[]> {
   const files = (await readdir(dir)).filter((f) => /^\d+_.*\.sql$/.test(f)).sort();
   const client = await pool.connect();
   const applied: string[] = [];
   try {
-    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-    await client.query(
-      'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
-    );
-    for (const [from, to] of Object.entries(RENAMED)) {
-      await client.query('UPDATE schema_migrations SET version = $2 WHERE version = $1', [from, to]);
-    }
+    await locked(client, async () => {
+      await client.query(
+        'CREATE TABLE IF NOT EXISTS schema_migrations (version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())',
+      );
+      for (const [from, to] of Object.entries(RENAMED)) {
+        await client.query('UPDATE schema_migrations SET version = $2 WHERE version = $1', [from, to]);
+      }
+    });
     const done = new Set((await client.query<{ version: string }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version));
     for (const file of files) {
       if (done.has(file)) continue;
       const sql = await readFile(path.join(dir, file), 'utf8');
-      try {
-        await client.query('BEGIN');
+      const ran = await locked(client, async () => {
+        // another migrator may have applied it since `done` was read
+        const found = await client.query('SELECT 1 FROM schema_migrations WHERE version = $1', [file]);
+        if (found.rowCount) return false;
         await client.query(sql);
         await client.query('INSERT INTO schema_migrations (version) VALUES ($1)', [file]);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK');
+        return true;
+      }).catch((err: unknown) => {
         throw new MigrationError(`migration ${file} failed: ${(err as Error).message}`);
-      }
-      applied.push(file);
+      });
+      if (ran) applied.push(file);
     }
   } finally {
-    await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => undefined);
     client.release();
   }
   return applied;
+}
+
+/** Runs `work` in a transaction that holds the migration lock. */
+async function locked<T>(client: pg.PoolClient, work: () => Promise<T>): Promise<T> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    const result = await work();
+    await client.query('COMMIT');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
 }

@@ -10,6 +10,12 @@ const envSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0'),
   DATA_DIR: z.string().min(1).default('./data'),
   DATABASE_URL: z.string().url().optional(),
+  // A session connection (not through a transaction-mode pooler) for LISTEN and the PostgreSQL queue backend.
+  DATABASE_LISTEN_URL: z.string().url().optional(),
+  // A streaming replica for the reads that need not see the caller's own writes (counts, lists, statistics).
+  DATABASE_READ_URL: z.string().url().optional(),
+  // Replay lag past which the replica is bypassed (its reads go to the primary) until it catches up.
+  READ_MAX_LAG_SECONDS: z.coerce.number().min(0).default(10),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
   // Uses of a statement before each connection prepares it; 0 for a pooler that cannot keep prepared statements.
   DATABASE_PREPARE_THRESHOLD: z.coerce.number().int().min(0).default(5),
@@ -145,7 +151,13 @@ export function redactedConfig(config: Config): Record<string, unknown> {
       return '[unparseable url]';
     }
   };
-  return { ...config, DATABASE_URL: mask(config.DATABASE_URL), REDIS_URL: mask(config.REDIS_URL) };
+  return {
+    ...config,
+    DATABASE_URL: mask(config.DATABASE_URL),
+    DATABASE_LISTEN_URL: mask(config.DATABASE_LISTEN_URL),
+    DATABASE_READ_URL: mask(config.DATABASE_READ_URL),
+    REDIS_URL: mask(config.REDIS_URL),
+  };
 }
 
 /** TRUST_PROXY: a hop count (Fastify trusts that many proxies) or a comma-separated list of addresses/CIDRs. */

@@ -57,4 +57,24 @@ export class Metrics {
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pushd_' });
   }
+
+  /** Reports a read replica's state, as read at each scrape (only a process with DATABASE_READ_URL has one). */
+  followReadReplica(replica: { lagSeconds: number | null; inUse: boolean }): void {
+    new Gauge({
+      name: 'pushd_read_replica_lag_seconds',
+      help: 'Replay lag of the read replica at its last check (NaN while it does not answer)',
+      registers: [this.registry],
+      collect() {
+        this.set(replica.lagSeconds ?? NaN);
+      },
+    });
+    new Gauge({
+      name: 'pushd_read_replica_in_use',
+      help: 'Whether reads go to the replica (1) or, with it too far behind or unreachable, to the primary (0)',
+      registers: [this.registry],
+      collect() {
+        this.set(replica.inUse ? 1 : 0);
+      },
+    });
+  }
 }

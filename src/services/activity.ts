@@ -32,6 +32,8 @@ export class ActivityService {
     private readonly conversions: ConversionsRepository,
     private readonly devices: DevicesRepository,
     private readonly notifications: NotificationsRepository,
+    /** the statistics: a replica while it keeps up (a notification by id reads the primary, to see its creation) */
+    private readonly readDb: Db = db,
   ) {}
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
@@ -64,12 +66,12 @@ export class ActivityService {
   /** One of the daily statistics over the query's window of UTC days. */
   daily(appId: string, metric: DailyMetric, query: WindowQuery): Promise<DayCount[]> {
     const { from, to } = statsWindow(query, new Date());
-    return this.activity.daily(this.db, appId, metric, from, to);
+    return this.activity.daily(this.readDb, appId, metric, from, to);
   }
 
   totalInstalls(appId: string, query: WindowQuery): Promise<number> {
     const { from, to } = totalWindow(query, new Date());
-    return this.activity.totalInstalls(this.db, appId, from, to);
+    return this.activity.totalInstalls(this.readDb, appId, from, to);
   }
 
   /** GET /stats/notifications/:id/events: the notification, its opens and its event conversions. */
@@ -77,8 +79,8 @@ export class ActivityService {
     const notification = await this.notifications.findForApp(this.db, appId, id);
     if (!notification) throw new NotFoundError('notification');
     const [opens, conversions] = await Promise.all([
-      this.activity.opensOf(this.db, notification.id),
-      this.conversions.countsFor(this.db, notification.id),
+      this.activity.opensOf(this.readDb, notification.id),
+      this.conversions.countsFor(this.readDb, notification.id),
     ]);
     return { notification, opens, conversions };
   }

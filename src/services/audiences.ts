@@ -17,6 +17,8 @@ export class AudienceService {
     private readonly audiences: AudiencesRepository,
     private readonly devices: DevicesRepository,
     private readonly deviceDetails: DeviceService,
+    /** counts and device pages: a replica while it keeps up (they need not see the caller's own writes) */
+    private readonly readDb: Db = db,
   ) {}
 
   list(appId: string, page: { per: number; page: number }): Promise<Audience[]> {
@@ -31,7 +33,7 @@ export class AudienceService {
 
   /** How many devices the filters select now (null or an empty list: every device of the app). */
   count(appId: string, filters: Filter[] | null, now = new Date()): Promise<number> {
-    return this.devices.countAudience(this.db, appId, filters?.length ? filters : null, { now });
+    return this.devices.countAudience(this.readDb, appId, filters?.length ? filters : null, { now });
   }
 
   /**
@@ -54,8 +56,8 @@ export class AudienceService {
     }
     const now = opts.now ?? new Date();
     const [rows, total] = await Promise.all([
-      this.devices.listAudience(this.db, appId, audience.filters, { afterId, limit: opts.per, now }),
-      this.devices.countAudience(this.db, appId, audience.filters, { now }),
+      this.devices.listAudience(this.readDb, appId, audience.filters, { afterId, limit: opts.per, now }),
+      this.devices.countAudience(this.readDb, appId, audience.filters, { now }),
     ]);
     return {
       devices: await this.deviceDetails.detailsOf(rows),

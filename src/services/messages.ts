@@ -33,6 +33,8 @@ export class MessageService {
     private readonly clock: Clock,
     private readonly idempotency: IdempotencyKeys,
     private readonly retentionDays: number,
+    /** the list: a replica while it keeps up (one message by id reads the primary, to see its own creation) */
+    private readonly readDb: Db = db,
   ) {}
 
   /**
@@ -100,7 +102,7 @@ export class MessageService {
   /** The app's messages, newest first. */
   async list(appId: string, page: { per: number; page: number }): Promise<MessageRecord[]> {
     const now = this.clock.now();
-    const rows = await this.messages.listForApp(this.db, appId, page.per, (page.page - 1) * page.per);
+    const rows = await this.messages.listForApp(this.readDb, appId, page.per, (page.page - 1) * page.per);
     return rows.map((message) => ({ message, state: messageState(message, now) }));
   }
 
@@ -123,6 +125,6 @@ export class MessageService {
   /** Impressions over every device, by kind. */
   async impressions(appId: string, id: string): Promise<ImpressionCounts> {
     const { message } = await this.get(appId, id);
-    return this.messages.impressionTotals(this.db, message.id);
+    return this.messages.impressionTotals(this.readDb, message.id);
   }
 }

@@ -115,6 +115,8 @@ export class NotificationService {
     private readonly direct: DirectDelivery | null = null,
     /** the changes this process follows, to keep the apps' settings it read (none: every notification reads them) */
     changes: AppChanges | null = null,
+    /** the lists: a replica while it keeps up (one notification by id reads the primary, to see its own creation) */
+    private readonly readDb: Db = db,
   ) {
     this.settings = changes?.cache() ?? null;
   }
@@ -137,7 +139,7 @@ export class NotificationService {
 
   /** The app's notifications, newest first, of one state when given. */
   list(appId: string, page: { per: number; page: number; state?: NotificationState }): Promise<Notification[]> {
-    return this.notifications.listForApp(this.db, appId, page.state, page.per, (page.page - 1) * page.per);
+    return this.notifications.listForApp(this.readDb, appId, page.state, page.per, (page.page - 1) * page.per);
   }
 
   /**

@@ -49,12 +49,19 @@ export function basic(key: string, username = ''): string {
 /**
  * A fresh database (migrated) and the real HTTP server on it, started by the same sequence as the server process;
  * `queue` picks the BullMQ backend. Workers run only when `workers` is set (delivery tests); env overrides go
- * through the real config parser.
+ * through the real config parser (given as a function, they are made from the fresh database's URL).
+ * `adminDatabaseUrl` names another server than the test PostgreSQL to create the database on.
  */
 export async function createHarness(
-  opts: { queue?: QueueBackendKind; workers?: boolean; env?: Record<string, string>; clock?: Clock } = {},
+  opts: {
+    queue?: QueueBackendKind;
+    workers?: boolean;
+    env?: Record<string, string> | ((databaseUrl: string) => Record<string, string>);
+    clock?: Clock;
+    adminDatabaseUrl?: string;
+  } = {},
 ): Promise<Harness> {
-  const adminUrl = inject('adminDatabaseUrl');
+  const adminUrl = opts.adminDatabaseUrl ?? inject('adminDatabaseUrl');
   const name = `t_${randomBytes(6).toString('hex')}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -71,7 +78,7 @@ export async function createHarness(
     QUEUE_PREFIX: name,
     ROLE: opts.workers ? 'all' : 'api',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
-    ...opts.env,
+    ...(typeof opts.env === 'function' ? opts.env(databaseUrl) : opts.env),
   });
   const log = createLogger(config.LOG_LEVEL);
   const lifecycle = new Lifecycle();

@@ -114,6 +114,23 @@ describe('config', () => {
     expect(JSON.stringify(shown)).not.toMatch(/s3cret-pw|r3dis-pw/);
   });
 
+  it('masks the passwords of the listen and replica URLs, and reads READ_MAX_LAG_SECONDS (10 by default)', () => {
+    const c = loadConfig({
+      DATABASE_URL: 'postgres://app:pw@bouncer:6432/pushd',
+      DATABASE_LISTEN_URL: 'postgres://app:l1sten-pw@db:5432/pushd',
+      DATABASE_READ_URL: 'postgres://app:repl1ca-pw@replica:5432/pushd',
+    });
+    expect(c.READ_MAX_LAG_SECONDS).toBe(10);
+    const shown = redactedConfig(c);
+    expect([shown.DATABASE_LISTEN_URL, shown.DATABASE_READ_URL]).toEqual([
+      'postgres://app:***@db:5432/pushd',
+      'postgres://app:***@replica:5432/pushd',
+    ]);
+    expect(JSON.stringify(shown)).not.toMatch(/l1sten-pw|repl1ca-pw/);
+    expect(loadConfig({ READ_MAX_LAG_SECONDS: '2.5' }).READ_MAX_LAG_SECONDS).toBe(2.5);
+    expect(() => loadConfig({ READ_MAX_LAG_SECONDS: '-1' })).toThrow(/READ_MAX_LAG_SECONDS: /);
+  });
+
   it('leaves URLs without credentials as they are', () => {
     const shown = redactedConfig(loadConfig({ DATABASE_URL: 'postgres://db:5432/pushd' }));
     expect(shown.DATABASE_URL).toBe('postgres://db:5432/pushd');

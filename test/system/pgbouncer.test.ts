@@ -1,0 +1,124 @@
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
+import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { parseApnsCredentials } from '../../src/domain/credentials.js';
+import { AppService } from '../../src/services/apps.js';
+import { startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
+import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
+import { generateApnsKey, randomApnsToken } from '../mocks/index.js';
+import { freePort, freshDatabase, Proc, ROOT } from './proc.js';
+
+const BUNDLE = 'com.example.bouncer';
+const kidOf = (jwt: string): unknown => JSON.parse(Buffer.from(jwt.split('.')[0]!, 'base64url').toString()).kid;
+
+/**
+ * A compiled API process and a worker process whose pools go through a real PgBouncer in transaction mode, as big
+ * deployments run them, with DATABASE_LISTEN_URL a session connection to PostgreSQL for LISTEN (and the PostgreSQL
+ * queue backend). Both migrate through PgBouncer at once; a revoked key and rotated credentials apply within
+ * moments, which they would only after the 60 s backstop if the changes were listened for through PgBouncer.
+ */
+describe('behind PgBouncer in transaction mode', () => {
+  let bouncer: PgBouncer;
+  let gw: Gateways;
+  let database: Awaited<ReturnType<typeof freshDatabase>>;
+  let direct: DatabaseHandle;
+  const procs: Proc[] = [];
+  let base: string;
+  let app: { id: string };
+  let keys: { read: string; write: string; sdk: string };
+
+  beforeAll(async () => {
+    bouncer = await startPgBouncer();
+    gw = await startGateways();
+    gw.apns.addTopic(BUNDLE);
+    database = await freshDatabase();
+    const port = await freePort();
+    const env = {
+      DATABASE_URL: bouncer.through(database.url),
+      DATABASE_LISTEN_URL: database.url,
+      // PgBouncer 1.18 (Debian 12) keeps no prepared statements in transaction mode
+      DATABASE_PREPARE_THRESHOLD: '0',
+      QUEUE_PREFIX: `bouncer${port}`,
+      ...gw.env,
+      NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
+      RATE_LIMIT_PER_SECOND: '0',
+      SCHEDULE_POLL_MS: '100',
+    };
+    const api = Proc.server({ ...env, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
+    const worker = Proc.server({ ...env, ROLE: 'worker' });
+    procs.push(api, worker);
+    await Promise.all([api.waitForLog('listening'), worker.waitForLog('worker running')]);
+    base = `http://127.0.0.1:${port}`;
+
+    direct = openDatabase(database.url);
+    ({ app, keys } = await new AppService(direct.db).createApp(BUNDLE));
+    await new AppsRepository().setCredentials(direct.db, app.id, 'apns', { ...parseApnsCredentials(gw.apnsKey.credentials) });
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const p of procs) await p.stop('SIGKILL');
+    await direct?.close();
+    await database?.drop();
+    await gw?.close();
+    await bouncer?.stop();
+  });
+
+  const call = (method: string, url: string, key: string, body?: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${base}${url}`, {
+      method,
+      headers: {
+        authorization: `Basic ${Buffer.from(`:${key}`).toString('base64')}`,
+        ...(body !== undefined && { 'content-type': 'application/json' }),
+        ...headers,
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+
+  it('answers 401 for a revoked key within a couple of seconds', async () => {
+    // the key is read (and kept) by the API process
+    expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
+    expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
+    await new AppService(direct.db).revokeKey(keys.read);
+    const revokedAt = Date.now();
+    await waitFor('the revoked key to answer 401', async () => (await call('GET', '/v6/notifications', keys.read)).status === 401, 2000);
+    expect(Date.now() - revokedAt).toBeLessThan(2000);
+  });
+
+  it('delivers through the worker and the API, and both pick up rotated credentials at once', async () => {
+    const token = randomApnsToken();
+    const registered = await call('POST', '/v6/devices', keys.sdk, { device: { platform: 'ios', token } });
+    expect(registered.status).toBe(201);
+    const deviceId = ((await registered.json()) as { device: { id: string } }).device.id;
+    const to = [{ name: 'device_id', criteria: [deviceId] }];
+    let sends = 0;
+    /** a notification to the device: sent by the worker (through the queue) with an Idempotency-Key, else by the API */
+    const send = async (by: 'worker' | 'api') => {
+      sends += 1;
+      const res = await call(
+        'POST',
+        '/v6/notifications',
+        keys.write,
+        { notification: { to, payload: { alert: `push ${sends}` } } },
+        by === 'worker' ? { 'idempotency-key': `bouncer-${sends}` } : {},
+      );
+      expect(res.status).toBe(201);
+      const alert = `push ${sends}`;
+      return waitFor(
+        `${alert} (sent by the ${by})`,
+        async () => gw.apns.pushes.find((p) => (p.payload.aps as { alert?: unknown }).alert === alert),
+        10_000,
+      );
+    };
+
+    for (const by of ['worker', 'api'] as const) expect(kidOf((await send(by)).jwt)).toBe(gw.apnsKey.credentials.keyId);
+
+    const rotated = generateApnsKey({ teamId: gw.apnsKey.credentials.teamId });
+    gw.apns.addKey(rotated);
+    await new AppsRepository().setCredentials(direct.db, app.id, 'apns', { ...parseApnsCredentials(rotated.credentials) });
+    const rotatedAt = Date.now();
+    // the next sends of both processes sign with the new key (a kept copy would sign with the old one for up to 60 s)
+    for (const by of ['worker', 'api'] as const) expect(kidOf((await send(by)).jwt)).toBe(rotated.credentials.keyId);
+    expect(Date.now() - rotatedAt).toBeLessThan(5000);
+  });
+});
