@@ -80,6 +80,8 @@ const viewName = (() => {
   return parts.length ? `${name} but ${parts.map(([k, v]) => `${k} ${v}`).join(', ')}` : name;
 })();
 const analyze = arg('analyze', 'yes') !== 'no';
+/** where the service's log lines go with production's settings (appended, left for reading) */
+const LOG_FILE = path.join(tmpdir(), `pushd-bench-unicast-${process.pid}.log`);
 const registered = Math.max(Number(arg('registered', '0')), K + WARMUP);
 /** backlog samples taken during a run at a fixed rate */
 const SAMPLES = 6;
@@ -132,7 +134,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     (a, b) => Number(a.user_id!.slice(1)) - Number(b.user_id!.slice(1)),
   );
   if (latencyMs > 0) await gateways.delay(latencyMs);
-  const logFile = view.config === 'production' ? path.join(tmpdir(), `pushd-bench-unicast-${process.pid}.log`) : undefined;
+  const logFile = view.config === 'production' ? LOG_FILE : undefined;
   const services = await startServices(view.config === 'lab' ? { ...stack.env, ...LAB_ENV } : stack.env, { mode, logFile });
 
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
@@ -371,7 +373,7 @@ async function main() {
   console.log(
     `View: ${viewName} (clients in ${view.clientsIn === 'process' ? 'a process of their own' : "a thread of the benchmark's process"} posting with ${view.httpClient === 'http' ? 'node:http, a keep-alive http.Agent' : "undici's Pool"}; ` +
       `${registered} devices ${view.devices === 'api' ? 'registered through POST /v6/devices with what a phone sends' : 'inserted by SQL, bare'}; ` +
-      `the service with ${view.config === 'production' ? "production's settings (rate limits on, LOG_LEVEL info, log lines to a file)" : 'rate limits off and LOG_LEVEL warn'} and the node flags of npm start; ` +
+      `the service with ${view.config === 'production' ? `production's settings (rate limits on, LOG_LEVEL info, log lines to ${LOG_FILE})` : 'rate limits off and LOG_LEVEL warn'} and the node flags of npm start; ` +
       `mock gateways in ${view.mocksIn === 'process' ? 'a process of their own' : "the benchmark's process"})` +
       (analyze ? '' : "; the devices' table NOT analyzed after the fill"),
   );
