@@ -81,6 +81,8 @@ const viewName = (() => {
 })();
 const analyze = arg('analyze', 'yes') !== 'no';
 /** where the service's log lines go with production's settings (appended, left for reading) */
+/** production's defaults where the benchmarks' service processes are started otherwise (startService: LOG_LEVEL warn) */
+const PRODUCTION_ENV = { LOG_LEVEL: 'info' };
 const LOG_FILE = path.join(tmpdir(), `pushd-bench-unicast-${process.pid}.log`);
 const registered = Math.max(Number(arg('registered', '0')), K + WARMUP);
 /** backlog samples taken during a run at a fixed rate */
@@ -135,7 +137,10 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   );
   if (latencyMs > 0) await gateways.delay(latencyMs);
   const logFile = view.config === 'production' ? LOG_FILE : undefined;
-  const services = await startServices(view.config === 'lab' ? { ...stack.env, ...LAB_ENV } : stack.env, { mode, logFile });
+  const services = await startServices(view.config === 'lab' ? { ...stack.env, ...LAB_ENV } : { ...stack.env, ...PRODUCTION_ENV }, {
+    mode,
+    logFile,
+  });
 
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
   const payload = { alert: 'Your order has shipped', badge: 1 };
