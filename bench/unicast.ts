@@ -14,6 +14,18 @@
  * notifications a second on a schedule, as live traffic comes, and the backlog (answered, not yet pushed) is
  * sampled as they go: whether delivery keeps up with that rate (`--rate 1000 --notifications 60000`: 60 s).
  * --gateway-latency-ms N: the mocks answer every push N ms late, as a far data centre does.
+ *
+ * By default it measures what an outside client sees (the "outside" view): the clients in a process of their own
+ * posting with node:http over a keep-alive http.Agent (HTTP/1.1, one connection each); the devices registered
+ * through `POST /v6/devices` with the sdk key and what a phone sends (bench/lib/device-fill.ts); the service with
+ * production's settings (rate limits on, their buckets in Redis when REDIS_URL is set, LOG_LEVEL info, its log
+ * lines to a file, the node flags of `npm start`); the mock gateways in a process of their own. --lab measures as
+ * the lab did: the clients (undici) on a thread of this process, bare device rows inserted by SQL, rate limits off
+ * and LOG_LEVEL warn, the mocks on this process's main thread. Each part can be switched alone, to tell which one
+ * makes a difference:
+ *   --clients-in process|thread  --http-client http|undici  --devices api|sql  --config production|lab
+ *   --mocks-in process|bench     --registered N (devices registered, at least --notifications + --warmup)
+ *   --analyze yes|no (no: the devices' table left without statistics after the fill, as on a server without autovacuum)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -22,7 +34,11 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { arg, benchDatabase, cpuMs, freePort, parentPid, percentile, PRODUCTION_NODE_ARGS, serverCpuMs, waitReady } from './lib/setup.js';
 import { LoadClients, type Answers } from './lib/load-clients.js';
-import { benchStack, startServices } from './lib/stack.js';
+import { fillShape, insertBareDevices, registerThroughApi } from './lib/device-fill.js';
+import { mocksHere, mocksInProcess } from './lib/mock-gateways.js';
+import { BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 
 const K = Number(arg('notifications', '10000'));
 const clients = Number(arg('clients', '50'));
@@ -45,6 +61,30 @@ const WARMUP = Number(arg('warmup', '10000'));
  */
 const returning = process.argv.includes('--returning');
 if (returning && WARMUP < K) throw new Error('--returning needs --warmup >= --notifications');
+/** The measuring setup: each part as an outside client meets it, or as the lab had it (--lab). */
+const lab = process.argv.includes('--lab');
+const view = {
+  clientsIn: arg('clients-in', lab ? 'thread' : 'process') as 'process' | 'thread',
+  httpClient: arg('http-client', lab ? 'undici' : 'http') as 'http' | 'undici',
+  devices: arg('devices', lab ? 'sql' : 'api') as 'api' | 'sql',
+  config: arg('config', lab ? 'lab' : 'production') as 'production' | 'lab',
+  mocksIn: arg('mocks-in', lab ? 'bench' : 'process') as 'process' | 'bench',
+};
+const OUTSIDE = { clientsIn: 'process', httpClient: 'http', devices: 'api', config: 'production', mocksIn: 'process' } as const;
+const LAB = { clientsIn: 'thread', httpClient: 'undici', devices: 'sql', config: 'lab', mocksIn: 'bench' } as const;
+/** "outside", "lab", or the view nearest to this setup with the parts that differ from it */
+const viewName = (() => {
+  const differs = (from: Record<string, string>) => Object.entries(view).filter(([k, v]) => from[k] !== v);
+  const [name, base] = differs(LAB).length < differs(OUTSIDE).length ? ['lab', LAB] : ['outside', OUTSIDE];
+  const parts = differs(base);
+  return parts.length ? `${name} but ${parts.map(([k, v]) => `${k} ${v}`).join(', ')}` : name;
+})();
+const analyze = arg('analyze', 'yes') !== 'no';
+/** where the service's log lines go with production's settings (appended, left for reading) */
+/** production's defaults where the benchmarks' service processes are started otherwise (startService: LOG_LEVEL warn) */
+const PRODUCTION_ENV = { LOG_LEVEL: 'info' };
+const LOG_FILE = path.join(tmpdir(), `pushd-bench-unicast-${process.pid}.log`);
+const registered = Math.max(Number(arg('registered', '0')), K + WARMUP);
 /** backlog samples taken during a run at a fixed rate */
 const SAMPLES = 6;
 
@@ -73,30 +113,35 @@ interface Result {
   walBytes: number;
   /** the Redis server's, on the Redis queue */
   redisCpu: number | null;
-  /** this process: the 50 clients and both mock gateways */
+  /** the clients' process, the mocks' process (null: they ran in this one), and this process */
+  clientsCpu: number | null;
+  mocksCpu: number | null;
   benchCpu: number;
+  /** the devices' tables and indexes after the fill */
+  shape: string;
 }
 
 async function runOne(target: Target, mode: 'single' | 'split', queue: string): Promise<Result> {
-  const stack = await benchStack('bench_unicast', { queue, redisUrl });
-  const { db, apns, fcm, keys, app } = stack;
-  await sql`
-    insert into devices (app_id, platform, token, user_id)
-    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'u' || i
-    from generate_series(1, ${K + WARMUP}) as i`.execute(db.db);
-  await sql`analyze devices`.execute(db.db);
-  const rows = await db.db.selectFrom('devices').select(['id', 'token', 'user_id']).orderBy('id').execute();
-  if (latencyMs > 0) for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: latencyMs });
-  const services = await startServices(stack.env, { mode });
+  const gateways = view.mocksIn === 'process' ? await mocksInProcess(BENCH_BUNDLE) : await mocksHere(BENCH_BUNDLE);
+  const stack = await benchApp('bench_unicast', { queue, redisUrl, gateways });
+  const { db, keys, app } = stack;
+  if (view.devices === 'api') await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, count: registered, clients });
+  else await insertBareDevices(db, app.id, registered);
+  // as autovacuum would have by now; --analyze no: as on a server without autovacuum (the CI's), where a table
+  // filled since its creation has no statistics and the device lookups plan as if it were nearly empty
+  if (analyze) await sql`analyze devices`.execute(db.db);
+  const shape = await fillShape(db);
+  // the devices in the order they were registered (user ids u<i> either way; their ids are random)
+  const rows = (await db.db.selectFrom('devices').select(['id', 'token', 'user_id']).execute()).sort(
+    (a, b) => Number(a.user_id!.slice(1)) - Number(b.user_id!.slice(1)),
+  );
+  if (latencyMs > 0) await gateways.delay(latencyMs);
+  const logFile = view.config === 'production' ? LOG_FILE : undefined;
+  const services = await startServices(view.config === 'lab' ? { ...stack.env, ...LAB_ENV } : { ...stack.env, ...PRODUCTION_ENV }, {
+    mode,
+    logFile,
+  });
 
-  const counts = new Map<string, number>();
-  let received = 0;
-  let lastAt = 0;
-  apns.onAccept = fcm.onAccept = (token: string) => {
-    counts.set(token, (counts.get(token) ?? 0) + 1);
-    received += 1;
-    lastAt = performance.now();
-  };
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
   const payload = { alert: 'Your order has shipped', badge: 1 };
   const request = (row: (typeof rows)[number]) =>
@@ -114,16 +159,20 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
             },
           },
         };
-  const load = new LoadClients({ base: services.base, authorization: auth, clients });
+  const load = new LoadClients({ base: services.base, authorization: auth, clients, agent: view.httpClient, where: view.clientsIn });
   const expected = target === 'transactional' ? 200 : 201;
   const waitReceived = async (n: number, deadline: number) => {
-    while (received < n && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    let received = (await gateways.received()).count;
+    while (received < n && performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 20));
+      received = (await gateways.received()).count;
+    }
+    return received;
   };
 
   await load.post(rows.slice(K).map(request));
   await waitReceived(WARMUP, performance.now() + timeoutMs);
-  counts.clear();
-  received = 0;
+  await gateways.reset();
 
   // CPU spent per notification, which a busy machine slows down but does not change much
   const servicePids = [...new Set([services.api, ...services.workers].map((c) => c.pid!))];
@@ -150,6 +199,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     database: serverCpuMs(postmaster),
     bench: process.cpuUsage(),
     redis: await redisCpuMs(),
+    others: cpuOf([load.pid, gateways.pid].filter((pid) => pid !== null)),
   };
   const spent = (before: Map<number, number>, after: Map<number, number>) =>
     [...after].reduce((sum, [pid, ms]) => sum + ms - (before.get(pid) ?? 0), 0);
@@ -159,14 +209,23 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const measured = returning ? rows.slice(K, 2 * K) : rows.slice(0, K);
   const backlogSamples: number[] = [];
   const sampler =
-    rate > 0 ? setInterval(() => backlogSamples.push(Math.max(0, load.answered() - received)), (K / rate / SAMPLES) * 1000) : null;
+    rate > 0
+      ? setInterval(
+          () => {
+            const answered = load.answered();
+            void gateways.received().then(({ count }) => backlogSamples.push(Math.max(0, answered - count)));
+          },
+          (K / rate / SAMPLES) * 1000,
+        )
+      : null;
   const answers = await load.post(measured.map(request), rate);
   // from the first post to the last answer, as the clients saw them (not the hand-over of the list to their thread)
   const { startedAt: t0, endedAt: postedAt } = answers;
   if (sampler) clearInterval(sampler);
   const behindS = rate > 0 ? Math.max(0, (postedAt - t0) / 1000 - (K - 1) / rate) : 0;
-  const backlog = K - received;
-  await waitReceived(K, postedAt + timeoutMs);
+  const backlog = K - (await gateways.received()).count;
+  const received = await waitReceived(K, postedAt + timeoutMs);
+  const lastAt = (await gateways.received()).lastAtEpochMs - performance.timeOrigin;
   const unfinished = received < K;
   const serviceCpu = spent(cpuBefore.service, cpuOf(servicePids)) / K;
   const apiCpu = spent(cpuBefore.service, cpuOf([services.api.pid!])) / K;
@@ -178,15 +237,16 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   redis?.disconnect();
   const benchUsage = process.cpuUsage(cpuBefore.bench);
   const benchCpu = (benchUsage.user + benchUsage.system) / 1000 / K;
+  const others = cpuOf([load.pid, gateways.pid].filter((pid) => pid !== null));
+  const ownCpu = (pid: number | null) => (pid === null ? null : (others.get(pid)! - cpuBefore.others.get(pid)!) / K);
   await new Promise((r) => setTimeout(r, 1000)); // a push sent twice would arrive now
-  apns.onAccept = fcm.onAccept = undefined;
 
-  const missed = measured.filter((r) => !counts.has(r.token!)).length;
-  const twice = measured.filter((r) => (counts.get(r.token!) ?? 0) > 1).length;
+  const { missed, twice } = await gateways.tally(measured.map((r) => r.token!));
   const { latencies, refused } = summarised(answers, expected);
   await load.close();
   await services.stop();
   await stack.close();
+  await gateways.close();
   return {
     target,
     mode,
@@ -207,7 +267,10 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     databaseCpu,
     walBytes: Number(walBytes) / K,
     redisCpu,
+    clientsCpu: ownCpu(load.pid),
+    mocksCpu: ownCpu(gateways.pid),
     benchCpu,
+    shape,
   };
 }
 
@@ -226,7 +289,8 @@ interface Floor {
   refused: number;
   serverCpu: number;
   databaseCpu: number;
-  benchCpu: number;
+  /** the clients' process, or this one when they run on its thread */
+  clientsCpu: number;
 }
 
 /**
@@ -246,7 +310,8 @@ async function measureFloor(): Promise<Floor> {
   try {
     const base = `http://127.0.0.1:${port}`;
     await waitReady(`${base}/ready`);
-    const load = new LoadClients({ base, authorization: `Basic ${Buffer.from(':floor').toString('base64')}`, clients });
+    const authorization = `Basic ${Buffer.from(':floor').toString('base64')}`;
+    const load = new LoadClients({ base, authorization, clients, agent: view.httpClient, where: view.clientsIn });
     const posts = (n: number) =>
       Array.from({ length: n }, () => ({
         path: '/v6/notifications',
@@ -255,11 +320,12 @@ async function measureFloor(): Promise<Floor> {
         },
       }));
     await load.post(posts(WARMUP));
-    const before = { server: cpuMs(server.pid!), database: serverCpuMs(postmaster), bench: process.cpuUsage() };
+    const clientsCpuMs = () => cpuMs(load.pid ?? process.pid);
+    const before = { server: cpuMs(server.pid!), database: serverCpuMs(postmaster), clients: clientsCpuMs() };
     const answers = await load.post(posts(K));
     const seconds = (answers.endedAt - answers.startedAt) / 1000;
-    const bench = process.cpuUsage(before.bench);
     const { latencies, refused } = summarised(answers, 201);
+    const clientsCpu = (clientsCpuMs() - before.clients) / K;
     await load.close();
     return {
       postPerSec: K / seconds,
@@ -268,7 +334,7 @@ async function measureFloor(): Promise<Floor> {
       refused,
       serverCpu: (cpuMs(server.pid!) - before.server) / K,
       databaseCpu: (serverCpuMs(postmaster) - before.database) / K,
-      benchCpu: (bench.user + bench.system) / 1000 / K,
+      clientsCpu,
     };
   } finally {
     server.kill('SIGKILL');
@@ -309,23 +375,31 @@ async function main() {
   console.log(
     `\nunicast benchmark: ${K} notifications (after ${WARMUP} not counted), each to one device${returning ? ' that the warm-up notified' : ''}, ${clients} concurrent clients, ${pace}; mock gateways on loopback TLS HTTP/2 answering ${latencyMs} ms late`,
   );
+  console.log(
+    `View: ${viewName} (clients in ${view.clientsIn === 'process' ? 'a process of their own' : "a thread of the benchmark's process"} posting with ${view.httpClient === 'http' ? 'node:http, a keep-alive http.Agent' : "undici's Pool"}; ` +
+      `${registered} devices ${view.devices === 'api' ? 'registered through POST /v6/devices with what a phone sends' : 'inserted by SQL, bare'}; ` +
+      `the service with ${view.config === 'production' ? `production's settings (rate limits on, LOG_LEVEL info, log lines to ${LOG_FILE})` : 'rate limits off and LOG_LEVEL warn'} and the node flags of npm start; ` +
+      `mock gateways in ${view.mocksIn === 'process' ? 'a process of their own' : "the benchmark's process"})` +
+      (analyze ? '' : "; the devices' table NOT analyzed after the fill"),
+  );
+  console.log(`Devices' tables after the fill: ${results[0]?.shape ?? '–'}`);
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s`);
   if (floor)
     console.log(
       `Floor on the same server (bench/lib/floor-server.ts: the device_id POST validated and committed, one INSERT a group, nothing enqueued or delivered): ` +
         `${floor.postPerSec.toFixed(0)} req/s, p50 ${floor.p50.toFixed(1)} ms, p99 ${floor.p99.toFixed(1)} ms, refused ${floor.refused}; ` +
-        `CPU ms/request: server ${floor.serverCpu.toFixed(2)}, PostgreSQL ${floor.databaseCpu.toFixed(2)}, benchmark clients ${floor.benchCpu.toFixed(2)}`,
+        `CPU ms/request: server ${floor.serverCpu.toFixed(2)}, PostgreSQL ${floor.databaseCpu.toFixed(2)}, benchmark clients ${floor.clientsCpu.toFixed(2)}`,
     );
   console.log('');
   console.log(
-    `| target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | benchmark clients + mocks | PostgreSQL WAL bytes/notification |`,
+    `| view | target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | clients | mock gateways | benchmark process | PostgreSQL WAL bytes/notification |`,
   );
-  console.log(`|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|`);
+  console.log(`|---|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.benchCpu.toFixed(2)} | ${r.walBytes.toFixed(0)} |`,
+      `| ${viewName} | ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.clientsCpu?.toFixed(2) ?? 'in benchmark'} | ${r.mocksCpu?.toFixed(2) ?? 'in benchmark'} | ${r.benchCpu.toFixed(2)} | ${r.walBytes.toFixed(0)} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.twice > 0 || r.refused > 0);

@@ -1,3 +1,4 @@
+import { fork, type ChildProcess } from 'node:child_process';
 import { Worker } from 'node:worker_threads';
 
 /** One request the clients post: JSON `body` to `path`. */
@@ -22,25 +23,45 @@ export interface ClientsOptions {
   authorization: string;
   /** concurrent clients, each on a keep-alive connection of its own */
   clients: number;
+  /** the HTTP client: undici's Pool (the lab's, cheaper), or node:http with a keep-alive Agent (what most backends use) */
+  agent?: 'undici' | 'http';
+  /** where the clients run: a thread of this process (the lab's), or a process of their own (the outside view) */
+  where?: 'thread' | 'process';
 }
 
 /**
- * The benchmark's HTTP clients, on a thread of their own (load-clients-thread.ts). What they measure is the time
- * the service takes to answer, not time spent waiting for this process's main thread, which also runs the mock
- * gateways (every push of the run goes through them), keeps the benchmark's bookkeeping and collects its garbage:
- * a backend's clients run on another host. The connections stay open from one `post` to the next, as a backend's
- * HTTP client keeps them.
+ * The benchmark's HTTP clients, on a thread or a process of their own (load-clients-core.ts). What they measure is
+ * the time the service takes to answer, not time spent waiting for this process's main thread, which may also run
+ * the mock gateways, keeps the benchmark's bookkeeping and collects its garbage: a backend's clients run on another
+ * host. The connections stay open from one `post` to the next, as a backend's HTTP client keeps them.
  */
 export class LoadClients {
-  private readonly worker: Worker;
+  private readonly worker: Worker | null = null;
+  private readonly child: ChildProcess | null = null;
   /** posts answered so far in the current `post`, counted by the clients' thread as they come */
   private readonly answeredCount = new Int32Array(new SharedArrayBuffer(4));
 
   constructor(options: ClientsOptions) {
-    this.worker = new Worker(new URL('./load-clients-thread.mjs', import.meta.url), {
-      workerData: { ...options, answered: this.answeredCount },
-    });
-    this.worker.unref();
+    if (options.where === 'process') {
+      this.child = fork(new URL('./load-clients-process.mjs', import.meta.url), [JSON.stringify(options)], {
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      });
+      const child = this.child;
+      process.on('exit', () => child.kill('SIGKILL'));
+      child.on('message', (m: { answered?: number }) => {
+        if (m.answered !== undefined) Atomics.store(this.answeredCount, 0, m.answered);
+      });
+    } else {
+      this.worker = new Worker(new URL('./load-clients-thread.mjs', import.meta.url), {
+        workerData: { ...options, answered: this.answeredCount },
+      });
+      this.worker.unref();
+    }
+  }
+
+  /** The clients' process, when they run in one (its CPU is counted apart). */
+  get pid(): number | null {
+    return this.child?.pid ?? null;
   }
 
   /**
@@ -49,15 +70,30 @@ export class LoadClients {
    */
   post(list: Post[], perSecond = 0): Promise<Answers> {
     Atomics.store(this.answeredCount, 0, 0);
+    // the clients' times come as epoch ms: their performance.now() counts from when they started
+    const onCaller = (answers: Answers): Answers => ({
+      latencies: Float64Array.from(answers.latencies),
+      statuses: Uint16Array.from(answers.statuses),
+      startedAt: answers.startedAt - performance.timeOrigin,
+      endedAt: answers.endedAt - performance.timeOrigin,
+    });
+    const channel = (this.worker ?? this.child)!;
     return new Promise((resolve, reject) => {
       const onError = (err: Error) => reject(err);
-      this.worker.once('error', onError);
-      // the thread's times come as epoch ms: its performance.now() counts from when it started
-      this.worker.once('message', (answers: Answers) => {
-        this.worker.off('error', onError);
-        resolve({ ...answers, startedAt: answers.startedAt - performance.timeOrigin, endedAt: answers.endedAt - performance.timeOrigin });
-      });
-      this.worker.postMessage({ list, perSecond });
+      const onExit = (code: number) => reject(new Error(`the load clients exited (code ${code})`));
+      channel.once('error', onError);
+      channel.once('exit', onExit);
+      const onMessage = (m: Answers | { answers?: Answers }) => {
+        const answers = this.worker ? (m as Answers) : (m as { answers?: Answers }).answers;
+        if (!answers) return;
+        channel.off('message', onMessage);
+        channel.off('error', onError);
+        channel.off('exit', onExit);
+        resolve(onCaller(answers));
+      };
+      channel.on('message', onMessage);
+      if (this.worker) this.worker.postMessage({ list, perSecond });
+      else this.child!.send({ list, perSecond });
     });
   }
 
@@ -67,6 +103,11 @@ export class LoadClients {
   }
 
   async close(): Promise<void> {
-    await this.worker.terminate();
+    if (this.worker) await this.worker.terminate();
+    if (this.child && this.child.exitCode === null) {
+      const exited = new Promise((resolve) => this.child!.once('exit', resolve));
+      this.child.kill('SIGTERM');
+      await exited;
+    }
   }
 }

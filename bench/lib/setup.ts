@@ -52,10 +52,15 @@ export const PRODUCTION_NODE_ARGS = readFileSync(new URL('../../scripts/node-fla
 
 /** Starts the real service, compiled (dist/, built by bench/index.ts), as its own process, as production runs it. */
 
-export function startService(env: Record<string, string>, nodeArgs: string[] = PRODUCTION_NODE_ARGS): ChildProcess {
+/** `stdout`: where its log lines go (a file's descriptor, as a log collector reads them), else this terminal. */
+export function startService(
+  env: Record<string, string>,
+  nodeArgs: string[] = PRODUCTION_NODE_ARGS,
+  stdout: number | 'inherit' = 'inherit',
+): ChildProcess {
   return spawn(process.execPath, [...nodeArgs, 'dist/src/main.js'], {
     env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH, LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', stdout, 'inherit'],
   });
 }
 

@@ -1,10 +1,12 @@
 import type { ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
+import type { GatewayEndpoints } from './mock-gateways.js';
 import { benchDatabase, freePort, PRODUCTION_NODE_ARGS, startService, waitReady } from './setup.js';
 
 export const BENCH_BUNDLE = 'com.example.bench';
@@ -25,43 +27,65 @@ export interface BenchStack {
 }
 
 export async function benchStack(name: string, opts: { queue: string; redisUrl: string; record?: boolean }): Promise<BenchStack> {
-  const database = await benchDatabase(name);
-  const db = openDatabase(database.url);
-  await migrate(db.pool);
   const apnsKey = generateApnsKey();
   const serviceAccount = generateServiceAccount();
   const apns = await ApnsMock.start({ record: opts.record ?? false, topic: BENCH_BUNDLE });
   const fcm = await FcmMock.start({ record: opts.record ?? false });
   apns.addKey(apnsKey);
   fcm.addServiceAccount(serviceAccount);
+  const gateways = {
+    apnsOrigin: apns.origin,
+    fcmOrigin: fcm.origin,
+    fcmTokenUrl: fcm.tokenUrl,
+    apnsCredentials: apnsKey.credentials,
+    serviceAccount: serviceAccount.json,
+  };
+  const world = await benchApp(name, { ...opts, gateways });
+  return {
+    ...world,
+    apns,
+    fcm,
+    apnsKey,
+    serviceAccount,
+    env: { ...world.env, ...LAB_ENV },
+    async close() {
+      await Promise.all([apns.close(), fcm.close()]);
+      await world.close();
+    },
+  };
+}
+
+/** What the lab's service runs with beside production's settings: the benchmarks measure throughput, not the rate limits. */
+export const LAB_ENV = { RATE_LIMIT_PER_SECOND: '0', RATE_LIMIT_SDK_PER_SECOND: '0', LOG_LEVEL: 'warn' };
+
+/** A fresh migrated database and an app whose APNs and FCM credentials are those `gateways` accept. */
+export async function benchApp(
+  name: string,
+  opts: { queue: string; redisUrl: string; gateways: GatewayEndpoints },
+): Promise<Omit<BenchStack, 'apns' | 'fcm' | 'apnsKey' | 'serviceAccount'>> {
+  const database = await benchDatabase(name);
+  const db = openDatabase(database.url);
+  await migrate(db.pool);
   const { app, keys } = await new AppService(db.db).createApp(BENCH_BUNDLE);
   const apps = new AppsRepository();
-  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
-  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(serviceAccount.json) });
+  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(opts.gateways.apnsCredentials) });
+  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(opts.gateways.serviceAccount) });
   const env = {
     DATABASE_URL: database.url,
-    APNS_ORIGIN_PRODUCTION: apns.origin,
-    APNS_ORIGIN_SANDBOX: apns.origin,
-    FCM_ORIGIN: fcm.origin,
-    GOOGLE_TOKEN_URL: fcm.tokenUrl,
+    APNS_ORIGIN_PRODUCTION: opts.gateways.apnsOrigin,
+    APNS_ORIGIN_SANDBOX: opts.gateways.apnsOrigin,
+    FCM_ORIGIN: opts.gateways.fcmOrigin,
+    GOOGLE_TOKEN_URL: opts.gateways.fcmTokenUrl,
     QUEUE_PREFIX: `bench${Date.now()}`,
     REDIS_URL: opts.queue === 'redis' ? opts.redisUrl : '',
-    // the benchmarks measure throughput, not the rate limits
-    RATE_LIMIT_PER_SECOND: '0',
-    RATE_LIMIT_SDK_PER_SECOND: '0',
   };
   return {
     database,
     db,
     app,
     keys,
-    apns,
-    fcm,
-    apnsKey,
-    serviceAccount,
     env,
     async close() {
-      await Promise.all([apns.close(), fcm.close()]);
       await db.close();
       await database.close();
     },
@@ -81,7 +105,12 @@ export interface Services {
  * `split`: ROLE=api plus `workers` ROLE=worker processes, as a scaled deployment runs; `single`: one ROLE=all
  * process, as `npm start` runs. WORKER_NODE_ARGS adds node flags to the worker processes (--cpu-prof, heap limits).
  */
-export async function startServices(env: Record<string, string>, opts: { mode: 'split' | 'single'; workers?: number }): Promise<Services> {
+export async function startServices(
+  env: Record<string, string>,
+  opts: { mode: 'split' | 'single'; workers?: number; logFile?: string },
+): Promise<Services> {
+  // the processes' log lines appended to a file, as a log collector takes them, instead of on this terminal
+  const stdout = opts.logFile ? openSync(opts.logFile, 'a') : 'inherit';
   const port = await freePort();
   const http = { PORT: String(port), HOST: '127.0.0.1' };
   // node options added to production's (say --cpu-prof): the workers', and the API's when it runs apart
@@ -91,9 +120,12 @@ export async function startServices(env: Record<string, string>, opts: { mode: '
   const api = startService(
     { ...env, ...http, ROLE: opts.mode === 'single' ? 'all' : 'api' },
     opts.mode === 'single' ? workerArgs : apiArgs,
+    stdout,
   );
   const workers =
-    opts.mode === 'single' ? [api] : Array.from({ length: opts.workers ?? 1 }, () => startService({ ...env, ROLE: 'worker' }, workerArgs));
+    opts.mode === 'single'
+      ? [api]
+      : Array.from({ length: opts.workers ?? 1 }, () => startService({ ...env, ROLE: 'worker' }, workerArgs, stdout));
   const all = [...new Set([api, ...workers])];
   let stopping = false;
   for (const child of all) {
@@ -122,6 +154,7 @@ export async function startServices(env: Record<string, string>, opts: { mode: '
       await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
       killAll();
       process.off('exit', killAll);
+      if (typeof stdout === 'number') closeSync(stdout);
     },
   };
 }

@@ -1,0 +1,114 @@
+import { createHash } from 'node:crypto';
+import { sql } from 'kysely';
+import type { DatabaseHandle } from '../../src/db/database.js';
+import { LoadClients } from './load-clients.js';
+import { LAB_ENV, startServices } from './stack.js';
+
+/** Deterministic bytes for device i (the same fill every run), hex or base64url. */
+const bytes = (i: number, salt: string, n: number) => createHash('sha256').update(`${salt}${i}`).digest().subarray(0, n);
+const pick = <T>(i: number, list: readonly T[]) => list[i % list.length]!;
+
+const LOCALES = ['en_US', 'en_GB', 'fr_FR', 'de_DE', 'es_ES', 'pt_BR', 'ja_JP', 'it_IT', 'nl_NL', 'pl_PL', 'sv_SE'];
+const ZONES = ['America/New_York', 'Europe/London', 'Europe/Paris', 'Europe/Berlin', 'Europe/Madrid', 'America/Sao_Paulo', 'Asia/Tokyo'];
+const COUNTRIES = ['us', 'gb', 'fr', 'de', 'es', 'br', 'jp', 'it', 'nl', 'pl', 'se'];
+const TAGS = ['news', 'sports', 'deals', 'weather', 'music', 'travel', 'tech'];
+const PLANS = ['free', 'plus', 'pro'];
+
+/**
+ * What a phone's SDK sends when it registers (public-api-notes.md, The device SDKs): its token (an APNs token of
+ * 32 bytes in hex, or an FCM registration token of about 160 characters), locale, time zone, country, OS and app
+ * versions, model, a user id, a few tags and custom attributes of each type.
+ */
+export function registration(i: number): { device: Record<string, unknown> } {
+  const ios = i % 2 === 0;
+  const token = ios
+    ? bytes(i, 'apns', 32).toString('hex')
+    : `${bytes(i, 'fcm-id', 16).toString('base64url')}:APA91b${Buffer.concat([bytes(i, 'fcm-a', 32), bytes(i, 'fcm-b', 32), bytes(i, 'fcm-c', 32)]).toString('base64url')}`;
+  return {
+    device: {
+      platform: ios ? 'ios' : 'android',
+      token,
+      locale: pick(i, LOCALES),
+      time_zone: pick(i, ZONES),
+      country: pick(i, COUNTRIES),
+      os_name: ios ? 'iOS' : 'Android',
+      os_version: ios ? pick(i, ['17.5', '17.6.1', '18.0', '18.1']) : pick(i, ['13', '14', '15']),
+      app_version: pick(i, ['4.2.0', '4.2.1', '4.3.0']),
+      sdk_version: ios ? '5.1.0' : '5.0.3',
+      hardware_name: ios ? pick(i, ['iPhone15,2', 'iPhone16,1', 'iPhone14,5']) : pick(i, ['Pixel 8', 'SM-S911B', 'moto g84']),
+      badge: 0,
+      user_id: `u${i}`,
+      notifications_allowed: 'Enabled',
+      tags: [pick(i, TAGS), pick(i + 3, TAGS)],
+      custom: {
+        plan: { type: 'string', value: pick(i, PLANS) },
+        age: { type: 'integer', value: 18 + (i % 60) },
+        score: { type: 'float', value: (i % 1000) / 10 },
+        signed_up: { type: 'date', value: new Date(Date.UTC(2024, 0, 1) + (i % 700) * 86_400_000).toISOString() },
+        newsletter: { type: 'boolean', value: i % 3 === 0 },
+      },
+    },
+  };
+}
+
+/**
+ * Registers `count` devices through `POST /v6/devices` with the sdk key, as phones do, on a service started for
+ * the fill and stopped after it: phones register over days, not in one burst from one address, so its sdk rate
+ * limit is off (the measured service keeps its own).
+ */
+export async function registerThroughApi(opts: {
+  env: Record<string, string>;
+  sdkKey: string;
+  count: number;
+  clients: number;
+}): Promise<void> {
+  const services = await startServices({ ...opts.env, ...LAB_ENV }, { mode: 'single' });
+  const load = new LoadClients({
+    base: services.base,
+    authorization: `Basic ${Buffer.from(`:${opts.sdkKey}`).toString('base64')}`,
+    clients: opts.clients,
+  });
+  try {
+    const answers = await load.post(Array.from({ length: opts.count }, (_, i) => ({ path: '/v6/devices', body: registration(i) })));
+    const refused = answers.statuses.filter((s) => s !== 200 && s !== 201).length;
+    if (refused)
+      throw new Error(
+        `${refused} of ${opts.count} device registrations refused (status ${answers.statuses.find((s) => s !== 200 && s !== 201)})`,
+      );
+  } finally {
+    await load.close();
+    await services.stop();
+  }
+}
+
+/** The lab's fill: bare rows (platform, token, user id) inserted by SQL, no attributes, tags or custom attributes. */
+export async function insertBareDevices(db: DatabaseHandle, appId: string, count: number): Promise<void> {
+  await sql`
+    insert into devices (app_id, platform, token, user_id)
+    select ${appId}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'u' || i
+    from generate_series(1, ${count}) as i`.execute(db.db);
+}
+
+/**
+ * What shows whether two fills built the same tables: the rows of the devices and their attributes and tags, the
+ * size of the devices' heap, and of each of its indexes (name without the devices_ prefix), in kB.
+ */
+export async function fillShape(db: DatabaseHandle): Promise<string> {
+  const { rows } = await sql<{ devices: string; attributes: string; tags: string }>`
+    select
+      (select count(*) from devices)::text as devices,
+      (select count(*) from device_attributes)::text as attributes,
+      (select count(*) from device_tags)::text as tags`.execute(db.db);
+  const { rows: sizes } = await sql<{ relation: string; kb: string }>`
+    select c.relname as relation, (pg_relation_size(c.oid) / 1024)::text as kb
+    from pg_class c
+    where c.oid = 'devices'::regclass
+      or c.oid in (select indexrelid from pg_index where indrelid = 'devices'::regclass)
+    order by c.relkind desc, c.relname`.execute(db.db);
+  const counts = rows[0]!;
+  const size = (r: { relation: string; kb: string }) => `${r.relation.replace(/^devices_/, '')} ${r.kb}`;
+  return (
+    `${counts.devices} devices, ${counts.attributes} custom attribute rows, ${counts.tags} tag rows; ` +
+    `kB: heap ${sizes[0]!.kb}, indexes ${sizes.slice(1).map(size).join(', ')}`
+  );
+}
