@@ -23,6 +23,8 @@ export interface NotificationRecord {
   notification: { to: unknown; payload?: Record<string, unknown>; extra_filters?: unknown[] };
   group: string | null;
   devices_targeted: number;
+  /** matched but not sent a visible push: their notifications are Disabled */
+  devices_not_allowed?: number;
   pushes_succeeded: number;
   pushes_failed: number;
   tokens_invalidated: number;

@@ -103,6 +103,9 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
         ' ',
         h('strong', { id: 'progress' }, `${progress} %`),
         ` of ${fmt(n.devices_targeted)} devices targeted`,
+        n.devices_not_allowed
+          ? h('span', { id: 'not-allowed' }, ` (${fmt(n.devices_not_allowed)} more with notifications Disabled: not sent)`)
+          : null,
       ),
       h(
         'div',

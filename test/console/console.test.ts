@@ -31,7 +31,7 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
   let context: BrowserContext;
   let keys: Keys;
   let api: ApiCall;
-  let devices: (RegisteredDevice & { locale: string; level: number })[];
+  let devices: (RegisteredDevice & { locale: string; level: number; disabled: boolean })[];
   let notificationId: string;
 
   const shot = (page: Page, name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
@@ -48,11 +48,12 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
       const platform = i % 3 === 0 ? 'ios' : 'android';
       const locale = locales[(i >> 1) % locales.length]!;
       const level = i % 7;
+      const disabled = i % 5 === 0;
       const d = await registerDevice(h, keys.sdk, {
         platform,
         development: platform === 'ios' && i % 9 === 0,
         locale,
-        notifications_allowed: i % 5 === 0 ? 'Disabled' : 'Enabled',
+        notifications_allowed: disabled ? 'Disabled' : 'Enabled',
         tags: i % 4 === 0 ? ['vip'] : [],
         badge: i % 4,
         location: { latitude: 48.85 + (i % 6) * 0.1, longitude: 2.35 },
@@ -64,7 +65,7 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
           renewal: { type: 'date', value: `2026-01-${String(1 + (i % 28)).padStart(2, '0')}` },
         },
       });
-      devices.push({ ...d, locale, level });
+      devices.push({ ...d, locale, level, disabled });
       // purchases: none, one, or two of them, the last one 3 or 20 days ago
       const purchases = i % 3;
       const events = Array.from({ length: purchases }, (_, k) => ({
@@ -182,7 +183,9 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     await shot(page, 'compose');
 
     // send, then watch the delivery on the notification's page until it reaches 100 %
-    const targeted = devices.filter((d) => d.locale === 'fr_FR' && d.level >= 3);
+    // the audience counts every device it matches; the alert goes to those whose notifications are not Disabled
+    const targeted = devices.filter((d) => d.locale === 'fr_FR' && d.level >= 3 && !d.disabled);
+    expect(targeted.length).toBeLessThan(expected);
     const [uninstalled, refused, ...slow] = targeted;
     const faults = (d: RegisteredDevice) => (d.platform === 'ios' ? (d.development ? gw.sandbox : gw.apns) : gw.fcm).faults;
     faults(uninstalled!).forToken(
@@ -216,8 +219,10 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     );
     expect(seen.length).toBeGreaterThan(1); // it was watched moving, not just found finished
     const n = (await api('GET', `/v6/notifications/${notificationId}`, keys.read)).json;
-    expect(n.devices_targeted).toBe(expected);
-    expect(n.pushes_succeeded + n.pushes_failed).toBe(expected);
+    expect(n.devices_targeted).toBe(targeted.length);
+    expect(n.devices_not_allowed).toBe(expected - targeted.length);
+    expect(await page.textContent('#not-allowed')).toBe(` (${expected - targeted.length} more with notifications Disabled: not sent)`);
+    expect(n.pushes_succeeded + n.pushes_failed).toBe(targeted.length);
     await expect.poll(() => page.textContent('#succeeded')).toBe(`${n.pushes_succeeded} succeeded`);
     expect(n.tokens_invalidated).toBe(1);
     expect(n.pushes_failed).toBe(2);
