@@ -83,17 +83,21 @@ export function startSweeper(deps: {
     const still = new Set((await deps.delivery.pendingBatches(deps.db, n.id, n.generation)).map((b) => b.id));
     return !pending.some((b) => still.has(b.id));
   };
-  // Renewed every third of the lease: the holder keeps it through two failed renewals, and a dead holder's
-  // expires within the lease. A holder stalled past it may scan once more with its successor: scans are idempotent.
+  // Renewed every third of the lease, which outlasts two failed renewals (this process scans only while its last
+  // one succeeded); a dead holder's expires within the lease. One stalled past it may scan once more alongside
+  // its successor: scans are idempotent.
   const lease = deps.lease;
   const leaseMs = lease?.ms ?? SCAN_LEASE_MS;
   let holding = !lease;
-  const renew = async () => {
-    holding = await lease!.leases.take(deps.db, SCAN_LEASE, lease!.holder, leaseMs).catch((err: unknown) => {
-      deps.log.warn({ err }, 'could not take or renew the scan lease');
-      return false;
-    });
-  };
+  let renewing: Promise<void> = Promise.resolve();
+  const renew = () =>
+    (renewing = lease!.leases
+      .take(deps.db, SCAN_LEASE, lease!.holder, leaseMs)
+      .catch((err: unknown) => {
+        deps.log.warn({ err }, 'could not take or renew the scan lease');
+        return false;
+      })
+      .then((taken) => void (holding = taken)));
   const leaseTimer = lease ? setInterval(() => void renew(), leaseMs / 3) : undefined;
   leaseTimer?.unref();
   if (lease) void renew();
@@ -141,6 +145,7 @@ export function startSweeper(deps: {
     stop: async () => {
       clearInterval(timer);
       clearInterval(leaseTimer);
+      await renewing; // a renewal under way would take the lease again after it was given up
       if (lease) await lease.leases.release(deps.db, SCAN_LEASE, lease.holder).catch(() => undefined);
     },
   };
