@@ -86,7 +86,7 @@ describe.skipIf(!redisUrl())('partitioned queues on Redis', () => {
       },
       { concurrency: 2 },
     );
-    const ids = Array.from({ length: 30 }, () => randomUUID());
+    const ids: string[] = Array.from({ length: 30 }, () => randomUUID());
     await Promise.all(ids.map((notificationId) => queues.add('fanout', { notificationId, generation: 2 })));
     expect(new Set(ids.map((id) => partitionOf(id, PARTITIONS))).size).toBe(PARTITIONS);
     await waitFor('every job', async () => ran.filter((id) => ids.includes(id)).length >= ids.length, 20_000);
