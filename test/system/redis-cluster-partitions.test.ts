@@ -2,8 +2,8 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/platform/logger.js';
 import { RedisTokenBuckets } from '../../src/platform/token-bucket.js';
-import { partitionOf } from '../../src/queue/jobs.js';
-import { partitionPrefix } from '../../src/queue/queues.js';
+import { jobSpecs, partitionOf } from '../../src/queue/jobs.js';
+import { JobQueues, partitionPrefix } from '../../src/queue/queues.js';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { startRedisCluster, withNode, type RedisCluster } from '../helpers/redis-cluster.js';
@@ -161,6 +161,29 @@ describe.skipIf(!redisUrl())('partitioned queues on a Redis Cluster', () => {
       expect(holders.size).toBeGreaterThan(1);
     } finally {
       await buckets.close();
+    }
+  });
+
+  it('finds the jobs of batches in every partition with one pipeline each, on the cluster', async () => {
+    const queues = new JobQueues(
+      {
+        kind: 'redis',
+        redisUrl: `redis://127.0.0.1:${cluster.ports[0]}`,
+        redisCluster: true,
+        databaseUrl: '',
+        prefix,
+        partitions: PARTITIONS,
+      },
+      jobSpecs({ deliveryAttempts: 1 }),
+    );
+    try {
+      const ids = Array.from({ length: 12 }, () => randomUUID());
+      await Promise.all(ids.map((id) => queues.add('delivery', { batches: [{ notificationId: id, batchId: `${id}-b` }] }, 60_000)));
+      expect(new Set(ids.map((id) => partitionOf(id, PARTITIONS))).size).toBeGreaterThan(1);
+      const found = await queues.batchesOf([...ids.map((id) => `${id}-b`), 'no-such-job']);
+      expect(Object.fromEntries(found)).toEqual(Object.fromEntries(ids.map((id) => [`${id}-b`, [`${id}-b`]])));
+    } finally {
+      await queues.close();
     }
   });
 
