@@ -145,8 +145,13 @@ export function startSweeper(deps: {
     stop: async () => {
       clearInterval(timer);
       clearInterval(leaseTimer);
-      await renewing; // a renewal under way would take the lease again after it was given up
-      if (lease) await lease.leases.release(deps.db, SCAN_LEASE, lease.holder).catch(() => undefined);
+      if (!lease) return;
+      // a renewal under way would take the lease again after it was given up; a database that does not answer
+      // holds the shutdown no more than a second (the lease then expires by itself)
+      const release = renewing.then(() => lease.leases.release(deps.db, SCAN_LEASE, lease.holder)).catch(() => undefined);
+      let timeout: NodeJS.Timeout | undefined;
+      await Promise.race([release, new Promise((r) => (timeout = setTimeout(r, 1000)))]);
+      clearTimeout(timeout);
     },
   };
 }
