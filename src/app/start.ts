@@ -104,6 +104,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
           redisCluster: config.REDIS_CLUSTER,
           databaseUrl: database.listenUrl,
           prefix: config.QUEUE_PREFIX,
+          partitions: config.QUEUE_PARTITIONS,
         }
       : { kind: 'postgres', databaseUrl: database.listenUrl, prefix: config.QUEUE_PREFIX },
     jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),

@@ -293,6 +293,12 @@ export interface DeviceMessagesTable {
   in_app_impressions: Counter;
 }
 
+export interface LeasesTable {
+  name: string;
+  holder: string;
+  expires_at: Date;
+}
+
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
@@ -312,6 +318,7 @@ export interface Database {
   app_active_devices: AppActiveDevicesTable;
   messages: MessagesTable;
   device_messages: DeviceMessagesTable;
+  leases: LeasesTable;
 }
 
 export type App = Selectable<AppsTable>;

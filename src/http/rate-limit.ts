@@ -22,7 +22,9 @@ export const rateLimit = fp<{ config: Config; log: Logger }>(
       sdk: { perSecond: config.RATE_LIMIT_SDK_PER_SECOND, burst: config.RATE_LIMIT_SDK_BURST },
     };
     const buckets = config.REDIS_URL
-      ? new RedisTokenBuckets({ url: config.REDIS_URL, cluster: config.REDIS_CLUSTER }, config.QUEUE_PREFIX, log)
+      ? new RedisTokenBuckets({ url: config.REDIS_URL, cluster: config.REDIS_CLUSTER }, config.QUEUE_PREFIX, log, {
+          spread: config.QUEUE_PARTITIONS > 1,
+        })
       : new MemoryTokenBuckets();
     app.addHook('onClose', () => buckets.close());
     await buckets.ready(READY_TIMEOUT_MS);

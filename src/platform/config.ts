@@ -27,6 +27,9 @@ const envSchema = z.object({
     .string()
     .regex(/^([A-Za-z0-9_-]{1,64}|\{[A-Za-z0-9_-]{1,62}\})$/, 'must be 1-64 letters, digits, _ or -, or such a name in braces')
     .optional(),
+  // Queues per job kind, each under a hash tag of its own ({pushd:0}, {pushd:1}, …): on a Redis Cluster they spread
+  // over the masters, and one notification's jobs (all in one) hold back only the sends that hash with it.
+  QUEUE_PARTITIONS: z.coerce.number().int().min(1).max(64).default(1),
   ROLE: z.enum(['all', 'api', 'worker']).default('all'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   // Which X-Forwarded-For hops to believe: none by default (the client address is the socket's); a hop count,

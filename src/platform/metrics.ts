@@ -22,6 +22,11 @@ export class Metrics {
     labelNames: ['queue', 'state'] as const,
     registers: [this.registry],
   });
+  readonly stalledScans = new Counter({
+    name: 'pushd_sweeper_scans_total',
+    help: 'Scans for stalled notifications this process ran (the one process holding the scan lease runs them)',
+    registers: [this.registry],
+  });
 
   readonly requestsInFlight = new Gauge({
     name: 'pushd_http_requests_in_flight',

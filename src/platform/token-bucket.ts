@@ -112,11 +112,15 @@ export class RedisTokenBuckets implements TokenBuckets {
   private readonly meanwhile = new MemoryTokenBuckets();
   private lastWarningMs = 0;
 
-  /** `prefix` in braces on a Redis Cluster puts every bucket in one slot, with the queues. */
+  /**
+   * `prefix` in braces on a Redis Cluster puts every bucket in one slot, with the queues, unless `spread`
+   * (QUEUE_PARTITIONS above 1): then each bucket is a hash tag of its own, and the buckets spread over the masters.
+   */
   constructor(
     target: RedisTarget,
     private readonly prefix: string,
     private readonly log: Logger,
+    private readonly keys: { spread: boolean } = { spread: false },
   ) {
     // No offline queue and one retry: while Redis is away a request fails open at once instead of waiting for it.
     this.redis = redisClient(target, { offlineQueue: false, maxRetriesPerRequest: 1 }) as RedisWithTake;
@@ -128,7 +132,7 @@ export class RedisTokenBuckets implements TokenBuckets {
     if (this.redis.status !== 'ready') return this.meanwhile.take(bucket, limit);
     try {
       const [allowed, retryAfterMs] = await this.redis.takeToken(
-        `${this.prefix}:ratelimit:${bucket}`,
+        this.keys.spread ? `${this.prefix.replace(/[{}]/g, '')}:ratelimit:{${bucket}}` : `${this.prefix}:ratelimit:${bucket}`,
         limit.perSecond,
         limit.burst,
         refillMs(limit) + 1000,

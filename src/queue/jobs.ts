@@ -23,6 +23,8 @@ export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery'];
 export interface JobSpec<D> {
   /** A deterministic id: enqueueing the same work twice (a re-run fan-out, the sweeper) adds it once. */
   id(data: D): string;
+  /** The notification whose partition the job goes to (QUEUE_PARTITIONS): all of a notification's jobs share one. */
+  notificationOf(data: D): string;
   options: JobsOptions;
 }
 export type JobSpecs = { [N in JobName]: JobSpec<JobTypes[N]> };
@@ -35,15 +37,30 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
   return {
     fanout: {
       id: (d) => `${d.notificationId}-g${d.generation}${d.wave ? `-w${d.wave}` : ''}`,
+      notificationOf: (d) => d.notificationId,
       options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
     },
     delivery: {
       // named after its first batch; the others record it as their job_id (the sweeper looks for it)
       id: (d) => d.batches[0]!.batchId,
+      // batches stored together go with their first, as their job is named
+      notificationOf: (d) => d.batches[0]!.notificationId,
       // 'custom': the delivery worker's backoff strategy (retry.ts) honours the gateway's Retry-After
       options: { attempts: settings.deliveryAttempts, backoff: { type: 'custom' }, ...forget },
     },
   };
+}
+
+/**
+ * The partition (0 to count - 1) of a notification's jobs: FNV-1a of its id, so every process picks the same one
+ * and notifications spread evenly. Per notification rather than per app: a large broadcast holds back only the
+ * sends that hash with it, of any app (its own included), and an app's load spreads over the partitions.
+ */
+export function partitionOf(notificationId: string, count: number): number {
+  if (count <= 1) return 0;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < notificationId.length; i++) hash = Math.imul(hash ^ notificationId.charCodeAt(i), 0x01000193);
+  return (hash >>> 0) % count;
 }
 
 /** How the rest of the service hands a committed notification to the pipeline (pipeline.ts implements it). */

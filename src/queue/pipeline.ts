@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import type { Config } from '../platform/config.js';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
@@ -6,6 +8,7 @@ import { PartitionsRepository } from '../db/repositories/partitions.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
+import { LeasesRepository } from '../db/repositories/leases.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
@@ -97,8 +100,8 @@ export function startPipeline(
   };
   for (const name of JOB_NAMES) {
     const { process, concurrency, backoff } = handlers[name] as JobHandler<JobName>;
-    const worker = queues.worker(name, process, { concurrency, lockDuration: config.JOB_LOCK_MS, backoff });
-    worker.on('failed', (job, err) => log.warn({ err: err.message, job: name, jobId: job?.id, data: job?.data }, 'job attempt failed'));
+    for (const worker of queues.startWorkers(name, process, { concurrency, lockDuration: config.JOB_LOCK_MS, backoff }))
+      worker.on('failed', (job, err) => log.warn({ err: err.message, job: name, jobId: job?.id, data: job?.data }, 'job attempt failed'));
   }
 
   const sweeper = startSweeper({
@@ -108,7 +111,6 @@ export function startPipeline(
     idempotency: new IdempotencyRepository(),
     partitions: new PartitionsRepository(),
     retention: { device_pushes: config.RETENTION_RECEIPTS_DAYS, app_active_devices: config.RETENTION_ACTIVE_DEVICES_DAYS },
-    metrics: opts.metrics,
     messages: new MessagesRepository(),
     clock: opts.clock,
     queues,
@@ -117,6 +119,9 @@ export function startPipeline(
     // a transactional send's last attempt starts before its deadline and may wait for an OAuth token, then for
     // the push (a small audience's one attempt, the same without the deadline)
     heldSeconds: Math.ceil((config.TRANSACTIONAL_TIMEOUT_MS + 2 * GATEWAY_REQUEST_TIMEOUT_MS) / 1000),
+    // one worker of the deployment scans for stalled notifications for all
+    lease: { leases: new LeasesRepository(), holder: `${hostname()}:${process.pid}:${randomUUID()}` },
+    metrics: opts.metrics,
   });
   const duePoller = startDuePoller({ db, log, delivery, scheduler, clock: opts.clock, intervalMs: config.SCHEDULE_POLL_MS });
   const depthTimer = setInterval(async () => {
@@ -130,7 +135,7 @@ export function startPipeline(
   return {
     scheduler,
     async close() {
-      sweeper.stop();
+      await sweeper.stop();
       duePoller.stop();
       clearInterval(depthTimer);
       await queues.closeWorkers();

@@ -1,7 +1,7 @@
 import { createPostgresBackend, createRedisBackend, withBackend, type Job, type Queue, type Worker } from 'bullmq';
-import type { Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { redisClient, redisOptions } from '../platform/redis.js';
-import type { JobName, JobSpecs, JobTypes } from './jobs.js';
+import { partitionOf, type JobName, type JobSpecs, type JobTypes } from './jobs.js';
 
 export type QueueBackendKind = 'redis' | 'postgres';
 
@@ -14,6 +14,17 @@ export interface QueueConnection {
   databaseUrl: string;
   /** Namespace of the queues (Redis key prefix), so several deployments or test runs can share one Redis. */
   prefix?: string;
+  /** Queues per job kind on Redis (QUEUE_PARTITIONS), each under its own hash tag; the PostgreSQL backend has one. */
+  partitions?: number;
+}
+
+/**
+ * The key prefix of a partition: the prefix itself when there is one partition (the keys of before partitions),
+ * else the partition's number inside its braces ({pushd:2}), a hash tag of its own, or after it (pushd:2).
+ */
+export function partitionPrefix(prefix: string, partition: number, partitions: number): string {
+  if (partitions <= 1) return prefix;
+  return prefix.startsWith('{') ? `${prefix.slice(0, -1)}:${partition}}` : `${prefix}:${partition}`;
 }
 
 type AnyQueue = Queue;
@@ -25,7 +36,7 @@ const STUCK_FETCH_MS = 3000;
  * The service's queues. The same BullMQ classes run on either backend; only the connection differs.
  */
 export class JobQueues {
-  private readonly queues = new Map<JobName, AnyQueue>();
+  private readonly queues = new Map<string, AnyQueue>();
   private readonly workers: Worker[] = [];
   private active = 0;
   private readonly classes: ReturnType<typeof withBackend>;
@@ -33,12 +44,15 @@ export class JobQueues {
   /** On a Redis Cluster: the client the queues share and the workers duplicate (BullMQ leaves it to us to close). */
   private readonly cluster: Cluster | undefined;
   private readonly prefix: string;
+  readonly partitions: number;
 
   constructor(
     readonly conn: QueueConnection,
     private readonly specs: JobSpecs,
   ) {
     this.prefix = conn.prefix ?? 'pushd';
+    // partitions spread Redis keys over slots; PostgreSQL has no slots to spread
+    this.partitions = conn.kind === 'redis' ? (conn.partitions ?? 1) : 1;
     if (conn.kind === 'redis') {
       this.classes = withBackend(createRedisBackend) as unknown as ReturnType<typeof withBackend>;
       // BullMQ workers block on Redis; ioredis must not give up on a command while Redis restarts.
@@ -54,21 +68,31 @@ export class JobQueues {
     }
   }
 
-  queue(name: JobName): AnyQueue {
-    let q = this.queues.get(name);
+  queue(name: JobName, partition = 0): AnyQueue {
+    const key = `${name}#${partition}`;
+    let q = this.queues.get(key);
     if (!q) {
-      q = new this.classes.Queue(name, { connection: this.connection as never, prefix: this.prefix }) as AnyQueue;
+      const prefix = partitionPrefix(this.prefix, partition, this.partitions);
+      q = new this.classes.Queue(name, { connection: this.connection as never, prefix }) as AnyQueue;
       q.on('error', () => undefined); // connection blips are retried by BullMQ; readiness reports them
-      this.queues.set(name, q);
+      this.queues.set(key, q);
     }
     return q;
   }
 
-  /** Adds a job with the options of its name (jobs.ts); a job whose id exists is not added twice. */
+  private get partitionNumbers(): number[] {
+    return Array.from({ length: this.partitions }, (_, p) => p);
+  }
+
+  /**
+   * Adds a job with the options of its name (jobs.ts) to its notification's partition; a job whose id exists
+   * there is not added twice.
+   */
   async add<N extends JobName>(name: N, data: JobTypes[N], delayMs = 0): Promise<void> {
     const spec = this.specs[name];
     const delay = Math.max(0, Math.round(delayMs));
-    await this.queue(name).add(name, data, { ...spec.options, jobId: spec.id(data), ...(delay > 0 ? { delay } : {}) });
+    const partition = partitionOf(spec.notificationOf(data), this.partitions);
+    await this.queue(name, partition).add(name, data, { ...spec.options, jobId: spec.id(data), ...(delay > 0 ? { delay } : {}) });
   }
 
   /** The id a job of this data gets (deterministic, jobs.ts). */
@@ -76,19 +100,55 @@ export class JobQueues {
     return this.specs[name].id(data);
   }
 
-  /** The batches of a delivery job in the queue (waiting, delayed or running); null when there is none. */
-  async batchesOf(jobId: string): Promise<string[] | null> {
-    const job = (await this.queue('delivery').getJob(jobId)) as Job<JobTypes['delivery']> | undefined;
-    return job ? job.data.batches.map((b) => b.batchId) : null;
+  /**
+   * The batches each of these delivery jobs carries, of those in the queue (waiting, delayed or running), looked
+   * for in every partition (batches stored together are in their first one's): on Redis one pipeline per partition
+   * (its keys share a slot), on PostgreSQL one lookup per job.
+   */
+  async batchesOf(jobIds: readonly string[]): Promise<Map<string, string[]>> {
+    const found = new Map<string, string[]>();
+    if (jobIds.length === 0) return found;
+    const perPartition = await Promise.all(this.partitionNumbers.map((p) => this.jobData('delivery', p, jobIds)));
+    for (const data of perPartition)
+      data.forEach((d, i) => {
+        if (d) found.set(jobIds[i]!, [...(found.get(jobIds[i]!) ?? []), ...d.batches.map((b) => b.batchId)]);
+      });
+    return found;
   }
 
-  /** Whether the job is in the queue (waiting, delayed or running): finished jobs are not kept (jobs.ts). */
-  async has(name: JobName, jobId: string): Promise<boolean> {
-    return (await this.queue(name).getJob(jobId)) != null;
+  /**
+   * Whether the job is in its notification's partition (waiting, delayed or running): finished jobs are not kept
+   * (jobs.ts).
+   */
+  async has(name: JobName, jobId: string, notificationId: string): Promise<boolean> {
+    return (await this.queue(name, partitionOf(notificationId, this.partitions)).getJob(jobId)) != null;
   }
 
-  worker<N extends JobName>(
+  /** The data of these jobs of a partition (undefined where there is none), read together on Redis. */
+  private async jobData<N extends JobName>(name: N, partition: number, jobIds: readonly string[]): Promise<(JobTypes[N] | undefined)[]> {
+    const queue = this.queue(name, partition);
+    if (this.conn.kind !== 'redis')
+      return Promise.all(jobIds.map(async (id) => ((await queue.getJob(id)) as Job<JobTypes[N]> | undefined)?.data));
+    const client = await (queue.getBackend() as unknown as { client: Promise<Redis | Cluster> }).client;
+    const answers = (await client.pipeline(jobIds.map((id) => ['hget', queue.toKey(id), 'data'])).exec()) ?? [];
+    return answers.map(([err, data]) => {
+      if (err) throw err;
+      return typeof data === 'string' ? (JSON.parse(data) as JobTypes[N]) : undefined;
+    });
+  }
+
+  /** A worker on each partition of the job kind, all running `processor`, each with `concurrency` jobs at most. */
+  startWorkers<N extends JobName>(
     name: N,
+    processor: (job: Job<JobTypes[N]>) => Promise<unknown>,
+    opts: { concurrency: number; lockDuration?: number; backoff?: (attemptsMade: number, err: unknown) => number },
+  ): Worker[] {
+    return this.partitionNumbers.map((p) => this.worker(name, p, processor, opts));
+  }
+
+  private worker<N extends JobName>(
+    name: N,
+    partition: number,
     processor: (job: Job<JobTypes[N]>) => Promise<unknown>,
     opts: { concurrency: number; lockDuration?: number; backoff?: (attemptsMade: number, err: unknown) => number },
   ): Worker {
@@ -103,7 +163,7 @@ export class JobQueues {
     };
     const w = new this.classes.Worker(name, tracked as never, {
       connection: this.connection as never,
-      prefix: this.prefix,
+      prefix: partitionPrefix(this.prefix, partition, this.partitions),
       concurrency: opts.concurrency,
       lockDuration: opts.lockDuration ?? 30_000,
       // a job whose worker died is re-run after the lock expires; a few stalls are tolerated before it fails
@@ -128,14 +188,20 @@ export class JobQueues {
       timer = setTimeout(() => reject(new Error('queue backend did not answer')), timeoutMs);
     });
     try {
-      await Promise.race([this.queue('fanout').getJobCounts('waiting'), timeout]);
+      await Promise.race([Promise.all(this.partitionNumbers.map((p) => this.queue('fanout', p).getJobCounts('waiting'))), timeout]);
     } finally {
       clearTimeout(timer);
     }
   }
 
+  /** Jobs of the kind by state, over its partitions. */
   async depth(name: JobName): Promise<Record<string, number>> {
-    return this.queue(name).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized');
+    const counts = await Promise.all(
+      this.partitionNumbers.map((p) => this.queue(name, p).getJobCounts('waiting', 'active', 'delayed', 'failed', 'prioritized')),
+    );
+    const total: Record<string, number> = {};
+    for (const c of counts) for (const [state, n] of Object.entries(c)) total[state] = (total[state] ?? 0) + n;
+    return total;
   }
 
   /**

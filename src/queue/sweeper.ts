@@ -9,11 +9,18 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import { maintainPartitions, type Retention } from './retention.js';
 import type { JobQueues } from './queues.js';
+import type { LeasesRepository } from '../db/repositories/leases.js';
 
 /** Rows one sweep deletes at most of each kind: a bounded statement, however many expired at once. */
 const PURGE_BATCH = 10_000;
 /** Notifications one sweep looks at; the next one goes on after them, and starts over once it reached the newest. */
 const STALLED_PAGE = 500;
+/** Pending batches whose jobs are looked up together (one pipeline per partition), until one is found queued. */
+const BATCHES_AT_ONCE = 200;
+/** The lease on the scan for stalled notifications, which one process of the deployment runs for all. */
+export const SCAN_LEASE = 'sweeper:stalled-scan';
+/** How long the scan's lease lasts unrenewed: how soon another process takes over when its holder dies. */
+export const SCAN_LEASE_MS = 10_000;
 
 /**
  * Re-enqueues notifications that made no progress for a while and have no job in the queue: the enqueue after
@@ -32,7 +39,6 @@ export function startSweeper(deps: {
   idempotency: IdempotencyRepository;
   partitions: PartitionsRepository;
   retention: Retention;
-  metrics?: Metrics;
   messages: MessagesRepository;
   clock: Clock;
   queues: JobQueues;
@@ -45,45 +51,76 @@ export function startSweeper(deps: {
   heldSeconds: number;
   /** Notifications one sweep looks at (default STALLED_PAGE). */
   stalledPage?: number;
+  /**
+   * The lease that elects the one process of the deployment that scans for stalled notifications (the purges run
+   * everywhere); without one, this process scans on its own.
+   */
+  lease?: { leases: LeasesRepository; holder: string; ms?: number };
+  /** Counts the scans this process ran and the partitions kept and dropped. */
+  metrics?: Metrics;
 }) {
   const limit = deps.stalledPage ?? STALLED_PAGE;
   let after: StalledNotification | null = null;
   const queued = async (n: { id: string; generation: number; wave: number }) => {
     const fanout = deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave });
-    if (await deps.queues.has('fanout', fanout)) return true;
+    if (await deps.queues.has('fanout', fanout, n.id)) return true;
     const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
     // A batch is sent by the job it was stored with (job_id), or by its own (a fan-out re-enqueued it, a retry
     // went on alone, its process sent it without the queue and left it to retry): queued if one of those is in
-    // the queue and still carries it.
-    const jobs = new Map<string, Promise<string[] | null>>();
-    const batchesOf = (jobId: string) => jobs.get(jobId) ?? jobs.set(jobId, deps.queues.batchesOf(jobId)).get(jobId)!;
-    for (const b of pending)
-      for (const jobId of b.job_id ? [b.job_id, b.id] : [b.id]) if ((await batchesOf(jobId))?.includes(b.id)) return true;
+    // the queue and still carries it. The jobs of a slice of batches are looked up at once.
+    const jobsOf = (b: { id: string; job_id: string | null }) => (b.job_id ? [b.job_id, b.id] : [b.id]);
+    for (let i = 0; i < pending.length; i += BATCHES_AT_ONCE) {
+      const slice = pending.slice(i, i + BATCHES_AT_ONCE);
+      const carried = await deps.queues.batchesOf([...new Set(slice.flatMap(jobsOf))]);
+      if (slice.some((b) => jobsOf(b).some((jobId) => carried.get(jobId)?.includes(b.id)))) return true;
+    }
     if (pending.length === 0) return false;
     // A job leaves the queue only after its batch is recorded: one that finished between the read above and the
     // queue's answer shows here as no longer pending, and it was progress, not a lost job.
     const still = new Set((await deps.delivery.pendingBatches(deps.db, n.id, n.generation)).map((b) => b.id));
     return !pending.some((b) => still.has(b.id));
   };
+  // Renewed every third of the lease, which outlasts two failed renewals (this process scans only while its last
+  // one succeeded); a dead holder's expires within the lease. One stalled past it may scan once more alongside
+  // its successor: scans are idempotent.
+  const lease = deps.lease;
+  const leaseMs = lease?.ms ?? SCAN_LEASE_MS;
+  let holding = !lease;
+  let renewing: Promise<void> = Promise.resolve();
+  const renew = () =>
+    (renewing = lease!.leases
+      .take(deps.db, SCAN_LEASE, lease!.holder, leaseMs)
+      .catch((err: unknown) => {
+        deps.log.warn({ err }, 'could not take or renew the scan lease');
+        return false;
+      })
+      .then((taken) => void (holding = taken)));
+  const leaseTimer = lease ? setInterval(() => void renew(), leaseMs / 3) : undefined;
+  leaseTimer?.unref();
+  if (lease) void renew();
+  const scanStalled = async () => {
+    deps.metrics?.stalledScans.inc();
+    let count = 0;
+    const stalled = await deps.delivery.findStalled(
+      deps.db,
+      { seconds: deps.afterSeconds, heldSeconds: deps.heldSeconds },
+      { after, limit },
+    );
+    after = stalled.length === limit ? stalled[stalled.length - 1]! : null;
+    for (const n of stalled) {
+      if (await queued(n)) continue;
+      await deps.scheduler.schedule(n.id, n.generation, n.wave);
+      await deps.delivery.touch(deps.db, [n.id]);
+      count++;
+    }
+    if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
+  };
   let running = false;
   const sweep = async () => {
     if (running) return;
     running = true;
     try {
-      let count = 0;
-      const stalled = await deps.delivery.findStalled(
-        deps.db,
-        { seconds: deps.afterSeconds, heldSeconds: deps.heldSeconds },
-        { after, limit },
-      );
-      after = stalled.length === limit ? stalled[stalled.length - 1]! : null;
-      for (const n of stalled) {
-        if (await queued(n)) continue;
-        await deps.scheduler.schedule(n.id, n.generation, n.wave);
-        await deps.delivery.touch(deps.db, [n.id]);
-        count++;
-      }
-      if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
+      if (holding) await scanStalled();
       const purged = await deps.idempotency.purgeExpired(deps.db, PURGE_BATCH);
       if (purged) deps.log.debug({ purged }, 'purged expired idempotency keys');
       // its DDL may time out waiting for a lock: the next sweep tries again, and this one goes on
@@ -100,5 +137,18 @@ export function startSweeper(deps: {
   };
   const timer = setInterval(() => void sweep(), Math.max(1000, (deps.afterSeconds * 1000) / 2));
   timer.unref();
-  return { stop: () => clearInterval(timer) };
+  return {
+    /** Stops sweeping and gives the lease up, so another process scans from its next renewal. */
+    stop: async () => {
+      clearInterval(timer);
+      clearInterval(leaseTimer);
+      if (!lease) return;
+      // a renewal under way would take the lease again after it was given up; a database that does not answer
+      // holds the shutdown no more than a second (the lease then expires by itself)
+      const release = renewing.then(() => lease.leases.release(deps.db, SCAN_LEASE, lease.holder)).catch(() => undefined);
+      let timeout: NodeJS.Timeout | undefined;
+      await Promise.race([release, new Promise((r) => (timeout = setTimeout(r, 1000)))]);
+      clearTimeout(timeout);
+    },
+  };
 }

@@ -64,6 +64,11 @@ describe('config', () => {
     expect(loadConfig({ REDIS_URL: 'redis://r:6379', REDIS_CLUSTER: 'false' }).REDIS_CLUSTER).toBe(false);
   });
 
+  it('keeps one queue per job kind unless QUEUE_PARTITIONS asks for more', () => {
+    expect(loadConfig({}).QUEUE_PARTITIONS).toBe(1);
+    expect(loadConfig({ QUEUE_PARTITIONS: '6' }).QUEUE_PARTITIONS).toBe(6);
+  });
+
   it.each([
     ['PORT', 'abc'],
     ['PORT', '70000'],
@@ -77,6 +82,8 @@ describe('config', () => {
     ['QUEUE_PREFIX', '{unclosed'],
     ['QUEUE_PREFIX', 'a{b}'],
     ['REDIS_CLUSTER', 'maybe'],
+    ['QUEUE_PARTITIONS', '0'],
+    ['QUEUE_PARTITIONS', '65'],
     ['SCHEDULE_POLL_MS', '0'],
     ['BODY_LIMIT_BYTES', '10'],
     ['DELIVERY_CONCURRENCY', '0'],
