@@ -84,6 +84,19 @@ export function unprovenClaims(
  * device). Re-sending the value a device already has binds nothing new, so it needs no hash: app versions released
  * before verification was turned on keep registering the devices they already bound.
  */
+/**
+ * What a device holds after a change that moves it to another push token (another phone): its user id and e-mail
+ * address as the request leaves them. The new phone behind them needs their proof as much as a new binding does.
+ */
+export function identitiesKept(
+  current: Partial<Record<IdentityField, string | null>>,
+  fields: Partial<Record<IdentityField, string | null>>,
+): Partial<Record<IdentityField, string | null>> {
+  return Object.fromEntries(
+    IDENTITY_FIELDS.map((field) => [field, fields[field] !== undefined ? fields[field] : (current[field] ?? null)]),
+  );
+}
+
 export function refuseUnprovenChanges(claims: IdentityClaim[], current: Partial<Record<IdentityField, string | null>> | undefined): void {
   for (const claim of claims) {
     if (current?.[claim.field] === claim.value) continue;

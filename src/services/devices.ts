@@ -21,7 +21,7 @@ import {
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
 import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
-import { refuseUnprovenChanges, unprovenClaims, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
+import { identitiesKept, refuseUnprovenChanges, unprovenClaims, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
@@ -131,6 +131,7 @@ export class DeviceService {
       if (typeof input.fields.token === 'string') await this.devices.lockTokenMove(trx, appId, input.fields.token, id);
       const current = await this.lockLive(trx, appId, id, 'update');
       refuseUnprovenChanges(unproven, current);
+      refuseUnprovenMove(caller, current, input);
       checkPlatformChange(current, input);
       const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
       const dropped = [...input.dropped, ...over];
@@ -370,6 +371,16 @@ const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 function identityClaims(caller: Caller, input: DeviceInput): IdentityClaim[] {
   if (caller.role !== 'sdk' || !caller.identity) return [];
   return unprovenClaims(input.fields, input.authHashes, caller.identity);
+}
+
+/**
+ * With the sdk key, a new push token (or subscription) for a device bound to a user moves that user's pushes to
+ * another phone: it takes the proof of every identity the device keeps, as binding them would.
+ */
+function refuseUnprovenMove(caller: Caller, current: Device, input: DeviceInput): void {
+  if (caller.role !== 'sdk' || !caller.identity) return;
+  if (typeof input.fields.token !== 'string' || input.fields.token === current.token) return;
+  refuseUnprovenChanges(unprovenClaims(identitiesKept(current, input.fields), input.authHashes, caller.identity), undefined);
 }
 
 function eventOptions(caller: Caller) {

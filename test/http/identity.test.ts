@@ -136,6 +136,32 @@ describe('identity verification', () => {
       expect(proven.statusCode, proven.body).toBe(200);
     });
 
+    it("a new push token on a user's device (another phone behind the user) takes the user's proof too", async () => {
+      const token = randomApnsToken();
+      const { id } = await registerDevice(h, app.keys.sdk, {
+        platform: 'ios',
+        token,
+        user_id: 'victim',
+        user_id_auth_hash: hashOf('victim'),
+      });
+      // whoever learned the device's id (or its token, which answers it) puts their own phone's token on it
+      const attacker = randomApnsToken();
+      const moved = await put(app.keys.sdk, id, { token: attacker });
+      expect(moved.statusCode, moved.body).toBe(403);
+      expect(moved.json().error).toMatch(/^device\.user_id_auth_hash: is required to set user_id/);
+      expect(await put(app.keys.sdk, id, { token: attacker, user_id: 'victim' })).toMatchObject({ statusCode: 403 });
+      expect(await stored(token)).toMatchObject({ id, user_id: 'victim' });
+      expect(await stored(attacker)).toBeUndefined();
+
+      // the app itself, which holds the hash, moves to its new token; clearing the user needs no proof
+      const renewed = randomApnsToken();
+      expect(await put(app.keys.sdk, id, { token: renewed, user_id_auth_hash: hashOf('victim') })).toMatchObject({ statusCode: 200 });
+      expect(await stored(renewed)).toMatchObject({ id, user_id: 'victim' });
+      const anonymous = randomApnsToken();
+      expect(await put(app.keys.sdk, id, { token: anonymous, user_id: null })).toMatchObject({ statusCode: 200 });
+      expect(await stored(anonymous)).toMatchObject({ id, user_id: null });
+    });
+
     it('the write key (a backend) binds freely', async () => {
       const token = randomApnsToken();
       const res = await post(app.keys.write, { platform: 'ios', token, user_id: 'u-backend', user_email: 'b@example.com' });
