@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +18,7 @@ describe('web push scripts', () => {
   beforeAll(async () => {
     mock = await WebPushMock.start();
     h = await createHarness({ env: { WEB_PUSH_ALLOWED_ORIGINS: mock.origin } });
-    app = await h.createApp();
+    app = await h.createApp(undefined, { identityVerification: true });
   });
   afterAll(async () => {
     await h?.close();
@@ -109,7 +110,9 @@ describe('web push scripts', () => {
     window.self = window;
     runInNewContext(await script('/web-push/sdk.js'), window);
     const pushd = window.pushd as { subscribe: (o: unknown) => Promise<{ id: string }>; unsubscribe: (o: unknown) => Promise<unknown> };
-    const device = await pushd.subscribe({ sdkKey: app.keys.sdk, user_id: 'u-7', tags: ['web'] });
+    // the app verifies identities: the page passes the hash its backend made, as a phone does
+    const user_id_auth_hash = createHmac('sha256', app.identity_secret).update('u-7').digest('hex');
+    const device = await pushd.subscribe({ sdkKey: app.keys.sdk, user_id: 'u-7', user_id_auth_hash, tags: ['web'] });
     expect(askedKey).toBe(vapid.public_key);
     expect(stored.get('pushd.device')).toBe(device.id);
     const row = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();

@@ -153,4 +153,16 @@ describe('web push delivery', () => {
     expect(refused.statusCode).toBe(400);
     expect(refused.json().error).toMatch(/^device\.subscription\.endpoint: /);
   });
+  // last: it adds a device the tests above do not expect
+  it('a browser shows every push, so one whose notifications are Disabled gets none, even without an alert', async () => {
+    const sub = mock.subscribe(vapidKey);
+    const res = await call('POST', '/v6/devices', keys.sdk, {
+      device: { platform: 'web', subscription: sub, notifications_allowed: 'Disabled' },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const { id } = await post({ to: '*', payload: { order: 43 } });
+    const n = await finished(id);
+    expect(n).toMatchObject({ devices_targeted: devices.length, devices_not_allowed: 1 });
+    expect(endpoints(mock.pushes)).toEqual(endpoints(devices.map((d) => d.sub)));
+  });
 });

@@ -417,9 +417,12 @@ export class DevicesRepository {
   }
 }
 
-/** Whether the device is not sent this push: it reported notifications Disabled and the push is `visible`. */
+/**
+ * Whether the device is not sent this push: it reported notifications Disabled and the push is `visible`, as every
+ * push to a browser is (a subscription is made userVisibleOnly, and its service worker shows each one).
+ */
 function notAllowed(visible: boolean | RawBuilder<boolean>) {
-  return sql<boolean>`(${visible}::boolean and d.notifications_allowed is not distinct from 'Disabled')`;
+  return sql<boolean>`((${visible}::boolean or d.platform = 'web') and d.notifications_allowed is not distinct from 'Disabled')`;
 }
 
 /** Audiences one membership statement tests (its columns). */
