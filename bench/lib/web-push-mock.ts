@@ -34,8 +34,9 @@ export class BenchWebPushMock extends MockHttp2Server {
   /** pushes accepted per endpoint since the last reset */
   readonly counts = new Map<string, number>();
   verified = 0;
-  /** pushes refused (a bad header, JWT or body): any is a failure of the benchmark */
-  refused: string[] = [];
+  /** pushes refused (a bad header, JWT or body): any is a failure of the benchmark; the first 20 said why */
+  refused = 0;
+  refusedWhy: string[] = [];
   private seen = 0;
 
   private constructor(
@@ -60,7 +61,8 @@ export class BenchWebPushMock extends MockHttp2Server {
   reset(): void {
     this.counts.clear();
     this.verified = 0;
-    this.refused = [];
+    this.refused = 0;
+    this.refusedWhy = [];
     this.resetStats();
   }
 
@@ -79,7 +81,7 @@ export class BenchWebPushMock extends MockHttp2Server {
   protected async handle(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
     const endpoint = `${this.origin}${req.url}`;
     const refuse = (status: number, why: string) => {
-      if (this.refused.length < 20) this.refused.push(`${endpoint}: ${status} ${why}`);
+      if (this.refused++ < 20) this.refusedWhy.push(`${endpoint}: ${status} ${why}`);
       res.writeHead(status, { 'content-type': 'text/plain' });
       res.end(why);
     };
