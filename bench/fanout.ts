@@ -11,12 +11,11 @@
  * connections per gateway; each round prints how many the pipeline kept open, to compare.
  * Every device must get exactly one push a round: the benchmark exits 1 when one is missed or pushed twice.
  */
-import { spawn } from 'node:child_process';
 import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
-import { arg, CA_PATH, cpuMs, peakRssMb, percentile, printTable } from './lib/setup.js';
-import { BENCH_BUNDLE, benchStack, startServices } from './lib/stack.js';
+import { arg, cpuMs, median, peakRssMb, percentile, printTable, runBenchChild } from './lib/setup.js';
+import { BENCH_BUNDLE, benchStack, startServices, waitFinished } from './lib/stack.js';
 
 const devices = Number(arg('devices', '200000'));
 const rounds = Number(arg('rounds', '3'));
@@ -48,17 +47,6 @@ async function main() {
       headers: { authorization: auth, 'content-type': 'application/json', ...headers },
       body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
     });
-
-  // The pushes have all arrived when the last batches are still being recorded: let a round finish
-  // before the next one starts, so the rounds do not overlap.
-  const waitSent = async ({ id }: { id: string }) => {
-    for (;;) {
-      const r = await fetch(`${base}/v6/notifications/${id}`, { headers: { authorization: auth } });
-      const body = (await r.json()) as { state?: string };
-      if (body.state === 'sent' || body.state === 'failed') return;
-      await new Promise((res) => setTimeout(res, 100));
-    }
-  };
 
   // (1) time to first push, one-device audiences (warm: connections and JWT/OAuth tokens are reused)
   const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(31).execute();
@@ -131,7 +119,7 @@ async function main() {
     if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
     const { id } = (await res.json()) as { id: string };
     // a device missed never completes `all`: the round then ends when the notification is sent
-    const sent = waitSent({ id }).then(() => performance.now());
+    const sent = waitFinished(base, auth, id).then(() => performance.now());
     const tEnd = await Promise.race([all, sent]);
     const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
     await sent;
@@ -143,7 +131,12 @@ async function main() {
     // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
     apns.resetStats();
     fcm.resetStats();
-    const bare = await runBareClient({ ...spec, notificationId: id }); // the same requests, byte for byte
+    // the same requests, byte for byte; BARE_NODE_ARGS: node flags for it (--cpu-prof, to compare its profile with the worker's)
+    const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
+      'bench/lib/bare-client.ts',
+      { ...spec, notificationId: id },
+      'BARE_NODE_ARGS',
+    );
     if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
     const r = {
       pipeline: devices / ((tEnd - t0) / 1000),
@@ -160,11 +153,6 @@ async function main() {
     );
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
-  const median = (xs: number[]) => {
-    const s = [...xs].sort((a, b) => a - b);
-    const mid = Math.floor(s.length / 2);
-    return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
-  };
   const ratios = results.map((r) => r.pipeline / r.bare);
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
@@ -188,35 +176,6 @@ async function main() {
   await services.stop();
   await stack.close();
   process.exit(results.some((r) => r.missed > 0 || r.twice > 0) ? 1 : 0);
-}
-
-/** Node flags from an environment variable (space-separated), or undefined when it is not set. */
-function nodeArgsFromEnv(name: string): string[] | undefined {
-  return process.env[name]?.split(' ').filter(Boolean);
-}
-
-/** The bare client runs in its own process, like the worker, so neither shares a core with the mocks. */
-function runBareClient(spec: object): Promise<{ ms: number; ok: number; cpuMs: number }> {
-  return new Promise((resolve, reject) => {
-    // BARE_NODE_ARGS: node flags for the bare client (--cpu-prof, to compare its profile with the worker's).
-    const child = spawn(
-      process.execPath,
-      [...(nodeArgsFromEnv('BARE_NODE_ARGS') ?? []), '--import', 'tsx', 'bench/lib/bare-client.ts', JSON.stringify(spec)],
-      {
-        env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', (code) => {
-      if (code !== 0) return reject(new Error(`bare client exited ${code}`));
-      // the last line is the result; anything before it is what BARE_NODE_ARGS made node print (--trace-gc)
-      const lines = out.trim().split('\n');
-      if (lines.length > 1) process.stderr.write(lines.slice(0, -1).join('\n') + '\n');
-      resolve(JSON.parse(lines.at(-1)!));
-    });
-  });
 }
 
 main().catch((err) => {

@@ -11,7 +11,7 @@ export interface BareTarget {
   origin: string;
   path: (i: number) => string;
   headers: Record<string, string>;
-  body: (i: number) => string;
+  body: (i: number) => string | Buffer;
 }
 
 export async function bareSend(
@@ -37,7 +37,7 @@ export async function bareSend(
         req.on('error', reject);
         req.end(target.body(i));
       });
-      if (status === 200) ok++;
+      if (status >= 200 && status < 300) ok++; // APNs and FCM answer 200, a Web Push service 201
     }
   };
   const lanes: Promise<void>[] = [];
@@ -50,8 +50,13 @@ export async function bareSend(
 
 /** An APNs provider token (ES256 JWT), as any APNs client sends it. */
 export function apnsJwt(keyPem: string, keyId: string, teamId: string): string {
+  return es256Jwt(keyPem, { alg: 'ES256', kid: keyId }, { iss: teamId, iat: Math.floor(Date.now() / 1000) });
+}
+
+/** A JWT signed with ES256 by a P-256 private key (PEM): APNs provider tokens and VAPID (RFC 8292) alike. */
+export function es256Jwt(keyPem: string, header: object, claims: object): string {
   const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
-  const input = `${b64({ alg: 'ES256', kid: keyId })}.${b64({ iss: teamId, iat: Math.floor(Date.now() / 1000) })}`;
+  const input = `${b64(header)}.${b64(claims)}`;
   const signature = sign('sha256', Buffer.from(input), { key: createPrivateKey(keyPem), dsaEncoding: 'ieee-p1363' }).toString('base64url');
   return `${input}.${signature}`;
 }

@@ -127,6 +127,12 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+export function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2;
+}
+
 export function printTable(rows: [string, string][]): void {
   const w = Math.max(...rows.map((r) => r[0].length));
   console.log(`| ${'measure'.padEnd(w)} | value |`);
@@ -141,4 +147,28 @@ export function printRows(header: string[], rows: string[][]): void {
   console.log(line(header));
   console.log(`|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
   for (const r of rows) console.log(line(r));
+}
+
+/**
+ * Runs a benchmark's client in a process of its own (as the worker is), so it does not share a core with the mock
+ * gateways: `node --import tsx <script> <json spec>`, whose last line of output is its JSON result. `nodeArgsEnv`
+ * names an environment variable of node flags for it (space-separated: --cpu-prof, --trace-gc).
+ */
+export function runBenchChild<T>(script: string, spec: object, nodeArgsEnv: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const nodeArgs = process.env[nodeArgsEnv]?.split(' ').filter(Boolean) ?? [];
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', script, JSON.stringify(spec)], {
+      env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', (code) => {
+      if (code !== 0) return reject(new Error(`${script} exited ${code}`));
+      // the last line is the result; anything before it is what the node flags made node print (--trace-gc)
+      const lines = out.trim().split('\n');
+      if (lines.length > 1) process.stderr.write(lines.slice(0, -1).join('\n') + '\n');
+      resolve(JSON.parse(lines.at(-1)!) as T);
+    });
+  });
 }

@@ -158,3 +158,16 @@ export async function startServices(
     },
   };
 }
+
+/**
+ * Waits until a notification is sent (or failed). The pushes have all arrived while its last batches are still
+ * being recorded: a round that waits for this before the next starts does not overlap it.
+ */
+export async function waitFinished(base: string, authorization: string, id: string): Promise<void> {
+  for (;;) {
+    const r = await fetch(`${base}/v6/notifications/${id}`, { headers: { authorization } });
+    const body = (await r.json()) as { state?: string };
+    if (body.state === 'sent' || body.state === 'failed') return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}

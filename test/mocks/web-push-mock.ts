@@ -33,7 +33,8 @@ export interface WebPushAnswerRecord {
   at: number;
 }
 
-interface HeldSubscription {
+/** What a browser holds of one subscription: its key pair and auth secret, and the app's key it subscribed with. */
+export interface HeldSubscription {
   ecdh: ECDH;
   auth: Buffer;
   applicationServerKey: string;
@@ -143,7 +144,7 @@ export class WebPushMock extends MockHttp2Server {
 }
 
 /** The JWT's claims when it is an ES256 signature by `key` for this audience, else why not. */
-function verifyVapidJwt(jwt: string, key: string, audience: string): RecordedWebPush['claims'] | string {
+export function verifyVapidJwt(jwt: string, key: string, audience: string): RecordedWebPush['claims'] | string {
   const parts = jwt.split('.');
   if (parts.length !== 3) return 'jwt must have three parts';
   const [head, payload, signature] = parts as [string, string, string];
@@ -172,7 +173,7 @@ function verifyVapidJwt(jwt: string, key: string, audience: string): RecordedWeb
 const hmac = (key: Buffer, data: Buffer) => createHmac('sha256', key).update(data).digest();
 
 /** RFC 8291 §3.4 and RFC 8188 §2, step by step as the RFCs write them (HMAC for HKDF's extract and expand). */
-function decrypt(body: Buffer, held: HeldSubscription): Buffer {
+export function decrypt(body: Buffer, held: HeldSubscription): Buffer {
   const salt = body.subarray(0, 16);
   const rs = body.readUInt32BE(16);
   const idlen = body.readUInt8(20);
