@@ -125,7 +125,8 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const gateways = view.mocksIn === 'process' ? await mocksInProcess(BENCH_BUNDLE) : await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_unicast', { queue, redisUrl, gateways });
   const { db, keys, app } = stack;
-  if (view.devices === 'api') await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, count: registered, clients });
+  if (view.devices === 'api')
+    await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, identitySecret: stack.identitySecret, count: registered, clients });
   else await insertBareDevices(db, app.id, registered);
   // as autovacuum would have by now; --analyze no: as on a server without autovacuum (the CI's), where a table
   // filled since its creation has no statistics and the device lookups plan as if it were nearly empty

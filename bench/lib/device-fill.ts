@@ -1,3 +1,4 @@
+import { identityHash } from '../../src/domain/identity.js';
 import { createHash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { DatabaseHandle } from '../../src/db/database.js';
@@ -17,9 +18,10 @@ const PLANS = ['free', 'plus', 'pro'];
 /**
  * What a phone's SDK sends when it registers (public-api-notes.md, The device SDKs): its token (an APNs token of
  * 32 bytes in hex, or an FCM registration token of about 160 characters), locale, time zone, country, OS and app
- * versions, model, a user id, a few tags and custom attributes of each type.
+ * versions, model, a user id with the hash its backend gave it (identity verification), a few tags and custom
+ * attributes of each type.
  */
-export function registration(i: number): { device: Record<string, unknown> } {
+export function registration(i: number, identitySecret: string): { device: Record<string, unknown> } {
   const ios = i % 2 === 0;
   const token = ios
     ? bytes(i, 'apns', 32).toString('hex')
@@ -38,6 +40,7 @@ export function registration(i: number): { device: Record<string, unknown> } {
       hardware_name: ios ? pick(i, ['iPhone15,2', 'iPhone16,1', 'iPhone14,5']) : pick(i, ['Pixel 8', 'SM-S911B', 'moto g84']),
       badge: 0,
       user_id: `u${i}`,
+      user_id_auth_hash: identityHash(identitySecret, `u${i}`),
       notifications_allowed: 'Enabled',
       tags: [pick(i, TAGS), pick(i + 3, TAGS)],
       custom: {
@@ -59,6 +62,7 @@ export function registration(i: number): { device: Record<string, unknown> } {
 export async function registerThroughApi(opts: {
   env: Record<string, string>;
   sdkKey: string;
+  identitySecret: string;
   count: number;
   clients: number;
 }): Promise<void> {
@@ -69,7 +73,9 @@ export async function registerThroughApi(opts: {
     clients: opts.clients,
   });
   try {
-    const answers = await load.post(Array.from({ length: opts.count }, (_, i) => ({ path: '/v6/devices', body: registration(i) })));
+    const answers = await load.post(
+      Array.from({ length: opts.count }, (_, i) => ({ path: '/v6/devices', body: registration(i, opts.identitySecret) })),
+    );
     const refused = answers.statuses.filter((s) => s !== 200 && s !== 201).length;
     if (refused)
       throw new Error(

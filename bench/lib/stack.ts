@@ -16,6 +16,8 @@ export interface BenchStack {
   database: { url: string; close(): Promise<void> };
   db: DatabaseHandle;
   app: { id: string };
+  /** the app's identity secret: a phone's user id is registered with its hash (identity verification is on) */
+  identitySecret: string;
   keys: { read: string; write: string; sdk: string };
   apns: ApnsMock;
   fcm: FcmMock;
@@ -66,7 +68,7 @@ export async function benchApp(
   const database = await benchDatabase(name);
   const db = openDatabase(database.url);
   await migrate(db.pool);
-  const { app, keys } = await new AppService(db.db).createApp(BENCH_BUNDLE);
+  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(BENCH_BUNDLE);
   const apps = new AppsRepository();
   await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(opts.gateways.apnsCredentials) });
   await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(opts.gateways.serviceAccount) });
@@ -83,6 +85,7 @@ export async function benchApp(
     database,
     db,
     app,
+    identitySecret,
     keys,
     env,
     async close() {
