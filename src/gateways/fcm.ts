@@ -19,7 +19,7 @@ import { secondsLeft } from '../domain/delivery-options.js';
 import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
 import type { FcmServiceAccount } from '../domain/credentials.js';
-import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
+import { AccessTokenCache, oauthAnswer, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
 import { Drain } from './drain.js';
 import { StreamPool } from './stream-pool.js';
@@ -169,18 +169,6 @@ function answerOf(res: Http2Response): GatewayAnswer {
 }
 
 const OK_ANSWER: GatewayAnswer = { gateway: 'fcm', status: 200 };
-
-function oauthAnswer(err: unknown): GatewayAnswer {
-  if (err instanceof OAuthError && err.status !== undefined) {
-    return {
-      gateway: 'oauth',
-      status: err.status,
-      ...(err.code && { reason: err.code }),
-      ...(err.retryAfter !== undefined && { retryAfter: err.retryAfter }),
-    };
-  }
-  return { gateway: 'oauth', transportError: (err as Error).message ?? String(err) };
-}
 
 function parseFcmError(body: string): FcmErrorBody | undefined {
   try {
