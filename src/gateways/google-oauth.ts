@@ -118,30 +118,30 @@ export async function requestAccessToken(
   body: URLSearchParams,
   timeoutMs: number = GATEWAY_REQUEST_TIMEOUT_MS,
 ): Promise<GoogleOAuthAccessToken> {
-    let res: Response;
-    let text: string;
-    try {
-      res = await fetch(tokenUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body,
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      text = await res.text();
-    } catch (err) {
-      const cause = (err as Error & { cause?: Error }).cause;
-      throw new OAuthError(`token request failed: ${cause?.message ?? (err as Error).message}`);
-    }
-    const json = safeJson(text);
-    if (!res.ok) {
-      const code = typeof json?.error === 'string' || typeof json?.error === 'number' ? String(json.error) : `HTTP ${res.status}`;
-      const description = typeof json?.error_description === 'string' ? `: ${json.error_description}` : '';
-      throw new OAuthError(`token endpoint refused: ${code}${description}`, res.status, code, res.headers.get('retry-after') ?? undefined);
-    }
-    if (typeof json?.access_token !== 'string' || typeof json.expires_in !== 'number') {
-      throw new OAuthError('token endpoint answered without access_token/expires_in', res.status, 'bad_response');
-    }
-    return { access_token: json.access_token, expires_in: json.expires_in };
+  let res: Response;
+  let text: string;
+  try {
+    res = await fetch(tokenUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    text = await res.text();
+  } catch (err) {
+    const cause = (err as Error & { cause?: Error }).cause;
+    throw new OAuthError(`token request failed: ${cause?.message ?? (err as Error).message}`);
+  }
+  const json = safeJson(text);
+  if (!res.ok) {
+    const code = typeof json?.error === 'string' || typeof json?.error === 'number' ? String(json.error) : `HTTP ${res.status}`;
+    const description = typeof json?.error_description === 'string' ? `: ${json.error_description}` : '';
+    throw new OAuthError(`token endpoint refused: ${code}${description}`, res.status, code, res.headers.get('retry-after') ?? undefined);
+  }
+  if (typeof json?.access_token !== 'string' || typeof json.expires_in !== 'number') {
+    throw new OAuthError('token endpoint answered without access_token/expires_in', res.status, 'bad_response');
+  }
+  return { access_token: json.access_token, expires_in: json.expires_in };
 }
 
 /** What a gateway tells the outcome table when no access token could be had. */

@@ -56,7 +56,7 @@ export class HmsGateway implements PushGateway {
 
   constructor(private readonly options: HmsGatewayOptions) {
     this.connections = new StreamPool(
-      () => new Http2Origin(options.origin),
+      () => new Http2Origin(options.origin, { keepSuccessBody: true }),
       (origin) => origin.window,
       { maxConnections: options.maxConnections ?? 4, maxInFlight: Math.min(options.maxInFlight ?? 100, 100), minInFlight: 1, chunkSize: 1 },
     );
@@ -125,7 +125,11 @@ export class HmsGateway implements PushGateway {
     // the ttl is the time left as this request starts
     const android = push.expiresAt ? { ...message.android, ttl: ttlOf(message, push.expiresAt) } : message.android;
     const body = JSON.stringify({ validate_only: false, message: { ...message, android, token: targets.map((t) => t.token) } });
-    const headers = { authorization: `Bearer ${accessToken}`, 'content-type': 'application/json; charset=UTF-8', accept: 'application/json' };
+    const headers = {
+      authorization: `Bearer ${accessToken}`,
+      'content-type': 'application/json; charset=UTF-8',
+      accept: 'application/json',
+    };
     let res: Http2Response;
     try {
       res = await http.request('POST', this.path, headers, body, this.timeoutMs);
