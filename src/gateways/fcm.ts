@@ -76,15 +76,8 @@ export class FcmGateway implements PushGateway {
 
   private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
     if (targets.length === 0) return [];
-    // Get the token once up front: if Google refuses it, every target gets that one answer
-    // instead of thousands of token requests.
-    try {
-      await this.tokens.get();
-    } catch (err) {
-      const outcome = classify(oauthAnswer(err)).outcome;
-      this.options.log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, 'fcm: no access token');
-      return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
-    }
+    const refused = await this.tokens.refusal(this.options.log, 'fcm');
+    if (refused) return targets.map((t) => ({ deviceId: t.deviceId, outcome: refused }));
     const encoderAt = fcmEncoders(push);
     const outcomes = new Array<PushOutcome>(targets.length);
     const sendChunk = (http: Http2Origin, indexes: number[]) =>

@@ -13,8 +13,9 @@
 import { createSign } from 'node:crypto';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import type { FcmServiceAccount } from '../domain/credentials.js';
-import type { GatewayAnswer } from './outcomes.js';
-import { GATEWAY_REQUEST_TIMEOUT_MS } from './types.js';
+import type { Logger } from '../platform/logger.js';
+import { classify, type GatewayAnswer } from './outcomes.js';
+import { GATEWAY_REQUEST_TIMEOUT_MS, type PushOutcome } from './types.js';
 
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
@@ -94,6 +95,21 @@ export class AccessTokenCache {
       this.pending = undefined;
     });
     return this.pending;
+  }
+
+  /**
+   * Gets the token once before a batch: if the endpoint refuses it, the one outcome every push of the batch gets
+   * (instead of a token request per push), else undefined.
+   */
+  async refusal(log: Logger | undefined, gateway: string): Promise<PushOutcome | undefined> {
+    try {
+      await this.get();
+      return undefined;
+    } catch (err) {
+      const outcome = classify(oauthAnswer(err)).outcome;
+      log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, `${gateway}: no access token`);
+      return outcome;
+    }
   }
 
   invalidate(token: string): void {

@@ -82,14 +82,8 @@ export class HmsGateway implements PushGateway {
       const outcome = classify({ gateway: 'hms', status: 400, reason: '80300008', detail }).outcome;
       return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
     }
-    // One token request up front: if Huawei refuses it, every target gets that one answer.
-    try {
-      await this.tokens.get();
-    } catch (err) {
-      const outcome = classify(oauthAnswer(err)).outcome;
-      this.options.log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, 'hms: no access token');
-      return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
-    }
+    const refused = await this.tokens.refusal(this.options.log, 'hms');
+    if (refused) return targets.map((t) => ({ deviceId: t.deviceId, outcome: refused }));
     const requests: PushTarget[][] = [];
     for (let i = 0; i < targets.length; i += HMS_MAX_TOKENS_PER_REQUEST) requests.push(targets.slice(i, i + HMS_MAX_TOKENS_PER_REQUEST));
     const outcomes = new Map<PushTarget, PushOutcome>();
