@@ -62,6 +62,16 @@ describe('huawei push kit delivery', () => {
     const bad = await call('POST', '/v6/devices', keys.sdk, { device: { platform: 'huawei', token: 'short' } });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error).toMatch(/^device\.token: must be a Huawei push token/);
+    // an update is held to the same form, the stored token untouched
+    const update = await h.server.inject({
+      method: 'PUT',
+      url: `/v6/devices/${devices[0]!.id}`,
+      headers: { authorization: basic(keys.sdk) },
+      payload: { device: { token: 'short!' } },
+    });
+    expect(update.statusCode, update.body).toBe(400);
+    expect(update.json().error).toMatch(/^device\.token: /);
+    expect((await device(devices[0]!.id)).token).toBe(devices[0]!.token);
 
     const payload = {
       alert: 'Your order shipped',
