@@ -7,10 +7,12 @@
  * HMS answers one `{code, msg, requestId}` for the whole request: 80000000 is every token; 80100000 (partial) names the
  * refused tokens in `msg` (a JSON string, `{"success":n,"failure":n,"illegal_tokens":[...]}`), which are invalidated,
  * the others being sent; any other code is the answer of every token of the request. Every answer goes through
- * ./outcomes.ts. Over pushd's HTTP/2 client (./http2-client.ts): Huawei documents only HTTPS, and its API front
- * negotiates h2 by ALPN like Google's (not verified against Huawei here: no network; see the README).
+ * ./outcomes.ts. android.ttl is the time left when the batch is mapped (its requests start together).
+ *
+ * Over pushd's HTTP/2 client (./http2-client.ts), like FCM: Huawei's docs name HTTPS, not the HTTP version. Whether
+ * push-api.cloud.huawei.com offers h2 by ALPN was not checked (no network here); if it does not, this needs an
+ * HTTP/1.1 keep-alive transport behind the same request() (see the README).
  */
-import { secondsLeft } from '../domain/delivery-options.js';
 import type { HmsCredentials } from '../domain/hms.js';
 import { HMS_MAX_MESSAGE_BYTES, jsonBytes, toHmsMessage, type HmsMessageTemplate } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
@@ -92,7 +94,7 @@ export class HmsGateway implements PushGateway {
       (http, chunk) =>
         Promise.all(
           chunk.map((r) =>
-            this.sendRequest(http, push, message, requests[r] as PushTarget[]).then((answers) =>
+            this.sendRequest(http, message, requests[r] as PushTarget[]).then((answers) =>
               answers.forEach((outcome, j) => outcomes.set((requests[r] as PushTarget[])[j] as PushTarget, outcome)),
             ),
           ),
@@ -102,13 +104,7 @@ export class HmsGateway implements PushGateway {
   }
 
   /** One request for up to 1,000 tokens; an outcome per token, same order; never rejects. */
-  private async sendRequest(
-    http: Http2Origin,
-    push: NotificationPush,
-    message: HmsMessageTemplate,
-    targets: PushTarget[],
-    attempt = 0,
-  ): Promise<PushOutcome[]> {
+  private async sendRequest(http: Http2Origin, message: HmsMessageTemplate, targets: PushTarget[], attempt = 0): Promise<PushOutcome[]> {
     const every = (outcome: PushOutcome) => targets.map(() => outcome);
     let accessToken: string;
     try {
@@ -116,9 +112,7 @@ export class HmsGateway implements PushGateway {
     } catch (err) {
       return every(classify(oauthAnswer(err)).outcome);
     }
-    // the ttl is the time left as this request starts
-    const android = push.expiresAt ? { ...message.android, ttl: ttlOf(message, push.expiresAt) } : message.android;
-    const body = JSON.stringify({ validate_only: false, message: { ...message, android, token: targets.map((t) => t.token) } });
+    const body = JSON.stringify({ validate_only: false, message: { ...message, token: targets.map((t) => t.token) } });
     const headers = {
       authorization: `Bearer ${accessToken}`,
       'content-type': 'application/json; charset=UTF-8',
@@ -136,7 +130,7 @@ export class HmsGateway implements PushGateway {
     if (!refreshAuth || attempt > 0) return every(outcome);
     // 401 / 80200003: the access token expired or was revoked early; renew it (once for all callers) and send again once.
     this.tokens.invalidate(accessToken);
-    return this.sendRequest(http, push, message, targets, attempt + 1);
+    return this.sendRequest(http, message, targets, attempt + 1);
   }
 
   close(): Promise<void> {
@@ -146,13 +140,6 @@ export class HmsGateway implements PushGateway {
     })();
     return this.closing;
   }
-}
-
-/** android.ttl as of now, never beyond what the mapping allowed (HMS's ceiling). */
-function ttlOf(message: HmsMessageTemplate, expiresAt: Date): string {
-  const ceiling = Number.parseInt(message.android.ttl ?? '', 10);
-  const left = secondsLeft(expiresAt, new Date());
-  return `${Number.isFinite(ceiling) ? Math.min(left, ceiling) : left}s`;
 }
 
 /** 80100000: the tokens `msg` names as illegal are dead, the others were sent. */
