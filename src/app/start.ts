@@ -172,6 +172,8 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
       fcmOrigin: config.FCM_ORIGIN,
       googleTokenUrl: config.GOOGLE_TOKEN_URL,
       webPushAllowedOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
+      hmsOrigin: config.HMS_ORIGIN,
+      hmsTokenUrl: config.HMS_TOKEN_URL,
       apns: limits,
       fcm: limits,
     },
@@ -201,6 +203,7 @@ function credentialsLookup(db: Db, changes: AppChanges): CredentialsLookup {
               apnsCredentials: app.apns_credentials,
               fcmCredentials: app.fcm_credentials,
               webPushCredentials: app.web_push_credentials,
+              hmsCredentials: app.hms_credentials,
             }
           : null;
         return { status: 'fulfilled', value };

@@ -8,6 +8,7 @@ import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
 import { identityCommands } from './identity.js';
 import { webPushCommands } from './web-push.js';
+import { hmsCommands } from './hms.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -20,6 +21,7 @@ const commands: Record<string, Command> = {
   ...rateLimitCommands,
   ...identityCommands,
   ...webPushCommands,
+  ...hmsCommands,
 };
 
 const HELP = ['--help', '-h'];

@@ -95,7 +95,7 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
     return { pred: sql<SqlBool>`(${stated} or d.notifications_allowed is null)`, nullable: false };
   }
   if (attribute === 'platform') {
-    // the record's names (iOS, Android, Web) are the stored ones capitalised
+    // the record's names (iOS, Android, Web, Huawei) are the stored ones capitalised
     const stored = (criteria as string[]).map((c) => c.toLowerCase());
     return { pred: anyOf(sql.ref('d.platform'), stored, 'text'), nullable: false };
   }

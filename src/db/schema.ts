@@ -9,7 +9,7 @@ type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json<T = unknown> = ColumnType<T, string | T, string | T>;
 
 export type { KeyRole };
-export type Platform = 'ios' | 'android' | 'web';
+export type Platform = 'ios' | 'android' | 'web' | 'huawei';
 export type { NotificationState };
 export type AttributeType = 'string' | 'integer' | 'float' | 'date' | 'boolean';
 
@@ -20,6 +20,8 @@ export interface AppsTable {
   apns_credentials: Json<Record<string, unknown> | null> | null;
   fcm_credentials: Json<Record<string, unknown> | null> | null;
   web_push_credentials: Json<Record<string, unknown> | null> | null;
+  /** the app's HMS app id and client secret (migration 026) */
+  hms_credentials: Json<Record<string, unknown> | null> | null;
   created_at: Generated<Date>;
   default_time_zone: string | null;
   max_per_minute: number | null;

@@ -6,6 +6,7 @@ import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, type Custom
 import { snapCoordinate } from './geo.js';
 import { AUTH_HASH_FIELD, IDENTITY_FIELDS, type IdentityField } from './identity.js';
 import { parseSubscription } from './web-push.js';
+import { hmsTokenProblem } from './hms.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
@@ -30,7 +31,7 @@ export interface Dropped {
   error: string;
 }
 
-export type Platform = 'ios' | 'android' | 'web';
+export type Platform = 'ios' | 'android' | 'web' | 'huawei';
 export type NotificationsAllowed = (typeof NOTIFICATIONS_ALLOWED_VALUES)[number];
 
 /** Device columns a client sets; absent = unchanged, null = cleared. */
@@ -223,8 +224,8 @@ export function parseDeviceInput(
   if (raw.platform !== undefined) {
     // any case: the device record shows the public API's "iOS" and "Android", which a client may send back
     const platform = typeof raw.platform === 'string' ? raw.platform.toLowerCase() : null;
-    if (platform !== 'ios' && platform !== 'android' && platform !== 'web')
-      throw new ValidationError('device.platform: must be one of ios, android, web');
+    if (platform !== 'ios' && platform !== 'android' && platform !== 'web' && platform !== 'huawei')
+      throw new ValidationError('device.platform: must be one of ios, android, web, huawei');
     fields.platform = platform;
   }
   const subscribed = raw.subscription !== undefined;
@@ -263,7 +264,14 @@ export function parseDeviceInput(
       dropped.push({ field: key, error: READ_ONLY.has(key) ? 'is read-only' : 'is not a device field' });
     }
   }
+  if (fields.platform === 'huawei') checkHuaweiToken(fields.token);
   return { fields, custom, dropped, authHashes, subscribed };
+}
+
+/** A Huawei device's token must be an HMS push token: anything else would only come back as 80300007 at each send. */
+export function checkHuaweiToken(token: string | null | undefined): void {
+  const problem = typeof token === 'string' ? hmsTokenProblem(token) : null;
+  if (problem) throw new ValidationError(`device.token: ${problem}`);
 }
 
 /**

@@ -44,6 +44,15 @@
  * subtitle, badge (the count), sound, category and the iOS switches are phone-only and not sent; `web` is not
  * sent to phones.
  *
+ * Huawei Push Kit (`toHmsMessage`), the `message` of HMS's v1 messages:send without its `token` list:
+ * alert -> android.notification.body; title -> android.notification.title; `_u` (an http(s) URL) ->
+ * android.notification.click_action {type 2, url}, else {type 3} (open the app); collapse_key ->
+ * android.notification.tag (HMS's own android.collapse_key is a number 0-100, not a string); category ->
+ * android.category when it is one of HMS's message classes (IM, VOIP, …: HMS refuses others), and in data;
+ * the payload's other keys (as FCM's data has them, values unchanged) and _nid -> data, ONE JSON string as HMS wants;
+ * priority high/normal -> android.urgency HIGH/NORMAL (unset: HIGH when something is shown, else NORMAL);
+ * expiry -> android.ttl = the whole seconds left, "<n>s", at most HMS's 15 days. No alert or title: a data message.
+ *
  * APNs refuses a body over 4096 bytes (413 PayloadTooLarge): `ApnsRequest.bytes` lets the gateway
  * refuse it locally as a permanent failure instead of sending it.
  */
@@ -327,6 +336,82 @@ export function webPushTopic(collapseKey: string): string {
   return createHash('sha256').update(collapseKey).digest('base64url').slice(0, 32);
 }
 
+/** HMS's limit on a message (80300008 past it), measured as the JSON of the mapped message without its tokens. */
+export const HMS_MAX_MESSAGE_BYTES = 4096;
+/** HMS keeps an undeliverable message at most 15 days. */
+const HMS_MAX_TTL_SECONDS = 15 * 24 * 3600;
+/** HMS's message classes (android.category); a payload category outside them stays in data only. */
+const HMS_CATEGORIES = new Set([
+  'IM',
+  'VOIP',
+  'SUBSCRIPTION',
+  'TRAVEL',
+  'HEALTH',
+  'WORK',
+  'ACCOUNT',
+  'EXPRESS',
+  'FINANCE',
+  'DEVICE_REMINDER',
+  'SYSTEM_REMINDER',
+  'MAIL',
+  'PLAY_VOICE',
+  'MARKETING',
+]);
+
+export interface HmsAndroidNotification {
+  title?: string;
+  body?: string;
+  tag?: string;
+  /** type 2 opens `url`, type 3 opens the app */
+  click_action: { type: 2; url: string } | { type: 3 };
+}
+
+export interface HmsAndroidConfig {
+  urgency: 'HIGH' | 'NORMAL';
+  ttl?: string;
+  category?: string;
+  notification?: HmsAndroidNotification;
+}
+
+/** An HMS v1 `message` without its `token` list (the same for every device of a push). */
+export interface HmsMessageTemplate {
+  data: string;
+  android: HmsAndroidConfig;
+}
+
+/** `now` is when the message is sent: android.ttl is relative, the time left before the expiry. */
+export function toHmsMessage(
+  payload: Record<string, unknown>,
+  notificationId: string,
+  options?: PushOptions & { now: Date },
+): HmsMessageTemplate {
+  const data: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(payload)) {
+    if (!NOT_IN_FCM_DATA.has(key) && value !== undefined) data[key] = value;
+  }
+  data._nid = notificationId;
+  const alert = str(payload.alert);
+  const title = str(payload.title);
+  const category = str(payload.category);
+  const collapseKey = str(payload.collapse_key);
+  const link = str(payload._u);
+
+  const shown = alert !== undefined || title !== undefined;
+  const priority = options?.priority ?? (shown ? 'high' : 'normal');
+  const android: HmsAndroidConfig = { urgency: priority === 'high' ? 'HIGH' : 'NORMAL' };
+  if (options?.expiresAt) android.ttl = `${Math.min(secondsLeft(options.expiresAt, options.now), HMS_MAX_TTL_SECONDS)}s`;
+  if (category !== undefined && HMS_CATEGORIES.has(category)) android.category = category;
+  if (shown) {
+    const opens = link !== undefined && /^https?:\/\/\S+$/.test(link);
+    const notification: HmsAndroidNotification = { click_action: opens ? { type: 2, url: link } : { type: 3 } };
+    if (title !== undefined) notification.title = title;
+    if (alert !== undefined) notification.body = alert;
+    if (collapseKey !== undefined) notification.tag = collapseKey;
+    android.notification = notification;
+  }
+  return { data: JSON.stringify(data), android };
+}
+
 /** Stands for the notification id (a UUID, so of the same length) when a payload is measured before it has one. */
 const MEASURING_ID = '00000000-0000-0000-0000-000000000000';
 
@@ -338,11 +423,13 @@ export function gatewaySizeProblem(payload: Record<string, unknown>): string | n
   const apns = toApnsRequest(payload, MEASURING_ID).bytes;
   const fcm = jsonBytes(toFcmMessage(payload, MEASURING_ID));
   const web = webPushRecordBytes(toWebPushMessage(payload, MEASURING_ID).body.length);
+  const hms = jsonBytes(toHmsMessage(payload, MEASURING_ID));
   const over = [
     apns > APNS_MAX_PAYLOAD_BYTES && `an APNs payload of ${apns} bytes (APNs accepts at most ${APNS_MAX_PAYLOAD_BYTES})`,
     fcm > FCM_MAX_MESSAGE_BYTES && `an FCM message of ${fcm} bytes (FCM accepts at most ${FCM_MAX_MESSAGE_BYTES})`,
     web > WEB_PUSH_MAX_RECORD_BYTES &&
       `a Web Push record of ${web} bytes once encrypted (push services accept at most ${WEB_PUSH_MAX_RECORD_BYTES})`,
+    hms > HMS_MAX_MESSAGE_BYTES && `an HMS message of ${hms} bytes (Huawei Push Kit accepts at most ${HMS_MAX_MESSAGE_BYTES})`,
   ].filter(Boolean);
   return over.length ? `is too large: it maps to ${over.join(' and ')}` : null;
 }

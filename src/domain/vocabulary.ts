@@ -34,7 +34,7 @@ export const CUSTOM_TYPES = ['string', 'integer', 'float', 'date', 'boolean'] as
 export type CustomType = (typeof CUSTOM_TYPES)[number];
 export const NOTIFICATIONS_ALLOWED_VALUES = ['Enabled', 'Disabled', 'Unknown'] as const;
 /** The platform names of the device record, which a `platform` filter compares with. */
-export const PLATFORM_VALUES = ['iOS', 'Android', 'Web'] as const;
+export const PLATFORM_VALUES = ['iOS', 'Android', 'Web', 'Huawei'] as const;
 export const ATTRIBUTE_NAME = /^[A-Za-z0-9_-]{1,255}$/;
 
 /** Distance units of the contract, in metres. */

@@ -19,7 +19,7 @@ import { secondsLeft } from '../domain/delivery-options.js';
 import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
 import type { FcmServiceAccount } from '../domain/credentials.js';
-import { AccessTokenCache, OAuthError, ServiceAccountTokenCredential } from './google-oauth.js';
+import { AccessTokenCache, oauthAnswer, ServiceAccountTokenCredential } from './google-oauth.js';
 import { Http2Origin, type Http2Response } from './http2-client.js';
 import { Drain } from './drain.js';
 import { StreamPool } from './stream-pool.js';
@@ -76,15 +76,8 @@ export class FcmGateway implements PushGateway {
 
   private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
     if (targets.length === 0) return [];
-    // Get the token once up front: if Google refuses it, every target gets that one answer
-    // instead of thousands of token requests.
-    try {
-      await this.tokens.get();
-    } catch (err) {
-      const outcome = classify(oauthAnswer(err)).outcome;
-      this.options.log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, 'fcm: no access token');
-      return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
-    }
+    const refused = await this.tokens.refusal(this.options.log, 'fcm');
+    if (refused) return targets.map((t) => ({ deviceId: t.deviceId, outcome: refused }));
     const encoderAt = fcmEncoders(push);
     const outcomes = new Array<PushOutcome>(targets.length);
     const sendChunk = (http: Http2Origin, indexes: number[]) =>
@@ -169,18 +162,6 @@ function answerOf(res: Http2Response): GatewayAnswer {
 }
 
 const OK_ANSWER: GatewayAnswer = { gateway: 'fcm', status: 200 };
-
-function oauthAnswer(err: unknown): GatewayAnswer {
-  if (err instanceof OAuthError && err.status !== undefined) {
-    return {
-      gateway: 'oauth',
-      status: err.status,
-      ...(err.code && { reason: err.code }),
-      ...(err.retryAfter !== undefined && { retryAfter: err.retryAfter }),
-    };
-  }
-  return { gateway: 'oauth', transportError: (err as Error).message ?? String(err) };
-}
 
 function parseFcmError(body: string): FcmErrorBody | undefined {
   try {

@@ -13,7 +13,9 @@
 import { createSign } from 'node:crypto';
 import type { Credential, GoogleOAuthAccessToken } from 'firebase-admin/app';
 import type { FcmServiceAccount } from '../domain/credentials.js';
-import { GATEWAY_REQUEST_TIMEOUT_MS } from './types.js';
+import type { Logger } from '../platform/logger.js';
+import { classify, type GatewayAnswer } from './outcomes.js';
+import { GATEWAY_REQUEST_TIMEOUT_MS, type PushOutcome } from './types.js';
 
 export const FCM_SCOPE = 'https://www.googleapis.com/auth/firebase.messaging';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
@@ -45,32 +47,9 @@ export class ServiceAccountTokenCredential implements Credential {
     private readonly options: ServiceAccountCredentialOptions,
   ) {}
 
-  async getAccessToken(): Promise<GoogleOAuthAccessToken> {
+  getAccessToken(): Promise<GoogleOAuthAccessToken> {
     const body = new URLSearchParams({ grant_type: JWT_BEARER, assertion: this.assertion() });
-    let res: Response;
-    let text: string;
-    try {
-      res = await fetch(this.options.tokenUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
-        body,
-        signal: AbortSignal.timeout(this.options.timeoutMs ?? GATEWAY_REQUEST_TIMEOUT_MS),
-      });
-      text = await res.text();
-    } catch (err) {
-      const cause = (err as Error & { cause?: Error }).cause;
-      throw new OAuthError(`token request failed: ${cause?.message ?? (err as Error).message}`);
-    }
-    const json = safeJson(text);
-    if (!res.ok) {
-      const code = typeof json?.error === 'string' ? json.error : `HTTP ${res.status}`;
-      const description = typeof json?.error_description === 'string' ? `: ${json.error_description}` : '';
-      throw new OAuthError(`token endpoint refused: ${code}${description}`, res.status, code, res.headers.get('retry-after') ?? undefined);
-    }
-    if (typeof json?.access_token !== 'string' || typeof json.expires_in !== 'number') {
-      throw new OAuthError('token endpoint answered without access_token/expires_in', res.status, 'bad_response');
-    }
-    return { access_token: json.access_token, expires_in: json.expires_in };
+    return requestAccessToken(this.options.tokenUrl, body, this.options.timeoutMs);
   }
 
   private assertion(): string {
@@ -118,6 +97,21 @@ export class AccessTokenCache {
     return this.pending;
   }
 
+  /**
+   * Gets the token once before a batch: if the endpoint refuses it, the one outcome every push of the batch gets
+   * (instead of a token request per push), else undefined.
+   */
+  async refusal(log: Logger | undefined, gateway: string): Promise<PushOutcome | undefined> {
+    try {
+      await this.get();
+      return undefined;
+    } catch (err) {
+      const outcome = classify(oauthAnswer(err)).outcome;
+      log?.warn({ reason: outcome.kind === 'ok' ? '' : outcome.reason }, `${gateway}: no access token`);
+      return outcome;
+    }
+  }
+
   invalidate(token: string): void {
     if (this.current?.token === token) this.current = undefined;
   }
@@ -129,6 +123,54 @@ export class AccessTokenCache {
     this.current = { token: access_token, renewAt: asked + Math.max(lifetime - 5 * 60_000, lifetime / 2) };
     return access_token;
   }
+}
+
+/**
+ * POSTs a token request (a form) and reads `{access_token, expires_in}`: Google's and Huawei's endpoints answer alike
+ * (RFC 6749 §5). Throws OAuthError with the status, the error code and Retry-After when refused.
+ */
+export async function requestAccessToken(
+  tokenUrl: string,
+  body: URLSearchParams,
+  timeoutMs: number = GATEWAY_REQUEST_TIMEOUT_MS,
+): Promise<GoogleOAuthAccessToken> {
+  let res: Response;
+  let text: string;
+  try {
+    res = await fetch(tokenUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
+      body,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    text = await res.text();
+  } catch (err) {
+    const cause = (err as Error & { cause?: Error }).cause;
+    throw new OAuthError(`token request failed: ${cause?.message ?? (err as Error).message}`);
+  }
+  const json = safeJson(text);
+  if (!res.ok) {
+    const code = typeof json?.error === 'string' || typeof json?.error === 'number' ? String(json.error) : `HTTP ${res.status}`;
+    const description = typeof json?.error_description === 'string' ? `: ${json.error_description}` : '';
+    throw new OAuthError(`token endpoint refused: ${code}${description}`, res.status, code, res.headers.get('retry-after') ?? undefined);
+  }
+  if (typeof json?.access_token !== 'string' || typeof json.expires_in !== 'number') {
+    throw new OAuthError('token endpoint answered without access_token/expires_in', res.status, 'bad_response');
+  }
+  return { access_token: json.access_token, expires_in: json.expires_in };
+}
+
+/** What a gateway tells the outcome table when no access token could be had. */
+export function oauthAnswer(err: unknown): GatewayAnswer {
+  if (err instanceof OAuthError && err.status !== undefined) {
+    return {
+      gateway: 'oauth',
+      status: err.status,
+      ...(err.code && { reason: err.code }),
+      ...(err.retryAfter !== undefined && { retryAfter: err.retryAfter }),
+    };
+  }
+  return { gateway: 'oauth', transportError: (err as Error).message ?? String(err) };
 }
 
 function b64url(text: string): string {

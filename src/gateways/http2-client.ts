@@ -26,6 +26,8 @@ export interface Http2OriginOptions {
   pingIntervalMs?: number;
   /** How often request deadlines are checked; a timeout fires up to this late. Default 250 ms. */
   sweepIntervalMs?: number;
+  /** Keep the body of 2xx answers too (HMS says in it which tokens failed). Default false. */
+  keepSuccessBody?: boolean;
 }
 
 const { NGHTTP2_CANCEL } = http2.constants;
@@ -48,6 +50,7 @@ export class Http2Origin {
   // every frame, which costs more than the request itself at thousands of requests a second.
   private readonly inFlight = new Set<InFlight>();
   private closed = false;
+  private readonly keepSuccessBody: boolean;
 
   constructor(
     readonly origin: string,
@@ -55,6 +58,7 @@ export class Http2Origin {
   ) {
     const url = new URL(origin);
     if (url.protocol !== 'https:') throw new Error(`origin must be https: ${origin}`);
+    this.keepSuccessBody = options.keepSuccessBody ?? false;
     this.pingTimer = setInterval(() => this.ping(), options.pingIntervalMs ?? 60_000);
     this.pingTimer.unref();
     this.sweepTimer = setInterval(() => this.sweep(), options.sweepIntervalMs ?? 250);
@@ -63,7 +67,7 @@ export class Http2Origin {
 
   /**
    * Sends one request; resolves with any HTTP answer, rejects with TransportError when none came.
-   * The body of a 2xx answer is not kept (`body` is ''): the gateways read only error bodies.
+   * The body of a 2xx answer is not kept (`body` is '') unless `keepSuccessBody`: most gateways read only error bodies.
    */
   request(
     method: string,
@@ -107,7 +111,7 @@ export class Http2Origin {
       stream.on('response', (h) => {
         status = Number(h[':status']);
         responseHeaders = h;
-        if (status >= 200 && status < 300) stream.resume();
+        if (status >= 200 && status < 300 && !this.keepSuccessBody) stream.resume();
         else {
           stream.setEncoding('utf8');
           stream.on('data', (chunk: string) => (text += chunk));

@@ -31,6 +31,13 @@
  * | webpush | 429 / 5xx                                                | retry          | Retry-After honoured         |
  * | webpush | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
  * | webpush | other 4xx (413 too large, 401/403 VAPID refused, 400…)   | failed         | reason = status + its text   |
+ * | hms     | 80000000 (success)                                       | ok             |                              |
+ * | hms     | 80100000 (partial): a token it names in illegal_tokens   | invalid_token  | the others get 80000000: ok  |
+ * | hms     | 80300007 (all tokens invalid)                            | invalid_token  |                              |
+ * | hms     | 80200003 (OAuth token expired) / HTTP 401                | retry          | refresh the OAuth token first |
+ * | hms     | 81000001 (internal error) / 429 / 5xx                    | retry          | Retry-After honoured         |
+ * | hms     | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
+ * | hms     | 80300008 (message too big) and every other code          | failed         | reason = code + HMS's msg    |
  * | oauth   | token endpoint 429 / 5xx / connection error / timeout    | retry          | Retry-After honoured         |
  * | oauth   | token endpoint 4xx (invalid_grant: key revoked…)         | failed         | every push of the batch      |
  * | any     | anything else (1xx, 3xx, unparsable)                     | failed         |                              |
@@ -44,8 +51,8 @@
  */
 import type { PushOutcome, PushOutcomeKind } from './types.js';
 
-/** `oauth` is Google's token endpoint: when no access token can be had, every FCM push of the batch gets its answer. */
-export type GatewayName = 'apns' | 'fcm' | 'webpush' | 'oauth';
+/** `oauth` is Google's or Huawei's token endpoint: when no access token can be had, every push of the batch gets its answer. */
+export type GatewayName = 'apns' | 'fcm' | 'webpush' | 'hms' | 'oauth';
 
 /** The error object FCM HTTP v1 returns (google.rpc.Status as JSON). */
 export interface FcmErrorBody {
@@ -67,6 +74,8 @@ export type GatewayAnswer =
       fcmError?: FcmErrorBody;
       /** Raw Retry-After header value, if any. */
       retryAfter?: string | undefined;
+      /** HMS only: its `msg`, said after the code in the reason. */
+      detail?: string;
     }
   | { gateway: GatewayName; transportError: string };
 
@@ -144,6 +153,22 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
   { gateway: 'webpush', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
   { gateway: 'webpush', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
 
+  { gateway: 'hms', when: '80000000', match: (f) => f.code === '80000000', kind: 'ok' },
+  { gateway: 'hms', when: '80100000: a token named illegal', match: (f) => f.code === '80100000', kind: 'invalid_token' },
+  { gateway: 'hms', when: '80300007 all tokens invalid', match: (f) => f.code === '80300007', kind: 'invalid_token' },
+  {
+    gateway: 'hms',
+    when: '80200003 OAuth token expired / 401',
+    match: (f) => f.code === '80200003' || f.status === 401,
+    kind: 'retry',
+    refreshAuth: true,
+  },
+  { gateway: 'hms', when: '81000001 internal error', match: (f) => f.code === '81000001', kind: 'retry' },
+  { gateway: 'hms', when: '429', match: (f) => f.status === 429, kind: 'retry' },
+  { gateway: 'hms', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
+  { gateway: 'hms', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
+  { gateway: 'hms', when: '80300008 too big, and every other code', match: () => true, kind: 'failed' },
+
   { gateway: 'oauth', when: '429', match: (f) => f.status === 429, kind: 'retry' },
   { gateway: 'oauth', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
   { gateway: 'oauth', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
@@ -193,7 +218,8 @@ function factsOf(answer: GatewayAnswer): Facts {
 function reasonOf(answer: GatewayAnswer, facts: Facts): string {
   const prefix = answer.gateway === 'oauth' ? 'oauth ' : '';
   if (!('status' in answer)) return `${prefix}transport: ${answer.transportError}`;
-  return prefix + (facts.code !== '' ? facts.code : `HTTP ${answer.status}`);
+  const detail = answer.detail ? `: ${answer.detail}` : '';
+  return prefix + (facts.code !== '' ? facts.code : `HTTP ${answer.status}`) + detail;
 }
 
 /** The FcmError errorCode of an FCM v1 error, falling back to the google.rpc status ("UNAVAILABLE"). */

@@ -13,6 +13,8 @@ import { CredentialsError, parseApnsCredentials, parseFcmServiceAccount } from '
 import { FcmGateway, type FcmGatewayOptions } from './fcm.js';
 import { parseVapidCredentials } from '../domain/web-push.js';
 import { WebPushGateway } from './web-push.js';
+import { parseHmsCredentials } from '../domain/hms.js';
+import { HmsGateway } from './hms.js';
 import type { NotificationPush, PushEnvironment, PushGateway, PushPlatform, PushResult, PushTarget } from './types.js';
 
 export interface GatewayPoolOptions {
@@ -20,6 +22,9 @@ export interface GatewayPoolOptions {
   apnsOriginSandbox: string;
   fcmOrigin: string;
   googleTokenUrl: string;
+  /** HMS_ORIGIN and HMS_TOKEN_URL (Huawei Push Kit); Huawei's own when absent */
+  hmsOrigin?: string;
+  hmsTokenUrl?: string;
   /** WEB_PUSH_ALLOWED_ORIGINS */
   webPushAllowedOrigins?: readonly string[];
   log?: Logger;
@@ -37,7 +42,16 @@ export interface AppPushCredentials {
   fcmCredentials: unknown;
   /** the app's VAPID key pair (apps.web_push_credentials) */
   webPushCredentials?: unknown;
+  /** the app's HMS app id and client secret (apps.hms_credentials) */
+  hmsCredentials?: unknown;
 }
+
+const CREDENTIALS_OF: Record<PushPlatform, (app: AppPushCredentials) => unknown> = {
+  ios: (app) => app.apnsCredentials,
+  android: (app) => app.fcmCredentials,
+  web: (app) => app.webPushCredentials,
+  huawei: (app) => app.hmsCredentials,
+};
 
 export class GatewayPool {
   private readonly gateways = new Map<string, { version: string; gateway: PushGateway }>();
@@ -50,7 +64,7 @@ export class GatewayPool {
     if (this.closed) return new UnavailableGateway('retry', 'gateway pool closed');
     // FCM has one environment; APNs has a sandbox and production origin.
     const key = `${app.id}|${platform}|${platform === 'ios' ? environment : '*'}`;
-    const credentials = platform === 'ios' ? app.apnsCredentials : platform === 'web' ? app.webPushCredentials : app.fcmCredentials;
+    const credentials = CREDENTIALS_OF[platform](app);
     const version = platform === 'ios' ? `${hash(credentials)}|${app.bundleId}` : hash(credentials);
 
     const cached = this.gateways.get(key);
@@ -81,6 +95,14 @@ export class GatewayPool {
           ...this.options.fcm,
           credentials: parseVapidCredentials(credentials),
           allowedOrigins: this.options.webPushAllowedOrigins ?? [],
+          ...(log && { log }),
+        });
+      if (platform === 'huawei')
+        return new HmsGateway({
+          ...this.options.fcm,
+          credentials: parseHmsCredentials(credentials),
+          origin: this.options.hmsOrigin ?? HMS_ORIGIN,
+          tokenUrl: this.options.hmsTokenUrl ?? HMS_TOKEN_URL,
           ...(log && { log }),
         });
       return new FcmGateway({
@@ -117,6 +139,9 @@ export class GatewayPool {
     await Promise.allSettled([...all, ...this.retiring]);
   }
 }
+
+const HMS_ORIGIN = 'https://push-api.cloud.huawei.com';
+const HMS_TOKEN_URL = 'https://oauth-login.cloud.huawei.com/oauth2/v3/token';
 
 /** Answers the same outcome for every token (no credentials, closed pool). */
 export class UnavailableGateway implements PushGateway {

@@ -68,4 +68,4 @@ export interface PushGateway {
 /** `development` devices go to the APNs sandbox; FCM and Web Push have a single environment. */
 export type PushEnvironment = 'production' | 'development';
 
-export type PushPlatform = 'ios' | 'android' | 'web';
+export type PushPlatform = 'ios' | 'android' | 'web' | 'huawei';

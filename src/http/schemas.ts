@@ -117,7 +117,7 @@ export const deviceRecord = z.looseObject({
   user_email: nullableString,
   push_enabled: z.boolean(),
   push_token: nullableString,
-  platform: z.enum(['iOS', 'Android', 'Web', 'Unknown']).describe('"Unknown" once erased'),
+  platform: z.enum(['iOS', 'Android', 'Web', 'Huawei', 'Unknown']).describe('"Unknown" once erased'),
   installed_at: nullableString.describe('when the device registered; null once erased'),
   last_opened: nullableString.describe('the last app open the SDK reported'),
   user_attributes: z.record(z.string(), z.object({ type: z.string(), value: z.unknown() })),

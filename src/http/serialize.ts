@@ -97,7 +97,7 @@ export function audienceResponse(a: Audience) {
 }
 
 /** The public API's platform names; an erased device has none. */
-const PLATFORM_NAMES = { ios: 'iOS', android: 'Android', web: 'Web' } as const;
+const PLATFORM_NAMES = { ios: 'iOS', android: 'Android', web: 'Web', huawei: 'Huawei' } as const;
 
 /**
  * The device record of the public API (its names and JSON types: `email`, `push_token`, `platform` "iOS"|"Android",

@@ -57,6 +57,9 @@ const envSchema = z.object({
   APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
   FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),
   GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
+  // Huawei Push Kit: where messages go, and where the OAuth access tokens (client credentials) come from.
+  HMS_ORIGIN: z.string().url().default('https://push-api.cloud.huawei.com'),
+  HMS_TOKEN_URL: z.string().url().default('https://oauth-login.cloud.huawei.com/oauth2/v3/token'),
   // https origins a web push subscription may point to beside the browsers' push services (a comma list).
   WEB_PUSH_ALLOWED_ORIGINS: z
     .string()

@@ -10,6 +10,8 @@ export const redactPaths = [
   '*.keyPem',
   '*.apns_credentials',
   '*.fcm_credentials',
+  '*.hms_credentials',
+  '*.client_secret',
   '*.private_key',
   '*.apiKey',
   'apns.key',

@@ -10,6 +10,7 @@ import { isTimeZone } from '../domain/schedule.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { generateVapidCredentials, parseVapidCredentials } from '../domain/web-push.js';
+import { parseHmsCredentials } from '../domain/hms.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -141,6 +142,14 @@ export class AppService {
       throw new NotFoundError('app');
     this.changes?.changed();
     return { subject: credentials.subject, public_key: credentials.public_key };
+  }
+
+  /** Gives the app its HMS credentials (Huawei Push Kit), checked first; the answer names the app id, never the secret. */
+  async setHms(appId: string, given: { hmsAppId: string; clientSecret: string }): Promise<{ app_id: string }> {
+    const credentials = parseHmsCredentials({ app_id: given.hmsAppId, client_secret: given.clientSecret });
+    if (!(await this.apps.setCredentials(this.db, appId, 'hms', { ...credentials }).catch(() => false))) throw new NotFoundError('app');
+    this.changes?.changed();
+    return { app_id: credentials.app_id };
   }
 
   /** The app's VAPID public key (base64url), which a web page subscribes with; 404 when it has none. */

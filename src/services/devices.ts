@@ -9,6 +9,7 @@ import {
   admitAttributes,
   aggregateEvents,
   LIMITS,
+  checkHuaweiToken,
   parseCustomAttributes,
   parseDeviceInput,
   parseEvents,
@@ -396,6 +397,8 @@ function checkPlatformChange(current: Device, input: DeviceInput): void {
     throw new ValidationError('device.subscription: only a web device (platform "web") has a push subscription');
   if (!input.subscribed && web && input.fields.token !== undefined)
     throw new ValidationError('device.token: a web device gives its push subscription as device.subscription');
+  // the token as it will be, on the platform as it will be: a Huawei device holds only an HMS token
+  if ((input.fields.platform ?? current.platform) === 'huawei') checkHuaweiToken(input.fields.token ?? current.token);
 }
 
 function written(fields: DeviceFields, custom: CustomChanges): Written {

@@ -12,7 +12,7 @@ export type Scalar = string | number | boolean | Date;
 
 export interface RefDevice {
   id: string;
-  platform: 'ios' | 'android';
+  platform: 'ios' | 'android' | 'web' | 'huawei';
   erased: boolean;
   development: boolean;
   strings: Record<string, string | null>; // locale, time_zone, os_name, ..., notifications_allowed

@@ -9,6 +9,7 @@ import {
   jsonBytes,
   toApnsRequest,
   toFcmMessage,
+  toHmsMessage,
   toWebPushMessage,
   webPushTopic,
 } from '../../src/domain/push-mapping.js';
@@ -350,26 +351,61 @@ describe('gatewaySizeProblem', () => {
   const apnsBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toApnsRequest(payload, ID).body));
   const fcmBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toFcmMessage(payload, ID)));
   const webBytes = (payload: Record<string, unknown>) => webPushRecordBytes(toWebPushMessage(payload, ID).body.length);
+  const hmsBytes = (payload: Record<string, unknown>) => Buffer.byteLength(JSON.stringify(toHmsMessage(payload, ID)));
 
   it('accepts a payload whose larger mapping is exactly 4096 bytes and refuses one byte more', () => {
-    // A custom string travels once in each mapping, so each added character adds one byte to all three.
-    const base = Math.max(apnsBytes({ x: '' }), fcmBytes({ x: '' }), webBytes({ x: '' }));
+    // A custom string travels once in each mapping, so each added character adds one byte to all four.
+    const base = Math.max(apnsBytes({ x: '' }), fcmBytes({ x: '' }), webBytes({ x: '' }), hmsBytes({ x: '' }));
     const fits = { x: 'a'.repeat(4096 - base) };
-    expect(Math.max(apnsBytes(fits), fcmBytes(fits), webBytes(fits))).toBe(4096);
+    expect(Math.max(apnsBytes(fits), fcmBytes(fits), webBytes(fits), hmsBytes(fits))).toBe(4096);
     expect(gatewaySizeProblem(fits)).toBeNull();
     const over = { x: 'a'.repeat(4097 - base) };
     expect(gatewaySizeProblem(over)).toMatch(
-      /^is too large: it maps to .*4097 bytes (\((APNs|FCM) accepts|once encrypted \(push services accept) at most 4096\)$/,
+      /^is too large: it maps to .*4097 bytes (\((APNs|FCM|Huawei Push Kit) accepts|once encrypted \(push services accept) at most 4096\)$/,
     );
   });
 
   it('names the gateway, the size and the limit; each that refuses', () => {
-    expect(gatewaySizeProblem({ alert: 'a'.repeat(2100) })).toBe(
-      `is too large: it maps to an FCM message of ${fcmBytes({ alert: 'a'.repeat(2100) })} bytes (FCM accepts at most 4096)`,
+    const twice = { alert: 'a'.repeat(2100) }; // FCM and HMS carry the alert twice (notification and data)
+    expect(gatewaySizeProblem(twice)).toBe(
+      `is too large: it maps to an FCM message of ${fcmBytes(twice)} bytes (FCM accepts at most 4096) and an HMS message of ${hmsBytes(twice)} bytes (Huawei Push Kit accepts at most 4096)`,
     );
     const both = { alert: 'a'.repeat(5000) };
     expect(gatewaySizeProblem(both)).toBe(
-      `is too large: it maps to an APNs payload of ${apnsBytes(both)} bytes (APNs accepts at most 4096) and an FCM message of ${fcmBytes(both)} bytes (FCM accepts at most 4096) and a Web Push record of ${webBytes(both)} bytes once encrypted (push services accept at most 4096)`,
+      `is too large: it maps to an APNs payload of ${apnsBytes(both)} bytes (APNs accepts at most 4096) and an FCM message of ${fcmBytes(both)} bytes (FCM accepts at most 4096) and a Web Push record of ${webBytes(both)} bytes once encrypted (push services accept at most 4096) and an HMS message of ${hmsBytes(both)} bytes (Huawei Push Kit accepts at most 4096)`,
     );
+  });
+});
+
+describe('toHmsMessage', () => {
+  const now = new Date('2030-01-01T00:00:00Z');
+
+  it('maps a shown push: notification, click_action from _u, tag from collapse_key, HMS category, data as one JSON string', () => {
+    const payload = { alert: 'Hi', title: 'T', collapse_key: 'c', category: 'IM', _u: 'https://e.com/x', badge: 3, n: { a: 1 } };
+    expect(toHmsMessage(payload, NID)).toEqual({
+      data: JSON.stringify({ alert: 'Hi', title: 'T', category: 'IM', _u: 'https://e.com/x', badge: 3, n: { a: 1 }, _nid: NID }),
+      android: {
+        urgency: 'HIGH',
+        category: 'IM',
+        notification: { title: 'T', body: 'Hi', tag: 'c', click_action: { type: 2, url: 'https://e.com/x' } },
+      },
+    });
+  });
+
+  it('opens the app when _u is not an http(s) URL, and keeps a category HMS does not know in data only', () => {
+    const m = toHmsMessage({ alert: 'Hi', _u: 'myapp://orders', category: 'SHOP' }, NID);
+    expect(m.android).toEqual({ urgency: 'HIGH', notification: { body: 'Hi', click_action: { type: 3 } } });
+    expect(JSON.parse(m.data)).toEqual({ alert: 'Hi', _u: 'myapp://orders', category: 'SHOP', _nid: NID });
+  });
+
+  it('is a data message at NORMAL urgency when nothing is shown; priority and expiry give urgency and ttl (at most 15 days)', () => {
+    expect(toHmsMessage({ content_available: true, k: 'v' }, NID)).toEqual({
+      data: JSON.stringify({ k: 'v', _nid: NID }),
+      android: { urgency: 'NORMAL' },
+    });
+    const soon = toHmsMessage({ alert: 'a' }, NID, { now, priority: 'normal', expiresAt: new Date(now.getTime() + 90_500) });
+    expect(soon.android).toMatchObject({ urgency: 'NORMAL', ttl: '90s' });
+    const far = toHmsMessage({ k: 'v' }, NID, { now, priority: 'high', expiresAt: new Date(now.getTime() + 40 * 86_400_000) });
+    expect(far.android).toEqual({ urgency: 'HIGH', ttl: `${15 * 86_400}s` });
   });
 });

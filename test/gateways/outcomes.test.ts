@@ -174,3 +174,37 @@ describe('fcmErrorConcernsToken', () => {
     expect(fcmErrorConcernsToken(fcmError(400, 'INVALID_ARGUMENT', 'Message is too big', 'message'))).toBe(false);
   });
 });
+
+describe('hms rows', () => {
+  const hms = (status: number, reason: string, detail?: string): GatewayAnswer => ({
+    gateway: 'hms',
+    status,
+    reason,
+    ...(detail !== undefined && { detail }),
+  });
+
+  it('sorts each HMS code the issue names', () => {
+    expect(classify(hms(200, '80000000')).outcome).toEqual({ kind: 'ok' });
+    expect(classify(hms(200, '80100000', 'illegal token')).outcome).toEqual({ kind: 'invalid_token', reason: '80100000: illegal token' });
+    expect(classify(hms(400, '80300007', 'All the tokens are invalid')).outcome.kind).toBe('invalid_token');
+    expect(classify(hms(400, '80300008', 'too big')).outcome).toEqual({ kind: 'failed', reason: '80300008: too big' });
+    expect(classify(hms(500, '81000001')).outcome.kind).toBe('retry');
+    // the code decides even when HMS answers it with a 200 or a 400
+    expect(classify(hms(200, '81000001')).outcome.kind).toBe('retry');
+    expect(classify(hms(400, '80100003', 'Illegal payload')).outcome).toEqual({ kind: 'failed', reason: '80100003: Illegal payload' });
+    expect(classify({ gateway: 'hms', status: 503, retryAfter: '30' }, NOW).outcome).toEqual({
+      kind: 'retry',
+      reason: 'HTTP 503',
+      retryAfterMs: 30_000,
+    });
+    expect(classify({ gateway: 'hms', status: 429 }).outcome.kind).toBe('retry');
+    expect(classify({ gateway: 'hms', transportError: 'ECONNRESET' }).outcome.kind).toBe('retry');
+  });
+
+  it('asks for a new access token on 80200003 and on 401', () => {
+    expect(classify(hms(401, '80200003'))).toMatchObject({ outcome: { kind: 'retry' }, refreshAuth: true });
+    expect(classify(hms(200, '80200003'))).toMatchObject({ outcome: { kind: 'retry' }, refreshAuth: true });
+    expect(classify(hms(401, '80200001'))).toMatchObject({ outcome: { kind: 'retry' }, refreshAuth: true });
+    expect(classify(hms(400, '80100003')).refreshAuth).toBe(false);
+  });
+});

@@ -125,7 +125,7 @@ describe('device registry', () => {
     expect(missing.json().error).toMatch(/^device\.platform: /);
     const bad = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'windows' } });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error).toBe('device.platform: must be one of ios, android, web');
+    expect(bad.json().error).toBe('device.platform: must be one of ios, android, web, huawei');
     const malformed = await call(h, 'POST', '/v6/devices', app.keys.sdk, '{"device": {"platform": "ios",');
     expect(malformed.statusCode).toBe(400);
     expect(malformed.json().error).toMatch(/JSON/);

@@ -81,7 +81,7 @@ describe('web devices', () => {
       notification: { to: [{ name: 'platform', criteria: ['web'] }], payload: { alert: 'x' } },
     });
     expect(bad.statusCode).toBe(400);
-    expect(bad.json().error).toBe('notification.to[0].criteria[0]: must be one of iOS, Android, Web');
+    expect(bad.json().error).toBe('notification.to[0].criteria[0]: must be one of iOS, Android, Web, Huawei');
   });
 
   it('accepts the push services and the allowed origins only (the endpoint comes from whoever holds the sdk key)', async () => {

@@ -17,7 +17,12 @@ export interface IdentityVerification {
   identity_verification: boolean;
   identity_secret: string | null;
 }
-const CREDENTIAL_COLUMNS = { apns: 'apns_credentials', fcm: 'fcm_credentials', web_push: 'web_push_credentials' } as const;
+const CREDENTIAL_COLUMNS = {
+  apns: 'apns_credentials',
+  fcm: 'fcm_credentials',
+  web_push: 'web_push_credentials',
+  hms: 'hms_credentials',
+} as const;
 
 export class AppsRepository {
   /** A new app, with identity verification on under `identitySecret`. */
@@ -41,10 +46,12 @@ export class AppsRepository {
   async pushCredentialsOf(
     db: Db,
     ids: string[],
-  ): Promise<Map<string, Pick<App, 'id' | 'bundle_id' | 'apns_credentials' | 'fcm_credentials' | 'web_push_credentials'>>> {
+  ): Promise<
+    Map<string, Pick<App, 'id' | 'bundle_id' | 'apns_credentials' | 'fcm_credentials' | 'web_push_credentials' | 'hms_credentials'>>
+  > {
     const rows = await db
       .selectFrom('apps')
-      .select(['id', 'bundle_id', 'apns_credentials', 'fcm_credentials', 'web_push_credentials'])
+      .select(['id', 'bundle_id', 'apns_credentials', 'fcm_credentials', 'web_push_credentials', 'hms_credentials'])
       .where(sql<boolean>`id = any(${ids}::uuid[])`)
       .execute();
     return new Map(rows.map((row) => [row.id, row]));
@@ -109,7 +116,12 @@ export class AppsRepository {
     return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }
 
-  async setCredentials(db: Db, id: string, platform: 'apns' | 'fcm' | 'web_push', credentials: Record<string, unknown>): Promise<boolean> {
+  async setCredentials(
+    db: Db,
+    id: string,
+    platform: keyof typeof CREDENTIAL_COLUMNS,
+    credentials: Record<string, unknown>,
+  ): Promise<boolean> {
     const column = CREDENTIAL_COLUMNS[platform];
     const r = await db
       .updateTable('apps')

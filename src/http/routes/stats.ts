@@ -30,7 +30,7 @@ export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
               uninstalled_last_30_days: count,
               groups: z.array(
                 z.object({
-                  platform: z.enum(['ios', 'android', 'web']),
+                  platform: z.enum(['ios', 'android', 'web', 'huawei']),
                   environment: z.enum(['production', 'development']),
                   devices: count,
                   push_enabled: count,

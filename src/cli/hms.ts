@@ -1,0 +1,24 @@
+import { AppService } from '../services/apps.js';
+import { given, uuid, type Command } from './command.js';
+
+/**
+ * app set-hms --app ID --hms-app-id N --client-secret S: the app's Huawei Push Kit credentials, the app id and app
+ * secret of AppGallery Connect (the OAuth client id and secret). The answer names the HMS app id, never the secret.
+ */
+export const hmsCommands: Record<string, Command> = {
+  'app set-hms': {
+    summary: "Sets an app's Huawei Push Kit credentials (AppGallery Connect app id and client secret).",
+    options: {
+      app: { value: 'ID', help: "the app's id", required: true, check: uuid },
+      'hms-app-id': { value: 'N', help: 'the AppGallery Connect app id (the OAuth client id)', required: true },
+      'client-secret': { value: 'S', help: 'its app secret (the OAuth client secret)', required: true },
+    },
+    run: async (a, rt) => {
+      const set = await new AppService(rt.handle.db).setHms(given(a, 'app'), {
+        hmsAppId: given(a, 'hms-app-id'),
+        clientSecret: given(a, 'client-secret'),
+      });
+      return { app: a.app, hms: set };
+    },
+  },
+};
