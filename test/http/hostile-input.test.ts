@@ -95,11 +95,11 @@ describe('hostile input', () => {
 
   describe('gateway size limits, checked at POST', () => {
     // APNs: {"aps":{"alert":"<alert>"},"_nid":"<36-char id>"}: 30 bytes of JSON around the alert and the id.
-    it('an alert APNs, FCM and Web Push would all refuse: 400 with each size and limit', async () => {
+    it('an alert APNs, FCM, Web Push and HMS would all refuse: 400 with each size and limit', async () => {
       const res = await postNotification(h, app.keys.write, notification({ alert: 'a'.repeat(5000) }));
       expect(res.statusCode).toBe(400);
       expect(res.json().error).toMatch(
-        /^notification\.payload: is too large: it maps to an APNs payload of 5066 bytes \(APNs accepts at most 4096\) and an FCM message of \d+ bytes \(FCM accepts at most 4096\) and a Web Push record of \d+ bytes once encrypted \(push services accept at most 4096\)$/,
+        /^notification\.payload: is too large: it maps to an APNs payload of 5066 bytes \(APNs accepts at most 4096\) and an FCM message of \d+ bytes \(FCM accepts at most 4096\) and a Web Push record of \d+ bytes once encrypted \(push services accept at most 4096\) and an HMS message of \d+ bytes \(Huawei Push Kit accepts at most 4096\)$/,
       );
     });
 
@@ -109,11 +109,11 @@ describe('hostile input', () => {
       expect(res.json().error).toContain('APNs payload of 1000066 bytes (APNs accepts at most 4096)');
     });
 
-    it('FCM carries the alert twice (data and notification body): 2100 characters pass APNs but not FCM', async () => {
+    it('FCM and HMS carry the alert twice (data and notification body): 2100 characters pass APNs but not them', async () => {
       const res = await postNotification(h, app.keys.write, notification({ alert: 'a'.repeat(2100) }));
       expect(res.statusCode).toBe(400);
       expect(res.json().error).toMatch(
-        /^notification\.payload: is too large: it maps to an FCM message of \d+ bytes \(FCM accepts at most 4096\)$/,
+        /^notification\.payload: is too large: it maps to an FCM message of \d+ bytes \(FCM accepts at most 4096\) and an HMS message of \d+ bytes \(Huawei Push Kit accepts at most 4096\)$/,
       );
     });
 
