@@ -25,6 +25,16 @@ describe('web push scripts', () => {
     await mock?.close();
   });
 
+  /** The site's Cache Storage, shared by the page (sdk.js) and its service worker, as in a browser. */
+  const cacheStore = new Map<string, string>();
+  const caches = {
+    open: async () => ({
+      match: async (key: string) => (cacheStore.has(key) ? new Response(cacheStore.get(key)) : undefined),
+      put: async (key: string, res: Response) => void cacheStore.set(key, await res.text()),
+      delete: async (key: string) => cacheStore.delete(key),
+    }),
+  };
+
   const script = async (path: string) => {
     const res = await h.server.inject({ method: 'GET', url: path });
     expect(res.statusCode).toBe(200);
@@ -97,6 +107,8 @@ describe('web push scripts', () => {
       document: { currentScript: { src: `${base}/web-push/sdk.js` } },
       navigator: { serviceWorker: { register: async () => registration, ready: Promise.resolve(registration) } },
       localStorage: { setItem: (k: string, v: string) => stored.set(k, v), getItem: (k: string) => stored.get(k) ?? null },
+      caches,
+      Response,
       fetch,
       btoa,
       URL,
@@ -118,9 +130,48 @@ describe('web push scripts', () => {
     const row = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();
     expect(row).toMatchObject({ platform: 'web', user_id: 'u-7', tags: ['web'], notifications_allowed: 'Enabled' });
     expect(row.token).toMatch(new RegExp(`^${mock.origin}/push/`));
+    // what the service worker reads to report opens
+    expect(JSON.parse(cacheStore.get('/pushd-web-push-device')!)).toEqual({ base, sdkKey: app.keys.sdk, device: device.id });
+    await reportsOpen(device);
+
     await pushd.unsubscribe({ sdkKey: app.keys.sdk });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(cacheStore.has('/pushd-web-push-device')).toBe(false);
     expect(unsubscribed).toBe(true);
     const after = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();
     expect(after).toMatchObject({ token: null, notifications_allowed: 'Disabled' });
   });
+
+  /**
+   * sw.js, on a click, reports the open to pushd with what sdk.js left (the real server records it: the device
+   * received the notification, as its delivery receipt says).
+   */
+  async function reportsOpen(device: { id: string }) {
+    const posted = await h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: `Basic ${Buffer.from(`:${app.keys.write}`).toString('base64')}` },
+      payload: { notification: { to: '*', payload: { alert: 'Shipped' } } },
+    });
+    expect(posted.statusCode, posted.body).toBe(201);
+    const nid = posted.json().id as string;
+    await h.db.db.insertInto('device_pushes').values({ device_id: device.id, notification_id: nid, received_at: new Date() }).execute();
+
+    const listeners: Record<string, (event: unknown) => void> = {};
+    const waits: Promise<unknown>[] = [];
+    const self = {
+      location: { origin: 'https://shop.example.com' },
+      addEventListener: (name: string, fn: (event: unknown) => void) => (listeners[name] = fn),
+      clients: { openWindow: async () => undefined },
+    };
+    runInNewContext(await script('/web-push/sw.js'), { self, URL, caches, fetch, btoa, JSON, Promise });
+    listeners.notificationclick!({
+      action: '',
+      notification: { close: () => undefined, data: { pushd: { _nid: nid }, url: '/orders/1', actions: [] } },
+      waitUntil: (p: Promise<unknown>) => waits.push(p),
+    });
+    await Promise.all(waits);
+    const opens = await h.db.db.selectFrom('push_opens').select(['kind', 'device_id']).where('notification_id', '=', nid).execute();
+    expect(opens).toEqual([{ kind: 'direct', device_id: device.id }]);
+  }
 });

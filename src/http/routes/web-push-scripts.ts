@@ -7,8 +7,30 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
  * `pushd.subscribe(...)`. Plain ES2017, no build step, no dependency: what a browser runs as served.
  */
 
-/** The push handler: shows the document pushd sent (README, "What the service worker receives") and opens its url. */
+/**
+ * Where sdk.js leaves {base, sdkKey, device} for the service worker, which has no localStorage: an entry of the
+ * site's Cache Storage, which both sides can read.
+ */
+const CONFIG = `caches.open('pushd').then(function (c) { return c`;
+
+/**
+ * The push handler: shows the document pushd sent (README, "What the service worker receives"); a click opens its
+ * url and reports the open (tapped) with the device id and sdk key sdk.js left.
+ */
 export const SERVICE_WORKER_JS = `/* pushd web push service worker: importScripts() it from your own sw.js */
+function pushdReportOpen(nid) {
+  if (!nid || typeof caches === 'undefined') return Promise.resolve();
+  return ${CONFIG}.match('/pushd-web-push-device'); }).then(function (found) {
+    return found ? found.json() : null;
+  }).then(function (config) {
+    if (!config) return;
+    return fetch(config.base + '/v6/devices/' + config.device + '/opens', {
+      method: 'POST',
+      headers: { authorization: 'Basic ' + btoa(':' + config.sdkKey), 'content-type': 'application/json' },
+      body: JSON.stringify({ open: { _nid: nid, tapped: true } })
+    });
+  }).catch(function () { /* an open not reported is not worth failing the click */ });
+}
 self.addEventListener('push', function (event) {
   var d = {};
   try { d = event.data ? event.data.json() : {}; } catch (e) { d = { body: event.data ? event.data.text() : '' }; }
@@ -26,7 +48,8 @@ self.addEventListener('notificationclick', function (event) {
   var data = event.notification.data || {};
   var action = (data.actions || []).filter(function (a) { return a.action === event.action; })[0];
   var url = (action && action.url) || data.url;
-  if (url) event.waitUntil(self.clients.openWindow(new URL(url, self.location.origin).href));
+  var opened = url ? self.clients.openWindow(new URL(url, self.location.origin).href) : Promise.resolve();
+  event.waitUntil(Promise.all([opened, pushdReportOpen((data.pushd || {})._nid)]));
 });
 `;
 
@@ -66,7 +89,11 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       return call('POST', '/v6/devices', key, { device: device });
     }).then(function (answer) {
       try { localStorage.setItem(STORE, answer.device.id); } catch (e) { /* storage may be off */ }
-      return answer.device;
+      // for the service worker, which reports the opens of what it shows
+      var config = JSON.stringify({ base: base, sdkKey: key, device: answer.device.id });
+      return (typeof caches === 'undefined' ? Promise.resolve() : ${CONFIG}.put('/pushd-web-push-device', new Response(config)); }))
+        .catch(function () { /* opens go unreported */ })
+        .then(function () { return answer.device; });
     });
   }
   function unsubscribe(options) {
@@ -77,6 +104,7 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
     }).then(function (subscription) {
       return subscription ? subscription.unsubscribe() : false;
     }).then(function () {
+      if (typeof caches !== 'undefined') ${CONFIG}.delete('/pushd-web-push-device'); }).catch(function () {});
       return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, { device: { subscription: null, notifications_allowed: 'Disabled' } }) : null;
     });
   }
