@@ -23,6 +23,8 @@ const PAYLOAD_FIELDS: [key: string, kind: FieldKind, note: string][] = [
 interface Preview {
   apns: { headers: Record<string, unknown>; body: unknown; bytes: number; max_bytes: number };
   fcm: { body: unknown };
+  web: { headers: Record<string, unknown>; document: unknown; bytes: number; max_bytes: number };
+  hms: { message: unknown };
 }
 
 /** The form as checked, ready to send: the devices its target counts now. */
@@ -54,6 +56,8 @@ export const composePage: Page = async ({ api, key }, main, params) => {
   const general = h('p', { class: 'error', id: 'compose-error', role: 'alert' });
   const apnsOut = h('pre', { id: 'preview-apns' });
   const fcmOut = h('pre', { id: 'preview-fcm' });
+  const webOut = h('pre', { id: 'preview-web' });
+  const hmsOut = h('pre', { id: 'preview-hms' });
   const fieldErrors = new Map<string, HTMLElement>();
   const builder = new FilterBuilder(() => update());
 
@@ -123,6 +127,10 @@ export const composePage: Page = async ({ api, key }, main, params) => {
         ? `${JSON.stringify(p.apns.headers, null, 2)}\n${JSON.stringify(p.apns.body, null, 2)}\n\n${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`
         : '';
       fcmOut.textContent = p ? JSON.stringify(p.fcm.body, null, 2) : '';
+      webOut.textContent = p
+        ? `${JSON.stringify(p.web.headers, null, 2)}\n${JSON.stringify(p.web.document, null, 2)}\n\n${fmt(p.web.bytes)} of ${fmt(p.web.max_bytes)} bytes once encrypted`
+        : '';
+      hmsOut.textContent = p ? JSON.stringify(p.hms.message, null, 2) : '';
     }
     blocked = noFilters || counted.status === 'rejected' || previewed.status === 'rejected';
     send.disabled = sending || blocked;
@@ -372,7 +380,14 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       ),
     ),
     general,
-    h('section', { class: 'panel previews' }, h('div', {}, h('h2', {}, 'APNs'), apnsOut), h('div', {}, h('h2', {}, 'FCM HTTP v1'), fcmOut)),
+    h(
+      'section',
+      { class: 'panel previews' },
+      h('div', {}, h('h2', {}, 'APNs'), apnsOut),
+      h('div', {}, h('h2', {}, 'FCM HTTP v1'), fcmOut),
+      h('div', {}, h('h2', {}, 'Web Push'), webOut),
+      h('div', {}, h('h2', {}, 'Huawei Push Kit'), hmsOut),
+    ),
     key.role === 'write'
       ? h('p', {}, send)
       : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it can preview but not send.'),

@@ -12,7 +12,18 @@ import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domai
 import type { Filter } from '../domain/filters.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
-import { fcmSendBody, isVisiblePush, toApnsRequest, toFcmMessage, type ApnsRequest, type FcmSendBody } from '../domain/push-mapping.js';
+import {
+  fcmSendBody,
+  isVisiblePush,
+  toApnsRequest,
+  toFcmMessage,
+  toHmsMessage,
+  toWebPushMessage,
+  type ApnsRequest,
+  type FcmSendBody,
+  type HmsMessageTemplate,
+  type WebPushMessage,
+} from '../domain/push-mapping.js';
 import { allowedOf, cutBatches, splitIntoBatches } from '../queue/fanout.js';
 import type { BatchRef, NotificationScheduler } from '../queue/jobs.js';
 import { committedBatches, type CommittedBatch, type DirectDelivery } from '../queue/direct-delivery.js';
@@ -35,6 +46,8 @@ export const PREVIEW_DEVICE_TOKEN = '<device token>';
 export interface PushPreview {
   apns: ApnsRequest;
   fcm: FcmSendBody;
+  web: WebPushMessage;
+  hms: HmsMessageTemplate;
 }
 
 type NotificationFields = NotificationRequest['notification'];
@@ -383,7 +396,7 @@ export class NotificationService {
   }
 
   /**
-   * What `create` would send, without storing or sending anything: the mapped APNs and FCM requests, as if
+   * What `create` would send, without storing or sending anything: the mapped APNs, FCM, Web Push and HMS requests, as if
    * sent now (a ttl counts from now, and FCM's ttl is the time left).
    */
   async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
@@ -397,6 +410,8 @@ export class NotificationService {
     return {
       apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID, push),
       fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
+      web: toWebPushMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
+      hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
     };
   }
 }

@@ -180,6 +180,9 @@ describe.skipIf(!haveChromium)('console in Chromium', () => {
     await expect.poll(async () => JSON.parse((await page.textContent('#preview-fcm'))!)).toEqual(preview.fcm.body);
     expect(await page.textContent('#preview-apns')).toContain(JSON.stringify(preview.apns.body, null, 2));
     expect(await page.textContent('#preview-apns')).toContain('"apns-collapse-id": "sale"');
+    expect(await page.textContent('#preview-web')).toContain(JSON.stringify(preview.web.document, null, 2));
+    expect(await page.textContent('#preview-web')).toContain(`${preview.web.bytes} of 4,096 bytes once encrypted`);
+    expect(JSON.parse((await page.textContent('#preview-hms'))!)).toEqual(preview.hms.message);
     await shot(page, 'compose');
 
     // send, then watch the delivery on the notification's page until it reaches 100 %

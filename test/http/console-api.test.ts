@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
+import { toApnsRequest, toFcmMessage, toHmsMessage, toWebPushMessage } from '../../src/domain/push-mapping.js';
 import { PREVIEW_NOTIFICATION_ID } from '../../src/services/notifications.js';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { call, countVia, register, token } from './device-support.js';
@@ -180,14 +180,17 @@ describe('console API', () => {
     expect((await call(h, 'POST', '/v6/audiences/count', a.keys.read, [])).json()).toEqual({ error: 'body must be {"filters": [...]}' });
   });
 
-  it('POST /v6/notifications/preview answers the mapped APNs and FCM requests and the create’s own validation messages', async () => {
+  it('POST /v6/notifications/preview answers the mapped APNs, FCM, Web Push and HMS requests and the create’s own validation messages', async () => {
     const payload = { alert: 'Soldes', title: 'Shop', badge: 2, collapse_key: 'sale', _channel_id: 'promo', url: 'https://x', n: 3 };
     const res = await call(h, 'POST', '/v6/notifications/preview', app.keys.read, { notification: { to: '*', payload } });
     expect(res.statusCode, res.body).toBe(200);
     const apns = toApnsRequest(payload, PREVIEW_NOTIFICATION_ID);
+    const web = toWebPushMessage(payload, PREVIEW_NOTIFICATION_ID);
     expect(res.json()).toEqual({
       apns: { headers: apns.headers, body: apns.body, bytes: apns.bytes, max_bytes: 4096 },
       fcm: { body: { message: { token: '<device token>', ...toFcmMessage(payload, PREVIEW_NOTIFICATION_ID) } } },
+      web: { headers: web.headers, document: web.document, bytes: web.body.length + 103, max_bytes: 4096 },
+      hms: { message: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { now: new Date() }) },
     });
     expect(res.json().apns.headers['apns-collapse-id']).toBe('sale');
 

@@ -3,13 +3,15 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
+import { WEB_PUSH_MAX_RECORD_BYTES, webPushRecordBytes } from '../../domain/web-push.js';
 import { requirePermission } from '../auth.js';
 import { authErrors, bodyErrors, errorResponse } from '../schemas.js';
 
 const json = z.record(z.string(), z.unknown());
 
 /**
- * The exact APNs and FCM requests a notification body maps to, validated like a create (same schema, same
+ * The exact APNs, FCM, Web Push (headers, the document before encryption, the record's size once encrypted) and
+ * HMS requests a notification body maps to, validated like a create (same schema, same
  * messages) but neither stored nor sent. `_nid` holds a placeholder id of the real id's length.
  */
 export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -20,7 +22,7 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
         onRequest: requirePermission(ctx, 'read'),
         schema: {
           tags: ['notifications'],
-          summary: 'Preview the APNs and FCM requests of a notification body',
+          summary: 'Preview the APNs, FCM, Web Push and HMS requests of a notification body',
           security: [{ basic: [] }],
           body: notificationRequestSchema,
           response: {
@@ -29,6 +31,8 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
             200: z.object({
               apns: z.object({ headers: json, body: json, bytes: z.number().int(), max_bytes: z.number().int() }),
               fcm: z.object({ body: json }),
+              web: z.object({ headers: json, document: json, bytes: z.number().int(), max_bytes: z.number().int() }),
+              hms: z.object({ message: json }),
             }),
             404: errorResponse,
           },
@@ -44,6 +48,13 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
             max_bytes: APNS_MAX_PAYLOAD_BYTES,
           },
           fcm: { body: { ...preview.fcm } },
+          web: {
+            headers: { ...preview.web.headers },
+            document: { ...preview.web.document },
+            bytes: webPushRecordBytes(preview.web.body.length),
+            max_bytes: WEB_PUSH_MAX_RECORD_BYTES,
+          },
+          hms: { message: { ...preview.hms } },
         };
       },
     );
