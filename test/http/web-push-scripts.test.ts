@@ -90,13 +90,22 @@ describe('web push scripts', () => {
     const stored = new Map<string, string>();
     let askedKey: unknown;
     let unsubscribed = false;
+    let subscribeCalls = 0;
     const registration = {
       pushManager: {
         getSubscription: async () => null,
         subscribe: async (o: { applicationServerKey: string }) => {
           askedKey = o.applicationServerKey;
+          subscribeCalls += 1;
           const json = mock.subscribe(o.applicationServerKey);
-          const subscription = { toJSON: () => json, unsubscribe: async () => (unsubscribed = true) };
+          const subscription = {
+            options: { applicationServerKey: Buffer.from(o.applicationServerKey, 'base64url') },
+            toJSON: () => json,
+            unsubscribe: async () => {
+              unsubscribed = true;
+              registration.pushManager.getSubscription = async () => null;
+            },
+          };
           registration.pushManager.getSubscription = async () => subscription as never;
           return subscription;
         },
@@ -140,6 +149,18 @@ describe('web push scripts', () => {
     expect(unsubscribed).toBe(true);
     const after = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();
     expect(after).toMatchObject({ token: null, notifications_allowed: 'Disabled' });
+
+    // a subscription made with the app's key is kept; once the pair is rotated, the page subscribes anew
+    const again = await pushd.subscribe({ sdkKey: app.keys.sdk });
+    expect(await pushd.subscribe({ sdkKey: app.keys.sdk })).toMatchObject({ id: again.id });
+    expect(subscribeCalls).toBe(2);
+    unsubscribed = false;
+    const rotated = await new AppService(h.db.db).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    const renewed = await pushd.subscribe({ sdkKey: app.keys.sdk });
+    expect(unsubscribed).toBe(true);
+    expect(subscribeCalls).toBe(3);
+    expect(askedKey).toBe(rotated.public_key);
+    expect(renewed.id).not.toBe(again.id);
   });
 
   /**

@@ -71,6 +71,13 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       });
     });
   }
+  function madeWith(subscription, publicKey) {
+    var key = subscription.options && subscription.options.applicationServerKey;
+    if (!key) return true; // a browser that does not say: keep it
+    var text = '';
+    new Uint8Array(key).forEach(function (b) { text += String.fromCharCode(b); });
+    return btoa(text).replace(/\\+/g, '-').replace(/\\//g, '_').replace(/=+$/, '') === publicKey;
+  }
   function subscribe(options) {
     if (!('serviceWorker' in navigator) || !('PushManager' in global)) return Promise.reject(new Error('web push is not supported here'));
     var key = options.sdkKey;
@@ -79,7 +86,11 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
     }).then(function (registration) {
       return call('GET', '/v6/web-push/vapid-public-key', key).then(function (vapid) {
         return registration.pushManager.getSubscription().then(function (existing) {
-          return existing || registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: vapid.public_key });
+          // a subscription is bound to the key it was made with: after the app's pair is rotated, subscribe anew
+          if (existing && madeWith(existing, vapid.public_key)) return existing;
+          return (existing ? existing.unsubscribe() : Promise.resolve()).then(function () {
+            return registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: vapid.public_key });
+          });
         });
       });
     }).then(function (subscription) {
