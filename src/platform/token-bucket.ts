@@ -27,14 +27,28 @@ interface BucketState {
 }
 
 /**
- * The refill-and-take step, the same arithmetic as TAKE_SCRIPT below (that one runs inside Redis). A bucket
- * seen for the first time is full.
+ * The refill-and-take step for `count` requests in a row, the same arithmetic as TAKE_SCRIPT below (that one runs
+ * inside Redis): the first `granted` are allowed, the rest refused. A refused request takes nothing, so every one
+ * of them waits as long as the first. A bucket seen for the first time is full.
  */
-export function takeToken(state: BucketState | undefined, limit: BucketLimit, nowMs: number): { state: BucketState; result: TakeResult } {
+export function takeTokens(
+  state: BucketState | undefined,
+  limit: BucketLimit,
+  nowMs: number,
+  count: number,
+): { state: BucketState; granted: number; retryAfterMs: number } {
   const elapsedMs = state ? Math.max(0, nowMs - state.atMs) : 0;
   const tokens = state ? Math.min(limit.burst, state.tokens + (elapsedMs * limit.perSecond) / 1000) : limit.burst;
-  if (tokens >= 1) return { state: { tokens: tokens - 1, atMs: nowMs }, result: { allowed: true, retryAfterMs: 0 } };
-  return { state: { tokens, atMs: nowMs }, result: { allowed: false, retryAfterMs: Math.ceil(((1 - tokens) * 1000) / limit.perSecond) } };
+  const granted = Math.min(count, Math.floor(tokens));
+  const left = tokens - granted;
+  const retryAfterMs = granted < count ? Math.ceil(((1 - left) * 1000) / limit.perSecond) : 0;
+  return { state: { tokens: left, atMs: nowMs }, granted, retryAfterMs };
+}
+
+/** One request's refill-and-take. */
+export function takeToken(state: BucketState | undefined, limit: BucketLimit, nowMs: number): { state: BucketState; result: TakeResult } {
+  const { state: after, granted, retryAfterMs } = takeTokens(state, limit, nowMs, 1);
+  return { state: after, result: { allowed: granted === 1, retryAfterMs } };
 }
 
 /** How long an untouched bucket takes to fill up again; after that, forgetting it changes nothing. */
@@ -71,12 +85,14 @@ export class MemoryTokenBuckets implements TokenBuckets {
 }
 
 /**
- * One atomic refill-and-take on a hash {tokens, at}, timed by the Redis server's clock so that every API process
- * sees the same time. KEYS[1] bucket; ARGV per second, burst, expiry in ms. Returns {allowed 0|1, retry after ms}.
+ * One atomic refill-and-take of up to n tokens on a hash {tokens, at}, timed by the Redis server's clock so that
+ * every API process sees the same time. KEYS[1] bucket; ARGV per second, burst, expiry in ms, n. Returns {granted
+ * 0..n, retry after ms for the refused (0 when all were granted)}.
  */
 const TAKE_SCRIPT = `
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local wanted = tonumber(ARGV[4])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local saved = redis.call('HMGET', KEYS[1], 'tokens', 'at')
@@ -84,22 +100,25 @@ local tokens = burst
 if saved[1] then
   tokens = math.min(burst, tonumber(saved[1]) + math.max(0, now - tonumber(saved[2])) * rate / 1000)
 end
-local allowed = 0
+local granted = math.min(wanted, math.floor(tokens))
+tokens = tokens - granted
 local retry = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-else
+if granted < wanted then
   retry = math.ceil((1 - tokens) * 1000 / rate)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {allowed, retry}
+return {granted, retry}
 `;
 
 type RedisWithTake = (Redis | Cluster) & {
-  takeToken(bucket: string, perSecond: number, burst: number, expireMs: number): Promise<[number, number]>;
+  takeTokens(bucket: string, perSecond: number, burst: number, expireMs: number, count: number): Promise<[number, number]>;
 };
+
+/** A take waiting for its bucket's call to Redis. */
+interface Waiter {
+  resolve(result: TakeResult): void;
+}
 
 /**
  * Buckets in Redis, shared by every API process on it. When Redis cannot answer (not connected yet, an outage),
@@ -111,6 +130,8 @@ export class RedisTokenBuckets implements TokenBuckets {
   private readonly redis: RedisWithTake;
   private readonly meanwhile = new MemoryTokenBuckets();
   private lastWarningMs = 0;
+  /** Per bucket (and limit) with a call to Redis in flight: the takes that came since, for the next call. */
+  private readonly waiting = new Map<string, Waiter[]>();
 
   /**
    * `prefix` in braces on a Redis Cluster puts every bucket in one slot, with the queues, unless `spread`
@@ -124,23 +145,48 @@ export class RedisTokenBuckets implements TokenBuckets {
   ) {
     // No offline queue and one retry: while Redis is away a request fails open at once instead of waiting for it.
     this.redis = redisClient(target, { offlineQueue: false, maxRetriesPerRequest: 1 }) as RedisWithTake;
-    this.redis.defineCommand('takeToken', { numberOfKeys: 1, lua: TAKE_SCRIPT });
+    this.redis.defineCommand('takeTokens', { numberOfKeys: 1, lua: TAKE_SCRIPT });
     this.redis.on('error', (err) => this.warn(err, 'rate limit store unreachable'));
   }
 
   async take(bucket: string, limit: BucketLimit): Promise<TakeResult> {
     if (this.redis.status !== 'ready') return this.meanwhile.take(bucket, limit);
+    const key = this.keys.spread ? `${this.prefix.replace(/[{}]/g, '')}:ratelimit:{${bucket}}` : `${this.prefix}:ratelimit:${bucket}`;
+    const call = `${limit.perSecond}/${limit.burst} ${key}`;
+    return new Promise((resolve) => {
+      const waiting = this.waiting.get(call);
+      if (waiting) waiting.push({ resolve });
+      else {
+        this.waiting.set(call, []);
+        void this.send({ call, key, bucket, limit }, [{ resolve }]);
+      }
+    });
+  }
+
+  /**
+   * One script call takes for every waiter of a bucket, answered in arrival order; whoever came meanwhile goes in
+   * the next call. So a hot bucket costs one Redis round trip at a time, not one a request, and grants the same.
+   */
+  private async send(to: { call: string; key: string; bucket: string; limit: BucketLimit }, waiters: Waiter[]): Promise<void> {
+    const { limit } = to;
     try {
-      const [allowed, retryAfterMs] = await this.redis.takeToken(
-        this.keys.spread ? `${this.prefix.replace(/[{}]/g, '')}:ratelimit:{${bucket}}` : `${this.prefix}:ratelimit:${bucket}`,
+      const [granted, retryAfterMs] = await this.redis.takeTokens(
+        to.key,
         limit.perSecond,
         limit.burst,
         refillMs(limit) + 1000,
+        waiters.length,
       );
-      return { allowed: allowed === 1, retryAfterMs };
+      waiters.forEach((w, i) => w.resolve(i < granted ? { allowed: true, retryAfterMs: 0 } : { allowed: false, retryAfterMs }));
     } catch (err) {
       this.warn(err, 'rate limits counted per process: Redis did not answer');
-      return this.meanwhile.take(bucket, limit);
+      for (const w of waiters) w.resolve(await this.meanwhile.take(to.bucket, limit));
+    }
+    const next = this.waiting.get(to.call) ?? [];
+    if (next.length === 0) this.waiting.delete(to.call);
+    else {
+      this.waiting.set(to.call, []);
+      void this.send(to, next);
     }
   }
 

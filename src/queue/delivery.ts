@@ -124,17 +124,27 @@ export function retryLater(summary: ReturnType<typeof summarise>, expiresAt: Dat
   );
 }
 
-/** The line each recorded attempt at a batch logs (info), by whoever made it. */
+/** A batch attempt of this many pushes (a broadcast's) is logged at info even when every push went out. */
+export const LOGGED_BATCH_PUSHES = 100;
+
+/**
+ * The line each recorded attempt at a batch logs, by whoever made it: at info when a push was not sent or the batch
+ * is large, at debug for a clean small batch (a unicast's), which at info was a line a notification (issue 43).
+ */
 export function logAttempt(
   log: Logger,
   at: { notificationId: string; batchId: string; job: 'delivery' | 'direct'; attempt: number },
   summary: BatchOutcome,
 ): void {
+  const sent = summary.succeeded.length;
+  const notSent = summary.failed.length + summary.invalidated.length + summary.retry.length + summary.expired.length;
+  const level = notSent > 0 || sent >= LOGGED_BATCH_PUSHES ? 'info' : 'debug';
+  if (!log.isLevelEnabled(level)) return;
   // the fields inline, not a child logger: a child is built even when its level is off, and this runs per batch
-  log.info(
+  log[level](
     {
       ...at,
-      sent: summary.succeeded.length,
+      sent,
       failed: summary.failed.length,
       invalidated: summary.invalidated.length,
       retry: summary.retry.length,

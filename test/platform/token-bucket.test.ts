@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { addressBucket } from '../../src/http/rate-limit.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { RedisTokenBuckets, takeToken } from '../../src/platform/token-bucket.js';
+import { RedisTokenBuckets, takeToken, takeTokens } from '../../src/platform/token-bucket.js';
 import { Redis } from 'ioredis';
 import { redisUrl } from '../helpers/harness.js';
 
@@ -30,6 +30,17 @@ describe('takeToken', () => {
 
   it('ignores a clock that went backwards', () => {
     expect(takeToken({ tokens: 0.5, atMs: 5000 }, limit, 4000).state.tokens).toBe(0.5);
+  });
+});
+
+describe('takeTokens', () => {
+  const limit = { perSecond: 4, burst: 3 };
+
+  it('grants what the bucket holds of n and makes the refused wait as long as the first refused one', () => {
+    const step = takeTokens({ tokens: 2.5, atMs: 1000 }, limit, 1000, 5);
+    expect(step).toEqual({ state: { tokens: 0.5, atMs: 1000 }, granted: 2, retryAfterMs: 125 });
+    expect(takeTokens(step.state, limit, 1000, 1).retryAfterMs).toBe(125);
+    expect(takeTokens(undefined, limit, 0, 2)).toEqual({ state: { tokens: 1, atMs: 0 }, granted: 2, retryAfterMs: 0 });
   });
 });
 
@@ -75,6 +86,52 @@ describe('RedisTokenBuckets', () => {
       expect(taken[2]!.retryAfterMs).toBeGreaterThan(0);
     } finally {
       await buckets.close();
+    }
+  });
+
+  it.skipIf(!url)(
+    'coalesces concurrent takes of one bucket into few Redis calls and grants exactly the burst, in arrival order',
+    async () => {
+      const prefix = `coalesce-${process.pid}-${Date.now()}`;
+      const buckets = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+      const watcher = new Redis(url!);
+      const calls: string[][] = [];
+      const monitor = await watcher.monitor();
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (/^eval(sha)?$/i.test(args[0] ?? '') && args.includes(`${prefix}:ratelimit:hot`)) calls.push(args);
+      });
+      try {
+        await buckets.ready(10_000);
+        const limit = { perSecond: 0.001, burst: 50 };
+        const taken = await Promise.all(Array.from({ length: 200 }, () => buckets.take('hot', limit)));
+        expect(taken.map((t, i) => (t.allowed ? i : -1)).filter((i) => i >= 0)).toEqual(Array.from({ length: 50 }, (_, i) => i));
+        for (const refused of taken.slice(50)) expect(refused.retryAfterMs).toBeGreaterThan(900_000);
+        // one more, alone, after the others: still refused, and MONITOR has had time to report every call
+        expect((await buckets.take('hot', limit)).allowed).toBe(false);
+        await new Promise((r) => setTimeout(r, 200));
+        expect(calls.length).toBeGreaterThanOrEqual(2);
+        expect(calls.length).toBeLessThanOrEqual(10);
+      } finally {
+        monitor.disconnect();
+        watcher.disconnect();
+        await buckets.close();
+      }
+    },
+  );
+
+  it.skipIf(!url)('counts every waiter of a call Redis refused in this process: the limit holds', async () => {
+    const prefix = `refused-${process.pid}-${Date.now()}`;
+    const buckets = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const redis = new Redis(url!);
+    try {
+      await buckets.ready(10_000);
+      await redis.set(`${prefix}:ratelimit:k`, 'not a hash', 'PX', 60_000); // the script fails with WRONGTYPE
+      const taken = await Promise.all(Array.from({ length: 5 }, () => buckets.take('k', { perSecond: 0.001, burst: 2 })));
+      expect(taken.map((t) => t.allowed)).toEqual([true, true, false, false, false]);
+      expect(taken[4]!.retryAfterMs).toBeGreaterThan(0);
+    } finally {
+      await buckets.close();
+      redis.disconnect();
     }
   });
 });

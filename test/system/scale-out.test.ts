@@ -69,6 +69,8 @@ describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
       GOOGLE_TOKEN_URL: fcm.tokenUrl,
       NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
       RATE_LIMIT_PER_SECOND: '0',
+      // a clean unicast batch's attempt line is at debug; at debug the only other lines are the API's 2 a request
+      LOG_LEVEL: 'debug',
     };
     const api = Proc.server({ ...env, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
     const workers = [Proc.server({ ...env, ROLE: 'worker' }), Proc.server({ ...env, ROLE: 'worker' })];
@@ -138,5 +140,14 @@ describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
       UNICAST / 2,
     );
     expect(batchesBy.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(DEVICES / 2000 + UNICAST / 2);
+    // an operator at LOG_LEVEL info sees the broadcast's batches go out, and not a line per clean unicast
+    const attempts = [api, ...workers].flatMap((p) => p.stdout.split('\n').filter((l) => l.includes('"batch attempt recorded"')));
+    const ofBroadcast = attempts.filter((l) => l.includes(`"notificationId":"${broadcast}"`));
+    expect(ofBroadcast.filter((l) => l.includes('"level":30')).length).toBeGreaterThan(0);
+    const cleanUnicast = attempts.filter(
+      (l) => !ofBroadcast.includes(l) && l.includes('"sent":1,"failed":0,"invalidated":0,"retry":0,"expired":0'),
+    );
+    expect(cleanUnicast.length).toBeGreaterThanOrEqual(UNICAST);
+    expect(cleanUnicast.filter((l) => !l.includes('"level":20'))).toEqual([]);
   });
 });
