@@ -55,6 +55,11 @@ const envSchema = z.object({
   RATE_LIMIT_SDK_BURST: z.coerce.number().int().min(1).default(200),
   APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
   APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
+  // Live Activity broadcast channels (iOS 18): Apple's channel management hosts, and where broadcast pushes go.
+  APNS_CHANNELS_ORIGIN_PRODUCTION: z.string().url().default('https://api-manage-broadcast.push.apple.com:2196'),
+  APNS_CHANNELS_ORIGIN_SANDBOX: z.string().url().default('https://api-manage-broadcast.sandbox.push.apple.com:2195'),
+  APNS_BROADCAST_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
+  APNS_BROADCAST_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
   FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),
   GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
   // Huawei Push Kit: where messages go, and where the OAuth access tokens (client credentials) come from.

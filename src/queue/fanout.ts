@@ -100,14 +100,22 @@ export function fanoutProcessor(deps: {
       const slowest = Math.min(pace.notification ?? Infinity, pace.app ?? Infinity);
       const batchSize = paced ? Math.max(1, Math.min(deps.batchSize, Math.ceil(slowest / 60))) : deps.batchSize;
       let seq = n.fanout_seq;
-      const visible = isVisiblePush(n.payload);
+      // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
+      const visible = !n.live_activity && isVisiblePush(n.payload);
 
       /** Pages through the devices (of some zones), from `cursor`; false when superseded or canceled meanwhile. */
       const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<boolean> => {
         for (let pages = 0; ; pages++) {
           // The first page is one batch, so the first pushes leave without waiting for a full page.
           const limit = pages === 0 ? Math.min(batchSize, deps.pageSize) : deps.pageSize;
-          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now, zones, visible });
+          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
+            afterId: cursor,
+            limit,
+            now,
+            zones,
+            visible,
+            liveActivity: n.live_activity,
+          });
           if (page.length === 0) return true;
           const { sendable, notAllowed } = allowedOf(page);
           const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);

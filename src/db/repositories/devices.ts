@@ -5,6 +5,7 @@ import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice }
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
+import type { LiveActivityRef } from '../../domain/live-activity.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
@@ -274,13 +275,17 @@ export class DevicesRepository {
     db: Db,
     appId: string,
     filters: Filter[] | null,
-    page: AudiencePage & { visible: boolean },
+    page: AudiencePage & { visible: boolean; liveActivity?: LiveActivityRef | null },
   ): Promise<Deliverable[]> {
-    return audiencePageQuery(db, appId, filters, page)
-      .select(['d.id', 'd.platform', 'd.development', notAllowed(page.visible).as('not_allowed')])
-      .where('d.token', 'is not', null)
-      .where('d.token_invalidated_at', 'is', null)
-      .execute();
+    const q = audiencePageQuery(db, appId, filters, page).select([
+      'd.id',
+      'd.platform',
+      'd.development',
+      notAllowed(page.visible).as('not_allowed'),
+    ]);
+    // a Live Activity push goes to the activity's tokens, which an iOS device holds beside its own
+    if (page.liveActivity) return q.where(holdsActivityToken(appId, page.liveActivity)).execute();
+    return q.where('d.token', 'is not', null).where('d.token_invalidated_at', 'is', null).execute();
   }
 
   /**
@@ -423,6 +428,20 @@ export class DevicesRepository {
  */
 function notAllowed(visible: boolean | RawBuilder<boolean>) {
   return sql<boolean>`((${visible}::boolean or d.platform = 'web') and d.notifications_allowed is not distinct from 'Disabled')`;
+}
+
+/**
+ * Whether the device holds the token a Live Activity push goes to: the push-to-start token of its type (a start),
+ * else the activity's update token (read from the activity's index, not per device).
+ */
+function holdsActivityToken(appId: string, la: LiveActivityRef) {
+  if (la.event === 'start')
+    return sql<boolean>`d.platform = 'ios' and exists (
+      select 1 from live_activity_start_tokens s
+      where s.device_id = d.id and s.activity_type = ${la.activity_type})`;
+  return sql<boolean>`d.platform = 'ios' and d.id in (
+    select t.device_id from live_activity_tokens t
+    where t.app_id = ${appId}::uuid and t.activity_id = ${la.activity_id})`;
 }
 
 /** Audiences one membership statement tests (its columns). */

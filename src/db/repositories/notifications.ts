@@ -7,6 +7,7 @@ import { SPEC_AUDIENCES } from './audiences.js';
 import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
+import type { LiveActivityRef } from '../../domain/live-activity.js';
 
 /** The generation of a notification when it is inserted (a collapse_key update bumps it). */
 export const FIRST_GENERATION = 1;
@@ -37,6 +38,8 @@ export interface NewNotification {
   messageId?: string | null;
   /** a transactional send's collapse_key with its recipient (`transactionalKey`) */
   transactionalKey?: string | null;
+  /** a Live Activity push: what it starts, updates or ends */
+  liveActivity?: LiveActivityRef | null;
 }
 
 export class NotificationsRepository {
@@ -151,7 +154,8 @@ export class NotificationsRepository {
 
   /** The app's notifications, newest first, of one state when given. */
   async listForApp(db: Db, appId: string, state: NotificationState | undefined, limit: number, offset: number): Promise<Notification[]> {
-    let q = db.selectFrom('notifications').selectAll().where('app_id', '=', appId);
+    // Live Activity pushes are listed with their own resource, not as notifications
+    let q = db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('live_activity', 'is', null);
     if (state) q = q.where('state', '=', state);
     return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute();
   }
@@ -178,6 +182,26 @@ export class NotificationsRepository {
       .executeTakeFirst();
   }
 
+  /** A channel broadcast was answered: its one push counted, the notification closed (undefined: not sending any more). */
+  async finishBroadcast(db: Db, appId: string, id: string, failure: string | null): Promise<Notification | undefined> {
+    return db
+      .updateTable('notifications')
+      .set({
+        state: failure === null ? 'sent' : 'failed',
+        pushes_succeeded: failure === null ? 1 : 0,
+        pushes_failed: failure === null ? 0 : 1,
+        failure_reason: failure,
+        published_at: sql<Date>`coalesce(published_at, now())`,
+        finished_at: sql<Date>`now()`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('app_id', '=', appId)
+      .where('id', '=', id)
+      .where('state', '=', 'sending')
+      .returningAll()
+      .executeTakeFirst();
+  }
+
   async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
@@ -191,7 +215,7 @@ const BUT_DOCUMENTS = [
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
   'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
-  'devices_not_allowed', 'transactional_key',
+  'devices_not_allowed', 'transactional_key', 'live_activity',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, 'request' | 'payload'>[];
 // a column added to the table but not to the list stops the build here, naming it
 type Unlisted = Exclude<keyof NotificationsTable, 'request' | 'payload' | (typeof BUT_DOCUMENTS)[number]>;
@@ -225,13 +249,13 @@ async function insertRows(
     : sql`t.audience_id`;
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-      throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at)
+      throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity)
     select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
-      case when t.cut_targeted = 0 then now() end
+      case when t.cut_targeted = 0 then now() end, t.live_activity
     from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${json((n) => n.request)}::jsonb[],
       ${json((n) => n.payload)}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
       ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
@@ -240,9 +264,10 @@ async function insertRows(
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
       ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[], ${column((n) => n.transactionalKey ?? null)}::text[],
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[], ${column((n) => n.cut?.notAllowed ?? null)}::int[],
-      ${column((n) => n.audienceSpecKey ?? null)}::text[])
+      ${column((n) => n.audienceSpecKey ?? null)}::text[], ${json((n) => n.liveActivity)}::jsonb[])
       with ordinality as t(id, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-        throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key, ord)
+        throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key,
+        live_activity, ord)
     order by t.ord
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;
