@@ -6,11 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { ActivityRepository } from '../../src/db/repositories/activity.js';
-import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
-import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
-import { AppService } from '../../src/services/apps.js';
 import { freshDatabase } from '../system/proc.js';
 import { insertMessage } from '../http/message-support.js';
 
@@ -23,23 +20,29 @@ async function laterMigrations(first: string): Promise<string[]> {
   return (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d+_.*\.sql$/.test(f) && f >= first).sort();
 }
 
-/** An app with `count` devices (as the previous schema stores them), its audience of all and a push to it. */
-async function seed({ db, pool }: DatabaseHandle, bundleId: string, count: number) {
-  const { app } = await new AppService(db).createApp(bundleId);
+/**
+ * An app with `count` devices, its audience of all and a push to it, written in plain SQL as the previous schema
+ * takes them: today's repositories write columns later migrations add.
+ */
+async function seed({ pool }: DatabaseHandle, bundleId: string, count: number) {
+  const one = async <T>(text: string, values: unknown[]) => (await pool.query(text, values)).rows[0] as T;
+  const app = await one<{ id: string }>(`INSERT INTO apps (bundle_id, name) VALUES ($1, $1) RETURNING id`, [bundleId]);
   const devices = (
     await pool.query<{ id: string }>(
       `INSERT INTO devices (app_id, platform, token) SELECT $1, 'ios', 'tok' || i FROM generate_series(1, $2::int) i RETURNING id`,
       [app.id, count],
     )
   ).rows.map((r) => r.id);
-  const audience = await new AudiencesRepository().upsertAllDevices(db, app.id);
-  const notification = await new NotificationsRepository().insertOrCollapse(db, {
-    appId: app.id,
-    audienceId: audience.id,
-    request: { to: '*', payload: { alert: 'x' } },
-    payload: { alert: 'x' },
-    collapseKey: null,
-  });
+  const audience = await one<{ id: string }>(
+    `INSERT INTO audiences (app_id, spec_key, kind, name) VALUES ($1, 'all', 'all', 'All devices') RETURNING id`,
+    [app.id],
+  );
+  const notification = await one<{ id: string; created_at: Date }>(
+    `INSERT INTO notifications (app_id, audience_id, request, payload)
+     VALUES ($1, $2, '{"to": "*", "payload": {"alert": "x"}}', '{"alert": "x"}')
+     RETURNING id, created_at`,
+    [app.id, audience.id],
+  );
   return { app, devices, audience, notification };
 }
 
