@@ -92,9 +92,9 @@ export async function benchApp(
   };
 }
 
-/** Another app in a benchmark's database, its APNs and FCM credentials those `gateways` accept. */
-export async function addApp(db: DatabaseHandle, gateways: GatewayEndpoints) {
-  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(BENCH_BUNDLE);
+/** An app in a benchmark's database, its APNs and FCM credentials those `gateways` accept. */
+export async function addApp(db: DatabaseHandle, gateways: GatewayEndpoints, bundleId = BENCH_BUNDLE) {
+  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(bundleId);
   const apps = new AppsRepository();
   await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(gateways.apnsCredentials) });
   await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(gateways.serviceAccount) });

@@ -1,6 +1,6 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { engineDir, freePort, runAsPostgres, stopPid, untilPortAnswers } from './engines.js';
+import { engineDir, freePort, runAsPostgres, stopPid, untilPortAnswers, waitFor } from './engines.js';
 
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
@@ -47,7 +47,8 @@ export async function startPgBouncer(opts: { serverUrl: string; poolSize?: numbe
   );
   await runAsPostgres(PGBOUNCER, ['-d', ini]);
   await untilPortAnswers(port, 'pgbouncer');
-  const pid = Number((await readFile(pidFile, 'utf8')).trim());
+  // the daemon may write its pid file a moment after it listens
+  const pid = Number(await waitFor('pgbouncer.pid', () => readFile(pidFile, 'utf8').catch(() => undefined), 10_000));
   return {
     port,
     pid,
