@@ -66,7 +66,10 @@ interface Snapshot {
   commands: number;
   wal: string;
 }
-type Tier = 'api' | 'worker' | 'postgres' | 'pgbouncer' | 'redis';
+const TIERS = ['api', 'worker', 'postgres', 'pgbouncer', 'redis'] as const;
+type Tier = (typeof TIERS)[number];
+/** how long the processes are watched with nothing to send, s: their background work (polls, lag checks, leases) */
+const IDLE_S = 5;
 
 interface Phase {
   workers: number;
@@ -74,8 +77,11 @@ interface Phase {
   pushes: number;
   seconds: number;
   bare: number;
+  /** per push, and per push net of what the processes do when idle over the phase's time */
   cpuUs: Record<Tier, number>;
+  netCpuUs: Record<Tier, number>;
   commands: number;
+  netCommands: number;
   walBytes: number;
   lag: { seconds: number; bytes: number };
   missed: number;
@@ -173,13 +179,28 @@ async function run(engines: Engines): Promise<number> {
     commands: await masterCommands(cluster),
     wal: (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn,
   });
-  const measured = async (before: Snapshot, after: Snapshot, pushes: number) => {
+  /** What was spent between two snapshots: CPU ms per tier, Redis commands, WAL bytes. */
+  const spent = async (before: Snapshot, after: Snapshot) => {
     const { rows } = await sql<{ bytes: string }>`
       select pg_wal_lsn_diff(${after.wal}::pg_lsn, ${before.wal}::pg_lsn)::text as bytes`.execute(db.db);
-    const cpuUs = Object.fromEntries(
-      Object.entries(after.cpu).map(([tier, ms]) => [tier, ((ms - before.cpu[tier as Tier]) * 1000) / pushes]),
-    ) as Record<Tier, number>;
-    return { cpuUs, commands: (after.commands - before.commands) / pushes, walBytes: Number(rows[0]!.bytes) / pushes };
+    const cpu = Object.fromEntries(Object.entries(after.cpu).map(([tier, ms]) => [tier, ms - before.cpu[tier as Tier]])) as Record<
+      Tier,
+      number
+    >;
+    return { cpu, commands: after.commands - before.commands, wal: Number(rows[0]!.bytes) };
+  };
+  type Spent = Awaited<ReturnType<typeof spent>>;
+  const perTier = (f: (tier: Tier) => number) => Object.fromEntries(TIERS.map((tier) => [tier, f(tier)])) as Record<Tier, number>;
+  /** Per push, gross and net of `idle` (spent per second with nothing to send) over the phase's `seconds`. */
+  const measured = async (before: Snapshot, after: Snapshot, pushes: number, idle: Spent, seconds: number) => {
+    const used = await spent(before, after);
+    return {
+      cpuUs: perTier((tier) => (used.cpu[tier] * 1000) / pushes),
+      netCpuUs: perTier((tier) => ((used.cpu[tier] - idle.cpu[tier] * seconds) * 1000) / pushes),
+      commands: used.commands / pushes,
+      netCommands: (used.commands - idle.commands * seconds) / pushes,
+      walBytes: used.wal / pushes,
+    };
   };
 
   /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; their times to push. */
@@ -204,6 +225,7 @@ async function run(engines: Engines): Promise<number> {
 
   const phases: Phase[] = [];
   const fair: { workers: number; idle: number[]; busy: number[]; broadcastS: number }[] = [];
+  const idles: ({ workers: number } & Spent)[] = [];
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(mocks.serviceAccount), {
     tokenUrl: mocks.fcmTokenUrl,
   }).getAccessToken();
@@ -234,6 +256,15 @@ async function run(engines: Engines): Promise<number> {
       await waitReceived(mocks, warm.length + Math.min(40, warm.length), 60_000);
       await mocks.reset();
       step('warmed');
+      const idleBefore = await snapshot(services);
+      await sleep(IDLE_S * 1000);
+      const idleUsed = await spent(idleBefore, await snapshot(services));
+      const idlePerS = {
+        cpu: perTier((tier) => idleUsed.cpu[tier] / IDLE_S),
+        commands: idleUsed.commands / IDLE_S,
+        wal: idleUsed.wal / IDLE_S,
+      };
+      idles.push({ workers, ...idlePerS });
 
       // fairness, nothing else running
       const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
@@ -289,7 +320,7 @@ async function run(engines: Engines): Promise<number> {
         pushes: devices,
         seconds: broadcastS,
         bare: bareRate,
-        ...(await measured(before, after, devices + posted.length)),
+        ...(await measured(before, after, devices + posted.length, idlePerS, broadcastS)),
         lag: lagMax,
         missed: devices + posted.length - counted.distinct,
         twice: counted.twice,
@@ -317,7 +348,7 @@ async function run(engines: Engines): Promise<number> {
         pushes: unicast,
         seconds: (uLast - u0) / 1000,
         bare: bareRate,
-        ...(await measured(uBefore, uAfter, unicast)),
+        ...(await measured(uBefore, uAfter, unicast, idlePerS, (uLast - u0) / 1000)),
         lag: uLag,
         ...tally,
       });
@@ -341,10 +372,11 @@ async function run(engines: Engines): Promise<number> {
       `(transaction mode, 20 server connections), 2 API processes, N workers, ${partitions} queue partitions; ` +
       `mock gateways in a process of their own on loopback TLS HTTP/2; bare client: 1 connection x 1,000 streams per gateway, ` +
       `${devices} pushes, once per worker count. CPU per push: all the tier's processes (PostgreSQL: both servers' ` +
-      `processes; Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; unicast by device_id ` +
+      `processes; Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; per push: gross (net of the idle work); unicast by device_id ` +
       `filter from ${clients} clients (half to each API process), sent by the API processes themselves\n`,
   );
-  const us = (x: number) => x.toFixed(1);
+  /** gross (net of the idle work) */
+  const both = (gross: number, net: number, digits: number) => `${gross.toFixed(digits)} (${net.toFixed(digits)})`;
   printRows(
     [
       'workers',
@@ -366,16 +398,19 @@ async function run(engines: Engines): Promise<number> {
       p.traffic,
       (p.pushes / p.seconds).toFixed(0),
       (p.pushes / p.seconds / p.bare).toFixed(2),
-      us(p.cpuUs.api),
-      us(p.cpuUs.worker),
-      us(p.cpuUs.postgres),
-      us(p.cpuUs.pgbouncer),
-      us(p.cpuUs.redis),
-      p.commands.toFixed(3),
+      ...TIERS.map((tier) => both(p.cpuUs[tier], p.netCpuUs[tier], 1)),
+      both(p.commands, p.netCommands, 3),
       p.walBytes.toFixed(0),
       `${p.lag.seconds.toFixed(2)} s / ${p.lag.bytes} B`,
       `${p.missed} / ${p.twice}`,
     ]),
+  );
+  console.log(
+    `\nidle: what the processes spend a second with nothing to send (measured over ${IDLE_S} s), subtracted for the figures in brackets above\n`,
+  );
+  printRows(
+    ['workers', 'CPU ms/s: API', 'worker', 'PostgreSQL', 'PgBouncer', 'Redis', 'Redis commands/s', 'WAL bytes/s'],
+    idles.map((i) => [String(i.workers), ...TIERS.map((tier) => i.cpu[tier].toFixed(1)), i.commands.toFixed(0), i.wal.toFixed(0)]),
   );
   console.log('\nfairness: time to push of one-device notifications of another app, posted 100 ms apart\n');
   const ms = (xs: number[], p: number) => (xs.length ? `${percentile(xs, p).toFixed(0)} ms` : '–');
