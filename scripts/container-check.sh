@@ -168,46 +168,46 @@ worker_running "$run_id-worker"
 # Creates an app with the CLI inside API_CONTAINER, registers an iOS and an Android device through base_url and sends
 # them a notification that both mocks must receive: deliver_once API_CONTAINER WORKER_CONTAINER
 deliver_once() {
-say "CLI inside the api container"
-cli() { pm exec "$1" node bin/pushd.js "${@:2}"; }
-created=$(cli "$1" app create --bundle-id "$topic" --name "Container check")
-app=$(echo "$created" | json '.app.id')
-write_key=$(echo "$created" | json '.keys.write')
-sdk_key=$(cli "$1" key create --app "$app" --role sdk | json '.key')
-cli "$1" app set-apns --app "$app" --key-file /check/apns.p8 --key-id "$(echo "$mocks" | json '.keyId')" \
-  --team-id "$(echo "$mocks" | json '.teamId')" --topic "$topic" >/dev/null
-cli "$1" app set-fcm --app "$app" --service-account /check/service-account.json >/dev/null
-echo "app $app with write and sdk keys, APNs and FCM credentials"
+  say "CLI inside the api container"
+  cli() { pm exec "$1" node bin/pushd.js "${@:2}"; }
+  created=$(cli "$1" app create --bundle-id "$topic" --name "Container check")
+  app=$(echo "$created" | json '.app.id')
+  write_key=$(echo "$created" | json '.keys.write')
+  sdk_key=$(cli "$1" key create --app "$app" --role sdk | json '.key')
+  cli "$1" app set-apns --app "$app" --key-file /check/apns.p8 --key-id "$(echo "$mocks" | json '.keyId')" \
+    --team-id "$(echo "$mocks" | json '.teamId')" --topic "$topic" >/dev/null
+  cli "$1" app set-fcm --app "$app" --service-account /check/service-account.json >/dev/null
+  echo "app $app with write and sdk keys, APNs and FCM credentials"
 
-say "a notification to an iOS and an Android device"
-ios_token=$(node -e "console.log(require('crypto').randomBytes(32).toString('hex'))")
-android_token=check-$(node -e "console.log(require('crypto').randomBytes(60).toString('base64url'))")
-for device in "{\"platform\":\"ios\",\"token\":\"$ios_token\"}" "{\"platform\":\"android\",\"token\":\"$android_token\"}"; do
-  curl -fsS -u ":$sdk_key" -H 'Content-Type: application/json' "$base_url/v6/devices" -d "{\"device\":$device}" >/dev/null
-done
-notification=$(curl -fsS -u ":$write_key" -H 'Content-Type: application/json' "$base_url/v6/notifications" \
-  -d '{"notification":{"to":"*","payload":{"alert":"Hello from the container"}}}' | json '.id')
-delivered=
-for _ in $(seq 60); do
-  pushes=$(curl -fsS "$(echo "$mocks" | json '.control')/pushes")
-  if echo "$pushes" | json ".apns.includes('$ios_token') && d.fcm.includes('$android_token')" | grep -qx true; then
-    delivered=1
-    break
-  fi
-  sleep 1
-done
-[ -n "$delivered" ] || {
-  pm logs "$2" >&2
-  fail "the notification did not reach both mocks within 60 s (they saw $pushes)"
-}
-state=
-for _ in $(seq 30); do
-  state=$(curl -fsS -u ":$write_key" "$base_url/v6/notifications/$notification" | json '.state')
-  [ "$state" = sent ] && break
-  sleep 1
-done
-[ "$state" = sent ] || fail "notification $notification is $state, not sent"
-echo "notification $notification delivered to APNs and FCM, state sent"
+  say "a notification to an iOS and an Android device"
+  ios_token=$(node -e "console.log(require('crypto').randomBytes(32).toString('hex'))")
+  android_token=check-$(node -e "console.log(require('crypto').randomBytes(60).toString('base64url'))")
+  for device in "{\"platform\":\"ios\",\"token\":\"$ios_token\"}" "{\"platform\":\"android\",\"token\":\"$android_token\"}"; do
+    curl -fsS -u ":$sdk_key" -H 'Content-Type: application/json' "$base_url/v6/devices" -d "{\"device\":$device}" >/dev/null
+  done
+  notification=$(curl -fsS -u ":$write_key" -H 'Content-Type: application/json' "$base_url/v6/notifications" \
+    -d '{"notification":{"to":"*","payload":{"alert":"Hello from the container"}}}' | json '.id')
+  delivered=
+  for _ in $(seq 60); do
+    pushes=$(curl -fsS "$(echo "$mocks" | json '.control')/pushes")
+    if echo "$pushes" | json ".apns.includes('$ios_token') && d.fcm.includes('$android_token')" | grep -qx true; then
+      delivered=1
+      break
+    fi
+    sleep 1
+  done
+  [ -n "$delivered" ] || {
+    pm logs "$2" >&2
+    fail "the notification did not reach both mocks within 60 s (they saw $pushes)"
+  }
+  state=
+  for _ in $(seq 30); do
+    state=$(curl -fsS -u ":$write_key" "$base_url/v6/notifications/$notification" | json '.state')
+    [ "$state" = sent ] && break
+    sleep 1
+  done
+  [ "$state" = sent ] || fail "notification $notification is $state, not sent"
+  echo "notification $notification delivered to APNs and FCM, state sent"
 }
 deliver_once "$run_id-api" "$run_id-worker"
 
