@@ -3,6 +3,7 @@ import type { KeyRole } from '../domain/keys.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { LocalPlan } from '../domain/campaign.js';
 import type { PushPriority } from '../domain/delivery-options.js';
+import type { Localized } from '../domain/localized.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -130,6 +131,8 @@ export interface NotificationsTable {
   send_group: string | null;
   request: Json<Record<string, unknown>>;
   payload: Json<Record<string, unknown>>;
+  /** content per language (src/domain/localized.ts); null: the payload in every language */
+  localized: Json<Localized> | null;
   collapse_key: string | null;
   state: Generated<NotificationState>;
   generation: Generated<number>;

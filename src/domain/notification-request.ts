@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
 import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
+import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
 
 /** A notification's life: waiting for its send time, going out, then one of the three ends. */
@@ -56,17 +57,20 @@ export const throttleSchema = z.strictObject(
 
 export const notificationRequestSchema = z.strictObject(
   {
-    notification: z.strictObject(
-      {
-        to: toSchema,
-        payload: payloadSchema,
-        throttle: throttleSchema.optional(),
-        ...scheduleFields,
-        ...deliveryOptionFields,
-      },
-      // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
-      { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
-    ),
+    notification: z
+      .strictObject(
+        {
+          to: toSchema,
+          payload: payloadSchema,
+          localized: localizedSchema.optional(),
+          throttle: throttleSchema.optional(),
+          ...scheduleFields,
+          ...deliveryOptionFields,
+        },
+        // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
+        { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
+      )
+      .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),
   },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) },
 );

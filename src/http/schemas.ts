@@ -24,6 +24,8 @@ export const createdNotificationRecord = z.object({
     /** a transactional send's extra filters, as submitted (its `to` is `{field, value}`) */
     extra_filters: z.array(z.unknown()).optional(),
     payload: z.unknown(),
+    /** content per language, as submitted (src/domain/localized.ts) */
+    localized: z.unknown().optional(),
     // the delivery options as submitted (src/domain/delivery-options.ts)
     expires_at: z.string().optional(),
     ttl: z.number().int().optional(),

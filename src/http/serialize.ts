@@ -23,7 +23,7 @@ export function createdNotificationResponse(n: Notification) {
   };
 }
 
-type SubmittedFields = { to: unknown; payload: unknown } & DeliveryOptionsInput & ScheduleInput;
+type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & DeliveryOptionsInput & ScheduleInput;
 
 /**
  * What was submitted, in the one shape of every record: `{to, payload, …options}`. A notification stores its
@@ -32,11 +32,11 @@ type SubmittedFields = { to: unknown; payload: unknown } & DeliveryOptionsInput 
  */
 function submittedNotification(stored: Notification['request']) {
   const request = stored as unknown as SubmittedFields | { to: unknown; notification: SubmittedFields; extra_filters?: unknown[] };
-  const { expires_at, ttl, priority, payload } = 'notification' in request ? request.notification : request;
+  const { expires_at, ttl, priority, payload, localized } = 'notification' in request ? request.notification : request;
   // a transactional send has extra filters and no schedule; a notification the reverse
   const { send_at, local_time, throttle } = 'notification' in request ? ({} as ScheduleInput) : request;
   const extra_filters = 'notification' in request ? request.extra_filters : undefined;
-  return { to: request.to, extra_filters, payload, expires_at, ttl, priority, send_at, local_time, throttle };
+  return { to: request.to, extra_filters, payload, localized, expires_at, ttl, priority, send_at, local_time, throttle };
 }
 
 /** The stored record with its delivery state and counters. */

@@ -35,6 +35,7 @@ import type { Clock } from '../platform/clock.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
+import { localeVariant, localizedPayload } from '../domain/localized.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
@@ -295,6 +296,7 @@ export class NotificationService {
           audienceSpecKey: specs[k]!.key,
           request: i.request.notification,
           payload: i.request.notification.payload,
+          localized: i.request.notification.localized,
           collapseKey: null,
           timing: timingOf(i.request.notification, i.now, null),
           options: i.options,
@@ -385,6 +387,7 @@ export class NotificationService {
       audienceId: audience.id,
       request: fields,
       payload,
+      localized: fields.localized,
       collapseKey,
       timing,
       options,
@@ -397,10 +400,13 @@ export class NotificationService {
 
   /**
    * What `create` would send, without storing or sending anything: the mapped APNs, FCM, Web Push and HMS requests, as if
-   * sent now (a ttl counts from now, and FCM's ttl is the time left).
+   * sent now (a ttl counts from now, and FCM's ttl is the time left), to a device of `locale` when given.
    */
-  async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
-    const { to, payload } = request.notification;
+  async preview(appId: string, request: NotificationRequest, locale?: string): Promise<PushPreview & { variant: string | null }> {
+    const { to, localized } = request.notification;
+    // a device of this locale gets its language's entry, as a send picks it (else the payload as it is)
+    const variant = localeVariant(localized, locale);
+    const payload = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
     const now = this.clock.now();
     const options = resolveDeliveryOptions(request.notification, now);
     const push = { expiresAt: expiryOf(options, now), priority: options.priority };
@@ -412,6 +418,7 @@ export class NotificationService {
       fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
       web: toWebPushMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
       hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
+      variant,
     };
   }
 }
