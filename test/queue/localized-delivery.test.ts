@@ -126,6 +126,28 @@ describe('content per language', () => {
     expect(fr._st.mid).toBe(message.json().id);
   });
 
+  it('retries a push left to retry in its own language, and a collapse_key update without localized sends the payload', async () => {
+    gw.apns.faults.forToken(d.iosFr!.token, { type: 'status', status: 503, reason: 'ServiceUnavailable' }, 1);
+    const first = await call('POST', '/v6/notifications', {
+      notification: { to: '*', payload: { alert: 'Hello', collapse_key: 'promo' }, localized },
+    });
+    expect(first.statusCode, first.body).toBe(201);
+    expect(await finished(first.json().id)).toMatchObject({ pushes_succeeded: 6, pushes_failed: 0 });
+    const fr = gw.apns.answers.filter((a) => a.token === d.iosFr!.token);
+    expect(fr.map((a) => a.status)).toEqual([503, 200]);
+    expect(shown().iosFr).toEqual({ body: 'Bonjour' });
+    expect(gw.apns.pushes.length + gw.fcm.pushes.length).toBe(6);
+
+    gw.reset();
+    const second = await call('POST', '/v6/notifications', {
+      notification: { to: '*', payload: { alert: 'Hello again', collapse_key: 'promo' } },
+    });
+    expect(second.json().id).toBe(first.json().id);
+    expect(second.json().notification.localized).toBeUndefined();
+    await waitFor('the update to be sent', async () => gw.apns.pushes.length + gw.fcm.pushes.length === 6);
+    expect(new Set(Object.values(shown()).map((x) => x.body))).toEqual(new Set(['Hello again']));
+  });
+
   it('previews the requests of one locale', async () => {
     const body = { notification: { to: '*', payload: { alert: 'Hello', title: 'Hi' }, localized } };
     const ptBr = await call('POST', '/v6/notifications/preview?locale=pt-BR', body, keys.read);
