@@ -6,6 +6,7 @@ import { isPlainObject } from './filters.js';
 import { throttleSchema, toSchema } from './notification-request.js';
 import { payloadSchema, type Payload } from './payload.js';
 import { checkLocalized, localizedSchema } from './localized.js';
+import { quietHoursField } from './quiet-hours.js';
 import { gatewaySizeProblem } from './push-mapping.js';
 import { sendAtProblem } from './schedule.js';
 
@@ -74,7 +75,13 @@ const MEASURING_MESSAGE_ID = '00000000-0000-0000-0000-000000000000';
 /** The push sent with a message: a notification without `to` (it goes to the message's audience) or `send_at` (the message's). */
 const messageNotificationSchema = z
   .strictObject(
-    { payload: payloadSchema, localized: localizedSchema.optional(), throttle: throttleSchema.optional(), ...deliveryOptionFields },
+    {
+      payload: payloadSchema,
+      localized: localizedSchema.optional(),
+      throttle: throttleSchema.optional(),
+      quiet_hours: quietHoursField.optional(),
+      ...deliveryOptionFields,
+    },
     { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
   )
   .superRefine((notification, ctx) => {

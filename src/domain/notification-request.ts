@@ -4,6 +4,7 @@ import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
+import { quietHoursField } from './quiet-hours.js';
 
 /** A notification's life: waiting for its send time, going out, then one of the three ends. */
 export const NOTIFICATION_STATES = ['scheduled', 'sending', 'sent', 'failed', 'canceled'] as const;
@@ -64,6 +65,7 @@ export const notificationRequestSchema = z.strictObject(
           payload: payloadSchema,
           localized: localizedSchema.optional(),
           throttle: throttleSchema.optional(),
+          quiet_hours: quietHoursField.optional(),
           ...scheduleFields,
           ...deliveryOptionFields,
         },
@@ -78,7 +80,7 @@ export const notificationRequestSchema = z.strictObject(
 /** A request as the schema has parsed it: the type follows the schema, never written beside it. */
 export type NotificationRequest = z.output<typeof notificationRequestSchema>;
 /** When and how fast a notification goes out, as submitted. */
-export type ScheduleInput = Pick<NotificationRequest['notification'], 'send_at' | 'local_time' | 'throttle'>;
+export type ScheduleInput = Pick<NotificationRequest['notification'], 'send_at' | 'local_time' | 'throttle' | 'quiet_hours'>;
 
 export function targetOf(to: NotificationRequest['notification']['to']): Target {
   if (to === '*') return { kind: 'all' };

@@ -36,6 +36,7 @@ import { GroupRunner } from '../platform/group-runner.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
 import { localeVariant, localizedPayload } from '../domain/localized.js';
+import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
@@ -87,6 +88,7 @@ function isUnicast(request: NotificationRequest): boolean {
     n.send_at === undefined &&
     !n.local_time &&
     n.throttle === undefined &&
+    !n.quiet_hours &&
     typeof n.payload.collapse_key !== 'string'
   );
 }
@@ -282,9 +284,14 @@ export class NotificationService {
         { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
       ),
     ]);
-    // an app with a ceiling paces every notification: those go through the fan-out's reservations
+    // an app with a ceiling paces every notification, and one with quiet hours plans it per zone: those go through
+    // the fan-out (its reservations, its waves)
+    const quietOf = (k: number) =>
+      quietHoursOf(items[k]!.request.notification.quiet_hours, settings.get(items[k]!.appId)?.quiet_hours ?? null);
     const devicesOf = (k: number) =>
-      settings.get(items[k]!.appId)?.max_per_minute == null && found[k]!.length <= DIRECT_AUDIENCE_MAX_DEVICES ? found[k] : undefined;
+      settings.get(items[k]!.appId)?.max_per_minute == null && !quietOf(k) && found[k]!.length <= DIRECT_AUDIENCE_MAX_DEVICES
+        ? found[k]
+        : undefined;
     const rows = items.map((i, k) => {
       const id = randomUUID();
       const devices = devicesOf(k);
@@ -298,7 +305,7 @@ export class NotificationService {
           payload: i.request.notification.payload,
           localized: i.request.notification.localized,
           collapseKey: null,
-          timing: timingOf(i.request.notification, i.now, null),
+          timing: timingOf(i.request.notification, i.now, settings.get(i.appId)?.default_time_zone ?? null, [], quietOf(k)),
           options: i.options,
           cut: this.cutOf(devices),
         },
@@ -364,8 +371,9 @@ export class NotificationService {
     const { payload } = fields;
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
     const settings = (await this.campaignSettingsOf(trx, [appId])).get(appId)!;
-    const deviceZones = fields.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
-    const timing = timingOf(fields, now, settings.default_time_zone, deviceZones);
+    const quiet = quietHoursOf(fields.quiet_hours, settings.quiet_hours);
+    const deviceZones = fields.local_time || quiet ? await this.devices.timeZonesOf(trx, appId) : [];
+    const timing = timingOf(fields, now, settings.default_time_zone, deviceZones, quiet);
     // a ttl counts from when it goes out
     if (timing.sendAt && options.ttlSeconds !== null)
       options = { ...options, expiresAt: expiryOf(options, timing.sendAt), ttlSeconds: null };
@@ -373,7 +381,7 @@ export class NotificationService {
     // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
     const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
     let devices: Deliverable[] | undefined;
-    if (!timing.nextDueAt && collapseKey === null && !paced && namesFewDevices(audience.filters)) {
+    if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && namesFewDevices(audience.filters)) {
       const page = await this.devices.pageDeliverable(trx, appId, audience.filters, {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,

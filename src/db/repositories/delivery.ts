@@ -188,6 +188,11 @@ export class DeliveryRepository {
     await db.updateTable('notifications').set({ skipped_past_local_time: count }).where('id', '=', notificationId).execute();
   }
 
+  /** The devices not sent to because they were due inside their quiet hours (`then: drop`). */
+  async setSkippedQuietHours(db: Db, notificationId: string, count: number): Promise<void> {
+    await db.updateTable('notifications').set({ skipped_quiet_hours: count }).where('id', '=', notificationId).execute();
+  }
+
   async markFanoutDone(db: Db, notificationId: string, generation: number): Promise<void> {
     await db
       .updateTable('notifications')

@@ -56,7 +56,7 @@ export class NotificationsRepository {
         message_id = excluded.message_id,
         state = 'scheduled', generation = notifications.generation + 1, failure_reason = null, finished_at = null,
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
-        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, throttle_per_minute = excluded.throttle_per_minute,
+        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0, throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now()`;
     const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse);
     return row!;
@@ -194,7 +194,7 @@ const BUT_DOCUMENTS = [
   'id', 'app_id', 'audience_id', 'send_group', 'collapse_key', 'state', 'generation', 'devices_targeted',
   'pushes_succeeded', 'pushes_failed', 'tokens_invalidated', 'pushes_expired', 'failure_reason', 'created_at',
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
-  'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'throttle_per_minute', 'pace_next_at',
+  'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'skipped_quiet_hours', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
   'devices_not_allowed', 'transactional_key',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, Documents>[];
