@@ -4,11 +4,13 @@
  * machine's ceiling). Also time to first push for a one-device audience and the worker's peak RSS.
  *
  *   npm run bench -- fanout [--devices 200000] [--rounds 3] [--queue postgres|redis] [--workers 1] [--gateway-latency-ms 0]
- *                           [--bare-connections 1]
+ *                           [--bare-connections 1] [--languages 0] [--database bench_fanout]
  *
  * --gateway-latency-ms N: the mocks answer every push N ms late, as a gateway in a far data centre does. The bare
  * client then keeps the window a real gateway allows (1,000 streams a connection) on --bare-connections
  * connections per gateway; each round prints how many the pipeline kept open, to compare.
+ * --languages N: the broadcast carries content in N languages (`localized`), and the devices are spread over those
+ * N languages and English (the payload as it is); the bare client sends the English payload to all.
  * Every device must get exactly one push a round: the benchmark exits 1 when one is missed or pushed twice.
  */
 import { sql } from 'kysely';
@@ -24,15 +26,22 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PAYLOAD = { alert: 'bench', badge: 1 };
 const latencyMs = Number(arg('gateway-latency-ms', '0'));
 const bareConnections = Number(arg('bare-connections', '1'));
+const LANGUAGES = ['fr', 'de', 'es', 'it', 'pt', 'nl', 'sv', 'pl', 'ja', 'ko', 'tr', 'ru', 'ar', 'he', 'hi', 'th', 'vi', 'id', 'ms', 'da'];
+const languages = LANGUAGES.slice(0, Number(arg('languages', '0')));
+const LOCALIZED = languages.length ? Object.fromEntries(languages.map((l) => [l, { alert: `bench ${l}` }])) : undefined;
+/** each device's locale: one of the languages, or English (device i has the (i mod (N + 1))th) */
+const LOCALES = [...languages.map((l) => `${l}_${l.toUpperCase()}`), 'en_US'];
 
 async function main() {
-  const stack = await benchStack('bench_fanout', { queue, redisUrl });
+  // --database: a name of its own, for runs side by side on one PostgreSQL (the database is dropped and made anew)
+  const stack = await benchStack(arg('database', 'bench_fanout'), { queue, redisUrl });
   const { db, apns, fcm, apnsKey, keys, app } = stack;
   const sa = stack.serviceAccount;
   const t = Date.now();
   await sql`
     insert into devices (app_id, platform, token, locale)
-    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'en_US'
+    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'),
+      (${LOCALES}::text[])[1 + (i / 2) % ${LOCALES.length}::int]
     from generate_series(1, ${devices}) as i`.execute(db.db);
   await sql`analyze devices`.execute(db.db);
   console.log(`seeded ${devices} devices in ${Date.now() - t} ms`);
@@ -45,7 +54,7 @@ async function main() {
     fetch(`${base}/v6/notifications`, {
       method: 'POST',
       headers: { authorization: auth, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
+      body: JSON.stringify({ notification: { to, payload: PAYLOAD, localized: LOCALIZED } }),
     });
 
   // (1) time to first push, one-device audiences (warm: connections and JWT/OAuth tokens are reused)
@@ -157,7 +166,7 @@ async function main() {
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
   console.log(
-    `\nfan-out benchmark: ${devices} devices (half iOS, half Android), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
+    `\nfan-out benchmark: ${devices} devices (half iOS, half Android) in ${languages.length + 1} language(s), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
   );
   printTable([
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],

@@ -1,5 +1,6 @@
 import { AppService } from '../services/apps.js';
 import { given, number, numberOrNone, UsageError, uuid, type Command } from './command.js';
+import { parseQuietHoursSetting } from '../domain/quiet-hours.js';
 
 /**
  * app set-limits: the app's ceiling on pushes a minute and its default time zone.
@@ -29,20 +30,27 @@ export const rateLimitCommands: Record<string, Command> = {
     },
   },
   'app set-limits': {
-    summary: "Sets an app's campaign limits: pushes a minute and the default time zone of local-time sends.",
+    summary: "Sets an app's campaign limits: pushes a minute, the default time zone of local-time sends, quiet hours.",
     options: {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       'max-per-minute': { value: 'N|none', help: 'pushes a minute at most, for all its campaigns; none removes it', check: numberOrNone },
       'default-time-zone': { value: 'ZONE|none', help: 'an IANA time zone such as Europe/Paris; none removes it' },
+      'quiet-hours': {
+        value: 'HH:MM-HH:MM[/drop]|none',
+        help: "each device's quiet hours, e.g. 22:00-08:00 (held to their end) or 22:00-08:00/drop; none removes them",
+        check: (v) => (v === 'none' || parseQuietHoursSetting(v) ? undefined : 'must be HH:MM-HH:MM, HH:MM-HH:MM/drop or none'),
+      },
     },
     run: async (a, rt) => {
       const value = (name: string) => (a[name] === undefined ? undefined : a[name] === 'none' ? null : a[name]!);
       const max = value('max-per-minute');
-      if (max === undefined && value('default-time-zone') === undefined)
-        throw new UsageError('give --max-per-minute N|none and/or --default-time-zone ZONE|none');
+      const quiet = value('quiet-hours');
+      if (max === undefined && value('default-time-zone') === undefined && quiet === undefined)
+        throw new UsageError('give --max-per-minute N|none, --default-time-zone ZONE|none and/or --quiet-hours HH:MM-HH:MM|none');
       return new AppService(rt.handle.db).setLimits(given(a, 'app'), {
         maxPerMinute: max === undefined || max === null ? max : Number(max),
         defaultTimeZone: value('default-time-zone'),
+        quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),
       });
     },
   },

@@ -4,6 +4,8 @@ import type { NotificationState } from '../domain/notification-request.js';
 import type { LocalPlan } from '../domain/campaign.js';
 import type { PushPriority } from '../domain/delivery-options.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
+import type { Localized } from '../domain/localized.js';
+import type { QuietHours } from '../domain/quiet-hours.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -25,6 +27,8 @@ export interface AppsTable {
   hms_credentials: Json<Record<string, unknown> | null> | null;
   created_at: Generated<Date>;
   default_time_zone: string | null;
+  /** quiet hours of its notifications that name none (src/domain/quiet-hours.ts) */
+  quiet_hours: Json<QuietHours> | null;
   max_per_minute: number | null;
   pace_next_at: Date | null;
   /** the HMAC key of identity verification (migration 019); kept while it is off, so turning it on again keeps it */
@@ -131,6 +135,8 @@ export interface NotificationsTable {
   send_group: string | null;
   request: Json<Record<string, unknown>>;
   payload: Json<Record<string, unknown>>;
+  /** content per language (src/domain/localized.ts); null: the payload in every language */
+  localized: Json<Localized> | null;
   collapse_key: string | null;
   state: Generated<NotificationState>;
   generation: Generated<number>;
@@ -151,6 +157,8 @@ export interface NotificationsTable {
   local_plan: Json<LocalPlan> | null;
   wave: Generated<number>;
   skipped_past_local_time: Counter;
+  /** devices due inside their quiet hours and not sent to (`then: drop`) */
+  skipped_quiet_hours: Counter;
   throttle_per_minute: number | null;
   pace_next_at: Date | null;
   canceled_at: Date | null;

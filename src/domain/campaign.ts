@@ -1,4 +1,5 @@
 import { isTimeZone, planLocalTime } from './schedule.js';
+import { quietWaves, type QuietHours } from './quiet-hours.js';
 
 /** One pass of a local-time send: the zones whose wall time falls at `at`. */
 export interface LocalWave {
@@ -11,10 +12,13 @@ export interface LocalWave {
  * another zone, or in none, follows `defaultZone`), the zones already past that wall time, and the waves.
  */
 export interface LocalPlan {
-  wallTime: string;
+  /** null: not a local-time send, planned per zone for its quiet hours */
+  wallTime: string | null;
   defaultZone: string;
   zones: string[];
   past: string[];
+  /** zones due inside their quiet hours, whose devices are not sent to (`then: drop`) */
+  dropped?: string[];
   waves: LocalWave[];
 }
 
@@ -33,19 +37,31 @@ export interface TimingRequest {
   throttle?: { per_minute: number };
 }
 
+/** The zones a plan covers: every zone the runtime knows, UTC, the default zone and those the app's devices use. */
+function planZones(defaultZone: string, deviceZones: readonly string[]): string[] {
+  return [...new Set([...Intl.supportedValuesOf('timeZone'), 'UTC', defaultZone, ...deviceZones.filter(isTimeZone)])].sort();
+}
+
 /**
  * The timing a request asks for. A local-time send is planned over every zone the runtime knows and those the
  * app's devices use (`deviceZones`); the request was validated before (send_at's shape, not in the past).
  */
-export function timingOf(request: TimingRequest, now: Date, defaultZone: string | null, deviceZones: readonly string[] = []): Timing {
+export function timingOf(
+  request: TimingRequest,
+  now: Date,
+  defaultZone: string | null,
+  deviceZones: readonly string[] = [],
+  quiet: QuietHours | null = null,
+): Timing {
   const throttlePerMinute = request.throttle?.per_minute ?? null;
+  if (quiet) return quietTiming(request, now, defaultZone ?? 'UTC', deviceZones, quiet);
   if (request.send_at === undefined) return { sendAt: null, nextDueAt: null, localPlan: null, throttlePerMinute };
   if (!request.local_time) {
     const sendAt = new Date(request.send_at);
     return { sendAt, nextDueAt: sendAt, localPlan: null, throttlePerMinute };
   }
   const zone = defaultZone ?? 'UTC';
-  const zones = [...new Set([...Intl.supportedValuesOf('timeZone'), 'UTC', zone, ...deviceZones.filter(isTimeZone)])].sort();
+  const zones = planZones(zone, deviceZones);
   const plan = planLocalTime(request.send_at, zones, now);
   const waves = plan.waves.map((w) => ({ at: w.at.toISOString(), zones: w.zones }));
   const first = plan.waves[0]?.at ?? null;
@@ -55,6 +71,32 @@ export function timingOf(request: TimingRequest, now: Date, defaultZone: string 
     nextDueAt: first ?? now,
     localPlan: { wallTime: request.send_at, defaultZone: zone, zones, past: plan.past, waves },
     throttlePerMinute,
+  };
+}
+
+/**
+ * The timing of a send with quiet hours: planned per zone as a local-time send is, each zone going when it is due
+ * (now, send_at, or its local time) unless that falls in its quiet hours (then at their end, or never: `dropped`).
+ * `sendAt` stays the time asked, so a ttl counts from when the push was due, not from when it was held to.
+ */
+function quietTiming(request: TimingRequest, now: Date, zone: string, deviceZones: readonly string[], quiet: QuietHours): Timing {
+  const zones = planZones(zone, deviceZones);
+  const local = request.local_time && request.send_at !== undefined ? planLocalTime(request.send_at, zones, now) : null;
+  const at = request.send_at !== undefined && !local ? new Date(request.send_at) : now;
+  const { waves, dropped } = quietWaves(local ? local.waves : [{ at, zones }], quiet);
+  const first = waves[0]?.at ?? null;
+  return {
+    sendAt: local ? first : request.send_at !== undefined ? at : null,
+    nextDueAt: first ?? now,
+    localPlan: {
+      wallTime: local ? request.send_at! : null,
+      defaultZone: zone,
+      zones,
+      past: local?.past ?? [],
+      dropped,
+      waves: waves.map((w) => ({ at: w.at.toISOString(), zones: w.zones })),
+    },
+    throttlePerMinute: request.throttle?.per_minute ?? null,
   };
 }
 

@@ -5,6 +5,8 @@ import { ValidationError } from './errors.js';
 import { isPlainObject } from './filters.js';
 import { throttleSchema, toSchema } from './notification-request.js';
 import { payloadSchema, type Payload } from './payload.js';
+import { checkLocalized, localizedSchema } from './localized.js';
+import { quietHoursField } from './quiet-hours.js';
 import { gatewaySizeProblem } from './push-mapping.js';
 import { sendAtProblem } from './schedule.js';
 
@@ -73,7 +75,13 @@ const MEASURING_MESSAGE_ID = '00000000-0000-0000-0000-000000000000';
 /** The push sent with a message: a notification without `to` (it goes to the message's audience) or `send_at` (the message's). */
 const messageNotificationSchema = z
   .strictObject(
-    { payload: payloadSchema, throttle: throttleSchema.optional(), ...deliveryOptionFields },
+    {
+      payload: payloadSchema,
+      localized: localizedSchema.optional(),
+      throttle: throttleSchema.optional(),
+      quiet_hours: quietHoursField.optional(),
+      ...deliveryOptionFields,
+    },
     { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
   )
   .superRefine((notification, ctx) => {
@@ -82,8 +90,13 @@ const messageNotificationSchema = z
       ctx.addIssue({ code: 'custom', path: ['payload', '_st'], message: 'must be an object (pushd adds the message id to it as mid)' });
       return;
     }
-    const tooLarge = gatewaySizeProblem(withMessageId(notification.payload, MEASURING_MESSAGE_ID));
-    if (tooLarge) ctx.addIssue({ code: 'custom', path: ['payload'], message: `${tooLarge}, with the message id in _st.mid` });
+    const measured = (payload: Payload) => {
+      const tooLarge = gatewaySizeProblem(withMessageId(payload, MEASURING_MESSAGE_ID));
+      return tooLarge && `${tooLarge}, with the message id in _st.mid`;
+    };
+    const tooLarge = measured(notification.payload);
+    if (tooLarge) ctx.addIssue({ code: 'custom', path: ['payload'], message: tooLarge });
+    checkLocalized(notification.payload, notification.localized, ctx, measured);
   });
 
 export const messageRequestSchema = z.strictObject(

@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
 import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
+import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
+import { quietHoursField } from './quiet-hours.js';
 
 /** A notification's life: waiting for its send time, going out, then one of the three ends. */
 export const NOTIFICATION_STATES = ['scheduled', 'sending', 'sent', 'failed', 'canceled'] as const;
@@ -56,17 +58,21 @@ export const throttleSchema = z.strictObject(
 
 export const notificationRequestSchema = z.strictObject(
   {
-    notification: z.strictObject(
-      {
-        to: toSchema,
-        payload: payloadSchema,
-        throttle: throttleSchema.optional(),
-        ...scheduleFields,
-        ...deliveryOptionFields,
-      },
-      // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
-      { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
-    ),
+    notification: z
+      .strictObject(
+        {
+          to: toSchema,
+          payload: payloadSchema,
+          localized: localizedSchema.optional(),
+          throttle: throttleSchema.optional(),
+          quiet_hours: quietHoursField.optional(),
+          ...scheduleFields,
+          ...deliveryOptionFields,
+        },
+        // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
+        { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
+      )
+      .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),
   },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) },
 );
@@ -74,7 +80,7 @@ export const notificationRequestSchema = z.strictObject(
 /** A request as the schema has parsed it: the type follows the schema, never written beside it. */
 export type NotificationRequest = z.output<typeof notificationRequestSchema>;
 /** When and how fast a notification goes out, as submitted. */
-export type ScheduleInput = Pick<NotificationRequest['notification'], 'send_at' | 'local_time' | 'throttle'>;
+export type ScheduleInput = Pick<NotificationRequest['notification'], 'send_at' | 'local_time' | 'throttle' | 'quiet_hours'>;
 
 export function targetOf(to: NotificationRequest['notification']['to']): Target {
   if (to === '*') return { kind: 'all' };

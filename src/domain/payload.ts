@@ -27,7 +27,7 @@ const link = () =>
     .optional();
 
 /** The browser-only fields of a push (the `web` object): what showNotification takes, and the page a click opens. */
-const webSchema = z.strictObject(
+export const webSchema = z.strictObject(
   {
     icon: link(),
     image: link(),

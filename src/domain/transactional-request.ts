@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
 import { deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
+import { checkLocalized, localizedSchema } from './localized.js';
 
 /** `POST /v6/transactional/notifications`: one device, or one user's devices narrowed by extra filters. */
 export const transactionalRequestSchema = z.strictObject(
@@ -16,10 +17,12 @@ export const transactionalRequestSchema = z.strictObject(
     group: z
       .string({ error: (issue) => (issue.input === undefined ? 'is required (3 to 64 letters, digits or "-")' : 'must be a string') })
       .regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
-    notification: z.strictObject(
-      { payload: payloadSchema, ...deliveryOptionFields },
-      { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
-    ),
+    notification: z
+      .strictObject(
+        { payload: payloadSchema, localized: localizedSchema.optional(), ...deliveryOptionFields },
+        { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
+      )
+      .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),
     extra_filters: filterListSchema.optional(),
   },
   {

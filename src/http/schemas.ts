@@ -24,6 +24,8 @@ export const createdNotificationRecord = z.object({
     /** a transactional send's extra filters, as submitted (its `to` is `{field, value}`) */
     extra_filters: z.array(z.unknown()).optional(),
     payload: z.unknown(),
+    /** content per language, as submitted (src/domain/localized.ts) */
+    localized: z.unknown().optional(),
     // the delivery options as submitted (src/domain/delivery-options.ts)
     expires_at: z.string().optional(),
     ttl: z.number().int().optional(),
@@ -32,6 +34,7 @@ export const createdNotificationRecord = z.object({
     send_at: z.string().optional(),
     local_time: z.boolean().optional(),
     throttle: z.object({ per_minute: z.number().int() }).optional(),
+    quiet_hours: z.union([z.literal(false), z.object({ start: z.string(), end: z.string(), then: z.enum(['hold', 'drop']) })]).optional(),
   }),
 });
 
@@ -59,6 +62,7 @@ export const notificationRecord = createdNotificationRecord.extend({
   local_time: z.boolean(),
   /** devices skipped by a local-time send because their zone's wall time had passed when it was created */
   skipped_past_local_time: z.number().int(),
+  skipped_quiet_hours: z.number().int(),
   throttle: z.object({ per_minute: z.number().int() }).nullable(),
   canceled_at: timestamp.nullable(),
   /** when the last push should be out, from the pace (or the next local-time wave); null when unknown or finished */

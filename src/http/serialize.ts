@@ -24,7 +24,7 @@ export function createdNotificationResponse(n: Notification) {
   };
 }
 
-type SubmittedFields = { to: unknown; payload: unknown } & DeliveryOptionsInput & ScheduleInput;
+type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & DeliveryOptionsInput & ScheduleInput;
 
 /**
  * What was submitted, in the one shape of every record: `{to, payload, …options}`. A notification stores its
@@ -33,11 +33,11 @@ type SubmittedFields = { to: unknown; payload: unknown } & DeliveryOptionsInput 
  */
 function submittedNotification(stored: Notification['request']) {
   const request = stored as unknown as SubmittedFields | { to: unknown; notification: SubmittedFields; extra_filters?: unknown[] };
-  const { expires_at, ttl, priority, payload } = 'notification' in request ? request.notification : request;
+  const { expires_at, ttl, priority, payload, localized } = 'notification' in request ? request.notification : request;
   // a transactional send has extra filters and no schedule; a notification the reverse
-  const { send_at, local_time, throttle } = 'notification' in request ? ({} as ScheduleInput) : request;
+  const { send_at, local_time, throttle, quiet_hours } = 'notification' in request ? ({} as ScheduleInput) : request;
   const extra_filters = 'notification' in request ? request.extra_filters : undefined;
-  return { to: request.to, extra_filters, payload, expires_at, ttl, priority, send_at, local_time, throttle };
+  return { to: request.to, extra_filters, payload, localized, expires_at, ttl, priority, send_at, local_time, throttle, quiet_hours };
 }
 
 /** The stored record with its delivery state and counters. */
@@ -58,8 +58,9 @@ export function notificationResponse(n: Notification) {
     failure_reason: n.failure_reason,
     group: n.send_group,
     send_at: iso(n.send_at),
-    local_time: n.local_plan !== null,
+    local_time: n.local_plan !== null && n.local_plan.wallTime !== null,
     skipped_past_local_time: n.skipped_past_local_time,
+    skipped_quiet_hours: n.skipped_quiet_hours,
     throttle: n.throttle_per_minute === null ? null : { per_minute: n.throttle_per_minute },
     canceled_at: iso(n.canceled_at),
     estimated_finish_at: iso(estimatedFinish(n)),

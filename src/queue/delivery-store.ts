@@ -2,6 +2,7 @@ import type { PushTarget } from '../gateways/types.js';
 import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, DeliveryRepository } from '../db/repositories/delivery.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import { localeVariant, localizedPayload, type Localized } from '../domain/localized.js';
 
 /**
  * Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends):
@@ -57,6 +58,32 @@ export class DeliveryStore {
       const now = found.get(t.deviceId);
       return now && now.token === t.token ? { ...t, keys: { p256dh: now.p256dh, auth: now.auth } } : t;
     });
+  }
+
+  /**
+   * The targets grouped by the content each receives, its language's (`localeVariant`) or the payload: one gateway
+   * send per group, so a batch in many languages is cut at the moment it is sent and not before.
+   */
+  async byLanguage(
+    targets: PushTarget[],
+    payload: Record<string, unknown>,
+    localized: Localized,
+  ): Promise<{ payload: Record<string, unknown>; targets: PushTarget[] }[]> {
+    const locales = await this.delivery.localesOf(
+      this.db,
+      targets.map((t) => t.deviceId),
+    );
+    const groups = new Map<string | null, PushTarget[]>();
+    for (const t of targets) {
+      const variant = localeVariant(localized, locales.get(t.deviceId));
+      const list = groups.get(variant);
+      if (list) list.push(t);
+      else groups.set(variant, [t]);
+    }
+    return [...groups].map(([variant, list]) => ({
+      payload: variant === null ? payload : localizedPayload(payload, localized[variant]),
+      targets: list,
+    }));
   }
 
   /** The batch, its notification and its still-pending devices; undefined for an unknown batch. */

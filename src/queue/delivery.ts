@@ -60,7 +60,7 @@ export interface BatchAttemptDeps {
  */
 export async function attemptBatch(
   deps: BatchAttemptDeps,
-  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority'> &
+  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority'> &
     Partial<Pick<AttemptNotification, 'live_activity'>>,
   batch: BatchHead,
   pending: PendingTarget[],
@@ -95,14 +95,12 @@ export async function attemptBatch(
   const sentAt = deps.clock.now();
   if (gateway) {
     const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
-    const push = {
-      notificationId: n.id,
-      payload: n.payload as Record<string, unknown>,
-      expiresAt: n.expires_at,
-      priority: n.priority,
-      ...(n.live_activity && { liveActivity: true }),
-    };
-    results = results.concat(await gateway.send(push, targets));
+    const push = { notificationId: n.id, expiresAt: n.expires_at, priority: n.priority, ...(n.live_activity && { liveActivity: true }) };
+    const payload = n.payload as Record<string, unknown>;
+    // a push in one language goes as one send, as it always did; one with content per language, one send per language
+    const groups = n.localized ? await deps.store.byLanguage(targets, payload, n.localized) : [{ payload, targets }];
+    const sent = await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
+    results = results.concat(...sent);
     stop();
   }
   const summary = { ...summarise(results), sentAt };

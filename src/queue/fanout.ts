@@ -151,6 +151,10 @@ export function fanoutProcessor(deps: {
           const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
           await deps.delivery.setSkippedPastLocalTime(deps.db, notificationId, skipped);
         }
+        if (n.wave === 0 && plan.dropped?.length) {
+          const dropped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
+          await deps.delivery.setSkippedQuietHours(deps.db, notificationId, dropped);
+        }
         for (let w = n.wave; w < plan.waves.length; w++) {
           const wave = plan.waves[w]!;
           if (new Date(wave.at) > now) {

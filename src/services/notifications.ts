@@ -36,6 +36,8 @@ import type { Clock } from '../platform/clock.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
+import { localeVariant, localizedPayload } from '../domain/localized.js';
+import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
@@ -87,6 +89,7 @@ function isUnicast(request: NotificationRequest): boolean {
     n.send_at === undefined &&
     !n.local_time &&
     n.throttle === undefined &&
+    !n.quiet_hours &&
     typeof n.payload.collapse_key !== 'string'
   );
 }
@@ -282,9 +285,14 @@ export class NotificationService {
         { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
       ),
     ]);
-    // an app with a ceiling paces every notification: those go through the fan-out's reservations
+    // an app with a ceiling paces every notification, and one with quiet hours plans it per zone: those go through
+    // the fan-out (its reservations, its waves)
+    const quietOf = (k: number) =>
+      quietHoursOf(items[k]!.request.notification.quiet_hours, settings.get(items[k]!.appId)?.quiet_hours ?? null);
     const devicesOf = (k: number) =>
-      settings.get(items[k]!.appId)?.max_per_minute == null && found[k]!.length <= DIRECT_AUDIENCE_MAX_DEVICES ? found[k] : undefined;
+      settings.get(items[k]!.appId)?.max_per_minute == null && !quietOf(k) && found[k]!.length <= DIRECT_AUDIENCE_MAX_DEVICES
+        ? found[k]
+        : undefined;
     const rows = items.map((i, k) => {
       const id = randomUUID();
       const devices = devicesOf(k);
@@ -296,8 +304,9 @@ export class NotificationService {
           audienceSpecKey: specs[k]!.key,
           request: i.request.notification,
           payload: i.request.notification.payload,
+          localized: i.request.notification.localized,
           collapseKey: null,
-          timing: timingOf(i.request.notification, i.now, null),
+          timing: timingOf(i.request.notification, i.now, settings.get(i.appId)?.default_time_zone ?? null, [], quietOf(k)),
           options: i.options,
           cut: this.cutOf(devices),
         },
@@ -371,8 +380,10 @@ export class NotificationService {
     const { payload } = fields;
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
     const settings = (await this.campaignSettingsOf(trx, [appId])).get(appId)!;
-    const deviceZones = fields.local_time ? await this.devices.timeZonesOf(trx, appId) : [];
-    const timing = timingOf(fields, now, settings.default_time_zone, deviceZones);
+    // a Live Activity shows what is happening now (a score, a delivery): the app's quiet hours would show it stale
+    const quiet = liveActivity ? null : quietHoursOf(fields.quiet_hours, settings.quiet_hours);
+    const deviceZones = fields.local_time || quiet ? await this.devices.timeZonesOf(trx, appId) : [];
+    const timing = timingOf(fields, now, settings.default_time_zone, deviceZones, quiet);
     // a ttl counts from when it goes out
     if (timing.sendAt && options.ttlSeconds !== null)
       options = { ...options, expiresAt: expiryOf(options, timing.sendAt), ttlSeconds: null };
@@ -382,7 +393,7 @@ export class NotificationService {
     let devices: Deliverable[] | undefined;
     // an activity's update or end goes to the few devices holding its token, looked up by the activity
     const fewDevices = namesFewDevices(audience.filters) || (liveActivity !== null && liveActivity.event !== 'start');
-    if (!timing.nextDueAt && collapseKey === null && !paced && fewDevices) {
+    if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices) {
       const page = await this.devices.pageDeliverable(trx, appId, audience.filters, {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
@@ -397,6 +408,7 @@ export class NotificationService {
       audienceId: audience.id,
       request: at.liveActivity?.request ?? fields,
       payload,
+      localized: fields.localized,
       collapseKey,
       timing,
       options,
@@ -410,10 +422,13 @@ export class NotificationService {
 
   /**
    * What `create` would send, without storing or sending anything: the mapped APNs, FCM, Web Push and HMS requests, as if
-   * sent now (a ttl counts from now, and FCM's ttl is the time left).
+   * sent now (a ttl counts from now, and FCM's ttl is the time left), to a device of `locale` when given.
    */
-  async preview(appId: string, request: NotificationRequest): Promise<PushPreview> {
-    const { to, payload } = request.notification;
+  async preview(appId: string, request: NotificationRequest, locale?: string): Promise<PushPreview & { variant: string | null }> {
+    const { to, localized } = request.notification;
+    // a device of this locale gets its language's entry, as a send picks it (else the payload as it is)
+    const variant = localeVariant(localized, locale);
+    const payload = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
     const now = this.clock.now();
     const options = resolveDeliveryOptions(request.notification, now);
     const push = { expiresAt: expiryOf(options, now), priority: options.priority };
@@ -425,6 +440,7 @@ export class NotificationService {
       fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
       web: toWebPushMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
       hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
+      variant,
     };
   }
 }

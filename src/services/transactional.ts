@@ -189,6 +189,7 @@ export class TransactionalService {
         audienceId: null,
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
+        localized: s.request.notification.localized,
         collapseKey: null,
         transactionalKey: transactionalKey(s.request),
         group: s.request.group,
@@ -226,6 +227,7 @@ export class TransactionalService {
       {
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
+        localized: s.request.notification.localized,
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },

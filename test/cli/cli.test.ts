@@ -151,6 +151,10 @@ describe('pushd with bad arguments: exit 2, {"error": …} on stdout, the messag
     [['key', 'revoke'], /--key is required/],
     [['key', 'set-limit', '--key', 'k', '--per-second', 'fast', '--burst', '1'], /--per-second must be a number/],
     [['app', 'set-limits', '--app', '00000000-0000-4000-8000-000000000000'], /give --max-per-minute/],
+    [
+      ['app', 'set-limits', '--app', '00000000-0000-4000-8000-000000000000', '--quiet-hours', '22-8'],
+      /--quiet-hours must be HH:MM-HH:MM, HH:MM-HH:MM\/drop or none/,
+    ],
   ])('pushd %j', async (args, message) => {
     failed(await cli(...args), 2, message);
   });
@@ -224,7 +228,7 @@ describe('pushd --help', () => {
     ],
     [
       ['app', 'set-limits'],
-      ['--max-per-minute N|none', '--default-time-zone ZONE|none'],
+      ['--max-per-minute N|none', '--default-time-zone ZONE|none', '--quiet-hours HH:MM-HH:MM[/drop]|none'],
       'pushd app set-limits --app ID [--max-per-minute',
     ],
     [['key', 'set-limit'], ['--key KEY', '--per-second N', '--burst M'], 'pushd key set-limit --key KEY --per-second N --burst M'],

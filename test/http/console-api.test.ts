@@ -191,6 +191,8 @@ describe('console API', () => {
       fcm: { body: { message: { token: '<device token>', ...toFcmMessage(payload, PREVIEW_NOTIFICATION_ID) } } },
       web: { headers: web.headers, document: web.document, bytes: web.body.length + 103, max_bytes: 4096 },
       hms: { message: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { now: new Date() }) },
+      // no content per language: the payload as it is
+      localized: null,
     });
     expect(res.json().apns.headers['apns-collapse-id']).toBe('sale');
 

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import type { Db } from '../database.js';
+import type { QuietHours } from '../../domain/quiet-hours.js';
 import type { App, KeyRole } from '../schema.js';
 
 export interface AppSummary {
@@ -11,6 +12,7 @@ export interface AppSummary {
 export interface CampaignSettings {
   default_time_zone: string | null;
   max_per_minute: number | null;
+  quiet_hours: QuietHours | null;
 }
 
 export interface IdentityVerification {
@@ -65,26 +67,35 @@ export class AppsRepository {
 
   /** What shapes when an app's notifications go out: its default time zone and its ceiling on pushes a minute. */
   async campaignSettings(db: Db, id: string): Promise<CampaignSettings> {
-    const row = await db.selectFrom('apps').select(['default_time_zone', 'max_per_minute']).where('id', '=', id).executeTakeFirst();
-    return row ?? { default_time_zone: null, max_per_minute: null };
+    const row = await db
+      .selectFrom('apps')
+      .select(['default_time_zone', 'max_per_minute', 'quiet_hours'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row ?? { default_time_zone: null, max_per_minute: null, quiet_hours: null };
   }
 
   /** `campaignSettings` of several apps at once, by app id. */
   async campaignSettingsOf(db: Db, ids: string[]): Promise<Map<string, CampaignSettings>> {
     const rows = await db
       .selectFrom('apps')
-      .select(['id', 'default_time_zone', 'max_per_minute'])
+      .select(['id', 'default_time_zone', 'max_per_minute', 'quiet_hours'])
       .where(sql<boolean>`id = any(${ids}::uuid[])`)
       .execute();
     return new Map(rows.map(({ id, ...settings }) => [id, settings]));
   }
 
-  async setLimits(db: Db, id: string, limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null }): Promise<boolean> {
+  async setLimits(
+    db: Db,
+    id: string,
+    limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null; quietHours?: QuietHours | null },
+  ): Promise<boolean> {
     const r = await db
       .updateTable('apps')
       .set({
         ...(limits.maxPerMinute !== undefined ? { max_per_minute: limits.maxPerMinute } : {}),
         ...(limits.defaultTimeZone !== undefined ? { default_time_zone: limits.defaultTimeZone } : {}),
+        ...(limits.quietHours !== undefined ? { quiet_hours: limits.quietHours && JSON.stringify(limits.quietHours) } : {}),
       })
       .where('id', '=', id)
       .executeTakeFirst();

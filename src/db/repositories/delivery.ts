@@ -48,7 +48,7 @@ export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave
 /** The notification as a delivery attempt reads it. */
 export type AttemptNotification = Pick<
   Notification,
-  'id' | 'app_id' | 'payload' | 'expires_at' | 'priority' | 'generation' | 'state' | 'live_activity'
+  'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'generation' | 'state' | 'live_activity'
 >;
 
 /** One attempt's results, to record: `finalAttempt` turns what is left to retry into failures. */
@@ -189,6 +189,11 @@ export class DeliveryRepository {
     await db.updateTable('notifications').set({ skipped_past_local_time: count }).where('id', '=', notificationId).execute();
   }
 
+  /** The devices not sent to because they were due inside their quiet hours (`then: drop`). */
+  async setSkippedQuietHours(db: Db, notificationId: string, count: number): Promise<void> {
+    await db.updateTable('notifications').set({ skipped_quiet_hours: count }).where('id', '=', notificationId).execute();
+  }
+
   async markFanoutDone(db: Db, notificationId: string, generation: number): Promise<void> {
     await db
       .updateTable('notifications')
@@ -235,6 +240,15 @@ export class DeliveryRepository {
     return new Map(rows.map(({ id, ...keys }) => [id, keys]));
   }
 
+  /** The locales devices have now (a localized push is sent in each one's language); a device without one is absent. */
+  async localesOf(db: Db, deviceIds: string[]): Promise<Map<string, string>> {
+    const { rows } = await sql<{ id: string; locale: string }>`
+      select id, locale
+      from devices
+      where id = any(${deviceIds}::uuid[]) and locale is not null`.execute(db);
+    return new Map(rows.map((r) => [r.id, r.locale]));
+  }
+
   /**
    * What delivery attempts need, in one query for many batches: each batch, its notification, and its
    * still-pending devices with their current token (a device that can no longer receive — erased, token
@@ -245,7 +259,7 @@ export class DeliveryRepository {
       BatchHead & Pick<DeliveryBatch, 'not_before'> & { notification: AttemptNotification; pending: PendingTarget[] }
     >`
       select b.id, b.notification_id, b.generation, b.platform, b.development, b.state, b.attempts, b.not_before,
-        json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'expires_at', n.expires_at,
+        json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'localized', n.localized, 'expires_at', n.expires_at,
           'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity) as notification,
         (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
          from unnest(b.pending_device_ids) as p(id)

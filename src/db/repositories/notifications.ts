@@ -8,6 +8,7 @@ import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
+import type { Localized } from '../../domain/localized.js';
 
 /** The generation of a notification when it is inserted (a collapse_key update bumps it). */
 export const FIRST_GENERATION = 1;
@@ -23,6 +24,8 @@ export interface NewNotification {
   /** The request's notification as it was parsed, stored as the record's `notification`. */
   request: NotificationRequest['notification'] | Record<string, unknown>;
   payload: Record<string, unknown>;
+  /** content per language; absent or null: the payload in every language */
+  localized?: Localized | null;
   collapseKey: string | null;
   group?: string | null;
   /** When and how fast it goes out; absent: now, as fast as the gateways take it. */
@@ -50,13 +53,13 @@ export class NotificationsRepository {
   async insertOrCollapse(db: Db, n: NewNotification): Promise<Notification> {
     const collapse = sql`
       on conflict (app_id, collapse_key) where collapse_key is not null do update set
-        audience_id = excluded.audience_id, request = excluded.request, payload = excluded.payload,
+        audience_id = excluded.audience_id, request = excluded.request, payload = excluded.payload, localized = excluded.localized,
         expires_at = excluded.expires_at, priority = excluded.priority,
         -- the payload replaced is the one that named a message: the notification is the new request's push now
         message_id = excluded.message_id,
         state = 'scheduled', generation = notifications.generation + 1, failure_reason = null, finished_at = null,
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
-        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, throttle_per_minute = excluded.throttle_per_minute,
+        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0, throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now()`;
     const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse);
     return row!;
@@ -93,6 +96,7 @@ export class NotificationsRepository {
       const row = byId.get(n.id)!;
       row.request = n.request as Notification['request'];
       row.payload = n.payload;
+      row.localized = n.localized ?? null;
       return row;
     });
   }
@@ -124,7 +128,7 @@ export class NotificationsRepository {
   async replaceCut(
     trx: Transaction<Database>,
     id: string,
-    n: Pick<NewNotification, 'request' | 'payload' | 'group' | 'options'> & {
+    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options'> & {
       cut: { batches: number; targeted: number; notAllowed: number };
     },
     batches: RawBuilder<unknown> | null,
@@ -132,7 +136,8 @@ export class NotificationsRepository {
     const { options, cut } = n;
     const replace = sql<Notification>`
       update notifications set
-        request = ${JSON.stringify(n.request)}::jsonb, payload = ${JSON.stringify(n.payload)}::jsonb, send_group = ${n.group ?? null},
+        request = ${JSON.stringify(n.request)}::jsonb, payload = ${JSON.stringify(n.payload)}::jsonb,
+        localized = ${n.localized ? JSON.stringify(n.localized) : null}::jsonb, send_group = ${n.group ?? null},
         expires_at = coalesce(now() + make_interval(secs => ${options?.ttlSeconds ?? null}::int), ${options?.expiresAt ?? null}::timestamptz),
         priority = ${options?.priority ?? null}, generation = generation + 1,
         state = case when ${cut.targeted}::int > 0 then 'sending' else 'sent' end,
@@ -207,18 +212,19 @@ export class NotificationsRepository {
   }
 }
 
-/** A notification's columns but the two documents its insert is given (`insertCut`). */
+/** A notification's columns but the documents its insert is given (`insertCut`). */
 // prettier-ignore
 const BUT_DOCUMENTS = [
   'id', 'app_id', 'audience_id', 'send_group', 'collapse_key', 'state', 'generation', 'devices_targeted',
   'pushes_succeeded', 'pushes_failed', 'tokens_invalidated', 'pushes_expired', 'failure_reason', 'created_at',
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
-  'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'throttle_per_minute', 'pace_next_at',
+  'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'skipped_quiet_hours', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
   'devices_not_allowed', 'transactional_key', 'live_activity',
-] as const satisfies readonly Exclude<keyof NotificationsTable, 'request' | 'payload'>[];
+] as const satisfies readonly Exclude<keyof NotificationsTable, Documents>[];
+type Documents = 'request' | 'payload' | 'localized';
 // a column added to the table but not to the list stops the build here, naming it
-type Unlisted = Exclude<keyof NotificationsTable, 'request' | 'payload' | (typeof BUT_DOCUMENTS)[number]>;
+type Unlisted = Exclude<keyof NotificationsTable, Documents | (typeof BUT_DOCUMENTS)[number]>;
 const _everyColumnListed = true satisfies [Unlisted] extends [never] ? true : { unlisted: Unlisted };
 const RETURNED_BUT_DOCUMENTS = sql.join(BUT_DOCUMENTS.map((c) => sql.ref(c)));
 
@@ -248,16 +254,16 @@ async function insertRows(
     ? sql`coalesce(t.audience_id, (select s.id from ${sql.table(SPEC_AUDIENCES)} s where s.app_id = t.app_id and s.spec_key = t.audience_key))`
     : sql`t.audience_id`;
   const insert = sql<Notification>`
-    insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
+    insert into notifications (id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity)
-    select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+    select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
       case when t.cut_targeted = 0 then now() end, t.live_activity
     from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${json((n) => n.request)}::jsonb[],
-      ${json((n) => n.payload)}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
+      ${json((n) => n.payload)}::jsonb[], ${json((n) => n.localized)}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
       ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
       ${json((n) => n.timing?.localPlan)}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
       ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
@@ -265,7 +271,7 @@ async function insertRows(
       ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[], ${column((n) => n.transactionalKey ?? null)}::text[],
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[], ${column((n) => n.cut?.notAllowed ?? null)}::int[],
       ${column((n) => n.audienceSpecKey ?? null)}::text[], ${json((n) => n.liveActivity)}::jsonb[])
-      with ordinality as t(id, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
+      with ordinality as t(id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
         throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key,
         live_activity, ord)
     order by t.ord

@@ -25,6 +25,13 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
           summary: 'Preview the APNs, FCM, Web Push and HMS requests of a notification body',
           security: [{ basic: [] }],
           body: notificationRequestSchema,
+          querystring: z.object({
+            locale: z
+              .string()
+              .regex(/^[A-Za-z]{2}([_-][A-Za-z]{2})?$/, 'must be a language (fr) or <language>_<COUNTRY> (pt_BR)')
+              .transform((l) => (l.length === 2 ? l.toLowerCase() : `${l.slice(0, 2).toLowerCase()}_${l.slice(3).toUpperCase()}`))
+              .optional(),
+          }),
           response: {
             ...authErrors,
             ...bodyErrors,
@@ -33,13 +40,15 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
               fcm: z.object({ body: json }),
               web: z.object({ headers: json, document: json, bytes: z.number().int(), max_bytes: z.number().int() }),
               hms: z.object({ message: json }),
+              // the key of `localized` previewed (null: the payload as it is), for the `locale` asked
+              localized: z.string().nullable(),
             }),
             404: errorResponse,
           },
         },
       },
       async (request) => {
-        const preview = await ctx.services.notifications.preview(request.principal.appId, request.body);
+        const preview = await ctx.services.notifications.preview(request.principal.appId, request.body, request.query.locale);
         return {
           apns: {
             headers: { ...preview.apns.headers },
@@ -55,6 +64,7 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
             max_bytes: WEB_PUSH_MAX_RECORD_BYTES,
           },
           hms: { message: { ...preview.hms } },
+          localized: preview.variant,
         };
       },
     );
