@@ -242,6 +242,8 @@ export interface NotificationConversionsTable {
   source: string;
   name: string;
   device_id: string;
+  /** the UTC day of the events counted (its partition, migration 030) */
+  day: ColumnType<Date, string, string>;
   count: ColumnType<string, number, number>;
 }
 
@@ -290,6 +292,8 @@ export interface MessagesTable {
 export interface DeviceMessagesTable {
   device_id: string;
   message_id: string;
+  /** when its message's retention starts: unpublish_at, else publish_at (its partition, migration 030) */
+  retention_from: Date;
   added_at: Generated<Date>;
   read_at: Date | null;
   deleted_at: Date | null;

@@ -116,6 +116,22 @@ const envSchema = z.object({
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
     .default(REPORT_MAX_AGE_DAYS + 1),
+  // Days push opens and event conversions are kept (by when they happened): what a notification's engagement
+  // statistics show. At least one more than a report may be dated back, which a resent open is deduplicated over.
+  RETENTION_ACTIVITY_DAYS: z.coerce
+    .number()
+    .int()
+    .min(REPORT_MAX_AGE_DAYS + 1)
+    .max(3650)
+    .default(90),
+  // Days app sessions are kept (by when they started): only to count a resent report once, as the daily
+  // statistics are counted when a session is stored.
+  RETENTION_SESSIONS_DAYS: z.coerce
+    .number()
+    .int()
+    .min(REPORT_MAX_AGE_DAYS + 1)
+    .max(3650)
+    .default(REPORT_MAX_AGE_DAYS + 1),
 });
 
 export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string; RETENTION_RECEIPTS_DAYS: number };
