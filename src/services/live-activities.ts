@@ -5,7 +5,7 @@ import type { DeviceLiveActivities, LiveActivitiesRepository } from '../db/repos
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { LiveActivityChannel, Notification } from '../db/schema.js';
 import { CredentialsError, parseApnsCredentials, type ApnsCredentials } from '../domain/credentials.js';
-import { DomainError, ErasedError, NotFoundError, UnprocessableError, ValidationError } from '../domain/errors.js';
+import { ConflictError, DomainError, ErasedError, NotFoundError, UnprocessableError, ValidationError } from '../domain/errors.js';
 import {
   checkLiveActivity,
   liveActivityPayload,
@@ -195,9 +195,12 @@ export class LiveActivityService {
     return n;
   }
 
+  /** Cancels one that is waiting or sending (batches in flight finish and are counted); a finished one: 409. */
   async cancel(appId: string, id: string): Promise<Notification> {
     await this.get(appId, id);
-    return this.deps.notificationService.cancel(appId, id);
+    const canceled = await this.deps.notifications.cancel(this.deps.db, appId, id);
+    if (canceled) return canceled;
+    throw new ConflictError(`live activity: it is ${(await this.get(appId, id)).state} and can no longer be canceled`);
   }
 
   /** Sends a stored broadcast and records its one outcome. */

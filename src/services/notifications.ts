@@ -150,7 +150,8 @@ export class NotificationService {
 
   async get(appId: string, id: string): Promise<Notification> {
     const n = await this.notifications.findForApp(this.db, appId, id);
-    if (!n) throw new NotFoundError('notification');
+    // a Live Activity push is read and canceled as one (src/services/live-activities.ts)
+    if (!n || n.live_activity) throw new NotFoundError('notification');
     return n;
   }
 
@@ -164,6 +165,7 @@ export class NotificationService {
    * counted). One that has finished cannot be: 409.
    */
   async cancel(appId: string, id: string): Promise<Notification> {
+    await this.get(appId, id);
     const canceled = await this.notifications.cancel(this.db, appId, id);
     if (canceled) return canceled;
     const n = await this.get(appId, id);

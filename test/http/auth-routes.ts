@@ -150,6 +150,42 @@ export const AUTH_ROUTES: AuthRoute[] = [
   { method: 'DELETE', path: '/v6/messages/:scheduledMessageId', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/stats/messages/:messageId/events', permission: 'read', success: 200 },
   // a device's message stream: what the SDK does
+  // Live Activities: the registry on an iPhone, the pushes, the channels
+  {
+    method: 'PUT',
+    path: '/v6/devices/:iosDeviceId/live-activities/:activityId',
+    permission: 'device',
+    success: 204,
+    body: () => ({ activity_type: 'FixtureAttributes', token: randomBytes(40).toString('hex') }),
+  },
+  { method: 'DELETE', path: '/v6/devices/:iosDeviceId/live-activities/:activityId', permission: 'device', success: 204, fresh: true },
+  {
+    method: 'PUT',
+    path: '/v6/devices/:iosDeviceId/live-activity-start-tokens/:activityType',
+    permission: 'device',
+    success: 204,
+    body: () => ({ token: randomBytes(40).toString('hex') }),
+  },
+  {
+    method: 'DELETE',
+    path: '/v6/devices/:iosDeviceId/live-activity-start-tokens/:activityType',
+    permission: 'device',
+    success: 204,
+    fresh: true,
+  },
+  {
+    method: 'POST',
+    path: '/v6/live-activities',
+    permission: 'write',
+    success: 201,
+    body: (fx) => ({ live_activity: { event: 'update', activity_id: fx.params.activityId, content_state: { step: 1 } } }),
+  },
+  { method: 'GET', path: '/v6/live-activities/:liveActivityId', permission: 'read', success: 200 },
+  { method: 'DELETE', path: '/v6/live-activities/:liveActivityId', permission: 'write', success: 200, fresh: true },
+  { method: 'GET', path: '/v6/live-activities/channels', permission: 'read', success: 200 },
+  // past auth, the fixture app (no APNs credentials) gets the channel API's own refusals
+  { method: 'POST', path: '/v6/live-activities/channels', permission: 'write', success: 422, body: () => ({}) },
+  { method: 'DELETE', path: '/v6/live-activities/channels/:channelId', permission: 'write', success: 404 },
   { method: 'GET', path: '/v6/devices/:deviceId/messages', permission: 'device', success: 200 },
   { method: 'GET', path: '/v6/devices/:deviceId/messages/:messageId', permission: 'device', success: 200 },
   {
@@ -217,6 +253,23 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
     .values({ device_id: device.device.id, notification_id: created.id, received_at: new Date() })
     .execute();
   // an in-app message to every device (so in the device's stream), and one that waits for its send time
+  const iphone = await send('/v6/devices', { device: { platform: 'ios', token: randomBytes(32).toString('hex') } }, app.keys.sdk);
+  const activityId = randomUUID();
+  const activityToken = { activity_type: 'FixtureAttributes', token: randomBytes(40).toString('hex') };
+  for (const [path, body] of [
+    [`/v6/devices/${iphone.device.id}/live-activities/${activityId}`, activityToken],
+    [`/v6/devices/${iphone.device.id}/live-activity-start-tokens/FixtureAttributes`, { token: activityToken.token }],
+  ] as const) {
+    const res = await h.server.inject({ method: 'PUT', url: path, headers: { authorization: basic(app.keys.sdk) }, payload: body });
+    if (res.statusCode !== 204) throw new Error(`fixture ${path} failed: ${res.statusCode} ${res.body}`);
+  }
+  // a push that waits for its send time, so it can be canceled
+  const later = new Date(Date.now() + 86_400_000).toISOString();
+  const live = await send(
+    '/v6/live-activities',
+    { live_activity: { event: 'update', activity_id: activityId, content_state: { step: 0 }, send_at: later } },
+    app.keys.write,
+  );
   const message = await send('/v6/messages', { message: { to: '*', title: 'fixture' } }, app.keys.write);
   const sendAt = new Date(Date.now() + 86_400_000).toISOString();
   const scheduled = await send('/v6/messages', { message: { to: '*', title: 'fixture later', send_at: sendAt } }, app.keys.write);
@@ -230,6 +283,11 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
       userId,
       messageId: message.id,
       scheduledMessageId: scheduled.id,
+      iosDeviceId: iphone.device.id,
+      activityId,
+      liveActivityId: live.live_activity.id,
+      activityType: 'FixtureAttributes',
+      channelId: 'no-such-channel',
     },
   };
 }

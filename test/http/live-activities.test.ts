@@ -283,9 +283,14 @@ describe('Live Activities', () => {
       const canceled = await call('DELETE', `/v6/live-activities/${id}`, app.keys.write);
       expect(canceled.json().live_activity.state).toBe('canceled');
       expect(gw.apns.pushes).toHaveLength(0);
-      // not listed as a notification
+      // not a notification: not listed, not read, not canceled as one
       const list = await call('GET', '/v6/notifications', app.keys.read);
       expect(JSON.stringify(list.json())).not.toContain(id);
+      expect((await call('GET', `/v6/notifications/${id}`, app.keys.read)).statusCode).toBe(404);
+      expect((await call('DELETE', `/v6/notifications/${id}`, app.keys.write)).statusCode).toBe(404);
+      const again = await call('DELETE', `/v6/live-activities/${id}`, app.keys.write);
+      expect(again.statusCode).toBe(409);
+      expect(again.json().error).toBe('live activity: it is canceled and can no longer be canceled');
     });
 
     const laterIso = () => new Date(Date.now() + 3_600_000).toISOString();

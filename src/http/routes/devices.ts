@@ -114,8 +114,8 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request) => {
         const details = await ctx.services.devices.get(request.principal.appId, request.params.id);
-        if (details.device.platform !== 'ios') return { device: deviceView(details) };
-        // an iPhone's record shows the Live Activity tokens it registered (live-activities.ts)
+        // a live iPhone's record shows the Live Activity tokens it registered (live-activities.ts); erased, it shows none
+        if (details.device.platform !== 'ios' || details.device.erased_at) return { device: deviceView(details) };
         const activities = await ctx.services.liveActivities.ofDevice(details.device.id);
         return { device: { ...deviceView(details), ...deviceLiveActivitiesView(activities) } };
       },

@@ -39,11 +39,11 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
     const read = requirePermission(ctx, 'read');
     const service = ctx.services.liveActivities;
 
-    const activityParams = z.object({ device_id: z.string(), activity_id: z.string() });
-    const typeParams = z.object({ device_id: z.string(), activity_type: z.string() });
+    const activityParams = z.object({ id: z.string(), activity_id: z.string() });
+    const typeParams = z.object({ id: z.string(), activity_type: z.string() });
 
     app.put(
-      '/v6/devices/:device_id/live-activities/:activity_id',
+      '/v6/devices/:id/live-activities/:activity_id',
       {
         onRequest: device,
         schema: {
@@ -56,13 +56,13 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const id = pathValue(activityId, request.params.activity_id, 'activity_id');
-        await service.putToken(request.principal.appId, request.params.device_id, id, request.body);
+        await service.putToken(request.principal.appId, request.params.id, id, request.body);
         return reply.status(204).send(null);
       },
     );
 
     app.delete(
-      '/v6/devices/:device_id/live-activities/:activity_id',
+      '/v6/devices/:id/live-activities/:activity_id',
       {
         onRequest: device,
         schema: {
@@ -75,13 +75,13 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       async (request, reply) => {
         const id = activityId.safeParse(request.params.activity_id);
         if (!id.success) throw new NotFoundError('live activity');
-        await service.deleteToken(request.principal.appId, request.params.device_id, id.data);
+        await service.deleteToken(request.principal.appId, request.params.id, id.data);
         return reply.status(204).send(null);
       },
     );
 
     app.put(
-      '/v6/devices/:device_id/live-activity-start-tokens/:activity_type',
+      '/v6/devices/:id/live-activity-start-tokens/:activity_type',
       {
         onRequest: device,
         schema: {
@@ -94,13 +94,13 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const type = pathValue(activityType, request.params.activity_type, 'activity_type');
-        await service.putStartToken(request.principal.appId, request.params.device_id, type, request.body.token);
+        await service.putStartToken(request.principal.appId, request.params.id, type, request.body.token);
         return reply.status(204).send(null);
       },
     );
 
     app.delete(
-      '/v6/devices/:device_id/live-activity-start-tokens/:activity_type',
+      '/v6/devices/:id/live-activity-start-tokens/:activity_type',
       {
         onRequest: device,
         schema: {
@@ -111,7 +111,7 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        await service.deleteStartToken(request.principal.appId, request.params.device_id, request.params.activity_type);
+        await service.deleteStartToken(request.principal.appId, request.params.id, request.params.activity_type);
         return reply.status(204).send(null);
       },
     );
