@@ -147,12 +147,13 @@ export class NotificationService {
   async get(appId: string, id: string): Promise<Notification> {
     const n = await this.notifications.findForApp(this.db, appId, id);
     if (!n) throw new NotFoundError('notification');
-    return n;
+    return (await this.notifications.withCounters(this.db, [n]))[0]!;
   }
 
   /** The app's notifications, newest first, of one state when given. */
-  list(appId: string, page: { per: number; page: number; state?: NotificationState }): Promise<Notification[]> {
-    return this.notifications.listForApp(this.readDb, appId, page.state, page.per, (page.page - 1) * page.per);
+  async list(appId: string, page: { per: number; page: number; state?: NotificationState }): Promise<Notification[]> {
+    const found = await this.notifications.listForApp(this.readDb, appId, page.state, page.per, (page.page - 1) * page.per);
+    return this.notifications.withCounters(this.readDb, found);
   }
 
   /**
@@ -161,7 +162,7 @@ export class NotificationService {
    */
   async cancel(appId: string, id: string): Promise<Notification> {
     const canceled = await this.notifications.cancel(this.db, appId, id);
-    if (canceled) return canceled;
+    if (canceled) return (await this.notifications.withCounters(this.db, [canceled]))[0]!;
     const n = await this.get(appId, id);
     throw new ConflictError(`notification: it is ${n.state} and can no longer be canceled`);
   }
