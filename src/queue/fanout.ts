@@ -295,6 +295,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
         seq += batches.length;
         if (page.length < deps.pageSize) break;
       }
+      log.info({ batches: seq - (rangeNo + 1) * RANGE_SEQ_STRIDE }, 'fan-out range done');
     }
     if (await deps.delivery.finishRange(deps.db, notificationId, generation, rangeNo)) {
       log.info('fan-out done (its last range)');
