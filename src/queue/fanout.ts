@@ -152,8 +152,11 @@ export function fanoutProcessor(deps: FanoutDeps) {
       if (!open.length && ranges.length) await deps.delivery.finishRange(deps.db, notificationId, generation, ranges[0]!.range_no);
     } else if (!n.fanout_done) {
       if (n.audience_id === null) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
-      const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
-      const { max_per_minute: appPerMinute } = await deps.apps.campaignSettings(deps.db, n.app_id);
+      // read at once: each round trip is on the way to the first push
+      const [filters, { max_per_minute: appPerMinute }] = await Promise.all([
+        deps.audiences.filtersOf(deps.db, n.audience_id),
+        deps.apps.campaignSettings(deps.db, n.app_id),
+      ]);
       const pace = { notification: n.throttle_per_minute, app: appPerMinute };
       const paced = pace.notification !== null || pace.app !== null;
       // a paced batch holds about a second of its pace, so the pushes spread evenly
