@@ -1,15 +1,8 @@
-import path from 'node:path';
-import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/db/database.js';
-import { migrate } from '../../src/db/migrate.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
-import { AppService } from '../../src/services/apps.js';
 import { redisUrl } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
-import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../mocks/index.js';
-import { freePort, freshDatabase, Proc, ROOT } from './proc.js';
+import { broadcastWorld } from './broadcast-world.js';
+import { Proc } from './proc.js';
 
 const DEVICES = 10_000;
 const BUNDLE = 'com.example.ranges';
@@ -28,47 +21,14 @@ describe.skipIf(!redisUrl())('scale-out: one broadcast fanned out by two workers
   });
 
   it('splits a 10k broadcast into ranges both workers fan out, each device pushed once', { timeout: 240_000 }, async () => {
-    const apnsKey = generateApnsKey();
-    const account = generateServiceAccount();
-    const apns = (await ApnsMock.start({ record: false, topic: BUNDLE })).addKey(apnsKey);
-    const fcm = (await FcmMock.start({ record: false })).addServiceAccount(account);
-    cleanups.push(
-      () => apns.close(),
-      () => fcm.close(),
-    );
-    const received = new Map<string, number>();
-    apns.onAccept = fcm.onAccept = (token) => received.set(token, (received.get(token) ?? 0) + 1);
+    const { apns, fcm, received, handle, keys, port, env: world } = await broadcastWorld(BUNDLE, DEVICES, cleanups);
     // answers a little late, as a gateway away from here does: a range's job then lasts long enough for the other
     // worker to take the next
     for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: 20 });
-
-    const database = await freshDatabase();
-    cleanups.push(() => database.drop());
-    const handle = openDatabase(database.url);
-    cleanups.push(() => handle.close());
-    await migrate(handle.pool);
-    const { app, keys } = await new AppService(handle.db).createApp(BUNDLE);
-    await new AppsRepository().setCredentials(handle.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
-    await new AppsRepository().setCredentials(handle.db, app.id, 'fcm', { ...parseFcmServiceAccount(account.json) });
-    await sql`
-      insert into devices (app_id, platform, token)
-      select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
-      from generate_series(1, ${DEVICES}) as i`.execute(handle.db);
-    await sql`analyze devices`.execute(handle.db);
     const tokens = (await handle.db.selectFrom('devices').select('token').execute()).map((d) => d.token!);
-
-    const port = await freePort();
     const env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: redisUrl()!,
-      QUEUE_PREFIX: `ranges${port}`,
+      ...world,
       QUEUE_PARTITIONS: '2',
-      APNS_ORIGIN_PRODUCTION: apns.origin,
-      APNS_ORIGIN_SANDBOX: apns.origin,
-      FCM_ORIGIN: fcm.origin,
-      GOOGLE_TOKEN_URL: fcm.tokenUrl,
-      NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
-      RATE_LIMIT_PER_SECOND: '0',
       // about 20 ranges of 500 devices, each read in two pages, cut into batches of ~125 a platform (logged at info)
       FANOUT_RANGE_DEVICES: '500',
       FANOUT_PAGE_SIZE: '250',
