@@ -22,6 +22,7 @@ import type { ApnsMock, Fault, FcmMock } from '../test/mocks/index.js';
 import { startPrivatePostgres, startPrivateRedis, type RestartableService } from './lib/private-services.js';
 import { arg, freePort, startService, waitReady } from './lib/setup.js';
 import { benchStack } from './lib/stack.js';
+import { duplicateBound, faultSettings } from './lib/fault-settings.js';
 
 const devices = Number(arg('devices', '100000'));
 const timeoutMs = Number(arg('timeout', '600')) * 1000;
@@ -31,27 +32,7 @@ const chosen = arg('scenarios', SCENARIOS.join(',')).split(',') as Scenario[];
 const KILLS = 5;
 const UNREGISTERED_SHARE = 0.01;
 
-/**
- * Production settings, except the two recovery timers, shortened so that five takeovers of a killed worker's
- * jobs and a sweep after a lost queue take seconds instead of minutes; and, below 100k devices, smaller batches:
- * at least 50 of them, so that most are still queued when a fault strikes (as they are in a broadcast of 100k).
- */
-const SETTINGS = {
-  DELIVERY_CONCURRENCY: 8,
-  DELIVERY_BATCH_SIZE: Math.min(2000, Math.max(100, Math.floor(devices / 50))),
-  GATEWAY_MAX_IN_FLIGHT: 200,
-  JOB_LOCK_MS: 5000,
-  SWEEP_AFTER_SECONDS: 5,
-};
-
-/**
- * How many pushes a fault may make the pipeline send twice. A worker killed, or cut from Redis or PostgreSQL,
- * before it recorded its batches' results resends them: at most the batches it has in flight. A GOAWAY makes the
- * APNs client (node-apn) destroy its connection with the streams the gateway was still answering: at most the
- * streams in flight.
- */
-const duplicateBound = (processFaults: number, goaways: number) =>
-  processFaults * SETTINGS.DELIVERY_CONCURRENCY * SETTINGS.DELIVERY_BATCH_SIZE + goaways * SETTINGS.GATEWAY_MAX_IN_FLIGHT;
+const SETTINGS = faultSettings(devices);
 
 interface Row {
   scenario: Scenario;
@@ -330,7 +311,7 @@ async function runScenario(
     injected: injected || '-',
     missed,
     twice,
-    bound: duplicateBound(processFaults, faulted.goaway),
+    bound: duplicateBound(SETTINGS, processFaults, faulted.goaway),
     dropped: Number(dropped),
     seeded: invalid.size,
     ms,

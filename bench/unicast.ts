@@ -34,7 +34,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { arg, benchDatabase, cpuMs, freePort, parentPid, percentile, PRODUCTION_NODE_ARGS, serverCpuMs, waitReady } from './lib/setup.js';
 import { LoadClients, type Answers } from './lib/load-clients.js';
-import { fillShape, insertBareDevices, registerThroughApi } from './lib/device-fill.js';
+import { fillShape, insertBareDevices, registerThroughApi, walBytesDuring } from './lib/device-fill.js';
 import { mocksHere, mocksInProcess } from './lib/mock-gateways.js';
 import { BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
 import { tmpdir } from 'node:os';
@@ -111,6 +111,8 @@ interface Result {
   databaseCpu: number;
   /** PostgreSQL's write-ahead log per notification, bytes: its writes, counted exactly whatever the machine's speed */
   walBytes: number;
+  /** PostgreSQL WAL bytes per device registration through the API: a new device, then the same one again */
+  registrationWal: { first: number; again: number } | null;
   /** the Redis server's, on the Redis queue */
   redisCpu: number | null;
   /** the clients' process, the mocks' process (null: they ran in this one), and this process */
@@ -125,9 +127,15 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const gateways = view.mocksIn === 'process' ? await mocksInProcess(BENCH_BUNDLE) : await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_unicast', { queue, redisUrl, gateways });
   const { db, keys, app } = stack;
-  if (view.devices === 'api')
-    await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, identitySecret: stack.identitySecret, count: registered, clients });
-  else await insertBareDevices(db, app.id, registered);
+  let registrationWal: { first: number; again: number } | null = null;
+  if (view.devices === 'api') {
+    const fill = () =>
+      registerThroughApi({ env: stack.env, sdkKey: keys.sdk, identitySecret: stack.identitySecret, count: registered, clients });
+    const first = await walBytesDuring(db, fill);
+    // each phone registering again with what it sent before, as an app does at its next launch
+    const again = await walBytesDuring(db, fill);
+    registrationWal = { first: first / registered, again: again / registered };
+  } else await insertBareDevices(db, app.id, registered);
   // as autovacuum would have by now; --analyze no: as on a server without autovacuum (the CI's), where a table
   // filled since its creation has no statistics and the device lookups plan as if it were nearly empty
   if (analyze) await sql`analyze devices`.execute(db.db);
@@ -267,6 +275,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     apiCpu,
     databaseCpu,
     walBytes: Number(walBytes) / K,
+    registrationWal,
     redisCpu,
     clientsCpu: ownCpu(load.pid),
     mocksCpu: ownCpu(gateways.pid),
@@ -393,14 +402,16 @@ async function main() {
     );
   console.log('');
   console.log(
-    `| view | target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | clients | mock gateways | benchmark process | PostgreSQL WAL bytes/notification |`,
+    `| view | target | processes | queue | POST req/s | POST p50 ms | POST p99 ms | refused | end to end notifications/s | backlog when posting ended${rate > 0 ? ` (every ${(K / rate / SAMPLES).toFixed(1)} s before) | posting behind the schedule when it ended, s` : ''} | devices missed | pushed twice | CPU ms/notification: service (API + worker) | PostgreSQL | Redis | clients | mock gateways | benchmark process | PostgreSQL WAL bytes/notification | WAL bytes/device registration: new, again |`,
   );
-  console.log(`|---|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---:|`);
+  console.log(
+    `|---|---|---|---|---:|---:|---:|---:|---:|---:|${rate > 0 ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
+  );
   for (const r of results) {
     const processes = r.mode === 'single' ? 'one (npm start)' : 'API + worker';
     const e2e = `${r.endToEnd.toFixed(0)}${r.unfinished ? ' (unfinished at timeout)' : ''}`;
     console.log(
-      `| ${viewName} | ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.clientsCpu?.toFixed(2) ?? 'in benchmark'} | ${r.mocksCpu?.toFixed(2) ?? 'in benchmark'} | ${r.benchCpu.toFixed(2)} | ${r.walBytes.toFixed(0)} |`,
+      `| ${viewName} | ${r.target} | ${processes} | ${r.queue} | ${r.postPerSec.toFixed(0)} | ${r.p50.toFixed(1)} | ${r.p99.toFixed(1)} | ${r.refused} | ${e2e} | ${r.backlog}${r.backlogSamples.length ? ` (${r.backlogSamples.join(', ')})` : ''}${rate > 0 ? ` | ${r.behindS.toFixed(1)}` : ''} | ${r.missed} | ${r.twice} | ${r.serviceCpu.toFixed(2)}${r.mode === 'split' ? ` (${r.apiCpu.toFixed(2)} + ${(r.serviceCpu - r.apiCpu).toFixed(2)})` : ''} | ${r.databaseCpu.toFixed(2)} | ${r.redisCpu === null ? '–' : r.redisCpu.toFixed(2)} | ${r.clientsCpu?.toFixed(2) ?? 'in benchmark'} | ${r.mocksCpu?.toFixed(2) ?? 'in benchmark'} | ${r.benchCpu.toFixed(2)} | ${r.walBytes.toFixed(0)} | ${r.registrationWal ? `${r.registrationWal.first.toFixed(0)}, ${r.registrationWal.again.toFixed(0)}` : '–'} |`,
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.twice > 0 || r.refused > 0);

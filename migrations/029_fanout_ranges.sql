@@ -20,5 +20,11 @@ CREATE TABLE fanout_ranges (
 
 -- A notification's push counters are the sums of its batches' (which every attempt already updated): recording
 -- a batch no longer updates the notification's row, on which every worker sending one broadcast queued. The
--- reason nothing was delivered is kept per batch too; the notification shows its latest.
+-- reason nothing was delivered is kept per batch too; the notification shows its latest. The row's own push
+-- counters keep only pushes sent without a batch (a Live Activity channel's): those of notifications with
+-- batches, which their batches also counted, are zeroed, so the sum on read counts each push once.
 ALTER TABLE delivery_batches ADD COLUMN failure_reason text;
+UPDATE notifications n
+SET pushes_succeeded = 0, pushes_failed = 0, tokens_invalidated = 0, pushes_expired = 0
+WHERE (n.pushes_succeeded, n.pushes_failed, n.tokens_invalidated, n.pushes_expired) <> (0, 0, 0, 0)
+  AND EXISTS (SELECT 1 FROM delivery_batches b WHERE b.notification_id = n.id);

@@ -2,7 +2,9 @@
 # Proves the container image: builds it with podman, runs docker-compose.yml's migrate, api and worker services
 # (their commands, environment and health checks) against this machine's PostgreSQL and Redis on the host network,
 # creates an app and its keys with the CLI inside the api container, delivers a notification to the gateway mocks,
-# then stops both containers and checks they exited cleanly.
+# then stops both containers and checks they exited cleanly. Then the same with the `cluster` profile's api-cluster
+# and two worker-cluster containers, against a Redis Cluster, a PostgreSQL replica and PgBouncer of this machine
+# (test/engines/serve-cluster.ts stands in for the profile's engine services).
 #
 # Needs root (podman, apt-get). Where no registry can be reached for the base image, a stand-in is built from
 # Debian's packages (scripts/container/standin-base.sh). Settings: CHECK_PG (a PostgreSQL server URL, default
@@ -60,11 +62,13 @@ pm build --quiet --network host -t "$image" . >/dev/null
 workdir=$(mktemp -d /tmp/pushd-check.XXXXXX)
 chmod 755 "$workdir"
 mocks_pid=
+engines_pid=
 cleanup() {
   set +e
   # --ignore: with a name that was never created (a failure before the solo run) podman removes none of them
-  pm rm -f -i -t 0 "$run_id-api" "$run_id-worker" "$run_id-solo" >/dev/null 2>&1
+  pm rm -f -i -t 0 "$run_id-api" "$run_id-worker" "$run_id-solo" "$run_id-capi" "$run_id-cw1" "$run_id-cw2" >/dev/null 2>&1
   [ -n "$mocks_pid" ] && kill "$mocks_pid" 2>/dev/null && wait "$mocks_pid" 2>/dev/null
+  [ -n "$engines_pid" ] && kill "$engines_pid" 2>/dev/null && wait "$engines_pid" 2>/dev/null
   psql -q "$pg/postgres" -c "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1
   rm -rf "$workdir"
 }
@@ -85,22 +89,24 @@ free_port() { node -e "const s = require('net').createServer().listen(0, '127.0.
 port=$(free_port)
 
 # A compose service as podman arguments: its environment, then what this machine puts in place of the compose
-# network (the local PostgreSQL and Redis, the mocks, a free port), its init, the image and its command.
+# network (overrides, a JSON object: the local PostgreSQL and Redis, a free port; the mocks), its init, the image
+# and its command.
 service_args() {
-  local spec=$1
+  local spec=$1 overrides=${2:-$plain}
   echo "$spec" | node -e "
     const s = JSON.parse(require('fs').readFileSync(0, 'utf8'));
     const mocks = JSON.parse(process.argv[1]);
-    const env = { ...s.environment, DATABASE_URL: process.argv[2], REDIS_URL: process.argv[3], QUEUE_PREFIX: process.argv[4],
-      PORT: process.argv[5], NODE_EXTRA_CA_CERTS: '/check/ca.pem',
+    const env = { ...s.environment, ...JSON.parse(process.argv[2]), NODE_EXTRA_CA_CERTS: '/check/ca.pem',
       APNS_ORIGIN_PRODUCTION: mocks.APNS_ORIGIN_PRODUCTION, APNS_ORIGIN_SANDBOX: mocks.APNS_ORIGIN_SANDBOX,
       FCM_ORIGIN: mocks.FCM_ORIGIN, GOOGLE_TOKEN_URL: mocks.GOOGLE_TOKEN_URL };
     const args = Object.entries(env).flatMap(([k, v]) => ['-e', k + '=' + v]);
     if (s.init) args.push('--init');
-    args.push(process.argv[6], ...(s.command ?? []));
+    args.push(process.argv[3], ...(s.command ?? []));
     process.stdout.write(args.join('\0'));
-  " "$mocks" "$pg/$database" "$redis" "$run_id" "$port" "$image"
+  " "$mocks" "$overrides" "$image"
 }
+plain=$(node -e "console.log(JSON.stringify({ DATABASE_URL: process.argv[1], REDIS_URL: process.argv[2], QUEUE_PREFIX: process.argv[3], PORT: process.argv[4] }))" \
+  "$pg/$database" "$redis" "$run_id" "$port")
 healthcheck_of() { echo "$1" | json '.healthcheck'; }
 
 say "compose: postgres and redis health checks (against the local services that stand in for them)"
@@ -123,83 +129,150 @@ pm run -d --name "$run_id-api" --network host -v "$workdir:/check:ro" "${args[@]
 mapfile -d '' -t args < <(service_args "$(node scripts/container/compose-services.mjs worker)")
 pm run -d --name "$run_id-worker" --network host -v "$workdir:/check:ro" "${args[@]}" >/dev/null
 
-mapfile -t api_health < <(healthcheck_of "$api_spec" | node -e "for (const a of JSON.parse(require('fs').readFileSync(0, 'utf8'))) console.log(a)")
-healthy=
-for _ in $(seq 60); do
-  if pm exec "$run_id-api" "${api_health[@]}" >/dev/null 2>&1; then
-    healthy=1
-    break
-  fi
-  sleep 1
-done
-[ -n "$healthy" ] || {
-  pm logs "$run_id-api" >&2
-  fail "the api container's health check did not pass within 60 s"
+# Waits for an api container's compose health check and /ready: api_healthy CONTAINER SPEC PORT
+api_healthy() {
+  local container=$1 spec=$2 api_port=$3
+  mapfile -t api_health < <(healthcheck_of "$spec" | node -e "for (const a of JSON.parse(require('fs').readFileSync(0, 'utf8'))) console.log(a)")
+  local healthy=
+  for _ in $(seq 60); do
+    if pm exec "$container" "${api_health[@]}" >/dev/null 2>&1; then
+      healthy=1
+      break
+    fi
+    sleep 1
+  done
+  [ -n "$healthy" ] || {
+    pm logs "$container" >&2
+    fail "the $container container's health check did not pass within 60 s"
+  }
+  base_url=http://127.0.0.1:$api_port
+  curl -fsS "$base_url/ready" | json '.status' | grep -qx ok || fail "/ready is not ok"
+  echo "$container healthy on $base_url, /ready ok"
 }
-base_url=http://127.0.0.1:$port
-curl -fsS "$base_url/ready" | json '.status' | grep -qx ok || fail "/ready is not ok"
-echo "api healthy on $base_url, /ready ok"
 # the worker starts beside the api, not after it: give it as long
-worker_up=
-for _ in $(seq 60); do
-  if pm logs "$run_id-worker" 2>&1 | grep -q '"worker running"'; then
-    worker_up=1
-    break
-  fi
-  sleep 1
-done
-[ -n "$worker_up" ] || fail "the worker container did not start within 60 s: $(pm logs "$run_id-worker" 2>&1 | tail -5)"
-echo "worker running"
-
-say "CLI inside the api container"
-cli() { pm exec "$run_id-api" node bin/pushd.js "$@"; }
-created=$(cli app create --bundle-id "$topic" --name "Container check")
-app=$(echo "$created" | json '.app.id')
-write_key=$(echo "$created" | json '.keys.write')
-sdk_key=$(cli key create --app "$app" --role sdk | json '.key')
-cli app set-apns --app "$app" --key-file /check/apns.p8 --key-id "$(echo "$mocks" | json '.keyId')" \
-  --team-id "$(echo "$mocks" | json '.teamId')" --topic "$topic" >/dev/null
-cli app set-fcm --app "$app" --service-account /check/service-account.json >/dev/null
-echo "app $app with write and sdk keys, APNs and FCM credentials"
-
-say "a notification to an iOS and an Android device"
-ios_token=$(node -e "console.log(require('crypto').randomBytes(32).toString('hex'))")
-android_token=check-$(node -e "console.log(require('crypto').randomBytes(60).toString('base64url'))")
-for device in "{\"platform\":\"ios\",\"token\":\"$ios_token\"}" "{\"platform\":\"android\",\"token\":\"$android_token\"}"; do
-  curl -fsS -u ":$sdk_key" -H 'Content-Type: application/json' "$base_url/v6/devices" -d "{\"device\":$device}" >/dev/null
-done
-notification=$(curl -fsS -u ":$write_key" -H 'Content-Type: application/json' "$base_url/v6/notifications" \
-  -d '{"notification":{"to":"*","payload":{"alert":"Hello from the container"}}}' | json '.id')
-delivered=
-for _ in $(seq 60); do
-  pushes=$(curl -fsS "$(echo "$mocks" | json '.control')/pushes")
-  if echo "$pushes" | json ".apns.includes('$ios_token') && d.fcm.includes('$android_token')" | grep -qx true; then
-    delivered=1
-    break
-  fi
-  sleep 1
-done
-[ -n "$delivered" ] || {
-  pm logs "$run_id-worker" >&2
-  fail "the notification did not reach both mocks within 60 s (they saw $pushes)"
+worker_running() {
+  local worker_up=
+  for _ in $(seq 60); do
+    if pm logs "$1" 2>&1 | grep -q '"worker running"'; then
+      worker_up=1
+      break
+    fi
+    sleep 1
+  done
+  [ -n "$worker_up" ] || fail "the $1 container did not start within 60 s: $(pm logs "$1" 2>&1 | tail -5)"
+  echo "$1 running"
 }
-state=
-for _ in $(seq 30); do
-  state=$(curl -fsS -u ":$write_key" "$base_url/v6/notifications/$notification" | json '.state')
-  [ "$state" = sent ] && break
-  sleep 1
-done
-[ "$state" = sent ] || fail "notification $notification is $state, not sent"
-echo "notification $notification delivered to APNs and FCM, state sent"
+api_healthy "$run_id-api" "$api_spec" "$port"
+worker_running "$run_id-worker"
 
-say "stop"
-pm stop -t 30 "$run_id-api" "$run_id-worker" >/dev/null
-for side in api worker; do
-  code=$(pm inspect -f '{{.State.ExitCode}}' "$run_id-$side")
-  [ "$code" = 0 ] || fail "the $side container exited with $code"
-  pm logs "$run_id-$side" 2>&1 | tail -3 | grep -q '"msg":"stopped"' || fail "the $side container did not log a clean stop"
-  echo "$side stopped cleanly (exit 0)"
+# Creates an app with the CLI inside API_CONTAINER, registers an iOS and an Android device through base_url and sends
+# them a notification that both mocks must receive: deliver_once API_CONTAINER WORKER_CONTAINER
+deliver_once() {
+  say "CLI inside the api container"
+  cli() { pm exec "$1" node bin/pushd.js "${@:2}"; }
+  created=$(cli "$1" app create --bundle-id "$topic" --name "Container check")
+  app=$(echo "$created" | json '.app.id')
+  write_key=$(echo "$created" | json '.keys.write')
+  sdk_key=$(cli "$1" key create --app "$app" --role sdk | json '.key')
+  cli "$1" app set-apns --app "$app" --key-file /check/apns.p8 --key-id "$(echo "$mocks" | json '.keyId')" \
+    --team-id "$(echo "$mocks" | json '.teamId')" --topic "$topic" >/dev/null
+  cli "$1" app set-fcm --app "$app" --service-account /check/service-account.json >/dev/null
+  echo "app $app with write and sdk keys, APNs and FCM credentials"
+
+  say "a notification to an iOS and an Android device"
+  ios_token=$(node -e "console.log(require('crypto').randomBytes(32).toString('hex'))")
+  android_token=check-$(node -e "console.log(require('crypto').randomBytes(60).toString('base64url'))")
+  for device in "{\"platform\":\"ios\",\"token\":\"$ios_token\"}" "{\"platform\":\"android\",\"token\":\"$android_token\"}"; do
+    curl -fsS -u ":$sdk_key" -H 'Content-Type: application/json' "$base_url/v6/devices" -d "{\"device\":$device}" >/dev/null
+  done
+  notification=$(curl -fsS -u ":$write_key" -H 'Content-Type: application/json' "$base_url/v6/notifications" \
+    -d '{"notification":{"to":"*","payload":{"alert":"Hello from the container"}}}' | json '.id')
+  delivered=
+  for _ in $(seq 60); do
+    pushes=$(curl -fsS "$(echo "$mocks" | json '.control')/pushes")
+    if echo "$pushes" | json ".apns.includes('$ios_token') && d.fcm.includes('$android_token')" | grep -qx true; then
+      delivered=1
+      break
+    fi
+    sleep 1
+  done
+  [ -n "$delivered" ] || {
+    pm logs "$2" >&2
+    fail "the notification did not reach both mocks within 60 s (they saw $pushes)"
+  }
+  state=
+  for _ in $(seq 30); do
+    state=$(curl -fsS -u ":$write_key" "$base_url/v6/notifications/$notification" | json '.state')
+    [ "$state" = sent ] && break
+    sleep 1
+  done
+  [ "$state" = sent ] || fail "notification $notification is $state, not sent"
+  echo "notification $notification delivered to APNs and FCM, state sent"
+}
+deliver_once "$run_id-api" "$run_id-worker"
+
+# SIGTERM, then each must exit 0 after logging a clean stop: stop_cleanly CONTAINER...
+stop_cleanly() {
+  say "stop"
+  pm stop -t 30 "$@" >/dev/null
+  for container in "$@"; do
+    code=$(pm inspect -f '{{.State.ExitCode}}' "$container")
+    [ "$code" = 0 ] || fail "$container exited with $code"
+    pm logs "$container" 2>&1 | tail -3 | grep -q '"msg":"stopped"' || fail "$container did not log a clean stop"
+    echo "$container stopped cleanly (exit 0)"
+  done
+}
+stop_cleanly "$run_id-api" "$run_id-worker"
+
+say "compose profile cluster: a Redis Cluster, a PostgreSQL replica and PgBouncer of this machine"
+node --import tsx test/engines/serve-cluster.ts "$workdir" &
+engines_pid=$!
+for _ in $(seq 300); do [ -s "$workdir/engines.json" ] && break; sleep 0.2; done
+[ -s "$workdir/engines.json" ] || fail "the cluster's engines did not start"
+engines=$(cat "$workdir/engines.json")
+cluster_port=$(free_port)
+capi_spec=$(node scripts/container/compose-services.mjs api-cluster)
+cworker_spec=$(node scripts/container/compose-services.mjs worker-cluster)
+# the profile's own settings stay; each URL it names is pointed at this machine's stand-in for that service
+for setting in DATABASE_URL DATABASE_LISTEN_URL DATABASE_READ_URL REDIS_URL QUEUE_PREFIX QUEUE_PARTITIONS REDIS_CLUSTER; do
+  echo "$capi_spec" | json ".environment.$setting" >/dev/null || fail "api-cluster does not set $setting"
 done
+echo "$capi_spec" | json '.environment.REDIS_CLUSTER' | grep -qx true || fail "api-cluster: REDIS_CLUSTER is not true"
+overrides=$(echo "$engines" | node -e "
+  const e = JSON.parse(require('fs').readFileSync(0, 'utf8'));
+  const { redisPorts, ...urls } = e;
+  console.log(JSON.stringify({ ...urls, PORT: process.argv[1] }))" "$cluster_port")
+mapfile -d '' -t check < <(node scripts/container/compose-services.mjs postgres-replica | json ".healthcheck.join('\\0')")
+replica_port=$(echo "$engines" | json '.DATABASE_READ_URL' | node -e "console.log(new URL(require('fs').readFileSync(0, 'utf8').trim()).port)")
+out=$(PGHOST=127.0.0.1 PGPORT=$replica_port "${check[@]}") || fail "postgres-replica health check failed: $out"
+echo "postgres-replica: ${check[*]}: $out"
+mapfile -d '' -t args < <(service_args "$(node scripts/container/compose-services.mjs migrate)" \
+  "$(node -e "console.log(JSON.stringify({ DATABASE_URL: process.argv[1] }))" "$(echo "$engines" | json '.DATABASE_LISTEN_URL')")")
+pm run --rm --network host -v "$workdir:/check:ro" "${args[@]}" | json '.migrated' | grep -qx true || fail "migrate (cluster) did not answer {migrated: true}"
+mapfile -d '' -t args < <(service_args "$capi_spec" "$overrides")
+pm run -d --name "$run_id-capi" --network host -v "$workdir:/check:ro" "${args[@]}" >/dev/null
+mapfile -d '' -t args < <(service_args "$cworker_spec" "$overrides")
+for w in cw1 cw2; do pm run -d --name "$run_id-$w" --network host -v "$workdir:/check:ro" "${args[@]}" >/dev/null; done
+api_healthy "$run_id-capi" "$capi_spec" "$cluster_port"
+worker_running "$run_id-cw1"
+worker_running "$run_id-cw2"
+deliver_once "$run_id-capi" "$run_id-cw1"
+metrics=$(curl -fsS "$base_url/metrics")
+lag=$(echo "$metrics" | awk '/^pushd_read_replica_lag_seconds /{print $2}')
+in_use=$(echo "$metrics" | awk '/^pushd_read_replica_in_use /{print $2}')
+[ -n "$lag" ] && [ "$lag" != NaN ] && [ "$in_use" = 1 ] ||
+  fail "api-cluster does not read from DATABASE_READ_URL (lag '$lag', in use '$in_use')"
+echo "api-cluster reads from the replica (lag $lag s)"
+queued=0
+for p in $(echo "$engines" | json '.redisPorts.join(" ")'); do
+  n=$(redis-cli -p "$p" --scan --pattern '{pushd:*' | wc -l)
+  echo "redis node $p: $n keys of the partitioned queues"
+  queued=$((queued + n))
+done
+[ "$queued" -gt 0 ] || fail "no queue key under {pushd:<partition>} on the Redis Cluster"
+stop_cleanly "$run_id-capi" "$run_id-cw1" "$run_id-cw2"
+kill "$engines_pid" && wait "$engines_pid"
+engines_pid=
 
 say "the image on its own: embedded PostgreSQL, the PostgreSQL queue, API and worker in one process"
 solo_port=$(free_port)

@@ -87,6 +87,17 @@ export async function registerThroughApi(opts: {
   }
 }
 
+/** The PostgreSQL WAL bytes written while `work` ran (the server's, so nothing else should be writing). */
+export async function walBytesDuring(db: DatabaseHandle, work: () => Promise<void>): Promise<number> {
+  const lsn = async () => (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn;
+  const before = await lsn();
+  await work();
+  const { rows } = await sql<{ bytes: string }>`select pg_wal_lsn_diff(${await lsn()}::pg_lsn, ${before}::pg_lsn)::text as bytes`.execute(
+    db.db,
+  );
+  return Number(rows[0]!.bytes);
+}
+
 /** The lab's fill: bare rows (platform, token, user id) inserted by SQL, no attributes, tags or custom attributes. */
 export async function insertBareDevices(db: DatabaseHandle, appId: string, count: number): Promise<void> {
   await sql`

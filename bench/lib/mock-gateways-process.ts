@@ -1,7 +1,7 @@
 import { startMocks, type MockRequest } from './mock-gateways.js';
 
 /** mocksInProcess's child: starts the mocks, sends where they listen, then answers each request in turn. */
-const mocks = await startMocks(process.argv[2]!);
+const mocks = await startMocks(process.argv[2]!.split(','));
 process.send!(mocks.endpoints);
 process.on('message', (request: MockRequest) => process.send!(mocks.answer(request) ?? null));
 process.on('SIGTERM', () => void mocks.close().then(() => process.exit(0)));

@@ -21,14 +21,26 @@ export interface MockGateways extends GatewayEndpoints {
   tally(tokens: string[]): Promise<{ missed: number; twice: number }>;
   /** every push answered `ms` late, as a far data centre does */
   delay(ms: number): Promise<void>;
+  /** since the last reset: tokens pushed at least once, and more than once (every token, however many) */
+  summary(): Promise<{ distinct: number; twice: number }>;
+  /** records when these tokens' first push arrives from now on (epoch ms), read by `arrivals` */
+  watch(tokens: string[]): Promise<void>;
+  arrivals(tokens: string[]): Promise<(number | null)[]>;
   close(): Promise<void>;
 }
 
 /** The requests the mocks' process answers (mock-gateways-process.ts), and the handler both kinds share. */
-export type MockRequest = { op: 'received' } | { op: 'reset' } | { op: 'tally'; tokens: string[] } | { op: 'delay'; ms: number };
+export type MockRequest =
+  | { op: 'received' }
+  | { op: 'reset' }
+  | { op: 'tally'; tokens: string[] }
+  | { op: 'delay'; ms: number }
+  | { op: 'summary' }
+  | { op: 'watch'; tokens: string[] }
+  | { op: 'arrivals'; tokens: string[] };
 
-/** Starts the APNs and FCM mocks in this process; `answer` serves the MockRequests about them. */
-export async function startMocks(topic: string) {
+/** Starts the APNs and FCM mocks in this process, APNs for these topics; `answer` serves the MockRequests about them. */
+export async function startMocks(topic: string | string[]) {
   const apnsKey = generateApnsKey();
   const serviceAccount = generateServiceAccount();
   const apns = await ApnsMock.start({ record: false, topic });
@@ -38,10 +50,13 @@ export async function startMocks(topic: string) {
   const counts = new Map<string, number>();
   let count = 0;
   let lastAtEpochMs = 0;
+  // only the watched tokens' arrival times are kept: a broadcast's million are counted, not timed
+  const arrivedAt = new Map<string, number | null>();
   apns.onAccept = fcm.onAccept = (token: string) => {
     counts.set(token, (counts.get(token) ?? 0) + 1);
     count += 1;
     lastAtEpochMs = performance.timeOrigin + performance.now();
+    if (arrivedAt.get(token) === null) arrivedAt.set(token, lastAtEpochMs);
   };
   const endpoints: GatewayEndpoints = {
     apnsOrigin: apns.origin,
@@ -66,6 +81,16 @@ export async function startMocks(topic: string) {
       case 'delay':
         for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: request.ms });
         return null;
+      case 'summary': {
+        let twice = 0;
+        for (const n of counts.values()) if (n > 1) twice += 1;
+        return { distinct: counts.size, twice };
+      }
+      case 'watch':
+        for (const token of request.tokens) arrivedAt.set(token, null);
+        return null;
+      case 'arrivals':
+        return request.tokens.map((token) => arrivedAt.get(token) ?? null);
     }
   };
   return { endpoints, answer, close: () => Promise.all([apns.close(), fcm.close()]).then(() => undefined) };
@@ -82,6 +107,9 @@ export async function mocksHere(topic: string): Promise<MockGateways> {
     reset: () => ask({ op: 'reset' }),
     tally: (tokens) => ask({ op: 'tally', tokens }),
     delay: (ms) => ask({ op: 'delay', ms }),
+    summary: () => ask({ op: 'summary' }),
+    watch: (tokens) => ask({ op: 'watch', tokens }),
+    arrivals: (tokens) => ask({ op: 'arrivals', tokens }),
     close: mocks.close,
   };
 }
@@ -90,8 +118,9 @@ export async function mocksHere(topic: string): Promise<MockGateways> {
  * The mocks in a process of their own (as APNs and FCM are elsewhere): their TLS and HTTP/2 work takes no turn
  * on the benchmark's or the clients' event loop, and their CPU is counted apart.
  */
-export async function mocksInProcess(topic: string): Promise<MockGateways> {
-  const child: ChildProcess = fork(new URL('./mock-gateways-process.mjs', import.meta.url), [topic], {
+export async function mocksInProcess(topic: string | string[]): Promise<MockGateways> {
+  // bundle ids hold no commas
+  const child: ChildProcess = fork(new URL('./mock-gateways-process.mjs', import.meta.url), [[topic].flat().join(',')], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   process.on('exit', () => child.kill('SIGKILL'));
@@ -114,6 +143,9 @@ export async function mocksInProcess(topic: string): Promise<MockGateways> {
     reset: () => ask({ op: 'reset' }),
     tally: (tokens) => ask({ op: 'tally', tokens }),
     delay: (ms) => ask({ op: 'delay', ms }),
+    summary: () => ask({ op: 'summary' }),
+    watch: (tokens) => ask({ op: 'watch', tokens }),
+    arrivals: (tokens) => ask({ op: 'arrivals', tokens }),
     close: async () => {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       child.kill('SIGTERM');

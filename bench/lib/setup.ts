@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { loadConfig } from '../../src/platform/config.js';
@@ -33,16 +32,7 @@ export async function benchDatabase(name: string): Promise<{ url: string; close(
   return { url: url.toString(), close: () => runtime.embedded?.stop() ?? Promise.resolve() };
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
+export { freePort } from '../../test/engines/engines.js';
 
 /** The node flags production uses: scripts/node-flags, read by `npm start` and the Docker image too. */
 export const PRODUCTION_NODE_ARGS = readFileSync(new URL('../../scripts/node-flags', import.meta.url), 'utf8')

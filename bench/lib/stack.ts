@@ -68,10 +68,7 @@ export async function benchApp(
   const database = await benchDatabase(name);
   const db = openDatabase(database.url);
   await migrate(db.pool);
-  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(BENCH_BUNDLE);
-  const apps = new AppsRepository();
-  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(opts.gateways.apnsCredentials) });
-  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(opts.gateways.serviceAccount) });
+  const { app, keys, identitySecret } = await addApp(db, opts.gateways);
   const env = {
     DATABASE_URL: database.url,
     APNS_ORIGIN_PRODUCTION: opts.gateways.apnsOrigin,
@@ -95,65 +92,90 @@ export async function benchApp(
   };
 }
 
+/** An app in a benchmark's database, its APNs and FCM credentials those `gateways` accept. */
+export async function addApp(db: DatabaseHandle, gateways: GatewayEndpoints, bundleId = BENCH_BUNDLE) {
+  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(bundleId);
+  const apps = new AppsRepository();
+  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(gateways.apnsCredentials) });
+  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(gateways.serviceAccount) });
+  return { app, keys, identitySecret };
+}
+
 /** The service processes of a benchmark, and how to stop them. Any of them exiting early ends the benchmark. */
 export interface Services {
   base: string;
   api: ChildProcess;
+  /** every API process (`apis` of them, on ports of their own) and its base URL; the first is `api` at `base` */
+  apis: ChildProcess[];
+  bases: string[];
   /** The processes that run delivery workers (the API process too when they run as one). */
   workers: ChildProcess[];
+  /** SIGKILLs worker `i`, as a lost machine does, and starts another in its place (in `workers`). */
+  killWorker(i: number): void;
   stop(): Promise<void>;
 }
 
 /**
- * `split`: ROLE=api plus `workers` ROLE=worker processes, as a scaled deployment runs; `single`: one ROLE=all
- * process, as `npm start` runs. WORKER_NODE_ARGS adds node flags to the worker processes (--cpu-prof, heap limits).
+ * `split`: `apis` ROLE=api processes (1) plus `workers` ROLE=worker processes, as a scaled deployment runs;
+ * `single`: one ROLE=all process, as `npm start` runs. WORKER_NODE_ARGS adds node flags to the worker processes
+ * (--cpu-prof, heap limits).
  */
 export async function startServices(
   env: Record<string, string>,
-  opts: { mode: 'split' | 'single'; workers?: number; logFile?: string },
+  opts: { mode: 'split' | 'single'; workers?: number; apis?: number; logFile?: string },
 ): Promise<Services> {
   // the processes' log lines appended to a file, as a log collector takes them, instead of on this terminal
   const stdout = opts.logFile ? openSync(opts.logFile, 'a') : 'inherit';
-  const port = await freePort();
-  const http = { PORT: String(port), HOST: '127.0.0.1' };
+  const ports = await Promise.all(Array.from({ length: opts.mode === 'single' ? 1 : (opts.apis ?? 1) }, freePort));
   // node options added to production's (say --cpu-prof): the workers', and the API's when it runs apart
   const withArgs = (extra: string | undefined) => [...PRODUCTION_NODE_ARGS, ...(extra ?? '').split(' ').filter(Boolean)];
   const workerArgs = withArgs(process.env.WORKER_NODE_ARGS);
   const apiArgs = withArgs(process.env.API_NODE_ARGS);
-  const api = startService(
-    { ...env, ...http, ROLE: opts.mode === 'single' ? 'all' : 'api' },
-    opts.mode === 'single' ? workerArgs : apiArgs,
-    stdout,
+  const apis = ports.map((port) =>
+    startService(
+      { ...env, PORT: String(port), HOST: '127.0.0.1', ROLE: opts.mode === 'single' ? 'all' : 'api' },
+      opts.mode === 'single' ? workerArgs : apiArgs,
+      stdout,
+    ),
   );
-  const workers =
-    opts.mode === 'single'
-      ? [api]
-      : Array.from({ length: opts.workers ?? 1 }, () => startService({ ...env, ROLE: 'worker' }, workerArgs, stdout));
-  const all = [...new Set([api, ...workers])];
+  const startWorker = () => watch(startService({ ...env, ROLE: 'worker' }, workerArgs, stdout));
   let stopping = false;
-  for (const child of all) {
+  const killed = new Set<ChildProcess>();
+  function watch(child: ChildProcess) {
     child.on('exit', (code) => {
-      if (stopping) return;
+      if (stopping || killed.has(child)) return;
       console.error(`a service process exited early (code ${code}); see its output above`);
       process.exit(1);
     });
+    return child;
   }
+  apis.forEach(watch);
+  const workers = opts.mode === 'single' ? [apis[0]!] : Array.from({ length: opts.workers ?? 1 }, startWorker);
+  const all = () => [...new Set([...apis, ...workers])];
   // however the benchmark ends (an error included), it must not leave the service processes running
   const killAll = () => {
-    for (const child of all) if (child.exitCode === null) child.kill('SIGKILL');
+    for (const child of all()) if (child.exitCode === null) child.kill('SIGKILL');
   };
   process.on('exit', killAll);
-  const base = `http://127.0.0.1:${port}`;
-  await waitReady(`${base}/ready`);
+  const bases = ports.map((port) => `http://127.0.0.1:${port}`);
+  for (const base of bases) await waitReady(`${base}/ready`);
   return {
-    base,
-    api,
+    base: bases[0]!,
+    api: apis[0]!,
+    apis,
+    bases,
     workers,
+    killWorker(i) {
+      killed.add(workers[i]!);
+      workers[i]!.kill('SIGKILL');
+      workers[i] = startWorker();
+    },
     async stop() {
       stopping = true;
       // a graceful stop (it writes what --cpu-prof collected); whatever still runs after 10 s is killed
-      const stopped = all.map((child) => new Promise((resolve) => child.once('exit', resolve)));
-      for (const child of all) child.kill('SIGTERM');
+      const running = all().filter((child) => child.exitCode === null && child.signalCode === null);
+      const stopped = running.map((child) => new Promise((resolve) => child.once('exit', resolve)));
+      for (const child of running) child.kill('SIGTERM');
       await Promise.race([Promise.all(stopped), new Promise((resolve) => setTimeout(resolve, 10_000))]);
       killAll();
       process.off('exit', killAll);

@@ -31,6 +31,8 @@ import { MessageService } from '../services/messages.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
+import { LiveActivityService, type ChannelApi } from '../services/live-activities.js';
+import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { DirectDelivery } from '../queue/direct-delivery.js';
@@ -58,6 +60,8 @@ export function createContext(
   appChanges: AppChanges | null = null,
   /** where the reads that need not see the caller's own writes go: a replica while it keeps up, else the primary */
   readDb: Db = db,
+  /** APNs' channel API, for Live Activity broadcast channels (none: this process cannot manage them) */
+  channels: ChannelApi | null = null,
 ): HttpContext {
   const audiencesRepo = new AudiencesRepository();
   const devicesRepo = new DevicesRepository();
@@ -123,6 +127,17 @@ export function createContext(
       readDb,
     ),
     messageStreams: new MessageStreamService(db, messagesRepo, devicesRepo, clock, idempotency),
+    liveActivities: new LiveActivityService({
+      db,
+      liveActivities: new LiveActivitiesRepository(),
+      devices: devicesRepo,
+      notifications: new NotificationsRepository(),
+      apps: new AppsRepository(),
+      notificationService: notifications,
+      idempotency,
+      clock,
+      channels,
+    }),
   };
   const check = (probe: Promise<unknown>) =>
     probe.then(

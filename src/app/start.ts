@@ -18,6 +18,7 @@ import { backoffDelay, retryPolicyOf } from '../queue/retry.js';
 import { JobQueues } from '../queue/queues.js';
 import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
+import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
 
 export type Server = Awaited<ReturnType<typeof buildServer>>;
@@ -145,6 +146,12 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   });
   // after the HTTP server: the sends its last requests started finish before the pipeline and gateways close
   lifecycle.add('direct deliveries', () => direct.close());
+  // Live Activity channels are managed (and broadcast to) from the API process that is asked
+  const channels = new ApnsChannels({
+    managementOrigin: { production: config.APNS_CHANNELS_ORIGIN_PRODUCTION, sandbox: config.APNS_CHANNELS_ORIGIN_SANDBOX },
+    broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
+  });
+  lifecycle.add('apns channels', () => channels.close());
   const ctx = createContext(
     config,
     log,
@@ -157,6 +164,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     { store, direct },
     appChanges,
     database.replica?.db,
+    channels,
   );
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish

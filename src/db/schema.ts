@@ -3,6 +3,7 @@ import type { KeyRole } from '../domain/keys.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { LocalPlan } from '../domain/campaign.js';
 import type { PushPriority } from '../domain/delivery-options.js';
+import type { LiveActivityRef } from '../domain/live-activity.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -163,6 +164,8 @@ export interface NotificationsTable {
   devices_not_allowed: Counter;
   /** a transactional send's collapse_key with its recipient, JSON [field, value, key]: the same key and recipient, the same notification */
   transactional_key: string | null;
+  /** a Live Activity push's event, type and activity (migration 027); null for a notification */
+  live_activity: Json<LiveActivityRef | null> | null;
 }
 
 export interface DeliveryBatchesTable {
@@ -255,6 +258,8 @@ export interface NotificationConversionsTable {
   source: string;
   name: string;
   device_id: string;
+  /** the UTC day of the events counted (its partition, migration 030) */
+  day: ColumnType<Date, string, string>;
   count: ColumnType<string, number, number>;
 }
 
@@ -303,12 +308,45 @@ export interface MessagesTable {
 export interface DeviceMessagesTable {
   device_id: string;
   message_id: string;
+  /** when its message's retention starts: unpublish_at, else publish_at (its partition, migration 030) */
+  retention_from: Date;
   added_at: Generated<Date>;
   read_at: Date | null;
   deleted_at: Date | null;
   stream_impressions: Counter;
   full_screen_impressions: Counter;
   in_app_impressions: Counter;
+}
+
+/** An activity's update token on a device (migration 027). */
+export interface LiveActivityTokensTable {
+  device_id: string;
+  activity_id: string;
+  app_id: string;
+  activity_type: string;
+  token: string;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+/** An activity type's push-to-start token on a device (migration 027). */
+export interface LiveActivityStartTokensTable {
+  device_id: string;
+  activity_type: string;
+  app_id: string;
+  token: string;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+/** A broadcast channel APNs created for the app (migration 027). */
+export interface LiveActivityChannelsTable {
+  id: Generated<string>;
+  app_id: string;
+  channel_id: string;
+  development: boolean;
+  message_storage_policy: number;
+  created_at: Generated<Date>;
 }
 
 export interface LeasesTable {
@@ -338,6 +376,9 @@ export interface Database {
   device_messages: DeviceMessagesTable;
   leases: LeasesTable;
   fanout_ranges: FanoutRangesTable;
+  live_activity_tokens: LiveActivityTokensTable;
+  live_activity_start_tokens: LiveActivityStartTokensTable;
+  live_activity_channels: LiveActivityChannelsTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -351,3 +392,6 @@ export type Notification = Selectable<NotificationsTable>;
 export type DeliveryBatch = Selectable<DeliveryBatchesTable>;
 export type IdempotencyKey = Selectable<IdempotencyKeysTable>;
 export type Message = Selectable<MessagesTable>;
+export type LiveActivityToken = Selectable<LiveActivityTokensTable>;
+export type LiveActivityStartToken = Selectable<LiveActivityStartTokensTable>;
+export type LiveActivityChannel = Selectable<LiveActivityChannelsTable>;

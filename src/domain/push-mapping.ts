@@ -94,7 +94,7 @@ const NOT_IN_FCM_DATA = new Set([
 ]);
 
 export interface ApnsHeaders {
-  'apns-push-type': 'alert' | 'background';
+  'apns-push-type': 'alert' | 'background' | 'liveactivity';
   'apns-priority': 5 | 10;
   'apns-collapse-id'?: string;
   /** unix seconds */
@@ -199,6 +199,16 @@ export function toApnsRequest(payload: Record<string, unknown>, notificationId: 
   if (options.expiresAt) headers['apns-expiration'] = Math.floor(options.expiresAt.getTime() / 1000);
 
   return { headers, body, bytes: jsonBytes(body) };
+}
+
+/**
+ * A Live Activity push (its stored payload is already Apple's `{aps}`, src/domain/live-activity.ts): push type
+ * `liveactivity`, priority 10 unless `normal` asks for 5 (which iOS budgets), the expiry as for any push.
+ */
+export function toLiveActivityRequest(payload: Record<string, unknown>, options: PushOptions = {}): ApnsRequest {
+  const headers: ApnsHeaders = { 'apns-push-type': 'liveactivity', 'apns-priority': options.priority === 'normal' ? 5 : 10 };
+  if (options.expiresAt) headers['apns-expiration'] = Math.floor(options.expiresAt.getTime() / 1000);
+  return { headers, body: payload, bytes: jsonBytes(payload) };
 }
 
 /** `now` is when the message is sent: FCM's ttl is relative, the time left before the expiry. */

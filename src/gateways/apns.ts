@@ -28,7 +28,8 @@
  */
 import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
-import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest } from '../domain/push-mapping.js';
+import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest, toLiveActivityRequest } from '../domain/push-mapping.js';
+import { liveActivityTopic } from '../domain/live-activity.js';
 import type { Logger } from '../platform/logger.js';
 import type { ApnsCredentials } from '../domain/credentials.js';
 import type { ClientHttp2Session } from 'node:http2';
@@ -110,7 +111,7 @@ export class ApnsGateway implements PushGateway {
   }
 
   private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
-    const request = toApnsRequest(push.payload, push.notificationId, push);
+    const request = push.liveActivity ? toLiveActivityRequest(push.payload, push) : toApnsRequest(push.payload, push.notificationId, push);
     if (request.bytes > APNS_MAX_PAYLOAD_BYTES) {
       // APNs would answer 413 PayloadTooLarge for every token; don't send what can't succeed.
       const outcome = classify({ gateway: 'apns', status: 413, reason: 'PayloadTooLarge' }).outcome;
@@ -119,7 +120,7 @@ export class ApnsGateway implements PushGateway {
 
     const note = new apn.Notification();
     note.rawPayload = request.body;
-    note.topic = this.options.topic;
+    note.topic = push.liveActivity ? liveActivityTopic(this.options.topic) : this.options.topic;
     note.pushType = request.headers['apns-push-type'];
     note.priority = request.headers['apns-priority'];
     const collapseId = request.headers['apns-collapse-id'];

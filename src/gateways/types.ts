@@ -56,6 +56,8 @@ export interface PushResult {
 export interface NotificationPush extends PushOptions {
   notificationId: string;
   payload: Record<string, unknown>;
+  /** a Live Activity push: `payload` is Apple's `{aps}` as stored, sent to the activity's topic (APNs only) */
+  liveActivity?: boolean;
 }
 
 export interface PushGateway {

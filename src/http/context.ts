@@ -10,6 +10,7 @@ import type { MessageService } from '../services/messages.js';
 import type { NotificationService } from '../services/notifications.js';
 import type { StatsService } from '../services/stats.js';
 import type { TransactionalService } from '../services/transactional.js';
+import type { LiveActivityService } from '../services/live-activities.js';
 
 /** What the HTTP layer needs, built once at start-up (src/app/context.ts): settings, logging and the services. */
 export interface HttpContext {
@@ -26,6 +27,7 @@ export interface HttpContext {
     transactional: TransactionalService;
     messages: MessageService;
     messageStreams: MessageStreamService;
+    liveActivities: LiveActivityService;
   };
   /** Whether each store the service depends on answers now (GET /ready). */
   readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;

@@ -200,3 +200,39 @@ export const streamMessage = z.object({
   read: z.boolean(),
   read_at: timestamp.nullable(),
 });
+
+/** A Live Activity push as `GET /v6/live-activities/:id` answers it: what it targets, and a notification's counters. */
+export const liveActivityRecord = notificationRecord
+  .pick({
+    id: true,
+    created_at: true,
+    updated_at: true,
+    state: true,
+    devices_targeted: true,
+    pushes_succeeded: true,
+    pushes_failed: true,
+    tokens_invalidated: true,
+    pushes_expired: true,
+    expires_at: true,
+    priority: true,
+    send_at: true,
+    published_at: true,
+    finished_at: true,
+    canceled_at: true,
+    failure_reason: true,
+  })
+  .extend({
+    event: z.enum(['start', 'update', 'end']),
+    activity_type: z.string().nullable(),
+    activity_id: z.string().nullable(),
+    channel: z.string().nullable(),
+    live_activity: z.record(z.string(), z.unknown()),
+  });
+
+/** A broadcast channel of the app. */
+export const liveActivityChannelRecord = z.object({
+  id: z.string().describe("APNs' channel id, which the app subscribes its activities to"),
+  development: z.boolean(),
+  message_storage_policy: z.number().int(),
+  created_at: timestamp,
+});

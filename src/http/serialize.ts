@@ -1,7 +1,8 @@
 import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { StreamRow } from '../db/repositories/messages.js';
-import type { Audience, Device, Notification } from '../db/schema.js';
+import type { Audience, Device, LiveActivityChannel, Notification } from '../db/schema.js';
+import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
 import type { DeviceDetails, UserDeviceErasure, Written } from '../services/devices.js';
 import type { NotificationEngagement } from '../services/activity.js';
@@ -254,4 +255,54 @@ export function streamMessageView(r: StreamRow) {
     read: r.read_at !== null,
     read_at: iso(r.read_at),
   };
+}
+
+/** A Live Activity push: what it targets, the request as submitted, and its delivery counters. */
+export function liveActivityResponse(n: Notification) {
+  const ref = n.live_activity!;
+  const r = notificationResponse(n);
+  return {
+    id: r.id,
+    created_at: r.created_at,
+    updated_at: r.updated_at,
+    state: n.state,
+    event: ref.event,
+    activity_type: ref.activity_type,
+    activity_id: ref.activity_id,
+    channel: ref.channel,
+    live_activity: n.request,
+    devices_targeted: r.devices_targeted,
+    pushes_succeeded: r.pushes_succeeded,
+    pushes_failed: r.pushes_failed,
+    tokens_invalidated: r.tokens_invalidated,
+    pushes_expired: r.pushes_expired,
+    expires_at: r.expires_at,
+    priority: r.priority,
+    send_at: r.send_at,
+    published_at: r.published_at,
+    finished_at: r.finished_at,
+    canceled_at: r.canceled_at,
+    failure_reason: r.failure_reason,
+  };
+}
+
+/** A device's Live Activity tokens, as its record shows them. */
+export function deviceLiveActivitiesView(la: DeviceLiveActivities) {
+  return {
+    live_activities: la.activities.map((a) => ({
+      activity_id: a.activity_id,
+      activity_type: a.activity_type,
+      token: a.token,
+      updated_at: iso(a.updated_at)!,
+    })),
+    live_activity_start_tokens: la.startTokens.map((s) => ({
+      activity_type: s.activity_type,
+      token: s.token,
+      updated_at: iso(s.updated_at)!,
+    })),
+  };
+}
+
+export function liveActivityChannelView(c: LiveActivityChannel) {
+  return { id: c.channel_id, development: c.development, message_storage_policy: c.message_storage_policy, created_at: iso(c.created_at)! };
 }

@@ -55,6 +55,11 @@ const envSchema = z.object({
   RATE_LIMIT_SDK_BURST: z.coerce.number().int().min(1).default(200),
   APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
   APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
+  // Live Activity broadcast channels (iOS 18): Apple's channel management hosts, and where broadcast pushes go.
+  APNS_CHANNELS_ORIGIN_PRODUCTION: z.string().url().default('https://api-manage-broadcast.push.apple.com:2196'),
+  APNS_CHANNELS_ORIGIN_SANDBOX: z.string().url().default('https://api-manage-broadcast.sandbox.push.apple.com:2195'),
+  APNS_BROADCAST_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
+  APNS_BROADCAST_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
   FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),
   GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
   // Huawei Push Kit: where messages go, and where the OAuth access tokens (client credentials) come from.
@@ -109,6 +114,22 @@ const envSchema = z.object({
   // Whole days before today whose active devices are kept: a report may be dated REPORT_MAX_AGE_DAYS back, and a
   // day dropped while reports may still name it would count its devices active twice.
   RETENTION_ACTIVE_DEVICES_DAYS: z.coerce
+    .number()
+    .int()
+    .min(REPORT_MAX_AGE_DAYS + 1)
+    .max(3650)
+    .default(REPORT_MAX_AGE_DAYS + 1),
+  // Days push opens and event conversions are kept (by when they happened): what a notification's engagement
+  // statistics show. At least one more than a report may be dated back, which a resent open is deduplicated over.
+  RETENTION_ACTIVITY_DAYS: z.coerce
+    .number()
+    .int()
+    .min(REPORT_MAX_AGE_DAYS + 1)
+    .max(3650)
+    .default(90),
+  // Days app sessions are kept (by when they started): only to count a resent report once, as the daily
+  // statistics are counted when a session is stored.
+  RETENTION_SESSIONS_DAYS: z.coerce
     .number()
     .int()
     .min(REPORT_MAX_AGE_DAYS + 1)

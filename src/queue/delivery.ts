@@ -60,7 +60,8 @@ export interface BatchAttemptDeps {
  */
 export async function attemptBatch(
   deps: BatchAttemptDeps,
-  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority'>,
+  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority'> &
+    Partial<Pick<AttemptNotification, 'live_activity'>>,
   batch: BatchHead,
   pending: PendingTarget[],
   finalAttempt: boolean,
@@ -94,11 +95,22 @@ export async function attemptBatch(
   const sentAt = deps.clock.now();
   if (gateway) {
     const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
-    const push = { notificationId: n.id, payload: n.payload as Record<string, unknown>, expiresAt: n.expires_at, priority: n.priority };
+    const push = {
+      notificationId: n.id,
+      payload: n.payload as Record<string, unknown>,
+      expiresAt: n.expires_at,
+      priority: n.priority,
+      ...(n.live_activity && { liveActivity: true }),
+    };
     results = results.concat(await gateway.send(push, targets));
     stop();
   }
   const summary = { ...summarise(results), sentAt };
+  if (n.live_activity) {
+    // the dead token is the activity's, which alone is forgotten
+    const tokenOf = new Map(targets.map((t) => [t.deviceId, t.token]));
+    summary.invalidated = summary.invalidated.map((i) => ({ ...i, token: tokenOf.get(i.deviceId)! }));
+  }
   // one increment per outcome and batch, not per push
   const counts = {
     ok: summary.succeeded.length,

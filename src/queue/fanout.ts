@@ -163,7 +163,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
       const slowest = Math.min(pace.notification ?? Infinity, pace.app ?? Infinity);
       const batchSize = paced ? Math.max(1, Math.min(deps.batchSize, Math.ceil(slowest / 60))) : deps.batchSize;
       let seq = n.fanout_seq;
-      const visible = isVisiblePush(n.payload);
+      // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
+      const visible = !n.live_activity && isVisiblePush(n.payload);
 
       /**
        * Pages through the devices (of some zones), from `cursor`: 'done', 'split' (ranges go on with the rest), or
@@ -173,7 +174,14 @@ export function fanoutProcessor(deps: FanoutDeps) {
         const fresh = cursor === null && seq === 0 && !zones && !paced;
         for (let pages = 0; ; pages++) {
           const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
-          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { afterId: cursor, limit, now, zones, visible });
+          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
+            afterId: cursor,
+            limit,
+            now,
+            zones,
+            visible,
+            liveActivity: n.live_activity,
+          });
           if (page.length === 0) return 'done';
           const { sendable, notAllowed } = allowedOf(page);
           const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);
@@ -272,7 +280,8 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
     if (!range.done) {
       if (n.audience_id === null) throw new Error('a transactional send has no audience to fan out');
       const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
-      const visible = isVisiblePush(n.payload);
+      // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
+      const visible = !n.live_activity && isVisiblePush(n.payload);
       const now = new Date(job.data.at);
       let cursor = range.cursor_id;
       let seq = range.next_seq;
@@ -283,6 +292,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
           limit: deps.pageSize,
           now,
           visible,
+          liveActivity: n.live_activity,
         });
         if (page.length === 0) break;
         const { sendable, notAllowed } = allowedOf(page);

@@ -23,6 +23,7 @@ import type { Job } from 'bullmq';
 import type { JobQueues } from './queues.js';
 import { backoffDelay, retryPolicyOf } from './retry.js';
 import { startSweeper } from './sweeper.js';
+import { retentionOf } from './retention.js';
 import { startDuePoller } from './due.js';
 import type { Clock } from '../platform/clock.js';
 
@@ -116,7 +117,7 @@ export function startPipeline(
     delivery,
     idempotency: new IdempotencyRepository(),
     partitions: new PartitionsRepository(),
-    retention: { device_pushes: config.RETENTION_RECEIPTS_DAYS, app_active_devices: config.RETENTION_ACTIVE_DEVICES_DAYS },
+    retention: retentionOf(config),
     messages: new MessagesRepository(),
     clock: opts.clock,
     queues,

@@ -56,12 +56,14 @@ export class JobQueues {
     if (conn.kind === 'redis') {
       this.classes = withBackend(createRedisBackend) as unknown as ReturnType<typeof withBackend>;
       // BullMQ workers block on Redis; ioredis must not give up on a command while Redis restarts.
-      if (conn.redisCluster)
+      if (conn.redisCluster) {
         this.connection = this.cluster = redisClient(
           { url: conn.redisUrl!, cluster: true },
           { offlineQueue: true, maxRetriesPerRequest: null },
         ) as Cluster;
-      else this.connection = { ...redisOptions(conn.redisUrl!), maxRetriesPerRequest: null };
+        // a failed slots refresh (nodes starting, a failover) is retried by ioredis; unheard, it is printed as unhandled
+        this.cluster.on('error', () => undefined);
+      } else this.connection = { ...redisOptions(conn.redisUrl!), maxRetriesPerRequest: null };
     } else {
       this.classes = withBackend(createPostgresBackend) as unknown as ReturnType<typeof withBackend>;
       this.connection = { connectionString: conn.databaseUrl, migrate: true, max: 4 };

@@ -1,5 +1,6 @@
 import type { Db } from '../db/database.js';
 import { DAY_PARTITIONED, type DayPartitionedTable, type PartitionsRepository } from '../db/repositories/partitions.js';
+import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 
@@ -12,6 +13,19 @@ const DAY_MS = 86_400_000;
 
 /** How long each time-partitioned table keeps its rows, in days. */
 export type Retention = Record<DayPartitionedTable, number>;
+
+/** Each table's retention setting. */
+export function retentionOf(config: Config): Retention {
+  return {
+    device_pushes: config.RETENTION_RECEIPTS_DAYS,
+    app_active_devices: config.RETENTION_ACTIVE_DEVICES_DAYS,
+    app_sessions: config.RETENTION_SESSIONS_DAYS,
+    push_opens: config.RETENTION_ACTIVITY_DAYS,
+    notification_conversions: config.RETENTION_ACTIVITY_DAYS,
+    // rows keyed on when their message's retention starts: dropped as the message expires
+    device_messages: config.MESSAGE_RETENTION_DAYS,
+  };
+}
 
 export interface MaintenanceResult {
   /** false: another process held the maintenance, this one did nothing */
@@ -70,8 +84,8 @@ export async function maintainPartitions(
 }
 
 /**
- * Rows before this instant are past retention. Receipts are kept `days` × 24 hours from when they were received;
- * active devices `days` whole days before today (a report may be dated up to 7 days back).
+ * Rows before this instant are past retention. A table keyed by an instant keeps its rows `days` × 24 hours from
+ * it; one keyed by a date, `days` whole days before today (a report may be dated up to 7 days back).
  */
 function retentionCutoff(table: DayPartitionedTable, now: Date, days: number): Date {
   if (DAY_PARTITIONED[table].type === 'date') return new Date(Date.parse(`${addDays(utcDay(now), -days)}T00:00:00Z`));

@@ -13,6 +13,8 @@ import type { LeasesRepository } from '../db/repositories/leases.js';
 
 /** Rows one sweep deletes at most of each kind: a bounded statement, however many expired at once. */
 const PURGE_BATCH = 10_000;
+/** Expired messages one sweep deletes at most (their stream rows went with their partitions). */
+const PURGE_MESSAGES = 100;
 /** Notifications one sweep looks at; the next one goes on after them, and starts over once it reached the newest. */
 const STALLED_PAGE = 500;
 /** Pending batches whose jobs are looked up together (one pipeline per partition), until one is found queued. */
@@ -28,9 +30,10 @@ export const SCAN_LEASE_MS = 10_000;
  * are still queued is only waiting its turn behind other work; each sweep looks at the next page of them. The
  * fan-out resumes from its checkpoint and re-enqueues pending batches under their deterministic ids, so a spurious
  * sweep sends nothing twice.
- * Each sweep also purges a batch of expired idempotency keys, which requests already ignore, of messages past
- * their retention; and it keeps the time-partitioned tables (push receipts, active devices): partitions created
- * ahead, those past retention dropped whole (src/queue/retention.ts).
+ * Each sweep also purges a batch of expired idempotency keys, which requests already ignore; it keeps the
+ * time-partitioned tables (receipts, active devices, sessions, opens, conversions, message streams): partitions
+ * created ahead, those past retention dropped whole (src/queue/retention.ts); then it deletes the messages past
+ * their retention whose stream rows are gone.
  */
 export function startSweeper(deps: {
   db: Db;
@@ -127,8 +130,9 @@ export function startSweeper(deps: {
       await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>
         deps.log.warn({ err }, 'partition maintenance failed; will try again'),
       );
-      const messages = await deps.messages.purgeExpired(deps.db, deps.clock.now(), PURGE_BATCH);
-      if (messages.rows || messages.messages) deps.log.debug(messages, 'purged messages past their retention');
+      // after the maintenance, which dropped the stream rows of the messages it deletes
+      const messages = await deps.messages.purgeExpired(deps.db, deps.clock.now(), PURGE_MESSAGES);
+      if (messages) deps.log.debug({ messages }, 'purged messages past their retention');
     } catch (err) {
       deps.log.warn({ err }, 'sweep failed; will try again');
     } finally {

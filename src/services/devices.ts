@@ -110,7 +110,9 @@ export class DeviceService {
       }
       const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
       const { admitted, dropped } = admitAttributes(existing, input.custom);
-      await this.devices.replaceAttributes(trx, appId, device.id, admitted);
+      // a custom attribute changed is a device update too
+      if ((await this.devices.replaceAttributes(trx, appId, device.id, admitted)) && !created)
+        device = await this.devices.touch(trx, device.id);
       const result: WriteResult = {
         kind: 'stored',
         details: await this.details(trx, device),
@@ -143,8 +145,8 @@ export class DeviceService {
         Object.assign(set, { token_invalidated_at: null, token_invalid_reason: null });
         if (input.fields.token !== current.token) await this.devices.releaseToken(trx, appId, input.fields.token, id);
       }
-      const device = await this.devices.update(trx, id, set, net.country);
-      await this.devices.replaceAttributes(trx, appId, id, admitted);
+      let device = await this.devices.update(trx, id, set, net.country);
+      if (await this.devices.replaceAttributes(trx, appId, id, admitted)) device = await this.devices.touch(trx, id);
       return {
         kind: 'stored',
         details: await this.details(trx, device),

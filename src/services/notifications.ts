@@ -10,6 +10,7 @@ import type { Notification } from '../db/schema.js';
 import { audienceSpec, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices } from '../domain/audience-spec.js';
 import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
+import type { LiveActivityRef } from '../domain/live-activity.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
 import {
@@ -356,9 +357,17 @@ export class NotificationService {
     trx: Transaction<Database>,
     appId: string,
     fields: NotificationFields,
-    at: { audience: ResolvedAudience; now: Date; options: DeliveryOptions; messageId?: string },
+    at: {
+      audience: ResolvedAudience;
+      now: Date;
+      options: DeliveryOptions;
+      messageId?: string;
+      /** a Live Activity push (its payload Apple's `{aps}`), stored with the request it came as */
+      liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
+    },
   ): Promise<CreatedNotification> {
     const { audience, now } = at;
+    const liveActivity = at.liveActivity?.ref ?? null;
     let { options } = at;
     const { payload } = fields;
     const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
@@ -372,25 +381,29 @@ export class NotificationService {
     // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
     const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
     let devices: Deliverable[] | undefined;
-    if (!timing.nextDueAt && collapseKey === null && !paced && namesFewDevices(audience.filters)) {
+    // an activity's update or end goes to the few devices holding its token, looked up by the activity
+    const fewDevices = namesFewDevices(audience.filters) || (liveActivity !== null && liveActivity.event !== 'start');
+    if (!timing.nextDueAt && collapseKey === null && !paced && fewDevices) {
       const page = await this.devices.pageDeliverable(trx, appId, audience.filters, {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
         now,
-        visible: isVisiblePush(payload),
+        visible: !liveActivity && isVisiblePush(payload),
+        liveActivity,
       });
       if (page.length <= DIRECT_AUDIENCE_MAX_DEVICES) devices = page;
     }
     const inserted = await this.notifications.insertOrCollapse(trx, {
       appId,
       audienceId: audience.id,
-      request: fields,
+      request: at.liveActivity?.request ?? fields,
       payload,
       collapseKey,
       timing,
       options,
       messageId: at.messageId ?? null,
       cut: this.cutOf(devices),
+      liveActivity,
     });
     const [created] = await this.storeBatches(trx, [inserted], () => devices);
     return created!;

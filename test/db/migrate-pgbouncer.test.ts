@@ -2,9 +2,9 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
+import { startPgBouncer, type PgBouncer } from '../engines/pgbouncer.js';
 import { freshDatabase } from '../system/proc.js';
 
 const FILES = 6;
@@ -20,7 +20,7 @@ describe('migrations through PgBouncer in transaction mode', () => {
   let dir: string;
 
   beforeAll(async () => {
-    bouncer = await startPgBouncer({ poolSize: 2 });
+    bouncer = await startPgBouncer({ serverUrl: inject('adminDatabaseUrl'), poolSize: 2 });
     database = await freshDatabase();
     dir = await mkdtemp(path.join(os.tmpdir(), 'pushd-migrations-'));
     for (let i = 1; i <= FILES; i++)

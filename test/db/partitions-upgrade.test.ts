@@ -1,61 +1,91 @@
+import { randomUUID } from 'node:crypto';
 import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.js';
-import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { ActivityRepository } from '../../src/db/repositories/activity.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
-import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
-import { AppService } from '../../src/services/apps.js';
+import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { freshDatabase } from '../system/proc.js';
+import { insertMessage } from '../http/message-support.js';
 
 const PARTITIONING = '023_time_partitions.sql';
 const DAY_MS = 86_400_000;
 const dayOf = (at: Date) => at.toISOString().slice(0, 10);
+
+/** The shipped migrations from `first` on, in the order they apply. */
+async function laterMigrations(first: string): Promise<string[]> {
+  return (await readdir(MIGRATIONS_DIR)).filter((f) => /^\d+_.*\.sql$/.test(f) && f >= first).sort();
+}
+
+/**
+ * An app with `count` devices, its audience of all and a push to it, written in plain SQL as the previous schema
+ * takes them: today's repositories write columns later migrations add.
+ */
+async function seed({ pool }: DatabaseHandle, bundleId: string, count: number) {
+  const one = async <T>(text: string, values: unknown[]) => (await pool.query(text, values)).rows[0] as T;
+  const app = await one<{ id: string }>(`INSERT INTO apps (bundle_id, name) VALUES ($1, $1) RETURNING id`, [bundleId]);
+  const devices = (
+    await pool.query<{ id: string }>(
+      `INSERT INTO devices (app_id, platform, token) SELECT $1, 'ios', 'tok' || i FROM generate_series(1, $2::int) i RETURNING id`,
+      [app.id, count],
+    )
+  ).rows.map((r) => r.id);
+  const audience = await one<{ id: string }>(
+    `INSERT INTO audiences (app_id, spec_key, kind, name) VALUES ($1, 'all', 'all', 'All devices') RETURNING id`,
+    [app.id],
+  );
+  const notification = await one<{ id: string; created_at: Date }>(
+    `INSERT INTO notifications (app_id, audience_id, request, payload)
+     VALUES ($1, $2, '{"to": "*", "payload": {"alert": "x"}}', '{"alert": "x"}')
+     RETURNING id, created_at`,
+    [app.id, audience.id],
+  );
+  return { app, devices, audience, notification };
+}
+
+/**
+ * A database of this file's own with the shipped migrations before `migration` (whatever their numbers) applied, as
+ * a database of the release before it has them; `upgrade()` applies that migration and every later one.
+ */
+function useDatabaseBefore(migration: string) {
+  let database: Awaited<ReturnType<typeof freshDatabase>>;
+  let dir: string;
+  const state = {} as { handle: DatabaseHandle; upgrade(): Promise<void> };
+  beforeAll(async () => {
+    database = await freshDatabase();
+    state.handle = openDatabase(database.url, 4, 0);
+    dir = await mkdtemp(path.join(os.tmpdir(), 'pushd-upgrade-'));
+    for (const file of await readdir(MIGRATIONS_DIR))
+      if (/^\d+_.*\.sql$/.test(file) && file < migration) await copyFile(path.join(MIGRATIONS_DIR, file), path.join(dir, file));
+    await migrate(state.handle.pool, dir);
+  });
+  afterAll(async () => {
+    await state.handle?.close();
+    await rm(dir, { recursive: true, force: true });
+    await database?.drop();
+  });
+  state.upgrade = async () => {
+    const upgrade = await laterMigrations(migration);
+    for (const file of upgrade) await copyFile(path.join(MIGRATIONS_DIR, file), path.join(dir, file));
+    expect(await migrate(state.handle.pool, dir)).toEqual(upgrade);
+  };
+  return state;
+}
 
 /**
  * The upgrade: a database of the schema before migration 023, with receipts and active devices in its plain
  * tables, migrated; the rows are all there, each in its day's partition, and conversions still find the receipts.
  */
 describe('migration 023 on a database of the previous schema', () => {
-  let database: Awaited<ReturnType<typeof freshDatabase>>;
-  let dir: string;
-  let handle: DatabaseHandle;
-
-  beforeAll(async () => {
-    database = await freshDatabase();
-    handle = openDatabase(database.url, 4, 0);
-    // the shipped migrations before 023 (whatever their numbers), applied as a database of the last release has them
-    dir = await mkdtemp(path.join(os.tmpdir(), 'pushd-upgrade-'));
-    for (const file of await readdir(MIGRATIONS_DIR))
-      if (/^\d+_.*\.sql$/.test(file) && file < PARTITIONING) await copyFile(path.join(MIGRATIONS_DIR, file), path.join(dir, file));
-    await migrate(handle.pool, dir);
-  });
-  afterAll(async () => {
-    await handle?.close();
-    await rm(dir, { recursive: true, force: true });
-    await database?.drop();
-  });
+  const before = useDatabaseBefore(PARTITIONING);
 
   it('keeps every receipt and active device, each in its day partition, and conversions attribute events to them', async () => {
-    const { db, pool } = handle;
+    const { db, pool } = before.handle;
     expect((await pool.query(`SELECT relkind FROM pg_class WHERE relname = 'device_pushes'`)).rows).toEqual([{ relkind: 'r' }]);
-    const { app } = await new AppService(db).createApp('com.example.upgrade');
-    const devices = (
-      await pool.query<{ id: string }>(
-        `INSERT INTO devices (app_id, platform, token) SELECT $1, 'ios', 'tok' || i FROM generate_series(1, 3) i RETURNING id`,
-        [app.id],
-      )
-    ).rows.map((r) => r.id);
-    const audience = await new AudiencesRepository().upsertAllDevices(db, app.id);
-    const notification = await new NotificationsRepository().insertOrCollapse(db, {
-      appId: app.id,
-      audienceId: audience.id,
-      request: { to: '*', payload: { alert: 'x' } },
-      payload: { alert: 'x' },
-      collapseKey: null,
-    });
+    const { app, devices, notification } = await seed(before.handle, 'com.example.upgrade', 3);
     const now = Date.now();
     const receipts = [
       { device: devices[0]!, at: new Date(now - 3 * DAY_MS) },
@@ -76,8 +106,7 @@ describe('migration 023 on a database of the previous schema', () => {
       activeDays,
     ]);
 
-    await copyFile(path.join(MIGRATIONS_DIR, PARTITIONING), path.join(dir, PARTITIONING));
-    expect(await migrate(handle.pool, dir)).toEqual([PARTITIONING]);
+    await before.upgrade();
 
     expect((await pool.query(`SELECT relkind FROM pg_class WHERE relname IN ('device_pushes', 'app_active_devices')`)).rows).toEqual([
       { relkind: 'p' },
@@ -115,5 +144,118 @@ describe('migration 023 on a database of the previous schema', () => {
       24,
     );
     expect(await conversions.countsFor(db, notification.id)).toEqual([{ source: '', name: 'purchase', count: 2 }]);
+  });
+});
+
+const ACTIVITY_PARTITIONING = '030_activity_partitions.sql';
+
+/**
+ * The upgrade of sessions, opens, conversions and message streams: a database of the schema before migration 030
+ * with rows in those plain tables, migrated; every row is back in its day's partition, nothing is counted again,
+ * and a report sent again after the upgrade is still deduplicated against the rows from before it.
+ */
+describe('migration 030 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(ACTIVITY_PARTITIONING);
+
+  it('keeps every session, open, conversion and stream row in its day partition, counted once, and still deduplicates', async () => {
+    const { db, pool } = before.handle;
+    const { app, devices, audience, notification } = await seed(before.handle, 'com.example.upgrade30', 2);
+    const now = Date.now();
+    const ago = (days: number) => new Date(now - days * DAY_MS);
+    const sessions = [
+      { device: devices[0]!, id: randomUUID(), at: ago(3), duration: 30 },
+      { device: devices[0]!, id: randomUUID(), at: ago(1), duration: null },
+      { device: devices[1]!, id: randomUUID(), at: ago(0), duration: 5 },
+    ];
+    await pool.query(
+      `INSERT INTO app_sessions (device_id, id, app_id, started_at, duration_seconds)
+       SELECT d, s, $4, t, n FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[], $5::int[]) AS r(d, s, t, n)`,
+      [
+        sessions.map((r) => r.device),
+        sessions.map((r) => r.id),
+        sessions.map((r) => r.at.toISOString()),
+        app.id,
+        sessions.map((r) => r.duration),
+      ],
+    );
+    const opens = [
+      { device: devices[0]!, kind: 'direct', at: ago(2) },
+      { device: devices[1]!, kind: 'indirect', at: ago(0) },
+    ];
+    await pool.query(
+      `INSERT INTO push_opens (notification_id, kind, device_id, app_id, opened_at)
+       SELECT $1, k, d, $2, t FROM unnest($3::text[], $4::uuid[], $5::timestamptz[]) AS r(k, d, t)`,
+      [notification.id, app.id, opens.map((o) => o.kind), opens.map((o) => o.device), opens.map((o) => o.at.toISOString())],
+    );
+    await pool.query(
+      `INSERT INTO notification_conversions (notification_id, source, name, device_id, count) VALUES ($1, '', 'purchase', $2, 2)`,
+      [notification.id, devices[0]],
+    );
+    const messages = new MessagesRepository();
+    const published = ago(1);
+    const message = await insertMessage(db, { appId: app.id, audienceId: audience.id, published, resolved: false });
+    await pool.query(
+      `INSERT INTO device_messages (device_id, message_id, read_at, stream_impressions) SELECT d, $1, $3, 2 FROM unnest($2::uuid[]) d`,
+      [message.id, devices, published],
+    );
+    const statsBefore = (await pool.query(`SELECT day, shard, sessions, opens, active_users FROM app_daily_stats ORDER BY 1, 2`)).rows;
+
+    await before.upgrade();
+
+    const tables = ['app_sessions', 'device_messages', 'notification_conversions', 'push_opens'];
+    expect((await pool.query(`SELECT relname, relkind FROM pg_class WHERE relname = ANY($1) ORDER BY relname`, [tables])).rows).toEqual(
+      tables.map((relname) => ({ relname, relkind: 'p' })),
+    );
+    const partitionOf = (table: string, at: Date) => `${table}_p${dayOf(at).replaceAll('-', '')}`;
+    const keptSessions = await pool.query(
+      `SELECT id, started_at, duration_seconds, tableoid::regclass::text AS partition FROM app_sessions ORDER BY started_at`,
+    );
+    expect(keptSessions.rows).toEqual(
+      sessions.map((r) => ({ id: r.id, started_at: r.at, duration_seconds: r.duration, partition: partitionOf('app_sessions', r.at) })),
+    );
+    const keptOpens = await pool.query(`SELECT kind, opened_at, tableoid::regclass::text AS partition FROM push_opens ORDER BY opened_at`);
+    expect(keptOpens.rows).toEqual(opens.map((o) => ({ kind: o.kind, opened_at: o.at, partition: partitionOf('push_opens', o.at) })));
+    // a conversion from before had no day: it takes its notification's
+    const keptConversions = await pool.query(`SELECT count::int, tableoid::regclass::text AS partition FROM notification_conversions`);
+    expect(keptConversions.rows).toEqual([{ count: 2, partition: partitionOf('notification_conversions', notification.created_at) }]);
+    const keptStream = await pool.query(
+      `SELECT device_id, retention_from, read_at, stream_impressions, tableoid::regclass::text AS partition FROM device_messages ORDER BY device_id`,
+    );
+    expect(keptStream.rows).toEqual(
+      [...devices].sort().map((device_id) => ({
+        device_id,
+        retention_from: published,
+        read_at: published,
+        stream_impressions: 2,
+        partition: partitionOf('device_messages', published),
+      })),
+    );
+    for (const table of tables) expect((await pool.query(`SELECT count(*)::int AS n FROM ${table}_default`)).rows).toEqual([{ n: 0 }]);
+    // the copy counted nothing again
+    expect((await pool.query(`SELECT day, shard, sessions, opens, active_users FROM app_daily_stats ORDER BY 1, 2`)).rows).toEqual(
+      statsBefore,
+    );
+
+    // read through the repositories as before
+    const activity = new ActivityRepository();
+    expect(await activity.opensOf(db, notification.id)).toEqual({ direct: 1, indirect: 1, devices: 2 });
+    expect(await new ConversionsRepository().countsFor(db, notification.id)).toEqual([{ source: '', name: 'purchase', count: 2 }]);
+    expect(await messages.impressionTotals(db, message.id)).toEqual({ stream: 4, full_screen: 0, in_app: 0 });
+    expect((await messages.streamPage(db, devices[0]!, new Date(now), null, 10)).map((m) => m.id)).toEqual([message.id]);
+
+    // reports sent again with another date (no started_at, no opened_at: now) find the rows from before the upgrade:
+    // the session that had no duration takes it, and nothing is stored or counted twice
+    await db.transaction().execute(async (trx) => {
+      await activity.recordSession(trx, app.id, devices[0]!, { id: sessions[1]!.id, startedAt: new Date(now), durationSeconds: 60 });
+      await activity.recordSession(trx, app.id, devices[0]!, { id: sessions[0]!.id, startedAt: new Date(now), durationSeconds: 99 });
+      await activity.recordOpen(trx, app.id, devices[0]!, { notificationId: notification.id, kind: 'direct', openedAt: new Date(now) });
+    });
+    expect((await pool.query(`SELECT id, duration_seconds FROM app_sessions ORDER BY started_at`)).rows).toEqual(
+      sessions.map((r, i) => ({ id: r.id, duration_seconds: i === 1 ? 60 : r.duration })),
+    );
+    expect(await activity.opensOf(db, notification.id)).toEqual({ direct: 1, indirect: 1, devices: 2 });
+    expect((await pool.query(`SELECT day, shard, sessions, opens, active_users FROM app_daily_stats ORDER BY 1, 2`)).rows).toEqual(
+      statsBefore,
+    );
   });
 });

@@ -77,20 +77,7 @@ export async function registerDevice(
   return { id: res.json().device.id, token, platform: device.platform, development: device.development === true };
 }
 
-export async function waitFor<T>(
-  what: string,
-  probe: () => Promise<T | undefined | null | false>,
-  timeoutMs = 30_000,
-  everyMs = 50,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-}
+export { waitFor } from '../engines/engines.js';
 
 /**
  * A notification's state and counters as the API reads them: the counters are sums of its batches and fan-out

@@ -1,4 +1,4 @@
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { call, countVia, register, token } from './device-support.js';
 
@@ -103,6 +103,34 @@ describe('device registry', () => {
     expect(Object.keys(again.custom).sort()).toEqual(['a', 'b']);
     expect(again.created_at).toBe(first.created_at);
     expect(Date.parse(again.registered_at)).toBeGreaterThan(Date.parse(first.registered_at as string));
+  });
+
+  it('registering again as it was changes nothing: registered_at stays and the write is a HOT update; a change moves it', async () => {
+    const t = token();
+    const device = { platform: 'ios', token: t, locale: 'fr_FR', tags: ['news'], custom: { plan: { type: 'string', value: 'pro' } } };
+    const first = await register(h, app.keys.sdk, device);
+    const hotUpdates = async () =>
+      Number((await h.db.pool.query(`SELECT n_tup_hot_upd AS n FROM pg_stat_user_tables WHERE relname = 'devices'`)).rows[0].n);
+    const hotBefore = await hotUpdates();
+    await new Promise((r) => setTimeout(r, 5));
+    expect((await call(h, 'POST', '/v6/devices', app.keys.sdk, { device })).statusCode).toBe(200);
+    const read = async () => (await call(h, 'GET', `/v6/devices/${first.id}`, app.keys.sdk)).json().device;
+    expect((await read()).registered_at).toBe(first.registered_at);
+    // no indexed column changed: the new row version stays on its page with no index entry (statistics come late)
+    await vi.waitFor(async () => expect(await hotUpdates()).toBeGreaterThan(hotBefore), { timeout: 5000, interval: 100 });
+    // a custom attribute changed is an update
+    await new Promise((r) => setTimeout(r, 5));
+    const changed = { ...device, custom: { plan: { type: 'string', value: 'free' } } };
+    expect((await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: changed })).statusCode).toBe(200);
+    const afterCustom = await read();
+    expect(afterCustom.custom.plan).toEqual({ type: 'string', value: 'free' });
+    expect(Date.parse(afterCustom.registered_at)).toBeGreaterThan(Date.parse(first.registered_at as string));
+    // a PUT of what it holds changes nothing; one of another locale does
+    expect((await call(h, 'PUT', `/v6/devices/${first.id}`, app.keys.sdk, { device: { locale: 'fr_FR' } })).statusCode).toBe(200);
+    expect((await read()).registered_at).toBe(afterCustom.registered_at);
+    await new Promise((r) => setTimeout(r, 5));
+    expect((await call(h, 'PUT', `/v6/devices/${first.id}`, app.keys.sdk, { device: { locale: 'de_DE' } })).statusCode).toBe(200);
+    expect(Date.parse((await read()).registered_at)).toBeGreaterThan(Date.parse(afterCustom.registered_at));
   });
 
   it('30 concurrent registrations of one token make one device', async () => {

@@ -1,11 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
+import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
 import { encodeCursor } from '../../src/domain/cursor.js';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call, register, token } from './device-support.js';
 import { createMessage, streamOf } from './message-support.js';
 import { ISO_MS } from './support.js';
+import { loadConfig } from '../../src/platform/config.js';
 
 /**
  * A device's message stream through the SDK's routes (sdk key): which messages it holds (the stream rule of the
@@ -16,6 +20,7 @@ const DAY = 86_400_000;
 
 describe("a device's message stream", () => {
   const clock = new ManualClock(new Date('2026-06-01T09:00:00Z'));
+  const RETENTION = retentionOf(loadConfig({}));
   const h = useHarness({ clock, env: { RATE_LIMIT_SDK_PER_SECOND: '0' } });
   type App = Awaited<ReturnType<Harness['createApp']>>;
   beforeEach(() => clock.set('2026-06-01T09:00:00Z'));
@@ -137,10 +142,15 @@ describe("a device's message stream", () => {
       const long = await message(app, { to: '*', unpublish_at: '2027-02-01T09:00:00Z' });
       expect(long).toMatchObject({ unpublish_at: '2027-02-01T09:00:00.000Z', expires_at: '2027-05-02T09:00:00.000Z' });
       const plain = await message(app, { to: '*' });
+      // the workers' sweep: stream rows dropped with their day's partition, then the messages left without any
       const purge = async () => {
+        await maintainPartitions(
+          { db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') },
+          RETENTION,
+          clock.now(),
+        );
         let total = 0;
-        for (let r = { rows: 1, messages: 1 }; r.rows + r.messages > 0; total += r.messages)
-          r = await new MessagesRepository().purgeExpired(h.db.db, clock.now(), 10_000);
+        for (let n = 1; n > 0; total += n) n = await new MessagesRepository().purgeExpired(h.db.db, clock.now(), 10_000);
         return total;
       };
       clock.set(new Date(Date.parse('2026-06-01T09:00:00Z') + 100 * DAY));
@@ -158,7 +168,11 @@ describe("a device's message stream", () => {
       await purge();
       expect((await call(h, 'GET', `/v6/messages/${long.id}`, app.keys.read)).json().state).toBe('unpublished');
       expect((await impressions(app, d.id, [{ message_id: long.id, kind: 'stream' }])).statusCode).toBe(202);
-      clock.set('2027-05-02T09:00:00Z');
+      // past its retention, its stream rows go whole with their day, at the end of the day its retention started on
+      clock.set('2027-05-02T23:59:59.999Z');
+      expect(await purge()).toBe(0);
+      expect(await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', long.id).execute()).toHaveLength(1);
+      clock.set('2027-05-03T00:00:00Z');
       expect(await purge()).toBeGreaterThanOrEqual(1);
       expect((await call(h, 'GET', `/v6/messages/${long.id}`, app.keys.read)).statusCode).toBe(404);
       expect(await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', long.id).execute()).toEqual([]);

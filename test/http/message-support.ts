@@ -1,4 +1,6 @@
 import { expect } from 'vitest';
+import type { Db } from '../../src/db/database.js';
+import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import type { Harness } from '../helpers/harness.js';
 import { call } from './device-support.js';
 import { ISO_MS, UUID } from './support.js';
@@ -51,5 +53,22 @@ export function expectMessageRecord(record: unknown) {
     unpublish_at: expect.toBeOneOf([null, expect.stringMatching(ISO_MS)]),
     expires_at: expect.stringMatching(ISO_MS),
     canceled_at: expect.toBeOneOf([null, expect.stringMatching(ISO_MS)]),
+  });
+}
+
+/** Stores a message published at `published` and kept the default 90 days, as the repository does (no request). */
+export function insertMessage(db: Db, m: { appId: string; audienceId: string; published: Date; resolved: boolean }) {
+  return new MessagesRepository().insert(db, {
+    appId: m.appId,
+    audienceId: m.audienceId,
+    request: { title: 't' },
+    title: 't',
+    text: null,
+    url: null,
+    type: 'default',
+    custom: {},
+    timing: { sendAt: null, publishAt: m.published, unpublishAt: null, expiresAt: new Date(m.published.getTime() + 90 * 86_400_000) },
+    createdAt: m.published,
+    resolved: m.resolved,
   });
 }

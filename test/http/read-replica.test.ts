@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, basic, type Harness } from '../helpers/harness.js';
 import { registerDevice, waitFor } from '../helpers/gateways.js';
-import { startPrimaryWithReplica, type PrimaryWithReplica } from '../helpers/pg-replica.js';
+import { startPrimaryWithReplica, type PrimaryWithReplica } from '../engines/pg-replica.js';
 
 const filters = [{ name: 'locale', criteria: ['fr_FR'] }];
 

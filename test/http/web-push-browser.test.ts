@@ -77,6 +77,7 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
     await waitFor('no notification left', async () => (await shown()).length === 0);
   });
 
+  type Shown = Awaited<ReturnType<typeof shown>>[number];
   /** The notifications the page's registration is showing, as the browser reports them. */
   const shown = () =>
     page.evaluate(async () =>
@@ -100,7 +101,22 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
         data: n.data as unknown,
       })),
     );
-  const deliver = (data: string) => cdp.send('ServiceWorker.deliverPushMessage', { origin: siteOrigin, registrationId, data });
+  /**
+   * Delivers a push and answers what `probe` finds among the shown notifications. Headless Chromium leaves about one
+   * shown notification in 30 out of getNotifications() although showNotification() resolved (measured with a
+   * logging wrapper around it, with nothing closed before), so a push not listed within 3 s is delivered again:
+   * every push here carries a tag or is alone, so a repeat replaces rather than adds.
+   */
+  const deliverUntilShown = async <T>(what: string, data: string, probe: (list: Shown[]) => T | null | undefined | false) => {
+    for (let attempt = 0; ; attempt++) {
+      await cdp.send('ServiceWorker.deliverPushMessage', { origin: siteOrigin, registrationId, data });
+      try {
+        return await waitFor(what, async () => probe(await shown()), attempt < 4 ? 3_000 : 30_000);
+      } catch (err) {
+        if (attempt >= 4) throw err;
+      }
+    }
+  };
   const call = async (url: string, key: string, payload: unknown) => {
     const res = await h.server.inject({ method: 'POST', url, headers: { authorization: basic(key) }, payload: payload as object });
     expect(res.statusCode, res.body).toBe(201);
@@ -142,11 +158,7 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
     expect(push!.document).toEqual(toWebPushMessage(payload, id).document);
     const data = JSON.stringify(push!.document);
 
-    await deliver(data);
-    const [notification, ...others] = await waitFor('the notification to be shown', async () => {
-      const list = await shown();
-      return list.length ? list : null;
-    });
+    const [notification, ...others] = await deliverUntilShown('the notification to be shown', data, (list) => (list.length ? list : null));
     expect(others).toEqual([]);
     expect(notification).toEqual({
       title: 'Shop',
@@ -176,33 +188,27 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
 
   it('a later push with the same collapse_key replaces the shown notification (its tag)', async () => {
     const payload = (alert: string) => ({ title: 'Shop', alert, collapse_key: 'order-7' });
-    await deliver(toWebPushMessage(payload('Packed'), 'n-1').body.toString('utf8'));
-    await waitFor('the first notification', async () => (await shown()).some((n) => n.body === 'Packed'));
-    await deliver(toWebPushMessage(payload('Shipped'), 'n-2').body.toString('utf8'));
-    const list = await waitFor('the second notification', async () => {
-      const now = await shown();
-      return now.some((n) => n.body === 'Shipped') ? now : null;
-    });
+    await deliverUntilShown('the first notification', toWebPushMessage(payload('Packed'), 'n-1').body.toString('utf8'), (list) =>
+      list.some((n) => n.body === 'Packed'),
+    );
+    const list = await deliverUntilShown(
+      'the second notification',
+      toWebPushMessage(payload('Shipped'), 'n-2').body.toString('utf8'),
+      (now) => (now.some((n) => n.body === 'Shipped') ? now : null),
+    );
     expect(list.map((n) => [n.tag, n.body, (n.data as { pushd: { _nid: string } }).pushd._nid])).toEqual([['order-7', 'Shipped', 'n-2']]);
   });
 
   it('a push whose data is not JSON is shown with the text as its body and no title', async () => {
-    await deliver('Plain words');
-    const [notification] = await waitFor('the notification', async () => {
-      const list = await shown();
-      return list.length ? list : null;
-    });
+    const [notification] = await deliverUntilShown('the notification', 'Plain words', (list) => (list.length ? list : null));
     expect(notification).toMatchObject({ title: '', body: 'Plain words', tag: '', data: { pushd: {} } });
   });
 
   // Last on purpose: once headless Chromium has shown a notification that requires interaction, the notifications
   // shown after it (even once it is closed) drop out of getNotifications(), a trait of the browser, not of sw.js.
   it('require_interaction reaches the shown notification', async () => {
-    await deliver(toWebPushMessage({ title: 'Sign in?', web: { require_interaction: true } }, 'n-3').body.toString('utf8'));
-    const [notification] = await waitFor('the notification', async () => {
-      const list = await shown();
-      return list.length ? list : null;
-    });
+    const data = toWebPushMessage({ title: 'Sign in?', web: { require_interaction: true } }, 'n-3').body.toString('utf8');
+    const [notification] = await deliverUntilShown('the notification', data, (list) => (list.length ? list : null));
     expect(notification).toMatchObject({ title: 'Sign in?', body: '', requireInteraction: true });
   });
 });

@@ -8,6 +8,11 @@
  * apns-push-type, apns-priority, apns-collapse-id, apns-id, apns-expiration, body (<= 4096 bytes, JSON object with
  * `aps`), device token (hex, not marked bad/unregistered). Accepted pushes are recorded.
  *
+ * It also answers the Live Activity broadcast API (iOS 18), with the same JWT check: channel management
+ * (`POST /1/apps/<bundle>/channels`, `GET /1/apps/<bundle>/all-channels`, `DELETE /1/apps/<bundle>/channels` with
+ * `apns-channel-id`) and broadcast pushes (`POST /4/broadcasts/apps/<bundle>` with `apns-channel-id`), recorded in
+ * `broadcasts`. One mock serves as the management and the broadcast origin.
+ *
  *   const apns = await ApnsMock.start({ topic: 'com.example.app' });
  *   apns.addKey(testKey);                    // from generateApnsKey()
  *   apns.faults.next(3, { type: 'status', status: 503, reason: 'ServiceUnavailable', retryAfter: 2 });
@@ -43,6 +48,16 @@ export interface RecordedApnsPush {
   /** The provider JWT that authorised it. */
   jwt: string;
   receivedAt: number;
+}
+
+export interface RecordedBroadcast {
+  bundleId: string;
+  channelId: string;
+  pushType: string;
+  priority: number | undefined;
+  expiration: number | undefined;
+  headers: IncomingHttpHeaders;
+  payload: Record<string, unknown>;
 }
 
 export interface ApnsAnswerRecord {
@@ -81,6 +96,11 @@ class Answer {
 export class ApnsMock extends MockHttp2Server {
   readonly pushes: RecordedApnsPush[] = [];
   readonly answers: ApnsAnswerRecord[] = [];
+  readonly broadcasts: RecordedBroadcast[] = [];
+  /** the channels created, by bundle id: channel id -> message storage policy */
+  readonly channels = new Map<string, Map<string, number>>();
+  /** requests to the channel management API (method and path), in order */
+  readonly managementRequests: { method: string; path: string; headers: IncomingHttpHeaders }[] = [];
   tokenMaxAgeSec: number;
   private readonly topics: Set<string>;
   private readonly keys = new Map<string, { teamId: string; publicKey: KeyObject }>();
@@ -131,6 +151,9 @@ export class ApnsMock extends MockHttp2Server {
   reset(): void {
     this.pushes.length = 0;
     this.answers.length = 0;
+    this.broadcasts.length = 0;
+    this.managementRequests.length = 0;
+    this.channels.clear();
     this.faults.clear();
     this.unregistered.clear();
     this.bad.clear();
@@ -138,6 +161,7 @@ export class ApnsMock extends MockHttp2Server {
   }
 
   protected async handle(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    if (/^\/(1|4)\//.test(req.url)) return this.handleChannels(req, res);
     const match = /^\/3\/device\/([^/?]*)$/.exec(req.url);
     const token = match?.[1] ?? '';
     const authorization = req.headers.authorization;
@@ -200,8 +224,76 @@ export class ApnsMock extends MockHttp2Server {
     res.end();
   }
 
-  /** Everything Apple validates, in Apple's order of concern; undefined = accept. */
-  private check(req: Http2ServerRequest, jwt: string | undefined, token: string, body: Buffer | 'too-large'): Answer | undefined {
+  /** The channel management API and broadcast pushes (Apple's answers: status, `{"reason"}`, `apns-request-id`). */
+  private async handleChannels(req: Http2ServerRequest, res: Http2ServerResponse): Promise<void> {
+    const requestId = typeof req.headers['apns-request-id'] === 'string' ? req.headers['apns-request-id'] : randomUUID();
+    const answer = (status: number, body?: Record<string, unknown>, headers: Record<string, string> = {}) => {
+      if (body) return MockHttp2Server.json(res, status, body, { 'apns-request-id': requestId, ...headers });
+      res.writeHead(status, { 'apns-request-id': requestId, ...headers });
+      res.end();
+    };
+    const authorization = req.headers.authorization;
+    const jwt = typeof authorization === 'string' ? authorization.replace(/^bearer\s+/i, '') : undefined;
+    const body = await MockHttp2Server.readBody(req);
+    const denied = this.checkJwt(jwt);
+    if (denied) return answer(denied.status, { reason: denied.reason });
+    const channelHeader = req.headers['apns-channel-id'];
+    const channelId = typeof channelHeader === 'string' ? channelHeader : undefined;
+
+    const manage = /^\/1\/apps\/([^/?]+)\/(channels|all-channels)$/.exec(req.url);
+    if (manage) {
+      const bundleId = decodeURIComponent(manage[1]!);
+      const channels = this.channels.get(bundleId) ?? new Map<string, number>();
+      this.channels.set(bundleId, channels);
+      if (this.recording) this.managementRequests.push({ method: req.method, path: req.url, headers: req.headers });
+      if (manage[2] === 'all-channels') {
+        if (req.method !== 'GET') return answer(405, { reason: 'MethodNotAllowed' });
+        return answer(200, { channels: [...channels.keys()] });
+      }
+      if (req.method === 'POST') {
+        const parsed = parseJson(body);
+        if (!parsed) return answer(400, { reason: 'BadPayload' });
+        const policy = parsed['message-storage-policy'];
+        if (policy !== 0 && policy !== 1) return answer(400, { reason: 'BadMessageStoragePolicy' });
+        if (parsed['push-type'] !== 'LiveActivity') return answer(400, { reason: 'InvalidPushType' });
+        const id = randomBytes(16).toString('base64');
+        channels.set(id, policy);
+        return answer(201, undefined, { 'apns-channel-id': id });
+      }
+      if (req.method === 'DELETE') {
+        if (channelId === undefined || !channels.delete(channelId)) return answer(404, { reason: 'ChannelNotRegistered' });
+        return answer(204);
+      }
+      return answer(405, { reason: 'MethodNotAllowed' });
+    }
+
+    const broadcast = /^\/4\/broadcasts\/apps\/([^/?]+)$/.exec(req.url);
+    if (!broadcast) return answer(404, { reason: 'BadPath' });
+    if (req.method !== 'POST') return answer(405, { reason: 'MethodNotAllowed' });
+    const bundleId = decodeURIComponent(broadcast[1]!);
+    if (channelId === undefined || !this.channels.get(bundleId)?.has(channelId)) return answer(400, { reason: 'BadChannelId' });
+    if (req.headers['apns-push-type'] !== 'liveactivity') return answer(400, { reason: 'InvalidPushType' });
+    const priority = req.headers['apns-priority'];
+    if (priority !== undefined && !['1', '5', '10'].includes(String(priority))) return answer(400, { reason: 'BadPriority' });
+    if (body === 'too-large' || body.length > APNS_MAX_PAYLOAD) return answer(413, { reason: 'PayloadTooLarge' });
+    const payload = parseJson(body);
+    if (!payload || typeof payload.aps !== 'object' || payload.aps === null) return answer(400, { reason: 'BadPayload' });
+    const expiration = req.headers['apns-expiration'];
+    if (this.recording)
+      this.broadcasts.push({
+        bundleId,
+        channelId,
+        pushType: String(req.headers['apns-push-type']),
+        priority: priority === undefined ? undefined : Number(priority),
+        expiration: expiration === undefined ? undefined : Number(expiration),
+        headers: req.headers,
+        payload,
+      });
+    return answer(200);
+  }
+
+  /** The provider JWT: present, of a registered key and its team, signed by it, not from the future, not too old. */
+  private checkJwt(jwt: string | undefined): Answer | undefined {
     if (jwt === undefined || jwt === '') return new Answer(403, 'MissingProviderToken');
     const decoded = decodeJwt(jwt);
     const key = typeof decoded?.header.kid === 'string' ? this.keys.get(decoded.header.kid) : undefined;
@@ -215,6 +307,13 @@ export class ApnsMock extends MockHttp2Server {
     const now = Math.floor(Date.now() / 1000);
     if (typeof iat !== 'number' || iat > now + 60) return new Answer(403, 'InvalidProviderToken');
     if (now - iat > this.tokenMaxAgeSec) return new Answer(403, 'ExpiredProviderToken');
+    return undefined;
+  }
+
+  /** Everything Apple validates, in Apple's order of concern; undefined = accept. */
+  private check(req: Http2ServerRequest, jwt: string | undefined, token: string, body: Buffer | 'too-large'): Answer | undefined {
+    const denied = this.checkJwt(jwt);
+    if (denied) return denied;
 
     const topic = req.headers['apns-topic'];
     if (typeof topic !== 'string' || topic === '') return new Answer(400, 'MissingTopic');
@@ -244,6 +343,16 @@ export class ApnsMock extends MockHttp2Server {
 
     if (!DEVICE_TOKEN.test(token) || this.bad.has(token)) return new Answer(400, 'BadDeviceToken');
     if (this.unregistered.has(token)) return new Answer(410, 'Unregistered');
+    return undefined;
+  }
+}
+
+function parseJson(body: Buffer | 'too-large'): Record<string, unknown> | undefined {
+  if (body === 'too-large') return undefined;
+  try {
+    const parsed: unknown = JSON.parse(body.toString('utf8'));
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : undefined;
+  } catch {
     return undefined;
   }
 }

@@ -109,6 +109,16 @@ describe('config', () => {
     expect(() => loadConfig({ RETENTION_ACTIVE_DEVICES_DAYS: '7' })).toThrow(/RETENTION_ACTIVE_DEVICES_DAYS/);
   });
 
+  it('keeps opens and conversions 90 days and sessions 8, and refuses less than a late report needs', () => {
+    expect(loadConfig({})).toMatchObject({ RETENTION_ACTIVITY_DAYS: 90, RETENTION_SESSIONS_DAYS: 8 });
+    expect(loadConfig({ RETENTION_ACTIVITY_DAYS: '8', RETENTION_SESSIONS_DAYS: '30' })).toMatchObject({
+      RETENTION_ACTIVITY_DAYS: 8,
+      RETENTION_SESSIONS_DAYS: 30,
+    });
+    expect(() => loadConfig({ RETENTION_ACTIVITY_DAYS: '7' })).toThrow(/RETENTION_ACTIVITY_DAYS/);
+    expect(() => loadConfig({ RETENTION_SESSIONS_DAYS: '7' })).toThrow(/RETENTION_SESSIONS_DAYS/);
+  });
+
   it('names every bad variable at once', () => {
     expect(() => loadConfig({ PORT: 'abc', ROLE: 'foo' })).toThrow(/PORT: .*; ROLE: /);
   });

@@ -25,7 +25,7 @@ function largeBatch(state: 'sending' | 'canceled'): AttemptInput {
       attempts: 0,
       not_before: null,
     },
-    notification: { id, app_id: id, payload: { alert: 'x' }, expires_at: null, priority: null, generation: 1, state },
+    notification: { id, app_id: id, payload: { alert: 'x' }, expires_at: null, priority: null, generation: 1, state, live_activity: null },
     pending: Array.from({ length: DIRECT_AUDIENCE_MAX_DEVICES + 1 }, (_, i) => ({ deviceId: `d${i}`, token: `t${i}` })),
   } as AttemptInput;
 }

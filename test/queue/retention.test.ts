@@ -1,19 +1,23 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
+import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
-import { maintainPartitions } from '../../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
 import { createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { call } from '../http/device-support.js';
 import type { AppWithKeys } from '../http/support.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { insertMessage } from '../http/message-support.js';
 
 const DAY_MS = 86_400_000;
 const dayOf = (at: Date | number) => new Date(at).toISOString().slice(0, 10);
 const compact = (day: string) => day.replaceAll('-', '');
-const RETENTION = { device_pushes: 8, app_active_devices: 8 };
+const RETENTION = retentionOf(loadConfig({}));
 
 /**
  * The maintenance of the time-partitioned tables with a clock moved by hand: partitions created ahead, those past
@@ -188,5 +192,84 @@ describe('partitions kept by time', () => {
     } finally {
       await Promise.all(others.map((o) => o.close()));
     }
+  });
+
+  it('keeps sessions, opens, conversions and message streams each by its own retention, dropping their days whole', async () => {
+    const now = start.getTime() + 50 * DAY_MS;
+    clock.set(new Date(now));
+    const at = (days: number) => new Date(now - days * DAY_MS);
+    const notificationId = await pushTo();
+    // each table: a row just past its retention at `now`, and one just within it
+    const sessions = [9, 7].map((days) => ({ device_id: device.id, id: randomUUID(), app_id: app.app.id, started_at: at(days) }));
+    await h.db.db.insertInto('app_sessions').values(sessions).execute();
+    const opens = [91, 89].map((days, i) => ({
+      notification_id: notificationId,
+      kind: i ? ('indirect' as const) : ('direct' as const),
+      device_id: device.id,
+      app_id: app.app.id,
+      opened_at: at(days),
+    }));
+    await h.db.db.insertInto('push_opens').values(opens).execute();
+    const conversionDays = [91, 89].map((days) => dayOf(at(days)));
+    await h.db.db
+      .insertInto('notification_conversions')
+      .values(
+        conversionDays.map((day) => ({ notification_id: notificationId, source: '', name: 'buy', device_id: device.id, day, count: 1 })),
+      )
+      .execute();
+    const messages = new MessagesRepository();
+    const streamRows = [];
+    for (const days of [95, 80]) {
+      const published = at(days);
+      const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.app.id);
+      const m = await insertMessage(h.db.db, { appId: app.app.id, audienceId: audience.id, published, resolved: true });
+      await messages.addToStreams(h.db.db, m.id, [device.id]);
+      streamRows.push({ message: m.id, day: dayOf(published) });
+    }
+    // a maintenance of the day of the oldest row gives each row's day its partition
+    await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, at(95));
+    // the partitions holding this test's rows (the first test converted an event of its own)
+    const where = async (table: 'app_sessions' | 'push_opens' | 'notification_conversions' | 'device_messages') =>
+      (
+        await h.db.pool.query<{ p: string }>(
+          `SELECT tableoid::regclass::text AS p FROM ${table} WHERE ${table === 'notification_conversions' ? `name = 'buy'` : 'true'} ORDER BY 1`,
+        )
+      ).rows.map((r) => r.p);
+    const partitionsOf = (table: string, days: string[]) => days.map((day) => `${table}_p${compact(day)}`);
+    expect(await where('app_sessions')).toEqual(
+      partitionsOf(
+        'app_sessions',
+        [9, 7].map((d) => dayOf(at(d))),
+      ),
+    );
+    expect(await where('push_opens')).toEqual(
+      partitionsOf(
+        'push_opens',
+        [91, 89].map((d) => dayOf(at(d))),
+      ),
+    );
+    expect(await where('notification_conversions')).toEqual(partitionsOf('notification_conversions', conversionDays));
+    expect(await where('device_messages')).toEqual(
+      partitionsOf(
+        'device_messages',
+        streamRows.map((r) => r.day),
+      ),
+    );
+
+    const result = await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, clock.now());
+    expect(result.app_sessions.dropped).toContain(dayOf(at(9)));
+    expect(result.app_sessions.dropped).not.toContain(dayOf(at(7)));
+    expect(result.push_opens.dropped).toContain(dayOf(at(91)));
+    expect(result.notification_conversions.dropped).toContain(conversionDays[0]);
+    expect(result.device_messages.dropped).toContain(streamRows[0]!.day);
+    expect(await where('app_sessions')).toEqual(partitionsOf('app_sessions', [dayOf(at(7))]));
+    expect(await where('push_opens')).toEqual(partitionsOf('push_opens', [dayOf(at(89))]));
+    expect(await where('notification_conversions')).toEqual(partitionsOf('notification_conversions', [conversionDays[1]!]));
+    expect(await where('device_messages')).toEqual(partitionsOf('device_messages', [streamRows[1]!.day]));
+    // the expired message goes once its stream rows went; the other one stays
+    expect(await messages.purgeExpired(h.db.db, clock.now(), 100)).toBe(1);
+    expect(await h.db.db.selectFrom('messages').select('id').where('app_id', '=', app.app.id).execute()).toEqual([
+      { id: streamRows[1]!.message },
+    ]);
   });
 });

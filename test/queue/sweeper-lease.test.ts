@@ -13,6 +13,8 @@ import { JobQueues } from '../../src/queue/queues.js';
 import { SCAN_LEASE, startSweeper } from '../../src/queue/sweeper.js';
 import { waitFor } from '../helpers/gateways.js';
 import { useHarness } from '../helpers/harness.js';
+import { retentionOf } from '../../src/queue/retention.js';
+import { loadConfig } from '../../src/platform/config.js';
 
 const LEASE_MS = 1500;
 
@@ -41,7 +43,7 @@ describe("the sweeper's scan lease", () => {
       delivery: new DeliveryRepository(),
       idempotency: new IdempotencyRepository(),
       partitions: new PartitionsRepository(),
-      retention: { device_pushes: 8, app_active_devices: 8 },
+      retention: retentionOf(loadConfig({})),
       messages: new MessagesRepository(),
       clock: systemClock,
       queues,

@@ -1,11 +1,11 @@
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { parseApnsCredentials } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
 import { startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
-import { startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
+import { startPgBouncer, type PgBouncer } from '../engines/pgbouncer.js';
 import { generateApnsKey, randomApnsToken } from '../mocks/index.js';
 import { freePort, freshDatabase, Proc, ROOT } from './proc.js';
 
@@ -29,7 +29,7 @@ describe('behind PgBouncer in transaction mode', () => {
   let keys: { read: string; write: string; sdk: string };
 
   beforeAll(async () => {
-    bouncer = await startPgBouncer();
+    bouncer = await startPgBouncer({ serverUrl: inject('adminDatabaseUrl') });
     gw = await startGateways();
     gw.apns.addTopic(BUNDLE);
     database = await freshDatabase();

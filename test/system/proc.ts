@@ -1,35 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { PRODUCTION_NODE_ARGS } from '../../bench/lib/setup.js';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 
-/** A port nobody listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-export function portAnswers(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect({ host: '127.0.0.1', port });
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-}
+export { freePort, portAnswers } from '../engines/engines.js';
 
 /** A fresh empty database on the test PostgreSQL; drop() removes it. */
 export async function freshDatabase(): Promise<{ url: string; drop(): Promise<void> }> {

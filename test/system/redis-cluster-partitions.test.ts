@@ -6,7 +6,7 @@ import { jobSpecs, partitionOf } from '../../src/queue/jobs.js';
 import { JobQueues, partitionPrefix } from '../../src/queue/queues.js';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
-import { startRedisCluster, withNode, type RedisCluster } from '../helpers/redis-cluster.js';
+import { startRedisCluster, withNode, type RedisCluster } from '../engines/redis-cluster.js';
 
 const PARTITIONS = 3;
 /** The broadcast's devices: one batch each (DELIVERY_BATCH_SIZE=1), each push held this long by the gateway. */

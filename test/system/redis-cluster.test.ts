@@ -4,7 +4,7 @@ import { createLogger } from '../../src/platform/logger.js';
 import { RedisTokenBuckets } from '../../src/platform/token-bucket.js';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
-import { startRedisCluster, withNode, type RedisCluster } from '../helpers/redis-cluster.js';
+import { startRedisCluster, withNode, type RedisCluster } from '../engines/redis-cluster.js';
 
 /**
  * pushd on a Redis Cluster of three masters (REDIS_CLUSTER, a queue prefix in braces), reached through a node

@@ -23,7 +23,9 @@ export interface OpenCounts {
 export class ActivityRepository {
   /**
    * Stores a session the first time its id is reported (the trigger counts it), and its duration from the first
-   * report that carries one; the device's last open moves to the session's start, never backwards.
+   * report that carries one; the device's last open moves to the session's start, never backwards. A resent report
+   * may give another start, so the session is found by its id in any day's partition; the caller holds the device's
+   * row lock, so two reports of one device cannot both find none and insert.
    */
   async recordSession(
     db: Db,
@@ -32,18 +34,27 @@ export class ActivityRepository {
     session: { id: string; startedAt: Date; durationSeconds: number | null },
   ): Promise<void> {
     await sql`
-      with stored as (
+      with known as (
+        select 1 from app_sessions
+        where device_id = ${deviceId}::uuid and id = ${session.id}::uuid),
+      completed as (
+        update app_sessions set duration_seconds = ${session.durationSeconds}::int
+        where device_id = ${deviceId}::uuid and id = ${session.id}::uuid
+          and duration_seconds is null and ${session.durationSeconds}::int is not null),
+      stored as (
         insert into app_sessions (device_id, id, app_id, started_at, duration_seconds)
-        values (${deviceId}::uuid, ${session.id}::uuid, ${appId}::uuid, ${session.startedAt}::timestamptz, ${session.durationSeconds}::int)
-        on conflict (device_id, id) do update set duration_seconds = excluded.duration_seconds
-          where app_sessions.duration_seconds is null and excluded.duration_seconds is not null
+        select ${deviceId}::uuid, ${session.id}::uuid, ${appId}::uuid, ${session.startedAt}::timestamptz, ${session.durationSeconds}::int
+        where not exists (select 1 from known)
         returning started_at)
       update devices set last_opened_at = greatest(last_opened_at, stored.started_at)
       from stored where devices.id = ${deviceId}::uuid
         and last_opened_at is distinct from greatest(last_opened_at, stored.started_at)`.execute(db);
   }
 
-  /** Stores a push open the first time this device reports this kind for this notification (the trigger counts it). */
+  /**
+   * Stores a push open the first time this device reports this kind for this notification (the trigger counts it),
+   * looked up in any day's partition under the device's row lock the caller holds, as a session is.
+   */
   async recordOpen(
     db: Db,
     appId: string,
@@ -53,8 +64,10 @@ export class ActivityRepository {
     await sql`
       with stored as (
         insert into push_opens (notification_id, kind, device_id, app_id, opened_at)
-        values (${open.notificationId}::uuid, ${open.kind}, ${deviceId}::uuid, ${appId}::uuid, ${open.openedAt}::timestamptz)
-        on conflict do nothing
+        select ${open.notificationId}::uuid, ${open.kind}, ${deviceId}::uuid, ${appId}::uuid, ${open.openedAt}::timestamptz
+        where not exists (
+          select 1 from push_opens
+          where notification_id = ${open.notificationId}::uuid and kind = ${open.kind} and device_id = ${deviceId}::uuid)
         returning opened_at)
       update devices set last_opened_at = greatest(last_opened_at, stored.opened_at)
       from stored where devices.id = ${deviceId}::uuid

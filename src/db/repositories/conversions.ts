@@ -28,14 +28,14 @@ export interface ConversionCount {
 export class ConversionsRepository {
   /**
    * Adds each event to the pushes its device received at most `windowHours` before it happened (a push received
-   * after the event does not count), once the event is recorded on the device, and once per push. Rows go in key
-   * order so concurrent posts cannot deadlock.
+   * after the event does not count), once the event is recorded on the device, and once per push; counted on the
+   * event's UTC day, the partition retention drops it with. Rows go in key order so concurrent posts cannot deadlock.
    */
   async attribute(db: Db, events: DeviceEvent[], windowHours: number): Promise<void> {
     if (events.length === 0) return;
     await sql`
-      insert into notification_conversions as c (notification_id, source, name, device_id, count)
-      select p.notification_id, e.source, e.name, e.device_id, count(*)
+      insert into notification_conversions as c (notification_id, source, name, device_id, day, count)
+      select p.notification_id, e.source, e.name, e.device_id, (e.at at time zone 'UTC')::date, count(*)
       from unnest(${events.map((e) => e.deviceId)}::uuid[], ${events.map((e) => e.source)}::text[], ${events.map((e) => e.name)}::text[],
                   ${events.map((e) => e.at.toISOString())}::timestamptz[]) as e(device_id, source, name, at)
       -- each push once, however many receipts the device has of it (a collapse_key re-send, a batch recorded again)
@@ -45,9 +45,9 @@ export class ConversionsRepository {
           and r.received_at <= e.at and r.received_at >= e.at - make_interval(hours => ${windowHours}::int)) p
       -- only the events the device holds (it holds a bounded number: EventsRepository.record)
       join device_events held on held.device_id = e.device_id and held.source = e.source and held.name = e.name
-      group by 1, 2, 3, 4
-      order by 1, 2, 3, 4
-      on conflict (notification_id, source, name, device_id) do update set count = c.count + excluded.count`.execute(db);
+      group by 1, 2, 3, 4, 5
+      order by 1, 2, 3, 4, 5
+      on conflict (notification_id, source, name, device_id, day) do update set count = c.count + excluded.count`.execute(db);
   }
 
   /** A notification's conversions per event. */

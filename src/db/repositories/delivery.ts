@@ -31,7 +31,8 @@ export interface CutAudience {
 export interface BatchOutcome {
   succeeded: string[];
   failed: { deviceId: string; reason: string }[];
-  invalidated: { deviceId: string; reason: string }[];
+  /** `token`: a Live Activity token (forgotten alone, the device keeps its own); absent: the device's token */
+  invalidated: { deviceId: string; reason: string; token?: string }[];
   /** devices whose send must be retried; they stay pending */
   retry: string[];
   /** devices not sent because the notification expired; done with */
@@ -45,7 +46,10 @@ export interface BatchOutcome {
 export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave'> & { position: string };
 
 /** The notification as a delivery attempt reads it. */
-export type AttemptNotification = Pick<Notification, 'id' | 'app_id' | 'payload' | 'expires_at' | 'priority' | 'generation' | 'state'>;
+export type AttemptNotification = Pick<
+  Notification,
+  'id' | 'app_id' | 'payload' | 'expires_at' | 'priority' | 'generation' | 'state' | 'live_activity'
+>;
 
 /** One attempt's results, to record: `finalAttempt` turns what is left to retry into failures. */
 export interface AttemptRecord {
@@ -361,10 +365,20 @@ export class DeliveryRepository {
     >`
       select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
         json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'expires_at', n.expires_at,
-          'priority', n.priority, 'generation', n.generation, 'state', n.state) as notification,
-        (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
+          'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity) as notification,
+        (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
          from unnest(b.pending_device_ids) as p(id)
          left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+         -- a Live Activity push goes to the token of its activity (or, a start, of its type) the device holds now
+         left join lateral (
+           select s.token
+           from live_activity_start_tokens s
+           where n.live_activity ->> 'event' = 'start' and s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type'
+           union all
+           select t.token
+           from live_activity_tokens t
+           where n.live_activity ->> 'event' <> 'start' and t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id'
+         ) la on true
         ) as pending
       from delivery_batches b
       join notifications n on n.id = b.notification_id
@@ -405,7 +419,25 @@ export class DeliveryRepository {
           (outcome.expired.length ? 'expired' : null),
       };
     });
-    const invalid = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
+    const all = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
+    const invalid = all.filter((i) => i.token === undefined);
+    const dead = all.filter((i) => i.token !== undefined);
+    // a dead Live Activity token is forgotten where it is (an activity's or a type's), the device keeps its own
+    const forget = dead.length
+      ? sql`, dead_tokens as (
+          select inv.id, inv.token
+          from unnest(${dead.map((i) => i.deviceId)}::uuid[], ${dead.map((i) => i.token!)}::text[], ${dead.map((i) => i.batchId)}::text[])
+            as inv(id, token, batch_id)
+          where inv.batch_id in (select id from recorded)),
+        forgot_activity as (
+          delete from live_activity_tokens t
+          using dead_tokens x
+          where t.device_id = x.id and t.token = x.token),
+        forgot_start as (
+          delete from live_activity_start_tokens s
+          using dead_tokens x
+          where s.device_id = x.id and s.token = x.token)`
+      : sql``;
     const invalidate = invalid.length
       ? sql`, invalidated as (
           update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
@@ -459,6 +491,7 @@ export class DeliveryRepository {
         where n.id = c.notification_id and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
         returning n.id, c.closes and n.state in ('sent', 'failed') as closes)
       ${invalidate}
+      ${forget}
       ${receipts}
       select id from counted where closes`.execute(db);
     return new Set(rows.map((r) => r.id));

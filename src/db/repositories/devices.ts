@@ -5,6 +5,7 @@ import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice }
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
+import type { LiveActivityRef } from '../../domain/live-activity.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
@@ -89,7 +90,7 @@ export class DevicesRepository {
         oc
           .columns(['app_id', 'token'])
           .where('token', 'is not', null)
-          .doUpdateSet({ ...withCountry(update, fillCountry, 'devices'), registered_at: sql<Date>`now()` }),
+          .doUpdateSet(movingRegisteredAt(withCountry(update, fillCountry, 'devices'))),
       )
       .returningAll()
       .returning(sql<boolean>`xmax = 0`.as('inserted'))
@@ -141,11 +142,24 @@ export class DevicesRepository {
       .executeTakeFirst();
   }
 
-  /** Sets the columns and registered_at; `fillCountry` becomes the country only where there is none. */
+  /**
+   * Sets the columns, and registered_at when one of them changes; `fillCountry` becomes the country only where there
+   * is none.
+   */
   async update(db: Db, id: string, set: DeviceUpdate, fillCountry: string | null = null): Promise<Device> {
     return db
       .updateTable('devices')
-      .set({ ...withCountry(set, fillCountry, 'devices'), registered_at: sql<Date>`now()` })
+      .set(movingRegisteredAt(withCountry(set, fillCountry, 'devices')))
+      .where('id', '=', id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+  }
+
+  /** Moves the device's registered_at to now (its custom attributes changed); answers the device. */
+  async touch(db: Db, id: string): Promise<Device> {
+    return db
+      .updateTable('devices')
+      .set({ registered_at: sql<Date>`now()` })
       .where('id', '=', id)
       .returningAll()
       .executeTakeFirstOrThrow();
@@ -219,14 +233,21 @@ export class DevicesRepository {
   }
 
   /** Sets or removes the named attributes of a device (an attribute's rows are replaced as a whole). */
-  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<void> {
-    if (changes.size === 0) return;
-    await db
-      .deleteFrom('device_attributes')
+  /**
+   * Rewrites the custom attributes whose values change; an attribute sent again as it is stays as it is (no write).
+   * Answers whether any changed.
+   */
+  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<boolean> {
+    if (changes.size === 0) return false;
+    const stored = await db
+      .selectFrom('device_attributes')
+      .selectAll()
       .where('device_id', '=', deviceId)
       .where('name', 'in', [...changes.keys()])
+      .orderBy('name')
+      .orderBy('position')
       .execute();
-    const rows = [...changes].flatMap(([name, attr]) =>
+    const rowsOf = (name: string, attr: CustomChanges extends Map<string, infer A> ? A : never) =>
       attr === null
         ? []
         : attr.values.map((v, position) => ({
@@ -237,9 +258,27 @@ export class DevicesRepository {
             position,
             is_array: attr.isArray,
             ...typedValue(v),
-          })),
+          }));
+    const changed = [...changes].filter(
+      ([name, attr]) =>
+        !sameRows(
+          rowsOf(name, attr),
+          stored.filter((r) => r.name === name),
+        ),
     );
+    if (changed.length === 0) return false;
+    await db
+      .deleteFrom('device_attributes')
+      .where('device_id', '=', deviceId)
+      .where(
+        'name',
+        'in',
+        changed.map(([name]) => name),
+      )
+      .execute();
+    const rows = changed.flatMap(([name, attr]) => rowsOf(name, attr));
     if (rows.length) await db.insertInto('device_attributes').values(rows).execute();
+    return true;
   }
 
   async attributesOf(db: Db, deviceIds: string[]): Promise<DeviceAttributeRow[]> {
@@ -276,13 +315,17 @@ export class DevicesRepository {
     db: Db,
     appId: string,
     filters: Filter[] | null,
-    page: AudiencePage & { visible: boolean },
+    page: AudiencePage & { visible: boolean; liveActivity?: LiveActivityRef | null },
   ): Promise<Deliverable[]> {
-    return audiencePageQuery(db, appId, filters, page)
-      .select(['d.id', 'd.platform', 'd.development', notAllowed(page.visible).as('not_allowed')])
-      .where('d.token', 'is not', null)
-      .where('d.token_invalidated_at', 'is', null)
-      .execute();
+    const q = audiencePageQuery(db, appId, filters, page).select([
+      'd.id',
+      'd.platform',
+      'd.development',
+      notAllowed(page.visible).as('not_allowed'),
+    ]);
+    // a Live Activity push goes to the activity's tokens, which an iOS device holds beside its own
+    if (page.liveActivity) return q.where(holdsActivityToken(appId, page.liveActivity)).execute();
+    return q.where('d.token', 'is not', null).where('d.token_invalidated_at', 'is', null).execute();
   }
 
   /**
@@ -427,6 +470,20 @@ function notAllowed(visible: boolean | RawBuilder<boolean>) {
   return sql<boolean>`((${visible}::boolean or d.platform = 'web') and d.notifications_allowed is not distinct from 'Disabled')`;
 }
 
+/**
+ * Whether the device holds the token a Live Activity push goes to: the push-to-start token of its type (a start),
+ * else the activity's update token (read from the activity's index, not per device).
+ */
+function holdsActivityToken(appId: string, la: LiveActivityRef) {
+  if (la.event === 'start')
+    return sql<boolean>`d.platform = 'ios' and exists (
+      select 1 from live_activity_start_tokens s
+      where s.device_id = d.id and s.activity_type = ${la.activity_type})`;
+  return sql<boolean>`d.platform = 'ios' and d.id in (
+    select t.device_id from live_activity_tokens t
+    where t.app_id = ${appId}::uuid and t.activity_id = ${la.activity_id})`;
+}
+
 /** Audiences one membership statement tests (its columns). */
 const MEMBERSHIP_CHUNK = 100;
 
@@ -455,6 +512,43 @@ function withCountry(
 ): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
   if (fillCountry === null || set.country !== undefined) return set;
   return { ...set, country: sql<string>`coalesce(${sql.ref(`${table}.country`)}, ${fillCountry})` };
+}
+
+/**
+ * The set with registered_at moved to now only when one of its columns changes (compared with the stored row,
+ * `devices`): a write that changes nothing leaves every indexed column as it was, so PostgreSQL can make it a HOT
+ * update (no index entries, a fraction of the WAL).
+ */
+function movingRegisteredAt<T extends Record<string, unknown>>(set: T): T & { registered_at: RawBuilder<Date> } {
+  const changed = Object.entries(set)
+    .filter(([, v]) => v !== undefined)
+    .map(([column, v]) => sql`${sql.ref(`devices.${column}`)} is distinct from ${v}`);
+  const moved = changed.length
+    ? sql<Date>`case when ${sql.join(changed, sql` or `)} then now() else devices.registered_at end`
+    : sql<Date>`devices.registered_at`;
+  return { ...set, registered_at: moved };
+}
+
+type StoredAttribute = Omit<DeviceAttributeRow, 'position' | 'is_array'> & { position: number; is_array: boolean };
+
+/** Whether an attribute's new rows hold what its stored rows hold (position order on both sides). */
+function sameRows(next: StoredAttribute[], stored: StoredAttribute[]): boolean {
+  const time = (d: Date | null) => d?.getTime() ?? null;
+  return (
+    next.length === stored.length &&
+    next.every((n, i) => {
+      const s = stored[i]!;
+      return (
+        n.type === s.type &&
+        n.position === s.position &&
+        n.is_array === s.is_array &&
+        n.str_value === s.str_value &&
+        n.num_value === s.num_value &&
+        time(n.date_value) === time(s.date_value) &&
+        n.bool_value === s.bool_value
+      );
+    })
+  );
 }
 
 function typedValue(v: CustomValue): Pick<DeviceAttributeRow, 'str_value' | 'num_value' | 'date_value' | 'bool_value'> {

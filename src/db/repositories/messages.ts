@@ -46,8 +46,8 @@ export type ImpressionCounts = Record<ImpressionKind, number>;
 const live = (now: Date) =>
   sql<SqlBool>`(m.canceled_at is null and m.publish_at <= ${now} and (m.unpublish_at is null or m.unpublish_at > ${now}) and m.expires_at > ${now})`;
 
-/** Expired messages one purge looks at, and stream rows it deletes at most: bounded statements however much expired. */
-const PURGE_MESSAGES = 100;
+/** When a message's retention starts, its stream rows' partition key (alias `m`): as `expires_at` counts it. */
+const retentionFrom = sql<Date>`coalesce(m.unpublish_at, m.publish_at)`;
 
 export class MessagesRepository {
   async insert(db: Db, m: NewMessage): Promise<Message> {
@@ -126,42 +126,28 @@ export class MessagesRepository {
   }
 
   /**
-   * Deletes messages past their retention at `now`, oldest first: up to `rowLimit` of their stream rows a call, then
-   * the messages left without any (a broadcast's million rows take several sweeps, never one statement). Answers
-   * how many rows and messages went.
+   * Deletes up to `limit` messages past their retention at `now` whose stream rows are gone, oldest first: the
+   * maintenance drops those whole with their day's partition (src/queue/retention.ts), up to a day after the
+   * message expired. Answers how many went.
    */
-  async purgeExpired(db: Db, now: Date, rowLimit: number): Promise<{ rows: number; messages: number }> {
-    const expired = await db
-      .selectFrom('messages')
-      .select('id')
-      .where('expires_at', '<=', now)
-      .orderBy('expires_at')
-      .limit(PURGE_MESSAGES)
-      .execute();
-    if (expired.length === 0) return { rows: 0, messages: 0 };
-    const ids = expired.map((m) => m.id);
-    const rows = await db
-      .deleteFrom('device_messages')
-      .where(({ eb, refTuple, selectFrom }) =>
-        eb(
-          refTuple('device_id', 'message_id'),
-          'in',
-          selectFrom('device_messages')
-            .select(['device_id', 'message_id'])
-            .where('message_id', 'in', ids)
-            .limit(rowLimit)
-            .$asTuple('device_id', 'message_id'),
-        ),
+  async purgeExpired(db: Db, now: Date, limit: number): Promise<number> {
+    const r = await db
+      .deleteFrom('messages')
+      .where(
+        'id',
+        'in',
+        db
+          .selectFrom('messages as m')
+          .select('m.id')
+          .where('m.expires_at', '<=', now)
+          .where(({ not, exists, selectFrom }) =>
+            not(exists(selectFrom('device_messages as s').select(sql.lit(1).as('one')).whereRef('s.message_id', '=', 'm.id'))),
+          )
+          .orderBy('m.expires_at')
+          .limit(limit),
       )
       .executeTakeFirst();
-    const messages = await db
-      .deleteFrom('messages as m')
-      .where('m.id', 'in', ids)
-      .where(({ not, exists, selectFrom }) =>
-        not(exists(selectFrom('device_messages as s').select(sql.lit(1).as('one')).whereRef('s.message_id', '=', 'm.id'))),
-      )
-      .executeTakeFirst();
-    return { rows: Number(rows.numDeletedRows), messages: Number(messages.numDeletedRows) };
+    return Number(r.numDeletedRows);
   }
 
   // ---- streams ----
@@ -172,15 +158,16 @@ export class MessagesRepository {
     // the live ones, locked: an erase (which clears the stream) cannot commit between the check and the insert
     await db
       .insertInto('device_messages')
-      .columns(['device_id', 'message_id'])
+      .columns(['device_id', 'message_id', 'retention_from'])
       .expression(
         db
-          .selectFrom('devices')
-          .select(['id', sql<string>`${messageId}::uuid`.as('message_id')])
-          .where('id', 'in', deviceIds)
-          .where('erased_at', 'is', null)
-          .orderBy('id')
-          .forShare(),
+          .selectFrom('devices as d')
+          .innerJoin('messages as m', (join) => join.on('m.id', '=', messageId))
+          .select(['d.id', 'm.id as message_id', retentionFrom.as('retention_from')])
+          .where('d.id', 'in', deviceIds)
+          .where('d.erased_at', 'is', null)
+          .orderBy('d.id')
+          .forShare('d'),
       )
       .onConflict((oc) => oc.doNothing())
       .execute();
@@ -220,11 +207,11 @@ export class MessagesRepository {
     if (audienceIds.length === 0) return;
     await db
       .insertInto('device_messages')
-      .columns(['device_id', 'message_id'])
+      .columns(['device_id', 'message_id', 'retention_from'])
       .expression((eb) =>
         eb
           .selectFrom('messages as m')
-          .select([sql<string>`${deviceId}::uuid`.as('device_id'), 'm.id'])
+          .select([sql<string>`${deviceId}::uuid`.as('device_id'), 'm.id', retentionFrom.as('retention_from')])
           .where('m.app_id', '=', appId)
           .where('m.resolved', '=', false)
           .where('m.audience_id', 'in', audienceIds)

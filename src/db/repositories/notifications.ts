@@ -7,6 +7,7 @@ import { SPEC_AUDIENCES } from './audiences.js';
 import type { Timing } from '../../domain/campaign.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
+import type { LiveActivityRef } from '../../domain/live-activity.js';
 
 /** The generation of a notification when it is inserted (a collapse_key update bumps it). */
 export const FIRST_GENERATION = 1;
@@ -37,6 +38,8 @@ export interface NewNotification {
   messageId?: string | null;
   /** a transactional send's collapse_key with its recipient (`transactionalKey`) */
   transactionalKey?: string | null;
+  /** a Live Activity push: what it starts, updates or ends */
+  liveActivity?: LiveActivityRef | null;
 }
 
 export class NotificationsRepository {
@@ -151,7 +154,8 @@ export class NotificationsRepository {
 
   /** The app's notifications, newest first, of one state when given. */
   async listForApp(db: Db, appId: string, state: NotificationState | undefined, limit: number, offset: number): Promise<Notification[]> {
-    let q = db.selectFrom('notifications').selectAll().where('app_id', '=', appId);
+    // Live Activity pushes are listed with their own resource, not as notifications
+    let q = db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('live_activity', 'is', null);
     if (state) q = q.where('state', '=', state);
     return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute();
   }
@@ -183,15 +187,16 @@ export class NotificationsRepository {
    * notification's row (every worker sending a broadcast would queue on that lock): pushes are the sums of the
    * notification's batches, of every generation as before (its failure_reason the latest of this generation's);
    * devices targeted and not allowed its row's (what it fanned out itself) plus its fan-out ranges'. The row's
-   * own push counters and reason are those of before migration 029, which its batches also hold.
+   * own push counters hold only pushes sent without a batch (a Live Activity channel's one push,
+   * `finishBroadcast`): migration 029 moved the rest to the batches, which held them too.
    */
   async withCounters<T extends Notification>(db: Db, list: T[]): Promise<T[]> {
     if (!list.length) return list;
     const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`
       select n.id, n.devices_targeted + coalesce(r.targeted, 0) as devices_targeted,
         n.devices_not_allowed + coalesce(r.not_allowed, 0) as devices_not_allowed,
-        coalesce(b.succeeded, 0) as pushes_succeeded, coalesce(b.failed, 0) as pushes_failed,
-        coalesce(b.invalidated, 0) as tokens_invalidated, coalesce(b.expired, 0) as pushes_expired,
+        n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded, n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
+        n.tokens_invalidated + coalesce(b.invalidated, 0) as tokens_invalidated, n.pushes_expired + coalesce(b.expired, 0) as pushes_expired,
         coalesce(b.failure_reason, n.failure_reason) as failure_reason
       from notifications n
       left join lateral (
@@ -208,6 +213,26 @@ export class NotificationsRepository {
       where n.id = any(${list.map((n) => n.id)}::uuid[])`.execute(db);
     const byId = new Map(rows.map(({ id, ...counters }) => [id, counters]));
     return list.map((n) => ({ ...n, ...byId.get(n.id) }));
+  }
+
+  /** A channel broadcast was answered: its one push counted, the notification closed (undefined: not sending any more). */
+  async finishBroadcast(db: Db, appId: string, id: string, failure: string | null): Promise<Notification | undefined> {
+    return db
+      .updateTable('notifications')
+      .set({
+        state: failure === null ? 'sent' : 'failed',
+        pushes_succeeded: failure === null ? 1 : 0,
+        pushes_failed: failure === null ? 0 : 1,
+        failure_reason: failure,
+        published_at: sql<Date>`coalesce(published_at, now())`,
+        finished_at: sql<Date>`now()`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('app_id', '=', appId)
+      .where('id', '=', id)
+      .where('state', '=', 'sending')
+      .returningAll()
+      .executeTakeFirst();
   }
 
   async findById(db: Db, id: string): Promise<Notification | undefined> {
@@ -233,7 +258,7 @@ const BUT_DOCUMENTS = [
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
   'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
-  'devices_not_allowed', 'transactional_key',
+  'devices_not_allowed', 'transactional_key', 'live_activity',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, 'request' | 'payload'>[];
 // a column added to the table but not to the list stops the build here, naming it
 type Unlisted = Exclude<keyof NotificationsTable, 'request' | 'payload' | (typeof BUT_DOCUMENTS)[number]>;
@@ -267,13 +292,13 @@ async function insertRows(
     : sql`t.audience_id`;
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-      throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at)
+      throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity)
     select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
-      case when t.cut_targeted = 0 then now() end
+      case when t.cut_targeted = 0 then now() end, t.live_activity
     from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${json((n) => n.request)}::jsonb[],
       ${json((n) => n.payload)}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
       ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
@@ -282,9 +307,10 @@ async function insertRows(
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
       ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[], ${column((n) => n.transactionalKey ?? null)}::text[],
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[], ${column((n) => n.cut?.notAllowed ?? null)}::int[],
-      ${column((n) => n.audienceSpecKey ?? null)}::text[])
+      ${column((n) => n.audienceSpecKey ?? null)}::text[], ${json((n) => n.liveActivity)}::jsonb[])
       with ordinality as t(id, app_id, audience_id, request, payload, collapse_key, send_group, send_at, next_due_at, local_plan,
-        throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key, ord)
+        throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key,
+        live_activity, ord)
     order by t.ord
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;

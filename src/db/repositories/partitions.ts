@@ -3,12 +3,16 @@ import type { Db } from '../database.js';
 import type { Database } from '../schema.js';
 
 /**
- * The tables partitioned by UTC day (migration 023), with their partition key. Each day's partition is named
- * <table>_pYYYYMMDD and holds [day, day + 1); <table>_default holds rows no partition covers.
+ * The tables partitioned by UTC day (migrations 023 and 030), with their partition key. Each day's partition is
+ * named <table>_pYYYYMMDD and holds [day, day + 1); <table>_default holds rows no partition covers.
  */
 export const DAY_PARTITIONED = {
   device_pushes: { column: 'received_at', type: 'timestamptz' },
   app_active_devices: { column: 'day', type: 'date' },
+  app_sessions: { column: 'started_at', type: 'timestamptz' },
+  push_opens: { column: 'opened_at', type: 'timestamptz' },
+  notification_conversions: { column: 'day', type: 'date' },
+  device_messages: { column: 'retention_from', type: 'timestamptz' },
 } as const;
 export type DayPartitionedTable = keyof typeof DAY_PARTITIONED;
 

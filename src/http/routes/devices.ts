@@ -19,7 +19,7 @@ import {
   nothingValid,
   writtenDevice,
 } from '../schemas.js';
-import { deviceView, writtenView } from '../serialize.js';
+import { deviceLiveActivitiesView, deviceView, writtenView } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
 
@@ -112,7 +112,13 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           response: { 200: z.object({ device: deviceRecord }), 404: errorResponse, ...authErrors },
         },
       },
-      async (request) => ({ device: deviceView(await ctx.services.devices.get(request.principal.appId, request.params.id)) }),
+      async (request) => {
+        const details = await ctx.services.devices.get(request.principal.appId, request.params.id);
+        if (details.device.platform !== 'ios') return { device: deviceView(details) };
+        // an iPhone's record shows the Live Activity tokens it registered (live-activities.ts)
+        const activities = await ctx.services.liveActivities.ofDevice(details.device.id);
+        return { device: { ...deviceView(details), ...deviceLiveActivitiesView(activities) } };
+      },
     );
 
     app.post(

@@ -19,6 +19,7 @@ import { transactionalRoutes } from './transactional.js';
 import { userRoutes } from './users.js';
 import { webPushRoutes } from './web-push.js';
 import { webPushScriptRoutes } from './web-push-scripts.js';
+import { liveActivityRoutes } from './live-activities.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -41,4 +42,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   messageStreamRoutes,
   webPushRoutes,
   webPushScriptRoutes,
+  liveActivityRoutes,
 ];

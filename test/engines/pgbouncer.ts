@@ -1,25 +1,24 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { inject } from 'vitest';
-import { freePort } from '../system/proc.js';
-import { engineDir, runAsPostgres, stopPid, untilPortAnswers } from './engines.js';
+import { engineDir, freePort, runAsPostgres, stopPid, untilPortAnswers, waitFor } from './engines.js';
 
 export const PGBOUNCER = '/usr/sbin/pgbouncer';
 
 export interface PgBouncer {
   port: number;
+  pid: number;
   /** `url` (a URL of the server behind it) with its host and port replaced by PgBouncer's */
   through(url: string): string;
   stop(): Promise<void>;
 }
 
 /**
- * A real PgBouncer in transaction mode in front of the test PostgreSQL (trust auth), on a free port:
+ * A real PgBouncer in transaction mode in front of the PostgreSQL at `serverUrl` (trust auth), on a free port:
  * every database name goes through to the server, and a server connection serves one transaction at a time, so
  * nothing a session sets (LISTEN, session locks, prepared statements) outlives the transaction that made it.
  */
-export async function startPgBouncer(opts: { poolSize?: number } = {}): Promise<PgBouncer> {
-  const server = new URL(inject('adminDatabaseUrl'));
+export async function startPgBouncer(opts: { serverUrl: string; poolSize?: number; maxClients?: number }): Promise<PgBouncer> {
+  const server = new URL(opts.serverUrl);
   const { dir, remove } = await engineDir('pushd-pgbouncer-');
   const port = await freePort();
   const ini = path.join(dir, 'pgbouncer.ini');
@@ -39,7 +38,7 @@ export async function startPgBouncer(opts: { poolSize?: number } = {}): Promise<
       'pool_mode = transaction',
       // fewer server connections than the processes' pools hold: their transactions share them
       `default_pool_size = ${opts.poolSize ?? 5}`,
-      'max_client_conn = 500',
+      `max_client_conn = ${opts.maxClients ?? 500}`,
       `logfile = ${path.join(dir, 'pgbouncer.log')}`,
       `pidfile = ${pidFile}`,
       '',
@@ -48,9 +47,11 @@ export async function startPgBouncer(opts: { poolSize?: number } = {}): Promise<
   );
   await runAsPostgres(PGBOUNCER, ['-d', ini]);
   await untilPortAnswers(port, 'pgbouncer');
-  const pid = Number((await readFile(pidFile, 'utf8')).trim());
+  // the daemon may write its pid file a moment after it listens
+  const pid = Number(await waitFor('pgbouncer.pid', () => readFile(pidFile, 'utf8').catch(() => undefined), 10_000));
   return {
     port,
+    pid,
     through(url) {
       const u = new URL(url);
       u.hostname = '127.0.0.1';

@@ -5,12 +5,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { waitFor } from './gateways.js';
+import { waitFor } from './engines.js';
 
 const run = promisify(execFile);
 
 export interface RedisCluster {
   ports: number[];
+  /** the redis-server process of each port, in the same order */
+  pids: number[];
   /** The node that holds this key's slot (a hash tag's, for `{name}`): its master. */
   ownerOf(key: string): Promise<number>;
   /** Kills the node on this port (SIGKILL), as a crash does: its replica, if it has one, takes over. */
@@ -78,6 +80,7 @@ export async function startRedisCluster(masters = 3, replicas = 0): Promise<Redi
   }
   return {
     ports,
+    pids: nodes.map((n) => n.pid!),
     async ownerOf(key) {
       const live = ports.find((_, i) => nodes[i]!.exitCode === null && nodes[i]!.signalCode === null)!;
       const slot = Number(await withNode(live, (r) => r.cluster('KEYSLOT', key)));

@@ -1,7 +1,6 @@
-import { appendFile } from 'node:fs/promises';
+import { appendFile, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { freePort } from '../system/proc.js';
-import { engineDir, runAsPostgres } from './engines.js';
+import { engineDir, freePort, runAsPostgres } from './engines.js';
 
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
 
@@ -11,6 +10,10 @@ export interface PrimaryWithReplica {
   replicaUrl: string;
   /** `url` (a database on the primary) as the replica serves it */
   onReplica(url: string): string;
+  /** the postmasters' process ids (each server's other processes are their children) */
+  pids(): Promise<{ primary: number; replica: number }>;
+  /** Stops the replica at once (immediate mode), as a crash of its machine does; the primary runs on. */
+  killReplica(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -76,6 +79,15 @@ export async function startPrimaryWithReplica(): Promise<PrimaryWithReplica> {
     primaryUrl: at(primaryPort),
     replicaUrl: at(replicaPort),
     onReplica: (url) => at(replicaPort, url),
+    async pids() {
+      // the first line of postmaster.pid is the postmaster's pid
+      const pid = async (dataDir: string) => Number((await readFile(path.join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+      return { primary: await pid(primaryDir), replica: await pid(replicaDir) };
+    },
+    async killReplica() {
+      await pgCtl(replicaDir, ['-m', 'immediate', 'stop']);
+      started.splice(started.indexOf(replicaDir), 1);
+    },
     stop,
   };
 }

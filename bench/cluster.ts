@@ -1,0 +1,565 @@
+/**
+ * Cluster benchmark: pushd in the topology of a large deployment, every part a real engine on this machine — a
+ * Redis Cluster of 3 masters (each with a replica), PostgreSQL with a streaming replica, PgBouncer in transaction
+ * mode in front of the primary, 2 API processes (the clients spread over both) and N worker processes — running
+ * a broadcast to `--devices` devices of one app and `--unicast` one-device notifications of another, against a
+ * bare HTTP/2 client sending the same pushes to the same mock gateways in the same run.
+ *
+ *   npm run -s bench -- cluster [--devices 100000] [--unicast 2000] [--workers 1,2] [--clients 50] [--fairness 20]
+ *                               [--partitions 6] [--faults]
+ *
+ * For each worker count it prints pushes/s and the ratio to the bare client, CPU µs a push per tier (read from
+ * /proc/<pid>/stat of every process of the tier), Redis commands a push (INFO commandstats, summed over the
+ * masters), PostgreSQL WAL bytes a push (pg_current_wal_lsn), the replica's largest replay lag, and fairness: the
+ * time to push of `--fairness` one-device notifications of the other app posted while the broadcast runs, beside
+ * the same posted while nothing else runs. The mocks count pushes per token: a device missed or pushed twice
+ * makes it exit 1.
+ *
+ * --faults: one broadcast with the last worker count, killing a worker at 25 % of the devices reached, the Redis
+ * master of the broadcast's queue partition at 50 % (its replica takes over) and the PostgreSQL replica at 75 %,
+ * with the recovery timers of bench/faults.ts: no device may be missed, and pushes sent twice stay within the
+ * batches in flight when the faults hit.
+ */
+import { sql } from 'kysely';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { parseFcmServiceAccount } from '../src/domain/credentials.js';
+import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
+import { partitionOf } from '../src/queue/jobs.js';
+import { partitionPrefix } from '../src/queue/queues.js';
+import { startPrimaryWithReplica, type PrimaryWithReplica } from '../test/engines/pg-replica.js';
+import { startPgBouncer, type PgBouncer } from '../test/engines/pgbouncer.js';
+import { startRedisCluster, withNode, type RedisCluster } from '../test/engines/redis-cluster.js';
+import { duplicateBound, faultSettings } from './lib/fault-settings.js';
+import { LoadClients, type Post } from './lib/load-clients.js';
+import { mocksInProcess, type MockGateways } from './lib/mock-gateways.js';
+import { arg, cpuMs, percentile, printRows, runBenchChild, serverCpuMs } from './lib/setup.js';
+import { addApp, BENCH_BUNDLE, benchApp, LAB_ENV, startServices, waitFinished, type Services } from './lib/stack.js';
+
+const devices = Number(arg('devices', '100000'));
+const unicast = Number(arg('unicast', '2000'));
+const workerCounts = arg('workers', '1,2').split(',').map(Number);
+const clients = Number(arg('clients', '50'));
+const fairness = Number(arg('fairness', '20'));
+const partitions = Number(arg('partitions', '6'));
+const faults = process.argv.includes('--faults');
+const PAYLOAD = { alert: 'bench', badge: 1 };
+/** the other app's, whose one-device notifications run beside the broadcast */
+const OTHER_BUNDLE = 'com.example.bench-other';
+const FAULTS = faultSettings(devices);
+const LOG_FILE = path.join(tmpdir(), `pushd-bench-cluster-${process.pid}.log`);
+/** one-device notifications that warm the API processes (their gateway connections, the JIT) and the workers, not counted */
+const WARM = Math.min(unicast, 1000);
+/** how far apart the fairness probes are posted, ms */
+const PROBE_EVERY_MS = 100;
+
+interface Engines {
+  cluster: RedisCluster;
+  pg: PrimaryWithReplica;
+  bouncer: PgBouncer;
+  mocks: MockGateways;
+}
+
+/** What each tier has used so far: CPU ms per tier, Redis commands run by the masters, the primary's WAL position. */
+interface Snapshot {
+  cpu: Record<Tier, number>;
+  commands: number;
+  wal: string;
+}
+const TIERS = ['api', 'worker', 'postgres', 'pgbouncer', 'redis'] as const;
+type Tier = (typeof TIERS)[number];
+/** how long the processes are watched with nothing to send, s: their background work (polls, lag checks, leases) */
+const IDLE_S = 5;
+
+interface Phase {
+  workers: number;
+  traffic: string;
+  pushes: number;
+  seconds: number;
+  bare: number;
+  /** per push, and per push net of what the processes do when idle over the phase's time */
+  cpuUs: Record<Tier, number>;
+  netCpuUs: Record<Tier, number>;
+  commands: number;
+  netCommands: number;
+  walBytes: number;
+  lag: { seconds: number; bytes: number };
+  missed: number;
+  twice: number;
+}
+
+async function main() {
+  const cluster = await startRedisCluster(3, 1);
+  const pg = await startPrimaryWithReplica().catch(async (err) => {
+    await cluster.stop();
+    throw err;
+  });
+  let bouncer: PgBouncer | undefined;
+  let mocks: MockGateways | undefined;
+  try {
+    // the pool behind PgBouncer: fewer server connections than the processes' pools hold, as in production
+    bouncer = await startPgBouncer({ serverUrl: pg.primaryUrl, poolSize: 20, maxClients: 1000 });
+    mocks = await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE]);
+    process.env.DATABASE_URL = pg.primaryUrl; // benchApp makes its database on this server
+    const status = await run({ cluster, pg, bouncer, mocks });
+    process.exitCode = status;
+  } finally {
+    await mocks?.close();
+    await bouncer?.stop();
+    await pg.stop();
+    await cluster.stop();
+  }
+}
+
+async function run(engines: Engines): Promise<number> {
+  const { cluster, pg, bouncer, mocks } = engines;
+  const stack = await benchApp('bench_cluster', { queue: 'redis', redisUrl: '', gateways: mocks });
+  const other = await addApp(stack.db, mocks, OTHER_BUNDLE);
+  const { db } = stack;
+  // a prefix whose partitions land on every master, as an operator checks with CLUSTER KEYSLOT
+  const prefix = await spreadPrefix(cluster);
+  const env: Record<string, string> = {
+    ...stack.env,
+    ...LAB_ENV,
+    DATABASE_URL: bouncer.through(stack.database.url),
+    DATABASE_LISTEN_URL: stack.database.url,
+    DATABASE_READ_URL: pg.onReplica(stack.database.url),
+    // PgBouncer 1.18 keeps no prepared statement from one transaction to the next
+    DATABASE_PREPARE_THRESHOLD: '0',
+    REDIS_URL: `redis://127.0.0.1:${cluster.ports[0]}`,
+    REDIS_CLUSTER: 'true',
+    QUEUE_PREFIX: prefix,
+    QUEUE_PARTITIONS: String(partitions),
+    ...(faults ? Object.fromEntries(Object.entries(FAULTS).map(([k, v]) => [k, String(v)])) : {}),
+  };
+
+  const t = Date.now();
+  // the broadcast's devices, then the other app's: the unicast ones, the idle probes, the probes during the broadcast
+  const seed = (appId: string, from: number, to: number) =>
+    sql`
+    insert into devices (app_id, platform, token, locale)
+    select ${appId}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'en_US'
+    from generate_series(${from}::int, ${to}::int) as i`.execute(db.db);
+  await seed(stack.app.id, 1, devices);
+  await seed(other.app.id, devices + 1, devices + unicast + 2 * fairness);
+  await sql`analyze devices`.execute(db.db);
+  const theirs = await db.db.selectFrom('devices').select(['id', 'token']).where('app_id', '=', other.app.id).orderBy('token').execute();
+  const unicastDevices = theirs.slice(0, unicast);
+  const idleProbes = theirs.slice(unicast, unicast + fairness);
+  const busyProbes = theirs.slice(unicast + fairness);
+  console.log(
+    `cluster benchmark: seeded ${devices} + ${theirs.length} devices in ${Date.now() - t} ms; 3 Redis masters (ports ${cluster.ports.join(', ')}), ` +
+      `prefix ${prefix} x ${partitions} partitions, PostgreSQL primary + streaming replica, PgBouncer ${bouncer.port} (transaction mode); ` +
+      `service log lines in ${LOG_FILE}`,
+  );
+  const pids = await pg.pids();
+  step('engines up, devices seeded');
+  const auth = (key: string) => `Basic ${Buffer.from(`:${key}`).toString('base64')}`;
+  const broadcaster = auth(stack.keys.write);
+  const sender = auth(other.keys.write);
+  const post = (base: string, authorization: string, to: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
+    }).then(async (res) => {
+      if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
+      return ((await res.json()) as { id: string }).id;
+    });
+  const oneDevice = (id: string) => [{ name: 'device_id', criteria: [id] }];
+
+  const snapshot = async (services: Services): Promise<Snapshot> => ({
+    cpu: {
+      api: sumCpu(services.apis.map((c) => c.pid!)),
+      worker: sumCpu(services.workers.map((c) => c.pid!)),
+      postgres: serverCpuMs(pids.primary) + serverCpuMs(pids.replica),
+      pgbouncer: cpuMs(bouncer.pid),
+      redis: sumCpu(cluster.pids),
+    },
+    commands: await masterCommands(cluster),
+    wal: (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn,
+  });
+  /** What was spent between two snapshots: CPU ms per tier, Redis commands, WAL bytes. */
+  const spent = async (before: Snapshot, after: Snapshot) => {
+    const { rows } = await sql<{ bytes: string }>`
+      select pg_wal_lsn_diff(${after.wal}::pg_lsn, ${before.wal}::pg_lsn)::text as bytes`.execute(db.db);
+    const cpu = Object.fromEntries(Object.entries(after.cpu).map(([tier, ms]) => [tier, ms - before.cpu[tier as Tier]])) as Record<
+      Tier,
+      number
+    >;
+    return { cpu, commands: after.commands - before.commands, wal: Number(rows[0]!.bytes) };
+  };
+  type Spent = Awaited<ReturnType<typeof spent>>;
+  const perTier = (f: (tier: Tier) => number) => Object.fromEntries(TIERS.map((tier) => [tier, f(tier)])) as Record<Tier, number>;
+  /** Per push, gross and net of `idle` (spent per second with nothing to send) over the phase's `seconds`. */
+  const measured = async (before: Snapshot, after: Snapshot, pushes: number, idle: Spent, seconds: number) => {
+    const used = await spent(before, after);
+    return {
+      cpuUs: perTier((tier) => (used.cpu[tier] * 1000) / pushes),
+      netCpuUs: perTier((tier) => ((used.cpu[tier] - idle.cpu[tier] * seconds) * 1000) / pushes),
+      commands: used.commands / pushes,
+      netCommands: (used.commands - idle.commands * seconds) / pushes,
+      walBytes: used.wal / pushes,
+    };
+  };
+
+  /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; their times to push. */
+  const probe = async (services: Services, probes: typeof theirs, going: () => boolean) => {
+    await mocks.watch(probes.map((d) => d.token!));
+    const posted: { token: string; at: number }[] = [];
+    for (const [i, d] of probes.entries()) {
+      if (!going()) break;
+      const at = performance.timeOrigin + performance.now();
+      await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id));
+      posted.push({ token: d.token!, at });
+      await sleep(PROBE_EVERY_MS);
+    }
+    return posted;
+  };
+  const timesToPush = async (posted: { token: string; at: number }[]) => {
+    const arrivals = await mocks.arrivals(posted.map((p) => p.token));
+    return posted.map((p, i) => (arrivals[i] === null ? Infinity : arrivals[i]! - p.at)).sort((a, b) => a - b);
+  };
+
+  if (faults) return runFaults(engines, env, broadcaster);
+
+  const phases: Phase[] = [];
+  const fair: { workers: number; idle: number[]; busy: number[]; broadcastS: number }[] = [];
+  const idles: ({ workers: number } & Spent)[] = [];
+  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(mocks.serviceAccount), {
+    tokenUrl: mocks.fcmTokenUrl,
+  }).getAccessToken();
+  for (const workers of workerCounts) {
+    const services = await startServices(env, { mode: 'split', apis: 2, workers, logFile: LOG_FILE });
+    step(`${workers} worker(s): 2 API processes and ${workers} worker(s) ready`);
+    const lag = new LagSampler(db.db);
+    try {
+      // unicast clients, spread over both API processes
+      const loads = services.bases.map(
+        (base) => new LoadClients({ base, authorization: sender, clients: Math.ceil(clients / 2), agent: 'undici', where: 'thread' }),
+      );
+      const unicastPosts = (list: typeof theirs) => {
+        const lists: Post[][] = loads.map(() => []);
+        for (const [i, d] of list.entries())
+          lists[i % loads.length]!.push({ path: '/v6/notifications', body: { notification: { to: oneDevice(d.id), payload: PAYLOAD } } });
+        return Promise.all(loads.map((load, i) => load.post(lists[i]!)));
+      };
+      // warm, not counted: the API processes send one-device notifications themselves (their gateway connections,
+      // the JIT), the workers those created with an Idempotency-Key
+      const warm = unicastDevices.slice(0, WARM);
+      await unicastPosts(warm);
+      await Promise.all(
+        warm
+          .slice(0, 40)
+          .map((d, i) => post(services.bases[i % 2]!, sender, oneDevice(d.id), { 'idempotency-key': `warm-${workers}-${i}` })),
+      );
+      await waitReceived(mocks, warm.length + Math.min(40, warm.length), 60_000);
+      await mocks.reset();
+      step('warmed');
+      const idleBefore = await snapshot(services);
+      await sleep(IDLE_S * 1000);
+      const idleUsed = await spent(idleBefore, await snapshot(services));
+      const idlePerS = {
+        cpu: perTier((tier) => idleUsed.cpu[tier] / IDLE_S),
+        commands: idleUsed.commands / IDLE_S,
+        wal: idleUsed.wal / IDLE_S,
+      };
+      idles.push({ workers, ...idlePerS });
+
+      // fairness, nothing else running
+      const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
+      await mocks.reset();
+
+      // the broadcast, the other app's probes posted while it runs
+      const before = await snapshot(services);
+      lag.start();
+      const t0 = performance.timeOrigin + performance.now();
+      const id = await post(services.bases[0]!, broadcaster, '*');
+      let broadcasting = true;
+      const probes = probe(services, busyProbes, () => broadcasting);
+      const finished = waitFinished(services.bases[1]!, broadcaster, id);
+      await Promise.race([waitReceived(mocks, devices, 600_000), finished]);
+      broadcasting = false;
+      const posted = await probes;
+      await waitReceived(mocks, devices + posted.length, 30_000);
+      const { lastAtEpochMs } = await mocks.received();
+      const after = await snapshot(services);
+      const lagMax = lag.stop();
+      await finished;
+      await sleep(1000); // a push sent twice would arrive now
+      const busy = await timesToPush(posted);
+      step('broadcast done');
+      const counted = await mocks.summary();
+      await mocks.reset();
+
+      // the ceiling: the same pushes from a bare client to the same mocks
+      const bare = await runBenchChild<{ ms: number; ok: number }>(
+        'bench/lib/bare-client.ts',
+        {
+          devices,
+          apnsOrigin: mocks.apnsOrigin,
+          fcmOrigin: mocks.fcmOrigin,
+          topic: BENCH_BUNDLE,
+          apnsKey: mocks.apnsCredentials,
+          fcmProject: mocks.serviceAccount.project_id,
+          fcmAccessToken: oauth.access_token,
+          payload: PAYLOAD,
+          notificationId: id,
+          connections: 1,
+          streamsPerConnection: 1000,
+        },
+        'BARE_NODE_ARGS',
+      );
+      await mocks.reset();
+      const bareRate = bare.ok / (bare.ms / 1000);
+      step('bare client done');
+      const broadcastS = (lastAtEpochMs - t0) / 1000;
+      phases.push({
+        workers,
+        traffic: `broadcast, ${devices} devices`,
+        pushes: devices,
+        seconds: broadcastS,
+        bare: bareRate,
+        ...(await measured(before, after, devices + posted.length, idlePerS, broadcastS)),
+        lag: lagMax,
+        missed: devices + posted.length - counted.distinct,
+        twice: counted.twice,
+      });
+      fair.push({ workers, idle, busy, broadcastS });
+
+      // unicast: one-device notifications of the other app
+      const uBefore = await snapshot(services);
+      lag.start();
+      const u0 = performance.timeOrigin + performance.now();
+      const answers = await unicastPosts(unicastDevices);
+      await waitReceived(mocks, unicast, 120_000);
+      const uLast = (await mocks.received()).lastAtEpochMs;
+      const uAfter = await snapshot(services);
+      const uLag = lag.stop();
+      await sleep(1000);
+      const tally = await mocks.tally(unicastDevices.map((d) => d.token!));
+      const refused = answers.reduce((n, a) => n + a.statuses.filter((s) => s !== 201).length, 0);
+      if (refused) throw new Error(`${refused} unicast posts were not answered 201`);
+      await Promise.all(loads.map((load) => load.close()));
+      await mocks.reset();
+      phases.push({
+        workers,
+        traffic: `unicast, ${unicast} notifications`,
+        pushes: unicast,
+        seconds: (uLast - u0) / 1000,
+        bare: bareRate,
+        ...(await measured(uBefore, uAfter, unicast, idlePerS, (uLast - u0) / 1000)),
+        lag: uLag,
+        ...tally,
+      });
+      const latencies = answers.flatMap((a) => Array.from(a.latencies)).sort((a, b) => a - b);
+      const postSeconds = (Math.max(...answers.map((a) => a.endedAt)) - Math.min(...answers.map((a) => a.startedAt))) / 1000;
+      console.log(
+        `${workers} worker(s): unicast POST ${(unicast / postSeconds).toFixed(0)} req/s, p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`,
+      );
+      console.log(
+        `${workers} worker(s): broadcast ${(devices / broadcastS).toFixed(0)}/s, unicast ${(unicast / ((uLast - u0) / 1000)).toFixed(0)}/s, bare ${bareRate.toFixed(0)}/s`,
+      );
+    } finally {
+      lag.stop();
+      await services.stop();
+    }
+  }
+  await stack.close();
+
+  console.log(
+    `\ncluster benchmark: 3 Redis masters + 3 replicas, PostgreSQL 15 primary + streaming replica (fsync off), PgBouncer 1.18 ` +
+      `(transaction mode, 20 server connections), 2 API processes, N workers, ${partitions} queue partitions; ` +
+      `mock gateways in a process of their own on loopback TLS HTTP/2; bare client: 1 connection x 1,000 streams per gateway, ` +
+      `${devices} pushes, once per worker count. CPU per push: all the tier's processes (PostgreSQL: both servers' ` +
+      `processes; Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; per push: gross (net of the idle work); unicast by device_id ` +
+      `filter from ${clients} clients (half to each API process), sent by the API processes themselves\n`,
+  );
+  /** gross (net of the idle work) */
+  const both = (gross: number, net: number, digits: number) => `${gross.toFixed(digits)} (${net.toFixed(digits)})`;
+  printRows(
+    [
+      'workers',
+      'traffic',
+      'pushes/s',
+      'ratio to bare',
+      'CPU µs/push: API',
+      'worker',
+      'PostgreSQL',
+      'PgBouncer',
+      'Redis',
+      'Redis commands/push',
+      'WAL bytes/push',
+      'replica lag max',
+      'missed / twice',
+    ],
+    phases.map((p) => [
+      String(p.workers),
+      p.traffic,
+      (p.pushes / p.seconds).toFixed(0),
+      (p.pushes / p.seconds / p.bare).toFixed(2),
+      ...TIERS.map((tier) => both(p.cpuUs[tier], p.netCpuUs[tier], 1)),
+      both(p.commands, p.netCommands, 3),
+      p.walBytes.toFixed(0),
+      `${p.lag.seconds.toFixed(2)} s / ${p.lag.bytes} B`,
+      `${p.missed} / ${p.twice}`,
+    ]),
+  );
+  console.log(
+    `\nidle: what the processes spend a second with nothing to send (measured over ${IDLE_S} s), subtracted for the figures in brackets above\n`,
+  );
+  printRows(
+    ['workers', 'CPU ms/s: API', 'worker', 'PostgreSQL', 'PgBouncer', 'Redis', 'Redis commands/s', 'WAL bytes/s'],
+    idles.map((i) => [String(i.workers), ...TIERS.map((tier) => i.cpu[tier].toFixed(1)), i.commands.toFixed(0), i.wal.toFixed(0)]),
+  );
+  console.log('\nfairness: time to push of one-device notifications of another app, posted 100 ms apart\n');
+  const ms = (xs: number[], p: number) => (xs.length ? `${percentile(xs, p).toFixed(0)} ms` : '–');
+  printRows(
+    ['workers', 'broadcast took', 'while it runs: p50', 'p95', 'max', 'probes', 'nothing else running: p50', 'p95'],
+    fair.map((f) => [
+      String(f.workers),
+      `${f.broadcastS.toFixed(1)} s`,
+      ms(f.busy, 50),
+      ms(f.busy, 95),
+      ms(f.busy, 100),
+      String(f.busy.length),
+      ms(f.idle, 50),
+      ms(f.idle, 95),
+    ]),
+  );
+  const bad = phases.filter((p) => p.missed > 0 || p.twice > 0);
+  for (const p of bad) console.error(`FAIL ${p.workers} worker(s), ${p.traffic}: ${p.missed} missed, ${p.twice} pushed twice`);
+  return bad.length ? 1 : 0;
+}
+
+/**
+ * --faults: a broadcast while a worker, the Redis master of its partition and the PostgreSQL replica are killed.
+ */
+async function runFaults(engines: Engines, env: Record<string, string>, broadcaster: string): Promise<number> {
+  const { cluster, pg, mocks } = engines;
+  const workers = workerCounts.at(-1)!;
+  const services = await startServices(env, { mode: 'split', apis: 2, workers, logFile: LOG_FILE });
+  const injected: string[] = [];
+  try {
+    const res = await fetch(`${services.bases[0]}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: broadcaster, 'content-type': 'application/json' },
+      body: JSON.stringify({ notification: { to: '*', payload: PAYLOAD } }),
+    });
+    if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
+    const { id } = (await res.json()) as { id: string };
+    const t0 = performance.now();
+    const master = await cluster.ownerOf(partitionPrefix(env.QUEUE_PREFIX!, partitionOf(id, partitions), partitions));
+    const reached = async () => (await mocks.summary()).distinct;
+    const at = async (share: number) => {
+      while ((await reached()) < devices * share) await sleep(20);
+      return `${Math.round((100 * (await reached())) / devices)}%`;
+    };
+    injected.push(`worker SIGKILLed at ${await at(0.25)}`);
+    services.killWorker(0);
+    injected.push(`Redis master ${master} (the broadcast's partition) SIGKILLed at ${await at(0.5)}`);
+    await cluster.kill(master);
+    injected.push(`PostgreSQL replica stopped (immediate) at ${await at(0.75)}`);
+    await pg.killReplica();
+    // ended by the notification's state, read from the primary by the other API process
+    const finished = await Promise.race([
+      waitFinished(services.bases[1]!, broadcaster, id).then(() => true),
+      sleep(600_000).then(() => false),
+    ]);
+    const seconds = (performance.now() - t0) / 1000;
+    await sleep(1000);
+    const { distinct, twice } = await mocks.summary();
+    const missed = devices - distinct;
+    const bound = duplicateBound(FAULTS, 2);
+    console.log(`\ncluster faults: ${devices} devices, ${workers} worker(s); ${injected.join('; ')}\n`);
+    printRows(
+      ['devices missed', 'pushed twice (bound)', 'time to finish'],
+      [[String(missed), `${twice} (${bound})`, finished ? `${seconds.toFixed(1)} s` : 'did not finish']],
+    );
+    const failed = missed > 0 || twice > bound || !finished;
+    if (failed) console.error('FAIL: a device missed, more sent twice than the batches in flight, or unfinished');
+    return failed ? 1 : 0;
+  } finally {
+    await services.stop();
+  }
+}
+
+/** A queue prefix whose partitions' hash tags land on every master of the cluster, as evenly as the count allows. */
+async function spreadPrefix(cluster: RedisCluster): Promise<string> {
+  for (;;) {
+    const prefix = `{bench${Math.floor(Math.random() * 1e6)}}`;
+    const owners = new Map<number, number>();
+    for (let p = 0; p < partitions; p++) {
+      const owner = await cluster.ownerOf(partitionPrefix(prefix, p, partitions));
+      owners.set(owner, (owners.get(owner) ?? 0) + 1);
+    }
+    const counts = [...owners.values()];
+    if (owners.size === Math.min(3, partitions) && Math.max(...counts) - Math.min(...counts) <= 1) return prefix;
+  }
+}
+
+/** Commands the masters have run so far (INFO commandstats), the INFO calls that read them left out. */
+async function masterCommands(cluster: RedisCluster): Promise<number> {
+  let total = 0;
+  for (const port of cluster.ports) {
+    total += await withNode(port, async (r) => {
+      if (!(await r.info('replication')).includes('role:master')) return 0;
+      const stats = await r.info('commandstats');
+      return [...stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)].reduce(
+        (sum, [, name, calls]) => sum + (name === 'info' ? 0 : Number(calls)),
+        0,
+      );
+    });
+  }
+  return total;
+}
+
+function sumCpu(pids: number[]): number {
+  return pids.reduce((sum, pid) => sum + cpuMs(pid), 0);
+}
+
+/** The replica's largest replay lag, in time and in bytes, sampled on the primary every 250 ms. */
+class LagSampler {
+  private timer: NodeJS.Timeout | undefined;
+  private max = { seconds: 0, bytes: 0 };
+  constructor(private readonly db: Awaited<ReturnType<typeof benchApp>>['db']['db']) {}
+
+  start() {
+    this.max = { seconds: 0, bytes: 0 };
+    // a sample the primary does not answer is skipped
+    this.timer = setInterval(() => void this.sample().catch(() => undefined), 250);
+  }
+
+  stop() {
+    clearInterval(this.timer);
+    return this.max;
+  }
+
+  private async sample() {
+    const { rows } = await sql<{ seconds: number | null; bytes: string | null }>`
+      select extract(epoch from max(replay_lag))::float8 as seconds,
+             max(pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn))::text as bytes
+      from pg_stat_replication`.execute(this.db);
+    this.max.seconds = Math.max(this.max.seconds, rows[0]?.seconds ?? 0);
+    this.max.bytes = Math.max(this.max.bytes, Number(rows[0]?.bytes ?? 0));
+  }
+}
+
+/** Waits until the mocks have received `count` pushes, or `timeoutMs` passed. */
+async function waitReceived(mocks: MockGateways, count: number, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while ((await mocks.received()).count < count && performance.now() < deadline) await sleep(20);
+}
+
+const began = performance.now();
+/** A line on the way, so a long run shows where it is. */
+const step = (what: string) => console.log(`[${((performance.now() - began) / 1000).toFixed(1)} s] ${what}`);
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+main().then(
+  () => process.exit(),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,230 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { HttpContext } from '../context.js';
+import type { Notification } from '../../db/schema.js';
+import {
+  activityId,
+  activityTokenBody,
+  activityType,
+  channelBody,
+  liveActivityRequestSchema,
+  startTokenBody,
+} from '../../domain/live-activity.js';
+import { NotFoundError, ValidationError } from '../../domain/errors.js';
+import { requirePermission } from '../auth.js';
+import { answerOnce } from '../idempotency.js';
+import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, liveActivityChannelRecord, liveActivityRecord } from '../schemas.js';
+import { liveActivityChannelView, liveActivityResponse } from '../serialize.js';
+
+const idParams = z.object({ id: z.string() });
+const createdAnswer = (n: Notification) => ({ status: 201, body: { live_activity: liveActivityResponse(n) } });
+const deviceErrors = { ...bodyErrors, 404: errorResponse, 422: errorResponse, 451: errorResponse, ...authErrors };
+
+/** A path segment that must parse: a bad one is a 400 naming it (an unknown device stays a 404). */
+function pathValue<T>(schema: z.ZodType<T>, value: string, field: string): T {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new ValidationError(`${field}: ${parsed.error.issues[0]!.message}`);
+  return parsed.data;
+}
+
+/**
+ * iOS Live Activities. The registry takes the `device` permission, as the device routes do: an sdk caller reaches
+ * a device only by its id, and an activity only by ActivityKit's id, which nobody else can guess. Sending takes
+ * `write`, reading `read`.
+ */
+export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const device = requirePermission(ctx, 'device');
+    const write = requirePermission(ctx, 'write');
+    const read = requirePermission(ctx, 'read');
+    const service = ctx.services.liveActivities;
+
+    const activityParams = z.object({ device_id: z.string(), activity_id: z.string() });
+    const typeParams = z.object({ device_id: z.string(), activity_type: z.string() });
+
+    app.put(
+      '/v6/devices/:device_id/live-activities/:activity_id',
+      {
+        onRequest: device,
+        schema: {
+          tags: ['live activities'],
+          summary: "Register or replace a Live Activity's update token on an iOS device",
+          params: activityParams,
+          body: activityTokenBody,
+          response: { 204: z.null(), ...deviceErrors },
+        },
+      },
+      async (request, reply) => {
+        const id = pathValue(activityId, request.params.activity_id, 'activity_id');
+        await service.putToken(request.principal.appId, request.params.device_id, id, request.body);
+        return reply.status(204).send(null);
+      },
+    );
+
+    app.delete(
+      '/v6/devices/:device_id/live-activities/:activity_id',
+      {
+        onRequest: device,
+        schema: {
+          tags: ['live activities'],
+          summary: "Forget a Live Activity's update token",
+          params: activityParams,
+          response: { 204: z.null(), ...deviceErrors },
+        },
+      },
+      async (request, reply) => {
+        const id = activityId.safeParse(request.params.activity_id);
+        if (!id.success) throw new NotFoundError('live activity');
+        await service.deleteToken(request.principal.appId, request.params.device_id, id.data);
+        return reply.status(204).send(null);
+      },
+    );
+
+    app.put(
+      '/v6/devices/:device_id/live-activity-start-tokens/:activity_type',
+      {
+        onRequest: device,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Register or replace the push-to-start token of an activity type (iOS 17.2+)',
+          params: typeParams,
+          body: startTokenBody,
+          response: { 204: z.null(), ...deviceErrors },
+        },
+      },
+      async (request, reply) => {
+        const type = pathValue(activityType, request.params.activity_type, 'activity_type');
+        await service.putStartToken(request.principal.appId, request.params.device_id, type, request.body.token);
+        return reply.status(204).send(null);
+      },
+    );
+
+    app.delete(
+      '/v6/devices/:device_id/live-activity-start-tokens/:activity_type',
+      {
+        onRequest: device,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Forget the push-to-start token of an activity type',
+          params: typeParams,
+          response: { 204: z.null(), ...deviceErrors },
+        },
+      },
+      async (request, reply) => {
+        await service.deleteStartToken(request.principal.appId, request.params.device_id, request.params.activity_type);
+        return reply.status(204).send(null);
+      },
+    );
+
+    app.post(
+      '/v6/live-activities',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Start, update or end a Live Activity (by tokens, or on a broadcast channel)',
+          headers: idempotencyHeaders,
+          body: liveActivityRequestSchema,
+          response: {
+            201: z.object({ live_activity: liveActivityRecord }),
+            ...bodyErrors,
+            404: errorResponse,
+            422: errorResponse,
+            502: errorResponse,
+            ...authErrors,
+          },
+        },
+      },
+      async (request, reply) =>
+        answerOnce(request, reply, createdAnswer, (idempotency) =>
+          service.create(request.principal.appId, request.body.live_activity, idempotency),
+        ),
+    );
+
+    app.get(
+      '/v6/live-activities/channels',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['live activities'],
+          summary: "The app's broadcast channels",
+          response: { 200: z.object({ channels: z.array(liveActivityChannelRecord) }), ...authErrors },
+        },
+      },
+      async (request) => ({ channels: (await service.listChannels(request.principal.appId)).map(liveActivityChannelView) }),
+    );
+
+    app.post(
+      '/v6/live-activities/channels',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Create a broadcast channel at APNs (iOS 18)',
+          body: channelBody,
+          response: {
+            201: z.object({ channel: liveActivityChannelRecord }),
+            ...bodyErrors,
+            404: errorResponse,
+            422: errorResponse,
+            502: errorResponse,
+            ...authErrors,
+          },
+        },
+      },
+      async (request, reply) =>
+        reply.status(201).send({ channel: liveActivityChannelView(await service.createChannel(request.principal.appId, request.body)) }),
+    );
+
+    app.delete(
+      '/v6/live-activities/channels/:id',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Delete a broadcast channel at APNs and forget it',
+          params: idParams,
+          response: { 204: z.null(), ...bodyErrors, 404: errorResponse, 422: errorResponse, 502: errorResponse, ...authErrors },
+        },
+      },
+      async (request, reply) => {
+        await service.deleteChannel(request.principal.appId, request.params.id);
+        return reply.status(204).send(null);
+      },
+    );
+
+    app.get(
+      '/v6/live-activities/:id',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Read a Live Activity push with its delivery state',
+          params: idParams,
+          response: { 200: z.object({ live_activity: liveActivityRecord }), 404: errorResponse, ...authErrors },
+        },
+      },
+      async (request) => ({ live_activity: liveActivityResponse(await service.get(request.principal.appId, request.params.id)) }),
+    );
+
+    app.delete(
+      '/v6/live-activities/:id',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Cancel a Live Activity push that is scheduled or sending',
+          params: idParams,
+          response: {
+            200: z.object({ live_activity: liveActivityRecord }),
+            ...bodyErrors,
+            404: errorResponse,
+            409: errorResponse,
+            ...authErrors,
+          },
+        },
+      },
+      async (request) => ({ live_activity: liveActivityResponse(await service.cancel(request.principal.appId, request.params.id)) }),
+    );
+  };
+}

@@ -1,0 +1,271 @@
+import type { Db } from '../db/database.js';
+import type { AppsRepository } from '../db/repositories/apps.js';
+import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { DeviceLiveActivities, LiveActivitiesRepository } from '../db/repositories/live-activities.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { LiveActivityChannel, Notification } from '../db/schema.js';
+import { CredentialsError, parseApnsCredentials, type ApnsCredentials } from '../domain/credentials.js';
+import { DomainError, ErasedError, NotFoundError, UnprocessableError, ValidationError } from '../domain/errors.js';
+import {
+  checkLiveActivity,
+  liveActivityPayload,
+  MAX_ACTIVITIES_PER_DEVICE,
+  MAX_START_TYPES_PER_DEVICE,
+  type LiveActivityRequest,
+} from '../domain/live-activity.js';
+import { APNS_MAX_PAYLOAD_BYTES, jsonBytes, type PushOptions } from '../domain/push-mapping.js';
+import type { Clock } from '../platform/clock.js';
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import type { NotificationService } from './notifications.js';
+
+/** What the service needs of APNs' channel API (src/gateways/apns-channels.ts implements it). */
+export interface ChannelApi {
+  create(app: ChannelApp, development: boolean, messageStoragePolicy: number): Promise<string>;
+  delete(app: ChannelApp, development: boolean, channelId: string): Promise<void>;
+  /** the push's outcome as the gateways' outcome table sorts it (`ok`, else a kind with its reason) */
+  broadcast(
+    app: ChannelApp,
+    development: boolean,
+    channelId: string,
+    payload: Record<string, unknown>,
+    options: PushOptions,
+  ): Promise<{ kind: 'ok' } | { kind: 'invalid_token' | 'retry' | 'failed'; reason: string }>;
+}
+export interface ChannelApp {
+  credentials: ApnsCredentials;
+  bundleId: string;
+}
+
+/** An answer of APNs' channel API that is not a success (ChannelApiError of the gateway). */
+interface ChannelFailure {
+  status: number;
+  reason: string;
+}
+const isChannelFailure = (err: unknown): err is ChannelFailure =>
+  err instanceof Error &&
+  typeof (err as unknown as ChannelFailure).status === 'number' &&
+  typeof (err as unknown as ChannelFailure).reason === 'string';
+
+/** APNs refused or could not be reached: the caller sees Apple's reason, with 502 (not its request's fault) or 4xx. */
+class ChannelApiProblem extends DomainError {
+  constructor(f: ChannelFailure) {
+    super(`channel: APNs answered ${f.status} ${f.reason}`, f.status === 404 ? 404 : f.status >= 500 || f.status === 403 ? 502 : 422);
+  }
+}
+
+/** The create answer's state, as notifications answer it: accepted. */
+const accepted = (n: Notification): Notification => ({ ...n, state: n.state === 'sending' ? 'scheduled' : n.state });
+
+/**
+ * iOS Live Activities: the tokens devices register (an activity's update token, an activity type's push-to-start
+ * token), the pushes that start, update and end activities (notifications of their own kind, through the
+ * notification pipeline), and broadcast channels (one push to APNs for every subscriber).
+ */
+export class LiveActivityService {
+  constructor(
+    private readonly deps: {
+      db: Db;
+      liveActivities: LiveActivitiesRepository;
+      devices: DevicesRepository;
+      notifications: NotificationsRepository;
+      apps: AppsRepository;
+      notificationService: NotificationService;
+      idempotency: IdempotencyKeys;
+      clock: Clock;
+      channels: ChannelApi | null;
+    },
+  ) {}
+
+  // ---- the registry ----
+
+  /** Registers or replaces an activity's update token on an iOS device of the app. */
+  async putToken(appId: string, deviceId: string, activityId: string, body: { activity_type: string; token: string }): Promise<void> {
+    await this.onIosDevice(appId, deviceId, async (trx) => {
+      const t = { appId, deviceId, activityId, activityType: body.activity_type, token: body.token };
+      if (!(await this.deps.liveActivities.putToken(trx, t, MAX_ACTIVITIES_PER_DEVICE)))
+        throw new UnprocessableError(`activity_id: the device holds ${MAX_ACTIVITIES_PER_DEVICE} activities already; end or delete one`);
+    });
+  }
+
+  /** Registers or replaces the push-to-start token of an activity type on an iOS device of the app. */
+  async putStartToken(appId: string, deviceId: string, activityType: string, token: string): Promise<void> {
+    await this.onIosDevice(appId, deviceId, async (trx) => {
+      if (!(await this.deps.liveActivities.putStartToken(trx, { appId, deviceId, activityType, token }, MAX_START_TYPES_PER_DEVICE)))
+        throw new UnprocessableError(`activity_type: the device holds ${MAX_START_TYPES_PER_DEVICE} push-to-start tokens already`);
+    });
+  }
+
+  async deleteToken(appId: string, deviceId: string, activityId: string): Promise<void> {
+    await this.liveDevice(appId, deviceId);
+    if (!(await this.deps.liveActivities.deleteToken(this.deps.db, deviceId, activityId))) throw new NotFoundError('live activity');
+  }
+
+  async deleteStartToken(appId: string, deviceId: string, activityType: string): Promise<void> {
+    await this.liveDevice(appId, deviceId);
+    if (!(await this.deps.liveActivities.deleteStartToken(this.deps.db, deviceId, activityType))) throw new NotFoundError('start token');
+  }
+
+  /** The device's tokens, for its record (the device was read in the caller's app). */
+  ofDevice(deviceId: string): Promise<DeviceLiveActivities> {
+    return this.deps.liveActivities.ofDevice(this.deps.db, deviceId);
+  }
+
+  /** The device row-locked in the caller's app, live and iOS, for `write` in the same transaction. */
+  private async onIosDevice(appId: string, deviceId: string, write: (trx: Transaction<Database>) => Promise<void>): Promise<void> {
+    await this.deps.db.transaction().execute(async (trx) => {
+      const device = await this.deps.devices.lock(trx, appId, deviceId, 'update');
+      if (!device) throw new NotFoundError('device');
+      if (device.erased_at) throw new ErasedError();
+      if (device.platform !== 'ios')
+        throw new UnprocessableError(`device: Live Activities are iOS only; this device is ${device.platform}`);
+      await write(trx);
+    });
+  }
+
+  private async liveDevice(appId: string, deviceId: string): Promise<void> {
+    const device = await this.deps.devices.findForApp(this.deps.db, appId, deviceId);
+    if (!device) throw new NotFoundError('device');
+    if (device.erased_at) throw new ErasedError();
+  }
+
+  // ---- pushes ----
+
+  /**
+   * Stores a Live Activity push as a notification of its kind and hands it to the pipeline, as a notification is
+   * (a few devices cut at once, more fanned out, a send time waited for); a channel broadcast is sent at once, one
+   * request for every subscriber.
+   */
+  async create(appId: string, r: LiveActivityRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay> {
+    const now = this.deps.clock.now();
+    const ref = checkLiveActivity(r);
+    const payload = liveActivityPayload(r, now);
+    const bytes = jsonBytes(payload);
+    if (bytes > APNS_MAX_PAYLOAD_BYTES)
+      throw new ValidationError(`live_activity: the APNs payload would be ${bytes} bytes, more than ${APNS_MAX_PAYLOAD_BYTES}`);
+    const fields = {
+      to: r.to ?? ('*' as const),
+      payload,
+      ...(r.send_at !== undefined && { send_at: r.send_at }),
+      ...(r.expires_at !== undefined && { expires_at: r.expires_at }),
+      ...(r.ttl !== undefined && { ttl: r.ttl }),
+      ...(r.priority !== undefined && { priority: r.priority }),
+    };
+    const service = this.deps.notificationService;
+    const options = service.checkedOptions(fields, now, 'live_activity');
+    const channel = ref.channel === null ? null : await this.channelOf(appId, ref.channel);
+    const created = await this.deps.db.transaction().execute(async (trx) => {
+      const replay = await this.deps.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
+      const liveActivity = { ref, request: r as Record<string, unknown> };
+      const stored = channel
+        ? {
+            notification: await this.deps.notifications.insertOrCollapse(trx, {
+              appId,
+              audienceId: null,
+              request: r as Record<string, unknown>,
+              payload,
+              collapseKey: null,
+              options,
+              // one request to APNs: a batch of nothing, its one push counted when it is answered
+              cut: { batches: 0, targeted: 1 },
+              liveActivity: ref,
+            }),
+            batchIds: [],
+          }
+        : await service.insert(trx, appId, fields, {
+            audience: await service.resolveAudience(trx, appId, fields.to),
+            now,
+            options,
+            liveActivity,
+          });
+      await this.deps.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
+      return stored;
+    });
+    if (created instanceof Replay) return created;
+    if (channel) return this.broadcast(appId, created.notification, channel);
+    await service.release(created);
+    return accepted(created.notification);
+  }
+
+  async get(appId: string, id: string): Promise<Notification> {
+    const n = await this.deps.notifications.findForApp(this.deps.db, appId, id);
+    if (!n || !n.live_activity) throw new NotFoundError('live activity');
+    return (await this.deps.notifications.withCounters(this.deps.db, [n]))[0]!;
+  }
+
+  async cancel(appId: string, id: string): Promise<Notification> {
+    await this.get(appId, id);
+    return this.deps.notificationService.cancel(appId, id);
+  }
+
+  /** Sends a stored broadcast and records its one outcome. */
+  private async broadcast(appId: string, n: Notification, channel: { row: LiveActivityChannel; app: ChannelApp }): Promise<Notification> {
+    const outcome = await this.api().broadcast(channel.app, channel.row.development, channel.row.channel_id, n.payload, {
+      expiresAt: n.expires_at,
+      priority: n.priority,
+    });
+    const failure = outcome.kind === 'ok' ? null : outcome.reason;
+    return (await this.deps.notifications.finishBroadcast(this.deps.db, appId, n.id, failure)) ?? n;
+  }
+
+  // ---- channels ----
+
+  async createChannel(appId: string, body: { message_storage_policy: number; development: boolean }): Promise<LiveActivityChannel> {
+    const app = await this.channelApp(appId);
+    const channelId = await this.callApns(() => this.api().create(app, body.development, body.message_storage_policy));
+    return this.deps.liveActivities.insertChannel(this.deps.db, {
+      appId,
+      channelId,
+      development: body.development,
+      messageStoragePolicy: body.message_storage_policy,
+    });
+  }
+
+  listChannels(appId: string): Promise<LiveActivityChannel[]> {
+    return this.deps.liveActivities.listChannels(this.deps.db, appId);
+  }
+
+  /** Deletes the channel at APNs, then forgets it (one APNs no longer knows is forgotten too). */
+  async deleteChannel(appId: string, channelId: string): Promise<void> {
+    const { row, app } = await this.channelOf(appId, channelId);
+    try {
+      await this.api().delete(app, row.development, row.channel_id);
+    } catch (err) {
+      if (!(isChannelFailure(err) && err.status === 404)) throw isChannelFailure(err) ? new ChannelApiProblem(err) : err;
+    }
+    await this.deps.liveActivities.deleteChannel(this.deps.db, appId, channelId);
+  }
+
+  private async channelOf(appId: string, channelId: string): Promise<{ row: LiveActivityChannel; app: ChannelApp }> {
+    const row = await this.deps.liveActivities.findChannel(this.deps.db, appId, channelId);
+    if (!row) throw new NotFoundError('channel');
+    return { row, app: await this.channelApp(appId) };
+  }
+
+  private async channelApp(appId: string): Promise<ChannelApp> {
+    const app = await this.deps.apps.findById(this.deps.db, appId);
+    if (!app?.apns_credentials) throw new UnprocessableError('channel: the app has no APNs credentials');
+    try {
+      const credentials = parseApnsCredentials(app.apns_credentials);
+      return { credentials, bundleId: credentials.topic ?? app.bundle_id };
+    } catch (err) {
+      if (err instanceof CredentialsError) throw new UnprocessableError(`channel: the app's APNs credentials are unusable: ${err.message}`);
+      throw err;
+    }
+  }
+
+  private async callApns<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (err) {
+      throw isChannelFailure(err) ? new ChannelApiProblem(err) : err;
+    }
+  }
+
+  private api(): ChannelApi {
+    if (!this.deps.channels) throw new UnprocessableError('channel: this process cannot reach APNs');
+    return this.deps.channels;
+  }
+}
