@@ -17,6 +17,7 @@
  */
 import { type ChildProcess } from 'node:child_process';
 import { sql } from 'kysely';
+import { NotificationsRepository } from '../src/db/repositories/notifications.js';
 import type { ApnsMock, Fault, FcmMock } from '../test/mocks/index.js';
 import { startPrivatePostgres, startPrivateRedis, type RestartableService } from './lib/private-services.js';
 import { arg, freePort, startService, waitReady } from './lib/setup.js';
@@ -300,11 +301,9 @@ async function runScenario(
     .where('app_id', '=', appId)
     .where('token_invalidated_at', 'is not', null)
     .executeTakeFirstOrThrow();
-  const n = await db.db
-    .selectFrom('notifications')
-    .select(['state', 'pushes_succeeded', 'tokens_invalidated'])
-    .where('id', '=', id)
-    .executeTakeFirstOrThrow();
+  // its counters are its batches' sums, as the API reads them
+  const notifications = new NotificationsRepository();
+  const [n] = await notifications.withCounters(db.db, [(await notifications.findById(db.db, id))!]);
   await stack.close();
   const ms = finishedAt === null ? null : finishedAt - t0;
   const row: Row = {
@@ -319,8 +318,8 @@ async function runScenario(
     crashes: api.crashes + worker.crashes,
   };
   console.log(
-    `${scenario}: ${row.injected}; notification ${n.state}, ${n.pushes_succeeded} pushes recorded as succeeded, ` +
-      `${n.tokens_invalidated} tokens invalidated; ${counter.reached} devices reached` +
+    `${scenario}: ${row.injected}; notification ${n!.state}, ${n!.pushes_succeeded} pushes recorded as succeeded, ` +
+      `${n!.tokens_invalidated} tokens invalidated; ${counter.reached} devices reached` +
       (ms === null ? '; did not finish' : ` in ${(ms / 1000).toFixed(1)} s`),
   );
   return row;

@@ -197,6 +197,22 @@ export interface DeliveryBatchesTable {
   not_before: Date | null;
   /** the delivery job that sends it when not its own (migration 014) */
   job_id: string | null;
+  /** why a push of it was not delivered, the latest (migration 029; the notification shows its batches' latest) */
+  failure_reason: string | null;
+}
+
+/** A range of the device id space one job fans out, with its own checkpoint (migration 029). */
+export interface FanoutRangesTable {
+  notification_id: string;
+  generation: number;
+  range_no: number;
+  cursor_id: string;
+  up_to_id: string | null;
+  next_seq: number;
+  done: Generated<boolean>;
+  devices_targeted: Generated<number>;
+  devices_not_allowed: Generated<number>;
+  updated_at: Generated<Date>;
 }
 
 /** Kept by a trigger from devices.tags (migration 002), so the tags filter reads an index. */
@@ -367,12 +383,14 @@ export interface Database {
   messages: MessagesTable;
   device_messages: DeviceMessagesTable;
   leases: LeasesTable;
+  fanout_ranges: FanoutRangesTable;
   live_activity_tokens: LiveActivityTokensTable;
   live_activity_start_tokens: LiveActivityStartTokensTable;
   live_activity_channels: LiveActivityChannelsTable;
 }
 
 export type App = Selectable<AppsTable>;
+export type FanoutRangeRow = Selectable<FanoutRangesTable>;
 export type ApiKey = Selectable<ApiKeysTable>;
 export type Device = Selectable<DevicesTable>;
 export type NewDevice = Insertable<DevicesTable>;

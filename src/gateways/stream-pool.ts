@@ -59,7 +59,9 @@ class WindowEstimator {
     const elapsed = now - this.tickStart;
     if (elapsed < WINDOW_TICK_MS) return;
     const rate = (this.completed * 1000) / elapsed;
-    this.rate = this.rate === 0 ? rate : 0.5 * this.rate + 0.5 * rate;
+    // A rise is taken at once, a fall smoothed: averaged with the trickle before a burst, the window grew half as
+    // fast as the rate it limits, and a broadcast spent its first round trips below a bare client's window.
+    this.rate = rate > this.rate ? rate : 0.5 * this.rate + 0.5 * rate;
     this.ceiling = this.slowest > this.queueingMs ? Math.max(this.min, this.window / 2) : Math.min(this.max, this.ceiling * 1.25);
     this.completed = 0;
     this.slowest = 0;

@@ -82,6 +82,9 @@ const envSchema = z.object({
   DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000),
   // Devices read per fan-out page (one query, one checkpoint); each page is cut into batches of DELIVERY_BATCH_SIZE.
   FANOUT_PAGE_SIZE: z.coerce.number().int().min(1).max(50000).default(10000),
+  // Devices per range of a broadcast split for its fan-out: one larger than this is cut into ranges of about so
+  // many devices (at most 1,000), which any worker fans out at once; a smaller one stays one job.
+  FANOUT_RANGE_DEVICES: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
   // Streams in flight per gateway at most, across its connections: a memory bound. Within it each connection
   // carries what its gateway announces (APNs 1,000), and another opens, up to GATEWAY_MAX_CONNECTIONS, when they are full.
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(20000).default(2000),

@@ -19,7 +19,7 @@ const GROUP_MAX = 100;
 export class DeliveryStore {
   private readonly loads: GroupRunner<string, AttemptInput | undefined>;
   private readonly records: GroupRunner<AttemptRecord, boolean>;
-  private readonly completions: GroupRunner<{ id: string; generation: number }, boolean>;
+  private readonly completions: GroupRunner<{ id: string; generation: number; seq?: number }, boolean>;
 
   constructor(
     readonly db: Db,
@@ -96,8 +96,11 @@ export class DeliveryStore {
     return this.records.submit(attempt);
   }
 
-  /** Closes the notification if nothing of it is left to send; whether it did. */
-  completeIfFinished(id: string, generation: number): Promise<boolean> {
-    return this.completions.submit({ id, generation });
+  /**
+   * Closes the notification if nothing of it is left to send; whether it did. `seq`: of the batch that just
+   * finished, where the look for a pending one starts (`DeliveryRepository.completeIfFinished`).
+   */
+  completeIfFinished(id: string, generation: number, seq?: number): Promise<boolean> {
+    return this.completions.submit({ id, generation, seq });
   }
 }

@@ -244,5 +244,5 @@ async function attemptLoaded(
   const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts);
   logAttempt(deps.log, { notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 }, summary);
   if (!done) throw retryLater(summary, n.expires_at, deps.clock);
-  if (!closed) await deps.store.completeIfFinished(n.id, n.generation);
+  if (!closed) await deps.store.completeIfFinished(n.id, n.generation, input.batch.seq);
 }

@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
-import type { DeliveryRepository, NewBatch } from '../db/repositories/delivery.js';
+import { RANGE_SEQ_STRIDE, type DeliveryRepository, type NewBatch } from '../db/repositories/delivery.js';
 import type { Deliverable, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
@@ -54,12 +54,49 @@ export function cutBatches(notificationId: string, generation: number, page: Rou
 }
 
 /**
- * Resolves a notification's audience to devices in keyset pages and turns each page into delivery batches.
- * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A local-time send
- * fans out one wave (the zones whose wall time has come) at a time and then waits for the next; a paced one
- * reserves each batch's start (delivery_batches.not_before) and its delivery job waits until then.
+ * Devices of a fan-out's first page: few, so that its first pushes leave at once (a page of 2,000 took a
+ * broadcast's first push 500 ms to read, store, load and send); each page after is ten times larger, up to
+ * FANOUT_PAGE_SIZE.
  */
-export function fanoutProcessor(deps: {
+export const FIRST_PAGE_DEVICES = 200;
+
+/** Ranges a broadcast is split into at most (their seq blocks, RANGE_SEQ_STRIDE each, stay within an int). */
+export const MAX_RANGES = 1000;
+
+/** The id space as the first 52 bits of a UUID (13 hex digits, exact in a double). */
+const ID_SPACE = 2 ** 52;
+const positionOf = (uuid: string) => parseInt(uuid.replace(/-/g, '').slice(0, 13), 16);
+/** The largest UUID at a position: the inclusive upper bound of a range that ends there. */
+function lastUuidAt(position: number): string {
+  const hex = position.toString(16).padStart(13, '0') + 'f'.repeat(19);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * The ranges the rest of an audience is split into, after its first `seen` devices (in id order) ended at `last`:
+ * device ids are random UUIDs, so the share of the id space those covered estimates the audience's size, and
+ * equal slices of what is left hold about as many devices each. About `perRange` devices a range (at most
+ * MAX_RANGES); none when the rest fits one range (it stays in the job that read the first page). Contiguous: each
+ * range starts after the previous one's inclusive upper bound; the last is open-ended.
+ */
+export function rangesAfter(last: string, seen: number, perRange: number): { after: string; upTo: string | null }[] {
+  const at = positionOf(last);
+  const estimated = (seen * ID_SPACE) / (at + 1);
+  const count = Math.min(MAX_RANGES, Math.ceil((estimated - seen) / perRange));
+  if (!(count > 1)) return [];
+  const rest = ID_SPACE - 1 - at;
+  const ranges: { after: string; upTo: string | null }[] = [];
+  let after = last;
+  for (let i = 1; i <= count; i++) {
+    const upTo = i === count ? null : lastUuidAt(at + Math.floor((rest * i) / count));
+    ranges.push({ after, upTo });
+    if (upTo) after = upTo;
+  }
+  return ranges;
+}
+
+/** What the fan-out jobs (a notification's and its ranges') need. */
+export interface FanoutDeps {
   db: Db;
   log: Logger;
   queues: JobQueues;
@@ -71,12 +108,28 @@ export function fanoutProcessor(deps: {
   clock: Clock;
   pageSize: number;
   batchSize: number;
-}) {
+  /** FANOUT_RANGE_DEVICES: a broadcast larger than this is split into ranges of about so many devices */
+  rangeDevices: number;
+}
+
+const finished = (state: string) => state === 'sent' || state === 'failed' || state === 'canceled';
+
+/**
+ * Resolves a notification's audience to devices in keyset pages and turns each page into delivery batches.
+ * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A broadcast whose
+ * first page comes back full and estimates more than one range of devices is split: the rest of the id space is
+ * cut into ranges, each fanned out by a `fanoutRange` job (`fanoutRangeProcessor`) that any worker takes. A
+ * local-time send fans out one wave (the zones whose wall time has come) at a time and then waits for the next;
+ * a paced one reserves each batch's start (delivery_batches.not_before) and its delivery job waits until then.
+ * Those two stay one job: a wave's devices are found by zone, not spread over the id space, and a pace is one
+ * schedule that ranges reserving at once would only take turns on.
+ */
+export function fanoutProcessor(deps: FanoutDeps) {
   return async (job: Job<JobTypes['fanout']>): Promise<void> => {
     const { notificationId, generation } = job.data;
     const log = deps.log.child({ notificationId, generation, job: 'fanout' });
     const n = await deps.notifications.findById(deps.db, notificationId);
-    if (!n || n.generation !== generation || n.state === 'sent' || n.state === 'failed' || n.state === 'canceled') {
+    if (!n || n.generation !== generation || finished(n.state)) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
     }
@@ -90,10 +143,20 @@ export function fanoutProcessor(deps: {
       return deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }] }, delay);
     };
 
-    if (!n.fanout_done) {
+    if (!n.fanout_done && n.fanout_seq >= RANGE_SEQ_STRIDE) {
+      // split by an earlier run: the ranges not fanned out yet get their jobs (a no-op for jobs that exist), and
+      // one whose job finished the last range but not the fan-out (a crash between the two) finishes it
+      const ranges = await deps.delivery.rangesOf(deps.db, notificationId, generation);
+      const open = ranges.filter((r) => !r.done);
+      for (const r of open) await enqueueRange(deps, n.id, generation, r.range_no, now);
+      if (!open.length && ranges.length) await deps.delivery.finishRange(deps.db, notificationId, generation, ranges[0]!.range_no);
+    } else if (!n.fanout_done) {
       if (n.audience_id === null) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
-      const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
-      const { max_per_minute: appPerMinute } = await deps.apps.campaignSettings(deps.db, n.app_id);
+      // read at once: each round trip is on the way to the first push
+      const [filters, { max_per_minute: appPerMinute }] = await Promise.all([
+        deps.audiences.filtersOf(deps.db, n.audience_id),
+        deps.apps.campaignSettings(deps.db, n.app_id),
+      ]);
       const pace = { notification: n.throttle_per_minute, app: appPerMinute };
       const paced = pace.notification !== null || pace.app !== null;
       // a paced batch holds about a second of its pace, so the pushes spread evenly
@@ -103,11 +166,14 @@ export function fanoutProcessor(deps: {
       // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
       const visible = !n.live_activity && isVisiblePush(n.payload);
 
-      /** Pages through the devices (of some zones), from `cursor`; false when superseded or canceled meanwhile. */
-      const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<boolean> => {
+      /**
+       * Pages through the devices (of some zones), from `cursor`: 'done', 'split' (ranges go on with the rest), or
+       * 'stopped' when superseded or canceled meanwhile.
+       */
+      const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> => {
+        const fresh = cursor === null && seq === 0 && !zones && !paced;
         for (let pages = 0; ; pages++) {
-          // The first page is one batch, so the first pushes leave without waiting for a full page.
-          const limit = pages === 0 ? Math.min(batchSize, deps.pageSize) : deps.pageSize;
+          const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
           const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
             afterId: cursor,
             limit,
@@ -116,7 +182,7 @@ export function fanoutProcessor(deps: {
             visible,
             liveActivity: n.live_activity,
           });
-          if (page.length === 0) return true;
+          if (page.length === 0) return 'done';
           const { sendable, notAllowed } = allowedOf(page);
           const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);
           if (paced) {
@@ -134,18 +200,30 @@ export function fanoutProcessor(deps: {
           const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
           if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
-            return false;
+            return 'stopped';
           }
           for (const b of batches) await enqueue(b);
           cursor = last;
           seq += batches.length;
-          if (page.length < limit) return true;
+          if (page.length < limit) return 'done';
+          const ranges = fresh && pages === 0 ? rangesAfter(last, page.length, deps.rangeDevices) : [];
+          if (ranges.length) {
+            if (!(await deps.delivery.splitFanout(deps.db, notificationId, generation, ranges))) return 'stopped';
+            for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, notificationId, generation, r, now);
+            log.info({ ranges: ranges.length }, 'fan-out split into ranges');
+            return 'split';
+          }
         }
       };
 
       const plan = n.local_plan;
       if (!plan) {
-        if (!(await fanOut(n.fanout_cursor))) return;
+        const outcome = await fanOut(n.fanout_cursor);
+        if (outcome === 'stopped') return;
+        if (outcome === 'done') {
+          await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
+          log.info({ batches: seq }, 'fan-out done');
+        }
       } else {
         if (n.wave === 0 && plan.past.length > 0) {
           const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
@@ -162,16 +240,83 @@ export function fanoutProcessor(deps: {
             log.info({ wave: w, at: wave.at }, 'waiting for the next local-time wave');
             return;
           }
-          if (!(await fanOut(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones)))) return;
+          if ((await fanOut(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones))) === 'stopped') return;
           await deps.delivery.finishWave(deps.db, notificationId, generation, w + 1);
         }
+        await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
+        log.info({ batches: seq }, 'fan-out done');
       }
-      await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
-      log.info({ batches: seq }, 'fan-out done');
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist.
     for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation)) await enqueue(b);
     await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
+  };
+}
+
+/** Enqueues the job of one range of a split fan-out; idempotent (its id is the range's). */
+function enqueueRange(deps: Pick<FanoutDeps, 'queues'>, notificationId: string, generation: number, range: number, at: Date) {
+  return deps.queues.add('fanoutRange', { notificationId, generation, range, at: at.toISOString() });
+}
+
+/**
+ * One range of a split broadcast's audience (`fanoutProcessor`), on whichever worker takes it: its devices in
+ * keyset pages from its own checkpoint up to its upper bound, cut into batches of its own seq block, each page
+ * stored with its checkpoint atomically (a killed job resumes after its last stored page and recreates no batch;
+ * the batch ids are deterministic, so a repeat enqueues nothing twice). The last range to finish finishes the
+ * notification's fan-out.
+ */
+export function fanoutRangeProcessor(deps: FanoutDeps) {
+  return async (job: Job<JobTypes['fanoutRange']>): Promise<void> => {
+    const { notificationId, generation, range: rangeNo } = job.data;
+    const log = deps.log.child({ notificationId, generation, range: rangeNo, job: 'fanoutRange' });
+    const n = await deps.notifications.findById(deps.db, notificationId);
+    const [range] = await deps.delivery.rangesOf(deps.db, notificationId, generation, rangeNo);
+    if (!n || n.generation !== generation || finished(n.state) || !range) {
+      log.debug('nothing to fan out (superseded, finished or canceled)');
+      return;
+    }
+    const enqueue = (batchId: string) => deps.queues.add('delivery', { batches: [{ notificationId, batchId }] });
+    const block = { from: (rangeNo + 1) * RANGE_SEQ_STRIDE, to: (rangeNo + 2) * RANGE_SEQ_STRIDE };
+    // batches an earlier run stored whose jobs may never have been enqueued (deterministic ids: no-ops otherwise)
+    if (range.next_seq > block.from)
+      for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation, block)) await enqueue(b.id);
+    if (!range.done) {
+      if (n.audience_id === null) throw new Error('a transactional send has no audience to fan out');
+      const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
+      // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
+      const visible = !n.live_activity && isVisiblePush(n.payload);
+      const now = new Date(job.data.at);
+      let cursor = range.cursor_id;
+      let seq = range.next_seq;
+      for (;;) {
+        const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
+          afterId: cursor,
+          upToId: range.up_to_id,
+          limit: deps.pageSize,
+          now,
+          visible,
+          liveActivity: n.live_activity,
+        });
+        if (page.length === 0) break;
+        const { sendable, notAllowed } = allowedOf(page);
+        const batches = cutBatches(notificationId, generation, sendable, seq, deps.batchSize);
+        const last = page[page.length - 1]!.id;
+        const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
+        if (!(await deps.delivery.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
+          log.info('superseded by a newer generation, or canceled, during fan-out');
+          return;
+        }
+        for (const b of batches) await enqueue(b.id);
+        cursor = last;
+        seq += batches.length;
+        if (page.length < deps.pageSize) break;
+      }
+      log.info({ batches: seq - (rangeNo + 1) * RANGE_SEQ_STRIDE }, 'fan-out range done');
+    }
+    if (await deps.delivery.finishRange(deps.db, notificationId, generation, rangeNo)) {
+      log.info('fan-out done (its last range)');
+      await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
+    }
   };
 }

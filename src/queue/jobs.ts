@@ -12,13 +12,18 @@ export interface JobTypes {
    * row says which devices, platform and environment.
    */
   delivery: { batches: BatchRef[] };
+  /**
+   * Fan out one range of a split broadcast's audience (fanout_ranges: its bounds and checkpoint), with the date
+   * math of the fan-out that split it (`at`, ISO).
+   */
+  fanoutRange: { notificationId: string; generation: number; range: number; at: string };
 }
 export interface BatchRef {
   notificationId: string;
   batchId: string;
 }
 export type JobName = keyof JobTypes;
-export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery'];
+export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery', 'fanoutRange'];
 
 export interface JobSpec<D> {
   /** A deterministic id: enqueueing the same work twice (a re-run fan-out, the sweeper) adds it once. */
@@ -47,6 +52,12 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
       notificationOf: (d) => d.batches[0]!.notificationId,
       // 'custom': the delivery worker's backoff strategy (retry.ts) honours the gateway's Retry-After
       options: { attempts: settings.deliveryAttempts, backoff: { type: 'custom' }, ...forget },
+    },
+    fanoutRange: {
+      id: (d) => `${d.notificationId}-g${d.generation}-r${d.range}`,
+      // a notification's partition, whose workers every process runs: any of them takes a range
+      notificationOf: (d) => d.notificationId,
+      options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
     },
   };
 }

@@ -15,7 +15,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import { deliveryProcessor } from './delivery.js';
 import { DeliveryStore } from './delivery-store.js';
-import { fanoutProcessor } from './fanout.js';
+import { fanoutProcessor, fanoutRangeProcessor, type FanoutDeps } from './fanout.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import { GATEWAY_REQUEST_TIMEOUT_MS } from '../gateways/types.js';
 import { JOB_NAMES, type JobName, type JobTypes, type NotificationScheduler } from './jobs.js';
@@ -65,22 +65,24 @@ export function startPipeline(
   const delivery = new DeliveryRepository();
   const policy = retryPolicyOf(config);
 
+  const fanoutDeps: FanoutDeps = {
+    db,
+    log,
+    queues,
+    notifications,
+    audiences: new AudiencesRepository(),
+    devices: new DevicesRepository(),
+    delivery,
+    apps: new AppsRepository(),
+    clock: opts.clock,
+    pageSize: config.FANOUT_PAGE_SIZE,
+    batchSize: config.DELIVERY_BATCH_SIZE,
+    rangeDevices: config.FANOUT_RANGE_DEVICES,
+  };
   // One handler per job name: the map's type requires each name of jobs.ts exactly once.
   const handlers: { [N in JobName]: JobHandler<N> } = {
     fanout: {
-      process: fanoutProcessor({
-        db,
-        log,
-        queues,
-        notifications,
-        audiences: new AudiencesRepository(),
-        devices: new DevicesRepository(),
-        delivery,
-        apps: new AppsRepository(),
-        clock: opts.clock,
-        pageSize: config.FANOUT_PAGE_SIZE,
-        batchSize: config.DELIVERY_BATCH_SIZE,
-      }),
+      process: fanoutProcessor(fanoutDeps),
       concurrency: 2,
     },
     delivery: {
@@ -97,6 +99,10 @@ export function startPipeline(
       }),
       concurrency: config.DELIVERY_CONCURRENCY * SMALL_BATCHES_PER_LARGE,
       backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
+    },
+    fanoutRange: {
+      process: fanoutRangeProcessor(fanoutDeps),
+      concurrency: 2,
     },
   };
   for (const name of JOB_NAMES) {

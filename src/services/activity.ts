@@ -76,13 +76,14 @@ export class ActivityService {
 
   /** GET /stats/notifications/:id/events: the notification, its opens and its event conversions. */
   async notificationEngagement(appId: string, id: string): Promise<NotificationEngagement> {
-    const notification = await this.notifications.findForApp(this.db, appId, id);
-    if (!notification) throw new NotFoundError('notification');
-    const [opens, conversions] = await Promise.all([
-      this.activity.opensOf(this.readDb, notification.id),
-      this.conversions.countsFor(this.readDb, notification.id),
+    const found = await this.notifications.findForApp(this.db, appId, id);
+    if (!found) throw new NotFoundError('notification');
+    const [[notification], opens, conversions] = await Promise.all([
+      this.notifications.withCounters(this.readDb, [found]),
+      this.activity.opensOf(this.readDb, found.id),
+      this.conversions.countsFor(this.readDb, found.id),
     ]);
-    return { notification, opens, conversions };
+    return { notification: notification!, opens, conversions };
   }
 
   /** Runs `write` with the device locked (404 unknown, 451 erased): it moves the device's last open. */

@@ -192,7 +192,7 @@ export class LiveActivityService {
   async get(appId: string, id: string): Promise<Notification> {
     const n = await this.deps.notifications.findForApp(this.deps.db, appId, id);
     if (!n || !n.live_activity) throw new NotFoundError('live activity');
-    return n;
+    return (await this.deps.notifications.withCounters(this.deps.db, [n]))[0]!;
   }
 
   /** Cancels one that is waiting or sending (batches in flight finish and are counted); a finished one: 409. */

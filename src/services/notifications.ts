@@ -152,12 +152,13 @@ export class NotificationService {
     const n = await this.notifications.findForApp(this.db, appId, id);
     // a Live Activity push is read and canceled as one (src/services/live-activities.ts)
     if (!n || n.live_activity) throw new NotFoundError('notification');
-    return n;
+    return (await this.notifications.withCounters(this.db, [n]))[0]!;
   }
 
   /** The app's notifications, newest first, of one state when given. */
-  list(appId: string, page: { per: number; page: number; state?: NotificationState }): Promise<Notification[]> {
-    return this.notifications.listForApp(this.readDb, appId, page.state, page.per, (page.page - 1) * page.per);
+  async list(appId: string, page: { per: number; page: number; state?: NotificationState }): Promise<Notification[]> {
+    const found = await this.notifications.listForApp(this.readDb, appId, page.state, page.per, (page.page - 1) * page.per);
+    return this.notifications.withCounters(this.readDb, found);
   }
 
   /**
@@ -167,7 +168,7 @@ export class NotificationService {
   async cancel(appId: string, id: string): Promise<Notification> {
     await this.get(appId, id);
     const canceled = await this.notifications.cancel(this.db, appId, id);
-    if (canceled) return canceled;
+    if (canceled) return (await this.notifications.withCounters(this.db, [canceled]))[0]!;
     const n = await this.get(appId, id);
     throw new ConflictError(`notification: it is ${n.state} and can no longer be canceled`);
   }

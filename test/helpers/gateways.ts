@@ -1,5 +1,7 @@
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount, randomApnsToken, randomFcmToken } from '../mocks/index.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import type { Db } from '../../src/db/database.js';
 import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import type { Harness } from './harness.js';
 import { basic } from './harness.js';
@@ -76,3 +78,14 @@ export async function registerDevice(
 }
 
 export { waitFor } from '../engines/engines.js';
+
+/**
+ * A notification's state and counters as the API reads them: the counters are sums of its batches and fan-out
+ * ranges (`NotificationsRepository.withCounters`), not its row's columns.
+ */
+export async function storedNotification(db: Db, id: string) {
+  const repo = new NotificationsRepository();
+  const n = await repo.findById(db, id);
+  if (!n) throw new Error(`no notification ${id}`);
+  return (await repo.withCounters(db, [n]))[0]!;
+}

@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
-import { setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
+import { setCredentials, startGateways, storedNotification, waitFor, type Gateways } from '../helpers/gateways.js';
 
 /**
  * A worker process is killed with SIGKILL in the middle of a fan-out; a new worker process takes the
@@ -71,12 +71,7 @@ for (const backend of backends) {
       });
       expect(res.statusCode).toBe(201);
       const id = res.json().id as string;
-      const progress = () =>
-        h.db.db
-          .selectFrom('notifications')
-          .select(['state', 'fanout_seq', 'fanout_done', 'pushes_succeeded', 'devices_targeted'])
-          .where('id', '=', id)
-          .executeTakeFirstOrThrow();
+      const progress = () => storedNotification(h.db.db, id);
 
       const first = startWorker();
       await waitFor(
@@ -143,11 +138,7 @@ for (const backend of backends) {
         const done = await waitFor(
           'the swept notification to be sent',
           async () => {
-            const n = await h.db.db
-              .selectFrom('notifications')
-              .select(['state', 'pushes_succeeded'])
-              .where('id', '=', id)
-              .executeTakeFirstOrThrow();
+            const n = await storedNotification(h.db.db, id);
             return n.state === 'sent' || n.state === 'failed' ? n : null;
           },
           30_000,

@@ -18,6 +18,7 @@ function largeBatch(state: 'sending' | 'canceled'): AttemptInput {
       id: `${id}-g1-b0`,
       notification_id: id,
       generation: 1,
+      seq: 0,
       platform: 'ios',
       development: false,
       state: 'pending',

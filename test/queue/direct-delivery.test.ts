@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
-import { registerDevice, setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
+import { registerDevice, setCredentials, startGateways, storedNotification, waitFor, type Gateways } from '../helpers/gateways.js';
 import { freePort } from '../system/proc.js';
 
 /**
@@ -84,12 +84,10 @@ describe('unicast notifications sent by the process that created them', () => {
     expect(res.status).toBe(201);
     return ((await res.json()) as { id: string }).id;
   };
-  const stored = (id: string) =>
-    h.db.db
-      .selectFrom('notifications')
-      .select(['state', 'devices_targeted', 'pushes_succeeded', 'pushes_failed'])
-      .where('id', '=', id)
-      .executeTakeFirstOrThrow();
+  const stored = async (id: string) => {
+    const { state, devices_targeted, pushes_succeeded, pushes_failed } = await storedNotification(h.db.db, id);
+    return { state, devices_targeted, pushes_succeeded, pushes_failed };
+  };
   const finished = (id: string) =>
     waitFor(`notification ${id} to finish`, async () => {
       const n = await stored(id);

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
-import { setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
+import { setCredentials, startGateways, storedNotification, waitFor, type Gateways } from '../helpers/gateways.js';
 
 /** SIGTERM to a worker with pushes in flight: it finishes and records the batch, then exits 0. */
 describe('graceful shutdown of a worker', () => {
@@ -53,11 +53,7 @@ describe('graceful shutdown of a worker', () => {
 
     expect(await exited).toBe(0);
     expect(gw.apns.accepted).toBe(20);
-    const n = await h.db.db
-      .selectFrom('notifications')
-      .select(['state', 'pushes_succeeded'])
-      .where('id', '=', id)
-      .executeTakeFirstOrThrow();
-    expect(n).toEqual({ state: 'sent', pushes_succeeded: 20 });
+    const n = await storedNotification(h.db.db, id);
+    expect({ state: n.state, pushes_succeeded: n.pushes_succeeded }).toEqual({ state: 'sent', pushes_succeeded: 20 });
   });
 });

@@ -1,15 +1,8 @@
-import path from 'node:path';
-import { sql } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
-import { openDatabase } from '../../src/db/database.js';
-import { migrate } from '../../src/db/migrate.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
-import { AppService } from '../../src/services/apps.js';
 import { redisUrl } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
-import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../mocks/index.js';
-import { freePort, freshDatabase, Proc, ROOT } from './proc.js';
+import { broadcastWorld } from './broadcast-world.js';
+import { Proc } from './proc.js';
 
 const DEVICES = 200_000;
 const UNICAST = 300;
@@ -31,44 +24,10 @@ describe.skipIf(!redisUrl())('scale-out: two workers on one queue', () => {
   });
 
   it('delivers a 200k broadcast and 300 unicast notifications once each, with both workers sending', { timeout: 300_000 }, async () => {
-    const apnsKey = generateApnsKey();
-    const account = generateServiceAccount();
-    // Counting only: recording 200k pushes with their headers would take the test's memory.
-    const apns = (await ApnsMock.start({ record: false, topic: BUNDLE })).addKey(apnsKey);
-    const fcm = (await FcmMock.start({ record: false })).addServiceAccount(account);
-    cleanups.push(
-      () => apns.close(),
-      () => fcm.close(),
-    );
-    const received = new Map<string, number>();
-    apns.onAccept = fcm.onAccept = (token) => received.set(token, (received.get(token) ?? 0) + 1);
-
-    const database = await freshDatabase();
-    cleanups.push(() => database.drop());
-    const handle = openDatabase(database.url);
-    cleanups.push(() => handle.close());
-    await migrate(handle.pool);
-    const { app, keys } = await new AppService(handle.db).createApp(BUNDLE);
-    await new AppsRepository().setCredentials(handle.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
-    await new AppsRepository().setCredentials(handle.db, app.id, 'fcm', { ...parseFcmServiceAccount(account.json) });
-    await sql`
-      insert into devices (app_id, platform, token)
-      select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
-      from generate_series(1, ${DEVICES}) as i`.execute(handle.db);
-    await sql`analyze devices`.execute(handle.db);
+    const { received, handle, keys, port, env: world } = await broadcastWorld(BUNDLE, DEVICES, cleanups);
     const devices = await handle.db.selectFrom('devices').select(['id', 'token']).orderBy('id').execute();
-
-    const port = await freePort();
     const env = {
-      DATABASE_URL: database.url,
-      REDIS_URL: redisUrl()!,
-      QUEUE_PREFIX: `scaleout${port}`,
-      APNS_ORIGIN_PRODUCTION: apns.origin,
-      APNS_ORIGIN_SANDBOX: apns.origin,
-      FCM_ORIGIN: fcm.origin,
-      GOOGLE_TOKEN_URL: fcm.tokenUrl,
-      NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
-      RATE_LIMIT_PER_SECOND: '0',
+      ...world,
       // a clean unicast batch's attempt line is at debug; at debug the only other lines are the API's 2 a request
       LOG_LEVEL: 'debug',
     };

@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import type { Database, DeliveryBatch, Notification, Platform } from '../schema.js';
+import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
 
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
@@ -59,10 +59,28 @@ export interface AttemptRecord {
 }
 
 export interface AttemptInput {
-  batch: BatchHead & Pick<DeliveryBatch, 'not_before'>;
+  batch: BatchHead & Pick<DeliveryBatch, 'not_before' | 'seq'>;
   notification: AttemptNotification;
   pending: PendingTarget[];
 }
+
+/**
+ * How often the recording of a broadcast's batches touches its notification (updated_at, which the sweeper reads
+ * as progress): once in this many seconds, not once a batch; well within SWEEP_AFTER_SECONDS' default 30.
+ */
+const PROGRESS_TOUCH_SECONDS = 10;
+
+/** Whether any batch of notification `n` delivered a push (its pushes_succeeded > 0). */
+const ANY_SUCCEEDED = sql<boolean>`exists (select 1 from delivery_batches s where s.notification_id = n.id and s.succeeded > 0)`;
+
+/** The devices targeted by notification `n`'s fan-out ranges (its own devices_targeted holds the rest). */
+const RANGES_TARGETED = sql<number>`coalesce((select sum(r.devices_targeted) from fanout_ranges r where r.notification_id = n.id), 0)`;
+
+/** A range's batches take seq numbers from (range + 1) × this; those fanned out before the split stay below it. */
+export const RANGE_SEQ_STRIDE = 1_000_000;
+
+/** A fan-out range (migration 029), as its job reads it. */
+export type FanoutRange = Pick<FanoutRangeRow, 'range_no' | 'cursor_id' | 'up_to_id' | 'next_seq' | 'done'>;
 
 /** All SQL of the delivery pipeline but audience paging (the devices repository's): batches, counters, token invalidation. */
 export class DeliveryRepository {
@@ -89,6 +107,104 @@ export class DeliveryRepository {
       ${insert}
       select count(*)::int as moved from moved`.execute(db);
     return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation, or canceled
+  }
+
+  /**
+   * Cuts the rest of a notification's audience into ranges of the device id space (`bounds`: each after its
+   * exclusive lower bound, up to its inclusive upper one, null for the end), whose jobs fan out at once on any
+   * worker; atomically with marking it split (fanout_seq moves to RANGE_SEQ_STRIDE, above the seq of every batch
+   * it cut itself), so a fan-out that runs again finds these ranges instead of cutting others. False when
+   * superseded or canceled, or when it was split before.
+   */
+  async splitFanout(
+    db: Db,
+    notificationId: string,
+    generation: number,
+    bounds: { after: string; upTo: string | null }[],
+  ): Promise<boolean> {
+    const { rows } = await sql<{ split: number }>`
+      with split as (
+        update notifications
+        set fanout_seq = ${RANGE_SEQ_STRIDE}::int, updated_at = now()
+        where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled' and fanout_seq < ${RANGE_SEQ_STRIDE}::int
+        returning 1),
+      ranges as (
+        insert into fanout_ranges (notification_id, generation, range_no, cursor_id, up_to_id, next_seq)
+        select ${notificationId}::uuid, ${generation}::int, r.no - 1, r.after, r.up_to, r.no * ${RANGE_SEQ_STRIDE}::int
+        from unnest(${bounds.map((b) => b.after)}::uuid[], ${bounds.map((b) => b.upTo)}::uuid[]) with ordinality as r(after, up_to, no)
+        where exists (select 1 from split)
+        on conflict do nothing)
+      select count(*)::int as split from split`.execute(db);
+    return (rows[0]?.split ?? 0) > 0;
+  }
+
+  /** The fan-out ranges of a notification's generation (none unless it was split), in order. */
+  async rangesOf(db: Db, notificationId: string, generation: number, rangeNo?: number): Promise<FanoutRange[]> {
+    return db
+      .selectFrom('fanout_ranges')
+      .select(['range_no', 'cursor_id', 'up_to_id', 'next_seq', 'done'])
+      .where('notification_id', '=', notificationId)
+      .where('generation', '=', generation)
+      .$if(rangeNo !== undefined, (q) => q.where('range_no', '=', rangeNo!))
+      .orderBy('range_no')
+      .execute();
+  }
+
+  /**
+   * `saveFanoutPage` for a page of one range: its batches and its checkpoint, atomically, without writing the
+   * notification's row (ranges fanned out at once would queue on its lock); the notification is only read, so
+   * one canceled or superseded meanwhile stores nothing. Its updated_at (progress, for the sweeper) is touched
+   * at most every PROGRESS_TOUCH_SECONDS.
+   */
+  async saveRangePage(
+    db: Db,
+    range: { notificationId: string; generation: number; rangeNo: number },
+    batches: NewBatch[],
+    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number },
+  ): Promise<boolean> {
+    const { notificationId, generation, rangeNo } = range;
+    const { rows } = await sql<{ moved: number }>`
+      with moved as (
+        update fanout_ranges r
+        set cursor_id = ${page.cursor}::uuid, next_seq = ${page.nextSeq}::int, devices_targeted = r.devices_targeted + ${page.targeted}::int,
+          devices_not_allowed = r.devices_not_allowed + ${page.notAllowed}::int, updated_at = now()
+        where r.notification_id = ${notificationId}::uuid and r.generation = ${generation}::int and r.range_no = ${rangeNo}::int and not r.done
+          and exists (
+            select 1 from notifications n
+            where n.id = ${notificationId}::uuid and n.generation = ${generation}::int and n.state <> 'canceled')
+        returning 1),
+      touched as (
+        update notifications
+        set updated_at = now()
+        where id = ${notificationId}::uuid and updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int)
+          and exists (select 1 from moved))
+      ${storeBatches(notificationId, generation, batches)}
+      select count(*)::int as moved from moved`.execute(db);
+    return (rows[0]?.moved ?? 0) > 0;
+  }
+
+  /**
+   * Marks a range fanned out; when it was the last, the notification's fan-out is done. Two statements: the last
+   * range to commit its own sees every other one done (a check inside its own statement might not).
+   * Whether this call finished the fan-out.
+   */
+  async finishRange(db: Db, notificationId: string, generation: number, rangeNo: number): Promise<boolean> {
+    await db
+      .updateTable('fanout_ranges')
+      .set({ done: true, updated_at: sql<Date>`now()` })
+      .where('notification_id', '=', notificationId)
+      .where('generation', '=', generation)
+      .where('range_no', '=', rangeNo)
+      .execute();
+    const { rows } = await sql<{ id: string }>`
+      update notifications n
+      set fanout_done = true, updated_at = now()
+      where n.id = ${notificationId}::uuid and n.generation = ${generation}::int and not n.fanout_done
+        and not exists (
+          select 1 from fanout_ranges r
+          where r.notification_id = ${notificationId}::uuid and r.generation = ${generation}::int and not r.done)
+      returning n.id`.execute(db);
+    return rows.length > 0;
   }
 
   /**
@@ -213,16 +329,19 @@ export class DeliveryRepository {
       .execute();
   }
 
+  /** A notification's pending batches; of `seqs` only (one range's block: from inclusive, to exclusive) when given. */
   async pendingBatches(
     db: Db,
     notificationId: string,
     generation: number,
+    seqs?: { from: number; to: number },
   ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development' | 'not_before' | 'job_id'>[]> {
     return db
       .selectFrom('delivery_batches')
       .select(['id', 'platform', 'development', 'not_before', 'job_id'])
       .where('notification_id', '=', notificationId)
       .where('generation', '=', generation)
+      .$if(seqs !== undefined, (q) => q.where('seq', '>=', seqs!.from).where('seq', '<', seqs!.to))
       .where('state', '=', 'pending')
       .orderBy('seq')
       .execute();
@@ -256,9 +375,9 @@ export class DeliveryRepository {
    */
   async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>> {
     const { rows } = await sql<
-      BatchHead & Pick<DeliveryBatch, 'not_before'> & { notification: AttemptNotification; pending: PendingTarget[] }
+      BatchHead & Pick<DeliveryBatch, 'not_before' | 'seq'> & { notification: AttemptNotification; pending: PendingTarget[] }
     >`
-      select b.id, b.notification_id, b.generation, b.platform, b.development, b.state, b.attempts, b.not_before,
+      select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
         json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'localized', n.localized, 'expires_at', n.expires_at,
           'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity) as notification,
         (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
@@ -288,14 +407,14 @@ export class DeliveryRepository {
   }
 
   /**
-   * Records attempts' results atomically, many batches in one statement: batch progress, notification counters,
-   * invalidated tokens. Expired devices leave the batch like sent ones and count in pushes_expired, not in
-   * pushes_failed. One statement (data-modifying CTEs) instead of a transaction of several: the notification
-   * rows, which every batch of a notification updates, are then locked only while PostgreSQL runs it, never
-   * across a round trip to a busy worker. A concurrent duplicate run of a batch (same `attempts`) records nothing.
-   * A notification of one batch, which this attempt finishes, is closed in the same update (as
-   * `completeIfFinished` would); answers the ids of those it closed. Each device that received the push gets a
-   * receipt, to which its events are attributed (ConversionsRepository).
+   * Records attempts' results atomically, many batches in one statement: batch progress and counters (a
+   * notification's are their sums, `countersOf`), invalidated tokens. Expired devices leave the batch like sent
+   * ones and count in pushes_expired, not in pushes_failed. The notification's row is not written for a batch of
+   * many: workers recording one broadcast's batches would all queue on its lock, receipts included. It is touched
+   * at most every few seconds (the sweeper's sign of progress), and a notification of one batch, which this
+   * attempt finishes, is closed in the same update (as `completeIfFinished` would); answers the ids of those it
+   * closed. A concurrent duplicate run of a batch (same `attempts`) records nothing. Each device that received
+   * the push gets a receipt, to which its events are attributed (ConversionsRepository).
    */
   async recordAttempts(db: Db, attempts: AttemptRecord[]): Promise<Set<string>> {
     if (!attempts.length) return new Set();
@@ -367,29 +486,23 @@ export class DeliveryRepository {
         update delivery_batches b
         set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,
             succeeded = b.succeeded + i.succeeded, failed = b.failed + i.failed, invalidated = b.invalidated + i.invalidated,
-            expired = b.expired + i.expired, last_error = i.last_error, updated_at = now()
+            expired = b.expired + i.expired, last_error = i.last_error, failure_reason = coalesce(i.failure_reason, b.failure_reason),
+            updated_at = now()
         from input i
         where b.id = i.id and b.state = 'pending' and b.attempts = i.attempts
         returning b.id),
       counted as (
         update notifications n
         set state = case when c.closes and n.state in ('scheduled', 'sending')
-              then (case when n.pushes_succeeded + c.succeeded > 0 then 'sent' else 'failed' end) else n.state end,
+              then (case when c.succeeded > 0 or ${ANY_SUCCEEDED} then 'sent' else 'failed' end) else n.state end,
             finished_at = case when c.closes and n.state in ('scheduled', 'sending') then now() else n.finished_at end,
-            pushes_succeeded = n.pushes_succeeded + c.succeeded,
-            pushes_failed = n.pushes_failed + c.failed + c.invalidated,
-            tokens_invalidated = n.tokens_invalidated + c.invalidated,
-            pushes_expired = n.pushes_expired + c.expired,
-            failure_reason = coalesce(c.failure_reason, n.failure_reason),
             updated_at = now()
         from (
-          select i.notification_id, sum(i.succeeded)::int as succeeded, sum(i.failed)::int as failed,
-            sum(i.invalidated)::int as invalidated, sum(i.expired)::int as expired,
-            (array_agg(i.failure_reason) filter (where i.failure_reason is not null))[1] as failure_reason,
+          select i.notification_id, sum(i.succeeded)::int as succeeded,
             bool_and(i.state = 'done') and count(*) = 1 and n1.fanout_done and n1.fanout_seq = 1 and n1.generation = min(i.generation) as closes
           from input i join recorded r on r.id = i.id join notifications n1 on n1.id = i.notification_id
           group by i.notification_id, n1.id) c
-        where n.id = c.notification_id
+        where n.id = c.notification_id and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
         returning n.id, c.closes and n.state in ('sent', 'failed') as closes)
       ${invalidate}
       ${forget}
@@ -410,20 +523,29 @@ export class DeliveryRepository {
 
   /**
    * Closes each notification whose fan-out is done and no batch is pending: `sent` when anything was delivered
-   * or nothing was targeted, `failed` when every push failed. Answers the ids it closed.
+   * or nothing was targeted, `failed` when every push failed. Answers the ids it closed. Given the `seq` of the
+   * batch that just finished, the pending batch looked for is its nearest, above it then below it: batches
+   * finish about in order, so one is found a few rows away, not after every batch done before (a walk that cost
+   * a 25,000-batch broadcast 25,000 rows a batch); only the last batches walk them all.
    */
-  async completeIfFinished(db: Db, notifications: { id: string; generation: number }[]): Promise<string[]> {
+  async completeIfFinished(db: Db, notifications: { id: string; generation: number; seq?: number }[]): Promise<string[]> {
     const unique = [...new Map(notifications.map((n) => [`${n.id}:${n.generation}`, n])).values()];
     if (!unique.length) return [];
+    // scalar subqueries, each an index scan from the seq that stops at the first pending batch (an anti-join may
+    // read them all)
+    const pending = (where: RawBuilder<unknown>, order: RawBuilder<unknown>) => sql`(
+      select true from delivery_batches b
+      where b.notification_id = t.id and b.generation = t.generation and ${where} and b.state = 'pending'
+      order by ${order} limit 1) is null`;
     const { rows } = await sql<{ id: string }>`
       update notifications n
-      set state = case when n.pushes_succeeded > 0 or n.devices_targeted = 0 then 'sent' else 'failed' end,
+      set state = case when ${ANY_SUCCEEDED} or n.devices_targeted + ${RANGES_TARGETED} = 0 then 'sent' else 'failed' end,
           finished_at = now(), updated_at = now()
-      from unnest(${unique.map((n) => n.id)}::uuid[], ${unique.map((n) => n.generation)}::int[]) as t(id, generation)
+      from unnest(${unique.map((n) => n.id)}::uuid[], ${unique.map((n) => n.generation)}::int[], ${unique.map((n) => n.seq ?? null)}::int[])
+        as t(id, generation, seq)
       where n.id = t.id and n.generation = t.generation and n.fanout_done and n.state in ('scheduled', 'sending')
-        and not exists (
-          select 1 from delivery_batches b
-          where b.notification_id = t.id and b.generation = t.generation and b.state = 'pending')
+        and ${pending(sql`b.seq > coalesce(t.seq, -1)`, sql`b.seq`)}
+        and (t.seq is null or ${pending(sql`b.seq < t.seq`, sql`b.seq desc`)})
       returning n.id`.execute(db);
     return rows.map((r) => r.id);
   }

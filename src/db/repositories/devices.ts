@@ -20,6 +20,8 @@ export type DeliverableNow = Deliverable & { token: string };
 /** A keyset page of an audience: devices with id > afterId, by id. Pass one `now` for all pages of a run. */
 export interface AudiencePage {
   afterId?: string | null;
+  /** Only devices whose id is at most this (a fan-out range's upper bound). */
+  upToId?: string | null;
   limit: number;
   now: Date;
   /** Only devices in these time zones (a local-time wave). */
@@ -493,6 +495,7 @@ function audiencePageQuery(db: Db, appId: string, filters: Filter[] | null, page
     .where('d.erased_at', 'is', null)
     .where(compileFilters(filters, { now: page.now }))
     .$if(!!page.afterId, (qb) => qb.where('d.id', '>', page.afterId!))
+    .$if(!!page.upToId, (qb) => qb.where('d.id', '<=', page.upToId!))
     .$if(!!page.zones, (qb) => qb.where(inZones(page.zones!)))
     .orderBy('d.id')
     .limit(page.limit);

@@ -187,6 +187,39 @@ export class NotificationsRepository {
       .executeTakeFirst();
   }
 
+  /**
+   * The notifications with their counters as they are now. Recording a batch writes its own counters, not its
+   * notification's row (every worker sending a broadcast would queue on that lock): pushes are the sums of the
+   * notification's batches, of every generation as before (its failure_reason the latest of this generation's);
+   * devices targeted and not allowed its row's (what it fanned out itself) plus its fan-out ranges'. The row's
+   * own push counters hold only pushes sent without a batch (a Live Activity channel's one push,
+   * `finishBroadcast`): migration 029 moved the rest to the batches, which held them too.
+   */
+  async withCounters<T extends Notification>(db: Db, list: T[]): Promise<T[]> {
+    if (!list.length) return list;
+    const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`
+      select n.id, n.devices_targeted + coalesce(r.targeted, 0) as devices_targeted,
+        n.devices_not_allowed + coalesce(r.not_allowed, 0) as devices_not_allowed,
+        n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded, n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
+        n.tokens_invalidated + coalesce(b.invalidated, 0) as tokens_invalidated, n.pushes_expired + coalesce(b.expired, 0) as pushes_expired,
+        coalesce(b.failure_reason, n.failure_reason) as failure_reason
+      from notifications n
+      left join lateral (
+        select sum(b.succeeded)::int as succeeded, sum(b.failed + b.invalidated)::int as failed, sum(b.invalidated)::int as invalidated,
+          sum(b.expired)::int as expired,
+          (array_agg(b.failure_reason order by b.updated_at desc)
+            filter (where b.failure_reason is not null and b.generation = n.generation))[1] as failure_reason
+        from delivery_batches b
+        where b.notification_id = n.id) b on true
+      left join lateral (
+        select sum(r.devices_targeted)::int as targeted, sum(r.devices_not_allowed)::int as not_allowed
+        from fanout_ranges r
+        where r.notification_id = n.id) r on true
+      where n.id = any(${list.map((n) => n.id)}::uuid[])`.execute(db);
+    const byId = new Map(rows.map(({ id, ...counters }) => [id, counters]));
+    return list.map((n) => ({ ...n, ...byId.get(n.id) }));
+  }
+
   /** A channel broadcast was answered: its one push counted, the notification closed (undefined: not sending any more). */
   async finishBroadcast(db: Db, appId: string, id: string, failure: string | null): Promise<Notification | undefined> {
     return db
@@ -211,6 +244,16 @@ export class NotificationsRepository {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
 }
+
+/** A notification's counters, summed from its batches and fan-out ranges on read (`withCounters`). */
+type CountedColumn =
+  | 'devices_targeted'
+  | 'devices_not_allowed'
+  | 'pushes_succeeded'
+  | 'pushes_failed'
+  | 'tokens_invalidated'
+  | 'pushes_expired'
+  | 'failure_reason';
 
 /** A notification's columns but the documents its insert is given (`insertCut`). */
 // prettier-ignore

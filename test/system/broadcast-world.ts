@@ -1,0 +1,57 @@
+import path from 'node:path';
+import { sql } from 'kysely';
+import { openDatabase } from '../../src/db/database.js';
+import { migrate } from '../../src/db/migrate.js';
+import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
+import { AppService } from '../../src/services/apps.js';
+import { redisUrl } from '../helpers/harness.js';
+import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../mocks/index.js';
+import { freePort, freshDatabase, ROOT } from './proc.js';
+
+/**
+ * What a system test of a broadcast runs against: counting mock gateways (pushes per token in `received`), a fresh
+ * migrated database with an app whose credentials they accept and `devices` bulk-inserted devices (half iOS, half
+ * Android), and the environment that points compiled processes at them on Redis. `cleanups` undo it, in reverse.
+ */
+export async function broadcastWorld(bundle: string, devices: number, cleanups: (() => Promise<unknown>)[]) {
+  const apnsKey = generateApnsKey();
+  const account = generateServiceAccount();
+  // Counting only: recording every push with its headers would take the test's memory.
+  const apns = (await ApnsMock.start({ record: false, topic: bundle })).addKey(apnsKey);
+  const fcm = (await FcmMock.start({ record: false })).addServiceAccount(account);
+  cleanups.push(
+    () => apns.close(),
+    () => fcm.close(),
+  );
+  const received = new Map<string, number>();
+  apns.onAccept = fcm.onAccept = (token) => received.set(token, (received.get(token) ?? 0) + 1);
+
+  const database = await freshDatabase();
+  cleanups.push(() => database.drop());
+  const handle = openDatabase(database.url);
+  cleanups.push(() => handle.close());
+  await migrate(handle.pool);
+  const { app, keys } = await new AppService(handle.db).createApp(bundle);
+  await new AppsRepository().setCredentials(handle.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
+  await new AppsRepository().setCredentials(handle.db, app.id, 'fcm', { ...parseFcmServiceAccount(account.json) });
+  await sql`
+    insert into devices (app_id, platform, token)
+    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
+    from generate_series(1, ${devices}) as i`.execute(handle.db);
+  await sql`analyze devices`.execute(handle.db);
+
+  const port = await freePort();
+  const env = {
+    DATABASE_URL: database.url,
+    REDIS_URL: redisUrl()!,
+    QUEUE_PREFIX: `${bundle.replace(/\W/g, '')}${port}`,
+    APNS_ORIGIN_PRODUCTION: apns.origin,
+    APNS_ORIGIN_SANDBOX: apns.origin,
+    FCM_ORIGIN: fcm.origin,
+    GOOGLE_TOKEN_URL: fcm.tokenUrl,
+    NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
+    RATE_LIMIT_PER_SECOND: '0',
+  };
+  return { apns, fcm, received, handle, app, keys, port, env };
+}
