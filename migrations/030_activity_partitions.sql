@@ -18,8 +18,10 @@ BEGIN
   END LOOP;
 END $$;
 
--- Creates the partitions of each UTC day the rows of `source` have in `key` (a date, or a timestamptz taken at UTC),
--- and of today and the next three days; a day with no row gets none.
+-- Creates the partitions of each UTC day of the last 90 (the longest default retention) the rows of `source` have in
+-- `key` (a date, or a timestamptz taken at UTC), and of today and the next three days; a day with no row gets none.
+-- Older rows go to the default partition, which the maintenance purges or splits by the retention configured: a
+-- partition for every day of years of history would take more locks than one transaction may hold.
 CREATE FUNCTION pg_temp.pushd_partitions_for(parent text, key_type text, source text, key text) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -28,8 +30,11 @@ DECLARE
 BEGIN
   PERFORM pg_temp.pushd_create_day_partitions(parent, key_type, today, today + 3);
   FOR d IN EXECUTE format(
-    CASE key_type WHEN 'date' THEN 'SELECT DISTINCT %I FROM %I' ELSE 'SELECT DISTINCT (%I AT TIME ZONE ''UTC'')::date FROM %I' END,
-    key, source) LOOP
+    CASE key_type
+      WHEN 'date' THEN 'SELECT DISTINCT day FROM (SELECT %I AS day FROM %I) r WHERE day >= $1'
+      ELSE 'SELECT DISTINCT day FROM (SELECT (%I AT TIME ZONE ''UTC'')::date AS day FROM %I) r WHERE day >= $1'
+    END,
+    key, source) USING today - 90 LOOP
     PERFORM pg_temp.pushd_create_day_partitions(parent, key_type, d, d);
   END LOOP;
 END $$;
