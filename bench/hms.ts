@@ -19,7 +19,7 @@ import { loadConfig } from '../src/platform/config.js';
 import { AppService } from '../src/services/apps.js';
 import { HmsMock } from '../test/mocks/index.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
-import { benchStack, startServices, waitFinished } from './lib/stack.js';
+import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
 import { hmsTokenOf } from './lib/hms-tokens.js';
 
 const devices = Number(arg('devices', '100000'));
@@ -55,26 +55,15 @@ async function main() {
   const bareInFlight = Number(arg('bare-in-flight', String(config.DELIVERY_CONCURRENCY * requestsPerBatch)));
   const services = await startServices(env, { mode: 'split', workers: 1 });
   const { base, workers } = services;
-  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
-  const post = async (to: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${base}/v6/notifications`, {
-      method: 'POST',
-      headers: { authorization: auth, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
-    });
-    if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
-    return (await res.json()) as { id: string };
-  };
+  const { auth, post } = notificationPoster(base, keys.write, PAYLOAD);
 
-  // the worker's connection and access token warm, as a long-running worker's are (an Idempotency-Key sends
-  // through the queue); each round counts its own pushes
+  // the worker's connection and access token warm; each round then counts its own pushes
   const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
-  for (const [i, d] of sample.entries()) {
-    const arrived = new Promise<void>((resolve) => (hms.onAccept = () => resolve()));
-    await post([{ name: 'device_id', criteria: [d.id] }], { 'idempotency-key': `warm-worker-${i}` });
-    await arrived;
-  }
-  hms.onAccept = undefined;
+  await warmWorker(
+    post,
+    sample.map((d) => d.id),
+    hms,
+  );
   // the bare client's access token, fetched before it starts as the worker's was
   const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: HMS_APP_ID, client_secret: HMS_SECRET });
   const { access_token: accessToken } = await requestAccessToken(hms.tokenUrl, form);
