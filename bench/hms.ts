@@ -105,6 +105,7 @@ async function main() {
     const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
     await sent;
     const pipelineTally = tally();
+    const firstMs = firstAt - t0;
     const pipelineShape = `${hms.openSessions} connection(s), ${hms.peakConcurrency} requests in flight at most`;
 
     // the ceiling: the same pushes from the bare client (the stored payload, as the worker maps it)
@@ -129,7 +130,7 @@ async function main() {
     const r = {
       pipeline: devices / ((tEnd - t0) / 1000),
       bare: devices / (bare.ms / 1000),
-      firstMs: firstAt - t0,
+      firstMs,
       workerUs: (workerCpu * 1000) / devices,
       bareUs: (bare.cpuMs * 1000) / devices,
       missed: pipelineTally.missed + bareTally.missed,
@@ -137,7 +138,7 @@ async function main() {
     };
     results.push(r);
     console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (${pipelineShape}), bare ${r.bare.toFixed(0)}/s ` +
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (${pipelineShape}, first push ${firstMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s ` +
         `(${bareConnections} connection(s), ${bareInFlight} in flight), ratio ${(r.pipeline / r.bare).toFixed(2)}; ` +
         `CPU per push: worker ${r.workerUs.toFixed(1)} µs, bare client ${r.bareUs.toFixed(1)} µs; ` +
         `pipeline missed ${pipelineTally.missed}, twice ${pipelineTally.twice}; bare missed ${bareTally.missed}, twice ${bareTally.twice}`,
