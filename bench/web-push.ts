@@ -16,7 +16,7 @@ import { toWebPushMessage } from '../src/domain/push-mapping.js';
 import { encryptRecord } from '../src/gateways/web-push.js';
 import { AppService } from '../src/services/apps.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
-import { benchStack, startServices, waitFinished } from './lib/stack.js';
+import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
 import { BenchWebPushMock, browserKeyPool } from './lib/web-push-mock.js';
 import type { WebPushSenderSpec } from './lib/web-push-senders.js';
 
@@ -54,25 +54,15 @@ async function main() {
 
   const services = await startServices({ ...stack.env, WEB_PUSH_ALLOWED_ORIGINS: mock.origin }, { mode: 'split', workers: 1 });
   const { base, workers } = services;
-  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
-  const post = async (to: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${base}/v6/notifications`, {
-      method: 'POST',
-      headers: { authorization: auth, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ notification: { to, payload: PAYLOAD } }),
-    });
-    if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
-    return (await res.json()) as { id: string };
-  };
+  const { auth, post } = notificationPoster(base, keys.write, PAYLOAD);
 
   // the worker's connection and VAPID JWT warm, as a long-running worker's are (an Idempotency-Key sends through the queue)
   const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
-  for (const [i, d] of sample.entries()) {
-    const arrived = new Promise<void>((resolve) => (mock.onAccept = () => resolve()));
-    await post([{ name: 'device_id', criteria: [d.id] }], { 'idempotency-key': `warm-worker-${i}` });
-    await arrived;
-  }
-  mock.onAccept = undefined;
+  await warmWorker(
+    post,
+    sample.map((d) => d.id),
+    mock,
+  );
 
   const sender = (name: WebPushSenderSpec['sender'], notificationId: string) =>
     runBenchChild<{ ms: number; ok: number; cpuMs: number }>(

@@ -196,3 +196,35 @@ export async function waitFinished(base: string, authorization: string, id: stri
     await new Promise((res) => setTimeout(res, 100));
   }
 }
+
+/** POST /v6/notifications of `payload` to `to` with the app's write key; throws unless it is created. */
+export function notificationPoster(base: string, writeKey: string, payload: Record<string, unknown>) {
+  const auth = `Basic ${Buffer.from(`:${writeKey}`).toString('base64')}`;
+  const post = async (to: unknown, headers: Record<string, string> = {}) => {
+    const res = await fetch(`${base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: auth, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ notification: { to, payload } }),
+    });
+    if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
+    return (await res.json()) as { id: string };
+  };
+  return { auth, post };
+}
+
+/**
+ * Warms the worker's gateway connection and credentials, as a long-running worker's are: one-device sends through
+ * the queue (a create with an Idempotency-Key is not sent by the API itself), each awaited at the mock.
+ */
+export async function warmWorker(
+  post: ReturnType<typeof notificationPoster>['post'],
+  deviceIds: string[],
+  mock: { onAccept: ((token: string) => void) | undefined },
+): Promise<void> {
+  for (const [i, id] of deviceIds.entries()) {
+    const arrived = new Promise<void>((resolve) => (mock.onAccept = () => resolve()));
+    await post([{ name: 'device_id', criteria: [id] }], { 'idempotency-key': `warm-worker-${i}` });
+    await arrived;
+  }
+  mock.onAccept = undefined;
+}

@@ -1,0 +1,177 @@
+/**
+ * Huawei Push Kit broadcast benchmark: POST /v6/notifications to every Huawei device of an app, to the last token
+ * accepted by the mock HMS (OAuth + messages:send) on loopback, against a bare node:http2 multicast client sending the
+ * same requests (1,000 tokens each, the same bearer token) to the same mock in the same run (the machine's ceiling).
+ *
+ *   npm run bench -- hms [--devices 100000] [--rounds 3] [--queue redis|postgres] [--gateway-latency-ms 0]
+ *                        [--bare-connections 1] [--bare-in-flight <the worker's bound>]
+ *
+ * The bare client keeps as many requests in flight as the worker can give the gateway at most (DELIVERY_CONCURRENCY
+ * batches of DELIVERY_BATCH_SIZE devices, 1,000 tokens a request) on one connection (the mock allows 1,000 streams,
+ * so the gateway opens no second one); each round prints what the pipeline kept in flight and open, to compare.
+ * Every device must get exactly one push a round, counted per token at the mock: the benchmark exits 1 when one is
+ * missed or pushed twice.
+ */
+import { sql } from 'kysely';
+import { requestAccessToken } from '../src/gateways/google-oauth.js';
+import { HMS_MAX_TOKENS_PER_REQUEST } from '../src/gateways/hms.js';
+import { loadConfig } from '../src/platform/config.js';
+import { AppService } from '../src/services/apps.js';
+import { HmsMock } from '../test/mocks/index.js';
+import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
+import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
+import { hmsTokenOf } from './lib/hms-tokens.js';
+
+const devices = Number(arg('devices', '100000'));
+const rounds = Number(arg('rounds', '3'));
+const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const latencyMs = Number(arg('gateway-latency-ms', '0'));
+const bareConnections = Number(arg('bare-connections', '1'));
+const PAYLOAD = { alert: 'bench', title: 'pushd' };
+const HMS_APP_ID = '10000001';
+const HMS_SECRET = 'bench-client-secret';
+
+async function main() {
+  const hms = await HmsMock.start({ record: false });
+  hms.addApp(HMS_APP_ID, HMS_SECRET);
+  if (latencyMs > 0) hms.faults.sometimes(1, { type: 'delay', ms: latencyMs });
+  const stack = await benchStack('bench_hms', { queue, redisUrl });
+  const { db, app, keys } = stack;
+  await new AppService(db.db).setHms(app.id, { hmsAppId: HMS_APP_ID, clientSecret: HMS_SECRET });
+  const t = Date.now();
+  // device i has hmsTokenOf(i): the token the bare client sends it
+  const tokens = Array.from({ length: devices }, (_, i) => hmsTokenOf(i));
+  await sql`
+    insert into devices (app_id, platform, token)
+    select ${app.id}::uuid, 'huawei', t.token
+    from unnest(${tokens}::text[]) as t(token)`.execute(db.db);
+  await sql`analyze devices`.execute(db.db);
+  console.log(`seeded ${devices} Huawei devices in ${Date.now() - t} ms`);
+
+  const env = { ...stack.env, HMS_ORIGIN: hms.origin, HMS_TOKEN_URL: hms.tokenUrl };
+  const config = loadConfig({ ...process.env, ...env });
+  const requestsPerBatch = Math.ceil(config.DELIVERY_BATCH_SIZE / HMS_MAX_TOKENS_PER_REQUEST);
+  const bareInFlight = Number(arg('bare-in-flight', String(config.DELIVERY_CONCURRENCY * requestsPerBatch)));
+  const services = await startServices(env, { mode: 'split', workers: 1 });
+  const { base, workers } = services;
+  const { auth, post } = notificationPoster(base, keys.write, PAYLOAD);
+
+  // the worker's connection and access token warm; each round then counts its own pushes
+  const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
+  await warmWorker(
+    post,
+    sample.map((d) => d.id),
+    hms,
+  );
+  // the bare client's access token, fetched before it starts as the worker's was
+  const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: HMS_APP_ID, client_secret: HMS_SECRET });
+  const { access_token: accessToken } = await requestAccessToken(hms.tokenUrl, form);
+
+  const results: {
+    pipeline: number;
+    bare: number;
+    firstMs: number;
+    workerUs: number;
+    bareUs: number;
+    missed: number;
+    twice: number;
+  }[] = [];
+  /** pushes per token since the last reset: the pipeline's and the bare client's rounds are counted alike */
+  const received = new Map<string, number>();
+  let firstAt = 0;
+  let onAll: (() => void) | undefined;
+  hms.onAccept = (token) => {
+    if (received.size === 0) firstAt = performance.now();
+    received.set(token, (received.get(token) ?? 0) + 1);
+    if (received.size === devices) onAll?.();
+  };
+  const tally = () => {
+    let twice = 0;
+    for (const n of received.values()) if (n > 1) twice += 1;
+    return { missed: tokens.filter((token) => !received.has(token)).length, twice };
+  };
+  for (let round = 0; round < rounds; round++) {
+    // the pipeline to every device (a new notification each round)
+    received.clear();
+    hms.resetStats();
+    const all = new Promise<number>((resolve) => (onAll = () => resolve(performance.now())));
+    const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
+    const t0 = performance.now();
+    const { id } = await post('*');
+    // a device missed never completes `all`: the round then ends when the notification is sent
+    const sent = waitFinished(base, auth, id).then(() => performance.now());
+    const tEnd = await Promise.race([all, sent]);
+    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
+    await sent;
+    const pipelineTally = tally();
+    const firstMs = firstAt - t0;
+    const pipelineShape = `${hms.openSessions} connection(s), ${hms.peakConcurrency} requests in flight at most`;
+
+    // the ceiling: the same pushes from the bare client (the stored payload, as the worker maps it)
+    received.clear();
+    hms.resetStats();
+    const stored = await db.db.selectFrom('notifications').select('payload').where('id', '=', id).executeTakeFirstOrThrow();
+    const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
+      'bench/lib/bare-hms.ts',
+      {
+        devices,
+        origin: hms.origin,
+        hmsAppId: HMS_APP_ID,
+        accessToken,
+        payload: stored.payload,
+        notificationId: id,
+        connections: bareConnections,
+        inFlight: bareInFlight,
+      },
+      'BARE_NODE_ARGS',
+    );
+    const bareTally = tally();
+    const r = {
+      pipeline: devices / ((tEnd - t0) / 1000),
+      bare: devices / (bare.ms / 1000),
+      firstMs,
+      workerUs: (workerCpu * 1000) / devices,
+      bareUs: (bare.cpuMs * 1000) / devices,
+      missed: pipelineTally.missed + bareTally.missed,
+      twice: pipelineTally.twice + bareTally.twice,
+    };
+    results.push(r);
+    console.log(
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (${pipelineShape}, first push ${firstMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s ` +
+        `(${bareConnections} connection(s), ${bareInFlight} in flight), ratio ${(r.pipeline / r.bare).toFixed(2)}; ` +
+        `CPU per push: worker ${r.workerUs.toFixed(1)} µs, bare client ${r.bareUs.toFixed(1)} µs; ` +
+        `pipeline missed ${pipelineTally.missed}, twice ${pipelineTally.twice}; bare missed ${bareTally.missed}, twice ${bareTally.twice}`,
+    );
+  }
+  hms.onAccept = undefined;
+  const ratios = results.map((r) => r.pipeline / r.bare);
+  const med = (pick: (r: (typeof results)[number]) => number) => median(results.map(pick));
+  const sum = (pick: (r: (typeof results)[number]) => number) => results.reduce((s, r) => s + pick(r), 0);
+
+  console.log(
+    `\nHMS benchmark: one broadcast to ${devices} Huawei devices, queue backend ${queue}, mock HMS on loopback TLS HTTP/2 ` +
+      `answering ${latencyMs} ms late, 1,000 tokens a request, bare client ${bareConnections} connection(s) x ${bareInFlight} requests ` +
+      `in flight, median of ${rounds} rounds; the mock counts every push per token\n`,
+  );
+  printTable([
+    ['pipeline pushes/s (POST -> last token accepted)', med((r) => r.pipeline).toFixed(0)],
+    ['pipeline: POST -> first push (full audience)', `${med((r) => r.firstMs).toFixed(0)} ms`],
+    ['bare node:http2 multicast pushes/s (ceiling)', med((r) => r.bare).toFixed(0)],
+    ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
+    ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],
+    ['worker CPU per push, all threads (median)', `${med((r) => r.workerUs).toFixed(1)} µs`],
+    ['bare client CPU per push, all threads (median)', `${med((r) => r.bareUs).toFixed(1)} µs`],
+    ['devices missed / pushed twice (all rounds, both senders)', `${sum((r) => r.missed)} / ${sum((r) => r.twice)}`],
+  ]);
+
+  await services.stop();
+  await stack.close();
+  await hms.close();
+  process.exit(results.some((r) => r.missed > 0 || r.twice > 0) ? 1 : 0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
