@@ -4,6 +4,7 @@ import {
   DEVICE_ATTRIBUTES,
   DISTANCE_UNITS_IN_METERS,
   NOTIFICATIONS_ALLOWED_VALUES,
+  PLATFORM_VALUES,
   type AttributeKind,
 } from '../../src/domain/vocabulary.js';
 import { h } from './dom.js';
@@ -57,6 +58,9 @@ const kindOf = (f: FilterDraft): Kind =>
       ? CUSTOM_KINDS[f.customType]!
       : 'event';
 
+// the platform names the device record shows (iOS, Android, Web, Huawei): a choice, not free text
+const isPlatform = (f: FilterDraft) => f.source === 'device' && f.attribute === 'platform';
+
 const newCriterion = (kind: Kind): CriterionDraft => ({ mode: MODES[kind][0]!, v: {} });
 const newFilter = (): FilterDraft => ({
   source: 'device',
@@ -88,14 +92,14 @@ function range(c: CriterionDraft, value: (t: string) => unknown): Record<string,
   return out;
 }
 
-function criterionOf(kind: Kind, c: CriterionDraft): unknown {
+function criterionOf(kind: Kind, c: CriterionDraft, platform: boolean): unknown {
   const text = (t: string) => t.trim();
   switch (c.mode) {
     case 'is':
       if (kind === 'number') return num(c.v.value);
       if (kind === 'boolean') return (c.v.value ?? 'true') === 'true';
       if (kind === 'enum') return c.v.value ?? NOTIFICATIONS_ALLOWED_VALUES[0];
-      return c.v.value ?? '';
+      return c.v.value ?? (platform ? PLATFORM_VALUES[0] : '');
     case 'range':
       return range(c, kind === 'number' ? num : text);
     case 'happened':
@@ -135,7 +139,11 @@ export class FilterBuilder {
   filters(): Filter[] {
     return this.drafts.map((f) => {
       const kind = kindOf(f);
-      return { name: nameOf(f), criteria: f.criteria.map((c) => criterionOf(kind, c)), ...(f.not && { not_filter: true }) } as Filter;
+      return {
+        name: nameOf(f),
+        criteria: f.criteria.map((c) => criterionOf(kind, c, isPlatform(f))),
+        ...(f.not && { not_filter: true }),
+      } as Filter;
     });
   }
 
@@ -171,10 +179,11 @@ export class FilterBuilder {
 
   private filterRow(f: FilterDraft, index: number): HTMLElement {
     const kind = kindOf(f);
+    const platform = isPlatform(f);
     const set = (key: keyof FilterDraft, structure: boolean) => (e: Event) => {
       const t = e.target as HTMLInputElement;
       (f as unknown as Record<string, unknown>)[key] = t.type === 'checkbox' ? t.checked : t.value;
-      if (structure && kindOf(f) !== kind) f.criteria = [newCriterion(kindOf(f))];
+      if (structure && (kindOf(f) !== kind || isPlatform(f) !== platform)) f.criteria = [newCriterion(kindOf(f))];
       this.changed(structure);
     };
     const error = h('div', { class: 'field-error', 'data-error': `notification.to[${index}]` });
@@ -245,7 +254,9 @@ export class FilterBuilder {
             ? [choose('value', ['true', 'false'], 'true')]
             : kind === 'enum'
               ? [choose('value', [...NOTIFICATIONS_ALLOWED_VALUES], NOTIFICATIONS_ALLOWED_VALUES[0])]
-              : [value('value', HINT[kind] ?? 'value')];
+              : isPlatform(f)
+                ? [choose('value', [...PLATFORM_VALUES], PLATFORM_VALUES[0])]
+                : [value('value', HINT[kind] ?? 'value')];
         break;
       case 'range':
         editor = bounds(HINT[kind] ?? 'number');

@@ -2,6 +2,7 @@ import { Api, ApiError, type KeyInfo } from './api.js';
 import { audiencePage, audiencesPage } from './audiences.js';
 import { composePage } from './compose.js';
 import { h, replace } from './dom.js';
+import { liveActivityComposePage, liveActivityPage } from './live-activities.js';
 import { notificationPage, notificationsPage } from './notifications.js';
 import { overviewPage } from './overview.js';
 import { errorBox, type Page, type Session } from './page.js';
@@ -16,6 +17,8 @@ const ROUTES: [RegExp, Page][] = [
   [/^#\/compose(?:\/(audience)\/([\w-]+))?$/, composePage],
   [/^#\/notifications(?:\/page\/(\d+))?$/, notificationsPage],
   [/^#\/notifications\/([\w-]+)$/, notificationPage],
+  [/^#\/live-activities$/, liveActivityComposePage],
+  [/^#\/live-activities\/([\w-]+)$/, liveActivityPage],
 ];
 
 const NAV: [string, string][] = [
@@ -23,6 +26,7 @@ const NAV: [string, string][] = [
   ['#/audiences', 'Audiences'],
   ['#/compose', 'Compose'],
   ['#/notifications', 'Notifications'],
+  ['#/live-activities', 'Live Activities'],
 ];
 
 const root = document.getElementById('app')!;

@@ -13,7 +13,8 @@ import {
   MAX_START_TYPES_PER_DEVICE,
   type LiveActivityRequest,
 } from '../domain/live-activity.js';
-import { APNS_MAX_PAYLOAD_BYTES, jsonBytes, type PushOptions } from '../domain/push-mapping.js';
+import { expiryOf } from '../domain/delivery-options.js';
+import { APNS_MAX_PAYLOAD_BYTES, jsonBytes, toLiveActivityRequest, type ApnsRequest, type PushOptions } from '../domain/push-mapping.js';
 import type { Clock } from '../platform/clock.js';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
@@ -139,21 +140,8 @@ export class LiveActivityService {
    */
   async create(appId: string, r: LiveActivityRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay> {
     const now = this.deps.clock.now();
-    const ref = checkLiveActivity(r);
-    const payload = liveActivityPayload(r, now);
-    const bytes = jsonBytes(payload);
-    if (bytes > APNS_MAX_PAYLOAD_BYTES)
-      throw new ValidationError(`live_activity: the APNs payload would be ${bytes} bytes, more than ${APNS_MAX_PAYLOAD_BYTES}`);
-    const fields = {
-      to: r.to ?? ('*' as const),
-      payload,
-      ...(r.send_at !== undefined && { send_at: r.send_at }),
-      ...(r.expires_at !== undefined && { expires_at: r.expires_at }),
-      ...(r.ttl !== undefined && { ttl: r.ttl }),
-      ...(r.priority !== undefined && { priority: r.priority }),
-    };
+    const { ref, payload, fields, options } = this.checked(r, now);
     const service = this.deps.notificationService;
-    const options = service.checkedOptions(fields, now, 'live_activity');
     const channel = ref.channel === null ? null : await this.channelOf(appId, ref.channel);
     const created = await this.deps.db.transaction().execute(async (trx) => {
       const replay = await this.deps.idempotency.claim(trx, appId, idempotency);
@@ -187,6 +175,32 @@ export class LiveActivityService {
     if (channel) return this.broadcast(appId, created.notification, channel);
     await service.release(created);
     return accepted(created.notification);
+  }
+
+  /** The checks of a create, and what it stores: the APNs payload, its notification fields and delivery options. */
+  private checked(r: LiveActivityRequest, now: Date) {
+    const ref = checkLiveActivity(r);
+    const payload = liveActivityPayload(r, now);
+    const bytes = jsonBytes(payload);
+    if (bytes > APNS_MAX_PAYLOAD_BYTES)
+      throw new ValidationError(`live_activity: the APNs payload would be ${bytes} bytes, more than ${APNS_MAX_PAYLOAD_BYTES}`);
+    const fields = {
+      to: r.to ?? ('*' as const),
+      payload,
+      ...(r.send_at !== undefined && { send_at: r.send_at }),
+      ...(r.expires_at !== undefined && { expires_at: r.expires_at }),
+      ...(r.ttl !== undefined && { ttl: r.ttl }),
+      ...(r.priority !== undefined && { priority: r.priority }),
+    };
+    const options = this.deps.notificationService.checkedOptions(fields, now, 'live_activity');
+    return { ref, payload, fields, options };
+  }
+
+  /** The APNs request a push would be if created now, checked as a create is, neither stored nor sent. */
+  preview(r: LiveActivityRequest): ApnsRequest {
+    const now = this.deps.clock.now();
+    const { payload, options } = this.checked(r, now);
+    return toLiveActivityRequest(payload, { expiresAt: expiryOf(options, now), priority: options.priority });
   }
 
   async get(appId: string, id: string): Promise<Notification> {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerDevice, waitFor } from '../helpers/gateways.js';
-import { haveChromium, loaded, localeAndLevelFilters, problemsOf, signIn, startConsoleServer, type ConsoleServer } from './session.js';
+import { haveChromium, localeAndLevelFilters, openAt, startConsoleServer, type ConsoleServer } from './session.js';
 
 /**
  * The compose form in Chromium: quiet until the user writes (no error on the empty form), filter errors in
@@ -17,14 +17,7 @@ describe.skipIf(!haveChromium)('compose in Chromium', () => {
 
   const notificationCount = async () => (await s.api('GET', '/v6/notifications?per=1000', s.keys.read)).json.notifications.length;
   const errorsShown = async (page: Page) => (await page.locator('main [data-error], #compose-error').allTextContents()).filter(Boolean);
-  const open = async (hash = '#/compose') => {
-    const page = await s.context.newPage();
-    const problems = problemsOf(page);
-    await signIn(page, s.base, s.keys.write);
-    await page.goto(`${s.base}/console/${hash}`);
-    await loaded(page);
-    return { page, problems };
-  };
+  const open = (hash = '#/compose') => openAt(s, hash);
   /** The count the form shows once its check has answered. */
   const counted = async (page: Page, expected: number) => expect.poll(() => page.textContent('#device-count')).toBe(String(expected));
 

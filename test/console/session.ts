@@ -71,6 +71,16 @@ export async function signIn(page: Page, base: string, key: string): Promise<voi
   await loaded(page);
 }
 
+/** A new page, signed in with the write key, at `hash` once drawn; what goes wrong in it from the start. */
+export async function openAt(s: ConsoleServer, hash: string): Promise<{ page: Page; problems: string[] }> {
+  const page = await s.context.newPage();
+  const problems = problemsOf(page);
+  await signIn(page, s.base, s.keys.write);
+  await page.goto(`${s.base}/console/${hash}`);
+  await loaded(page);
+  return { page, problems };
+}
+
 /** Uncaught exceptions and console errors of a page, collected from now on. */
 export function problemsOf(page: Page): string[] {
   const problems: string[] = [];

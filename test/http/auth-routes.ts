@@ -180,6 +180,13 @@ export const AUTH_ROUTES: AuthRoute[] = [
     success: 201,
     body: (fx) => ({ live_activity: { event: 'update', activity_id: fx.params.activityId, content_state: { step: 1 } } }),
   },
+  {
+    method: 'POST',
+    path: '/v6/live-activities/preview',
+    permission: 'read',
+    success: 200,
+    body: (fx) => ({ live_activity: { event: 'update', activity_id: fx.params.activityId, content_state: { step: 1 } } }),
+  },
   { method: 'GET', path: '/v6/live-activities/:liveActivityId', permission: 'read', success: 200 },
   { method: 'DELETE', path: '/v6/live-activities/:liveActivityId', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/live-activities/channels', permission: 'read', success: 200 },

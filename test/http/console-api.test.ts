@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { toApnsRequest, toFcmMessage, toHmsMessage, toWebPushMessage } from '../../src/domain/push-mapping.js';
+import { liveActivityPayload } from '../../src/domain/live-activity.js';
+import { toApnsRequest, toFcmMessage, toHmsMessage, toLiveActivityRequest, toWebPushMessage } from '../../src/domain/push-mapping.js';
 import { PREVIEW_NOTIFICATION_ID } from '../../src/services/notifications.js';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { call, countVia, register, token } from './device-support.js';
@@ -212,5 +213,45 @@ describe('console API', () => {
     await call(h, 'POST', '/v6/notifications/preview', app.keys.read, { notification: { to: '*', payload: { alert: 'x' } } });
     const after = await h.db.db.selectFrom('notifications').select('id').where('app_id', '=', app.app.id).execute();
     expect(after.length).toBe(before.length);
+  });
+  it('POST /v6/live-activities/preview answers the mapped APNs request and the create’s own messages, storing nothing', async () => {
+    const activity = '0d9f2b1e-5c3a-4f7e-9b2d-1a2b3c4d5e6f';
+    const stale = new Date(Date.now() + 3_600_000).toISOString();
+    const la = { event: 'update' as const, activity_id: activity, content_state: { eta: 5 }, alert: { body: 'Soon' }, stale_date: stale };
+    const res = await call(h, 'POST', '/v6/live-activities/preview', app.keys.read, {
+      live_activity: { ...la, priority: 'normal', ttl: 600 },
+    });
+    expect(res.statusCode, res.body).toBe(200);
+    const apns = toLiveActivityRequest(liveActivityPayload(la, new Date()), { priority: 'normal' });
+    const body = res.json().apns;
+    expect(body).toEqual({
+      headers: { ...apns.headers, 'apns-expiration': expect.any(Number) },
+      body: { aps: { ...(apns.body.aps as object), timestamp: expect.any(Number) } },
+      bytes: apns.bytes,
+      max_bytes: 4096,
+    });
+    expect(body.headers['apns-expiration'] - Date.now() / 1000).toBeGreaterThan(590);
+    expect(body.headers['apns-push-type']).toBe('liveactivity');
+
+    for (const live_activity of [
+      { event: 'update', activity_id: 'order-1', content_state: {} },
+      { event: 'update', activity_id: activity, content_state: [1] },
+      { event: 'start', to: '*', activity_type: 'T', content_state: {} },
+      { event: 'end', activity_id: activity, ttl: -1 },
+      { event: 'update', activity_id: activity, content_state: { big: 'x'.repeat(5000) } },
+    ]) {
+      const preview = await call(h, 'POST', '/v6/live-activities/preview', app.keys.read, { live_activity });
+      const create = await call(h, 'POST', '/v6/live-activities', app.keys.write, { live_activity });
+      expect(preview.statusCode, JSON.stringify(live_activity)).toBe(400);
+      expect(preview.json()).toEqual(create.json());
+    }
+    expect((await call(h, 'POST', '/v6/live-activities/preview', app.keys.sdk, { live_activity: la })).statusCode).toBe(403);
+    const stored = await h.db.db
+      .selectFrom('notifications')
+      .select('id')
+      .where('app_id', '=', app.app.id)
+      .where('live_activity', 'is not', null)
+      .execute();
+    expect(stored).toEqual([]);
   });
 });

@@ -11,12 +11,14 @@ import {
   startTokenBody,
 } from '../../domain/live-activity.js';
 import { NotFoundError, ValidationError } from '../../domain/errors.js';
+import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
 import { requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
 import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, liveActivityChannelRecord, liveActivityRecord } from '../schemas.js';
 import { liveActivityChannelView, liveActivityResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
+const json = z.record(z.string(), z.unknown());
 const createdAnswer = (n: Notification) => ({ status: 201, body: { live_activity: liveActivityResponse(n) } });
 const deviceErrors = { ...bodyErrors, 404: errorResponse, 422: errorResponse, 451: errorResponse, ...authErrors };
 
@@ -139,6 +141,29 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         answerOnce(request, reply, createdAnswer, (idempotency) =>
           service.create(request.principal.appId, request.body.live_activity, idempotency),
         ),
+    );
+
+    app.post(
+      '/v6/live-activities/preview',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['live activities'],
+          summary: 'Preview the APNs request of a Live Activity push, checked as a create is, neither stored nor sent',
+          body: liveActivityRequestSchema,
+          response: {
+            200: z.object({
+              apns: z.object({ headers: json, body: json, bytes: z.number().int(), max_bytes: z.number().int() }),
+            }),
+            ...bodyErrors,
+            ...authErrors,
+          },
+        },
+      },
+      async (request) => {
+        const apns = service.preview(request.body.live_activity);
+        return { apns: { headers: { ...apns.headers }, body: apns.body, bytes: apns.bytes, max_bytes: APNS_MAX_PAYLOAD_BYTES } };
+      },
     );
 
     app.get(
