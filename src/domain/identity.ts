@@ -97,10 +97,14 @@ export function identitiesKept(
   );
 }
 
-export function refuseUnprovenChanges(claims: IdentityClaim[], current: Partial<Record<IdentityField, string | null>> | undefined): void {
+export function refuseUnprovenChanges(
+  claims: IdentityClaim[],
+  current: Partial<Record<IdentityField, string | null>> | undefined,
+  at = 'device.',
+): void {
   for (const claim of claims) {
     if (current?.[claim.field] === claim.value) continue;
-    const hashField = `device.${AUTH_HASH_FIELD[claim.field]}`;
+    const hashField = `${at}${AUTH_HASH_FIELD[claim.field]}`;
     if (claim.hash === undefined || claim.hash === null)
       throw new IdentityNotProvenError(
         `${hashField}: is required to set ${claim.field} with the sdk key (the hex HMAC-SHA256 of ${claim.field}, made by your backend with the app's identity secret)`,
@@ -109,4 +113,9 @@ export function refuseUnprovenChanges(claims: IdentityClaim[], current: Partial<
       `${hashField}: does not match ${claim.field} (the hex HMAC-SHA256 of it with the app's identity secret)`,
     );
   }
+}
+
+/** The proofs a request carries under their own names (`user_id_auth_hash`, …), keyed by the field each proves. */
+export function proofsIn(fields: Partial<Record<string, unknown>>): Partial<Record<IdentityField, unknown>> {
+  return Object.fromEntries(IDENTITY_FIELDS.map((field) => [field, fields[AUTH_HASH_FIELD[field]]]));
 }

@@ -49,12 +49,20 @@ export const activityId = z
   .regex(UUID, "must be the activity's id, a UUID (ActivityKit's Activity.id)")
   .transform((id) => id.toLowerCase());
 
+/**
+ * The proofs of the user a device is bound to, which an sdk caller sends while the app verifies identities (as it
+ * does to change the device's own token): without them one phone could take another user's activities.
+ */
+export const identityProofs = {
+  user_id_auth_hash: z.string().max(128).optional(),
+  user_email_auth_hash: z.string().max(128).optional(),
+};
 export const activityTokenBody = z.strictObject(
-  { activity_type: activityType, token: liveActivityToken },
+  { activity_type: activityType, token: liveActivityToken, ...identityProofs },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"activity_type", "token"}' : undefined) },
 );
 export const startTokenBody = z.strictObject(
-  { token: liveActivityToken },
+  { token: liveActivityToken, ...identityProofs },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"token"}' : undefined) },
 );
 

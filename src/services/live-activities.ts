@@ -20,6 +20,8 @@ import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { NotificationService } from './notifications.js';
+import type { Caller } from './devices.js';
+import { identitiesKept, proofsIn, refuseUnprovenChanges, unprovenClaims } from '../domain/identity.js';
 
 /** What the service needs of APNs' channel API (src/gateways/apns-channels.ts implements it). */
 export interface ChannelApi {
@@ -82,8 +84,8 @@ export class LiveActivityService {
   // ---- the registry ----
 
   /** Registers or replaces an activity's update token on an iOS device of the app. */
-  async putToken(appId: string, deviceId: string, activityId: string, body: { activity_type: string; token: string }): Promise<void> {
-    await this.onIosDevice(appId, deviceId, async (trx) => {
+  async putToken(appId: string, deviceId: string, activityId: string, body: ActivityTokenBody, caller: Caller): Promise<void> {
+    await this.onIosDevice(appId, deviceId, { caller, proofs: body }, async (trx) => {
       const t = { appId, deviceId, activityId, activityType: body.activity_type, token: body.token };
       if (!(await this.deps.liveActivities.putToken(trx, t, MAX_ACTIVITIES_PER_DEVICE)))
         throw new UnprocessableError(`activity_id: the device holds ${MAX_ACTIVITIES_PER_DEVICE} activities already; end or delete one`);
@@ -91,20 +93,21 @@ export class LiveActivityService {
   }
 
   /** Registers or replaces the push-to-start token of an activity type on an iOS device of the app. */
-  async putStartToken(appId: string, deviceId: string, activityType: string, token: string): Promise<void> {
-    await this.onIosDevice(appId, deviceId, async (trx) => {
-      if (!(await this.deps.liveActivities.putStartToken(trx, { appId, deviceId, activityType, token }, MAX_START_TYPES_PER_DEVICE)))
+  async putStartToken(appId: string, deviceId: string, activityType: string, body: StartTokenBody, caller: Caller): Promise<void> {
+    await this.onIosDevice(appId, deviceId, { caller, proofs: body }, async (trx) => {
+      const t = { appId, deviceId, activityType, token: body.token };
+      if (!(await this.deps.liveActivities.putStartToken(trx, t, MAX_START_TYPES_PER_DEVICE)))
         throw new UnprocessableError(`activity_type: the device holds ${MAX_START_TYPES_PER_DEVICE} push-to-start tokens already`);
     });
   }
 
-  async deleteToken(appId: string, deviceId: string, activityId: string): Promise<void> {
-    await this.liveDevice(appId, deviceId);
+  async deleteToken(appId: string, deviceId: string, activityId: string, proven: Proven): Promise<void> {
+    await this.liveDevice(appId, deviceId, proven);
     if (!(await this.deps.liveActivities.deleteToken(this.deps.db, deviceId, activityId))) throw new NotFoundError('live activity');
   }
 
-  async deleteStartToken(appId: string, deviceId: string, activityType: string): Promise<void> {
-    await this.liveDevice(appId, deviceId);
+  async deleteStartToken(appId: string, deviceId: string, activityType: string, proven: Proven): Promise<void> {
+    await this.liveDevice(appId, deviceId, proven);
     if (!(await this.deps.liveActivities.deleteStartToken(this.deps.db, deviceId, activityType))) throw new NotFoundError('start token');
   }
 
@@ -114,21 +117,28 @@ export class LiveActivityService {
   }
 
   /** The device row-locked in the caller's app, live and iOS, for `write` in the same transaction. */
-  private async onIosDevice(appId: string, deviceId: string, write: (trx: Transaction<Database>) => Promise<void>): Promise<void> {
+  private async onIosDevice(
+    appId: string,
+    deviceId: string,
+    proven: Proven,
+    write: (trx: Transaction<Database>) => Promise<void>,
+  ): Promise<void> {
     await this.deps.db.transaction().execute(async (trx) => {
       const device = await this.deps.devices.lock(trx, appId, deviceId, 'update');
       if (!device) throw new NotFoundError('device');
       if (device.erased_at) throw new ErasedError();
+      refuseUnproven(device, proven);
       if (device.platform !== 'ios')
         throw new UnprocessableError(`device: Live Activities are iOS only; this device is ${device.platform}`);
       await write(trx);
     });
   }
 
-  private async liveDevice(appId: string, deviceId: string): Promise<void> {
+  private async liveDevice(appId: string, deviceId: string, proven: Proven): Promise<void> {
     const device = await this.deps.devices.findForApp(this.deps.db, appId, deviceId);
     if (!device) throw new NotFoundError('device');
     if (device.erased_at) throw new ErasedError();
+    refuseUnproven(device, proven);
   }
 
   // ---- pushes ----
@@ -285,4 +295,20 @@ export class LiveActivityService {
     if (!this.deps.channels) throw new UnprocessableError('channel: this process cannot reach APNs');
     return this.deps.channels;
   }
+}
+
+type ActivityTokenBody = { activity_type: string; token: string } & IdentityProofs;
+type StartTokenBody = { token: string } & IdentityProofs;
+type IdentityProofs = { user_id_auth_hash?: string; user_email_auth_hash?: string };
+/** Who asks, and the proofs of the device's user it sent. */
+type Proven = { caller: Caller; proofs: IdentityProofs };
+
+/**
+ * While the app verifies identities, an sdk caller changes the Live Activities of a device bound to a user only with
+ * that user's proof, as it changes the device's own token: else any phone holding the device's id could take a
+ * start meant for the user, or silence their activities.
+ */
+function refuseUnproven(device: { user_id: string | null; user_email: string | null }, { caller, proofs }: Proven): void {
+  if (caller.role !== 'sdk' || !caller.identity) return;
+  refuseUnprovenChanges(unprovenClaims(identitiesKept(device, {}), proofsIn(proofs), caller.identity), undefined, '');
 }

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
@@ -105,6 +105,42 @@ describe('Live Activities', () => {
         updated_at: expect.any(String),
       });
       expect((await call('DELETE', `/v6/devices/${b.id}/live-activity-start-tokens/ScoreAttributes`, app.keys.sdk)).statusCode).toBe(204);
+    });
+
+    it("takes a user's proof, while the app verifies identities, to change the activities of that user's device", async () => {
+      const verified = await h.createApp('com.example.live.verified', { identityVerification: true });
+      const proof = createHmac('sha256', verified.identity_secret).update('u-live').digest('hex');
+      // bound by the customer's backend (the write key binds freely)
+      const bound = await registerDevice(h, verified.keys.write, { platform: 'ios', user_id: 'u-live' });
+      const startUrl = `/v6/devices/${bound.id}/live-activity-start-tokens/Delivery`;
+      const refused = await call('PUT', startUrl, verified.keys.sdk, { token: activityToken() });
+      expect(refused.statusCode, refused.body).toBe(403);
+      expect(refused.json().error).toMatch(/^user_id_auth_hash: is required/);
+      const wrong = await call('PUT', startUrl, verified.keys.sdk, { token: activityToken(), user_id_auth_hash: 'ab'.repeat(32) });
+      expect(wrong.json().error).toMatch(/^user_id_auth_hash: does not match/);
+      const activity = randomUUID();
+      const tokenUrl = `/v6/devices/${bound.id}/live-activities/${activity}`;
+      expect((await call('PUT', tokenUrl, verified.keys.sdk, { activity_type: 'Delivery', token: activityToken() })).statusCode).toBe(403);
+      expect((await call('GET', `/v6/devices/${bound.id}`, verified.keys.read)).json().device.live_activities).toEqual([]);
+
+      expect((await call('PUT', startUrl, verified.keys.sdk, { token: activityToken(), user_id_auth_hash: proof })).statusCode).toBe(204);
+      const put = await call('PUT', tokenUrl, verified.keys.sdk, {
+        activity_type: 'Delivery',
+        token: activityToken(),
+        user_id_auth_hash: proof,
+      });
+      expect(put.statusCode, put.body).toBe(204);
+      // a delete has no body: the proof comes in the query
+      expect((await call('DELETE', tokenUrl, verified.keys.sdk)).statusCode).toBe(403);
+      expect((await call('DELETE', `${tokenUrl}?user_id_auth_hash=${proof}`, verified.keys.sdk)).statusCode).toBe(204);
+      expect((await call('DELETE', startUrl, verified.keys.sdk)).statusCode).toBe(403);
+      expect((await call('DELETE', startUrl, verified.keys.write)).statusCode).toBe(204);
+      // a device bound to nobody needs no proof
+      const free = await registerDevice(h, verified.keys.sdk, { platform: 'ios' });
+      expect(
+        (await call('PUT', `/v6/devices/${free.id}/live-activity-start-tokens/Delivery`, verified.keys.sdk, { token: activityToken() }))
+          .statusCode,
+      ).toBe(204);
     });
 
     it("fences what an sdk key reaches: only the app's own live iOS devices, only ActivityKit ids", async () => {

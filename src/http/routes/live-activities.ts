@@ -7,12 +7,13 @@ import {
   activityTokenBody,
   activityType,
   channelBody,
+  identityProofs,
   liveActivityRequestSchema,
   startTokenBody,
 } from '../../domain/live-activity.js';
 import { NotFoundError, ValidationError } from '../../domain/errors.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
-import { requirePermission } from '../auth.js';
+import { callerOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
 import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, liveActivityChannelRecord, liveActivityRecord } from '../schemas.js';
 import { liveActivityChannelView, liveActivityResponse } from '../serialize.js';
@@ -43,6 +44,8 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
 
     const activityParams = z.object({ id: z.string(), activity_id: z.string() });
     const typeParams = z.object({ id: z.string(), activity_type: z.string() });
+    // a delete has no body: the proofs of the device's user come in the query
+    const proofsQuery = z.object(identityProofs);
 
     app.put(
       '/v6/devices/:id/live-activities/:activity_id',
@@ -58,7 +61,7 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const id = pathValue(activityId, request.params.activity_id, 'activity_id');
-        await service.putToken(request.principal.appId, request.params.id, id, request.body);
+        await service.putToken(request.principal.appId, request.params.id, id, request.body, callerOf(request));
         return reply.status(204).send(null);
       },
     );
@@ -71,13 +74,17 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['live activities'],
           summary: "Forget a Live Activity's update token",
           params: activityParams,
+          querystring: proofsQuery,
           response: { 204: z.null(), ...deviceErrors },
         },
       },
       async (request, reply) => {
         const id = activityId.safeParse(request.params.activity_id);
         if (!id.success) throw new NotFoundError('live activity');
-        await service.deleteToken(request.principal.appId, request.params.id, id.data);
+        await service.deleteToken(request.principal.appId, request.params.id, id.data, {
+          caller: callerOf(request),
+          proofs: request.query,
+        });
         return reply.status(204).send(null);
       },
     );
@@ -96,7 +103,7 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request, reply) => {
         const type = pathValue(activityType, request.params.activity_type, 'activity_type');
-        await service.putStartToken(request.principal.appId, request.params.id, type, request.body.token);
+        await service.putStartToken(request.principal.appId, request.params.id, type, request.body, callerOf(request));
         return reply.status(204).send(null);
       },
     );
@@ -109,11 +116,15 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags: ['live activities'],
           summary: 'Forget the push-to-start token of an activity type',
           params: typeParams,
+          querystring: proofsQuery,
           response: { 204: z.null(), ...deviceErrors },
         },
       },
       async (request, reply) => {
-        await service.deleteStartToken(request.principal.appId, request.params.id, request.params.activity_type);
+        await service.deleteStartToken(request.principal.appId, request.params.id, request.params.activity_type, {
+          caller: callerOf(request),
+          proofs: request.query,
+        });
         return reply.status(204).send(null);
       },
     );
