@@ -220,7 +220,7 @@ const BUT_DOCUMENTS = [
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
   'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'skipped_quiet_hours', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
-  'devices_not_allowed', 'transactional_key', 'live_activity',
+  'devices_not_allowed', 'transactional_key', 'live_activity', 'capped', 'pushes_capped',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, Documents>[];
 type Documents = 'request' | 'payload' | 'localized';
 // a column added to the table but not to the list stops the build here, naming it
