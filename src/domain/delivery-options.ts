@@ -31,9 +31,10 @@ export const deliveryOptionFields = {
     .max(MAX_TTL_SECONDS, `must be at most ${MAX_TTL_SECONDS} seconds (28 days, FCM's limit)`)
     .optional(),
   priority: z.enum(PUSH_PRIORITIES, { error: 'must be "high" or "normal"' }).optional(),
-  /** whether the app's frequency caps apply (migration 032 reads it): default yes, for a transactional send no */
-  cap: z.boolean({ error: 'must be true or false' }).optional(),
 };
+
+/** Whether the app's frequency caps apply (migration 032 reads it): default yes, for a transactional send no. */
+export const capField = { cap: z.boolean({ error: 'must be true or false' }).optional() };
 
 export interface DeliveryOptionsInput {
   expires_at?: string | undefined;
