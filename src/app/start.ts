@@ -13,6 +13,7 @@ import { startPipeline, type Pipeline } from '../queue/pipeline.js';
 import { jobSpecs } from '../queue/jobs.js';
 import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../queue/direct-delivery.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
+import type { FrequencyCap } from '../domain/frequency-caps.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { backoffDelay, retryPolicyOf } from '../queue/retry.js';
 import { JobQueues } from '../queue/queues.js';
@@ -125,13 +126,15 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   );
   if (!workers) lifecycle.add('gateways', () => gateways.close());
   const clock = options.clock ?? systemClock;
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics });
+  // the apps' frequency caps, read by every batch: kept while their changes are followed
+  const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
+  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
 
   const policy = retryPolicyOf(config);
-  const store = new DeliveryStore(database.handle.db, new DeliveryRepository());
+  const store = new DeliveryStore(database.handle.db, new DeliveryRepository(), frequencyCaps);
   const direct = new DirectDelivery({
     log,
     metrics,

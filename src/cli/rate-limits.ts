@@ -1,6 +1,7 @@
 import { AppService } from '../services/apps.js';
 import { given, number, numberOrNone, UsageError, uuid, type Command } from './command.js';
 import { parseQuietHoursSetting } from '../domain/quiet-hours.js';
+import { parseFrequencyCaps } from '../domain/frequency-caps.js';
 
 /**
  * app set-limits: the app's ceiling on pushes a minute and its default time zone.
@@ -40,17 +41,26 @@ export const rateLimitCommands: Record<string, Command> = {
         help: "each device's quiet hours, e.g. 22:00-08:00 (held to their end) or 22:00-08:00/drop; none removes them",
         check: (v) => (v === 'none' || parseQuietHoursSetting(v) ? undefined : 'must be HH:MM-HH:MM, HH:MM-HH:MM/drop or none'),
       },
+      cap: {
+        value: 'N/WINDOW,...|none',
+        help: 'pushes one device receives at most per UTC minute, hour or day, e.g. 3/day,1/hour; none removes them',
+        check: (v) => (v === 'none' || parseFrequencyCaps(v) ? undefined : 'must be N/minute, N/hour or N/day, comma-separated, or none'),
+      },
     },
     run: async (a, rt) => {
       const value = (name: string) => (a[name] === undefined ? undefined : a[name] === 'none' ? null : a[name]!);
       const max = value('max-per-minute');
       const quiet = value('quiet-hours');
-      if (max === undefined && value('default-time-zone') === undefined && quiet === undefined)
-        throw new UsageError('give --max-per-minute N|none, --default-time-zone ZONE|none and/or --quiet-hours HH:MM-HH:MM|none');
+      const cap = value('cap');
+      if (max === undefined && value('default-time-zone') === undefined && quiet === undefined && cap === undefined)
+        throw new UsageError(
+          'give --max-per-minute N|none, --default-time-zone ZONE|none, --quiet-hours HH:MM-HH:MM|none and/or --cap N/day|none',
+        );
       return new AppService(rt.handle.db).setLimits(given(a, 'app'), {
         maxPerMinute: max === undefined || max === null ? max : Number(max),
         defaultTimeZone: value('default-time-zone'),
         quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),
+        frequencyCaps: cap === undefined || cap === null ? cap : parseFrequencyCaps(cap),
       });
     },
   },

@@ -1,4 +1,5 @@
 import type { Filter } from '../domain/filters.js';
+import type { FrequencyCap } from '../domain/frequency-caps.js';
 import type { KeyRole } from '../domain/keys.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { LocalPlan } from '../domain/campaign.js';
@@ -29,6 +30,8 @@ export interface AppsTable {
   default_time_zone: string | null;
   /** quiet hours of its notifications that name none (src/domain/quiet-hours.ts) */
   quiet_hours: Json<QuietHours> | null;
+  /** ceilings on the pushes one device receives per window (src/domain/frequency-caps.ts, migration 032) */
+  frequency_caps: Json<FrequencyCap[]> | null;
   max_per_minute: number | null;
   pace_next_at: Date | null;
   /** the HMAC key of identity verification (migration 019); kept while it is off, so turning it on again keeps it */
@@ -174,6 +177,10 @@ export interface NotificationsTable {
   transactional_key: string | null;
   /** a Live Activity push's event, type and activity (migration 027); null for a notification */
   live_activity: Json<LiveActivityRef | null> | null;
+  /** whether the app's frequency caps apply (migration 032, computed from the request) */
+  capped: Generated<boolean>;
+  /** devices not sent to because they had reached a frequency cap */
+  pushes_capped: Counter;
 }
 
 export interface DeliveryBatchesTable {
@@ -191,6 +198,7 @@ export interface DeliveryBatchesTable {
   failed: Generated<number>;
   invalidated: Generated<number>;
   expired: Generated<number>;
+  capped: Generated<number>;
   last_error: string | null;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;

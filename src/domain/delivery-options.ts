@@ -33,6 +33,9 @@ export const deliveryOptionFields = {
   priority: z.enum(PUSH_PRIORITIES, { error: 'must be "high" or "normal"' }).optional(),
 };
 
+/** Whether the app's frequency caps apply (migration 032 reads it): default yes, for a transactional send no. */
+export const capField = { cap: z.boolean({ error: 'must be true or false' }).optional() };
+
 export interface DeliveryOptionsInput {
   expires_at?: string | undefined;
   ttl?: number | undefined;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { parseIsoDate } from './date-math.js';
-import { deliveryOptionFields, isoInstant } from './delivery-options.js';
+import { capField, deliveryOptionFields, isoInstant } from './delivery-options.js';
 import { ValidationError } from './errors.js';
 import { isPlainObject } from './filters.js';
 import { throttleSchema, toSchema } from './notification-request.js';
@@ -81,6 +81,7 @@ const messageNotificationSchema = z
       throttle: throttleSchema.optional(),
       quiet_hours: quietHoursField.optional(),
       ...deliveryOptionFields,
+      ...capField,
     },
     { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
   )

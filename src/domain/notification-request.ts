@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
-import { deliveryOptionFields } from './delivery-options.js';
+import { capField, deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
@@ -68,6 +68,7 @@ export const notificationRequestSchema = z.strictObject(
           quiet_hours: quietHoursField.optional(),
           ...scheduleFields,
           ...deliveryOptionFields,
+          ...capField,
         },
         // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },

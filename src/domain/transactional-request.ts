@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
-import { deliveryOptionFields } from './delivery-options.js';
+import { capField, deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 import { checkLocalized, localizedSchema } from './localized.js';
 
@@ -19,7 +19,7 @@ export const transactionalRequestSchema = z.strictObject(
       .regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
     notification: z
       .strictObject(
-        { payload: payloadSchema, localized: localizedSchema.optional(), ...deliveryOptionFields },
+        { payload: payloadSchema, localized: localizedSchema.optional(), ...deliveryOptionFields, ...capField },
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
       )
       .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),

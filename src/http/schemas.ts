@@ -49,6 +49,8 @@ export const notificationRecord = createdNotificationRecord.extend({
   tokens_invalidated: z.number().int(),
   /** pushes not sent because the notification expired first */
   pushes_expired: z.number().int(),
+  /** devices not sent to because they had reached one of the app's frequency caps */
+  pushes_capped: z.number().int(),
   /** the instant after which nothing is sent (a ttl counted from created_at); null: no expiry */
   expires_at: timestamp.nullable(),
   priority: z.enum(['high', 'normal']).nullable(),

@@ -51,6 +51,7 @@ export function notificationResponse(n: Notification) {
     pushes_failed: n.pushes_failed,
     tokens_invalidated: n.tokens_invalidated,
     pushes_expired: n.pushes_expired,
+    pushes_capped: n.pushes_capped,
     expires_at: iso(n.expires_at),
     priority: n.priority,
     published_at: iso(n.published_at),
@@ -87,6 +88,7 @@ export function notificationEventsResponse({ notification: n, opens, conversions
     pushes_succeeded: n.pushes_succeeded,
     pushes_rejected: n.pushes_failed,
     pushes_expired: n.pushes_expired,
+    pushes_capped: n.pushes_capped,
     devices_not_allowed: n.devices_not_allowed,
     event_conversions: Object.fromEntries(conversions.map((c) => [eventKey(c), c.count])),
   };

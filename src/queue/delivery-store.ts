@@ -3,6 +3,9 @@ import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, DeliveryRepository } from '../db/repositories/delivery.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { localeVariant, localizedPayload, type Localized } from '../domain/localized.js';
+import type { FrequencyCap } from '../domain/frequency-caps.js';
+import type { FollowedCache } from '../db/app-changes.js';
+import { AppsRepository } from '../db/repositories/apps.js';
 
 /**
  * Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends):
@@ -21,9 +24,13 @@ export class DeliveryStore {
   private readonly records: GroupRunner<AttemptRecord, boolean>;
   private readonly completions: GroupRunner<{ id: string; generation: number; seq?: number }, boolean>;
 
+  private readonly apps = new AppsRepository();
+
   constructor(
     readonly db: Db,
     readonly delivery: DeliveryRepository,
+    /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
+    private readonly caps: FollowedCache<string, FrequencyCap[] | null> | null = null,
   ) {
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
     this.loads = new GroupRunner(async (ids) => {
@@ -84,6 +91,17 @@ export class DeliveryStore {
       payload: variant === null ? payload : localizedPayload(payload, localized[variant]),
       targets: list,
     }));
+  }
+
+  /** The app's frequency caps (null: none); from the cache, so a send of an app without caps reads nothing. */
+  async capsOf(appId: string): Promise<FrequencyCap[] | null> {
+    const read = (id: string) => this.apps.frequencyCapsOf(this.db, id);
+    return this.caps ? ((await this.caps.get(appId, read)) ?? null) : read(appId);
+  }
+
+  /** Takes a slot of the caps for each device that has one left; answers those devices. */
+  takeCapSlots(caps: FrequencyCap[], deviceIds: string[], now: Date): Promise<Set<string>> {
+    return this.delivery.takeCapSlots(this.db, caps, deviceIds, now);
   }
 
   /** The batch, its notification and its still-pending devices; undefined for an unknown batch. */

@@ -60,7 +60,7 @@ export interface BatchAttemptDeps {
  */
 export async function attemptBatch(
   deps: BatchAttemptDeps,
-  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority'> &
+  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'capped'> &
     Partial<Pick<AttemptNotification, 'live_activity'>>,
   batch: BatchHead,
   pending: PendingTarget[],
@@ -74,6 +74,13 @@ export async function attemptBatch(
   }
   let targets: PushTarget[] = [];
   let results: PushResult[] = [];
+  // a batch's first attempt takes the caps' slots; its retries resend to devices that already hold one
+  const capped = n.capped && batch.attempts === 0 ? await capDevices(deps, n.app_id, pending) : [];
+  if (capped.length) {
+    const out = new Set(capped);
+    pending = pending.filter((p) => !out.has(p.deviceId));
+    deps.metrics.pushes.inc({ platform: batch.platform, outcome: 'capped' }, capped.length);
+  }
   for (const p of pending) {
     if (p.token === null) results.push({ deviceId: p.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
     else targets.push(p as PushTarget);
@@ -103,7 +110,7 @@ export async function attemptBatch(
     results = results.concat(...sent);
     stop();
   }
-  const summary = { ...summarise(results), sentAt };
+  const summary = { ...summarise(results), sentAt, capped };
   if (n.live_activity) {
     // the dead token is the activity's, which alone is forgotten
     const tokenOf = new Map(targets.map((t) => [t.deviceId, t.token]));
@@ -120,6 +127,15 @@ export async function attemptBatch(
     if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
   const closed = await deps.store.record({ batch, outcome: summary, finalAttempt });
   return { summary, done: finalAttempt || summary.retry.length === 0, closed };
+}
+
+/** The devices of `pending` at one of the app's frequency caps (none when it has none, without a query). */
+async function capDevices(deps: BatchAttemptDeps, appId: string, pending: PendingTarget[]): Promise<string[]> {
+  const caps = await deps.store.capsOf(appId);
+  if (!caps?.length) return [];
+  const reachable = pending.filter((p) => p.token !== null).map((p) => p.deviceId);
+  const allowed = await deps.store.takeCapSlots(caps, reachable, deps.clock.now());
+  return reachable.filter((id) => !allowed.has(id));
 }
 
 /**

@@ -6,7 +6,7 @@ import type { AttemptNotification } from '../db/repositories/delivery.js';
 
 /** A batch just committed, with its devices' tokens as read in the statement that cut it. */
 export interface CommittedBatch {
-  notification: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'generation'>;
+  notification: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'generation' | 'capped'>;
   head: BatchHead;
   targets: PendingTarget[];
 }

@@ -26,6 +26,8 @@ import { startSweeper } from './sweeper.js';
 import { retentionOf } from './retention.js';
 import { startDuePoller } from './due.js';
 import type { Clock } from '../platform/clock.js';
+import type { FollowedCache } from '../db/app-changes.js';
+import type { FrequencyCap } from '../domain/frequency-caps.js';
 
 /** Delivery jobs a worker runs at once, per large batch it sends at once (DELIVERY_CONCURRENCY): small ones fill the rest. */
 const SMALL_BATCHES_PER_LARGE = 8;
@@ -52,7 +54,13 @@ export function startPipeline(
   log: Logger,
   db: Db,
   queues: JobQueues,
-  opts: { workers: boolean; clock: Clock; gateways?: GatewayProvider; metrics?: Metrics },
+  opts: {
+    workers: boolean;
+    clock: Clock;
+    gateways?: GatewayProvider;
+    metrics?: Metrics;
+    frequencyCaps?: FollowedCache<string, FrequencyCap[] | null>;
+  },
 ): Pipeline {
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation, wave) => queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}) }),
@@ -90,7 +98,7 @@ export function startPipeline(
         log,
         metrics: opts.metrics,
         gateways: opts.gateways,
-        store: new DeliveryStore(db, delivery),
+        store: new DeliveryStore(db, delivery, opts.frequencyCaps),
         maxAttempts: policy.attempts,
         clock: opts.clock,
         largeBatchesAtOnce: config.DELIVERY_CONCURRENCY,

@@ -11,6 +11,7 @@ import { GroupRunner } from '../platform/group-runner.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { generateVapidCredentials, parseVapidCredentials } from '../domain/web-push.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
+import type { FrequencyCap } from '../domain/frequency-caps.js';
 import { parseHmsCredentials } from '../domain/hms.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
@@ -93,8 +94,19 @@ export class AppService {
    */
   async setLimits(
     appId: string,
-    limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null; quietHours?: QuietHours | null },
-  ): Promise<{ app_id: string; max_per_minute: number | null; default_time_zone: string | null; quiet_hours: QuietHours | null }> {
+    limits: {
+      maxPerMinute?: number | null;
+      defaultTimeZone?: string | null;
+      quietHours?: QuietHours | null;
+      frequencyCaps?: FrequencyCap[] | null;
+    },
+  ): Promise<{
+    app_id: string;
+    max_per_minute: number | null;
+    default_time_zone: string | null;
+    quiet_hours: QuietHours | null;
+    frequency_caps: FrequencyCap[] | null;
+  }> {
     const { maxPerMinute, defaultTimeZone } = limits;
     if (maxPerMinute != null && !(Number.isInteger(maxPerMinute) && maxPerMinute >= 1))
       throw new ValidationError('max-per-minute must be a whole number of at least 1, or "none"');
@@ -103,7 +115,14 @@ export class AppService {
     if (!(await this.apps.setLimits(this.db, appId, limits).catch(() => false))) throw new NotFoundError('app');
     this.changes?.changed();
     const now = await this.apps.campaignSettings(this.db, appId);
-    return { app_id: appId, max_per_minute: now.max_per_minute, default_time_zone: now.default_time_zone, quiet_hours: now.quiet_hours };
+    const frequency_caps = await this.apps.frequencyCapsOf(this.db, appId);
+    return {
+      app_id: appId,
+      max_per_minute: now.max_per_minute,
+      default_time_zone: now.default_time_zone,
+      quiet_hours: now.quiet_hours,
+      frequency_caps,
+    };
   }
 
   async createKey(appId: string, role: string): Promise<{ app_id: string; role: KeyRole; key: string }> {

@@ -260,7 +260,7 @@ export class TransactionalService {
       total.closed = closed;
       total.succeeded += summary.succeeded.length;
       total.uninstalled += summary.invalidated.length;
-      total.failed.push(...summary.failed.map((f) => f.deviceId), ...summary.expired);
+      total.failed.push(...summary.failed.map((f) => f.deviceId), ...summary.expired, ...(summary.capped ?? []));
       if (done) {
         if (final) total.failed.push(...summary.retry); // recorded as retries_exhausted
         return total;

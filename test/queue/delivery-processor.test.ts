@@ -35,6 +35,7 @@ function largeBatch(state: 'sending' | 'canceled'): AttemptInput {
       generation: 1,
       state,
       live_activity: null,
+      capped: false,
     },
     pending: Array.from({ length: DIRECT_AUDIENCE_MAX_DEVICES + 1 }, (_, i) => ({ deviceId: `d${i}`, token: `t${i}` })),
   } as AttemptInput;

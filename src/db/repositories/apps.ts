@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { QuietHours } from '../../domain/quiet-hours.js';
+import type { FrequencyCap } from '../../domain/frequency-caps.js';
 import type { App, KeyRole } from '../schema.js';
 
 export interface AppSummary {
@@ -75,6 +76,12 @@ export class AppsRepository {
     return row ?? { default_time_zone: null, max_per_minute: null, quiet_hours: null };
   }
 
+  /** The app's frequency caps; null when it has none (or there is no such app). */
+  async frequencyCapsOf(db: Db, id: string): Promise<FrequencyCap[] | null> {
+    const row = await db.selectFrom('apps').select('frequency_caps').where('id', '=', id).executeTakeFirst();
+    return row?.frequency_caps ?? null;
+  }
+
   /** `campaignSettings` of several apps at once, by app id. */
   async campaignSettingsOf(db: Db, ids: string[]): Promise<Map<string, CampaignSettings>> {
     const rows = await db
@@ -88,7 +95,12 @@ export class AppsRepository {
   async setLimits(
     db: Db,
     id: string,
-    limits: { maxPerMinute?: number | null; defaultTimeZone?: string | null; quietHours?: QuietHours | null },
+    limits: {
+      maxPerMinute?: number | null;
+      defaultTimeZone?: string | null;
+      quietHours?: QuietHours | null;
+      frequencyCaps?: FrequencyCap[] | null;
+    },
   ): Promise<boolean> {
     const r = await db
       .updateTable('apps')
@@ -96,6 +108,7 @@ export class AppsRepository {
         ...(limits.maxPerMinute !== undefined ? { max_per_minute: limits.maxPerMinute } : {}),
         ...(limits.defaultTimeZone !== undefined ? { default_time_zone: limits.defaultTimeZone } : {}),
         ...(limits.quietHours !== undefined ? { quiet_hours: limits.quietHours && JSON.stringify(limits.quietHours) } : {}),
+        ...(limits.frequencyCaps !== undefined ? { frequency_caps: limits.frequencyCaps && JSON.stringify(limits.frequencyCaps) } : {}),
       })
       .where('id', '=', id)
       .executeTakeFirst();

@@ -1,6 +1,7 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
+import { capWindowAt, type FrequencyCap } from '../../domain/frequency-caps.js';
 
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
@@ -37,6 +38,8 @@ export interface BatchOutcome {
   retry: string[];
   /** devices not sent because the notification expired; done with */
   expired: string[];
+  /** devices not sent because they had reached a frequency cap; done with */
+  capped?: string[];
   lastError: string | null;
   /** when the sends began (the succeeded devices received the push from then on); default: when recorded */
   sentAt?: Date;
@@ -48,7 +51,7 @@ export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave
 /** The notification as a delivery attempt reads it. */
 export type AttemptNotification = Pick<
   Notification,
-  'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'generation' | 'state' | 'live_activity'
+  'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'generation' | 'state' | 'live_activity' | 'capped'
 >;
 
 /** One attempt's results, to record: `finalAttempt` turns what is left to retry into failures. */
@@ -379,7 +382,8 @@ export class DeliveryRepository {
     >`
       select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
         json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'localized', n.localized, 'expires_at', n.expires_at,
-          'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity) as notification,
+          'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity,
+          'capped', n.capped) as notification,
         (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
          from unnest(b.pending_device_ids) as p(id)
          left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
@@ -430,7 +434,8 @@ export class DeliveryRepository {
           outcome.failed[0]?.reason ??
           (finalAttempt && outcome.retry.length ? 'retries_exhausted' : null) ??
           outcome.invalidated[0]?.reason ??
-          (outcome.expired.length ? 'expired' : null),
+          (outcome.expired.length ? 'expired' : null) ??
+          (outcome.capped?.length ? 'frequency_capped' : null),
       };
     });
     const all = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
@@ -472,22 +477,22 @@ export class DeliveryRepository {
     const { rows } = await sql<{ id: string }>`
       with input as (
         select t.id, t.notification_id, t.generation, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
-          t.succeeded, t.failed, t.invalidated, t.expired, t.last_error, t.failure_reason, t.received, t.sent_at
+          t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at
         from unnest(${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
           ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => i.batch.attempts)}::int[],
           ${input.map((i) => i.retryLeft.join(','))}::text[], ${input.map((i) => (i.retryLeft.length ? 'pending' : 'done'))}::text[],
           ${input.map((i) => i.outcome.succeeded.length)}::int[], ${input.map((i) => i.failed)}::int[],
           ${input.map((i) => i.outcome.invalidated.length)}::int[], ${input.map((i) => i.outcome.expired.length)}::int[],
-          ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[],
+          ${input.map((i) => i.outcome.capped?.length ?? 0)}::int[], ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[],
           ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[])
-          as t(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, last_error, failure_reason,
+          as t(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, capped, last_error, failure_reason,
             received, sent_at)),
       recorded as (
         update delivery_batches b
         set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,
             succeeded = b.succeeded + i.succeeded, failed = b.failed + i.failed, invalidated = b.invalidated + i.invalidated,
-            expired = b.expired + i.expired, last_error = i.last_error, failure_reason = coalesce(i.failure_reason, b.failure_reason),
-            updated_at = now()
+            expired = b.expired + i.expired, capped = b.capped + i.capped, last_error = i.last_error,
+            failure_reason = coalesce(i.failure_reason, b.failure_reason), updated_at = now()
         from input i
         where b.id = i.id and b.state = 'pending' and b.attempts = i.attempts
         returning b.id),
@@ -509,6 +514,58 @@ export class DeliveryRepository {
       ${receipts}
       select id from counted where closes`.execute(db);
     return new Set(rows.map((r) => r.id));
+  }
+
+  /**
+   * Takes a slot of every cap's current window for each device that has one left in all of them, and answers those
+   * devices; the others are at a cap. The rows of the devices' windows are locked in one order (device, window)
+   * until the commit, so notifications racing for a device's last slot see each other's count: one gets it.
+   */
+  async takeCapSlots(db: Db, caps: FrequencyCap[], deviceIds: string[], now: Date): Promise<Set<string>> {
+    if (!deviceIds.length) return new Set();
+    const windows = caps.map((c) => ({ ...capWindowAt(c, now), limit: c.limit }));
+    const secs = windows.map((w) => w.seconds);
+    const starts = windows.map((w) => w.start);
+    const limits = windows.map((w) => w.limit);
+    return db.transaction().execute(async (trx) => {
+      await sql`
+        insert into device_cap_counts (device_id, window_seconds, window_start, count)
+        select d.id, w.seconds, w.start, 0
+        from unnest(${deviceIds}::uuid[]) as d(id)
+        cross join unnest(${secs}::int[], ${starts}::timestamptz[]) as w(seconds, start)
+        order by d.id, w.seconds
+        on conflict do nothing`.execute(trx);
+      const { rows } = await sql<{ device_id: string }>`
+        with windows as (
+          select * from unnest(${secs}::int[], ${starts}::timestamptz[], ${limits}::int[]) as w(seconds, start, lim)),
+        locked as (
+          select c.device_id, c.window_seconds, c.window_start, c.count < w.lim as room
+          from device_cap_counts c
+          join windows w on w.seconds = c.window_seconds and w.start = c.window_start
+          where c.device_id = any(${deviceIds}::uuid[])
+          order by c.device_id, c.window_seconds
+          for update of c),
+        allowed as (
+          select device_id from locked group by device_id having bool_and(room)),
+        taken as (
+          update device_cap_counts c set count = c.count + 1
+          from locked l
+          where l.device_id in (select device_id from allowed)
+            and c.device_id = l.device_id and c.window_seconds = l.window_seconds and c.window_start = l.window_start)
+        select device_id from allowed`.execute(trx);
+      return new Set(rows.map((r) => r.device_id));
+    });
+  }
+
+  /** Forgets the cap counts of windows that ended before `before`; answers how many rows went. */
+  async purgeCapCounts(db: Db, before: Date, limit: number): Promise<number> {
+    const r = await sql`
+      delete from device_cap_counts
+      where ctid in (
+        select ctid from device_cap_counts
+        where window_start + make_interval(secs => window_seconds) < ${before}
+        limit ${limit}::int)`.execute(db);
+    return Number(r.numAffectedRows ?? 0);
   }
 
   /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */

@@ -202,11 +202,11 @@ export class NotificationsRepository {
         n.devices_not_allowed + coalesce(r.not_allowed, 0) as devices_not_allowed,
         n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded, n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
         n.tokens_invalidated + coalesce(b.invalidated, 0) as tokens_invalidated, n.pushes_expired + coalesce(b.expired, 0) as pushes_expired,
-        coalesce(b.failure_reason, n.failure_reason) as failure_reason
+        n.pushes_capped + coalesce(b.capped, 0) as pushes_capped, coalesce(b.failure_reason, n.failure_reason) as failure_reason
       from notifications n
       left join lateral (
         select sum(b.succeeded)::int as succeeded, sum(b.failed + b.invalidated)::int as failed, sum(b.invalidated)::int as invalidated,
-          sum(b.expired)::int as expired,
+          sum(b.expired)::int as expired, sum(b.capped)::int as capped,
           (array_agg(b.failure_reason order by b.updated_at desc)
             filter (where b.failure_reason is not null and b.generation = n.generation))[1] as failure_reason
         from delivery_batches b
@@ -253,6 +253,7 @@ type CountedColumn =
   | 'pushes_failed'
   | 'tokens_invalidated'
   | 'pushes_expired'
+  | 'pushes_capped'
   | 'failure_reason';
 
 /** A notification's columns but the documents its insert is given (`insertCut`). */
@@ -263,7 +264,7 @@ const BUT_DOCUMENTS = [
   'updated_at', 'published_at', 'finished_at', 'fanout_cursor', 'fanout_seq', 'fanout_done', 'send_at',
   'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'skipped_quiet_hours', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
-  'devices_not_allowed', 'transactional_key', 'live_activity',
+  'devices_not_allowed', 'transactional_key', 'live_activity', 'capped', 'pushes_capped',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, Documents>[];
 type Documents = 'request' | 'payload' | 'localized';
 // a column added to the table but not to the list stops the build here, naming it

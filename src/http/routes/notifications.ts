@@ -93,6 +93,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
               pushes_succeeded: count,
               pushes_rejected: count,
               pushes_expired: count,
+              pushes_capped: count,
               devices_not_allowed: count,
               event_conversions: z.record(z.string(), count),
             }),
