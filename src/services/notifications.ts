@@ -292,6 +292,10 @@ export class NotificationService {
     // the fan-out (its reservations, its waves)
     const quietOf = (k: number) =>
       quietHoursOf(items[k]!.request.notification.quiet_hours, settings.get(items[k]!.appId)?.quiet_hours ?? null);
+    // a plan per zone needs the zones the app's devices name: a zone missing from Intl's list (a link such as
+    // Asia/Kolkata) would otherwise fall to the default zone's wave
+    const quietApps = [...new Set(items.filter((_, k) => quietOf(k)).map((i) => i.appId))];
+    const zonesOf = new Map(await Promise.all(quietApps.map(async (a) => [a, await this.devices.timeZonesOf(this.db, a)] as const)));
     const devicesOf = (k: number) =>
       settings.get(items[k]!.appId)?.max_per_minute == null && !quietOf(k) && found[k]!.length <= DIRECT_AUDIENCE_MAX_DEVICES
         ? found[k]
@@ -309,7 +313,13 @@ export class NotificationService {
           payload: i.request.notification.payload,
           localized: i.request.notification.localized,
           collapseKey: null,
-          timing: timingOf(i.request.notification, i.now, settings.get(i.appId)?.default_time_zone ?? null, [], quietOf(k)),
+          timing: timingOf(
+            i.request.notification,
+            i.now,
+            settings.get(i.appId)?.default_time_zone ?? null,
+            zonesOf.get(i.appId) ?? [],
+            quietOf(k),
+          ),
           options: i.options,
           cut: this.cutOf(devices),
         },

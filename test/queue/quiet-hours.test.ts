@@ -168,6 +168,27 @@ describe('quiet hours', () => {
     expect(received).toEqual([phone.token, phone.token, phone.token]);
   });
 
+  it("holds a unicast by the app's quiet hours in the device's own zone, also one Intl lists under another name", async () => {
+    const app = await h.createApp('com.example.quiet-zones');
+    await setCredentials(h, app.app.id, gw);
+    // the default zone is at 17:00, out of quiet hours: only the device's own zone holds the push
+    await new AppService(h.db.db).setLimits(app.app.id, { quietHours: { ...QUIET, then: 'hold' }, defaultTimeZone: 'America/New_York' });
+    const kolkata = await registerDevice(h, app.keys.sdk, { platform: 'ios', time_zone: 'Asia/Kolkata' }); // 03:30
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(app.keys.write) },
+      payload: { notification: { to: [{ name: 'device_id', criteria: [kolkata.id] }], payload: { alert: 'held' } } },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    await sleep(400);
+    clock.set('2026-03-08T02:29:00Z');
+    await sleep(400);
+    expect(received).toEqual([]);
+    clock.set('2026-03-08T02:31:00Z'); // 08:01 in Kolkata
+    await waitFor('the held push', async () => received.includes(kolkata.token));
+  });
+
   it('refuses a malformed window, naming the field', async () => {
     for (const [quiet, error] of [
       [{ start: '22:00' }, /^notification\.quiet_hours\.end: must be a time of day/],

@@ -407,6 +407,7 @@ export class DevicesRepository {
       .select('time_zone')
       .distinct()
       .where('app_id', '=', appId)
+      .where('erased_at', 'is', null) // the same rows (erasing clears the zone), and devices_app_zone_idx answers it
       .where('time_zone', 'is not', null)
       .execute();
     return rows.map((r) => r.time_zone!);
