@@ -147,9 +147,9 @@ export function liveActivityPayload(r: LiveActivityRequest, now: Date): { aps: R
   if (r.dismissal_date !== undefined) aps['dismissal-date'] = seconds(r.dismissal_date);
   if (r.relevance_score !== undefined) aps['relevance-score'] = r.relevance_score;
   if (r.alert !== undefined) {
+    // a Live Activity's alert carries its sound inside it (Apple's examples), unlike a notification's aps.sound
     const { title, body, sound } = r.alert;
-    aps.alert = { ...(title !== undefined && { title }), ...(body !== undefined && { body }) };
-    if (sound !== undefined) aps.sound = sound;
+    aps.alert = { ...(title !== undefined && { title }), ...(body !== undefined && { body }), ...(sound !== undefined && { sound }) };
   }
   return { aps };
 }

@@ -213,8 +213,7 @@ describe('Live Activities', () => {
             'content-state': { eta: 12 },
             'attributes-type': 'DeliveryAttributes',
             attributes: { orderId: 'A-1' },
-            alert: { title: 'On its way', body: 'Your order left' },
-            sound: 'default',
+            alert: { title: 'On its way', body: 'Your order left', sound: 'default' },
           },
         });
       }
