@@ -157,7 +157,7 @@ describe('opens, sessions and their statistics', () => {
       expect(Date.parse((await lastOpened(app, b.id))!)).toBeGreaterThan(Date.now() - 60_000);
     });
 
-    it('answers every documented field with its JSON type (and our extra pushes_expired, devices_not_allowed)', async () => {
+    it('answers every documented field with its JSON type (and our extra pushes_expired, pushes_capped, devices_not_allowed)', async () => {
       const app = await newApp();
       const d = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
       const nid = await pushTo(app, d, 'Soldes !');
@@ -175,6 +175,7 @@ describe('opens, sessions and their statistics', () => {
         pushes_succeeded: 1,
         pushes_rejected: 0,
         pushes_expired: 0,
+        pushes_capped: 0,
         devices_not_allowed: 0,
         event_conversions: {},
       });

@@ -137,6 +137,7 @@ for (const backend of backends) {
         pushes_succeeded: 4,
         pushes_rejected: 0,
         pushes_expired: 0,
+        pushes_capped: 0,
         devices_not_allowed: 0,
         event_conversions: {},
       });
