@@ -31,7 +31,7 @@ export const rateLimitCommands: Record<string, Command> = {
     },
   },
   'app set-limits': {
-    summary: "Sets an app's campaign limits: pushes a minute, the default time zone of local-time sends, quiet hours.",
+    summary: "Sets an app's campaign limits: pushes a minute, the default time zone of local-time sends, quiet hours, frequency caps.",
     options: {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       'max-per-minute': { value: 'N|none', help: 'pushes a minute at most, for all its campaigns; none removes it', check: numberOrNone },
