@@ -7,7 +7,6 @@ import { AppsRepository } from '../db/repositories/apps.js';
 import { PartitionsRepository } from '../db/repositories/partitions.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
-import { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import { LeasesRepository } from '../db/repositories/leases.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -123,7 +122,6 @@ export function startPipeline(
     db,
     log,
     delivery,
-    idempotency: new IdempotencyRepository(),
     partitions: new PartitionsRepository(),
     retention: retentionOf(config),
     messages: new MessagesRepository(),

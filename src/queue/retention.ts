@@ -1,4 +1,5 @@
 import type { Db } from '../db/database.js';
+import { IDEMPOTENCY_KEY_TTL_HOURS } from '../domain/idempotency.js';
 import { DAY_PARTITIONED, type DayPartitionedTable, type PartitionsRepository } from '../db/repositories/partitions.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
@@ -24,6 +25,8 @@ export function retentionOf(config: Config): Retention {
     notification_conversions: config.RETENTION_ACTIVITY_DAYS,
     // rows keyed on when their message's retention starts: dropped as the message expires
     device_messages: config.MESSAGE_RETENTION_DAYS,
+    // a key answers again for its 24 hours, then is free: nothing reads it after
+    idempotency_keys: Math.ceil(IDEMPOTENCY_KEY_TTL_HOURS / 24),
   };
 }
 

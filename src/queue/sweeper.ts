@@ -2,7 +2,6 @@ import type { Db } from '../db/database.js';
 import type { PartitionsRepository } from '../db/repositories/partitions.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository, StalledNotification } from '../db/repositories/delivery.js';
-import type { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import type { MessagesRepository } from '../db/repositories/messages.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
@@ -30,16 +29,14 @@ export const SCAN_LEASE_MS = 10_000;
  * are still queued is only waiting its turn behind other work; each sweep looks at the next page of them. The
  * fan-out resumes from its checkpoint and re-enqueues pending batches under their deterministic ids, so a spurious
  * sweep sends nothing twice.
- * Each sweep also purges a batch of expired idempotency keys, which requests already ignore; it keeps the
- * time-partitioned tables (receipts, active devices, sessions, opens, conversions, message streams): partitions
- * created ahead, those past retention dropped whole (src/queue/retention.ts); then it deletes the messages past
- * their retention whose stream rows are gone.
+ * Each sweep also keeps the time-partitioned tables (receipts, active devices, sessions, opens, conversions, message
+ * streams, idempotency keys): partitions created ahead, those past retention dropped whole (src/queue/retention.ts);
+ * then it deletes the messages past their retention whose stream rows are gone.
  */
 export function startSweeper(deps: {
   db: Db;
   log: Logger;
   delivery: DeliveryRepository;
-  idempotency: IdempotencyRepository;
   partitions: PartitionsRepository;
   retention: Retention;
   messages: MessagesRepository;
@@ -124,8 +121,6 @@ export function startSweeper(deps: {
     running = true;
     try {
       if (holding) await scanStalled();
-      const purged = await deps.idempotency.purgeExpired(deps.db, PURGE_BATCH);
-      if (purged) deps.log.debug({ purged }, 'purged expired idempotency keys');
       // the frequency caps' counts of windows over: no push is counted in them any more
       const capCounts = await deps.delivery.purgeCapCounts(deps.db, deps.clock.now(), PURGE_BATCH);
       if (capCounts) deps.log.debug({ capCounts }, 'purged the counts of ended frequency cap windows');

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
@@ -34,6 +33,7 @@ import { timingOf } from '../domain/campaign.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import { timeOrderedUuid } from '../platform/random-id.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
 import { localeVariant, localizedPayload } from '../domain/localized.js';
@@ -301,7 +301,7 @@ export class NotificationService {
         ? found[k]
         : undefined;
     const rows = items.map((i, k) => {
-      const id = randomUUID();
+      const id = timeOrderedUuid();
       const devices = devicesOf(k);
       return {
         notification: {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
@@ -16,6 +15,7 @@ import { committedBatches } from '../queue/direct-delivery.js';
 import { backoffDelay, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import { timeOrderedUuid } from '../platform/random-id.js';
 import { CREATION_GROUPS } from './notifications.js';
 
 /** Most devices one transactional send reaches: one device, or one user's. */
@@ -177,7 +177,7 @@ export class TransactionalService {
   private async store(db: Db, sends: (Creation & { devices: DeliverableNow[] })[]): Promise<Committed[]> {
     if (!sends.length) return [];
     const cut = sends.map((s) => {
-      const id = randomUUID();
+      const id = timeOrderedUuid();
       const { sendable, notAllowed } = allowedOf(s.devices);
       return { id, send: s, notAllowed, batches: cutBatches(id, FIRST_GENERATION, sendable, 0, this.settings.batchSize) };
     });

@@ -7,6 +7,7 @@ import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate, MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { ActivityRepository } from '../../src/db/repositories/activity.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
+import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { freshDatabase } from '../system/proc.js';
 import { insertMessage } from '../http/message-support.js';
@@ -266,5 +267,75 @@ describe('migration 030 on a database of the previous schema', () => {
     expect((await pool.query(`SELECT day, shard, sessions, opens, active_users FROM app_daily_stats ORDER BY 1, 2`)).rows).toEqual(
       statsBefore,
     );
+  });
+});
+
+const TIME_ORDERED_IDS = '033_time_ordered_ids.sql';
+
+/**
+ * The upgrade to time-ordered ids and day-partitioned idempotency keys: a database of the schema before migration 033
+ * with a notification, a message and idempotency keys, migrated; the rows keep their ids, new rows take time-ordered
+ * ones, and the live keys are each in its day's partition and still answer a retry.
+ */
+describe('migrations 033 and 034 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(TIME_ORDERED_IDS);
+
+  it('keeps the ids and the live idempotency keys, which still answer; new rows take time-ordered ids', async () => {
+    const { db, pool } = before.handle;
+    const { app, audience, notification } = await seed(before.handle, 'com.example.upgrade33', 1);
+    const message = await insertMessage(db, { appId: app.id, audienceId: audience.id, published: new Date(), resolved: false });
+    const now = Date.now();
+    const keys = [
+      { key: 'live-recent', at: new Date(now - 60_000), status: 201 },
+      { key: 'live-old', at: new Date(now - 23 * 3_600_000), status: null },
+      // past its 24 hours: a request already ignored it, so it is not copied
+      { key: 'expired', at: new Date(now - 25 * 3_600_000), status: 201 },
+    ];
+    await pool.query(
+      `INSERT INTO idempotency_keys (app_id, key, request_hash, status, body, resource_id, created_at)
+       SELECT $1, k, '\\x00'::bytea, s, '{"id":"x"}', $2, t FROM unnest($3::text[], $4::smallint[], $5::timestamptz[]) AS r(k, s, t)`,
+      [app.id, notification.id, keys.map((k) => k.key), keys.map((k) => k.status), keys.map((k) => k.at.toISOString())],
+    );
+
+    await before.upgrade();
+
+    expect((await pool.query(`SELECT relkind FROM pg_class WHERE relname = 'idempotency_keys'`)).rows).toEqual([{ relkind: 'p' }]);
+    const kept = await pool.query<{ key: string; created_at: Date; status: number | null; resource_id: string; partition: string }>(
+      `SELECT key, created_at, status, resource_id, tableoid::regclass::text AS partition FROM idempotency_keys ORDER BY created_at`,
+    );
+    expect(kept.rows).toEqual(
+      keys
+        .slice(0, 2)
+        .reverse()
+        .map((k) => ({
+          key: k.key,
+          created_at: k.at,
+          status: k.status,
+          resource_id: notification.id,
+          partition: `idempotency_keys_p${dayOf(k.at).replaceAll('-', '')}`,
+        })),
+    );
+    // a retry finds its key (answered or not), locked; the expired key is free again and taken by a new row
+    const repository = new IdempotencyRepository();
+    await db.transaction().execute(async (trx) => {
+      expect(await repository.claim(trx, app.id, 'live-recent', Buffer.from([1]))).toMatchObject({
+        status: 201,
+        resource_id: notification.id,
+      });
+      expect(await repository.claim(trx, app.id, 'live-old', Buffer.from([1]))).toMatchObject({ status: null });
+      expect(await repository.claim(trx, app.id, 'expired', Buffer.from([1]))).toBeUndefined();
+    });
+    expect((await pool.query(`SELECT count(*)::int AS n FROM idempotency_keys WHERE key = 'expired'`)).rows).toEqual([{ n: 1 }]);
+
+    // the rows from before keep their (random) ids; new ones are time-ordered
+    expect((await pool.query(`SELECT id FROM notifications`)).rows).toEqual([{ id: notification.id }]);
+    expect((await pool.query(`SELECT id FROM messages`)).rows).toEqual([{ id: message.id }]);
+    const { id } = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO notifications (app_id, audience_id, request, payload) VALUES ($1, $2, '{}', '{}') RETURNING id`,
+        [app.id, audience.id],
+      )
+    ).rows[0]!;
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   });
 });

@@ -56,6 +56,9 @@ describe('transactional notifications', () => {
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json();
     expect(answer).toEqual({ id: expect.any(String), results: { success: 1, uninstalled: 0, failures: [], not_allowed: 0 } });
+    // a time-ordered id (version 7) of the moment it was sent: its day is a range of ids (migration 033)
+    expect(answer.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(Math.abs(parseInt(answer.id.replaceAll('-', '').slice(0, 12), 16) - Date.now())).toBeLessThan(60_000);
     expect(tokens()).toEqual([ios.token]);
     expect(gw.apns.pushes[0]!.payload).toMatchObject({ aps: { alert: 'Your order has shipped' }, _nid: answer.id });
 

@@ -7,7 +7,7 @@ import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
 import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
-import { createHarness, ManualClock, type Harness } from '../helpers/harness.js';
+import { createHarness, ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { call } from '../http/device-support.js';
 import type { AppWithKeys } from '../http/support.js';
@@ -271,5 +271,62 @@ describe('partitions kept by time', () => {
     expect(await h.db.db.selectFrom('messages').select('id').where('app_id', '=', app.app.id).execute()).toEqual([
       { id: streamRows[1]!.message },
     ]);
+  });
+});
+
+/**
+ * Idempotency keys (migration 034) with the maintenance run at moved times: a day of keys goes whole once its last key
+ * is past its 24 hours, the live ones stay in their day, and /metrics shows the table.
+ */
+describe('idempotency keys kept by day', () => {
+  const h = useHarness();
+  const partitions = new PartitionsRepository();
+  const log = createLogger('silent');
+
+  it('moves keys into their days, drops each day whole once its every key is past 24 hours, and keeps the live ones', async () => {
+    const { app } = await h.createApp();
+    // days no partition was made for (the migration made those around the real today): the keys go to the default one
+    const at = new Date(Date.parse(`${dayOf(Date.now() + 40 * DAY_MS)}T06:00:00Z`));
+    const hoursBefore = (n: number) => new Date(at.getTime() - n * 3_600_000);
+    const keys = { stale: hoursBefore(50), live: hoursBefore(23), fresh: hoursBefore(1) };
+    await h.db.db
+      .insertInto('idempotency_keys')
+      .values(Object.entries(keys).map(([key, created_at]) => ({ app_id: app.id, key, request_hash: Buffer.alloc(32), created_at })))
+      .execute();
+    const located = async () =>
+      (
+        await h.db.pool.query<{ key: string; partition: string }>(
+          `SELECT key, tableoid::regclass::text AS partition FROM idempotency_keys WHERE app_id = $1 ORDER BY created_at`,
+          [app.id],
+        )
+      ).rows;
+    expect(await located()).toEqual(Object.keys(keys).map((key) => ({ key, partition: 'idempotency_keys_default' })));
+
+    const metrics = new Metrics();
+    const first = await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, at);
+    // the key of 50 hours before is past its day's end + 24 hours: deleted from the default partition, no day made for it
+    expect(first.idempotency_keys.created).toEqual(
+      [...new Set([dayOf(keys.live), dayOf(keys.fresh), ...[0, 1, 2, 3].map((i) => dayOf(at.getTime() + i * DAY_MS))])].sort(),
+    );
+    expect(await located()).toEqual([
+      { key: 'live', partition: `idempotency_keys_p${compact(dayOf(keys.live))}` },
+      { key: 'fresh', partition: `idempotency_keys_p${compact(dayOf(keys.fresh))}` },
+    ]);
+    const text = await metrics.registry.metrics();
+    const kept = (await partitions.list(h.db.db, 'idempotency_keys')).filter((p) => p.day >= dayOf(keys.live));
+    expect(kept.map((p) => p.day)).toEqual(first.idempotency_keys.created);
+    expect(text).toMatch(/pushd_partitions\{table="idempotency_keys"\} \d+/);
+
+    // two days on, every key of those days is past 24 hours: their partitions go whole, today's and the next are made
+    const later = new Date(at.getTime() + 2 * DAY_MS);
+    const second = await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, later);
+    expect(second.idempotency_keys.dropped).toEqual(expect.arrayContaining([...new Set([dayOf(keys.live), dayOf(keys.fresh)])]));
+    expect(second.idempotency_keys.created).toEqual([4, 5].map((i) => dayOf(at.getTime() + i * DAY_MS)));
+    expect(await located()).toEqual([]);
+    const left = (await partitions.list(h.db.db, 'idempotency_keys')).map((p) => p.day);
+    expect(left[0]! >= dayOf(later.getTime() - DAY_MS)).toBe(true);
+    expect(
+      Number(/pushd_partition_dropped_bytes_total\{table="idempotency_keys"\} (\d+)/.exec(await metrics.registry.metrics())?.[1]),
+    ).toBeGreaterThan(0);
   });
 });

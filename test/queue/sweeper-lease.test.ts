@@ -1,7 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
-import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { LeasesRepository } from '../../src/db/repositories/leases.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
@@ -41,7 +40,6 @@ describe("the sweeper's scan lease", () => {
       db: handle.db,
       log: createLogger('silent'),
       delivery: new DeliveryRepository(),
-      idempotency: new IdempotencyRepository(),
       partitions: new PartitionsRepository(),
       retention: retentionOf(loadConfig({})),
       messages: new MessagesRepository(),

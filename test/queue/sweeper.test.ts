@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
-import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
@@ -47,7 +46,6 @@ describe('the sweeper', () => {
       db: h.db.db,
       log: createLogger('silent'),
       delivery: new DeliveryRepository(),
-      idempotency: new IdempotencyRepository(),
       partitions,
       retention: RETENTION,
       messages: new MessagesRepository(),
@@ -279,7 +277,7 @@ describe('the sweeper', () => {
     expect(scheduled).not.toContain(n.id);
   });
 
-  it('purges idempotency keys older than 24 hours and keeps the others', async () => {
+  it('drops the day partitions of idempotency keys whose every key is past its 24 hours, and keeps the live keys', async () => {
     const { app } = await h.createApp();
     const row = (key: string, hoursAgo: number) => ({
       app_id: app.id,
@@ -289,13 +287,20 @@ describe('the sweeper', () => {
       body: '{}',
       created_at: new Date(Date.now() - hoursAgo * 3_600_000),
     });
+    // a day goes whole once its last key is past 24 hours: a key 49 hours old is in a day past it, whatever the hour
     await h.db.db
       .insertInto('idempotency_keys')
-      .values([row('old', 25), row('older', 48), row('fresh', 23)])
+      .values([row('old', 49), row('older', 72), row('fresh', 23)])
       .execute();
     await sweepAWhile();
     const left = await h.db.db.selectFrom('idempotency_keys').select('key').where('app_id', '=', app.id).execute();
     expect(left).toEqual([{ key: 'fresh' }]);
+    const days = await new PartitionsRepository().list(h.db.db, 'idempotency_keys');
+    const cutoff = new Date(Date.now() - 24 * 3_600_000).toISOString().slice(0, 10);
+    expect(days.length).toBeGreaterThanOrEqual(4);
+    // no day before the one 24 hours ago is kept; today's and the next three days' are there
+    expect(days[0]!.day >= cutoff, days[0]!.day).toBe(true);
+    expect(days.map((d) => d.day)).toContain(new Date(Date.now() + 3 * 86_400_000).toISOString().slice(0, 10));
   });
 
   it('drops push receipts past the conversion window plus 7 days of late events, and active devices of days no report may name', async () => {

@@ -300,7 +300,7 @@ async function insertRows(
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity)
-    select coalesce(t.id, gen_random_uuid()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+    select coalesce(t.id, pushd_uuid7()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
