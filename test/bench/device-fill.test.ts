@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { insertRegistrations, registration, registrationToken } from '../../bench/lib/device-fill.js';
+import { fillRegistrations, registration, registrationToken } from '../../bench/lib/device-fill.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { register } from '../http/device-support.js';
 
@@ -27,6 +27,18 @@ describe('bench: the SQL fill writes what registering through the API writes', (
   };
   const growth = (before: Record<string, number>, after: Record<string, number>) =>
     Object.fromEntries(Object.keys(after).map((t) => [t, after[t]! - (before[t] ?? 0)]));
+  /** the registry tables' index definitions and triggers (enabled or not) */
+  const structure = async () =>
+    (
+      await sql<{ line: string }>`
+        select indexdef as line from pg_indexes where tablename in ('devices', 'device_tags', 'device_attributes')
+        union all
+        select tgrelid::regclass || ' ' || tgname || ' ' || tgenabled::text from pg_trigger
+        where tgrelid in ('devices'::regclass, 'device_tags'::regclass, 'device_attributes'::regclass)
+        order by 1`.execute(h.db.db)
+    ).rows.map((r) => r.line);
+  let structureBefore: string[];
+  let structureAfter: string[];
   let apiGrowth: Record<string, number>;
   let fillGrowth: Record<string, number>;
 
@@ -37,7 +49,9 @@ describe('bench: the SQL fill writes what registering through the API writes', (
     const t0 = await tableCounts();
     for (let i = 0; i < COUNT; i++) await register(h, api.keys.sdk, registration(i, api.identity_secret).device);
     const t1 = await tableCounts();
-    await insertRegistrations(h.db, filled.app.id, 0, COUNT);
+    structureBefore = await structure();
+    await fillRegistrations(h.db, filled.app.id, { count: COUNT, chunk: 10, parallel: 2 });
+    structureAfter = await structure();
     apiGrowth = growth(t0, t1);
     fillGrowth = growth(t1, await tableCounts());
   });
@@ -84,6 +98,11 @@ describe('bench: the SQL fill writes what registering through the API writes', (
     const rows = await h.db.db.selectFrom('devices').select(['user_id', 'token']).where('app_id', '=', filled.app.id).execute();
     const expected = Array.from({ length: COUNT }, (_, i) => ({ user_id: `u${i}`, token: registrationToken(i) }));
     expect(rows.sort((a, b) => a.user_id!.localeCompare(b.user_id!))).toEqual(expected.sort((a, b) => a.user_id.localeCompare(b.user_id)));
+  });
+
+  it('the same indexes after it, the triggers on again', () => {
+    expect(structureBefore.filter((line) => line.includes('devices_app_zone_idx'))).toHaveLength(1);
+    expect(structureAfter).toEqual(structureBefore);
   });
 
   it('no other table grows otherwise, the installs counted alike', () => {
