@@ -7,7 +7,7 @@
  * their own, counting pushes per token) in the same run.
  *
  *   npm run -s bench -- scale [--devices 50000] [--workers 1,2,4] [--chunk 50000] [--fill-parallel 2] [--range-devices N]
- *                             [--age-days D] [--retention-days 8] [--age-audience N]
+ *                             [--bare each|once] [--age-days D] [--retention-days 8] [--age-audience N]
  *
  * Per worker count: pushes/s, the bare client's on the same tokens and the ratio, WAL bytes a push
  * (pg_current_wal_lsn, the server's: other databases' writes count too), time from the POST to the first and the
@@ -17,8 +17,8 @@
  * maintenance is driven here through the code the workers' sweep runs (maintainPartitions in
  * src/queue/retention.ts) with a moved `now`, every table of DAY_PARTITIONED kept `--retention-days` (8, the least
  * the settings allow). Each day: the maintenance, then a broadcast's receipts (`--age-audience` devices, all by
- * default), unicast receipts (1 %), sessions (20 %, which count their devices active), opens (5 %) and conversions
- * (1 %), written by SQL; a line per day with each table's size (all its partitions), the partitions kept and
+ * default), unicast receipts (1 % of them), sessions (20 %, which count their devices active), opens (5 %) and
+ * conversions (1 %), written by SQL; a line per day with each table's size (all its partitions), the partitions kept and
  * those dropped so far: flat sizes after the retention period while the drops grow.
  */
 import { sql } from 'kysely';
@@ -42,8 +42,12 @@ const chunk = Number(arg('chunk', '50000'));
 const fillParallel = Number(arg('fill-parallel', '2'));
 const rangeDevices = arg('range-devices', '');
 const ageDays = Number(arg('age-days', '0'));
+/** 'once': the bare client runs after the first broadcast only, its rate the reference of every worker count */
+const bareOnce = arg('bare', 'each') === 'once';
 const retentionDays = arg('retention-days', '8');
 const ageAudience = Number(arg('age-audience', String(devices)));
+/** Percent of all devices that is `percent` of the aging's daily audience (TABLESAMPLE BERNOULLI's argument). */
+const ofAudience = (percent: number) => sql.lit((percent * Math.min(ageAudience, devices)) / devices);
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PAYLOAD = { alert: 'bench', badge: 1 };
 const LOG_FILE = path.join(tmpdir(), `pushd-bench-scale-${process.pid}.log`);
@@ -106,6 +110,7 @@ interface Round {
   workers: number;
   seconds: number;
   bare: number;
+  bareRun: { ms: number; ok: number };
   walBytes: number;
   workerCpuUs: number;
   firstMs: number;
@@ -171,12 +176,9 @@ async function broadcasts(stack: Stack, mocks: MockGateways): Promise<{ status: 
       await mocks.reset();
       step(`${workers} worker(s): broadcast to ${devices} devices done in ${((lastAtEpochMs - t0) / 1000).toFixed(1)} s`);
 
-      const bare = await bareBroadcast(mocks, oauth.access_token, {
-        devices,
-        payload: PAYLOAD,
-        notificationId: id,
-        tokens: 'registration',
-      });
+      const bare =
+        (bareOnce ? rounds[0]?.bareRun : undefined) ??
+        (await bareBroadcast(mocks, oauth.access_token, { devices, payload: PAYLOAD, notificationId: id, tokens: 'registration' }));
       await mocks.reset();
       if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
       const seconds = (lastAtEpochMs - t0) / 1000;
@@ -184,6 +186,7 @@ async function broadcasts(stack: Stack, mocks: MockGateways): Promise<{ status: 
         workers,
         seconds,
         bare: bare.ok / (bare.ms / 1000),
+        bareRun: bare,
         walBytes: Number(rows[0]!.bytes) / devices,
         workerCpuUs: (workerCpu * 1000) / devices,
         firstMs: firstAtEpochMs - t0,
@@ -202,7 +205,8 @@ async function broadcasts(stack: Stack, mocks: MockGateways): Promise<{ status: 
     `\nscale benchmark: one app of ${devices} devices (half iOS, half Android, filled as registered), one broadcast to all ` +
       `per worker count; 1 API process + N worker processes (compiled, production node flags), Redis queue, ` +
       `FANOUT_RANGE_DEVICES ${rangeDevices || 'default'}; mock gateways in a process of their own on loopback TLS HTTP/2, ` +
-      `counting pushes per token; bare client: 1 connection x 1,000 streams per gateway, the same ${devices} tokens; ` +
+      `counting pushes per token; bare client: 1 connection x 1,000 streams per gateway, the same ${devices} tokens` +
+      `${bareOnce ? ', run once after the first broadcast' : ''}; ` +
       `WAL: the PostgreSQL server's, from the POST to the notification sent; service log lines in ${LOG_FILE}\n`,
   );
   printRows(
@@ -295,7 +299,7 @@ async function age(stack: Stack, notificationId: string) {
     `\naging: ${ageDays} simulated days, each table kept ${retentionDays} days; the maintenance the workers' sweep runs ` +
       `(maintainPartitions) called with the moved clock's now (the service has no clock setting); each day's traffic by ` +
       `SQL: a broadcast's receipts (${ageAudience} devices), unicast receipts (1 %), sessions (20 %, counting their devices ` +
-      `active), opens (5 %), conversions (1 %) of the devices; device_messages is measured, not fed (a message's rows need ` +
+      `active), opens (5 %), conversions (1 %) of as many; device_messages is measured, not fed (a message's rows need ` +
       `a message); sizes in MB, all of a table's partitions with indexes\n`,
   );
   printRows(['day', 'date', 'rows added', 'took', ...tables, 'total MB', 'partitions', 'dropped so far', 'maintenance'], lines);
@@ -315,23 +319,23 @@ async function dayTraffic(stack: Stack, notificationId: string, now: Date): Prom
     sql`
       insert into device_pushes (device_id, notification_id, received_at)
       select id, gen_random_uuid(), ${at}::timestamptz + random() * interval '20 hours'
-      from devices tablesample bernoulli (1) where app_id = ${app.id}::uuid`.execute(db.db),
+      from devices tablesample bernoulli (${ofAudience(1)}) where app_id = ${app.id}::uuid`.execute(db.db),
   ]);
   // sessions, opens and conversions update the same daily counters: one after the other
   for (const q of [
     sql`
       insert into app_sessions (device_id, id, app_id, started_at, duration_seconds)
       select id, gen_random_uuid(), app_id, ${at}::timestamptz + random() * interval '20 hours', 60
-      from devices tablesample bernoulli (20) where app_id = ${app.id}::uuid`,
+      from devices tablesample bernoulli (${ofAudience(20)}) where app_id = ${app.id}::uuid`,
     // opens and conversions of the broadcast measured above (their rows reference a notification)
     sql`
       insert into push_opens (notification_id, kind, device_id, app_id, opened_at)
       select ${notificationId}::uuid, 'direct', id, app_id, ${at}::timestamptz + random() * interval '20 hours'
-      from devices tablesample bernoulli (5) where app_id = ${app.id}::uuid`,
+      from devices tablesample bernoulli (${ofAudience(5)}) where app_id = ${app.id}::uuid`,
     sql`
       insert into notification_conversions (notification_id, source, name, device_id, day, count)
       select ${notificationId}::uuid, '', 'purchase', id, ${day}::date, 1
-      from devices tablesample bernoulli (1) where app_id = ${app.id}::uuid`,
+      from devices tablesample bernoulli (${ofAudience(1)}) where app_id = ${app.id}::uuid`,
   ])
     counts.push(await q.execute(db.db));
   return counts.reduce((n, r) => n + Number(r.numAffectedRows ?? 0), 0);
