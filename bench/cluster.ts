@@ -32,9 +32,9 @@ import { startPgBouncer, type PgBouncer } from '../test/engines/pgbouncer.js';
 import { startRedisCluster, withNode, type RedisCluster } from '../test/engines/redis-cluster.js';
 import { duplicateBound, faultSettings } from './lib/fault-settings.js';
 import { LoadClients, type Post } from './lib/load-clients.js';
-import { mocksInProcess, type MockGateways } from './lib/mock-gateways.js';
-import { arg, cpuMs, percentile, printRows, runBenchChild, serverCpuMs } from './lib/setup.js';
-import { addApp, BENCH_BUNDLE, benchApp, LAB_ENV, startServices, waitFinished, type Services } from './lib/stack.js';
+import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
+import { arg, cpuMs, percentile, printRows, serverCpuMs } from './lib/setup.js';
+import { addApp, BENCH_BUNDLE, bareBroadcast, benchApp, LAB_ENV, startServices, waitFinished, type Services } from './lib/stack.js';
 
 const devices = Number(arg('devices', '100000'));
 const unicast = Number(arg('unicast', '2000'));
@@ -293,23 +293,7 @@ async function run(engines: Engines): Promise<number> {
       await mocks.reset();
 
       // the ceiling: the same pushes from a bare client to the same mocks
-      const bare = await runBenchChild<{ ms: number; ok: number }>(
-        'bench/lib/bare-client.ts',
-        {
-          devices,
-          apnsOrigin: mocks.apnsOrigin,
-          fcmOrigin: mocks.fcmOrigin,
-          topic: BENCH_BUNDLE,
-          apnsKey: mocks.apnsCredentials,
-          fcmProject: mocks.serviceAccount.project_id,
-          fcmAccessToken: oauth.access_token,
-          payload: PAYLOAD,
-          notificationId: id,
-          connections: 1,
-          streamsPerConnection: 1000,
-        },
-        'BARE_NODE_ARGS',
-      );
+      const bare = await bareBroadcast(mocks, oauth.access_token, { devices, payload: PAYLOAD, notificationId: id });
       await mocks.reset();
       const bareRate = bare.ok / (bare.ms / 1000);
       step('bare client done');
@@ -543,12 +527,6 @@ class LagSampler {
     this.max.seconds = Math.max(this.max.seconds, rows[0]?.seconds ?? 0);
     this.max.bytes = Math.max(this.max.bytes, Number(rows[0]?.bytes ?? 0));
   }
-}
-
-/** Waits until the mocks have received `count` pushes, or `timeoutMs` passed. */
-async function waitReceived(mocks: MockGateways, count: number, timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while ((await mocks.received()).count < count && performance.now() < deadline) await sleep(20);
 }
 
 const began = performance.now();

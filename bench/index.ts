@@ -5,7 +5,19 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
-const BENCHES = ['audience-count', 'cluster', 'fanout', 'faults', 'hms', 'live-activity', 'local-time', 'stats', 'unicast', 'web-push'];
+const BENCHES = [
+  'audience-count',
+  'cluster',
+  'fanout',
+  'faults',
+  'hms',
+  'live-activity',
+  'local-time',
+  'scale',
+  'stats',
+  'unicast',
+  'web-push',
+];
 const [name, ...rest] = process.argv.slice(2);
 const run = (bench: string, args: string[]) =>
   spawnSync(process.execPath, ['--import', 'tsx', `bench/${bench}.ts`, ...args], {

@@ -8,6 +8,7 @@
  */
 import { fcmSendBodyEncoder, toApnsRequest, toFcmMessage } from '../../src/domain/push-mapping.js';
 import { apnsJwt, bareSend } from './bare-http2.js';
+import { registrationToken } from './device-fill.js';
 
 interface Spec {
   devices: number;
@@ -22,22 +23,29 @@ interface Spec {
   /** HTTP/2 connections per gateway, and streams in flight on each (what a real gateway allows: 1,000) */
   connections: number;
   streamsPerConnection: number;
+  /** 'registration': the tokens of registration(i), APNs the even i and FCM the odd, as a fill of those has them */
+  tokens?: 'registration';
 }
 
 const spec = JSON.parse(process.argv[2]!) as Spec;
 const jwt = apnsJwt(spec.apnsKey.keyPem, spec.apnsKey.keyId, spec.apnsKey.teamId);
 const token = (i: number) => Buffer.from(`${i}`.padStart(32, '0')).toString('hex');
+const half = Math.floor(spec.devices / 2);
+// made before the clock starts, as the pipeline reads them from its database
+const listed = (n: number, first: number) => Array.from({ length: n }, (_, k) => registrationToken(2 * k + first));
+const [apnsTokens, fcmTokens] = spec.tokens === 'registration' ? [listed(half, 0), listed(spec.devices - half, 1)] : [undefined, undefined];
+const apnsToken = apnsTokens ? (i: number) => apnsTokens[i]! : token;
+const fcmToken = fcmTokens ? (i: number) => fcmTokens[i]! : token;
 const apns = toApnsRequest(spec.payload, spec.notificationId);
 const apnsBody = JSON.stringify(apns.body);
 const fcmBody = fcmSendBodyEncoder(toFcmMessage(spec.payload, spec.notificationId));
-const half = Math.floor(spec.devices / 2);
 const start = performance.now();
 const cpuStart = process.cpuUsage();
 const [a, f] = await Promise.all([
   bareSend(
     {
       origin: spec.apnsOrigin,
-      path: (i) => `/3/device/${token(i)}`,
+      path: (i) => `/3/device/${apnsToken(i)}`,
       headers: {
         ':scheme': 'https',
         ':authority': new URL(spec.apnsOrigin).hostname,
@@ -60,7 +68,7 @@ const [a, f] = await Promise.all([
         'content-type': 'application/json; charset=UTF-8',
         accept: 'application/json',
       },
-      body: (i) => fcmBody(token(i)),
+      body: (i) => fcmBody(fcmToken(i)),
     },
     spec.devices - half,
     { sessions: spec.connections, window: spec.connections * spec.streamsPerConnection },

@@ -14,8 +14,8 @@ export interface GatewayEndpoints {
 export interface MockGateways extends GatewayEndpoints {
   /** the process they run in: null when it is the benchmark's own */
   pid: number | null;
-  /** pushes accepted since the last reset, and when the last came (epoch ms) */
-  received(): Promise<{ count: number; lastAtEpochMs: number }>;
+  /** pushes accepted since the last reset, and when the first and the last came (epoch ms) */
+  received(): Promise<{ count: number; firstAtEpochMs: number; lastAtEpochMs: number }>;
   reset(): Promise<void>;
   /** of these tokens, how many got no push and how many got more than one since the last reset */
   tally(tokens: string[]): Promise<{ missed: number; twice: number }>;
@@ -49,6 +49,7 @@ export async function startMocks(topic: string | string[]) {
   fcm.addServiceAccount(serviceAccount);
   const counts = new Map<string, number>();
   let count = 0;
+  let firstAtEpochMs = 0;
   let lastAtEpochMs = 0;
   // only the watched tokens' arrival times are kept: a broadcast's million are counted, not timed
   const arrivedAt = new Map<string, number | null>();
@@ -56,6 +57,7 @@ export async function startMocks(topic: string | string[]) {
     counts.set(token, (counts.get(token) ?? 0) + 1);
     count += 1;
     lastAtEpochMs = performance.timeOrigin + performance.now();
+    if (count === 1) firstAtEpochMs = lastAtEpochMs;
     if (arrivedAt.get(token) === null) arrivedAt.set(token, lastAtEpochMs);
   };
   const endpoints: GatewayEndpoints = {
@@ -68,7 +70,7 @@ export async function startMocks(topic: string | string[]) {
   const answer = (request: MockRequest): unknown => {
     switch (request.op) {
       case 'received':
-        return { count, lastAtEpochMs };
+        return { count, firstAtEpochMs, lastAtEpochMs };
       case 'reset':
         counts.clear();
         count = 0;
@@ -152,4 +154,10 @@ export async function mocksInProcess(topic: string | string[]): Promise<MockGate
       await exited;
     },
   };
+}
+
+/** Waits until the mocks have received `count` pushes, or `timeoutMs` passed. */
+export async function waitReceived(mocks: MockGateways, count: number, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while ((await mocks.received()).count < count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 20));
 }

@@ -7,7 +7,7 @@ import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/c
 import { AppService } from '../../src/services/apps.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
 import type { GatewayEndpoints } from './mock-gateways.js';
-import { benchDatabase, freePort, PRODUCTION_NODE_ARGS, startService, waitReady } from './setup.js';
+import { benchDatabase, freePort, PRODUCTION_NODE_ARGS, runBenchChild, startService, waitReady } from './setup.js';
 
 export const BENCH_BUNDLE = 'com.example.bench';
 
@@ -227,4 +227,31 @@ export async function warmWorker(
     await arrived;
   }
   mock.onAccept = undefined;
+}
+
+/**
+ * The ceiling: bench/lib/bare-client.ts sending `devices` pushes of `payload` (for notification `notificationId`) to
+ * the mock gateways, 1 connection x 1,000 streams per gateway, in a process of its own (BARE_NODE_ARGS: its node
+ * flags); `tokens: 'registration'` sends to registration(i)'s tokens.
+ */
+export function bareBroadcast(
+  gateways: GatewayEndpoints,
+  fcmAccessToken: string,
+  spec: { devices: number; payload: Record<string, unknown>; notificationId: string; tokens?: 'registration' },
+): Promise<{ ms: number; ok: number }> {
+  return runBenchChild(
+    'bench/lib/bare-client.ts',
+    {
+      ...spec,
+      apnsOrigin: gateways.apnsOrigin,
+      fcmOrigin: gateways.fcmOrigin,
+      topic: BENCH_BUNDLE,
+      apnsKey: gateways.apnsCredentials,
+      fcmProject: gateways.serviceAccount.project_id,
+      fcmAccessToken,
+      connections: 1,
+      streamsPerConnection: 1000,
+    },
+    'BARE_NODE_ARGS',
+  );
 }
