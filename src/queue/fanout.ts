@@ -56,10 +56,14 @@ export function cutBatches(notificationId: string, generation: number, page: Rou
 
 /**
  * Devices of a fan-out's first page: few, so that its first pushes leave at once (a page of 2,000 took a
- * broadcast's first push 500 ms to read, store, load and send); each page after is ten times larger, up to
- * FANOUT_PAGE_SIZE.
+ * broadcast's first push 500 ms to read, store, load and send, and a gateway sends nothing of a send until it
+ * has opened all its streams: 200 took 20-76 ms to the first request, 20 took 2-10); each page after is ten times
+ * larger, up to FANOUT_PAGE_SIZE.
  */
-export const FIRST_PAGE_DEVICES = 200;
+export const FIRST_PAGE_DEVICES = 20;
+
+/** Pages read before a broadcast's size is estimated (`rangesAfter`): the first alone is too few devices to tell. */
+const PAGES_BEFORE_SPLIT = 2;
 
 /** Ranges a broadcast is split into at most (their seq blocks, RANGE_SEQ_STRIDE each, stay within an int). */
 export const MAX_RANGES = 1000;
@@ -123,7 +127,7 @@ const finished = (state: string) => state === 'sent' || state === 'failed' || st
  * first page (FIRST_PAGE_DEVICES) is sent by this job as soon as it is stored (`direct`), without a delivery job:
  * its first pushes leave a queue round trip and a batch read sooner; if the worker dies first, the batches are
  * pending with no job, and the sweeper or the fan-out's next run enqueues them (at least once, as always). A broadcast whose
- * first page comes back full and estimates more than one range of devices is split: the rest of the id space is
+ * first two pages come back full and estimate more than one range of devices is split: the rest of the id space is
  * cut into ranges, each fanned out by a `fanoutRange` job (`fanoutRangeProcessor`) that any worker takes. A
  * local-time send fans out one wave (the zones whose wall time has come) at a time and then waits for the next;
  * a paced one reserves each batch's start (delivery_batches.not_before) and its delivery job waits until then.
@@ -182,6 +186,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
        */
       const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> => {
         const fresh = cursor === null && seq === 0 && !zones && !paced;
+        let seen = 0;
         for (let pages = 0; ; pages++) {
           const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
           const read = { afterId: cursor, limit, now, zones, visible };
@@ -216,8 +221,9 @@ export function fanoutProcessor(deps: FanoutDeps) {
           else for (const b of batches) await enqueue(b);
           cursor = last;
           seq += batches.length;
+          seen += page.length;
           if (page.length < limit) return 'done';
-          const ranges = fresh && pages === 0 ? rangesAfter(last, page.length, deps.rangeDevices) : [];
+          const ranges = fresh && pages === PAGES_BEFORE_SPLIT - 1 ? rangesAfter(last, seen, deps.rangeDevices) : [];
           if (ranges.length) {
             if (!(await deps.delivery.splitFanout(deps.db, notificationId, generation, ranges))) return 'stopped';
             for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, notificationId, generation, r, now);
