@@ -158,7 +158,7 @@ async function main() {
     };
     results.push(r);
     console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; connections APNs + FCM: pipeline ${connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${missed}, pushed twice ${twice}`,
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; POST -> first push ${r.firstMs.toFixed(0)} ms; connections APNs + FCM: pipeline ${connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${missed}, pushed twice ${twice}`,
     );
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
@@ -170,7 +170,8 @@ async function main() {
   );
   printTable([
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],
-    ['pipeline: POST -> first push (full audience)', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
+    ['pipeline: POST -> first push (full audience), median', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
+    ['pipeline: POST -> first push (per round)', results.map((r) => `${r.firstMs.toFixed(0)} ms`).join(' ')],
     ['bare node:http2 pushes/s (ceiling)', median(results.map((r) => r.bare)).toFixed(0)],
     ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
     ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],

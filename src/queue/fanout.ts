@@ -12,6 +12,7 @@ import type { NotificationsRepository } from '../db/repositories/notifications.j
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
 import type { JobQueues } from './queues.js';
+import { committedBatches, type DirectDelivery } from './direct-delivery.js';
 
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
@@ -55,10 +56,14 @@ export function cutBatches(notificationId: string, generation: number, page: Rou
 
 /**
  * Devices of a fan-out's first page: few, so that its first pushes leave at once (a page of 2,000 took a
- * broadcast's first push 500 ms to read, store, load and send); each page after is ten times larger, up to
- * FANOUT_PAGE_SIZE.
+ * broadcast's first push 500 ms to read, store, load and send, and a gateway sends nothing of a send until it
+ * has opened all its streams: 200 took 20-76 ms to the first request, 20 took 2-10); each page after is ten times
+ * larger, up to FANOUT_PAGE_SIZE.
  */
-export const FIRST_PAGE_DEVICES = 200;
+export const FIRST_PAGE_DEVICES = 20;
+
+/** Pages read before a broadcast's size is estimated (`rangesAfter`): the first alone is too few devices to tell. */
+const PAGES_BEFORE_SPLIT = 2;
 
 /** Ranges a broadcast is split into at most (their seq blocks, RANGE_SEQ_STRIDE each, stay within an int). */
 export const MAX_RANGES = 1000;
@@ -110,14 +115,19 @@ export interface FanoutDeps {
   batchSize: number;
   /** FANOUT_RANGE_DEVICES: a broadcast larger than this is split into ranges of about so many devices */
   rangeDevices: number;
+  /** sends a fan-out's first page from the job that stored it, without a trip through the queue */
+  direct: Pick<DirectDelivery, 'take'>;
 }
 
 const finished = (state: string) => state === 'sent' || state === 'failed' || state === 'canceled';
 
 /**
  * Resolves a notification's audience to devices in keyset pages and turns each page into delivery batches.
- * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A broadcast whose
- * first page comes back full and estimates more than one range of devices is split: the rest of the id space is
+ * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A fresh broadcast's
+ * first page (FIRST_PAGE_DEVICES) is sent by this job as soon as it is stored (`direct`), without a delivery job:
+ * its first pushes leave a queue round trip and a batch read sooner; if the worker dies first, the batches are
+ * pending with no job, and the sweeper or the fan-out's next run enqueues them (at least once, as always). A broadcast whose
+ * first two pages come back full and estimate more than one range of devices is split: the rest of the id space is
  * cut into ranges, each fanned out by a `fanoutRange` job (`fanoutRangeProcessor`) that any worker takes. A
  * local-time send fans out one wave (the zones whose wall time has come) at a time and then waits for the next;
  * a paced one reserves each batch's start (delivery_batches.not_before) and its delivery job waits until then.
@@ -135,7 +145,15 @@ export function fanoutProcessor(deps: FanoutDeps) {
     }
     const now = deps.clock.now(); // date math resolves once per fan-out, the same for every page
     if (n.next_due_at && n.next_due_at > now) return; // not due yet: the due poller releases it
-    await deps.delivery.markSending(deps.db, notificationId, generation);
+    // a fan-out that reads pages reads its audience's filters and the app's pace at once: each round trip before
+    // the first page is on the way to the first push
+    const paging = !n.fanout_done && n.fanout_seq < RANGE_SEQ_STRIDE && n.audience_id !== null;
+    const [, settings] = await Promise.all([
+      deps.delivery.markSending(deps.db, notificationId, generation),
+      paging ? Promise.all([deps.audiences.filtersOf(deps.db, n.audience_id!), deps.apps.campaignSettings(deps.db, n.app_id)]) : null,
+    ]);
+    /** the batches this run sent itself (its first page's): not enqueued as pending at its end */
+    const sentHere = new Set<string>();
     // a paced batch's job comes a little before its reserved start, and waits for it (delivery.ts)
     const enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
       const start = b.notBefore ?? b.not_before;
@@ -151,12 +169,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
       for (const r of open) await enqueueRange(deps, n.id, generation, r.range_no, now);
       if (!open.length && ranges.length) await deps.delivery.finishRange(deps.db, notificationId, generation, ranges[0]!.range_no);
     } else if (!n.fanout_done) {
-      if (n.audience_id === null) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
-      // read at once: each round trip is on the way to the first push
-      const [filters, { max_per_minute: appPerMinute }] = await Promise.all([
-        deps.audiences.filtersOf(deps.db, n.audience_id),
-        deps.apps.campaignSettings(deps.db, n.app_id),
-      ]);
+      if (!settings) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
+      const [filters, { max_per_minute: appPerMinute }] = settings;
       const pace = { notification: n.throttle_per_minute, app: appPerMinute };
       const paced = pace.notification !== null || pace.app !== null;
       // a paced batch holds about a second of its pace, so the pushes spread evenly
@@ -172,16 +186,16 @@ export function fanoutProcessor(deps: FanoutDeps) {
        */
       const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> => {
         const fresh = cursor === null && seq === 0 && !zones && !paced;
+        let seen = 0;
         for (let pages = 0; ; pages++) {
           const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
-          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
-            afterId: cursor,
-            limit,
-            now,
-            zones,
-            visible,
-            liveActivity: n.live_activity,
-          });
+          const read = { afterId: cursor, limit, now, zones, visible };
+          // A fresh broadcast's first page is read with its tokens and sent from here once stored, as a small
+          // audience's batches are from the API process. A Live Activity's pushes go to the activity's tokens.
+          const first =
+            fresh && pages === 0 && !n.live_activity ? await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read) : null;
+          const page =
+            first ?? (await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { ...read, liveActivity: n.live_activity }));
           if (page.length === 0) return 'done';
           const { sendable, notAllowed } = allowedOf(page);
           const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);
@@ -202,11 +216,14 @@ export function fanoutProcessor(deps: FanoutDeps) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
             return 'stopped';
           }
-          for (const b of batches) await enqueue(b);
+          const tokens = first && new Map(first.map((d) => [d.id, d.token]));
+          if (tokens && deps.direct.take(committedBatches(n, batches, tokens))) for (const b of batches) sentHere.add(b.id);
+          else for (const b of batches) await enqueue(b);
           cursor = last;
           seq += batches.length;
+          seen += page.length;
           if (page.length < limit) return 'done';
-          const ranges = fresh && pages === 0 ? rangesAfter(last, page.length, deps.rangeDevices) : [];
+          const ranges = fresh && pages === PAGES_BEFORE_SPLIT - 1 ? rangesAfter(last, seen, deps.rangeDevices) : [];
           if (ranges.length) {
             if (!(await deps.delivery.splitFanout(deps.db, notificationId, generation, ranges))) return 'stopped';
             for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, notificationId, generation, r, now);
@@ -248,8 +265,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
       }
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
-    // deterministic job ids make this a no-op for jobs that exist.
-    for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation)) await enqueue(b);
+    // deterministic job ids make this a no-op for jobs that exist. Those this run is sending itself have none.
+    for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation)) if (!sentHere.has(b.id)) await enqueue(b);
     await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
   };
 }

@@ -15,6 +15,7 @@ import type { Metrics } from '../platform/metrics.js';
 import { deliveryProcessor } from './delivery.js';
 import { DeliveryStore } from './delivery-store.js';
 import { fanoutProcessor, fanoutRangeProcessor, type FanoutDeps } from './fanout.js';
+import { DIRECT_MAX_IN_FLIGHT, DirectDelivery } from './direct-delivery.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import { GATEWAY_REQUEST_TIMEOUT_MS } from '../gateways/types.js';
 import { JOB_NAMES, type JobName, type JobTypes, type NotificationScheduler } from './jobs.js';
@@ -71,6 +72,21 @@ export function startPipeline(
   const notifications = new NotificationsRepository();
   const delivery = new DeliveryRepository();
   const policy = retryPolicyOf(config);
+  const store = new DeliveryStore(db, delivery, opts.frequencyCaps);
+  const backoff = (attemptsMade: number, err: unknown) => backoffDelay(policy, attemptsMade, err);
+  // a fan-out's first page, sent by the fan-out job itself
+  const direct = new DirectDelivery({
+    log,
+    metrics: opts.metrics,
+    gateways: opts.gateways,
+    clock: opts.clock,
+    store,
+    scheduler,
+    maxAttempts: policy.attempts,
+    maxInFlight: DIRECT_MAX_IN_FLIGHT,
+    leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
+    backoff,
+  });
 
   const fanoutDeps: FanoutDeps = {
     db,
@@ -85,6 +101,7 @@ export function startPipeline(
     pageSize: config.FANOUT_PAGE_SIZE,
     batchSize: config.DELIVERY_BATCH_SIZE,
     rangeDevices: config.FANOUT_RANGE_DEVICES,
+    direct,
   };
   // One handler per job name: the map's type requires each name of jobs.ts exactly once.
   const handlers: { [N in JobName]: JobHandler<N> } = {
@@ -97,15 +114,15 @@ export function startPipeline(
         log,
         metrics: opts.metrics,
         gateways: opts.gateways,
-        store: new DeliveryStore(db, delivery, opts.frequencyCaps),
+        store,
         maxAttempts: policy.attempts,
         clock: opts.clock,
         largeBatchesAtOnce: config.DELIVERY_CONCURRENCY,
         retryAlone: (batch, delayMs) => queues.add('delivery', { batches: [batch] }, delayMs),
-        backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
+        backoff,
       }),
       concurrency: config.DELIVERY_CONCURRENCY * SMALL_BATCHES_PER_LARGE,
-      backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
+      backoff,
     },
     fanoutRange: {
       process: fanoutRangeProcessor(fanoutDeps),
@@ -152,6 +169,7 @@ export function startPipeline(
       duePoller.stop();
       clearInterval(depthTimer);
       await queues.closeWorkers();
+      await direct.close(); // the first pages the fan-outs were sending
       await opts.gateways!.close();
     },
   };

@@ -329,6 +329,19 @@ export class DevicesRepository {
   }
 
   /**
+   * `pageDeliverable` with each device's token as read now, for a page sent as soon as it is stored (a fan-out's
+   * first); not for a Live Activity, whose pushes go to its own tokens.
+   */
+  async pageDeliverableNow(
+    db: Db,
+    appId: string,
+    filters: Filter[] | null,
+    page: AudiencePage & { visible: boolean },
+  ): Promise<DeliverableNow[]> {
+    return (await deliverableNowQuery(db, appId, filters, page, page.visible).execute()) as DeliverableNow[];
+  }
+
+  /**
    * The first `limit` deliverable devices of each of several audiences: one list per audience, in the order given
    * (`pageDeliverable` from the start, for many small audiences at once). Audiences that only name devices or
    * users (`namedKeys`, most notifications) are looked up by key in one statement whose text does not grow with
@@ -388,10 +401,7 @@ export class DevicesRepository {
     if (compiled.length) {
       const parts = compiled.map((ord) => {
         const a = audiences[ord]!;
-        const q = audiencePageQuery(db, a.appId, a.filters, { afterId: null, ...page })
-          .select(['d.id', 'd.platform', 'd.development', 'd.token', notAllowed(a.visible).as('not_allowed')])
-          .where('d.token', 'is not', null)
-          .where('d.token_invalidated_at', 'is', null);
+        const q = deliverableNowQuery(db, a.appId, a.filters, { afterId: null, ...page }, a.visible);
         return sql`select ${ord}::int as ord, q.* from (${q}) as q`;
       });
       const { rows } = await sql<DeliverableNow & { ord: number }>`${sql.join(parts, sql` union all `)}`.execute(db);
@@ -500,6 +510,14 @@ function audiencePageQuery(db: Db, appId: string, filters: Filter[] | null, page
     .$if(!!page.zones, (qb) => qb.where(inZones(page.zones!)))
     .orderBy('d.id')
     .limit(page.limit);
+}
+
+/** A page of the audience's devices that have a live token, with that token. */
+function deliverableNowQuery(db: Db, appId: string, filters: Filter[] | null, page: AudiencePage, visible: boolean) {
+  return audiencePageQuery(db, appId, filters, page)
+    .select(['d.id', 'd.platform', 'd.development', 'd.token', notAllowed(visible).as('not_allowed')])
+    .where('d.token', 'is not', null)
+    .where('d.token_invalidated_at', 'is', null);
 }
 
 function userDevices(db: Db, appId: string, userId: string) {
