@@ -20,7 +20,13 @@ export interface NotificationRecord {
   /** the audience it went to; null for a transactional send, which names its device or user instead */
   to: { id: string | null };
   /** as submitted: `to` is "*", {audience}, filters, or a transactional send's {field, value} with its extra filters */
-  notification: { to: unknown; payload?: Record<string, unknown>; extra_filters?: unknown[] };
+  notification: {
+    to: unknown;
+    payload?: Record<string, unknown>;
+    extra_filters?: unknown[];
+    /** an A/B test's variants, as submitted (it has no payload of its own) */
+    variants?: { payload: Record<string, unknown> }[];
+  };
   group: string | null;
   devices_targeted: number;
   /** matched but not sent a visible push: their notifications are Disabled */

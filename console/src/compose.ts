@@ -82,7 +82,19 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     ...(when !== 'now' && !sendAt ? { send_at: '' } : {}),
     ...(perMinute ? { throttle: { per_minute: Number(perMinute) } } : {}),
   });
-  const body = () => ({ notification: { to: to(), payload: payload(), ...timing() } });
+  // an A/B test: the payload above is variant A; B (and C, when written) are it with another alert
+  const ab = { on: false, alerts: ['', ''], test: '20', holdout: '', winner: 'direct_opens', after: '4h' };
+  const content = (): Record<string, unknown> => {
+    if (!ab.on) return { payload: payload() };
+    const others = ab.alerts.filter((a) => a !== '').map((alert) => ({ ...payload(), alert }));
+    return {
+      variants: [payload(), ...others].map((p) => ({ payload: p })),
+      test_fraction: Number(ab.test) / 100,
+      ...(ab.holdout ? { holdout_fraction: Number(ab.holdout) / 100 } : {}),
+      winner: ab.winner === 'manual' ? 'manual' : { metric: ab.winner, after: ab.after },
+    };
+  };
+  const body = () => ({ notification: { to: to(), ...content(), ...timing() } });
 
   // The payload is checked once the user has written in it or pressed Send, not on the empty form.
   let touched = false;
@@ -147,6 +159,8 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     const m = /^([\w.[\]-]+): (.*)$/.exec(message);
     if (m && err instanceof ApiError && err.status === 400) {
       const [, path, text] = m as unknown as [string, string, string];
+      const abField = /^notification\.(variants|test_fraction|holdout_fraction|winner)\b/.test(path) ? abErr : undefined;
+      if (abField) return void (abField.textContent = `${path.slice(13)}: ${text}`);
       const field = fieldErrors.get(path) ?? (path.startsWith('notification.payload.') ? fieldErrors.get('custom') : undefined);
       if (field)
         return void (field.textContent =
@@ -291,6 +305,46 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       confirmBox.showModal();
     });
 
+  const abErr = h('div', { class: 'field-error', 'data-error': 'notification.variants' });
+  const abInput = (id: string, label: string, k: 'test' | 'holdout' | 'after', note: string) =>
+    h(
+      'label',
+      { class: 'field' },
+      h('span', {}, label),
+      h('input', { type: 'text', id, value: ab[k], oninput: (e: Event) => (ab[k] = (e.target as HTMLInputElement).value.trim()) }),
+      h('small', {}, note),
+    );
+  const abFields = h(
+    'div',
+    { id: 'ab-fields', hidden: true },
+    ...[1, 2].map((i) =>
+      h(
+        'label',
+        { class: 'field' },
+        h('span', {}, `variant ${String.fromCharCode(65 + i)} alert`),
+        h('input', {
+          type: 'text',
+          id: `ab-alert-${i}`,
+          oninput: (e: Event) => (ab.alerts[i - 1] = (e.target as HTMLInputElement).value),
+        }),
+        h('small', {}, i === 1 ? 'the payload above with this alert' : 'optional'),
+      ),
+    ),
+    abInput('ab-test', 'test share', 'test', '% of the target, split evenly among the variants'),
+    abInput('ab-holdout', 'holdout', 'holdout', '% sent nothing (the baseline)'),
+    h(
+      'label',
+      { class: 'field' },
+      h('span', {}, 'winner'),
+      h(
+        'select',
+        { id: 'ab-winner', onchange: (e: Event) => (ab.winner = (e.target as HTMLSelectElement).value) },
+        h('option', { value: 'direct_opens' }, 'the most direct opens'),
+        h('option', { value: 'manual' }, 'picked by hand'),
+      ),
+    ),
+    abInput('ab-after', 'after', 'after', 'e.g. 30m, 4h, 2d: then the winner goes to the rest'),
+  );
   const targetBox = h('div', { id: 'target-detail' });
   const renderTarget = () => {
     if (target === 'filters') return replace(targetBox, builder.element);
@@ -378,6 +432,23 @@ export const composePage: Page = async ({ api, key }, main, params) => {
         h('small', {}, 'pushes a minute, spread evenly'),
         paceErr,
       ),
+    ),
+    h(
+      'section',
+      { class: 'panel' },
+      h('h2', {}, 'A/B test'),
+      h(
+        'label',
+        { class: 'inline' },
+        h('input', {
+          type: 'checkbox',
+          id: 'ab-on',
+          onchange: (e: Event) => ((ab.on = (e.target as HTMLInputElement).checked), (abFields.hidden = !ab.on)),
+        }),
+        ' test this payload (A) against other alerts; the winner goes to the rest',
+      ),
+      abFields,
+      abErr,
     ),
     general,
     h(

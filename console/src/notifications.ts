@@ -9,8 +9,29 @@ const PER = 50;
 const LIST_REFRESH_MS = 3_000;
 const LIVE_POLL_MS = 500;
 
+interface AbShareStats {
+  sent: number;
+  direct_opens: number;
+  direct_open_rate: number;
+  conversions: Record<string, number>;
+}
+/** `ab_test` of GET /v6/stats/notifications/:id/events. */
+interface AbTestStats {
+  stage: 'test' | 'waiting' | 'rest';
+  metric: string;
+  winner_due_at: string | null;
+  winner: number | null;
+  winner_picked_at: string | null;
+  test_fraction: number;
+  holdout_fraction: number;
+  variants: (AbShareStats & { variant: number })[];
+  rest: AbShareStats & { variant: number | null };
+  holdout: { devices: number };
+}
+
 const finished = (n: NotificationRecord) => n.state === 'sent' || n.state === 'failed' || n.state === 'canceled';
-const payloadOf = (n: NotificationRecord): Record<string, unknown> => n.notification?.payload ?? {};
+const payloadOf = (n: NotificationRecord): Record<string, unknown> =>
+  n.notification?.payload ?? n.notification?.variants?.[0]?.payload ?? {};
 /** What the device shows: the alert, else the title or subtitle, else the payload's keys (a background push). */
 const textOf = (n: NotificationRecord): string => {
   const p = payloadOf(n);
@@ -81,6 +102,7 @@ export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
  */
 export const notificationPage: Page = async ({ api, key }, main, [id]) => {
   const status = h('div', { id: 'delivery' });
+  const abBox = h('div', { id: 'ab-test' });
   const rateBox = h('div', { id: 'rate' });
   const samples: { t: number; done: number }[] = [];
   const rates: { t: number; v: number }[] = [];
@@ -175,8 +197,91 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
     replace(rateBox, line(rates, 'pushes per second'), h('p', { class: 'muted' }, `peak ${fmt(Math.round(peak))} pushes/s`));
   };
 
+  /** An A/B test's figures per variant, and (write key, while it waits) a button to pick each as the winner. */
+  const drawAbTest = async (n: NotificationRecord) => {
+    const ab = (await api.get<{ ab_test?: AbTestStats }>(`/v6/stats/notifications/${id}/events`)).ab_test;
+    if (!ab) return;
+    const canPick = key.role === 'write' && ab.stage === 'waiting' && !finished(n);
+    const pct = (r: number) => `${(r * 100).toFixed(2)} %`;
+    const conversions = (c: Record<string, number>) =>
+      Object.entries(c)
+        .map(([k, v]) => `${k}: ${fmt(v)}`)
+        .join(', ') || '—';
+    const row = (label: string, attrs: Record<string, string>, s: AbShareStats, pick: HTMLElement | null = null) =>
+      h(
+        'tr',
+        attrs,
+        h('td', {}, label),
+        h('td', { class: 'num' }, fmt(s.sent)),
+        h('td', { class: 'num' }, fmt(s.direct_opens)),
+        h('td', { class: 'num' }, pct(s.direct_open_rate)),
+        h('td', {}, conversions(s.conversions)),
+        h('td', {}, pick),
+      );
+    const letter = (i: number) => String.fromCharCode(65 + i);
+    const pickButton = (i: number) => {
+      const b = h('button', { type: 'button', 'data-pick': String(i) }, `Send ${letter(i)} to the rest`);
+      b.addEventListener('click', async () => {
+        b.disabled = true;
+        await api.post(`/v6/notifications/${id}/winner`, { variant: i }).catch((err) => alert(String(err)));
+        void poll();
+      });
+      return b;
+    };
+    const stage =
+      ab.stage === 'test'
+        ? 'sending the test share'
+        : ab.stage === 'waiting'
+          ? ab.winner_due_at
+            ? `waiting: the winner by ${ab.metric} is picked at ${when(ab.winner_due_at)}`
+            : 'waiting for a winner to be picked'
+          : `variant ${letter(ab.winner ?? 0)} won (${when(ab.winner_picked_at)}) and goes to the rest`;
+    replace(
+      abBox,
+      h('h2', {}, 'A/B test'),
+      h('p', { id: 'ab-stage' }, stage),
+      h(
+        'table',
+        { id: 'ab-variants' },
+        h(
+          'thead',
+          {},
+          h(
+            'tr',
+            {},
+            h('th', {}, 'variant'),
+            h('th', { class: 'num' }, 'sent'),
+            h('th', { class: 'num' }, 'direct opens'),
+            h('th', { class: 'num' }, 'open rate'),
+            h('th', {}, 'conversions'),
+            h('th', {}, ''),
+          ),
+        ),
+        h(
+          'tbody',
+          {},
+          ...ab.variants.map((v) =>
+            row(
+              `${letter(v.variant)} (test, ${pct(ab.test_fraction / ab.variants.length)})`,
+              { 'data-variant': String(v.variant) },
+              v,
+              canPick ? pickButton(v.variant) : null,
+            ),
+          ),
+          row(`rest${ab.rest.variant === null ? '' : `: ${letter(ab.rest.variant)}`}`, { 'data-variant': 'rest' }, ab.rest),
+        ),
+      ),
+      h(
+        'p',
+        { class: 'muted', id: 'ab-holdout' },
+        `holdout: ${fmt(ab.holdout.devices)} devices sent nothing (${pct(ab.holdout_fraction)})`,
+      ),
+    );
+  };
+
   const poll = async () => {
     const n = await api.get<NotificationRecord>(`/v6/notifications/${id}`);
+    if (n.notification?.variants) await drawAbTest(n);
     const now = performance.now();
     const done = n.pushes_succeeded + n.pushes_failed;
     const last = samples[samples.length - 1];
@@ -193,6 +298,7 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
     h('p', {}, h('a', { href: '#/notifications' }, '← notifications')),
     h('h1', {}, `Notification ${id}`),
     status,
+    abBox,
     h('h2', {}, 'Pushes per second'),
     rateBox,
   );

@@ -181,6 +181,13 @@ export interface NotificationsTable {
   capped: Generated<boolean>;
   /** devices not sent to because they had reached a frequency cap */
   pushes_capped: Counter;
+  /** an A/B test's stage after its test share (migration 034): waiting for the winner, or sending it to the rest */
+  ab_stage: 'waiting' | 'rest' | null;
+  /** the winning variant's index, once picked */
+  ab_winner: number | null;
+  ab_picked_at: Date | null;
+  /** devices of the holdout share (sent nothing) */
+  ab_holdout: Counter;
 }
 
 export interface DeliveryBatchesTable {
@@ -207,6 +214,9 @@ export interface DeliveryBatchesTable {
   job_id: string | null;
   /** why a push of it was not delivered, the latest (migration 029; the notification shows its batches' latest) */
   failure_reason: string | null;
+  /** an A/B test's variant its devices are sent (migration 034), and whether they are the rest's (the winner) */
+  variant: number | null;
+  ab_rest: Generated<boolean>;
 }
 
 /** A range of the device id space one job fans out, with its own checkpoint (migration 029). */

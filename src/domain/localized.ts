@@ -74,6 +74,8 @@ export function checkLocalized(
   localized: Localized | undefined,
   ctx: z.RefinementCtx,
   extraProblem: (payload: Payload) => string | null = () => null,
+  /** where the payload sits in the request (an A/B test's variant), before `localized` */
+  prefix: (string | number)[] = [],
 ): void {
   if (!localized) return;
   for (const [key, entry] of Object.entries(localized)) {
@@ -82,6 +84,6 @@ export function checkLocalized(
     const problems = parsed.success ? [] : parsed.error.issues.map((i) => ({ path: i.path, message: i.message }));
     const extra = parsed.success ? extraProblem(merged) : null;
     if (extra) problems.push({ path: [], message: extra });
-    for (const p of problems) ctx.addIssue({ code: 'custom', path: ['localized', key, ...p.path], message: p.message });
+    for (const p of problems) ctx.addIssue({ code: 'custom', path: [...prefix, 'localized', key, ...p.path], message: p.message });
   }
 }

@@ -5,6 +5,7 @@ import { payloadSchema } from './payload.js';
 import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
 import { quietHoursField } from './quiet-hours.js';
+import { abTestFields, checkAbTest } from './ab-test.js';
 
 /** A notification's life: waiting for its send time, going out, then one of the three ends. */
 export const NOTIFICATION_STATES = ['scheduled', 'sending', 'sent', 'failed', 'canceled'] as const;
@@ -62,8 +63,9 @@ export const notificationRequestSchema = z.strictObject(
       .strictObject(
         {
           to: toSchema,
-          payload: payloadSchema,
+          payload: payloadSchema.optional(),
           localized: localizedSchema.optional(),
+          ...abTestFields,
           throttle: throttleSchema.optional(),
           quiet_hours: quietHoursField.optional(),
           ...scheduleFields,
@@ -73,7 +75,12 @@ export const notificationRequestSchema = z.strictObject(
         // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
       )
-      .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),
+      .superRefine((n, ctx) => {
+        checkAbTest(n, ctx);
+        if (n.payload) checkLocalized(n.payload, n.localized, ctx);
+      })
+      // an A/B test's payload is its first variant's: what is measured, previewed and stored as the payload
+      .transform(({ payload, ...n }) => ({ ...n, payload: payload ?? n.variants![0]!.payload })),
   },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) },
 );

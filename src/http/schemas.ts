@@ -35,6 +35,11 @@ export const createdNotificationRecord = z.object({
     local_time: z.boolean().optional(),
     throttle: z.object({ per_minute: z.number().int() }).optional(),
     quiet_hours: z.union([z.literal(false), z.object({ start: z.string(), end: z.string(), then: z.enum(['hold', 'drop']) })]).optional(),
+    // an A/B test, as submitted (src/domain/ab-test.ts)
+    variants: z.unknown().optional(),
+    test_fraction: z.number().optional(),
+    holdout_fraction: z.number().optional(),
+    winner: z.unknown().optional(),
   }),
 });
 

@@ -24,7 +24,8 @@ export function createdNotificationResponse(n: Notification) {
   };
 }
 
-type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & DeliveryOptionsInput & ScheduleInput;
+type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & DeliveryOptionsInput & ScheduleInput & AbInput;
+type AbInput = { variants?: unknown; test_fraction?: number; holdout_fraction?: number; winner?: unknown };
 
 /**
  * What was submitted, in the one shape of every record: `{to, payload, …options}`. A notification stores its
@@ -37,7 +38,25 @@ function submittedNotification(stored: Notification['request']) {
   // a transactional send has extra filters and no schedule; a notification the reverse
   const { send_at, local_time, throttle, quiet_hours } = 'notification' in request ? ({} as ScheduleInput) : request;
   const extra_filters = 'notification' in request ? request.extra_filters : undefined;
-  return { to: request.to, extra_filters, payload, localized, expires_at, ttl, priority, send_at, local_time, throttle, quiet_hours };
+  const { variants, test_fraction, holdout_fraction, winner } = 'notification' in request ? ({} as AbInput) : request;
+  return {
+    to: request.to,
+    extra_filters,
+    // an A/B test was submitted with variants, its payload the first's
+    payload: variants ? undefined : payload,
+    localized,
+    variants,
+    test_fraction,
+    holdout_fraction,
+    winner,
+    expires_at,
+    ttl,
+    priority,
+    send_at,
+    local_time,
+    throttle,
+    quiet_hours,
+  };
 }
 
 /** The stored record with its delivery state and counters. */
@@ -73,7 +92,7 @@ export function notificationResponse(n: Notification) {
  * tap), `influenced_opens` (the two together), `opens` (devices that opened, either way); conversions keyed as
  * events are in filter names (`<name>` for SDK events, `<source>.<name>` otherwise).
  */
-export function notificationEventsResponse({ notification: n, opens, conversions }: NotificationEngagement) {
+export function notificationEventsResponse({ notification: n, opens, conversions, abTest }: NotificationEngagement) {
   const payload = n.payload as { alert?: unknown };
   return {
     id: n.id,
@@ -91,6 +110,44 @@ export function notificationEventsResponse({ notification: n, opens, conversions
     pushes_capped: n.pushes_capped,
     devices_not_allowed: n.devices_not_allowed,
     event_conversions: Object.fromEntries(conversions.map((c) => [eventKey(c), c.count])),
+    ...(abTest && { ab_test: abTestStats(n, abTest) }),
+  };
+}
+
+/** The share of `part` in `whole`, 0 when there is none (rounded to 4 places). */
+const rate = (part: number, whole: number) => (whole > 0 ? Math.round((part / whole) * 10_000) / 10_000 : 0);
+
+/**
+ * An A/B test's figures: each variant's test share (pushes sent, direct opens, devices that opened, conversions per
+ * event, and their rates per push sent), the rest's (sent the winner) and the holdout's size (sent nothing).
+ */
+function abTestStats(n: Notification, { test, figures }: NonNullable<NotificationEngagement['abTest']>) {
+  const share = (bucket: number) => {
+    const f = figures.buckets.find((b) => b.bucket === bucket);
+    const sent = f?.sent ?? 0;
+    const events = figures.conversions.filter((c) => c.bucket === bucket);
+    return {
+      sent,
+      failed: f?.failed ?? 0,
+      direct_opens: f?.direct_opens ?? 0,
+      opened: f?.opened ?? 0,
+      direct_open_rate: rate(f?.direct_opens ?? 0, sent),
+      conversions: Object.fromEntries(events.map((c) => [eventKey(c), c.count])),
+      conversion_rates: Object.fromEntries(events.map((c) => [eventKey(c), rate(c.count, sent)])),
+    };
+  };
+  const waiting = n.ab_stage === 'waiting' && n.next_due_at instanceof Date && Number.isFinite(n.next_due_at.getTime());
+  return {
+    stage: n.ab_stage ?? ('test' as const),
+    metric: test.winner === 'manual' ? ('manual' as const) : test.winner.metric,
+    winner_due_at: waiting ? iso(n.next_due_at) : null,
+    winner: n.ab_winner,
+    winner_picked_at: iso(n.ab_picked_at),
+    test_fraction: test.test_fraction,
+    holdout_fraction: test.holdout_fraction ?? 0,
+    variants: test.variants.map((_, variant) => ({ variant, ...share(variant) })),
+    rest: { variant: n.ab_winner, ...share(-2) },
+    holdout: { devices: n.ab_holdout },
   };
 }
 

@@ -24,7 +24,11 @@ export function startDuePoller(deps: {
     try {
       for (;;) {
         const due = await deps.delivery.releaseDue(deps.db, deps.clock.now(), 500);
-        for (const n of due) await deps.scheduler.schedule(n.id, n.generation, n.wave);
+        for (const n of due)
+          // an A/B test waiting for its winner is due when its metric picks one
+          await (n.ab_stage === 'waiting'
+            ? deps.scheduler.decideWinner(n.id, n.generation)
+            : deps.scheduler.schedule(n.id, n.generation, n.wave, n.ab_stage === 'rest'));
         if (due.length) deps.log.info({ count: due.length }, 'released notifications due');
         if (due.length < 500) break;
       }

@@ -13,6 +13,8 @@ import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
 import type { JobQueues } from './queues.js';
 import { committedBatches, type DirectDelivery } from './direct-delivery.js';
+import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import { abBounds, abPoint, abTestOf, bucketOf, decideAt, HOLDOUT, REST, type AbBounds } from '../domain/ab-test.js';
 
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
@@ -52,6 +54,55 @@ export function cutBatches(notificationId: string, generation: number, page: Rou
     development: devices[0]!.development,
     deviceIds: devices.map((d) => d.id),
   }));
+}
+
+/** What a page of the fan-out stores: its batches, the devices they target, those not allowed, and an A/B holdout's. */
+interface CutPage {
+  batches: NewBatch[];
+  targeted: number;
+  notAllowed: number;
+  holdout: number;
+}
+
+/** An A/B test's stage as its fan-out cuts it: the test share per variant, or the rest (sent `winner`). */
+export interface AbShare {
+  bounds: AbBounds;
+  rest: boolean;
+  winner: number | null;
+}
+
+/**
+ * A page of an A/B test's audience: the devices of the stage's share (each of the test share in its variant's
+ * batches, by its bucket; the rest in the winner's), and the holdout's counted (during the test) and sent nothing.
+ */
+export function cutAbPage(
+  ab: AbShare,
+  notificationId: string,
+  generation: number,
+  page: Deliverable[],
+  firstSeq: number,
+  batchSize: number,
+): CutPage {
+  const byVariant = new Map<number, Deliverable[]>();
+  let holdout = 0;
+  for (const d of page) {
+    const bucket = bucketOf(abPoint(notificationId, d.id), ab.bounds);
+    if (bucket === HOLDOUT) holdout++;
+    const variant = ab.rest ? (bucket === REST ? ab.winner! : null) : bucket >= 0 ? bucket : null;
+    if (variant === null) continue;
+    const list = byVariant.get(variant);
+    if (list) list.push(d);
+    else byVariant.set(variant, [d]);
+  }
+  const out: CutPage = { batches: [], targeted: 0, notAllowed: 0, holdout: ab.rest ? 0 : holdout };
+  for (const [variant, devices] of [...byVariant].sort((a, b) => a[0] - b[0])) {
+    const { sendable, notAllowed } = allowedOf(devices);
+    const batches = cutBatches(notificationId, generation, sendable, firstSeq + out.batches.length, batchSize);
+    out.batches.push(...batches.map((b) => ({ ...b, variant, abRest: ab.rest })));
+    out.targeted += sendable.length;
+    out.notAllowed += notAllowed;
+  }
+  return out;
 }
 
 /**
@@ -117,6 +168,7 @@ export interface FanoutDeps {
   rangeDevices: number;
   /** sends a fan-out's first page from the job that stored it, without a trip through the queue */
   direct: Pick<DirectDelivery, 'take'>;
+  abTests: AbTestsRepository;
 }
 
 const finished = (state: string) => state === 'sent' || state === 'failed' || state === 'canceled';
@@ -143,6 +195,10 @@ export function fanoutProcessor(deps: FanoutDeps) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
     }
+    const test = abTestOf(n.request);
+    // an A/B test between its two stages: its winner's job, not a fan-out, moves it on
+    if (test && n.ab_stage === 'waiting') return;
+    const ab: AbShare | null = test && { bounds: abBounds(test), rest: n.ab_stage === 'rest', winner: n.ab_winner };
     const now = deps.clock.now(); // date math resolves once per fan-out, the same for every page
     if (n.next_due_at && n.next_due_at > now) return; // not due yet: the due poller releases it
     // a fan-out that reads pages reads its audience's filters and the app's pace at once: each round trip before
@@ -179,13 +235,34 @@ export function fanoutProcessor(deps: FanoutDeps) {
       let seq = n.fanout_seq;
       // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
       const visible = !n.live_activity && isVisiblePush(n.payload);
+      const cutPage = (page: Deliverable[], first: number): CutPage => {
+        if (ab) return cutAbPage(ab, notificationId, generation, page, first, batchSize);
+        const { sendable, notAllowed } = allowedOf(page);
+        return {
+          batches: cutBatches(notificationId, generation, sendable, first, batchSize),
+          targeted: sendable.length,
+          notAllowed,
+          holdout: 0,
+        };
+      };
+      /** The audience is fanned out: done, or an A/B test's share waits for its winner. */
+      const finishFanout = async () => {
+        if (test && !ab!.rest) {
+          await deps.abTests.awaitWinner(deps.db, notificationId, generation, decideAt(test, deps.clock.now()));
+          log.info({ batches: seq }, 'A/B test share fanned out; waiting for the winner');
+          return;
+        }
+        await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
+        log.info({ batches: seq }, 'fan-out done');
+      };
 
       /**
        * Pages through the devices (of some zones), from `cursor`: 'done', 'split' (ranges go on with the rest), or
        * 'stopped' when superseded or canceled meanwhile.
        */
       const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> => {
-        const fresh = cursor === null && seq === 0 && !zones && !paced;
+        // an A/B test is cut into its shares by one job (its stages follow its one checkpoint)
+        const fresh = cursor === null && seq === 0 && !zones && !paced && !ab;
         let seen = 0;
         for (let pages = 0; ; pages++) {
           const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
@@ -197,8 +274,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
           const page =
             first ?? (await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { ...read, liveActivity: n.live_activity }));
           if (page.length === 0) return 'done';
-          const { sendable, notAllowed } = allowedOf(page);
-          const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);
+          const { batches, targeted, notAllowed, holdout } = cutPage(page, seq);
           if (paced) {
             const starts = await deps.delivery.reserveSlots(
               deps.db,
@@ -211,7 +287,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
             batches.forEach((b, i) => (b.notBefore = starts[i]));
           }
           const last = page[page.length - 1]!.id;
-          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
+          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted, notAllowed, holdout };
           if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
             return 'stopped';
@@ -237,10 +313,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
       if (!plan) {
         const outcome = await fanOut(n.fanout_cursor);
         if (outcome === 'stopped') return;
-        if (outcome === 'done') {
-          await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
-          log.info({ batches: seq }, 'fan-out done');
-        }
+        if (outcome === 'done') await finishFanout();
       } else {
         if (n.wave === 0 && plan.past.length > 0) {
           const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
@@ -260,8 +333,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
           if ((await fanOut(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones))) === 'stopped') return;
           await deps.delivery.finishWave(deps.db, notificationId, generation, w + 1);
         }
-        await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
-        log.info({ batches: seq }, 'fan-out done');
+        await finishFanout();
       }
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the

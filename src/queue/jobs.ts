@@ -6,7 +6,7 @@ import type { JobsOptions } from 'bullmq';
  */
 export interface JobTypes {
   /** Resolve a notification's audience to devices and cut it into delivery batches (from its local-time wave). */
-  fanout: { notificationId: string; generation: number; wave?: number };
+  fanout: { notificationId: string; generation: number; wave?: number; rest?: boolean };
   /**
    * Send stored batches: one of a fan-out, or those stored together (a group of small notifications); each batch
    * row says which devices, platform and environment.
@@ -17,13 +17,15 @@ export interface JobTypes {
    * math of the fan-out that split it (`at`, ISO).
    */
   fanoutRange: { notificationId: string; generation: number; range: number; at: string };
+  /** Pick an A/B test's winner by its metric, once its test share was sent and `after` passed (src/queue/ab-winner.ts). */
+  abWinner: { notificationId: string; generation: number };
 }
 export interface BatchRef {
   notificationId: string;
   batchId: string;
 }
 export type JobName = keyof JobTypes;
-export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery', 'fanoutRange'];
+export const JOB_NAMES: readonly JobName[] = ['fanout', 'delivery', 'fanoutRange', 'abWinner'];
 
 export interface JobSpec<D> {
   /** A deterministic id: enqueueing the same work twice (a re-run fan-out, the sweeper) adds it once. */
@@ -41,7 +43,8 @@ const forget = { removeOnComplete: true, removeOnFail: true } as const;
 export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
   return {
     fanout: {
-      id: (d) => `${d.notificationId}-g${d.generation}${d.wave ? `-w${d.wave}` : ''}`,
+      // an A/B test's rest is a second fan-out of the same generation (its waves again)
+      id: (d) => `${d.notificationId}-g${d.generation}${d.rest ? '-rest' : ''}${d.wave ? `-w${d.wave}` : ''}`,
       notificationOf: (d) => d.notificationId,
       options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
     },
@@ -56,6 +59,11 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
     fanoutRange: {
       id: (d) => `${d.notificationId}-g${d.generation}-r${d.range}`,
       // a notification's partition, whose workers every process runs: any of them takes a range
+      notificationOf: (d) => d.notificationId,
+      options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
+    },
+    abWinner: {
+      id: (d) => `${d.notificationId}-g${d.generation}-winner`,
       notificationOf: (d) => d.notificationId,
       options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
     },
@@ -76,8 +84,10 @@ export function partitionOf(notificationId: string, count: number): number {
 
 /** How the rest of the service hands a committed notification to the pipeline (pipeline.ts implements it). */
 export interface NotificationScheduler {
-  /** Enqueues its fan-out; idempotent per (id, generation, local-time wave). */
-  schedule(notificationId: string, generation: number, wave?: number): Promise<void>;
+  /** Enqueues its fan-out (of an A/B test's rest when `rest`); idempotent per (id, generation, rest, local-time wave). */
+  schedule(notificationId: string, generation: number, wave?: number, rest?: boolean): Promise<void>;
+  /** Enqueues the pick of an A/B test's winner by its metric; idempotent per (id, generation). */
+  decideWinner(notificationId: string, generation: number): Promise<void>;
   /**
    * Enqueues the delivery of batches stored together (small audiences resolved when created) as one job, named
    * after the first (the others were stored with it as their job_id), after `delayMs` if given; idempotent.

@@ -25,6 +25,8 @@ import { backoffDelay, retryPolicyOf } from './retry.js';
 import { startSweeper } from './sweeper.js';
 import { retentionOf } from './retention.js';
 import { startDuePoller } from './due.js';
+import { abWinnerProcessor } from './ab-winner.js';
+import { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import type { Clock } from '../platform/clock.js';
 import type { FollowedCache } from '../db/app-changes.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
@@ -63,7 +65,9 @@ export function startPipeline(
   },
 ): Pipeline {
   const scheduler: NotificationScheduler = {
-    schedule: (notificationId, generation, wave) => queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}) }),
+    schedule: (notificationId, generation, wave, rest) =>
+      queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}), ...(rest ? { rest } : {}) }),
+    decideWinner: (notificationId, generation) => queues.add('abWinner', { notificationId, generation }),
     deliver: (batches, delayMs) => queues.add('delivery', { batches }, delayMs),
   };
   if (!opts.workers) return { scheduler, close: async () => undefined };
@@ -102,6 +106,7 @@ export function startPipeline(
     batchSize: config.DELIVERY_BATCH_SIZE,
     rangeDevices: config.FANOUT_RANGE_DEVICES,
     direct,
+    abTests: new AbTestsRepository(),
   };
   // One handler per job name: the map's type requires each name of jobs.ts exactly once.
   const handlers: { [N in JobName]: JobHandler<N> } = {
@@ -127,6 +132,10 @@ export function startPipeline(
     fanoutRange: {
       process: fanoutRangeProcessor(fanoutDeps),
       concurrency: 2,
+    },
+    abWinner: {
+      process: abWinnerProcessor({ ...fanoutDeps, scheduler }),
+      concurrency: 1,
     },
   };
   for (const name of JOB_NAMES) {

@@ -61,9 +61,16 @@ export function startSweeper(deps: {
 }) {
   const limit = deps.stalledPage ?? STALLED_PAGE;
   let after: StalledNotification | null = null;
-  const queued = async (n: { id: string; generation: number; wave: number }) => {
-    const fanout = deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave });
-    if (await deps.queues.has('fanout', fanout, n.id)) return true;
+  const queued = async (n: StalledNotification) => {
+    // an A/B test released to pick its winner has that job, not a fan-out
+    const job =
+      n.ab_stage === 'waiting'
+        ? { name: 'abWinner' as const, id: deps.queues.jobId('abWinner', { notificationId: n.id, generation: n.generation }) }
+        : {
+            name: 'fanout' as const,
+            id: deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave, rest: n.ab_stage === 'rest' }),
+          };
+    if (await deps.queues.has(job.name, job.id, n.id)) return true;
     const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
     // A batch is sent by the job it was stored with (job_id), or by its own (a fan-out re-enqueued it, a retry
     // went on alone, its process sent it without the queue and left it to retry): queued if one of those is in
@@ -109,7 +116,8 @@ export function startSweeper(deps: {
     after = stalled.length === limit ? stalled[stalled.length - 1]! : null;
     for (const n of stalled) {
       if (await queued(n)) continue;
-      await deps.scheduler.schedule(n.id, n.generation, n.wave);
+      if (n.ab_stage === 'waiting') await deps.scheduler.decideWinner(n.id, n.generation);
+      else await deps.scheduler.schedule(n.id, n.generation, n.wave, n.ab_stage === 'rest');
       await deps.delivery.touch(deps.db, [n.id]);
       count++;
     }

@@ -14,6 +14,10 @@ import {
   type SessionReport,
 } from '../domain/activity.js';
 import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { AbTestsRepository, type BucketConversions, type BucketFigures } from '../db/repositories/ab-tests.js';
+import { abBounds, abTestOf, type AbTest } from '../domain/ab-test.js';
+
+type AbFigures = { buckets: BucketFigures[]; conversions: BucketConversions[] };
 
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
 
@@ -22,6 +26,8 @@ export interface NotificationEngagement {
   notification: Notification;
   opens: OpenCounts;
   conversions: ConversionCount[];
+  /** an A/B test's figures per bucket (its variants' test shares, its rest); null for a notification of one payload */
+  abTest: { test: AbTest; figures: AbFigures } | null;
 }
 
 /** App sessions and push opens the SDK reports, and the statistics counted from them. */
@@ -34,6 +40,7 @@ export class ActivityService {
     private readonly notifications: NotificationsRepository,
     /** the statistics: a replica while it keeps up (a notification by id reads the primary, to see its creation) */
     private readonly readDb: Db = db,
+    private readonly abTests: AbTestsRepository = new AbTestsRepository(),
   ) {}
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
@@ -78,12 +85,14 @@ export class ActivityService {
   async notificationEngagement(appId: string, id: string): Promise<NotificationEngagement> {
     const found = await this.notifications.findForApp(this.db, appId, id);
     if (!found) throw new NotFoundError('notification');
-    const [[notification], opens, conversions] = await Promise.all([
+    const test = abTestOf(found.request);
+    const [[notification], opens, conversions, figures] = await Promise.all([
       this.notifications.withCounters(this.readDb, [found]),
       this.activity.opensOf(this.readDb, found.id),
       this.conversions.countsFor(this.readDb, found.id),
+      test ? this.abTests.figures(this.readDb, found.id, abBounds(test)) : null,
     ]);
-    return { notification: notification!, opens, conversions };
+    return { notification: notification!, opens, conversions, abTest: test && figures && { test, figures } };
   }
 
   /** Runs `write` with the device locked (404 unknown, 451 erased): it moves the device's last open. */

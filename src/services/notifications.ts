@@ -40,6 +40,8 @@ import { localeVariant, localizedPayload } from '../domain/localized.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
+import { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
@@ -90,6 +92,7 @@ function isUnicast(request: NotificationRequest): boolean {
     !n.local_time &&
     n.throttle === undefined &&
     !n.quiet_hours &&
+    !n.variants &&
     typeof n.payload.collapse_key !== 'string'
   );
 }
@@ -134,6 +137,7 @@ export class NotificationService {
     changes: AppChanges | null = null,
     /** the lists: a replica while it keeps up (one notification by id reads the primary, to see its own creation) */
     private readonly readDb: Db = db,
+    private readonly abTests: AbTestsRepository = new AbTestsRepository(),
   ) {
     this.settings = changes?.cache() ?? null;
   }
@@ -171,6 +175,31 @@ export class NotificationService {
     if (canceled) return (await this.notifications.withCounters(this.db, [canceled]))[0]!;
     const n = await this.get(appId, id);
     throw new ConflictError(`notification: it is ${n.state} and can no longer be canceled`);
+  }
+
+  /**
+   * Picks an A/B test's winner by hand (`winner: "manual"`, or before its metric does): the rest is sent it. Only
+   * while the test waits for it: 409 while its test share is still going out, once picked, or when it finished.
+   */
+  async pickWinner(appId: string, id: string, variant: number): Promise<Notification> {
+    const n = await this.get(appId, id);
+    const test = abTestOf(n.request);
+    if (!test) throw new ConflictError('notification: it is not an A/B test (it has no variants)');
+    if (variant >= test.variants.length) throw new ValidationError(`variant: must be 0 to ${test.variants.length - 1}`);
+    const now = this.clock.now();
+    const settings = (await this.campaignSettingsOf(this.db, [appId])).get(appId);
+    const picked = await this.abTests.pick(this.db, n.id, variant, now, restTiming(n, settings?.quiet_hours ?? null, now));
+    if (!picked) {
+      const why =
+        n.state !== 'scheduled' && n.state !== 'sending'
+          ? `it is ${n.state}`
+          : n.ab_stage === 'rest'
+            ? `its winner was picked (variant ${n.ab_winner})`
+            : 'its test share is still going out';
+      throw new ConflictError(`notification: ${why}; no winner can be picked`);
+    }
+    await this.scheduler.schedule(picked.id, picked.generation, 0, true).catch((err) => this.onScheduleError(err, picked.id));
+    return this.get(appId, id);
   }
 
   /**
@@ -406,7 +435,8 @@ export class NotificationService {
     let devices: Deliverable[] | undefined;
     // an activity's update or end goes to the few devices holding its token, looked up by the activity
     const fewDevices = namesFewDevices(audience.filters) || (liveActivity !== null && liveActivity.event !== 'start');
-    if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices) {
+    // an A/B test goes through the fan-out, which cuts each device into its share
+    if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants) {
       const page = await this.devices.pageDeliverable(trx, appId, audience.filters, {
         afterId: null,
         limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,

@@ -55,6 +55,14 @@ export const AUTH_ROUTES: AuthRoute[] = [
   // cancel: the fixture's notification waits for a worker (the auth harness runs none), so it can be canceled
   { method: 'DELETE', path: '/v6/notifications/:notificationId', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/stats/notifications/:notificationId/events', permission: 'read', success: 200 },
+  // the fixture's notification is no A/B test: a key with the permission reaches the service, which answers 409
+  {
+    method: 'POST',
+    path: '/v6/notifications/:notificationId/winner',
+    permission: 'write',
+    success: 409,
+    body: () => ({ variant: 0 }),
+  },
   // audiences
   { method: 'GET', path: '/v6/audiences', permission: 'read', success: 200 },
   { method: 'GET', path: '/v6/audiences/:audienceId', permission: 'read', success: 200 },

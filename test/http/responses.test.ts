@@ -264,7 +264,7 @@ describe('GET /ready when the database and queue store are unreachable', () => {
       h.ctx.log,
       db.db,
       queues,
-      { schedule: async () => undefined, deliver: async () => undefined },
+      { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },
       { gatewayFor: async () => null, close: async () => undefined },
       h.ctx.metrics,
       systemClock,

@@ -337,7 +337,7 @@ for (const backend of backends) {
 
     it('the sweeper sends a notification cut when created whose delivery enqueue was lost', async () => {
       // The API's own service, with a scheduler that loses every enqueue.
-      const lost = { schedule: async () => undefined, deliver: async () => undefined };
+      const lost = { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined };
       const service = new NotificationService(
         h.db.db,
         new AudiencesRepository(),

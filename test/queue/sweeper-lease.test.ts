@@ -45,7 +45,7 @@ describe("the sweeper's scan lease", () => {
       messages: new MessagesRepository(),
       clock: systemClock,
       queues,
-      scheduler: { schedule: async () => undefined, deliver: async () => undefined },
+      scheduler: { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },
       afterSeconds: 2, // sweeps every second
       heldSeconds: 20,
       lease: { leases: new LeasesRepository(), holder, ms: LEASE_MS },

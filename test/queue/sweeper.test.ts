@@ -51,7 +51,7 @@ describe('the sweeper', () => {
       messages: new MessagesRepository(),
       clock,
       queues,
-      scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined },
+      scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined, decideWinner: async () => undefined },
       afterSeconds: 2, // sweeps every second
       heldSeconds: 20,
       stalledPage,

@@ -20,6 +20,9 @@ export interface NewBatch {
   deviceIds: string[];
   /** a paced batch is not sent before this */
   notBefore?: Date | null;
+  /** an A/B test's variant, and whether the batch is of the rest (sent the winner) */
+  variant?: number | null;
+  abRest?: boolean;
 }
 
 /** A notification's batches, cut from its whole audience. */
@@ -46,7 +49,7 @@ export interface BatchOutcome {
 }
 
 /** A notification the sweeper looks at; `position` (updated_at, to the microsecond) and `id` place it in the sweep's order. */
-export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave'> & { position: string };
+export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'> & { position: string };
 
 /** The notification as a delivery attempt reads it. */
 export type AttemptNotification = Pick<
@@ -97,14 +100,15 @@ export class DeliveryRepository {
     notificationId: string,
     generation: number,
     batches: NewBatch[],
-    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number },
+    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number; holdout?: number },
   ): Promise<boolean> {
     const insert = storeBatches(notificationId, generation, batches);
     const { rows: result } = await sql<{ moved: number }>`
       with moved as (
         update notifications
         set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int, devices_targeted = devices_targeted + ${page.targeted}::int,
-          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, updated_at = now()
+          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${page.holdout ?? 0}::int,
+          updated_at = now()
         where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
         returning 1)
       ${insert}
@@ -381,7 +385,11 @@ export class DeliveryRepository {
       BatchHead & Pick<DeliveryBatch, 'not_before' | 'seq'> & { notification: AttemptNotification; pending: PendingTarget[] }
     >`
       select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
-        json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'localized', n.localized, 'expires_at', n.expires_at,
+        -- an A/B test's batch is sent its variant's payload and languages
+        json_build_object('id', n.id, 'app_id', n.app_id,
+          'payload', case when b.variant is null then n.payload else n.request #> array['variants', b.variant::text, 'payload'] end,
+          'localized', case when b.variant is null then n.localized else n.request #> array['variants', b.variant::text, 'localized'] end,
+          'expires_at', n.expires_at,
           'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity,
           'capped', n.capped) as notification,
         (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
@@ -624,7 +632,7 @@ export class DeliveryRepository {
     return (
       db
         .selectFrom('notifications')
-        .select(['id', 'generation', 'wave', sql<string>`updated_at::text`.as('position')])
+        .select(['id', 'generation', 'wave', 'ab_stage', sql<string>`updated_at::text`.as('position')])
         .where('state', 'in', ['scheduled', 'sending'])
         // one waiting for its send time (or next local-time wave) is not stalled: the due poller releases it
         .where('next_due_at', 'is', null)
@@ -648,15 +656,15 @@ export class DeliveryRepository {
    * Clearing next_due_at claims them (SKIP LOCKED: several workers poll); a crash before the enqueue leaves them to
    * the sweeper, as any notification whose job was lost.
    */
-  async releaseDue(db: Db, now: Date, limit: number): Promise<{ id: string; generation: number; wave: number }[]> {
-    const { rows } = await sql<{ id: string; generation: number; wave: number }>`
+  async releaseDue(db: Db, now: Date, limit: number): Promise<Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'>[]> {
+    const { rows } = await sql<Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'>>`
       update notifications n set next_due_at = null, updated_at = now()
       from (select id from notifications
             where next_due_at <= ${now} and state in ('scheduled', 'sending')
             order by next_due_at limit ${limit}::int
             for update skip locked) due
       where n.id = due.id
-      returning n.id, n.generation, n.wave`.execute(db);
+      returning n.id, n.generation, n.wave, n.ab_stage`.execute(db);
     return rows;
   }
 
@@ -680,12 +688,14 @@ function storeBatches(notificationId: string, generation: number, batches: NewBa
   if (!batches.length) return sql``;
   const rows = batches.map(
     (b) =>
-      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[], ${b.notBefore ?? null}::timestamptz)`,
+      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[], ${b.notBefore ?? null}::timestamptz,
+        ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean)`,
   );
   return sql`, stored as (
-    insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, not_before)
-    select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before
-    from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids, not_before)
+    insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, not_before,
+      variant, ab_rest)
+    select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before, v.variant, v.ab_rest
+    from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids, not_before, variant, ab_rest)
     where exists (select 1 from moved)
     on conflict (id) do nothing)`;
 }

@@ -265,6 +265,7 @@ const BUT_DOCUMENTS = [
   'next_due_at', 'local_plan', 'wave', 'skipped_past_local_time', 'skipped_quiet_hours', 'throttle_per_minute', 'pace_next_at',
   'canceled_at', 'message_id', 'expires_at', 'priority',
   'devices_not_allowed', 'transactional_key', 'live_activity', 'capped', 'pushes_capped',
+  'ab_stage', 'ab_winner', 'ab_picked_at', 'ab_holdout',
 ] as const satisfies readonly Exclude<keyof NotificationsTable, Documents>[];
 type Documents = 'request' | 'payload' | 'localized';
 // a column added to the table but not to the list stops the build here, naming it

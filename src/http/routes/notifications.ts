@@ -10,6 +10,29 @@ import { createdNotificationResponse, notificationEventsResponse, notificationRe
 
 const idParams = z.object({ id: z.string() });
 const count = z.number().int();
+const rate = z.number();
+const shareStats = {
+  sent: count,
+  failed: count,
+  direct_opens: count,
+  opened: count,
+  direct_open_rate: rate,
+  conversions: z.record(z.string(), z.number()),
+  conversion_rates: z.record(z.string(), rate),
+};
+/** An A/B test's figures per variant (src/http/serialize.ts, abTestStats). */
+const abTestStatsRecord = z.object({
+  stage: z.enum(['test', 'waiting', 'rest']),
+  metric: z.string(),
+  winner_due_at: z.string().nullable(),
+  winner: z.number().int().nullable(),
+  winner_picked_at: z.string().nullable(),
+  test_fraction: z.number(),
+  holdout_fraction: z.number(),
+  variants: z.array(z.object({ variant: count, ...shareStats })),
+  rest: z.object({ variant: count.nullable(), ...shareStats }),
+  holdout: z.object({ devices: count }),
+});
 const createdAnswer = (n: Notification) => ({ status: 201, body: createdNotificationResponse(n) });
 
 export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -71,6 +94,25 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
     );
 
+    app.post(
+      '/v6/notifications/:id/winner',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['notifications'],
+          summary: "Pick an A/B test's winner: the rest of its audience is sent that variant",
+          params: idParams,
+          body: z.strictObject(
+            { variant: z.number({ error: 'must be a number' }).int('must be an integer').min(0, 'must be at least 0') },
+            { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"variant": N}' : undefined) },
+          ),
+          response: { 200: notificationRecord, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
+        },
+      },
+      async (request) =>
+        notificationResponse(await ctx.services.notifications.pickWinner(request.principal.appId, request.params.id, request.body.variant)),
+    );
+
     app.get(
       '/v6/stats/notifications/:id/events',
       {
@@ -96,6 +138,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
               pushes_capped: count,
               devices_not_allowed: count,
               event_conversions: z.record(z.string(), count),
+              ab_test: abTestStatsRecord.optional(),
             }),
             404: errorResponse,
             ...authErrors,

@@ -1,0 +1,233 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { abBounds, abPoint, bucketOf, HOLDOUT, REST, type AbTest } from '../../src/domain/ab-test.js';
+import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
+import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
+
+/**
+ * A/B tests end to end, API and workers on the mock gateways, on a clock the test moves: each device of the test
+ * share is sent its bucket's variant, the holdout nothing and the rest waits; direct opens reported by the SDK route
+ * pick the winner once `after` passed, which goes to exactly the rest; a manual pick; a cancel before the winner.
+ */
+const POLL = { SCHEDULE_POLL_MS: '20', RATE_LIMIT_SDK_PER_SECOND: '0' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const START = '2026-03-07T12:45:00Z';
+
+describe('A/B tests', () => {
+  const clock = new ManualClock(new Date(START));
+  let h: Harness;
+  let gw: Gateways;
+  let keys: { read: string; write: string; sdk: string };
+  let devices: RegisteredDevice[];
+
+  beforeAll(async () => {
+    gw = await startGateways();
+    h = await createHarness({ workers: true, clock, env: { ...gw.env, ...POLL } });
+    const created = await h.createApp('com.example.abtests');
+    keys = created.keys;
+    await setCredentials(h, created.app.id, gw);
+    devices = [];
+    for (let i = 0; i < 40; i++) devices.push(await registerDevice(h, keys.sdk, { platform: i % 2 ? 'android' : 'ios' }));
+  });
+  afterAll(async () => {
+    await h?.close();
+    await gw?.close();
+  });
+  beforeEach(() => {
+    gw.reset();
+    clock.set(START);
+  });
+
+  const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: unknown, key = keys.write) =>
+    h.server.inject({ method, url, headers: { authorization: basic(key) }, payload: payload as Record<string, unknown> });
+  const stats = async (id: string) => (await call('GET', `/v6/stats/notifications/${id}/events`, undefined, keys.read)).json();
+  const read = async (id: string) => (await call('GET', `/v6/notifications/${id}`, undefined, keys.read)).json();
+  /** The alert each device was shown, by token. */
+  const shown = () => {
+    const out = new Map<string, string>();
+    for (const p of gw.apns.pushes) out.set(p.token, (p.payload as { aps: { alert: string } }).aps.alert);
+    for (const p of gw.fcm.pushes)
+      out.set(p.token, (p.message as { android: { notification: { body: string } } }).android.notification.body);
+    return out;
+  };
+  const pushCount = () => gw.apns.pushes.length + gw.fcm.pushes.length;
+  /** The devices of each bucket, as the domain computes it for this notification. */
+  const bucketsOf = (id: string, test: AbTest) => {
+    const b = abBounds(test);
+    const out = new Map<number, RegisteredDevice[]>();
+    for (const d of devices) {
+      const k = bucketOf(abPoint(id, d.id), b);
+      out.set(k, [...(out.get(k) ?? []), d]);
+    }
+    return out;
+  };
+  const alerts = ['Variant A', 'Variant B', 'Variant C'];
+  const create = async (test: Omit<AbTest, 'variants'>, variants = 2) => {
+    const notification = { to: '*', variants: alerts.slice(0, variants).map((alert) => ({ payload: { alert } })), ...test };
+    const res = await call('POST', '/v6/notifications', { notification });
+    expect(res.statusCode, res.body).toBe(201);
+    const id = res.json().id as string;
+    return { id, buckets: bucketsOf(id, { ...test, variants: notification.variants }), record: res.json() };
+  };
+  /** The test share of `sent` devices delivered, and the notification waiting for its winner. */
+  const waiting = (id: string, sent: number) =>
+    waitFor(`notification ${id} to wait for its winner`, async () => {
+      const s = await stats(id);
+      return s.ab_test?.stage === 'waiting' && s.pushes_succeeded === sent && pushCount() === sent ? s : null;
+    });
+  const tokensOf = (list: RegisteredDevice[] | undefined) => (list ?? []).map((d) => d.token).sort();
+
+  it('sends each variant to its share, picks the one with more direct opens after the wait and sends it to exactly the rest', async () => {
+    const test = { test_fraction: 0.5, holdout_fraction: 0.2, winner: { metric: 'direct_opens', after: '4h' } } as const;
+    const { id, buckets, record } = await create(test);
+    expect(record.notification).toMatchObject({ variants: [{ payload: { alert: 'Variant A' } }, { payload: { alert: 'Variant B' } }] });
+    expect(record.notification.payload).toBeUndefined();
+    const [a, b, holdout, rest] = [buckets.get(0)!, buckets.get(1)!, buckets.get(HOLDOUT)!, buckets.get(REST)!];
+    // 40 devices: every share holds some (the hash of these ids is fixed per notification; a rerun draws anew)
+    expect(a.length * b.length * holdout.length * rest.length).toBeGreaterThan(0);
+
+    const before = await waiting(id, a.length + b.length);
+    // each device of the test share got its variant; the holdout and the rest nothing
+    expect(new Map([...shown()].sort())).toEqual(
+      new Map([...a.map((d) => [d.token, 'Variant A'] as const), ...b.map((d) => [d.token, 'Variant B'] as const)].sort()),
+    );
+    expect(before.ab_test).toMatchObject({
+      stage: 'waiting',
+      metric: 'direct_opens',
+      winner: null,
+      winner_due_at: '2026-03-07T16:45:00.000Z',
+      variants: [
+        { variant: 0, sent: a.length, direct_opens: 0 },
+        { variant: 1, sent: b.length, direct_opens: 0 },
+      ],
+      rest: { variant: null, sent: 0 },
+      holdout: { devices: holdout.length },
+    });
+    expect((await read(id)).state).toBe('sending');
+
+    // B is opened by two devices, A by one; an indirect open does not count for direct_opens
+    const open = (d: RegisteredDevice, tapped: boolean) =>
+      call('POST', `/v6/devices/${d.id}/opens`, { open: { _nid: id, tapped } }, keys.sdk).then((r) =>
+        expect(r.statusCode, r.body).toBe(202),
+      );
+    await open(a[0]!, true);
+    for (const d of a.slice(1, 4)) await open(d, false);
+    for (const d of b.slice(0, 2)) await open(d, true);
+    if (b.length < 2) throw new Error('variant B needs two devices for this test');
+
+    // not yet: the clock is before `after`
+    clock.set('2026-03-07T16:44:59Z');
+    await sleep(300);
+    expect(pushCount()).toBe(a.length + b.length);
+    clock.set('2026-03-07T16:45:00Z');
+    const done = await waitFor(`notification ${id} to finish`, async () => {
+      const n = await read(id);
+      return n.state === 'sent' ? n : null;
+    });
+    expect(done).toMatchObject({
+      devices_targeted: a.length + b.length + rest.length,
+      pushes_succeeded: a.length + b.length + rest.length,
+    });
+    const sent = shown();
+    expect(pushCount()).toBe(a.length + b.length + rest.length); // each device once
+    expect(tokensOf(rest)).toEqual(
+      [...sent]
+        .filter(([t]) => rest.some((d) => d.token === t))
+        .map(([t]) => t)
+        .sort(),
+    );
+    for (const d of rest) expect(sent.get(d.token)).toBe('Variant B');
+    for (const d of holdout) expect(sent.has(d.token)).toBe(false);
+
+    const after = await stats(id);
+    expect(after.ab_test).toMatchObject({
+      stage: 'rest',
+      winner: 1,
+      winner_picked_at: '2026-03-07T16:45:00.000Z',
+      variants: [
+        { variant: 0, sent: a.length, direct_opens: 1, opened: 4, direct_open_rate: Math.round((1 / a.length) * 10_000) / 10_000 },
+        { variant: 1, sent: b.length, direct_opens: 2, opened: 2, direct_open_rate: Math.round((2 / b.length) * 10_000) / 10_000 },
+      ],
+      rest: { variant: 1, sent: rest.length, direct_opens: 0 },
+      holdout: { devices: holdout.length },
+    });
+    expect(after.direct_opens).toBe(3);
+  });
+
+  it('waits for a manual pick, refuses a wrong one, and sends the picked variant to the rest', async () => {
+    const { id, buckets } = await create({ test_fraction: 0.6, winner: 'manual' }, 3);
+    const testShare = [0, 1, 2].reduce((n, k) => n + (buckets.get(k)?.length ?? 0), 0);
+    const rest = buckets.get(REST) ?? [];
+    await waiting(id, testShare);
+    // waits for ever: moving the clock a month on sends nothing more
+    clock.set('2026-04-07T12:45:00Z');
+    await sleep(300);
+    expect(pushCount()).toBe(testShare);
+
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 3 })).json()).toEqual({ error: 'variant: must be 0 to 2' });
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: -1 })).statusCode).toBe(400);
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 }, keys.read)).statusCode).toBe(403);
+    const picked = await call('POST', `/v6/notifications/${id}/winner`, { variant: 2 });
+    expect(picked.statusCode, picked.body).toBe(200);
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 1 })).json()).toEqual({
+      error: 'notification: its winner was picked (variant 2); no winner can be picked',
+    });
+    await waitFor(`notification ${id} to finish`, async () => ((await read(id)).state === 'sent' ? true : null));
+    const sent = shown();
+    expect(pushCount()).toBe(testShare + rest.length);
+    for (const d of rest) expect(sent.get(d.token)).toBe('Variant C');
+    expect((await stats(id)).ab_test).toMatchObject({
+      stage: 'rest',
+      winner: 2,
+      metric: 'manual',
+      rest: { variant: 2, sent: rest.length },
+    });
+    const plain = await call('POST', '/v6/notifications', { notification: { to: '*', payload: { alert: 'plain' } } });
+    expect((await call('POST', `/v6/notifications/${plain.json().id}/winner`, { variant: 0 })).json()).toEqual({
+      error: 'notification: it is not an A/B test (it has no variants)',
+    });
+    await waitFor('the plain notification to finish', async () => ((await read(plain.json().id)).state === 'sent' ? true : null));
+  });
+
+  it('canceled before the winner: the rest is sent nothing', async () => {
+    const { id, buckets } = await create({ test_fraction: 0.3, winner: { metric: 'conversions:purchase', after: '30m' } });
+    const testShare = (buckets.get(0)?.length ?? 0) + (buckets.get(1)?.length ?? 0);
+    await waiting(id, testShare);
+    expect((await call('DELETE', `/v6/notifications/${id}`)).statusCode).toBe(200);
+    clock.set('2026-03-07T13:30:00Z');
+    await sleep(400);
+    expect(pushCount()).toBe(testShare);
+    expect(await read(id)).toMatchObject({ state: 'canceled' });
+    expect((await stats(id)).ab_test).toMatchObject({ stage: 'waiting', winner: null });
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 })).json()).toEqual({
+      error: 'notification: it is canceled; no winner can be picked',
+    });
+  });
+
+  it('keeps quiet hours for the rest: a winner picked inside them is held until they end', async () => {
+    const quiet_hours = { start: '22:00', end: '08:00', then: 'hold' };
+    const { id, buckets } = await create({ test_fraction: 0.4, winner: 'manual', quiet_hours } as Omit<AbTest, 'variants'>);
+    const testShare = (buckets.get(0)?.length ?? 0) + (buckets.get(1)?.length ?? 0);
+    const rest = buckets.get(REST) ?? [];
+    // the test share's fan-out ends with its last zone's wave (the zones in their quiet hours at 12:45Z wait for them to end)
+    clock.set('2026-03-07T23:00:00Z'); // the devices have no zone: the app's default, UTC, now inside its quiet hours
+    await waiting(id, testShare);
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 })).statusCode).toBe(200);
+    await sleep(400);
+    expect(pushCount()).toBe(testShare);
+    clock.set('2026-03-08T07:59:00Z');
+    await sleep(300);
+    expect(pushCount()).toBe(testShare);
+    clock.set('2026-03-08T10:00:00Z'); // past the end of every zone's quiet hours
+    await waitFor(`notification ${id} to finish`, async () => ((await read(id)).state === 'sent' ? true : null));
+    expect(pushCount()).toBe(testShare + rest.length);
+    for (const d of rest) expect(shown().get(d.token)).toBe('Variant A');
+  });
+
+  it('refuses a bad A/B request naming the field', async () => {
+    const res = await call('POST', '/v6/notifications', {
+      notification: { to: '*', variants: [{ payload: { alert: 'A' } }], test_fraction: 0.2, winner: 'manual' },
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({ error: 'notification.variants: must hold at least 2 variants' });
+  });
+});
