@@ -426,10 +426,23 @@ export function toHmsMessage(
 const MEASURING_ID = '00000000-0000-0000-0000-000000000000';
 
 /**
+ * A payload whose JSON is at most this many bytes maps to no request a gateway refuses as too large. Each of its
+ * members takes at most three times its own bytes in a mapped request: HMS carries `alert`, `title`, `category`
+ * and `_u` in its data, a JSON string inside the JSON (where escaping at most doubles them: only `"` and the
+ * backslash get a backslash), and once more in `android`; FCM carries a non-string custom value as its JSON in a
+ * string. The rest of a request (its own keys, `_nid`, the Web Push record's header and tag) is a few hundred bytes:
+ * 3 × 1,024 + 1,024 = 4,096, the smallest limit.
+ */
+export const SURELY_FITS_BYTES =
+  (Math.min(APNS_MAX_PAYLOAD_BYTES, FCM_MAX_MESSAGE_BYTES, WEB_PUSH_MAX_RECORD_BYTES, HMS_MAX_MESSAGE_BYTES) - 1024) / 3;
+
+/**
  * What a gateway would refuse as too large once the payload is mapped, with the size and the limit;
  * null when APNs, FCM and the browsers' push services accept it.
  */
 export function gatewaySizeProblem(payload: Record<string, unknown>): string | null {
+  // most payloads are far too small to be refused: their size alone says so, without the four mappings
+  if (jsonBytes(payload) <= SURELY_FITS_BYTES) return null;
   const apns = toApnsRequest(payload, MEASURING_ID).bytes;
   const fcm = jsonBytes(toFcmMessage(payload, MEASURING_ID));
   const web = webPushRecordBytes(toWebPushMessage(payload, MEASURING_ID).body.length);

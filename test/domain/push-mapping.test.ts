@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   APNS_MAX_PAYLOAD_BYTES,
+  SURELY_FITS_BYTES,
   fcmDataValue,
   fcmSendBody,
   fcmSendBodyEncoder,
@@ -363,6 +364,32 @@ describe('gatewaySizeProblem', () => {
     expect(gatewaySizeProblem(over)).toMatch(
       /^is too large: it maps to .*4097 bytes (\((APNs|FCM|Huawei Push Kit) accepts|once encrypted \(push services accept) at most 4096\)$/,
     );
+  });
+
+  it('measures without mapping only payloads no mapping can take past a limit (SURELY_FITS_BYTES)', () => {
+    // the shapes that grow most once mapped, filled to the threshold: what HMS and FCM carry twice, one of them as
+    // JSON inside JSON, with characters that escaping doubles; a non-string custom value FCM sends as its JSON
+    const worst = (fill: string) => {
+      const shapes = [
+        (s: string) => ({ alert: s, title: s, category: s, _u: s }),
+        (s: string) => ({ alert: s, x: [s], web: { url: s, actions: [{ action: s, title: s }] }, collapse_key: 'k' }),
+        (s: string) => ({ x: { y: [s, s, s] }, _channel_id: s, subtitle: s, badge: 1, sound: s }),
+      ];
+      return shapes.map((shape) => {
+        let n = 0;
+        while (jsonBytes(shape(fill.repeat(n + 1))) <= SURELY_FITS_BYTES) n += 1;
+        return shape(fill.repeat(n));
+      });
+    };
+    for (const payload of [...worst('"'), ...worst('\\'), ...worst('\u0001'), ...worst('é"')]) {
+      expect(jsonBytes(payload)).toBeLessThanOrEqual(SURELY_FITS_BYTES);
+      expect(jsonBytes(payload)).toBeGreaterThan(SURELY_FITS_BYTES - 40);
+      expect(Math.max(apnsBytes(payload), fcmBytes(payload), webBytes(payload), hmsBytes(payload))).toBeLessThanOrEqual(4096);
+      expect(gatewaySizeProblem(payload)).toBeNull();
+    }
+    // just past it the payload is mapped and measured: one 4 times its size is refused
+    const measured = { alert: '"'.repeat(SURELY_FITS_BYTES / 2), title: '"'.repeat(SURELY_FITS_BYTES / 2) };
+    expect(gatewaySizeProblem(measured)).toMatch(/^is too large: it maps to an FCM message of \d+ bytes/);
   });
 
   it('names the gateway, the size and the limit; each that refuses', () => {
