@@ -20,7 +20,13 @@ export interface NotificationRecord {
   /** the audience it went to; null for a transactional send, which names its device or user instead */
   to: { id: string | null };
   /** as submitted: `to` is "*", {audience}, filters, or a transactional send's {field, value} with its extra filters */
-  notification: { to: unknown; payload?: Record<string, unknown>; extra_filters?: unknown[] };
+  notification: {
+    to: unknown;
+    payload?: Record<string, unknown>;
+    extra_filters?: unknown[];
+    quiet_hours?: { start: string; end: string; then: 'hold' | 'drop' } | false;
+    cap?: boolean;
+  };
   group: string | null;
   devices_targeted: number;
   /** matched but not sent a visible push: their notifications are Disabled */
@@ -28,6 +34,10 @@ export interface NotificationRecord {
   pushes_succeeded: number;
   pushes_failed: number;
   tokens_invalidated: number;
+  /** not sent: the device was at one of the app's frequency caps */
+  pushes_capped: number;
+  /** not sent: inside quiet hours that drop */
+  skipped_quiet_hours: number;
   published_at: string | null;
   finished_at: string | null;
   failure_reason: string | null;
@@ -49,7 +59,7 @@ export interface Audience {
 export class Api {
   constructor(private readonly key: string) {}
 
-  async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  async call<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const res = await fetch(path, {
       method,
       headers: {
@@ -67,5 +77,6 @@ export class Api {
 
   get = <T>(path: string) => this.call<T>('GET', path);
   post = <T>(path: string, body: unknown) => this.call<T>('POST', path, body);
+  patch = <T>(path: string, body: unknown) => this.call<T>('PATCH', path, body);
   delete = <T>(path: string) => this.call<T>('DELETE', path);
 }

@@ -35,6 +35,8 @@ export const createdNotificationRecord = z.object({
     local_time: z.boolean().optional(),
     throttle: z.object({ per_minute: z.number().int() }).optional(),
     quiet_hours: z.union([z.literal(false), z.object({ start: z.string(), end: z.string(), then: z.enum(['hold', 'drop']) })]).optional(),
+    /** whether the app's frequency caps apply, as submitted */
+    cap: z.boolean().optional(),
   }),
 });
 

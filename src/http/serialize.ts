@@ -24,7 +24,7 @@ export function createdNotificationResponse(n: Notification) {
   };
 }
 
-type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & DeliveryOptionsInput & ScheduleInput;
+type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown; cap?: boolean } & DeliveryOptionsInput & ScheduleInput;
 
 /**
  * What was submitted, in the one shape of every record: `{to, payload, …options}`. A notification stores its
@@ -33,11 +33,11 @@ type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & 
  */
 function submittedNotification(stored: Notification['request']) {
   const request = stored as unknown as SubmittedFields | { to: unknown; notification: SubmittedFields; extra_filters?: unknown[] };
-  const { expires_at, ttl, priority, payload, localized } = 'notification' in request ? request.notification : request;
+  const { expires_at, ttl, priority, payload, localized, cap } = 'notification' in request ? request.notification : request;
   // a transactional send has extra filters and no schedule; a notification the reverse
   const { send_at, local_time, throttle, quiet_hours } = 'notification' in request ? ({} as ScheduleInput) : request;
   const extra_filters = 'notification' in request ? request.extra_filters : undefined;
-  return { to: request.to, extra_filters, payload, localized, expires_at, ttl, priority, send_at, local_time, throttle, quiet_hours };
+  return { to: request.to, extra_filters, payload, localized, expires_at, ttl, priority, send_at, local_time, throttle, quiet_hours, cap };
 }
 
 /** The stored record with its delivery state and counters. */
