@@ -4,13 +4,15 @@
  * machine's ceiling). Also time to first push for a one-device audience and the worker's peak RSS.
  *
  *   npm run bench -- fanout [--devices 200000] [--rounds 3] [--queue postgres|redis] [--workers 1] [--gateway-latency-ms 0]
- *                           [--bare-connections 1] [--languages 0] [--database bench_fanout]
+ *                           [--bare-connections 1] [--languages 0] [--database bench_fanout] [--cap 3/day]
  *
  * --gateway-latency-ms N: the mocks answer every push N ms late, as a gateway in a far data centre does. The bare
  * client then keeps the window a real gateway allows (1,000 streams a connection) on --bare-connections
  * connections per gateway; each round prints how many the pipeline kept open, to compare.
  * --languages N: the broadcast carries content in N languages (`localized`), and the devices are spread over those
  * N languages and English (the payload as it is); the bare client sends the English payload to all.
+ * --cap CAPS: the app has these frequency caps (`set-limits --cap`'s form) during the broadcasts, set after the
+ * warm-up, so every push of a round takes a slot (the cap check's whole cost); --rounds may not exceed the smallest N.
  * Every device must get exactly one push a round: the benchmark exits 1 when one is missed or pushed twice.
  */
 import { sql } from 'kysely';
@@ -18,6 +20,8 @@ import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { arg, cpuMs, median, peakRssMb, percentile, printTable, runBenchChild } from './lib/setup.js';
 import { BENCH_BUNDLE, benchStack, startServices, waitFinished } from './lib/stack.js';
+import { parseFrequencyCaps } from '../src/domain/frequency-caps.js';
+import { AppService } from '../src/services/apps.js';
 
 const devices = Number(arg('devices', '200000'));
 const rounds = Number(arg('rounds', '3'));
@@ -31,6 +35,10 @@ const languages = LANGUAGES.slice(0, Number(arg('languages', '0')));
 const LOCALIZED = languages.length ? Object.fromEntries(languages.map((l) => [l, { alert: `bench ${l}` }])) : undefined;
 /** each device's locale: one of the languages, or English (device i has the (i mod (N + 1))th) */
 const LOCALES = [...languages.map((l) => `${l}_${l.toUpperCase()}`), 'en_US'];
+const capText = arg('cap', '');
+const caps = capText ? parseFrequencyCaps(capText) : null;
+if (capText && !caps) throw new Error(`--cap ${capText}: must be N/minute, N/hour or N/day, comma-separated`);
+if (caps && rounds > Math.min(...caps.map((c) => c.limit))) throw new Error(`--rounds ${rounds}: more than --cap ${capText} admits`);
 
 async function main() {
   // --database: a name of its own, for runs side by side on one PostgreSQL (the database is dropped and made anew)
@@ -80,6 +88,11 @@ async function main() {
   // an Idempotency-Key is not sent by the API itself). A worker cold when a broadcast starts gauges the round trip
   // on loaded samples and may open a second connection to a gateway.
   for (const [i, d] of sample.entries()) await pushTo(d.id, { 'idempotency-key': `warm-worker-${i}` });
+
+  if (caps) {
+    await new AppService(db.db).setLimits(app.id, { frequencyCaps: caps });
+    await new Promise((resolve) => setTimeout(resolve, 500)); // the processes' caches hear the change
+  }
 
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
   const spec = {
@@ -166,7 +179,7 @@ async function main() {
   const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
 
   console.log(
-    `\nfan-out benchmark: ${devices} devices (half iOS, half Android) in ${languages.length + 1} language(s), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
+    `\nfan-out benchmark: ${devices} devices (half iOS, half Android) in ${languages.length + 1} language(s), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, frequency caps ${capText || 'none'}, median of ${rounds} rounds\n`,
   );
   printTable([
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],

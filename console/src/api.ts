@@ -26,6 +26,8 @@ export interface NotificationRecord {
     extra_filters?: unknown[];
     /** an A/B test's variants, as submitted (it has no payload of its own) */
     variants?: { payload: Record<string, unknown> }[];
+    quiet_hours?: { start: string; end: string; then: 'hold' | 'drop' } | false;
+    cap?: boolean;
   };
   group: string | null;
   devices_targeted: number;
@@ -34,6 +36,10 @@ export interface NotificationRecord {
   pushes_succeeded: number;
   pushes_failed: number;
   tokens_invalidated: number;
+  /** not sent: the device was at one of the app's frequency caps */
+  pushes_capped: number;
+  /** not sent: inside quiet hours that drop */
+  skipped_quiet_hours: number;
   published_at: string | null;
   finished_at: string | null;
   failure_reason: string | null;
@@ -55,7 +61,7 @@ export interface Audience {
 export class Api {
   constructor(private readonly key: string) {}
 
-  async call<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  async call<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
     const res = await fetch(path, {
       method,
       headers: {
@@ -73,5 +79,6 @@ export class Api {
 
   get = <T>(path: string) => this.call<T>('GET', path);
   post = <T>(path: string, body: unknown) => this.call<T>('POST', path, body);
+  patch = <T>(path: string, body: unknown) => this.call<T>('PATCH', path, body);
   delete = <T>(path: string) => this.call<T>('DELETE', path);
 }

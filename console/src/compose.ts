@@ -3,6 +3,7 @@ import { ApiError, type Audience } from './api.js';
 import { debounce, fmt, h, replace } from './dom.js';
 import { FilterBuilder } from './filter-builder.js';
 import type { Page } from './page.js';
+import { capsText, quietText, type AppSettings } from './settings.js';
 
 type FieldKind = 'text' | 'number' | 'checkbox' | 'select';
 const PAYLOAD_FIELDS: [key: string, kind: FieldKind, note: string][] = [
@@ -43,7 +44,10 @@ function customValue(text: string): unknown {
 
 /** Compose: target, filters with a live device count, every payload field, the mapped pushes, send. */
 export const composePage: Page = async ({ api, key }, main, params) => {
-  const { audiences } = await api.get<{ audiences: Audience[] }>('/v6/audiences?per=1000');
+  const [{ audiences }, settings] = await Promise.all([
+    api.get<{ audiences: Audience[] }>('/v6/audiences?per=1000'),
+    api.get<AppSettings>('/v6/app'),
+  ]);
   let target: 'all' | 'filters' | 'audience' = params[0] === 'audience' ? 'audience' : 'filters';
   let audienceId = params[1] ?? audiences[0]?.id ?? '';
   const values: Record<string, string | boolean> = { alert: '' };
@@ -94,7 +98,23 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       winner: ab.winner === 'manual' ? 'manual' : { metric: ab.winner, after: ab.after },
     };
   };
-  const body = () => ({ notification: { to: to(), ...content(), ...timing() } });
+  // the app's quiet hours and caps, or this notification's own quiet hours, none, or no caps
+  let quiet: 'app' | 'none' | 'own' = 'app';
+  let capped = true;
+  const quietStart = h('input', { type: 'time', id: 'quiet-start', value: '22:00', disabled: true });
+  const quietEnd = h('input', { type: 'time', id: 'quiet-end', value: '08:00', disabled: true });
+  const quietThen = h(
+    'select',
+    { id: 'quiet-then', disabled: true },
+    h('option', { value: 'hold' }, 'held to the end'),
+    h('option', { value: 'drop' }, 'dropped (counted)'),
+  );
+  const limits = (): Record<string, unknown> => ({
+    ...(quiet === 'none' ? { quiet_hours: false } : {}),
+    ...(quiet === 'own' ? { quiet_hours: { start: quietStart.value, end: quietEnd.value, then: quietThen.value } } : {}),
+    ...(capped ? {} : { cap: false }),
+  });
+  const body = () => ({ notification: { to: to(), ...content(), ...timing(), ...limits() } });
 
   // The payload is checked once the user has written in it or pressed Send, not on the empty form.
   let touched = false;
@@ -234,6 +254,24 @@ export const composePage: Page = async ({ api, key }, main, params) => {
   fieldErrors.set('notification.send_at', whenErr);
   fieldErrors.set('notification.throttle.per_minute', paceErr);
   fieldErrors.set('notification.throttle', paceErr);
+  const quietErr = h('div', { class: 'field-error', 'data-error': 'notification.quiet_hours' });
+  for (const path of ['', '.start', '.end', '.then']) fieldErrors.set(`notification.quiet_hours${path}`, quietErr);
+  const quietChoice = (value: typeof quiet, label: string) =>
+    h(
+      'label',
+      { class: 'inline' },
+      h('input', {
+        type: 'radio',
+        name: 'quiet',
+        value,
+        checked: quiet === value,
+        onchange: () => {
+          quiet = value;
+          for (const input of [quietStart, quietEnd, quietThen]) input.disabled = value !== 'own';
+        },
+      }),
+      ` ${label}`,
+    );
   const sendAtInput = h('input', {
     type: 'datetime-local',
     id: 'send-at',
@@ -431,6 +469,31 @@ export const composePage: Page = async ({ api, key }, main, params) => {
         }),
         h('small', {}, 'pushes a minute, spread evenly'),
         paceErr,
+      ),
+      h('h3', {}, 'Quiet hours'),
+      h(
+        'div',
+        { class: 'row', id: 'quiet-choice' },
+        quietChoice('app', `the app's (${quietText(settings.quiet_hours)})`),
+        quietChoice('none', 'none for this one'),
+        quietChoice('own', 'these:'),
+        quietStart,
+        '–',
+        quietEnd,
+        quietThen,
+      ),
+      quietErr,
+      h('h3', {}, 'Frequency caps'),
+      h(
+        'label',
+        { class: 'inline' },
+        h('input', {
+          type: 'checkbox',
+          id: 'apply-caps',
+          checked: capped,
+          onchange: (e: Event) => (capped = (e.target as HTMLInputElement).checked),
+        }),
+        ` apply the app's caps (${capsText(settings.frequency_caps)}); unticked, it goes to devices at a cap and takes no slot`,
       ),
     ),
     h(

@@ -5,6 +5,7 @@ import { h, replace } from './dom.js';
 import { liveActivityComposePage, liveActivityPage } from './live-activities.js';
 import { notificationPage, notificationsPage } from './notifications.js';
 import { overviewPage } from './overview.js';
+import { settingsPage } from './settings.js';
 import { errorBox, type Page, type Session } from './page.js';
 
 // The key lives in this tab only: sessionStorage is dropped when the tab closes and is not shared with other tabs.
@@ -19,6 +20,7 @@ const ROUTES: [RegExp, Page][] = [
   [/^#\/notifications\/([\w-]+)$/, notificationPage],
   [/^#\/live-activities$/, liveActivityComposePage],
   [/^#\/live-activities\/([\w-]+)$/, liveActivityPage],
+  [/^#\/settings$/, settingsPage],
 ];
 
 const NAV: [string, string][] = [
@@ -27,6 +29,7 @@ const NAV: [string, string][] = [
   ['#/compose', 'Compose'],
   ['#/notifications', 'Notifications'],
   ['#/live-activities', 'Live Activities'],
+  ['#/settings', 'Settings'],
 ];
 
 const root = document.getElementById('app')!;

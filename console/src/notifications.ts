@@ -4,6 +4,7 @@ import { line } from './charts.js';
 import { describeTarget } from './describe.js';
 import { fmt, h, replace, when } from './dom.js';
 import { every, type Page } from './page.js';
+import { quietText } from './settings.js';
 
 const PER = 50;
 const LIST_REFRESH_MS = 3_000;
@@ -154,6 +155,19 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
         n.send_at && h('dd', { id: 'send-at' }, when(n.send_at)),
         n.local_time && h('dt', {}, 'skipped (time already past)'),
         n.local_time && h('dd', {}, fmt(n.skipped_past_local_time)),
+        h('dt', {}, 'quiet hours'),
+        h(
+          'dd',
+          { id: 'quiet-hours' },
+          n.notification.quiet_hours === undefined ? "the app's, if any" : quietText(n.notification.quiet_hours),
+          n.skipped_quiet_hours ? ` (${fmt(n.skipped_quiet_hours)} dropped)` : '',
+        ),
+        h('dt', {}, 'frequency caps'),
+        h(
+          'dd',
+          { id: 'capped' },
+          n.notification.cap === false ? 'not applied' : `${fmt(n.pushes_capped ?? 0)} devices at a cap, not sent to`,
+        ),
         n.throttle && h('dt', {}, 'pace'),
         n.throttle && h('dd', {}, `${fmt(n.throttle.per_minute)} a minute`),
         n.estimated_finish_at && h('dt', {}, 'estimated finish'),

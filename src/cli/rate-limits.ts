@@ -43,8 +43,11 @@ export const rateLimitCommands: Record<string, Command> = {
       },
       cap: {
         value: 'N/WINDOW,...|none',
-        help: 'pushes one device receives at most per UTC minute, hour or day, e.g. 3/day,1/hour; none removes them',
-        check: (v) => (v === 'none' || parseFrequencyCaps(v) ? undefined : 'must be N/minute, N/hour or N/day, comma-separated, or none'),
+        help: 'pushes one device receives at most in any minute, hour or day (N up to 1000), e.g. 3/day,1/hour; none removes them',
+        check: (v) =>
+          v === 'none' || parseFrequencyCaps(v)
+            ? undefined
+            : 'must be N/minute, N/hour or N/day (N from 1 to 1000), comma-separated, or none',
       },
     },
     run: async (a, rt) => {

@@ -40,6 +40,8 @@ export const createdNotificationRecord = z.object({
     test_fraction: z.number().optional(),
     holdout_fraction: z.number().optional(),
     winner: z.unknown().optional(),
+    /** whether the app's frequency caps apply, as submitted */
+    cap: z.boolean().optional(),
   }),
 });
 

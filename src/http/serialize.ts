@@ -24,7 +24,7 @@ export function createdNotificationResponse(n: Notification) {
   };
 }
 
-type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown } & DeliveryOptionsInput & ScheduleInput & AbInput;
+type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown; cap?: boolean } & DeliveryOptionsInput & ScheduleInput & AbInput;
 type AbInput = { variants?: unknown; test_fraction?: number; holdout_fraction?: number; winner?: unknown };
 
 /**
@@ -34,7 +34,7 @@ type AbInput = { variants?: unknown; test_fraction?: number; holdout_fraction?: 
  */
 function submittedNotification(stored: Notification['request']) {
   const request = stored as unknown as SubmittedFields | { to: unknown; notification: SubmittedFields; extra_filters?: unknown[] };
-  const { expires_at, ttl, priority, payload, localized } = 'notification' in request ? request.notification : request;
+  const { expires_at, ttl, priority, payload, localized, cap } = 'notification' in request ? request.notification : request;
   // a transactional send has extra filters and no schedule; a notification the reverse
   const { send_at, local_time, throttle, quiet_hours } = 'notification' in request ? ({} as ScheduleInput) : request;
   const extra_filters = 'notification' in request ? request.extra_filters : undefined;
@@ -56,6 +56,7 @@ function submittedNotification(stored: Notification['request']) {
     local_time,
     throttle,
     quiet_hours,
+    cap,
   };
 }
 

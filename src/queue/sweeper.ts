@@ -129,9 +129,9 @@ export function startSweeper(deps: {
     running = true;
     try {
       if (holding) await scanStalled();
-      // the frequency caps' counts of windows over: no push is counted in them any more
-      const capCounts = await deps.delivery.purgeCapCounts(deps.db, deps.clock.now(), PURGE_BATCH);
-      if (capCounts) deps.log.debug({ capCounts }, 'purged the counts of ended frequency cap windows');
+      // the frequency caps' send times of devices whose last push left every window: none counts any more
+      const capSends = await deps.delivery.purgeCapSends(deps.db, deps.clock.now(), PURGE_BATCH);
+      if (capSends) deps.log.debug({ capSends }, 'purged the frequency cap send times of devices past every window');
       // its DDL may time out waiting for a lock: the next sweep tries again, and this one goes on
       await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>
         deps.log.warn({ err }, 'partition maintenance failed; will try again'),

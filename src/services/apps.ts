@@ -16,6 +16,15 @@ import { parseHmsCredentials } from '../domain/hms.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
+/** An app's limits on when and how much its notifications send (`pushd app set-limits`, `/v6/app`). */
+export interface AppLimits {
+  app_id: string;
+  max_per_minute: number | null;
+  default_time_zone: string | null;
+  quiet_hours: QuietHours | null;
+  frequency_caps: FrequencyCap[] | null;
+}
+
 /** Apps and their keys: keys are shown once, at creation; only their hash is stored. */
 export class AppService {
   private readonly apps: AppsRepository;
@@ -100,13 +109,7 @@ export class AppService {
       quietHours?: QuietHours | null;
       frequencyCaps?: FrequencyCap[] | null;
     },
-  ): Promise<{
-    app_id: string;
-    max_per_minute: number | null;
-    default_time_zone: string | null;
-    quiet_hours: QuietHours | null;
-    frequency_caps: FrequencyCap[] | null;
-  }> {
+  ): Promise<AppLimits> {
     const { maxPerMinute, defaultTimeZone } = limits;
     if (maxPerMinute != null && !(Number.isInteger(maxPerMinute) && maxPerMinute >= 1))
       throw new ValidationError('max-per-minute must be a whole number of at least 1, or "none"');
@@ -114,6 +117,11 @@ export class AppService {
       throw new ValidationError(`default-time-zone must be an IANA time zone such as Europe/Paris, got ${defaultTimeZone}`);
     if (!(await this.apps.setLimits(this.db, appId, limits).catch(() => false))) throw new NotFoundError('app');
     this.changes?.changed();
+    return this.limitsOf(appId);
+  }
+
+  /** What `setLimits` sets, as the app has it now (read from the database, not a cache). */
+  async limitsOf(appId: string): Promise<AppLimits> {
     const now = await this.apps.campaignSettings(this.db, appId);
     const frequency_caps = await this.apps.frequencyCapsOf(this.db, appId);
     return {

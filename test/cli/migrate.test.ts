@@ -1,11 +1,10 @@
-import { randomBytes } from 'node:crypto';
-import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, MigrationError, MIGRATIONS_DIR } from '../../src/db/migrate.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
+import { useDatabaseBefore } from '../helpers/migrations-before.js';
 
 /** migrate() on a directory of its own: a failing file throws MigrationError and leaves nothing of itself. */
 describe('migrations', () => {
@@ -84,35 +83,11 @@ describe('migrations', () => {
 
 /** 019 on a database of the schema before it, holding an app with credentials, keys and a device bound to a user. */
 describe('migration 019 (identity verification) on a database in use', () => {
-  const adminUrl = inject('adminDatabaseUrl');
-  const name = `t_m019_${randomBytes(4).toString('hex')}`;
-  let pool: pg.Pool;
-  let before: string;
-
-  beforeAll(async () => {
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const url = new URL(adminUrl);
-    url.pathname = `/${name}`;
-    pool = new pg.Pool({ connectionString: url.toString() });
-    before = await mkdtemp(path.join(os.tmpdir(), 'pushd-migrations-018-'));
-    for (const file of await readdir(MIGRATIONS_DIR)) {
-      if (file.endsWith('.sql') && file < '019') await copyFile(path.join(MIGRATIONS_DIR, file), path.join(before, file));
-    }
-  });
-  afterAll(async () => {
-    await pool?.end();
-    await rm(before, { recursive: true, force: true });
-    const admin = new pg.Client({ connectionString: adminUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
-  });
+  const db = useDatabaseBefore('019');
 
   it('leaves existing apps with verification off, their data untouched, and announces changes of both columns', async () => {
-    expect((await migrate(pool, before)).at(-1)).toBe('018_documents_without_statistics.sql');
+    const pool = db.pool();
+    expect((await migrate(pool, db.before())).at(-1)).toBe('018_documents_without_statistics.sql');
     const {
       rows: [app],
     } = await pool.query<{ id: string }>(

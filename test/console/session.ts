@@ -49,7 +49,7 @@ export async function startConsoleServer(env: Record<string, string> = {}): Prom
 
 /** The public API as a test client calls it, beside the browser. */
 export function apiOf(h: Harness) {
-  return async (method: 'GET' | 'POST' | 'DELETE', url: string, key: string, body?: unknown) => {
+  return async (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, key: string, body?: unknown) => {
     const res = await h.server.inject({
       method,
       url,

@@ -77,6 +77,9 @@ export const AUTH_ROUTES: AuthRoute[] = [
   },
   // the console's reads
   { method: 'GET', path: '/v6/key', permission: 'read', success: 200 },
+  // the app's marketer settings (app-settings.ts)
+  { method: 'GET', path: '/v6/app', permission: 'read', success: 200 },
+  { method: 'PATCH', path: '/v6/app', permission: 'write', success: 200, body: () => ({ frequency_caps: [{ limit: 5, window: 'day' }] }) },
   { method: 'GET', path: '/v6/web-push/vapid-public-key', permission: 'device', success: 200 },
   { method: 'GET', path: '/v6/notifications', permission: 'read', success: 200 },
   {

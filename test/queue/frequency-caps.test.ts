@@ -7,7 +7,7 @@ import { parseFrequencyCaps } from '../../src/domain/frequency-caps.js';
 
 /**
  * Frequency caps end to end, API and workers on the mock gateways, on a clock the test moves: a device at one of
- * its app's caps is not sent to until the window rolls, and is counted; `cap: false` and transactional sends pass.
+ * its app's caps is not sent to until its oldest push leaves the rolling window, and is counted; `cap: false` and transactional sends pass.
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const NOW = '2026-03-07T10:00:00Z';
@@ -62,23 +62,29 @@ describe('frequency caps', () => {
   };
   const device = (tag: string) => registerDevice(h, keys.sdk, { platform: 'ios', tags: [tag] });
 
-  it('sends to a device up to its hourly cap, then nothing until the hour rolls, counting what it held back', async () => {
-    clock.set(NOW);
+  it('sends to a device up to a cap over the last hour or day, then nothing until its oldest push leaves it', async () => {
+    clock.set('2026-03-07T10:30:00Z');
     const d = await device('hourly');
     expect(await send(d)).toMatchObject({ pushes_succeeded: 1, pushes_capped: 0 });
+    clock.set('2026-03-07T10:50:00Z');
     expect(await send(d)).toMatchObject({ pushes_succeeded: 1, pushes_capped: 0 });
+    clock.set('2026-03-07T11:05:00Z'); // a new UTC hour, but both pushes are in the last hour
     const third = await send(d);
     expect(third).toMatchObject({ state: 'failed', pushes_succeeded: 0, pushes_capped: 1, failure_reason: 'frequency_capped' });
     expect(await stats(third.id)).toMatchObject({ pushes_succeeded: 0, pushes_capped: 1 });
     expect(received).toEqual([d.token, d.token]);
 
-    clock.set('2026-03-07T10:59:59Z'); // the same hour
-    expect(await send(d)).toMatchObject({ pushes_capped: 1 });
-    clock.set('2026-03-07T11:00:00Z'); // a new hour: the third of the day goes
-    expect(await send(d)).toMatchObject({ pushes_succeeded: 1, pushes_capped: 0 });
-    clock.set('2026-03-07T12:00:00Z'); // a new hour, but the day's 3 are used
+    clock.set('2026-03-07T11:29:59Z'); // the 10:30 push is still in the last hour
     expect(await send(d)).toMatchObject({ pushes_succeeded: 0, pushes_capped: 1 });
-    clock.set('2026-03-08T00:00:00Z'); // a new day
+    clock.set('2026-03-07T11:30:00Z'); // it has left: the third of the day goes
+    expect(await send(d)).toMatchObject({ pushes_succeeded: 1, pushes_capped: 0 });
+    clock.set('2026-03-07T13:00:00Z'); // the last hour is empty, but the last day holds 3
+    expect(await send(d)).toMatchObject({ pushes_succeeded: 0, pushes_capped: 1 });
+    clock.set('2026-03-08T00:00:00Z'); // a new UTC day, the same 3 in the last 24 hours
+    expect(await send(d)).toMatchObject({ pushes_succeeded: 0, pushes_capped: 1 });
+    clock.set('2026-03-08T10:29:59Z');
+    expect(await send(d)).toMatchObject({ pushes_succeeded: 0, pushes_capped: 1 });
+    clock.set('2026-03-08T10:30:00Z'); // 10:30 yesterday has left the day
     expect(await send(d)).toMatchObject({ pushes_succeeded: 1, pushes_capped: 0 });
     expect(received).toEqual([d.token, d.token, d.token, d.token]);
   });
@@ -126,21 +132,25 @@ describe('frequency caps', () => {
     expect(received).toEqual([d.token]);
   });
 
-  it('takes each slot once among many concurrent takers (repository)', async () => {
+  it('takes each slot once among many concurrent takers, over rolling windows (repository)', async () => {
     const devices = [await device('takers'), await device('takers')].map((d) => d.id);
     const repo = new DeliveryRepository();
-    const now = new Date('2026-03-12T10:00:00Z');
     const caps = parseFrequencyCaps('5/day,3/hour')!;
-    const taken = await Promise.all(Array.from({ length: 12 }, () => repo.takeCapSlots(h.db.db, caps, devices, now)));
-    for (const id of devices) expect(taken.filter((t) => t.has(id))).toHaveLength(3);
-    // the next hour: the day's two left, then none
-    const later = new Date('2026-03-12T11:30:00Z');
-    const next = await Promise.all(Array.from({ length: 6 }, () => repo.takeCapSlots(h.db.db, caps, devices, later)));
-    for (const id of devices) expect(next.filter((t) => t.has(id))).toHaveLength(2);
-    // the sweep forgets the windows over (the day's ends at midnight): the devices have their slots again
-    expect(await repo.purgeCapCounts(h.db.db, new Date('2026-03-12T23:59:59Z'), 1000)).toBeGreaterThanOrEqual(2); // the hours
-    expect((await repo.takeCapSlots(h.db.db, caps, devices, later)).size).toBe(0);
-    expect(await repo.purgeCapCounts(h.db.db, new Date('2026-03-13T00:00:01Z'), 1000)).toBeGreaterThanOrEqual(4);
-    expect((await repo.takeCapSlots(h.db.db, caps, devices, later)).size).toBe(2);
+    const take = (at: string, n: number) =>
+      Promise.all(Array.from({ length: n }, () => repo.takeCapSlots(h.db.db, caps, devices, new Date(at))));
+    const counted = (taken: Set<string>[]) => devices.map((id) => taken.filter((t) => t.has(id)).length);
+    expect(counted(await take('2026-03-12T10:00:00Z', 12))).toEqual([3, 3]);
+    // 10:59:59: the three are in the last hour; 11:00:00, they have left it, and the day's two remain
+    expect(counted(await take('2026-03-12T10:59:59Z', 4))).toEqual([0, 0]);
+    expect(counted(await take('2026-03-12T11:00:00Z', 6))).toEqual([2, 2]);
+    expect(counted(await take('2026-03-13T09:59:59Z', 2))).toEqual([0, 0]);
+    // the sweep forgets a device once its last push left the longest window (a day), not before
+    const rows = async () =>
+      Number((await h.db.pool.query('select count(*) from device_cap_sends where device_id = any($1::uuid[])', [devices])).rows[0].count);
+    await repo.purgeCapSends(h.db.db, new Date('2026-03-13T10:59:59Z'), 1000);
+    expect(await rows()).toBe(2);
+    await repo.purgeCapSends(h.db.db, new Date('2026-03-13T11:00:00Z'), 1000);
+    expect(await rows()).toBe(0);
+    expect(counted(await take('2026-03-13T11:00:00Z', 4))).toEqual([3, 3]);
   });
 });

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
-import { capWindowAt, type FrequencyCap } from '../../domain/frequency-caps.js';
+import { CAP_WINDOWS, LONGEST_CAP_WINDOW, type FrequencyCap } from '../../domain/frequency-caps.js';
 
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
@@ -525,53 +525,39 @@ export class DeliveryRepository {
   }
 
   /**
-   * Takes a slot of every cap's current window for each device that has one left in all of them, and answers those
-   * devices; the others are at a cap. The rows of the devices' windows are locked in one order (device, window)
-   * until the commit, so notifications racing for a device's last slot see each other's count: one gets it.
+   * Takes a slot of the caps for each device that has one left in all of them (fewer than `limit` of its pushes in
+   * the last `window`), and answers those devices; the others are at a cap. One upsert: each device's row keeps
+   * its last pushes (as many as the largest cap), is locked in device order, and is tested and appended to on the
+   * version the lock gives, so notifications racing for a device's last slot see each other: one gets it.
    */
   async takeCapSlots(db: Db, caps: FrequencyCap[], deviceIds: string[], now: Date): Promise<Set<string>> {
-    if (!deviceIds.length) return new Set();
-    const windows = caps.map((c) => ({ ...capWindowAt(c, now), limit: c.limit }));
-    const secs = windows.map((w) => w.seconds);
-    const starts = windows.map((w) => w.start);
-    const limits = windows.map((w) => w.limit);
-    return db.transaction().execute(async (trx) => {
-      await sql`
-        insert into device_cap_counts (device_id, window_seconds, window_start, count)
-        select d.id, w.seconds, w.start, 0
-        from unnest(${deviceIds}::uuid[]) as d(id)
-        cross join unnest(${secs}::int[], ${starts}::timestamptz[]) as w(seconds, start)
-        order by d.id, w.seconds
-        on conflict do nothing`.execute(trx);
-      const { rows } = await sql<{ device_id: string }>`
-        with windows as (
-          select * from unnest(${secs}::int[], ${starts}::timestamptz[], ${limits}::int[]) as w(seconds, start, lim)),
-        locked as (
-          select c.device_id, c.window_seconds, c.window_start, c.count < w.lim as room
-          from device_cap_counts c
-          join windows w on w.seconds = c.window_seconds and w.start = c.window_start
-          where c.device_id = any(${deviceIds}::uuid[])
-          order by c.device_id, c.window_seconds
-          for update of c),
-        allowed as (
-          select device_id from locked group by device_id having bool_and(room)),
-        taken as (
-          update device_cap_counts c set count = c.count + 1
-          from locked l
-          where l.device_id in (select device_id from allowed)
-            and c.device_id = l.device_id and c.window_seconds = l.window_seconds and c.window_start = l.window_start)
-        select device_id from allowed`.execute(trx);
-      return new Set(rows.map((r) => r.device_id));
-    });
+    if (!deviceIds.length || !caps.length) return new Set(deviceIds);
+    const secs = caps.map((c) => CAP_WINDOWS[c.window]);
+    const limits = caps.map((c) => c.limit);
+    const kept = Math.max(...limits);
+    const { rows } = await sql<{ device_id: string }>`
+      with caps as (select * from unnest(${secs}::int[], ${limits}::int[]) as w(secs, lim))
+      insert into device_cap_sends as s (device_id, sent_at, last_sent_at)
+      select d.id, array[${now}::timestamptz], ${now}::timestamptz
+      from unnest(${[...new Set(deviceIds)]}::uuid[]) as d(id)
+      order by d.id
+      on conflict (device_id) do update
+      set sent_at = array(select t from unnest(s.sent_at || excluded.last_sent_at) as t order by t desc limit ${kept}::int),
+          last_sent_at = greatest(s.last_sent_at, excluded.last_sent_at)
+      where not exists (
+        select 1 from caps w
+        where (select count(*) from unnest(s.sent_at) as t where t > excluded.last_sent_at - make_interval(secs => w.secs)) >= w.lim)
+      returning s.device_id`.execute(db);
+    return new Set(rows.map((r) => r.device_id));
   }
 
-  /** Forgets the cap counts of windows that ended before `before`; answers how many rows went. */
-  async purgeCapCounts(db: Db, before: Date, limit: number): Promise<number> {
+  /** Forgets the devices whose last push left the longest cap window before `before`; answers how many went. */
+  async purgeCapSends(db: Db, before: Date, limit: number): Promise<number> {
     const r = await sql`
-      delete from device_cap_counts
-      where ctid in (
-        select ctid from device_cap_counts
-        where window_start + make_interval(secs => window_seconds) < ${before}
+      delete from device_cap_sends
+      where device_id in (
+        select device_id from device_cap_sends
+        where last_sent_at <= ${before}::timestamptz - make_interval(secs => ${LONGEST_CAP_WINDOW}::int)
         limit ${limit}::int)`.execute(db);
     return Number(r.numAffectedRows ?? 0);
   }

@@ -20,6 +20,7 @@ import { userRoutes } from './users.js';
 import { webPushRoutes } from './web-push.js';
 import { webPushScriptRoutes } from './web-push-scripts.js';
 import { liveActivityRoutes } from './live-activities.js';
+import { appSettingsRoutes } from './app-settings.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -43,4 +44,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   webPushRoutes,
   webPushScriptRoutes,
   liveActivityRoutes,
+  appSettingsRoutes,
 ];
