@@ -111,7 +111,7 @@ export async function attemptBatch(
     stop();
   }
   const summary = { ...summarise(results), sentAt, capped };
-  if (n.live_activity) {
+  if (n.live_activity && summary.invalidated.length) {
     // the dead token is the activity's, which alone is forgotten
     const tokenOf = new Map(targets.map((t) => [t.deviceId, t.token]));
     summary.invalidated = summary.invalidated.map((i) => ({ ...i, token: tokenOf.get(i.deviceId)! }));

@@ -384,20 +384,22 @@ export class DeliveryRepository {
         json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'localized', n.localized, 'expires_at', n.expires_at,
           'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity,
           'capped', n.capped) as notification,
-        (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
-         from unnest(b.pending_device_ids) as p(id)
-         left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-         -- a Live Activity push goes to the token of its activity (or, a start, of its type) the device holds now
-         left join lateral (
-           select s.token
-           from live_activity_start_tokens s
-           where n.live_activity ->> 'event' = 'start' and s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type'
-           union all
-           select t.token
-           from live_activity_tokens t
-           where n.live_activity ->> 'event' <> 'start' and t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id'
-         ) la on true
-        ) as pending
+        -- one subquery per kind, of which only the notification's runs: a Live Activity push goes to the token of
+        -- its activity (or, a start, of its type) the device holds now, and reads no device row
+        case
+          when n.live_activity is null then
+            (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
+             from unnest(b.pending_device_ids) as p(id)
+             left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null)
+          when n.live_activity ->> 'event' = 'start' then
+            (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', s.token)), '[]'::json)
+             from unnest(b.pending_device_ids) as p(id)
+             left join live_activity_start_tokens s on s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type')
+          else
+            (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', t.token)), '[]'::json)
+             from unnest(b.pending_device_ids) as p(id)
+             left join live_activity_tokens t on t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id')
+        end as pending
       from delivery_batches b
       join notifications n on n.id = b.notification_id
       where b.id = any(${batchIds}::text[])`.execute(db);

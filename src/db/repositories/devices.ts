@@ -324,7 +324,7 @@ export class DevicesRepository {
       notAllowed(page.visible).as('not_allowed'),
     ]);
     // a Live Activity push goes to the activity's tokens, which an iOS device holds beside its own
-    if (page.liveActivity) return q.where(holdsActivityToken(appId, page.liveActivity)).execute();
+    if (page.liveActivity) return q.where(holdsActivityToken(appId, page.liveActivity, page)).execute();
     return q.where('d.token', 'is not', null).where('d.token_invalidated_at', 'is', null).execute();
   }
 
@@ -473,16 +473,20 @@ function notAllowed(visible: boolean | RawBuilder<boolean>) {
 
 /**
  * Whether the device holds the token a Live Activity push goes to: the push-to-start token of its type (a start),
- * else the activity's update token (read from the activity's index, not per device).
+ * else the activity's update token (read from the activity's index, not per device). The tokens read are bounded
+ * by the page's own id bounds: the planner does not carry `d.id > afterId` over to them, and each page then read
+ * the activity's tokens again from its first device.
  */
-function holdsActivityToken(appId: string, la: LiveActivityRef) {
+function holdsActivityToken(appId: string, la: LiveActivityRef, page: Pick<AudiencePage, 'afterId' | 'upToId'>) {
   if (la.event === 'start')
     return sql<boolean>`d.platform = 'ios' and exists (
       select 1 from live_activity_start_tokens s
       where s.device_id = d.id and s.activity_type = ${la.activity_type})`;
+  const after = page.afterId ? sql` and t.device_id > ${page.afterId}::uuid` : sql``;
+  const upTo = page.upToId ? sql` and t.device_id <= ${page.upToId}::uuid` : sql``;
   return sql<boolean>`d.platform = 'ios' and d.id in (
     select t.device_id from live_activity_tokens t
-    where t.app_id = ${appId}::uuid and t.activity_id = ${la.activity_id})`;
+    where t.app_id = ${appId}::uuid and t.activity_id = ${la.activity_id}${after}${upTo})`;
 }
 
 /** Audiences one membership statement tests (its columns). */
