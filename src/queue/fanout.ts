@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import { RANGE_SEQ_STRIDE, type DeliveryRepository, type NewBatch } from '../db/repositories/delivery.js';
-import type { Deliverable, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
+import type { Deliverable, DeliverableGroups, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
 import { waveSlice } from '../domain/campaign.js';
@@ -44,13 +44,29 @@ export function splitIntoBatches<T extends Routed>(page: T[], batchSize: number)
 
 /** `splitIntoBatches`, as the batches of a notification (ids and sequence numbers from `firstSeq`). */
 export function cutBatches(notificationId: string, generation: number, page: Routed[], firstSeq: number, batchSize: number): NewBatch[] {
-  return splitIntoBatches(page, batchSize).map((devices, i) => ({
-    id: batchId(notificationId, generation, firstSeq + i),
-    seq: firstSeq + i,
+  const groups = splitIntoBatches(page, batchSize).map((devices) => ({
     platform: devices[0]!.platform,
     development: devices[0]!.development,
-    deviceIds: devices.map((d) => d.id),
+    ids: devices.map((d) => d.id),
   }));
+  return batchesOfGroups(notificationId, generation, groups, firstSeq, batchSize);
+}
+
+/** Device ids grouped by the gateway they need, as the batches of a notification of at most `batchSize` each. */
+export function batchesOfGroups(
+  notificationId: string,
+  generation: number,
+  groups: DeliverableGroups['groups'],
+  firstSeq: number,
+  batchSize: number,
+): NewBatch[] {
+  const batches: NewBatch[] = [];
+  for (const { platform, development, ids } of groups)
+    for (let i = 0; i < ids.length; i += batchSize) {
+      const seq = firstSeq + batches.length;
+      batches.push({ id: batchId(notificationId, generation, seq), seq, platform, development, deviceIds: ids.slice(i, i + batchSize) });
+    }
+  return batches;
 }
 
 /**
@@ -174,7 +190,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
         const fresh = cursor === null && seq === 0 && !zones && !paced;
         for (let pages = 0; ; pages++) {
           const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
-          const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
+          const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, {
             afterId: cursor,
             limit,
             now,
@@ -182,9 +198,9 @@ export function fanoutProcessor(deps: FanoutDeps) {
             visible,
             liveActivity: n.live_activity,
           });
-          if (page.length === 0) return 'done';
-          const { sendable, notAllowed } = allowedOf(page);
-          const batches = cutBatches(notificationId, generation, sendable, seq, batchSize);
+          if (page.last === null) return 'done';
+          const { last, notAllowed } = page;
+          const batches = batchesOfGroups(notificationId, generation, page.groups, seq, batchSize);
           if (paced) {
             const starts = await deps.delivery.reserveSlots(
               deps.db,
@@ -196,8 +212,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
             );
             batches.forEach((b, i) => (b.notBefore = starts[i]));
           }
-          const last = page[page.length - 1]!.id;
-          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
+          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: page.read - notAllowed, notAllowed };
           if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
             return 'stopped';
@@ -205,8 +220,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
           for (const b of batches) await enqueue(b);
           cursor = last;
           seq += batches.length;
-          if (page.length < limit) return 'done';
-          const ranges = fresh && pages === 0 ? rangesAfter(last, page.length, deps.rangeDevices) : [];
+          if (page.read < limit) return 'done';
+          const ranges = fresh && pages === 0 ? rangesAfter(last, page.read, deps.rangeDevices) : [];
           if (ranges.length) {
             if (!(await deps.delivery.splitFanout(deps.db, notificationId, generation, ranges))) return 'stopped';
             for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, notificationId, generation, r, now);
@@ -290,7 +305,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       let cursor = range.cursor_id;
       let seq = range.next_seq;
       for (;;) {
-        const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
+        const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, {
           afterId: cursor,
           upToId: range.up_to_id,
           limit: deps.pageSize,
@@ -298,11 +313,10 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
           visible,
           liveActivity: n.live_activity,
         });
-        if (page.length === 0) break;
-        const { sendable, notAllowed } = allowedOf(page);
-        const batches = cutBatches(notificationId, generation, sendable, seq, deps.batchSize);
-        const last = page[page.length - 1]!.id;
-        const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
+        if (page.last === null) break;
+        const { last, notAllowed } = page;
+        const batches = batchesOfGroups(notificationId, generation, page.groups, seq, deps.batchSize);
+        const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: page.read - notAllowed, notAllowed };
         if (!(await deps.delivery.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
           log.info('superseded by a newer generation, or canceled, during fan-out');
           return;
@@ -310,7 +324,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
         for (const b of batches) await enqueue(b.id);
         cursor = last;
         seq += batches.length;
-        if (page.length < deps.pageSize) break;
+        if (page.read < deps.pageSize) break;
       }
       log.info({ batches: seq - (rangeNo + 1) * RANGE_SEQ_STRIDE }, 'fan-out range done');
     }

@@ -676,13 +676,14 @@ export class DeliveryRepository {
 /**
  * A CTE (after one named `moved`, the notification's update) that stores batches, only when `moved` updated the
  * notification: a newer generation stores nothing. device_ids (what the batch was cut with) and
- * pending_device_ids start equal: each array is sent once.
+ * pending_device_ids start equal: each array is sent once, as one joined text (uuids hold no comma), which costs
+ * less to write than an array literal quoting each id.
  */
 function storeBatches(notificationId: string, generation: number, batches: NewBatch[]) {
   if (!batches.length) return sql``;
   const rows = batches.map(
     (b) =>
-      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[], ${b.notBefore ?? null}::timestamptz)`,
+      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[], ${b.notBefore ?? null}::timestamptz)`,
   );
   return sql`, stored as (
     insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, not_before)
