@@ -67,6 +67,11 @@ export interface AttemptInput {
   pending: PendingTarget[];
 }
 
+/** A batch `loadAttempts` did not read whole (more pending devices than `tokensUpTo`): how many are pending. */
+export interface LargeBatch {
+  large: number;
+}
+
 /**
  * How often the recording of a broadcast's batches touches its notification (updated_at, which the sweeper reads
  * as progress): once in this many seconds, not once a batch; well within SWEEP_AFTER_SECONDS' default 30.
@@ -374,19 +379,29 @@ export class DeliveryRepository {
   /**
    * What delivery attempts need, in one query for many batches: each batch, its notification, and its
    * still-pending devices with their current token (a device that can no longer receive — erased, token
-   * invalidated since — comes back with a null token). Unknown batches are absent from the map.
+   * invalidated since — comes back with a null token). Unknown batches are absent from the map. With `tokensUpTo`,
+   * a batch of more pending devices comes back as its size only (`LargeBatch`): its devices are read when it sends.
    */
-  async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>> {
+  async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>>;
+  async loadAttempts(db: Db, batchIds: string[], tokensUpTo: number): Promise<Map<string, AttemptInput | LargeBatch>>;
+  async loadAttempts(db: Db, batchIds: string[], tokensUpTo?: number): Promise<Map<string, AttemptInput | LargeBatch>> {
     const { rows } = await sql<
-      BatchHead & Pick<DeliveryBatch, 'not_before' | 'seq'> & { notification: AttemptNotification; pending: PendingTarget[] }
+      BatchHead &
+        Pick<DeliveryBatch, 'not_before' | 'seq'> & {
+          notification: AttemptNotification;
+          pending: PendingTarget[] | null;
+          pending_count: number;
+        }
     >`
       select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
+        cardinality(b.pending_device_ids) as pending_count,
         json_build_object('id', n.id, 'app_id', n.app_id, 'payload', n.payload, 'localized', n.localized, 'expires_at', n.expires_at,
           'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity,
           'capped', n.capped) as notification,
         -- one subquery per kind, of which only the notification's runs: a Live Activity push goes to the token of
         -- its activity (or, a start, of its type) the device holds now, and reads no device row
         case
+          when cardinality(b.pending_device_ids) > ${tokensUpTo ?? null}::int then null
           when n.live_activity is null then
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
              from unnest(b.pending_device_ids) as p(id)
@@ -404,7 +419,8 @@ export class DeliveryRepository {
       join notifications n on n.id = b.notification_id
       where b.id = any(${batchIds}::text[])`.execute(db);
     return new Map(
-      rows.map(({ notification, pending, ...batch }) => {
+      rows.map(({ notification, pending, pending_count: count, ...batch }): [string, AttemptInput | LargeBatch] => {
+        if (pending === null) return [batch.id, { large: count }];
         // json_build_object gives the expiry as text
         const expires = notification.expires_at as unknown as string | null;
         return [batch.id, { batch, notification: { ...notification, expires_at: expires === null ? null : new Date(expires) }, pending }];
