@@ -10,7 +10,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { liveActivityTopic } from '../src/domain/live-activity.js';
-import { arg, median, printTable, runBenchChild } from './lib/setup.js';
+import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
 import { BENCH_BUNDLE, benchStack, startServices } from './lib/stack.js';
 import { activityTokenOf } from './lib/live-activity-tokens.js';
 
@@ -47,7 +47,7 @@ async function main() {
   console.log(`seeded ${tokens} devices with the activity's token in ${Date.now() - t} ms`);
 
   const services = await startServices(stack.env, { mode: 'split', workers: 1 });
-  const { base } = services;
+  const { base, workers } = services;
   const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
   const post = async (activityId: string, round: number) => {
     const res = await fetch(`${base}/v6/live-activities`, {
@@ -69,20 +69,25 @@ async function main() {
   // the worker's APNs connection and JWT are warm before the rounds, as a long-running worker's are
   await finished(await post(warm, -1));
 
-  const results: { pipeline: number; bare: number; missed: number; twice: number }[] = [];
+  const results: { pipeline: number; bare: number; firstMs: number; workerUs: number; bareUs: number; missed: number; twice: number }[] =
+    [];
   for (let round = 0; round < rounds; round++) {
     apns.resetStats();
     const received = new Map<string, number>();
+    let firstAt = 0;
     const all = new Promise<number>((resolve) => {
       apns.onAccept = (token) => {
+        if (received.size === 0) firstAt = performance.now();
         received.set(token, (received.get(token) ?? 0) + 1);
         if (received.size === tokens) resolve(performance.now());
       };
     });
+    const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
     const t0 = performance.now();
     const id = await post(activity, round);
     const done = finished(id).then(() => performance.now());
     const tEnd = await Promise.race([all, done]);
+    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
     await done;
     apns.onAccept = undefined;
     const missed = tokens - received.size;
@@ -104,10 +109,20 @@ async function main() {
       'BARE_NODE_ARGS',
     );
     if (bare.ok !== tokens) throw new Error(`bare client: only ${bare.ok} of ${tokens} pushes accepted`);
-    const r = { pipeline: tokens / ((tEnd - t0) / 1000), bare: bare.ok / (bare.ms / 1000), missed, twice };
+    const r = {
+      pipeline: tokens / ((tEnd - t0) / 1000),
+      bare: bare.ok / (bare.ms / 1000),
+      firstMs: firstAt - t0,
+      workerUs: (workerCpu * 1000) / tokens,
+      bareUs: (bare.cpuMs * 1000) / tokens,
+      missed,
+      twice,
+    };
     results.push(r);
     console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; tokens missed ${missed}, pushed twice ${twice}`,
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (first push ${r.firstMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s, ` +
+        `ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(1)} µs, bare client ${r.bareUs.toFixed(1)} µs; ` +
+        `tokens missed ${missed}, pushed twice ${twice}`,
     );
   }
   const ratios = results.map((r) => r.pipeline / r.bare);
@@ -118,6 +133,10 @@ async function main() {
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],
     ['bare node:http2 pushes/s (ceiling)', median(results.map((r) => r.bare)).toFixed(0)],
     ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
+    ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],
+    ['pipeline: POST -> first push', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
+    ['worker CPU per push, all threads (median)', `${median(results.map((r) => r.workerUs)).toFixed(1)} µs`],
+    ['bare client CPU per push, all threads (median)', `${median(results.map((r) => r.bareUs)).toFixed(1)} µs`],
     [
       'tokens missed / pushed twice (all rounds)',
       `${results.reduce((s, r) => s + r.missed, 0)} / ${results.reduce((s, r) => s + r.twice, 0)}`,

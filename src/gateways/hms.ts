@@ -33,6 +33,15 @@ import {
 /** HMS takes at most 1,000 tokens in one message. */
 export const HMS_MAX_TOKENS_PER_REQUEST = 1000;
 
+/**
+ * Requests kept in flight however near the gateway looks: the round-trip window (./stream-pool.ts) counts requests,
+ * but its fastest round trip is a small request's, while a full one carries about 130 KB, more than HTTP/2's first
+ * flow-control window, and waits for the server to read it. One at a time, a broadcast went at the pace of those
+ * waits (a batch's 2 requests after another's on a busy host); this is what a worker's large batches offer at
+ * once by default (DELIVERY_CONCURRENCY 8 × 2 requests).
+ */
+export const HMS_MIN_IN_FLIGHT = 16;
+
 export interface HmsGatewayOptions {
   credentials: HmsCredentials;
   /** HMS_ORIGIN, default https://push-api.cloud.huawei.com */
@@ -60,7 +69,12 @@ export class HmsGateway implements PushGateway {
     this.connections = new StreamPool(
       () => new Http2Origin(options.origin, { keepSuccessBody: true }),
       (origin) => origin.window,
-      { maxConnections: options.maxConnections ?? 4, maxInFlight: Math.min(options.maxInFlight ?? 100, 100), minInFlight: 1, chunkSize: 1 },
+      {
+        maxConnections: options.maxConnections ?? 4,
+        maxInFlight: Math.min(options.maxInFlight ?? 100, 100),
+        minInFlight: HMS_MIN_IN_FLIGHT,
+        chunkSize: 1,
+      },
     );
     const { app_id, client_secret } = options.credentials;
     const form = () => new URLSearchParams({ grant_type: 'client_credentials', client_id: app_id, client_secret });
@@ -86,26 +100,26 @@ export class HmsGateway implements PushGateway {
     }
     const refused = await this.tokens.refusal(this.options.log, 'hms');
     if (refused) return targets.map((t) => ({ deviceId: t.deviceId, outcome: refused }));
-    const requests: PushTarget[][] = [];
-    for (let i = 0; i < targets.length; i += HMS_MAX_TOKENS_PER_REQUEST) requests.push(targets.slice(i, i + HMS_MAX_TOKENS_PER_REQUEST));
-    const outcomes = new Map<PushTarget, PushOutcome>();
+    // request r holds targets [r × 1,000, (r + 1) × 1,000); its answers land at the same places of `outcomes`
+    const requests = Math.ceil(targets.length / HMS_MAX_TOKENS_PER_REQUEST);
+    const outcomes = new Array<PushOutcome | undefined>(targets.length);
     await this.connections.run(
-      requests.map((_, i) => i),
+      Array.from({ length: requests }, (_, r) => r),
       (http, chunk) =>
         Promise.all(
-          chunk.map((r) =>
-            this.sendRequest(http, message, requests[r] as PushTarget[]).then((answers) =>
-              answers.forEach((outcome, j) => outcomes.set((requests[r] as PushTarget[])[j] as PushTarget, outcome)),
-            ),
-          ),
+          chunk.map(async (r) => {
+            const first = r * HMS_MAX_TOKENS_PER_REQUEST;
+            const answers = await this.sendRequest(http, message, targets.slice(first, first + HMS_MAX_TOKENS_PER_REQUEST));
+            for (let j = 0; j < answers.length; j++) outcomes[first + j] = answers[j];
+          }),
         ).then(() => undefined),
     );
-    return targets.map((t) => ({ deviceId: t.deviceId, outcome: outcomes.get(t) ?? { kind: 'retry', reason: 'internal: no answer' } }));
+    return targets.map((t, i) => ({ deviceId: t.deviceId, outcome: outcomes[i] ?? NO_ANSWER }));
   }
 
   /** One request for up to 1,000 tokens; an outcome per token, same order; never rejects. */
   private async sendRequest(http: Http2Origin, message: HmsMessageTemplate, targets: PushTarget[], attempt = 0): Promise<PushOutcome[]> {
-    const every = (outcome: PushOutcome) => targets.map(() => outcome);
+    const every = (outcome: PushOutcome) => new Array<PushOutcome>(targets.length).fill(outcome);
     let accessToken: string;
     try {
       accessToken = await this.tokens.get();
@@ -141,6 +155,8 @@ export class HmsGateway implements PushGateway {
     return this.closing;
   }
 }
+
+const NO_ANSWER: PushOutcome = { kind: 'retry', reason: 'internal: no answer' };
 
 /** 80100000: the tokens `msg` names as illegal are dead, the others were sent. */
 function partial(targets: PushTarget[], msg: string, log: Logger | undefined): PushOutcome[] {

@@ -1,6 +1,7 @@
 import type { PushTarget } from '../gateways/types.js';
 import type { Db } from '../db/database.js';
-import type { AttemptInput, AttemptRecord, DeliveryRepository } from '../db/repositories/delivery.js';
+import type { AttemptInput, AttemptRecord, DeliveryRepository, LargeBatch } from '../db/repositories/delivery.js';
+import { DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { localeVariant, localizedPayload, type Localized } from '../domain/localized.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
@@ -21,6 +22,7 @@ const GROUP_MAX = 100;
  */
 export class DeliveryStore {
   private readonly loads: GroupRunner<string, AttemptInput | undefined>;
+  private readonly firstLoads: GroupRunner<string, AttemptInput | LargeBatch | undefined>;
   private readonly records: GroupRunner<AttemptRecord, boolean>;
   private readonly completions: GroupRunner<{ id: string; generation: number; seq?: number }, boolean>;
 
@@ -35,6 +37,10 @@ export class DeliveryStore {
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
     this.loads = new GroupRunner(async (ids) => {
       const found = await delivery.loadAttempts(db, ids);
+      return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
+    }, limits);
+    this.firstLoads = new GroupRunner(async (ids) => {
+      const found = await delivery.loadAttempts(db, ids, DIRECT_AUDIENCE_MAX_DEVICES);
       return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
     }, limits);
     this.records = new GroupRunner(
@@ -107,6 +113,15 @@ export class DeliveryStore {
   /** The batch, its notification and its still-pending devices; undefined for an unknown batch. */
   load(batchId: string): Promise<AttemptInput | undefined> {
     return this.loads.submit(batchId);
+  }
+
+  /**
+   * `load`, but a batch of more devices than an audience cut at creation has comes back as its size only: a large
+   * batch waits for its turn to send (`deliveryProcessor`) and is read then, so reading its devices before was
+   * a second read of thousands of tokens.
+   */
+  loadUnlessLarge(batchId: string): Promise<AttemptInput | LargeBatch | undefined> {
+    return this.firstLoads.submit(batchId);
   }
 
   /** Records an attempt; whether that closed its notification (one of a single batch, now finished). */

@@ -10,7 +10,6 @@ import { isExpired, msLeft } from '../domain/delivery-options.js';
 import { RetryLaterError } from './retry.js';
 import type { Clock } from '../platform/clock.js';
 import { Semaphore } from '../platform/semaphore.js';
-import { DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
 
 /** Sorts per-device gateway results into what the batch records. */
 export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?: number } {
@@ -111,7 +110,7 @@ export async function attemptBatch(
     stop();
   }
   const summary = { ...summarise(results), sentAt, capped };
-  if (n.live_activity) {
+  if (n.live_activity && summary.invalidated.length) {
     // the dead token is the activity's, which alone is forgotten
     const tokenOf = new Map(targets.map((t) => [t.deviceId, t.token]));
     summary.invalidated = summary.invalidated.map((i) => ({ ...i, token: tokenOf.get(i.deviceId)! }));
@@ -213,9 +212,9 @@ export function deliveryProcessor(
 ) {
   const largeBatches = new Semaphore(deps.largeBatchesAtOnce);
   const attemptOne = async (job: Job<JobTypes['delivery']>, batchId: string): Promise<void> => {
-    const input = await deps.store.load(batchId);
-    if (!input || input.pending.length <= DIRECT_AUDIENCE_MAX_DEVICES) return attemptLoaded(deps, job, input);
-    // A large batch waits its turn, then is read again: a cancel or a newer generation may have come meanwhile.
+    const input = await deps.store.loadUnlessLarge(batchId);
+    if (!input || !('large' in input)) return attemptLoaded(deps, job, input);
+    // A large batch is read when its turn comes: a cancel or a newer generation may have come while it waited.
     return largeBatches.run(async () => attemptLoaded(deps, job, await deps.store.load(batchId)));
   };
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {

@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import { RANGE_SEQ_STRIDE, type DeliveryRepository, type NewBatch } from '../db/repositories/delivery.js';
-import type { Deliverable, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
+import type { Deliverable, DeliverableGroups, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
 import { waveSlice } from '../domain/campaign.js';
@@ -47,13 +47,29 @@ export function splitIntoBatches<T extends Routed>(page: T[], batchSize: number)
 
 /** `splitIntoBatches`, as the batches of a notification (ids and sequence numbers from `firstSeq`). */
 export function cutBatches(notificationId: string, generation: number, page: Routed[], firstSeq: number, batchSize: number): NewBatch[] {
-  return splitIntoBatches(page, batchSize).map((devices, i) => ({
-    id: batchId(notificationId, generation, firstSeq + i),
-    seq: firstSeq + i,
+  const groups = splitIntoBatches(page, batchSize).map((devices) => ({
     platform: devices[0]!.platform,
     development: devices[0]!.development,
-    deviceIds: devices.map((d) => d.id),
+    ids: devices.map((d) => d.id),
   }));
+  return batchesOfGroups(notificationId, generation, groups, firstSeq, batchSize);
+}
+
+/** Device ids grouped by the gateway they need, as the batches of a notification of at most `batchSize` each. */
+export function batchesOfGroups(
+  notificationId: string,
+  generation: number,
+  groups: DeliverableGroups['groups'],
+  firstSeq: number,
+  batchSize: number,
+): NewBatch[] {
+  const batches: NewBatch[] = [];
+  for (const { platform, development, ids } of groups)
+    for (let i = 0; i < ids.length; i += batchSize) {
+      const seq = firstSeq + batches.length;
+      batches.push({ id: batchId(notificationId, generation, seq), seq, platform, development, deviceIds: ids.slice(i, i + batchSize) });
+    }
+  return batches;
 }
 
 /** What a page of the fan-out stores: its batches, the devices they target, those not allowed, and an A/B holdout's. */
@@ -245,6 +261,14 @@ export function fanoutProcessor(deps: FanoutDeps) {
           holdout: 0,
         };
       };
+      const cutGroups = (page: DeliverableGroups, first: number) => ({
+        batches: batchesOfGroups(notificationId, generation, page.groups, first, batchSize),
+        targeted: page.read - page.notAllowed,
+        notAllowed: page.notAllowed,
+        holdout: 0,
+        read: page.read,
+        last: page.last,
+      });
       /** The audience is fanned out: done, or an A/B test's share waits for its winner. */
       const finishFanout = async () => {
         if (test && !ab!.rest) {
@@ -268,13 +292,17 @@ export function fanoutProcessor(deps: FanoutDeps) {
           const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
           const read = { afterId: cursor, limit, now, zones, visible };
           // A fresh broadcast's first page is read with its tokens and sent from here once stored, as a small
-          // audience's batches are from the API process. A Live Activity's pushes go to the activity's tokens.
+          // audience's batches are from the API process; an A/B test's page device by device (each has its bucket);
+          // any other as ids grouped by gateway. A Live Activity's pushes go to the activity's tokens.
           const first =
             fresh && pages === 0 && !n.live_activity ? await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read) : null;
-          const page =
-            first ?? (await deps.devices.pageDeliverable(deps.db, n.app_id, filters, { ...read, liveActivity: n.live_activity }));
-          if (page.length === 0) return 'done';
-          const { batches, targeted, notAllowed, holdout } = cutPage(page, seq);
+          const spec = { ...read, liveActivity: n.live_activity };
+          const byDevice = first ?? (ab ? await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec) : null);
+          const cut = byDevice
+            ? { ...cutPage(byDevice, seq), read: byDevice.length, last: byDevice.at(-1)?.id ?? null }
+            : cutGroups(await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec), seq);
+          if (cut.last === null) return 'done';
+          const { batches, targeted, notAllowed, holdout, last } = cut;
           if (paced) {
             const starts = await deps.delivery.reserveSlots(
               deps.db,
@@ -286,7 +314,6 @@ export function fanoutProcessor(deps: FanoutDeps) {
             );
             batches.forEach((b, i) => (b.notBefore = starts[i]));
           }
-          const last = page[page.length - 1]!.id;
           const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted, notAllowed, holdout };
           if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
@@ -297,8 +324,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
           else for (const b of batches) await enqueue(b);
           cursor = last;
           seq += batches.length;
-          seen += page.length;
-          if (page.length < limit) return 'done';
+          seen += cut.read;
+          if (cut.read < limit) return 'done';
           const ranges = fresh && pages === PAGES_BEFORE_SPLIT - 1 ? rangesAfter(last, seen, deps.rangeDevices) : [];
           if (ranges.length) {
             if (!(await deps.delivery.splitFanout(deps.db, notificationId, generation, ranges))) return 'stopped';
@@ -379,7 +406,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       let cursor = range.cursor_id;
       let seq = range.next_seq;
       for (;;) {
-        const page = await deps.devices.pageDeliverable(deps.db, n.app_id, filters, {
+        const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, {
           afterId: cursor,
           upToId: range.up_to_id,
           limit: deps.pageSize,
@@ -387,11 +414,10 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
           visible,
           liveActivity: n.live_activity,
         });
-        if (page.length === 0) break;
-        const { sendable, notAllowed } = allowedOf(page);
-        const batches = cutBatches(notificationId, generation, sendable, seq, deps.batchSize);
-        const last = page[page.length - 1]!.id;
-        const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: sendable.length, notAllowed };
+        if (page.last === null) break;
+        const { last, notAllowed } = page;
+        const batches = batchesOfGroups(notificationId, generation, page.groups, seq, deps.batchSize);
+        const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: page.read - notAllowed, notAllowed };
         if (!(await deps.delivery.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
           log.info('superseded by a newer generation, or canceled, during fan-out');
           return;
@@ -399,7 +425,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
         for (const b of batches) await enqueue(b.id);
         cursor = last;
         seq += batches.length;
-        if (page.length < deps.pageSize) break;
+        if (page.read < deps.pageSize) break;
       }
       log.info({ batches: seq - (rangeNo + 1) * RANGE_SEQ_STRIDE }, 'fan-out range done');
     }

@@ -42,11 +42,13 @@ function largeBatch(state: 'sending' | 'canceled'): AttemptInput {
 }
 
 describe('the delivery job', () => {
-  it('reads a large batch again when its turn comes: one canceled while it waited sends nothing', async () => {
-    const reads = [largeBatch('sending'), largeBatch('canceled')];
+  it('reads a large batch whole only when its turn comes: one canceled while it waited sends nothing', async () => {
+    const reads = [largeBatch('canceled')];
+    const firstReads: unknown[] = [{ large: DIRECT_AUDIENCE_MAX_DEVICES + 1 }];
     const closed: string[] = [];
     let sent = 0;
     const store = {
+      loadUnlessLarge: async () => firstReads.shift(),
       load: async () => reads.shift(),
       db: {},
       delivery: { closeBatchUnsent: async (_db: unknown, _id: string, reason: string) => void closed.push(reason) },
@@ -69,7 +71,8 @@ describe('the delivery job', () => {
       backoff: () => 0,
     });
     await process({ data: { batches: [{ notificationId: 'n', batchId: 'b' }] }, attemptsMade: 0 } as unknown as Job<JobTypes['delivery']>);
-    expect(reads).toEqual([]); // read twice: before and after its turn
+    expect(firstReads).toEqual([]); // its size read first, its devices when its turn came
+    expect(reads).toEqual([]);
     expect(closed).toEqual(['canceled']);
     expect(sent).toBe(0);
   });

@@ -70,6 +70,11 @@ export interface AttemptInput {
   pending: PendingTarget[];
 }
 
+/** A batch `loadAttempts` did not read whole (more pending devices than `tokensUpTo`): how many are pending. */
+export interface LargeBatch {
+  large: number;
+}
+
 /**
  * How often the recording of a broadcast's batches touches its notification (updated_at, which the sweeper reads
  * as progress): once in this many seconds, not once a batch; well within SWEEP_AFTER_SECONDS' default 30.
@@ -378,13 +383,22 @@ export class DeliveryRepository {
   /**
    * What delivery attempts need, in one query for many batches: each batch, its notification, and its
    * still-pending devices with their current token (a device that can no longer receive — erased, token
-   * invalidated since — comes back with a null token). Unknown batches are absent from the map.
+   * invalidated since — comes back with a null token). Unknown batches are absent from the map. With `tokensUpTo`,
+   * a batch of more pending devices comes back as its size only (`LargeBatch`): its devices are read when it sends.
    */
-  async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>> {
+  async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>>;
+  async loadAttempts(db: Db, batchIds: string[], tokensUpTo: number): Promise<Map<string, AttemptInput | LargeBatch>>;
+  async loadAttempts(db: Db, batchIds: string[], tokensUpTo?: number): Promise<Map<string, AttemptInput | LargeBatch>> {
     const { rows } = await sql<
-      BatchHead & Pick<DeliveryBatch, 'not_before' | 'seq'> & { notification: AttemptNotification; pending: PendingTarget[] }
+      BatchHead &
+        Pick<DeliveryBatch, 'not_before' | 'seq'> & {
+          notification: AttemptNotification;
+          pending: PendingTarget[] | null;
+          pending_count: number;
+        }
     >`
       select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
+        cardinality(b.pending_device_ids) as pending_count,
         -- an A/B test's batch is sent its variant's payload and languages
         json_build_object('id', n.id, 'app_id', n.app_id,
           'payload', case when b.variant is null then n.payload else n.request #> array['variants', b.variant::text, 'payload'] end,
@@ -392,25 +406,29 @@ export class DeliveryRepository {
           'expires_at', n.expires_at,
           'priority', n.priority, 'generation', n.generation, 'state', n.state, 'live_activity', n.live_activity,
           'capped', n.capped) as notification,
-        (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', case when n.live_activity is null then d.token else la.token end)), '[]'::json)
-         from unnest(b.pending_device_ids) as p(id)
-         left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-         -- a Live Activity push goes to the token of its activity (or, a start, of its type) the device holds now
-         left join lateral (
-           select s.token
-           from live_activity_start_tokens s
-           where n.live_activity ->> 'event' = 'start' and s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type'
-           union all
-           select t.token
-           from live_activity_tokens t
-           where n.live_activity ->> 'event' <> 'start' and t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id'
-         ) la on true
-        ) as pending
+        -- one subquery per kind, of which only the notification's runs: a Live Activity push goes to the token of
+        -- its activity (or, a start, of its type) the device holds now, and reads no device row
+        case
+          when cardinality(b.pending_device_ids) > ${tokensUpTo ?? null}::int then null
+          when n.live_activity is null then
+            (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
+             from unnest(b.pending_device_ids) as p(id)
+             left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null)
+          when n.live_activity ->> 'event' = 'start' then
+            (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', s.token)), '[]'::json)
+             from unnest(b.pending_device_ids) as p(id)
+             left join live_activity_start_tokens s on s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type')
+          else
+            (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', t.token)), '[]'::json)
+             from unnest(b.pending_device_ids) as p(id)
+             left join live_activity_tokens t on t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id')
+        end as pending
       from delivery_batches b
       join notifications n on n.id = b.notification_id
       where b.id = any(${batchIds}::text[])`.execute(db);
     return new Map(
-      rows.map(({ notification, pending, ...batch }) => {
+      rows.map(({ notification, pending, pending_count: count, ...batch }): [string, AttemptInput | LargeBatch] => {
+        if (pending === null) return [batch.id, { large: count }];
         // json_build_object gives the expiry as text
         const expires = notification.expires_at as unknown as string | null;
         return [batch.id, { batch, notification: { ...notification, expires_at: expires === null ? null : new Date(expires) }, pending }];
@@ -668,13 +686,14 @@ export class DeliveryRepository {
 /**
  * A CTE (after one named `moved`, the notification's update) that stores batches, only when `moved` updated the
  * notification: a newer generation stores nothing. device_ids (what the batch was cut with) and
- * pending_device_ids start equal: each array is sent once.
+ * pending_device_ids start equal: each array is sent once, as one joined text (uuids hold no comma), which costs
+ * less to write than an array literal quoting each id.
  */
 function storeBatches(notificationId: string, generation: number, batches: NewBatch[]) {
   if (!batches.length) return sql``;
   const rows = batches.map(
     (b) =>
-      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, ${b.deviceIds}::uuid[], ${b.notBefore ?? null}::timestamptz,
+      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[], ${b.notBefore ?? null}::timestamptz,
         ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean)`,
   );
   return sql`, stored as (

@@ -1,7 +1,7 @@
 import { sql, type RawBuilder, type Selectable, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, namedKeys, type CompileContext } from '../filter-sql.js';
-import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice } from '../schema.js';
+import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice, Platform } from '../schema.js';
 import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
@@ -18,6 +18,21 @@ export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'> & { no
 export type DeliverableNow = Deliverable & { token: string };
 
 /** A keyset page of an audience: devices with id > afterId, by id. Pass one `now` for all pages of a run. */
+/** A fan-out's page: `visible`, the push shows something; `liveActivity`, it goes to an activity's tokens. */
+export type DeliverablePageSpec = AudiencePage & { visible: boolean; liveActivity?: LiveActivityRef | null };
+
+/** A page of deliverable devices as `pageDeliverableGroups` reads it. */
+export interface DeliverableGroups {
+  /** devices read, the not-allowed ones included (a page shorter than its limit is the last) */
+  read: number;
+  /** the id of the last device read (the next page's cursor); null when none was */
+  last: string | null;
+  /** devices read that are not sent the push (`Deliverable.not_allowed`) */
+  notAllowed: number;
+  /** the devices sent the push, by the gateway they need, each list in id order */
+  groups: { platform: Platform; development: boolean; ids: string[] }[];
+}
+
 export interface AudiencePage {
   afterId?: string | null;
   /** Only devices whose id is at most this (a fan-out range's upper bound). */
@@ -311,21 +326,39 @@ export class DevicesRepository {
    * One keyset page of an audience's devices that can receive a push, in id order (the fan-out); `visible`: the
    * push shows something (`isVisiblePush`), which a device whose notifications are Disabled is not sent.
    */
-  async pageDeliverable(
-    db: Db,
-    appId: string,
-    filters: Filter[] | null,
-    page: AudiencePage & { visible: boolean; liveActivity?: LiveActivityRef | null },
-  ): Promise<Deliverable[]> {
-    const q = audiencePageQuery(db, appId, filters, page).select([
-      'd.id',
-      'd.platform',
-      'd.development',
-      notAllowed(page.visible).as('not_allowed'),
-    ]);
-    // a Live Activity push goes to the activity's tokens, which an iOS device holds beside its own
-    if (page.liveActivity) return q.where(holdsActivityToken(appId, page.liveActivity)).execute();
-    return q.where('d.token', 'is not', null).where('d.token_invalidated_at', 'is', null).execute();
+  async pageDeliverable(db: Db, appId: string, filters: Filter[] | null, page: DeliverablePageSpec): Promise<Deliverable[]> {
+    return deliverablePageQuery(db, appId, filters, page).execute();
+  }
+
+  /**
+   * `pageDeliverable` as a fan-out cuts it: the sendable devices' ids grouped by the gateway they need, each group's
+   * in id order as one joined text, so that a page of 10,000 devices comes back as a few rows, not 10,000 rows
+   * each parsed into an object.
+   */
+  async pageDeliverableGroups(db: Db, appId: string, filters: Filter[] | null, page: DeliverablePageSpec): Promise<DeliverableGroups> {
+    const q = deliverablePageQuery(db, appId, filters, page);
+    // uuids as text compare in their own order only byte by byte (collation "C")
+    const { rows } = await sql<{
+      platform: Platform;
+      development: boolean;
+      not_allowed: boolean;
+      n: number;
+      ids: string | null;
+      last: string;
+    }>`
+      select p.platform, p.development, p.not_allowed, count(*)::int as n, max(p.id::text collate "C") as last,
+        case when p.not_allowed then null else string_agg(p.id::text, ',' order by p.id) end as ids
+      from (${q}) as p
+      group by p.platform, p.development, p.not_allowed
+      order by p.platform, p.development`.execute(db);
+    const out: DeliverableGroups = { read: 0, last: null, notAllowed: 0, groups: [] };
+    for (const r of rows) {
+      out.read += r.n;
+      if (out.last === null || r.last > out.last) out.last = r.last;
+      if (r.not_allowed) out.notAllowed += r.n;
+      else out.groups.push({ platform: r.platform, development: r.development, ids: r.ids!.split(',') });
+    }
+    return out;
   }
 
   /**
@@ -483,16 +516,33 @@ function notAllowed(visible: boolean | RawBuilder<boolean>) {
 
 /**
  * Whether the device holds the token a Live Activity push goes to: the push-to-start token of its type (a start),
- * else the activity's update token (read from the activity's index, not per device).
+ * else the activity's update token (read from the activity's index, not per device). The tokens read are bounded
+ * by the page's own id bounds: the planner does not carry `d.id > afterId` over to them, and each page then read
+ * the activity's tokens again from its first device.
  */
-function holdsActivityToken(appId: string, la: LiveActivityRef) {
+function holdsActivityToken(appId: string, la: LiveActivityRef, page: Pick<AudiencePage, 'afterId' | 'upToId'>) {
   if (la.event === 'start')
     return sql<boolean>`d.platform = 'ios' and exists (
       select 1 from live_activity_start_tokens s
       where s.device_id = d.id and s.activity_type = ${la.activity_type})`;
+  const after = page.afterId ? sql` and t.device_id > ${page.afterId}::uuid` : sql``;
+  const upTo = page.upToId ? sql` and t.device_id <= ${page.upToId}::uuid` : sql``;
   return sql<boolean>`d.platform = 'ios' and d.id in (
     select t.device_id from live_activity_tokens t
-    where t.app_id = ${appId}::uuid and t.activity_id = ${la.activity_id})`;
+    where t.app_id = ${appId}::uuid and t.activity_id = ${la.activity_id}${after}${upTo})`;
+}
+
+/** The devices of one `pageDeliverable` page and what it reads of them, in id order. */
+function deliverablePageQuery(db: Db, appId: string, filters: Filter[] | null, page: DeliverablePageSpec) {
+  const q = audiencePageQuery(db, appId, filters, page).select([
+    'd.id',
+    'd.platform',
+    'd.development',
+    notAllowed(page.visible).as('not_allowed'),
+  ]);
+  // a Live Activity push goes to the activity's tokens, which an iOS device holds beside its own
+  if (page.liveActivity) return q.where(holdsActivityToken(appId, page.liveActivity, page));
+  return q.where('d.token', 'is not', null).where('d.token_invalidated_at', 'is', null);
 }
 
 /** Audiences one membership statement tests (its columns). */
