@@ -6,7 +6,8 @@
  * bare HTTP/2 client sending the same pushes to the same mock gateways in the same run.
  *
  *   npm run -s bench -- cluster [--devices 100000] [--unicast 2000] [--workers 1,2] [--clients 50] [--fairness 20]
- *                               [--partitions 6] [--faults]
+ *                               [--partitions 6] [--faults] [--variants cluster,direct-pg,...] [--unicast-only]
+ *                               [--warm 2000] [--unicast-rounds 1]
  *
  * For each worker count it prints pushes/s and the ratio to the bare client, CPU µs a push per tier (read from
  * /proc/<pid>/stat of every process of the tier), Redis commands a push (INFO commandstats, summed over the
@@ -15,12 +16,20 @@
  * the same posted while nothing else runs. The mocks count pushes per token: a device missed or pushed twice
  * makes it exit 1.
  *
+ * --variants: the runs of each worker count, each changing ONE part of the topology (see VARIANTS): to find what a
+ * figure costs, compare a variant's row with the `cluster` row of the same run. --unicast-only: only the warm-up,
+ * the idle watch and the one-device notifications of each run (no broadcast, fairness probes or bare client).
+ * After each unicast phase a line says where PostgreSQL's CPU went (its processes by kind, exited backends
+ * included) and the API processes' (by thread).
+ *
  * --faults: one broadcast with the last worker count, killing a worker at 25 % of the devices reached, the Redis
  * master of the broadcast's queue partition at 50 % (its replica takes over) and the PostgreSQL replica at 75 %,
  * with the recovery timers of bench/faults.ts: no device may be missed, and pushes sent twice stay within the
  * batches in flight when the faults hit.
  */
 import { sql } from 'kysely';
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
@@ -29,11 +38,13 @@ import { partitionOf } from '../src/queue/jobs.js';
 import { partitionPrefix } from '../src/queue/queues.js';
 import { startPrimaryWithReplica, type PrimaryWithReplica } from '../test/engines/pg-replica.js';
 import { startPgBouncer, type PgBouncer } from '../test/engines/pgbouncer.js';
+import type { Redis } from 'ioredis';
 import { startRedisCluster, withNode, type RedisCluster } from '../test/engines/redis-cluster.js';
+import { untilPortAnswers } from '../test/engines/engines.js';
 import { duplicateBound, faultSettings } from './lib/fault-settings.js';
 import { LoadClients, type Post } from './lib/load-clients.js';
 import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
-import { arg, cpuMs, percentile, printRows, serverCpuMs } from './lib/setup.js';
+import { arg, cpuMs, freePort, percentile, printRows, serverCpuMs } from './lib/setup.js';
 import { addApp, BENCH_BUNDLE, bareBroadcast, benchApp, LAB_ENV, startServices, waitFinished, type Services } from './lib/stack.js';
 
 const devices = Number(arg('devices', '100000'));
@@ -43,18 +54,47 @@ const clients = Number(arg('clients', '50'));
 const fairness = Number(arg('fairness', '20'));
 const partitions = Number(arg('partitions', '6'));
 const faults = process.argv.includes('--faults');
+const unicastOnly = process.argv.includes('--unicast-only');
+/** unicast phases one after the other in each run, each to devices of its own (a later one: the processes warmer) */
+const unicastRounds = Number(arg('unicast-rounds', '1'));
+/**
+ * What each variant changes from the cluster topology, one part each: `direct-pg` DATABASE_URL on the primary
+ * itself (no PgBouncer, still no prepared statements), `direct-pg-prepared` the same with prepared statements (the
+ * default threshold), `no-replica` no DATABASE_READ_URL, `one-api` one API process taking every client,
+ * `single-redis` one Redis server of its own instead of the cluster, `partitions-1` QUEUE_PARTITIONS=1,
+ * `rate-limits` production's rate limits (in Redis) instead of none.
+ */
+const VARIANTS = [
+  'cluster',
+  'direct-pg',
+  'direct-pg-prepared',
+  'no-replica',
+  'one-api',
+  'single-redis',
+  'partitions-1',
+  'rate-limits',
+] as const;
+type Variant = (typeof VARIANTS)[number];
+const variants = arg('variants', 'cluster').split(',') as Variant[];
+for (const v of variants) if (!VARIANTS.includes(v)) throw new Error(`--variants: ${v} is none of ${VARIANTS.join(', ')}`);
 const PAYLOAD = { alert: 'bench', badge: 1 };
 /** the other app's, whose one-device notifications run beside the broadcast */
 const OTHER_BUNDLE = 'com.example.bench-other';
 const FAULTS = faultSettings(devices);
 const LOG_FILE = path.join(tmpdir(), `pushd-bench-cluster-${process.pid}.log`);
-/** one-device notifications that warm the API processes (their gateway connections, the JIT) and the workers, not counted */
-const WARM = Math.min(unicast, 1000);
+/**
+ * one-device notifications, per API process, that warm the API processes (their gateway connections, the JIT) and the
+ * workers, not counted: 2,000 a process, as bench/unicast's --warmup; with 500 a process (the 1,000 this took before
+ * over 2 processes) three rounds of 3,000 in a row cost 1.20, 0.87 and 0.70 ms of API CPU a notification
+ */
+const WARM_A_PROCESS = Number(arg('warm', '2000'));
 /** how far apart the fairness probes are posted, ms */
 const PROBE_EVERY_MS = 100;
 
 interface Engines {
   cluster: RedisCluster;
+  /** one Redis server of its own, for the `single-redis` variant */
+  single: SingleRedis | null;
   pg: PrimaryWithReplica;
   bouncer: PgBouncer;
   mocks: MockGateways;
@@ -63,16 +103,19 @@ interface Engines {
 /** What each tier has used so far: CPU ms per tier, Redis commands run by the masters, the primary's WAL position. */
 interface Snapshot {
   cpu: Record<Tier, number>;
+  /** CPU ms so far of the primary's processes by kind, the replica's (`replica …`) and the API processes' threads */
+  detail: Record<string, number>;
   commands: number;
   wal: string;
 }
-const TIERS = ['api', 'worker', 'postgres', 'pgbouncer', 'redis'] as const;
+const TIERS = ['api', 'worker', 'postgres', 'replica', 'pgbouncer', 'redis'] as const;
 type Tier = (typeof TIERS)[number];
 /** how long the processes are watched with nothing to send, s: their background work (polls, lag checks, leases) */
 const IDLE_S = 5;
 
 interface Phase {
   workers: number;
+  variant: Variant;
   traffic: string;
   pushes: number;
   seconds: number;
@@ -96,15 +139,18 @@ async function main() {
   });
   let bouncer: PgBouncer | undefined;
   let mocks: MockGateways | undefined;
+  let single: SingleRedis | null = null;
   try {
+    if (variants.includes('single-redis')) single = await startSingleRedis();
     // the pool behind PgBouncer: fewer server connections than the processes' pools hold, as in production
     bouncer = await startPgBouncer({ serverUrl: pg.primaryUrl, poolSize: 20, maxClients: 1000 });
     mocks = await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE]);
     process.env.DATABASE_URL = pg.primaryUrl; // benchApp makes its database on this server
-    const status = await run({ cluster, pg, bouncer, mocks });
+    const status = await run({ cluster, single, pg, bouncer, mocks });
     process.exitCode = status;
   } finally {
     await mocks?.close();
+    single?.stop();
     await bouncer?.stop();
     await pg.stop();
     await cluster.stop();
@@ -112,7 +158,7 @@ async function main() {
 }
 
 async function run(engines: Engines): Promise<number> {
-  const { cluster, pg, bouncer, mocks } = engines;
+  const { cluster, single, pg, bouncer, mocks } = engines;
   const stack = await benchApp('bench_cluster', { queue: 'redis', redisUrl: '', gateways: mocks });
   const other = await addApp(stack.db, mocks, OTHER_BUNDLE);
   const { db } = stack;
@@ -132,21 +178,50 @@ async function run(engines: Engines): Promise<number> {
     QUEUE_PARTITIONS: String(partitions),
     ...(faults ? Object.fromEntries(Object.entries(FAULTS).map(([k, v]) => [k, String(v)])) : {}),
   };
+  /** The settings of a variant: the cluster topology's with one part changed. */
+  const envOf = (variant: Variant): Record<string, string> => {
+    const changed = { ...env };
+    if (variant === 'direct-pg' || variant === 'direct-pg-prepared') changed.DATABASE_URL = stack.database.url;
+    if (variant === 'direct-pg-prepared') delete changed.DATABASE_PREPARE_THRESHOLD;
+    if (variant === 'no-replica') delete changed.DATABASE_READ_URL;
+    if (variant === 'single-redis') {
+      changed.REDIS_URL = `redis://127.0.0.1:${single!.port}`;
+      delete changed.REDIS_CLUSTER;
+    }
+    if (variant === 'partitions-1') changed.QUEUE_PARTITIONS = '1';
+    if (variant === 'rate-limits') {
+      delete changed.RATE_LIMIT_PER_SECOND;
+      delete changed.RATE_LIMIT_SDK_PER_SECOND;
+    }
+    return changed;
+  };
+  const runs = workerCounts.flatMap((workers) => variants.map((variant) => ({ workers, variant })));
 
   const t = Date.now();
-  // the broadcast's devices, then the other app's: the unicast ones, the idle probes, the probes during the broadcast
+  // the broadcast's devices, then the other app's, for each run: the unicast ones, the idle probes, the probes during
+  // the broadcast (each run its own, so every run's one-device notifications create their audiences alike)
   const seed = (appId: string, from: number, to: number) =>
     sql`
     insert into devices (app_id, platform, token, locale)
     select ${appId}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'en_US'
     from generate_series(${from}::int, ${to}::int) as i`.execute(db.db);
   await seed(stack.app.id, 1, devices);
-  await seed(other.app.id, devices + 1, devices + unicast + 2 * fairness);
+  const warmDevices = WARM_A_PROCESS * 2;
+  const perRun = warmDevices + unicast * unicastRounds + 2 * fairness;
+  await seed(other.app.id, devices + 1, devices + perRun * runs.length);
   await sql`analyze devices`.execute(db.db);
   const theirs = await db.db.selectFrom('devices').select(['id', 'token']).where('app_id', '=', other.app.id).orderBy('token').execute();
-  const unicastDevices = theirs.slice(0, unicast);
-  const idleProbes = theirs.slice(unicast, unicast + fairness);
-  const busyProbes = theirs.slice(unicast + fairness);
+  const devicesOf = (r: number) => {
+    const all = theirs.slice(r * perRun, (r + 1) * perRun);
+    const mine = all.slice(warmDevices);
+    const rounds = Array.from({ length: unicastRounds }, (_, k) => mine.slice(k * unicast, (k + 1) * unicast));
+    return {
+      warmDevices: all.slice(0, warmDevices),
+      rounds,
+      idleProbes: mine.slice(unicast * unicastRounds, unicast * unicastRounds + fairness),
+      busyProbes: mine.slice(unicast * unicastRounds + fairness),
+    };
+  };
   console.log(
     `cluster benchmark: seeded ${devices} + ${theirs.length} devices in ${Date.now() - t} ms; 3 Redis masters (ports ${cluster.ports.join(', ')}), ` +
       `prefix ${prefix} x ${partitions} partitions, PostgreSQL primary + streaming replica, PgBouncer ${bouncer.port} (transaction mode); ` +
@@ -172,11 +247,20 @@ async function run(engines: Engines): Promise<number> {
     cpu: {
       api: sumCpu(services.apis.map((c) => c.pid!)),
       worker: sumCpu(services.workers.map((c) => c.pid!)),
-      postgres: serverCpuMs(pids.primary) + serverCpuMs(pids.replica),
+      postgres: serverCpuMs(pids.primary),
+      replica: serverCpuMs(pids.replica),
       pgbouncer: cpuMs(bouncer.pid),
-      redis: sumCpu(cluster.pids),
+      redis: sumCpu([...cluster.pids, ...(single ? [single.pid] : [])]),
     },
-    commands: await masterCommands(cluster),
+    detail: {
+      ...serverDetail(pids.primary, ''),
+      ...serverDetail(pids.replica, 'replica '),
+      ...threadDetail(
+        services.apis.map((c) => c.pid!),
+        'API ',
+      ),
+    },
+    commands: (await masterCommands(cluster)) + (single ? await withNode(single.port, commandsRun) : 0),
     wal: (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn,
   });
   /** What was spent between two snapshots: CPU ms per tier, Redis commands, WAL bytes. */
@@ -187,12 +271,13 @@ async function run(engines: Engines): Promise<number> {
       Tier,
       number
     >;
-    return { cpu, commands: after.commands - before.commands, wal: Number(rows[0]!.bytes) };
+    const detail = Object.fromEntries(Object.entries(after.detail).map(([k, ms]) => [k, ms - (before.detail[k] ?? 0)]));
+    return { cpu, detail, commands: after.commands - before.commands, wal: Number(rows[0]!.bytes) };
   };
   type Spent = Awaited<ReturnType<typeof spent>>;
   const perTier = (f: (tier: Tier) => number) => Object.fromEntries(TIERS.map((tier) => [tier, f(tier)])) as Record<Tier, number>;
   /** Per push, gross and net of `idle` (spent per second with nothing to send) over the phase's `seconds`. */
-  const measured = async (before: Snapshot, after: Snapshot, pushes: number, idle: Spent, seconds: number) => {
+  const measured = async (before: Snapshot, after: Snapshot, pushes: number, idle: Omit<Spent, 'detail'>, seconds: number) => {
     const used = await spent(before, after);
     return {
       cpuUs: perTier((tier) => (used.cpu[tier] * 1000) / pushes),
@@ -204,7 +289,7 @@ async function run(engines: Engines): Promise<number> {
   };
 
   /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; their times to push. */
-  const probe = async (services: Services, probes: typeof theirs, going: () => boolean) => {
+  const probe = async (services: Services, probes: readonly { id: string; token: string | null }[], going: () => boolean) => {
     await mocks.watch(probes.map((d) => d.token!));
     const posted: { token: string; at: number }[] = [];
     for (const [i, d] of probes.entries()) {
@@ -225,18 +310,20 @@ async function run(engines: Engines): Promise<number> {
 
   const phases: Phase[] = [];
   const fair: { workers: number; idle: number[]; busy: number[]; broadcastS: number }[] = [];
-  const idles: ({ workers: number } & Spent)[] = [];
+  const idles: ({ workers: number; variant: Variant } & Omit<Spent, 'detail'>)[] = [];
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(mocks.serviceAccount), {
     tokenUrl: mocks.fcmTokenUrl,
   }).getAccessToken();
-  for (const workers of workerCounts) {
-    const services = await startServices(env, { mode: 'split', apis: 2, workers, logFile: LOG_FILE });
-    step(`${workers} worker(s): 2 API processes and ${workers} worker(s) ready`);
+  for (const [r, { workers, variant }] of runs.entries()) {
+    const { warmDevices: warmOnes, rounds, idleProbes, busyProbes } = devicesOf(r);
+    const apis = variant === 'one-api' ? 1 : 2;
+    const services = await startServices(envOf(variant), { mode: 'split', apis, workers, logFile: LOG_FILE });
+    step(`${workers} worker(s), ${variant}: ${apis} API process(es) and ${workers} worker(s) ready`);
     const lag = new LagSampler(db.db);
     try {
-      // unicast clients, spread over both API processes
+      // unicast clients, spread over the API processes
       const loads = services.bases.map(
-        (base) => new LoadClients({ base, authorization: sender, clients: Math.ceil(clients / 2), agent: 'undici', where: 'thread' }),
+        (base) => new LoadClients({ base, authorization: sender, clients: Math.ceil(clients / apis), agent: 'undici', where: 'thread' }),
       );
       const unicastPosts = (list: typeof theirs) => {
         const lists: Post[][] = loads.map(() => []);
@@ -246,12 +333,10 @@ async function run(engines: Engines): Promise<number> {
       };
       // warm, not counted: the API processes send one-device notifications themselves (their gateway connections,
       // the JIT), the workers those created with an Idempotency-Key
-      const warm = unicastDevices.slice(0, WARM);
+      const warm = warmOnes.slice(0, WARM_A_PROCESS * apis);
       await unicastPosts(warm);
       await Promise.all(
-        warm
-          .slice(0, 40)
-          .map((d, i) => post(services.bases[i % 2]!, sender, oneDevice(d.id), { 'idempotency-key': `warm-${workers}-${i}` })),
+        warm.slice(0, 40).map((d, i) => post(services.bases[i % apis]!, sender, oneDevice(d.id), { 'idempotency-key': `warm-${r}-${i}` })),
       );
       await waitReceived(mocks, warm.length + Math.min(40, warm.length), 60_000);
       await mocks.reset();
@@ -264,86 +349,104 @@ async function run(engines: Engines): Promise<number> {
         commands: idleUsed.commands / IDLE_S,
         wal: idleUsed.wal / IDLE_S,
       };
-      idles.push({ workers, ...idlePerS });
+      idles.push({ workers, variant, ...idlePerS });
 
-      // fairness, nothing else running
-      const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
-      await mocks.reset();
+      if (!unicastOnly) {
+        // fairness, nothing else running
+        const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
+        await mocks.reset();
 
-      // the broadcast, the other app's probes posted while it runs
-      const before = await snapshot(services);
-      lag.start();
-      const t0 = performance.timeOrigin + performance.now();
-      const id = await post(services.bases[0]!, broadcaster, '*');
-      let broadcasting = true;
-      const probes = probe(services, busyProbes, () => broadcasting);
-      const finished = waitFinished(services.bases[1]!, broadcaster, id);
-      await Promise.race([waitReceived(mocks, devices, 600_000), finished]);
-      broadcasting = false;
-      const posted = await probes;
-      await waitReceived(mocks, devices + posted.length, 30_000);
-      const { lastAtEpochMs } = await mocks.received();
-      const after = await snapshot(services);
-      const lagMax = lag.stop();
-      await finished;
-      await sleep(1000); // a push sent twice would arrive now
-      const busy = await timesToPush(posted);
-      step('broadcast done');
-      const counted = await mocks.summary();
-      await mocks.reset();
+        // the broadcast, the other app's probes posted while it runs
+        const before = await snapshot(services);
+        lag.start();
+        const t0 = performance.timeOrigin + performance.now();
+        const id = await post(services.bases[0]!, broadcaster, '*');
+        let broadcasting = true;
+        const probes = probe(services, busyProbes, () => broadcasting);
+        // its failure is thrown where it is awaited, and the engines stopped; unhandled meanwhile, it would end the
+        // process with the engines left running
+        probes.catch(() => undefined);
+        const finished = waitFinished(services.bases[1]!, broadcaster, id);
+        await Promise.race([waitReceived(mocks, devices, 600_000), finished]);
+        broadcasting = false;
+        const posted = await probes;
+        await waitReceived(mocks, devices + posted.length, 30_000);
+        const { lastAtEpochMs } = await mocks.received();
+        const after = await snapshot(services);
+        const lagMax = lag.stop();
+        await finished;
+        await sleep(1000); // a push sent twice would arrive now
+        const busy = await timesToPush(posted);
+        step('broadcast done');
+        const counted = await mocks.summary();
+        await mocks.reset();
 
-      // the ceiling: the same pushes from a bare client to the same mocks
-      const bare = await bareBroadcast(mocks, oauth.access_token, { devices, payload: PAYLOAD, notificationId: id });
-      await mocks.reset();
-      const bareRate = bare.ok / (bare.ms / 1000);
-      step('bare client done');
-      const broadcastS = (lastAtEpochMs - t0) / 1000;
-      phases.push({
-        workers,
-        traffic: `broadcast, ${devices} devices`,
-        pushes: devices,
-        seconds: broadcastS,
-        bare: bareRate,
-        ...(await measured(before, after, devices + posted.length, idlePerS, broadcastS)),
-        lag: lagMax,
-        missed: devices + posted.length - counted.distinct,
-        twice: counted.twice,
-      });
-      fair.push({ workers, idle, busy, broadcastS });
+        // the ceiling: the same pushes from a bare client to the same mocks
+        const bare = await bareBroadcast(mocks, oauth.access_token, { devices, payload: PAYLOAD, notificationId: id });
+        await mocks.reset();
+        const bareRate = bare.ok / (bare.ms / 1000);
+        step('bare client done');
+        const broadcastS = (lastAtEpochMs - t0) / 1000;
+        phases.push({
+          workers,
+          variant,
+          traffic: `broadcast, ${devices} devices`,
+          pushes: devices,
+          seconds: broadcastS,
+          bare: bareRate,
+          ...(await measured(before, after, devices + posted.length, idlePerS, broadcastS)),
+          lag: lagMax,
+          missed: devices + posted.length - counted.distinct,
+          twice: counted.twice,
+        });
+        fair.push({ workers, idle, busy, broadcastS });
+        console.log(`${workers} worker(s), ${variant}: broadcast ${(devices / broadcastS).toFixed(0)}/s, bare ${bareRate.toFixed(0)}/s`);
+      }
 
       // unicast: one-device notifications of the other app
-      const uBefore = await snapshot(services);
-      lag.start();
-      const u0 = performance.timeOrigin + performance.now();
-      const answers = await unicastPosts(unicastDevices);
-      await waitReceived(mocks, unicast, 120_000);
-      const uLast = (await mocks.received()).lastAtEpochMs;
-      const uAfter = await snapshot(services);
-      const uLag = lag.stop();
-      await sleep(1000);
-      const tally = await mocks.tally(unicastDevices.map((d) => d.token!));
-      const refused = answers.reduce((n, a) => n + a.statuses.filter((s) => s !== 201).length, 0);
-      if (refused) throw new Error(`${refused} unicast posts were not answered 201`);
+      for (const [k, roundDevices] of rounds.entries()) {
+        const uBefore = await snapshot(services);
+        lag.start();
+        const u0 = performance.timeOrigin + performance.now();
+        const answers = await unicastPosts(roundDevices);
+        await waitReceived(mocks, unicast, 120_000);
+        const uLast = (await mocks.received()).lastAtEpochMs;
+        const uAfter = await snapshot(services);
+        const uLag = lag.stop();
+        await sleep(1000);
+        const tally = await mocks.tally(roundDevices.map((d) => d.token!));
+        const refused = answers.reduce((n, a) => n + a.statuses.filter((s) => s !== 201).length, 0);
+        if (refused) throw new Error(`${refused} unicast posts were not answered 201`);
+        await mocks.reset();
+        const bareRate = phases.find((p) => p.workers === workers && p.variant === variant)?.bare ?? NaN;
+        phases.push({
+          workers,
+          variant,
+          traffic: `unicast, ${unicast} notifications${unicastRounds > 1 ? `, round ${k + 1}` : ''}`,
+          pushes: unicast,
+          seconds: (uLast - u0) / 1000,
+          bare: bareRate,
+          ...(await measured(uBefore, uAfter, unicast, idlePerS, (uLast - u0) / 1000)),
+          lag: uLag,
+          ...tally,
+        });
+        // where the CPU went: PostgreSQL's processes by kind (exited ones: their time moves to `exited` when they end),
+        // the API processes' threads; µs a notification, the larger ones
+        const { detail } = await spent(uBefore, uAfter);
+        const total = Object.values(detail).reduce((a, b) => a + Math.abs(b), 0);
+        const parts = Object.entries(detail)
+          .filter(([, ms]) => Math.abs(ms) >= total / 200)
+          .sort((a, b) => b[1] - a[1])
+          .map(([k, ms]) => `${k} ${((ms * 1000) / unicast).toFixed(0)}`);
+        console.log(`${workers} worker(s), ${variant}, round ${k + 1}: unicast CPU µs a notification by process: ${parts.join(', ')}`);
+        const latencies = answers.flatMap((a) => Array.from(a.latencies)).sort((a, b) => a - b);
+        const postSeconds = (Math.max(...answers.map((a) => a.endedAt)) - Math.min(...answers.map((a) => a.startedAt))) / 1000;
+        console.log(
+          `${workers} worker(s), ${variant}, round ${k + 1}: unicast POST ${(unicast / postSeconds).toFixed(0)} req/s, p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms; ` +
+            `end to end ${(unicast / ((uLast - u0) / 1000)).toFixed(0)}/s`,
+        );
+      }
       await Promise.all(loads.map((load) => load.close()));
-      await mocks.reset();
-      phases.push({
-        workers,
-        traffic: `unicast, ${unicast} notifications`,
-        pushes: unicast,
-        seconds: (uLast - u0) / 1000,
-        bare: bareRate,
-        ...(await measured(uBefore, uAfter, unicast, idlePerS, (uLast - u0) / 1000)),
-        lag: uLag,
-        ...tally,
-      });
-      const latencies = answers.flatMap((a) => Array.from(a.latencies)).sort((a, b) => a - b);
-      const postSeconds = (Math.max(...answers.map((a) => a.endedAt)) - Math.min(...answers.map((a) => a.startedAt))) / 1000;
-      console.log(
-        `${workers} worker(s): unicast POST ${(unicast / postSeconds).toFixed(0)} req/s, p50 ${percentile(latencies, 50).toFixed(1)} ms, p99 ${percentile(latencies, 99).toFixed(1)} ms`,
-      );
-      console.log(
-        `${workers} worker(s): broadcast ${(devices / broadcastS).toFixed(0)}/s, unicast ${(unicast / ((uLast - u0) / 1000)).toFixed(0)}/s, bare ${bareRate.toFixed(0)}/s`,
-      );
     } finally {
       lag.stop();
       await services.stop();
@@ -353,10 +456,10 @@ async function run(engines: Engines): Promise<number> {
 
   console.log(
     `\ncluster benchmark: 3 Redis masters + 3 replicas, PostgreSQL 15 primary + streaming replica (fsync off), PgBouncer 1.18 ` +
-      `(transaction mode, 20 server connections), 2 API processes, N workers, ${partitions} queue partitions; ` +
+      `(transaction mode, 20 server connections), 2 API processes, N workers, ${partitions} queue partitions (variants: ${variants.join(', ')}); ` +
       `mock gateways in a process of their own on loopback TLS HTTP/2; bare client: 1 connection x 1,000 streams per gateway, ` +
-      `${devices} pushes, once per worker count. CPU per push: all the tier's processes (PostgreSQL: both servers' ` +
-      `processes; Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; per push: gross (net of the idle work); unicast by device_id ` +
+      `${devices} pushes, once per worker count. CPU per push: all the tier's processes (PostgreSQL: the primary's processes, PG replica: the replica's; ` +
+      `Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; per push: gross (net of the idle work); unicast by device_id ` +
       `filter from ${clients} clients (half to each API process), sent by the API processes themselves\n`,
   );
   /** gross (net of the idle work) */
@@ -364,12 +467,14 @@ async function run(engines: Engines): Promise<number> {
   printRows(
     [
       'workers',
+      'variant',
       'traffic',
       'pushes/s',
       'ratio to bare',
       'CPU µs/push: API',
       'worker',
       'PostgreSQL',
+      'PG replica',
       'PgBouncer',
       'Redis',
       'Redis commands/push',
@@ -379,9 +484,10 @@ async function run(engines: Engines): Promise<number> {
     ],
     phases.map((p) => [
       String(p.workers),
+      p.variant,
       p.traffic,
       (p.pushes / p.seconds).toFixed(0),
-      (p.pushes / p.seconds / p.bare).toFixed(2),
+      Number.isNaN(p.bare) ? '–' : (p.pushes / p.seconds / p.bare).toFixed(2),
       ...TIERS.map((tier) => both(p.cpuUs[tier], p.netCpuUs[tier], 1)),
       both(p.commands, p.netCommands, 3),
       p.walBytes.toFixed(0),
@@ -393,8 +499,14 @@ async function run(engines: Engines): Promise<number> {
     `\nidle: what the processes spend a second with nothing to send (measured over ${IDLE_S} s), subtracted for the figures in brackets above\n`,
   );
   printRows(
-    ['workers', 'CPU ms/s: API', 'worker', 'PostgreSQL', 'PgBouncer', 'Redis', 'Redis commands/s', 'WAL bytes/s'],
-    idles.map((i) => [String(i.workers), ...TIERS.map((tier) => i.cpu[tier].toFixed(1)), i.commands.toFixed(0), i.wal.toFixed(0)]),
+    ['workers', 'variant', 'CPU ms/s: API', 'worker', 'PostgreSQL', 'PG replica', 'PgBouncer', 'Redis', 'Redis commands/s', 'WAL bytes/s'],
+    idles.map((i) => [
+      String(i.workers),
+      i.variant,
+      ...TIERS.map((tier) => i.cpu[tier].toFixed(1)),
+      i.commands.toFixed(0),
+      i.wal.toFixed(0),
+    ]),
   );
   console.log('\nfairness: time to push of one-device notifications of another app, posted 100 ms apart\n');
   const ms = (xs: number[], p: number) => (xs.length ? `${percentile(xs, p).toFixed(0)} ms` : '–');
@@ -485,17 +597,95 @@ async function spreadPrefix(cluster: RedisCluster): Promise<string> {
 /** Commands the masters have run so far (INFO commandstats), the INFO calls that read them left out. */
 async function masterCommands(cluster: RedisCluster): Promise<number> {
   let total = 0;
-  for (const port of cluster.ports) {
-    total += await withNode(port, async (r) => {
-      if (!(await r.info('replication')).includes('role:master')) return 0;
-      const stats = await r.info('commandstats');
-      return [...stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)].reduce(
-        (sum, [, name, calls]) => sum + (name === 'info' ? 0 : Number(calls)),
-        0,
-      );
-    });
-  }
+  for (const port of cluster.ports) total += await withNode(port, commandsRun);
   return total;
+}
+
+/** Commands a master has run so far, the INFO calls that read them left out; 0 from a replica. */
+async function commandsRun(r: Redis): Promise<number> {
+  if (!(await r.info('replication')).includes('role:master')) return 0;
+  const stats = await r.info('commandstats');
+  return [...stats.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)].reduce(
+    (sum, [, name, calls]) => sum + (name === 'info' ? 0 : Number(calls)),
+    0,
+  );
+}
+
+interface SingleRedis {
+  port: number;
+  pid: number;
+  stop(): void;
+}
+
+/** One redis-server of its own on a free port, nothing on disk: the `single-redis` variant's. */
+async function startSingleRedis(): Promise<SingleRedis> {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  process.on('exit', () => child.kill('SIGKILL'));
+  await untilPortAnswers(port, 'redis-server');
+  return { port, pid: child.pid!, stop: () => child.kill('SIGKILL') };
+}
+
+/** /proc/<pid>/stat's fields after the command name: [1] the parent, [11] utime, [12] stime, [13]-[14] children's. */
+function procFields(pid: number | string): number[] {
+  return readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ').map(Number);
+}
+const MS_A_TICK = 10; // sysconf(_SC_CLK_TCK) is 100 on Linux
+const SERVER_PROCESS_KINDS = [
+  'checkpointer',
+  'background writer',
+  'walwriter',
+  'autovacuum launcher',
+  'autovacuum worker',
+  'walsender',
+  'walreceiver',
+  'startup',
+  'logical replication launcher',
+  'archiver',
+];
+
+/**
+ * CPU ms so far of a PostgreSQL server's processes by kind (their process titles; `backend` for the connections,
+ * `exited` for the children that have ended), each kind's name after `label`.
+ */
+function serverDetail(postmaster: number, label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  const add = (kind: string, ticks: number) => (out[label + kind] = (out[label + kind] ?? 0) + ticks * MS_A_TICK);
+  const main = procFields(postmaster);
+  add('postmaster', main[11]! + main[12]!);
+  add('exited', main[13]! + main[14]!);
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const fields = procFields(entry);
+      if (fields[1] !== postmaster) continue;
+      const title = readFileSync(`/proc/${entry}/cmdline`, 'utf8')
+        .replace(/\0/g, ' ')
+        .replace(/^postgres: /, '');
+      add(SERVER_PROCESS_KINDS.find((k) => title.startsWith(k)) ?? 'backend', fields[11]! + fields[12]!);
+    } catch {
+      // exited meanwhile: its time is in the postmaster's
+    }
+  }
+  return out;
+}
+
+/** CPU ms so far of the processes' threads, summed by thread name (the main one's: `node`), after `label`. */
+function threadDetail(pids: number[], label: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const pid of pids)
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+        const fields = procFields(`${pid}/task/${tid}`);
+        out[label + name] = (out[label + name] ?? 0) + (fields[11]! + fields[12]!) * MS_A_TICK;
+      } catch {
+        // ended meanwhile
+      }
+    }
+  return out;
 }
 
 function sumCpu(pids: number[]): number {
