@@ -24,7 +24,9 @@ export function createdNotificationResponse(n: Notification) {
   };
 }
 
-type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown; cap?: boolean } & DeliveryOptionsInput & ScheduleInput & AbInput;
+type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown; cap?: boolean } & DeliveryOptionsInput &
+  ScheduleInput &
+  AbInput;
 type AbInput = { variants?: unknown; test_fraction?: number; holdout_fraction?: number; winner?: unknown };
 
 /**
