@@ -31,3 +31,13 @@ FROM (
 GROUP BY device_id;
 
 DROP TABLE device_cap_counts;
+
+-- A device now keeps as many send times as its app's largest cap, so caps are at most 1,000 pushes a window;
+-- a larger one set before (up to 999,999) is kept at 1,000, which no device reaches in practice.
+UPDATE apps
+SET frequency_caps = (
+  SELECT jsonb_agg(jsonb_set(cap, '{limit}', to_jsonb(least((cap ->> 'limit')::int, 1000))) ORDER BY ordinality)
+  FROM jsonb_array_elements(frequency_caps) WITH ORDINALITY AS c(cap, ordinality)
+)
+WHERE jsonb_typeof(frequency_caps) = 'array'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(frequency_caps) AS c(cap) WHERE (cap ->> 'limit')::int > 1000);

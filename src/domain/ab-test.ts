@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { checkLocalized, localizedSchema, type Localized } from './localized.js';
 import { payloadSchema, type Payload } from './payload.js';
+import { isVisiblePush } from './push-mapping.js';
 import { timingOf, type LocalPlan } from './campaign.js';
 import { quietHoursOf, type QuietHours } from './quiet-hours.js';
 
@@ -82,7 +83,7 @@ interface AbFields {
 export function checkAbTest(n: AbFields, ctx: z.RefinementCtx): void {
   const issue = (path: (string | number)[], message: string) => ctx.addIssue({ code: 'custom', path, message });
   if (!n.variants) {
-    if (n.payload === undefined) issue(['payload'], 'is required');
+    if (n.payload === undefined) issue(['payload'], 'must be an object');
     for (const key of ['test_fraction', 'holdout_fraction', 'winner'] as const) if (n[key] !== undefined) issue([key], 'needs variants');
     return;
   }
@@ -91,7 +92,11 @@ export function checkAbTest(n: AbFields, ctx: z.RefinementCtx): void {
   if (n.test_fraction === undefined) issue(['test_fraction'], 'is required with variants');
   if (n.winner === undefined) issue(['winner'], 'is required with variants');
   if ((n.test_fraction ?? 0) + (n.holdout_fraction ?? 0) > 1) issue(['holdout_fraction'], 'with test_fraction must be at most 1');
+  // which devices may be sent to (their notification setting) is decided once for the audience
+  const visible = isVisiblePush(n.variants[0]!.payload);
   n.variants.forEach((v, i) => {
+    if (isVisiblePush(v.payload) !== visible)
+      issue(['variants', i, 'payload'], 'must show something if the first variant does, and only then');
     // a collapse_key replaces a notification in place: the test and its rest are one notification
     if (v.payload.collapse_key !== undefined) issue(['variants', i, 'payload', 'collapse_key'], 'cannot be used in an A/B test');
     checkLocalized(v.payload, v.localized, ctx, undefined, ['variants', i]);

@@ -342,11 +342,12 @@ export function fanoutProcessor(deps: FanoutDeps) {
         if (outcome === 'stopped') return;
         if (outcome === 'done') await finishFanout();
       } else {
-        if (n.wave === 0 && plan.past.length > 0) {
+        // an A/B test's rest counts nothing again: what its test stage counted was over the whole audience
+        if (n.wave === 0 && !ab?.rest && plan.past.length > 0) {
           const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
           await deps.delivery.setSkippedPastLocalTime(deps.db, notificationId, skipped);
         }
-        if (n.wave === 0 && plan.dropped?.length) {
+        if (n.wave === 0 && !ab?.rest && plan.dropped?.length) {
           const dropped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
           await deps.delivery.setSkippedQuietHours(deps.db, notificationId, dropped);
         }

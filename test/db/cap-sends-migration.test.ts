@@ -48,3 +48,26 @@ describe('migration 035 (rolling frequency caps) on a database in use', () => {
     expect(gone).toEqual([{ t: null }]);
   });
 });
+
+describe('migration 035 on an app whose cap is above what it now allows', () => {
+  const db = useDatabaseBefore('035');
+
+  it('keeps a cap set above 1,000 before at 1,000, the most send times a device now keeps', async () => {
+    const pool = db.pool();
+    await migrate(pool, db.before());
+    const caps = [
+      { limit: 5000, window: 'day' },
+      { limit: 2, window: 'hour' },
+    ];
+    const { rows: apps } = await pool.query<{ id: string }>(
+      `INSERT INTO apps (bundle_id, name, frequency_caps) VALUES ('com.example.caps', 'caps', $1) RETURNING id`,
+      [JSON.stringify(caps)],
+    );
+    await migrate(pool);
+    const { rows } = await pool.query(`SELECT frequency_caps FROM apps WHERE id = $1`, [apps[0]!.id]);
+    expect(rows[0].frequency_caps).toEqual([
+      { limit: 1000, window: 'day' },
+      { limit: 2, window: 'hour' },
+    ]);
+  });
+});

@@ -43,6 +43,10 @@ describe('A/B test requests', () => {
     expect(firstError({ variants: [v('A'), { payload: { alert: 'B', collapse_key: 'k' } }] })).toBe(
       'notification.variants.1.payload.collapse_key: cannot be used in an A/B test',
     );
+    // who may be sent to (a device's notification setting) is one question for the whole audience
+    expect(firstError({ variants: [{ payload: { content_available: true } }, v('B')] })).toBe(
+      'notification.variants.1.payload: must show something if the first variant does, and only then',
+    );
   });
 
   it('checks every variant by the payload size limits, in every language', () => {
