@@ -156,6 +156,13 @@ describe('web push scripts', () => {
     expect(subscribeCalls).toBe(2);
     unsubscribed = false;
     const rotated = await new AppService(h.db.db).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    // the server's key cache hears of the rotation from PostgreSQL (LISTEN), a moment after it commits
+    const authorization = `Basic ${Buffer.from(`:${app.keys.sdk}`).toString('base64')}`;
+    const served = async () =>
+      (await h.server.inject({ method: 'GET', url: '/v6/web-push/vapid-public-key', headers: { authorization } })).json<{
+        public_key: string;
+      }>().public_key;
+    await expect.poll(served, { timeout: 5000 }).toBe(rotated.public_key);
     const renewed = await pushd.subscribe({ sdkKey: app.keys.sdk });
     expect(unsubscribed).toBe(true);
     expect(subscribeCalls).toBe(3);
