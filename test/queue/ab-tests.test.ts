@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { abBounds, abPoint, bucketOf, HOLDOUT, REST, type AbTest } from '../../src/domain/ab-test.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
@@ -151,6 +152,73 @@ describe('A/B tests', () => {
       holdout: { devices: holdout.length },
     });
     expect(after.direct_opens).toBe(3);
+  });
+
+  it("measures the holdout as the baseline: its app opens and conversions in the window, and each variant's lift over it", async () => {
+    // sessions are reported against the real clock (at most 7 days back): the test runs two days ago, to the minute
+    const t0 = new Date(Math.floor((Date.now() - 2 * 86_400_000) / 60_000) * 60_000);
+    const at = (hours: number) => new Date(t0.getTime() + hours * 3_600_000).toISOString();
+    clock.set(t0.toISOString());
+    const test = { test_fraction: 0.5, holdout_fraction: 0.3, winner: { metric: 'conversions:purchase', after: '4h' } } as const;
+    const { id, buckets } = await create(test);
+    const [a, b, holdout] = [buckets.get(0)!, buckets.get(1)!, buckets.get(HOLDOUT)!];
+    if (a.length < 2 || b.length < 2 || holdout.length < 4) throw new Error('this test needs two devices per variant and four held out');
+    await waiting(id, a.length + b.length);
+
+    const session = (d: RegisteredDevice, hours: number) =>
+      call('POST', `/v6/devices/${d.id}/sessions`, { session: { id: randomUUID(), started_at: at(hours) } }, keys.sdk).then((r) =>
+        expect(r.statusCode, r.body).toBeLessThan(300),
+      );
+    const purchase = (d: RegisteredDevice, ...hours: number[]) =>
+      call('POST', `/v6/devices/${d.id}/events`, { events: hours.map((hh) => ({ name: 'purchase', date: at(hh) })) }, keys.sdk).then((r) =>
+        expect(r.statusCode, r.body).toBeLessThan(300),
+      );
+    // the window is [t0, t0 + 24 h] (CONVERSION_WINDOW_HOURS), t0 when the fan-out met the holdout and sent the test
+    const [h0, h1, h2, h3] = holdout;
+    await session(h0!, 1); // opens, and converts twice
+    await purchase(h0!, 2, 23.5);
+    await session(h1!, 24.5); // too late for both
+    await purchase(h1!, 24.5);
+    await session(h2!, -1); // too early for both
+    await purchase(h2!, -1);
+    await purchase(h3!, 24); // converts on the window's last instant, opens nothing
+    await session(a[0]!, 3); // A: one device opens the app and converts once
+    await purchase(a[0]!, 3);
+    await session(a[1]!, 25); // too late
+    await session(b[0]!, 0.5); // B: two devices open the app, none converts
+    await session(b[1]!, 12);
+    await purchase(b[1]!, -0.5); // before the push
+
+    const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
+    const H = holdout.length;
+    const stat = (await stats(id)).ab_test;
+    expect(stat.window_hours).toBe(24);
+    expect(stat.holdout).toEqual({
+      devices: H,
+      app_opened: 1,
+      app_open_rate: r4(1 / H),
+      conversions: { purchase: 3 },
+      conversion_rates: { purchase: r4(3 / H) },
+    });
+    const liftOf = (rate: number, base: number) => r4((rate - base) / base);
+    expect(stat.variants[0]).toMatchObject({
+      sent: a.length,
+      app_opened: 1,
+      app_open_rate: r4(1 / a.length),
+      conversions: { purchase: 1 },
+      lift: { app_opens: liftOf(1 / a.length, 1 / H), conversions: { purchase: liftOf(1 / a.length, 3 / H) } },
+    });
+    expect(stat.variants[1]).toMatchObject({
+      sent: b.length,
+      app_opened: 2,
+      app_open_rate: r4(2 / b.length),
+      conversions: {},
+      lift: { app_opens: liftOf(2 / b.length, 1 / H), conversions: { purchase: -1 } },
+    });
+    expect(stat.variants[1].conversions).toEqual({});
+    // the holdout's events are its own: the notification's conversions are those of the pushes received
+    expect((await stats(id)).event_conversions).toEqual({ purchase: 1 });
+    await call('DELETE', `/v6/notifications/${id}`);
   });
 
   it('waits for a manual pick, refuses a wrong one, and sends the picked variant to the rest', async () => {

@@ -105,18 +105,28 @@ export class DeliveryRepository {
     notificationId: string,
     generation: number,
     batches: NewBatch[],
-    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number; holdout?: number },
+    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number; holdout?: string[]; at?: Date },
   ): Promise<boolean> {
     const insert = storeBatches(notificationId, generation, batches);
+    const holdout = page.holdout ?? [];
+    // an A/B test's holdout devices of the page, met now: only when `moved` (a page stored again adds none)
+    const holdoutInsert = holdout.length
+      ? sql`, held_out as (
+          insert into ab_holdout_devices (notification_id, device_id, since)
+          select ${notificationId}::uuid, h.id, ${page.at ?? new Date()}::timestamptz
+          from unnest(string_to_array(${holdout.join(',')}, ',')::uuid[]) as h(id)
+          where exists (select 1 from moved)
+          on conflict do nothing)`
+      : sql``;
     const { rows: result } = await sql<{ moved: number }>`
       with moved as (
         update notifications
         set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int, devices_targeted = devices_targeted + ${page.targeted}::int,
-          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${page.holdout ?? 0}::int,
+          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${holdout.length}::int,
           updated_at = now()
         where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
         returning 1)
-      ${insert}
+      ${insert}${holdoutInsert}
       select count(*)::int as moved from moved`.execute(db);
     return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation, or canceled
   }
