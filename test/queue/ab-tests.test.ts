@@ -291,6 +291,65 @@ describe('A/B tests', () => {
     for (const d of rest) expect(shown().get(d.token)).toBe('Variant A');
   });
 
+  it("a local-time test keeps its skipped counts when its rest goes out inside a zone's quiet hours", async () => {
+    // an app of its own: Tokyo (UTC+9) and UTC devices
+    const app = await h.createApp('com.example.abtests.local');
+    await setCredentials(h, app.app.id, gw);
+    const tokyo: RegisteredDevice[] = [];
+    const utc: RegisteredDevice[] = [];
+    for (let i = 0; i < 6; i++)
+      tokyo.push(await registerDevice(h, app.keys.sdk, { platform: i % 2 ? 'android' : 'ios', time_zone: 'Asia/Tokyo' }));
+    for (let i = 0; i < 10; i++) utc.push(await registerDevice(h, app.keys.sdk, { platform: i % 2 ? 'android' : 'ios', time_zone: 'UTC' }));
+    clock.set('2026-03-07T05:00:00Z'); // 14:00 in Tokyo: its 09:00 is past; 05:00 in UTC
+    const variants = [{ payload: { alert: 'Variant A' } }, { payload: { alert: 'Variant B' } }];
+    const quiet_hours = { start: '22:00', end: '08:00', then: 'drop' };
+    const notification = {
+      to: '*',
+      variants,
+      test_fraction: 0.5,
+      winner: 'manual',
+      send_at: '2026-03-07T09:00',
+      local_time: true,
+      quiet_hours,
+    };
+    const res = await call('POST', '/v6/notifications', { notification }, app.keys.write);
+    expect(res.statusCode, res.body).toBe(201);
+    const id = res.json().id as string;
+    const bounds = abBounds({ variants, test_fraction: 0.5, winner: 'manual' });
+    const inTest = (d: RegisteredDevice) => bucketOf(abPoint(id, d.id), bounds) >= 0;
+    const [utcTest, utcRest] = [utc.filter(inTest), utc.filter((d) => !inTest(d))];
+    expect(utcTest.length * utcRest.length).toBeGreaterThan(0);
+    const readApp = async () => (await call('GET', `/v6/notifications/${id}`, undefined, app.keys.read)).json();
+
+    clock.set('2026-03-07T09:00:00Z'); // 09:00 in UTC: the test share's UTC devices
+    await waitFor('the test share of UTC', async () => {
+      const n = await readApp();
+      return pushCount() === utcTest.length && n.pushes_succeeded === utcTest.length ? n : null;
+    });
+    // past the last zone's 09:00 (UTC-12's, at 21:00 UTC): the test waits for its winner
+    clock.set('2026-03-07T21:30:00Z');
+    await waitFor('the test to wait for its winner', async () => {
+      const s = await call('GET', `/v6/stats/notifications/${id}/events`, undefined, app.keys.read);
+      return s.json().ab_test?.stage === 'waiting' ? true : null;
+    });
+    // Tokyo's wall time had passed: all its devices are skipped, counted once by the test stage
+    expect(await readApp()).toMatchObject({ skipped_past_local_time: tokyo.length, skipped_quiet_hours: 0 });
+
+    // picked at 06:30 in Tokyo, inside its quiet hours (21:30 in UTC, outside them)
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 }, app.keys.write)).statusCode).toBe(200);
+    await waitFor('the rest to be sent', async () => pushCount() === utc.length);
+    await waitFor('its fan-out to be done', async () => {
+      const n = await readApp();
+      return n.pushes_succeeded === utc.length ? n : null;
+    });
+    // the rest's plan drops Tokyo (inside its quiet hours); its devices were counted skipped already, and only once
+    expect(await readApp()).toMatchObject({ skipped_past_local_time: tokyo.length, skipped_quiet_hours: 0 });
+    const sent = shown();
+    for (const d of tokyo) expect(sent.has(d.token)).toBe(false);
+    for (const d of utcRest) expect(sent.get(d.token)).toBe('Variant A');
+    await call('DELETE', `/v6/notifications/${id}`, undefined, app.keys.write);
+  });
+
   it('refuses a bad A/B request naming the field', async () => {
     const res = await call('POST', '/v6/notifications', {
       notification: { to: '*', variants: [{ payload: { alert: 'A' } }], test_fraction: 0.2, winner: 'manual' },
