@@ -16,6 +16,20 @@ interface AbShareStats {
   direct_open_rate: number;
   conversions: Record<string, number>;
 }
+/** A variant's test share, with its app opens in the window and its lift over the holdout (null: no baseline). */
+interface AbVariantStats extends AbShareStats {
+  variant: number;
+  app_opened: number;
+  app_open_rate: number;
+  lift: { app_opens: number | null; conversions: Record<string, number | null> };
+}
+/** The holdout: sent nothing; its app opens and conversions in the same window. */
+interface AbHoldoutStats {
+  devices: number;
+  app_opened: number;
+  app_open_rate: number;
+  conversions: Record<string, number>;
+}
 /** `ab_test` of GET /v6/stats/notifications/:id/events. */
 interface AbTestStats {
   stage: 'test' | 'waiting' | 'rest';
@@ -25,9 +39,10 @@ interface AbTestStats {
   winner_picked_at: string | null;
   test_fraction: number;
   holdout_fraction: number;
-  variants: (AbShareStats & { variant: number })[];
+  window_hours: number;
+  variants: AbVariantStats[];
   rest: AbShareStats & { variant: number | null };
-  holdout: { devices: number };
+  holdout: AbHoldoutStats;
 }
 
 const finished = (n: NotificationRecord) => n.state === 'sent' || n.state === 'failed' || n.state === 'canceled';
@@ -221,7 +236,11 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
       Object.entries(c)
         .map(([k, v]) => `${k}: ${fmt(v)}`)
         .join(', ') || '—';
-    const row = (label: string, attrs: Record<string, string>, s: AbShareStats, pick: HTMLElement | null = null) =>
+    const signed = (r: number | null) => (r === null ? '—' : `${r >= 0 ? '+' : ''}${(r * 100).toFixed(2)} %`);
+    const lift = (v: AbVariantStats) =>
+      [`app opens ${signed(v.lift.app_opens)}`, ...Object.entries(v.lift.conversions).map(([k, r]) => `${k} ${signed(r)}`)].join(', ');
+    const appOpens = (opened: number, rate: number) => `${fmt(opened)} (${pct(rate)})`;
+    const row = (label: string, attrs: Record<string, string>, s: AbShareStats, pick: HTMLElement | null = null, v?: AbVariantStats) =>
       h(
         'tr',
         attrs,
@@ -229,9 +248,24 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
         h('td', { class: 'num' }, fmt(s.sent)),
         h('td', { class: 'num' }, fmt(s.direct_opens)),
         h('td', { class: 'num' }, pct(s.direct_open_rate)),
+        h('td', { class: 'num' }, v ? appOpens(v.app_opened, v.app_open_rate) : '—'),
         h('td', {}, conversions(s.conversions)),
+        h('td', { class: 'lift' }, v ? lift(v) : '—'),
         h('td', {}, pick),
       );
+    // the baseline: sent nothing, so no opens of a push; its app opens and conversions in the same window
+    const holdoutRow = h(
+      'tr',
+      { 'data-variant': 'holdout' },
+      h('td', {}, `holdout (${pct(ab.holdout_fraction)}, sent nothing)`),
+      h('td', { class: 'num' }, `${fmt(ab.holdout.devices)} devices`),
+      h('td', { class: 'num' }, '—'),
+      h('td', { class: 'num' }, '—'),
+      h('td', { class: 'num' }, appOpens(ab.holdout.app_opened, ab.holdout.app_open_rate)),
+      h('td', {}, conversions(ab.holdout.conversions)),
+      h('td', { class: 'lift' }, 'baseline'),
+      h('td', {}, null),
+    );
     const letter = (i: number) => String.fromCharCode(65 + i);
     const pickButton = (i: number) => {
       const b = h('button', { type: 'button', 'data-pick': String(i) }, `Send ${letter(i)} to the rest`);
@@ -267,7 +301,9 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
             h('th', { class: 'num' }, 'sent'),
             h('th', { class: 'num' }, 'direct opens'),
             h('th', { class: 'num' }, 'open rate'),
+            h('th', { class: 'num' }, `app opens in ${ab.window_hours} h`),
             h('th', {}, 'conversions'),
+            h('th', {}, 'lift over the holdout'),
             h('th', {}, ''),
           ),
         ),
@@ -280,15 +316,18 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
               { 'data-variant': String(v.variant) },
               v,
               canPick ? pickButton(v.variant) : null,
+              v,
             ),
           ),
           row(`rest${ab.rest.variant === null ? '' : `: ${letter(ab.rest.variant)}`}`, { 'data-variant': 'rest' }, ab.rest),
+          holdoutRow,
         ),
       ),
       h(
         'p',
         { class: 'muted', id: 'ab-holdout' },
-        `holdout: ${fmt(ab.holdout.devices)} devices sent nothing (${pct(ab.holdout_fraction)})`,
+        `holdout: ${fmt(ab.holdout.devices)} devices sent nothing (${pct(ab.holdout_fraction)}); app opens and conversions ` +
+          `count within ${ab.window_hours} h of the push, or, for the holdout, of when the test met it`,
       ),
     );
   };

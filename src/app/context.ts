@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { ActivityRepository } from '../db/repositories/activity.js';
+import { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { Clock } from '../platform/clock.js';
@@ -97,7 +98,16 @@ export function createContext(
     config.WEB_PUSH_ALLOWED_ORIGINS,
   );
   const services = {
-    activity: new ActivityService(db, new ActivityRepository(), conversions, devicesRepo, new NotificationsRepository(), readDb),
+    activity: new ActivityService(
+      db,
+      new ActivityRepository(),
+      conversions,
+      devicesRepo,
+      new NotificationsRepository(),
+      readDb,
+      new AbTestsRepository(),
+      config.CONVERSION_WINDOW_HOURS,
+    ),
     apps: new AppService(db, appChanges),
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices, readDb),
     devices,

@@ -289,6 +289,22 @@ export interface NotificationConversionsTable {
   count: ColumnType<string, number, number>;
 }
 
+/** The devices of an A/B test's holdout share, and when its fan-out met them (migration 039). */
+export interface AbHoldoutDevicesTable {
+  notification_id: string;
+  device_id: string;
+  since: Date;
+}
+
+/** Events a holdout device sent within the conversion window after `since` (migration 039). */
+export interface AbHoldoutConversionsTable {
+  notification_id: string;
+  device_id: string;
+  source: string;
+  name: string;
+  count: ColumnType<string, number, number>;
+}
+
 /** The daily figures, per app, UTC day and shard of device ids; kept by triggers (migration 012). */
 export interface AppDailyStatsTable {
   app_id: string;
@@ -396,6 +412,8 @@ export interface Database {
   push_opens: PushOpensTable;
   device_pushes: DevicePushesTable;
   notification_conversions: NotificationConversionsTable;
+  ab_holdout_devices: AbHoldoutDevicesTable;
+  ab_holdout_conversions: AbHoldoutConversionsTable;
   app_daily_stats: AppDailyStatsTable;
   app_active_devices: AppActiveDevicesTable;
   messages: MessagesTable;

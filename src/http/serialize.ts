@@ -4,6 +4,7 @@ import type { StreamRow } from '../db/repositories/messages.js';
 import type { Audience, Device, LiveActivityChannel, Notification } from '../db/schema.js';
 import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
+import { parseMetric } from '../domain/ab-test.js';
 import type { DeviceDetails, UserDeviceErasure, Written } from '../services/devices.js';
 import type { NotificationEngagement } from '../services/activity.js';
 import type { DeliveryOptionsInput } from '../domain/delivery-options.js';
@@ -120,15 +121,24 @@ export function notificationEventsResponse({ notification: n, opens, conversions
 /** The share of `part` in `whole`, 0 when there is none (rounded to 4 places). */
 const rate = (part: number, whole: number) => (whole > 0 ? Math.round((part / whole) * 10_000) / 10_000 : 0);
 
+/** `part` per `whole`, 0 when there is none (unrounded: a lift divides two of them). */
+const ratio = (part: number, whole: number) => (whole > 0 ? part / whole : 0);
+
+/** How much more `rate` is than the holdout's `base`, as a share of it (0.25: a quarter more); null when `base` is 0. */
+const lift = (rate: number, base: number) => (base > 0 ? Math.round(((rate - base) / base) * 10_000) / 10_000 : null);
+
 /**
  * An A/B test's figures: each variant's test share (pushes sent, direct opens, devices that opened, conversions per
- * event, and their rates per push sent), the rest's (sent the winner) and the holdout's size (sent nothing).
+ * event, app opens in the window, and their rates per push sent), the rest's (sent the winner), and the holdout's
+ * (sent nothing: its devices, those that opened the app and their conversions in the same window after the test's
+ * fan-out met them), with each variant's lift over the holdout's rates.
  */
-function abTestStats(n: Notification, { test, figures }: NonNullable<NotificationEngagement['abTest']>) {
+function abTestStats(n: Notification, { test, figures, appOpens, windowHours }: NonNullable<NotificationEngagement['abTest']>) {
+  const eventsOf = (bucket: number) => figures.conversions.filter((c) => c.bucket === bucket);
   const share = (bucket: number) => {
     const f = figures.buckets.find((b) => b.bucket === bucket);
     const sent = f?.sent ?? 0;
-    const events = figures.conversions.filter((c) => c.bucket === bucket);
+    const events = eventsOf(bucket);
     return {
       sent,
       failed: f?.failed ?? 0,
@@ -137,6 +147,33 @@ function abTestStats(n: Notification, { test, figures }: NonNullable<Notificatio
       direct_open_rate: rate(f?.direct_opens ?? 0, sent),
       conversions: Object.fromEntries(events.map((c) => [eventKey(c), c.count])),
       conversion_rates: Object.fromEntries(events.map((c) => [eventKey(c), rate(c.count, sent)])),
+    };
+  };
+  const appOpened = (bucket: number) => appOpens.find((a) => a.bucket === bucket)?.app_opened ?? 0;
+  const holdoutDevices = n.ab_holdout;
+  const holdoutEvents = new Map(eventsOf(-1).map((c) => [eventKey(c), c.count]));
+  const holdoutAppRate = ratio(appOpened(-1), holdoutDevices);
+  const metric = test.winner === 'manual' ? null : parseMetric(test.winner.metric);
+  const variant = (v: number) => {
+    const s = share(v);
+    const appRate = ratio(appOpened(v), s.sent);
+    // the winner's event always, with those either side counted
+    const events = new Set([
+      ...(metric?.kind === 'conversions' ? [metric.event] : []),
+      ...Object.keys(s.conversions),
+      ...holdoutEvents.keys(),
+    ]);
+    return {
+      variant: v,
+      ...s,
+      app_opened: appOpened(v),
+      app_open_rate: rate(appOpened(v), s.sent),
+      lift: {
+        app_opens: lift(appRate, holdoutAppRate),
+        conversions: Object.fromEntries(
+          [...events].sort().map((e) => [e, lift(ratio(s.conversions[e] ?? 0, s.sent), ratio(holdoutEvents.get(e) ?? 0, holdoutDevices))]),
+        ),
+      },
     };
   };
   const waiting = n.ab_stage === 'waiting' && n.next_due_at instanceof Date && Number.isFinite(n.next_due_at.getTime());
@@ -148,9 +185,16 @@ function abTestStats(n: Notification, { test, figures }: NonNullable<Notificatio
     winner_picked_at: iso(n.ab_picked_at),
     test_fraction: test.test_fraction,
     holdout_fraction: test.holdout_fraction ?? 0,
-    variants: test.variants.map((_, variant) => ({ variant, ...share(variant) })),
+    window_hours: windowHours,
+    variants: test.variants.map((_, v) => variant(v)),
     rest: { variant: n.ab_winner, ...share(-2) },
-    holdout: { devices: n.ab_holdout },
+    holdout: {
+      devices: holdoutDevices,
+      app_opened: appOpened(-1),
+      app_open_rate: rate(appOpened(-1), holdoutDevices),
+      conversions: Object.fromEntries(holdoutEvents),
+      conversion_rates: Object.fromEntries([...holdoutEvents].map(([k, c]) => [k, rate(c, holdoutDevices)])),
+    },
   };
 }
 

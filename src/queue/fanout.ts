@@ -72,12 +72,15 @@ export function batchesOfGroups(
   return batches;
 }
 
-/** What a page of the fan-out stores: its batches, the devices they target, those not allowed, and an A/B holdout's. */
+/**
+ * What a page of the fan-out stores: its batches, the devices they target, those not allowed, and an A/B test's
+ * holdout devices (those that would have been sent to: the baseline its variants are measured against).
+ */
 interface CutPage {
   batches: NewBatch[];
   targeted: number;
   notAllowed: number;
-  holdout: number;
+  holdout: string[];
 }
 
 /** An A/B test's stage as its fan-out cuts it: the test share per variant, or the rest (sent `winner`). */
@@ -100,17 +103,18 @@ export function cutAbPage(
   batchSize: number,
 ): CutPage {
   const byVariant = new Map<number, Deliverable[]>();
-  let holdout = 0;
+  const holdout: string[] = [];
   for (const d of page) {
     const bucket = bucketOf(abPoint(notificationId, d.id), ab.bounds);
-    if (bucket === HOLDOUT) holdout++;
+    // a device that may not be shown the push is no baseline for those that are
+    if (bucket === HOLDOUT && !ab.rest && !d.not_allowed) holdout.push(d.id);
     const variant = ab.rest ? (bucket === REST ? ab.winner! : null) : bucket >= 0 ? bucket : null;
     if (variant === null) continue;
     const list = byVariant.get(variant);
     if (list) list.push(d);
     else byVariant.set(variant, [d]);
   }
-  const out: CutPage = { batches: [], targeted: 0, notAllowed: 0, holdout: ab.rest ? 0 : holdout };
+  const out: CutPage = { batches: [], targeted: 0, notAllowed: 0, holdout };
   for (const [variant, devices] of [...byVariant].sort((a, b) => a[0] - b[0])) {
     const { sendable, notAllowed } = allowedOf(devices);
     const batches = cutBatches(notificationId, generation, sendable, firstSeq + out.batches.length, batchSize);
@@ -258,14 +262,14 @@ export function fanoutProcessor(deps: FanoutDeps) {
           batches: cutBatches(notificationId, generation, sendable, first, batchSize),
           targeted: sendable.length,
           notAllowed,
-          holdout: 0,
+          holdout: [],
         };
       };
       const cutGroups = (page: DeliverableGroups, first: number) => ({
         batches: batchesOfGroups(notificationId, generation, page.groups, first, batchSize),
         targeted: page.read - page.notAllowed,
         notAllowed: page.notAllowed,
-        holdout: 0,
+        holdout: [],
         read: page.read,
         last: page.last,
       });
@@ -314,7 +318,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
             );
             batches.forEach((b, i) => (b.notBefore = starts[i]));
           }
-          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted, notAllowed, holdout };
+          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted, notAllowed, holdout, at: deps.clock.now() };
           if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
             return 'stopped';

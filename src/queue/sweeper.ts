@@ -61,16 +61,18 @@ export function startSweeper(deps: {
 }) {
   const limit = deps.stalledPage ?? STALLED_PAGE;
   let after: StalledNotification | null = null;
-  const queued = async (n: StalledNotification) => {
-    // an A/B test released to pick its winner has that job, not a fan-out
-    const job =
-      n.ab_stage === 'waiting'
+  /** Null when the notification's work is still in the queue; else its pending batches, whose jobs are lost. */
+  const lostBatches = async (n: StalledNotification) => {
+    // an A/B test released to pick its winner has that job, not a fan-out; one still waiting for it, neither
+    const job = n.held
+      ? null
+      : n.ab_stage === 'waiting'
         ? { name: 'abWinner' as const, id: deps.queues.jobId('abWinner', { notificationId: n.id, generation: n.generation }) }
         : {
             name: 'fanout' as const,
             id: deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave, rest: n.ab_stage === 'rest' }),
           };
-    if (await deps.queues.has(job.name, job.id, n.id)) return true;
+    if (job && (await deps.queues.has(job.name, job.id, n.id))) return null;
     const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
     // A batch is sent by the job it was stored with (job_id), or by its own (a fan-out re-enqueued it, a retry
     // went on alone, its process sent it without the queue and left it to retry): queued if one of those is in
@@ -79,13 +81,14 @@ export function startSweeper(deps: {
     for (let i = 0; i < pending.length; i += BATCHES_AT_ONCE) {
       const slice = pending.slice(i, i + BATCHES_AT_ONCE);
       const carried = await deps.queues.batchesOf([...new Set(slice.flatMap(jobsOf))]);
-      if (slice.some((b) => jobsOf(b).some((jobId) => carried.get(jobId)?.includes(b.id)))) return true;
+      if (slice.some((b) => jobsOf(b).some((jobId) => carried.get(jobId)?.includes(b.id)))) return null;
     }
-    if (pending.length === 0) return false;
+    if (pending.length === 0) return pending;
     // A job leaves the queue only after its batch is recorded: one that finished between the read above and the
     // queue's answer shows here as no longer pending, and it was progress, not a lost job.
     const still = new Set((await deps.delivery.pendingBatches(deps.db, n.id, n.generation)).map((b) => b.id));
-    return !pending.some((b) => still.has(b.id));
+    const lost = pending.filter((b) => still.has(b.id));
+    return lost.length ? lost : null;
   };
   // Renewed every third of the lease, which outlasts two failed renewals (this process scans only while its last
   // one succeeded); a dead holder's expires within the lease. One stalled past it may scan once more alongside
@@ -115,8 +118,16 @@ export function startSweeper(deps: {
     );
     after = stalled.length === limit ? stalled[stalled.length - 1]! : null;
     for (const n of stalled) {
-      if (await queued(n)) continue;
-      if (n.ab_stage === 'waiting') await deps.scheduler.decideWinner(n.id, n.generation);
+      const pending = await lostBatches(n);
+      if (!pending) continue;
+      if (n.held) {
+        // An A/B test waiting for its winner: its test share's batches whose jobs were lost go again now (each under
+        // its own deterministic id); its rest still waits for the winner.
+        if (!pending.length) continue;
+        const now = deps.clock.now().getTime();
+        for (const b of pending)
+          await deps.scheduler.deliver([{ notificationId: n.id, batchId: b.id }], b.not_before ? b.not_before.getTime() - now : 0);
+      } else if (n.ab_stage === 'waiting') await deps.scheduler.decideWinner(n.id, n.generation);
       else await deps.scheduler.schedule(n.id, n.generation, n.wave, n.ab_stage === 'rest');
       await deps.delivery.touch(deps.db, [n.id]);
       count++;

@@ -14,10 +14,8 @@ import {
   type SessionReport,
 } from '../domain/activity.js';
 import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
-import { AbTestsRepository, type BucketConversions, type BucketFigures } from '../db/repositories/ab-tests.js';
+import { AbTestsRepository, type AbFigures, type BucketAppOpens } from '../db/repositories/ab-tests.js';
 import { abBounds, abTestOf, type AbTest } from '../domain/ab-test.js';
-
-type AbFigures = { buckets: BucketFigures[]; conversions: BucketConversions[] };
 
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
 
@@ -26,8 +24,11 @@ export interface NotificationEngagement {
   notification: Notification;
   opens: OpenCounts;
   conversions: ConversionCount[];
-  /** an A/B test's figures per bucket (its variants' test shares, its rest); null for a notification of one payload */
-  abTest: { test: AbTest; figures: AbFigures } | null;
+  /**
+   * an A/B test's figures per bucket (its variants' test shares, its rest, its holdout) and the app opens of its
+   * variants and holdout within `windowHours`; null for a notification of one payload
+   */
+  abTest: { test: AbTest; figures: AbFigures; appOpens: BucketAppOpens[]; windowHours: number } | null;
 }
 
 /** App sessions and push opens the SDK reports, and the statistics counted from them. */
@@ -41,6 +42,8 @@ export class ActivityService {
     /** the statistics: a replica while it keeps up (a notification by id reads the primary, to see its creation) */
     private readonly readDb: Db = db,
     private readonly abTests: AbTestsRepository = new AbTestsRepository(),
+    /** the window after a push (or an A/B holdout's start) in which an event converts and a session counts */
+    private readonly conversionWindowHours = 24,
   ) {}
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
@@ -86,13 +89,16 @@ export class ActivityService {
     const found = await this.notifications.findForApp(this.db, appId, id);
     if (!found) throw new NotFoundError('notification');
     const test = abTestOf(found.request);
-    const [[notification], opens, conversions, figures] = await Promise.all([
+    const windowHours = this.conversionWindowHours;
+    const [[notification], opens, conversions, figures, appOpens] = await Promise.all([
       this.notifications.withCounters(this.readDb, [found]),
       this.activity.opensOf(this.readDb, found.id),
       this.conversions.countsFor(this.readDb, found.id),
       test ? this.abTests.figures(this.readDb, found.id, abBounds(test)) : null,
+      test ? this.abTests.appOpens(this.readDb, found.id, windowHours) : null,
     ]);
-    return { notification: notification!, opens, conversions, abTest: test && figures && { test, figures } };
+    const abTest = test && figures && appOpens && { test, figures, appOpens, windowHours };
+    return { notification: notification!, opens, conversions, abTest };
   }
 
   /** Runs `write` with the device locked (404 unknown, 451 erased): it moves the device's last open. */

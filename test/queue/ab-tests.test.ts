@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { abBounds, abPoint, bucketOf, HOLDOUT, REST, type AbTest } from '../../src/domain/ab-test.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
@@ -153,6 +154,73 @@ describe('A/B tests', () => {
     expect(after.direct_opens).toBe(3);
   });
 
+  it("measures the holdout as the baseline: its app opens and conversions in the window, and each variant's lift over it", async () => {
+    // sessions are reported against the real clock (at most 7 days back): the test runs two days ago, to the minute
+    const t0 = new Date(Math.floor((Date.now() - 2 * 86_400_000) / 60_000) * 60_000);
+    const at = (hours: number) => new Date(t0.getTime() + hours * 3_600_000).toISOString();
+    clock.set(t0.toISOString());
+    const test = { test_fraction: 0.5, holdout_fraction: 0.3, winner: { metric: 'conversions:purchase', after: '4h' } } as const;
+    const { id, buckets } = await create(test);
+    const [a, b, holdout] = [buckets.get(0)!, buckets.get(1)!, buckets.get(HOLDOUT)!];
+    if (a.length < 2 || b.length < 2 || holdout.length < 4) throw new Error('this test needs two devices per variant and four held out');
+    await waiting(id, a.length + b.length);
+
+    const session = (d: RegisteredDevice, hours: number) =>
+      call('POST', `/v6/devices/${d.id}/sessions`, { session: { id: randomUUID(), started_at: at(hours) } }, keys.sdk).then((r) =>
+        expect(r.statusCode, r.body).toBeLessThan(300),
+      );
+    const purchase = (d: RegisteredDevice, ...hours: number[]) =>
+      call('POST', `/v6/devices/${d.id}/events`, { events: hours.map((hh) => ({ name: 'purchase', date: at(hh) })) }, keys.sdk).then((r) =>
+        expect(r.statusCode, r.body).toBeLessThan(300),
+      );
+    // the window is [t0, t0 + 24 h] (CONVERSION_WINDOW_HOURS), t0 when the fan-out met the holdout and sent the test
+    const [h0, h1, h2, h3] = holdout;
+    await session(h0!, 1); // opens, and converts twice
+    await purchase(h0!, 2, 23.5);
+    await session(h1!, 24.5); // too late for both
+    await purchase(h1!, 24.5);
+    await session(h2!, -1); // too early for both
+    await purchase(h2!, -1);
+    await purchase(h3!, 24); // converts on the window's last instant, opens nothing
+    await session(a[0]!, 3); // A: one device opens the app and converts once
+    await purchase(a[0]!, 3);
+    await session(a[1]!, 25); // too late
+    await session(b[0]!, 0.5); // B: two devices open the app, none converts
+    await session(b[1]!, 12);
+    await purchase(b[1]!, -0.5); // before the push
+
+    const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
+    const H = holdout.length;
+    const stat = (await stats(id)).ab_test;
+    expect(stat.window_hours).toBe(24);
+    expect(stat.holdout).toEqual({
+      devices: H,
+      app_opened: 1,
+      app_open_rate: r4(1 / H),
+      conversions: { purchase: 3 },
+      conversion_rates: { purchase: r4(3 / H) },
+    });
+    const liftOf = (rate: number, base: number) => r4((rate - base) / base);
+    expect(stat.variants[0]).toMatchObject({
+      sent: a.length,
+      app_opened: 1,
+      app_open_rate: r4(1 / a.length),
+      conversions: { purchase: 1 },
+      lift: { app_opens: liftOf(1 / a.length, 1 / H), conversions: { purchase: liftOf(1 / a.length, 3 / H) } },
+    });
+    expect(stat.variants[1]).toMatchObject({
+      sent: b.length,
+      app_opened: 2,
+      app_open_rate: r4(2 / b.length),
+      conversions: {},
+      lift: { app_opens: liftOf(2 / b.length, 1 / H), conversions: { purchase: -1 } },
+    });
+    expect(stat.variants[1].conversions).toEqual({});
+    // the holdout's events are its own: the notification's conversions are those of the pushes received
+    expect((await stats(id)).event_conversions).toEqual({ purchase: 1 });
+    await call('DELETE', `/v6/notifications/${id}`);
+  });
+
   it('waits for a manual pick, refuses a wrong one, and sends the picked variant to the rest', async () => {
     const { id, buckets } = await create({ test_fraction: 0.6, winner: 'manual' }, 3);
     const testShare = [0, 1, 2].reduce((n, k) => n + (buckets.get(k)?.length ?? 0), 0);
@@ -221,6 +289,65 @@ describe('A/B tests', () => {
     await waitFor(`notification ${id} to finish`, async () => ((await read(id)).state === 'sent' ? true : null));
     expect(pushCount()).toBe(testShare + rest.length);
     for (const d of rest) expect(shown().get(d.token)).toBe('Variant A');
+  });
+
+  it("a local-time test keeps its skipped counts when its rest goes out inside a zone's quiet hours", async () => {
+    // an app of its own: Tokyo (UTC+9) and UTC devices
+    const app = await h.createApp('com.example.abtests.local');
+    await setCredentials(h, app.app.id, gw);
+    const tokyo: RegisteredDevice[] = [];
+    const utc: RegisteredDevice[] = [];
+    for (let i = 0; i < 6; i++)
+      tokyo.push(await registerDevice(h, app.keys.sdk, { platform: i % 2 ? 'android' : 'ios', time_zone: 'Asia/Tokyo' }));
+    for (let i = 0; i < 10; i++) utc.push(await registerDevice(h, app.keys.sdk, { platform: i % 2 ? 'android' : 'ios', time_zone: 'UTC' }));
+    clock.set('2026-03-07T05:00:00Z'); // 14:00 in Tokyo: its 09:00 is past; 05:00 in UTC
+    const variants = [{ payload: { alert: 'Variant A' } }, { payload: { alert: 'Variant B' } }];
+    const quiet_hours = { start: '22:00', end: '08:00', then: 'drop' };
+    const notification = {
+      to: '*',
+      variants,
+      test_fraction: 0.5,
+      winner: 'manual',
+      send_at: '2026-03-07T09:00',
+      local_time: true,
+      quiet_hours,
+    };
+    const res = await call('POST', '/v6/notifications', { notification }, app.keys.write);
+    expect(res.statusCode, res.body).toBe(201);
+    const id = res.json().id as string;
+    const bounds = abBounds({ variants, test_fraction: 0.5, winner: 'manual' });
+    const inTest = (d: RegisteredDevice) => bucketOf(abPoint(id, d.id), bounds) >= 0;
+    const [utcTest, utcRest] = [utc.filter(inTest), utc.filter((d) => !inTest(d))];
+    expect(utcTest.length * utcRest.length).toBeGreaterThan(0);
+    const readApp = async () => (await call('GET', `/v6/notifications/${id}`, undefined, app.keys.read)).json();
+
+    clock.set('2026-03-07T09:00:00Z'); // 09:00 in UTC: the test share's UTC devices
+    await waitFor('the test share of UTC', async () => {
+      const n = await readApp();
+      return pushCount() === utcTest.length && n.pushes_succeeded === utcTest.length ? n : null;
+    });
+    // past the last zone's 09:00 (UTC-12's, at 21:00 UTC): the test waits for its winner
+    clock.set('2026-03-07T21:30:00Z');
+    await waitFor('the test to wait for its winner', async () => {
+      const s = await call('GET', `/v6/stats/notifications/${id}/events`, undefined, app.keys.read);
+      return s.json().ab_test?.stage === 'waiting' ? true : null;
+    });
+    // Tokyo's wall time had passed: all its devices are skipped, counted once by the test stage
+    expect(await readApp()).toMatchObject({ skipped_past_local_time: tokyo.length, skipped_quiet_hours: 0 });
+
+    // picked at 06:30 in Tokyo, inside its quiet hours (21:30 in UTC, outside them)
+    expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 }, app.keys.write)).statusCode).toBe(200);
+    await waitFor('the rest to be sent', async () => pushCount() === utc.length);
+    await waitFor('its fan-out to be done', async () => {
+      const n = await readApp();
+      return n.pushes_succeeded === utc.length ? n : null;
+    });
+    // the rest's plan drops Tokyo (inside its quiet hours); its devices were counted skipped already, and only once
+    expect(await readApp()).toMatchObject({ skipped_past_local_time: tokyo.length, skipped_quiet_hours: 0 });
+    const sent = shown();
+    for (const d of tokyo) expect(sent.has(d.token)).toBe(false);
+    for (const d of utcRest) expect(sent.get(d.token)).toBe('Variant A');
+    await call('DELETE', `/v6/notifications/${id}`, undefined, app.keys.write);
   });
 
   it('refuses a bad A/B request naming the field', async () => {

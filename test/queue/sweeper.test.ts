@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
@@ -7,7 +8,7 @@ import { NotificationsRepository } from '../../src/db/repositories/notifications
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock, type Clock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { jobSpecs } from '../../src/queue/jobs.js';
+import { jobSpecs, type NotificationScheduler } from '../../src/queue/jobs.js';
 import { JobQueues } from '../../src/queue/queues.js';
 import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
 import { startSweeper } from '../../src/queue/sweeper.js';
@@ -41,6 +42,11 @@ describe('the sweeper', () => {
     queues: JobQueues = queuesOfHarness(),
     stalledPage?: number,
     partitions = new PartitionsRepository(),
+    scheduler: NotificationScheduler = {
+      schedule: async (id) => void scheduled.push(id),
+      deliver: async () => undefined,
+      decideWinner: async () => undefined,
+    },
   ) {
     const sweeper = startSweeper({
       db: h.db.db,
@@ -51,7 +57,7 @@ describe('the sweeper', () => {
       messages: new MessagesRepository(),
       clock,
       queues,
-      scheduler: { schedule: async (id) => void scheduled.push(id), deliver: async () => undefined, decideWinner: async () => undefined },
+      scheduler,
       afterSeconds: 2, // sweeps every second
       heldSeconds: 20,
       stalledPage,
@@ -118,6 +124,54 @@ describe('the sweeper', () => {
     const scheduled: string[] = [];
     await sweepAWhile(scheduled, systemClock, queues, 2);
     expect(scheduled).toEqual([lost.id]);
+    await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
+  });
+
+  it('re-sends the lost test-share batches of an A/B test waiting for its winner, and nothing else of it', async () => {
+    const queues = queuesOfHarness();
+    const { app } = await h.createApp();
+    const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
+    const request = { to: '*', variants: [{ payload: { alert: 'A' } }, { payload: { alert: 'B' } }], test_fraction: 0.5, winner: 'manual' };
+    /** A test waiting for a manual pick (for ever), its test share cut into one batch, `pending` or sent. */
+    const waitingTest = async (pending: boolean) => {
+      const n = await new NotificationsRepository().insertOrCollapse(h.db.db, {
+        appId: app.id,
+        audienceId: audience.id,
+        request,
+        payload: { alert: 'A' },
+        collapseKey: null,
+      });
+      await sql`
+        insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, variant, state)
+        values (${`${n.id}-1`}, ${n.id}::uuid, ${n.generation}::int, 1, 'ios', false, '{}', '{}', 0, ${pending ? 'pending' : 'done'})`.execute(
+        h.db.db,
+      );
+      await h.db.db
+        .updateTable('notifications')
+        .set({
+          state: 'sending',
+          ab_stage: 'waiting',
+          next_due_at: sql<Date>`'infinity'::timestamptz`,
+          updated_at: new Date(Date.now() - 60_000),
+        })
+        .where('id', '=', n.id)
+        .execute();
+      return n;
+    };
+    const lost = await waitingTest(true);
+    const queued = await waitingTest(true);
+    const sent = await waitingTest(false);
+    await queues.add('delivery', { batches: [{ notificationId: queued.id, batchId: `${queued.id}-1` }] });
+
+    const calls: string[] = [];
+    await sweepAWhile([], systemClock, queues, undefined, undefined, {
+      schedule: async (id) => void calls.push(`schedule ${id}`),
+      deliver: async (batches, delay) => void calls.push(`deliver ${batches.map((b) => b.batchId).join()} in ${delay ?? 0}`),
+      decideWinner: async (id) => void calls.push(`decideWinner ${id}`),
+    });
+    // once (the sweep touches it); no fan-out of the rest, no winner: the test still waits
+    expect(calls).toEqual([`deliver ${lost.id}-1 in 0`]);
+    expect(calls.join()).not.toContain(sent.id);
     await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
   });
 

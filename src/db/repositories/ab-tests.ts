@@ -21,6 +21,16 @@ export interface BucketConversions {
 }
 
 /**
+ * A bucket's app opens: of its devices sent the test's push (a variant's), or of its holdout devices (sent nothing),
+ * those that started an app session within the window after it was received, or after the fan-out met them.
+ */
+export interface BucketAppOpens {
+  bucket: number;
+  devices: number;
+  app_opened: number;
+}
+
+/**
  * The bucket of the row's `device_id` for notification `id`: `abPoint` and `bucketOf` of src/domain/ab-test.ts in
  * SQL (the first 32 bits of md5(notification id || device id) on the line the bounds cut).
  */
@@ -30,7 +40,12 @@ function bucketSql(notificationId: string, b: AbBounds): RawBuilder<number> {
     when ${h} < ${b.holdoutEnd}::bigint then -1 else -2 end`;
 }
 
-/** The stages of an A/B test (migration 034) and its figures per variant. */
+export interface AbFigures {
+  buckets: BucketFigures[];
+  conversions: BucketConversions[];
+}
+
+/** The stages of an A/B test (migration 036) and its figures per variant and its holdout's (migration 039). */
 export class AbTestsRepository {
   /**
    * The test share is out: the notification waits for its winner (picked at `at`, or by hand when null: it waits
@@ -69,9 +84,10 @@ export class AbTestsRepository {
 
   /**
    * A test's figures per bucket: pushes from its batches (the test's by variant, the rest's as -2), direct opens
-   * and devices that opened from its opens, conversions per event, each device placed by its bucket.
+   * and devices that opened from its opens, conversions per event, each device placed by its bucket; the holdout's
+   * (-1) events within their window (ab_holdout_conversions).
    */
-  async figures(db: Db, notificationId: string, b: AbBounds): Promise<{ buckets: BucketFigures[]; conversions: BucketConversions[] }> {
+  async figures(db: Db, notificationId: string, b: AbBounds): Promise<AbFigures> {
     const bucket = bucketSql(notificationId, b);
     const [buckets, conversions] = await Promise.all([
       sql<BucketFigures>`
@@ -89,8 +105,43 @@ export class AbTestsRepository {
       sql<BucketConversions>`
         select ${bucket} as bucket, source, name, sum(count)::float8 as count
         from notification_conversions where notification_id = ${notificationId}::uuid
-        group by 1, 2, 3 order by 1 desc, 2, 3`.execute(db),
+        group by 1, 2, 3
+        union all
+        select -1, source, name, sum(count)::float8
+        from ab_holdout_conversions where notification_id = ${notificationId}::uuid
+        group by 2, 3
+        order by 1 desc, 2, 3`.execute(db),
     ]);
     return { buckets: buckets.rows, conversions: conversions.rows };
+  }
+
+  /**
+   * A test's app opens per variant (its test share) and for its holdout: each variant device from when it received
+   * the push (device_pushes, by its key), each holdout device from when the fan-out met it (`since`); a session
+   * counts when it started within [then, then + window], the window an event counts in as a conversion.
+   */
+  async appOpens(db: Db, notificationId: string, windowHours: number): Promise<BucketAppOpens[]> {
+    const window = sql`make_interval(hours => ${windowHours}::int)`;
+    const { rows } = await sql<BucketAppOpens>`
+      select b.variant as bucket, count(*)::int as devices,
+             count(*) filter (where exists (
+               select 1 from app_sessions s
+               where s.device_id = r.device_id and s.started_at >= r.received_at and s.started_at <= r.received_at + ${window}))::int as app_opened
+      from delivery_batches b
+      cross join lateral unnest(b.device_ids) as d(id)
+      cross join lateral (
+        select p.device_id, min(p.received_at) as received_at from device_pushes p
+        where p.device_id = d.id and p.notification_id = ${notificationId}::uuid
+        group by p.device_id) r
+      where b.notification_id = ${notificationId}::uuid and b.variant is not null and not b.ab_rest
+      group by 1
+      union all
+      select -1, count(*)::int,
+             count(*) filter (where exists (
+               select 1 from app_sessions s
+               where s.device_id = h.device_id and s.started_at >= h.since and s.started_at <= h.since + ${window}))::int
+      from ab_holdout_devices h where h.notification_id = ${notificationId}::uuid
+      order by 1 desc`.execute(db);
+    return rows;
   }
 }

@@ -33,11 +33,28 @@ export class ConversionsRepository {
    */
   async attribute(db: Db, events: DeviceEvent[], windowHours: number): Promise<void> {
     if (events.length === 0) return;
+    // An A/B test's holdout device received nothing: its events count, in the same window after the moment its
+    // test's fan-out met it, as the baseline its variants' conversions are set beside (ab_holdout_conversions).
     await sql`
+      with input as (
+        select * from unnest(${events.map((e) => e.deviceId)}::uuid[], ${events.map((e) => e.source)}::text[],
+                             ${events.map((e) => e.name)}::text[], ${events.map((e) => e.at.toISOString())}::timestamptz[])
+          as e(device_id, source, name, at)
+      ),
+      held_out as (
+        insert into ab_holdout_conversions as c (notification_id, device_id, source, name, count)
+        select h.notification_id, e.device_id, e.source, e.name, count(*)
+        from input e
+        join ab_holdout_devices h on h.device_id = e.device_id
+          and h.since <= e.at and h.since >= e.at - make_interval(hours => ${windowHours}::int)
+        join device_events held on held.device_id = e.device_id and held.source = e.source and held.name = e.name
+        group by 1, 2, 3, 4
+        order by 1, 2, 3, 4
+        on conflict (notification_id, device_id, source, name) do update set count = c.count + excluded.count
+      )
       insert into notification_conversions as c (notification_id, source, name, device_id, day, count)
       select p.notification_id, e.source, e.name, e.device_id, (e.at at time zone 'UTC')::date, count(*)
-      from unnest(${events.map((e) => e.deviceId)}::uuid[], ${events.map((e) => e.source)}::text[], ${events.map((e) => e.name)}::text[],
-                  ${events.map((e) => e.at.toISOString())}::timestamptz[]) as e(device_id, source, name, at)
+      from input e
       -- each push once, however many receipts the device has of it (a collapse_key re-send, a batch recorded again)
       cross join lateral (
         select distinct r.notification_id from device_pushes r

@@ -49,7 +49,11 @@ export interface BatchOutcome {
 }
 
 /** A notification the sweeper looks at; `position` (updated_at, to the microsecond) and `id` place it in the sweep's order. */
-export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'> & { position: string };
+/**
+ * A notification the sweeper looks at; `held` when it waits for a time (an A/B test for its winner): only its
+ * pending batches can have lost their jobs, and nothing else of it is due.
+ */
+export type StalledNotification = Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'> & { position: string; held: boolean };
 
 /** The notification as a delivery attempt reads it. */
 export type AttemptNotification = Pick<
@@ -105,18 +109,28 @@ export class DeliveryRepository {
     notificationId: string,
     generation: number,
     batches: NewBatch[],
-    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number; holdout?: number },
+    page: { cursor: string; nextSeq: number; targeted: number; notAllowed: number; holdout?: string[]; at?: Date },
   ): Promise<boolean> {
     const insert = storeBatches(notificationId, generation, batches);
+    const holdout = page.holdout ?? [];
+    // an A/B test's holdout devices of the page, met now: only when `moved` (a page stored again adds none)
+    const holdoutInsert = holdout.length
+      ? sql`, held_out as (
+          insert into ab_holdout_devices (notification_id, device_id, since)
+          select ${notificationId}::uuid, h.id, ${page.at ?? new Date()}::timestamptz
+          from unnest(string_to_array(${holdout.join(',')}, ',')::uuid[]) as h(id)
+          where exists (select 1 from moved)
+          on conflict do nothing)`
+      : sql``;
     const { rows: result } = await sql<{ moved: number }>`
       with moved as (
         update notifications
         set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int, devices_targeted = devices_targeted + ${page.targeted}::int,
-          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${page.holdout ?? 0}::int,
+          devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${holdout.length}::int,
           updated_at = now()
         where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
         returning 1)
-      ${insert}
+      ${insert}${holdoutInsert}
       select count(*)::int as moved from moved`.execute(db);
     return (result[0]?.moved ?? 0) > 0; // 0: superseded by a newer generation, or canceled
   }
@@ -636,10 +650,28 @@ export class DeliveryRepository {
     return (
       db
         .selectFrom('notifications')
-        .select(['id', 'generation', 'wave', 'ab_stage', sql<string>`updated_at::text`.as('position')])
+        .select([
+          'id',
+          'generation',
+          'wave',
+          'ab_stage',
+          sql<string>`updated_at::text`.as('position'),
+          sql<boolean>`next_due_at is not null`.as('held'),
+        ])
         .where('state', 'in', ['scheduled', 'sending'])
-        // one waiting for its send time (or next local-time wave) is not stalled: the due poller releases it
-        .where('next_due_at', 'is', null)
+        // One waiting for its send time (or next local-time wave) is not stalled: the due poller releases it. An A/B
+        // test waiting for its winner (for ever, for a manual pick) may still have test-share batches to send.
+        .where((eb) =>
+          eb.or([
+            eb('next_due_at', 'is', null),
+            eb.and([
+              eb('ab_stage', '=', 'waiting'),
+              sql<boolean>`exists (
+                select 1 from delivery_batches b
+                where b.notification_id = notifications.id and b.generation = notifications.generation and b.state = 'pending')`,
+            ]),
+          ]),
+        )
         .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.seconds})`)
         .where((eb) =>
           eb.or([

@@ -29,9 +29,24 @@ const abTestStatsRecord = z.object({
   winner_picked_at: z.string().nullable(),
   test_fraction: z.number(),
   holdout_fraction: z.number(),
-  variants: z.array(z.object({ variant: count, ...shareStats })),
+  window_hours: count,
+  variants: z.array(
+    z.object({
+      variant: count,
+      ...shareStats,
+      app_opened: count,
+      app_open_rate: rate,
+      lift: z.object({ app_opens: rate.nullable(), conversions: z.record(z.string(), rate.nullable()) }),
+    }),
+  ),
   rest: z.object({ variant: count.nullable(), ...shareStats }),
-  holdout: z.object({ devices: count }),
+  holdout: z.object({
+    devices: count,
+    app_opened: count,
+    app_open_rate: rate,
+    conversions: z.record(z.string(), z.number()),
+    conversion_rates: z.record(z.string(), rate),
+  }),
 });
 const createdAnswer = (n: Notification) => ({ status: 201, body: createdNotificationResponse(n) });
 
