@@ -1,6 +1,7 @@
 import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { StreamRow } from '../db/repositories/messages.js';
+import type { CutNotification } from '../db/repositories/notifications.js';
 import type { Audience, Device, LiveActivityChannel, Notification } from '../db/schema.js';
 import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
@@ -15,7 +16,7 @@ import type { MessageRecord } from '../services/messages.js';
 export const iso = (d: Date | string | null | undefined): string | null => (d == null ? null : new Date(d).toISOString());
 
 /** The create answer: exactly the record fields of the contract, `notification` being what was submitted. */
-export function createdNotificationResponse(n: Notification) {
+export function createdNotificationResponse(n: CutNotification) {
   return {
     id: n.id,
     created_at: iso(n.created_at)!,

@@ -2,7 +2,7 @@ import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Deliverable } from '../db/repositories/devices.js';
-import { FIRST_GENERATION, type NewNotification } from '../db/repositories/notifications.js';
+import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
@@ -64,8 +64,8 @@ export interface ResolvedAudience {
 }
 
 /** A notification stored in its transaction, and its batches when it was cut at once (to enqueue after commit). */
-export interface CreatedNotification {
-  notification: Notification;
+export interface CreatedNotification<N extends CutNotification = Notification> {
+  notification: N;
   batchIds: string[] | null;
   /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
   sendable?: CommittedBatch[];
@@ -101,7 +101,7 @@ function isUnicast(request: NotificationRequest): boolean {
  * The create answer: the notification as accepted, `scheduled` as the public API answers, whether it waits for its
  * send time or was cut into its batches at once (then stored `sending`).
  */
-const accepted = (n: Notification): Notification => ({ ...n, state: 'scheduled' });
+const accepted = <T extends CutNotification>(n: T): T => ({ ...n, state: 'scheduled' });
 
 /**
  * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
@@ -111,7 +111,7 @@ const accepted = (n: Notification): Notification => ({ ...n, state: 'scheduled' 
 export const CREATION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
 export class NotificationService {
-  private readonly unicast = new GroupRunner<UnicastItem, Notification>(
+  private readonly unicast = new GroupRunner<UnicastItem, CutNotification>(
     (items) => this.createUnicastGroup(items),
     CREATION_GROUPS,
     (item) => this.createUnicastAlone(item),
@@ -208,9 +208,17 @@ export class NotificationService {
    * that transaction and the answer stored before it commits; a replay creates and enqueues nothing (the first
    * request enqueued, and the sweeper covers a lost enqueue).
    */
-  async create(appId: string, request: NotificationRequest): Promise<Notification>;
-  async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay>;
-  async create(appId: string, request: NotificationRequest, idempotency?: IdempotentRequest<Notification>): Promise<Notification | Replay> {
+  async create(appId: string, request: NotificationRequest): Promise<CutNotification>;
+  async create(
+    appId: string,
+    request: NotificationRequest,
+    idempotency?: IdempotentRequest<CutNotification>,
+  ): Promise<CutNotification | Replay>;
+  async create(
+    appId: string,
+    request: NotificationRequest,
+    idempotency?: IdempotentRequest<CutNotification>,
+  ): Promise<CutNotification | Replay> {
     const now = this.clock.now();
     const options = this.checkedOptions(request.notification, now);
     if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options });
@@ -258,7 +266,7 @@ export class NotificationService {
    * After the notification's transaction committed: enqueues its fan-out or its batches, unless it waits for its
    * send time (the due poller releases it). If the enqueue fails the sweeper re-enqueues it.
    */
-  release(created: CreatedNotification): Promise<void> {
+  release(created: CreatedNotification<CutNotification>): Promise<void> {
     return this.enqueue([created]);
   }
 
@@ -267,7 +275,7 @@ export class NotificationService {
    * tokens were read with them and there is room, else one enqueue for all), the fan-out of the others that go out
    * now. If an enqueue fails the sweeper re-enqueues the notification.
    */
-  private async enqueue(created: CreatedNotification[]): Promise<void> {
+  private async enqueue(created: CreatedNotification<CutNotification>[]): Promise<void> {
     const sendable = created.flatMap((c) => c.sendable ?? []);
     const sentHere = sendable.length > 0 && this.direct !== null && this.direct.take(sendable);
     const batches: BatchRef[] = created.flatMap(({ notification, batchIds, sendable }) =>
@@ -289,13 +297,13 @@ export class NotificationService {
    * their batches and the audiences they name, atomically. If the group fails, the runner creates each one again
    * on its own (`createUnicastAlone`), so a request the database refuses fails alone.
    */
-  private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<Notification>[]> {
+  private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<CutNotification>[]> {
     const created = await this.insertUnicastGroup(items);
     await this.enqueue(created);
     return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
   }
 
-  private async createUnicastAlone(i: UnicastItem): Promise<Notification> {
+  private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
       return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
@@ -305,7 +313,7 @@ export class NotificationService {
   }
 
   /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */
-  private async insertUnicastGroup(items: UnicastItem[]): Promise<CreatedNotification[]> {
+  private async insertUnicastGroup(items: UnicastItem[]): Promise<CreatedNotification<CutNotification>[]> {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters

@@ -1,7 +1,7 @@
 import type { Db } from '../db/database.js';
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
-import { FIRST_GENERATION, type NotificationsRepository } from '../db/repositories/notifications.js';
+import { FIRST_GENERATION, type CutNotification, type NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
 import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
@@ -51,7 +51,7 @@ interface Creation {
  * (notifications Disabled), and its devices' tokens as just read.
  */
 interface Committed {
-  notification: Notification;
+  notification: CutNotification;
   batches: NewBatch[];
   notAllowed: number;
   tokens: Map<string, string>;
@@ -241,7 +241,7 @@ export class TransactionalService {
    * Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes: first to `first`,
    * then to what the batch has pending, read again (a token invalidated meanwhile is not sent).
    */
-  private async sendUntil(n: Notification, head: BatchHead, deadline: number, first: PendingTarget[]) {
+  private async sendUntil(n: CutNotification, head: BatchHead, deadline: number, first: PendingTarget[]) {
     const total = { succeeded: 0, uninstalled: 0, failed: [] as string[], closed: false };
     for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
       const final = batch.attempts + 1 >= this.settings.retry.attempts;

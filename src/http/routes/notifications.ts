@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import type { Notification } from '../../db/schema.js';
+import type { CutNotification } from '../../db/repositories/notifications.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
@@ -48,7 +48,7 @@ const abTestStatsRecord = z.object({
     conversion_rates: z.record(z.string(), rate),
   }),
 });
-const createdAnswer = (n: Notification) => ({ status: 201, body: createdNotificationResponse(n) });
+const createdAnswer = (n: CutNotification) => ({ status: 201, body: createdNotificationResponse(n) });
 
 export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
