@@ -36,6 +36,18 @@ for (const backend of backends) {
       await gw?.close();
     });
 
+    /** The notification once a worker has sent it (its stored row). */
+    const sentNotification = (id: string) =>
+      waitFor(
+        'the notification to be sent',
+        async () => {
+          const p = await storedNotification(h.db.db, id);
+          return p.state === 'sent' ? p : null;
+        },
+        120_000,
+        100,
+      );
+
     const startWorker = (env: Record<string, string> = {}) => {
       const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
         env: {
@@ -91,15 +103,7 @@ for (const backend of backends) {
       expect(atKill.fanout_done).toBe(false);
 
       startWorker();
-      const done = await waitFor(
-        'the notification to be sent',
-        async () => {
-          const p = await progress();
-          return p.state === 'sent' ? p : null;
-        },
-        120_000,
-        100,
-      );
+      const done = await sentNotification(id);
 
       expect(done.devices_targeted).toBe(DEVICES);
       expect(done.pushes_succeeded).toBe(DEVICES);
@@ -148,15 +152,7 @@ for (const backend of backends) {
         expect(received.size).toBeLessThan(DEVICES);
 
         startWorker(env);
-        const done = await waitFor(
-          'the notification to be sent',
-          async () => {
-            const p = await progress();
-            return p.state === 'sent' ? p : null;
-          },
-          120_000,
-          100,
-        );
+        const done = await sentNotification(id);
         expect(done.devices_targeted).toBe(DEVICES);
         expect(done.pushes_succeeded).toBe(DEVICES);
         expect(received.size).toBe(DEVICES);
