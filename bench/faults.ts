@@ -142,7 +142,7 @@ async function main() {
 
   console.log(
     `\n${devices} devices per scenario. Bound of "sent twice": process faults x the pushes a worker has in flight ` +
-      `(DELIVERY_CONCURRENCY x DELIVERY_BATCH_SIZE = ${SETTINGS.DELIVERY_CONCURRENCY * SETTINGS.DELIVERY_BATCH_SIZE}) ` +
+      `(2 x DELIVERY_CONCURRENCY x DELIVERY_BATCH_SIZE = ${2 * SETTINGS.DELIVERY_CONCURRENCY * SETTINGS.DELIVERY_BATCH_SIZE}: sending, and sent not yet recorded) ` +
       `+ GOAWAYs x the streams in flight (GATEWAY_MAX_IN_FLIGHT = ${SETTINGS.GATEWAY_MAX_IN_FLIGHT})\n`,
   );
   printRows(rows);

@@ -18,7 +18,7 @@ import { HMS_MAX_TOKENS_PER_REQUEST } from '../src/gateways/hms.js';
 import { loadConfig } from '../src/platform/config.js';
 import { AppService } from '../src/services/apps.js';
 import { HmsMock } from '../test/mocks/index.js';
-import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
+import { arg, cpuMs, median, parentPid, printTable, runBenchChild, serverCpuMs } from './lib/setup.js';
 import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
 import { hmsTokenOf } from './lib/hms-tokens.js';
 
@@ -68,10 +68,15 @@ async function main() {
   const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: HMS_APP_ID, client_secret: HMS_SECRET });
   const { access_token: accessToken } = await requestAccessToken(hms.tokenUrl, form);
 
+  // PostgreSQL's CPU (its server's processes) and this process's (the mock HMS's, mostly) are measured per round too
+  const postmaster = parentPid((await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db.db)).rows[0]!.pid);
   const results: {
     pipeline: number;
+    databaseUs: number;
+    mockUs: number;
     bare: number;
     firstMs: number;
+    recordedMs: number;
     workerUs: number;
     bareUs: number;
     missed: number;
@@ -97,13 +102,22 @@ async function main() {
     hms.resetStats();
     const all = new Promise<number>((resolve) => (onAll = () => resolve(performance.now())));
     const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
+    const [databaseCpu0, mockCpu0] = [serverCpuMs(postmaster), cpuMs(process.pid)];
     const t0 = performance.now();
     const { id } = await post('*');
     // a device missed never completes `all`: the round then ends when the notification is sent
     const sent = waitFinished(base, auth, id).then(() => performance.now());
     const tEnd = await Promise.race([all, sent]);
     const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
+    const [databaseCpu, mockCpu] = [serverCpuMs(postmaster) - databaseCpu0, cpuMs(process.pid) - mockCpu0];
     await sent;
+    // the receipts and outcomes are recorded after the last push: the notification is finished once they are
+    const times = await db.db
+      .selectFrom('notifications')
+      .select(sql<number>`extract(epoch from finished_at - created_at) * 1000`.as('ms'))
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    const recordedMs = Number(times.ms);
     const pipelineTally = tally();
     const firstMs = firstAt - t0;
     const pipelineShape = `${hms.openSessions} connection(s), ${hms.peakConcurrency} requests in flight at most`;
@@ -131,16 +145,21 @@ async function main() {
       pipeline: devices / ((tEnd - t0) / 1000),
       bare: devices / (bare.ms / 1000),
       firstMs,
+      recordedMs,
       workerUs: (workerCpu * 1000) / devices,
+      databaseUs: (databaseCpu * 1000) / devices,
+      mockUs: (mockCpu * 1000) / devices,
       bareUs: (bare.cpuMs * 1000) / devices,
       missed: pipelineTally.missed + bareTally.missed,
       twice: pipelineTally.twice + bareTally.twice,
     };
     results.push(r);
     console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (${pipelineShape}, first push ${firstMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s ` +
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (${pipelineShape}, first push ${firstMs.toFixed(0)} ms, last ${(tEnd - t0).toFixed(0)} ms, ` +
+        `all recorded ${recordedMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s ` +
         `(${bareConnections} connection(s), ${bareInFlight} in flight), ratio ${(r.pipeline / r.bare).toFixed(2)}; ` +
-        `CPU per push: worker ${r.workerUs.toFixed(1)} µs, bare client ${r.bareUs.toFixed(1)} µs; ` +
+        `CPU per push: worker ${r.workerUs.toFixed(1)} µs, PostgreSQL ${r.databaseUs.toFixed(1)} µs, mock and benchmark ${r.mockUs.toFixed(1)} µs, ` +
+        `bare client ${r.bareUs.toFixed(1)} µs; ` +
         `pipeline missed ${pipelineTally.missed}, twice ${pipelineTally.twice}; bare missed ${bareTally.missed}, twice ${bareTally.twice}`,
     );
   }
@@ -157,10 +176,13 @@ async function main() {
   printTable([
     ['pipeline pushes/s (POST -> last token accepted)', med((r) => r.pipeline).toFixed(0)],
     ['pipeline: POST -> first push (full audience)', `${med((r) => r.firstMs).toFixed(0)} ms`],
+    ["pipeline: created -> finished, every push recorded (the row's times)", `${med((r) => r.recordedMs).toFixed(0)} ms`],
     ['bare node:http2 multicast pushes/s (ceiling)', med((r) => r.bare).toFixed(0)],
     ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
     ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],
     ['worker CPU per push, all threads (median)', `${med((r) => r.workerUs).toFixed(1)} µs`],
+    ['PostgreSQL CPU per push, its server processes (median)', `${med((r) => r.databaseUs).toFixed(1)} µs`],
+    ['mock HMS and benchmark CPU per push, pipeline rounds (median)', `${med((r) => r.mockUs).toFixed(1)} µs`],
     ['bare client CPU per push, all threads (median)', `${med((r) => r.bareUs).toFixed(1)} µs`],
     ['devices missed / pushed twice (all rounds, both senders)', `${sum((r) => r.missed)} / ${sum((r) => r.twice)}`],
   ]);

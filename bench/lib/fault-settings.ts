@@ -15,10 +15,11 @@ export function faultSettings(devices: number) {
 
 /**
  * How many pushes a fault may make the pipeline send twice. A worker killed, or cut from Redis or PostgreSQL,
- * before it recorded its batches' results resends them: at most the batches it has in flight. A GOAWAY makes the
+ * before it recorded its batches' results resends them: at most the batches it has in flight, DELIVERY_CONCURRENCY
+ * sending and as many more sent and not yet recorded (`LargeBatchTurns`). A GOAWAY makes the
  * APNs client (node-apn) destroy its connection with the streams the gateway was still answering: at most the
  * streams in flight.
  */
 export function duplicateBound(settings: ReturnType<typeof faultSettings>, processFaults: number, goaways = 0): number {
-  return processFaults * settings.DELIVERY_CONCURRENCY * settings.DELIVERY_BATCH_SIZE + goaways * settings.GATEWAY_MAX_IN_FLIGHT;
+  return processFaults * 2 * settings.DELIVERY_CONCURRENCY * settings.DELIVERY_BATCH_SIZE + goaways * settings.GATEWAY_MAX_IN_FLIGHT;
 }

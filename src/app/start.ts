@@ -144,6 +144,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     scheduler: pipeline.scheduler,
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
+    largeAtOnce: config.DELIVERY_CONCURRENCY,
     leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
   });

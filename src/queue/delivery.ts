@@ -64,6 +64,8 @@ export async function attemptBatch(
   batch: BatchHead,
   pending: PendingTarget[],
   finalAttempt: boolean,
+  /** called once the gateway has answered, before the results are recorded */
+  sent?: () => void,
 ): Promise<{ summary: ReturnType<typeof summarise>; done: boolean; closed: boolean }> {
   if (isExpired(n.expires_at, deps.clock.now())) {
     const summary = { ...summarise([]), expired: pending.map((p) => p.deviceId), lastError: 'expired' };
@@ -105,10 +107,11 @@ export async function attemptBatch(
     const payload = n.payload as Record<string, unknown>;
     // a push in one language goes as one send, as it always did; one with content per language, one send per language
     const groups = n.localized ? await deps.store.byLanguage(targets, payload, n.localized) : [{ payload, targets }];
-    const sent = await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
-    results = results.concat(...sent);
+    const answers = await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
+    results = results.concat(...answers);
     stop();
   }
+  sent?.();
   const summary = { ...summarise(results), sentAt, capped };
   if (n.live_activity && summary.invalidated.length) {
     // the dead token is the activity's, which alone is forgotten
@@ -179,6 +182,41 @@ export function logAttempt(
   );
 }
 
+/**
+ * The turns of the large batches: `atOnce` of them send at a time, and as many more may be sent and not yet recorded
+ * (the recording of a batch's results is not on the way of the next send). What a crash re-sends is at most the
+ * batches of both: a batch sent and not recorded is sent again whole.
+ */
+export class LargeBatchTurns {
+  private readonly sending: Semaphore;
+  private readonly unrecorded: Semaphore;
+
+  constructor(atOnce: number) {
+    this.sending = new Semaphore(atOnce);
+    this.unrecorded = new Semaphore(2 * atOnce);
+  }
+
+  /** Waits for a turn; `sent` once the gateway has answered, `done` once the results are recorded (or not sent). */
+  async take(): Promise<{ sent: () => void; done: () => void }> {
+    await this.unrecorded.acquire();
+    await this.sending.acquire();
+    let sending = true;
+    let held = true;
+    const sent = () => {
+      if (sending) this.sending.release();
+      sending = false;
+    };
+    return {
+      sent,
+      done: () => {
+        sent();
+        if (held) this.unrecorded.release();
+        held = false;
+      },
+    };
+  }
+}
+
 /** A paced batch's job is released this much before its reserved start (queues' delays are not that exact). */
 export const PACE_EARLY_MS = 1000;
 
@@ -195,7 +233,8 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
  * notifications created together), all at once. A worker also runs many jobs at once, so that one-device
  * notifications do not wait on each other's round trips; of the large batches (more devices than an audience cut
  * at creation has) only `largeBatchesAtOnce` send at a time, which bounds memory and what a crash re-sends (a
- * batch interrupted mid-send is sent again whole). A batch left to retry makes its job fail and come back later;
+ * batch interrupted mid-send, or sent and not yet recorded, is sent again whole; the job ends once its batches'
+ * results are recorded). A batch left to retry makes its job fail and come back later;
  * in a job of several, each such batch goes on alone (the job keeps its first, the others get a job each, with
  * their own backoff), so that one gateway's Retry-After holds back no other batch, and no batch is sent again.
  */
@@ -210,12 +249,22 @@ export function deliveryProcessor(
     backoff: (attemptsMade: number, err: unknown) => number;
   },
 ) {
-  const largeBatches = new Semaphore(deps.largeBatchesAtOnce);
+  const turns = new LargeBatchTurns(deps.largeBatchesAtOnce);
+  const readAhead = new Semaphore(deps.largeBatchesAtOnce);
   const attemptOne = async (job: Job<JobTypes['delivery']>, batchId: string): Promise<void> => {
     const input = await deps.store.loadUnlessLarge(batchId);
     if (!input || !('large' in input)) return attemptLoaded(deps, job, input);
-    // A large batch is read when its turn comes: a cancel or a newer generation may have come while it waited.
-    return largeBatches.run(async () => attemptLoaded(deps, job, await deps.store.load(batchId)));
+    // A large batch is read when its turn nears (as many are read ahead as send at once): a cancel or a newer
+    // generation may have come while it waited.
+    const [loaded, turn] = await readAhead.run(async () => {
+      const read = await deps.store.load(batchId);
+      return [read, await turns.take()] as const;
+    });
+    try {
+      return await attemptLoaded(deps, job, loaded, turn.sent);
+    } finally {
+      turn.done();
+    }
   };
   return async (job: Job<JobTypes['delivery']>): Promise<void> => {
     const { batches } = job.data;
@@ -242,6 +291,7 @@ async function attemptLoaded(
   deps: BatchAttemptDeps & { log: Logger; maxAttempts: number },
   job: Job<JobTypes['delivery']>,
   input: AttemptInput | undefined,
+  sent?: () => void,
 ): Promise<void> {
   if (!input || input.batch.state !== 'pending') return;
   const { batch, notification: n, pending } = input;
@@ -256,7 +306,7 @@ async function attemptLoaded(
     return;
   }
   if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
-  const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts);
+  const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts, sent);
   logAttempt(deps.log, { notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 }, summary);
   if (!done) throw retryLater(summary, n.expires_at, deps.clock);
   if (!closed) await deps.store.completeIfFinished(n.id, n.generation, input.batch.seq);

@@ -1,6 +1,6 @@
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
-import { attemptBatch, logAttempt, retryLater, type BatchAttemptDeps } from './delivery.js';
+import { attemptBatch, LargeBatchTurns, logAttempt, retryLater, type BatchAttemptDeps } from './delivery.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { AttemptNotification } from '../db/repositories/delivery.js';
 
@@ -50,6 +50,8 @@ export class DirectDelivery {
   /** the sends in flight, with their notification and when they started */
   private readonly running = new Map<Promise<void>, { notificationId: string; since: number }>();
   private readonly heartbeat: NodeJS.Timeout;
+  /** the turns of the large batches a fan-out sends itself (`sendInTurn`) */
+  private readonly largeTurns: LargeBatchTurns;
 
   constructor(
     private readonly deps: BatchAttemptDeps & {
@@ -57,6 +59,8 @@ export class DirectDelivery {
       scheduler: NotificationScheduler;
       maxAttempts: number;
       maxInFlight: number;
+      /** large batches (a fan-out's, `sendInTurn`) whose gateway send is under way at once (DELIVERY_CONCURRENCY) */
+      largeAtOnce: number;
       /** how long the sweeper waits for a notification's progress (SWEEP_AFTER_SECONDS) */
       leaseMs: number;
       /** the delay before a batch's next attempt, as the delivery jobs' retries have it */
@@ -65,6 +69,21 @@ export class DirectDelivery {
   ) {
     this.heartbeat = setInterval(() => void this.markProgress(), deps.leaseMs / 3);
     this.heartbeat.unref();
+    this.largeTurns = new LargeBatchTurns(deps.largeAtOnce);
+  }
+
+  /**
+   * Sends a fan-out's large batches just stored, each when a turn is free (answers once the last has started): a
+   * turn is the gateway send alone, so the next batch sends while the last one's results are recorded. The
+   * fan-out reads its next page meanwhile, and waits here when the gateway is the slower, as a queue's delivery
+   * jobs would wait for their turn. As for `take`, a batch whose send or record fails goes to the queue, and one
+   * cut off by a crash is found pending with no job by the sweeper, or by the fan-out's next run.
+   */
+  async sendInTurn(batches: CommittedBatch[]): Promise<void> {
+    for (const batch of batches) {
+      const turn = await this.largeTurns.take();
+      this.track(batch.notification.id, this.send(batch, turn.sent).finally(turn.done));
+    }
   }
 
   /**
@@ -97,11 +116,11 @@ export class DirectDelivery {
     });
   }
 
-  private async send({ notification: n, head, targets }: CommittedBatch): Promise<void> {
+  private async send({ notification: n, head, targets }: CommittedBatch, sent?: () => void): Promise<void> {
     const ref = { notificationId: n.id, batchId: head.id };
     let attempt;
     try {
-      attempt = await attemptBatch(this.deps, n, head, targets, this.deps.maxAttempts <= 1);
+      attempt = await attemptBatch(this.deps, n, head, targets, this.deps.maxAttempts <= 1, sent);
     } catch (err) {
       // not sent, or not recorded: the queue sends it again, at least once
       this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'direct send failed; handed to the queue');

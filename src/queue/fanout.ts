@@ -3,6 +3,7 @@ import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import { RANGE_SEQ_STRIDE, type DeliveryRepository, type NewBatch } from '../db/repositories/delivery.js';
 import type { Deliverable, DeliverableGroups, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
+import type { Platform } from '../db/schema.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
 import { waveSlice } from '../domain/campaign.js';
@@ -70,6 +71,21 @@ export function batchesOfGroups(
       batches.push({ id: batchId(notificationId, generation, seq), seq, platform, development, deviceIds: ids.slice(i, i + batchSize) });
     }
   return batches;
+}
+
+/**
+ * The gateways that take many tokens a request (HMS: 1,000): a fan-out reads their devices' tokens with the page and
+ * sends their batches itself once stored (`DirectDelivery.sendInTurn`). A delivery job would read each batch's
+ * tokens again and wait for the queue, which made such a broadcast a third of a bare client's speed: the sends are
+ * cheap, and the trips to PostgreSQL and the queue between them were the time.
+ */
+export const SENT_BY_FANOUT: Platform[] = ['huawei'];
+
+/** The batches of `groups` whose tokens the page read, with them; the others are left to delivery jobs. */
+export function withTokens(batches: NewBatch[], groups: DeliverableGroups['groups']): { tokens: Map<string, string>; sent: NewBatch[] } {
+  const tokens = new Map<string, string>();
+  for (const g of groups) if (g.tokens) g.ids.forEach((id, i) => tokens.set(id, g.tokens![i]!));
+  return { tokens, sent: tokens.size ? batches.filter((b) => tokens.has(b.deviceIds[0]!)) : [] };
 }
 
 /**
@@ -186,8 +202,8 @@ export interface FanoutDeps {
   batchSize: number;
   /** FANOUT_RANGE_DEVICES: a broadcast larger than this is split into ranges of about so many devices */
   rangeDevices: number;
-  /** sends a fan-out's first page from the job that stored it, without a trip through the queue */
-  direct: Pick<DirectDelivery, 'take'>;
+  /** sends a fan-out's first page, and its multicast batches, from the job that stored them, without the queue */
+  direct: Pick<DirectDelivery, 'take' | 'sendInTurn'>;
   abTests: AbTestsRepository;
 }
 
@@ -198,7 +214,9 @@ const finished = (state: string) => state === 'sent' || state === 'failed' || st
  * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A fresh broadcast's
  * first page (FIRST_PAGE_DEVICES) is sent by this job as soon as it is stored (`direct`), without a delivery job:
  * its first pushes leave a queue round trip and a batch read sooner; if the worker dies first, the batches are
- * pending with no job, and the sweeper or the fan-out's next run enqueues them (at least once, as always). A broadcast whose
+ * pending with no job, and the sweeper or the fan-out's next run enqueues them (at least once, as always). So are
+ * the batches of every page for a gateway that takes many tokens a request (`SENT_BY_FANOUT`), each when a turn is
+ * free, while the next page is read. A broadcast whose
  * first two pages come back full and estimate more than one range of devices is split: the rest of the id space is
  * cut into ranges, each fanned out by a `fanoutRange` job (`fanoutRangeProcessor`) that any worker takes. A
  * local-time send fans out one wave (the zones whose wall time has come) at a time and then waits for the next;
@@ -272,6 +290,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
         holdout: [],
         read: page.read,
         last: page.last,
+        groups: page.groups,
       });
       /** The audience is fanned out: done, or an A/B test's share waits for its winner. */
       const finishFanout = async () => {
@@ -292,19 +311,27 @@ export function fanoutProcessor(deps: FanoutDeps) {
         // an A/B test is cut into its shares by one job (its stages follow its one checkpoint)
         const fresh = cursor === null && seq === 0 && !zones && !paced && !ab;
         let seen = 0;
+        const limitOf = (pages: number) => Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
+        // A fresh broadcast's first page is read with its tokens and sent from here once stored, as a small
+        // audience's batches are from the API process; an A/B test's page device by device (each has its bucket);
+        // any other as ids grouped by gateway. A Live Activity's pushes go to the activity's tokens.
+        const readPage = async (afterId: string | null, pages: number) => {
+          const read = { afterId, limit: limitOf(pages), now, zones, visible };
+          const spec = { ...read, liveActivity: n.live_activity, tokensOf: paced || ab ? [] : SENT_BY_FANOUT };
+          if (fresh && pages === 0 && !n.live_activity) {
+            const first = await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read);
+            return { first, byDevice: first, groups: null };
+          }
+          if (ab) return { first: null, byDevice: await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec), groups: null };
+          return { first: null, byDevice: null, groups: await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec) };
+        };
+        let reading = readPage(cursor, 0);
         for (let pages = 0; ; pages++) {
-          const limit = Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
-          const read = { afterId: cursor, limit, now, zones, visible };
-          // A fresh broadcast's first page is read with its tokens and sent from here once stored, as a small
-          // audience's batches are from the API process; an A/B test's page device by device (each has its bucket);
-          // any other as ids grouped by gateway. A Live Activity's pushes go to the activity's tokens.
-          const first =
-            fresh && pages === 0 && !n.live_activity ? await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read) : null;
-          const spec = { ...read, liveActivity: n.live_activity };
-          const byDevice = first ?? (ab ? await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec) : null);
+          const limit = limitOf(pages);
+          const { first, byDevice, groups } = await reading;
           const cut = byDevice
             ? { ...cutPage(byDevice, seq), read: byDevice.length, last: byDevice.at(-1)?.id ?? null }
-            : cutGroups(await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec), seq);
+            : cutGroups(groups!, seq);
           if (cut.last === null) return 'done';
           const { batches, targeted, notAllowed, holdout, last } = cut;
           if (paced) {
@@ -318,6 +345,10 @@ export function fanoutProcessor(deps: FanoutDeps) {
             );
             batches.forEach((b, i) => (b.notBefore = starts[i]));
           }
+          // the next page is read while this one is stored and its jobs enqueued: its cursor is this page's last
+          // device; dropped unread when this page ends the fan-out or splits it
+          if (cut.read === limit) reading = readPage(last, pages + 1);
+          reading.catch(() => undefined);
           const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted, notAllowed, holdout, at: deps.clock.now() };
           if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
             log.info('superseded by a newer generation, or canceled, during fan-out');
@@ -325,8 +356,12 @@ export function fanoutProcessor(deps: FanoutDeps) {
           }
           const tokens = first && new Map(first.map((d) => [d.id, d.token]));
           if (tokens && deps.direct.take(committedBatches(n, batches, tokens))) for (const b of batches) sentHere.add(b.id);
-          else for (const b of batches) await enqueue(b);
-          cursor = last;
+          else {
+            const direct = withTokens(batches, 'groups' in cut ? cut.groups : []);
+            await Promise.all(batches.filter((b) => !direct.sent.includes(b)).map(enqueue));
+            for (const b of direct.sent) sentHere.add(b.id);
+            await deps.direct.sendInTurn(committedBatches(n, direct.sent, direct.tokens));
+          }
           seq += batches.length;
           seen += cut.read;
           if (cut.read < limit) return 'done';
@@ -408,27 +443,34 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
       const visible = !n.live_activity && isVisiblePush(n.payload);
       const now = new Date(job.data.at);
-      let cursor = range.cursor_id;
       let seq = range.next_seq;
-      for (;;) {
-        const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, {
-          afterId: cursor,
+      const readPage = (afterId: string | null) =>
+        deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, {
+          afterId,
           upToId: range.up_to_id,
           limit: deps.pageSize,
           now,
           visible,
           liveActivity: n.live_activity,
+          tokensOf: SENT_BY_FANOUT,
         });
+      let reading = readPage(range.cursor_id);
+      for (;;) {
+        const page = await reading;
         if (page.last === null) break;
         const { last, notAllowed } = page;
+        // the next page is read while this one is stored (`fanoutProcessor`)
+        if (page.read === deps.pageSize) reading = readPage(last);
+        reading.catch(() => undefined);
         const batches = batchesOfGroups(notificationId, generation, page.groups, seq, deps.batchSize);
         const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: page.read - notAllowed, notAllowed };
         if (!(await deps.delivery.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
           log.info('superseded by a newer generation, or canceled, during fan-out');
           return;
         }
-        for (const b of batches) await enqueue(b.id);
-        cursor = last;
+        const direct = withTokens(batches, page.groups);
+        await Promise.all(batches.filter((b) => !direct.sent.includes(b)).map((b) => enqueue(b.id)));
+        await deps.direct.sendInTurn(committedBatches(n, direct.sent, direct.tokens));
         seq += batches.length;
         if (page.read < deps.pageSize) break;
       }

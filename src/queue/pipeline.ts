@@ -88,6 +88,7 @@ export function startPipeline(
     scheduler,
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
+    largeAtOnce: config.DELIVERY_CONCURRENCY,
     leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff,
   });

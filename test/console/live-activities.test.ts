@@ -8,7 +8,8 @@ import { haveChromium, openAt, startConsoleServer, type ConsoleServer } from './
 /**
  * The Live Activity compose page in Chromium: an update for an activity with a registered token shows the APNs
  * request it becomes, goes out, and its page counts the push; hostile input shows the API's own message and sends
- * nothing. And compose's filter builder offers the platforms by name, Huawei among them.
+ * nothing; an update on a broadcast channel goes out as one request to APNs' broadcast endpoint. And compose's
+ * filter builder offers the platforms by name, Huawei among them.
  */
 describe.skipIf(!haveChromium)('Live Activities in Chromium', () => {
   let s: ConsoleServer;
@@ -105,6 +106,50 @@ describe.skipIf(!haveChromium)('Live Activities in Chromium', () => {
     await page.click('#la-send');
     await page.waitForTimeout(300);
     expect(await created()).toBe(before);
+    await page.close();
+  });
+
+  it('sends a broadcast on a channel from the console: one request to the broadcast endpoint, no token push', async () => {
+    // a channel created through the API before the page loads (the page lists the app's channels when it opens)
+    const created = await s.api('POST', '/v6/live-activities/channels', s.keys.write, { message_storage_policy: 0 });
+    expect(created.status).toBe(201);
+    const channel = created.json.channel.id as string;
+    const pushesBefore = s.gw.apns.pushes.length;
+    const broadcastsBefore = s.gw.apns.broadcasts.length;
+    const { page, problems } = await open('#/live-activities');
+    await page.click('input[name="la-by"][value="channel"]');
+    await page.selectOption('select[name="channel"]', channel);
+    await page.fill('textarea[name="content_state"]', '{"home": 2, "away": 1}');
+    await page.fill('input[name="alert_title"]', 'Goal');
+    await expect.poll(() => page.textContent('#la-preview')).toContain('"content-state"');
+    expect(await page.textContent('#la-preview')).toContain('"apns-push-type": "liveactivity"');
+    expect(await page.textContent('#la-error')).toBe('');
+
+    await page.click('#la-send');
+    await page.waitForURL(/#\/live-activities\/[0-9a-f-]{36}$/);
+    const id = page.url().split('/').pop()!;
+    await expect.poll(() => field(page, 'state'), { timeout: 20_000 }).toBe('sent');
+    expect(await field(page, 'channel')).toBe(channel);
+    expect(await field(page, 'pushes_succeeded')).toBe('1');
+    const record = (await s.api('GET', `/v6/live-activities/${id}`, s.keys.read)).json.live_activity;
+    expect(record).toMatchObject({ state: 'sent', event: 'update', channel, pushes_succeeded: 1 });
+    // exactly one request reached APNs, on the app's broadcast path with the channel's id, and no device token a push
+    const broadcasts = s.gw.apns.broadcasts.slice(broadcastsBefore);
+    expect(broadcasts).toHaveLength(1);
+    const [broadcast] = broadcasts;
+    expect(broadcast).toMatchObject({
+      path: '/4/broadcasts/apps/com.example.console',
+      bundleId: 'com.example.console',
+      channelId: channel,
+      pushType: 'liveactivity',
+      priority: 10,
+    });
+    expect(broadcast!.headers['apns-channel-id']).toBe(channel);
+    expect(broadcast!.payload).toEqual({
+      aps: { timestamp: expect.any(Number), event: 'update', 'content-state': { home: 2, away: 1 }, alert: { title: 'Goal' } },
+    });
+    expect(s.gw.apns.pushes.length).toBe(pushesBefore);
+    expect(problems.filter((p) => p.startsWith('pageerror'))).toEqual([]);
     await page.close();
   });
 

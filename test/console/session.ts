@@ -26,7 +26,9 @@ export interface ConsoleServer {
 
 export async function startConsoleServer(env: Record<string, string> = {}): Promise<ConsoleServer> {
   const gw = await startGateways();
-  const h = await createHarness({ workers: true, env: { ...gw.env, ...env } });
+  // the mock APNs also serves the channel management API and the broadcast endpoint (Live Activity channels)
+  const apnsChannels = { APNS_CHANNELS_ORIGIN_PRODUCTION: gw.apns.origin, APNS_BROADCAST_ORIGIN_PRODUCTION: gw.apns.origin };
+  const h = await createHarness({ workers: true, env: { ...gw.env, ...apnsChannels, ...env } });
   const base = await h.server.listen({ host: '127.0.0.1', port: 0 });
   const created = await h.createApp('com.example.console');
   await setCredentials(h, created.app.id, gw);

@@ -51,6 +51,8 @@ export interface RecordedApnsPush {
 }
 
 export interface RecordedBroadcast {
+  /** the request's path, /4/broadcasts/apps/<bundle id> */
+  path: string;
   bundleId: string;
   channelId: string;
   pushType: string;
@@ -281,6 +283,7 @@ export class ApnsMock extends MockHttp2Server {
     const expiration = req.headers['apns-expiration'];
     if (this.recording)
       this.broadcasts.push({
+        path: req.url,
         bundleId,
         channelId,
         pushType: String(req.headers['apns-push-type']),

@@ -19,7 +19,12 @@ export type DeliverableNow = Deliverable & { token: string };
 
 /** A keyset page of an audience: devices with id > afterId, by id. Pass one `now` for all pages of a run. */
 /** A fan-out's page: `visible`, the push shows something; `liveActivity`, it goes to an activity's tokens. */
-export type DeliverablePageSpec = AudiencePage & { visible: boolean; liveActivity?: LiveActivityRef | null };
+export type DeliverablePageSpec = AudiencePage & {
+  visible: boolean;
+  liveActivity?: LiveActivityRef | null;
+  /** the platforms whose devices' tokens `pageDeliverableGroups` reads with the page (not for a Live Activity) */
+  tokensOf?: Platform[];
+};
 
 /** A page of deliverable devices as `pageDeliverableGroups` reads it. */
 export interface DeliverableGroups {
@@ -29,8 +34,9 @@ export interface DeliverableGroups {
   last: string | null;
   /** devices read that are not sent the push (`Deliverable.not_allowed`) */
   notAllowed: number;
-  /** the devices sent the push, by the gateway they need, each list in id order */
-  groups: { platform: Platform; development: boolean; ids: string[] }[];
+  /** the devices sent the push, by the gateway they need, each list in id order; `tokens` (of `tokensOf`'s
+   * platforms), each device's token as read, at the same places as `ids` */
+  groups: { platform: Platform; development: boolean; ids: string[]; tokens?: string[] }[];
 }
 
 export interface AudiencePage {
@@ -336,7 +342,12 @@ export class DevicesRepository {
    * each parsed into an object.
    */
   async pageDeliverableGroups(db: Db, appId: string, filters: Filter[] | null, page: DeliverablePageSpec): Promise<DeliverableGroups> {
-    const q = deliverablePageQuery(db, appId, filters, page);
+    const tokensOf = page.liveActivity ? [] : (page.tokensOf ?? []);
+    const q = deliverablePageQuery(db, appId, filters, page).$if(tokensOf.length > 0, (qb) => qb.select('d.token'));
+    // a token is printable ASCII without spaces (device-input.ts)
+    const tokens = tokensOf.length
+      ? sql`case when p.not_allowed or not p.platform = any(${tokensOf}::text[]) then null else string_agg(p.token, ' ' order by p.id) end`
+      : sql`null::text`;
     // uuids as text compare in their own order only byte by byte (collation "C")
     const { rows } = await sql<{
       platform: Platform;
@@ -344,10 +355,12 @@ export class DevicesRepository {
       not_allowed: boolean;
       n: number;
       ids: string | null;
+      tokens: string | null;
       last: string;
     }>`
       select p.platform, p.development, p.not_allowed, count(*)::int as n, max(p.id::text collate "C") as last,
-        case when p.not_allowed then null else string_agg(p.id::text, ',' order by p.id) end as ids
+        case when p.not_allowed then null else string_agg(p.id::text, ',' order by p.id) end as ids,
+        ${tokens} as tokens
       from (${q}) as p
       group by p.platform, p.development, p.not_allowed
       order by p.platform, p.development`.execute(db);
@@ -356,7 +369,13 @@ export class DevicesRepository {
       out.read += r.n;
       if (out.last === null || r.last > out.last) out.last = r.last;
       if (r.not_allowed) out.notAllowed += r.n;
-      else out.groups.push({ platform: r.platform, development: r.development, ids: r.ids!.split(',') });
+      else
+        out.groups.push({
+          platform: r.platform,
+          development: r.development,
+          ids: r.ids!.split(','),
+          ...(r.tokens !== null && { tokens: r.tokens.split(' ') }),
+        });
     }
     return out;
   }
