@@ -243,7 +243,7 @@ export class DeliveryRepository {
           ${rows.map((b) => b.seq)}::int[], ${rows.map((b) => b.platform)}::text[], ${rows.map((b) => b.development)}::boolean[],
           ${rows.map((b) => b.deviceIds.join(','))}::text[]) as u(id, notification_id, generation, seq, platform, development, ids)
       ) as t
-      on conflict (id) do nothing`;
+      on conflict (id, notification_id) do nothing`;
   }
 
   /**
@@ -702,5 +702,5 @@ function storeBatches(notificationId: string, generation: number, batches: NewBa
     select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before, v.variant, v.ab_rest
     from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids, not_before, variant, ab_rest)
     where exists (select 1 from moved)
-    on conflict (id) do nothing)`;
+    on conflict (id, notification_id) do nothing)`;
 }
