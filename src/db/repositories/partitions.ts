@@ -162,7 +162,7 @@ export class NotificationPartitionsRepository {
   /**
    * Creates the day's partition of each table, filled with the day's rows from the default partitions (ids of before
    * migration 033 are random: some fall in any day), then attached: as PartitionsRepository.create does, the
-   * referring rows moved first, so moving a notification cascades to none, and attached after it.
+   * referring rows moved first, and attached after it.
    */
   async create(trx: Transaction<Database>, day: string): Promise<void> {
     const [from, to] = idBounds(day);
@@ -203,9 +203,9 @@ export class NotificationPartitionsRepository {
   /**
    * Drops the day's partitions whole but for the notifications still in use at `cutoff` (a collapse_key or
    * transactional key's notification re-sent since, one not finished), which go with their batches and ranges into
-   * the default partitions, the day being covered no more. The referring partitions are detached first (and their
-   * foreign key, which a detached table keeps, dropped), or detaching the notifications' would fail on their rows.
-   * Answers the bytes the partitions held.
+   * the default partitions, the day being covered no more. The referring partitions are detached first (and any
+   * foreign key to notifications, which a detached table keeps, dropped: migration 037 made none, a database may
+   * add one), or detaching the notifications' would fail on their rows. Answers the bytes the partitions held.
    */
   async drop(trx: Transaction<Database>, day: string, cutoff: Date): Promise<number> {
     const { rows } = await sql<{ bytes: number }>`
@@ -235,17 +235,22 @@ export class NotificationPartitionsRepository {
 
   /**
    * Deletes up to `limit` notifications of the default partition not in use at `cutoff`, with their batches and
-   * ranges (the foreign keys cascade): ids of before migration 033, and those a drop kept. Its own index on
-   * updated_at (migration 037) finds them without reading the others. Answers how many went.
+   * ranges: ids of before migration 033, and those a drop kept. Its own index on updated_at (migration 037) finds
+   * them without reading the others. Answers how many went.
    */
   async purgeDefault(db: Db, cutoff: Date, limit: number): Promise<number> {
-    const r = await sql`
-      delete from notifications_default where id in (
-        select id from notifications_default
-        where updated_at < ${cutoff} and state not in ('scheduled', 'sending')
-        order by updated_at
-        limit ${limit})`.execute(db);
-    return Number(r.numAffectedRows ?? 0);
+    const { rows } = await sql<{ count: number }>`
+      with gone as (
+        delete from notifications_default where id in (
+          select id from notifications_default
+          where updated_at < ${cutoff} and state not in ('scheduled', 'sending')
+          order by updated_at
+          limit ${limit})
+        returning id),
+      batches as (delete from delivery_batches_default where notification_id in (select id from gone)),
+      ranges as (delete from fanout_ranges_default where notification_id in (select id from gone))
+      select count(*)::int as count from gone`.execute(db);
+    return rows[0]!.count;
   }
 }
 
