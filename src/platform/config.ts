@@ -127,6 +127,15 @@ const envSchema = z.object({
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
     .default(90),
+  // Days a notification is kept, with its delivery batches, from when it was made, or its last send when it was
+  // re-sent (a collapse_key or a transactional key) or is still sending: as long as its opens and conversions are
+  // kept by default, whose statistics are read through it.
+  RETENTION_NOTIFICATIONS_DAYS: z.coerce
+    .number()
+    .int()
+    .min(REPORT_MAX_AGE_DAYS + 1)
+    .max(3650)
+    .default(90),
   // Days app sessions are kept (by when they started): only to count a resent report once, as the daily
   // statistics are counted when a session is stored.
   RETENTION_SESSIONS_DAYS: z.coerce

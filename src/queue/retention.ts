@@ -1,6 +1,11 @@
 import type { Db } from '../db/database.js';
 import { IDEMPOTENCY_KEY_TTL_HOURS } from '../domain/idempotency.js';
-import { DAY_PARTITIONED, type DayPartitionedTable, type PartitionsRepository } from '../db/repositories/partitions.js';
+import {
+  DAY_PARTITIONED,
+  NotificationPartitionsRepository,
+  type DayPartitionedTable,
+  type PartitionsRepository,
+} from '../db/repositories/partitions.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -12,8 +17,11 @@ import type { Metrics } from '../platform/metrics.js';
 export const PARTITIONS_AHEAD_DAYS = 3;
 const DAY_MS = 86_400_000;
 
-/** How long each time-partitioned table keeps its rows, in days. */
-export type Retention = Record<DayPartitionedTable, number>;
+/** How long each time-partitioned table keeps its rows, in days (`notifications`: with their batches and ranges). */
+export type Retention = Record<DayPartitionedTable | 'notifications', number>;
+/** Notifications past retention one maintenance deletes at most from the default partition (a bounded statement). */
+const PURGE_NOTIFICATIONS = 10_000;
+const notificationPartitions = new NotificationPartitionsRepository();
 
 /** Each table's retention setting. */
 export function retentionOf(config: Config): Retention {
@@ -27,6 +35,7 @@ export function retentionOf(config: Config): Retention {
     device_messages: config.MESSAGE_RETENTION_DAYS,
     // a key answers again for its 24 hours, then is free: nothing reads it after
     idempotency_keys: Math.ceil(IDEMPOTENCY_KEY_TTL_HOURS / 24),
+    notifications: config.RETENTION_NOTIFICATIONS_DAYS,
   };
 }
 
@@ -48,8 +57,8 @@ export async function maintainPartitions(
   deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
   retention: Retention,
   now: Date,
-): Promise<Record<DayPartitionedTable, MaintenanceResult>> {
-  const results = {} as Record<DayPartitionedTable, MaintenanceResult>;
+): Promise<Record<DayPartitionedTable | 'notifications', MaintenanceResult>> {
+  const results = {} as Record<DayPartitionedTable | 'notifications', MaintenanceResult>;
   for (const table of Object.keys(DAY_PARTITIONED) as DayPartitionedTable[]) {
     const cutoff = retentionCutoff(table, now, retention[table]);
     results[table] = await deps.db.transaction().execute(async (trx) => {
@@ -83,7 +92,54 @@ export async function maintainPartitions(
       if (kept.length) deps.metrics.partitionOldestKept.set({ table }, Date.parse(`${kept[0]!.day}T00:00:00Z`) / 1000);
     }
   }
+  results.notifications = await maintainNotifications(deps, retention.notifications, now);
   return results;
+}
+
+/**
+ * The notifications' day partitions, with their batches' and fan-out ranges' (NotificationPartitionsRepository), as
+ * maintainPartitions keeps the others: created ahead (and a day of the default partition's ids within retention),
+ * dropped once the day's every id is past retention but for the notifications still in use, which stay in the
+ * default partition until they are not; then the default partition's rows past retention deleted, a bounded number.
+ */
+async function maintainNotifications(
+  deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
+  days: number,
+  now: Date,
+): Promise<MaintenanceResult> {
+  const cutoff = new Date(now.getTime() - days * DAY_MS);
+  const today = utcDay(now);
+  const last = addDays(today, PARTITIONS_AHEAD_DAYS);
+  const result = await deps.db.transaction().execute(async (trx) => {
+    const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
+    if (!(await deps.partitions.claim(trx))) return result;
+    result.ran = true;
+    const existing = await notificationPartitions.list(trx);
+    const have = new Set(existing.map((p) => p.day));
+    const wanted = new Set(Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(today, i)));
+    for (const day of await notificationPartitions.defaultDays(trx, utcDay(cutoff), last)) wanted.add(day);
+    for (const day of [...wanted].sort()) {
+      if (have.has(day) || endOf(day) <= cutoff.getTime()) continue;
+      await notificationPartitions.create(trx, day);
+      result.created.push(day);
+    }
+    for (const partition of existing) {
+      if (endOf(partition.day) > cutoff.getTime()) continue;
+      const bytes = await notificationPartitions.drop(trx, partition.day, cutoff);
+      deps.metrics?.partitionBytesDropped.inc({ table: 'notifications' }, bytes);
+      result.dropped.push(partition.day);
+    }
+    return result;
+  });
+  // apart: a delete of many rows need not hold the lock the drops took on the tables
+  if (result.ran) await notificationPartitions.purgeDefault(deps.db, cutoff, PURGE_NOTIFICATIONS);
+  if (result.created.length || result.dropped.length) deps.log.info({ table: 'notifications', ...result }, 'partitions maintained');
+  if (deps.metrics) {
+    const kept = await notificationPartitions.list(deps.db);
+    deps.metrics.partitions.set({ table: 'notifications' }, kept.length);
+    if (kept.length) deps.metrics.partitionOldestKept.set({ table: 'notifications' }, Date.parse(`${kept[0]!.day}T00:00:00Z`) / 1000);
+  }
+  return result;
 }
 
 /**

@@ -30,8 +30,8 @@ export const SCAN_LEASE_MS = 10_000;
  * fan-out resumes from its checkpoint and re-enqueues pending batches under their deterministic ids, so a spurious
  * sweep sends nothing twice.
  * Each sweep also keeps the time-partitioned tables (receipts, active devices, sessions, opens, conversions, message
- * streams, idempotency keys): partitions created ahead, those past retention dropped whole (src/queue/retention.ts);
- * then it deletes the messages past their retention whose stream rows are gone.
+ * streams, idempotency keys, notifications with their batches): partitions created ahead, those past retention
+ * dropped whole (src/queue/retention.ts); then it deletes the messages past their retention whose stream rows are gone.
  */
 export function startSweeper(deps: {
   db: Db;

@@ -9,6 +9,8 @@ import { ActivityRepository } from '../../src/db/repositories/activity.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
+import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { freshDatabase } from '../system/proc.js';
 import { insertMessage } from '../http/message-support.js';
 
@@ -270,6 +272,7 @@ describe('migration 030 on a database of the previous schema', () => {
   });
 });
 
+const NOTIFICATION_PARTITIONING = '037_notification_partitions.sql';
 const TIME_ORDERED_IDS = '033_time_ordered_ids.sql';
 
 /**
@@ -337,5 +340,101 @@ describe('migrations 033 and 034 on a database of the previous schema', () => {
       )
     ).rows[0]!;
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+});
+
+/**
+ * Migration 037 on a database of the schema before it: notifications (an id from before migration 033, random, and a
+ * time-ordered one of today), their batches, fan-out ranges and opens, written in plain SQL; upgraded, each is in its
+ * day's partition (the random id in the default one), and the collapse and transactional keys still name theirs.
+ */
+describe('migration 037 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(NOTIFICATION_PARTITIONING);
+
+  it('keeps every notification with its batches, ranges and opens, each by the day of its id, and their keys', async () => {
+    const { db, pool } = before.handle;
+    const { app, devices, audience } = await seed(before.handle, 'com.example.upgrade37', 1);
+    // a random id far from today's (from before migration 033), a collapse key's of today, a transactional send's
+    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
+    const inserted = await pool.query<{ id: string; collapse_key: string | null }>(
+      `INSERT INTO notifications (id, app_id, audience_id, request, payload, collapse_key, transactional_key, state)
+       VALUES ($1, $2, $3, '{}', '{"alert": "old"}', NULL, NULL, 'sent'),
+              (pushd_uuid7(), $2, $3, '{}', '{"alert": "score"}', 'score', NULL, 'sent'),
+              (pushd_uuid7(), $2, NULL, '{}', '{"alert": "code"}', NULL, '["user_id","u1","otp"]', 'sent')
+       RETURNING id, collapse_key`,
+      [legacy, app.id, audience.id],
+    );
+    const [, collapsed, transactional] = inserted.rows.map((r) => r.id) as [string, string, string];
+    const ids = [legacy, collapsed, transactional];
+    await pool.query(
+      `INSERT INTO delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, state, succeeded)
+       SELECT n || '-g1-b1', n, 1, 1, 'ios', false, ARRAY[$2::uuid], '{}', 'done', 1 FROM unnest($1::uuid[]) n`,
+      [ids, devices[0]],
+    );
+    await pool.query(
+      `INSERT INTO fanout_ranges (notification_id, generation, range_no, cursor_id, next_seq, done)
+       SELECT n, 1, 0, $2, 2, true FROM unnest($1::uuid[]) n`,
+      [ids, devices[0]],
+    );
+    await pool.query(
+      `INSERT INTO push_opens (notification_id, kind, device_id, app_id, opened_at) SELECT n, 'direct', $2, $3, now() FROM unnest($1::uuid[]) n`,
+      [ids, devices[0], app.id],
+    );
+
+    await before.upgrade();
+
+    expect(
+      (
+        await pool.query(
+          `SELECT relname, relkind FROM pg_class WHERE relname IN ('notifications', 'delivery_batches', 'fanout_ranges') ORDER BY relname`,
+        )
+      ).rows,
+    ).toEqual([
+      { relname: 'delivery_batches', relkind: 'p' },
+      { relname: 'fanout_ranges', relkind: 'p' },
+      { relname: 'notifications', relkind: 'p' },
+    ]);
+    const today = `_p${dayOf(new Date()).replaceAll('-', '')}`;
+    const partitionOf = (id: string) => (id === legacy ? '_default' : today);
+    for (const [table, column] of [
+      ['notifications', 'id'],
+      ['delivery_batches', 'notification_id'],
+      ['fanout_ranges', 'notification_id'],
+      ['push_opens', 'notification_id'],
+    ] as const) {
+      const rows = await pool.query<{ id: string; partition: string }>(
+        `SELECT ${column} AS id, tableoid::regclass::text AS partition FROM ${table} WHERE ${column} = ANY($1::uuid[]) ORDER BY ${column}`,
+        [ids],
+      );
+      expect(rows.rows).toEqual(
+        [...ids].sort().map((id) => ({
+          id,
+          partition: table === 'push_opens' ? `push_opens${today}` : `${table}${partitionOf(id)}`,
+        })),
+      );
+    }
+
+    // read back: each notification and its batch; the keys name the same notifications as before
+    const notifications = new NotificationsRepository();
+    for (const id of ids) expect(await notifications.findForApp(db, app.id, id)).toMatchObject({ id, state: 'sent' });
+    const delivery = new DeliveryRepository();
+    for (const id of ids) {
+      expect((await delivery.loadAttempts(db, [`${id}-g1-b1`])).get(`${id}-g1-b1`)?.batch).toMatchObject({
+        notification_id: id,
+        state: 'done',
+      });
+      expect(await delivery.rangesOf(db, id, 1)).toMatchObject([{ range_no: 0, done: true }]);
+    }
+    const again = await notifications.insertOrCollapse(db, {
+      appId: app.id,
+      audienceId: audience.id,
+      request: {},
+      payload: { alert: 'score 2' },
+      collapseKey: 'score',
+    });
+    expect(again).toMatchObject({ id: collapsed, generation: 2, payload: { alert: 'score 2' } });
+    await db.transaction().execute(async (trx) => {
+      expect(await notifications.lockTransactional(trx, app.id, '["user_id","u1","otp"]')).toEqual({ id: transactional, generation: 1 });
+    });
   });
 });

@@ -85,11 +85,16 @@ export interface LargeBatch {
  */
 const PROGRESS_TOUCH_SECONDS = 10;
 
-/** Whether any batch of notification `n` delivered a push (its pushes_succeeded > 0). */
-const ANY_SUCCEEDED = sql<boolean>`exists (select 1 from delivery_batches s where s.notification_id = n.id and s.succeeded > 0)`;
+/**
+ * Whether any batch of notification `n` delivered a push (its pushes_succeeded > 0); `n` is one of `ids`, which
+ * lets PostgreSQL plan for their day partitions only (migration 037).
+ */
+const anySucceeded = (ids: string[]) =>
+  sql<boolean>`exists (select 1 from delivery_batches s where s.notification_id = n.id and s.notification_id = any(${ids}::uuid[]) and s.succeeded > 0)`;
 
-/** The devices targeted by notification `n`'s fan-out ranges (its own devices_targeted holds the rest). */
-const RANGES_TARGETED = sql<number>`coalesce((select sum(r.devices_targeted) from fanout_ranges r where r.notification_id = n.id), 0)`;
+/** The devices targeted by notification `n`'s fan-out ranges (its own devices_targeted holds the rest); `n` is one of `ids`. */
+const rangesTargeted = (ids: string[]) =>
+  sql<number>`coalesce((select sum(r.devices_targeted) from fanout_ranges r where r.notification_id = n.id and r.notification_id = any(${ids}::uuid[])), 0)`;
 
 /** A range's batches take seq numbers from (range + 1) × this; those fanned out before the split stay below it. */
 export const RANGE_SEQ_STRIDE = 1_000_000;
@@ -257,7 +262,7 @@ export class DeliveryRepository {
           ${rows.map((b) => b.seq)}::int[], ${rows.map((b) => b.platform)}::text[], ${rows.map((b) => b.development)}::boolean[],
           ${rows.map((b) => b.deviceIds.join(','))}::text[]) as u(id, notification_id, generation, seq, platform, development, ids)
       ) as t
-      on conflict (id) do nothing`;
+      on conflict (id, notification_id) do nothing`;
   }
 
   /**
@@ -439,7 +444,8 @@ export class DeliveryRepository {
         end as pending
       from delivery_batches b
       join notifications n on n.id = b.notification_id
-      where b.id = any(${batchIds}::text[])`.execute(db);
+      where b.id = any(${batchIds}::text[])
+        and b.notification_id = any(${notificationsOf(batchIds)}::uuid[]) and n.id = any(${notificationsOf(batchIds)}::uuid[])`.execute(db);
     return new Map(
       rows.map(({ notification, pending, pending_count: count, ...batch }): [string, AttemptInput | LargeBatch] => {
         if (pending === null) return [batch.id, { large: count }];
@@ -514,6 +520,7 @@ export class DeliveryRepository {
           where i.id in (select id from recorded)
           on conflict do nothing)`
       : sql``;
+    const notificationIds = [...new Set(input.map((i) => i.batch.notification_id))];
     const { rows } = await sql<{ id: string }>`
       with input as (
         select t.id, t.notification_id, t.generation, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
@@ -534,20 +541,20 @@ export class DeliveryRepository {
             expired = b.expired + i.expired, capped = b.capped + i.capped, last_error = i.last_error,
             failure_reason = coalesce(i.failure_reason, b.failure_reason), updated_at = now()
         from input i
-        where b.id = i.id and b.state = 'pending' and b.attempts = i.attempts
+        where b.id = i.id and b.state = 'pending' and b.attempts = i.attempts and b.notification_id = any(${notificationIds}::uuid[])
         returning b.id),
       counted as (
         update notifications n
         set state = case when c.closes and n.state in ('scheduled', 'sending')
-              then (case when c.succeeded > 0 or ${ANY_SUCCEEDED} then 'sent' else 'failed' end) else n.state end,
+              then (case when c.succeeded > 0 or ${anySucceeded(notificationIds)} then 'sent' else 'failed' end) else n.state end,
             finished_at = case when c.closes and n.state in ('scheduled', 'sending') then now() else n.finished_at end,
             updated_at = now()
         from (
           select i.notification_id, sum(i.succeeded)::int as succeeded,
             bool_and(i.state = 'done') and count(*) = 1 and n1.fanout_done and n1.fanout_seq = 1 and n1.generation = min(i.generation) as closes
-          from input i join recorded r on r.id = i.id join notifications n1 on n1.id = i.notification_id
+          from input i join recorded r on r.id = i.id join notifications n1 on n1.id = i.notification_id and n1.id = any(${notificationIds}::uuid[])
           group by i.notification_id, n1.id) c
-        where n.id = c.notification_id and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
+        where n.id = c.notification_id and n.id = any(${notificationIds}::uuid[]) and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
         returning n.id, c.closes and n.state in ('sent', 'failed') as closes)
       ${invalidate}
       ${forget}
@@ -614,19 +621,21 @@ export class DeliveryRepository {
   async completeIfFinished(db: Db, notifications: { id: string; generation: number; seq?: number }[]): Promise<string[]> {
     const unique = [...new Map(notifications.map((n) => [`${n.id}:${n.generation}`, n])).values()];
     if (!unique.length) return [];
+    const ids = [...new Set(unique.map((n) => n.id))];
     // scalar subqueries, each an index scan from the seq that stops at the first pending batch (an anti-join may
     // read them all)
     const pending = (where: RawBuilder<unknown>, order: RawBuilder<unknown>) => sql`(
       select true from delivery_batches b
-      where b.notification_id = t.id and b.generation = t.generation and ${where} and b.state = 'pending'
+      where b.notification_id = t.id and b.notification_id = any(${ids}::uuid[]) and b.generation = t.generation and ${where}
+        and b.state = 'pending'
       order by ${order} limit 1) is null`;
     const { rows } = await sql<{ id: string }>`
       update notifications n
-      set state = case when ${ANY_SUCCEEDED} or n.devices_targeted + ${RANGES_TARGETED} = 0 then 'sent' else 'failed' end,
+      set state = case when ${anySucceeded(ids)} or n.devices_targeted + ${rangesTargeted(ids)} = 0 then 'sent' else 'failed' end,
           finished_at = now(), updated_at = now()
       from unnest(${unique.map((n) => n.id)}::uuid[], ${unique.map((n) => n.generation)}::int[], ${unique.map((n) => n.seq ?? null)}::int[])
         as t(id, generation, seq)
-      where n.id = t.id and n.generation = t.generation and n.fanout_done and n.state in ('scheduled', 'sending')
+      where n.id = t.id and n.id = any(${ids}::uuid[]) and n.generation = t.generation and n.fanout_done and n.state in ('scheduled', 'sending')
         and ${pending(sql`b.seq > coalesce(t.seq, -1)`, sql`b.seq`)}
         and (t.seq is null or ${pending(sql`b.seq < t.seq`, sql`b.seq desc`)})
       returning n.id`.execute(db);
@@ -716,6 +725,15 @@ export class DeliveryRepository {
 }
 
 /**
+ * The notifications of batches, from their ids (src/queue/fanout.ts batchId: the notification's id first). Named
+ * beside a batch id in a statement, it lets PostgreSQL plan for only those notifications' day partitions (migration
+ * 037): a join on the id alone reads every day's.
+ */
+function notificationsOf(batchIds: string[]): string[] {
+  return [...new Set(batchIds.map((id) => id.slice(0, 36)))];
+}
+
+/**
  * A CTE (after one named `moved`, the notification's update) that stores batches, only when `moved` updated the
  * notification: a newer generation stores nothing. device_ids (what the batch was cut with) and
  * pending_device_ids start equal: each array is sent once, as one joined text (uuids hold no comma), which costs
@@ -734,5 +752,5 @@ function storeBatches(notificationId: string, generation: number, batches: NewBa
     select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before, v.variant, v.ab_rest
     from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids, not_before, variant, ab_rest)
     where exists (select 1 from moved)
-    on conflict (id) do nothing)`;
+    on conflict (id, notification_id) do nothing)`;
 }

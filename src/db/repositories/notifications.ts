@@ -51,8 +51,17 @@ export class NotificationsRepository {
    * same notification: it is updated in place (payload included), rescheduled, and its generation bumped.
    */
   async insertOrCollapse(db: Db, n: NewNotification): Promise<Notification> {
+    if (n.collapseKey === null) return (await insertRows(db, [n], sql``))[0]!;
+    // The key's row names its notification (migration 037: the partitioned table cannot hold a unique index on the
+    // key): its upsert answers the earlier one's id, or records the new one's, and row-locks the key until the
+    // commit, so a concurrent send with it waits and then takes the same id.
+    const key = sql`collapse_key_row as (
+      insert into notification_collapse_keys (app_id, collapse_key, notification_id)
+      values (${n.appId}::uuid, ${n.collapseKey}, coalesce(${n.id ?? null}::uuid, pushd_uuid7()))
+      on conflict (app_id, collapse_key) do update set notification_id = notification_collapse_keys.notification_id
+      returning notification_id)`;
     const collapse = sql`
-      on conflict (app_id, collapse_key) where collapse_key is not null do update set
+      on conflict (id) do update set
         audience_id = excluded.audience_id, request = excluded.request, payload = excluded.payload, localized = excluded.localized,
         expires_at = excluded.expires_at, priority = excluded.priority,
         -- the payload replaced is the one that named a message: the notification is the new request's push now
@@ -61,7 +70,7 @@ export class NotificationsRepository {
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
         local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0, throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now()`;
-    const [row] = await insertRows(db, [n], n.collapseKey === null ? sql`` : collapse);
+    const [row] = await insertRows(db, [n], collapse, { before: key, id: sql`(select notification_id from collapse_key_row)` });
     return row!;
   }
 
@@ -295,6 +304,9 @@ async function insertRows(
     returning?: RawBuilder<unknown>;
     /** CTEs run first, ending with SPEC_AUDIENCES: the audiences the rows name by `audienceSpecKey` */
     audiences?: RawBuilder<unknown> | null;
+    /** a CTE run first, and the id of the row (one) it answers (`insertOrCollapse`) */
+    before?: RawBuilder<unknown>;
+    id?: RawBuilder<unknown>;
   } = {},
 ): Promise<Notification[]> {
   if (!also.audiences && list.some((n) => n.audienceSpecKey !== undefined))
@@ -307,7 +319,7 @@ async function insertRows(
   const insert = sql<Notification>`
     insert into notifications (id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity)
-    select coalesce(t.id, pushd_uuid7()), ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+    select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
@@ -329,7 +341,9 @@ async function insertRows(
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;
   // the others run as parts of this one (data-modifying CTEs): the audiences before, the batches after the rows
-  const parts = [also.audiences, sql`inserted as (${insert})`, also.after && sql`after_rows as (${also.after})`].filter((p) => !!p);
+  const parts = [also.before, also.audiences, sql`inserted as (${insert})`, also.after && sql`after_rows as (${also.after})`].filter(
+    (p) => !!p,
+  );
   const { rows } = await (parts.length > 1 ? sql<Notification>`with ${sql.join(parts)} select * from inserted` : insert).execute(db);
   return rows;
 }

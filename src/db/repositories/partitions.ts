@@ -43,16 +43,7 @@ export class PartitionsRepository {
 
   /** The day partitions of `table`, oldest first, with their size; partitions named otherwise are left out. */
   async list(db: Db, table: DayPartitionedTable): Promise<DayPartition[]> {
-    const { rows } = await sql<{ name: string; bytes: number }>`
-      select c.relname as name, pg_total_relation_size(c.oid) as bytes
-      from pg_inherits i
-      join pg_class c on c.oid = i.inhrelid
-      where i.inhparent = ${table}::regclass and c.relname ~ ${`^${table}_p[0-9]{8}$`}
-      order by c.relname`.execute(db);
-    return rows.map((r) => {
-      const digits = r.name.slice(-8);
-      return { ...r, day: `${digits.slice(0, 4)}-${digits.slice(4, 6)}-${digits.slice(6)}` };
-    });
+    return listDays(db, table);
   }
 
   /** The UTC days of the rows in `table`'s default partition (none, unless a write came before its partition). */
@@ -97,7 +88,21 @@ export class PartitionsRepository {
   }
 }
 
-function partitionName(table: DayPartitionedTable, day: string): string {
+/** The day partitions of `table`, oldest first, with their size; partitions named otherwise are left out. */
+async function listDays(db: Db, table: string): Promise<DayPartition[]> {
+  const { rows } = await sql<{ name: string; bytes: number }>`
+    select c.relname as name, pg_total_relation_size(c.oid) as bytes
+    from pg_inherits i
+    join pg_class c on c.oid = i.inhrelid
+    where i.inhparent = ${table}::regclass and c.relname ~ ${`^${table}_p[0-9]{8}$`}
+    order by c.relname`.execute(db);
+  return rows.map((r) => {
+    const digits = r.name.slice(-8);
+    return { ...r, day: `${digits.slice(0, 4)}-${digits.slice(4, 6)}-${digits.slice(6)}` };
+  });
+}
+
+function partitionName(table: string, day: string): string {
   return `${table}_p${checkedDay(day).replaceAll('-', '')}`;
 }
 
@@ -117,4 +122,148 @@ function dayOf(table: DayPartitionedTable) {
 function checkedDay(day: string): string {
   if (!DAY.test(day)) throw new Error(`not a day: ${day}`);
   return day;
+}
+
+/**
+ * Notifications (partitioned by their id, a version 7 UUID) with the tables that refer to them (by notification_id):
+ * each UTC day of ids is a partition of each, named as the others' (<table>_pYYYYMMDD), created and dropped together,
+ * referenced before referring (migration 037).
+ */
+export const NOTIFICATION_FAMILY = ['notifications', 'delivery_batches', 'fanout_ranges'] as const;
+const REFERRING = ['delivery_batches', 'fanout_ranges'] as const;
+
+/** The rows of a notification still in use: not finished, or written within retention (a collapse or a replacement). */
+const liveNotification = (cutoff: Date) => sql`(state in ('scheduled', 'sending') or updated_at >= ${cutoff})`;
+
+/** The lowest version 7 UUID of an instant's millisecond, as SQL: the bound of the ids made from then on. */
+export function uuid7Floor(at: number): string {
+  const hex = at.toString(16).padStart(12, '0');
+  return `${hex.slice(0, 8)}-${hex.slice(8)}-0000-0000-000000000000`;
+}
+
+/** The UTC day a version 7 UUID was made on, as SQL. */
+const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '-', ''), 12))::bit(48)::bigint / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`;
+
+/** The day partitions of the notification family: each day's in every table, dropped with the rows kept moved out. */
+export class NotificationPartitionsRepository {
+  /** The day partitions of notifications (those of the others are the same days), oldest first, with their size. */
+  async list(db: Db): Promise<DayPartition[]> {
+    return listDays(db, 'notifications');
+  }
+
+  /** The days of the default partition's notifications from `from` up to `to` (both included, YYYY-MM-DD). */
+  async defaultDays(db: Db, from: string, to: string): Promise<string[]> {
+    const { rows } = await sql<{ day: string }>`
+      select distinct ${dayOfId} as day from notifications_default
+      where id >= ${uuid7Floor(dayStart(from))}::uuid and id < ${uuid7Floor(dayStart(to) + DAY_MS)}::uuid`.execute(db);
+    return rows.map((r) => r.day);
+  }
+
+  /**
+   * Creates the day's partition of each table, filled with the day's rows from the default partitions (ids of before
+   * migration 033 are random: some fall in any day), then attached: as PartitionsRepository.create does, the
+   * referring rows moved first, and attached after it.
+   */
+  async create(trx: Transaction<Database>, day: string): Promise<void> {
+    const [from, to] = idBounds(day);
+    for (const table of NOTIFICATION_FAMILY) {
+      await sql`create table ${sql.table(partitionName(table, day))} (like ${sql.table(table)} including defaults including constraints including generated)`.execute(
+        trx,
+      );
+      await sql`lock table ${sql.table(`${table}_default`)} in share row exclusive mode`.execute(trx);
+      // the storage options (delivery_batches' fillfactor) are each partition's own: the default one's, as the migration set them
+      const { rows } = await sql<{ options: string[] | null }>`
+        select reloptions as options from pg_class where oid = ${`${table}_default`}::regclass`.execute(trx);
+      if (rows[0]?.options?.length)
+        await sql`alter table ${sql.table(partitionName(table, day))} set (${sql.raw(rows[0].options.join(', '))})`.execute(trx);
+      // and so are the columns' statistics targets (migration 018: none for the documents and device lists)
+      const { rows: targets } = await sql<{ name: string; target: number }>`
+        select attname as name, attstattarget::int as target from pg_attribute
+        where attrelid = ${`${table}_default`}::regclass and attnum > 0 and not attisdropped and coalesce(attstattarget::int, -1) >= 0`.execute(
+        trx,
+      );
+      for (const t of targets)
+        await sql`alter table ${sql.table(partitionName(table, day))} alter column ${sql.ref(t.name)} set statistics ${sql.lit(t.target)}`.execute(
+          trx,
+        );
+    }
+    for (const table of [...REFERRING, 'notifications'] as const) {
+      const key = sql.ref(table === 'notifications' ? 'id' : 'notification_id');
+      const columns = await insertableColumns(trx, table);
+      await sql`
+        with moved as (delete from ${sql.table(`${table}_default`)} where ${key} >= ${from}::uuid and ${key} < ${to}::uuid returning *)
+        insert into ${sql.table(partitionName(table, day))} (${columns}) select ${columns} from moved`.execute(trx);
+    }
+    for (const table of NOTIFICATION_FAMILY)
+      await sql`alter table ${sql.table(table)} attach partition ${sql.table(partitionName(table, day))} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(
+        trx,
+      );
+  }
+
+  /**
+   * Drops the day's partitions whole but for the notifications still in use at `cutoff` (a collapse_key or
+   * transactional key's notification re-sent since, one not finished), which go with their batches and ranges into
+   * the default partitions, the day being covered no more. The referring partitions are detached first (and any
+   * foreign key to notifications, which a detached table keeps, dropped: migration 037 made none, a database may
+   * add one), or detaching the notifications' would fail on their rows. Answers the bytes the partitions held.
+   */
+  async drop(trx: Transaction<Database>, day: string, cutoff: Date): Promise<number> {
+    const { rows } = await sql<{ bytes: number }>`
+      select sum(pg_total_relation_size(c.oid))::float8 as bytes from pg_class c
+      where c.relname in (${sql.join(NOTIFICATION_FAMILY.map((t) => partitionName(t, day)))}) and c.relkind = 'r'`.execute(trx);
+    for (const table of [...REFERRING, 'notifications'] as const) {
+      const name = partitionName(table, day);
+      await sql`alter table ${sql.table(table)} detach partition ${sql.table(name)}`.execute(trx);
+      if (table === 'notifications') continue;
+      const { rows: keys } = await sql<{ name: string }>`
+        select conname as name from pg_constraint
+        where conrelid = ${name}::regclass and contype = 'f' and conparentid = 0 and confrelid = 'notifications'::regclass`.execute(trx);
+      for (const key of keys) await sql`alter table ${sql.table(name)} drop constraint ${sql.ref(key.name)}`.execute(trx);
+    }
+    const columns = await insertableColumns(trx, 'notifications');
+    await sql`
+      insert into notifications (${columns})
+      select ${columns} from ${sql.table(partitionName('notifications', day))} where ${liveNotification(cutoff)}`.execute(trx);
+    for (const table of REFERRING)
+      await sql`
+        insert into ${sql.table(table)}
+        select r.* from ${sql.table(partitionName(table, day))} r
+        where exists (select 1 from notifications_default n where n.id = r.notification_id)`.execute(trx);
+    for (const table of NOTIFICATION_FAMILY) await sql`drop table ${sql.table(partitionName(table, day))}`.execute(trx);
+    return rows[0]!.bytes ?? 0;
+  }
+
+  /**
+   * Deletes up to `limit` notifications of the default partition not in use at `cutoff`, with their batches and
+   * ranges: ids of before migration 033, and those a drop kept. Its own index on updated_at (migration 037) finds
+   * them without reading the others. Answers how many went.
+   */
+  async purgeDefault(db: Db, cutoff: Date, limit: number): Promise<number> {
+    const { rows } = await sql<{ count: number }>`
+      with gone as (
+        delete from notifications_default where id in (
+          select id from notifications_default
+          where updated_at < ${cutoff} and state not in ('scheduled', 'sending')
+          order by updated_at
+          limit ${limit})
+        returning id),
+      batches as (delete from delivery_batches_default where notification_id in (select id from gone)),
+      ranges as (delete from fanout_ranges_default where notification_id in (select id from gone))
+      select count(*)::int as count from gone`.execute(db);
+    return rows[0]!.count;
+  }
+}
+
+const DAY_MS = 86_400_000;
+const dayStart = (day: string) => Date.parse(`${checkedDay(day)}T00:00:00Z`);
+/** A day's ids: [the lowest id of its first millisecond, that of the next day's). */
+const idBounds = (day: string): [string, string] => [uuid7Floor(dayStart(day)), uuid7Floor(dayStart(day) + DAY_MS)];
+
+/** A table's columns but generated ones, which an insert may not name. */
+async function insertableColumns(trx: Transaction<Database>, table: string) {
+  const { rows } = await sql<{ name: string }>`
+    select attname as name from pg_attribute
+    where attrelid = ${table}::regclass and attnum > 0 and not attisdropped and attgenerated = ''
+    order by attnum`.execute(trx);
+  return sql.join(rows.map((r) => sql.ref(r.name)));
 }

@@ -1,0 +1,154 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { FIRST_GENERATION, NotificationsRepository, type NewNotification } from '../../src/db/repositories/notifications.js';
+import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { Metrics } from '../../src/platform/metrics.js';
+import { timeOrderedUuid } from '../../src/platform/random-id.js';
+import { cutBatches } from '../../src/queue/fanout.js';
+import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
+import { useHarness } from '../helpers/harness.js';
+import { call } from '../http/device-support.js';
+
+const DAY_MS = 86_400_000;
+const RETENTION = retentionOf(loadConfig({}));
+const dayOf = (at: number) => new Date(at).toISOString().slice(0, 10);
+const compact = (day: string) => day.replaceAll('-', '');
+
+/**
+ * Notifications, delivery batches and fan-out ranges partitioned by the day of the notification's id (migration 037):
+ * a collapse key still names one notification however many send with it at once, a day goes whole once past
+ * RETENTION_NOTIFICATIONS_DAYS, and a notification re-sent since (its collapse key's) stays, readable, until it is not.
+ */
+describe('notifications kept by day', () => {
+  const h = useHarness();
+  const notifications = new NotificationsRepository();
+  const delivery = new DeliveryRepository();
+  const partitions = new PartitionsRepository();
+  const log = createLogger('silent');
+  const push = (appId: string, collapseKey: string | null, id?: string): NewNotification => ({
+    ...(id && { id }),
+    appId,
+    audienceId: null,
+    request: { payload: { alert: collapseKey ?? 'once' } },
+    payload: { alert: collapseKey ?? 'once' },
+    collapseKey,
+  });
+  const located = async (table: string, column: string, ids: string[]) =>
+    (
+      await h.db.pool.query<{ id: string; partition: string }>(
+        `SELECT ${column}::text AS id, tableoid::regclass::text AS partition FROM ${table} WHERE ${column} = ANY($1::uuid[]) ORDER BY 1, 2`,
+        [ids],
+      )
+    ).rows;
+
+  it('sends racing with one collapse_key are one notification: one id, each send a generation of it', async () => {
+    const { app } = await h.createApp();
+    const sends = 8;
+    const rows = await Promise.all(Array.from({ length: sends }, () => notifications.insertOrCollapse(h.db.db, push(app.id, 'race'))));
+    expect(new Set(rows.map((r) => r.id)).size).toBe(1);
+    expect(rows.map((r) => r.generation).sort((a, b) => a - b)).toEqual(Array.from({ length: sends }, (_, i) => FIRST_GENERATION + i));
+    const stored = await h.db.db.selectFrom('notifications').select(['id', 'generation']).where('app_id', '=', app.id).execute();
+    expect(stored).toEqual([{ id: rows[0]!.id, generation: FIRST_GENERATION + sends - 1 }]);
+    // another key, another notification; the same key in another app, another one too
+    const other = await notifications.insertOrCollapse(h.db.db, push(app.id, 'other'));
+    const { app: second } = await h.createApp();
+    const elsewhere = await notifications.insertOrCollapse(h.db.db, push(second.id, 'race'));
+    expect(new Set([rows[0]!.id, other.id, elsewhere.id]).size).toBe(3);
+  });
+
+  it('drops a day past retention with its batches, keeps a collapse_key notification re-sent since, then purges it', async () => {
+    const { app, keys } = await h.createApp();
+    const db = h.db.db;
+    const now = Date.now();
+    const past = now - 100 * DAY_MS;
+    const pastDay = dayOf(past);
+    // the maintenance of 100 days ago made that day's partitions, of the three tables
+    const first = await maintainPartitions({ db, partitions, log }, RETENTION, new Date(past));
+    expect(first.notifications.created).toContain(pastDay);
+    // with the batches' storage options (migration 017's fillfactor, which a partitioned table holds per partition)
+    const options = await h.db.pool.query(`SELECT reloptions FROM pg_class WHERE relname = $1`, [`delivery_batches_p${compact(pastDay)}`]);
+    expect(options.rows).toEqual([{ reloptions: ['fillfactor=80'] }]);
+    // and without statistics of its device lists (migration 018)
+    const targets = await h.db.pool.query(
+      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND attstattarget = 0 ORDER BY attname`,
+      [`delivery_batches_p${compact(pastDay)}`],
+    );
+    expect(targets.rows).toEqual([{ attname: 'device_ids' }, { attname: 'pending_device_ids' }]);
+    const device = await db
+      .insertInto('devices')
+      .values({ app_id: app.id, platform: 'ios', token: randomUUID().replace(/-/g, '') })
+      .returning(['id', 'platform', 'development'])
+      .executeTakeFirstOrThrow();
+    // two notifications made that day, each with a batch and a fan-out range
+    const done = await notifications.insertOrCollapse(db, push(app.id, null, timeOrderedUuid(past)));
+    const collapsed = await notifications.insertOrCollapse(db, push(app.id, 'score', timeOrderedUuid(past + 1)));
+    for (const n of [done, collapsed]) {
+      const batches = cutBatches(n.id, FIRST_GENERATION, [device as { id: string; platform: 'ios'; development: boolean }], 0, 500);
+      await db
+        .transaction()
+        .execute((trx) => delivery.insertBatches(trx, [{ notificationId: n.id, generation: FIRST_GENERATION, batches }]));
+      await db
+        .insertInto('fanout_ranges')
+        .values({ notification_id: n.id, generation: FIRST_GENERATION, range_no: 0, cursor_id: randomUUID(), next_seq: 1, done: true })
+        .execute();
+    }
+    const ids = [done.id, collapsed.id];
+    for (const [table, column] of [
+      ['notifications', 'id'],
+      ['delivery_batches', 'notification_id'],
+      ['fanout_ranges', 'notification_id'],
+    ] as const)
+      expect(await located(table, column, ids)).toEqual([...ids].sort().map((id) => ({ id, partition: `${table}_p${compact(pastDay)}` })));
+    // both sent and finished that day; the collapse key's sent again today: the same notification, updated now
+    await db
+      .updateTable('notifications')
+      .set({ state: 'sent', finished_at: new Date(past + 60_000), updated_at: new Date(past + 60_000) })
+      .where('id', 'in', ids)
+      .execute();
+    const again = await notifications.insertOrCollapse(db, push(app.id, 'score'));
+    expect(again).toMatchObject({ id: collapsed.id, generation: FIRST_GENERATION + 1 });
+
+    // today, with 90 days of retention: the day of 100 days ago goes whole, but for the collapse key's notification
+    const metrics = new Metrics();
+    const result = await maintainPartitions({ db, partitions, log, metrics }, RETENTION, new Date(now));
+    expect(result.notifications.dropped).toContain(pastDay);
+    const gone = await h.db.pool.query(`SELECT relname FROM pg_class WHERE relname = ANY($1::text[])`, [
+      ['notifications', 'delivery_batches', 'fanout_ranges'].map((t) => `${t}_p${compact(pastDay)}`),
+    ]);
+    expect(gone.rows).toEqual([]);
+    expect(await located('notifications', 'id', ids)).toEqual([{ id: collapsed.id, partition: 'notifications_default' }]);
+    expect(await located('delivery_batches', 'notification_id', ids)).toEqual([
+      { id: collapsed.id, partition: 'delivery_batches_default' },
+    ]);
+    expect(await located('fanout_ranges', 'notification_id', ids)).toEqual([{ id: collapsed.id, partition: 'fanout_ranges_default' }]);
+    const text = await metrics.registry.metrics();
+    expect(text).toMatch(/pushd_partitions\{table="notifications"\} \d+/);
+    expect(Number(/pushd_partition_dropped_bytes_total\{table="notifications"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(0);
+    // read through the API: the one kept answers, the one dropped is unknown
+    const kept = await call(h, 'GET', `/v6/notifications/${collapsed.id}`, keys.read);
+    expect(kept.statusCode, kept.body).toBe(200);
+    expect(kept.json()).toMatchObject({ id: collapsed.id });
+    expect((await call(h, 'GET', `/v6/notifications/${done.id}`, keys.read)).statusCode).toBe(404);
+    // the key still names it where it now is
+    expect(await notifications.insertOrCollapse(db, push(app.id, 'score'))).toMatchObject({
+      id: collapsed.id,
+      generation: FIRST_GENERATION + 2,
+    });
+
+    // still scheduled: kept whatever its age, until it is sent
+    await maintainPartitions({ db, partitions, log }, RETENTION, new Date(now + 91 * DAY_MS));
+    expect(await located('notifications', 'id', ids)).toEqual([{ id: collapsed.id, partition: 'notifications_default' }]);
+    await db.updateTable('notifications').set({ state: 'sent', finished_at: new Date() }).where('id', '=', collapsed.id).execute();
+    // sent, and 91 days on nothing re-sent it: the default partition's purge deletes it with its batch and range
+    await maintainPartitions({ db, partitions, log }, RETENTION, new Date(now + 91 * DAY_MS));
+    for (const [table, column] of [
+      ['notifications', 'id'],
+      ['delivery_batches', 'notification_id'],
+      ['fanout_ranges', 'notification_id'],
+    ] as const)
+      expect(await located(table, column, ids)).toEqual([]);
+  });
+});
