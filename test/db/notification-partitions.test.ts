@@ -96,6 +96,25 @@ describe('notifications kept by day', () => {
         .execute();
     }
     const ids = [done.id, collapsed.id];
+    // each had an A/B holdout (migration 039): its rows go with their notification, or stay with it
+    for (const n of [done, collapsed]) {
+      await db
+        .insertInto('ab_holdout_devices')
+        .values({ notification_id: n.id, device_id: device.id, since: new Date(past) })
+        .execute();
+      await db
+        .insertInto('ab_holdout_conversions')
+        .values({ notification_id: n.id, device_id: device.id, source: 'app', name: 'purchase', count: 1 })
+        .execute();
+    }
+    const holdouts = async () =>
+      (
+        await h.db.pool.query<{ id: string }>(
+          `SELECT notification_id::text AS id FROM ab_holdout_devices WHERE notification_id = ANY($1::uuid[])
+           UNION ALL SELECT notification_id::text FROM ab_holdout_conversions WHERE notification_id = ANY($1::uuid[]) ORDER BY 1`,
+          [ids],
+        )
+      ).rows.map((r) => r.id);
     for (const [table, column] of [
       ['notifications', 'id'],
       ['delivery_batches', 'notification_id'],
@@ -124,6 +143,7 @@ describe('notifications kept by day', () => {
       { id: collapsed.id, partition: 'delivery_batches_default' },
     ]);
     expect(await located('fanout_ranges', 'notification_id', ids)).toEqual([{ id: collapsed.id, partition: 'fanout_ranges_default' }]);
+    expect(await holdouts()).toEqual([collapsed.id, collapsed.id]);
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/pushd_partitions\{table="notifications"\} \d+/);
     expect(Number(/pushd_partition_dropped_bytes_total\{table="notifications"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(0);
@@ -150,5 +170,6 @@ describe('notifications kept by day', () => {
       ['fanout_ranges', 'notification_id'],
     ] as const)
       expect(await located(table, column, ids)).toEqual([]);
+    expect(await holdouts()).toEqual([]);
   });
 });

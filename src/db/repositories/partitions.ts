@@ -131,6 +131,8 @@ function checkedDay(day: string): string {
  */
 export const NOTIFICATION_FAMILY = ['notifications', 'delivery_batches', 'fanout_ranges'] as const;
 const REFERRING = ['delivery_batches', 'fanout_ranges'] as const;
+/** The tables of an A/B test's holdout (migration 039), keyed by notification_id: deleted with a dropped day. */
+const HOLDOUT_TABLES = ['ab_holdout_devices', 'ab_holdout_conversions'] as const;
 
 /** The rows of a notification still in use: not finished, or written within retention (a collapse or a replacement). */
 const liveNotification = (cutoff: Date) => sql`(state in ('scheduled', 'sending') or updated_at >= ${cutoff})`;
@@ -230,6 +232,13 @@ export class NotificationPartitionsRepository {
         select r.* from ${sql.table(partitionName(table, day))} r
         where exists (select 1 from notifications_default n where n.id = r.notification_id)`.execute(trx);
     for (const table of NOTIFICATION_FAMILY) await sql`drop table ${sql.table(partitionName(table, day))}`.execute(trx);
+    // an A/B test's holdout rows go with their notification (few: a test's holdout share, so not partitioned)
+    const [from, to] = idBounds(day);
+    for (const table of HOLDOUT_TABLES)
+      await sql`
+        delete from ${sql.table(table)} h
+        where h.notification_id >= ${from}::uuid and h.notification_id < ${to}::uuid
+          and not exists (select 1 from notifications_default n where n.id = h.notification_id)`.execute(trx);
     return rows[0]!.bytes ?? 0;
   }
 
@@ -248,7 +257,9 @@ export class NotificationPartitionsRepository {
           limit ${limit})
         returning id),
       batches as (delete from delivery_batches_default where notification_id in (select id from gone)),
-      ranges as (delete from fanout_ranges_default where notification_id in (select id from gone))
+      ranges as (delete from fanout_ranges_default where notification_id in (select id from gone)),
+      held as (delete from ab_holdout_devices where notification_id in (select id from gone)),
+      held_conversions as (delete from ab_holdout_conversions where notification_id in (select id from gone))
       select count(*)::int as count from gone`.execute(db);
     return rows[0]!.count;
   }
