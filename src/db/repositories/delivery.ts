@@ -133,7 +133,10 @@ export class DeliveryRepository {
         set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int, devices_targeted = devices_targeted + ${page.targeted}::int,
           devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${holdout.length}::int,
           updated_at = now()
+        -- from the checkpoint this run read: a second run of the same fan-out (its job handed on while the first
+        -- still ran) stops at its next page instead of sending the rest again
         where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
+          and fanout_seq = ${page.nextSeq - batches.length}::int
         returning 1)
       ${insert}${holdoutInsert}
       select count(*)::int as moved from moved`.execute(db);
@@ -200,6 +203,8 @@ export class DeliveryRepository {
         set cursor_id = ${page.cursor}::uuid, next_seq = ${page.nextSeq}::int, devices_targeted = r.devices_targeted + ${page.targeted}::int,
           devices_not_allowed = r.devices_not_allowed + ${page.notAllowed}::int, updated_at = now()
         where r.notification_id = ${notificationId}::uuid and r.generation = ${generation}::int and r.range_no = ${rangeNo}::int and not r.done
+          -- from the checkpoint this run read, as saveFanoutPage
+          and r.next_seq = ${page.nextSeq - batches.length}::int
           and exists (
             select 1 from notifications n
             where n.id = ${notificationId}::uuid and n.generation = ${generation}::int and n.state <> 'canceled')
