@@ -11,6 +11,7 @@ import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../queue/pipeline.js';
 import { jobSpecs } from '../queue/jobs.js';
+import { LargeBatchTurns } from '../queue/delivery.js';
 import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../queue/direct-delivery.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
@@ -144,7 +145,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     scheduler: pipeline.scheduler,
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
-    largeAtOnce: config.DELIVERY_CONCURRENCY,
+    largeTurns: new LargeBatchTurns(config.DELIVERY_CONCURRENCY),
     leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
   });

@@ -243,13 +243,15 @@ export function deliveryProcessor(
     log: Logger;
     maxAttempts: number;
     largeBatchesAtOnce: number;
+    /** the process's turns of large batches, shared with the fan-outs' own sends (DirectDelivery.sendInTurn) */
+    largeTurns: LargeBatchTurns;
     /** enqueues a batch's own job (its id is the batch's), after `delayMs` */
     retryAlone: (batch: BatchRef, delayMs: number) => Promise<void>;
     /** the delay before a batch's next attempt, as the queue's retries have it */
     backoff: (attemptsMade: number, err: unknown) => number;
   },
 ) {
-  const turns = new LargeBatchTurns(deps.largeBatchesAtOnce);
+  const turns = deps.largeTurns;
   const readAhead = new Semaphore(deps.largeBatchesAtOnce);
   const attemptOne = async (job: Job<JobTypes['delivery']>, batchId: string): Promise<void> => {
     const input = await deps.store.loadUnlessLarge(batchId);

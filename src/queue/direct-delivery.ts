@@ -59,8 +59,11 @@ export class DirectDelivery {
       scheduler: NotificationScheduler;
       maxAttempts: number;
       maxInFlight: number;
-      /** large batches (a fan-out's, `sendInTurn`) whose gateway send is under way at once (DELIVERY_CONCURRENCY) */
-      largeAtOnce: number;
+      /**
+       * the turns of the large batches (a fan-out's, `sendInTurn`), shared with the process's delivery jobs: what a
+       * crash re-sends is bounded by the process's turns, not by each user's
+       */
+      largeTurns: LargeBatchTurns;
       /** how long the sweeper waits for a notification's progress (SWEEP_AFTER_SECONDS) */
       leaseMs: number;
       /** the delay before a batch's next attempt, as the delivery jobs' retries have it */
@@ -69,7 +72,7 @@ export class DirectDelivery {
   ) {
     this.heartbeat = setInterval(() => void this.markProgress(), deps.leaseMs / 3);
     this.heartbeat.unref();
-    this.largeTurns = new LargeBatchTurns(deps.largeAtOnce);
+    this.largeTurns = deps.largeTurns;
   }
 
   /**
@@ -81,7 +84,14 @@ export class DirectDelivery {
    */
   async sendInTurn(batches: CommittedBatch[]): Promise<void> {
     for (const batch of batches) {
-      const turn = await this.largeTurns.take();
+      // a batch waiting for its turn is progress too: the heartbeat marks its notification meanwhile, or the sweeper
+      // would find it pending with no job and enqueue it while it waits here
+      const waiting = this.largeTurns.take();
+      this.track(
+        batch.notification.id,
+        waiting.then(() => undefined),
+      );
+      const turn = await waiting;
       this.track(batch.notification.id, this.send(batch, turn.sent).finally(turn.done));
     }
   }

@@ -317,7 +317,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
         // any other as ids grouped by gateway. A Live Activity's pushes go to the activity's tokens.
         const readPage = async (afterId: string | null, pages: number) => {
           const read = { afterId, limit: limitOf(pages), now, zones, visible };
-          const spec = { ...read, liveActivity: n.live_activity, tokensOf: paced || ab ? [] : SENT_BY_FANOUT };
+          const spec = { ...read, liveActivity: n.live_activity, tokensOf: paced || ab || zones ? [] : SENT_BY_FANOUT };
           if (fresh && pages === 0 && !n.live_activity) {
             const first = await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read);
             return { first, byDevice: first, groups: null };

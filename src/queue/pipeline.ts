@@ -12,7 +12,7 @@ import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
-import { deliveryProcessor } from './delivery.js';
+import { deliveryProcessor, LargeBatchTurns } from './delivery.js';
 import { DeliveryStore } from './delivery-store.js';
 import { fanoutProcessor, fanoutRangeProcessor, type FanoutDeps } from './fanout.js';
 import { DIRECT_MAX_IN_FLIGHT, DirectDelivery } from './direct-delivery.js';
@@ -78,6 +78,8 @@ export function startPipeline(
   const policy = retryPolicyOf(config);
   const store = new DeliveryStore(db, delivery, opts.frequencyCaps);
   const backoff = (attemptsMade: number, err: unknown) => backoffDelay(policy, attemptsMade, err);
+  // one set of turns for the process's large batches, whether a delivery job or a fan-out sends them
+  const largeTurns = new LargeBatchTurns(config.DELIVERY_CONCURRENCY);
   // a fan-out's first page, sent by the fan-out job itself
   const direct = new DirectDelivery({
     log,
@@ -88,7 +90,7 @@ export function startPipeline(
     scheduler,
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
-    largeAtOnce: config.DELIVERY_CONCURRENCY,
+    largeTurns,
     leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff,
   });
@@ -124,6 +126,7 @@ export function startPipeline(
         maxAttempts: policy.attempts,
         clock: opts.clock,
         largeBatchesAtOnce: config.DELIVERY_CONCURRENCY,
+        largeTurns,
         retryAlone: (batch, delayMs) => queues.add('delivery', { batches: [batch] }, delayMs),
         backoff,
       }),

@@ -5,7 +5,7 @@ import { DIRECT_AUDIENCE_MAX_DEVICES } from '../../src/domain/audience-spec.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
-import { deliveryProcessor } from '../../src/queue/delivery.js';
+import { deliveryProcessor, LargeBatchTurns } from '../../src/queue/delivery.js';
 import type { DeliveryStore } from '../../src/queue/delivery-store.js';
 import type { GatewayProvider } from '../../src/gateways/provider.js';
 import type { JobTypes } from '../../src/queue/jobs.js';
@@ -67,6 +67,7 @@ describe('the delivery job', () => {
       clock: systemClock,
       maxAttempts: 3,
       largeBatchesAtOnce: 1,
+      largeTurns: new LargeBatchTurns(1),
       retryAlone: async () => undefined,
       backoff: () => 0,
     });
