@@ -1,4 +1,4 @@
-import { createECDH } from 'node:crypto';
+import { createECDH, type ECDH } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { basic, useHarness, type Harness } from '../helpers/harness.js';
 import { runCli, type CliResult } from './run-cli.js';
@@ -52,6 +52,12 @@ describe('pushd app set-web-push', () => {
     expect(stored.subject).toBe('mailto:ops@example.com');
   });
 
+  /** A P-256 private key as VAPID keys carry it: 32 bytes (ECDH drops its leading zero bytes, 1 key in 256). */
+  const privateKeyOf = (ecdh: ECDH) => {
+    const key = ecdh.getPrivateKey();
+    return Buffer.concat([Buffer.alloc(32 - key.length), key]).toString('base64url');
+  };
+
   it('takes a given pair, and refuses halves of different pairs or a bad subject (exit 2, nothing stored)', async () => {
     const pair = createECDH('prime256v1');
     pair.generateKeys();
@@ -68,7 +74,7 @@ describe('pushd app set-web-push', () => {
       '--public-key',
       other.getPublicKey().toString('base64url'),
       '--private-key',
-      pair.getPrivateKey().toString('base64url'),
+      privateKeyOf(pair),
     );
     expect(mismatched.code).toBe(2);
     expect(mismatched.stderr).toMatch(/public_key is not the public half of private_key/);
@@ -84,7 +90,7 @@ describe('pushd app set-web-push', () => {
       '--public-key',
       pub,
       '--private-key',
-      pair.getPrivateKey().toString('base64url'),
+      privateKeyOf(pair),
     );
     expect(given.code, given.stderr).toBe(0);
     expect(await servedKey(pub)).toBe(pub);
