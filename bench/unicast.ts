@@ -26,6 +26,8 @@
  *   --clients-in process|thread  --http-client http|undici  --devices api|sql  --config production|lab
  *   --mocks-in process|bench     --registered N (devices registered, at least --notifications + --warmup)
  *   --analyze yes|no (no: the devices' table left without statistics after the fill, as on a server without autovacuum)
+ *   --notification-days N (the day partitions of the last N days made before the run, as a server holds them after
+ *   N days: the notifications' are kept RETENTION_NOTIFICATIONS_DAYS, 90 by default; a new database has today's)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -38,6 +40,10 @@ import { fillShape, insertBareDevices, registerThroughApi, walBytesDuring } from
 import { mocksHere, mocksInProcess } from './lib/mock-gateways.js';
 import { BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
 import { tmpdir } from 'node:os';
+import { PartitionsRepository } from '../src/db/repositories/partitions.js';
+import { loadConfig } from '../src/platform/config.js';
+import { createLogger } from '../src/platform/logger.js';
+import { maintainPartitions, retentionOf } from '../src/queue/retention.js';
 import path from 'node:path';
 
 const K = Number(arg('notifications', '10000'));
@@ -80,6 +86,7 @@ const viewName = (() => {
   return parts.length ? `${name} but ${parts.map(([k, v]) => `${k} ${v}`).join(', ')}` : name;
 })();
 const analyze = arg('analyze', 'yes') !== 'no';
+const notificationDays = Number(arg('notification-days', '0'));
 /** where the service's log lines go with production's settings (appended, left for reading) */
 /** production's defaults where the benchmarks' service processes are started otherwise (startService: LOG_LEVEL warn) */
 const PRODUCTION_ENV = { LOG_LEVEL: 'info' };
@@ -127,6 +134,11 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const gateways = view.mocksIn === 'process' ? await mocksInProcess(BENCH_BUNDLE) : await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_unicast', { queue, redisUrl, gateways });
   const { db, keys, app } = stack;
+  // the maintenance of each of the last N days, as it ran then: each makes its day's partitions
+  const partitions = new PartitionsRepository();
+  const log = createLogger('silent');
+  for (let d = notificationDays; d > 0; d--)
+    await maintainPartitions({ db: db.db, partitions, log }, retentionOf(loadConfig({})), new Date(Date.now() - d * 86_400_000));
   let registrationWal: { first: number; again: number } | null = null;
   if (view.devices === 'api') {
     const fill = () =>
@@ -390,7 +402,8 @@ async function main() {
       `${registered} devices ${view.devices === 'api' ? 'registered through POST /v6/devices with what a phone sends' : 'inserted by SQL, bare'}; ` +
       `the service with ${view.config === 'production' ? `production's settings (rate limits on, LOG_LEVEL info, log lines to ${LOG_FILE})` : 'rate limits off and LOG_LEVEL warn'} and the node flags of npm start; ` +
       `mock gateways in ${view.mocksIn === 'process' ? 'a process of their own' : "the benchmark's process"})` +
-      (analyze ? '' : "; the devices' table NOT analyzed after the fill"),
+      (analyze ? '' : "; the devices' table NOT analyzed after the fill") +
+      (notificationDays ? `; the day partitions of the last ${notificationDays} days made before the run` : ''),
   );
   console.log(`Devices' tables after the fill: ${results[0]?.shape ?? '–'}`);
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s`);
