@@ -3,6 +3,7 @@ import { IDEMPOTENCY_KEY_TTL_HOURS } from '../domain/idempotency.js';
 import {
   DAY_PARTITIONED,
   NotificationPartitionsRepository,
+  type DayPartition,
   type DayPartitionedTable,
   type PartitionsRepository,
 } from '../db/repositories/partitions.js';
@@ -66,17 +67,12 @@ export async function maintainPartitions(
       if (!(await deps.partitions.claim(trx))) return result;
       result.ran = true;
       const existing = await deps.partitions.list(trx, table);
-      const have = new Set(existing.map((p) => p.day));
-      const today = utcDay(now);
-      const wanted = new Set([...Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(today, i))]);
-      for (const day of await deps.partitions.defaultDays(trx, table)) wanted.add(day);
-      for (const day of [...wanted].sort()) {
-        if (have.has(day) || endOf(day) <= cutoff.getTime()) continue;
+      const plan = planDays(existing, await deps.partitions.defaultDays(trx, table), utcDay(now), cutoff);
+      for (const day of plan.create) {
         await deps.partitions.create(trx, table, day);
         result.created.push(day);
       }
-      for (const partition of existing) {
-        if (endOf(partition.day) > cutoff.getTime()) continue;
+      for (const partition of plan.drop) {
         const bytes = await deps.partitions.drop(trx, table, partition);
         deps.metrics?.partitionBytesDropped.inc({ table }, bytes);
         result.dropped.push(partition.day);
@@ -86,11 +82,7 @@ export async function maintainPartitions(
     });
     if (results[table].created.length || results[table].dropped.length)
       deps.log.info({ table, ...results[table] }, 'partitions maintained');
-    if (deps.metrics) {
-      const kept = await deps.partitions.list(deps.db, table);
-      deps.metrics.partitions.set({ table }, kept.length);
-      if (kept.length) deps.metrics.partitionOldestKept.set({ table }, Date.parse(`${kept[0]!.day}T00:00:00Z`) / 1000);
-    }
+    if (deps.metrics) reportKept(deps.metrics, table, await deps.partitions.list(deps.db, table));
   }
   results.notifications = await maintainNotifications(deps, retention.notifications, now);
   return results;
@@ -109,22 +101,18 @@ async function maintainNotifications(
 ): Promise<MaintenanceResult> {
   const cutoff = new Date(now.getTime() - days * DAY_MS);
   const today = utcDay(now);
-  const last = addDays(today, PARTITIONS_AHEAD_DAYS);
   const result = await deps.db.transaction().execute(async (trx) => {
     const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
     if (!(await deps.partitions.claim(trx))) return result;
     result.ran = true;
     const existing = await notificationPartitions.list(trx);
-    const have = new Set(existing.map((p) => p.day));
-    const wanted = new Set(Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(today, i)));
-    for (const day of await notificationPartitions.defaultDays(trx, utcDay(cutoff), last)) wanted.add(day);
-    for (const day of [...wanted].sort()) {
-      if (have.has(day) || endOf(day) <= cutoff.getTime()) continue;
+    const defaults = await notificationPartitions.defaultDays(trx, utcDay(cutoff), addDays(today, PARTITIONS_AHEAD_DAYS));
+    const plan = planDays(existing, defaults, today, cutoff);
+    for (const day of plan.create) {
       await notificationPartitions.create(trx, day);
       result.created.push(day);
     }
-    for (const partition of existing) {
-      if (endOf(partition.day) > cutoff.getTime()) continue;
+    for (const partition of plan.drop) {
       const bytes = await notificationPartitions.drop(trx, partition.day, cutoff);
       deps.metrics?.partitionBytesDropped.inc({ table: 'notifications' }, bytes);
       result.dropped.push(partition.day);
@@ -134,12 +122,27 @@ async function maintainNotifications(
   // apart: a delete of many rows need not hold the lock the drops took on the tables
   if (result.ran) await notificationPartitions.purgeDefault(deps.db, cutoff, PURGE_NOTIFICATIONS);
   if (result.created.length || result.dropped.length) deps.log.info({ table: 'notifications', ...result }, 'partitions maintained');
-  if (deps.metrics) {
-    const kept = await notificationPartitions.list(deps.db);
-    deps.metrics.partitions.set({ table: 'notifications' }, kept.length);
-    if (kept.length) deps.metrics.partitionOldestKept.set({ table: 'notifications' }, Date.parse(`${kept[0]!.day}T00:00:00Z`) / 1000);
-  }
+  if (deps.metrics) reportKept(deps.metrics, 'notifications', await notificationPartitions.list(deps.db));
   return result;
+}
+
+/**
+ * What a maintenance does to one table's days: create today's and the next days' (and those of the default
+ * partition's rows) unless past `cutoff` or there, and drop the partitions whose every row is past it.
+ */
+function planDays(existing: DayPartition[], defaultDays: string[], today: string, cutoff: Date) {
+  const have = new Set(existing.map((p) => p.day));
+  const wanted = new Set([...Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(today, i)), ...defaultDays]);
+  return {
+    create: [...wanted].sort().filter((day) => !have.has(day) && endOf(day) > cutoff.getTime()),
+    drop: existing.filter((p) => endOf(p.day) <= cutoff.getTime()),
+  };
+}
+
+/** The partitions a table keeps and its oldest day, in /metrics. */
+function reportKept(metrics: Metrics, table: string, kept: DayPartition[]): void {
+  metrics.partitions.set({ table }, kept.length);
+  if (kept.length) metrics.partitionOldestKept.set({ table }, Date.parse(`${kept[0]!.day}T00:00:00Z`) / 1000);
 }
 
 /**
