@@ -313,6 +313,7 @@ describe('partitions kept by time', () => {
         request: '{}',
         title: 'from before',
         type: 'default',
+        custom: {},
         publish_at: new Date(now),
         expires_at: new Date(now + 90 * DAY_MS),
         created_at: new Date(now),
