@@ -8,7 +8,6 @@ import { PartitionsRepository } from '../db/repositories/partitions.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { LeasesRepository } from '../db/repositories/leases.js';
-import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -154,7 +153,6 @@ export function startPipeline(
     delivery,
     partitions: new PartitionsRepository(),
     retention: retentionOf(config),
-    messages: new MessagesRepository(),
     clock: opts.clock,
     queues,
     scheduler,

@@ -7,6 +7,7 @@ import {
   type DayPartitionedTable,
   type PartitionsRepository,
 } from '../db/repositories/partitions.js';
+import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -18,11 +19,19 @@ import type { Metrics } from '../platform/metrics.js';
 export const PARTITIONS_AHEAD_DAYS = 3;
 const DAY_MS = 86_400_000;
 
+/** The tables the maintenance keeps by day: those of DAY_PARTITIONED, and those keyed by a version 7 id. */
+export type MaintainedTable = DayPartitionedTable | 'notifications' | 'messages';
 /** How long each time-partitioned table keeps its rows, in days (`notifications`: with their batches and ranges). */
-export type Retention = Record<DayPartitionedTable | 'notifications', number>;
+export type Retention = Record<MaintainedTable, number>;
 /** Notifications past retention one maintenance deletes at most from the default partition (a bounded statement). */
 const PURGE_NOTIFICATIONS = 10_000;
 const notificationPartitions = new NotificationPartitionsRepository();
+/**
+ * Message partitions one maintenance creates at most: a retention of years is that many days made ahead, more
+ * tables than one transaction may lock; the next sweeps make the rest (a message meanwhile in the default one).
+ */
+const MESSAGE_DAYS_AT_ONCE = 31;
+const messagePartitions = new MessagePartitionsRepository();
 
 /** Each table's retention setting. */
 export function retentionOf(config: Config): Retention {
@@ -37,6 +46,8 @@ export function retentionOf(config: Config): Retention {
     // a key answers again for its 24 hours, then is free: nothing reads it after
     idempotency_keys: Math.ceil(IDEMPOTENCY_KEY_TTL_HOURS / 24),
     notifications: config.RETENTION_NOTIFICATIONS_DAYS,
+    // each message's retention is in its id (its expires_at's day): this says how many days are made ahead
+    messages: config.MESSAGE_RETENTION_DAYS,
   };
 }
 
@@ -58,8 +69,8 @@ export async function maintainPartitions(
   deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
   retention: Retention,
   now: Date,
-): Promise<Record<DayPartitionedTable | 'notifications', MaintenanceResult>> {
-  const results = {} as Record<DayPartitionedTable | 'notifications', MaintenanceResult>;
+): Promise<Record<MaintainedTable, MaintenanceResult>> {
+  const results = {} as Record<MaintainedTable, MaintenanceResult>;
   for (const table of Object.keys(DAY_PARTITIONED) as DayPartitionedTable[]) {
     const cutoff = retentionCutoff(table, now, retention[table]);
     results[table] = await deps.db.transaction().execute(async (trx) => {
@@ -85,7 +96,45 @@ export async function maintainPartitions(
     if (deps.metrics) reportKept(deps.metrics, table, await deps.partitions.list(deps.db, table));
   }
   results.notifications = await maintainNotifications(deps, retention.notifications, now);
+  results.messages = await maintainMessages(deps, retention.messages, now);
   return results;
+}
+
+/**
+ * The messages' day partitions (MessagePartitionsRepository): a message's id is made from the instant its retention
+ * ends, so the days are those of expiry, created from today to `days` + PARTITIONS_AHEAD_DAYS ahead (where a message
+ * made now expires) and dropped as soon as they are over, a row still in use (from before migration 040) kept in
+ * the default partition; that one made again without its rows past retention once they are a day past.
+ */
+async function maintainMessages(
+  deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
+  days: number,
+  now: Date,
+): Promise<MaintenanceResult> {
+  const today = utcDay(now);
+  const result = await deps.db.transaction().execute(async (trx) => {
+    const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
+    if (!(await deps.partitions.claim(trx))) return result;
+    result.ran = true;
+    const ahead = days + PARTITIONS_AHEAD_DAYS;
+    const defaults = await messagePartitions.defaultDays(trx, today, addDays(today, ahead));
+    const plan = planDays(await messagePartitions.list(trx), defaults, today, now, ahead);
+    for (const day of plan.create.slice(0, MESSAGE_DAYS_AT_ONCE)) {
+      await messagePartitions.create(trx, day);
+      result.created.push(day);
+    }
+    let bytes = 0;
+    for (const partition of plan.drop) {
+      bytes += await messagePartitions.drop(trx, partition.day, now);
+      result.dropped.push(partition.day);
+    }
+    bytes += await messagePartitions.rebuildDefault(trx, now);
+    if (bytes) deps.metrics?.partitionBytesDropped.inc({ table: 'messages' }, bytes);
+    return result;
+  });
+  if (result.created.length || result.dropped.length) deps.log.info({ table: 'messages', ...result }, 'partitions maintained');
+  if (deps.metrics) reportKept(deps.metrics, 'messages', await messagePartitions.list(deps.db));
+  return result;
 }
 
 /**
@@ -127,12 +176,12 @@ async function maintainNotifications(
 }
 
 /**
- * What a maintenance does to one table's days: create today's and the next days' (and those of the default
+ * What a maintenance does to one table's days: create today's and the next `ahead` days' (and those of the default
  * partition's rows) unless past `cutoff` or there, and drop the partitions whose every row is past it.
  */
-function planDays(existing: DayPartition[], defaultDays: string[], today: string, cutoff: Date) {
+function planDays(existing: DayPartition[], defaultDays: string[], today: string, cutoff: Date, ahead = PARTITIONS_AHEAD_DAYS) {
   const have = new Set(existing.map((p) => p.day));
-  const wanted = new Set([...Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(today, i)), ...defaultDays]);
+  const wanted = new Set([...Array.from({ length: ahead + 1 }, (_, i) => addDays(today, i)), ...defaultDays]);
   return {
     create: [...wanted].sort().filter((day) => !have.has(day) && endOf(day) > cutoff.getTime()),
     drop: existing.filter((p) => endOf(p.day) <= cutoff.getTime()),

@@ -2,7 +2,6 @@ import type { Db } from '../db/database.js';
 import type { PartitionsRepository } from '../db/repositories/partitions.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { DeliveryRepository, StalledNotification } from '../db/repositories/delivery.js';
-import type { MessagesRepository } from '../db/repositories/messages.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -12,8 +11,6 @@ import type { LeasesRepository } from '../db/repositories/leases.js';
 
 /** Rows one sweep deletes at most of each kind: a bounded statement, however many expired at once. */
 const PURGE_BATCH = 10_000;
-/** Expired messages one sweep deletes at most (their stream rows went with their partitions). */
-const PURGE_MESSAGES = 100;
 /** Notifications one sweep looks at; the next one goes on after them, and starts over once it reached the newest. */
 const STALLED_PAGE = 500;
 /** Pending batches whose jobs are looked up together (one pipeline per partition), until one is found queued. */
@@ -29,9 +26,9 @@ export const SCAN_LEASE_MS = 10_000;
  * are still queued is only waiting its turn behind other work; each sweep looks at the next page of them. The
  * fan-out resumes from its checkpoint and re-enqueues pending batches under their deterministic ids, so a spurious
  * sweep sends nothing twice.
- * Each sweep also keeps the time-partitioned tables (receipts, active devices, sessions, opens, conversions, message
- * streams, idempotency keys, notifications with their batches): partitions created ahead, those past retention
- * dropped whole (src/queue/retention.ts); then it deletes the messages past their retention whose stream rows are gone.
+ * Each sweep also keeps the time-partitioned tables (receipts, active devices, sessions, opens, conversions, messages
+ * and their streams, idempotency keys, notifications with their batches): partitions created ahead, those past
+ * retention dropped whole (src/queue/retention.ts).
  */
 export function startSweeper(deps: {
   db: Db;
@@ -39,7 +36,6 @@ export function startSweeper(deps: {
   delivery: DeliveryRepository;
   partitions: PartitionsRepository;
   retention: Retention;
-  messages: MessagesRepository;
   clock: Clock;
   queues: JobQueues;
   scheduler: NotificationScheduler;
@@ -147,9 +143,6 @@ export function startSweeper(deps: {
       await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>
         deps.log.warn({ err }, 'partition maintenance failed; will try again'),
       );
-      // after the maintenance, which dropped the stream rows of the messages it deletes
-      const messages = await deps.messages.purgeExpired(deps.db, deps.clock.now(), PURGE_MESSAGES);
-      if (messages) deps.log.debug({ messages }, 'purged messages past their retention');
     } catch (err) {
       deps.log.warn({ err }, 'sweep failed; will try again');
     } finally {

@@ -94,15 +94,16 @@ export class MessageService {
   }
 
   async get(appId: string, id: string): Promise<MessageRecord> {
-    const message = await this.messages.findForApp(this.db, appId, id);
+    const now = this.clock.now();
+    const message = await this.messages.findForApp(this.db, appId, id, now);
     if (!message) throw new NotFoundError('message');
-    return { message, state: messageState(message, this.clock.now()) };
+    return { message, state: messageState(message, now) };
   }
 
   /** The app's messages, newest first. */
   async list(appId: string, page: { per: number; page: number }): Promise<MessageRecord[]> {
     const now = this.clock.now();
-    const rows = await this.messages.listForApp(this.readDb, appId, page.per, (page.page - 1) * page.per);
+    const rows = await this.messages.listForApp(this.readDb, appId, now, page.per, (page.page - 1) * page.per);
     return rows.map((message) => ({ message, state: messageState(message, now) }));
   }
 
@@ -114,7 +115,7 @@ export class MessageService {
     const now = this.clock.now();
     return this.db.transaction().execute(async (trx) => {
       const canceled = await this.messages.cancelScheduled(trx, appId, id, now);
-      const message = await this.messages.findForApp(trx, appId, id);
+      const message = await this.messages.findForApp(trx, appId, id, now);
       if (!message) throw new NotFoundError('message');
       if (!canceled) throw new ConflictError(`message: it is ${messageState(message, now)} and can no longer be canceled`);
       if (message.notification_id) await this.notificationRows.cancel(trx, appId, message.notification_id);

@@ -438,3 +438,67 @@ describe('migration 037 on a database of the previous schema', () => {
     });
   });
 });
+
+const MESSAGE_PARTITIONING = '040_message_partitions.sql';
+
+/**
+ * Migration 040 on a database of the schema before it: a message from before migration 033 (a random id) shown long,
+ * and one of today (time-ordered, made when it was created), with stream rows and a push, written in plain SQL;
+ * upgraded, each is in the partition of its id's day (the random one in the default one) and reads back as before,
+ * and a message made after it takes the id of the day its retention ends.
+ */
+describe('migration 040 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(MESSAGE_PARTITIONING);
+
+  it('keeps every message with its stream rows and push, read back as before; a new one goes by its retention day', async () => {
+    const { db, pool } = before.handle;
+    const { app, devices, audience } = await seed(before.handle, 'com.example.upgrade40', 2);
+    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
+    const inserted = await pool.query<{ id: string }>(
+      `INSERT INTO messages (id, app_id, audience_id, request, title, type, publish_at, unpublish_at, expires_at, created_at)
+       VALUES ($1, $2, $3, '{"title": "old"}', 'old', 'default', now() - interval '10 days', now() + interval '100 days',
+               now() + interval '190 days', now() - interval '10 days'),
+              (pushd_uuid7(), $2, $3, '{"title": "new"}', 'new', 'default', now(), NULL, now() + interval '90 days', now())
+       RETURNING id`,
+      [legacy, app.id, audience.id],
+    );
+    const [, today] = inserted.rows.map((r) => r.id) as [string, string];
+    await pool.query(
+      `INSERT INTO device_messages (device_id, message_id, retention_from, read_at, stream_impressions)
+       SELECT d, m.id, coalesce(m.unpublish_at, m.publish_at), now(), 1 FROM unnest($1::uuid[]) d, messages m`,
+      [devices],
+    );
+    const push = await pool.query<{ id: string }>(
+      `INSERT INTO notifications (app_id, audience_id, request, payload, message_id) VALUES ($1, $2, '{}', '{}', $3) RETURNING id`,
+      [app.id, audience.id, today],
+    );
+
+    await before.upgrade();
+
+    expect((await pool.query(`SELECT relkind FROM pg_class WHERE relname = 'messages'`)).rows).toEqual([{ relkind: 'p' }]);
+    const located = await pool.query(`SELECT id, tableoid::regclass::text AS partition FROM messages ORDER BY created_at`);
+    expect(located.rows).toEqual([
+      { id: legacy, partition: 'messages_default' },
+      { id: today, partition: `messages_p${dayOf(new Date()).replaceAll('-', '')}` },
+    ]);
+    // no foreign key names messages any more: their partitions are dropped whole
+    expect((await pool.query(`SELECT conname FROM pg_constraint WHERE confrelid = 'messages'::regclass`)).rows).toEqual([]);
+
+    // read back through the repository as before: each message with its push, both streams, the impressions
+    const messages = new MessagesRepository();
+    const now = new Date();
+    expect(await messages.findForApp(db, app.id, legacy, now)).toMatchObject({ id: legacy, title: 'old', notification_id: null });
+    expect(await messages.findForApp(db, app.id, today, now)).toMatchObject({ id: today, title: 'new', notification_id: push.rows[0]!.id });
+    expect((await messages.listForApp(db, app.id, now, 10, 0)).map((m) => m.id)).toEqual([today, legacy]);
+    for (const device of devices)
+      expect((await messages.streamPage(db, device, now, null, 10)).map((m) => m.id)).toEqual([today, legacy]);
+    expect(await messages.impressionTotals(db, legacy)).toEqual({ stream: 2, full_screen: 0, in_app: 0 });
+
+    // a message made now takes an id of the instant its retention ends: the day no partition was made for yet
+    const made = await insertMessage(db, { appId: app.id, audienceId: audience.id, published: now, resolved: false });
+    expect(parseInt(made.id.replaceAll('-', '').slice(0, 12), 16)).toBe(made.expires_at.getTime());
+    expect((await pool.query(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = $1`, [made.id])).rows).toEqual([
+      { p: 'messages_default' },
+    ]);
+  });
+});

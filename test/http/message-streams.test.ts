@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
@@ -142,17 +141,16 @@ describe("a device's message stream", () => {
       const long = await message(app, { to: '*', unpublish_at: '2027-02-01T09:00:00Z' });
       expect(long).toMatchObject({ unpublish_at: '2027-02-01T09:00:00.000Z', expires_at: '2027-05-02T09:00:00.000Z' });
       const plain = await message(app, { to: '*' });
-      // the workers' sweep: stream rows dropped with their day's partition, then the messages left without any
-      const purge = async () => {
-        await maintainPartitions(
-          { db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') },
-          RETENTION,
-          clock.now(),
-        );
-        let total = 0;
-        for (let n = 1; n > 0; total += n) n = await new MessagesRepository().purgeExpired(h.db.db, clock.now(), 10_000);
-        return total;
-      };
+      // the workers' maintenance: messages and their stream rows dropped whole with their days; answers the days of
+      // messages it dropped
+      const purge = async () =>
+        (
+          await maintainPartitions(
+            { db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') },
+            RETENTION,
+            clock.now(),
+          )
+        ).messages.dropped.length;
       clock.set(new Date(Date.parse('2026-06-01T09:00:00Z') + 100 * DAY));
       await purge();
       expect(await stream(app, d.id)).toEqual([long.id]);
@@ -174,6 +172,7 @@ describe("a device's message stream", () => {
       expect(await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', long.id).execute()).toHaveLength(1);
       clock.set('2027-05-03T00:00:00Z');
       expect(await purge()).toBeGreaterThanOrEqual(1);
+      expect(await h.db.db.selectFrom('messages').select('id').where('id', '=', long.id).execute()).toEqual([]);
       expect((await call(h, 'GET', `/v6/messages/${long.id}`, app.keys.read)).statusCode).toBe(404);
       expect(await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', long.id).execute()).toEqual([]);
     });

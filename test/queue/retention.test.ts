@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
+import { MessagePartitionsRepository } from '../../src/db/repositories/message-partitions.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
@@ -12,7 +13,8 @@ import { registerDevice, setCredentials, startGateways, type Gateways, type Regi
 import { call } from '../http/device-support.js';
 import type { AppWithKeys } from '../http/support.js';
 import { loadConfig } from '../../src/platform/config.js';
-import { insertMessage } from '../http/message-support.js';
+import { createMessage, insertMessage } from '../http/message-support.js';
+import { timeOrderedUuid } from '../../src/platform/random-id.js';
 
 const DAY_MS = 86_400_000;
 const dayOf = (at: Date | number) => new Date(at).toISOString().slice(0, 10);
@@ -31,6 +33,7 @@ describe('partitions kept by time', () => {
   let app: AppWithKeys;
   let device: RegisteredDevice;
   const partitions = new PartitionsRepository();
+  const messagePartitions = new MessagePartitionsRepository();
   const log = createLogger('silent');
 
   beforeAll(async () => {
@@ -266,11 +269,101 @@ describe('partitions kept by time', () => {
     expect(await where('push_opens')).toEqual(partitionsOf('push_opens', [dayOf(at(89))]));
     expect(await where('notification_conversions')).toEqual(partitionsOf('notification_conversions', [conversionDays[1]!]));
     expect(await where('device_messages')).toEqual(partitionsOf('device_messages', [streamRows[1]!.day]));
-    // the expired message goes once its stream rows went; the other one stays
-    expect(await messages.purgeExpired(h.db.db, clock.now(), 100)).toBe(1);
-    expect(await h.db.db.selectFrom('messages').select('id').where('app_id', '=', app.app.id).execute()).toEqual([
-      { id: streamRows[1]!.message },
-    ]);
+    // the expired message went (with the default partition's rows past retention: no day of it was made, 31 a run);
+    // the other one is in the day its retention ends on
+    expect(
+      (await h.db.pool.query(`SELECT id, tableoid::regclass::text AS p FROM messages WHERE app_id = $1`, [app.app.id])).rows,
+    ).toEqual([{ id: streamRows[1]!.message, p: `messages_p${compact(dayOf(at(80).getTime() + 90 * DAY_MS))}` }]);
+  });
+
+  it('keeps messages by the day their retention ends: made ahead, dropped whole once over, those still in use kept', async () => {
+    const now = start.getTime() + 200 * DAY_MS;
+    clock.set(new Date(now));
+    const metrics = new Metrics();
+    const maintain = async (at: number) => (await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, new Date(at))).messages;
+    const kept = async () => (await messagePartitions.list(h.db.db)).map((p) => p.day);
+    const located = async (id: string) =>
+      (await h.db.pool.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = $1`, [id])).rows[0]?.p;
+    const state = async (id: string) => {
+      const res = await call(h, 'GET', `/v6/messages/${id}`, app.keys.read);
+      return res.statusCode === 200 ? (res.json().state as string) : res.statusCode;
+    };
+    const days = (from: number, count: number) => Array.from({ length: count }, (_, i) => dayOf(from + i * DAY_MS));
+
+    // from today to where a message made now expires (90 days, and 3 more), 31 a run
+    expect((await maintain(now)).created).toEqual(days(now, 31));
+    for (let run = 0; run < 3; run++) await maintain(now);
+    expect(await kept()).toEqual(days(now, 94));
+
+    // a message in its expiry day; a scheduled one and one shown 200 days, later than the days made, in the default
+    const plain = await createMessage(h, app.keys.write, { to: '*', title: 'plain' });
+    const scheduled = await createMessage(h, app.keys.write, { to: '*', title: 'later', send_at: new Date(now + 20 * DAY_MS).toISOString() });
+    const long = await createMessage(h, app.keys.write, { to: '*', title: 'long', unpublish_at: new Date(now + 200 * DAY_MS).toISOString() });
+    expect(await located(plain.id)).toBe(`messages_p${compact(dayOf(now + 90 * DAY_MS))}`);
+    expect(await located(scheduled.id)).toBe('messages_default');
+    expect(await located(long.id)).toBe('messages_default');
+    // a message from before migration 040, its id made when it was created: in today's partition, in use 90 days
+    const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.app.id);
+    const { id: legacy } = await h.db.db
+      .insertInto('messages')
+      .values({
+        id: timeOrderedUuid(now),
+        app_id: app.app.id,
+        audience_id: audience.id,
+        request: '{}',
+        title: 'from before',
+        type: 'default',
+        custom: {},
+        publish_at: new Date(now),
+        expires_at: new Date(now + 90 * DAY_MS),
+        created_at: new Date(now),
+      })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    expect(await located(legacy)).toBe(`messages_p${compact(dayOf(now))}`);
+
+    // a day on: today's partition goes whole, but the message in use is kept in the default one, and read as before
+    const tomorrow = now + DAY_MS;
+    clock.set(new Date(tomorrow));
+    expect((await maintain(tomorrow)).dropped).toEqual([dayOf(now)]);
+    expect(await located(legacy)).toBe('messages_default');
+    expect(await state(legacy)).toBe('published');
+
+    // past the end of the plain message's day: its partition goes whole, the scheduled one moves into its day
+    const plainOver = Date.parse(`${dayOf(now + 90 * DAY_MS)}T00:00:00Z`) + DAY_MS;
+    clock.set(new Date(plainOver - 1));
+    expect(await state(plain.id)).toBe('unpublished');
+    expect((await maintain(plainOver - 1)).dropped).not.toContain(dayOf(now + 90 * DAY_MS));
+    clock.set(new Date(plainOver));
+    const over = await maintain(plainOver);
+    expect(over.dropped).toContain(dayOf(now + 90 * DAY_MS));
+    expect(await located(plain.id)).toBeUndefined();
+    expect(await state(plain.id)).toBe(404);
+    expect(await located(scheduled.id)).toBe(`messages_p${compact(dayOf(now + 110 * DAY_MS))}`);
+    expect(await state(scheduled.id)).toBe('published');
+    expect(await located(long.id)).toBe('messages_default');
+    expect(await state(long.id)).toBe('published');
+    // the message from before is past retention since its day ended; the default partition is made again without it
+    // once it is a day past
+    expect(await state(legacy)).toBe(404);
+    expect(await located(legacy)).toBe('messages_default');
+    await maintain(plainOver + DAY_MS);
+    expect(await located(legacy)).toBeUndefined();
+    expect(await located(long.id)).toBe('messages_default');
+
+    // what /metrics shows for messages, as for the other tables
+    const text = await metrics.registry.metrics();
+    expect(text).toContain(`pushd_partitions{table="messages"} ${(await kept()).length}`);
+    const oldestKept = Date.parse(`${(await kept())[0]!}T00:00:00Z`) / 1000;
+    expect(text).toContain(`pushd_partition_oldest_kept_seconds{table="messages"} ${oldestKept}`);
+    expect(Number(/pushd_partition_dropped_bytes_total\{table="messages"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(0);
+
+    // the long one goes at the end of the day its retention ends on, 90 days after it is unpublished
+    const longOver = Date.parse(`${dayOf(now + 290 * DAY_MS)}T00:00:00Z`) + DAY_MS;
+    for (let run = 0; run < 4; run++) await maintain(longOver - DAY_MS);
+    expect(await located(long.id)).toBe(`messages_p${compact(dayOf(now + 290 * DAY_MS))}`);
+    expect((await maintain(longOver)).dropped).toContain(dayOf(now + 290 * DAY_MS));
+    expect(await located(long.id)).toBeUndefined();
   });
 });
 

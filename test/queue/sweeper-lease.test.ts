@@ -2,7 +2,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { LeasesRepository } from '../../src/db/repositories/leases.js';
-import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
@@ -42,7 +41,6 @@ describe("the sweeper's scan lease", () => {
       delivery: new DeliveryRepository(),
       partitions: new PartitionsRepository(),
       retention: retentionOf(loadConfig({})),
-      messages: new MessagesRepository(),
       clock: systemClock,
       queues,
       scheduler: { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },

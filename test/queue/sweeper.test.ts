@@ -3,7 +3,6 @@ import { sql } from 'kysely';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
-import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock, type Clock } from '../../src/platform/clock.js';
@@ -54,7 +53,6 @@ describe('the sweeper', () => {
       delivery: new DeliveryRepository(),
       partitions,
       retention: RETENTION,
-      messages: new MessagesRepository(),
       clock,
       queues,
       scheduler,
@@ -402,7 +400,7 @@ describe('the sweeper', () => {
       (await h.db.db.selectFrom('device_messages').select('device_id').where('message_id', '=', id).execute()).length;
     const exists = async (id: string) => (await h.db.db.selectFrom('messages').select('id').where('id', '=', id).execute()).length > 0;
 
-    it('are deleted by the sweep after their stream rows went with their day; younger ones stay', async () => {
+    it('go with their day in the sweep, with their stream rows; younger ones stay', async () => {
       const old = await messageInStreams(3);
       const young = await messageInStreams(1);
       // published ten days later: kept longer, its stream row in a later day (the default partition, none made yet)
@@ -441,18 +439,29 @@ describe('the sweeper', () => {
       expect(await rowsOf(old)).toBe(0);
     });
 
-    it('in bounded steps, and none while its stream rows are there: they go whole with their day, never row by row', async () => {
-      const ids = [await messageInStreams(2), await messageInStreams(1), await messageInStreams(1)];
-      const messages = new MessagesRepository();
-      const later = new Date(Date.now() + 91 * DAY);
-      expect(await messages.purgeExpired(h.db.db, later, 2)).toBe(0);
-      expect(await Promise.all(ids.map(rowsOf))).toEqual([2, 1, 1]);
-      await maintainPartitions({ db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') }, RETENTION, later);
-      expect(await Promise.all(ids.map(rowsOf))).toEqual([0, 0, 0]);
-      expect(await messages.purgeExpired(h.db.db, later, 2)).toBe(2);
-      expect(await messages.purgeExpired(h.db.db, later, 2)).toBe(1);
-      expect(await Promise.all(ids.map(exists))).toEqual([false, false, false]);
-      expect(await messages.purgeExpired(h.db.db, later, 2)).toBe(0);
+    it('go whole with their day once it is over, with their stream rows, never row by row', async () => {
+      const ids = [await messageInStreams(2), await messageInStreams(1)];
+      const expiresAt = (await h.db.db.selectFrom('messages').select('expires_at').where('id', '=', ids[0]!).executeTakeFirstOrThrow()).expires_at;
+      const day = expiresAt.toISOString().slice(0, 10);
+      const maintain = (at: Date) =>
+        maintainPartitions({ db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') }, RETENTION, at);
+      const partitionsOf = async () =>
+        (
+          await h.db.pool.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = ANY($1::uuid[])`, [ids])
+        ).rows.map((r) => r.p);
+      // on the day their retention ends (their id's day), each message is in that day's partition
+      await maintain(expiresAt);
+      expect(await partitionsOf()).toEqual(ids.map(() => `messages_p${day.replaceAll('-', '')}`));
+      // the day not over yet: nothing goes
+      const dayEnd = Date.parse(`${day}T00:00:00Z`) + DAY;
+      expect((await maintain(new Date(dayEnd - 1))).messages.dropped).toEqual([]);
+      expect(await Promise.all(ids.map(exists))).toEqual([true, true]);
+      expect(await Promise.all(ids.map(rowsOf))).toEqual([2, 1]);
+      // over: the day's partition is dropped whole, and the stream rows' day with it
+      const over = await maintain(new Date(dayEnd));
+      expect(over.messages.dropped).toEqual([day]);
+      expect(await Promise.all(ids.map(exists))).toEqual([false, false]);
+      expect(await Promise.all(ids.map(rowsOf))).toEqual([0, 0]);
     });
   });
 });

@@ -3,6 +3,7 @@ import { isUuid } from '../../domain/cursor.js';
 import type { Filter } from '../../domain/filters.js';
 import type { MessageTiming } from '../../domain/message-request.js';
 import type { ImpressionKind } from '../../domain/message-stream.js';
+import { timeOrderedUuid } from '../../platform/random-id.js';
 import type { Db } from '../database.js';
 import type { Message } from '../schema.js';
 
@@ -42,18 +43,32 @@ export interface StreamPosition {
 
 export type ImpressionCounts = Record<ImpressionKind, number>;
 
+const DAY_MS = 86_400_000;
+
 /** Live at `now` (alias `m`): published, not canceled, not unpublished, not past its retention. */
 const live = (now: Date) =>
   sql<SqlBool>`(m.canceled_at is null and m.publish_at <= ${now} and (m.unpublish_at is null or m.unpublish_at > ${now}) and m.expires_at > ${now})`;
+
+/**
+ * Kept at `now` (alias `m`): until the end of the UTC day its retention ends on, when its day's partition (and its
+ * stream rows') is dropped whole. A row the maintenance has not dropped yet, or kept in the default partition, is
+ * read no longer than that either.
+ */
+const kept = (now: Date) => sql<SqlBool>`m.expires_at >= ${new Date(now.getTime() - (now.getTime() % DAY_MS))}`;
 
 /** When a message's retention starts, its stream rows' partition key (alias `m`): as `expires_at` counts it. */
 const retentionFrom = sql<Date>`coalesce(m.unpublish_at, m.publish_at)`;
 
 export class MessagesRepository {
+  /**
+   * Stores a message under an id made from the instant its retention ends: messages are partitioned by the day of
+   * their id (migration 040), and a day's partition is dropped whole once the day is over.
+   */
   async insert(db: Db, m: NewMessage): Promise<Message> {
     return db
       .insertInto('messages')
       .values({
+        id: timeOrderedUuid(m.timing.expiresAt.getTime()),
         app_id: m.appId,
         audience_id: m.audienceId,
         request: JSON.stringify(m.request),
@@ -73,15 +88,17 @@ export class MessagesRepository {
       .executeTakeFirstOrThrow();
   }
 
-  async findForApp(db: Db, appId: string, id: string): Promise<MessageWithPush | undefined> {
+  /** The app's message, unless the day its retention ended on is over at `now` (kept: readable, `unpublished`). */
+  async findForApp(db: Db, appId: string, id: string, now: Date): Promise<MessageWithPush | undefined> {
     if (!isUuid(id)) return undefined;
-    return this.withPush(db).where('m.app_id', '=', appId).where('m.id', '=', id).executeTakeFirst();
+    return this.withPush(db).where('m.app_id', '=', appId).where('m.id', '=', id).where(kept(now)).executeTakeFirst();
   }
 
-  /** The app's messages, newest first. */
-  async listForApp(db: Db, appId: string, limit: number, offset: number): Promise<MessageWithPush[]> {
+  /** The app's messages kept at `now`, newest first. */
+  async listForApp(db: Db, appId: string, now: Date, limit: number, offset: number): Promise<MessageWithPush[]> {
     return this.withPush(db)
       .where('m.app_id', '=', appId)
+      .where(kept(now))
       .orderBy('m.created_at', 'desc')
       .orderBy('m.id', 'desc')
       .limit(limit)
@@ -123,31 +140,6 @@ export class MessagesRepository {
       .where('message_id', '=', messageId)
       .executeTakeFirstOrThrow();
     return row;
-  }
-
-  /**
-   * Deletes up to `limit` messages past their retention at `now` whose stream rows are gone, oldest first: the
-   * maintenance drops those whole with their day's partition (src/queue/retention.ts), up to a day after the
-   * message expired. Answers how many went.
-   */
-  async purgeExpired(db: Db, now: Date, limit: number): Promise<number> {
-    const r = await db
-      .deleteFrom('messages')
-      .where(
-        'id',
-        'in',
-        db
-          .selectFrom('messages as m')
-          .select('m.id')
-          .where('m.expires_at', '<=', now)
-          .where(({ not, exists, selectFrom }) =>
-            not(exists(selectFrom('device_messages as s').select(sql.lit(1).as('one')).whereRef('s.message_id', '=', 'm.id'))),
-          )
-          .orderBy('m.expires_at')
-          .limit(limit),
-      )
-      .executeTakeFirst();
-    return Number(r.numDeletedRows);
   }
 
   // ---- streams ----

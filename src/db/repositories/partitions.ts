@@ -89,7 +89,7 @@ export class PartitionsRepository {
 }
 
 /** The day partitions of `table`, oldest first, with their size; partitions named otherwise are left out. */
-async function listDays(db: Db, table: string): Promise<DayPartition[]> {
+export async function listDays(db: Db, table: string): Promise<DayPartition[]> {
   const { rows } = await sql<{ name: string; bytes: number }>`
     select c.relname as name, pg_total_relation_size(c.oid) as bytes
     from pg_inherits i
@@ -102,7 +102,7 @@ async function listDays(db: Db, table: string): Promise<DayPartition[]> {
   });
 }
 
-function partitionName(table: string, day: string): string {
+export function partitionName(table: string, day: string): string {
   return `${table}_p${checkedDay(day).replaceAll('-', '')}`;
 }
 
@@ -144,7 +144,7 @@ export function uuid7Floor(at: number): string {
 }
 
 /** The UTC day a version 7 UUID was made on, as SQL. */
-const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '-', ''), 12))::bit(48)::bigint / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`;
+export const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '-', ''), 12))::bit(48)::bigint / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`;
 
 /** The day partitions of the notification family: each day's in every table, dropped with the rows kept moved out. */
 export class NotificationPartitionsRepository {
@@ -268,7 +268,7 @@ export class NotificationPartitionsRepository {
 const DAY_MS = 86_400_000;
 const dayStart = (day: string) => Date.parse(`${checkedDay(day)}T00:00:00Z`);
 /** A day's ids: [the lowest id of its first millisecond, that of the next day's). */
-const idBounds = (day: string): [string, string] => [uuid7Floor(dayStart(day)), uuid7Floor(dayStart(day) + DAY_MS)];
+export const idBounds = (day: string): [string, string] => [uuid7Floor(dayStart(day)), uuid7Floor(dayStart(day) + DAY_MS)];
 
 /** A table's columns but generated ones, which an insert may not name. */
 async function insertableColumns(trx: Transaction<Database>, table: string) {
