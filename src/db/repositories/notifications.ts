@@ -112,26 +112,41 @@ export class NotificationsRepository {
   }
 
   /**
-   * The app's transactional notification with this key (`transactionalKey`), row-locked until the transaction ends.
-   * The key is locked first (and whether or not a notification has it), so two sends with it are taken in turn.
+   * The app's transactional notification with this key (`transactionalKey`), row-locked until the transaction ends;
+   * undefined when there is none, and the key then names `id`, which the caller inserts in this transaction. The
+   * key's row (migration 041) is upserted first, and locked whether or not a notification has it, so two sends with
+   * it are taken in turn: the second waits for the first's commit and finds its notification.
    */
-  async lockTransactional(
+  async claimTransactional(
     trx: Transaction<Database>,
     appId: string,
     key: string,
+    id: string,
   ): Promise<Pick<Notification, 'id' | 'generation'> | undefined> {
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`${appId}:transactional:${key}`}, 0))`.execute(trx);
-    return trx
+    const { rows } = await sql<{ notification_id: string }>`
+      insert into notification_transactional_keys (app_id, transactional_key, notification_id)
+      values (${appId}::uuid, ${key}, ${id}::uuid)
+      on conflict (app_id, transactional_key) do update set notification_id = notification_transactional_keys.notification_id
+      returning notification_id`.execute(trx);
+    const named = rows[0]!.notification_id;
+    if (named === id) return undefined;
+    // by its id, a parameter: PostgreSQL reads its day partition alone (by a subquery's id it would plan for every day's)
+    const earlier = await trx
       .selectFrom('notifications')
       .select(['id', 'generation'])
-      .where('app_id', '=', appId)
-      .where('transactional_key', '=', key)
+      .where('id', '=', named)
       .forUpdate()
       .executeTakeFirst();
+    if (earlier) return earlier;
+    // its notification is gone (past retention, its key not yet): the key names the new one
+    await sql`
+      update notification_transactional_keys set notification_id = ${id}::uuid
+      where app_id = ${appId}::uuid and transactional_key = ${key}`.execute(trx);
+    return undefined;
   }
 
   /**
-   * Replaces a transactional notification (`lockTransactional`) with a new send, cut into `batches` (of its next
+   * Replaces a transactional notification (`claimTransactional`) with a new send, cut into `batches` (of its next
    * generation), in one statement: its request, payload, group and options become the new send's, its generation
    * is bumped (batches of the older one still pending are superseded), and its counters continue.
    */
