@@ -253,7 +253,7 @@ export class TransactionalService {
         const input = await this.sending.store.load(batch.id);
         if (input && input.notification.generation !== batch.generation) {
           // a later send with the same collapse_key replaced this one: the older payload is not sent after it
-          await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch.id, 'superseded');
+          await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch, 'superseded');
           total.failed.push(...input.pending.map((p) => p.deviceId));
           return total;
         }

@@ -1,6 +1,6 @@
 import type { NotificationRequest } from '../../domain/notification-request.js';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
-import type { Db } from '../database.js';
+import { PLAN_EACH_RUN, type Db } from '../database.js';
 import type { Database, Notification, NotificationState, NotificationsTable } from '../schema.js';
 import { jsonbArray } from '../pg-arrays.js';
 import { SPEC_AUDIENCES } from './audiences.js';
@@ -222,7 +222,10 @@ export class NotificationsRepository {
    */
   async withCounters<T extends Notification>(db: Db, list: T[]): Promise<T[]> {
     if (!list.length) return list;
-    const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`
+    const ids = list.map((n) => n.id);
+    // the batches and ranges are also constrained by the ids themselves, not only by n.id: PostgreSQL then plans
+    // for those notifications' day partitions alone (migration 037), as it cannot from a join
+    const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`${sql.raw(PLAN_EACH_RUN)}
       select n.id, n.devices_targeted + coalesce(r.targeted, 0) as devices_targeted,
         n.devices_not_allowed + coalesce(r.not_allowed, 0) as devices_not_allowed,
         n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded, n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
@@ -235,12 +238,12 @@ export class NotificationsRepository {
           (array_agg(b.failure_reason order by b.updated_at desc)
             filter (where b.failure_reason is not null and b.generation = n.generation))[1] as failure_reason
         from delivery_batches b
-        where b.notification_id = n.id) b on true
+        where b.notification_id = n.id and b.notification_id = any(${ids}::uuid[])) b on true
       left join lateral (
         select sum(r.devices_targeted)::int as targeted, sum(r.devices_not_allowed)::int as not_allowed
         from fanout_ranges r
-        where r.notification_id = n.id) r on true
-      where n.id = any(${list.map((n) => n.id)}::uuid[])`.execute(db);
+        where r.notification_id = n.id and r.notification_id = any(${ids}::uuid[])) r on true
+      where n.id = any(${ids}::uuid[])`.execute(db);
     const byId = new Map(rows.map(({ id, ...counters }) => [id, counters]));
     return list.map((n) => ({ ...n, ...byId.get(n.id) }));
   }
