@@ -118,8 +118,8 @@ describe('notifications kept by day', () => {
     // their notification, or stay with it
     for (const n of [done, collapsed]) {
       await h.db.pool.query(
-        `INSERT INTO notification_transactional_keys (app_id, transactional_key, notification_id) VALUES ($1, $2, $2::uuid)`,
-        [app.id, n.id],
+        `INSERT INTO notification_transactional_keys (app_id, transactional_key, notification_id) VALUES ($1, $2, $3)`,
+        [app.id, n.id, n.id],
       );
       await db
         .insertInto('ab_holdout_devices')
