@@ -20,8 +20,11 @@ pg.Client.prototype.emit = function (this: pg.Client, event: string | symbol, ..
 export type Db = Kysely<Database>;
 
 /**
- * Marks a statement whose best plan depends on its values (an audience's filters: a rare tag or a common one), so
- * it is never prepared and PostgreSQL plans each run for what it asks.
+ * Marks a statement whose best plan depends on its values, so it is never prepared and PostgreSQL plans each run for
+ * what it asks: an audience's filters (a rare tag or a common one), and a statement that finds rows of the
+ * notifications' day-partitioned tables (migration 037) by a list of keys (`= any(array)`). PostgreSQL prunes
+ * partitions by such a list only when it knows the list as it plans: a generic plan reads every day's partition
+ * (the plan cache takes one while they are empty or small), a custom one those of its ids.
  */
 export const PLAN_EACH_RUN = '/* planned each run */';
 

@@ -300,11 +300,11 @@ async function attemptLoaded(
   // a batch that went on in a job of its own (deliveryProcessor) has had attempts its new job did not make
   const attemptsMade = Math.max(job.attemptsMade, batch.attempts);
   if (n.generation !== batch.generation) {
-    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'superseded'); // a collapse_key update replaced this send
+    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch, 'superseded'); // a collapse_key update replaced this send
     return;
   }
   if (n.state === 'canceled') {
-    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch.id, 'canceled');
+    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch, 'canceled');
     return;
   }
   if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);

@@ -44,6 +44,8 @@ interface Creation {
   request: TransactionalRequest;
   options: DeliveryOptions;
   now: Date;
+  /** the id its notification takes; made by `store` when absent (a key names it before it is stored) */
+  id?: string;
 }
 
 /**
@@ -109,12 +111,13 @@ export class TransactionalService {
       committed = await this.db.transaction().execute(async (trx) => {
         const replay = await this.idempotency.claim(trx, appId, idempotency);
         if (replay) return replay;
-        const earlier = key === null ? undefined : await this.notifications.lockTransactional(trx, appId, key);
+        const id = timeOrderedUuid();
+        const earlier = key === null ? undefined : await this.notifications.claimTransactional(trx, appId, key, id);
         const [devices] = await this.devices.deliverableOfEach(trx, [sendTo(appId, request)], {
           limit: TRANSACTIONAL_MAX_DEVICES + 1,
           now,
         });
-        const send = { appId, request, options, now, devices: withinLimit(devices!) };
+        const send = { appId, request, options, now, id, devices: withinLimit(devices!) };
         const stored = earlier ? await this.replace(trx, earlier, send) : (await this.store(trx, [send]))[0]!;
         if (idempotency) await this.idempotency.pending(trx, appId, idempotency, stored.notification.id);
         return stored;
@@ -177,7 +180,7 @@ export class TransactionalService {
   private async store(db: Db, sends: (Creation & { devices: DeliverableNow[] })[]): Promise<Committed[]> {
     if (!sends.length) return [];
     const cut = sends.map((s) => {
-      const id = timeOrderedUuid();
+      const id = s.id ?? timeOrderedUuid();
       const { sendable, notAllowed } = allowedOf(s.devices);
       return { id, send: s, notAllowed, batches: cutBatches(id, FIRST_GENERATION, sendable, 0, this.settings.batchSize) };
     });
@@ -210,7 +213,7 @@ export class TransactionalService {
 
   /**
    * Stores a send with a collapse_key as the next generation of the earlier notification with that key and
-   * recipient (`lockTransactional`): the same id, the new payload, its own batches; what the older generation had
+   * recipient (`claimTransactional`): the same id, the new payload, its own batches; what the older generation had
    * still pending is superseded.
    */
   private async replace(
@@ -250,7 +253,7 @@ export class TransactionalService {
         const input = await this.sending.store.load(batch.id);
         if (input && input.notification.generation !== batch.generation) {
           // a later send with the same collapse_key replaced this one: the older payload is not sent after it
-          await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch.id, 'superseded');
+          await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch, 'superseded');
           total.failed.push(...input.pending.map((p) => p.deviceId));
           return total;
         }

@@ -59,6 +59,24 @@ describe('notifications kept by day', () => {
     expect(new Set([rows[0]!.id, other.id, elsewhere.id]).size).toBe(3);
   });
 
+  it('a transactional key names its notification: a new id when there is none, the same one after, a new one once it is gone', async () => {
+    const { app } = await h.createApp();
+    const db = h.db.db;
+    const claim = (id: string) => db.transaction().execute((trx) => notifications.claimTransactional(trx, app.id, 'k', id));
+    const named = async () =>
+      (await h.db.pool.query(`SELECT notification_id FROM notification_transactional_keys WHERE app_id = $1`, [app.id])).rows;
+    const stored = timeOrderedUuid();
+    expect(await claim(stored)).toBeUndefined();
+    await notifications.insertOrCollapse(db, { ...push(app.id, null, stored), transactionalKey: 'k' });
+    expect(await claim(timeOrderedUuid())).toEqual({ id: stored, generation: FIRST_GENERATION });
+    expect(await named()).toEqual([{ notification_id: stored }]);
+    // its notification gone without its key (the maintenance deletes both): the key names the next one
+    await db.deleteFrom('notifications').where('id', '=', stored).execute();
+    const next = timeOrderedUuid();
+    expect(await claim(next)).toBeUndefined();
+    expect(await named()).toEqual([{ notification_id: next }]);
+  });
+
   it('drops a day past retention with its batches, keeps a collapse_key notification re-sent since, then purges it', async () => {
     const { app, keys } = await h.createApp();
     const db = h.db.db;
@@ -96,8 +114,13 @@ describe('notifications kept by day', () => {
         .execute();
     }
     const ids = [done.id, collapsed.id];
-    // each had an A/B holdout (migration 039): its rows go with their notification, or stay with it
+    // each had an A/B holdout (migration 039), and a transactional key naming it (migration 041): their rows go with
+    // their notification, or stay with it
     for (const n of [done, collapsed]) {
+      await h.db.pool.query(
+        `INSERT INTO notification_transactional_keys (app_id, transactional_key, notification_id) VALUES ($1, $2, $3)`,
+        [app.id, n.id, n.id],
+      );
       await db
         .insertInto('ab_holdout_devices')
         .values({ notification_id: n.id, device_id: device.id, since: new Date(past) })
@@ -107,11 +130,12 @@ describe('notifications kept by day', () => {
         .values({ notification_id: n.id, device_id: device.id, source: 'app', name: 'purchase', count: 1 })
         .execute();
     }
-    const holdouts = async () =>
+    const keyedRows = async () =>
       (
         await h.db.pool.query<{ id: string }>(
           `SELECT notification_id::text AS id FROM ab_holdout_devices WHERE notification_id = ANY($1::uuid[])
-           UNION ALL SELECT notification_id::text FROM ab_holdout_conversions WHERE notification_id = ANY($1::uuid[]) ORDER BY 1`,
+           UNION ALL SELECT notification_id::text FROM ab_holdout_conversions WHERE notification_id = ANY($1::uuid[])
+           UNION ALL SELECT notification_id::text FROM notification_transactional_keys WHERE notification_id = ANY($1::uuid[]) ORDER BY 1`,
           [ids],
         )
       ).rows.map((r) => r.id);
@@ -143,7 +167,7 @@ describe('notifications kept by day', () => {
       { id: collapsed.id, partition: 'delivery_batches_default' },
     ]);
     expect(await located('fanout_ranges', 'notification_id', ids)).toEqual([{ id: collapsed.id, partition: 'fanout_ranges_default' }]);
-    expect(await holdouts()).toEqual([collapsed.id, collapsed.id]);
+    expect(await keyedRows()).toEqual([collapsed.id, collapsed.id, collapsed.id]);
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/pushd_partitions\{table="notifications"\} \d+/);
     expect(Number(/pushd_partition_dropped_bytes_total\{table="notifications"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(0);
@@ -170,6 +194,6 @@ describe('notifications kept by day', () => {
       ['fanout_ranges', 'notification_id'],
     ] as const)
       expect(await located(table, column, ids)).toEqual([]);
-    expect(await holdouts()).toEqual([]);
+    expect(await keyedRows()).toEqual([]);
   });
 });

@@ -434,8 +434,22 @@ describe('migration 037 on a database of the previous schema', () => {
     });
     expect(again).toMatchObject({ id: collapsed, generation: 2, payload: { alert: 'score 2' } });
     await db.transaction().execute(async (trx) => {
-      expect(await notifications.lockTransactional(trx, app.id, '["user_id","u1","otp"]')).toEqual({ id: transactional, generation: 1 });
+      expect(await notifications.claimTransactional(trx, app.id, '["user_id","u1","otp"]', randomUUID())).toEqual({
+        id: transactional,
+        generation: 1,
+      });
     });
+    // the key is named in its table (migration 041), and a new key names the id it is claimed for
+    const fresh = randomUUID();
+    await db.transaction().execute(async (trx) => {
+      expect(await notifications.claimTransactional(trx, app.id, '["user_id","u2","otp"]', fresh)).toBeUndefined();
+    });
+    expect(
+      (await pool.query(`SELECT transactional_key, notification_id FROM notification_transactional_keys ORDER BY transactional_key`)).rows,
+    ).toEqual([
+      { transactional_key: '["user_id","u1","otp"]', notification_id: transactional },
+      { transactional_key: '["user_id","u2","otp"]', notification_id: fresh },
+    ]);
   });
 });
 

@@ -51,7 +51,7 @@ describe('the delivery job', () => {
       loadUnlessLarge: async () => firstReads.shift(),
       load: async () => reads.shift(),
       db: {},
-      delivery: { closeBatchUnsent: async (_db: unknown, _id: string, reason: string) => void closed.push(reason) },
+      delivery: { closeBatchUnsent: async (_db: unknown, _batch: unknown, reason: string) => void closed.push(reason) },
     } as unknown as DeliveryStore;
     const gateways = {
       send: async () => {

@@ -1,5 +1,5 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
-import type { Db } from '../database.js';
+import { PLAN_EACH_RUN, type Db } from '../database.js';
 import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
 import { CAP_WINDOWS, LONGEST_CAP_WINDOW, type FrequencyCap } from '../../domain/frequency-caps.js';
 
@@ -87,7 +87,7 @@ const PROGRESS_TOUCH_SECONDS = 10;
 
 /**
  * Whether any batch of notification `n` delivered a push (its pushes_succeeded > 0); `n` is one of `ids`, which
- * lets PostgreSQL plan for their day partitions only (migration 037).
+ * lets PostgreSQL plan for their day partitions only (migration 037), in a statement planned each run (PLAN_EACH_RUN).
  */
 const anySucceeded = (ids: string[]) =>
   sql<boolean>`exists (select 1 from delivery_batches s where s.notification_id = n.id and s.notification_id = any(${ids}::uuid[]) and s.succeeded > 0)`;
@@ -420,7 +420,7 @@ export class DeliveryRepository {
           pending: PendingTarget[] | null;
           pending_count: number;
         }
-    >`
+    >`${sql.raw(PLAN_EACH_RUN)}
       select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
         cardinality(b.pending_device_ids) as pending_count,
         -- an A/B test's batch is sent its variant's payload and languages
@@ -526,7 +526,7 @@ export class DeliveryRepository {
           on conflict do nothing)`
       : sql``;
     const notificationIds = [...new Set(input.map((i) => i.batch.notification_id))];
-    const { rows } = await sql<{ id: string }>`
+    const { rows } = await sql<{ id: string }>`${sql.raw(PLAN_EACH_RUN)}
       with input as (
         select t.id, t.notification_id, t.generation, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
           t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at
@@ -607,11 +607,13 @@ export class DeliveryRepository {
   }
 
   /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
-  async closeBatchUnsent(db: Db, id: string, state: 'superseded' | 'canceled'): Promise<void> {
+  async closeBatchUnsent(db: Db, batch: Pick<BatchHead, 'id' | 'notification_id'>, state: 'superseded' | 'canceled'): Promise<void> {
+    // by its notification too (the partition key, migration 037): by its id alone it is looked for in every day's
     await db
       .updateTable('delivery_batches')
       .set({ state, updated_at: sql<Date>`now()` })
-      .where('id', '=', id)
+      .where('id', '=', batch.id)
+      .where('notification_id', '=', batch.notification_id)
       .where('state', '=', 'pending')
       .execute();
   }
@@ -634,7 +636,7 @@ export class DeliveryRepository {
       where b.notification_id = t.id and b.notification_id = any(${ids}::uuid[]) and b.generation = t.generation and ${where}
         and b.state = 'pending'
       order by ${order} limit 1) is null`;
-    const { rows } = await sql<{ id: string }>`
+    const { rows } = await sql<{ id: string }>`${sql.raw(PLAN_EACH_RUN)}
       update notifications n
       set state = case when ${anySucceeded(ids)} or n.devices_targeted + ${rangesTargeted(ids)} = 0 then 'sent' else 'failed' end,
           finished_at = now(), updated_at = now()
@@ -725,14 +727,15 @@ export class DeliveryRepository {
       .updateTable('notifications')
       .set({ updated_at: sql<Date>`now()` })
       .where('id', 'in', notificationIds)
+      .modifyEnd(sql.raw(PLAN_EACH_RUN))
       .execute();
   }
 }
 
 /**
  * The notifications of batches, from their ids (src/queue/fanout.ts batchId: the notification's id first). Named
- * beside a batch id in a statement, it lets PostgreSQL plan for only those notifications' day partitions (migration
- * 037): a join on the id alone reads every day's.
+ * beside a batch id in a statement planned each run (PLAN_EACH_RUN), it lets PostgreSQL plan for only those
+ * notifications' day partitions (migration 037): a join on the id alone reads every day's.
  */
 function notificationsOf(batchIds: string[]): string[] {
   return [...new Set(batchIds.map((id) => id.slice(0, 36)))];

@@ -1,6 +1,6 @@
 import type { NotificationRequest } from '../../domain/notification-request.js';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
-import type { Db } from '../database.js';
+import { PLAN_EACH_RUN, type Db } from '../database.js';
 import type { Database, Notification, NotificationState, NotificationsTable } from '../schema.js';
 import { jsonbArray } from '../pg-arrays.js';
 import { SPEC_AUDIENCES } from './audiences.js';
@@ -112,26 +112,41 @@ export class NotificationsRepository {
   }
 
   /**
-   * The app's transactional notification with this key (`transactionalKey`), row-locked until the transaction ends.
-   * The key is locked first (and whether or not a notification has it), so two sends with it are taken in turn.
+   * The app's transactional notification with this key (`transactionalKey`), row-locked until the transaction ends;
+   * undefined when there is none, and the key then names `id`, which the caller inserts in this transaction. The
+   * key's row (migration 041) is upserted first, and locked whether or not a notification has it, so two sends with
+   * it are taken in turn: the second waits for the first's commit and finds its notification.
    */
-  async lockTransactional(
+  async claimTransactional(
     trx: Transaction<Database>,
     appId: string,
     key: string,
+    id: string,
   ): Promise<Pick<Notification, 'id' | 'generation'> | undefined> {
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`${appId}:transactional:${key}`}, 0))`.execute(trx);
-    return trx
+    const { rows } = await sql<{ notification_id: string }>`
+      insert into notification_transactional_keys (app_id, transactional_key, notification_id)
+      values (${appId}::uuid, ${key}, ${id}::uuid)
+      on conflict (app_id, transactional_key) do update set notification_id = notification_transactional_keys.notification_id
+      returning notification_id`.execute(trx);
+    const named = rows[0]!.notification_id;
+    if (named === id) return undefined;
+    // by its id, a parameter: PostgreSQL reads its day partition alone (by a subquery's id it would plan for every day's)
+    const earlier = await trx
       .selectFrom('notifications')
       .select(['id', 'generation'])
-      .where('app_id', '=', appId)
-      .where('transactional_key', '=', key)
+      .where('id', '=', named)
       .forUpdate()
       .executeTakeFirst();
+    if (earlier) return earlier;
+    // its notification is gone (past retention, its key not yet): the key names the new one
+    await sql`
+      update notification_transactional_keys set notification_id = ${id}::uuid
+      where app_id = ${appId}::uuid and transactional_key = ${key}`.execute(trx);
+    return undefined;
   }
 
   /**
-   * Replaces a transactional notification (`lockTransactional`) with a new send, cut into `batches` (of its next
+   * Replaces a transactional notification (`claimTransactional`) with a new send, cut into `batches` (of its next
    * generation), in one statement: its request, payload, group and options become the new send's, its generation
    * is bumped (batches of the older one still pending are superseded), and its counters continue.
    */
@@ -207,7 +222,10 @@ export class NotificationsRepository {
    */
   async withCounters<T extends Notification>(db: Db, list: T[]): Promise<T[]> {
     if (!list.length) return list;
-    const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`
+    const ids = list.map((n) => n.id);
+    // the batches and ranges are also constrained by the ids themselves, not only by n.id: PostgreSQL then plans
+    // for those notifications' day partitions alone (migration 037), as it cannot from a join
+    const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`${sql.raw(PLAN_EACH_RUN)}
       select n.id, n.devices_targeted + coalesce(r.targeted, 0) as devices_targeted,
         n.devices_not_allowed + coalesce(r.not_allowed, 0) as devices_not_allowed,
         n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded, n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
@@ -220,12 +238,12 @@ export class NotificationsRepository {
           (array_agg(b.failure_reason order by b.updated_at desc)
             filter (where b.failure_reason is not null and b.generation = n.generation))[1] as failure_reason
         from delivery_batches b
-        where b.notification_id = n.id) b on true
+        where b.notification_id = n.id and b.notification_id = any(${ids}::uuid[])) b on true
       left join lateral (
         select sum(r.devices_targeted)::int as targeted, sum(r.devices_not_allowed)::int as not_allowed
         from fanout_ranges r
-        where r.notification_id = n.id) r on true
-      where n.id = any(${list.map((n) => n.id)}::uuid[])`.execute(db);
+        where r.notification_id = n.id and r.notification_id = any(${ids}::uuid[])) r on true
+      where n.id = any(${ids}::uuid[])`.execute(db);
     const byId = new Map(rows.map(({ id, ...counters }) => [id, counters]));
     return list.map((n) => ({ ...n, ...byId.get(n.id) }));
   }

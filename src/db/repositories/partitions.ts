@@ -131,8 +131,11 @@ function checkedDay(day: string): string {
  */
 export const NOTIFICATION_FAMILY = ['notifications', 'delivery_batches', 'fanout_ranges'] as const;
 const REFERRING = ['delivery_batches', 'fanout_ranges'] as const;
-/** The tables of an A/B test's holdout (migration 039), keyed by notification_id: deleted with a dropped day. */
-const HOLDOUT_TABLES = ['ab_holdout_devices', 'ab_holdout_conversions'] as const;
+/**
+ * The small tables keyed by notification_id, deleted with a dropped day: an A/B test's holdout (migration 039), and
+ * the transactional keys naming the day's notifications (migration 041).
+ */
+const KEYED_BY_NOTIFICATION = ['ab_holdout_devices', 'ab_holdout_conversions', 'notification_transactional_keys'] as const;
 
 /** The rows of a notification still in use: not finished, or written within retention (a collapse or a replacement). */
 const liveNotification = (cutoff: Date) => sql`(state in ('scheduled', 'sending') or updated_at >= ${cutoff})`;
@@ -232,9 +235,9 @@ export class NotificationPartitionsRepository {
         select r.* from ${sql.table(partitionName(table, day))} r
         where exists (select 1 from notifications_default n where n.id = r.notification_id)`.execute(trx);
     for (const table of NOTIFICATION_FAMILY) await sql`drop table ${sql.table(partitionName(table, day))}`.execute(trx);
-    // an A/B test's holdout rows go with their notification (few: a test's holdout share, so not partitioned)
+    // the rows of those tables go with their notification (few: not partitioned)
     const [from, to] = idBounds(day);
-    for (const table of HOLDOUT_TABLES)
+    for (const table of KEYED_BY_NOTIFICATION)
       await sql`
         delete from ${sql.table(table)} h
         where h.notification_id >= ${from}::uuid and h.notification_id < ${to}::uuid
@@ -243,9 +246,9 @@ export class NotificationPartitionsRepository {
   }
 
   /**
-   * Deletes up to `limit` notifications of the default partition not in use at `cutoff`, with their batches and
-   * ranges: ids of before migration 033, and those a drop kept. Its own index on updated_at (migration 037) finds
-   * them without reading the others. Answers how many went.
+   * Deletes up to `limit` notifications of the default partition not in use at `cutoff`, with their batches, ranges
+   * and transactional keys: ids of before migration 033, and those a drop kept. Its own index on updated_at
+   * (migration 037) finds them without reading the others. Answers how many went.
    */
   async purgeDefault(db: Db, cutoff: Date, limit: number): Promise<number> {
     const { rows } = await sql<{ count: number }>`
@@ -259,7 +262,8 @@ export class NotificationPartitionsRepository {
       batches as (delete from delivery_batches_default where notification_id in (select id from gone)),
       ranges as (delete from fanout_ranges_default where notification_id in (select id from gone)),
       held as (delete from ab_holdout_devices where notification_id in (select id from gone)),
-      held_conversions as (delete from ab_holdout_conversions where notification_id in (select id from gone))
+      held_conversions as (delete from ab_holdout_conversions where notification_id in (select id from gone)),
+      keys as (delete from notification_transactional_keys where notification_id in (select id from gone))
       select count(*)::int as count from gone`.execute(db);
     return rows[0]!.count;
   }
