@@ -28,6 +28,8 @@
  *   --analyze yes|no (no: the devices' table left without statistics after the fill, as on a server without autovacuum)
  *   --notification-days N (the day partitions of the last N days made before the run, as a server holds them after
  *   N days: the notifications' are kept RETENTION_NOTIFICATIONS_DAYS, 90 by default; a new database has today's)
+ *   --latencies-to PREFIX (each counted post's latency in ms, a line each in the order posted, to PREFIX-<target>-<mode>-<queue>.txt:
+ *   when the slow ones came)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -39,6 +41,7 @@ import { LoadClients, type Answers } from './lib/load-clients.js';
 import { fillShape, insertBareDevices, registerThroughApi, walBytesDuring } from './lib/device-fill.js';
 import { mocksHere, mocksInProcess } from './lib/mock-gateways.js';
 import { BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
+import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { PartitionsRepository } from '../src/db/repositories/partitions.js';
 import { loadConfig } from '../src/platform/config.js';
@@ -87,6 +90,7 @@ const viewName = (() => {
 })();
 const analyze = arg('analyze', 'yes') !== 'no';
 const notificationDays = Number(arg('notification-days', '0'));
+const latenciesTo = arg('latencies-to', '');
 /** where the service's log lines go with production's settings (appended, left for reading) */
 /** production's defaults where the benchmarks' service processes are started otherwise (startService: LOG_LEVEL warn) */
 const PRODUCTION_ENV = { LOG_LEVEL: 'info' };
@@ -128,6 +132,13 @@ interface Result {
   benchCpu: number;
   /** the devices' tables and indexes after the fill */
   shape: string;
+  /** PostgreSQL backends opened while the clients posted (a new one reads the catalogs and plans afresh) */
+  backendsOpened: number;
+  /** s from starting the service to the first counted post */
+  serviceAgeS: number;
+  /** when the counted posts began and ended, UTC (to be read beside PostgreSQL's log: its checkpoints) */
+  postedFrom: string;
+  postedTo: string;
 }
 
 async function runOne(target: Target, mode: 'single' | 'split', queue: string): Promise<Result> {
@@ -158,6 +169,7 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   );
   if (latencyMs > 0) await gateways.delay(latencyMs);
   const logFile = view.config === 'production' ? LOG_FILE : undefined;
+  const servicesStartedAt = performance.now();
   const services = await startServices(view.config === 'lab' ? { ...stack.env, ...LAB_ENV } : { ...stack.env, ...PRODUCTION_ENV }, {
     mode,
     logFile,
@@ -243,6 +255,12 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   // from the first post to the last answer, as the clients saw them (not the hand-over of the list to their thread)
   const { startedAt: t0, endedAt: postedAt } = answers;
   if (sampler) clearInterval(sampler);
+  const openedWhilePosting = await sql<{ n: number }>`
+    select count(*)::int as n
+    from pg_stat_activity
+    where datname = current_database()
+      and backend_start between to_timestamp(${(performance.timeOrigin + t0) / 1000})
+                            and to_timestamp(${(performance.timeOrigin + postedAt) / 1000})`.execute(db.db);
   const behindS = rate > 0 ? Math.max(0, (postedAt - t0) / 1000 - (K - 1) / rate) : 0;
   const backlog = K - (await gateways.received()).count;
   const received = await waitReceived(K, postedAt + timeoutMs);
@@ -264,6 +282,8 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
 
   const { missed, twice } = await gateways.tally(measured.map((r) => r.token!));
   const { latencies, refused } = summarised(answers, expected);
+  if (latenciesTo)
+    writeFileSync(`${latenciesTo}-${target}-${mode}-${queue}.txt`, Array.from(answers.latencies, (ms) => ms.toFixed(2)).join('\n') + '\n');
   await load.close();
   await services.stop();
   await stack.close();
@@ -293,6 +313,10 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
     mocksCpu: ownCpu(gateways.pid),
     benchCpu,
     shape,
+    backendsOpened: openedWhilePosting.rows[0]!.n,
+    serviceAgeS: (t0 - servicesStartedAt) / 1000,
+    postedFrom: new Date(performance.timeOrigin + t0).toISOString(),
+    postedTo: new Date(performance.timeOrigin + postedAt).toISOString(),
   };
 }
 
@@ -389,7 +413,8 @@ async function main() {
         const r = await runOne(target, mode, queue);
         results.push(r);
         console.log(
-          `${target} / ${mode} / ${queue}: POST ${r.postPerSec.toFixed(0)}/s, end to end ${r.endToEnd.toFixed(0)}/s, missed ${r.missed}, twice ${r.twice}`,
+          `${target} / ${mode} / ${queue}: POST ${r.postPerSec.toFixed(0)}/s, end to end ${r.endToEnd.toFixed(0)}/s, missed ${r.missed}, twice ${r.twice}; ` +
+            `p99 ${r.p99.toFixed(1)} ms; PostgreSQL backends opened while posting ${r.backendsOpened} (the service started ${r.serviceAgeS.toFixed(1)} s before); posted ${r.postedFrom} to ${r.postedTo}`,
         );
       }
 
