@@ -124,6 +124,8 @@ async function main() {
     pipeline: number;
     bare: number;
     firstMs: number;
+    /** POST to the first request at a mock: the pipeline's part of firstMs (the rest is the mock's delay and turn) */
+    requestMs: number;
     workerUs: number;
     bareUs: number;
     missed: number;
@@ -157,6 +159,7 @@ async function main() {
     await sent;
     apns.onAccept = fcm.onAccept = undefined;
     const connections = `${apns.openSessions} + ${fcm.openSessions}`;
+    const firstRequestAt = Math.min(...[apns.firstRequestAt, fcm.firstRequestAt].filter((at) => at > 0));
     const missed = devices - received.size;
     const twice = [...received.values()].filter((n) => n > 1).length;
 
@@ -174,6 +177,7 @@ async function main() {
       pipeline: devices / ((tEnd - t0) / 1000),
       bare: bare.ok / (bare.ms / 1000),
       firstMs: firstAt - t0,
+      requestMs: firstRequestAt - t0,
       workerUs: (workerCpu * 1000) / devices,
       bareUs: (bare.cpuMs * 1000) / devices,
       missed,
@@ -181,7 +185,7 @@ async function main() {
     };
     results.push(r);
     console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; POST -> first push ${r.firstMs.toFixed(0)} ms; connections APNs + FCM: pipeline ${connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${missed}, pushed twice ${twice}`,
+      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; POST -> first push ${r.firstMs.toFixed(0)} ms (first request at the gateway ${r.requestMs.toFixed(0)} ms); connections APNs + FCM: pipeline ${connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${missed}, pushed twice ${twice}`,
     );
   }
   const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
@@ -195,6 +199,7 @@ async function main() {
     ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],
     ['pipeline: POST -> first push (full audience), median', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
     ['pipeline: POST -> first push (per round)', results.map((r) => `${r.firstMs.toFixed(0)} ms`).join(' ')],
+    ['pipeline: POST -> first request at the gateway (per round)', results.map((r) => `${r.requestMs.toFixed(1)} ms`).join(' ')],
     ['bare node:http2 pushes/s (ceiling)', median(results.map((r) => r.bare)).toFixed(0)],
     ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
     ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],

@@ -38,6 +38,11 @@ export abstract class MockHttp2Server {
   requestCount = 0;
   /** Pushes accepted (200) since start/reset, counted even when not recording. */
   accepted = 0;
+  /**
+   * When the first request since start/reset arrived (performance.now()), 0 before any: a benchmark tells the
+   * client's time to the gateway from the gateway's own (an injected delay, the mock's turn on a busy CPU).
+   */
+  firstRequestAt = 0;
   /** Called for every accepted push (a benchmark times the first and the last). */
   onAccept: ((token: string) => void) | undefined;
   protected recording = true;
@@ -89,6 +94,7 @@ export abstract class MockHttp2Server {
     });
     server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
       this.requestCount += 1;
+      if (this.firstRequestAt === 0) this.firstRequestAt = performance.now();
       this.inFlight += 1;
       this.peakConcurrency = Math.max(this.peakConcurrency, this.inFlight);
       let done = false;
@@ -125,6 +131,7 @@ export abstract class MockHttp2Server {
   /** Resets counters (not registrations). */
   resetStats(): void {
     this.requestCount = 0;
+    this.firstRequestAt = 0;
     this.accepted = 0;
     this.peakConcurrency = 0;
     this.sessionCount = 0;
