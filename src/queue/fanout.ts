@@ -228,7 +228,10 @@ export function fanoutProcessor(deps: FanoutDeps) {
   return async (job: Job<JobTypes['fanout']>): Promise<void> => {
     const { notificationId, generation } = job.data;
     const log = deps.log.child({ notificationId, generation, job: 'fanout' });
-    const n = await deps.notifications.findById(deps.db, notificationId);
+    // the audience's filters and the app's pace come with it: each round trip before the first page is on the way
+    // to the first push
+    const found = await deps.notifications.findForFanout(deps.db, notificationId);
+    const n = found?.notification;
     if (!n || n.generation !== generation || finished(n.state)) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
@@ -239,13 +242,11 @@ export function fanoutProcessor(deps: FanoutDeps) {
     const ab: AbShare | null = test && { bounds: abBounds(test), rest: n.ab_stage === 'rest', winner: n.ab_winner };
     const now = deps.clock.now(); // date math resolves once per fan-out, the same for every page
     if (n.next_due_at && n.next_due_at > now) return; // not due yet: the due poller releases it
-    // a fan-out that reads pages reads its audience's filters and the app's pace at once: each round trip before
-    // the first page is on the way to the first push
     const paging = !n.fanout_done && n.fanout_seq < RANGE_SEQ_STRIDE && n.audience_id !== null;
-    const [, settings] = await Promise.all([
-      deps.delivery.markSending(deps.db, notificationId, generation),
-      paging ? Promise.all([deps.audiences.filtersOf(deps.db, n.audience_id!), deps.apps.campaignSettings(deps.db, n.app_id)]) : null,
-    ]);
+    const settings = paging && found ? ([found.filters, found.settings] as const) : null;
+    // marked sending while the first page is read: awaited before anything is stored or enqueued
+    const marking = deps.delivery.markSending(deps.db, notificationId, generation);
+    marking.catch(() => undefined);
     /** the batches this run sent itself (its first page's): not enqueued as pending at its end */
     const sentHere = new Set<string>();
     // a paced batch's job comes a little before its reserved start, and waits for it (delivery.ts)
@@ -255,6 +256,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
       return deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }] }, delay);
     };
 
+    // a fan-out of pages waits for the mark once its first page is asked for (`fanOut`), any other before it starts
+    if (n.fanout_done || n.fanout_seq >= RANGE_SEQ_STRIDE || n.local_plan) await marking;
     if (!n.fanout_done && n.fanout_seq >= RANGE_SEQ_STRIDE) {
       // split by an earlier run: the ranges not fanned out yet get their jobs (a no-op for jobs that exist), and
       // one whose job finished the last range but not the fan-out (a crash between the two) finishes it
@@ -326,6 +329,8 @@ export function fanoutProcessor(deps: FanoutDeps) {
           return { first: null, byDevice: null, groups: await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec) };
         };
         let reading = readPage(cursor, 0);
+        reading.catch(() => undefined);
+        await marking;
         for (let pages = 0; ; pages++) {
           const limit = limitOf(pages);
           const { first, byDevice, groups } = await reading;

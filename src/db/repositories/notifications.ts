@@ -9,6 +9,8 @@ import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
 import type { Localized } from '../../domain/localized.js';
+import type { Filter } from '../../domain/filters.js';
+import type { CampaignSettings } from './apps.js';
 
 /** The generation of a notification when it is inserted (a collapse_key update bumps it). */
 export const FIRST_GENERATION = 1;
@@ -270,6 +272,36 @@ export class NotificationsRepository {
 
   async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  /**
+   * A notification with what its fan-out reads before its first page, in one round trip: its audience's filters
+   * (null: every device, or no audience) and its app's campaign settings.
+   */
+  async findForFanout(
+    db: Db,
+    id: string,
+  ): Promise<{ notification: Notification; filters: Filter[] | null; settings: CampaignSettings } | undefined> {
+    const row = await db
+      .selectFrom('notifications as n')
+      .leftJoin('audiences as a', 'a.id', 'n.audience_id')
+      .leftJoin('apps as p', 'p.id', 'n.app_id')
+      .selectAll('n')
+      .select([
+        'a.filters as fanout_filters',
+        'p.default_time_zone as fanout_default_time_zone',
+        'p.max_per_minute as fanout_max_per_minute',
+        'p.quiet_hours as fanout_quiet_hours',
+      ])
+      .where('n.id', '=', id)
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const { fanout_filters, fanout_default_time_zone, fanout_max_per_minute, fanout_quiet_hours, ...notification } = row;
+    return {
+      notification,
+      filters: fanout_filters ?? null,
+      settings: { default_time_zone: fanout_default_time_zone, max_per_minute: fanout_max_per_minute, quiet_hours: fanout_quiet_hours },
+    };
   }
 }
 
