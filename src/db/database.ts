@@ -80,6 +80,9 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/** Connections a pool keeps open while idle (pg-pool's `min`: the idle timeout closes none below it). */
+export const WARM_CONNECTIONS = 4;
+
 /** How long a connection that prepares statements keeps its plans, in seconds (see openDatabase). */
 export interface PlanLifetime {
   minSeconds: number;
@@ -107,7 +110,9 @@ export function openDatabase(
   // when a connection forgets its plans next: after as long as the pool has been open, within `lifetime`
   const nextReplan = (now: number) => now + 1000 * Math.min(lifetime.maxSeconds, Math.max(lifetime.minSeconds, (now - openedAt) / 1000));
   const replanAt = new WeakMap<pg.PoolClient, number>();
-  const pool: pg.Pool = new pg.Pool({ connectionString: url, max });
+  // a few connections stay open through a quiet spell: a broadcast after one would open them on its way to the
+  // first push (3-10 ms each here, and a new backend reads its catalogs on its first statements)
+  const pool: pg.Pool = new pg.Pool({ connectionString: url, max, min: Math.min(WARM_CONNECTIONS, max) });
   const names = new StatementNames(prepareThreshold);
   pool.on('connect', (client) => {
     prepareNamed(client, names);

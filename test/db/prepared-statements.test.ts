@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { openDatabase, PLAN_EACH_RUN, StatementNames } from '../../src/db/database.js';
+import { openDatabase, PLAN_EACH_RUN, StatementNames, WARM_CONNECTIONS } from '../../src/db/database.js';
 import { useHarness } from '../helpers/harness.js';
 
 describe('statement names', () => {
@@ -58,6 +58,20 @@ describe('prepared statements on a real connection', () => {
       await handle.close();
     }
   });
+
+  it('keeps WARM_CONNECTIONS open through a quiet spell, closing the rest when idle', async () => {
+    const handle = openDatabase(h.databaseUrl, 8, 5);
+    try {
+      const clients = await Promise.all(Array.from({ length: 8 }, () => handle.pool.connect()));
+      for (const c of clients) c.release();
+      expect(handle.pool.totalCount).toBe(8);
+      // pg-pool closes a connection idle 10 s, but none below its min
+      await new Promise((resolve) => setTimeout(resolve, 10_800));
+      expect(handle.pool.totalCount).toBe(WARM_CONNECTIONS);
+    } finally {
+      await handle.close();
+    }
+  }, 20_000);
 
   it('prepares nothing with threshold 0', async () => {
     const handle = openDatabase(h.databaseUrl, 1, 0);
