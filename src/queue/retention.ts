@@ -169,7 +169,7 @@ async function maintainNotifications(
     return result;
   });
   // apart: a delete of many rows need not hold the lock the drops took on the tables
-  if (result.ran) await notificationPartitions.purgeDefault(deps.db, cutoff, PURGE_NOTIFICATIONS);
+  if (result.ran) await deps.db.transaction().execute((trx) => notificationPartitions.purgeDefault(trx, cutoff, PURGE_NOTIFICATIONS));
   if (result.created.length || result.dropped.length) deps.log.info({ table: 'notifications', ...result }, 'partitions maintained');
   if (deps.metrics) reportKept(deps.metrics, 'notifications', await notificationPartitions.list(deps.db));
   return result;

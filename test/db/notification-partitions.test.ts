@@ -135,7 +135,8 @@ describe('notifications kept by day', () => {
         await h.db.pool.query<{ id: string }>(
           `SELECT notification_id::text AS id FROM ab_holdout_devices WHERE notification_id = ANY($1::uuid[])
            UNION ALL SELECT notification_id::text FROM ab_holdout_conversions WHERE notification_id = ANY($1::uuid[])
-           UNION ALL SELECT notification_id::text FROM notification_transactional_keys WHERE notification_id = ANY($1::uuid[]) ORDER BY 1`,
+           UNION ALL SELECT notification_id::text FROM notification_transactional_keys WHERE notification_id = ANY($1::uuid[])
+           UNION ALL SELECT notification_id::text FROM notification_collapse_keys WHERE notification_id = ANY($1::uuid[]) ORDER BY 1`,
           [ids],
         )
       ).rows.map((r) => r.id);
@@ -167,7 +168,8 @@ describe('notifications kept by day', () => {
       { id: collapsed.id, partition: 'delivery_batches_default' },
     ]);
     expect(await located('fanout_ranges', 'notification_id', ids)).toEqual([{ id: collapsed.id, partition: 'fanout_ranges_default' }]);
-    expect(await keyedRows()).toEqual([collapsed.id, collapsed.id, collapsed.id]);
+    // its holdout, its transactional key and its collapse key (migration 042)
+    expect(await keyedRows()).toEqual([collapsed.id, collapsed.id, collapsed.id, collapsed.id]);
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/pushd_partitions\{table="notifications"\} \d+/);
     expect(Number(/pushd_partition_dropped_bytes_total\{table="notifications"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(0);
@@ -195,5 +197,54 @@ describe('notifications kept by day', () => {
     ] as const)
       expect(await located(table, column, ids)).toEqual([]);
     expect(await keyedRows()).toEqual([]);
+  });
+
+  it("a send with a transactional key racing the drop of its notification's day neither deadlocks nor fails", async () => {
+    const { app } = await h.createApp();
+    const db = h.db.db;
+    const now = Date.now();
+    const past = now - 120 * DAY_MS;
+    await maintainPartitions({ db, partitions, log }, RETENTION, new Date(past));
+    const old = timeOrderedUuid(past);
+    await db.transaction().execute(async (trx) => {
+      await notifications.claimTransactional(trx, app.id, 'reset', old);
+      await notifications.insertOrCollapse(trx, { ...push(app.id, null, old), transactionalKey: 'reset' });
+    });
+    await db
+      .updateTable('notifications')
+      .set({ state: 'sent', finished_at: new Date(past), updated_at: new Date(past) })
+      .where('id', '=', old)
+      .execute();
+    // claimTransactional's order, split so the maintenance comes in between: the key's row, then its notification
+    const send = h.db.pool.connect();
+    const client = await send;
+    let maintenance: ReturnType<typeof maintainPartitions> | undefined;
+    try {
+      await client.query('BEGIN');
+      await client.query(
+        `INSERT INTO notification_transactional_keys (app_id, transactional_key, notification_id) VALUES ($1, 'reset', $2)
+         ON CONFLICT (app_id, transactional_key) DO UPDATE SET notification_id = notification_transactional_keys.notification_id`,
+        [app.id, timeOrderedUuid()],
+      );
+      maintenance = maintainPartitions({ db, partitions, log }, RETENTION, new Date(now));
+      // until the maintenance waits on the send's locks
+      for (let i = 0; i < 200; i++) {
+        const { rows } = await h.db.pool.query(
+          `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+        );
+        if (rows[0].n > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      const read = await client.query(`SELECT id FROM notifications WHERE id = $1 FOR UPDATE`, [old]);
+      expect(read.rows).toEqual([{ id: old }]);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    const result = await maintenance!;
+    expect(result.notifications.dropped).toContain(dayOf(past));
+    // the key went with its notification's day: the next send with it starts a new one
+    const left = await h.db.pool.query(`SELECT count(*)::int AS n FROM notification_transactional_keys WHERE app_id = $1`, [app.id]);
+    expect(left.rows).toEqual([{ n: 0 }]);
   });
 });

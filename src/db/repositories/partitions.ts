@@ -133,9 +133,14 @@ export const NOTIFICATION_FAMILY = ['notifications', 'delivery_batches', 'fanout
 const REFERRING = ['delivery_batches', 'fanout_ranges'] as const;
 /**
  * The small tables keyed by notification_id, deleted with a dropped day: an A/B test's holdout (migration 039), and
- * the transactional keys naming the day's notifications (migration 041).
+ * the transactional and collapse keys naming the day's notifications (migrations 041, 042).
  */
-const KEYED_BY_NOTIFICATION = ['ab_holdout_devices', 'ab_holdout_conversions', 'notification_transactional_keys'] as const;
+const KEYED_BY_NOTIFICATION = [
+  'ab_holdout_devices',
+  'ab_holdout_conversions',
+  'notification_transactional_keys',
+  'notification_collapse_keys',
+] as const;
 
 /** The rows of a notification still in use: not finished, or written within retention (a collapse or a replacement). */
 const liveNotification = (cutoff: Date) => sql`(state in ('scheduled', 'sending') or updated_at >= ${cutoff})`;
@@ -213,6 +218,7 @@ export class NotificationPartitionsRepository {
    * add one), or detaching the notifications' would fail on their rows. Answers the bytes the partitions held.
    */
   async drop(trx: Transaction<Database>, day: string, cutoff: Date): Promise<number> {
+    await lockKeys(trx);
     const { rows } = await sql<{ bytes: number }>`
       select sum(pg_total_relation_size(c.oid))::float8 as bytes from pg_class c
       where c.relname in (${sql.join(NOTIFICATION_FAMILY.map((t) => partitionName(t, day)))}) and c.relkind = 'r'`.execute(trx);
@@ -246,11 +252,12 @@ export class NotificationPartitionsRepository {
   }
 
   /**
-   * Deletes up to `limit` notifications of the default partition not in use at `cutoff`, with their batches, ranges
-   * and transactional keys: ids of before migration 033, and those a drop kept. Its own index on updated_at
+   * Deletes up to `limit` notifications of the default partition not in use at `cutoff`, with their batches, ranges,
+   * transactional and collapse keys: ids of before migration 033, and those a drop kept. Its own index on updated_at
    * (migration 037) finds them without reading the others. Answers how many went.
    */
-  async purgeDefault(db: Db, cutoff: Date, limit: number): Promise<number> {
+  async purgeDefault(trx: Transaction<Database>, cutoff: Date, limit: number): Promise<number> {
+    await lockKeys(trx);
     const { rows } = await sql<{ count: number }>`
       with gone as (
         delete from notifications_default where id in (
@@ -263,10 +270,19 @@ export class NotificationPartitionsRepository {
       ranges as (delete from fanout_ranges_default where notification_id in (select id from gone)),
       held as (delete from ab_holdout_devices where notification_id in (select id from gone)),
       held_conversions as (delete from ab_holdout_conversions where notification_id in (select id from gone)),
-      keys as (delete from notification_transactional_keys where notification_id in (select id from gone))
-      select count(*)::int as count from gone`.execute(db);
+      keys as (delete from notification_transactional_keys where notification_id in (select id from gone)),
+      collapse_keys as (delete from notification_collapse_keys where notification_id in (select id from gone))
+      select count(*)::int as count from gone`.execute(trx);
     return rows[0]!.count;
   }
+}
+
+/**
+ * Holds off sends with a key until the transaction ends, before it locks notifications: a send locks its key's row,
+ * then its notification, so a drop or purge taking them the other way round would deadlock with it.
+ */
+async function lockKeys(trx: Transaction<Database>): Promise<void> {
+  await sql`lock table notification_transactional_keys, notification_collapse_keys in share row exclusive mode`.execute(trx);
 }
 
 const DAY_MS = 86_400_000;
