@@ -17,9 +17,10 @@ export function randomId(bytes: number): string {
 
 /**
  * A time-ordered UUID (RFC 9562 version 7): the first 48 bits are `at`, milliseconds since the epoch, the other
- * 74 of its 122 are random. Ids of rows kept by time (notifications): a day's ids are one range, so a table can be
- * range-partitioned by its id and each day's rows sit together in its primary key (`pushd_uuid7()` in SQL, migration
- * 033, makes the same). Still a UUID any client takes; it tells when it was made, as `created_at` does.
+ * 74 of its 122 are random. Ids of rows kept by time: a day's ids are one range, so a table can be range-partitioned
+ * by its id and each day's rows sit together in its primary key (`pushd_uuid7()` in SQL, migration 033, makes the
+ * same). Still a UUID any client takes; a notification's tells when it was made, a message's when its retention ends
+ * (migration 040).
  */
 export function timeOrderedUuid(at: number = Date.now()): string {
   if (!Number.isInteger(at) || at < 0 || at >= 2 ** 48) throw new RangeError(`timeOrderedUuid: ${at}`);
