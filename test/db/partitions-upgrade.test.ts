@@ -504,8 +504,7 @@ describe('migration 040 on a database of the previous schema', () => {
     expect(await messages.findForApp(db, app.id, legacy, now)).toMatchObject({ id: legacy, title: 'old', notification_id: null });
     expect(await messages.findForApp(db, app.id, today, now)).toMatchObject({ id: today, title: 'new', notification_id: push.rows[0]!.id });
     expect((await messages.listForApp(db, app.id, now, 10, 0)).map((m) => m.id)).toEqual([today, legacy]);
-    for (const device of devices)
-      expect((await messages.streamPage(db, device, now, null, 10)).map((m) => m.id)).toEqual([today, legacy]);
+    for (const device of devices) expect((await messages.streamPage(db, device, now, null, 10)).map((m) => m.id)).toEqual([today, legacy]);
     expect(await messages.impressionTotals(db, legacy)).toEqual({ stream: 2, full_screen: 0, in_app: 0 });
 
     // a message made now takes an id of the instant its retention ends: the day no partition was made for yet

@@ -271,16 +271,17 @@ describe('partitions kept by time', () => {
     expect(await where('device_messages')).toEqual(partitionsOf('device_messages', [streamRows[1]!.day]));
     // the expired message went (with the default partition's rows past retention: no day of it was made, 31 a run);
     // the other one is in the day its retention ends on
-    expect(
-      (await h.db.pool.query(`SELECT id, tableoid::regclass::text AS p FROM messages WHERE app_id = $1`, [app.app.id])).rows,
-    ).toEqual([{ id: streamRows[1]!.message, p: `messages_p${compact(dayOf(at(80).getTime() + 90 * DAY_MS))}` }]);
+    expect((await h.db.pool.query(`SELECT id, tableoid::regclass::text AS p FROM messages WHERE app_id = $1`, [app.app.id])).rows).toEqual([
+      { id: streamRows[1]!.message, p: `messages_p${compact(dayOf(at(80).getTime() + 90 * DAY_MS))}` },
+    ]);
   });
 
   it('keeps messages by the day their retention ends: made ahead, dropped whole once over, those still in use kept', async () => {
     const now = start.getTime() + 200 * DAY_MS;
     clock.set(new Date(now));
     const metrics = new Metrics();
-    const maintain = async (at: number) => (await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, new Date(at))).messages;
+    const maintain = async (at: number) =>
+      (await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, new Date(at))).messages;
     const kept = async () => (await messagePartitions.list(h.db.db)).map((p) => p.day);
     const located = async (id: string) =>
       (await h.db.pool.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = $1`, [id])).rows[0]?.p;
@@ -297,8 +298,16 @@ describe('partitions kept by time', () => {
 
     // a message in its expiry day; a scheduled one and one shown 200 days, later than the days made, in the default
     const plain = await createMessage(h, app.keys.write, { to: '*', title: 'plain' });
-    const scheduled = await createMessage(h, app.keys.write, { to: '*', title: 'later', send_at: new Date(now + 20 * DAY_MS).toISOString() });
-    const long = await createMessage(h, app.keys.write, { to: '*', title: 'long', unpublish_at: new Date(now + 200 * DAY_MS).toISOString() });
+    const scheduled = await createMessage(h, app.keys.write, {
+      to: '*',
+      title: 'later',
+      send_at: new Date(now + 20 * DAY_MS).toISOString(),
+    });
+    const long = await createMessage(h, app.keys.write, {
+      to: '*',
+      title: 'long',
+      unpublish_at: new Date(now + 200 * DAY_MS).toISOString(),
+    });
     expect(await located(plain.id)).toBe(`messages_p${compact(dayOf(now + 90 * DAY_MS))}`);
     expect(await located(scheduled.id)).toBe('messages_default');
     expect(await located(long.id)).toBe('messages_default');

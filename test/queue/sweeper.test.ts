@@ -441,7 +441,8 @@ describe('the sweeper', () => {
 
     it('go whole with their day once it is over, with their stream rows, never row by row', async () => {
       const ids = [await messageInStreams(2), await messageInStreams(1)];
-      const expiresAt = (await h.db.db.selectFrom('messages').select('expires_at').where('id', '=', ids[0]!).executeTakeFirstOrThrow()).expires_at;
+      const expiresAt = (await h.db.db.selectFrom('messages').select('expires_at').where('id', '=', ids[0]!).executeTakeFirstOrThrow())
+        .expires_at;
       const day = expiresAt.toISOString().slice(0, 10);
       const maintain = (at: Date) =>
         maintainPartitions({ db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') }, RETENTION, at);
