@@ -1,7 +1,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database } from '../schema.js';
-import { dayOfId, idBounds, listDays, partitionName, type DayPartition } from './partitions.js';
+import { createFromDefault, dayOfId, idBounds, listDays, partitionName, type DayPartition } from './partitions.js';
 
 const DAY_MS = 86_400_000;
 
@@ -31,14 +31,7 @@ export class MessagePartitionsRepository {
    * partition yet), then attached: as PartitionsRepository.create does for the other tables.
    */
   async create(trx: Transaction<Database>, day: string): Promise<void> {
-    const name = sql.table(partitionName('messages', day));
-    const [from, to] = idBounds(day);
-    await sql`create table ${name} (like messages including defaults including constraints)`.execute(trx);
-    await sql`lock table messages_default in share row exclusive mode`.execute(trx);
-    await sql`
-      with moved as (delete from messages_default where id >= ${from}::uuid and id < ${to}::uuid returning *)
-      insert into ${name} select * from moved`.execute(trx);
-    await sql`alter table messages attach partition ${name} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(trx);
+    await createFromDefault(trx, 'messages', 'id', day, idBounds(day));
   }
 
   /**

@@ -59,18 +59,7 @@ export class PartitionsRepository {
    * readers and writers); the default partition is locked against writes from the move until the commit.
    */
   async create(trx: Transaction<Database>, table: DayPartitionedTable, day: string): Promise<void> {
-    const name = sql.table(partitionName(table, day));
-    const parent = sql.table(table);
-    const fallback = sql.table(`${table}_default`);
-    const [from, to] = bounds(table, day);
-    await sql`create table ${name} (like ${parent} including defaults including constraints)`.execute(trx);
-    await sql`lock table ${fallback} in share row exclusive mode`.execute(trx);
-    await sql`
-      with moved as (
-        delete from ${fallback} where ${sql.ref(DAY_PARTITIONED[table].column)} >= ${from} and ${sql.ref(DAY_PARTITIONED[table].column)} < ${to}
-        returning *)
-      insert into ${name} select * from moved`.execute(trx);
-    await sql`alter table ${parent} attach partition ${name} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(trx);
+    await createFromDefault(trx, table, DAY_PARTITIONED[table].column, day, bounds(table, day));
   }
 
   /** Drops a partition whole; answers the bytes it held. */
@@ -86,6 +75,28 @@ export class PartitionsRepository {
     const r = await sql`delete from ${sql.table(`${table}_default`)} where ${dayOf(table)} < ${checkedDay(day)}::date`.execute(trx);
     return Number(r.numAffectedRows ?? 0);
   }
+}
+
+/**
+ * Creates `table`'s partition of `day`, keyed by `column` in [from, to): a table of its own, filled with those rows
+ * from the default partition, then attached.
+ */
+export async function createFromDefault(
+  trx: Transaction<Database>,
+  table: string,
+  column: string,
+  day: string,
+  [from, to]: [string, string],
+): Promise<void> {
+  const name = sql.table(partitionName(table, day));
+  const parent = sql.table(table);
+  const fallback = sql.table(`${table}_default`);
+  await sql`create table ${name} (like ${parent} including defaults including constraints)`.execute(trx);
+  await sql`lock table ${fallback} in share row exclusive mode`.execute(trx);
+  await sql`
+    with moved as (delete from ${fallback} where ${sql.ref(column)} >= ${from} and ${sql.ref(column)} < ${to} returning *)
+    insert into ${name} select * from moved`.execute(trx);
+  await sql`alter table ${parent} attach partition ${name} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(trx);
 }
 
 /** The day partitions of `table`, oldest first, with their size; partitions named otherwise are left out. */
