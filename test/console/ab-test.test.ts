@@ -12,10 +12,13 @@ import { haveChromium, openAt, startConsoleServer, type ConsoleServer } from './
 describe.skipIf(!haveChromium)('A/B tests in the console', () => {
   let s: ConsoleServer;
   const devices: RegisteredDevice[] = [];
+  // enough that some device is held out (25 %) and some in A (25 %) whatever the notification's id draws: both miss
+  // with a chance of 2 x 0.75^48, about 2 in a million (at 20 devices it was 6 in a thousand)
+  const DEVICES = 48;
 
   beforeAll(async () => {
     s = await startConsoleServer();
-    for (let i = 0; i < 20; i++) devices.push(await registerDevice(s.h, s.keys.sdk, { platform: i % 2 ? 'android' : 'ios' }));
+    for (let i = 0; i < DEVICES; i++) devices.push(await registerDevice(s.h, s.keys.sdk, { platform: i % 2 ? 'android' : 'ios' }));
   });
   afterAll(async () => s?.close());
 
@@ -28,7 +31,7 @@ describe.skipIf(!haveChromium)('A/B tests in the console', () => {
     await page.fill('#ab-test', '50');
     await page.fill('#ab-holdout', '25');
     await page.selectOption('#ab-winner', 'manual');
-    await expect.poll(() => page.textContent('#device-count')).toBe('20');
+    await expect.poll(() => page.textContent('#device-count')).toBe(String(DEVICES));
     await page.click('#send');
     await page.click('#confirm-send');
     await page.waitForURL(/#\/notifications\/[0-9a-f-]{36}$/);
@@ -80,7 +83,7 @@ describe.skipIf(!haveChromium)('A/B tests in the console', () => {
       .poll(async () => (await s.api('GET', `/v6/notifications/${id}`, s.keys.read)).json.state, { timeout: 20_000 })
       .toBe('sent');
     const total = (await s.api('GET', `/v6/stats/notifications/${id}/events`, s.keys.read)).json.ab_test;
-    expect(total.variants[0].sent + total.variants[1].sent + total.rest.sent + total.holdout.devices).toBe(20);
+    expect(total.variants[0].sent + total.variants[1].sent + total.rest.sent + total.holdout.devices).toBe(DEVICES);
     await expect.poll(() => sent('rest')).toBe(String(total.rest.sent));
     expect(problems).toEqual([]);
   });
