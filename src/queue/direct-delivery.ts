@@ -1,4 +1,4 @@
-import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
+import type { BatchHead, NewBatch, PendingTarget, StopReason } from '../db/repositories/delivery.js';
 import type { Logger } from '../platform/logger.js';
 import { attemptBatch, LargeBatchTurns, logAttempt, retryLater, type BatchAttemptDeps } from './delivery.js';
 import type { NotificationScheduler } from './jobs.js';
@@ -31,6 +31,9 @@ export function committedBatches(
     targets: b.deviceIds.map((deviceId) => ({ deviceId, token: tokens.get(deviceId)! })),
   }));
 }
+
+/** A large batch that waited this long for its turn checks that its notification still sends before it goes. */
+export const RECHECK_AFTER_WAIT_MS = 50;
 
 /** Batches a process sends itself at once at most (each of a few devices); more go to the queue. */
 export const DIRECT_MAX_IN_FLIGHT = 1000;
@@ -83,7 +86,13 @@ export class DirectDelivery {
    * cut off by a crash is found pending with no job by the sweeper, or by the fan-out's next run.
    */
   async sendInTurn(batches: CommittedBatch[]): Promise<void> {
+    // the batches of one page of one notification: once one finds it canceled or superseded, so do the rest
+    let stopped: StopReason | null = null;
     for (const batch of batches) {
+      if (stopped) {
+        await this.closeUnsent(batch, stopped);
+        continue;
+      }
       // a batch waiting for its turn is progress too: the heartbeat marks its notification meanwhile, or the sweeper
       // would find it pending with no job and enqueue it while it waits here
       const waiting = this.largeTurns.take();
@@ -91,9 +100,32 @@ export class DirectDelivery {
         batch.notification.id,
         waiting.then(() => undefined),
       );
+      const since = Date.now();
       const turn = await waiting;
+      // one that waited for its turn may have been canceled or superseded meanwhile, as a delivery job's large batch
+      if (Date.now() - since >= RECHECK_AFTER_WAIT_MS) stopped = await this.stopReason(batch);
+      if (stopped) {
+        turn.done();
+        await this.closeUnsent(batch, stopped);
+        continue;
+      }
       this.track(batch.notification.id, this.send(batch, turn.sent).finally(turn.done));
     }
+  }
+
+  /** Why the batch's notification no longer sends it; a failed check sends it (at least once). */
+  private stopReason({ notification: n, head }: CommittedBatch): Promise<StopReason | null> {
+    return this.deps.store.delivery.stopReason(this.deps.store.db, n.id, head.generation).catch((err: unknown) => {
+      this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'could not check a waiting batch; sending it');
+      return null;
+    });
+  }
+
+  /** Closes a batch left unsent; a failed close leaves it pending, unsent, as a canceled notification's batch may stay. */
+  private async closeUnsent({ notification: n, head }: CommittedBatch, reason: StopReason): Promise<void> {
+    await this.deps.store.delivery.closeBatchUnsent(this.deps.store.db, head, reason).catch((err: unknown) => {
+      this.deps.log.warn({ err, notificationId: n.id, batchId: head.id, reason }, 'could not close a batch left unsent');
+    });
   }
 
   /**

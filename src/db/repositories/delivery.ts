@@ -3,6 +3,8 @@ import { PLAN_EACH_RUN, type Db } from '../database.js';
 import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
 import { CAP_WINDOWS, LONGEST_CAP_WINDOW, type FrequencyCap } from '../../domain/frequency-caps.js';
 
+/** Why a batch is closed unsent: its notification canceled, or a newer generation of it (a collapse key's update). */
+export type StopReason = 'superseded' | 'canceled';
 /** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
 export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
 
@@ -607,7 +609,17 @@ export class DeliveryRepository {
   }
 
   /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
-  async closeBatchUnsent(db: Db, batch: Pick<BatchHead, 'id' | 'notification_id'>, state: 'superseded' | 'canceled'): Promise<void> {
+  /**
+   * Why a batch of this notification's generation may no longer go out: canceled, or superseded by a newer generation
+   * (a collapse key's update); null while it still sends.
+   */
+  async stopReason(db: Db, notificationId: string, generation: number): Promise<StopReason | null> {
+    const n = await db.selectFrom('notifications').select(['state', 'generation']).where('id', '=', notificationId).executeTakeFirst();
+    if (n?.state === 'canceled') return 'canceled';
+    return n && n.generation !== generation ? 'superseded' : null;
+  }
+
+  async closeBatchUnsent(db: Db, batch: Pick<BatchHead, 'id' | 'notification_id'>, state: StopReason): Promise<void> {
     // by its notification too (the partition key, migration 037): by its id alone it is looked for in every day's
     await db
       .updateTable('delivery_batches')
