@@ -190,8 +190,8 @@ export interface NotificationsTable {
   ab_holdout: Counter;
 }
 
+/** A delivery batch; its id (src/domain/batch-id.ts) is made of (notification_id, generation, seq), its key (migration 043). */
 export interface DeliveryBatchesTable {
-  id: string;
   notification_id: string;
   generation: number;
   seq: number;
