@@ -1,5 +1,5 @@
--- Fewer bytes a batch writes (issue 38): one b-tree entry instead of two, no stored id, and a recording that stays
--- a HOT update on PostgreSQL 15 too.
+-- Fewer bytes a batch writes (issue 38): one b-tree entry instead of two, no stored id, its device list once, and a
+-- recording that stays a HOT update on PostgreSQL 15 too.
 --
 -- A batch's id, <notification id>-g<generation>-b<seq> (src/domain/batch-id.ts), is a function of
 -- (notification_id, generation, seq), which the unique index already finds it by: the primary key on (id,
@@ -16,3 +16,7 @@ ALTER TABLE delivery_batches DROP COLUMN id;
 -- rows are written about in that order, which is what a BRIN index needs.
 DROP INDEX delivery_batches_updated_brin;
 CREATE INDEX delivery_batches_started_brin ON delivery_batches USING brin ((coalesce(not_before, created_at)));
+
+-- A batch's pending devices are all of its devices until an attempt is recorded: not written twice at insert (a
+-- unicast batch's one-device array is some 40 bytes), null until then, read as device_ids (DeliveryRepository).
+ALTER TABLE delivery_batches ALTER COLUMN pending_device_ids DROP NOT NULL;

@@ -198,7 +198,8 @@ export interface DeliveryBatchesTable {
   platform: Platform;
   development: boolean;
   device_ids: string[];
-  pending_device_ids: string[];
+  /** the devices still to send, once an attempt is recorded; null before: all of device_ids (migration 043) */
+  pending_device_ids: string[] | null;
   state: Generated<'pending' | 'done' | 'superseded' | 'canceled'>;
   attempts: Generated<number>;
   succeeded: Generated<number>;

@@ -554,6 +554,11 @@ describe('migration 043 on a database of the previous schema', () => {
       `SELECT attname FROM pg_attribute WHERE attrelid = 'delivery_batches'::regclass AND attname = 'id' AND NOT attisdropped`,
     );
     expect(columns.rows).toEqual([]);
+    // a new batch stores no pending list until its first attempt is recorded
+    const pendingList = await pool.query(
+      `SELECT attnotnull FROM pg_attribute WHERE attrelid = 'delivery_batches'::regclass AND attname = 'pending_device_ids'`,
+    );
+    expect(pendingList.rows).toEqual([{ attnotnull: false }]);
     const delivery = new DeliveryRepository();
     const batchIds = ids.flatMap((id) => [`${id}-g1-b0`, `${id}-g1-b1`]);
     const loaded = await delivery.loadAttempts(db, [...batchIds, 'not-a-batch', `${ids[0]}-g1-b9`]);

@@ -267,8 +267,8 @@ export class DeliveryRepository {
     // one array per column (device ids joined: arrays of uneven length do not nest), so the statement's text is
     // the same however many there are
     return sql`
-      insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, pending_device_ids, job_id)
-      select t.notification_id, t.generation, t.seq, t.platform, t.development, t.ids, t.ids, nullif(${rows[0]!.id}::text, t.id)
+      insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, job_id)
+      select t.notification_id, t.generation, t.seq, t.platform, t.development, t.ids, nullif(${rows[0]!.id}::text, t.id)
       from (
         select id, notification_id, generation, seq, platform, development, string_to_array(ids, ',')::uuid[] as ids
         from unnest(${rows.map((b) => b.id)}::text[], ${rows.map((b) => b.notificationId)}::uuid[], ${rows.map((b) => b.generation)}::int[],
@@ -432,7 +432,7 @@ export class DeliveryRepository {
         }
     >`${sql.raw(PLAN_EACH_RUN)}
       select ${idOf('b')} as id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
-        cardinality(b.pending_device_ids) as pending_count,
+        cardinality(pd.ids) as pending_count,
         -- an A/B test's batch is sent its variant's payload and languages
         json_build_object('id', n.id, 'app_id', n.app_id,
           'payload', case when b.variant is null then n.payload else n.request #> array['variants', b.variant::text, 'payload'] end,
@@ -443,22 +443,24 @@ export class DeliveryRepository {
         -- one subquery per kind, of which only the notification's runs: a Live Activity push goes to the token of
         -- its activity (or, a start, of its type) the device holds now, and reads no device row
         case
-          when cardinality(b.pending_device_ids) > ${tokensUpTo ?? null}::int then null
+          when cardinality(pd.ids) > ${tokensUpTo ?? null}::int then null
           when n.live_activity is null then
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
-             from unnest(b.pending_device_ids) as p(id)
+             from unnest(pd.ids) as p(id)
              left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null)
           when n.live_activity ->> 'event' = 'start' then
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', s.token)), '[]'::json)
-             from unnest(b.pending_device_ids) as p(id)
+             from unnest(pd.ids) as p(id)
              left join live_activity_start_tokens s on s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type')
           else
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', t.token)), '[]'::json)
-             from unnest(b.pending_device_ids) as p(id)
+             from unnest(pd.ids) as p(id)
              left join live_activity_tokens t on t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id')
         end as pending
       from ${keysTable(keys)}
       join delivery_batches b on b.notification_id = k.notification_id and b.generation = k.generation and b.seq = k.seq
+      -- not attempted yet (no pending list stored, migration 043): every device is pending
+      cross join lateral (select coalesce(b.pending_device_ids, b.device_ids) as ids) as pd
       join notifications n on n.id = b.notification_id
       where b.notification_id = any(${notificationsOf(keys)}::uuid[]) and n.id = any(${notificationsOf(keys)}::uuid[])`.execute(db);
     return new Map(
@@ -769,9 +771,9 @@ function notificationsOf(keys: BatchKey[]): string[] {
 
 /**
  * A CTE (after one named `moved`, the notification's update) that stores batches, only when `moved` updated the
- * notification: a newer generation stores nothing. device_ids (what the batch was cut with) and
- * pending_device_ids start equal: each array is sent once, as one joined text (uuids hold no comma), which costs
- * less to write than an array literal quoting each id.
+ * notification: a newer generation stores nothing. device_ids (what the batch was cut with) is sent as one joined
+ * text (uuids hold no comma), which costs less to write than an array literal quoting each id; pending_device_ids
+ * is not written until an attempt is recorded (null: all of them, migration 043).
  */
 function storeBatches(notificationId: string, generation: number, batches: NewBatch[]) {
   if (!batches.length) return sql``;
@@ -781,9 +783,8 @@ function storeBatches(notificationId: string, generation: number, batches: NewBa
         ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean)`,
   );
   return sql`, stored as (
-    insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, pending_device_ids, not_before,
-      variant, ab_rest)
-    select ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before, v.variant, v.ab_rest
+    insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, not_before, variant, ab_rest)
+    select ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.not_before, v.variant, v.ab_rest
     from (values ${sql.join(rows)}) as v(seq, platform, development, ids, not_before, variant, ab_rest)
     where exists (select 1 from moved)
     on conflict (notification_id, generation, seq) do nothing)`;
