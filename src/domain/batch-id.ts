@@ -11,10 +11,13 @@ export interface BatchKey {
 /** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
 export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
 
-const BATCH_ID = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-g(\d{1,10})-b(\d{1,10})$/;
+const BATCH_ID = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})-g(0|[1-9]\d{0,9})-b(0|[1-9]\d{0,9})$/;
 const INT_MAX = 2 ** 31 - 1;
 
-/** The parts of a batch id; undefined for a string no batch has (a batch of it is as unknown as a missing one). */
+/**
+ * The parts of a batch id; undefined for a string `batchId` does not make (no batch has it: as unknown as a missing
+ * one), so a batch is found by its one id, as when it was stored.
+ */
 export function parseBatchId(id: string): BatchKey | undefined {
   const m = BATCH_ID.exec(id);
   if (!m) return undefined;
