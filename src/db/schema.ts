@@ -190,15 +190,16 @@ export interface NotificationsTable {
   ab_holdout: Counter;
 }
 
+/** A delivery batch; its id (src/domain/batch-id.ts) is made of (notification_id, generation, seq), its key (migration 043). */
 export interface DeliveryBatchesTable {
-  id: string;
   notification_id: string;
   generation: number;
   seq: number;
   platform: Platform;
   development: boolean;
   device_ids: string[];
-  pending_device_ids: string[];
+  /** the devices still to send, once an attempt is recorded; null before: all of device_ids (migration 043) */
+  pending_device_ids: string[] | null;
   state: Generated<'pending' | 'done' | 'superseded' | 'canceled'>;
   attempts: Generated<number>;
   succeeded: Generated<number>;

@@ -15,10 +15,8 @@ import type { JobTypes } from './jobs.js';
 import type { JobQueues } from './queues.js';
 import { committedBatches, type DirectDelivery } from './direct-delivery.js';
 import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import { batchId } from '../domain/batch-id.js';
 import { abBounds, abPoint, abTestOf, bucketOf, decideAt, HOLDOUT, REST, type AbBounds } from '../domain/ab-test.js';
-
-/** Deterministic batch id, also the delivery job id: a re-run fan-out cannot create or enqueue twice. */
-export const batchId = (notificationId: string, generation: number, seq: number) => `${notificationId}-g${generation}-b${seq}`;
 
 /** What cutting a device into a batch reads of it: the gateway it needs. */
 type Routed = Pick<Deliverable, 'id' | 'platform' | 'development'>;

@@ -9,8 +9,9 @@ import { ActivityRepository } from '../../src/db/repositories/activity.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { DeliveryRepository, type AttemptInput } from '../../src/db/repositories/delivery.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
+import { NotificationPartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { freshDatabase } from '../system/proc.js';
 import { insertMessage } from '../http/message-support.js';
 
@@ -513,5 +514,103 @@ describe('migration 040 on a database of the previous schema', () => {
     expect((await pool.query(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = $1`, [made.id])).rows).toEqual([
       { p: 'messages_default' },
     ]);
+  });
+});
+
+const BATCH_KEYS = '043_batch_keys.sql';
+
+/**
+ * Migration 043 on a database of the schema before it: batches stored with their id (of a notification of today, in
+ * its day's partition, and of one from before migration 033, in the default one), one sent and one pending; upgraded,
+ * the id is no longer stored nor indexed, each batch is found and answered by the same id, the pending one is
+ * recorded, and a day the maintenance makes afterwards has the same indexes.
+ */
+describe('migration 043 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(BATCH_KEYS);
+
+  it('keeps every batch, found by the same id through its key, and gives a new day the same layout', async () => {
+    const { db, pool } = before.handle;
+    const { app, devices, audience } = await seed(before.handle, 'com.example.upgrade43', 2);
+    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
+    const inserted = await pool.query<{ id: string }>(
+      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
+       VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, 2), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, 2)
+       RETURNING id`,
+      [legacy, app.id, audience.id],
+    );
+    const ids = inserted.rows.map((r) => r.id);
+    // of each: seq 0 sent to the first device, seq 1 pending for the second
+    await pool.query(
+      `INSERT INTO delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, state, succeeded, attempts)
+       SELECT n || '-g1-b' || s, n, 1, s, 'ios', false, ARRAY[d], CASE s WHEN 0 THEN '{}'::uuid[] ELSE ARRAY[d] END,
+         CASE s WHEN 0 THEN 'done' ELSE 'pending' END, 1 - s, 1 - s
+       FROM unnest($1::uuid[]) n, unnest($2::uuid[], ARRAY[0, 1]) AS x(d, s)`,
+      [ids, devices],
+    );
+
+    await before.upgrade();
+
+    const columns = await pool.query(
+      `SELECT attname FROM pg_attribute WHERE attrelid = 'delivery_batches'::regclass AND attname = 'id' AND NOT attisdropped`,
+    );
+    expect(columns.rows).toEqual([]);
+    // a new batch stores no pending list until its first attempt is recorded
+    const pendingList = await pool.query(
+      `SELECT attnotnull FROM pg_attribute WHERE attrelid = 'delivery_batches'::regclass AND attname = 'pending_device_ids'`,
+    );
+    expect(pendingList.rows).toEqual([{ attnotnull: false }]);
+    const delivery = new DeliveryRepository();
+    const batchIds = ids.flatMap((id) => [`${id}-g1-b0`, `${id}-g1-b1`]);
+    const loaded = await delivery.loadAttempts(db, [...batchIds, 'not-a-batch', `${ids[0]}-g1-b9`]);
+    expect([...loaded.keys()].sort()).toEqual([...batchIds].sort());
+    for (const id of ids) {
+      expect(loaded.get(`${id}-g1-b0`)).toMatchObject({
+        batch: { id: `${id}-g1-b0`, notification_id: id, seq: 0, state: 'done' },
+        pending: [],
+      });
+      expect(loaded.get(`${id}-g1-b1`)).toMatchObject({
+        batch: { id: `${id}-g1-b1`, seq: 1, state: 'pending' },
+        pending: [{ deviceId: devices[1] }],
+      });
+      expect((await delivery.pendingBatches(db, id, 1)).map((b) => b.id)).toEqual([`${id}-g1-b1`]);
+    }
+    // recording the pending ones (found by their key) closes their notifications, each of two batches now done
+    const recorded = await delivery.recordAttempts(
+      db,
+      ids.map((id) => ({
+        batch: (loaded.get(`${id}-g1-b1`) as AttemptInput).batch,
+        outcome: { succeeded: [devices[1]!], failed: [], invalidated: [], retry: [], expired: [], lastError: null },
+        finalAttempt: false,
+      })),
+    );
+    expect(recorded).toEqual(new Set());
+    for (const id of ids) expect(await delivery.pendingBatches(db, id, 1)).toEqual([]);
+    expect(
+      (
+        await delivery.completeIfFinished(
+          db,
+          ids.map((id) => ({ id, generation: 1 })),
+        )
+      ).sort(),
+    ).toEqual([...ids].sort());
+    const sums = await pool.query<{ notification_id: string; succeeded: number }>(
+      `SELECT notification_id, sum(succeeded)::int AS succeeded FROM delivery_batches WHERE notification_id = ANY($1::uuid[]) GROUP BY 1`,
+      [ids],
+    );
+    expect(sums.rows.map((r) => r.succeeded)).toEqual([2, 2]);
+
+    // a day made after the upgrade (as the maintenance makes them) has the key and the summarising index alone
+    const later = dayOf(new Date(Date.now() + 10 * DAY_MS));
+    await db.transaction().execute((trx) => new NotificationPartitionsRepository().create(trx, later));
+    const indexes = async (table: string) =>
+      (
+        await pool.query<{ def: string }>(
+          `SELECT regexp_replace(pg_get_indexdef(indexrelid), '^.* USING ', '') AS def FROM pg_index WHERE indrelid = $1::regclass ORDER BY 1`,
+          [table],
+        )
+      ).rows.map((r) => r.def);
+    const layout = ['brin (COALESCE(not_before, created_at))', 'btree (notification_id, generation, seq)'];
+    expect(await indexes(`delivery_batches_p${later.replaceAll('-', '')}`)).toEqual(layout);
+    expect(await indexes('delivery_batches_default')).toEqual(layout);
   });
 });

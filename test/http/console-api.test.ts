@@ -99,19 +99,21 @@ describe('console API', () => {
     const n = (await postNotification(h, a.keys.write, { notification: { to: '*', payload: { alert: 'x' } } })).json().id as string;
     const other = await h.createApp();
     const o = (await postNotification(h, other.keys.write, { notification: { to: '*', payload: { alert: 'x' } } })).json().id as string;
+    const dayStart = (daysAgo: number) =>
+      sql<Date>`date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - make_interval(days => ${daysAgo}::int) + interval '1 hour'`;
+    // made `daysAgo`, and started then unless paced to start `startedDaysAgo`; its last attempt is now
     const batch = (
-      id: string,
       notificationId: string,
       seq: number,
       daysAgo: number,
       succeeded: number,
       failed: number,
       invalidated: number,
+      startedDaysAgo?: number,
     ) =>
       h.db.db
         .insertInto('delivery_batches')
         .values({
-          id,
           notification_id: notificationId,
           generation: 1,
           seq,
@@ -123,21 +125,23 @@ describe('console API', () => {
           succeeded,
           failed,
           invalidated,
-          updated_at: sql`date_trunc('day', now() at time zone 'UTC') at time zone 'UTC' - make_interval(days => ${daysAgo}::int) + interval '1 hour'`,
+          created_at: dayStart(daysAgo),
+          not_before: startedDaysAgo === undefined ? null : dayStart(startedDaysAgo),
         })
         .execute();
-    await batch(`${n}-a`, n, 1, 0, 5, 1, 2);
-    await batch(`${n}-b`, n, 2, 0, 3, 0, 0);
-    await batch(`${n}-c`, n, 3, 2, 7, 0, 1);
-    await batch(`${n}-d`, n, 4, 9, 100, 0, 0); // outside a 3-day window
-    await batch(`${o}-a`, o, 1, 0, 1000, 0, 0); // another app
+    await batch(n, 1, 0, 5, 1, 2);
+    await batch(n, 2, 0, 3, 0, 0);
+    await batch(n, 3, 2, 7, 0, 1);
+    await batch(n, 4, 9, 100, 0, 0); // outside a 3-day window
+    await batch(n, 5, 9, 4, 0, 0, 2); // made before the window, paced to start in it
+    await batch(o, 1, 0, 1000, 0, 0); // another app
 
     const res = await call(h, 'GET', '/v6/stats/pushes?days=3', a.keys.read);
     expect(res.statusCode).toBe(200);
     const day = (ago: number) => new Date(Date.now() - ago * 86_400_000).toISOString().slice(0, 10);
     expect(res.json()).toEqual({
       days: [
-        { date: day(2), succeeded: 7, failed: 0, invalidated: 1 },
+        { date: day(2), succeeded: 11, failed: 0, invalidated: 1 },
         { date: day(1), succeeded: 0, failed: 0, invalidated: 0 },
         { date: day(0), succeeded: 8, failed: 1, invalidated: 2 },
       ],

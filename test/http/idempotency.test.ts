@@ -176,7 +176,7 @@ describe('Idempotency-Key', () => {
       // a second enqueue would be delivered within this time (the first one was)
       await new Promise((r) => setTimeout(r, 1000));
       expect(pushesTo(device.token)).toBe(1);
-      const batches = await h.db.db.selectFrom('delivery_batches').select('id').where('notification_id', '=', first.json().id).execute();
+      const batches = await h.db.db.selectFrom('delivery_batches').select('seq').where('notification_id', '=', first.json().id).execute();
       expect(batches).toHaveLength(1);
     });
   });

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { abBounds, abPoint, bucketOf, REST } from '../../src/domain/ab-test.js';
 import { jobSpecs } from '../../src/queue/jobs.js';
@@ -51,7 +52,7 @@ describe('an A/B test share whose job was lost', () => {
   const pendingBatches = (id: string) =>
     h.db.db
       .selectFrom('delivery_batches')
-      .select(['id', 'job_id', 'device_ids'])
+      .select([sql<string>`notification_id || '-g' || generation || '-b' || seq`.as('id'), 'job_id', 'device_ids'])
       .where('notification_id', '=', id)
       .where('state', '=', 'pending')
       .execute();

@@ -140,10 +140,8 @@ describe('the sweeper', () => {
         collapseKey: null,
       });
       await sql`
-        insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, variant, state)
-        values (${`${n.id}-1`}, ${n.id}::uuid, ${n.generation}::int, 1, 'ios', false, '{}', '{}', 0, ${pending ? 'pending' : 'done'})`.execute(
-        h.db.db,
-      );
+        insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, pending_device_ids, variant, state)
+        values (${n.id}::uuid, ${n.generation}::int, 1, 'ios', false, '{}', '{}', 0, ${pending ? 'pending' : 'done'})`.execute(h.db.db);
       await h.db.db
         .updateTable('notifications')
         .set({
@@ -159,7 +157,7 @@ describe('the sweeper', () => {
     const lost = await waitingTest(true);
     const queued = await waitingTest(true);
     const sent = await waitingTest(false);
-    await queues.add('delivery', { batches: [{ notificationId: queued.id, batchId: `${queued.id}-1` }] });
+    await queues.add('delivery', { batches: [{ notificationId: queued.id, batchId: `${queued.id}-g${queued.generation}-b1` }] });
 
     const calls: string[] = [];
     await sweepAWhile([], systemClock, queues, undefined, undefined, {
@@ -168,7 +166,7 @@ describe('the sweeper', () => {
       decideWinner: async (id) => void calls.push(`decideWinner ${id}`),
     });
     // once (the sweep touches it); no fan-out of the rest, no winner: the test still waits
-    expect(calls).toEqual([`deliver ${lost.id}-1 in 0`]);
+    expect(calls).toEqual([`deliver ${lost.id}-g${lost.generation}-b1 in 0`]);
     expect(calls.join()).not.toContain(sent.id);
     await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('app_id', '=', app.id).execute();
   });
@@ -296,11 +294,9 @@ describe('the sweeper', () => {
       payload: { alert: 'x' },
       collapseKey: null,
     });
-    const batchId = `${n.id}-g${n.generation}-b0`;
     await h.db.db
       .insertInto('delivery_batches')
       .values({
-        id: batchId,
         notification_id: n.id,
         generation: n.generation,
         seq: 0,
@@ -319,7 +315,12 @@ describe('the sweeper', () => {
     const real = queuesOfHarness();
     const racing = Object.create(real) as JobQueues;
     racing.batchesOf = async (jobId) => {
-      await h.db.db.updateTable('delivery_batches').set({ state: 'done' }).where('id', '=', batchId).execute();
+      await h.db.db
+        .updateTable('delivery_batches')
+        .set({ state: 'done' })
+        .where('notification_id', '=', n.id)
+        .where('seq', '=', 0)
+        .execute();
       await h.db.db.updateTable('notifications').set({ state: 'sent' }).where('id', '=', n.id).execute();
       return real.batchesOf(jobId);
     };

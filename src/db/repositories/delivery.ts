@@ -2,11 +2,20 @@ import { sql, type RawBuilder, type Transaction } from 'kysely';
 import { PLAN_EACH_RUN, type Db } from '../database.js';
 import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
 import { CAP_WINDOWS, LONGEST_CAP_WINDOW, type FrequencyCap } from '../../domain/frequency-caps.js';
+import { parseBatchId, type BatchKey } from '../../domain/batch-id.js';
 
 /** Why a batch is closed unsent: its notification canceled, or a newer generation of it (a collapse key's update). */
 export type StopReason = 'superseded' | 'canceled';
-/** What a delivery job needs of its batch (not the device id arrays: they stay in SQL). */
-export type BatchHead = Pick<DeliveryBatch, 'id' | 'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'>;
+
+/** What a delivery job needs of its batch (not the device id arrays: they stay in SQL); `id` as `batchId` makes it. */
+export type BatchHead = { id: string } & Pick<
+  DeliveryBatch,
+  'notification_id' | 'generation' | 'platform' | 'development' | 'state' | 'attempts'
+>;
+
+/** A batch's id, made of its key (src/domain/batch-id.ts, migration 043: the id is not stored). */
+const idOf = (b: string) =>
+  sql<string>`(${sql.ref(`${b}.notification_id`)} || '-g' || ${sql.ref(`${b}.generation`)} || '-b' || ${sql.ref(`${b}.seq`)})`;
 
 /** A still-pending device of a batch; `token` is null when it can no longer receive (erased, token invalidated). */
 export interface PendingTarget {
@@ -261,15 +270,15 @@ export class DeliveryRepository {
     // one array per column (device ids joined: arrays of uneven length do not nest), so the statement's text is
     // the same however many there are
     return sql`
-      insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, job_id)
-      select t.id, t.notification_id, t.generation, t.seq, t.platform, t.development, t.ids, t.ids, nullif(${rows[0]!.id}::text, t.id)
+      insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, job_id)
+      select t.notification_id, t.generation, t.seq, t.platform, t.development, t.ids, nullif(${rows[0]!.id}::text, t.id)
       from (
         select id, notification_id, generation, seq, platform, development, string_to_array(ids, ',')::uuid[] as ids
         from unnest(${rows.map((b) => b.id)}::text[], ${rows.map((b) => b.notificationId)}::uuid[], ${rows.map((b) => b.generation)}::int[],
           ${rows.map((b) => b.seq)}::int[], ${rows.map((b) => b.platform)}::text[], ${rows.map((b) => b.development)}::boolean[],
           ${rows.map((b) => b.deviceIds.join(','))}::text[]) as u(id, notification_id, generation, seq, platform, development, ids)
       ) as t
-      on conflict (id, notification_id) do nothing`;
+      on conflict (notification_id, generation, seq) do nothing`;
   }
 
   /**
@@ -373,10 +382,10 @@ export class DeliveryRepository {
     notificationId: string,
     generation: number,
     seqs?: { from: number; to: number },
-  ): Promise<Pick<DeliveryBatch, 'id' | 'platform' | 'development' | 'not_before' | 'job_id'>[]> {
+  ): Promise<({ id: string } & Pick<DeliveryBatch, 'platform' | 'development' | 'not_before' | 'job_id'>)[]> {
     return db
-      .selectFrom('delivery_batches')
-      .select(['id', 'platform', 'development', 'not_before', 'job_id'])
+      .selectFrom('delivery_batches as b')
+      .select([idOf('b').as('id'), 'platform', 'development', 'not_before', 'job_id'])
       .where('notification_id', '=', notificationId)
       .where('generation', '=', generation)
       .$if(seqs !== undefined, (q) => q.where('seq', '>=', seqs!.from).where('seq', '<', seqs!.to))
@@ -415,6 +424,8 @@ export class DeliveryRepository {
   async loadAttempts(db: Db, batchIds: string[]): Promise<Map<string, AttemptInput>>;
   async loadAttempts(db: Db, batchIds: string[], tokensUpTo: number): Promise<Map<string, AttemptInput | LargeBatch>>;
   async loadAttempts(db: Db, batchIds: string[], tokensUpTo?: number): Promise<Map<string, AttemptInput | LargeBatch>> {
+    const keys = keysOf(batchIds);
+    if (!keys.length) return new Map();
     const { rows } = await sql<
       BatchHead &
         Pick<DeliveryBatch, 'not_before' | 'seq'> & {
@@ -423,8 +434,8 @@ export class DeliveryRepository {
           pending_count: number;
         }
     >`${sql.raw(PLAN_EACH_RUN)}
-      select b.id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
-        cardinality(b.pending_device_ids) as pending_count,
+      select ${idOf('b')} as id, b.notification_id, b.generation, b.seq, b.platform, b.development, b.state, b.attempts, b.not_before,
+        cardinality(pd.ids) as pending_count,
         -- an A/B test's batch is sent its variant's payload and languages
         json_build_object('id', n.id, 'app_id', n.app_id,
           'payload', case when b.variant is null then n.payload else n.request #> array['variants', b.variant::text, 'payload'] end,
@@ -435,24 +446,26 @@ export class DeliveryRepository {
         -- one subquery per kind, of which only the notification's runs: a Live Activity push goes to the token of
         -- its activity (or, a start, of its type) the device holds now, and reads no device row
         case
-          when cardinality(b.pending_device_ids) > ${tokensUpTo ?? null}::int then null
+          when cardinality(pd.ids) > ${tokensUpTo ?? null}::int then null
           when n.live_activity is null then
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', d.token)), '[]'::json)
-             from unnest(b.pending_device_ids) as p(id)
+             from unnest(pd.ids) as p(id)
              left join devices d on d.id = p.id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null)
           when n.live_activity ->> 'event' = 'start' then
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', s.token)), '[]'::json)
-             from unnest(b.pending_device_ids) as p(id)
+             from unnest(pd.ids) as p(id)
              left join live_activity_start_tokens s on s.device_id = p.id and s.activity_type = n.live_activity ->> 'activity_type')
           else
             (select coalesce(json_agg(json_build_object('deviceId', p.id, 'token', t.token)), '[]'::json)
-             from unnest(b.pending_device_ids) as p(id)
+             from unnest(pd.ids) as p(id)
              left join live_activity_tokens t on t.device_id = p.id and t.activity_id = n.live_activity ->> 'activity_id')
         end as pending
-      from delivery_batches b
+      from ${keysTable(keys)}
+      join delivery_batches b on b.notification_id = k.notification_id and b.generation = k.generation and b.seq = k.seq
+      -- not attempted yet (no pending list stored, migration 043): every device is pending
+      cross join lateral (select coalesce(b.pending_device_ids, b.device_ids) as ids) as pd
       join notifications n on n.id = b.notification_id
-      where b.id = any(${batchIds}::text[])
-        and b.notification_id = any(${notificationsOf(batchIds)}::uuid[]) and n.id = any(${notificationsOf(batchIds)}::uuid[])`.execute(db);
+      where b.notification_id = any(${notificationsOf(keys)}::uuid[]) and n.id = any(${notificationsOf(keys)}::uuid[])`.execute(db);
     return new Map(
       rows.map(({ notification, pending, pending_count: count, ...batch }): [string, AttemptInput | LargeBatch] => {
         if (pending === null) return [batch.id, { large: count }];
@@ -528,18 +541,20 @@ export class DeliveryRepository {
           on conflict do nothing)`
       : sql``;
     const notificationIds = [...new Set(input.map((i) => i.batch.notification_id))];
+    // a batch is found by its key (migration 043), its seq read off its id (made from it)
+    const seqOf = (id: string) => parseBatchId(id)?.seq ?? null;
     const { rows } = await sql<{ id: string }>`${sql.raw(PLAN_EACH_RUN)}
       with input as (
-        select t.id, t.notification_id, t.generation, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
+        select t.id, t.notification_id, t.generation, t.seq, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
           t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at
         from unnest(${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
-          ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => i.batch.attempts)}::int[],
+          ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => seqOf(i.batch.id))}::int[], ${input.map((i) => i.batch.attempts)}::int[],
           ${input.map((i) => i.retryLeft.join(','))}::text[], ${input.map((i) => (i.retryLeft.length ? 'pending' : 'done'))}::text[],
           ${input.map((i) => i.outcome.succeeded.length)}::int[], ${input.map((i) => i.failed)}::int[],
           ${input.map((i) => i.outcome.invalidated.length)}::int[], ${input.map((i) => i.outcome.expired.length)}::int[],
           ${input.map((i) => i.outcome.capped?.length ?? 0)}::int[], ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[],
           ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[])
-          as t(id, notification_id, generation, attempts, pending, state, succeeded, failed, invalidated, expired, capped, last_error, failure_reason,
+          as t(id, notification_id, generation, seq, attempts, pending, state, succeeded, failed, invalidated, expired, capped, last_error, failure_reason,
             received, sent_at)),
       recorded as (
         update delivery_batches b
@@ -548,8 +563,9 @@ export class DeliveryRepository {
             expired = b.expired + i.expired, capped = b.capped + i.capped, last_error = i.last_error,
             failure_reason = coalesce(i.failure_reason, b.failure_reason), updated_at = now()
         from input i
-        where b.id = i.id and b.state = 'pending' and b.attempts = i.attempts and b.notification_id = any(${notificationIds}::uuid[])
-        returning b.id),
+        where b.notification_id = i.notification_id and b.generation = i.generation and b.seq = i.seq and b.state = 'pending'
+          and b.attempts = i.attempts and b.notification_id = any(${notificationIds}::uuid[])
+        returning i.id),
       counted as (
         update notifications n
         set state = case when c.closes and n.state in ('scheduled', 'sending')
@@ -608,7 +624,6 @@ export class DeliveryRepository {
     return Number(r.numAffectedRows ?? 0);
   }
 
-  /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
   /**
    * Why a batch of this notification's generation may no longer go out: canceled, or superseded by a newer generation
    * (a collapse key's update); null while it still sends.
@@ -619,13 +634,17 @@ export class DeliveryRepository {
     return n && n.generation !== generation ? 'superseded' : null;
   }
 
+  /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
   async closeBatchUnsent(db: Db, batch: Pick<BatchHead, 'id' | 'notification_id'>, state: StopReason): Promise<void> {
-    // by its notification too (the partition key, migration 037): by its id alone it is looked for in every day's
+    const key = parseBatchId(batch.id);
+    if (!key) return;
+    // by its key, the notification first (the partition key, migration 037)
     await db
       .updateTable('delivery_batches')
       .set({ state, updated_at: sql<Date>`now()` })
-      .where('id', '=', batch.id)
-      .where('notification_id', '=', batch.notification_id)
+      .where('notification_id', '=', key.notificationId)
+      .where('generation', '=', key.generation)
+      .where('seq', '=', key.seq)
       .where('state', '=', 'pending')
       .execute();
   }
@@ -744,33 +763,42 @@ export class DeliveryRepository {
   }
 }
 
+/** The keys of batches, from their ids; an id no batch can have is left out (as an unknown batch is absent). */
+function keysOf(batchIds: string[]): BatchKey[] {
+  return batchIds.map(parseBatchId).filter((k) => k !== undefined);
+}
+
+/** Batch keys as a table `k` (notification_id, generation, seq), one array per column. */
+function keysTable(keys: BatchKey[]) {
+  return sql`unnest(${keys.map((k) => k.notificationId)}::uuid[], ${keys.map((k) => k.generation)}::int[], ${keys.map((k) => k.seq)}::int[])
+    as k(notification_id, generation, seq)`;
+}
+
 /**
- * The notifications of batches, from their ids (src/queue/fanout.ts batchId: the notification's id first). Named
- * beside a batch id in a statement planned each run (PLAN_EACH_RUN), it lets PostgreSQL plan for only those
- * notifications' day partitions (migration 037): a join on the id alone reads every day's.
+ * The notifications of batches. Named beside the batches' key in a statement planned each run (PLAN_EACH_RUN), they
+ * let PostgreSQL plan for only those notifications' day partitions (migration 037): a join alone reads every day's.
  */
-function notificationsOf(batchIds: string[]): string[] {
-  return [...new Set(batchIds.map((id) => id.slice(0, 36)))];
+function notificationsOf(keys: BatchKey[]): string[] {
+  return [...new Set(keys.map((k) => k.notificationId))];
 }
 
 /**
  * A CTE (after one named `moved`, the notification's update) that stores batches, only when `moved` updated the
- * notification: a newer generation stores nothing. device_ids (what the batch was cut with) and
- * pending_device_ids start equal: each array is sent once, as one joined text (uuids hold no comma), which costs
- * less to write than an array literal quoting each id.
+ * notification: a newer generation stores nothing. device_ids (what the batch was cut with) is sent as one joined
+ * text (uuids hold no comma), which costs less to write than an array literal quoting each id; pending_device_ids
+ * is not written until an attempt is recorded (null: all of them, migration 043).
  */
 function storeBatches(notificationId: string, generation: number, batches: NewBatch[]) {
   if (!batches.length) return sql``;
   const rows = batches.map(
     (b) =>
-      sql`(${b.id}, ${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[], ${b.notBefore ?? null}::timestamptz,
+      sql`(${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[], ${b.notBefore ?? null}::timestamptz,
         ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean)`,
   );
   return sql`, stored as (
-    insert into delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, not_before,
-      variant, ab_rest)
-    select v.id, ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.ids, v.not_before, v.variant, v.ab_rest
-    from (values ${sql.join(rows)}) as v(id, seq, platform, development, ids, not_before, variant, ab_rest)
+    insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, not_before, variant, ab_rest)
+    select ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.not_before, v.variant, v.ab_rest
+    from (values ${sql.join(rows)}) as v(seq, platform, development, ids, not_before, variant, ab_rest)
     where exists (select 1 from moved)
-    on conflict (id, notification_id) do nothing)`;
+    on conflict (notification_id, generation, seq) do nothing)`;
 }

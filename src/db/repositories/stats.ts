@@ -52,18 +52,19 @@ export class StatsRepository {
 
   /**
    * Pushes of the last `days` UTC days (today included) by outcome, one row a day, oldest first, days without
-   * pushes as zeros. A batch's pushes count on the day of its last attempt.
+   * pushes as zeros. A batch's pushes count on the day it started: its reserved start, else when it was made
+   * (migration 043: what the index finds a day's batches by, which recording an attempt does not change).
    */
   async pushesPerDay(db: Db, appId: string, days: number): Promise<PushDay[]> {
     const { rows } = await sql<PushDay>`
       with days as (
         select generate_series((now() at time zone 'UTC')::date - (${days}::int - 1), (now() at time zone 'UTC')::date, interval '1 day')::date as day
       ), totals as (
-        select (b.updated_at at time zone 'UTC')::date as day,
+        select (coalesce(b.not_before, b.created_at) at time zone 'UTC')::date as day,
                sum(b.succeeded)::int as succeeded, sum(b.failed)::int as failed, sum(b.invalidated)::int as invalidated
         from delivery_batches b join notifications n on n.id = b.notification_id
         where n.app_id = ${appId}
-          and b.updated_at >= ((now() at time zone 'UTC')::date - (${days}::int - 1))::timestamp at time zone 'UTC'
+          and coalesce(b.not_before, b.created_at) >= ((now() at time zone 'UTC')::date - (${days}::int - 1))::timestamp at time zone 'UTC'
         group by 1
       )
       select to_char(d.day, 'YYYY-MM-DD') as date,
