@@ -47,7 +47,7 @@ export class AudiencesRepository {
     // one array per column: the statement's text is the same however many there are
     return sql`
       spec_wanted as (
-        select * from unnest(${unique.map((s) => s.appId)}::uuid[], ${unique.map((s) => s.key)}::text[],
+        select * from unnest(${unique.map((s) => s.appId)}::uuid[], ${unique.map((s) => s.key)}::uuid[],
           ${jsonbArray(unique.map((s) => s.canonical))}::jsonb[], ${unique.map(() => generatedName())}::text[])
           with ordinality as t(app_id, spec_key, filters, name, ord)),
       spec_found as (select a.id, a.app_id, a.spec_key from audiences a join spec_wanted w using (app_id, spec_key)),
