@@ -524,13 +524,13 @@ const AUDIENCE_KEYS = '044_audience_keys.sql';
 /**
  * Migration 044 on a database of the schema before it: audiences keyed by the whole SHA-256 of their spec in hex and
  * the all-devices one by '*', with a notification and a message naming them, written in plain SQL; upgraded, every
- * row is kept as it was, the same spec sent again finds the same audience without writing it, and the app's list
- * keeps its order.
+ * row is kept as it was, the same spec sent again finds the same audience without writing it, the app's list keeps
+ * its order, and deleting the app still takes its notifications and audiences.
  */
 describe('migration 044 on a database of the previous schema', () => {
   const before = useDatabaseBefore(AUDIENCE_KEYS);
 
-  it('keeps every audience with its id, found again by the same spec without writing it', async () => {
+  it('keeps every audience with its id, found again by the same spec, and deleting the app still takes them', async () => {
     const { db, pool } = before.handle;
     const { app, devices } = await seed(before.handle, 'com.example.upgrade44', 2);
     const oneDevice: Filter[] = [{ name: 'device_id', criteria: [devices[0]!] }];
@@ -599,5 +599,27 @@ describe('migration 044 on a database of the previous schema', () => {
     );
     expect(inserted!.audience_id).toBe(one);
     expect(await versions()).toEqual(unwritten);
+
+    // no foreign key is checked as a notification or an audience is inserted; deleting the app takes their rows still
+    expect(
+      (
+        await pool.query(
+          `SELECT conname FROM pg_constraint WHERE contype = 'f' AND conrelid IN ('notifications'::regclass, 'audiences'::regclass)`,
+        )
+      ).rows,
+    ).toEqual([]);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM notifications WHERE app_id = $1`, [app.id])).rows).toEqual([{ n: 3 }]);
+    await pool.query(`DELETE FROM apps WHERE id = $1`, [app.id]);
+    const counts = async () =>
+      (await pool.query(`SELECT (SELECT count(*) FROM notifications)::int AS n, (SELECT count(*) FROM audiences)::int AS a`)).rows[0];
+    expect(await counts()).toEqual({ n: 0, a: 0 });
+    expect((await pool.query(`SELECT count(*)::int AS n FROM messages`)).rows).toEqual([{ n: 0 }]);
+    // and emptying the apps empties them
+    const other = (await pool.query<{ id: string }>(`INSERT INTO apps (bundle_id, name) VALUES ('o', 'o') RETURNING id`)).rows[0]!.id;
+    const { id: otherAll } = await audiences.upsertAllDevices(db, other);
+    await pool.query(`INSERT INTO notifications (app_id, audience_id, request, payload) VALUES ($1, $2, '{}', '{}')`, [other, otherAll]);
+    expect(await counts()).toEqual({ n: 1, a: 1 });
+    await pool.query(`TRUNCATE apps CASCADE`);
+    expect(await counts()).toEqual({ n: 0, a: 0 });
   });
 });

@@ -17,8 +17,8 @@ export const SPEC_AUDIENCES = 'spec_audiences';
 
 /*
  * NO_OP_UPDATE: an upsert that finds its spec inserted meanwhile sets the audience's name to itself. An update of a
- * column outside the unique key locks the row in a mode that a foreign-key check (a notification of another
- * transaction naming the audience) does not wait for; one naming a key column, even to the same value, would make
+ * column outside the unique key locks the row in a mode that a foreign-key check (a message of another transaction
+ * naming the audience) does not wait for; one naming a key column, even to the same value, would make
  * that check wait until this transaction ends, and two such transactions could wait for each other.
  */
 
