@@ -122,6 +122,7 @@ export interface AudiencesTable {
   kind: 'all' | 'filters';
   /** The canonical filter list, validated before it is stored (kind 'filters'); null for 'all'. */
   filters: Json<Filter[] | null> | null;
+  /** the key of its canonical spec (`audienceSpec`), a digest written as a uuid; the all-devices one's is the nil uuid */
   spec_key: string;
   test: Generated<boolean>;
   created_at: Generated<Date>;

@@ -17,7 +17,7 @@ export function canonicalFilters(filters: Filter[]): Filter[] {
   return uniqueSorted(canonical);
 }
 
-/** A short stable key of the canonical form; stored under a unique index so equal specs share one row. */
+/** A short stable key of the canonical form (a uuid); stored under a unique index so equal specs share one row. */
 export function specKey(filters: Filter[]): string {
   return audienceSpec(filters).key;
 }
@@ -29,16 +29,24 @@ export function audienceSpec(filters: Filter[]): { key: string; canonical: Filte
   // One device or one user, the shape of most traffic: canonical as it is, its stable JSON written directly
   if (one && one.not_filter !== true && typeof value === 'string')
     return {
-      key: sha256(`[{"criteria":[${JSON.stringify(value)}],"name":${JSON.stringify(one.name)}}]`),
+      key: digest(`[{"criteria":[${JSON.stringify(value)}],"name":${JSON.stringify(one.name)}}]`),
       canonical: [{ name: one.name, criteria: [value] }],
     };
   const canonical = canonicalFilters(filters);
-  return { key: sha256(stableStringify(canonical)), canonical };
+  return { key: digest(stableStringify(canonical)), canonical };
 }
 
-const sha256 = (text: string) => hash('sha256', text, 'hex');
+/**
+ * The first 128 bits of the text's SHA-256, written as a uuid: 16 bytes in the row and its unique index (migration
+ * 044). Two specs share a key only by a collision crafted at about 2^64 hashes, and then only within one app.
+ */
+function digest(text: string): string {
+  const h = hash('sha256', text, 'hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
+}
 
-export const ALL_DEVICES_SPEC_KEY = '*';
+/** The key of the all-devices audience: the nil uuid, which no digest of a filter list is but by chance. */
+export const ALL_DEVICES_SPEC_KEY = '00000000-0000-0000-0000-000000000000';
 
 function canonicalCriterion(c: Criterion): Criterion {
   if (isPlainObject(c) && 'unit' in c && typeof c.unit === 'string') {

@@ -126,7 +126,7 @@ describe('the stored audiences of many specs at once', () => {
     }
   });
 
-  it('takes a spec another statement inserted without holding up a notification that names it', async () => {
+  it('takes a spec another statement inserted without holding up a message that names it', async () => {
     const raced = spec(app, user('jo'));
     const inserting = await h.db.pool.connect();
     const elsewhere = await h.db.pool.connect();
@@ -149,12 +149,13 @@ describe('the stored audiences of many specs at once', () => {
       await new Promise((resolve) => setTimeout(resolve, 200));
       await inserting.query('commit');
       expect(await takenId).toBe(rows[0]!.id);
-      // another process's notification naming that audience: its foreign-key check must not wait for the group
+      // another process's message naming that audience: its foreign-key check must not wait for the group
       await elsewhere.query(`set lock_timeout = '1s'`);
-      await elsewhere.query(`insert into notifications (app_id, audience_id, request, payload) values ($1, $2, '{}', '{}')`, [
-        app,
-        rows[0]!.id,
-      ]);
+      await elsewhere.query(
+        `insert into messages (app_id, audience_id, request, title, type, publish_at, expires_at)
+         values ($1, $2, '{}', 'jo', 'default', now(), now() + interval '90 days')`,
+        [app, rows[0]!.id],
+      );
     } finally {
       release();
       await group;

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
+import { ALL_DEVICES_SPEC_KEY } from '../../src/domain/audience-spec.js';
 import { timeOrderedUuid } from '../../src/platform/random-id.js';
 import { useHarness } from '../helpers/harness.js';
 import { insertMessage } from '../http/message-support.js';
@@ -34,7 +35,7 @@ describe('time-ordered ids (pushd_uuid7)', () => {
     const { app } = await h.createApp();
     const audience = await h.db.db
       .insertInto('audiences')
-      .values({ app_id: app.id, spec_key: 'all', kind: 'all', name: 'All devices' })
+      .values({ app_id: app.id, spec_key: ALL_DEVICES_SPEC_KEY, kind: 'all', name: 'All devices' })
       .returning('id')
       .executeTakeFirstOrThrow();
     const notification = await h.db.db

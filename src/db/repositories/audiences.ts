@@ -17,8 +17,8 @@ export const SPEC_AUDIENCES = 'spec_audiences';
 
 /*
  * NO_OP_UPDATE: an upsert that finds its spec inserted meanwhile sets the audience's name to itself. An update of a
- * column outside the unique key locks the row in a mode that a foreign-key check (a notification of another
- * transaction naming the audience) does not wait for; one naming a key column, even to the same value, would make
+ * column outside the unique key locks the row in a mode that a foreign-key check (a message of another transaction
+ * naming the audience) does not wait for; one naming a key column, even to the same value, would make
  * that check wait until this transaction ends, and two such transactions could wait for each other.
  */
 
@@ -47,7 +47,7 @@ export class AudiencesRepository {
     // one array per column: the statement's text is the same however many there are
     return sql`
       spec_wanted as (
-        select * from unnest(${unique.map((s) => s.appId)}::uuid[], ${unique.map((s) => s.key)}::text[],
+        select * from unnest(${unique.map((s) => s.appId)}::uuid[], ${unique.map((s) => s.key)}::uuid[],
           ${jsonbArray(unique.map((s) => s.canonical))}::jsonb[], ${unique.map(() => generatedName())}::text[])
           with ordinality as t(app_id, spec_key, filters, name, ord)),
       spec_found as (select a.id, a.app_id, a.spec_key from audiences a join spec_wanted w using (app_id, spec_key)),
