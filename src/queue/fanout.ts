@@ -3,7 +3,7 @@ import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import { RANGE_SEQ_STRIDE, type DeliveryRepository, type NewBatch } from '../db/repositories/delivery.js';
 import type { Deliverable, DeliverableGroups, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
-import type { Platform } from '../db/schema.js';
+import type { Notification, Platform } from '../db/schema.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
 import { waveSlice } from '../domain/campaign.js';
@@ -234,6 +234,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
     }
+    if (found.audienceMissing && !n.fanout_done) return failAudienceMissing(deps, log, n);
     const test = abTestOf(n.request);
     // an A/B test between its two stages: its winner's job, not a fan-out, moves it on
     if (test && n.ab_stage === 'waiting') return;
@@ -413,6 +414,12 @@ export function fanoutProcessor(deps: FanoutDeps) {
   };
 }
 
+/** A notification whose audience was deleted fails, and sends nothing (its filters are unknown, not "every device"). */
+async function failAudienceMissing(deps: Pick<FanoutDeps, 'db' | 'notifications'>, log: Logger, n: Notification): Promise<void> {
+  log.warn({ audienceId: n.audience_id }, 'the audience of this notification is gone: failed, nothing sent');
+  await deps.notifications.failAudienceMissing(deps.db, n.id, n.generation);
+}
+
 /** Enqueues the job of one range of a split fan-out; idempotent (its id is the range's). */
 function enqueueRange(deps: Pick<FanoutDeps, 'queues'>, notificationId: string, generation: number, range: number, at: Date) {
   return deps.queues.add('fanoutRange', { notificationId, generation, range, at: at.toISOString() });
@@ -443,6 +450,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
     if (!range.done) {
       if (n.audience_id === null) throw new Error('a transactional send has no audience to fan out');
       const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
+      if (filters === undefined) return failAudienceMissing(deps, log, n);
       // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
       const visible = !n.live_activity && isVisiblePush(n.payload);
       const now = new Date(job.data.at);

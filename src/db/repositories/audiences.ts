@@ -86,10 +86,10 @@ export class AudiencesRepository {
     return db.selectFrom('audiences').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
-  /** The stored filters of an audience (null: all devices). */
-  async filtersOf(db: Db, id: string): Promise<Filter[] | null> {
-    const row = await db.selectFrom('audiences').select('filters').where('id', '=', id).executeTakeFirstOrThrow();
-    return row.filters;
+  /** The stored filters of an audience (null: all devices; undefined: no such audience). */
+  async filtersOf(db: Db, id: string): Promise<Filter[] | null | undefined> {
+    const row = await db.selectFrom('audiences').select('filters').where('id', '=', id).executeTakeFirst();
+    return row?.filters;
   }
 
   async listForApp(db: Db, appId: string, limit: number, offset: number): Promise<Audience[]> {

@@ -630,8 +630,9 @@ export class DeliveryRepository {
    */
   async stopReason(db: Db, notificationId: string, generation: number): Promise<StopReason | null> {
     const n = await db.selectFrom('notifications').select(['state', 'generation']).where('id', '=', notificationId).executeTakeFirst();
-    if (n?.state === 'canceled') return 'canceled';
-    return n && n.generation !== generation ? 'superseded' : null;
+    // in the order a delivery job checks them
+    if (n && n.generation !== generation) return 'superseded';
+    return n?.state === 'canceled' ? 'canceled' : null;
   }
 
   /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */

@@ -270,6 +270,23 @@ export class NotificationsRepository {
       .executeTakeFirst();
   }
 
+  /** Closes a notification whose audience is gone (deleted by hand): failed, nothing sent, never every device instead. */
+  async failAudienceMissing(db: Db, id: string, generation: number): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({
+        state: 'failed',
+        failure_reason: 'audience_missing',
+        next_due_at: null,
+        finished_at: sql<Date>`now()`,
+        updated_at: sql<Date>`now()`,
+      })
+      .where('id', '=', id)
+      .where('generation', '=', generation)
+      .where('state', 'in', ['scheduled', 'sending'])
+      .execute();
+  }
+
   async findById(db: Db, id: string): Promise<Notification | undefined> {
     return db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirst();
   }
@@ -281,13 +298,14 @@ export class NotificationsRepository {
   async findForFanout(
     db: Db,
     id: string,
-  ): Promise<{ notification: Notification; filters: Filter[] | null; settings: CampaignSettings } | undefined> {
+  ): Promise<{ notification: Notification; filters: Filter[] | null; audienceMissing: boolean; settings: CampaignSettings } | undefined> {
     const row = await db
       .selectFrom('notifications as n')
       .leftJoin('audiences as a', 'a.id', 'n.audience_id')
       .leftJoin('apps as p', 'p.id', 'n.app_id')
       .selectAll('n')
       .select([
+        'a.id as fanout_audience_id',
         'a.filters as fanout_filters',
         'p.default_time_zone as fanout_default_time_zone',
         'p.max_per_minute as fanout_max_per_minute',
@@ -296,10 +314,13 @@ export class NotificationsRepository {
       .where('n.id', '=', id)
       .executeTakeFirst();
     if (!row) return undefined;
-    const { fanout_filters, fanout_default_time_zone, fanout_max_per_minute, fanout_quiet_hours, ...notification } = row;
+    const { fanout_audience_id, fanout_filters, fanout_default_time_zone, fanout_max_per_minute, fanout_quiet_hours, ...notification } =
+      row;
     return {
       notification,
       filters: fanout_filters ?? null,
+      // no foreign key keeps its audience (migration 044): a missing one must not read as no filters, all devices
+      audienceMissing: notification.audience_id !== null && fanout_audience_id === null,
       settings: { default_time_zone: fanout_default_time_zone, max_per_minute: fanout_max_per_minute, quiet_hours: fanout_quiet_hours },
     };
   }
