@@ -33,7 +33,7 @@ export function committedBatches(
 }
 
 /** A large batch that waited this long for its turn checks that its notification still sends before it goes. */
-export const RECHECK_AFTER_WAIT_MS = 50;
+const RECHECK_AFTER_WAIT_MS = 50;
 
 /** Batches a process sends itself at once at most (each of a few devices); more go to the queue. */
 export const DIRECT_MAX_IN_FLIGHT = 1000;
