@@ -1,6 +1,7 @@
 import { Kysely, PostgresDialect } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
+import { withArrayLiterals } from './pg-arrays.js';
 
 // int8 (counts, counters) as JS numbers: every counter we keep stays far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -64,13 +65,15 @@ export class StatementNames {
   }
 }
 
-/** Makes a new connection run the statements `names` names as prepared statements. */
+/** Makes a new connection run the statements `names` names as prepared statements, their plain arrays encoded fast. */
 function prepareNamed(client: pg.PoolClient, names: StatementNames): void {
   const query = client.query.bind(client) as (...args: unknown[]) => unknown;
   // the driver calls query(text, values); every other call goes through as it came
   (client as { query: unknown }).query = (config: unknown, values?: unknown, callback?: unknown) => {
-    const name = typeof config === 'string' && Array.isArray(values) && values.length > 0 ? names.nameOf(config) : undefined;
-    return name ? query({ name, text: config, values }, callback) : query(config, values, callback);
+    if (typeof config !== 'string' || !Array.isArray(values) || values.length === 0) return query(config, values, callback);
+    const name = names.nameOf(config);
+    const encoded = withArrayLiterals(values);
+    return name ? query({ name, text: config, values: encoded }, callback) : query(config, encoded, callback);
   };
 }
 
