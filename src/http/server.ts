@@ -10,6 +10,7 @@ import { registerInputGuard } from './input-guard.js';
 import { registerBrowserCors } from './browser-cors.js';
 import { shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
+import { lazyRequestLogger } from './request-logger.js';
 import { routeModules } from './routes/index.js';
 import { answerClientError, guardTransport } from './transport.js';
 
@@ -27,6 +28,7 @@ export async function buildServer(
   const app = Fastify({
     logController: new LogController({ disableRequestLogging: ctx.config.LOG_LEVEL !== 'debug' && ctx.config.LOG_LEVEL !== 'trace' }),
     loggerInstance: ctx.log.child({ component: 'http' }) as FastifyBaseLogger,
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
     // Off unless configured: X-Forwarded-For from anyone would let a client choose its own address (GeoIP, rate limits).
     trustProxy: trustProxy(ctx.config.TRUST_PROXY),
