@@ -177,14 +177,19 @@ export function startSweeper(deps: {
       stopped = true;
       clearInterval(timer);
       clearInterval(leaseTimer);
-      await catchingUp; // its transaction in flight ends before the database closes
+      // the catch-up's transaction in flight ends before the database closes, unless the database does not answer
+      await withinASecond(catchingUp);
       if (!lease) return;
       // a renewal under way would take the lease again after it was given up; a database that does not answer
       // holds the shutdown no more than a second (the lease then expires by itself)
-      const release = renewing.then(() => lease.leases.release(deps.db, SCAN_LEASE, lease.holder)).catch(() => undefined);
-      let timeout: NodeJS.Timeout | undefined;
-      await Promise.race([release, new Promise((r) => (timeout = setTimeout(r, 1000)))]);
-      clearTimeout(timeout);
+      await withinASecond(renewing.then(() => lease.leases.release(deps.db, SCAN_LEASE, lease.holder)).catch(() => undefined));
     },
   };
+}
+
+/** Waits for `work` a second at most: a stop must not wait on a database that has stopped answering. */
+async function withinASecond(work: Promise<unknown>): Promise<void> {
+  let timeout: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise((r) => (timeout = setTimeout(r, 1000)))]);
+  clearTimeout(timeout);
 }
