@@ -52,6 +52,22 @@ describe('lazyRequestLogger: a request logger made when it first writes', () => 
     expect(lines[2]).toMatchObject({ reqId: 'req-2', step: 'x', msg: 'from a child' });
   });
 
+  it("keeps a route's serializers, answers its level as set and its bindings as pino would", () => {
+    const { logger, lines } = capture('info');
+    const log = lazyRequestLogger(logger, { reqId: 'req-4' }, { serializers: { user: () => 'serialized' } }) as FastifyBaseLogger & {
+      isLevelEnabled(level: string): boolean;
+      bindings(): Record<string, unknown>;
+    };
+    expect(log.isLevelEnabled('debug')).toBe(false);
+    expect(log.bindings()).toEqual({ reqId: 'req-4' });
+    log.level = 'debug';
+    expect(log.level).toBe('debug');
+    expect(log.isLevelEnabled('debug')).toBe(true);
+    log.debug({ user: { name: 'x', secret: 's' } }, 'with a route serializer');
+    expect(lines).toEqual([expect.objectContaining({ reqId: 'req-4', user: 'serialized', level: 20 })]);
+    expect(log.bindings()).toEqual({ reqId: 'req-4' });
+  });
+
   it('gives a route with a log level of its own its child at once, at that level', () => {
     const { logger, lines, children } = capture('info');
     const log = lazyRequestLogger(logger, { reqId: 'req-3' }, { level: 'debug' });
