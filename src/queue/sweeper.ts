@@ -149,47 +149,20 @@ export function startSweeper(deps: {
       running = false;
     }
   };
-  let stopped = false;
-  /**
-   * At start, maintenance runs until no partition is missing: a fresh database lacks the days its messages' retention
-   * makes ahead (90 by default, 31 a transaction), which a sweep's share at a time put some 200 ms of DDL into each
-   * sweep of the worker's first minute of sends.
-   */
-  const catchUp = async () => {
-    running = true;
-    try {
-      while (!stopped) {
-        const done = await maintainPartitions(deps, deps.retention, deps.clock.now());
-        if (!done.messages.ran || done.messages.created.length === 0) break;
-      }
-    } catch (err) {
-      deps.log.warn({ err }, 'partition maintenance failed; will try again');
-    } finally {
-      running = false;
-    }
-  };
-  const catchingUp = catchUp();
   const timer = setInterval(() => void sweep(), Math.max(1000, (deps.afterSeconds * 1000) / 2));
   timer.unref();
   return {
     /** Stops sweeping and gives the lease up, so another process scans from its next renewal. */
     stop: async () => {
-      stopped = true;
       clearInterval(timer);
       clearInterval(leaseTimer);
-      // the catch-up's transaction in flight ends before the database closes, unless the database does not answer
-      await withinASecond(catchingUp);
       if (!lease) return;
       // a renewal under way would take the lease again after it was given up; a database that does not answer
       // holds the shutdown no more than a second (the lease then expires by itself)
-      await withinASecond(renewing.then(() => lease.leases.release(deps.db, SCAN_LEASE, lease.holder)).catch(() => undefined));
+      const release = renewing.then(() => lease.leases.release(deps.db, SCAN_LEASE, lease.holder)).catch(() => undefined);
+      let timeout: NodeJS.Timeout | undefined;
+      await Promise.race([release, new Promise((r) => (timeout = setTimeout(r, 1000)))]);
+      clearTimeout(timeout);
     },
   };
-}
-
-/** Waits for `work` a second at most: a stop must not wait on a database that has stopped answering. */
-async function withinASecond(work: Promise<unknown>): Promise<void> {
-  let timeout: NodeJS.Timeout | undefined;
-  await Promise.race([work, new Promise((r) => (timeout = setTimeout(r, 1000)))]);
-  clearTimeout(timeout);
 }

@@ -5,7 +5,6 @@ import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
-import { MessagePartitionsRepository } from '../../src/db/repositories/message-partitions.js';
 import { systemClock, type Clock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { jobSpecs, type NotificationScheduler } from '../../src/queue/jobs.js';
@@ -382,38 +381,6 @@ describe('the sweeper', () => {
     expect(receipts).toEqual([{ device_id: recent }]);
     const active = await h.db.db.selectFrom('app_active_devices').select('device_id').where('app_id', '=', app.id).execute();
     expect(active).toEqual([{ device_id: recent }]);
-  });
-
-  describe('on a fresh database', () => {
-    const fresh = useHarness();
-    it('makes every missing partition at start, not 31 days of messages a sweep', async () => {
-      const freshQueues = new JobQueues(
-        { kind: 'postgres', databaseUrl: fresh.databaseUrl, prefix: fresh.queuePrefix },
-        jobSpecs({ deliveryAttempts: 1 }),
-      );
-      const sweeper = startSweeper({
-        db: fresh.db.db,
-        log: createLogger('silent'),
-        delivery: new DeliveryRepository(),
-        partitions: new PartitionsRepository(),
-        retention: RETENTION,
-        clock: systemClock,
-        queues: freshQueues,
-        scheduler: { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },
-        afterSeconds: 600, // no sweep during the test
-        heldSeconds: 20,
-      });
-      try {
-        // the migration made today's and the next three days'; a message made now expires 90 days on
-        const last = new Date(Date.now() + (RETENTION.messages + 3) * 86_400_000).toISOString().slice(0, 10);
-        const days = async () => (await new MessagePartitionsRepository().list(fresh.db.db)).map((p) => p.day);
-        await vi.waitFor(async () => expect(await days()).toContain(last), { timeout: 15_000, interval: 200 });
-        expect(await days()).toHaveLength(RETENTION.messages + 4);
-      } finally {
-        await sweeper.stop();
-        await freshQueues.close();
-      }
-    });
   });
 
   describe('messages past their retention', () => {
