@@ -8,11 +8,13 @@
  *
  *   npm run bench -- unicast [--notifications 10000] [--clients 50] [--target device_id,user_id,transactional]
  *                            [--mode single,split] [--queue redis,postgres] [--timeout-s 300]
- *                            [--rate 0] [--gateway-latency-ms 0] [--warmup 10000] [--returning]
+ *                            [--rate 0 | --rate-of-pgbench 0.5] [--gateway-latency-ms 0] [--warmup 10000] [--returning]
  *
  * By default the clients post as fast as they are answered (what the service absorbs). With --rate R they post R
  * notifications a second on a schedule, as live traffic comes, and the backlog (answered, not yet pushed) is
- * sampled as they go: whether delivery keeps up with that rate (`--rate 1000 --notifications 60000`: 60 s).
+ * sampled as they go: whether delivery keeps up with that rate (`--rate 1000 --notifications 60000`: 60 s). A paced
+ * post's latency counts from when it was due, so a post held back because all the clients were waiting counts that
+ * wait (no coordinated omission). --rate-of-pgbench F sets R to F times the same run's `pgbench -N`.
  * --gateway-latency-ms N: the mocks answer every push N ms late, as a far data centre does.
  *
  * By default it measures what an outside client sees (the "outside" view): the clients in a process of their own
@@ -57,7 +59,9 @@ const modes = arg('mode', 'single,split').split(',') as ('single' | 'split')[];
 const queues = arg('queue', process.env.REDIS_URL ? 'redis,postgres' : 'postgres').split(',');
 const timeoutMs = Number(arg('timeout-s', '300')) * 1000;
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const rate = Number(arg('rate', '0'));
+/** --rate-of-pgbench F: posted at F times the same run's `pgbench -N` (the README's "POST ≥ 0.5 × pgbench -N at p99 ≤ 50 ms") */
+const rateOfPgbench = Number(arg('rate-of-pgbench', '0'));
+let rate = Number(arg('rate', '0'));
 const latencyMs = Number(arg('gateway-latency-ms', '0'));
 /**
  * Notifications posted first, by all the clients at once, and not counted: gateway connections, JWT and OAuth
@@ -405,6 +409,10 @@ async function pgbenchTps(): Promise<string> {
 
 async function main() {
   const tps = await pgbenchTps();
+  if (rateOfPgbench > 0) {
+    if (!/^[\d.]+$/.test(tps)) throw new Error(`--rate-of-pgbench needs pgbench's figure, got: ${tps}`);
+    rate = Math.round(rateOfPgbench * Number(tps));
+  }
   const floor = rate === 0 ? await measureFloor() : null;
   const results: Result[] = [];
   for (const queue of queues)
@@ -418,7 +426,10 @@ async function main() {
         );
       }
 
-  const pace = rate > 0 ? `posted at ${rate}/s (${(K / rate).toFixed(0)} s)` : 'posted as fast as answered';
+  const pace =
+    rate > 0
+      ? `posted at ${rate}/s${rateOfPgbench > 0 ? ` (${rateOfPgbench} × pgbench -N)` : ''} for ${(K / rate).toFixed(0)} s, latency counted from when each post was due`
+      : 'posted as fast as answered';
   console.log(
     `\nunicast benchmark: ${K} notifications (after ${WARMUP} not counted), each to one device${returning ? ' that the warm-up notified' : ''}, ${clients} concurrent clients, ${pace}; mock gateways on loopback TLS HTTP/2 answering ${latencyMs} ms late`,
   );

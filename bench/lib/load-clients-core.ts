@@ -66,9 +66,11 @@ export function clientsPosting(options: ClientsOptions, onAnswered: () => void) 
         Array.from({ length: options.clients }, async () => {
           while (next < list.length) {
             const i = next++;
-            const due = perSecond > 0 ? t0 + (i * 1000) / perSecond - performance.now() : 0;
-            if (due > 0) await new Promise((r) => setTimeout(r, due));
-            const start = performance.now();
+            // paced, a post counts from when it was due: a wait for a free client is part of what it saw
+            const dueAt = perSecond > 0 ? t0 + (i * 1000) / perSecond : performance.now();
+            const wait = dueAt - performance.now();
+            if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+            const start = perSecond > 0 ? dueAt : performance.now();
             statuses[i] = await poster.postOne(list[i]!);
             latencies[i] = performance.now() - start;
             onAnswered();
