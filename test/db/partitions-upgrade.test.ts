@@ -12,7 +12,7 @@ import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js'
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { DeliveryRepository, type AttemptInput } from '../../src/db/repositories/delivery.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
-import { NotificationPartitionsRepository } from '../../src/db/repositories/partitions.js';
+import { NotificationPartitionsRepository, uuid7Floor } from '../../src/db/repositories/partitions.js';
 import { audienceSpec, canonicalFilters, stableStringify } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { freshDatabase } from '../system/proc.js';
@@ -720,5 +720,117 @@ describe('migration 044 on a database of the previous schema', () => {
     expect(await counts()).toEqual({ n: 1, a: 1 });
     await pool.query(`TRUNCATE apps CASCADE`);
     expect(await counts()).toEqual({ n: 0, a: 0 });
+  });
+});
+
+const BATCH_IDENTITY = '045_batch_replica_identity.sql';
+
+/**
+ * Migration 045 on a database of the schema before it, with a publication of delivery_batches (as logical replication
+ * or a change-capture tool makes): there a batch's UPDATE is refused, the table having no primary key since 043.
+ * Upgraded, every batch is kept as it was, each partition (and a day the maintenance makes afterwards) is identified
+ * by its part of the unique key, with no other index, and recording, deleting and purging batches work.
+ */
+describe('migration 045 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(BATCH_IDENTITY);
+
+  it('keeps every batch and identifies each partition by the key, a day made later too, so a publication takes updates', async () => {
+    const { db, pool } = before.handle;
+    const app = (await pool.query<{ id: string }>(`INSERT INTO apps (bundle_id, name) VALUES ('com.example.upgrade45', 'a') RETURNING id`))
+      .rows[0]!;
+    const devices = [randomUUID(), randomUUID()];
+    // the all-devices audience as migration 044 keys it
+    const audience = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO audiences (app_id, spec_key, kind, name) VALUES ($1, '00000000-0000-0000-0000-000000000000', 'all', 'All devices') RETURNING id`,
+        [app.id],
+      )
+    ).rows[0]!;
+    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
+    const inserted = await pool.query<{ id: string }>(
+      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
+       VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, 1), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, 1)
+       RETURNING id`,
+      [legacy, app.id, audience.id],
+    );
+    const ids = inserted.rows.map((r) => r.id);
+    await pool.query(
+      `INSERT INTO delivery_batches (notification_id, generation, seq, platform, development, device_ids)
+       SELECT n, 1, 0, 'ios', false, $2::uuid[] FROM unnest($1::uuid[]) n`,
+      [ids, devices],
+    );
+    await pool.query(`CREATE PUBLICATION batches_out FOR TABLE delivery_batches`);
+    await expect(pool.query(`UPDATE delivery_batches SET attempts = 1 WHERE notification_id = $1`, [ids[1]])).rejects.toThrow(
+      /does not have a replica identity/,
+    );
+    const rowsOf = async () =>
+      (await pool.query(`SELECT tableoid::regclass::text AS part, * FROM delivery_batches ORDER BY notification_id`)).rows;
+    const kept = await rowsOf();
+    expect(kept.map((r) => r.part).sort()).toEqual([
+      'delivery_batches_default',
+      `delivery_batches_p${dayOf(new Date()).replaceAll('-', '')}`,
+    ]);
+
+    await before.upgrade();
+
+    expect(await rowsOf()).toEqual(kept);
+    // a day made after the upgrade, as the maintenance makes them, with a batch of its own
+    const later = dayOf(new Date(Date.now() + 10 * DAY_MS));
+    await db.transaction().execute((trx) => new NotificationPartitionsRepository().create(trx, later));
+    const laterId = uuid7Floor(Date.parse(`${later}T12:00:00Z`));
+    await pool.query(
+      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
+       VALUES ($1, $2, $3, '{}', '{}', 'sending', true, 1)`,
+      [laterId, app.id, audience.id],
+    );
+    await pool.query(
+      `INSERT INTO delivery_batches (notification_id, generation, seq, platform, development, device_ids) VALUES ($1, 1, 0, 'ios', false, $2)`,
+      [laterId, devices],
+    );
+    const identities = await pool.query<{ table: string; identity: string; index: string | null }>(
+      `SELECT c.relname AS table, c.relreplident AS identity,
+              (SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident) AS index
+       FROM pg_class c
+       WHERE c.oid = 'delivery_batches'::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'delivery_batches'::regclass)
+       ORDER BY 1`,
+    );
+    expect(identities.rows.map((r) => r.table)).toContain(`delivery_batches_p${later.replaceAll('-', '')}`);
+    for (const row of identities.rows)
+      expect(row).toEqual({
+        ...row,
+        identity: 'i',
+        index: expect.stringMatching(/UNIQUE INDEX .* USING btree \(notification_id, generation, seq\)$/),
+      });
+    // still one b-tree a batch: the key's, beside the summarising index
+    const btrees = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+       WHERE i.indrelid = $1::regclass AND a.amname = 'btree'`,
+      [`delivery_batches_p${later.replaceAll('-', '')}`],
+    );
+    expect(btrees.rows).toEqual([{ n: 1 }]);
+
+    // the publication takes a batch's recording in every partition, and the deletes of a purge
+    const delivery = new DeliveryRepository();
+    const all = [...ids, laterId];
+    const loaded = await delivery.loadAttempts(
+      db,
+      all.map((id) => `${id}-g1-b0`),
+    );
+    await delivery.recordAttempts(
+      db,
+      all.map((id) => ({
+        batch: (loaded.get(`${id}-g1-b0`) as AttemptInput).batch,
+        outcome: { succeeded: [...devices], failed: [], invalidated: [], retry: [], expired: [], lastError: null },
+        finalAttempt: false,
+      })),
+    );
+    const sent = await pool.query<{ succeeded: number }>(`SELECT succeeded FROM delivery_batches ORDER BY notification_id`);
+    expect(sent.rows).toEqual([{ succeeded: 2 }, { succeeded: 2 }, { succeeded: 2 }]);
+    await pool.query(`UPDATE notifications SET state = 'sent', updated_at = now() - interval '1000 days' WHERE id = $1`, [legacy]);
+    const purged = await db
+      .transaction()
+      .execute((trx) => new NotificationPartitionsRepository().purgeDefault(trx, new Date(Date.now() - DAY_MS), 10));
+    expect(purged).toBe(1);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM delivery_batches`)).rows).toEqual([{ n: 2 }]);
   });
 });
