@@ -254,7 +254,7 @@ describe('migration 030 on a database of the previous schema', () => {
     const activity = new ActivityRepository();
     expect(await activity.opensOf(db, notification.id)).toEqual({ direct: 1, indirect: 1, devices: 2 });
     expect(await new ConversionsRepository().countsFor(db, notification.id)).toEqual([{ source: '', name: 'purchase', count: 2 }]);
-    expect(await messages.impressionTotals(db, message.id)).toEqual({ stream: 4, full_screen: 0, in_app: 0 });
+    expect(await messages.impressionTotals(db, message)).toEqual({ stream: 4, full_screen: 0, in_app: 0 });
     expect((await messages.streamPage(db, devices[0]!, new Date(now), null, 10)).map((m) => m.id)).toEqual([message.id]);
 
     // reports sent again with another date (no started_at, no opened_at: now) find the rows from before the upgrade:
@@ -509,7 +509,11 @@ describe('migration 040 on a database of the previous schema', () => {
     expect(await messages.findForApp(db, app.id, today, now)).toMatchObject({ id: today, title: 'new', notification_id: push.rows[0]!.id });
     expect((await messages.listForApp(db, app.id, now, 10, 0)).map((m) => m.id)).toEqual([today, legacy]);
     for (const device of devices) expect((await messages.streamPage(db, device, now, null, 10)).map((m) => m.id)).toEqual([today, legacy]);
-    expect(await messages.impressionTotals(db, legacy)).toEqual({ stream: 2, full_screen: 0, in_app: 0 });
+    expect(await messages.impressionTotals(db, (await messages.findForApp(db, app.id, legacy, now))!)).toEqual({
+      stream: 2,
+      full_screen: 0,
+      in_app: 0,
+    });
 
     // a message made now takes an id of the instant its retention ends: the day no partition was made for yet
     const made = await insertMessage(db, { appId: app.id, audienceId: audience.id, published: now, resolved: false });
