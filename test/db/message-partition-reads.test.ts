@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
+import type { Message } from '../../src/db/schema.js';
 import { useHarness } from '../helpers/harness.js';
 import { insertMessage } from '../http/message-support.js';
 
@@ -28,7 +29,7 @@ describe('message reads by partition', () => {
     const partitions = new PartitionsRepository();
     const have = new Set((await partitions.list(h.db.db, 'device_messages')).map((p) => p.day));
     const messages = new MessagesRepository();
-    const made = [];
+    const made: Message[] = [];
     for (let back = 9; back >= 0; back--) {
       const day = dayOf(now - back * DAY_MS);
       if (!have.has(day)) await h.db.db.transaction().execute((trx) => partitions.create(trx, 'device_messages', day));

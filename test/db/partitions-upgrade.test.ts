@@ -527,6 +527,20 @@ describe('migration 040 on a database of the previous schema', () => {
 const BATCH_KEYS = '043_batch_keys.sql';
 
 /**
+ * Two notifications sending, their fan-out done at `batches` batches: one with an id of before migration 033 (random:
+ * the default partition), then one of today; answers their ids in that order.
+ */
+async function sendingNotifications({ pool }: DatabaseHandle, appId: string, audienceId: string, batches: number): Promise<string[]> {
+  const inserted = await pool.query<{ id: string }>(
+    `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
+     VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, $4), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, $4)
+     RETURNING id`,
+    ['c0ffee00-1234-4abc-8def-0123456789ab', appId, audienceId, batches],
+  );
+  return inserted.rows.map((r) => r.id);
+}
+
+/**
  * Migration 043 on a database of the schema before it: batches stored with their id (of a notification of today, in
  * its day's partition, and of one from before migration 033, in the default one), one sent and one pending; upgraded,
  * the id is no longer stored nor indexed, each batch is found and answered by the same id, the pending one is
@@ -538,14 +552,7 @@ describe('migration 043 on a database of the previous schema', () => {
   it('keeps every batch, found by the same id through its key, and gives a new day the same layout', async () => {
     const { db, pool } = before.handle;
     const { app, devices, audience } = await seed(before.handle, 'com.example.upgrade43', 2);
-    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
-    const inserted = await pool.query<{ id: string }>(
-      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
-       VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, 2), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, 2)
-       RETURNING id`,
-      [legacy, app.id, audience.id],
-    );
-    const ids = inserted.rows.map((r) => r.id);
+    const ids = await sendingNotifications(before.handle, app.id, audience.id, 2);
     // of each: seq 0 sent to the first device, seq 1 pending for the second
     await pool.query(
       `INSERT INTO delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, state, succeeded, attempts)
@@ -750,14 +757,8 @@ describe('migration 045 on a database of the previous schema', () => {
         [app.id],
       )
     ).rows[0]!;
-    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
-    const inserted = await pool.query<{ id: string }>(
-      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
-       VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, 1), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, 1)
-       RETURNING id`,
-      [legacy, app.id, audience.id],
-    );
-    const ids = inserted.rows.map((r) => r.id);
+    const ids = await sendingNotifications(before.handle, app.id, audience.id, 1);
+    const legacy = ids.find((id) => id.startsWith('c0ffee00'))!;
     await pool.query(
       `INSERT INTO delivery_batches (notification_id, generation, seq, platform, development, device_ids)
        SELECT n, 1, 0, 'ios', false, $2::uuid[] FROM unnest($1::uuid[]) n`,
