@@ -27,8 +27,9 @@ export type Retention = Record<MaintainedTable, number>;
 const PURGE_NOTIFICATIONS = 10_000;
 const notificationPartitions = new NotificationPartitionsRepository();
 /**
- * Message partitions one maintenance creates at most: a retention of years is that many days made ahead, more
- * tables than one transaction may lock; the next sweeps make the rest (a message meanwhile in the default one).
+ * Message partitions one maintenance creates at most: the default partition's rows may name many days (messages
+ * shown for years, before their days come within the retention), more tables than one transaction may lock; the next
+ * sweeps make the rest (a message meanwhile in the default one).
  */
 const MESSAGE_DAYS_AT_ONCE = 31;
 const messagePartitions = new MessagePartitionsRepository();
@@ -46,7 +47,7 @@ export function retentionOf(config: Config): Retention {
     // a key answers again for its 24 hours, then is free: nothing reads it after
     idempotency_keys: Math.ceil(IDEMPOTENCY_KEY_TTL_HOURS / 24),
     notifications: config.RETENTION_NOTIFICATIONS_DAYS,
-    // each message's retention is in its id (its expires_at's day): this says how many days are made ahead
+    // each message's retention is in its id (its expires_at's day): this says how far ahead a message made now goes
     messages: config.MESSAGE_RETENTION_DAYS,
   };
 }
@@ -102,9 +103,12 @@ export async function maintainPartitions(
 
 /**
  * The messages' day partitions (MessagePartitionsRepository): a message's id is made from the instant its retention
- * ends, so the days are those of expiry, created from today to `days` + PARTITIONS_AHEAD_DAYS ahead (where a message
- * made now expires) and dropped as soon as they are over, a row still in use (from before migration 040) kept in
- * the default partition; that one made again without its rows past retention once they are a day past.
+ * ends, so the days are those of expiry. A message made now expires `days` ahead or later, so that day and the
+ * PARTITIONS_AHEAD_DAYS after it are created (the days before it were made when they were that far ahead; a new
+ * database makes 4, not `days` + 4 that no message made now goes to but every stream read visits), and the day of
+ * any row in the default partition up to there. Each is dropped as soon as it is over, a row still in use (from
+ * before migration 040) kept in the default partition, that one made again without its rows past retention once
+ * they are a day past.
  */
 async function maintainMessages(
   deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
@@ -116,9 +120,8 @@ async function maintainMessages(
     const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
     if (!(await deps.partitions.claim(trx))) return result;
     result.ran = true;
-    const ahead = days + PARTITIONS_AHEAD_DAYS;
-    const defaults = await messagePartitions.defaultDays(trx, today, addDays(today, ahead));
-    const plan = planDays(await messagePartitions.list(trx), defaults, today, now, ahead);
+    const defaults = await messagePartitions.defaultDays(trx, today, addDays(today, days + PARTITIONS_AHEAD_DAYS));
+    const plan = planDays(await messagePartitions.list(trx), defaults, addDays(today, days), now);
     for (const day of plan.create.slice(0, MESSAGE_DAYS_AT_ONCE)) {
       await messagePartitions.create(trx, day);
       result.created.push(day);
@@ -176,12 +179,13 @@ async function maintainNotifications(
 }
 
 /**
- * What a maintenance does to one table's days: create today's and the next `ahead` days' (and those of the default
- * partition's rows) unless past `cutoff` or there, and drop the partitions whose every row is past it.
+ * What a maintenance does to one table's days: create `first` (the first day written to, today for most) and the
+ * PARTITIONS_AHEAD_DAYS after it (and the days of the default partition's rows) unless past `cutoff` or there, and
+ * drop the partitions whose every row is past it.
  */
-function planDays(existing: DayPartition[], defaultDays: string[], today: string, cutoff: Date, ahead = PARTITIONS_AHEAD_DAYS) {
+function planDays(existing: DayPartition[], defaultDays: string[], first: string, cutoff: Date) {
   const have = new Set(existing.map((p) => p.day));
-  const wanted = new Set([...Array.from({ length: ahead + 1 }, (_, i) => addDays(today, i)), ...defaultDays]);
+  const wanted = new Set([...Array.from({ length: PARTITIONS_AHEAD_DAYS + 1 }, (_, i) => addDays(first, i)), ...defaultDays]);
   return {
     create: [...wanted].sort().filter((day) => !have.has(day) && endOf(day) > cutoff.getTime()),
     drop: existing.filter((p) => endOf(p.day) <= cutoff.getTime()),

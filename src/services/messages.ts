@@ -126,6 +126,6 @@ export class MessageService {
   /** Impressions over every device, by kind. */
   async impressions(appId: string, id: string): Promise<ImpressionCounts> {
     const { message } = await this.get(appId, id);
-    return this.messages.impressionTotals(this.readDb, message.id);
+    return this.messages.impressionTotals(this.readDb, message);
   }
 }

@@ -12,7 +12,7 @@ import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js'
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { DeliveryRepository, type AttemptInput } from '../../src/db/repositories/delivery.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
-import { NotificationPartitionsRepository } from '../../src/db/repositories/partitions.js';
+import { NotificationPartitionsRepository, uuid7Floor } from '../../src/db/repositories/partitions.js';
 import { audienceSpec, canonicalFilters, stableStringify } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { freshDatabase } from '../system/proc.js';
@@ -254,7 +254,7 @@ describe('migration 030 on a database of the previous schema', () => {
     const activity = new ActivityRepository();
     expect(await activity.opensOf(db, notification.id)).toEqual({ direct: 1, indirect: 1, devices: 2 });
     expect(await new ConversionsRepository().countsFor(db, notification.id)).toEqual([{ source: '', name: 'purchase', count: 2 }]);
-    expect(await messages.impressionTotals(db, message.id)).toEqual({ stream: 4, full_screen: 0, in_app: 0 });
+    expect(await messages.impressionTotals(db, message)).toEqual({ stream: 4, full_screen: 0, in_app: 0 });
     expect((await messages.streamPage(db, devices[0]!, new Date(now), null, 10)).map((m) => m.id)).toEqual([message.id]);
 
     // reports sent again with another date (no started_at, no opened_at: now) find the rows from before the upgrade:
@@ -509,7 +509,11 @@ describe('migration 040 on a database of the previous schema', () => {
     expect(await messages.findForApp(db, app.id, today, now)).toMatchObject({ id: today, title: 'new', notification_id: push.rows[0]!.id });
     expect((await messages.listForApp(db, app.id, now, 10, 0)).map((m) => m.id)).toEqual([today, legacy]);
     for (const device of devices) expect((await messages.streamPage(db, device, now, null, 10)).map((m) => m.id)).toEqual([today, legacy]);
-    expect(await messages.impressionTotals(db, legacy)).toEqual({ stream: 2, full_screen: 0, in_app: 0 });
+    expect(await messages.impressionTotals(db, (await messages.findForApp(db, app.id, legacy, now))!)).toEqual({
+      stream: 2,
+      full_screen: 0,
+      in_app: 0,
+    });
 
     // a message made now takes an id of the instant its retention ends: the day no partition was made for yet
     const made = await insertMessage(db, { appId: app.id, audienceId: audience.id, published: now, resolved: false });
@@ -523,6 +527,20 @@ describe('migration 040 on a database of the previous schema', () => {
 const BATCH_KEYS = '043_batch_keys.sql';
 
 /**
+ * Two notifications sending, their fan-out done at `batches` batches: one with an id of before migration 033 (random:
+ * the default partition), then one of today; answers their ids in that order.
+ */
+async function sendingNotifications({ pool }: DatabaseHandle, appId: string, audienceId: string, batches: number): Promise<string[]> {
+  const inserted = await pool.query<{ id: string }>(
+    `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
+     VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, $4), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, $4)
+     RETURNING id`,
+    ['c0ffee00-1234-4abc-8def-0123456789ab', appId, audienceId, batches],
+  );
+  return inserted.rows.map((r) => r.id);
+}
+
+/**
  * Migration 043 on a database of the schema before it: batches stored with their id (of a notification of today, in
  * its day's partition, and of one from before migration 033, in the default one), one sent and one pending; upgraded,
  * the id is no longer stored nor indexed, each batch is found and answered by the same id, the pending one is
@@ -534,14 +552,7 @@ describe('migration 043 on a database of the previous schema', () => {
   it('keeps every batch, found by the same id through its key, and gives a new day the same layout', async () => {
     const { db, pool } = before.handle;
     const { app, devices, audience } = await seed(before.handle, 'com.example.upgrade43', 2);
-    const legacy = 'c0ffee00-1234-4abc-8def-0123456789ab';
-    const inserted = await pool.query<{ id: string }>(
-      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
-       VALUES ($1, $2, $3, '{}', '{"alert": "old"}', 'sending', true, 2), (pushd_uuid7(), $2, $3, '{}', '{"alert": "new"}', 'sending', true, 2)
-       RETURNING id`,
-      [legacy, app.id, audience.id],
-    );
-    const ids = inserted.rows.map((r) => r.id);
+    const ids = await sendingNotifications(before.handle, app.id, audience.id, 2);
     // of each: seq 0 sent to the first device, seq 1 pending for the second
     await pool.query(
       `INSERT INTO delivery_batches (id, notification_id, generation, seq, platform, development, device_ids, pending_device_ids, state, succeeded, attempts)
@@ -720,5 +731,111 @@ describe('migration 044 on a database of the previous schema', () => {
     expect(await counts()).toEqual({ n: 1, a: 1 });
     await pool.query(`TRUNCATE apps CASCADE`);
     expect(await counts()).toEqual({ n: 0, a: 0 });
+  });
+});
+
+const BATCH_IDENTITY = '045_batch_replica_identity.sql';
+
+/**
+ * Migration 045 on a database of the schema before it, with a publication of delivery_batches (as logical replication
+ * or a change-capture tool makes): there a batch's UPDATE is refused, the table having no primary key since 043.
+ * Upgraded, every batch is kept as it was, each partition (and a day the maintenance makes afterwards) is identified
+ * by its part of the unique key, with no other index, and recording, deleting and purging batches work.
+ */
+describe('migration 045 on a database of the previous schema', () => {
+  const before = useDatabaseBefore(BATCH_IDENTITY);
+
+  it('keeps every batch and identifies each partition by the key, a day made later too, so a publication takes updates', async () => {
+    const { db, pool } = before.handle;
+    const app = (await pool.query<{ id: string }>(`INSERT INTO apps (bundle_id, name) VALUES ('com.example.upgrade45', 'a') RETURNING id`))
+      .rows[0]!;
+    const devices = [randomUUID(), randomUUID()];
+    // the all-devices audience as migration 044 keys it
+    const audience = (
+      await pool.query<{ id: string }>(
+        `INSERT INTO audiences (app_id, spec_key, kind, name) VALUES ($1, '00000000-0000-0000-0000-000000000000', 'all', 'All devices') RETURNING id`,
+        [app.id],
+      )
+    ).rows[0]!;
+    const ids = await sendingNotifications(before.handle, app.id, audience.id, 1);
+    const legacy = ids.find((id) => id.startsWith('c0ffee00'))!;
+    await pool.query(
+      `INSERT INTO delivery_batches (notification_id, generation, seq, platform, development, device_ids)
+       SELECT n, 1, 0, 'ios', false, $2::uuid[] FROM unnest($1::uuid[]) n`,
+      [ids, devices],
+    );
+    await pool.query(`CREATE PUBLICATION batches_out FOR TABLE delivery_batches`);
+    await expect(pool.query(`UPDATE delivery_batches SET attempts = 1 WHERE notification_id = $1`, [ids[1]])).rejects.toThrow(
+      /does not have a replica identity/,
+    );
+    const rowsOf = async () =>
+      (await pool.query(`SELECT tableoid::regclass::text AS part, * FROM delivery_batches ORDER BY notification_id`)).rows;
+    const kept = await rowsOf();
+    expect(kept.map((r) => r.part).sort()).toEqual([
+      'delivery_batches_default',
+      `delivery_batches_p${dayOf(new Date()).replaceAll('-', '')}`,
+    ]);
+
+    await before.upgrade();
+
+    expect(await rowsOf()).toEqual(kept);
+    // a day made after the upgrade, as the maintenance makes them, with a batch of its own
+    const later = dayOf(new Date(Date.now() + 10 * DAY_MS));
+    await db.transaction().execute((trx) => new NotificationPartitionsRepository().create(trx, later));
+    const laterId = uuid7Floor(Date.parse(`${later}T12:00:00Z`));
+    await pool.query(
+      `INSERT INTO notifications (id, app_id, audience_id, request, payload, state, fanout_done, fanout_seq)
+       VALUES ($1, $2, $3, '{}', '{}', 'sending', true, 1)`,
+      [laterId, app.id, audience.id],
+    );
+    await pool.query(
+      `INSERT INTO delivery_batches (notification_id, generation, seq, platform, development, device_ids) VALUES ($1, 1, 0, 'ios', false, $2)`,
+      [laterId, devices],
+    );
+    const identities = await pool.query<{ table: string; identity: string; index: string | null }>(
+      `SELECT c.relname AS table, c.relreplident AS identity,
+              (SELECT pg_get_indexdef(i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid AND i.indisreplident) AS index
+       FROM pg_class c
+       WHERE c.oid = 'delivery_batches'::regclass OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'delivery_batches'::regclass)
+       ORDER BY 1`,
+    );
+    expect(identities.rows.map((r) => r.table)).toContain(`delivery_batches_p${later.replaceAll('-', '')}`);
+    for (const row of identities.rows)
+      expect(row).toEqual({
+        ...row,
+        identity: 'i',
+        index: expect.stringMatching(/UNIQUE INDEX .* USING btree \(notification_id, generation, seq\)$/),
+      });
+    // still one b-tree a batch: the key's, beside the summarising index
+    const btrees = await pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam
+       WHERE i.indrelid = $1::regclass AND a.amname = 'btree'`,
+      [`delivery_batches_p${later.replaceAll('-', '')}`],
+    );
+    expect(btrees.rows).toEqual([{ n: 1 }]);
+
+    // the publication takes a batch's recording in every partition, and the deletes of a purge
+    const delivery = new DeliveryRepository();
+    const all = [...ids, laterId];
+    const loaded = await delivery.loadAttempts(
+      db,
+      all.map((id) => `${id}-g1-b0`),
+    );
+    await delivery.recordAttempts(
+      db,
+      all.map((id) => ({
+        batch: (loaded.get(`${id}-g1-b0`) as AttemptInput).batch,
+        outcome: { succeeded: [...devices], failed: [], invalidated: [], retry: [], expired: [], lastError: null },
+        finalAttempt: false,
+      })),
+    );
+    const sent = await pool.query<{ succeeded: number }>(`SELECT succeeded FROM delivery_batches ORDER BY notification_id`);
+    expect(sent.rows).toEqual([{ succeeded: 2 }, { succeeded: 2 }, { succeeded: 2 }]);
+    await pool.query(`UPDATE notifications SET state = 'sent', updated_at = now() - interval '1000 days' WHERE id = $1`, [legacy]);
+    const purged = await db
+      .transaction()
+      .execute((trx) => new NotificationPartitionsRepository().purgeDefault(trx, new Date(Date.now() - DAY_MS), 10));
+    expect(purged).toBe(1);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM delivery_batches`)).rows).toEqual([{ n: 2 }]);
   });
 });

@@ -128,8 +128,13 @@ export class MessagesRepository {
       .executeTakeFirst();
   }
 
-  /** Impressions of a message over every device, by kind. */
-  async impressionTotals(db: Db, messageId: string): Promise<ImpressionCounts> {
+  /**
+   * Impressions of a message over every device, by kind. Its stream rows are all of the instant its retention starts
+   * (retentionFrom), so the bound on that key reads its one day's partition of device_messages instead of every day's:
+   * the row's instant to the microsecond, which a Date truncates to the millisecond, is in [that ms, the next).
+   */
+  async impressionTotals(db: Db, message: Pick<Message, 'id' | 'publish_at' | 'unpublish_at'>): Promise<ImpressionCounts> {
+    const from = message.unpublish_at ?? message.publish_at;
     const row = await db
       .selectFrom('device_messages')
       .select([
@@ -137,7 +142,9 @@ export class MessagesRepository {
         sql<number>`coalesce(sum(full_screen_impressions), 0)::int`.as('full_screen'),
         sql<number>`coalesce(sum(in_app_impressions), 0)::int`.as('in_app'),
       ])
-      .where('message_id', '=', messageId)
+      .where('message_id', '=', message.id)
+      .where('retention_from', '>=', from)
+      .where('retention_from', '<', new Date(from.getTime() + 1))
       .executeTakeFirstOrThrow();
     return row;
   }

@@ -215,10 +215,12 @@ export class NotificationPartitionsRepository {
         with moved as (delete from ${sql.table(`${table}_default`)} where ${key} >= ${from}::uuid and ${key} < ${to}::uuid returning *)
         insert into ${sql.table(partitionName(table, day))} (${columns}) select ${columns} from moved`.execute(trx);
     }
-    for (const table of NOTIFICATION_FAMILY)
+    for (const table of NOTIFICATION_FAMILY) {
       await sql`alter table ${sql.table(table)} attach partition ${sql.table(partitionName(table, day))} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(
         trx,
       );
+      await inheritReplicaIdentity(trx, table, partitionName(table, day));
+    }
   }
 
   /**
@@ -300,6 +302,21 @@ const DAY_MS = 86_400_000;
 const dayStart = (day: string) => Date.parse(`${checkedDay(day)}T00:00:00Z`);
 /** A day's ids: [the lowest id of its first millisecond, that of the next day's). */
 export const idBounds = (day: string): [string, string] => [uuid7Floor(dayStart(day)), uuid7Floor(dayStart(day) + DAY_MS)];
+
+/**
+ * Gives an attached partition the replica identity its parent names by an index (delivery_batches': migration 045),
+ * which PostgreSQL does not pass on: the partition's own part of that index, which attaching made.
+ */
+async function inheritReplicaIdentity(trx: Transaction<Database>, parent: string, partition: string): Promise<void> {
+  const { rows } = await sql<{ index: string }>`
+    select c.relname as index
+    from pg_index p
+    join pg_inherits x on x.inhparent = p.indexrelid
+    join pg_index i on i.indexrelid = x.inhrelid
+    join pg_class c on c.oid = i.indexrelid
+    where p.indrelid = ${parent}::regclass and p.indisreplident and i.indrelid = ${partition}::regclass`.execute(trx);
+  if (rows[0]) await sql`alter table ${sql.table(partition)} replica identity using index ${sql.ref(rows[0].index)}`.execute(trx);
+}
 
 /** A table's columns but generated ones, which an insert may not name. */
 async function insertableColumns(trx: Transaction<Database>, table: string) {
