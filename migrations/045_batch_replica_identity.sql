@@ -10,17 +10,17 @@
 -- (NotificationPartitionsRepository.create).
 --
 -- Each ALTER takes an ACCESS EXCLUSIVE lock on its table (the parent, then each partition) until the commit, a few
--- milliseconds later; waiting behind a long query would queue every send behind it, so it gives up after 5 seconds
--- instead and the migration is tried again at the next start.
+-- milliseconds later; waiting behind a long query would queue every send behind it, so the whole of it (one
+-- statement) gives up after 5 seconds instead and the migration is tried again at the next start.
 SET LOCAL lock_timeout = '5s';
+SET LOCAL statement_timeout = '5s';
 
-ALTER TABLE delivery_batches REPLICA IDENTITY USING INDEX delivery_batches_notification_id_generation_seq_key;
-
--- each partition's part of that index (the default partition's and every day's)
 DO $$
 DECLARE
   r record;
 BEGIN
+  ALTER TABLE delivery_batches REPLICA IDENTITY USING INDEX delivery_batches_notification_id_generation_seq_key;
+  -- each partition's part of that index (the default partition's and every day's)
   FOR r IN
     SELECT p.inhrelid::regclass AS part, x.inhrelid::regclass AS idx
     FROM pg_inherits p

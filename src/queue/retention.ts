@@ -157,6 +157,7 @@ async function maintainNotifications(
     const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
     if (!(await deps.partitions.claim(trx))) return result;
     result.ran = true;
+    await notificationPartitions.repairReplicaIdentities(trx);
     const existing = await notificationPartitions.list(trx);
     const defaults = await notificationPartitions.defaultDays(trx, utcDay(cutoff), addDays(today, PARTITIONS_AHEAD_DAYS));
     const plan = planDays(existing, defaults, today, cutoff);

@@ -167,6 +167,23 @@ export const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '
 
 /** The day partitions of the notification family: each day's in every table, dropped with the rows kept moved out. */
 export class NotificationPartitionsRepository {
+  /**
+   * Gives the day partitions whose replica identity is not their parent's the parent's: those a worker of a version
+   * before migration 045 made after it ran (a publication would refuse their batches' updates).
+   */
+  async repairReplicaIdentities(trx: Transaction<Database>): Promise<string[]> {
+    const { rows } = await sql<{ parent: string; partition: string }>`
+      select parent.relname as parent, part.relname as partition
+      from pg_inherits h
+      join pg_class parent on parent.oid = h.inhparent
+      join pg_class part on part.oid = h.inhrelid
+      where h.inhparent in (${sql.join(NOTIFICATION_FAMILY.map((t) => sql`${t}::regclass`))})
+        and parent.relreplident <> 'd'
+        and part.relreplident <> parent.relreplident`.execute(trx);
+    for (const r of rows) await inheritReplicaIdentity(trx, r.parent, r.partition);
+    return rows.map((r) => r.partition);
+  }
+
   /** The day partitions of notifications (those of the others are the same days), oldest first, with their size. */
   async list(db: Db): Promise<DayPartition[]> {
     return listDays(db, 'notifications');
@@ -304,18 +321,27 @@ const dayStart = (day: string) => Date.parse(`${checkedDay(day)}T00:00:00Z`);
 export const idBounds = (day: string): [string, string] => [uuid7Floor(dayStart(day)), uuid7Floor(dayStart(day) + DAY_MS)];
 
 /**
- * Gives an attached partition the replica identity its parent names by an index (delivery_batches': migration 045),
- * which PostgreSQL does not pass on: the partition's own part of that index, which attaching made.
+ * Gives an attached partition its parent's replica identity (delivery_batches' names an index: migration 045), which
+ * PostgreSQL does not pass on: by an index, the partition's own part of it, which attaching made; else FULL or
+ * NOTHING as the parent has it (the default needs nothing).
  */
 async function inheritReplicaIdentity(trx: Transaction<Database>, parent: string, partition: string): Promise<void> {
-  const { rows } = await sql<{ index: string }>`
-    select c.relname as index
-    from pg_index p
-    join pg_inherits x on x.inhparent = p.indexrelid
-    join pg_index i on i.indexrelid = x.inhrelid
-    join pg_class c on c.oid = i.indexrelid
-    where p.indrelid = ${parent}::regclass and p.indisreplident and i.indrelid = ${partition}::regclass`.execute(trx);
-  if (rows[0]) await sql`alter table ${sql.table(partition)} replica identity using index ${sql.ref(rows[0].index)}`.execute(trx);
+  const { rows } = await sql<{ identity: string; index: string | null }>`
+    select
+      pc.relreplident as identity,
+      (select c.relname
+       from pg_index p
+       join pg_inherits x on x.inhparent = p.indexrelid
+       join pg_index i on i.indexrelid = x.inhrelid
+       join pg_class c on c.oid = i.indexrelid
+       where p.indrelid = pc.oid and p.indisreplident and i.indrelid = ${partition}::regclass) as index
+    from pg_class pc
+    where pc.oid = ${parent}::regclass`.execute(trx);
+  const { identity, index } = rows[0]!;
+  // an index the partition has no part of cannot be named: left as it is
+  if (identity === 'd' || (identity === 'i' && !index)) return;
+  const clause = identity === 'i' && index ? sql`using index ${sql.ref(index)}` : identity === 'f' ? sql`full` : sql`nothing`;
+  await sql`alter table ${sql.table(partition)} replica identity ${clause}`.execute(trx);
 }
 
 /** A table's columns but generated ones, which an insert may not name. */
