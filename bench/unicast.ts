@@ -62,6 +62,9 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** --rate-of-pgbench F: posted at F times the same run's `pgbench -N` (the README's "POST ≥ 0.5 × pgbench -N at p99 ≤ 50 ms") */
 const rateOfPgbench = Number(arg('rate-of-pgbench', '0'));
 let rate = Number(arg('rate', '0'));
+if (!Number.isFinite(rate) || !Number.isFinite(rateOfPgbench) || rate < 0 || rateOfPgbench < 0)
+  throw new Error('--rate and --rate-of-pgbench take a number of 0 or more');
+if (rate > 0 && rateOfPgbench > 0) throw new Error('--rate and --rate-of-pgbench: one or the other');
 const latencyMs = Number(arg('gateway-latency-ms', '0'));
 /**
  * Notifications posted first, by all the clients at once, and not counted: gateway connections, JWT and OAuth

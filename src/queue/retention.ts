@@ -157,7 +157,6 @@ async function maintainNotifications(
     const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
     if (!(await deps.partitions.claim(trx))) return result;
     result.ran = true;
-    await notificationPartitions.repairReplicaIdentities(trx);
     const existing = await notificationPartitions.list(trx);
     const defaults = await notificationPartitions.defaultDays(trx, utcDay(cutoff), addDays(today, PARTITIONS_AHEAD_DAYS));
     const plan = planDays(existing, defaults, today, cutoff);
@@ -174,6 +173,12 @@ async function maintainNotifications(
   });
   // apart: a delete of many rows need not hold the lock the drops took on the tables
   if (result.ran) await deps.db.transaction().execute((trx) => notificationPartitions.purgeDefault(trx, cutoff, PURGE_NOTIFICATIONS));
+  if (result.ran) {
+    const identities = await notificationPartitions.repairReplicaIdentities(deps.db);
+    if (identities.repaired.length)
+      deps.log.info({ partitions: identities.repaired }, 'replica identity given to partitions made without it');
+    for (const f of identities.failed) deps.log.warn(f, 'replica identity not given to a partition; tried again at the next sweep');
+  }
   if (result.created.length || result.dropped.length) deps.log.info({ table: 'notifications', ...result }, 'partitions maintained');
   if (deps.metrics) reportKept(deps.metrics, 'notifications', await notificationPartitions.list(deps.db));
   return result;

@@ -845,12 +845,13 @@ describe('migration 045 on a database of the previous schema', () => {
     await expect(pool.query(`UPDATE delivery_batches SET attempts = 2 WHERE notification_id = $1`, [laterId])).rejects.toThrow(
       /does not have a replica identity/,
     );
-    const repaired = await db.transaction().execute((trx) => new NotificationPartitionsRepository().repairReplicaIdentities(trx));
-    expect(repaired).toEqual([old]);
+    const repaired = await new NotificationPartitionsRepository().repairReplicaIdentities(db);
+    expect(repaired).toEqual({ repaired: [old], failed: [] });
     await pool.query(`UPDATE delivery_batches SET attempts = 2 WHERE notification_id = $1`, [laterId]);
     await pool.query(`ALTER TABLE delivery_batches REPLICA IDENTITY FULL`);
-    const full = await db.transaction().execute((trx) => new NotificationPartitionsRepository().repairReplicaIdentities(trx));
-    expect(full.sort()).toEqual(
+    const full = await new NotificationPartitionsRepository().repairReplicaIdentities(db);
+    expect(await new NotificationPartitionsRepository().repairReplicaIdentities(db)).toEqual({ repaired: [], failed: [] });
+    expect(full.repaired.sort()).toEqual(
       identities.rows
         .map((r) => r.table)
         .filter((t) => t !== 'delivery_batches')

@@ -169,19 +169,27 @@ export const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '
 export class NotificationPartitionsRepository {
   /**
    * Gives the day partitions whose replica identity is not their parent's the parent's: those a worker of a version
-   * before migration 045 made after it ran (a publication would refuse their batches' updates).
+   * before migration 045 made after it ran (a publication would refuse their batches' updates). Each in a short
+   * transaction of its own, as its lock stops that day's writes; one that fails (a lock not had in time, a day
+   * dropped meanwhile) is answered, and tried again at the next sweep.
    */
-  async repairReplicaIdentities(trx: Transaction<Database>): Promise<string[]> {
+  async repairReplicaIdentities(db: Db): Promise<{ repaired: string[]; failed: { partition: string; error: string }[] }> {
     const { rows } = await sql<{ parent: string; partition: string }>`
-      select parent.relname as parent, part.relname as partition
+      select parent.relname as parent, h.inhrelid::regclass::text as partition
       from pg_inherits h
       join pg_class parent on parent.oid = h.inhparent
       join pg_class part on part.oid = h.inhrelid
       where h.inhparent in (${sql.join(NOTIFICATION_FAMILY.map((t) => sql`${t}::regclass`))})
         and parent.relreplident <> 'd'
-        and part.relreplident <> parent.relreplident`.execute(trx);
-    for (const r of rows) await inheritReplicaIdentity(trx, r.parent, r.partition);
-    return rows.map((r) => r.partition);
+        and part.relreplident <> parent.relreplident`.execute(db);
+    const result = { repaired: [] as string[], failed: [] as { partition: string; error: string }[] };
+    for (const r of rows)
+      try {
+        if (await db.transaction().execute((trx) => inheritReplicaIdentity(trx, r.parent, r.partition))) result.repaired.push(r.partition);
+      } catch (err) {
+        result.failed.push({ partition: r.partition, error: (err as Error).message });
+      }
+    return result;
   }
 
   /** The day partitions of notifications (those of the others are the same days), oldest first, with their size. */
@@ -325,10 +333,11 @@ export const idBounds = (day: string): [string, string] => [uuid7Floor(dayStart(
  * PostgreSQL does not pass on: by an index, the partition's own part of it, which attaching made; else FULL or
  * NOTHING as the parent has it (the default needs nothing).
  */
-async function inheritReplicaIdentity(trx: Transaction<Database>, parent: string, partition: string): Promise<void> {
-  const { rows } = await sql<{ identity: string; index: string | null }>`
+async function inheritReplicaIdentity(trx: Transaction<Database>, parent: string, partition: string): Promise<boolean> {
+  const { rows } = await sql<{ identity: string; index: string | null; target: string }>`
     select
       pc.relreplident as identity,
+      ${partition}::regclass::text as target,
       (select c.relname
        from pg_index p
        join pg_inherits x on x.inhparent = p.indexrelid
@@ -337,11 +346,13 @@ async function inheritReplicaIdentity(trx: Transaction<Database>, parent: string
        where p.indrelid = pc.oid and p.indisreplident and i.indrelid = ${partition}::regclass) as index
     from pg_class pc
     where pc.oid = ${parent}::regclass`.execute(trx);
-  const { identity, index } = rows[0]!;
+  const { identity, index, target } = rows[0]!;
   // an index the partition has no part of cannot be named: left as it is
-  if (identity === 'd' || (identity === 'i' && !index)) return;
+  if (identity === 'd' || (identity === 'i' && !index)) return false;
   const clause = identity === 'i' && index ? sql`using index ${sql.ref(index)}` : identity === 'f' ? sql`full` : sql`nothing`;
-  await sql`alter table ${sql.table(partition)} replica identity ${clause}`.execute(trx);
+  // the name as PostgreSQL quotes it (and qualifies it when its schema is not on the search path)
+  await sql`alter table ${sql.raw(target)} replica identity ${clause}`.execute(trx);
+  return true;
 }
 
 /** A table's columns but generated ones, which an insert may not name. */
