@@ -185,7 +185,12 @@ export class NotificationPartitionsRepository {
     const result = { repaired: [] as string[], failed: [] as { partition: string; error: string }[] };
     for (const r of rows)
       try {
-        if (await db.transaction().execute((trx) => inheritReplicaIdentity(trx, r.parent, r.partition))) result.repaired.push(r.partition);
+        const altered = await db.transaction().execute(async (trx) => {
+          // bounded as the maintenance's own waits are: DDL queued behind a long query would hold up the day's writes
+          await sql`set local lock_timeout = '2s'`.execute(trx);
+          return inheritReplicaIdentity(trx, r.parent, r.partition);
+        });
+        if (altered) result.repaired.push(r.partition);
       } catch (err) {
         result.failed.push({ partition: r.partition, error: (err as Error).message });
       }
