@@ -105,10 +105,10 @@ export async function maintainPartitions(
  * The messages' day partitions (MessagePartitionsRepository): a message's id is made from the instant its retention
  * ends, so the days are those of expiry. A message made now expires `days` ahead or later, so that day and the
  * PARTITIONS_AHEAD_DAYS after it are created (the days before it were made when they were that far ahead; a new
- * database makes 4, not `days` + 4 that no message made now goes to but every stream read visits), and the day of
- * any row in the default partition up to there. Each is dropped as soon as it is over, a row still in use (from
- * before migration 040) kept in the default partition, that one made again without its rows past retention once
- * they are a day past.
+ * database makes 4 beside migration 040's first 4, not `days` + 4 that no message made now goes to but every stream
+ * read visits), and the day of any row in the default partition up to there. Each is dropped as soon as it is over,
+ * a row still in use (from before migration 040) kept in the default partition, that one made again without its rows
+ * past retention once they are a day past.
  */
 async function maintainMessages(
   deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
