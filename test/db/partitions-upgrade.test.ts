@@ -858,6 +858,18 @@ describe('migration 045 on a database of the previous schema', () => {
     const repaired = await new NotificationPartitionsRepository().repairReplicaIdentities(db);
     expect(repaired).toEqual({ repaired: [old], failed: [] });
     await pool.query(`UPDATE delivery_batches SET attempts = 2 WHERE notification_id = $1`, [laterId]);
+    // a day identified by another index of its own (say made by hand) is given its part of the parent's
+    await pool.query(`CREATE UNIQUE INDEX own_key ON ${old} (seq, generation, notification_id)`);
+    await pool.query(`ALTER TABLE ${old} REPLICA IDENTITY USING INDEX own_key`);
+    expect(await new NotificationPartitionsRepository().repairReplicaIdentities(db)).toEqual({ repaired: [old], failed: [] });
+    const own = await pool.query<{ index: string }>(
+      `SELECT c.relname AS index FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+       JOIN pg_inherits x ON x.inhrelid = i.indexrelid
+       JOIN pg_index p ON p.indexrelid = x.inhparent AND p.indisreplident
+       WHERE i.indrelid = '${old}'::regclass AND i.indisreplident`,
+    );
+    expect(own.rows).toHaveLength(1);
+    expect(await new NotificationPartitionsRepository().repairReplicaIdentities(db)).toEqual({ repaired: [], failed: [] });
     await pool.query(`ALTER TABLE delivery_batches REPLICA IDENTITY FULL`);
     const full = await new NotificationPartitionsRepository().repairReplicaIdentities(db);
     expect(await new NotificationPartitionsRepository().repairReplicaIdentities(db)).toEqual({ repaired: [], failed: [] });

@@ -169,7 +169,8 @@ export const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '
 export class NotificationPartitionsRepository {
   /**
    * Gives the day partitions whose replica identity is not their parent's the parent's: those a worker of a version
-   * before migration 045 made after it ran (a publication would refuse their batches' updates). Each in a short
+   * before migration 045 made after it ran (a publication would refuse their batches' updates), and one identified by
+   * another index of its own (a publication would log other columns as its rows' key). Each in a short
    * transaction of its own, as its lock stops that day's writes; one that fails (a lock not had in time, a day
    * dropped meanwhile) is answered, and tried again at the next sweep.
    */
@@ -181,7 +182,23 @@ export class NotificationPartitionsRepository {
       join pg_class part on part.oid = h.inhrelid
       where h.inhparent in (${sql.join(NOTIFICATION_FAMILY.map((t) => sql`${t}::regclass`))})
         and parent.relreplident <> 'd'
-        and part.relreplident <> parent.relreplident`.execute(db);
+        and (
+          part.relreplident <> parent.relreplident
+          -- by an index, it must be the partition's part of the parent's, not another index of its own
+          or (
+            parent.relreplident = 'i'
+            and not exists (
+              select 1
+              from pg_index parent_index
+              join pg_inherits x on x.inhparent = parent_index.indexrelid
+              join pg_index part_index on part_index.indexrelid = x.inhrelid
+              where parent_index.indrelid = parent.oid
+                and parent_index.indisreplident
+                and part_index.indrelid = part.oid
+                and part_index.indisreplident
+            )
+          )
+        )`.execute(db);
     const result = { repaired: [] as string[], failed: [] as { partition: string; error: string }[] };
     for (const r of rows)
       try {
