@@ -120,6 +120,20 @@ interface Waiter {
   resolve(result: TakeResult): void;
 }
 
+const ALLOWED: TakeResult = { allowed: true, retryAfterMs: 0 };
+
+/** How many requests' worth of a bucket's rate a call to Redis takes ahead, to spend in this process. */
+const LEASE_SPAN_MS = 20;
+/** Tokens taken ahead and not spent within this are dropped: a process cannot save them for a later burst. */
+const LEASE_LIFE_MS = 1000;
+
+/**
+ * The tokens one call takes beyond its waiters: 20 ms of the rate, at most a tenth of the burst, so a key of 5,000
+ * a second goes to Redis about once in 100 requests, and a slow bucket (an sdk key's 10 a second) every request.
+ */
+export const leaseOf = (limit: BucketLimit) =>
+  Math.max(1, Math.min(Math.floor((limit.perSecond * LEASE_SPAN_MS) / 1000), Math.floor(limit.burst / 10)));
+
 /**
  * Buckets in Redis, shared by every API process on it. When Redis cannot answer (not connected yet, an outage),
  * each process counts in buckets of its own meanwhile: a limit protects the service, so it must neither take it
@@ -132,6 +146,9 @@ export class RedisTokenBuckets implements TokenBuckets {
   private lastWarningMs = 0;
   /** Per bucket (and limit) with a call to Redis in flight: the takes that came since, for the next call. */
   private readonly waiting = new Map<string, Waiter[]>();
+  /** Per bucket (and limit): tokens a call took ahead (`leaseOf`), spent here until used up or too old. */
+  private readonly leased = new Map<string, { tokens: number; untilMs: number }>();
+  private readonly sweeper: NodeJS.Timeout;
 
   /**
    * `prefix` in braces on a Redis Cluster puts every bucket in one slot, with the queues, unless `spread`
@@ -147,12 +164,24 @@ export class RedisTokenBuckets implements TokenBuckets {
     this.redis = redisClient(target, { offlineQueue: false, maxRetriesPerRequest: 1 }) as RedisWithTake;
     this.redis.defineCommand('takeTokens', { numberOfKeys: 1, lua: TAKE_SCRIPT });
     this.redis.on('error', (err) => this.warn(err, 'rate limit store unreachable'));
+    // leases of buckets not seen again (one per client address, say) are forgotten
+    this.sweeper = setInterval(() => {
+      const now = Date.now();
+      for (const [call, lease] of this.leased) if (lease.untilMs <= now) this.leased.delete(call);
+    }, 10 * LEASE_LIFE_MS);
+    this.sweeper.unref();
   }
 
   async take(bucket: string, limit: BucketLimit): Promise<TakeResult> {
     if (this.redis.status !== 'ready') return this.meanwhile.take(bucket, limit);
     const key = this.keys.spread ? `${this.prefix.replace(/[{}]/g, '')}:ratelimit:{${bucket}}` : `${this.prefix}:ratelimit:${bucket}`;
     const call = `${limit.perSecond}/${limit.burst} ${key}`;
+    const lease = this.leased.get(call);
+    if (lease && lease.untilMs > Date.now()) {
+      lease.tokens -= 1;
+      if (lease.tokens < 1) this.leased.delete(call);
+      return ALLOWED;
+    }
     return new Promise((resolve) => {
       const waiting = this.waiting.get(call);
       if (waiting) waiting.push({ resolve });
@@ -164,8 +193,9 @@ export class RedisTokenBuckets implements TokenBuckets {
   }
 
   /**
-   * One script call takes for every waiter of a bucket, answered in arrival order; whoever came meanwhile goes in
-   * the next call. So a hot bucket costs one Redis round trip at a time, not one a request, and grants the same.
+   * One script call takes for every waiter of a bucket, answered in arrival order, and a lease ahead (`leaseOf`);
+   * whoever came meanwhile goes in the next call. So a hot bucket costs one Redis round trip at a time, not one a
+   * request, and the shared bucket never grants more than it holds: a lease is taken from it like any request.
    */
   private async send(to: { call: string; key: string; bucket: string; limit: BucketLimit }, waiters: Waiter[]): Promise<void> {
     const { limit } = to;
@@ -175,14 +205,23 @@ export class RedisTokenBuckets implements TokenBuckets {
         limit.perSecond,
         limit.burst,
         refillMs(limit) + 1000,
-        waiters.length,
+        Math.max(waiters.length, leaseOf(limit)),
       );
-      waiters.forEach((w, i) => w.resolve(i < granted ? { allowed: true, retryAfterMs: 0 } : { allowed: false, retryAfterMs }));
+      waiters.forEach((w, i) => w.resolve(i < granted ? ALLOWED : { allowed: false, retryAfterMs }));
+      if (granted > waiters.length) this.leased.set(to.call, { tokens: granted - waiters.length, untilMs: Date.now() + LEASE_LIFE_MS });
     } catch (err) {
       this.warn(err, 'rate limits counted per process: Redis did not answer');
       for (const w of waiters) w.resolve(await this.meanwhile.take(to.bucket, limit));
     }
     const next = this.waiting.get(to.call) ?? [];
+    // those who came meanwhile spend the lease first
+    const lease = this.leased.get(to.call);
+    if (lease) {
+      const served = next.splice(0, Math.floor(lease.tokens));
+      for (const w of served) w.resolve(ALLOWED);
+      lease.tokens -= served.length;
+      if (lease.tokens < 1) this.leased.delete(to.call);
+    }
     if (next.length === 0) this.waiting.delete(to.call);
     else {
       this.waiting.set(to.call, []);
@@ -207,6 +246,7 @@ export class RedisTokenBuckets implements TokenBuckets {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweeper);
     await this.meanwhile.close();
     await this.redis.quit().catch(() => this.redis.disconnect());
   }

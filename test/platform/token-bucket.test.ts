@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { addressBucket } from '../../src/http/rate-limit.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { RedisTokenBuckets, takeToken, takeTokens } from '../../src/platform/token-bucket.js';
+import { leaseOf, RedisTokenBuckets, takeToken, takeTokens } from '../../src/platform/token-bucket.js';
 import { Redis } from 'ioredis';
 import { redisUrl } from '../helpers/harness.js';
 
@@ -118,6 +118,83 @@ describe('RedisTokenBuckets', () => {
       }
     },
   );
+
+  /** The bucket's script calls MONITOR saw, and a way to wait until it has reported them all. */
+  async function scriptCalls(prefix: string) {
+    const watcher = new Redis(url!);
+    const calls: string[][] = [];
+    const monitor = await watcher.monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((a) => a.startsWith(`${prefix}:ratelimit:`))) calls.push(args);
+    });
+    return {
+      calls,
+      settled: () => new Promise((r) => setTimeout(r, 200)),
+      close: () => (monitor.disconnect(), watcher.disconnect()),
+    };
+  }
+
+  it.skipIf(!url)('a busy key goes to Redis about once in 100 requests: each call takes 20 ms of its rate ahead', async () => {
+    const prefix = `lease-${process.pid}-${Date.now()}`;
+    const buckets = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const seen = await scriptCalls(prefix);
+    try {
+      await buckets.ready(10_000);
+      const limit = { perSecond: 5000, burst: 10_000 };
+      expect(leaseOf(limit)).toBe(100);
+      for (let i = 0; i < 1000; i++) expect(await buckets.take('busy', limit)).toEqual({ allowed: true, retryAfterMs: 0 });
+      // and those that come together while a call is out spend its lease, not another call
+      const together = await Promise.all(Array.from({ length: 250 }, () => buckets.take('busy', limit)));
+      expect(together.every((t) => t.allowed)).toBe(true);
+      await seen.settled();
+      expect(seen.calls.length).toBeGreaterThanOrEqual(10);
+      expect(seen.calls.length).toBeLessThanOrEqual(14);
+      expect(seen.calls.every((c) => Number(c.at(-1)) >= 100)).toBe(true);
+    } finally {
+      seen.close();
+      await buckets.close();
+    }
+  });
+
+  it.skipIf(!url)('leases never overdraw the shared bucket, and one not spent within a second is dropped', async () => {
+    const prefix = `overdraw-${process.pid}-${Date.now()}`;
+    // two API processes on one key: 200 of burst, 2 a millisecond
+    const a = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const b = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const seen = await scriptCalls(prefix);
+    try {
+      await Promise.all([a.ready(10_000), b.ready(10_000)]);
+      const limit = { perSecond: 2000, burst: 200 };
+      expect(leaseOf(limit)).toBe(20);
+      const started = performance.now();
+      const taken = await Promise.all(
+        [a, b].map(async (buckets) => {
+          let allowed = 0;
+          for (let i = 0; i < 400; i++) if ((await buckets.take('shared', limit)).allowed) allowed += 1;
+          return allowed;
+        }),
+      );
+      const elapsedMs = performance.now() - started;
+      const total = taken[0]! + taken[1]!;
+      expect(total).toBeLessThanOrEqual(200 + Math.ceil(elapsedMs * 2));
+      // at most a lease a process may be left unspent when its loop ends
+      expect(total).toBeGreaterThanOrEqual(200 - 2 * 19);
+      // a lease left over is spent within its second, not after
+      await seen.settled();
+      const before = seen.calls.length;
+      expect((await a.take('idle', limit)).allowed).toBe(true);
+      expect((await a.take('idle', limit)).allowed).toBe(true);
+      await seen.settled();
+      expect(seen.calls.length).toBe(before + 1);
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await a.take('idle', limit)).allowed).toBe(true);
+      await seen.settled();
+      expect(seen.calls.length).toBe(before + 2);
+    } finally {
+      seen.close();
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
 
   it.skipIf(!url)('counts every waiter of a call Redis refused in this process: the limit holds', async () => {
     const prefix = `refused-${process.pid}-${Date.now()}`;
