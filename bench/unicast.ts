@@ -284,7 +284,13 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const walBytes = (
     await sql<{ bytes: string }>`select pg_wal_lsn_diff(${await walAt()}::pg_lsn, ${walBefore}::pg_lsn)::text as bytes`.execute(db.db)
   ).rows[0]!.bytes;
-  if (walDetail) await printWalDetail(db.db, walBefore, await walAt());
+  // pg_walinspect reads up to what is flushed, not what is written
+  if (walDetail)
+    await printWalDetail(
+      db.db,
+      walBefore,
+      (await sql<{ lsn: string }>`select pg_current_wal_flush_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn,
+    );
   const redisCpu = redis ? ((await redisCpuMs()) - cpuBefore.redis) / K : null;
   redis?.disconnect();
   const benchUsage = process.cpuUsage(cpuBefore.bench);

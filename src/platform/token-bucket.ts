@@ -28,7 +28,7 @@ interface BucketState {
 
 /**
  * The refill-and-take step for `count` requests in a row, the same arithmetic as TAKE_SCRIPT below (that one runs
- * inside Redis): the first `granted` are allowed, the rest refused. A refused request takes nothing, so every one
+ * inside Redis, and may also take a lease ahead): the first `granted` are allowed, the rest refused. A refused request takes nothing, so every one
  * of them waits as long as the first. A bucket seen for the first time is full.
  */
 export function takeTokens(
@@ -86,8 +86,9 @@ export class MemoryTokenBuckets implements TokenBuckets {
 
 /**
  * One atomic refill-and-take of up to n tokens on a hash {tokens, at}, timed by the Redis server's clock so that
- * every API process sees the same time. KEYS[1] bucket; ARGV per second, burst, expiry in ms, n. Returns {granted
- * 0..n, retry after ms for the refused (0 when all were granted)}.
+ * every API process sees the same time, and when all n were granted up to `lease` more, but only from the upper half
+ * of the burst: tokens taken ahead never leave a bucket less than half full. KEYS[1] bucket; ARGV per second, burst,
+ * expiry in ms, n, lease. Returns {granted 0..n, retry after ms for the refused (0 when all were granted), leased}.
  */
 const TAKE_SCRIPT = `
 local rate = tonumber(ARGV[1])
@@ -102,17 +103,29 @@ if saved[1] then
 end
 local granted = math.min(wanted, math.floor(tokens))
 tokens = tokens - granted
+local leased = 0
+if granted == wanted then
+  leased = math.max(0, math.min(tonumber(ARGV[5]), math.floor(tokens - burst / 2)))
+  tokens = tokens - leased
+end
 local retry = 0
 if granted < wanted then
   retry = math.ceil((1 - tokens) * 1000 / rate)
 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {granted, retry}
+return {granted, retry, leased}
 `;
 
 type RedisWithTake = (Redis | Cluster) & {
-  takeTokens(bucket: string, perSecond: number, burst: number, expireMs: number, count: number): Promise<[number, number]>;
+  takeTokens(
+    bucket: string,
+    perSecond: number,
+    burst: number,
+    expireMs: number,
+    count: number,
+    lease: number,
+  ): Promise<[number, number, number]>;
 };
 
 /** A take waiting for its bucket's call to Redis. */
@@ -122,17 +135,17 @@ interface Waiter {
 
 const ALLOWED: TakeResult = { allowed: true, retryAfterMs: 0 };
 
-/** How many requests' worth of a bucket's rate a call to Redis takes ahead, to spend in this process. */
+/** How many milliseconds of a bucket's rate a call to Redis takes ahead, to spend in this process. */
 const LEASE_SPAN_MS = 20;
 /** Tokens taken ahead and not spent within this are dropped: a process cannot save them for a later burst. */
 const LEASE_LIFE_MS = 1000;
 
 /**
- * The tokens one call takes beyond its waiters: 20 ms of the rate, at most a tenth of the burst, so a key of 5,000
- * a second goes to Redis about once in 100 requests, and a slow bucket (an sdk key's 10 a second) every request.
+ * The tokens one call asks beyond its waiters: 20 ms of the rate, at most a tenth of the burst, so a busy key of
+ * 5,000 a second goes to Redis about once in 100 requests, and a slow bucket (an sdk key's 10 a second) every request.
  */
 export const leaseOf = (limit: BucketLimit) =>
-  Math.max(1, Math.min(Math.floor((limit.perSecond * LEASE_SPAN_MS) / 1000), Math.floor(limit.burst / 10)));
+  Math.max(0, Math.min(Math.floor((limit.perSecond * LEASE_SPAN_MS) / 1000), Math.floor(limit.burst / 10)));
 
 /**
  * Buckets in Redis, shared by every API process on it. When Redis cannot answer (not connected yet, an outage),
@@ -193,23 +206,28 @@ export class RedisTokenBuckets implements TokenBuckets {
   }
 
   /**
-   * One script call takes for every waiter of a bucket, answered in arrival order, and a lease ahead (`leaseOf`);
-   * whoever came meanwhile goes in the next call. So a hot bucket costs one Redis round trip at a time, not one a
-   * request, and the shared bucket never grants more than it holds: a lease is taken from it like any request.
+   * One script call takes for every waiter of a bucket, answered in arrival order, and from a bucket more than half
+   * full a lease ahead (`leaseOf`); whoever came meanwhile spends the lease, or goes in the next call. So a hot bucket
+   * costs a Redis round trip once in many requests, and the shared bucket never grants more than it holds: a lease is
+   * taken from it like any request, and a client near its limit is answered by Redis each time.
    */
   private async send(to: { call: string; key: string; bucket: string; limit: BucketLimit }, waiters: Waiter[]): Promise<void> {
     const { limit } = to;
     try {
-      const [granted, retryAfterMs] = await this.redis.takeTokens(
+      const [granted, retryAfterMs, leased] = await this.redis.takeTokens(
         to.key,
         limit.perSecond,
         limit.burst,
         refillMs(limit) + 1000,
-        Math.max(waiters.length, leaseOf(limit)),
+        waiters.length,
+        leaseOf(limit),
       );
       waiters.forEach((w, i) => w.resolve(i < granted ? ALLOWED : { allowed: false, retryAfterMs }));
-      if (granted > waiters.length) this.leased.set(to.call, { tokens: granted - waiters.length, untilMs: Date.now() + LEASE_LIFE_MS });
+      // a call is made only without a lease in time: one left is too old to spend
+      if (leased > 0) this.leased.set(to.call, { tokens: leased, untilMs: Date.now() + LEASE_LIFE_MS });
+      else this.leased.delete(to.call);
     } catch (err) {
+      this.leased.delete(to.call);
       this.warn(err, 'rate limits counted per process: Redis did not answer');
       for (const w of waiters) w.resolve(await this.meanwhile.take(to.bucket, limit));
     }

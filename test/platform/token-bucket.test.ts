@@ -119,17 +119,27 @@ describe('RedisTokenBuckets', () => {
     },
   );
 
-  /** The bucket's script calls MONITOR saw, and a way to wait until it has reported them all. */
+  /**
+   * The bucket's script calls MONITOR saw; `settled` waits until it has reported every command run before it (an
+   * ECHO it sends: MONITOR reports in the order Redis ran them).
+   */
   async function scriptCalls(prefix: string) {
     const watcher = new Redis(url!);
     const calls: string[][] = [];
+    const markers = new Map<string, () => void>();
     const monitor = await watcher.monitor();
     monitor.on('monitor', (_time: string, args: string[]) => {
       if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((a) => a.startsWith(`${prefix}:ratelimit:`))) calls.push(args);
+      if (args[0]?.toLowerCase() === 'echo') markers.get(args[1] ?? '')?.();
     });
     return {
       calls,
-      settled: () => new Promise((r) => setTimeout(r, 200)),
+      settled: async () => {
+        const marker = `${prefix}-settled-${markers.size}`;
+        const seen = new Promise<void>((resolve) => markers.set(marker, resolve));
+        await watcher.echo(marker);
+        await seen;
+      },
       close: () => (monitor.disconnect(), watcher.disconnect()),
     };
   }
@@ -149,7 +159,7 @@ describe('RedisTokenBuckets', () => {
       await seen.settled();
       expect(seen.calls.length).toBeGreaterThanOrEqual(10);
       expect(seen.calls.length).toBeLessThanOrEqual(14);
-      expect(seen.calls.every((c) => Number(c.at(-1)) >= 100)).toBe(true);
+      expect(seen.calls.every((c) => c.at(-1) === '100')).toBe(true);
     } finally {
       seen.close();
       await buckets.close();
@@ -192,6 +202,40 @@ describe('RedisTokenBuckets', () => {
       expect(seen.calls.length).toBe(before + 2);
     } finally {
       seen.close();
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it.skipIf(!url)('takes no lease from a bucket half empty, and never spends one past its second', async () => {
+    const prefix = `stale-${process.pid}-${Date.now()}`;
+    const key = `${prefix}:ratelimit:k`;
+    const a = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const b = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
+    const redis = new Redis(url!);
+    // the bucket as it is now by the Redis server's clock, with `tokens` in it
+    const setTokens = async (tokens: number) => {
+      const [seconds, micros] = await redis.time();
+      await redis.hset(key, 'tokens', String(tokens), 'at', String(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)));
+    };
+    try {
+      await Promise.all([a.ready(10_000), b.ready(10_000)]);
+      // a token every 20 ms, bursts of 40: a lease of 1
+      const limit = { perSecond: 50, burst: 40 };
+      expect(leaseOf(limit)).toBe(1);
+      // full: the request's token and one ahead
+      expect((await a.take('k', limit)).allowed).toBe(true);
+      expect(Number(await redis.hget(key, 'tokens'))).toBeCloseTo(38, 0);
+      // under half the burst: the request's token only
+      await setTokens(15);
+      expect((await b.take('k', limit)).allowed).toBe(true);
+      expect(Number(await redis.hget(key, 'tokens'))).toBeCloseTo(14, 0);
+      // the first process's lease past its second, the bucket empty: its requests go to Redis and are refused
+      await new Promise((r) => setTimeout(r, 1100));
+      await setTokens(0);
+      const taken = await Promise.all(Array.from({ length: 3 }, () => a.take('k', limit)));
+      expect(taken.map((t) => t.allowed)).toEqual([false, false, false]);
+    } finally {
+      redis.disconnect();
       await Promise.all([a.close(), b.close()]);
     }
   });
