@@ -28,8 +28,8 @@ interface BucketState {
 
 /**
  * The refill-and-take step for `count` requests in a row, the same arithmetic as TAKE_SCRIPT below (that one runs
- * inside Redis, and may also take a lease ahead): the first `granted` are allowed, the rest refused. A refused request takes nothing, so every one
- * of them waits as long as the first. A bucket seen for the first time is full.
+ * inside Redis, and may also take a lease ahead): the first `granted` are allowed, the rest refused. A refused
+ * request takes nothing, so every one of them waits as long as the first. A bucket seen for the first time is full.
  */
 export function takeTokens(
   state: BucketState | undefined,
@@ -189,12 +189,7 @@ export class RedisTokenBuckets implements TokenBuckets {
     if (this.redis.status !== 'ready') return this.meanwhile.take(bucket, limit);
     const key = this.keys.spread ? `${this.prefix.replace(/[{}]/g, '')}:ratelimit:{${bucket}}` : `${this.prefix}:ratelimit:${bucket}`;
     const call = `${limit.perSecond}/${limit.burst} ${key}`;
-    const lease = this.leased.get(call);
-    if (lease && lease.untilMs > Date.now()) {
-      lease.tokens -= 1;
-      if (lease.tokens < 1) this.leased.delete(call);
-      return ALLOWED;
-    }
+    if (this.spendLease(call, 1) === 1) return ALLOWED;
     return new Promise((resolve) => {
       const waiting = this.waiting.get(call);
       if (waiting) waiting.push({ resolve });
@@ -233,18 +228,22 @@ export class RedisTokenBuckets implements TokenBuckets {
     }
     const next = this.waiting.get(to.call) ?? [];
     // those who came meanwhile spend the lease first
-    const lease = this.leased.get(to.call);
-    if (lease) {
-      const served = next.splice(0, Math.floor(lease.tokens));
-      for (const w of served) w.resolve(ALLOWED);
-      lease.tokens -= served.length;
-      if (lease.tokens < 1) this.leased.delete(to.call);
-    }
+    for (const w of next.splice(0, this.spendLease(to.call, next.length))) w.resolve(ALLOWED);
     if (next.length === 0) this.waiting.delete(to.call);
     else {
       this.waiting.set(to.call, []);
       void this.send(to, next);
     }
+  }
+
+  /** Takes up to `wanted` tokens of the bucket's lease while it is in time: how many it had. */
+  private spendLease(call: string, wanted: number): number {
+    const lease = this.leased.get(call);
+    if (!lease || lease.untilMs <= Date.now()) return 0;
+    const spent = Math.min(wanted, Math.floor(lease.tokens));
+    lease.tokens -= spent;
+    if (lease.tokens < 1) this.leased.delete(call);
+    return spent;
   }
 
   async ready(timeoutMs: number): Promise<void> {
