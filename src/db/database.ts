@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect } from 'kysely';
+import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { withArrayLiterals } from './pg-arrays.js';
@@ -19,6 +19,19 @@ pg.Client.prototype.emit = function (this: pg.Client, event: string | symbol, ..
 };
 
 export type Db = Kysely<Database>;
+
+/**
+ * Runs a group's writes (`GroupRunner`) in a transaction and gives the group's turn up (`release`) before committing:
+ * on a disk or a synchronous standby slow to flush, the next group no longer waits for this one's flush as well as
+ * its own.
+ */
+export function writeThenRelease<T>(db: Db, release: () => void, write: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    const written = await write(trx);
+    release();
+    return written;
+  });
+}
 
 /**
  * Marks a statement whose best plan depends on its values, so it is never prepared and PostgreSQL plans each run for

@@ -7,7 +7,10 @@
  * shared by all of them. Each item gets its own result (or error). When a whole group fails (one item the
  * database refuses, a deadlock between groups) and `alone` is given, its items run again through `alone`, one
  * after another inside the group's slot: one bad item fails alone, without a burst of transactions as large as
- * the group.
+ * the group. A group may give its slot up before it ends (`release`, handed to `run`) once what is left takes no
+ * turn of this process or of the database's CPU, such as its commit's flush: the next group is read and written
+ * meanwhile, instead of waiting for a disk (or a synchronous standby) slow to flush. Such a group that then fails
+ * runs its items alone outside any slot, still one after another.
  */
 export class GroupRunner<I, O> {
   private waiting: { item: I; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
@@ -16,7 +19,7 @@ export class GroupRunner<I, O> {
 
   /** `run` answers each item in order: its result, or the error that item alone gets. */
   constructor(
-    private readonly run: (items: I[]) => Promise<PromiseSettledResult<O>[]>,
+    private readonly run: (items: I[], release: () => void) => Promise<PromiseSettledResult<O>[]>,
     private readonly limits: { maxInFlight: number; maxGroup: number },
     private readonly alone?: (item: I) => Promise<O>,
   ) {}
@@ -37,7 +40,17 @@ export class GroupRunner<I, O> {
     while (this.running < this.limits.maxInFlight && this.waiting.length > 0) {
       const group = this.waiting.splice(0, this.limits.maxGroup);
       this.running += 1;
-      this.run(group.map((g) => g.item))
+      let held = true;
+      const release = () => {
+        if (!held) return;
+        held = false;
+        this.running -= 1;
+        this.pump();
+      };
+      this.run(
+        group.map((g) => g.item),
+        release,
+      )
         .then(
           (results) =>
             group.forEach((g, i) => {
@@ -50,10 +63,7 @@ export class GroupRunner<I, O> {
             for (const g of group) await this.alone(g.item).then(g.resolve, g.reject);
           },
         )
-        .finally(() => {
-          this.running -= 1;
-          this.pump();
-        });
+        .finally(release);
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js';
+import { writeThenRelease, type Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Deliverable } from '../db/repositories/devices.js';
@@ -106,13 +106,14 @@ const accepted = <T extends CutNotification>(n: T): T => ({ ...n, state: 'schedu
 /**
  * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
  * runs goes in the next, so a busy server commits fewer, larger groups. Each group costs statements whatever its
- * size: a second group in flight makes the groups smaller, which costs more than the wait it saves.
+ * size: a second group in flight makes the groups smaller, which costs more than the wait it saves. A group gives
+ * its turn up once written (`writeThenRelease`): its commit's flush is waited for beside the next group's work.
  */
 export const CREATION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
 export class NotificationService {
   private readonly unicast = new GroupRunner<UnicastItem, CutNotification>(
-    (items) => this.createUnicastGroup(items),
+    (items, release) => this.createUnicastGroup(items, release),
     CREATION_GROUPS,
     (item) => this.createUnicastAlone(item),
   );
@@ -297,8 +298,8 @@ export class NotificationService {
    * their batches and the audiences they name, atomically. If the group fails, the runner creates each one again
    * on its own (`createUnicastAlone`), so a request the database refuses fails alone.
    */
-  private async createUnicastGroup(items: UnicastItem[]): Promise<PromiseSettledResult<CutNotification>[]> {
-    const created = await this.insertUnicastGroup(items);
+  private async createUnicastGroup(items: UnicastItem[], release: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
+    const created = await this.insertUnicastGroup(items, release);
     await this.enqueue(created);
     return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
   }
@@ -313,7 +314,7 @@ export class NotificationService {
   }
 
   /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */
-  private async insertUnicastGroup(items: UnicastItem[]): Promise<CreatedNotification<CutNotification>[]> {
+  private async insertUnicastGroup(items: UnicastItem[], release: () => void): Promise<CreatedNotification<CutNotification>[]> {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
@@ -363,13 +364,15 @@ export class NotificationService {
         batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
       };
     });
-    const inserted = await this.notifications.insertCut(
-      this.db,
-      rows.map((r) => r.notification),
-      this.delivery.batchesInsert(
-        rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
+    const inserted = await writeThenRelease(this.db, release, (trx) =>
+      this.notifications.insertCut(
+        trx,
+        rows.map((r) => r.notification),
+        this.delivery.batchesInsert(
+          rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
+        ),
+        this.audiences.specAudiences(specs),
       ),
-      this.audiences.specAudiences(specs),
     );
     return inserted.map((notification, k) => {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };

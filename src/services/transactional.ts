@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js';
+import { writeThenRelease, type Db } from '../db/database.js';
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NotificationsRepository } from '../db/repositories/notifications.js';
@@ -74,7 +74,7 @@ function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
 
 export class TransactionalService {
   private readonly creations = new GroupRunner<Creation, Committed>(
-    (items) => this.createGroup(items),
+    (items, release) => this.createGroup(items, release),
     CREATION_GROUPS,
     (item) => this.createAlone(item),
   );
@@ -148,7 +148,7 @@ export class TransactionalService {
    * in one statement (atomic on its own). A send that matches too many devices is refused alone; if the statement
    * fails, the runner commits each again on its own (`createAlone`), so one the database refuses fails alone.
    */
-  private async createGroup(group: Creation[]): Promise<PromiseSettledResult<Committed>[]> {
+  private async createGroup(group: Creation[], release: () => void = () => undefined): Promise<PromiseSettledResult<Committed>[]> {
     const found = await this.devices.deliverableOfEach(
       this.db,
       group.map((i) => sendTo(i.appId, i.request)),
@@ -161,9 +161,11 @@ export class TransactionalService {
         return { status: 'rejected', reason };
       }
     });
-    const stored = await this.store(
-      this.db,
-      settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+    const stored = await writeThenRelease(this.db, release, (trx) =>
+      this.store(
+        trx,
+        settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
+      ),
     );
     return settled.map((r): PromiseSettledResult<Committed> =>
       r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,

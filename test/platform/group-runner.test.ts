@@ -83,4 +83,46 @@ describe('GroupRunner', () => {
     ]);
     expect(most).toBe(1);
   });
+
+  it('starts the next group once the one in flight gives its slot up, and answers each group only when it ends', async () => {
+    const groups: number[][] = [];
+    const finish: (() => void)[] = [];
+    const written: (() => void)[] = [];
+    const commit = new GroupRunner<number, number>(
+      async (items, release) => {
+        groups.push(items);
+        await new Promise<void>((r) => written.push(r));
+        release();
+        release(); // a second call frees nothing more
+        await new Promise<void>((r) => finish.push(r));
+        return items.map((i) => ({ status: 'fulfilled', value: i }));
+      },
+      { maxInFlight: 1, maxGroup: 10 },
+    );
+    const answered: number[] = [];
+    const first = commit.submit(1).then((v) => answered.push(v));
+    await tick();
+    const second = [2, 3].map((i) => commit.submit(i).then((v) => answered.push(v)));
+    await tick();
+    expect(groups).toEqual([[1]]); // the slot is held while the group writes
+    written.shift()!();
+    await tick();
+    expect(groups).toEqual([[1], [2, 3]]);
+    const third = commit.submit(4).then((v) => answered.push(v));
+    await tick();
+    expect(groups).toEqual([[1], [2, 3]]); // the second group holds the one slot; the first's release freed only one
+    expect(answered).toEqual([]);
+    finish.shift()!();
+    await first;
+    expect(answered).toEqual([1]);
+    expect(groups).toEqual([[1], [2, 3]]); // the first group's end frees no second slot
+    written.shift()!();
+    await tick();
+    expect(groups).toEqual([[1], [2, 3], [4]]);
+    written.shift()!();
+    await tick();
+    finish.splice(0).forEach((f) => f());
+    await Promise.all([...second, third]);
+    expect(answered).toEqual([1, 2, 3, 4]);
+  });
 });
