@@ -1,5 +1,5 @@
 import type { PushTarget } from '../gateways/types.js';
-import { writeThenRelease, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, DeliveryRepository, LargeBatch } from '../db/repositories/delivery.js';
 import { DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
 import { GroupRunner } from '../platform/group-runner.js';
@@ -44,8 +44,8 @@ export class DeliveryStore {
       return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
     }, limits);
     this.records = new GroupRunner(
-      async (attempts, release) => {
-        const closed = await writeThenRelease(db, release, (trx) => delivery.recordAttempts(trx, attempts));
+      async (attempts) => {
+        const closed = await delivery.recordAttempts(db, attempts);
         return attempts.map((a) => ({ status: 'fulfilled', value: closed.has(a.batch.notification_id) }));
       },
       limits,
