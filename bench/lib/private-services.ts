@@ -65,16 +65,9 @@ export async function startPrivatePostgres(
   const logFile = path.resolve(dir, 'postgres.log');
   const asRoot = process.getuid?.() === 0;
   // the variables go through env(1), so they reach the server whatever runuser keeps of the environment
-  const withEnv = (file: string, args: string[]) => [
-    'env',
-    ...Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`),
-    file,
-    ...args,
-  ];
-  const pgRun = (file: string, args: string[]) => {
-    const [command, ...rest] = withEnv(file, args);
-    return asRoot ? run('runuser', ['-u', 'postgres', '--', command!, ...rest]) : run(command!, rest);
-  };
+  const envArgs = Object.entries(options.env ?? {}).map(([k, v]) => `${k}=${v}`);
+  const pgRun = (file: string, args: string[]) =>
+    asRoot ? run('runuser', ['-u', 'postgres', '--', 'env', ...envArgs, file, ...args]) : run('env', [...envArgs, file, ...args]);
   // a cluster left running by an earlier run that died
   if (existsSync(path.join(data, 'postmaster.pid')))
     await pgRun(bin.pg_ctl, ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);

@@ -161,12 +161,9 @@ export class TransactionalService {
         return { status: 'rejected', reason };
       }
     });
-    const stored = await writeThenRelease(this.db, release, (trx) =>
-      this.store(
-        trx,
-        settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])),
-      ),
-    );
+    const sends = settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+    // a group whose every send was refused writes nothing: no empty transaction
+    const stored = sends.length ? await writeThenRelease(this.db, release, (trx) => this.store(trx, sends)) : [];
     return settled.map((r): PromiseSettledResult<Committed> =>
       r.status === 'fulfilled' ? { status: 'fulfilled', value: stored.shift()! } : r,
     );
