@@ -6,7 +6,7 @@ import { parseFrequencyCaps } from '../domain/frequency-caps.js';
 /**
  * app set-limits: the app's ceiling on pushes a minute and its default time zone.
  * key set-limit / key clear-limit: a rate limit of one key's own, in place of its role's default (for an sdk
- * key it applies per client address). Stored with the key, so every API process applies it from the next request.
+ * key it applies per client address). Stored with the key; every API process applies it once it hears the change.
  */
 export const rateLimitCommands: Record<string, Command> = {
   'key set-limit': {

@@ -77,7 +77,7 @@ export class AppService {
   /**
    * Identity verification of an app: `on` (a secret is made if it has none), `off` (the secret is kept, so turning
    * it on again accepts the hashes already issued), `rotate` (a new secret: hashes made with the old one no longer
-   * bind a device). The answer carries the secret, except for `off`. Every process applies it from its next request.
+   * bind a device). The answer carries the secret, except for `off`. Every process applies it once it hears the change.
    */
   async setIdentityVerification(
     appId: string,

@@ -212,26 +212,34 @@ describe('RedisTokenBuckets', () => {
     const a = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
     const b = new RedisTokenBuckets({ url: url!, cluster: false }, prefix, createLogger('silent'));
     const redis = new Redis(url!);
-    // the bucket as it is now by the Redis server's clock, with `tokens` in it
-    const setTokens = async (tokens: number) => {
+    // a token every 20 ms, bursts of 40: a lease of 1
+    const limit = { perSecond: 50, burst: 40 };
+    // the bucket with `tokens` in it, refilling from `aheadMs` past now by the Redis server's clock; returns its `at`
+    const setTokens = async (tokens: number, aheadMs = 0) => {
       const [seconds, micros] = await redis.time();
-      await redis.hset(key, 'tokens', String(tokens), 'at', String(Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)));
+      const at = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000) + aheadMs;
+      await redis.hset(key, 'tokens', String(tokens), 'at', String(at));
+      return at;
+    };
+    // what a take left, and the tokens it took: the bucket refilled from `at` to the take's own `at`, less what is left
+    const takenSince = async (tokens: number, at: number) => {
+      const [left, takenAt] = (await redis.hmget(key, 'tokens', 'at')).map(Number);
+      return Math.min(limit.burst, tokens + ((takenAt! - at) * limit.perSecond) / 1000) - left!;
     };
     try {
       await Promise.all([a.ready(10_000), b.ready(10_000)]);
-      // a token every 20 ms, bursts of 40: a lease of 1
-      const limit = { perSecond: 50, burst: 40 };
       expect(leaseOf(limit)).toBe(1);
       // full: the request's token and one ahead
       expect((await a.take('k', limit)).allowed).toBe(true);
       expect(Number(await redis.hget(key, 'tokens'))).toBeCloseTo(38, 0);
-      // under half the burst: the request's token only
-      await setTokens(15);
+      // under half the burst (5 of 40, 300 ms of refill from half): the request's token only
+      const at = await setTokens(5);
       expect((await b.take('k', limit)).allowed).toBe(true);
-      expect(Number(await redis.hget(key, 'tokens'))).toBeCloseTo(14, 0);
-      // the first process's lease past its second, the bucket empty: its requests go to Redis and are refused
+      expect(await takenSince(5, at)).toBeCloseTo(1, 6);
+      // the first process's lease past its second, the bucket empty for the next second: its requests go to Redis
+      // and are refused
       await new Promise((r) => setTimeout(r, 1100));
-      await setTokens(0);
+      await setTokens(0, 1000);
       const taken = await Promise.all(Array.from({ length: 3 }, () => a.take('k', limit)));
       expect(taken.map((t) => t.allowed)).toEqual([false, false, false]);
     } finally {
