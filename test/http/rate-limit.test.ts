@@ -3,7 +3,7 @@ import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { AppService } from '../../src/services/apps.js';
 import { runCli } from '../cli/run-cli.js';
-import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, redisUrl, untilStatus, type Harness } from '../helpers/harness.js';
 import { Redis } from 'ioredis';
 
 /**
@@ -29,20 +29,6 @@ async function statuses(n: number, send: () => Promise<{ statusCode: number }>):
   const out: number[] = [];
   for (let i = 0; i < n; i++) out.push((await send()).statusCode);
   return out;
-}
-
-/**
- * Sends until the answer is `status` (at most 5 s): another process's change reaches this one's caches when its
- * announcement is heard, a moment after the commit. Returns the last status.
- */
-async function untilStatus(status: number, send: () => Promise<{ statusCode: number }>): Promise<number> {
-  const deadline = Date.now() + 5_000;
-  let last = (await send()).statusCode;
-  while (last !== status && Date.now() < deadline) {
-    await sleep(20);
-    last = (await send()).statusCode;
-  }
-  return last;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
