@@ -85,12 +85,13 @@ describe('planLocalTime', () => {
     ]);
   });
 
-  it('plans every zone the runtime knows in a few milliseconds', () => {
+  it('plans every zone the runtime knows in well under a second', () => {
     const zones = Intl.supportedValuesOf('timeZone');
     planLocalTime('2026-12-24T09:00', zones, new Date('2026-12-01T00:00:00Z')); // warm the formatters
     const started = performance.now();
     const plan = planLocalTime('2026-12-24T18:00', zones, new Date('2026-12-01T00:00:00Z'));
-    expect(performance.now() - started).toBeLessThan(50);
+    // a few ms here; the bound leaves a loaded machine room and still catches a formatter built per zone (seconds)
+    expect(performance.now() - started).toBeLessThan(250);
     expect(plan.waves.flatMap((w) => w.zones).sort()).toEqual([...zones].sort());
     for (const w of plan.waves) for (const z of w.zones) expect(isInLocalMinute(w.at, z, local('2026-12-24T18:00'))).toBe(true);
   });

@@ -1,18 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
-import { APP_CHANGES_CHANNEL } from '../../src/db/app-changes.js';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { AppChanges } from '../../src/db/app-changes.js';
 import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { parseApnsCredentials } from '../../src/domain/credentials.js';
 import { generateApnsKey } from '../mocks/index.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 
-/** Listens for the next announcement of a change to keys or apps (`heard`), on a connection of its own. */
-async function announcement(databaseUrl: string): Promise<{ heard: Promise<void> }> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  await client.query(`LISTEN ${APP_CHANGES_CHANNEL}`);
-  return { heard: new Promise((resolve) => client.once('notification', () => void client.end().then(() => resolve()))) };
+/**
+ * Resolves when this process next empties its caches (`AppChanges.changed`, which the server's listener calls on
+ * hearing an announcement): a change committed before then is read from then on. Nothing else in these tests empties
+ * them meanwhile, so the first call after this is the change's.
+ */
+function serverHears(): { heard: Promise<void> } {
+  const changed = vi.spyOn(AppChanges.prototype, 'changed');
+  const heard = waitFor('the server to hear the change', async () => changed.mock.calls.length > 0, 5_000, 10);
+  return { heard: heard.then(() => changed.mockRestore()) };
 }
 
 /** The key id a provider token (JWT) names in its header. */
@@ -63,8 +65,8 @@ describe('changes committed elsewhere apply to the next send and request', () =>
 
     const rotated = generateApnsKey({ teamId: gw.apnsKey.credentials.teamId });
     gw.apns.addKey(rotated);
-    // stored as the CLI stores it, from outside the server's services, and heard a moment after the commit
-    const { heard } = await announcement(h.databaseUrl);
+    // stored as the CLI stores it, from outside the server's services, and heard by the server a moment after the commit
+    const { heard } = serverHears();
     await new AppsRepository().setCredentials(h.db.db, app.id, 'apns', { ...parseApnsCredentials(rotated.credentials) });
     await heard;
     await new Promise((r) => setTimeout(r, 200));
@@ -74,9 +76,9 @@ describe('changes committed elsewhere apply to the next send and request', () =>
 
   it("an app's new ceiling paces its next notifications", async () => {
     await send('before the ceiling');
-    // set as the CLI sets it (`pushd app set-limits`), from outside the server's services; the server hears it as
-    // this listener does, a moment after the commit (it reads settings per request, not per batch as credentials)
-    const { heard } = await announcement(h.databaseUrl);
+    // set as the CLI sets it (`pushd app set-limits`), from outside the server's services; the server hears it a
+    // moment after the commit (it reads settings per request, not per batch as credentials)
+    const { heard } = serverHears();
     await new AppsRepository().setLimits(h.db.db, app.id, { maxPerMinute: 1 });
     try {
       await heard;

@@ -75,17 +75,17 @@ describe('behind PgBouncer in transaction mode', () => {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
 
-  it('answers 401 for a revoked key within a couple of seconds', async () => {
+  it('answers 401 for a revoked key within seconds', async () => {
     // the key is read (and kept) by the API process
     expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
     expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
     await new AppService(direct.db).revokeKey(keys.read);
     const revokedAt = Date.now();
-    await waitFor('the revoked key to answer 401', async () => (await call('GET', '/v6/notifications', keys.read)).status === 401, 2000);
-    expect(Date.now() - revokedAt).toBeLessThan(2000);
+    await waitFor('the revoked key to answer 401', async () => (await call('GET', '/v6/notifications', keys.read)).status === 401, 5000);
+    expect(Date.now() - revokedAt).toBeLessThan(5000); // a kept copy would answer 200 for up to 60 s
   });
 
-  it('delivers through the worker and the API, and both pick up rotated credentials at once', async () => {
+  it('delivers through the worker and the API, and both pick up rotated credentials within seconds', async () => {
     const token = randomApnsToken();
     const registered = await call('POST', '/v6/devices', keys.sdk, { device: { platform: 'ios', token } });
     expect(registered.status).toBe(201);
@@ -117,8 +117,12 @@ describe('behind PgBouncer in transaction mode', () => {
     gw.apns.addKey(rotated);
     await new AppsRepository().setCredentials(direct.db, app.id, 'apns', { ...parseApnsCredentials(rotated.credentials) });
     const rotatedAt = Date.now();
-    // the next sends of both processes sign with the new key (a kept copy would sign with the old one for up to 60 s)
-    for (const by of ['worker', 'api'] as const) expect(kidOf((await send(by)).jwt)).toBe(rotated.credentials.keyId);
+    // both processes sign with the new key once they hear the change, within seconds (a kept copy would sign with
+    // the old one for up to 60 s)
+    for (const by of ['worker', 'api'] as const) {
+      const rotatedKid = async () => kidOf((await send(by)).jwt) === rotated.credentials.keyId;
+      await waitFor(`the ${by} to sign with the rotated key`, rotatedKid, 5000, 0);
+    }
     expect(Date.now() - rotatedAt).toBeLessThan(5000);
   });
 });
