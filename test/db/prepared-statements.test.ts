@@ -109,7 +109,8 @@ describe('prepared statements on a real connection', () => {
   });
 
   it('plans again after its plan lifetime, on the same connection', async () => {
-    const handle = openDatabase(h.databaseUrl, 1, 1, { minSeconds: 2, maxSeconds: 2 });
+    // 5 s: the 100,000-row insert below must come and go within the first plan's life on a loaded machine
+    const handle = openDatabase(h.databaseUrl, 1, 1, { minSeconds: 5, maxSeconds: 5 });
     const backend = async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(handle.db)).rows[0]!.pid;
     // a table analyzed with one row: the generic plan scans it whole, and keeps scanning once it has grown
     const count = () => sql<{ n: number }>`select count(*)::int as n from replanned where k = ${1}`.execute(handle.db);
@@ -125,10 +126,11 @@ describe('prepared statements on a real connection', () => {
       await sql`insert into replanned values (1)`.execute(handle.db);
       await sql`analyze replanned`.execute(handle.db);
       const first = await backend();
+      const preparedAt = Date.now();
       for (let i = 0; i < 8; i++) await count();
       await sql`insert into replanned select g from generate_series(2, 100000) g`.execute(handle.db);
       expect(await plan()).toContain('Seq Scan');
-      await new Promise((r) => setTimeout(r, 2100));
+      await new Promise((r) => setTimeout(r, preparedAt + 5100 - Date.now()));
       expect((await count()).rows[0]!.n).toBe(1);
       expect(await plan()).not.toContain('Seq Scan');
       expect(await backend()).toBe(first);
