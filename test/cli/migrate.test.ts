@@ -115,7 +115,8 @@ describe('migration 019 (identity verification) on a database in use', () => {
       await listener.query('LISTEN pushd_app_changes');
       await pool.query(`UPDATE apps SET identity_secret = 'abc' WHERE id = $1`, [app!.id]);
       await pool.query(`UPDATE apps SET identity_verification = true WHERE id = $1`, [app!.id]);
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      const deadline = Date.now() + 5_000;
+      while (heard.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
       expect(heard).toEqual(['pushd_app_changes', 'pushd_app_changes']);
     } finally {
       listener.release();

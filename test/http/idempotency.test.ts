@@ -203,7 +203,8 @@ describe('Idempotency-Key', () => {
 
     it('a retry while the first is still sending answers 409 naming its notification, then the answer once it is sent', async () => {
       const key = newKey();
-      gw.fcm.faults.forToken(device.token, { type: 'delay', ms: 1500 }, 1);
+      // 3.5 s: the retry below comes while the first still sends on a busy machine too (under the 5 s timeout)
+      gw.fcm.faults.forToken(device.token, { type: 'delay', ms: 3500 }, 1);
       const first = post('/v6/transactional/notifications', transactional('slow'), key);
       const id = await waitFor('the first send to commit', async () => {
         const row = await h.db.db

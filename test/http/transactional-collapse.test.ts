@@ -18,7 +18,7 @@ describe('transactional sends with a collapse_key', () => {
   beforeAll(async () => {
     gw = await startGateways();
     h = await createHarness({
-      env: { ...gw.env, RETRY_BASE_MS: '800', RETRY_MAX_MS: '800', DELIVERY_MAX_ATTEMPTS: '5', TRANSACTIONAL_TIMEOUT_MS: '3000' },
+      env: { ...gw.env, RETRY_BASE_MS: '3000', RETRY_MAX_MS: '3000', DELIVERY_MAX_ATTEMPTS: '5', TRANSACTIONAL_TIMEOUT_MS: '8000' },
     });
     const created = await h.createApp('com.example.transactional-collapse');
     keys = created.keys;
@@ -127,6 +127,7 @@ describe('transactional sends with a collapse_key', () => {
   });
 
   it('a send waiting to retry is superseded by a later one with the same key: its older payload is not sent after it', async () => {
+    // the retry waits 1.5-3 s (RETRY_BASE_MS, jittered): time for the second send to come in first on a busy machine
     gw.fcm.faults.forToken(bob.token, { type: 'status', status: 503, reason: 'UNAVAILABLE' }, 1);
     const first = send({ field: 'user_id', value: 'bob' }, { alert: 'Driver is 10 min away', collapse_key: 'eta' });
     await waitFor('the first attempt', async () => gw.fcm.requestCount >= 1, 5_000, 5);
