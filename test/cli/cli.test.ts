@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/domain/keys.js';
-import { basic, untilStatus, useHarness } from '../helpers/harness.js';
+import { waitFor } from '../engines/engines.js';
+import { basic, useHarness } from '../helpers/harness.js';
 import { runCli, type CliResult } from './run-cli.js';
 
 /** The CLI as an operator runs it: a separate process on DATABASE_URL, one JSON document on stdout. */
@@ -103,7 +104,7 @@ describe('pushd app create', () => {
 
     expect(json(await cli('key', 'revoke', '--key', made.key))).toEqual({ revoked: true });
     // the server had the key in its cache: refused once it hears the revocation, a moment after the commit
-    expect(await untilStatus(401, () => notify(made.key))).toBe(401);
+    await waitFor('the revoked key to answer 401', async () => (await notify(made.key)).statusCode === 401, 5_000, 20);
     const res = await notify(made.key);
     expect(res.statusCode).toBe(401);
     expect(res.json()).toEqual({ error: 'unauthorized' });

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, MigrationError, MIGRATIONS_DIR } from '../../src/db/migrate.js';
+import { waitFor } from '../engines/engines.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { useDatabaseBefore } from '../helpers/migrations-before.js';
 
@@ -115,8 +116,7 @@ describe('migration 019 (identity verification) on a database in use', () => {
       await listener.query('LISTEN pushd_app_changes');
       await pool.query(`UPDATE apps SET identity_secret = 'abc' WHERE id = $1`, [app!.id]);
       await pool.query(`UPDATE apps SET identity_verification = true WHERE id = $1`, [app!.id]);
-      const deadline = Date.now() + 5_000;
-      while (heard.length < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      await waitFor('both announcements', async () => heard.length >= 2, 5_000, 20);
       expect(heard).toEqual(['pushd_app_changes', 'pushd_app_changes']);
     } finally {
       listener.release();

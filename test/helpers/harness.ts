@@ -47,20 +47,6 @@ export function basic(key: string, username = ''): string {
 }
 
 /**
- * Sends until the answer is `status` (at most 5 s): another process's change reaches this one's caches when its
- * announcement is heard, a moment after the commit. Returns the last status.
- */
-export async function untilStatus(status: number, send: () => Promise<{ statusCode: number }>): Promise<number> {
-  const deadline = Date.now() + 5_000;
-  let last = (await send()).statusCode;
-  while (last !== status && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    last = (await send()).statusCode;
-  }
-  return last;
-}
-
-/**
  * A fresh database (migrated) and the real HTTP server on it, started by the same sequence as the server process;
  * `queue` picks the BullMQ backend. Workers run only when `workers` is set (delivery tests); env overrides go
  * through the real config parser (given as a function, they are made from the fresh database's URL).

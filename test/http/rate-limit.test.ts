@@ -3,7 +3,8 @@ import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { AppService } from '../../src/services/apps.js';
 import { runCli } from '../cli/run-cli.js';
-import { basic, createHarness, redisUrl, untilStatus, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
+import { waitFor } from '../engines/engines.js';
 import { Redis } from 'ioredis';
 
 /**
@@ -135,13 +136,13 @@ describe.each(stores)('$name', ({ queue, available }) => {
 
       // 0 per second: no limit for this key, once the server has heard the change (the key is in its cache now)
       expect((await cli('key', 'set-limit', '--key', own.write, '--per-second', '0', '--burst', '1')).code).toBe(0);
-      expect(await untilStatus(200, () => readKey(h.server, own.write))).toBe(200);
+      await waitFor('the server to hear the new limit', async () => (await readKey(h.server, own.write)).statusCode === 200, 5_000, 20);
       expect(await statuses(8, () => readKey(h.server, own.write))).toEqual(Array(8).fill(200));
 
       const cleared = await cli('key', 'clear-limit', '--key', own.write);
       expect(JSON.parse(cleared.stdout)).toEqual({ rate_limit: null });
       // back to the default bucket (0.2/s, bursts of 3), which the requests above drew on under the limits before
-      expect(await untilStatus(429, () => readKey(h.server, own.write))).toBe(429);
+      await waitFor('a 429 under the default again', async () => (await readKey(h.server, own.write)).statusCode === 429, 5_000, 20);
     },
   );
 
