@@ -7,8 +7,8 @@
  * shared by all of them. Each item gets its own result (or error). When a whole group fails (one item the
  * database refuses, a deadlock between groups) and `alone` is given, its items run again through `alone`, one
  * after another inside the group's slot: one bad item fails alone, without a burst of transactions as large as
- * the group. A group may give its slot up before it ends (`release`, handed to `run`) once what is left takes no
- * turn of this process or of the database's CPU, such as its commit's flush: the next group is read and written
+ * the group. A group may give its slot up before it ends (`release`, handed to `run`) once what is left is only
+ * waited for, such as its last statement's run and its commit's flush: the next group is read and written
  * meanwhile, instead of waiting for a disk (or a synchronous standby) slow to flush. Such a group that then fails
  * runs its items alone outside any slot, still one after another.
  */

@@ -1,4 +1,4 @@
-import { writeThenRelease, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { Deliverable } from '../db/repositories/devices.js';
@@ -107,7 +107,8 @@ const accepted = <T extends CutNotification>(n: T): T => ({ ...n, state: 'schedu
  * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
  * runs goes in the next, so a busy server commits fewer, larger groups. Each group costs statements whatever its
  * size: a second group in flight makes the groups smaller, which costs more than the wait it saves. A group gives
- * its turn up once written (`writeThenRelease`): its commit's flush is waited for beside the next group's work.
+ * its turn up once its writes are sent (a unicast group's one statement; a transactional group's after
+ * `writeThenRelease`): their commit's flush is waited for beside the next group's work.
  */
 export const CREATION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
@@ -364,16 +365,18 @@ export class NotificationService {
         batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
       };
     });
-    const inserted = await writeThenRelease(this.db, release, (trx) =>
-      this.notifications.insertCut(
-        trx,
-        rows.map((r) => r.notification),
-        this.delivery.batchesInsert(
-          rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
-        ),
-        this.audiences.specAudiences(specs),
+    // one statement, atomic on its own, so no BEGIN and COMMIT round trips; the turn is given up once it is sent:
+    // its execution and its commit's flush are waited for beside the next group's read
+    const insert = this.notifications.insertCut(
+      this.db,
+      rows.map((r) => r.notification),
+      this.delivery.batchesInsert(
+        rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
+      this.audiences.specAudiences(specs),
     );
+    release();
+    const inserted = await insert;
     return inserted.map((notification, k) => {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };
       const { batches } = rows[k]!;
