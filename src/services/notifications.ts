@@ -365,8 +365,8 @@ export class NotificationService {
         batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
       };
     });
-    // one statement, atomic on its own, so no BEGIN and COMMIT round trips; the turn is given up once it is sent:
-    // its execution and its commit's flush are waited for beside the next group's read
+    // one statement, atomic on its own, so no BEGIN and COMMIT round trips; the turn is given up as soon as it is
+    // issued: its run and its commit's flush are waited for beside the next group's read
     const insert = this.notifications.insertCut(
       this.db,
       rows.map((r) => r.notification),
