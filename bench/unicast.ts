@@ -36,7 +36,7 @@
  *   pg_walinspect, PostgreSQL 15 or later: which writes a notification costs; read it on a server nothing else writes to)
  *   --flush-delay-ms N (everything, pgbench included, on a PostgreSQL of the benchmark's own whose WAL flush takes N ms
  *   longer, bench/lib/slow-flush.ts: a disk slow to flush, as on the machine the targets were set on, or a synchronous
- *   standby)
+ *   standby; its WAL segments made and recycled before, as a server that has run a while has them)
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -498,7 +498,7 @@ async function main() {
   );
   if (slowFlush)
     console.log(
-      `PostgreSQL: the benchmark's own (the machine's PostgreSQL 15, default settings), each WAL flush ${flushDelayMs} ms longer than this disk makes it (bench/lib/slow-flush.c)`,
+      `PostgreSQL: the benchmark's own (the machine's PostgreSQL 15, default settings), each WAL flush ${flushDelayMs} ms longer than this disk makes it (bench/lib/slow-flush.c), its WAL segments recycled before the run`,
     );
   console.log(`Devices' tables after the fill: ${results[0]?.shape ?? '–'}`);
   console.log(`PostgreSQL commit ceiling on the same server (pgbench -N, 50 clients): ${tps} transactions/s`);

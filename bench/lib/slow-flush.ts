@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { PG_BIN } from '../../test/engines/pg-replica.js';
 import { startPrivatePostgres, type RestartableService } from './private-services.js';
 
@@ -25,6 +26,7 @@ export async function startSlowFlushPostgres(delayMs: number): Promise<Restartab
     binDir: PG_BIN,
     env: { LD_PRELOAD: library, SLOW_FLUSH_US: String(Math.round(delayMs * 1000)) },
   });
+  await recycleWal(server.url, WAL_SEGMENTS_AHEAD);
   return {
     ...server,
     async stop() {
@@ -32,4 +34,29 @@ export async function startSlowFlushPostgres(delayMs: number): Promise<Restartab
       rmSync(libraryDir, { recursive: true, force: true });
     },
   };
+}
+
+/** 16 MB segments: more than one configuration of `bench/unicast` writes (~170 MB with its device fill) */
+const WAL_SEGMENTS_AHEAD = 24;
+
+/**
+ * A new cluster has no WAL segments to reuse: each is zero-filled and synced when the WAL first reaches it, which
+ * holds every commit for 50–80 ms on this disk, once every ~5,000 unicast notifications. A server that has run a
+ * while reuses the segments its checkpoints no longer need, so those are made here and recycled by a checkpoint.
+ */
+async function recycleWal(url: string, segments: number): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('create table wal_fill (n int)');
+    for (let i = 0; i < segments; i++) {
+      // a switch with nothing written since the last one does not move to a new segment
+      await client.query('insert into wal_fill values (1)');
+      await client.query('select pg_switch_wal()');
+    }
+    await client.query('drop table wal_fill');
+    await client.query('checkpoint');
+  } finally {
+    await client.end();
+  }
 }
