@@ -26,7 +26,13 @@ export async function startSlowFlushPostgres(delayMs: number): Promise<Restartab
     binDir: PG_BIN,
     env: { LD_PRELOAD: library, SLOW_FLUSH_US: String(Math.round(delayMs * 1000)) },
   });
-  await recycleWal(server.url, WAL_SEGMENTS_AHEAD);
+  try {
+    await recycleWal(server.url, WAL_SEGMENTS_AHEAD);
+  } catch (err) {
+    await server.stop();
+    rmSync(libraryDir, { recursive: true, force: true });
+    throw err;
+  }
   return {
     ...server,
     async stop() {
@@ -36,8 +42,12 @@ export async function startSlowFlushPostgres(delayMs: number): Promise<Restartab
   };
 }
 
-/** 16 MB segments: more than one configuration of `bench/unicast` writes (~170 MB with its device fill) */
-const WAL_SEGMENTS_AHEAD = 24;
+/**
+ * 16 MB segments: more than the largest `bench/unicast` configuration writes before its next checkpoint (~550 MB for
+ * 62,000 devices registered and 60,000 notifications at --rate; ~250 MB for 23,000 and 3,000); each next configuration
+ * drops the last one's database, which checkpoints and so recycles again.
+ */
+const WAL_SEGMENTS_AHEAD = 48;
 
 /**
  * A new cluster has no WAL segments to reuse: each is zero-filled and synced when the WAL first reaches it, which
