@@ -25,6 +25,7 @@ import type { JobQueues } from '../queue/queues.js';
 import { ActivityService } from '../services/activity.js';
 import { AppService } from '../services/apps.js';
 import { AudienceService } from '../services/audiences.js';
+import { AuditService } from '../services/audit.js';
 import { DeviceService } from '../services/devices.js';
 import { IdempotencyKeys } from '../services/idempotency.js';
 import { MessageStreamService } from '../services/message-streams.js';
@@ -110,6 +111,7 @@ export function createContext(
     ),
     apps: new AppService(db, appChanges),
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices, readDb),
+    audit: new AuditService(db, readDb),
     devices,
     notifications,
     transactional: new TransactionalService(

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../domain/errors.js';
 import { AppService } from '../services/apps.js';
+import { CLI_ACTOR } from '../domain/audit.js';
 import { given, UsageError, uuid, type Command } from './command.js';
 
 /**
@@ -20,7 +21,7 @@ export const credentialCommands: Record<string, Command> = {
     run: async (a, rt) => {
       const keyPem = await readOptionFile(a, 'key-file');
       const raw = { keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) };
-      const credentials = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'apns', raw);
+      const credentials = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'apns', raw, CLI_ACTOR);
       return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
     },
   },
@@ -38,7 +39,7 @@ export const credentialCommands: Record<string, Command> = {
       } catch {
         throw new ValidationError('service-account: file is not valid JSON');
       }
-      const account = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'fcm', json);
+      const account = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'fcm', json, CLI_ACTOR);
       return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
     },
   },

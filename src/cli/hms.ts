@@ -1,4 +1,5 @@
 import { AppService } from '../services/apps.js';
+import { CLI_ACTOR } from '../domain/audit.js';
 import { given, uuid, type Command } from './command.js';
 
 /**
@@ -14,10 +15,14 @@ export const hmsCommands: Record<string, Command> = {
       'client-secret': { value: 'S', help: 'its app secret (the OAuth client secret)', required: true },
     },
     run: async (a, rt) => {
-      const set = await new AppService(rt.handle.db).setHms(given(a, 'app'), {
-        hmsAppId: given(a, 'hms-app-id'),
-        clientSecret: given(a, 'client-secret'),
-      });
+      const set = await new AppService(rt.handle.db).setHms(
+        given(a, 'app'),
+        {
+          hmsAppId: given(a, 'hms-app-id'),
+          clientSecret: given(a, 'client-secret'),
+        },
+        CLI_ACTOR,
+      );
       return { app: a.app, hms: set };
     },
   },

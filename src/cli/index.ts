@@ -9,6 +9,7 @@ import { rateLimitCommands } from './rate-limits.js';
 import { identityCommands } from './identity.js';
 import { webPushCommands } from './web-push.js';
 import { hmsCommands } from './hms.js';
+import { auditCommands } from './audit.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -22,6 +23,7 @@ const commands: Record<string, Command> = {
   ...identityCommands,
   ...webPushCommands,
   ...hmsCommands,
+  ...auditCommands,
 };
 
 const HELP = ['--help', '-h'];

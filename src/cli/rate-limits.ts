@@ -1,4 +1,5 @@
 import { AppService } from '../services/apps.js';
+import { CLI_ACTOR } from '../domain/audit.js';
 import { given, number, numberOrNone, UsageError, uuid, type Command } from './command.js';
 import { parseQuietHoursSetting } from '../domain/quiet-hours.js';
 import { parseFrequencyCaps } from '../domain/frequency-caps.js';
@@ -18,7 +19,7 @@ export const rateLimitCommands: Record<string, Command> = {
     },
     run: async (a, rt) => {
       const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
-      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), limit);
+      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), limit, CLI_ACTOR);
       return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
     },
   },
@@ -26,7 +27,7 @@ export const rateLimitCommands: Record<string, Command> = {
     summary: "Returns a key to its role's default rate limit.",
     options: { key: { value: 'KEY', help: 'the key', required: true } },
     run: async (a, rt) => {
-      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), null);
+      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), null, CLI_ACTOR);
       return { rate_limit: null };
     },
   },
@@ -59,12 +60,13 @@ export const rateLimitCommands: Record<string, Command> = {
         throw new UsageError(
           'give --max-per-minute N|none, --default-time-zone ZONE|none, --quiet-hours HH:MM-HH:MM|none and/or --cap N/day|none',
         );
-      return new AppService(rt.handle.db).setLimits(given(a, 'app'), {
+      const limits = {
         maxPerMinute: max === undefined || max === null ? max : Number(max),
         defaultTimeZone: value('default-time-zone'),
         quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),
         frequencyCaps: cap === undefined || cap === null ? cap : parseFrequencyCaps(cap),
-      });
+      };
+      return new AppService(rt.handle.db).setLimits(given(a, 'app'), limits, CLI_ACTOR);
     },
   },
 };

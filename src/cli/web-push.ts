@@ -1,4 +1,5 @@
 import { AppService } from '../services/apps.js';
+import { CLI_ACTOR } from '../domain/audit.js';
 import { given, uuid, type Command } from './command.js';
 
 /**
@@ -16,11 +17,15 @@ export const webPushCommands: Record<string, Command> = {
       'private-key': { value: 'P', help: 'its private key (base64url)' },
     },
     run: async (a, rt) => {
-      const set = await new AppService(rt.handle.db).setWebPush(given(a, 'app'), {
-        subject: given(a, 'subject'),
-        publicKey: a['public-key'],
-        privateKey: a['private-key'],
-      });
+      const set = await new AppService(rt.handle.db).setWebPush(
+        given(a, 'app'),
+        {
+          subject: given(a, 'subject'),
+          publicKey: a['public-key'],
+          privateKey: a['private-key'],
+        },
+        CLI_ACTOR,
+      );
       return { app: a.app, web_push: set };
     },
   },

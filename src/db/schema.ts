@@ -393,6 +393,20 @@ export interface LiveActivityChannelsTable {
   created_at: Generated<Date>;
 }
 
+/** One change of consequence to an app, who made it and from where (migration 047), kept by UTC day of `at`. */
+export interface AuditLogTable {
+  id: Generated<string>;
+  at: Generated<Date>;
+  app_id: string;
+  action: string;
+  /** the key that made it; null from the command line */
+  actor_key_id: string | null;
+  actor_role: KeyRole | 'cli';
+  client_address: string | null;
+  request_id: string | null;
+  details: Json<Record<string, unknown>>;
+}
+
 export interface LeasesTable {
   name: string;
   holder: string;
@@ -425,6 +439,7 @@ export interface Database {
   live_activity_tokens: LiveActivityTokensTable;
   live_activity_start_tokens: LiveActivityStartTokensTable;
   live_activity_channels: LiveActivityChannelsTable;
+  audit_log: AuditLogTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -441,3 +456,4 @@ export type Message = Selectable<MessagesTable>;
 export type LiveActivityToken = Selectable<LiveActivityTokensTable>;
 export type LiveActivityStartToken = Selectable<LiveActivityStartTokensTable>;
 export type LiveActivityChannel = Selectable<LiveActivityChannelsTable>;
+export type AuditLogRow = Selectable<AuditLogTable>;

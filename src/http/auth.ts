@@ -5,6 +5,7 @@ import type { KeyRole } from '../db/schema.js';
 import { ForbiddenError, UnauthorizedError } from '../domain/errors.js';
 import { roleAllows, type Permission } from '../domain/keys.js';
 import { IdentitySecret } from '../domain/identity.js';
+import type { Actor } from '../domain/audit.js';
 
 export interface Principal {
   appId: string;
@@ -66,6 +67,14 @@ function unauthorized(reply: FastifyReply): never {
  * Who calls, as the device service needs it: the key's role, the client address (the phone's, for an sdk key), and
  * the secret its identity claims are checked with.
  */
+/** Who makes a change, as the audit log records it: the request's key, its client address and the request's id. */
+export const actorOf = (request: FastifyRequest): Actor => ({
+  keyId: request.principal.keyId,
+  role: request.principal.role,
+  address: request.ip ?? null,
+  requestId: String(request.id),
+});
+
 export const callerOf = (request: FastifyRequest): Caller => ({
   role: request.principal.role,
   ip: request.ip ?? null,

@@ -4,6 +4,7 @@ import type { Metrics } from '../platform/metrics.js';
 import type { ActivityService } from '../services/activity.js';
 import type { AppService } from '../services/apps.js';
 import type { AudienceService } from '../services/audiences.js';
+import type { AuditService } from '../services/audit.js';
 import type { DeviceService } from '../services/devices.js';
 import type { MessageStreamService } from '../services/message-streams.js';
 import type { MessageService } from '../services/messages.js';
@@ -21,6 +22,7 @@ export interface HttpContext {
     activity: ActivityService;
     apps: AppService;
     audiences: AudienceService;
+    audit: AuditService;
     devices: DeviceService;
     notifications: NotificationService;
     stats: StatsService;

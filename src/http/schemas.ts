@@ -1,6 +1,13 @@
 import { z } from 'zod';
 import { MESSAGE_STATES } from '../domain/message-stream.js';
 import { NOTIFICATION_STATES } from '../domain/notification-request.js';
+import { parseIsoDate } from '../domain/date-math.js';
+
+/** A query's instant: an ISO 8601 date or date-time, read as a Date. */
+export const isoDateQuery = z
+  .string()
+  .refine((s) => parseIsoDate(s) !== null, 'must be an ISO 8601 date')
+  .transform((s) => parseIsoDate(s)!);
 
 /** `?per=&page=` of the offset-paged lists (audiences, notifications). */
 export const pageQuery = z.object({
@@ -248,4 +255,19 @@ export const liveActivityChannelRecord = z.object({
   development: z.boolean(),
   message_storage_policy: z.number().int(),
   created_at: timestamp,
+});
+
+/** One row of the audit log (src/domain/audit.ts, auditRecord). */
+export const auditEntryRecord = z.object({
+  id: z.string(),
+  at: timestamp,
+  app_id: z.string(),
+  action: z.string(),
+  actor: z.object({
+    key_id: z.string().nullable().describe('the key that made the change; null from the command line'),
+    role: z.enum(['read', 'write', 'sdk', 'cli']),
+  }),
+  client_address: z.string().nullable(),
+  request_id: z.string().nullable(),
+  details: z.record(z.string(), z.unknown()).describe('names and ids of what changed, never a secret'),
 });

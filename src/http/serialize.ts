@@ -2,7 +2,8 @@ import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { StreamRow } from '../db/repositories/messages.js';
 import type { CutNotification } from '../db/repositories/notifications.js';
-import type { Audience, Device, LiveActivityChannel, Notification } from '../db/schema.js';
+import type { Audience, AuditLogRow, Device, LiveActivityChannel, Notification } from '../db/schema.js';
+import { auditRecord } from '../domain/audit.js';
 import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
 import { parseMetric } from '../domain/ab-test.js';
@@ -414,3 +415,6 @@ export function deviceLiveActivitiesView(la: DeviceLiveActivities) {
 export function liveActivityChannelView(c: LiveActivityChannel) {
   return { id: c.channel_id, development: c.development, message_storage_policy: c.message_storage_policy, created_at: iso(c.created_at)! };
 }
+
+/** A row of the audit log: the document `pushd audit` prints too. */
+export const auditEntryView = (r: AuditLogRow) => auditRecord(r);

@@ -144,6 +144,8 @@ const envSchema = z.object({
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
     .default(REPORT_MAX_AGE_DAYS + 1),
+  // Days the audit log keeps its rows (GET /v6/audit, pushd audit), by when the change was made.
+  RETENTION_AUDIT_DAYS: z.coerce.number().int().min(1).max(3650).default(365),
 });
 
 export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string; RETENTION_RECEIPTS_DAYS: number };

@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyWithApp } from '../db/repositories/apps.js';
-import type { KeyRole } from '../db/schema.js';
+import type { Database, KeyRole } from '../db/schema.js';
+import type { Transaction } from 'kysely';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
@@ -13,6 +14,8 @@ import { generateVapidCredentials, parseVapidCredentials } from '../domain/web-p
 import type { QuietHours } from '../domain/quiet-hours.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
 import { parseHmsCredentials } from '../domain/hms.js';
+import { CLI_ACTOR, type Actor, type AppSettingName } from '../domain/audit.js';
+import { recordAudit } from './audit.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -25,7 +28,10 @@ export interface AppLimits {
   frequency_caps: FrequencyCap[] | null;
 }
 
-/** Apps and their keys: keys are shown once, at creation; only their hash is stored. */
+/**
+ * Apps and their keys: keys are shown once, at creation; only their hash is stored. Each change is recorded in the
+ * audit log in its transaction, as made by `actor` (the request's key; without one, the operator's command line).
+ */
 export class AppService {
   private readonly apps: AppsRepository;
   private readonly keys: ApiKeysRepository;
@@ -58,18 +64,24 @@ export class AppService {
    * A new app with its keys and its identity secret, shown once; identity verification is on: the sdk key binds a
    * device to a user id or e-mail address only with its hash (src/domain/identity.ts).
    */
-  async createApp(bundleId: string, name?: string): Promise<{ app: AppSummary; keys: Record<KeyRole, string>; identity_secret: string }> {
+  async createApp(
+    bundleId: string,
+    name?: string,
+    actor: Actor = CLI_ACTOR,
+  ): Promise<{ app: AppSummary; keys: Record<KeyRole, string>; identity_secret: string }> {
     if (!BUNDLE_ID.test(bundleId)) throw new ValidationError('bundle-id must be letters, digits, dots and dashes');
     if (await this.apps.findByBundleId(this.db, bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
     const identitySecret = generateIdentitySecret();
     return this.db.transaction().execute(async (trx) => {
       const app = await this.apps.create(trx, bundleId, name ?? bundleId, identitySecret);
       const keys = {} as Record<KeyRole, string>;
+      const keyIds = {} as Record<KeyRole, string>;
       for (const role of KEY_ROLES) {
         const key = generateApiKey();
-        await this.keys.create(trx, app.id, role, hashApiKey(key), keyHint(key));
+        keyIds[role] = (await this.keys.create(trx, app.id, role, hashApiKey(key), keyHint(key))).id;
         keys[role] = key;
       }
+      await recordAudit(trx, actor, app.id, 'app.created', { bundle_id: app.bundle_id, name: app.name, key_ids: keyIds });
       return { app, keys, identity_secret: identitySecret };
     });
   }
@@ -82,13 +94,18 @@ export class AppService {
   async setIdentityVerification(
     appId: string,
     action: 'on' | 'off' | 'rotate',
+    actor: Actor = CLI_ACTOR,
   ): Promise<{ app_id: string; identity_verification: boolean; identity_secret?: string }> {
     const change =
       action === 'off'
         ? { on: false }
         : { ...(action === 'on' ? { on: true } : {}), secret: { value: generateIdentitySecret(), ifNone: action === 'on' } };
-    const now = isUuid(appId) ? await this.apps.setIdentityVerification(this.db, appId, change) : undefined;
-    if (!now) throw new NotFoundError('app');
+    const now = await this.inTransaction(appId, async (trx) => {
+      const set = await this.apps.setIdentityVerification(trx, appId, change);
+      if (set)
+        await recordAudit(trx, actor, appId, action === 'rotate' ? 'identity_verification.rotated' : `identity_verification.${action}`, {});
+      return set;
+    });
     this.changes?.changed();
     return {
       app_id: appId,
@@ -109,13 +126,21 @@ export class AppService {
       quietHours?: QuietHours | null;
       frequencyCaps?: FrequencyCap[] | null;
     },
+    actor: Actor = CLI_ACTOR,
   ): Promise<AppLimits> {
     const { maxPerMinute, defaultTimeZone } = limits;
     if (maxPerMinute != null && !(Number.isInteger(maxPerMinute) && maxPerMinute >= 1))
       throw new ValidationError('max-per-minute must be a whole number of at least 1, or "none"');
     if (defaultTimeZone != null && !isTimeZone(defaultTimeZone))
       throw new ValidationError(`default-time-zone must be an IANA time zone such as Europe/Paris, got ${defaultTimeZone}`);
-    if (!(await this.apps.setLimits(this.db, appId, limits).catch(() => false))) throw new NotFoundError('app');
+    const changed = (Object.keys(SETTING_NAMES) as (keyof typeof SETTING_NAMES)[])
+      .filter((k) => limits[k] !== undefined)
+      .map((k) => SETTING_NAMES[k]);
+    await this.inTransaction(appId, async (trx) => {
+      const set = await this.apps.setLimits(trx, appId, limits);
+      if (set) await recordAudit(trx, actor, appId, 'settings.changed', { changed });
+      return set;
+    });
     this.changes?.changed();
     return this.limitsOf(appId);
   }
@@ -133,22 +158,29 @@ export class AppService {
     };
   }
 
-  async createKey(appId: string, role: string): Promise<{ app_id: string; role: KeyRole; key: string }> {
+  async createKey(appId: string, role: string, actor: Actor = CLI_ACTOR): Promise<{ app_id: string; role: KeyRole; key: string }> {
     if (!(KEY_ROLES as readonly string[]).includes(role)) throw new ValidationError(`role must be one of ${KEY_ROLES.join(', ')}`);
-    if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
     const key = generateApiKey();
-    await this.keys.create(this.db, appId, role as KeyRole, hashApiKey(key), keyHint(key));
+    await this.inTransaction(appId, async (trx) => {
+      if (!(await this.apps.findById(trx, appId))) return undefined;
+      const { id } = await this.keys.create(trx, appId, role as KeyRole, hashApiKey(key), keyHint(key));
+      await recordAudit(trx, actor, appId, 'key.created', { key_id: id, role: role as KeyRole });
+      return id;
+    });
     return { app_id: appId, role: role as KeyRole, key };
   }
 
   /** Stores an app's APNs or FCM credentials, validated first: a bad key is refused now, not at send time. */
-  async setPushCredentials(appId: string, platform: 'apns', raw: unknown): Promise<ApnsCredentials>;
-  async setPushCredentials(appId: string, platform: 'fcm', raw: unknown): Promise<FcmServiceAccount>;
-  async setPushCredentials(appId: string, platform: 'apns' | 'fcm', raw: unknown): Promise<ApnsCredentials | FcmServiceAccount> {
+  async setPushCredentials(appId: string, platform: 'apns', raw: unknown, actor?: Actor): Promise<ApnsCredentials>;
+  async setPushCredentials(appId: string, platform: 'fcm', raw: unknown, actor?: Actor): Promise<FcmServiceAccount>;
+  async setPushCredentials(
+    appId: string,
+    platform: 'apns' | 'fcm',
+    raw: unknown,
+    actor: Actor = CLI_ACTOR,
+  ): Promise<ApnsCredentials | FcmServiceAccount> {
     const credentials = platform === 'apns' ? parseApnsCredentials(raw) : parseFcmServiceAccount(raw);
-    if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
-    await this.apps.setCredentials(this.db, appId, platform, { ...credentials });
-    this.changes?.changed();
+    await this.storeCredentials(appId, platform, { ...credentials }, actor);
     return credentials;
   }
 
@@ -159,6 +191,7 @@ export class AppService {
   async setWebPush(
     appId: string,
     given: { subject: string; publicKey?: string | undefined; privateKey?: string | undefined },
+    actor: Actor = CLI_ACTOR,
   ): Promise<{ subject: string; public_key: string }> {
     if ((given.publicKey === undefined) !== (given.privateKey === undefined))
       throw new ValidationError('public-key and private-key go together: give both, or neither to generate a pair');
@@ -166,17 +199,14 @@ export class AppService {
       given.publicKey === undefined
         ? generateVapidCredentials(given.subject)
         : parseVapidCredentials({ subject: given.subject, public_key: given.publicKey, private_key: given.privateKey });
-    if (!(await this.apps.setCredentials(this.db, appId, 'web_push', { ...credentials }).catch(() => false)))
-      throw new NotFoundError('app');
-    this.changes?.changed();
+    await this.storeCredentials(appId, 'web_push', { ...credentials }, actor);
     return { subject: credentials.subject, public_key: credentials.public_key };
   }
 
   /** Gives the app its HMS credentials (Huawei Push Kit), checked first; the answer names the app id, never the secret. */
-  async setHms(appId: string, given: { hmsAppId: string; clientSecret: string }): Promise<{ app_id: string }> {
+  async setHms(appId: string, given: { hmsAppId: string; clientSecret: string }, actor: Actor = CLI_ACTOR): Promise<{ app_id: string }> {
     const credentials = parseHmsCredentials({ app_id: given.hmsAppId, client_secret: given.clientSecret });
-    if (!(await this.apps.setCredentials(this.db, appId, 'hms', { ...credentials }).catch(() => false))) throw new NotFoundError('app');
-    this.changes?.changed();
+    await this.storeCredentials(appId, 'hms', { ...credentials }, actor);
     return { app_id: credentials.app_id };
   }
 
@@ -208,8 +238,12 @@ export class AppService {
     return { id: app.id, bundle_id: app.bundle_id, name: app.name };
   }
 
-  async revokeKey(key: string): Promise<void> {
-    const revoked = await this.keys.revokeByHash(this.db, hashApiKey(key));
+  async revokeKey(key: string, actor: Actor = CLI_ACTOR): Promise<void> {
+    const revoked = await this.db.transaction().execute(async (trx) => {
+      const found = await this.keys.revokeByHash(trx, hashApiKey(key));
+      if (found) await recordAudit(trx, actor, found.app_id, 'key.revoked', { key_id: found.id, role: found.role });
+      return found;
+    });
     this.changes?.changed();
     if (!revoked) throw new NotFoundError('active key');
   }
@@ -218,14 +252,19 @@ export class AppService {
    * Gives one key a rate limit of its own (an sdk key: per client address), or with null returns it to its
    * role's default. `perSecond` 0 means no limit.
    */
-  async setKeyRateLimit(key: string, limit: { perSecond: number; burst: number } | null): Promise<void> {
+  async setKeyRateLimit(key: string, limit: { perSecond: number; burst: number } | null, actor: Actor = CLI_ACTOR): Promise<void> {
     if (limit) {
       if (!Number.isFinite(limit.perSecond) || limit.perSecond < 0) throw new ValidationError('per-second must be a number >= 0');
       if (!Number.isInteger(limit.burst) || limit.burst < 1 || limit.burst > 2 ** 31 - 1) {
         throw new ValidationError('burst must be an integer >= 1');
       }
     }
-    const set = await this.keys.setRateLimitByHash(this.db, hashApiKey(key), limit);
+    const set = await this.db.transaction().execute(async (trx) => {
+      const found = await this.keys.setRateLimitByHash(trx, hashApiKey(key), limit);
+      const recorded = limit && { per_second: limit.perSecond, burst: limit.burst };
+      if (found) await recordAudit(trx, actor, found.app_id, 'key.limit_set', { key_id: found.id, role: found.role, limit: recorded });
+      return found;
+    });
     this.changes?.changed();
     if (!set) throw new NotFoundError('active key');
   }
@@ -233,4 +272,35 @@ export class AppService {
   listApps() {
     return this.apps.list(this.db);
   }
+
+  /** Stores one gateway's credentials with its audit row, which names the gateway only. */
+  private async storeCredentials(
+    appId: string,
+    platform: 'apns' | 'fcm' | 'web_push' | 'hms',
+    credentials: Record<string, unknown>,
+    actor: Actor,
+  ): Promise<void> {
+    await this.inTransaction(appId, async (trx) => {
+      const set = await this.apps.setCredentials(trx, appId, platform, credentials);
+      if (set) await recordAudit(trx, actor, appId, 'credentials.set', { platform });
+      return set;
+    });
+    this.changes?.changed();
+  }
+
+  /** Runs a change of the app in a transaction; 404 when it finds no such app (answers false or undefined). */
+  private async inTransaction<T>(appId: string, change: (trx: Transaction<Database>) => Promise<T | false | undefined>): Promise<T> {
+    // not a UUID: no such app, and the statement would fail the transaction
+    const done = isUuid(appId) ? await this.db.transaction().execute(change) : undefined;
+    if (done === false || done === undefined) throw new NotFoundError('app');
+    return done;
+  }
 }
+
+/** The settings `setLimits` takes, by the names the API and the audit log give them. */
+const SETTING_NAMES = {
+  maxPerMinute: 'max_per_minute',
+  defaultTimeZone: 'default_time_zone',
+  quietHours: 'quiet_hours',
+  frequencyCaps: 'frequency_caps',
+} as const satisfies Record<string, AppSettingName>;

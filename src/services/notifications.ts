@@ -43,6 +43,8 @@ import type { Transaction } from 'kysely';
 import { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
+import { CLI_ACTOR, type Actor, type AuditDetails } from '../domain/audit.js';
+import { auditStatement, recordAudit } from './audit.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
@@ -76,7 +78,14 @@ interface UnicastItem {
   request: NotificationRequest;
   now: Date;
   options: DeliveryOptions;
+  actor: Actor;
 }
+
+/** What the audit log says of a notification created: the devices it was cut for, unknown until its fan-out if not. */
+const createdDetails = (n: Pick<Notification, 'id' | 'fanout_done' | 'devices_targeted'>): AuditDetails['notification.created'] => ({
+  notification_id: n.id,
+  audience_size: n.fanout_done ? n.devices_targeted : null,
+});
 
 /**
  * Whether a request is the common small shape that is created in groups: to a few named devices or users
@@ -171,9 +180,13 @@ export class NotificationService {
    * Cancels a notification that is waiting or sending: nothing more starts (batches in flight finish and are
    * counted). One that has finished cannot be: 409.
    */
-  async cancel(appId: string, id: string): Promise<Notification> {
+  async cancel(appId: string, id: string, actor: Actor = CLI_ACTOR): Promise<Notification> {
     await this.get(appId, id);
-    const canceled = await this.notifications.cancel(this.db, appId, id);
+    const canceled = await this.db.transaction().execute(async (trx) => {
+      const row = await this.notifications.cancel(trx, appId, id);
+      if (row) await recordAudit(trx, actor, appId, 'notification.canceled', { notification_id: id });
+      return row;
+    });
     if (canceled) return (await this.notifications.withCounters(this.db, [canceled]))[0]!;
     const n = await this.get(appId, id);
     throw new ConflictError(`notification: it is ${n.state} and can no longer be canceled`);
@@ -183,14 +196,18 @@ export class NotificationService {
    * Picks an A/B test's winner by hand (`winner: "manual"`, or before its metric does): the rest is sent it. Only
    * while the test waits for it: 409 while its test share is still going out, once picked, or when it finished.
    */
-  async pickWinner(appId: string, id: string, variant: number): Promise<Notification> {
+  async pickWinner(appId: string, id: string, variant: number, actor: Actor = CLI_ACTOR): Promise<Notification> {
     const n = await this.get(appId, id);
     const test = abTestOf(n.request);
     if (!test) throw new ConflictError('notification: it is not an A/B test (it has no variants)');
     if (variant >= test.variants.length) throw new ValidationError(`variant: must be 0 to ${test.variants.length - 1}`);
     const now = this.clock.now();
     const settings = (await this.campaignSettingsOf(this.db, [appId])).get(appId);
-    const picked = await this.abTests.pick(this.db, n.id, variant, now, restTiming(n, settings?.quiet_hours ?? null, now));
+    const picked = await this.db.transaction().execute(async (trx) => {
+      const row = await this.abTests.pick(trx, n.id, variant, now, restTiming(n, settings?.quiet_hours ?? null, now));
+      if (row) await recordAudit(trx, actor, appId, 'notification.winner_picked', { notification_id: n.id, variant });
+      return row;
+    });
     if (!picked) {
       const why =
         n.state !== 'scheduled' && n.state !== 'sending'
@@ -215,20 +232,23 @@ export class NotificationService {
     appId: string,
     request: NotificationRequest,
     idempotency?: IdempotentRequest<CutNotification>,
+    actor?: Actor,
   ): Promise<CutNotification | Replay>;
   async create(
     appId: string,
     request: NotificationRequest,
     idempotency?: IdempotentRequest<CutNotification>,
+    actor: Actor = CLI_ACTOR,
   ): Promise<CutNotification | Replay> {
     const now = this.clock.now();
     const options = this.checkedOptions(request.notification, now);
-    if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options });
+    if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options, actor });
     const created = await this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
       const stored = await this.insert(trx, appId, request.notification, { audience, now, options });
+      await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
       await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
       return stored;
     });
@@ -308,7 +328,9 @@ export class NotificationService {
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
-      return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
+      const stored = await this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
+      await recordAudit(trx, i.actor, i.appId, 'notification.created', createdDetails(stored.notification));
+      return stored;
     });
     await this.enqueue([created]);
     return accepted(created.notification);
@@ -366,7 +388,8 @@ export class NotificationService {
       };
     });
     // one statement, atomic on its own, so no BEGIN and COMMIT round trips; the turn is given up as soon as it is
-    // issued: its run and its commit's flush are waited for beside the next group's read
+    // issued: its run and its commit's flush are waited for beside the next group's read. Its audit rows are a part
+    // of it: no round trip more.
     const insert = this.notifications.insertCut(
       this.db,
       rows.map((r) => r.notification),
@@ -374,6 +397,14 @@ export class NotificationService {
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
       this.audiences.specAudiences(specs),
+      auditStatement(
+        rows.map((r, k) => ({
+          appId: items[k]!.appId,
+          action: 'notification.created',
+          actor: items[k]!.actor,
+          details: { notification_id: r.notification.id, audience_size: r.notification.cut?.targeted ?? null },
+        })),
+      ),
     );
     release();
     const inserted = await insert;

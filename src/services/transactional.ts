@@ -17,6 +17,8 @@ import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempote
 import { GroupRunner } from '../platform/group-runner.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { CREATION_GROUPS } from './notifications.js';
+import { CLI_ACTOR, type Actor } from '../domain/audit.js';
+import { auditStatement, recordAudit } from './audit.js';
 
 /** Most devices one transactional send reaches: one device, or one user's. */
 export const TRANSACTIONAL_MAX_DEVICES = 100;
@@ -46,6 +48,8 @@ interface Creation {
   now: Date;
   /** the id its notification takes; made by `store` when absent (a key names it before it is stored) */
   id?: string;
+  /** who sends it, for its audit row */
+  actor: Actor;
 }
 
 /**
@@ -64,6 +68,13 @@ const sendTo = (appId: string, request: TransactionalRequest) => ({
   appId,
   filters: transactionalFilters(request),
   visible: isVisiblePush(request.notification.payload),
+});
+
+/** What the audit log says of a send: it is transactional, cut at once for its devices. */
+const createdDetails = (id: string, batches: NewBatch[]) => ({
+  notification_id: id,
+  audience_size: batches.reduce((sum, b) => sum + b.deviceIds.length, 0),
+  transactional: true as const,
 });
 
 function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
@@ -94,11 +105,13 @@ export class TransactionalService {
    * answer is stored once the send is over. A retry meanwhile (or after a process died mid-send) answers 409
    * naming the notification, which the workers finish; a retry after the answer replays it. With a collapse_key,
    * the app's earlier transactional notification with that key and recipient (`transactionalKey`) is replaced.
+   * Its audit row, made by `actor`, is written with it.
    */
   async send(
     appId: string,
     request: TransactionalRequest,
     idempotency?: IdempotentRequest<TransactionalResult>,
+    actor: Actor = CLI_ACTOR,
   ): Promise<TransactionalResult | Replay> {
     const now = this.sending.clock.now();
     const deadline = Date.now() + this.settings.timeoutMs; // the caller waits in real time
@@ -106,7 +119,7 @@ export class TransactionalService {
     const key = transactionalKey(request);
     let committed: Committed | Replay;
     // one with a collapse_key may replace the notification of an earlier one: alone, in a transaction (not grouped)
-    if (!idempotency && key === null) committed = await this.creations.submit({ appId, request, options, now });
+    if (!idempotency && key === null) committed = await this.creations.submit({ appId, request, options, now, actor });
     else {
       committed = await this.db.transaction().execute(async (trx) => {
         const replay = await this.idempotency.claim(trx, appId, idempotency);
@@ -117,8 +130,9 @@ export class TransactionalService {
           limit: TRANSACTIONAL_MAX_DEVICES + 1,
           now,
         });
-        const send = { appId, request, options, now, id, devices: withinLimit(devices!) };
+        const send = { appId, request, options, now, id, actor, devices: withinLimit(devices!) };
         const stored = earlier ? await this.replace(trx, earlier, send) : (await this.store(trx, [send]))[0]!;
+        if (earlier) await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification.id, stored.batches));
         if (idempotency) await this.idempotency.pending(trx, appId, idempotency, stored.notification.id);
         return stored;
       });
@@ -200,6 +214,15 @@ export class TransactionalService {
       })),
       this.sending.store.delivery.batchesInsert(
         cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
+      ),
+      null,
+      auditStatement(
+        cut.map(({ id, send, batches }) => ({
+          appId: send.appId,
+          action: 'notification.created',
+          actor: send.actor,
+          details: createdDetails(id, batches),
+        })),
       ),
     );
     return inserted.map((notification, k) => ({

@@ -168,6 +168,13 @@ export interface KeyWithApp {
   identity_secret: string | null;
 }
 
+/** A key by its id, with its app and role. */
+export interface KeyOfApp {
+  id: string;
+  app_id: string;
+  role: KeyRole;
+}
+
 export class ApiKeysRepository {
   async create(db: Db, appId: string, role: KeyRole, keyHash: Buffer, hint: string): Promise<{ id: string }> {
     return db
@@ -199,24 +206,25 @@ export class ApiKeysRepository {
     return new Map(rows.map((k) => [k.key_hash.toString('hex'), k]));
   }
 
-  /** Sets (or, with null, clears) the rate limit of the active key with this hash; false when there is none. */
-  async setRateLimitByHash(db: Db, keyHash: Buffer, limit: { perSecond: number; burst: number } | null): Promise<boolean> {
-    const r = await db
+  /** Sets (or, with null, clears) the rate limit of the active key with this hash; the key, or undefined when there is none. */
+  async setRateLimitByHash(db: Db, keyHash: Buffer, limit: { perSecond: number; burst: number } | null): Promise<KeyOfApp | undefined> {
+    return db
       .updateTable('api_keys')
       .set({ rate_limit_per_second: limit?.perSecond ?? null, rate_limit_burst: limit?.burst ?? null })
       .where('key_hash', '=', keyHash)
       .where('revoked_at', 'is', null)
+      .returning(['id', 'app_id', 'role'])
       .executeTakeFirst();
-    return r.numUpdatedRows > 0n;
   }
 
-  async revokeByHash(db: Db, keyHash: Buffer): Promise<boolean> {
-    const r = await db
+  /** Revokes the active key with this hash; the key, or undefined when there is none. */
+  async revokeByHash(db: Db, keyHash: Buffer): Promise<KeyOfApp | undefined> {
+    return db
       .updateTable('api_keys')
       .set({ revoked_at: new Date() })
       .where('key_hash', '=', keyHash)
       .where('revoked_at', 'is', null)
+      .returning(['id', 'app_id', 'role'])
       .executeTakeFirst();
-    return r.numUpdatedRows > 0n;
   }
 }

@@ -87,8 +87,9 @@ export class NotificationsRepository {
 
   /**
    * `insertMany` of notifications whose whole audience was cut into `batches` (the delivery repository's
-   * `batchesInsert` of them), in one statement with those batches and, when given, the audiences they name by
-   * spec key (the audiences repository's `specAudiences`): atomic without a transaction, one round trip.
+   * `batchesInsert` of them), in one statement with those batches, their audit rows (the audit repository's
+   * `insertStatement`) and, when given, the audiences they name by spec key (the audiences repository's `specAudiences`): atomic
+   * without a transaction, one round trip.
    * Their ids are made by the caller, since the batches are named after them. The rows come back with the
    * columns their callers use (`CutNotification`), and with the request and payload they were given, not read
    * back: on the path of every small notification, each column returned is formatted by the server and parsed
@@ -99,11 +100,12 @@ export class NotificationsRepository {
     list: (NewNotification & { id: string })[],
     batches: RawBuilder<unknown> | null,
     audiences: RawBuilder<unknown> | null = null,
+    audit: RawBuilder<unknown> | null = null,
   ): Promise<CutNotification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertCut: a collapse_key needs insertOrCollapse');
     if (!list.length) return [];
     // rows of CUT_COLUMNS only, whatever insertRows' type says
-    const rows = await insertRows(db, list, sql``, { after: batches, returning: CUT_RETURNED, audiences });
+    const rows = await insertRows(db, list, sql``, { after: [batches, audit], returning: CUT_RETURNED, audiences });
     const byId = new Map(rows.map((n) => [n.id, n]));
     return list.map((n) => ({
       ...byId.get(n.id)!,
@@ -370,8 +372,8 @@ async function insertRows(
   list: NewNotification[],
   onConflict: RawBuilder<unknown>,
   also: {
-    /** a statement run as a part of this one, after the rows it may refer to */
-    after?: RawBuilder<unknown> | null;
+    /** statements run as parts of this one, after the rows they may refer to */
+    after?: (RawBuilder<unknown> | null)[];
     returning?: RawBuilder<unknown>;
     /** CTEs run first, ending with SPEC_AUDIENCES: the audiences the rows name by `audienceSpecKey` */
     audiences?: RawBuilder<unknown> | null;
@@ -412,9 +414,8 @@ async function insertRows(
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;
   // the others run as parts of this one (data-modifying CTEs): the audiences before, the batches after the rows
-  const parts = [also.before, also.audiences, sql`inserted as (${insert})`, also.after && sql`after_rows as (${also.after})`].filter(
-    (p) => !!p,
-  );
+  const after = (also.after ?? []).flatMap((statement, k) => (statement ? [sql`${sql.raw(`after_${k}`)} as (${statement})`] : []));
+  const parts = [also.before, also.audiences, sql`inserted as (${insert})`, ...after].filter((p) => !!p);
   const { rows } = await (parts.length > 1 ? sql<Notification>`with ${sql.join(parts)} select * from inserted` : insert).execute(db);
   return rows;
 }

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { requirePermission } from '../auth.js';
+import { actorOf, requirePermission } from '../auth.js';
 import { authErrors, bodyErrors, errorResponse } from '../schemas.js';
 import { quietHoursSchema } from '../../domain/quiet-hours.js';
 import { frequencyCapsSchema } from '../../domain/frequency-caps.js';
@@ -69,11 +69,15 @@ export function appSettingsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request) =>
-        ctx.services.apps.setLimits(request.principal.appId, {
-          defaultTimeZone: request.body.default_time_zone,
-          quietHours: request.body.quiet_hours,
-          frequencyCaps: request.body.frequency_caps,
-        }),
+        ctx.services.apps.setLimits(
+          request.principal.appId,
+          {
+            defaultTimeZone: request.body.default_time_zone,
+            quietHours: request.body.quiet_hours,
+            frequencyCaps: request.body.frequency_caps,
+          },
+          actorOf(request),
+        ),
     );
   };
 }

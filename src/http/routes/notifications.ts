@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import type { CutNotification } from '../../db/repositories/notifications.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
-import { requirePermission } from '../auth.js';
+import { actorOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
 import { authErrors, bodyErrors, createdNotificationRecord, errorResponse, idempotencyHeaders, notificationRecord } from '../schemas.js';
 import { createdNotificationResponse, notificationEventsResponse, notificationResponse } from '../serialize.js';
@@ -72,7 +72,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
         async (request, reply) =>
           answerOnce(request, reply, createdAnswer, (idempotency) =>
-            ctx.services.notifications.create(request.principal.appId, request.body, idempotency),
+            ctx.services.notifications.create(request.principal.appId, request.body, idempotency, actorOf(request)),
           ),
       );
     }
@@ -105,7 +105,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        return notificationResponse(await ctx.services.notifications.cancel(request.principal.appId, request.params.id));
+        return notificationResponse(await ctx.services.notifications.cancel(request.principal.appId, request.params.id, actorOf(request)));
       },
     );
 
@@ -125,7 +125,9 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request) =>
-        notificationResponse(await ctx.services.notifications.pickWinner(request.principal.appId, request.params.id, request.body.variant)),
+        notificationResponse(
+          await ctx.services.notifications.pickWinner(request.principal.appId, request.params.id, request.body.variant, actorOf(request)),
+        ),
     );
 
     app.get(

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { transactionalRequestSchema } from '../../domain/transactional-request.js';
-import { requirePermission } from '../auth.js';
+import { actorOf, requirePermission } from '../auth.js';
 import type { TransactionalResult } from '../../services/transactional.js';
 import { answerOnce } from '../idempotency.js';
 import { authErrors, bodyErrors, errorResponse, idempotencyHeaders } from '../schemas.js';
@@ -44,7 +44,7 @@ export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request, reply) =>
         answerOnce(request, reply, sentAnswer, (idempotency) =>
-          ctx.services.transactional.send(request.principal.appId, request.body, idempotency),
+          ctx.services.transactional.send(request.principal.appId, request.body, idempotency, actorOf(request)),
         ),
     );
   };

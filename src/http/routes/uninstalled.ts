@@ -1,15 +1,9 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { parseIsoDate } from '../../domain/date-math.js';
 import { requirePermission } from '../auth.js';
-import { authErrors, deviceRecord, devicePage, errorResponse } from '../schemas.js';
+import { authErrors, devicePage, deviceRecord, errorResponse, isoDateQuery } from '../schemas.js';
 import { uninstalledView } from '../serialize.js';
-
-const isoDate = z
-  .string()
-  .refine((s) => parseIsoDate(s) !== null, 'must be an ISO 8601 date')
-  .transform((s) => parseIsoDate(s)!);
 
 /** Devices whose token a gateway rejected, in cursor pages, oldest invalidation first. */
 export function uninstalledRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
@@ -23,8 +17,8 @@ export function uninstalledRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: 'Devices whose push token the gateways rejected (kept 60 days), in cursor pages',
           querystring: z.object({
             cursor: z.string().optional(),
-            from: isoDate.optional(),
-            to: isoDate.optional(),
+            from: isoDateQuery.optional(),
+            to: isoDateQuery.optional(),
             per: z.coerce.number().int().min(1).max(1000).default(100),
           }),
           response: {

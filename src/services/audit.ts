@@ -1,0 +1,77 @@
+import type { RawBuilder, Transaction } from 'kysely';
+import type { Db } from '../db/database.js';
+import { AuditRepository, type AuditRowAt, type AuditWindow } from '../db/repositories/audit.js';
+import type { Database } from '../db/schema.js';
+import type { Actor, AuditAction, AuditDetails, AuditEntry } from '../domain/audit.js';
+import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
+import { parseIsoDate } from '../domain/date-math.js';
+import { NotFoundError } from '../domain/errors.js';
+
+const audit = new AuditRepository();
+
+/**
+ * Records one change in the transaction that makes it, so a change rolled back leaves no row and one committed
+ * always has its row: `await recordAudit(trx, actor, appId, 'key.revoked', { key_id, role })`.
+ */
+export function recordAudit<A extends AuditAction>(
+  trx: Transaction<Database>,
+  actor: Actor,
+  appId: string,
+  action: A,
+  details: AuditDetails[A],
+): Promise<void> {
+  return audit.record(trx, [{ appId, action, actor, details } as AuditEntry]);
+}
+
+/** `recordAudit` of many entries as one statement to run inside the statement that makes the changes (a group's). */
+export function auditStatement(entries: AuditEntry[]): RawBuilder<unknown> | null {
+  return entries.length ? audit.insertStatement(entries) : null;
+}
+
+const LISTING = 'audit';
+/** The form a position's time is written in: one PostgreSQL reads back exactly (it has no year 0). */
+const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+/** Reads an app's audit log: `GET /v6/audit` and `pushd audit`. */
+export class AuditService {
+  constructor(
+    private readonly db: Db,
+    /** a replica while it keeps up: the log is a list, which need not see the caller's own writes */
+    private readonly readDb: Db = db,
+  ) {}
+
+  /**
+   * The app's rows in the window, newest first, in keyset pages. Every page has a cursor; an empty one keeps the
+   * position it was asked for. A cursor that does not decode is a 404, as an unknown one.
+   */
+  async page(
+    appId: string,
+    q: AuditWindow & { cursor?: string | undefined; per: number },
+  ): Promise<{ entries: AuditRowAt[]; cursor: string }> {
+    const after = q.cursor ? decodeAuditCursor(q.cursor) : null;
+    if (q.cursor && !after) throw new NotFoundError('cursor');
+    const entries = await audit.page(this.readDb, appId, { since: q.since, until: q.until, action: q.action, after, limit: q.per });
+    const last = entries.at(-1);
+    const position = last ? { at: last.position_at, id: last.id } : (after ?? { at: '9999-12-31T23:59:59.999999Z', id: LAST_ID });
+    return { entries, cursor: encodeCursor(LISTING, [position.at, position.id]) };
+  }
+
+  /** Every row of the app in the window, newest first (the command line's one document). */
+  async all(appId: string, q: AuditWindow): Promise<AuditRowAt[]> {
+    const rows: AuditRowAt[] = [];
+    for (let cursor: string | undefined; ;) {
+      const page = await this.page(appId, { ...q, cursor, per: 1000 });
+      rows.push(...page.entries);
+      if (page.entries.length < 1000) return rows;
+      cursor = page.cursor;
+    }
+  }
+}
+
+/** The position after every id, newest first: where the listing starts. */
+const LAST_ID = FIRST_ID.replaceAll('0', 'f');
+
+function decodeAuditCursor(cursor: string): { at: string; id: string } | null {
+  const [at, id] = decodeCursor(cursor, LISTING, 2) ?? [];
+  return at && POSITION_AT.test(at) && parseIsoDate(at) && id && isUuid(id) ? { at, id } : null;
+}
