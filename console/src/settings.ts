@@ -1,5 +1,6 @@
 import { ApiError } from './api.js';
 import { h, replace } from './dom.js';
+import { auditPanel } from './audit.js';
 import type { Page } from './page.js';
 
 export type CapWindow = 'minute' | 'hour' | 'day';
@@ -26,11 +27,13 @@ const WINDOWS: CapWindow[] = ['minute', 'hour', 'day'];
 
 /**
  * App settings: the frequency caps and quiet hours every notification goes under, and the default time zone; a
- * write key changes them (`PATCH /v6/app`), a read key sees them. The operator's pushes a minute is shown only.
+ * write key changes them (`PATCH /v6/app`), a read key sees them. The operator's pushes a minute is shown only. A
+ * write key also sees the app's audit log.
  */
 export const settingsPage: Page = async ({ api, key }, main) => {
   let now = await api.get<AppSettings>('/v6/app');
   const writable = key.role === 'write';
+  const audit = writable ? auditPanel(api) : null;
   const caps = (now.frequency_caps ?? []).map((c) => ({ ...c }));
   const errors = new Map<string, HTMLElement>();
   const errorSlot = (path: string) => {
@@ -103,6 +106,7 @@ export const settingsPage: Page = async ({ api, key }, main) => {
         default_time_zone: zone.value.trim() || null,
       });
       saved.textContent = ` saved: caps ${capsText(now.frequency_caps)}; quiet hours ${quietText(now.quiet_hours)}`;
+      await audit?.refresh();
     } catch (err) {
       const m = err instanceof ApiError && err.status === 400 ? /^([\w.[\]]+): (.*)$/.exec(err.message) : null;
       const slot = m && (errors.get(m[1]!) ?? errors.get(m[1]!.replace(/\.\w+$/, '')));
@@ -152,6 +156,14 @@ export const settingsPage: Page = async ({ api, key }, main) => {
     general,
     writable
       ? h('p', {}, save, saved)
-      : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it shows the settings but cannot change them.'),
+      : h(
+          'p',
+          { class: 'muted', id: 'read-only' },
+          'This is a read key: it shows the settings but cannot change them (nor read the audit log).',
+        ),
   );
+  if (audit) {
+    main.append(audit.panel);
+    await audit.refresh();
+  }
 };

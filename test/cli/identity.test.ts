@@ -2,7 +2,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { basic, useHarness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
-import { runCli, type CliResult } from './run-cli.js';
+import { oneDocument, runCli, type CliResult } from './run-cli.js';
 
 /**
  * `app create` turns identity verification on and prints the secret once; `app set-identity-verification` turns it
@@ -11,12 +11,7 @@ import { runCli, type CliResult } from './run-cli.js';
 const h = useHarness();
 const cli = (...args: string[]): Promise<CliResult> => runCli(args, { DATABASE_URL: h.databaseUrl });
 
-function json(r: CliResult): Record<string, unknown> {
-  expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
-  expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
-  return JSON.parse(r.stdout) as Record<string, unknown>;
-}
+const json = oneDocument;
 
 let created: { app: { id: string }; keys: { sdk: string }; identity_secret: string };
 const register = (device: Record<string, unknown>) =>

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
+import { expect } from 'vitest';
 
 export interface CliResult {
   code: number | null;
@@ -24,4 +25,12 @@ export function runCli(args: string[], env: Record<string, string | undefined>):
     child.on('error', reject);
     child.on('close', (code) => resolve({ code, stdout, stderr }));
   });
+}
+
+/** The one JSON document a command that succeeded printed, with nothing on stderr. */
+export function oneDocument(r: CliResult): Record<string, unknown> {
+  expect(r.stderr).toBe('');
+  expect(r.code).toBe(0);
+  expect(r.stdout.trimEnd().split('\n')).toHaveLength(1);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
 }

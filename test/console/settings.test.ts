@@ -6,7 +6,7 @@ import { haveChromium, loaded, openAt, signIn, startConsoleServer, type ConsoleS
 
 /**
  * App settings and their per-notification overrides in Chromium: the caps and quiet hours edited on the settings
- * page (a read key sees them, unchanged), compose sending without the app's quiet hours and caps, and a
+ * page (a read key sees them, unchanged), the change shown in the audit log below them (a write key's only), compose sending without the app's quiet hours and caps, and a
  * notification's page naming what the caps held back.
  */
 const ARTIFACTS = path.resolve('test-artifacts/console');
@@ -46,6 +46,15 @@ describe.skipIf(!haveChromium)('app settings in Chromium', () => {
     await page.click('#save-settings');
     await expect.poll(() => page.textContent('#settings-saved')).toContain('caps 1 a hour');
     expect(await page.textContent('[data-error="frequency_caps[0].limit"]')).toBe('');
+    // the audit log below shows the change first (the refused one made none), by this key, as the API has it
+    const latest = page.locator('#audit-rows tr').first();
+    await expect.poll(() => latest.getAttribute('data-action')).toBe('settings.changed');
+    const [recorded] = (await s.api('GET', '/v6/audit?action=settings.changed', s.keys.write)).json.entries;
+    expect(await latest.textContent()).toContain(`write key ${recorded.actor.key_id.slice(0, 8)}`);
+    expect(await latest.textContent()).toContain(recorded.client_address);
+    expect(await latest.textContent()).toContain('changed: default_time_zone, quiet_hours, frequency_caps');
+    expect(await page.locator('#audit-rows tr[data-action="settings.changed"]').count()).toBe(1);
+    expect(await page.textContent('#audit-rows tr[data-action="app.created"]')).toContain('command line');
     expect(await settings()).toMatchObject({
       frequency_caps: [{ limit: 1, window: 'hour' }],
       quiet_hours: { start: '21:30', end: '07:00', then: 'drop' },
@@ -64,6 +73,7 @@ describe.skipIf(!haveChromium)('app settings in Chromium', () => {
     expect(await reader.isDisabled('[data-cap="0"] [data-field="cap-limit"]')).toBe(true);
     expect(await reader.inputValue('#quiet-start')).toBe('21:30');
     expect(await reader.locator('#save-settings').count()).toBe(0);
+    expect(await reader.locator('#audit').count()).toBe(0);
     await reader.close();
   });
 
