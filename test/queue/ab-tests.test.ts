@@ -239,6 +239,11 @@ describe('A/B tests', () => {
     expect((await call('POST', `/v6/notifications/${id}/winner`, { variant: 1 })).json()).toEqual({
       error: 'notification: its winner was picked (variant 2); no winner can be picked',
     });
+    // the pick is in the audit log, by the write key; the refused one is not
+    const picks = (await call('GET', '/v6/audit?action=notification.winner_picked')).json().entries;
+    expect(picks.map((e: { details: unknown; actor: { role: string } }) => [e.details, e.actor.role])).toEqual([
+      [{ notification_id: id, variant: 2 }, 'write'],
+    ]);
     await waitFor(`notification ${id} to finish`, async () => ((await read(id)).state === 'sent' ? true : null));
     const sent = shown();
     expect(pushCount()).toBe(testShare + rest.length);
