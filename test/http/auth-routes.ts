@@ -80,6 +80,8 @@ export const AUTH_ROUTES: AuthRoute[] = [
   // the app's marketer settings (app-settings.ts)
   { method: 'GET', path: '/v6/app', permission: 'read', success: 200 },
   { method: 'PATCH', path: '/v6/app', permission: 'write', success: 200, body: () => ({ frequency_caps: [{ limit: 5, window: 'day' }] }) },
+  // the audit log: a write key's own app only (a read key may not see who changed what)
+  { method: 'GET', path: '/v6/audit', permission: 'write', success: 200 },
   { method: 'GET', path: '/v6/web-push/vapid-public-key', permission: 'device', success: 200 },
   { method: 'GET', path: '/v6/notifications', permission: 'read', success: 200 },
   {
