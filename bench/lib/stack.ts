@@ -2,9 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
+import { TEST_SECRETS_KEY, testKeyring } from '../../test/engines/secrets-key.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
 import type { GatewayEndpoints } from './mock-gateways.js';
 import { benchDatabase, freePort, PRODUCTION_NODE_ARGS, runBenchChild, startService, waitReady } from './setup.js';
@@ -71,6 +70,7 @@ export async function benchApp(
   const { app, keys, identitySecret } = await addApp(db, opts.gateways);
   const env = {
     DATABASE_URL: database.url,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     APNS_ORIGIN_PRODUCTION: opts.gateways.apnsOrigin,
     APNS_ORIGIN_SANDBOX: opts.gateways.apnsOrigin,
     FCM_ORIGIN: opts.gateways.fcmOrigin,
@@ -94,10 +94,10 @@ export async function benchApp(
 
 /** An app in a benchmark's database, its APNs and FCM credentials those `gateways` accept. */
 export async function addApp(db: DatabaseHandle, gateways: GatewayEndpoints, bundleId = BENCH_BUNDLE) {
-  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(bundleId);
-  const apps = new AppsRepository();
-  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(gateways.apnsCredentials) });
-  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(gateways.serviceAccount) });
+  const apps = new AppService(db.db, testKeyring());
+  const { app, keys, identity_secret: identitySecret } = await apps.createApp(bundleId);
+  await apps.setPushCredentials(app.id, 'apns', gateways.apnsCredentials);
+  await apps.setPushCredentials(app.id, 'fcm', gateways.serviceAccount);
   return { app, keys, identitySecret };
 }
 

@@ -6,6 +6,7 @@ import { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { Clock } from '../platform/clock.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
 import type { AppChanges } from '../db/app-changes.js';
 import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
@@ -49,6 +50,8 @@ export function createContext(
   gateways: GatewayProvider,
   metrics: Metrics,
   clock: Clock,
+  /** seals and opens the apps' credentials and identity secrets */
+  secrets: SecretsKeyring,
   /**
    * what sends in this process: the delivery store its sends record through (one for all, so their records share
    * statements), and the sender of the small audiences the API cuts (none: the queue delivers them)
@@ -108,7 +111,7 @@ export function createContext(
       new AbTestsRepository(),
       config.CONVERSION_WINDOW_HOURS,
     ),
-    apps: new AppService(db, appChanges),
+    apps: new AppService(db, secrets, appChanges),
     audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices, readDb),
     devices,
     notifications,
@@ -143,6 +146,7 @@ export function createContext(
       devices: devicesRepo,
       notifications: new NotificationsRepository(),
       apps: new AppsRepository(),
+      secrets,
       notificationService: notifications,
       idempotency,
       clock,

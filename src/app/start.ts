@@ -22,6 +22,7 @@ import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
+import type { Sealed, SecretColumn, SecretsKeyring } from '../domain/secrets.js';
 
 export type Server = Awaited<ReturnType<typeof buildServer>>;
 
@@ -123,7 +124,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const gateways = createGatewayProvider(
     gatewayRuntimeOptions(config, options, workers ? config.GATEWAY_THREADS : 0),
     log,
-    credentialsLookup(database.handle.db, appChanges),
+    credentialsLookup(database.handle.db, database.secrets.keyring, appChanges),
   );
   if (!workers) lifecycle.add('gateways', () => gateways.close());
   const clock = options.clock ?? systemClock;
@@ -166,6 +167,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     gateways,
     metrics,
     clock,
+    database.secrets.keyring,
     { store, direct },
     appChanges,
     database.replica?.db,
@@ -198,28 +200,34 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
 }
 
 /**
- * The gateways read an app's credentials as stored, for every batch: kept while the changes to them are followed,
- * so a change applies to the next batch. The reads of concurrent batches are one statement: those asked while one
- * runs go in the next, so each still sees what was stored when it asked.
+ * The gateways read an app's credentials as stored, for every batch: opened here and kept while the changes to them
+ * are followed, so a change applies to the next batch. The reads of concurrent batches are one statement: those asked
+ * while one runs go in the next, so each still sees what was stored when it asked.
  */
-function credentialsLookup(db: Db, changes: AppChanges): CredentialsLookup {
+function credentialsLookup(db: Db, secrets: SecretsKeyring, changes: AppChanges): CredentialsLookup {
+  const open = (sealed: Sealed | null, column: SecretColumn) => sealed && secrets.openJson(sealed, column);
   const apps = new AppsRepository();
   const reads = new GroupRunner<string, AppPushCredentials | null>(
     async (ids) => {
       const found = await apps.pushCredentialsOf(db, [...new Set(ids)]);
       return ids.map((id) => {
         const app = found.get(id);
-        const value = app
-          ? {
-              id: app.id,
-              bundleId: app.bundle_id,
-              apnsCredentials: app.apns_credentials,
-              fcmCredentials: app.fcm_credentials,
-              webPushCredentials: app.web_push_credentials,
-              hmsCredentials: app.hms_credentials,
-            }
-          : null;
-        return { status: 'fulfilled', value };
+        try {
+          const value = app
+            ? {
+                id: app.id,
+                bundleId: app.bundle_id,
+                apnsCredentials: open(app.apns_credentials, 'apns_credentials'),
+                fcmCredentials: open(app.fcm_credentials, 'fcm_credentials'),
+                webPushCredentials: open(app.web_push_credentials, 'web_push_credentials'),
+                hmsCredentials: open(app.hms_credentials, 'hms_credentials'),
+              }
+            : null;
+          return { status: 'fulfilled', value };
+        } catch (err) {
+          // a value this process cannot open (sealed under a key it was not given): no send, never one with garbage
+          return { status: 'rejected', reason: err };
+        }
       });
     },
     { maxInFlight: 1, maxGroup: 100 },

@@ -7,6 +7,7 @@ import type { PushPriority } from '../domain/delivery-options.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import type { Localized } from '../domain/localized.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
+import type { Sealed } from '../domain/secrets.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -21,11 +22,12 @@ export interface AppsTable {
   id: Generated<string>;
   bundle_id: string;
   name: string;
-  apns_credentials: Json<Record<string, unknown> | null> | null;
-  fcm_credentials: Json<Record<string, unknown> | null> | null;
-  web_push_credentials: Json<Record<string, unknown> | null> | null;
+  /** each credential a JSON document sealed under the secrets key (src/domain/secrets.ts, migration 046) */
+  apns_credentials: Sealed | null;
+  fcm_credentials: Sealed | null;
+  web_push_credentials: Sealed | null;
   /** the app's HMS app id and client secret (migration 026) */
-  hms_credentials: Json<Record<string, unknown> | null> | null;
+  hms_credentials: Sealed | null;
   created_at: Generated<Date>;
   default_time_zone: string | null;
   /** quiet hours of its notifications that name none (src/domain/quiet-hours.ts) */
@@ -35,7 +37,7 @@ export interface AppsTable {
   max_per_minute: number | null;
   pace_next_at: Date | null;
   /** the HMAC key of identity verification (migration 019); kept while it is off, so turning it on again keeps it */
-  identity_secret: string | null;
+  identity_secret: Sealed | null;
   /** whether sdk-key writes of user_id / user_email must carry its hash: on for apps created since 019 */
   identity_verification: Generated<boolean>;
 }

@@ -242,7 +242,7 @@ export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */
 export async function prepareFixture(h: Harness): Promise<Fixture> {
   const app = await h.createApp();
-  await new AppService(h.db.db).setWebPush(app.app.id, { subject: 'mailto:auth@example.com' });
+  await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:auth@example.com' });
   const send = async (url: string, payload: unknown, key: string) => {
     const res = await h.server.inject({
       method: 'POST',

@@ -268,6 +268,7 @@ describe('GET /ready when the database and queue store are unreachable', () => {
       { gatewayFor: async () => null, close: async () => undefined },
       h.ctx.metrics,
       systemClock,
+      h.secrets,
     );
     const server = await buildServer(ctx);
     try {
