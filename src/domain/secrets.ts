@@ -10,7 +10,13 @@ import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:
 export type Sealed = string & { readonly __sealed: unique symbol };
 
 /** The apps columns that hold secrets, each value sealed with its column's name as additional data. */
-export const SECRET_COLUMNS = ['apns_credentials', 'fcm_credentials', 'web_push_credentials', 'hms_credentials', 'identity_secret'] as const;
+export const SECRET_COLUMNS = [
+  'apns_credentials',
+  'fcm_credentials',
+  'web_push_credentials',
+  'hms_credentials',
+  'identity_secret',
+] as const;
 export type SecretColumn = (typeof SECRET_COLUMNS)[number];
 
 export const SECRETS_KEY_BYTES = 32;
@@ -48,16 +54,43 @@ export function sealedKeyId(value: string): string | undefined {
   return SEALED.exec(value)?.[1];
 }
 
-/** The keys a process holds: the current one seals, it and the previous ones open. */
-export class SecretsKeyring {
-  readonly currentId: string;
-  readonly #keys = new Map<string, Buffer>();
-  readonly #current: Buffer;
+/** How often at most a keyring reads its key files again, when a value names a key it does not hold. */
+const RELOAD_EVERY_MS = 1000;
 
-  constructor(current: Buffer, previous: Buffer[] = []) {
+/**
+ * The keys a process holds: the current one seals, it and the previous ones open. Keys given as files are read
+ * again (`reload`) before sealing and when a value names a key not held, so a running
+ * process takes up the key a rotation installed; it never forgets one it held.
+ */
+export class SecretsKeyring {
+  readonly #keys = new Map<string, Buffer>();
+  #current: Buffer;
+  #currentId: string;
+  #reloadedAt = 0;
+
+  constructor(
+    current: Buffer,
+    previous: Buffer[] = [],
+    private readonly reload?: () => { current?: Buffer | undefined; others: Buffer[] },
+  ) {
     this.#current = current;
-    this.currentId = keyIdOf(current);
+    this.#currentId = keyIdOf(current);
     for (const key of [current, ...previous]) this.#keys.set(keyIdOf(key), key);
+  }
+
+  get currentId(): string {
+    return this.#currentId;
+  }
+
+  private refresh(): void {
+    if (!this.reload || Date.now() - this.#reloadedAt < RELOAD_EVERY_MS) return;
+    this.#reloadedAt = Date.now();
+    const { current, others } = this.reload();
+    for (const key of others) this.#keys.set(keyIdOf(key), key);
+    if (!current) return;
+    this.#keys.set(keyIdOf(current), current);
+    this.#current = current;
+    this.#currentId = keyIdOf(current);
   }
 
   /** The ids of the keys that open values, the current one first. */
@@ -78,6 +111,7 @@ export class SecretsKeyring {
   }
 
   seal(plain: string, column: SecretColumn): Sealed {
+    this.refresh();
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.#current, iv);
     cipher.setAAD(additionalData(this.currentId, column));
@@ -91,8 +125,12 @@ export class SecretsKeyring {
     const parts = SEALED.exec(sealed);
     if (!parts) throw new SecretsKeyError(`${column}: the stored value is not sealed`);
     const [, keyId, iv, body, tag] = parts as unknown as [string, string, string, string, string];
+    if (!this.#keys.has(keyId)) this.refresh();
     const key = this.#keys.get(keyId);
-    if (!key) throw new SecretsKeyError(`${column}: sealed under key ${keyId}, which is not one of this process's keys (${this.keyIds.join(', ')})`);
+    if (!key)
+      throw new SecretsKeyError(
+        `${column}: sealed under key ${keyId}, which is not one of this process's keys (${this.keyIds.join(', ')})`,
+      );
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
       decipher.setAAD(additionalData(keyId, column));

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { chmod, link, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeSecretsKey, newSecretsKeyText, SecretsKeyring } from '../domain/secrets.js';
@@ -24,11 +25,14 @@ export function defaultKeyFiles(config: Config): { current: string; previous: st
  */
 export async function loadSecretsKeys(config: Config): Promise<SecretsKeySource> {
   const previous = config.SECRETS_KEY_PREVIOUS ? [decodeSecretsKey(config.SECRETS_KEY_PREVIOUS)!] : [];
-  if (config.SECRETS_KEY) return { keyring: new SecretsKeyring(decodeSecretsKey(config.SECRETS_KEY)!, previous), currentFrom: 'SECRETS_KEY', defaultFiles: null };
+  if (config.SECRETS_KEY)
+    return { keyring: new SecretsKeyring(decodeSecretsKey(config.SECRETS_KEY)!, previous), currentFrom: 'SECRETS_KEY', defaultFiles: null };
   if (config.SECRETS_KEY_FILE) {
     const key = await readKeyFile(config.SECRETS_KEY_FILE, 'SECRETS_KEY_FILE');
     if (!key) throw new ConfigError(`invalid configuration: SECRETS_KEY_FILE: cannot read a key from ${config.SECRETS_KEY_FILE}`);
-    return { keyring: new SecretsKeyring(key, previous), currentFrom: 'SECRETS_KEY_FILE', defaultFiles: null };
+    const file = config.SECRETS_KEY_FILE;
+    const reload = () => ({ current: keyInFile(file), others: [] });
+    return { keyring: new SecretsKeyring(key, previous, reload), currentFrom: 'SECRETS_KEY_FILE', defaultFiles: null };
   }
   if (config.DATABASE_URL)
     throw new ConfigError(
@@ -46,10 +50,22 @@ export async function loadSecretsKeys(config: Config): Promise<SecretsKeySource>
   }
   const before = await readKeyFile(files.previous, 'the previous key file');
   return {
-    keyring: new SecretsKeyring(current, [...previous, ...(before ? [before] : [])]),
+    keyring: new SecretsKeyring(current, [...previous, ...(before ? [before] : [])], () => ({
+      current: keyInFile(files.current),
+      others: [keyInFile(files.previous)].filter((key) => key !== undefined),
+    })),
     currentFrom: `the key file ${files.current}`,
     defaultFiles: files,
   };
+}
+
+/** The key a file holds now; undefined when it is missing or unreadable at this moment (what is held stays). */
+function keyInFile(file: string): Buffer | undefined {
+  try {
+    return decodeSecretsKey(readFileSync(file, 'utf8'));
+  } catch {
+    return undefined;
+  }
 }
 
 /** The key a file holds; undefined when there is no such file. A file that holds something else is an error. */

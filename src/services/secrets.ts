@@ -1,6 +1,15 @@
 import type { Db } from '../db/database.js';
 import { AppsRepository, type StoredSecrets } from '../db/repositories/apps.js';
-import { isSealed, keyIdOf, SECRET_COLUMNS, SecretsKeyError, sealedKeyId, type Sealed, type SecretColumn, type SecretsKeyring } from '../domain/secrets.js';
+import {
+  isSealed,
+  keyIdOf,
+  SECRET_COLUMNS,
+  SecretsKeyError,
+  sealedKeyId,
+  type Sealed,
+  type SecretColumn,
+  type SecretsKeyring,
+} from '../domain/secrets.js';
 import { ConfigError } from '../platform/config.js';
 
 /** What a start found: the plain values it sealed (a database from before migration 046), and the values it checked. */
