@@ -40,7 +40,11 @@ async function main() {
   const mock = await BenchWebPushMock.start({ pool, applicationServerKey: vapid.publicKey, verifyEvery });
   const stack = await benchStack('bench_web_push', { queue, redisUrl });
   const { db, app, keys } = stack;
-  await new AppService(db.db, testKeyring()).setWebPush(app.id, { subject: SUBJECT, publicKey: vapid.publicKey, privateKey: vapid.privateKey });
+  await new AppService(db.db, testKeyring()).setWebPush(app.id, {
+    subject: SUBJECT,
+    publicKey: vapid.publicKey,
+    privateKey: vapid.privateKey,
+  });
   const t = Date.now();
   await sql`
     insert into devices (app_id, platform, token, web_push_p256dh, web_push_auth)

@@ -55,7 +55,10 @@ export class AppService {
           const key = found.get(h.toString('hex'));
           const secret = key?.identity_secret;
           try {
-            return { status: 'fulfilled', value: key && { ...key, identity_secret: secret ? this.secrets.open(secret, 'identity_secret') : null } };
+            return {
+              status: 'fulfilled',
+              value: key && { ...key, identity_secret: secret ? this.secrets.open(secret, 'identity_secret') : null },
+            };
           } catch (err) {
             return { status: 'rejected', reason: err };
           }
@@ -181,8 +184,7 @@ export class AppService {
         ? generateVapidCredentials(given.subject)
         : parseVapidCredentials({ subject: given.subject, public_key: given.publicKey, private_key: given.privateKey });
     const sealed = this.secrets.seal(JSON.stringify(credentials), 'web_push_credentials');
-    if (!(await this.apps.setCredentials(this.db, appId, 'web_push', sealed).catch(() => false)))
-      throw new NotFoundError('app');
+    if (!(await this.apps.setCredentials(this.db, appId, 'web_push', sealed).catch(() => false))) throw new NotFoundError('app');
     this.changes?.changed();
     return { subject: credentials.subject, public_key: credentials.public_key };
   }

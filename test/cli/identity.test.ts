@@ -99,7 +99,11 @@ describe('app set-identity-verification', () => {
     const id = await appBefore019('com.example.identity-bare');
     const r = json(await cli('app', 'set-identity-verification', '--app', id, '--on'));
     expect(r).toEqual({ app_id: id, identity_verification: true, identity_secret: hex64 });
-    const { identity_secret: sealed } = await h.db.db.selectFrom('apps').select('identity_secret').where('id', '=', id).executeTakeFirstOrThrow();
+    const { identity_secret: sealed } = await h.db.db
+      .selectFrom('apps')
+      .select('identity_secret')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
     expect(h.secrets.open(sealed!, 'identity_secret')).toBe(r.identity_secret);
   });
 

@@ -166,12 +166,7 @@ export class AppsRepository {
     return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }
 
-  async setCredentials(
-    db: Db,
-    id: string,
-    platform: keyof typeof CREDENTIAL_COLUMNS,
-    credentials: Sealed,
-  ): Promise<boolean> {
+  async setCredentials(db: Db, id: string, platform: keyof typeof CREDENTIAL_COLUMNS, credentials: Sealed): Promise<boolean> {
     const column = CREDENTIAL_COLUMNS[platform];
     const r = await db
       .updateTable('apps')
