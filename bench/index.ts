@@ -13,6 +13,7 @@ const BENCHES = [
   'hms',
   'live-activity',
   'local-time',
+  'outside',
   'scale',
   'stats',
   'unicast',
