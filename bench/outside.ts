@@ -19,7 +19,8 @@ import { registerThroughApi } from './lib/device-fill.js';
 import { LoadClients, type Answers } from './lib/load-clients.js';
 import { mocksHere, waitReceived } from './lib/mock-gateways.js';
 import { pgbenchTps } from './lib/pgbench.js';
-import { arg, median, percentile, printRows } from './lib/setup.js';
+import { sql } from 'kysely';
+import { arg, cpuMs, median, parentPid, percentile, printRows, serverCpuMs } from './lib/setup.js';
 import { bareBroadcast, BENCH_BUNDLE, benchApp, notificationPoster, startServices, waitFinished } from './lib/stack.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -47,16 +48,31 @@ interface Phase {
   p50: number;
   p99: number;
   refused: number;
+  /** CPU ms per request: the service's process, the PostgreSQL server's, the clients' process */
+  cpu: [number, number, number];
 }
 
-function phase(name: string, answers: Answers, expected: number): Phase {
+/** Where each phase's CPU goes: the processes that take a turn on the 2 cores while the clients post. */
+interface CpuMeters {
+  service: number;
+  postmaster: number;
+  clients: number;
+}
+
+async function phase(name: string, meters: CpuMeters, expected: number, run: () => Promise<Answers>): Promise<Phase> {
+  const read = () => [cpuMs(meters.service), serverCpuMs(meters.postmaster), cpuMs(meters.clients)];
+  const before = read();
+  const answers = await run();
+  const after = read();
   const latencies = Array.from(answers.latencies).sort((a, b) => a - b);
+  const n = latencies.length;
   return {
     name,
-    perSec: latencies.length / ((answers.endedAt - answers.startedAt) / 1000),
+    perSec: n / ((answers.endedAt - answers.startedAt) / 1000),
     p50: percentile(latencies, 50),
     p99: percentile(latencies, 99),
     refused: answers.statuses.filter((s) => s !== expected).length,
+    cpu: [0, 1, 2].map((i) => (after[i]! - before[i]!) / n) as [number, number, number],
   };
 }
 
@@ -83,11 +99,13 @@ async function main() {
     path: '/v6/transactional/notifications',
     body: { to: { field: 'user_id', value: row.user_id }, group: 'order-shipped', notification: { payload: PAYLOAD } },
   });
+  const backend = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db.db)).rows[0]!.pid;
+  const meters = { service: services.api.pid!, postmaster: parentPid(backend), clients: load.pid! };
   const phases: Phase[] = [];
-  phases.push(phase('one-device, warm-up', await load.post(rows.slice(0, warmup).map(toDevice)), 201));
-  phases.push(phase('one-device', await load.post(rows.slice(warmup, warmup + unicast).map(toDevice)), 201));
   const tx = rows.slice(warmup + unicast, warmup + unicast + transactional);
-  phases.push(phase('transactional', await load.post(tx.map(toUser)), 200));
+  phases.push(await phase('one-device, warm-up', meters, 201, () => load.post(rows.slice(0, warmup).map(toDevice))));
+  phases.push(await phase('one-device', meters, 201, () => load.post(rows.slice(warmup, warmup + unicast).map(toDevice))));
+  phases.push(await phase('transactional', meters, 200, () => load.post(tx.map(toUser))));
   await waitReceived(gateways, warmup + unicast + transactional, 120_000);
   await load.close();
 
@@ -142,7 +160,7 @@ async function main() {
       `in the broadcasts; bare client ${bareConnections} connection(s) x 1,000 streams per gateway; pgbench -N ${tps} tps\n`,
   );
   printRows(
-    ['phase', 'req/s', '× pgbench -N', 'p50 ms', 'p99 ms', 'refused'],
+    ['phase', 'req/s', '× pgbench -N', 'p50 ms', 'p99 ms', 'refused', 'CPU ms/request: service, PostgreSQL, clients', 'cores busy'],
     phases.map((p) => [
       p.name,
       p.perSec.toFixed(0),
@@ -150,6 +168,8 @@ async function main() {
       p.p50.toFixed(1),
       p.p99.toFixed(1),
       String(p.refused),
+      p.cpu.map((ms) => ms.toFixed(2)).join(', '),
+      ((p.cpu.reduce((a, b) => a + b, 0) * p.perSec) / 1000).toFixed(2),
     ]),
   );
   console.log('');
