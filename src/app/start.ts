@@ -157,20 +157,20 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
   });
   lifecycle.add('apns channels', () => channels.close());
-  const ctx = createContext(
+  const ctx = createContext({
     config,
     log,
-    database.handle.db,
+    db: database.handle.db,
     queues,
-    pipeline.scheduler,
+    scheduler: pipeline.scheduler,
     gateways,
     metrics,
     clock,
-    { store, direct },
+    sending: { store, direct },
     appChanges,
-    database.replica?.db,
+    readDb: database.replica?.db,
     channels,
-  );
+  });
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
