@@ -129,7 +129,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const clock = options.clock ?? systemClock;
   // the apps' frequency caps, read by every batch: kept while their changes are followed
   const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics, frequencyCaps });
+  const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
