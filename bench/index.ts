@@ -9,6 +9,7 @@ const BENCHES = [
   'audience-count',
   'cluster',
   'fanout',
+  'failover',
   'faults',
   'hms',
   'live-activity',
