@@ -130,7 +130,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const clock = options.clock ?? systemClock;
   // the apps' frequency caps, read by every batch: kept while their changes are followed
   const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics, frequencyCaps });
+  const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
@@ -158,21 +158,21 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
   });
   lifecycle.add('apns channels', () => channels.close());
-  const ctx = createContext(
+  const ctx = createContext({
     config,
     log,
-    database.handle.db,
+    db: database.handle.db,
     queues,
-    pipeline.scheduler,
+    scheduler: pipeline.scheduler,
     gateways,
     metrics,
     clock,
-    database.secrets.keyring,
-    { store, direct },
+    secrets: database.secrets.keyring,
+    sending: { store, direct },
     appChanges,
-    database.replica?.db,
+    readDb: database.replica?.db,
     channels,
-  );
+  });
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
