@@ -38,6 +38,10 @@ import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { DirectDelivery } from '../queue/direct-delivery.js';
 import { retryPolicyOf } from '../queue/retry.js';
+import { JourneysRepository } from '../db/repositories/journeys.js';
+import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import { JourneyService } from '../services/journeys.js';
+import { JourneyEngine } from '../services/journey-engine.js';
 
 /** Wires the services the API serves from, once at start-up; each gets the handle and the repositories it needs. */
 export function createContext(
@@ -85,6 +89,32 @@ export function createContext(
     appChanges,
     readDb,
   );
+  const messages = new MessageService(
+    db,
+    messagesRepo,
+    devicesRepo,
+    new NotificationsRepository(),
+    notifications,
+    clock,
+    idempotency,
+    config.MESSAGE_RETENTION_DAYS,
+    readDb,
+  );
+  const journeysRepo = new JourneysRepository();
+  const entrantsRepo = new JourneyEntrantsRepository();
+  const journeys = new JourneyService({ db, readDb, journeys: journeysRepo, entrants: entrantsRepo, devices: devicesRepo, clock });
+  const journeyEngine = new JourneyEngine({
+    db,
+    journeys: journeysRepo,
+    entrants: entrantsRepo,
+    devices: devicesRepo,
+    apps: new AppsRepository(),
+    notifications,
+    messages,
+    clock,
+    log,
+    batchSize: config.JOURNEY_BATCH_SIZE,
+  });
   const conversions = new ConversionsRepository();
   const devices = new DeviceService(
     db,
@@ -96,6 +126,7 @@ export function createContext(
     config.CONVERSION_WINDOW_HOURS,
     new UninstalledRepository(),
     config.WEB_PUSH_ALLOWED_ORIGINS,
+    journeys,
   );
   const services = {
     activity: new ActivityService(
@@ -125,18 +156,10 @@ export function createContext(
       },
     ),
     stats: new StatsService(db, new StatsRepository(), readDb),
-    messages: new MessageService(
-      db,
-      messagesRepo,
-      devicesRepo,
-      new NotificationsRepository(),
-      notifications,
-      clock,
-      idempotency,
-      config.MESSAGE_RETENTION_DAYS,
-      readDb,
-    ),
+    messages,
     messageStreams: new MessageStreamService(db, messagesRepo, devicesRepo, clock, idempotency),
+    journeys,
+    journeyEngine,
     liveActivities: new LiveActivityService({
       db,
       liveActivities: new LiveActivitiesRepository(),

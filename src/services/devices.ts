@@ -36,6 +36,17 @@ export interface DeviceDetails {
   events: DeviceEventRow[];
 }
 
+/** What recording events does to journeys (src/services/journeys.ts), in the events' transaction. */
+export interface JourneyEvents {
+  onEvents(
+    trx: Transaction<Database>,
+    appId: string,
+    devices: Device[],
+    userId: string | null,
+    events: readonly { source: string; name: string }[],
+  ): Promise<void>;
+}
+
 /** Who is calling: the key's role decides the event source, whether the IP is the phone's, and what it must prove. */
 export interface Caller {
   role: KeyRole;
@@ -74,6 +85,8 @@ export class DeviceService {
     private readonly uninstalled: UninstalledRepository,
     /** WEB_PUSH_ALLOWED_ORIGINS: where a web subscription may point beside the push services */
     private readonly webPushOrigins: readonly string[] = [],
+    /** the journeys events enter, wake and convert entrants of, in the events' transaction (none: no journeys) */
+    private readonly journeys: JourneyEvents | null = null,
   ) {}
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -226,7 +239,7 @@ export class DeviceService {
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      await this.lockLive(trx, appId, id, 'share');
+      const device = await this.lockLive(trx, appId, id, 'share');
       await this.events.record(
         trx,
         appId,
@@ -234,6 +247,7 @@ export class DeviceService {
         LIMITS.distinctEvents,
       );
       await this.attributeConversions(trx, [id], events);
+      await this.journeys?.onEvents(trx, appId, [device], null, events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
@@ -295,6 +309,7 @@ export class DeviceService {
         devices.map((d) => d.id),
         events,
       );
+      await this.journeys?.onEvents(trx, appId, devices, userId, events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
