@@ -47,3 +47,14 @@ export function mayReEnter(reEntry: JourneyDefinition['re_entry'], last: { enter
   if (reEntry === 'after_exit') return true;
   return now.getTime() - last.enteredAt.getTime() >= parseJourneyDuration(reEntry.after)!;
 }
+
+/**
+ * Where an entrant starts: a first step that is a delay of a fixed duration starts waiting at once (what the step
+ * would do when run); any other is due now, for the engine to run.
+ */
+export function firstStep(definition: JourneyDefinition, now: Date): { stepId: string; phase: 'arrived' | 'waiting'; dueAt: Date } {
+  const step = definition.steps[0]!;
+  if (step.type === 'delay' && step.duration !== undefined)
+    return { stepId: step.id, phase: 'waiting', dueAt: new Date(now.getTime() + parseJourneyDuration(step.duration)!) };
+  return { stepId: step.id, phase: 'arrived', dueAt: now };
+}

@@ -7,10 +7,18 @@ import { END, type JourneyDefinition } from '../domain/journey.js';
  * `entered` and `waiting` there, and leaving takes it off `waiting` and adds it to how it left.
  */
 export class Counts {
-  private readonly deltas: CountDelta[] = [];
+  /** `journeyId`: the journey counted; `of` counts another into the same statement. */
+  constructor(
+    private readonly journeyId: string,
+    private readonly deltas: CountDelta[] = [],
+  ) {}
+
+  of(journeyId: string): Counts {
+    return new Counts(journeyId, this.deltas);
+  }
 
   add(step: string, counter: StepCounter, n: number): void {
-    this.deltas.push({ step, counter, n });
+    this.deltas.push({ journeyId: this.journeyId, step, counter, n });
   }
 
   arrive(step: string, n = 1): void {
@@ -30,8 +38,8 @@ export class Counts {
     this.arrive(to);
   }
 
-  write(db: Db, journeys: JourneysRepository, journeyId: string): Promise<void> {
-    return journeys.bump(db, journeyId, this.deltas);
+  write(db: Db, journeys: JourneysRepository): Promise<void> {
+    return journeys.bump(db, this.deltas);
   }
 }
 

@@ -91,7 +91,7 @@ export class JourneyEngine {
   ): Promise<{ n: number; created: CreatedNotification[] }> {
     const due = await this.deps.entrants.lockDue(trx, group, now, this.deps.batchSize);
     if (due.length === 0) return { n: 0, created: [] };
-    const counts = new Counts();
+    const counts = new Counts(group.journey_id);
     const step = stepOf(definition, group.step_id);
     let result: StepResult;
     if (!step || failed)
@@ -103,7 +103,7 @@ export class JourneyEngine {
     const moved = await this.deps.entrants.advance(trx, result.moves);
     // the rows were locked: a move that did not apply means another transition ran, and this one must not commit
     if (moved.size !== result.moves.length) throw new Error(`journey ${group.journey_id}: entrants moved under a lock`);
-    await counts.write(trx, this.deps.journeys, group.journey_id);
+    await counts.write(trx, this.deps.journeys);
     return { n: due.length, created: result.created };
   }
 

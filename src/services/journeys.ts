@@ -2,11 +2,11 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, StepCounts } from '../db/repositories/journeys.js';
-import type { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type { JourneyEntrantsRepository, NewEntrant } from '../db/repositories/journey-entrants.js';
 import type { Database, Device, Journey } from '../db/schema.js';
 import { ConflictError, NotFoundError } from '../domain/errors.js';
 import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
-import { mayReEnter } from '../domain/journey-run.js';
+import { firstStep, mayReEnter } from '../domain/journey-run.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
 
@@ -108,10 +108,10 @@ export class JourneyService {
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'archived');
       await this.deps.journeys.setState(trx, journey.id, 'archived');
-      const counts = new Counts();
+      const counts = new Counts(journey.id);
       for (const left of await this.deps.entrants.exitAll(trx, journey.id, this.deps.clock.now()))
         counts.leave(left.step_id, 'exited', left.n);
-      await counts.write(trx, this.deps.journeys, journey.id);
+      await counts.write(trx, this.deps.journeys);
     });
     return this.get(appId, id);
   }
@@ -125,10 +125,10 @@ export class JourneyService {
         throw new ConflictError(`journey: it is entered by the event "${journey.trigger_event}", not through the API`);
       if (journey.state === 'archived') throw new ConflictError('journey: it is archived');
       const { devices, key } = await this.entrantOf(trx, appId, who);
-      const counts = new Counts();
-      const outcome = journey.state === 'paused' ? 'paused' : await this.tryEnter(trx, journey, key, devices, counts);
+      const counts = new Counts(journey.id);
+      const outcome = journey.state === 'paused' ? 'paused' : (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
       if (outcome === 'paused') counts.add('', 'skipped', 1);
-      await counts.write(trx, this.deps.journeys, journey.id);
+      await counts.write(trx, this.deps.journeys);
       return outcome;
     });
   }
@@ -152,73 +152,102 @@ export class JourneyService {
     const owner = userId ?? devices[0]?.user_id ?? null;
     const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
     const active = journeys.filter((j) => j.state === 'active');
-    const counts = new Map(journeys.map((j) => [j.id, new Counts()]));
+    const counts = new Counts('');
+    // only journeys that wait for or exit on one of the events can have entrants it wakes or converts
+    const waking = active.filter((j) => j.listens.some((e) => keys.includes(e)));
     const exits: { journeyId: string; version: number }[] = [];
-    for (const j of active)
+    for (const j of waking)
       for (let version = 1; version <= j.version; version++) {
         const definition = await this.versions.get(trx, j.id, version);
         if (definition.exit_on.some((e) => keys.includes(e))) exits.push({ journeyId: j.id, version });
       }
     for (const left of await this.deps.entrants.convert(trx, appId, key, exits, now)) {
-      counts.get(left.journey_id)!.leave(left.step_id, 'converted', left.n);
-      counts.get(left.journey_id)!.add('', 'converted', left.n);
+      counts.of(left.journey_id).leave(left.step_id, 'converted', left.n);
+      counts.of(left.journey_id).add('', 'converted', left.n);
     }
     const woken = await this.deps.entrants.wake(
       trx,
       appId,
       key,
-      active.map((j) => j.id),
+      waking.map((j) => j.id),
       keys,
       now,
     );
-    for (const w of woken) counts.get(w.journey_id)!.move(w.left_step, w.arrived_step);
-    for (const j of journeys) {
-      if (j.trigger_event === null || !keys.includes(j.trigger_event)) continue;
-      if (j.state === 'paused') counts.get(j.id)!.add('', 'skipped', 1);
-      else await this.tryEnter(trx, j, key, devices, counts.get(j.id)!);
-    }
-    for (const [journeyId, c] of counts) await c.write(trx, this.deps.journeys, journeyId);
+    for (const w of woken) counts.of(w.journey_id).move(w.left_step, w.arrived_step);
+    const triggered = journeys.filter((j) => j.trigger_event !== null && keys.includes(j.trigger_event));
+    for (const j of triggered) if (j.state === 'paused') counts.of(j.id).add('', 'skipped', 1);
+    await this.enter(
+      trx,
+      triggered.filter((j) => j.state === 'active'),
+      key,
+      devices,
+      counts,
+    );
+    await counts.write(trx, this.deps.journeys);
   }
 
-  /** Enters the entrant at the journey's first step when its re-entry rule and entry filters allow. */
-  private async tryEnter(trx: Transaction<Database>, j: Journey, key: string, devices: Device[], counts: Counts): Promise<EntryOutcome> {
+  /**
+   * Enters the entrant into each journey (at its first step) whose re-entry rule and entry filters let it: a few
+   * statements for all of them, whatever their number.
+   */
+  private async enter(
+    trx: Transaction<Database>,
+    journeys: Journey[],
+    key: string,
+    devices: Device[],
+    counts: Counts,
+  ): Promise<Map<string, EntryOutcome>> {
+    const outcomes = new Map<string, EntryOutcome>();
+    if (journeys.length === 0) return outcomes;
     const { entrants } = this.deps;
     const now = this.deps.clock.now();
-    await entrants.lockEntrant(trx, j.id, key);
-    const last = await entrants.lastEntry(trx, j.app_id, j.id, key);
-    if (!mayReEnter(j.definition.re_entry, last ? { enteredAt: last.entered_at, left: last.left } : null, now)) {
-      counts.add('', 'skipped', 1);
-      return 'not_re_entered';
+    const appId = journeys[0]!.app_id;
+    const ids = journeys.map((j) => j.id);
+    await entrants.lockEntrant(trx, ids, key);
+    const last = await entrants.lastEntries(trx, appId, ids, key);
+    const rows: NewEntrant[] = [];
+    for (const j of journeys) {
+      const c = counts.of(j.id);
+      if (!mayReEnter(j.definition.re_entry, last.get(j.id) ?? null, now)) {
+        c.add('', 'skipped', 1);
+        outcomes.set(j.id, 'not_re_entered');
+        continue;
+      }
+      const device = await this.entryDevice(trx, j, devices, now);
+      if (!device) {
+        c.add('', 'filtered', 1);
+        outcomes.set(j.id, 'filtered');
+        continue;
+      }
+      rows.push({
+        ...firstStep(j.definition, now),
+        journeyId: j.id,
+        version: j.version,
+        appId,
+        entrantKey: key,
+        deviceId: device.id,
+        enteredAt: now,
+      });
+      c.add('', 'entered', 1);
+      c.arrive(j.definition.steps[0]!.id);
+      outcomes.set(j.id, 'entered');
     }
-    let device = devices[0];
+    await entrants.enter(trx, rows);
+    return outcomes;
+  }
+
+  /** The device the entrant enters with: the first of its devices the entry filters match (none: it does not enter). */
+  private async entryDevice(trx: Transaction<Database>, j: Journey, devices: Device[], now: Date): Promise<Device | undefined> {
     const filters = j.definition.entry_filters;
-    if (filters?.length) {
-      const matching = await this.deps.devices.matchingIds(
-        trx,
-        j.app_id,
-        devices.map((d) => d.id),
-        filters,
-        now,
-      );
-      device = devices.find((d) => matching.has(d.id));
-    }
-    if (!device) {
-      counts.add('', 'filtered', 1);
-      return 'filtered';
-    }
-    const first = j.definition.steps[0]!.id;
-    await entrants.enter(trx, {
-      journeyId: j.id,
-      version: j.version,
-      appId: j.app_id,
-      entrantKey: key,
-      deviceId: device.id,
-      stepId: first,
+    if (!filters?.length) return devices[0];
+    const matching = await this.deps.devices.matchingIds(
+      trx,
+      j.app_id,
+      devices.map((d) => d.id),
+      filters,
       now,
-    });
-    counts.add('', 'entered', 1);
-    counts.arrive(first);
-    return 'entered';
+    );
+    return devices.find((d) => matching.has(d.id));
   }
 
   private async entrantOf(trx: Transaction<Database>, appId: string, who: ApiEntrant): Promise<{ devices: Device[]; key: string }> {

@@ -2,6 +2,19 @@ import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
 
+/** An entrant entering a journey version at its first step. */
+export interface NewEntrant {
+  journeyId: string;
+  version: number;
+  appId: string;
+  entrantKey: string;
+  deviceId: string;
+  stepId: string;
+  phase: 'arrived' | 'waiting';
+  dueAt: Date;
+  enteredAt: Date;
+}
+
 /** Entrants of one journey version at one step and phase: what the poller runs together. */
 export interface DueGroup {
   journey_id: string;
@@ -40,47 +53,53 @@ export interface LeftAt {
 /** The entrants of journeys: entering, the due poll, transitions, exits. All SQL of journey_entrants. */
 export class JourneyEntrantsRepository {
   /**
-   * Serializes entries of one entrant into one journey until the commit: the table is partitioned by the day an
-   * entrant entered, so no unique index can say one entrant is inside at most once.
+   * Serializes entries of one entrant into these journeys until the commit (in a fixed order: no deadlock): the table
+   * is partitioned by the day an entrant entered, so no unique index can say one entrant is inside at most once.
    */
-  async lockEntrant(trx: Transaction<Database>, journeyId: string, entrantKey: string): Promise<void> {
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`journey:${journeyId}:${entrantKey}`}, 0))`.execute(trx);
+  async lockEntrant(trx: Transaction<Database>, journeyIds: string[], entrantKey: string): Promise<void> {
+    await sql`
+      select pg_advisory_xact_lock(k)
+      from (select hashtextextended('journey:' || j || ':' || ${entrantKey}, 0) as k from unnest(${journeyIds}::text[]) as j order by 1) s
+    `.execute(trx);
   }
 
-  /** The entrant's last entry into the journey, if any: when, and whether it has left. */
-  async lastEntry(db: Db, appId: string, journeyId: string, entrantKey: string): Promise<{ entered_at: Date; left: boolean } | undefined> {
-    const row = await db
-      .selectFrom('journey_entrants')
-      .select(['entered_at', 'outcome'])
-      .where('app_id', '=', appId)
-      .where('entrant_key', '=', entrantKey)
-      .where('journey_id', '=', journeyId)
-      .orderBy('entered_at', 'desc')
-      .limit(1)
-      .executeTakeFirst();
-    return row && { entered_at: row.entered_at, left: row.outcome !== null };
-  }
-
-  async enter(
+  /** The entrant's last entry into each of the journeys it entered: when, and whether it has left. */
+  async lastEntries(
     db: Db,
-    e: { journeyId: string; version: number; appId: string; entrantKey: string; deviceId: string; stepId: string; now: Date },
-  ): Promise<void> {
+    appId: string,
+    journeyIds: string[],
+    entrantKey: string,
+  ): Promise<Map<string, { enteredAt: Date; left: boolean }>> {
+    const { rows } = await sql<{ journey_id: string; entered_at: Date; outcome: string | null }>`
+      select distinct on (journey_id) journey_id, entered_at, outcome
+      from journey_entrants
+      where app_id = ${appId} and entrant_key = ${entrantKey} and journey_id = any(${journeyIds}::uuid[])
+      order by journey_id, entered_at desc
+    `.execute(db);
+    return new Map(rows.map((r) => [r.journey_id, { enteredAt: r.entered_at, left: r.outcome !== null }]));
+  }
+
+  /** Enters the entrant into journeys at once: each at its first step, due then (or waiting from then). */
+  async enter(db: Db, rows: NewEntrant[]): Promise<void> {
+    if (rows.length === 0) return;
     await db
       .insertInto('journey_entrants')
-      .values({
-        journey_id: e.journeyId,
-        version: e.version,
-        app_id: e.appId,
-        entrant_key: e.entrantKey,
-        device_id: e.deviceId,
-        step_id: e.stepId,
-        phase: 'arrived',
-        due_at: e.now,
-        outcome: null,
-        wait_event: null,
-        on_event: null,
-        entered_at: e.now,
-      })
+      .values(
+        rows.map((e) => ({
+          journey_id: e.journeyId,
+          version: e.version,
+          app_id: e.appId,
+          entrant_key: e.entrantKey,
+          device_id: e.deviceId,
+          step_id: e.stepId,
+          phase: e.phase,
+          due_at: e.dueAt,
+          outcome: null,
+          wait_event: null,
+          on_event: null,
+          entered_at: e.enteredAt,
+        })),
+      )
       .execute();
   }
 
@@ -175,7 +194,9 @@ export class JourneyEntrantsRepository {
                   ${col((m) => m.dueAt?.toISOString() ?? null)}::timestamptz[], ${col((m) => m.waitEvent)}::text[],
                   ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[])
         as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome)
-      where e.id = t.id and e.entered_at = t.entered_at and e.seq = t.seq
+      -- the partition key as read back to the millisecond (JavaScript's precision); the id names the row
+      where e.id = t.id and e.entered_at >= t.entered_at and e.entered_at < t.entered_at + interval '1 millisecond'
+        and e.seq = t.seq
       returning e.id
     `.execute(db);
     return new Set(rows.map((r) => r.id));

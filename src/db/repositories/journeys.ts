@@ -8,8 +8,9 @@ import { isUuid } from '../../domain/cursor.js';
 export const STEP_COUNTERS = ['entered', 'waiting', 'passed', 'sent', 'failed', 'converted', 'exited', 'skipped', 'filtered'] as const;
 export type StepCounter = (typeof STEP_COUNTERS)[number];
 export type StepCounts = Record<StepCounter, number>;
-/** A change to a step's counter: `n` added to `counter` of `step` ('' the trigger). */
+/** A change to a step's counter: `n` added to `counter` of a journey's `step` ('' the trigger). */
 export interface CountDelta {
+  journeyId: string;
   step: string;
   counter: StepCounter;
   n: number;
@@ -142,24 +143,32 @@ export class JourneysRepository {
     return out;
   }
 
-  /** Adds the deltas to one shard of each step's counters, in one statement (steps in a fixed order: no deadlock). */
-  async bump(db: Db, journeyId: string, deltas: CountDelta[]): Promise<void> {
-    const byStep = new Map<string, StepCounts>();
+  /**
+   * Adds the deltas to one shard of each journey step's counters, in one statement (rows in a fixed order: no
+   * deadlock between two writers).
+   */
+  async bump(db: Db, deltas: CountDelta[]): Promise<void> {
+    const byStep = new Map<string, { journeyId: string; step: string; counts: StepCounts }>();
     for (const d of deltas) {
       if (d.n === 0) continue;
-      const counts = byStep.get(d.step) ?? (Object.fromEntries(STEP_COUNTERS.map((c) => [c, 0])) as StepCounts);
-      counts[d.counter] += d.n;
-      byStep.set(d.step, counts);
+      const key = `${d.journeyId} ${d.step}`;
+      const row = byStep.get(key) ?? {
+        journeyId: d.journeyId,
+        step: d.step,
+        counts: Object.fromEntries(STEP_COUNTERS.map((c) => [c, 0])) as StepCounts,
+      };
+      row.counts[d.counter] += d.n;
+      byStep.set(key, row);
     }
     if (byStep.size === 0) return;
-    const steps = [...byStep.keys()].sort();
+    const rows = [...byStep.keys()].sort().map((k) => byStep.get(k)!);
     const shard = Math.floor(Math.random() * COUNTER_SHARDS);
-    const column = (c: StepCounter) => sql`${steps.map((s) => byStep.get(s)![c])}::bigint[]`;
+    const column = (c: StepCounter) => sql`${rows.map((r) => r.counts[c])}::bigint[]`;
     await sql`
       insert into journey_step_counts (journey_id, step_id, shard, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(c)))})
-      select ${journeyId}::uuid, t.step_id, ${shard}, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(`t.${c}`)))}
-      from unnest(${steps}::text[], ${sql.join(STEP_COUNTERS.map(column))})
-        as t(step_id, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(c)))})
+      select t.journey_id, t.step_id, ${shard}, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(`t.${c}`)))}
+      from unnest(${rows.map((r) => r.journeyId)}::uuid[], ${rows.map((r) => r.step)}::text[], ${sql.join(STEP_COUNTERS.map(column))})
+        as t(journey_id, step_id, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(c)))})
       on conflict (journey_id, step_id, shard) do update set
         ${sql.join(STEP_COUNTERS.map((c) => sql`${sql.ref(c)} = journey_step_counts.${sql.ref(c)} + excluded.${sql.ref(c)}`))}
     `.execute(db);
