@@ -11,6 +11,7 @@ const BENCHES = [
   'fanout',
   'faults',
   'hms',
+  'journeys',
   'live-activity',
   'local-time',
   'scale',
