@@ -14,6 +14,7 @@ const BENCHES = [
   'journeys',
   'live-activity',
   'local-time',
+  'outside',
   'scale',
   'stats',
   'unicast',

@@ -231,13 +231,13 @@ export async function warmWorker(
 
 /**
  * The ceiling: bench/lib/bare-client.ts sending `devices` pushes of `payload` (for notification `notificationId`) to
- * the mock gateways, 1 connection x 1,000 streams per gateway, in a process of its own (BARE_NODE_ARGS: its node
+ * the mock gateways, `connections` (1) x 1,000 streams per gateway, in a process of its own (BARE_NODE_ARGS: its node
  * flags); `tokens: 'registration'` sends to registration(i)'s tokens.
  */
 export function bareBroadcast(
   gateways: GatewayEndpoints,
   fcmAccessToken: string,
-  spec: { devices: number; payload: Record<string, unknown>; notificationId: string; tokens?: 'registration' },
+  spec: { devices: number; payload: Record<string, unknown>; notificationId: string; tokens?: 'registration'; connections?: number },
 ): Promise<{ ms: number; ok: number }> {
   return runBenchChild(
     'bench/lib/bare-client.ts',
@@ -249,7 +249,7 @@ export function bareBroadcast(
       apnsKey: gateways.apnsCredentials,
       fcmProject: gateways.serviceAccount.project_id,
       fcmAccessToken,
-      connections: 1,
+      connections: spec.connections ?? 1,
       streamsPerConnection: 1000,
     },
     'BARE_NODE_ARGS',

@@ -130,12 +130,12 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const clock = options.clock ?? systemClock;
   // the apps' frequency caps, read by every batch: kept while their changes are followed
   const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics, frequencyCaps });
+  const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') {
     // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
-    const ctx = createContext(config, log, database.handle.db, queues, pipeline.scheduler, gateways, metrics, clock);
+    const ctx = createContext({ config, log, db: database.handle.db, queues, scheduler: pipeline.scheduler, gateways, metrics, clock });
     startJourneys(lifecycle, config, log, ctx);
     return { database, queues, pipeline, metrics };
   }
@@ -162,20 +162,20 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
   });
   lifecycle.add('apns channels', () => channels.close());
-  const ctx = createContext(
+  const ctx = createContext({
     config,
     log,
-    database.handle.db,
+    db: database.handle.db,
     queues,
-    pipeline.scheduler,
+    scheduler: pipeline.scheduler,
     gateways,
     metrics,
     clock,
-    { store, direct },
+    sending: { store, direct },
     appChanges,
-    database.replica?.db,
+    readDb: database.replica?.db,
     channels,
-  );
+  });
   if (workers) startJourneys(lifecycle, config, log, ctx);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish

@@ -169,13 +169,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (REDIS_CLUSTER && !REDIS_URL) throw new ConfigError('invalid configuration: REDIS_CLUSTER: needs REDIS_URL, one node of the cluster');
   if (REDIS_CLUSTER && QUEUE_PREFIX && !QUEUE_PREFIX.startsWith('{'))
     throw new ConfigError(
-      `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), a hash tag that keeps each queue's keys in one slot`,
+      `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), ` +
+        "a hash tag that keeps each queue's keys in one slot",
     );
   const receiptsNeed = Math.ceil(parsed.data.CONVERSION_WINDOW_HOURS / 24) + REPORT_MAX_AGE_DAYS;
   const { RETENTION_RECEIPTS_DAYS = receiptsNeed } = parsed.data;
   if (RETENTION_RECEIPTS_DAYS < receiptsNeed)
     throw new ConfigError(
-      `invalid configuration: RETENTION_RECEIPTS_DAYS: must be at least ${receiptsNeed} (CONVERSION_WINDOW_HOURS plus the ${REPORT_MAX_AGE_DAYS} days an event may be reported late)`,
+      `invalid configuration: RETENTION_RECEIPTS_DAYS: must be at least ${receiptsNeed} ` +
+        `(CONVERSION_WINDOW_HOURS plus the ${REPORT_MAX_AGE_DAYS} days an event may be reported late)`,
     );
   return {
     ...parsed.data,

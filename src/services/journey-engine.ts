@@ -14,13 +14,23 @@ import { notificationRequestSchema } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
+import type { ServiceDeps } from './deps.js';
 import type { MessageService } from './messages.js';
 import type { CreatedNotification, NotificationService } from './notifications.js';
 
 /** Groups of due entrants one poll looks at before it looks again. */
 const GROUPS_AT_ONCE = 50;
 
-export interface JourneyEngineDeps {
+export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
+  notifications: NotificationService;
+  messages: MessageService;
+  log: Logger;
+  /** entrants moved (and sent to, by one notification) per transaction */
+  batchSize: number;
+};
+
+/** What the engine uses of its dependencies, by name. */
+interface EngineParts {
   db: Db;
   journeys: JourneysRepository;
   entrants: JourneyEntrantsRepository;
@@ -30,7 +40,6 @@ export interface JourneyEngineDeps {
   messages: MessageService;
   clock: Clock;
   log: Logger;
-  /** entrants moved (and sent to, by one notification) per transaction */
   batchSize: number;
 }
 
@@ -48,9 +57,12 @@ interface StepResult {
  */
 export class JourneyEngine {
   private readonly versions: JourneyVersions;
+  private readonly deps: EngineParts;
 
-  constructor(private readonly deps: JourneyEngineDeps) {
-    this.versions = new JourneyVersions(deps.journeys);
+  constructor(deps: JourneyEngineDeps) {
+    const { repos } = deps;
+    this.deps = { ...deps, journeys: repos.journeys, entrants: repos.journeyEntrants, devices: repos.devices, apps: repos.apps };
+    this.versions = new JourneyVersions(repos.journeys);
   }
 
   /** Runs every batch due now; answers how many entrants moved. */

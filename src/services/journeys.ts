@@ -9,6 +9,7 @@ import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields }
 import { firstStep, mayReEnter } from '../domain/journey-run.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
+import type { ServiceDeps } from './deps.js';
 
 /** A journey as the API answers it: the row and its counters per step ('' the trigger). */
 export interface JourneyRecord {
@@ -34,17 +35,19 @@ export function definitionOf(fields: JourneyFields): JourneyDefinition {
 export class JourneyService {
   private readonly versions: JourneyVersions;
 
-  constructor(
-    private readonly deps: {
-      db: Db;
-      readDb: Db;
-      journeys: JourneysRepository;
-      entrants: JourneyEntrantsRepository;
-      devices: DevicesRepository;
-      clock: Clock;
-    },
-  ) {
-    this.versions = new JourneyVersions(deps.journeys);
+  private readonly deps: {
+    db: Db;
+    readDb: Db;
+    journeys: JourneysRepository;
+    entrants: JourneyEntrantsRepository;
+    devices: DevicesRepository;
+    clock: Clock;
+  };
+
+  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'>) {
+    const { repos } = deps;
+    this.deps = { ...deps, journeys: repos.journeys, entrants: repos.journeyEntrants, devices: repos.devices };
+    this.versions = new JourneyVersions(repos.journeys);
   }
 
   async create(appId: string, fields: JourneyFields): Promise<JourneyRecord> {

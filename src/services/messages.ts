@@ -10,6 +10,7 @@ import { messageTiming, messageTypeOf, withMessageId, type MessageRequest } from
 import { messageState, type MessageState } from '../domain/message-stream.js';
 import type { Clock } from '../platform/clock.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import type { ServiceDeps } from './deps.js';
 import type { CreatedNotification, NotificationService, ResolvedAudience } from './notifications.js';
 
 /** A message as the API answers it: the row, the push sent with it, and its state. */
@@ -23,19 +24,35 @@ export interface MessageRecord {
  * targets an audience as a notification does; its push is a notification created in the message's transaction by
  * the notification service, so it is scheduled, paced and expired like any other and carries the message id.
  */
+export type MessageServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock' | 'idempotency'> & {
+  /** creates each message's push */
+  notificationService: NotificationService;
+  /** MESSAGE_RETENTION_DAYS */
+  retentionDays: number;
+};
+
 export class MessageService {
-  constructor(
-    private readonly db: Db,
-    private readonly messages: MessagesRepository,
-    private readonly devices: DevicesRepository,
-    private readonly notificationRows: NotificationsRepository,
-    private readonly notifications: NotificationService,
-    private readonly clock: Clock,
-    private readonly idempotency: IdempotencyKeys,
-    private readonly retentionDays: number,
-    /** the list: a replica while it keeps up (one message by id reads the primary, to see its own creation) */
-    private readonly readDb: Db = db,
-  ) {}
+  private readonly db: Db;
+  private readonly readDb: Db;
+  private readonly messages: MessagesRepository;
+  private readonly devices: DevicesRepository;
+  private readonly notificationRows: NotificationsRepository;
+  private readonly notifications: NotificationService;
+  private readonly clock: Clock;
+  private readonly idempotency: IdempotencyKeys;
+  private readonly retentionDays: number;
+
+  constructor(deps: MessageServiceDeps) {
+    this.db = deps.db;
+    this.readDb = deps.readDb;
+    this.messages = deps.repos.messages;
+    this.devices = deps.repos.devices;
+    this.notificationRows = deps.repos.notifications;
+    this.notifications = deps.notificationService;
+    this.clock = deps.clock;
+    this.idempotency = deps.idempotency;
+    this.retentionDays = deps.retentionDays;
+  }
 
   /**
    * Stores the message (its audience resolved as a notification's) and its push in one transaction, then releases

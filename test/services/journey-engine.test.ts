@@ -3,10 +3,8 @@ import { sql } from 'kysely';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
 import { JourneyEngine } from '../../src/services/journey-engine.js';
-import { JourneysRepository } from '../../src/db/repositories/journeys.js';
 import { JourneyEntrantsRepository } from '../../src/db/repositories/journey-entrants.js';
-import { DevicesRepository } from '../../src/db/repositories/devices.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { createLogger } from '../../src/platform/logger.js';
 import type { NotificationService } from '../../src/services/notifications.js';
 
@@ -147,9 +145,7 @@ describe('journeys: the engine', () => {
 
     const base = {
       db: h.db.db,
-      journeys: new JourneysRepository(),
-      devices: new DevicesRepository(),
-      apps: new AppsRepository(),
+      repos: createRepositories(),
       notifications: h.ctx.services.notifications,
       messages: h.ctx.services.messages,
       clock,
@@ -163,13 +159,15 @@ describe('journeys: the engine', () => {
         throw new Error('killed before commit');
       }
     }
-    await expect(new JourneyEngine({ ...base, entrants: new DyingBeforeCommit() }).runDue()).rejects.toThrow('killed before commit');
+    await expect(
+      new JourneyEngine({ ...base, repos: { ...base.repos, journeyEntrants: new DyingBeforeCommit() } }).runDue(),
+    ).rejects.toThrow('killed before commit');
     expect(await sends(j.id)).toEqual([]);
 
     // dies after the commit, before it handed the send to the queue: the sweeper re-enqueues it; the step is done
     const dyingAfterCommit = Object.create(h.ctx.services.notifications) as NotificationService;
     dyingAfterCommit.release = () => Promise.reject(new Error('killed after commit'));
-    const afterCommit = new JourneyEngine({ ...base, entrants: new JourneyEntrantsRepository(), notifications: dyingAfterCommit });
+    const afterCommit = new JourneyEngine({ ...base, notifications: dyingAfterCommit });
     await expect(afterCommit.runDue()).rejects.toThrow('killed after commit');
     await engine().runDue();
     await engine().runDue();
