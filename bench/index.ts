@@ -12,6 +12,7 @@ const BENCHES = [
   'failover',
   'faults',
   'hms',
+  'journeys',
   'live-activity',
   'local-time',
   'outside',

@@ -25,6 +25,8 @@ import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { DirectDelivery } from '../queue/direct-delivery.js';
 import { retryPolicyOf } from '../queue/retry.js';
+import { JourneyService } from '../services/journeys.js';
+import { JourneyEngine } from '../services/journey-engine.js';
 
 /** What the composition root builds the API's services from (`src/app/start.ts` starts each of these first). */
 export interface ContextDeps {
@@ -66,8 +68,18 @@ export function createContext(deps: ContextDeps): HttpContext {
     direct: sending.direct,
     changes: appChanges,
   });
+  const messages = new MessageService({ ...shared, notificationService: notifications, retentionDays: config.MESSAGE_RETENTION_DAYS });
+  const journeys = new JourneyService(shared);
+  const journeyEngine = new JourneyEngine({
+    ...shared,
+    notifications,
+    messages,
+    log,
+    batchSize: config.JOURNEY_BATCH_SIZE,
+  });
   const devices = new DeviceService({
     ...shared,
+    journeys,
     geoip: createGeoIp(config.GEOIP_DB_PATH, log),
     conversionWindowHours: config.CONVERSION_WINDOW_HOURS,
     webPushOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
@@ -88,8 +100,10 @@ export function createContext(deps: ContextDeps): HttpContext {
       },
     }),
     stats: new StatsService(shared),
-    messages: new MessageService({ ...shared, notificationService: notifications, retentionDays: config.MESSAGE_RETENTION_DAYS }),
+    messages,
     messageStreams: new MessageStreamService(shared),
+    journeys,
+    journeyEngine,
     liveActivities: new LiveActivityService({
       db,
       liveActivities: repos.liveActivities,

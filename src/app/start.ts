@@ -10,6 +10,7 @@ import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../queue/pipeline.js';
+import { startJourneyPoller } from '../queue/journeys.js';
 import { jobSpecs } from '../queue/jobs.js';
 import { LargeBatchTurns } from '../queue/delivery.js';
 import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../queue/direct-delivery.js';
@@ -133,8 +134,12 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
-  if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
-
+  if (config.ROLE === 'worker') {
+    // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
+    const ctx = createContext({ config, log, db: database.handle.db, queues, scheduler: pipeline.scheduler, gateways, metrics, clock });
+    startJourneys(lifecycle, config, log, ctx);
+    return { database, queues, pipeline, metrics };
+  }
   const policy = retryPolicyOf(config);
   const store = new DeliveryStore(database.handle.db, new DeliveryRepository(), frequencyCaps);
   const direct = new DirectDelivery({
@@ -173,9 +178,16 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     readDb: database.replica?.db,
     channels,
   });
+  if (workers) startJourneys(lifecycle, config, log, ctx);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
+}
+
+/** Journeys' steps run where the workers do: registered after the pipeline, so it stops before the workers close. */
+function startJourneys(lifecycle: Lifecycle, config: Config, log: Logger, ctx: HttpContext): void {
+  const poller = startJourneyPoller({ steps: ctx.services.journeyEngine, log, intervalMs: config.JOURNEY_POLL_MS });
+  lifecycle.add('journeys', () => poller.stop());
 }
 
 function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: number): GatewayRuntimeOptions {

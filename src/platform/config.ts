@@ -111,6 +111,10 @@ const envSchema = z.object({
   // How long POST /v6/transactional/notifications waits for the gateways (retries included) before it answers.
   // how often workers look for scheduled notifications (and local-time waves) that have come due
   SCHEDULE_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  // how often workers look for journey entrants whose step has come due, and how many one transaction moves (and
+  // sends one notification to, per step)
+  JOURNEY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  JOURNEY_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1000),
   TRANSACTIONAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
   // An event a device sends this long after receiving a push counts as a conversion of that push.
@@ -154,6 +158,9 @@ const envSchema = z.object({
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
     .default(REPORT_MAX_AGE_DAYS + 1),
+  // Days a journey entrant is kept from when it entered (its day partition is then dropped, whether or not it left):
+  // beyond the 90 days one delay may last, so only a journey of several long waits outlives it.
+  RETENTION_JOURNEY_ENTRANTS_DAYS: z.coerce.number().int().min(1).max(3650).default(180),
 });
 
 export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string; RETENTION_RECEIPTS_DAYS: number };

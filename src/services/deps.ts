@@ -8,6 +8,8 @@ import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
+import { JourneysRepository } from '../db/repositories/journeys.js';
+import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -26,6 +28,8 @@ export interface Repositories {
   delivery: DeliveryRepository;
   devices: DevicesRepository;
   events: EventsRepository;
+  journeys: JourneysRepository;
+  journeyEntrants: JourneyEntrantsRepository;
   liveActivities: LiveActivitiesRepository;
   messages: MessagesRepository;
   notifications: NotificationsRepository;
@@ -43,6 +47,8 @@ export function createRepositories(): Repositories {
     delivery: new DeliveryRepository(),
     devices: new DevicesRepository(),
     events: new EventsRepository(),
+    journeys: new JourneysRepository(),
+    journeyEntrants: new JourneyEntrantsRepository(),
     liveActivities: new LiveActivitiesRepository(),
     messages: new MessagesRepository(),
     notifications: new NotificationsRepository(),

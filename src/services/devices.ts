@@ -37,6 +37,17 @@ export interface DeviceDetails {
   events: DeviceEventRow[];
 }
 
+/** What recording events does to journeys (src/services/journeys.ts), in the events' transaction. */
+export interface JourneyEvents {
+  onEvents(
+    trx: Transaction<Database>,
+    appId: string,
+    devices: Device[],
+    userId: string | null,
+    events: readonly { source: string; name: string }[],
+  ): Promise<void>;
+}
+
 /** Who is calling: the key's role decides the event source, whether the IP is the phone's, and what it must prove. */
 export interface Caller {
   role: KeyRole;
@@ -68,6 +79,8 @@ export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency'
   conversionWindowHours: number;
   /** WEB_PUSH_ALLOWED_ORIGINS: where a web subscription may point beside the push services */
   webPushOrigins?: readonly string[];
+  /** the journeys events enter, wake and convert entrants of, in the events' transaction (none: no journeys) */
+  journeys?: JourneyEvents | null;
 };
 
 export class DeviceService {
@@ -80,6 +93,7 @@ export class DeviceService {
   private readonly geoip: GeoIp;
   private readonly conversionWindowHours: number;
   private readonly webPushOrigins: readonly string[];
+  private readonly journeys: JourneyEvents | null;
 
   constructor(deps: DeviceServiceDeps) {
     this.db = deps.db;
@@ -91,6 +105,7 @@ export class DeviceService {
     this.geoip = deps.geoip;
     this.conversionWindowHours = deps.conversionWindowHours;
     this.webPushOrigins = deps.webPushOrigins ?? [];
+    this.journeys = deps.journeys ?? null;
   }
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -243,7 +258,7 @@ export class DeviceService {
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      await this.lockLive(trx, appId, id, 'share');
+      const device = await this.lockLive(trx, appId, id, 'share');
       await this.events.record(
         trx,
         appId,
@@ -251,6 +266,7 @@ export class DeviceService {
         LIMITS.distinctEvents,
       );
       await this.attributeConversions(trx, [id], events);
+      await this.journeys?.onEvents(trx, appId, [device], null, events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
@@ -312,6 +328,7 @@ export class DeviceService {
         devices.map((d) => d.id),
         events,
       );
+      await this.journeys?.onEvents(trx, appId, devices, userId, events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }

@@ -58,6 +58,13 @@ export interface PushPreview {
 
 type NotificationFields = NotificationRequest['notification'];
 
+/** The journey step a notification was sent by. */
+export interface JourneyTag {
+  id: string;
+  version: number;
+  step: string;
+}
+
 /** An audience a notification goes to: its id, and its filters (null: every device). */
 export interface ResolvedAudience {
   id: string;
@@ -451,6 +458,8 @@ export class NotificationService {
       messageId?: string;
       /** a Live Activity push (its payload Apple's `{aps}`), stored with the request it came as */
       liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
+      /** a journey's send: the journey, version and step, stored with the request and shown with the record */
+      journey?: JourneyTag;
     },
   ): Promise<CreatedNotification> {
     const { audience, now } = at;
@@ -486,7 +495,7 @@ export class NotificationService {
     const inserted = await this.notifications.insertOrCollapse(trx, {
       appId,
       audienceId: audience.id,
-      request: at.liveActivity?.request ?? fields,
+      request: at.liveActivity?.request ?? (at.journey ? { ...fields, journey: at.journey } : fields),
       payload,
       localized: fields.localized,
       collapseKey,

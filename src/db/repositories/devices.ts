@@ -463,6 +463,20 @@ export class DevicesRepository {
     return lists;
   }
 
+  /** Which of these live devices the filters match now (a journey's entry filters and branches). */
+  async matchingIds(db: Db, appId: string, ids: string[], filters: Filter[], now: Date): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await db
+      .selectFrom('devices as d')
+      .select('d.id')
+      .where('d.app_id', '=', appId)
+      .where('d.id', '=', sql<string>`any(${ids}::uuid[])`)
+      .where('d.erased_at', 'is', null)
+      .where(compileFilters(filters, { now }))
+      .execute();
+    return new Set(rows.map((r) => r.id));
+  }
+
   /** The time zones the app's devices are in (a local-time send plans a wave for each). */
   async timeZonesOf(db: Db, appId: string): Promise<string[]> {
     const rows = await db

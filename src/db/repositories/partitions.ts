@@ -14,6 +14,7 @@ export const DAY_PARTITIONED = {
   notification_conversions: { column: 'day', type: 'date' },
   device_messages: { column: 'retention_from', type: 'timestamptz' },
   idempotency_keys: { column: 'created_at', type: 'timestamptz' },
+  journey_entrants: { column: 'entered_at', type: 'timestamptz' },
 } as const;
 export type DayPartitionedTable = keyof typeof DAY_PARTITIONED;
 
