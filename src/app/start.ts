@@ -136,7 +136,17 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('pipeline', () => pipeline.close());
   if (config.ROLE === 'worker') {
     // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
-    const ctx = createContext({ config, log, db: database.handle.db, queues, scheduler: pipeline.scheduler, gateways, metrics, clock });
+    const ctx = createContext({
+      config,
+      log,
+      db: database.handle.db,
+      queues,
+      scheduler: pipeline.scheduler,
+      gateways,
+      metrics,
+      clock,
+      secrets: database.secrets.keyring,
+    });
     startJourneys(lifecycle, config, log, ctx);
     return { database, queues, pipeline, metrics };
   }
