@@ -10,6 +10,7 @@ import { identityCommands } from './identity.js';
 import { webPushCommands } from './web-push.js';
 import { hmsCommands } from './hms.js';
 import { auditCommands } from './audit.js';
+import { secretsCommands } from './secrets.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -24,6 +25,7 @@ const commands: Record<string, Command> = {
   ...webPushCommands,
   ...hmsCommands,
   ...auditCommands,
+  ...secretsCommands,
 };
 
 const HELP = ['--help', '-h'];
@@ -117,8 +119,8 @@ function overview(names: string[]): string {
 }
 
 const FOOTER = `
-Settings come from the environment, as for the server: DATABASE_URL, or DATA_DIR and EMBEDDED_PG_PORT for the
-embedded PostgreSQL (a running server's is shared); LOG_LEVEL.
+Settings come from the environment, as for the server: DATABASE_URL with SECRETS_KEY or SECRETS_KEY_FILE, or
+DATA_DIR and EMBEDDED_PG_PORT for the embedded PostgreSQL (a running server's is shared, and its key file); LOG_LEVEL.
 Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr).
 Exit codes: 0 done; 2 the command line or a setting is wrong; 1 a well-formed command failed.
 `;

@@ -19,7 +19,7 @@ export const rateLimitCommands: Record<string, Command> = {
     },
     run: async (a, rt) => {
       const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
-      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), limit, CLI_ACTOR);
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), limit, CLI_ACTOR);
       return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
     },
   },
@@ -27,7 +27,7 @@ export const rateLimitCommands: Record<string, Command> = {
     summary: "Returns a key to its role's default rate limit.",
     options: { key: { value: 'KEY', help: 'the key', required: true } },
     run: async (a, rt) => {
-      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), null, CLI_ACTOR);
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), null, CLI_ACTOR);
       return { rate_limit: null };
     },
   },
@@ -66,7 +66,7 @@ export const rateLimitCommands: Record<string, Command> = {
         quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),
         frequencyCaps: cap === undefined || cap === null ? cap : parseFrequencyCaps(cap),
       };
-      return new AppService(rt.handle.db).setLimits(given(a, 'app'), limits, CLI_ACTOR);
+      return new AppService(rt.handle.db, rt.secrets.keyring).setLimits(given(a, 'app'), limits, CLI_ACTOR);
     },
   },
 };

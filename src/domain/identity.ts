@@ -107,7 +107,8 @@ export function refuseUnprovenChanges(
     const hashField = `${at}${AUTH_HASH_FIELD[claim.field]}`;
     if (claim.hash === undefined || claim.hash === null)
       throw new IdentityNotProvenError(
-        `${hashField}: is required to set ${claim.field} with the sdk key (the hex HMAC-SHA256 of ${claim.field}, made by your backend with the app's identity secret)`,
+        `${hashField}: is required to set ${claim.field} with the sdk key ` +
+          `(the hex HMAC-SHA256 of ${claim.field}, made by your backend with the app's identity secret)`,
       );
     throw new IdentityNotProvenError(
       `${hashField}: does not match ${claim.field} (the hex HMAC-SHA256 of it with the app's identity secret)`,

@@ -2,6 +2,7 @@ import type { Db } from '../db/database.js';
 import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyWithApp } from '../db/repositories/apps.js';
 import type { Database, KeyRole } from '../db/schema.js';
 import type { Transaction } from 'kysely';
+import type { Sealed, SecretsKeyring } from '../domain/secrets.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
 import { generateApiKey, hashApiKey, KEY_ROLES, keyHint } from '../domain/keys.js';
@@ -44,6 +45,8 @@ export class AppService {
 
   constructor(
     private readonly db: Db,
+    /** seals what is stored, opens what is read: the apps' credentials and identity secrets */
+    private readonly secrets: SecretsKeyring,
     /** the changes this process follows, to keep the active keys it found (none: the CLI) */
     private readonly changes: AppChanges | null = null,
   ) {
@@ -54,7 +57,18 @@ export class AppService {
     this.keyLookups = new GroupRunner(
       async (hashes) => {
         const found = await this.keys.findActiveByHashes(this.db, hashes);
-        return hashes.map((h) => ({ status: 'fulfilled', value: found.get(h.toString('hex')) }));
+        return hashes.map((h) => {
+          const key = found.get(h.toString('hex'));
+          const secret = key?.identity_secret;
+          try {
+            return {
+              status: 'fulfilled',
+              value: key && { ...key, identity_secret: secret ? this.secrets.open(secret, 'identity_secret') : null },
+            };
+          } catch (err) {
+            return { status: 'rejected', reason: err };
+          }
+        });
       },
       { maxInFlight: 1, maxGroup: 100 },
     );
@@ -73,7 +87,7 @@ export class AppService {
     if (await this.apps.findByBundleId(this.db, bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
     const identitySecret = generateIdentitySecret();
     return this.db.transaction().execute(async (trx) => {
-      const app = await this.apps.create(trx, bundleId, name ?? bundleId, identitySecret);
+      const app = await this.apps.create(trx, bundleId, name ?? bundleId, this.secrets.seal(identitySecret, 'identity_secret'));
       const keys = {} as Record<KeyRole, string>;
       const keyIds = {} as Record<KeyRole, string>;
       for (const role of KEY_ROLES) {
@@ -99,7 +113,10 @@ export class AppService {
     const change =
       action === 'off'
         ? { on: false }
-        : { ...(action === 'on' ? { on: true } : {}), secret: { value: generateIdentitySecret(), ifNone: action === 'on' } };
+        : {
+            ...(action === 'on' ? { on: true } : {}),
+            secret: { value: this.secrets.seal(generateIdentitySecret(), 'identity_secret'), ifNone: action === 'on' },
+          };
     const now = await this.inTransaction(appId, async (trx) => {
       const set = await this.apps.setIdentityVerification(trx, appId, change);
       if (set)
@@ -110,7 +127,7 @@ export class AppService {
     return {
       app_id: appId,
       identity_verification: now.identity_verification,
-      ...(action !== 'off' && now.identity_secret ? { identity_secret: now.identity_secret } : {}),
+      ...(action !== 'off' && now.identity_secret ? { identity_secret: this.secrets.open(now.identity_secret, 'identity_secret') } : {}),
     };
   }
 
@@ -180,7 +197,7 @@ export class AppService {
     actor: Actor = CLI_ACTOR,
   ): Promise<ApnsCredentials | FcmServiceAccount> {
     const credentials = platform === 'apns' ? parseApnsCredentials(raw) : parseFcmServiceAccount(raw);
-    await this.storeCredentials(appId, platform, { ...credentials }, actor);
+    await this.storeCredentials(appId, platform, this.secrets.seal(JSON.stringify(credentials), `${platform}_credentials`), actor);
     return credentials;
   }
 
@@ -199,14 +216,14 @@ export class AppService {
       given.publicKey === undefined
         ? generateVapidCredentials(given.subject)
         : parseVapidCredentials({ subject: given.subject, public_key: given.publicKey, private_key: given.privateKey });
-    await this.storeCredentials(appId, 'web_push', { ...credentials }, actor);
+    await this.storeCredentials(appId, 'web_push', this.secrets.seal(JSON.stringify(credentials), 'web_push_credentials'), actor);
     return { subject: credentials.subject, public_key: credentials.public_key };
   }
 
   /** Gives the app its HMS credentials (Huawei Push Kit), checked first; the answer names the app id, never the secret. */
   async setHms(appId: string, given: { hmsAppId: string; clientSecret: string }, actor: Actor = CLI_ACTOR): Promise<{ app_id: string }> {
     const credentials = parseHmsCredentials({ app_id: given.hmsAppId, client_secret: given.clientSecret });
-    await this.storeCredentials(appId, 'hms', { ...credentials }, actor);
+    await this.storeCredentials(appId, 'hms', this.secrets.seal(JSON.stringify(credentials), 'hms_credentials'), actor);
     return { app_id: credentials.app_id };
   }
 
@@ -214,7 +231,8 @@ export class AppService {
   async vapidPublicKey(appId: string): Promise<string> {
     const read = async () => {
       const stored = await this.apps.webPushCredentials(this.db, appId);
-      return stored === undefined ? undefined : ((stored as { public_key?: string } | null)?.public_key ?? '');
+      if (stored === undefined) return undefined;
+      return stored === null ? '' : String(this.secrets.openJson(stored, 'web_push_credentials').public_key ?? '');
     };
     const key = this.vapidKeys ? await this.vapidKeys.get(appId, read) : await read();
     if (!key) throw new NotFoundError('web push key (pushd app set-web-push)');
@@ -273,11 +291,11 @@ export class AppService {
     return this.apps.list(this.db);
   }
 
-  /** Stores one gateway's credentials with its audit row, which names the gateway only. */
+  /** Stores one gateway's credentials, sealed, with its audit row, which names the gateway only. */
   private async storeCredentials(
     appId: string,
     platform: 'apns' | 'fcm' | 'web_push' | 'hms',
-    credentials: Record<string, unknown>,
+    credentials: Sealed,
     actor: Actor,
   ): Promise<void> {
     await this.inTransaction(appId, async (trx) => {

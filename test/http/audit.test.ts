@@ -69,7 +69,7 @@ describe('GET /v6/audit', () => {
   });
 
   it('records each operator change by cli, naming what changed and never a secret', async () => {
-    const service = new AppService(h.db.db);
+    const service = new AppService(h.db.db, h.secrets);
     const id = app.app.id;
     const { key } = await service.createKey(id, 'read', CLI_ACTOR);
     await service.setKeyRateLimit(key, { perSecond: 5, burst: 10 }, CLI_ACTOR);
@@ -110,7 +110,7 @@ describe('GET /v6/audit', () => {
     for (const e of all) expect(e).toMatchObject({ actor: { key_id: null, role: 'cli' }, client_address: null, request_id: null });
 
     const stored = await h.db.db.selectFrom('apps').select(['web_push_credentials']).where('id', '=', id).executeTakeFirstOrThrow();
-    const vapidPrivate = (stored.web_push_credentials as { private_key: string }).private_key;
+    const vapidPrivate = String(h.secrets.openJson(stored.web_push_credentials!, 'web_push_credentials').private_key);
     const pemBody = (pem: string) => pem.split('\n').slice(1, 3).join('');
     const secrets = [
       key,

@@ -22,6 +22,7 @@ import { webPushScriptRoutes } from './web-push-scripts.js';
 import { liveActivityRoutes } from './live-activities.js';
 import { appSettingsRoutes } from './app-settings.js';
 import { auditRoutes } from './audit.js';
+import { journeyRoutes } from './journeys.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -47,4 +48,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   liveActivityRoutes,
   appSettingsRoutes,
   auditRoutes,
+  journeyRoutes,
 ];

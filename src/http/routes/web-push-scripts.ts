@@ -95,7 +95,8 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       });
     }).then(function (subscription) {
       var device = { platform: 'web', subscription: subscription.toJSON(), notifications_allowed: 'Enabled' };
-      ['user_id', 'user_id_auth_hash', 'user_email', 'user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'].forEach(function (k) { if (options[k] !== undefined) device[k] = options[k]; });
+      var fields = ['user_id', 'user_id_auth_hash', 'user_email', 'user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'];
+      fields.forEach(function (k) { if (options[k] !== undefined) device[k] = options[k]; });
       if (device.time_zone === undefined) device.time_zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
       return call('POST', '/v6/devices', key, { device: device });
     }).then(function (answer) {
@@ -116,7 +117,8 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       return subscription ? subscription.unsubscribe() : false;
     }).then(function () {
       if (typeof caches !== 'undefined') ${CONFIG}.delete('/pushd-web-push-device'); }).catch(function () {});
-      return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, { device: { subscription: null, notifications_allowed: 'Disabled' } }) : null;
+      var forgotten = { device: { subscription: null, notifications_allowed: 'Disabled' } };
+      return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, forgotten) : null;
     });
   }
   global.pushd = { subscribe: subscribe, unsubscribe: unsubscribe };
