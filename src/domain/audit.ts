@@ -19,6 +19,12 @@ export interface AuditDetails {
   'notification.created': { notification_id: string; audience_size: number | null; transactional?: true };
   'notification.canceled': { notification_id: string };
   'notification.winner_picked': { notification_id: string; variant: number };
+  'journey.created': { journey_id: string; name: string };
+  /** version: the new version entrants from now on take */
+  'journey.updated': { journey_id: string; version: number };
+  'journey.paused': { journey_id: string };
+  'journey.resumed': { journey_id: string };
+  'journey.archived': { journey_id: string };
 }
 
 export type AuditAction = keyof AuditDetails;
@@ -37,6 +43,11 @@ export const AUDIT_ACTIONS: Record<AuditAction, string> = {
   'notification.created': 'a notification was created (by the key, to how many devices when known)',
   'notification.canceled': 'a notification was canceled',
   'notification.winner_picked': "an A/B test's winner was picked by hand",
+  'journey.created': 'a journey was created',
+  'journey.updated': "a journey's definition was changed (a new version)",
+  'journey.paused': 'a journey was paused',
+  'journey.resumed': 'a paused journey was resumed',
+  'journey.archived': 'a journey was archived (its entrants left)',
 };
 
 export const AUDIT_ACTION_NAMES = Object.keys(AUDIT_ACTIONS) as [AuditAction, ...AuditAction[]];

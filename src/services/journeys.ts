@@ -10,6 +10,8 @@ import { firstStep, mayReEnter } from '../domain/journey-run.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
 import type { ServiceDeps } from './deps.js';
+import { CLI_ACTOR, type Actor } from '../domain/audit.js';
+import { recordAudit } from './audit.js';
 
 /** A journey as the API answers it: the row and its counters per step ('' the trigger). */
 export interface JourneyRecord {
@@ -50,18 +52,20 @@ export class JourneyService {
     this.versions = new JourneyVersions(repos.journeys);
   }
 
-  async create(appId: string, fields: JourneyFields): Promise<JourneyRecord> {
+  async create(appId: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     const definition = definitionOf(fields);
-    const journey = await this.deps.db.transaction().execute((trx) =>
-      this.deps.journeys.insert(trx, {
+    const journey = await this.deps.db.transaction().execute(async (trx) => {
+      const made = await this.deps.journeys.insert(trx, {
         appId,
         name: fields.name,
         state: fields.state,
         definition,
         triggerEvent: 'event' in definition.trigger ? definition.trigger.event : null,
         listens: listenedEvents(definition),
-      }),
-    );
+      });
+      await recordAudit(trx, actor, appId, 'journey.created', { journey_id: made.id, name: made.name });
+      return made;
+    });
     return { journey, counts: new Map() };
   }
 
@@ -83,34 +87,37 @@ export class JourneyService {
   }
 
   /** PUT: a new version; entrants inside finish the version they entered, new ones take this one. */
-  async update(appId: string, id: string, fields: JourneyFields): Promise<JourneyRecord> {
+  async update(appId: string, id: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     const definition = definitionOf(fields);
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'changed');
-      await this.deps.journeys.newVersion(trx, journey.id, {
+      const changed = await this.deps.journeys.newVersion(trx, journey.id, {
         name: fields.name,
         definition,
         triggerEvent: 'event' in definition.trigger ? definition.trigger.event : null,
         listens: listenedEvents(definition),
       });
+      await recordAudit(trx, actor, appId, 'journey.updated', { journey_id: journey.id, version: changed.version });
     });
     return this.get(appId, id);
   }
 
   /** Pause (nothing moves, triggers are skipped) or resume. */
-  async setActive(appId: string, id: string, active: boolean): Promise<JourneyRecord> {
+  async setActive(appId: string, id: string, active: boolean, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, active ? 'resumed' : 'paused');
       await this.deps.journeys.setState(trx, journey.id, active ? 'active' : 'paused');
+      await recordAudit(trx, actor, appId, active ? 'journey.resumed' : 'journey.paused', { journey_id: journey.id });
     });
     return this.get(appId, id);
   }
 
   /** Archive: the journey stops for good and every entrant still inside leaves, counted as exited. */
-  async archive(appId: string, id: string): Promise<JourneyRecord> {
+  async archive(appId: string, id: string, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'archived');
       await this.deps.journeys.setState(trx, journey.id, 'archived');
+      await recordAudit(trx, actor, appId, 'journey.archived', { journey_id: journey.id });
       const counts = new Counts(journey.id);
       for (const left of await this.deps.entrants.exitAll(trx, journey.id, this.deps.clock.now()))
         counts.leave(left.step_id, 'exited', left.n);

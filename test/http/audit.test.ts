@@ -32,7 +32,7 @@ let other: Created;
 /** the app's key ids by role, as its `app.created` row names them */
 let keyIds: Record<'read' | 'write' | 'sdk', string>;
 
-const call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, key: string, payload?: unknown, headers = {}) =>
+const call = (method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, key: string, payload?: unknown, headers = {}) =>
   h.server.inject({ method, url, headers: { authorization: basic(key), ...headers }, payload: payload as Record<string, unknown> });
 const audit = (key: string, query = '') => call('GET', `/v6/audit${query}`, key);
 const entries = async (query = '', key = app.keys.write): Promise<Entry[]> => {
@@ -40,6 +40,13 @@ const entries = async (query = '', key = app.keys.write): Promise<Entry[]> => {
   expect(res.statusCode, res.body).toBe(200);
   return res.json().entries;
 };
+/** The docs' cart-abandonment journey. */
+const cartJourney = () => ({
+  name: 'Cart reminder',
+  trigger: { event: 'cart_abandoned' },
+  exit_on: ['purchase'],
+  steps: [{ id: 'wait', type: 'delay', duration: '1h' }],
+});
 const latest = async (action: string) => (await entries(`?action=${action}`))[0]!;
 
 beforeAll(async () => {
@@ -204,6 +211,26 @@ describe('GET /v6/audit', () => {
     expect((await audit(app.keys.write, '?action=app.deleted')).json().error).toMatch(/^querystring.action: must be one of app.created, /);
     expect((await audit(app.keys.write, '?since=yesterday')).json()).toEqual({ error: 'querystring.since: must be an ISO 8601 date' });
     expect((await audit(app.keys.write, '?cursor=nope')).statusCode).toBe(404);
+  });
+
+  it("records a journey's changes by the write key; a refused change records nothing", async () => {
+    const owner = await h.createApp('com.example.audit-journeys');
+    const made = await call('POST', '/v6/journeys', owner.keys.write, { journey: cartJourney() });
+    expect(made.statusCode, made.body).toBe(201);
+    const id = made.json().journey.id as string;
+    const changed = { ...cartJourney(), name: 'Cart reminder v2' };
+    expect((await call('PUT', `/v6/journeys/${id}`, owner.keys.write, { journey: changed })).statusCode).toBe(200);
+    for (const step of ['pause', 'resume', 'archive'])
+      expect((await call('POST', `/v6/journeys/${id}/${step}`, owner.keys.write)).statusCode).toBe(200);
+    expect((await call('POST', `/v6/journeys/${id}/resume`, owner.keys.write)).statusCode).toBe(409);
+    const rows = (await entries('', owner.keys.write)).filter((e) => e.action.startsWith('journey.'));
+    expect(rows.map((e) => [e.action, e.details, e.actor.role])).toEqual([
+      ['journey.archived', { journey_id: id }, 'write'],
+      ['journey.resumed', { journey_id: id }, 'write'],
+      ['journey.paused', { journey_id: id }, 'write'],
+      ['journey.updated', { journey_id: id, version: 2 }, 'write'],
+      ['journey.created', { journey_id: id, name: 'Cart reminder' }, 'write'],
+    ]);
   });
 
   it('writes the row with its change: a refused row leaves the change undone, on the grouped path too', async () => {

@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
+import type { Actor } from '../../domain/audit.js';
 import { journeyRequestSchema } from '../../domain/journey.js';
-import { requirePermission } from '../auth.js';
+import { actorOf, requirePermission } from '../auth.js';
 import { authErrors, bodyErrors, errorResponse, journeyRecord, pageQuery } from '../schemas.js';
 import { journeyResponse } from '../serialize.js';
 
@@ -37,7 +38,9 @@ export function journeyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) =>
-        reply.status(201).send({ journey: journeyResponse(await journeys().create(request.principal.appId, request.body.journey)) }),
+        reply
+          .status(201)
+          .send({ journey: journeyResponse(await journeys().create(request.principal.appId, request.body.journey, actorOf(request))) }),
     );
 
     app.get(
@@ -81,26 +84,31 @@ export function journeyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => ({
-        journey: journeyResponse(await journeys().update(request.principal.appId, request.params.id, request.body.journey)),
+        journey: journeyResponse(
+          await journeys().update(request.principal.appId, request.params.id, request.body.journey, actorOf(request)),
+        ),
       }),
     );
 
     const lifeCycle = {
       pause: {
         summary: 'Pause a journey: nothing moves, triggers are counted skipped',
-        run: (a: string, id: string) => journeys().setActive(a, id, false),
+        run: (a: string, id: string, actor: Actor) => journeys().setActive(a, id, false, actor),
       },
-      resume: { summary: 'Resume a paused journey', run: (a: string, id: string) => journeys().setActive(a, id, true) },
+      resume: {
+        summary: 'Resume a paused journey',
+        run: (a: string, id: string, actor: Actor) => journeys().setActive(a, id, true, actor),
+      },
       archive: {
         summary: 'Archive a journey: it stops for good and its entrants leave',
-        run: (a: string, id: string) => journeys().archive(a, id),
+        run: (a: string, id: string, actor: Actor) => journeys().archive(a, id, actor),
       },
     };
     for (const [action, { summary, run }] of Object.entries(lifeCycle))
       app.post(
         `/v6/journeys/:id/${action}`,
         { onRequest: write, schema: { tags: ['journeys'], summary, params: idParams, response: changeAnswers } },
-        async (request) => ({ journey: journeyResponse(await run(request.principal.appId, request.params.id)) }),
+        async (request) => ({ journey: journeyResponse(await run(request.principal.appId, request.params.id, actorOf(request))) }),
       );
 
     app.post(
