@@ -1,6 +1,6 @@
 -- Issue 61, part 3. A device registration writes fewer bytes of WAL: the indexes no query needs go, the push token's
 -- unique index holds a 16-byte key of it, each row a registration writes is checked by no foreign key, a tag's row has
--- one b-tree, and the installs counter is bumped without a lock record.
+-- one b-tree, and the installs counter is bumped without a lock record. Then the on-the-fly audiences' retention.
 
 -- devices_time_zone_idx (app_id, time_zone) is the head of devices_app_zone_idx (app_id, time_zone, id), which
 -- answers all it did; devices_live_count_idx (app_id) counts the live devices that devices_live_idx (app_id, id)
@@ -105,3 +105,14 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Audiences kept as long as something names them (issue 61, part 3). An on-the-fly audience older than the
+-- notifications' retention that no notification or message names is first retired (retired_at set, its spec key
+-- cleared, so no new notification finds it by its spec: an equal spec makes a new audience), and deleted at a later
+-- sweep, past a grace longer than any transaction that found it before it was retired, if nothing names it then
+-- (src/queue/retention.ts, sweepAudiences). One named by id is un-retired by the notification that names it.
+ALTER TABLE audiences ADD COLUMN retired_at timestamptz;
+ALTER TABLE audiences ALTER COLUMN spec_key DROP NOT NULL;
+CREATE INDEX audiences_retired_idx ON audiences (retired_at) WHERE retired_at IS NOT NULL;
+-- A message's audience is found by this index, as its foreign key checks it when an audience is deleted (a scan of
+-- every message for each audience without it).
+CREATE INDEX messages_audience_idx ON messages (audience_id);
