@@ -131,7 +131,7 @@ export class DeviceService {
         await this.devices.lockToken(trx, appId, input.fields.token);
         if (unproven.length) refuseUnprovenChanges(unproven, await this.devices.lockByToken(trx, appId, input.fields.token));
         const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
-        ({ device, inserted: created } = await this.devices.upsertByToken(
+        ({ device, inserted: created } = await this.devices.registerToken(
           trx,
           { ...values, token: input.fields.token },
           update,

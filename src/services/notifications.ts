@@ -289,7 +289,7 @@ export class NotificationService {
       const { key, canonical } = audienceSpec(target.filters);
       return this.audiences.upsertFilters(trx, appId, key, canonical);
     }
-    const found = await this.audiences.findForApp(trx, appId, target.audienceId);
+    const found = await this.audiences.claimForTarget(trx, appId, target.audienceId);
     if (!found) throw new NotFoundError('audience');
     return found;
   }
