@@ -116,6 +116,13 @@ export const envSchema = z.object({
     .enum(['all', 'api', 'worker'])
     .default('all')
     .describe('`all` runs the API and the workers in one process; `api` only the HTTP API; `worker` only the delivery workers.'),
+  API_REFERENCE_PAGE: z
+    .stringbool()
+    .default(true)
+    .describe(
+      'Serve the API reference at `/docs`: a page built from the OpenAPI document (`/documentation/json`, served either way), ' +
+        'its scripts and styles served by pushd itself. `false` turns the page off.',
+    ),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
