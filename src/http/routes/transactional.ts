@@ -36,7 +36,6 @@ export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['notifications'],
           summary: 'Send to one device or one user now, and answer with the outcome',
-          security: [{ basic: [] }],
           headers: idempotencyHeaders,
           body: transactionalRequestSchema,
           response: { 200: transactionalAnswer, ...bodyErrors, 409: errorResponse, 422: errorResponse, ...authErrors },
