@@ -56,14 +56,12 @@ export const envSchema = z.object({
     .describe(
       'Replay lag past which the replica is bypassed (its reads go to the primary) until it catches up; the lag is read every second.',
     ),
-  SECRETS_KEY: secretsKey
-    .optional()
-    .meta({
-      description:
-        "The key that seals the apps' credentials and secrets in the database: 32 random bytes in base64 " +
-        '(`openssl rand -base64 32`); see [secrets at rest](secrets.md).',
-      defaultText: '— (the embedded default keeps one in `DATA_DIR/secrets.key`; a server on `DATABASE_URL` refuses to start)',
-    }),
+  SECRETS_KEY: secretsKey.optional().meta({
+    description:
+      "The key that seals the apps' credentials and secrets in the database: 32 random bytes in base64 " +
+      '(`openssl rand -base64 32`); see [secrets at rest](secrets.md).',
+    defaultText: '— (the embedded default keeps one in `DATA_DIR/secrets.key`; a server on `DATABASE_URL` refuses to start)',
+  }),
   SECRETS_KEY_FILE: z
     .string()
     .min(1)
