@@ -140,6 +140,35 @@ describe('transactional notifications', () => {
     expect(gw.fcm.pushes).toHaveLength(0);
   });
 
+  it("each failure says why: the gateway's code, no credentials, the deadline; `failures` stays the list of ids", async () => {
+    gw.apns.faults.forToken(ios.token, { type: 'status', status: 400, reason: 'BadTopic' });
+    gw.fcm.faults.forToken(android.token, { type: 'status', status: 503, reason: 'UNAVAILABLE' });
+    const res = await send(body({ field: 'user_id', value: 'ana' }));
+    expect(res.statusCode, res.body).toBe(200);
+    const { results } = res.json();
+    expect(results).toMatchObject({ success: 0, uninstalled: 0, not_allowed: 0 });
+    expect([...results.failures].sort()).toEqual([ios.id, android.id].sort());
+    expect(results.failure_reasons).toHaveLength(2);
+    expect(results.failure_reasons).toEqual(
+      expect.arrayContaining([
+        { device_id: ios.id, reason: 'BadTopic' },
+        { device_id: android.id, reason: 'deadline exceeded, still being retried (last answer: UNAVAILABLE)' },
+      ]),
+    );
+
+    // an app with no credentials for the device's gateway
+    const bare = await h.createApp('com.example.transactional.bare');
+    const phone = await registerDevice(h, bare.keys.sdk, { platform: 'ios' });
+    const none = await send(body({ field: 'device_id', value: phone.id }), bare.keys.write);
+    expect(none.json().results).toEqual({
+      success: 0,
+      uninstalled: 0,
+      failures: [phone.id],
+      failure_reasons: [{ device_id: phone.id, reason: 'no credentials for APNs' }],
+      not_allowed: 0,
+    });
+  });
+
   it('an uninstalled token is counted and invalidated', async () => {
     const gone = await registerDevice(h, keys.sdk, { platform: 'ios', user_id: 'carl' });
     gw.apns.markUnregistered(gone.token);
