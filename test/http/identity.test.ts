@@ -374,7 +374,7 @@ describe('identity verification', () => {
       },
     });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(gw.apns.pushes.map((p) => p.token)).toEqual([phone.token]);
     expect(JSON.stringify(gw.apns.pushes)).toContain('314159');
     expect(gw.apns.pushes.map((p) => p.token)).not.toContain(attackerToken);
