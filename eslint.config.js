@@ -1,6 +1,7 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import { layersPlugin } from './eslint-layers.js';
+import { constructorsPlugin } from './eslint-constructors.js';
 
 export default tseslint.config(
   { ignores: ['node_modules/', 'data/', 'dist/', '.test-data/', '.bench-data/', 'scratch/', 'coverage/'] },
@@ -20,7 +21,9 @@ export default tseslint.config(
         URL: 'readonly',
       },
     },
+    plugins: { constructors: constructorsPlugin },
     rules: {
+      'constructors/named-deps': 'error',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'no-constant-condition': ['error', { checkLoops: false }],
     },
@@ -29,5 +32,10 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     plugins: { layers: layersPlugin },
     rules: { 'layers/imports': 'error' },
+  },
+  {
+    files: ['src/**/*.ts', 'console/src/**/*.ts'],
+    // Prettier keeps code within 140 but leaves strings, templates (SQL) and comments as written
+    rules: { 'max-len': ['error', { code: 140 }] },
   },
 );

@@ -38,7 +38,7 @@
  *   longer, bench/lib/slow-flush.ts: a disk slow to flush, as on the machine the targets were set on, or a synchronous
  *   standby; its WAL segments made and recycled before, as a server that has run a while has them)
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { sql, type Kysely } from 'kysely';
@@ -49,6 +49,7 @@ import { LoadClients, type Answers } from './lib/load-clients.js';
 import { fillShape, insertBareDevices, registerThroughApi, walBytesDuring } from './lib/device-fill.js';
 import { mocksHere, mocksInProcess } from './lib/mock-gateways.js';
 import { startSlowFlushPostgres } from './lib/slow-flush.js';
+import { pgbenchTps } from './lib/pgbench.js';
 import { BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -439,20 +440,6 @@ async function measureFloor(): Promise<Floor> {
   } finally {
     server.kill('SIGKILL');
     await client.end();
-    await database.close();
-  }
-}
-
-/** PostgreSQL's commit ceiling on this server: pgbench's simple-update transactions with 50 clients, 10 s. */
-async function pgbenchTps(): Promise<string> {
-  const database = await benchDatabase('bench_pgbench');
-  try {
-    execFileSync('pgbench', ['-i', '-q', database.url], { stdio: 'ignore' });
-    const out = execFileSync('pgbench', ['-N', '-n', '-c', '50', '-j', '2', '-T', '10', database.url], { encoding: 'utf8' });
-    return /tps = ([\d.]+)/.exec(out)?.[1] ?? 'unparsed';
-  } catch (err) {
-    return `not measured (${(err as Error).message.split('\n')[0]})`;
-  } finally {
     await database.close();
   }
 }

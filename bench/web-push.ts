@@ -15,6 +15,7 @@ import { sql } from 'kysely';
 import { toWebPushMessage } from '../src/domain/push-mapping.js';
 import { encryptRecord } from '../src/gateways/web-push.js';
 import { AppService } from '../src/services/apps.js';
+import { testKeyring } from '../test/engines/secrets-key.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
 import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
 import { BenchWebPushMock, browserKeyPool } from './lib/web-push-mock.js';
@@ -39,7 +40,11 @@ async function main() {
   const mock = await BenchWebPushMock.start({ pool, applicationServerKey: vapid.publicKey, verifyEvery });
   const stack = await benchStack('bench_web_push', { queue, redisUrl });
   const { db, app, keys } = stack;
-  await new AppService(db.db).setWebPush(app.id, { subject: SUBJECT, publicKey: vapid.publicKey, privateKey: vapid.privateKey });
+  await new AppService(db.db, testKeyring()).setWebPush(app.id, {
+    subject: SUBJECT,
+    publicKey: vapid.publicKey,
+    privateKey: vapid.privateKey,
+  });
   const t = Date.now();
   await sql`
     insert into devices (app_id, platform, token, web_push_p256dh, web_push_auth)

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// The CLI runs the compiled code (`npm run build`, which `npm start` and `npm run cli` do first), as the server does.
+// The CLI runs the compiled code, as the server does (`npm run cli` and `npm start` build it first when stale).
 import { existsSync } from 'node:fs';
 
 const entry = new URL('../dist/src/cli/index.js', import.meta.url);

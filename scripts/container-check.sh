@@ -18,6 +18,8 @@ image=localhost/pushd:check
 run_id=pushd-check-$$
 database=pushd_container_check
 topic=com.example.containercheck
+# the key docker-compose.yml's services seal the apps' credentials with (docs/secrets.md)
+export SECRETS_KEY=${SECRETS_KEY:-$(openssl rand -base64 32)}
 
 say() { printf '== %s\n' "$*"; }
 fail() {

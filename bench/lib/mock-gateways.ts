@@ -14,8 +14,11 @@ export interface GatewayEndpoints {
 export interface MockGateways extends GatewayEndpoints {
   /** the process they run in: null when it is the benchmark's own */
   pid: number | null;
-  /** pushes accepted since the last reset, and when the first and the last came (epoch ms) */
-  received(): Promise<{ count: number; firstAtEpochMs: number; lastAtEpochMs: number }>;
+  /**
+   * pushes accepted since the last reset, when the first and the last came (epoch ms), and the most requests each
+   * gateway (APNs, FCM) had in flight at once: the window a client kept open
+   */
+  received(): Promise<{ count: number; firstAtEpochMs: number; lastAtEpochMs: number; peakInFlight: [number, number] }>;
   reset(): Promise<void>;
   /** of these tokens, how many got no push and how many got more than one since the last reset */
   tally(tokens: string[]): Promise<{ missed: number; twice: number }>;
@@ -70,10 +73,12 @@ export async function startMocks(topic: string | string[]) {
   const answer = (request: MockRequest): unknown => {
     switch (request.op) {
       case 'received':
-        return { count, firstAtEpochMs, lastAtEpochMs };
+        return { count, firstAtEpochMs, lastAtEpochMs, peakInFlight: [apns.peakConcurrency, fcm.peakConcurrency] };
       case 'reset':
         counts.clear();
         count = 0;
+        apns.resetStats();
+        fcm.resetStats();
         return null;
       case 'tally':
         return {

@@ -6,6 +6,7 @@ import { loadConfig } from '../../src/platform/config.js';
 import { openDatabaseRuntime } from '../../src/app/runtime.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { ensureDatabase } from '../../src/db/embedded.js';
+import { withTestSecretsKey } from '../../test/engines/secrets-key.js';
 
 export const CA_PATH = path.resolve('test/fixtures/tls/ca.pem');
 
@@ -49,7 +50,7 @@ export function startService(
   stdout: number | 'inherit' = 'inherit',
 ): ChildProcess {
   return spawn(process.execPath, [...nodeArgs, 'dist/src/main.js'], {
-    env: { ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH, LOG_LEVEL: 'warn', ...env },
+    env: withTestSecretsKey({ ...process.env, NODE_EXTRA_CA_CERTS: CA_PATH, LOG_LEVEL: 'warn', ...env }),
     stdio: ['ignore', stdout, 'inherit'],
   });
 }

@@ -2,9 +2,8 @@ import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
+import { TEST_SECRETS_KEY, testKeyring } from '../../test/engines/secrets-key.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
 import type { GatewayEndpoints } from './mock-gateways.js';
 import { benchDatabase, freePort, PRODUCTION_NODE_ARGS, runBenchChild, startService, waitReady } from './setup.js';
@@ -71,6 +70,7 @@ export async function benchApp(
   const { app, keys, identitySecret } = await addApp(db, opts.gateways);
   const env = {
     DATABASE_URL: database.url,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     APNS_ORIGIN_PRODUCTION: opts.gateways.apnsOrigin,
     APNS_ORIGIN_SANDBOX: opts.gateways.apnsOrigin,
     FCM_ORIGIN: opts.gateways.fcmOrigin,
@@ -94,10 +94,10 @@ export async function benchApp(
 
 /** An app in a benchmark's database, its APNs and FCM credentials those `gateways` accept. */
 export async function addApp(db: DatabaseHandle, gateways: GatewayEndpoints, bundleId = BENCH_BUNDLE) {
-  const { app, keys, identity_secret: identitySecret } = await new AppService(db.db).createApp(bundleId);
-  const apps = new AppsRepository();
-  await apps.setCredentials(db.db, app.id, 'apns', { ...parseApnsCredentials(gateways.apnsCredentials) });
-  await apps.setCredentials(db.db, app.id, 'fcm', { ...parseFcmServiceAccount(gateways.serviceAccount) });
+  const apps = new AppService(db.db, testKeyring());
+  const { app, keys, identity_secret: identitySecret } = await apps.createApp(bundleId);
+  await apps.setPushCredentials(app.id, 'apns', gateways.apnsCredentials);
+  await apps.setPushCredentials(app.id, 'fcm', gateways.serviceAccount);
   return { app, keys, identitySecret };
 }
 
@@ -231,13 +231,13 @@ export async function warmWorker(
 
 /**
  * The ceiling: bench/lib/bare-client.ts sending `devices` pushes of `payload` (for notification `notificationId`) to
- * the mock gateways, 1 connection x 1,000 streams per gateway, in a process of its own (BARE_NODE_ARGS: its node
+ * the mock gateways, `connections` (1) x 1,000 streams per gateway, in a process of its own (BARE_NODE_ARGS: its node
  * flags); `tokens: 'registration'` sends to registration(i)'s tokens.
  */
 export function bareBroadcast(
   gateways: GatewayEndpoints,
   fcmAccessToken: string,
-  spec: { devices: number; payload: Record<string, unknown>; notificationId: string; tokens?: 'registration' },
+  spec: { devices: number; payload: Record<string, unknown>; notificationId: string; tokens?: 'registration'; connections?: number },
 ): Promise<{ ms: number; ok: number }> {
   return runBenchChild(
     'bench/lib/bare-client.ts',
@@ -249,7 +249,7 @@ export function bareBroadcast(
       apnsKey: gateways.apnsCredentials,
       fcmProject: gateways.serviceAccount.project_id,
       fcmAccessToken,
-      connections: 1,
+      connections: spec.connections ?? 1,
       streamsPerConnection: 1000,
     },
     'BARE_NODE_ARGS',

@@ -1,6 +1,6 @@
 import { INTERRUPTION_LEVELS } from '../../src/domain/vocabulary.js';
 import { ApiError, type Audience } from './api.js';
-import { debounce, fmt, h, replace } from './dom.js';
+import { debounce, fmt, h, replace, requestPreview } from './dom.js';
 import { FilterBuilder } from './filter-builder.js';
 import type { Page } from './page.js';
 import { capsText, quietText, type AppSettings } from './settings.js';
@@ -155,12 +155,10 @@ export const composePage: Page = async ({ api, key }, main, params) => {
     if (previewed.status === 'rejected') showError(previewed.reason);
     else {
       const p = previewed.value; // null: nothing written yet, nothing to preview
-      apnsOut.textContent = p
-        ? `${JSON.stringify(p.apns.headers, null, 2)}\n${JSON.stringify(p.apns.body, null, 2)}\n\n${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`
-        : '';
+      apnsOut.textContent = p ? requestPreview(p.apns.headers, p.apns.body, `${fmt(p.apns.bytes)} of ${fmt(p.apns.max_bytes)} bytes`) : '';
       fcmOut.textContent = p ? JSON.stringify(p.fcm.body, null, 2) : '';
       webOut.textContent = p
-        ? `${JSON.stringify(p.web.headers, null, 2)}\n${JSON.stringify(p.web.document, null, 2)}\n\n${fmt(p.web.bytes)} of ${fmt(p.web.max_bytes)} bytes once encrypted`
+        ? requestPreview(p.web.headers, p.web.document, `${fmt(p.web.bytes)} of ${fmt(p.web.max_bytes)} bytes once encrypted`)
         : '';
       hmsOut.textContent = p ? JSON.stringify(p.hms.message, null, 2) : '';
     }

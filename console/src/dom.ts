@@ -40,6 +40,10 @@ export function replace(el: Element, ...children: Child[]): void {
 }
 
 export const fmt = (n: number): string => n.toLocaleString('en-US');
+
+/** A previewed request as the console shows it: its headers, its body, then its size. */
+export const requestPreview = (headers: unknown, body: unknown, size: string): string =>
+  `${JSON.stringify(headers, null, 2)}\n${JSON.stringify(body, null, 2)}\n\n${size}`;
 export const pct = (part: number, whole: number): string => (whole === 0 ? '0 %' : `${Math.round((part / whole) * 1000) / 10} %`);
 export const when = (iso: string | null): string => (iso ? new Date(iso).toISOString().replace('T', ' ').slice(0, 19) + ' UTC' : '—');
 

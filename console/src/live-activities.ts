@@ -1,5 +1,5 @@
 import type { Audience } from './api.js';
-import { debounce, fmt, h, replace, when } from './dom.js';
+import { debounce, fmt, h, replace, requestPreview, when } from './dom.js';
 import { FilterBuilder } from './filter-builder.js';
 import { errorBox, every, type Page } from './page.js';
 
@@ -85,7 +85,7 @@ export const liveActivityComposePage: Page = async ({ api, key }, main) => {
     error.textContent = 'err' in answer ? String((answer.err as Error).message) : '';
     preview.textContent =
       'p' in answer
-        ? `${JSON.stringify(answer.p.apns.headers, null, 2)}\n${JSON.stringify(answer.p.apns.body, null, 2)}\n\n${fmt(answer.p.apns.bytes)} of ${fmt(answer.p.apns.max_bytes)} bytes`
+        ? requestPreview(answer.p.apns.headers, answer.p.apns.body, `${fmt(answer.p.apns.bytes)} of ${fmt(answer.p.apns.max_bytes)} bytes`)
         : '';
   };
   const update = debounce(() => void check(), 250);

@@ -6,6 +6,7 @@ import { liveActivityComposePage, liveActivityPage } from './live-activities.js'
 import { notificationPage, notificationsPage } from './notifications.js';
 import { overviewPage } from './overview.js';
 import { settingsPage } from './settings.js';
+import { journeyPage, journeysPage } from './journeys.js';
 import { errorBox, type Page, type Session } from './page.js';
 
 // The key lives in this tab only: sessionStorage is dropped when the tab closes and is not shared with other tabs.
@@ -20,6 +21,8 @@ const ROUTES: [RegExp, Page][] = [
   [/^#\/notifications\/([\w-]+)$/, notificationPage],
   [/^#\/live-activities$/, liveActivityComposePage],
   [/^#\/live-activities\/([\w-]+)$/, liveActivityPage],
+  [/^#\/journeys$/, journeysPage],
+  [/^#\/journeys\/([\w-]+)$/, journeyPage],
   [/^#\/settings$/, settingsPage],
 ];
 
@@ -29,6 +32,7 @@ const NAV: [string, string][] = [
   ['#/compose', 'Compose'],
   ['#/notifications', 'Notifications'],
   ['#/live-activities', 'Live Activities'],
+  ['#/journeys', 'Journeys'],
   ['#/settings', 'Settings'],
 ];
 

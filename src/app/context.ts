@@ -1,20 +1,8 @@
 import { sql } from 'kysely';
 import type { Db } from '../db/database.js';
-import { AudiencesRepository } from '../db/repositories/audiences.js';
-import { ActivityRepository } from '../db/repositories/activity.js';
-import { AbTestsRepository } from '../db/repositories/ab-tests.js';
-import { AppsRepository } from '../db/repositories/apps.js';
-import { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { Clock } from '../platform/clock.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
 import type { AppChanges } from '../db/app-changes.js';
-import { DeliveryRepository } from '../db/repositories/delivery.js';
-import { DevicesRepository } from '../db/repositories/devices.js';
-import { EventsRepository } from '../db/repositories/events.js';
-import { IdempotencyRepository } from '../db/repositories/idempotency.js';
-import { MessagesRepository } from '../db/repositories/messages.js';
-import { NotificationsRepository } from '../db/repositories/notifications.js';
-import { StatsRepository } from '../db/repositories/stats.js';
-import { UninstalledRepository } from '../db/repositories/uninstalled.js';
 import type { HttpContext } from '../http/context.js';
 import type { Config } from '../platform/config.js';
 import { createGeoIp } from '../platform/geoip.js';
@@ -26,127 +14,107 @@ import { ActivityService } from '../services/activity.js';
 import { AppService } from '../services/apps.js';
 import { AudienceService } from '../services/audiences.js';
 import { DeviceService } from '../services/devices.js';
-import { IdempotencyKeys } from '../services/idempotency.js';
 import { MessageStreamService } from '../services/message-streams.js';
 import { MessageService } from '../services/messages.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
+import { serviceDeps } from '../services/deps.js';
 import { LiveActivityService, type ChannelApi } from '../services/live-activities.js';
-import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { DeliveryStore } from '../queue/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import type { DirectDelivery } from '../queue/direct-delivery.js';
 import { retryPolicyOf } from '../queue/retry.js';
+import { JourneyService } from '../services/journeys.js';
+import { JourneyEngine } from '../services/journey-engine.js';
 
-/** Wires the services the API serves from, once at start-up; each gets the handle and the repositories it needs. */
-export function createContext(
-  config: Config,
-  log: Logger,
-  db: Db,
-  queues: JobQueues,
-  scheduler: NotificationScheduler,
-  gateways: GatewayProvider,
-  metrics: Metrics,
-  clock: Clock,
+/** What the composition root builds the API's services from (`src/app/start.ts` starts each of these first). */
+export interface ContextDeps {
+  config: Config;
+  log: Logger;
+  db: Db;
+  queues: JobQueues;
+  scheduler: NotificationScheduler;
+  gateways: GatewayProvider;
+  metrics: Metrics;
+  clock: Clock;
+  /** seals and opens the apps' credentials and identity secrets */
+  secrets: SecretsKeyring;
   /**
    * what sends in this process: the delivery store its sends record through (one for all, so their records share
    * statements), and the sender of the small audiences the API cuts (none: the queue delivers them)
    */
-  sending: { store: DeliveryStore; direct: DirectDelivery | null } = {
-    store: new DeliveryStore(db, new DeliveryRepository()),
-    direct: null,
-  },
+  sending?: { store: DeliveryStore; direct: DirectDelivery | null };
   /** the changes this process follows, for the keys and apps' settings it keeps (none: every request reads them) */
-  appChanges: AppChanges | null = null,
+  appChanges?: AppChanges | null;
   /** where the reads that need not see the caller's own writes go: a replica while it keeps up, else the primary */
-  readDb: Db = db,
+  readDb?: Db;
   /** APNs' channel API, for Live Activity broadcast channels (none: this process cannot manage them) */
-  channels: ChannelApi | null = null,
-): HttpContext {
-  const audiencesRepo = new AudiencesRepository();
-  const devicesRepo = new DevicesRepository();
-  const eventsRepo = new EventsRepository();
-  const messagesRepo = new MessagesRepository();
-  const idempotency = new IdempotencyKeys(new IdempotencyRepository());
-  const notifications = new NotificationService(
-    db,
-    audiencesRepo,
-    new NotificationsRepository(),
-    devicesRepo,
-    new DeliveryRepository(),
-    new AppsRepository(),
-    scheduler,
-    clock,
-    idempotency,
-    config.DELIVERY_BATCH_SIZE,
-    (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
-    sending.direct,
-    appChanges,
-    readDb,
-  );
-  const conversions = new ConversionsRepository();
-  const devices = new DeviceService(
-    db,
-    devicesRepo,
-    eventsRepo,
-    createGeoIp(config.GEOIP_DB_PATH, log),
-    idempotency,
-    conversions,
-    config.CONVERSION_WINDOW_HOURS,
-    new UninstalledRepository(),
-    config.WEB_PUSH_ALLOWED_ORIGINS,
-  );
+  channels?: ChannelApi | null;
+}
+
+/** Wires the services the API serves from, once at start-up: the shared dependencies once, each service its part. */
+export function createContext(deps: ContextDeps): HttpContext {
+  const { config, log, db, queues, metrics, clock } = deps;
+  const appChanges = deps.appChanges ?? null;
+  const shared = serviceDeps(db, clock, deps.readDb ?? db);
+  const { repos } = shared;
+  const sending = deps.sending ?? { store: new DeliveryStore(db, repos.delivery), direct: null };
+  const notifications = new NotificationService({
+    ...shared,
+    scheduler: deps.scheduler,
+    batchSize: config.DELIVERY_BATCH_SIZE,
+    onScheduleError: (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
+    direct: sending.direct,
+    changes: appChanges,
+  });
+  const messages = new MessageService({ ...shared, notificationService: notifications, retentionDays: config.MESSAGE_RETENTION_DAYS });
+  const journeys = new JourneyService(shared);
+  const journeyEngine = new JourneyEngine({
+    ...shared,
+    notifications,
+    messages,
+    log,
+    batchSize: config.JOURNEY_BATCH_SIZE,
+  });
+  const devices = new DeviceService({
+    ...shared,
+    journeys,
+    geoip: createGeoIp(config.GEOIP_DB_PATH, log),
+    conversionWindowHours: config.CONVERSION_WINDOW_HOURS,
+    webPushOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
+  });
   const services = {
-    activity: new ActivityService(
-      db,
-      new ActivityRepository(),
-      conversions,
-      devicesRepo,
-      new NotificationsRepository(),
-      readDb,
-      new AbTestsRepository(),
-      config.CONVERSION_WINDOW_HOURS,
-    ),
-    apps: new AppService(db, appChanges),
-    audiences: new AudienceService(db, audiencesRepo, devicesRepo, devices, readDb),
+    activity: new ActivityService({ ...shared, conversionWindowHours: config.CONVERSION_WINDOW_HOURS }),
+    apps: new AppService(db, deps.secrets, appChanges),
+    audiences: new AudienceService({ ...shared, deviceService: devices }),
     devices,
     notifications,
-    transactional: new TransactionalService(
-      db,
-      new NotificationsRepository(),
-      devicesRepo,
-      idempotency,
-      { metrics, gateways, store: sending.store, clock },
-      {
+    transactional: new TransactionalService({
+      ...shared,
+      sending: { metrics, gateways: deps.gateways, store: sending.store, clock },
+      settings: {
         batchSize: config.DELIVERY_BATCH_SIZE,
         timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,
         retry: retryPolicyOf(config),
       },
-    ),
-    stats: new StatsService(db, new StatsRepository(), readDb),
-    messages: new MessageService(
-      db,
-      messagesRepo,
-      devicesRepo,
-      new NotificationsRepository(),
-      notifications,
-      clock,
-      idempotency,
-      config.MESSAGE_RETENTION_DAYS,
-      readDb,
-    ),
-    messageStreams: new MessageStreamService(db, messagesRepo, devicesRepo, clock, idempotency),
+    }),
+    stats: new StatsService(shared),
+    messages,
+    messageStreams: new MessageStreamService(shared),
+    journeys,
+    journeyEngine,
     liveActivities: new LiveActivityService({
       db,
-      liveActivities: new LiveActivitiesRepository(),
-      devices: devicesRepo,
-      notifications: new NotificationsRepository(),
-      apps: new AppsRepository(),
+      liveActivities: repos.liveActivities,
+      devices: repos.devices,
+      notifications: repos.notifications,
+      apps: repos.apps,
+      secrets: deps.secrets,
       notificationService: notifications,
-      idempotency,
+      idempotency: shared.idempotency,
       clock,
-      channels,
+      channels: deps.channels ?? null,
     }),
   };
   const check = (probe: Promise<unknown>) =>

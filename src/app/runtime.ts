@@ -4,6 +4,8 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from '../db/embedded.js'
 import { migrate } from '../db/migrate.js';
 import { ReadReplica } from '../db/read-replica.js';
 import type { Logger } from '../platform/logger.js';
+import { loadSecretsKeys, type SecretsKeySource } from '../platform/secrets-key.js';
+import { SecretsService } from '../services/secrets.js';
 
 export interface DatabaseRuntime {
   url: string;
@@ -13,15 +15,25 @@ export interface DatabaseRuntime {
   /** the replica reads go to while it keeps up (DATABASE_READ_URL); null: they go to the primary */
   replica: ReadReplica | null;
   embedded?: EmbeddedDatabase;
+  /** the keys that seal and open the apps' secrets, every stored one checked to open */
+  secrets: SecretsKeySource;
   close(): Promise<void>;
 }
 
-/** Connects to DATABASE_URL, or starts the embedded PostgreSQL under DATA_DIR; applies migrations. */
+/**
+ * Connects to DATABASE_URL, or starts the embedded PostgreSQL under DATA_DIR; applies migrations, seals the secrets
+ * stored plain before migration 046 and checks that this process opens every stored one. Without migrations (a
+ * benchmark reaching the server to make its databases) none of that, nor the keys.
+ */
+export async function openDatabaseRuntime(config: Config, log: Logger): Promise<DatabaseRuntime>;
+export async function openDatabaseRuntime(config: Config, log: Logger, opts: { migrate: false }): Promise<Omit<DatabaseRuntime, 'secrets'>>;
 export async function openDatabaseRuntime(
   config: Config,
   log: Logger,
   opts: { migrate: boolean } = { migrate: true },
-): Promise<DatabaseRuntime> {
+): Promise<Omit<DatabaseRuntime, 'secrets'> & { secrets?: SecretsKeySource }> {
+  // before the database: a missing key stops start-up without starting anything
+  const secrets = opts.migrate ? await loadSecretsKeys(config) : undefined;
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {
@@ -33,6 +45,10 @@ export async function openDatabaseRuntime(
     if (opts.migrate) {
       const applied = await migrate(handle.pool);
       if (applied.length) log.info({ applied }, 'migrations applied');
+    }
+    if (secrets) {
+      const check = await new SecretsService(handle.db, secrets.keyring, secrets.currentFrom).prepare();
+      if (check.sealed) log.info({ sealed: check.sealed }, 'secrets stored plain are now sealed');
     }
   } catch (err) {
     await handle.close();
@@ -54,6 +70,7 @@ export async function openDatabaseRuntime(
     handle,
     replica,
     embedded,
+    ...(secrets ? { secrets } : {}),
     close() {
       closing ??= (async () => {
         try {

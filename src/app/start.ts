@@ -10,6 +10,7 @@ import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../queue/pipeline.js';
+import { startJourneyPoller } from '../queue/journeys.js';
 import { jobSpecs } from '../queue/jobs.js';
 import { LargeBatchTurns } from '../queue/delivery.js';
 import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../queue/direct-delivery.js';
@@ -22,6 +23,7 @@ import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
+import type { Sealed, SecretColumn, SecretsKeyring } from '../domain/secrets.js';
 
 export type Server = Awaited<ReturnType<typeof buildServer>>;
 
@@ -123,17 +125,31 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const gateways = createGatewayProvider(
     gatewayRuntimeOptions(config, options, workers ? config.GATEWAY_THREADS : 0),
     log,
-    credentialsLookup(database.handle.db, appChanges),
+    credentialsLookup(database.handle.db, database.secrets.keyring, appChanges),
   );
   if (!workers) lifecycle.add('gateways', () => gateways.close());
   const clock = options.clock ?? systemClock;
   // the apps' frequency caps, read by every batch: kept while their changes are followed
   const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
-  const pipeline = startPipeline(config, log, database.handle.db, queues, { workers, clock, gateways, metrics, frequencyCaps });
+  const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
-  if (config.ROLE === 'worker') return { database, queues, pipeline, metrics };
-
+  if (config.ROLE === 'worker') {
+    // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
+    const ctx = createContext({
+      config,
+      log,
+      db: database.handle.db,
+      queues,
+      scheduler: pipeline.scheduler,
+      gateways,
+      metrics,
+      clock,
+      secrets: database.secrets.keyring,
+    });
+    startJourneys(lifecycle, config, log, ctx);
+    return { database, queues, pipeline, metrics };
+  }
   const policy = retryPolicyOf(config);
   const store = new DeliveryStore(database.handle.db, new DeliveryRepository(), frequencyCaps);
   const direct = new DirectDelivery({
@@ -157,23 +173,31 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
   });
   lifecycle.add('apns channels', () => channels.close());
-  const ctx = createContext(
+  const ctx = createContext({
     config,
     log,
-    database.handle.db,
+    db: database.handle.db,
     queues,
-    pipeline.scheduler,
+    scheduler: pipeline.scheduler,
     gateways,
     metrics,
     clock,
-    { store, direct },
+    secrets: database.secrets.keyring,
+    sending: { store, direct },
     appChanges,
-    database.replica?.db,
+    readDb: database.replica?.db,
     channels,
-  );
+  });
+  if (workers) startJourneys(lifecycle, config, log, ctx);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
+}
+
+/** Journeys' steps run where the workers do: registered after the pipeline, so it stops before the workers close. */
+function startJourneys(lifecycle: Lifecycle, config: Config, log: Logger, ctx: HttpContext): void {
+  const poller = startJourneyPoller({ steps: ctx.services.journeyEngine, log, intervalMs: config.JOURNEY_POLL_MS });
+  lifecycle.add('journeys', () => poller.stop());
 }
 
 function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: number): GatewayRuntimeOptions {
@@ -198,28 +222,34 @@ function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: n
 }
 
 /**
- * The gateways read an app's credentials as stored, for every batch: kept while the changes to them are followed,
- * so a change applies to the next batch. The reads of concurrent batches are one statement: those asked while one
- * runs go in the next, so each still sees what was stored when it asked.
+ * The gateways read an app's credentials as stored, for every batch: opened here and kept while the changes to them
+ * are followed, so a change applies to the next batch. The reads of concurrent batches are one statement: those asked
+ * while one runs go in the next, so each still sees what was stored when it asked.
  */
-function credentialsLookup(db: Db, changes: AppChanges): CredentialsLookup {
+function credentialsLookup(db: Db, secrets: SecretsKeyring, changes: AppChanges): CredentialsLookup {
+  const open = (sealed: Sealed | null, column: SecretColumn) => sealed && secrets.openJson(sealed, column);
   const apps = new AppsRepository();
   const reads = new GroupRunner<string, AppPushCredentials | null>(
     async (ids) => {
       const found = await apps.pushCredentialsOf(db, [...new Set(ids)]);
       return ids.map((id) => {
         const app = found.get(id);
-        const value = app
-          ? {
-              id: app.id,
-              bundleId: app.bundle_id,
-              apnsCredentials: app.apns_credentials,
-              fcmCredentials: app.fcm_credentials,
-              webPushCredentials: app.web_push_credentials,
-              hmsCredentials: app.hms_credentials,
-            }
-          : null;
-        return { status: 'fulfilled', value };
+        try {
+          const value = app
+            ? {
+                id: app.id,
+                bundleId: app.bundle_id,
+                apnsCredentials: open(app.apns_credentials, 'apns_credentials'),
+                fcmCredentials: open(app.fcm_credentials, 'fcm_credentials'),
+                webPushCredentials: open(app.web_push_credentials, 'web_push_credentials'),
+                hmsCredentials: open(app.hms_credentials, 'hms_credentials'),
+              }
+            : null;
+          return { status: 'fulfilled', value };
+        } catch (err) {
+          // a value this process cannot open (sealed under a key it was not given): no send, never one with garbage
+          return { status: 'rejected', reason: err };
+        }
       });
     },
     { maxInFlight: 1, maxGroup: 100 },

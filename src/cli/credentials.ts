@@ -20,7 +20,7 @@ export const credentialCommands: Record<string, Command> = {
     run: async (a, rt) => {
       const keyPem = await readOptionFile(a, 'key-file');
       const raw = { keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) };
-      const credentials = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'apns', raw);
+      const credentials = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'apns', raw);
       return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
     },
   },
@@ -38,7 +38,7 @@ export const credentialCommands: Record<string, Command> = {
       } catch {
         throw new ValidationError('service-account: file is not valid JSON');
       }
-      const account = await new AppService(rt.handle.db).setPushCredentials(given(a, 'app'), 'fcm', json);
+      const account = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'fcm', json);
       return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
     },
   },

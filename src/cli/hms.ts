@@ -14,7 +14,7 @@ export const hmsCommands: Record<string, Command> = {
       'client-secret': { value: 'S', help: 'its app secret (the OAuth client secret)', required: true },
     },
     run: async (a, rt) => {
-      const set = await new AppService(rt.handle.db).setHms(given(a, 'app'), {
+      const set = await new AppService(rt.handle.db, rt.secrets.keyring).setHms(given(a, 'app'), {
         hmsAppId: given(a, 'hms-app-id'),
         clientSecret: given(a, 'client-secret'),
       });

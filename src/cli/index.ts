@@ -9,6 +9,7 @@ import { rateLimitCommands } from './rate-limits.js';
 import { identityCommands } from './identity.js';
 import { webPushCommands } from './web-push.js';
 import { hmsCommands } from './hms.js';
+import { secretsCommands } from './secrets.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -22,6 +23,7 @@ const commands: Record<string, Command> = {
   ...identityCommands,
   ...webPushCommands,
   ...hmsCommands,
+  ...secretsCommands,
 };
 
 const HELP = ['--help', '-h'];
@@ -117,12 +119,13 @@ function overview(group: string, names: string[]): string {
   const rows = names.map((n) => [n, commands[n]!.summary]);
   const prefix = group === '' ? 'pushd' : `pushd ${group}`;
   const heading = group === '' ? 'Commands:' : `Commands of ${prefix}:`;
-  return `Usage: ${prefix} <command> [options]\n\n${heading}\n${table(rows)}\n\n\`${prefix} <command> --help\` lists the options of one.\n${FOOTER}`;
+  const more = `\`${prefix} <command> --help\` lists the options of one.`;
+  return `Usage: ${prefix} <command> [options]\n\n${heading}\n${table(rows)}\n\n${more}\n${FOOTER}`;
 }
 
 const FOOTER = `
-Settings come from the environment, as for the server: DATABASE_URL, or DATA_DIR and EMBEDDED_PG_PORT for the
-embedded PostgreSQL (a running server's is shared); LOG_LEVEL.
+Settings come from the environment, as for the server: DATABASE_URL with SECRETS_KEY or SECRETS_KEY_FILE, or
+DATA_DIR and EMBEDDED_PG_PORT for the embedded PostgreSQL (a running server's is shared, and its key file); LOG_LEVEL.
 Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr).
 Exit codes: 0 done; 2 the command line or a setting is wrong; 1 a well-formed command failed.
 `;

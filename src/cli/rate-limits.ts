@@ -18,7 +18,7 @@ export const rateLimitCommands: Record<string, Command> = {
     },
     run: async (a, rt) => {
       const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
-      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), limit);
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), limit);
       return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
     },
   },
@@ -26,7 +26,7 @@ export const rateLimitCommands: Record<string, Command> = {
     summary: "Returns a key to its role's default rate limit.",
     options: { key: { value: 'KEY', help: 'the key', required: true } },
     run: async (a, rt) => {
-      await new AppService(rt.handle.db).setKeyRateLimit(given(a, 'key'), null);
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), null);
       return { rate_limit: null };
     },
   },
@@ -59,7 +59,7 @@ export const rateLimitCommands: Record<string, Command> = {
         throw new UsageError(
           'give --max-per-minute N|none, --default-time-zone ZONE|none, --quiet-hours HH:MM-HH:MM|none and/or --cap N/day|none',
         );
-      return new AppService(rt.handle.db).setLimits(given(a, 'app'), {
+      return new AppService(rt.handle.db, rt.secrets.keyring).setLimits(given(a, 'app'), {
         maxPerMinute: max === undefined || max === null ? max : Number(max),
         defaultTimeZone: value('default-time-zone'),
         quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),

@@ -16,7 +16,7 @@ export const webPushCommands: Record<string, Command> = {
       'private-key': { value: 'P', help: 'its private key (base64url)' },
     },
     run: async (a, rt) => {
-      const set = await new AppService(rt.handle.db).setWebPush(given(a, 'app'), {
+      const set = await new AppService(rt.handle.db, rt.secrets.keyring).setWebPush(given(a, 'app'), {
         subject: given(a, 'subject'),
         publicKey: a['public-key'],
         privateKey: a['private-key'],

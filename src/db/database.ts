@@ -96,6 +96,13 @@ export interface DatabaseHandle {
   close(): Promise<void>;
 }
 
+/**
+ * The longest a statement waits for a connection, new or from the pool: during a failover a connection attempt may
+ * find no primary to reach (or one that never answers), and a request must be answered (503, src/http/errors.ts)
+ * rather than hang. Far above what a busy pool's waits take.
+ */
+export const CONNECT_TIMEOUT_MS = 10_000;
+
 /** Connections a pool keeps open while idle (pg-pool's `min`: the idle timeout closes none below it). */
 export const WARM_CONNECTIONS = 4;
 
@@ -128,7 +135,14 @@ export function openDatabase(
   const replanAt = new WeakMap<pg.PoolClient, number>();
   // a few connections stay open through a quiet spell: a broadcast after one would open them on its way to the
   // first push (3-10 ms each here, and a new backend reads its catalogs on its first statements)
-  const pool: pg.Pool = new pg.Pool({ connectionString: url, max, min: Math.min(WARM_CONNECTIONS, max) });
+  // keepAlive: a connection to a server that vanished (a machine lost) ends when TCP notices, not never
+  const pool: pg.Pool = new pg.Pool({
+    connectionString: url,
+    max,
+    min: Math.min(WARM_CONNECTIONS, max),
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+  });
   const names = new StatementNames(prepareThreshold);
   pool.on('connect', (client) => {
     prepareNamed(client, names);

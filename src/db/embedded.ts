@@ -180,7 +180,8 @@ async function readOwner(file: string): Promise<number | null> {
   return Number.isInteger(pid) && pid > 0 ? pid : null;
 }
 
-async function accepts(url: string): Promise<boolean> {
+/** Whether a PostgreSQL server at `url` answers a query (a proxy in front of none accepts the connection only). */
+export async function accepts(url: string): Promise<boolean> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2000 });
   try {
     await client.connect();

@@ -129,7 +129,11 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
 
 /** Custom attributes: one row per value (arrays: per element), so EXISTS means "any element matches". */
 function compileCustom(type: CustomType, name: string, criteria: Criterion[], ctx: CompileContext): Predicate {
-  return sql<SqlBool>`exists (select 1 from device_attributes a where a.device_id = d.id and a.app_id = d.app_id and ${customRows(type, name, criteria, ctx)})`;
+  return sql<SqlBool>`exists (
+    select 1
+    from device_attributes a
+    where a.device_id = d.id and a.app_id = d.app_id and ${customRows(type, name, criteria, ctx)}
+  )`;
 }
 
 /** The attribute rows (alias `a`) a custom filter accepts; the type is a literal so its partial index is used. */
@@ -255,7 +259,11 @@ function distancePredicate(lat: Operand, lng: Operand, c: DistanceCriterion): Pr
   const center = sql`pushd_geo_cube(${f8(snapCoordinate(c.point.latitude))}, ${f8(snapCoordinate(c.point.longitude))})`;
   const here = sql`pushd_geo_cube(${lat}, ${lng})`;
   const half = chord * (1 + 1e-9) + 1e-12; // the search box is a superset of what the exact test accepts
-  return sql<SqlBool>`(${lat} is not null and ${here} <@ cube_enlarge(${center}, ${f8(half)}, 3) and cube_distance(${here}, ${center}) <= ${f8(chord)})`;
+  return sql<SqlBool>`(
+    ${lat} is not null
+    and ${here} <@ cube_enlarge(${center}, ${f8(half)}, 3)
+    and cube_distance(${here}, ${center}) <= ${f8(chord)}
+  )`;
 }
 
 /**
@@ -274,7 +282,11 @@ function polygonPredicate(lat: Operand, lng: Operand, points: LatLng[]): Predica
   const edges = polygonEdges(points);
   const onEdge = edges.map(
     (e) =>
-      sql<SqlBool>`(${cross(e)} = 0 and ${x} between ${i8(Math.min(e.x1, e.x2))} and ${i8(Math.max(e.x1, e.x2))} and ${y} between ${i8(Math.min(e.y1, e.y2))} and ${i8(Math.max(e.y1, e.y2))})`,
+      sql<SqlBool>`(
+        ${cross(e)} = 0
+        and ${x} between ${i8(Math.min(e.x1, e.x2))} and ${i8(Math.max(e.x1, e.x2))}
+        and ${y} between ${i8(Math.min(e.y1, e.y2))} and ${i8(Math.max(e.y1, e.y2))}
+      )`,
   );
   const crossings = edges
     .filter((e) => e.y1 !== e.y2)

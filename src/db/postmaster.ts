@@ -30,7 +30,8 @@ export async function checkPortFree(port: number): Promise<void> {
 
 function portTaken(port: number): Error {
   return new Error(
-    `port ${port} of the embedded PostgreSQL is taken by another program: set EMBEDDED_PG_PORT to a free port, or stop what listens on ${port}`,
+    `port ${port} of the embedded PostgreSQL is taken by another program: ` +
+      `set EMBEDDED_PG_PORT to a free port, or stop what listens on ${port}`,
   );
 }
 

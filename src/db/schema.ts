@@ -6,7 +6,9 @@ import type { LocalPlan } from '../domain/campaign.js';
 import type { PushPriority } from '../domain/delivery-options.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import type { Localized } from '../domain/localized.js';
+import type { JourneyDefinition, JourneyState } from '../domain/journey.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
+import type { Sealed } from '../domain/secrets.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -21,11 +23,12 @@ export interface AppsTable {
   id: Generated<string>;
   bundle_id: string;
   name: string;
-  apns_credentials: Json<Record<string, unknown> | null> | null;
-  fcm_credentials: Json<Record<string, unknown> | null> | null;
-  web_push_credentials: Json<Record<string, unknown> | null> | null;
+  /** each credential a JSON document sealed under the secrets key (src/domain/secrets.ts, migration 046) */
+  apns_credentials: Sealed | null;
+  fcm_credentials: Sealed | null;
+  web_push_credentials: Sealed | null;
   /** the app's HMS app id and client secret (migration 026) */
-  hms_credentials: Json<Record<string, unknown> | null> | null;
+  hms_credentials: Sealed | null;
   created_at: Generated<Date>;
   default_time_zone: string | null;
   /** quiet hours of its notifications that name none (src/domain/quiet-hours.ts) */
@@ -35,7 +38,7 @@ export interface AppsTable {
   max_per_minute: number | null;
   pace_next_at: Date | null;
   /** the HMAC key of identity verification (migration 019); kept while it is off, so turning it on again keeps it */
-  identity_secret: string | null;
+  identity_secret: Sealed | null;
   /** whether sdk-key writes of user_id / user_email must carry its hash: on for apps created since 019 */
   identity_verification: Generated<boolean>;
 }
@@ -399,6 +402,62 @@ export interface LeasesTable {
   expires_at: Date;
 }
 
+/** A journey (migration 048): its current version's definition; earlier versions in journey_versions. */
+export interface JourneysTable {
+  id: Generated<string>;
+  app_id: string;
+  name: string;
+  state: JourneyState;
+  version: Generated<number>;
+  definition: Json<JourneyDefinition>;
+  trigger_event: string | null;
+  listens: Generated<string[]>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface JourneyVersionsTable {
+  journey_id: string;
+  version: number;
+  definition: Json<JourneyDefinition>;
+  created_at: Generated<Date>;
+}
+
+/** A journey's counters per step ('' the trigger), sharded. */
+export interface JourneyStepCountsTable {
+  journey_id: string;
+  step_id: string;
+  shard: number;
+  entered: Counter;
+  waiting: Counter;
+  passed: Counter;
+  sent: Counter;
+  failed: Counter;
+  converted: Counter;
+  exited: Counter;
+  skipped: Counter;
+  filtered: Counter;
+}
+
+/** One entrant of a journey version (partitioned by the UTC day it entered). */
+export interface JourneyEntrantsTable {
+  id: Generated<string>;
+  journey_id: string;
+  version: number;
+  app_id: string;
+  entrant_key: string;
+  device_id: string;
+  step_id: string;
+  phase: 'arrived' | 'waiting' | 'done';
+  seq: Generated<number>;
+  due_at: Date | null;
+  wait_event: string | null;
+  on_event: string | null;
+  outcome: 'completed' | 'converted' | 'exited' | 'failed' | null;
+  entered_at: Date;
+  left_at: Date | null;
+}
+
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
@@ -425,6 +484,10 @@ export interface Database {
   live_activity_tokens: LiveActivityTokensTable;
   live_activity_start_tokens: LiveActivityStartTokensTable;
   live_activity_channels: LiveActivityChannelsTable;
+  journeys: JourneysTable;
+  journey_versions: JourneyVersionsTable;
+  journey_step_counts: JourneyStepCountsTable;
+  journey_entrants: JourneyEntrantsTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -441,3 +504,5 @@ export type Message = Selectable<MessagesTable>;
 export type LiveActivityToken = Selectable<LiveActivityTokensTable>;
 export type LiveActivityStartToken = Selectable<LiveActivityStartTokensTable>;
 export type LiveActivityChannel = Selectable<LiveActivityChannelsTable>;
+export type Journey = Selectable<JourneysTable>;
+export type JourneyEntrant = Selectable<JourneyEntrantsTable>;

@@ -62,3 +62,38 @@ export class UnprocessableError extends DomainError {
     super(message, 422);
   }
 }
+
+/** SQLSTATEs that say the server cannot serve now (not that the statement is wrong): a failover or a restart. */
+const UNAVAILABLE_STATES = new Set([
+  '57P01', // admin_shutdown: the server is stopping (a switchover, a restart)
+  '57P02', // crash_shutdown: another backend crashed and the server resets
+  '57P03', // cannot_connect_now: starting up or shutting down
+  '25006', // read_only_sql_transaction: a write reached a primary that was just demoted
+  '53300', // too_many_connections: a new primary flooded by every pool reconnecting at once
+]);
+
+/** Errors of the socket or of pg's client that mean the connection, not the statement, failed. */
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+const CONNECTION_MESSAGES = [
+  /^Connection terminated/,
+  /^timeout exceeded when trying to connect/,
+  /^Client has encountered a connection error and is not queryable/,
+  /^Client was closed and is not queryable/,
+  /^Query read timeout/,
+];
+
+/**
+ * Whether `err` says the database cannot be reached or cannot take writes right now (a failover, a restart, a lost
+ * connection): what a client should retry after a moment, answered 503, never 500. The one place that decides it.
+ */
+export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== 'object' || depth > 4) return false;
+  const { code, message, cause, errors } = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_STATES.has(code) || (code.length === 5 && code.startsWith('08')) || CONNECTION_CODES.has(code)) return true;
+  }
+  if (typeof message === 'string' && CONNECTION_MESSAGES.some((m) => m.test(message))) return true;
+  // a connection attempt to every address of a name fails as one AggregateError
+  if (Array.isArray(errors) && errors.some((e) => isDatabaseUnavailable(e, depth + 1))) return true;
+  return isDatabaseUnavailable(cause, depth + 1);
+}

@@ -107,7 +107,8 @@ export function refuseUnprovenChanges(
     const hashField = `${at}${AUTH_HASH_FIELD[claim.field]}`;
     if (claim.hash === undefined || claim.hash === null)
       throw new IdentityNotProvenError(
-        `${hashField}: is required to set ${claim.field} with the sdk key (the hex HMAC-SHA256 of ${claim.field}, made by your backend with the app's identity secret)`,
+        `${hashField}: is required to set ${claim.field} with the sdk key ` +
+          `(the hex HMAC-SHA256 of ${claim.field}, made by your backend with the app's identity secret)`,
       );
     throw new IdentityNotProvenError(
       `${hashField}: does not match ${claim.field} (the hex HMAC-SHA256 of it with the app's identity secret)`,
@@ -139,7 +140,8 @@ export function refuseUnprovenLeave(
     const hashField = `device.${LEAVING_HASH_FIELD[field]}`;
     if (leaving[field] === undefined || leaving[field] === null)
       throw new IdentityNotProvenError(
-        `${hashField}: is required to change ${field} with the sdk key once the device has one (the hex HMAC-SHA256 of the ${field} it leaves, made by your backend)`,
+        `${hashField}: is required to change ${field} with the sdk key once the device has one ` +
+          `(the hex HMAC-SHA256 of the ${field} it leaves, made by your backend)`,
       );
     throw new IdentityNotProvenError(`${hashField}: does not match the ${field} the device has (the hex HMAC-SHA256 of it)`);
   }

@@ -46,7 +46,8 @@ export function endpointProblem(endpoint: string, allowedOrigins: readonly strin
   const known = PUSH_SERVICE_HOSTS.some((s) => host === s.host || (s.subdomains && host.endsWith(`.${s.host}`)));
   return known
     ? null
-    : `host ${host} is not a known push service (fcm.googleapis.com, *.push.services.mozilla.com, *.push.apple.com, *.notify.windows.com, or WEB_PUSH_ALLOWED_ORIGINS)`;
+    : `host ${host} is not a known push service ` +
+        '(fcm.googleapis.com, *.push.services.mozilla.com, *.push.apple.com, *.notify.windows.com, or WEB_PUSH_ALLOWED_ORIGINS)';
 }
 
 /**

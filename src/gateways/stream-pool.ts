@@ -10,6 +10,10 @@
  * something else does (CPU, the gateway), extra streams would only queue and time out, so none are opened.
  * A chunk that took longer than `queueingMs` waited in a queue (no gateway is that far away): the window is
  * halved, as TCP halves on loss, and grows back a quarter a tick while chunks are answered sooner.
+ * When a whole tick's chunks take over twice the fastest round trip, the gateway may have moved further (a quiet
+ * gateway answers sooner than a busy one): the window drops to one chunk until the streams open before have
+ * answered, and the first chunk sent alone gives the round trip anew (BBR's ProbeRTT). Without it, a minimum
+ * learned from one-device sends at 1 ms held a later broadcast to the floor when the gateway answered in 100 ms.
  */
 export interface StreamPoolOptions {
   maxConnections: number;
@@ -25,6 +29,10 @@ export interface StreamPoolOptions {
 
 /** How often the window is recomputed. */
 const WINDOW_TICK_MS = 100;
+/** A tick whose fastest chunk took this many times the fastest round trip starts a probe of the round trip. */
+const PROBE_WHEN_SLOWER = 2;
+/** The least time between probes: one costs a round trip with a single chunk in flight. */
+const PROBE_INTERVAL_MS = 2000;
 
 /** Pushes per second × the fastest round trip seen, from the chunks that completed. */
 class WindowEstimator {
@@ -32,39 +40,69 @@ class WindowEstimator {
   private completed = 0;
   private tickStart = performance.now();
   /**
-   * The fastest round trip ever seen: the gateway's distance. Never forgotten, because on a busy host every recent
-   * sample includes queueing, and a window sized on those would grow the queue it measures.
+   * The fastest round trip seen: the gateway's distance. Not forgotten with time, because on a busy host every
+   * recent sample includes queueing, and a window sized on those would grow the queue it measures; a probe,
+   * with nothing else in flight, replaces it.
    */
   private minRtt = Infinity;
-  /** The slowest chunk of this tick. */
+  /** The slowest and the fastest chunk of this tick. */
   private slowest = 0;
+  private fastest = Infinity;
   /** Where the window stops while it backs off from queueing; `max` when nothing queued. */
   private ceiling: number;
+  /** Set while probing: chunks started from then on went out with little or nothing ahead of them. */
+  private probeSince: number | undefined;
+  private lastProbeAt = -Infinity;
   window: number;
 
   constructor(
     private readonly min: number,
     private readonly max: number,
     private readonly queueingMs: number,
+    private readonly probeWindow: number,
   ) {
     this.window = min;
     this.ceiling = max;
   }
 
-  record(tokens: number, rttMs: number): void {
+  record(tokens: number, rttMs: number, startedAt: number): void {
     const now = performance.now();
+    if (this.probeSince !== undefined) {
+      if (startedAt < this.probeSince) return;
+      this.minRtt = rttMs;
+      this.endProbe(now);
+      return;
+    }
     this.completed += tokens;
     this.minRtt = Math.min(this.minRtt, rttMs);
     this.slowest = Math.max(this.slowest, rttMs);
+    this.fastest = Math.min(this.fastest, rttMs);
     const elapsed = now - this.tickStart;
     if (elapsed < WINDOW_TICK_MS) return;
+    if (this.fastest > PROBE_WHEN_SLOWER * this.minRtt && now - this.lastProbeAt >= PROBE_INTERVAL_MS) {
+      this.probeSince = now;
+      this.window = this.probeWindow;
+      return;
+    }
     const rate = (this.completed * 1000) / elapsed;
     // A rise is taken at once, a fall smoothed: averaged with the trickle before a burst, the window grew half as
     // fast as the rate it limits, and a broadcast spent its first round trips below a bare client's window.
     this.rate = rate > this.rate ? rate : 0.5 * this.rate + 0.5 * rate;
     this.ceiling = this.slowest > this.queueingMs ? Math.max(this.min, this.window / 2) : Math.min(this.max, this.ceiling * 1.25);
+    this.startTick(now);
+  }
+
+  /** The probe's round trip is the gateway's distance now; the rate measured before it still holds. */
+  private endProbe(now: number): void {
+    this.probeSince = undefined;
+    this.lastProbeAt = now;
+    this.startTick(now);
+  }
+
+  private startTick(now: number): void {
     this.completed = 0;
     this.slowest = 0;
+    this.fastest = Infinity;
     this.tickStart = now;
     this.window = Math.round(Math.min(this.ceiling, Math.max(this.min, (2 * this.rate * this.minRtt) / 1000)));
   }
@@ -99,6 +137,7 @@ export class StreamPool<C> {
       Math.min(options.minInFlight ?? 200, options.maxInFlight),
       options.maxInFlight,
       options.queueingMs ?? 1000,
+      this.chunkSize,
     );
   }
 
@@ -125,7 +164,7 @@ export class StreamPool<C> {
         try {
           await send(slot.conn, chunk);
         } finally {
-          this.estimator.record(chunk.length, performance.now() - started);
+          this.estimator.record(chunk.length, performance.now() - started, started);
           this.release(slot, chunk.length);
         }
       }

@@ -11,6 +11,8 @@ import type { NotificationService } from '../services/notifications.js';
 import type { StatsService } from '../services/stats.js';
 import type { TransactionalService } from '../services/transactional.js';
 import type { LiveActivityService } from '../services/live-activities.js';
+import type { JourneyService } from '../services/journeys.js';
+import type { JourneyEngine } from '../services/journey-engine.js';
 
 /** What the HTTP layer needs, built once at start-up (src/app/context.ts): settings, logging and the services. */
 export interface HttpContext {
@@ -28,6 +30,9 @@ export interface HttpContext {
     messages: MessageService;
     messageStreams: MessageStreamService;
     liveActivities: LiveActivityService;
+    journeys: JourneyService;
+    /** runs journeys' due steps (the workers' poller calls it) */
+    journeyEngine: JourneyEngine;
   };
   /** Whether each store the service depends on answers now (GET /ready). */
   readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;

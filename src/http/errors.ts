@@ -1,7 +1,7 @@
 import { maxHeaderSize } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
-import { DomainError } from '../domain/errors.js';
+import { DomainError, isDatabaseUnavailable } from '../domain/errors.js';
 
 /** "/notification/to/0/name" -> "notification.to[0].name": the field path a client can find in its body. */
 export function fieldPath(instancePath: string): string {
@@ -19,6 +19,15 @@ const FASTIFY_CLIENT_ERRORS: Record<string, { status: number; message: string }>
   FST_ERR_CTP_BODY_TOO_LARGE: { status: 413, message: 'body is too large' },
   FST_ERR_CTP_INVALID_JSON_BODY: { status: 400, message: 'body is not valid JSON' },
 };
+
+/**
+ * Seconds a client is told to wait when the database cannot serve (a failover: Patroni replaces a lost primary within
+ * its ttl, a switchover within a few seconds): 1 to 3, drawn for each answer, so the clients refused together do not
+ * all come back in the same second the primary returns.
+ */
+export function databaseRetryAfterSeconds(random: () => number = Math.random): number {
+  return 1 + Math.floor(random() * 3);
+}
 
 /** The answer to a request no route has. */
 export const NOT_FOUND = 'not found';
@@ -50,7 +59,8 @@ export function answerRouterError(err: FastifyError, reply: FastifyReply, maxPar
 
 /**
  * One place that turns errors into HTTP answers: validation -> 400 naming the field, domain errors -> their
- * status, Fastify client errors -> their 4xx, anything else -> 500 whose details stay in the log.
+ * status, Fastify client errors -> their 4xx, a database that cannot serve now (isDatabaseUnavailable) -> 503 with
+ * Retry-After, anything else -> 500 whose details stay in the log.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -74,6 +84,14 @@ export function registerErrorHandling(app: FastifyInstance): void {
     }
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return reply.status(err.statusCode).send({ error: err.message });
+    }
+    if (isDatabaseUnavailable(err)) {
+      request.log.warn({ err: { code: err.code, message: err.message } }, 'request answered 503: the database cannot serve now');
+      const seconds = databaseRetryAfterSeconds();
+      return reply
+        .status(503)
+        .header('retry-after', String(seconds))
+        .send({ error: `database: unavailable for a moment (a failover or a restart); retry after ${seconds} s` });
     }
     request.log.error({ err }, 'request failed');
     return reply.status(500).send({ error: 'internal server error' });

@@ -43,6 +43,8 @@ export const createdNotificationRecord = z.object({
     /** whether the app's frequency caps apply, as submitted */
     cap: z.boolean().optional(),
   }),
+  /** the journey step that sent it (src/services/journey-engine.ts); absent for any other notification */
+  journey: z.object({ id: z.string(), version: z.number().int(), step: z.string() }).optional(),
 });
 
 /** A notification record as `GET /v6/notifications/:id` answers it (src/http/serialize.ts builds it). */
@@ -248,4 +250,37 @@ export const liveActivityChannelRecord = z.object({
   development: z.boolean(),
   message_storage_policy: z.number().int(),
   created_at: timestamp,
+});
+
+const stepCount = z.number().int();
+/** A journey as the API answers it (src/http/serialize.ts builds it): its definition, state, version and counters. */
+export const journeyRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  state: z.enum(['active', 'paused', 'archived']),
+  version: z.number().int(),
+  trigger: z.unknown(),
+  entry_filters: z.unknown().optional(),
+  re_entry: z.unknown(),
+  exit_on: z.array(z.string()),
+  steps: z.array(z.record(z.string(), z.unknown())),
+  created_at: timestamp,
+  updated_at: timestamp,
+  counts: z.object({
+    /** entrants the trigger entered, skipped (paused, or a re-entry refused), filtered out, and converted (exit_on) */
+    trigger: z.object({ entered: stepCount, skipped: stepCount, filtered: stepCount, converted: stepCount }),
+    steps: z.array(
+      z.object({
+        id: z.string(),
+        type: z.string(),
+        entered: stepCount,
+        waiting: stepCount,
+        passed: stepCount,
+        sent: stepCount,
+        failed: stepCount,
+        converted: stepCount,
+        exited: stepCount,
+      }),
+    ),
+  }),
 });

@@ -11,6 +11,8 @@ import type { NotificationEngagement } from '../services/activity.js';
 import type { DeliveryOptionsInput } from '../domain/delivery-options.js';
 import type { ScheduleInput } from '../domain/notification-request.js';
 import type { MessageRecord } from '../services/messages.js';
+import type { JourneyRecord } from '../services/journeys.js';
+import type { StepCounts } from '../db/repositories/journeys.js';
 
 /** ISO 8601, UTC, milliseconds — the only timestamp format the API speaks. */
 export const iso = (d: Date | string | null | undefined): string | null => (d == null ? null : new Date(d).toISOString());
@@ -23,6 +25,7 @@ export function createdNotificationResponse(n: CutNotification) {
     state: n.state,
     to: { id: n.audience_id, type: 'Audience' as const },
     notification: submittedNotification(n.request),
+    journey: (n.request as { journey?: { id: string; version: number; step: string } }).journey,
   };
 }
 
@@ -413,4 +416,32 @@ export function deviceLiveActivitiesView(la: DeviceLiveActivities) {
 
 export function liveActivityChannelView(c: LiveActivityChannel) {
   return { id: c.channel_id, development: c.development, message_storage_policy: c.message_storage_policy, created_at: iso(c.created_at)! };
+}
+
+/** A journey with its counters: the trigger's, and each step's of the current version. */
+export function journeyResponse({ journey: j, counts }: JourneyRecord) {
+  const of = (step: string): StepCounts =>
+    counts.get(step) ?? { entered: 0, waiting: 0, passed: 0, sent: 0, failed: 0, converted: 0, exited: 0, skipped: 0, filtered: 0 };
+  const trigger = of('');
+  const d = j.definition;
+  return {
+    id: j.id,
+    name: j.name,
+    state: j.state,
+    version: j.version,
+    trigger: d.trigger,
+    entry_filters: d.entry_filters,
+    re_entry: d.re_entry,
+    exit_on: d.exit_on,
+    steps: d.steps as unknown as Record<string, unknown>[],
+    created_at: iso(j.created_at)!,
+    updated_at: iso(j.updated_at)!,
+    counts: {
+      trigger: { entered: trigger.entered, skipped: trigger.skipped, filtered: trigger.filtered, converted: trigger.converted },
+      steps: d.steps.map((s) => {
+        const { entered, waiting, passed, sent, failed, converted, exited } = of(s.id);
+        return { id: s.id, type: s.type, entered, waiting, passed, sent, failed, converted, exited };
+      }),
+    },
+  };
 }

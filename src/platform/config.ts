@@ -3,6 +3,10 @@ import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowedOrigins } from '../domain/web-push.js';
 import { REPORT_MAX_AGE_DAYS } from '../domain/activity.js';
+import { decodeSecretsKey } from '../domain/secrets.js';
+
+/** A key-encryption key given in the environment: 32 random bytes in base64 (`openssl rand -base64 32`). */
+const secretsKey = z.string().refine((v) => decodeSecretsKey(v) !== undefined, 'must be 32 bytes in base64 (openssl rand -base64 32)');
 
 /** Every setting the server reads, parsed once at start-up. A bad value stops start-up naming the variable. */
 const envSchema = z.object({
@@ -16,6 +20,12 @@ const envSchema = z.object({
   DATABASE_READ_URL: z.string().url().optional(),
   // Replay lag past which the replica is bypassed (its reads go to the primary) until it catches up.
   READ_MAX_LAG_SECONDS: z.coerce.number().min(0).default(10),
+  // The key that seals the apps' credentials and secrets in the database (docs/secrets.md), or a file holding it;
+  // neither: the embedded default keeps one in DATA_DIR/secrets.key, a server on DATABASE_URL refuses to start.
+  SECRETS_KEY: secretsKey.optional(),
+  SECRETS_KEY_FILE: z.string().min(1).optional(),
+  // The key before the last rotation: it still opens what it sealed, while servers started before it run.
+  SECRETS_KEY_PREVIOUS: secretsKey.optional(),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
   // Uses of a statement before each connection prepares it; 0 for a pooler that cannot keep prepared statements.
   DATABASE_PREPARE_THRESHOLD: z.coerce.number().int().min(0).default(5),
@@ -101,6 +111,10 @@ const envSchema = z.object({
   // How long POST /v6/transactional/notifications waits for the gateways (retries included) before it answers.
   // how often workers look for scheduled notifications (and local-time waves) that have come due
   SCHEDULE_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  // how often workers look for journey entrants whose step has come due, and how many one transaction moves (and
+  // sends one notification to, per step)
+  JOURNEY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
+  JOURNEY_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1000),
   TRANSACTIONAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
   // An event a device sends this long after receiving a push counts as a conversion of that push.
@@ -144,6 +158,9 @@ const envSchema = z.object({
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
     .default(REPORT_MAX_AGE_DAYS + 1),
+  // Days a journey entrant is kept from when it entered (its day partition is then dropped, whether or not it left):
+  // beyond the 90 days one delay may last, so only a journey of several long waits outlives it.
+  RETENTION_JOURNEY_ENTRANTS_DAYS: z.coerce.number().int().min(1).max(3650).default(180),
 });
 
 export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string; RETENTION_RECEIPTS_DAYS: number };
@@ -159,16 +176,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   const { REDIS_URL, REDIS_CLUSTER, QUEUE_PREFIX } = parsed.data;
+  if (parsed.data.SECRETS_KEY && parsed.data.SECRETS_KEY_FILE)
+    throw new ConfigError('invalid configuration: SECRETS_KEY_FILE: give the key as SECRETS_KEY or as SECRETS_KEY_FILE, not both');
   if (REDIS_CLUSTER && !REDIS_URL) throw new ConfigError('invalid configuration: REDIS_CLUSTER: needs REDIS_URL, one node of the cluster');
   if (REDIS_CLUSTER && QUEUE_PREFIX && !QUEUE_PREFIX.startsWith('{'))
     throw new ConfigError(
-      `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), a hash tag that keeps each queue's keys in one slot`,
+      `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), ` +
+        "a hash tag that keeps each queue's keys in one slot",
     );
   const receiptsNeed = Math.ceil(parsed.data.CONVERSION_WINDOW_HOURS / 24) + REPORT_MAX_AGE_DAYS;
   const { RETENTION_RECEIPTS_DAYS = receiptsNeed } = parsed.data;
   if (RETENTION_RECEIPTS_DAYS < receiptsNeed)
     throw new ConfigError(
-      `invalid configuration: RETENTION_RECEIPTS_DAYS: must be at least ${receiptsNeed} (CONVERSION_WINDOW_HOURS plus the ${REPORT_MAX_AGE_DAYS} days an event may be reported late)`,
+      `invalid configuration: RETENTION_RECEIPTS_DAYS: must be at least ${receiptsNeed} ` +
+        `(CONVERSION_WINDOW_HOURS plus the ${REPORT_MAX_AGE_DAYS} days an event may be reported late)`,
     );
   return {
     ...parsed.data,
@@ -178,7 +199,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-/** The config as it may be logged: passwords inside URLs are masked. */
+/** The config as it may be logged: passwords inside URLs and the secrets keys are masked. */
 export function redactedConfig(config: Config): Record<string, unknown> {
   const mask = (url?: string) => {
     if (!url) return url;
@@ -196,6 +217,8 @@ export function redactedConfig(config: Config): Record<string, unknown> {
     DATABASE_LISTEN_URL: mask(config.DATABASE_LISTEN_URL),
     DATABASE_READ_URL: mask(config.DATABASE_READ_URL),
     REDIS_URL: mask(config.REDIS_URL),
+    SECRETS_KEY: config.SECRETS_KEY && '***',
+    SECRETS_KEY_PREVIOUS: config.SECRETS_KEY_PREVIOUS && '***',
   };
 }
 

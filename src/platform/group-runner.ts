@@ -1,3 +1,5 @@
+import { isDatabaseUnavailable } from '../domain/errors.js';
+
 /**
  * Runs many small units of work as few groups. At most `maxInFlight` groups run at once; what is submitted
  * meanwhile waits and goes in the next group (up to `maxGroup`). A free slot takes what was submitted once the
@@ -10,7 +12,8 @@
  * the group. A group may give its slot up before it ends (`release`, handed to `run`) once what is left is only
  * waited for, such as its last statement's run and its commit's flush: the next group is read and written
  * meanwhile, instead of waiting for a disk (or a synchronous standby) slow to flush. Such a group that then fails
- * runs its items alone outside any slot, still one after another.
+ * runs its items alone outside any slot, still one after another; one that failed because the database cannot serve
+ * (a failover) fails all its items at once.
  */
 export class GroupRunner<I, O> {
   private waiting: { item: I; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
@@ -59,7 +62,8 @@ export class GroupRunner<I, O> {
               else g.reject(r ? r.reason : new Error('group commit: no result for an item'));
             }),
           async (err: unknown) => {
-            if (!this.alone) return group.forEach((g) => g.reject(err));
+            // a database that cannot serve fails each item alone too, one connection attempt after another
+            if (!this.alone || isDatabaseUnavailable(err)) return group.forEach((g) => g.reject(err));
             for (const g of group) await this.alone(g.item).then(g.resolve, g.reject);
           },
         )

@@ -3,6 +3,7 @@ import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, DeliveryRepository, LargeBatch } from '../db/repositories/delivery.js';
 import { DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import { retryWhileUnavailable } from '../platform/unavailable.js';
 import { localeVariant, localizedPayload, type Localized } from '../domain/localized.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
 import type { FollowedCache } from '../db/app-changes.js';
@@ -14,6 +15,11 @@ import { AppsRepository } from '../db/repositories/apps.js';
  */
 const GROUPS_IN_FLIGHT = 1;
 const GROUP_MAX = 100;
+/**
+ * How long the results of pushes already sent wait for a database that cannot serve (a failover replaces a lost
+ * primary within Patroni's ttl): a batch whose results were not recorded is sent again.
+ */
+const RECORD_WAITS_MS = 30_000;
 
 /**
  * The reads and writes of delivery attempts, each shared by the attempts that run at the same time: what a
@@ -124,9 +130,13 @@ export class DeliveryStore {
     return this.firstLoads.submit(batchId);
   }
 
-  /** Records an attempt; whether that closed its notification (one of a single batch, now finished). */
+  /**
+   * Records an attempt; whether that closed its notification (one of a single batch, now finished). Retried through
+   * a failover: the statement records an attempt only while the batch is still at that attempt, so a repeat of one
+   * that committed unanswered records nothing twice.
+   */
   record(attempt: AttemptRecord): Promise<boolean> {
-    return this.records.submit(attempt);
+    return retryWhileUnavailable(() => this.records.submit(attempt), RECORD_WAITS_MS);
   }
 
   /**

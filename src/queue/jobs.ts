@@ -38,6 +38,12 @@ export type JobSpecs = { [N in JobName]: JobSpec<JobTypes[N]> };
 
 // Finished jobs are not kept: their outcome lives in PostgreSQL (batches, notification counters).
 const forget = { removeOnComplete: true, removeOnFail: true } as const;
+/**
+ * The fan-outs' retries, 1 s doubling: 8 attempts span two minutes, longer than a PostgreSQL failover (Patroni
+ * replaces a lost primary within its ttl, 30 s by default), so a fan-out the failover interrupted goes on from its
+ * checkpoint by itself instead of waiting for the sweeper.
+ */
+const untilFailedOver = { attempts: 8, backoff: { type: 'exponential', delay: 1000 } } as const;
 
 /** The options of every job, from the settings that shape them. */
 export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
@@ -46,7 +52,7 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
       // an A/B test's rest is a second fan-out of the same generation (its waves again)
       id: (d) => `${d.notificationId}-g${d.generation}${d.rest ? '-rest' : ''}${d.wave ? `-w${d.wave}` : ''}`,
       notificationOf: (d) => d.notificationId,
-      options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
+      options: { ...untilFailedOver, ...forget },
     },
     delivery: {
       // named after its first batch; the others record it as their job_id (the sweeper looks for it)
@@ -60,12 +66,12 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
       id: (d) => `${d.notificationId}-g${d.generation}-r${d.range}`,
       // a notification's partition, whose workers every process runs: any of them takes a range
       notificationOf: (d) => d.notificationId,
-      options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
+      options: { ...untilFailedOver, ...forget },
     },
     abWinner: {
       id: (d) => `${d.notificationId}-g${d.generation}-winner`,
       notificationOf: (d) => d.notificationId,
-      options: { attempts: 5, backoff: { type: 'exponential', delay: 1000 }, ...forget },
+      options: { ...untilFailedOver, ...forget },
     },
   };
 }

@@ -46,23 +46,27 @@ export interface Pipeline {
   close(): Promise<void>;
 }
 
+export interface PipelineDeps {
+  config: Config;
+  log: Logger;
+  db: Db;
+  queues: JobQueues;
+  /** whether this process runs the workers (fan-out, delivery, the sweeper), or only schedules */
+  workers: boolean;
+  clock: Clock;
+  /** needed with workers */
+  gateways?: GatewayProvider;
+  /** needed with workers */
+  metrics?: Metrics;
+  frequencyCaps?: FollowedCache<string, FrequencyCap[] | null>;
+}
+
 /**
  * The delivery pipeline. Every process can schedule (enqueue a fan-out); processes with workers also run
  * fan-out, delivery and the sweeper that recovers notifications whose jobs were lost.
  */
-export function startPipeline(
-  config: Config,
-  log: Logger,
-  db: Db,
-  queues: JobQueues,
-  opts: {
-    workers: boolean;
-    clock: Clock;
-    gateways?: GatewayProvider;
-    metrics?: Metrics;
-    frequencyCaps?: FollowedCache<string, FrequencyCap[] | null>;
-  },
-): Pipeline {
+export function startPipeline(opts: PipelineDeps): Pipeline {
+  const { config, log, db, queues } = opts;
   const scheduler: NotificationScheduler = {
     schedule: (notificationId, generation, wave, rest) =>
       queues.add('fanout', { notificationId, generation, ...(wave ? { wave } : {}), ...(rest ? { rest } : {}) }),

@@ -46,6 +46,7 @@ export function retentionOf(config: Config): Retention {
     device_messages: config.MESSAGE_RETENTION_DAYS,
     // a key answers again for its 24 hours, then is free: nothing reads it after
     idempotency_keys: Math.ceil(IDEMPOTENCY_KEY_TTL_HOURS / 24),
+    journey_entrants: config.RETENTION_JOURNEY_ENTRANTS_DAYS,
     notifications: config.RETENTION_NOTIFICATIONS_DAYS,
     // each message's retention is in its id (its expires_at's day): this says how far ahead a message made now goes
     messages: config.MESSAGE_RETENTION_DAYS,

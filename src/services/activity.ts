@@ -14,8 +14,9 @@ import {
   type SessionReport,
 } from '../domain/activity.js';
 import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
-import { AbTestsRepository, type AbFigures, type BucketAppOpens } from '../db/repositories/ab-tests.js';
+import type { AbTestsRepository, AbFigures, BucketAppOpens } from '../db/repositories/ab-tests.js';
 import { abBounds, abTestOf, type AbTest } from '../domain/ab-test.js';
+import type { ServiceDeps } from './deps.js';
 
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
 
@@ -31,20 +32,33 @@ export interface NotificationEngagement {
   abTest: { test: AbTest; figures: AbFigures; appOpens: BucketAppOpens[]; windowHours: number } | null;
 }
 
+export type ActivityServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos'> & {
+  /** the window after a push (or an A/B holdout's start) in which an event converts and a session counts */
+  conversionWindowHours: number;
+};
+
 /** App sessions and push opens the SDK reports, and the statistics counted from them. */
 export class ActivityService {
-  constructor(
-    private readonly db: Db,
-    private readonly activity: ActivityRepository,
-    private readonly conversions: ConversionsRepository,
-    private readonly devices: DevicesRepository,
-    private readonly notifications: NotificationsRepository,
-    /** the statistics: a replica while it keeps up (a notification by id reads the primary, to see its creation) */
-    private readonly readDb: Db = db,
-    private readonly abTests: AbTestsRepository = new AbTestsRepository(),
-    /** the window after a push (or an A/B holdout's start) in which an event converts and a session counts */
-    private readonly conversionWindowHours = 24,
-  ) {}
+  private readonly db: Db;
+  /** the statistics: a replica while it keeps up (a notification by id reads the primary, to see its creation) */
+  private readonly readDb: Db;
+  private readonly activity: ActivityRepository;
+  private readonly conversions: ConversionsRepository;
+  private readonly devices: DevicesRepository;
+  private readonly notifications: NotificationsRepository;
+  private readonly abTests: AbTestsRepository;
+  private readonly conversionWindowHours: number;
+
+  constructor(deps: ActivityServiceDeps) {
+    this.db = deps.db;
+    this.readDb = deps.readDb;
+    this.activity = deps.repos.activity;
+    this.conversions = deps.repos.conversions;
+    this.devices = deps.repos.devices;
+    this.notifications = deps.repos.notifications;
+    this.abTests = deps.repos.abTests;
+    this.conversionWindowHours = deps.conversionWindowHours;
+  }
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
   async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {

@@ -1,5 +1,6 @@
 import type { Db } from '../db/database.js';
 import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyWithApp } from '../db/repositories/apps.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
 import type { KeyRole } from '../db/schema.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import { parseApnsCredentials, parseFcmServiceAccount, type ApnsCredentials, type FcmServiceAccount } from '../domain/credentials.js';
@@ -38,6 +39,8 @@ export class AppService {
 
   constructor(
     private readonly db: Db,
+    /** seals what is stored, opens what is read: the apps' credentials and identity secrets */
+    private readonly secrets: SecretsKeyring,
     /** the changes this process follows, to keep the active keys it found (none: the CLI) */
     private readonly changes: AppChanges | null = null,
   ) {
@@ -48,7 +51,18 @@ export class AppService {
     this.keyLookups = new GroupRunner(
       async (hashes) => {
         const found = await this.keys.findActiveByHashes(this.db, hashes);
-        return hashes.map((h) => ({ status: 'fulfilled', value: found.get(h.toString('hex')) }));
+        return hashes.map((h) => {
+          const key = found.get(h.toString('hex'));
+          const secret = key?.identity_secret;
+          try {
+            return {
+              status: 'fulfilled',
+              value: key && { ...key, identity_secret: secret ? this.secrets.open(secret, 'identity_secret') : null },
+            };
+          } catch (err) {
+            return { status: 'rejected', reason: err };
+          }
+        });
       },
       { maxInFlight: 1, maxGroup: 100 },
     );
@@ -63,7 +77,7 @@ export class AppService {
     if (await this.apps.findByBundleId(this.db, bundleId)) throw new ConflictError(`an app with bundle id ${bundleId} exists`);
     const identitySecret = generateIdentitySecret();
     return this.db.transaction().execute(async (trx) => {
-      const app = await this.apps.create(trx, bundleId, name ?? bundleId, identitySecret);
+      const app = await this.apps.create(trx, bundleId, name ?? bundleId, this.secrets.seal(identitySecret, 'identity_secret'));
       const keys = {} as Record<KeyRole, string>;
       for (const role of KEY_ROLES) {
         const key = generateApiKey();
@@ -86,14 +100,17 @@ export class AppService {
     const change =
       action === 'off'
         ? { on: false }
-        : { ...(action === 'on' ? { on: true } : {}), secret: { value: generateIdentitySecret(), ifNone: action === 'on' } };
+        : {
+            ...(action === 'on' ? { on: true } : {}),
+            secret: { value: this.secrets.seal(generateIdentitySecret(), 'identity_secret'), ifNone: action === 'on' },
+          };
     const now = isUuid(appId) ? await this.apps.setIdentityVerification(this.db, appId, change) : undefined;
     if (!now) throw new NotFoundError('app');
     this.changes?.changed();
     return {
       app_id: appId,
       identity_verification: now.identity_verification,
-      ...(action !== 'off' && now.identity_secret ? { identity_secret: now.identity_secret } : {}),
+      ...(action !== 'off' && now.identity_secret ? { identity_secret: this.secrets.open(now.identity_secret, 'identity_secret') } : {}),
     };
   }
 
@@ -147,7 +164,7 @@ export class AppService {
   async setPushCredentials(appId: string, platform: 'apns' | 'fcm', raw: unknown): Promise<ApnsCredentials | FcmServiceAccount> {
     const credentials = platform === 'apns' ? parseApnsCredentials(raw) : parseFcmServiceAccount(raw);
     if (!(await this.apps.findById(this.db, appId).catch(() => undefined))) throw new NotFoundError('app');
-    await this.apps.setCredentials(this.db, appId, platform, { ...credentials });
+    await this.apps.setCredentials(this.db, appId, platform, this.secrets.seal(JSON.stringify(credentials), `${platform}_credentials`));
     this.changes?.changed();
     return credentials;
   }
@@ -166,8 +183,8 @@ export class AppService {
       given.publicKey === undefined
         ? generateVapidCredentials(given.subject)
         : parseVapidCredentials({ subject: given.subject, public_key: given.publicKey, private_key: given.privateKey });
-    if (!(await this.apps.setCredentials(this.db, appId, 'web_push', { ...credentials }).catch(() => false)))
-      throw new NotFoundError('app');
+    const sealed = this.secrets.seal(JSON.stringify(credentials), 'web_push_credentials');
+    if (!(await this.apps.setCredentials(this.db, appId, 'web_push', sealed).catch(() => false))) throw new NotFoundError('app');
     this.changes?.changed();
     return { subject: credentials.subject, public_key: credentials.public_key };
   }
@@ -175,7 +192,8 @@ export class AppService {
   /** Gives the app its HMS credentials (Huawei Push Kit), checked first; the answer names the app id, never the secret. */
   async setHms(appId: string, given: { hmsAppId: string; clientSecret: string }): Promise<{ app_id: string }> {
     const credentials = parseHmsCredentials({ app_id: given.hmsAppId, client_secret: given.clientSecret });
-    if (!(await this.apps.setCredentials(this.db, appId, 'hms', { ...credentials }).catch(() => false))) throw new NotFoundError('app');
+    const sealed = this.secrets.seal(JSON.stringify(credentials), 'hms_credentials');
+    if (!(await this.apps.setCredentials(this.db, appId, 'hms', sealed).catch(() => false))) throw new NotFoundError('app');
     this.changes?.changed();
     return { app_id: credentials.app_id };
   }
@@ -184,7 +202,8 @@ export class AppService {
   async vapidPublicKey(appId: string): Promise<string> {
     const read = async () => {
       const stored = await this.apps.webPushCredentials(this.db, appId);
-      return stored === undefined ? undefined : ((stored as { public_key?: string } | null)?.public_key ?? '');
+      if (stored === undefined) return undefined;
+      return stored === null ? '' : String(this.secrets.openJson(stored, 'web_push_credentials').public_key ?? '');
     };
     const key = this.vapidKeys ? await this.vapidKeys.get(appId, read) : await read();
     if (!key) throw new NotFoundError('web push key (pushd app set-web-push)');

@@ -6,20 +6,32 @@ import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.j
 import { NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import type { DeviceDetails, DeviceService } from './devices.js';
+import type { ServiceDeps } from './deps.js';
+
+export type AudienceServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos'> & {
+  /** the devices' details, for an audience's device pages */
+  deviceService: DeviceService;
+};
 
 /**
  * Audiences as the API reads them: stored ones, their device counts and device pages, and the count of an
  * on-the-fly filter list. Which devices match is decided in one place, the devices repository's audience SQL.
  */
 export class AudienceService {
-  constructor(
-    private readonly db: Db,
-    private readonly audiences: AudiencesRepository,
-    private readonly devices: DevicesRepository,
-    private readonly deviceDetails: DeviceService,
-    /** counts and device pages: a replica while it keeps up (they need not see the caller's own writes) */
-    private readonly readDb: Db = db,
-  ) {}
+  private readonly db: Db;
+  /** counts and device pages: a replica while it keeps up (they need not see the caller's own writes) */
+  private readonly readDb: Db;
+  private readonly audiences: AudiencesRepository;
+  private readonly devices: DevicesRepository;
+  private readonly deviceDetails: DeviceService;
+
+  constructor(deps: AudienceServiceDeps) {
+    this.db = deps.db;
+    this.readDb = deps.readDb;
+    this.audiences = deps.repos.audiences;
+    this.devices = deps.repos.devices;
+    this.deviceDetails = deps.deviceService;
+  }
 
   list(appId: string, page: { per: number; page: number }): Promise<Audience[]> {
     return this.audiences.listForApp(this.db, appId, page.per, (page.page - 1) * page.per);

@@ -31,6 +31,7 @@ import {
   type IdentitySecret,
 } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
+import type { ServiceDeps } from './deps.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
@@ -41,6 +42,17 @@ export interface DeviceDetails {
   device: Device;
   attributes: DeviceAttributeRow[];
   events: DeviceEventRow[];
+}
+
+/** What recording events does to journeys (src/services/journeys.ts), in the events' transaction. */
+export interface JourneyEvents {
+  onEvents(
+    trx: Transaction<Database>,
+    appId: string,
+    devices: Device[],
+    userId: string | null,
+    events: readonly { source: string; name: string }[],
+  ): Promise<void>;
 }
 
 /** Who is calling: the key's role decides the event source, whether the IP is the phone's, and what it must prove. */
@@ -68,20 +80,40 @@ export interface UserDeviceErasure {
 export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
 
 /** Devices, their custom attributes and events, users (the devices sharing a user_id), the uninstalled listing. */
+export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency'> & {
+  geoip: GeoIp;
+  /** how long after receiving a push a device's events count as its conversions */
+  conversionWindowHours: number;
+  /** WEB_PUSH_ALLOWED_ORIGINS: where a web subscription may point beside the push services */
+  webPushOrigins?: readonly string[];
+  /** the journeys events enter, wake and convert entrants of, in the events' transaction (none: no journeys) */
+  journeys?: JourneyEvents | null;
+};
+
 export class DeviceService {
-  constructor(
-    private readonly db: Db,
-    private readonly devices: DevicesRepository,
-    private readonly events: EventsRepository,
-    private readonly geoip: GeoIp,
-    private readonly idempotency: IdempotencyKeys,
-    private readonly conversions: ConversionsRepository,
-    /** how long after receiving a push a device's events count as its conversions */
-    private readonly conversionWindowHours: number,
-    private readonly uninstalled: UninstalledRepository,
-    /** WEB_PUSH_ALLOWED_ORIGINS: where a web subscription may point beside the push services */
-    private readonly webPushOrigins: readonly string[] = [],
-  ) {}
+  private readonly db: Db;
+  private readonly devices: DevicesRepository;
+  private readonly events: EventsRepository;
+  private readonly conversions: ConversionsRepository;
+  private readonly uninstalled: UninstalledRepository;
+  private readonly idempotency: IdempotencyKeys;
+  private readonly geoip: GeoIp;
+  private readonly conversionWindowHours: number;
+  private readonly webPushOrigins: readonly string[];
+  private readonly journeys: JourneyEvents | null;
+
+  constructor(deps: DeviceServiceDeps) {
+    this.db = deps.db;
+    this.devices = deps.repos.devices;
+    this.events = deps.repos.events;
+    this.conversions = deps.repos.conversions;
+    this.uninstalled = deps.repos.uninstalled;
+    this.idempotency = deps.idempotency;
+    this.geoip = deps.geoip;
+    this.conversionWindowHours = deps.conversionWindowHours;
+    this.webPushOrigins = deps.webPushOrigins ?? [];
+    this.journeys = deps.journeys ?? null;
+  }
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
   async register(
@@ -233,7 +265,7 @@ export class DeviceService {
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      await this.lockLive(trx, appId, id, 'share');
+      const device = await this.lockLive(trx, appId, id, 'share');
       await this.events.record(
         trx,
         appId,
@@ -241,6 +273,7 @@ export class DeviceService {
         LIMITS.distinctEvents,
       );
       await this.attributeConversions(trx, [id], events);
+      await this.journeys?.onEvents(trx, appId, [device], null, events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }
@@ -302,6 +335,7 @@ export class DeviceService {
         devices.map((d) => d.id),
         events,
       );
+      await this.journeys?.onEvents(trx, appId, devices, userId, events);
       await this.idempotency.store(trx, appId, idempotency, undefined);
     });
   }

@@ -5,6 +5,7 @@ import type { DeviceLiveActivities, LiveActivitiesRepository } from '../db/repos
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { LiveActivityChannel, Notification } from '../db/schema.js';
 import { CredentialsError, parseApnsCredentials, type ApnsCredentials } from '../domain/credentials.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
 import { ConflictError, DomainError, ErasedError, NotFoundError, UnprocessableError, ValidationError } from '../domain/errors.js';
 import {
   checkLiveActivity,
@@ -74,6 +75,8 @@ export class LiveActivityService {
       devices: DevicesRepository;
       notifications: NotificationsRepository;
       apps: AppsRepository;
+      /** opens the app's APNs credentials, which its channels are managed with */
+      secrets: SecretsKeyring;
       notificationService: NotificationService;
       idempotency: IdempotencyKeys;
       clock: Clock;
@@ -275,7 +278,7 @@ export class LiveActivityService {
     const app = await this.deps.apps.findById(this.deps.db, appId);
     if (!app?.apns_credentials) throw new UnprocessableError('channel: the app has no APNs credentials');
     try {
-      const credentials = parseApnsCredentials(app.apns_credentials);
+      const credentials = parseApnsCredentials(this.deps.secrets.openJson(app.apns_credentials, 'apns_credentials'));
       return { credentials, bundleId: credentials.topic ?? app.bundle_id };
     } catch (err) {
       if (err instanceof CredentialsError) throw new UnprocessableError(`channel: the app's APNs credentials are unusable: ${err.message}`);

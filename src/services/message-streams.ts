@@ -9,6 +9,7 @@ import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { countImpressions, type Impression } from '../domain/message-stream.js';
 import type { Clock } from '../platform/clock.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
+import type { ServiceDeps } from './deps.js';
 
 export interface StreamPage {
   items: StreamRow[];
@@ -17,6 +18,8 @@ export interface StreamPage {
   unread: number;
   cursor: string | null;
 }
+
+export type MessageStreamServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock' | 'idempotency'>;
 
 /**
  * A device's message stream, the SDK's side (the device id is its capability). Which messages it holds: those of
@@ -27,13 +30,19 @@ export interface StreamPage {
  * their streams when it was created instead. Deleted messages never come back.
  */
 export class MessageStreamService {
-  constructor(
-    private readonly db: Db,
-    private readonly messages: MessagesRepository,
-    private readonly devices: DevicesRepository,
-    private readonly clock: Clock,
-    private readonly idempotency: IdempotencyKeys,
-  ) {}
+  private readonly db: Db;
+  private readonly messages: MessagesRepository;
+  private readonly devices: DevicesRepository;
+  private readonly clock: Clock;
+  private readonly idempotency: IdempotencyKeys;
+
+  constructor(deps: MessageStreamServiceDeps) {
+    this.db = deps.db;
+    this.messages = deps.repos.messages;
+    this.devices = deps.repos.devices;
+    this.clock = deps.clock;
+    this.idempotency = deps.idempotency;
+  }
 
   /** One page of the stream, newest first, with the unread count; `cursor` continues it. */
   async page(appId: string, deviceId: string, opts: { cursor?: string; per: number }): Promise<StreamPage> {

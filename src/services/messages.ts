@@ -10,6 +10,7 @@ import { messageTiming, messageTypeOf, withMessageId, type MessageRequest } from
 import { messageState, type MessageState } from '../domain/message-stream.js';
 import type { Clock } from '../platform/clock.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import type { ServiceDeps } from './deps.js';
 import type { CreatedNotification, NotificationService, ResolvedAudience } from './notifications.js';
 
 /** A message as the API answers it: the row, the push sent with it, and its state. */
@@ -23,19 +24,35 @@ export interface MessageRecord {
  * targets an audience as a notification does; its push is a notification created in the message's transaction by
  * the notification service, so it is scheduled, paced and expired like any other and carries the message id.
  */
+export type MessageServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock' | 'idempotency'> & {
+  /** creates each message's push */
+  notificationService: NotificationService;
+  /** MESSAGE_RETENTION_DAYS */
+  retentionDays: number;
+};
+
 export class MessageService {
-  constructor(
-    private readonly db: Db,
-    private readonly messages: MessagesRepository,
-    private readonly devices: DevicesRepository,
-    private readonly notificationRows: NotificationsRepository,
-    private readonly notifications: NotificationService,
-    private readonly clock: Clock,
-    private readonly idempotency: IdempotencyKeys,
-    private readonly retentionDays: number,
-    /** the list: a replica while it keeps up (one message by id reads the primary, to see its own creation) */
-    private readonly readDb: Db = db,
-  ) {}
+  private readonly db: Db;
+  private readonly readDb: Db;
+  private readonly messages: MessagesRepository;
+  private readonly devices: DevicesRepository;
+  private readonly notificationRows: NotificationsRepository;
+  private readonly notifications: NotificationService;
+  private readonly clock: Clock;
+  private readonly idempotency: IdempotencyKeys;
+  private readonly retentionDays: number;
+
+  constructor(deps: MessageServiceDeps) {
+    this.db = deps.db;
+    this.readDb = deps.readDb;
+    this.messages = deps.repos.messages;
+    this.devices = deps.repos.devices;
+    this.notificationRows = deps.repos.notifications;
+    this.notifications = deps.notificationService;
+    this.clock = deps.clock;
+    this.idempotency = deps.idempotency;
+    this.retentionDays = deps.retentionDays;
+  }
 
   /**
    * Stores the message (its audience resolved as a notification's) and its push in one transaction, then releases
@@ -44,43 +61,72 @@ export class MessageService {
    * API answers.
    */
   async create(appId: string, request: MessageRequest, idempotency?: IdempotentRequest<MessageRecord>): Promise<MessageRecord | Replay> {
-    const m = request.message;
     const now = this.clock.now();
-    const timing = messageTiming(m, now, this.retentionDays);
-    // the push goes to the message's audience at the message's send time
-    const pushFields = m.notification && { ...m.notification, to: m.to, send_at: m.send_at };
-    const pushOptions = pushFields && this.notifications.checkedOptions(pushFields, now, 'message.notification');
+    const checked = this.check(request.message, now);
     const created = await this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      const audience = await this.notifications.resolveAudience(trx, appId, m.to);
-      const named = await this.namedDevices(trx, appId, audience, now);
-      const message = await this.messages.insert(trx, {
-        appId,
-        audienceId: audience.id,
-        request: m,
-        title: m.title,
-        text: m.text ?? null,
-        url: m.url ?? null,
-        type: messageTypeOf(m),
-        custom: m.custom ?? {},
-        timing,
-        createdAt: now,
-        resolved: named !== null,
-      });
-      if (named) await this.messages.addToStreams(trx, message.id, named);
-      let notification: CreatedNotification | null = null;
-      if (pushFields && pushOptions) {
-        const fields = { ...pushFields, payload: withMessageId(pushFields.payload, message.id) };
-        notification = await this.notifications.insert(trx, appId, fields, { audience, now, options: pushOptions, messageId: message.id });
-      }
-      const record: MessageRecord = { message: { ...message, notification_id: notification?.notification.id ?? null }, state: 'scheduled' };
-      await this.idempotency.store(trx, appId, idempotency, record);
-      return { record, notification };
+      const stored = await this.insert(trx, appId, request.message, now, checked);
+      await this.idempotency.store(trx, appId, idempotency, stored.record);
+      return stored;
     });
     if (created instanceof Replay) return created;
     if (created.notification) await this.notifications.release(created.notification);
     return created.record;
+  }
+
+  /**
+   * Stores a message and its push in the caller's transaction (a journey's message step); the caller releases the
+   * push (`NotificationService.release`) once it committed.
+   */
+  async insertIn(
+    trx: Transaction<Database>,
+    appId: string,
+    m: MessageRequest['message'],
+    now: Date,
+  ): Promise<{ record: MessageRecord; notification: CreatedNotification | null }> {
+    return this.insert(trx, appId, m, now, this.check(m, now));
+  }
+
+  /** The checks that need the clock: the message's times, and its push's options. */
+  private check(m: MessageRequest['message'], now: Date) {
+    const timing = messageTiming(m, now, this.retentionDays);
+    // the push goes to the message's audience at the message's send time
+    const pushFields = m.notification && { ...m.notification, to: m.to, send_at: m.send_at };
+    const pushOptions = pushFields && this.notifications.checkedOptions(pushFields, now, 'message.notification');
+    return { timing, pushFields, pushOptions };
+  }
+
+  private async insert(
+    trx: Transaction<Database>,
+    appId: string,
+    m: MessageRequest['message'],
+    now: Date,
+    { timing, pushFields, pushOptions }: ReturnType<MessageService['check']>,
+  ): Promise<{ record: MessageRecord; notification: CreatedNotification | null }> {
+    const audience = await this.notifications.resolveAudience(trx, appId, m.to);
+    const named = await this.namedDevices(trx, appId, audience, now);
+    const message = await this.messages.insert(trx, {
+      appId,
+      audienceId: audience.id,
+      request: m,
+      title: m.title,
+      text: m.text ?? null,
+      url: m.url ?? null,
+      type: messageTypeOf(m),
+      custom: m.custom ?? {},
+      timing,
+      createdAt: now,
+      resolved: named !== null,
+    });
+    if (named) await this.messages.addToStreams(trx, message.id, named);
+    let notification: CreatedNotification | null = null;
+    if (pushFields && pushOptions) {
+      const fields = { ...pushFields, payload: withMessageId(pushFields.payload, message.id) };
+      notification = await this.notifications.insert(trx, appId, fields, { audience, now, options: pushOptions, messageId: message.id });
+    }
+    const record: MessageRecord = { message: { ...message, notification_id: notification?.notification.id ?? null }, state: 'scheduled' };
+    return { record, notification };
   }
 
   /**

@@ -40,7 +40,8 @@ import { localeVariant, localizedPayload } from '../domain/localized.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
-import { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
 
@@ -56,6 +57,13 @@ export interface PushPreview {
 }
 
 type NotificationFields = NotificationRequest['notification'];
+
+/** The journey step a notification was sent by. */
+export interface JourneyTag {
+  id: string;
+  version: number;
+  step: string;
+}
 
 /** An audience a notification goes to: its id, and its filters (null: every device). */
 export interface ResolvedAudience {
@@ -112,6 +120,18 @@ const accepted = <T extends CutNotification>(n: T): T => ({ ...n, state: 'schedu
  */
 export const CREATION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
+export type NotificationServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock' | 'idempotency'> & {
+  scheduler: NotificationScheduler;
+  /** DELIVERY_BATCH_SIZE: the devices in one delivery batch */
+  batchSize: number;
+  /** told of an enqueue that failed after its commit (the sweeper re-enqueues it) */
+  onScheduleError: (err: unknown, id: string) => void;
+  /** sends the small audiences this process cut (none: the queue delivers them) */
+  direct?: DirectDelivery | null;
+  /** the changes this process follows, to keep the apps' settings it read (none: every notification reads them) */
+  changes?: AppChanges | null;
+};
+
 export class NotificationService {
   private readonly unicast = new GroupRunner<UnicastItem, CutNotification>(
     (items, release) => this.createUnicastGroup(items, release),
@@ -121,27 +141,37 @@ export class NotificationService {
   /** the apps' campaign settings read, by app id (none kept: every notification reads them) */
   private readonly settings: FollowedCache<string, CampaignSettings> | null;
 
-  constructor(
-    private readonly db: Db,
-    private readonly audiences: AudiencesRepository,
-    private readonly notifications: NotificationsRepository,
-    private readonly devices: DevicesRepository,
-    private readonly delivery: DeliveryRepository,
-    private readonly apps: AppsRepository,
-    private readonly scheduler: NotificationScheduler,
-    private readonly clock: Clock,
-    private readonly idempotency: IdempotencyKeys,
-    private readonly batchSize: number,
-    private readonly onScheduleError: (err: unknown, id: string) => void,
-    /** sends the small audiences this process cut (null: the queue delivers them) */
-    private readonly direct: DirectDelivery | null = null,
-    /** the changes this process follows, to keep the apps' settings it read (none: every notification reads them) */
-    changes: AppChanges | null = null,
-    /** the lists: a replica while it keeps up (one notification by id reads the primary, to see its own creation) */
-    private readonly readDb: Db = db,
-    private readonly abTests: AbTestsRepository = new AbTestsRepository(),
-  ) {
-    this.settings = changes?.cache() ?? null;
+  private readonly db: Db;
+  private readonly readDb: Db;
+  private readonly audiences: AudiencesRepository;
+  private readonly notifications: NotificationsRepository;
+  private readonly devices: DevicesRepository;
+  private readonly delivery: DeliveryRepository;
+  private readonly apps: AppsRepository;
+  private readonly abTests: AbTestsRepository;
+  private readonly scheduler: NotificationScheduler;
+  private readonly clock: Clock;
+  private readonly idempotency: IdempotencyKeys;
+  private readonly batchSize: number;
+  private readonly onScheduleError: (err: unknown, id: string) => void;
+  private readonly direct: DirectDelivery | null;
+
+  constructor(deps: NotificationServiceDeps) {
+    this.db = deps.db;
+    this.readDb = deps.readDb;
+    this.audiences = deps.repos.audiences;
+    this.notifications = deps.repos.notifications;
+    this.devices = deps.repos.devices;
+    this.delivery = deps.repos.delivery;
+    this.apps = deps.repos.apps;
+    this.abTests = deps.repos.abTests;
+    this.scheduler = deps.scheduler;
+    this.clock = deps.clock;
+    this.idempotency = deps.idempotency;
+    this.batchSize = deps.batchSize;
+    this.onScheduleError = deps.onScheduleError;
+    this.direct = deps.direct ?? null;
+    this.settings = deps.changes?.cache() ?? null;
   }
 
   /**
@@ -431,6 +461,8 @@ export class NotificationService {
       messageId?: string;
       /** a Live Activity push (its payload Apple's `{aps}`), stored with the request it came as */
       liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
+      /** a journey's send: the journey, version and step, stored with the request and shown with the record */
+      journey?: JourneyTag;
     },
   ): Promise<CreatedNotification> {
     const { audience, now } = at;
@@ -466,7 +498,7 @@ export class NotificationService {
     const inserted = await this.notifications.insertOrCollapse(trx, {
       appId,
       audienceId: audience.id,
-      request: at.liveActivity?.request ?? fields,
+      request: at.liveActivity?.request ?? (at.journey ? { ...fields, journey: at.journey } : fields),
       payload,
       localized: fields.localized,
       collapseKey,

@@ -15,6 +15,7 @@ import type { Database } from '../db/schema.js';
 import { committedBatches } from '../queue/direct-delivery.js';
 import { backoffDelay, type RetryPolicy } from '../queue/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import type { ServiceDeps } from './deps.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { CREATION_GROUPS } from './notifications.js';
@@ -80,6 +81,12 @@ function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
   return devices;
 }
 
+export type TransactionalServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency'> & {
+  /** what sending a batch takes: the gateways, the delivery store, metrics, the clock */
+  sending: BatchAttemptDeps;
+  settings: { batchSize: number; timeoutMs: number; retry: RetryPolicy };
+};
+
 export class TransactionalService {
   private readonly creations = new GroupRunner<Creation, Committed>(
     (items, release) => this.createGroup(items, release),
@@ -87,15 +94,21 @@ export class TransactionalService {
     (item) => this.createAlone(item),
   );
 
-  constructor(
-    private readonly db: Db,
-    private readonly notifications: NotificationsRepository,
-    private readonly devices: DevicesRepository,
-    private readonly idempotency: IdempotencyKeys,
-    /** what sending a batch takes: the gateways, the delivery repository, metrics */
-    private readonly sending: BatchAttemptDeps,
-    private readonly settings: { batchSize: number; timeoutMs: number; retry: RetryPolicy },
-  ) {}
+  private readonly db: Db;
+  private readonly notifications: NotificationsRepository;
+  private readonly devices: DevicesRepository;
+  private readonly idempotency: IdempotencyKeys;
+  private readonly sending: BatchAttemptDeps;
+  private readonly settings: { batchSize: number; timeoutMs: number; retry: RetryPolicy };
+
+  constructor(deps: TransactionalServiceDeps) {
+    this.db = deps.db;
+    this.notifications = deps.repos.notifications;
+    this.devices = deps.repos.devices;
+    this.idempotency = deps.idempotency;
+    this.sending = deps.sending;
+    this.settings = deps.settings;
+  }
 
   /**
    * With an Idempotency-Key the key is claimed in the transaction that commits the notification and names it; its

@@ -17,8 +17,18 @@ beforeAll(async () => {
   appId = (await h.createApp('com.example.creds')).app.id;
 });
 
-const stored = () =>
-  h.db.db.selectFrom('apps').select(['apns_credentials', 'fcm_credentials']).where('id', '=', appId).executeTakeFirstOrThrow();
+/** The credentials as stored, opened with the server's keys (they are stored sealed: test/cli/secrets.test.ts). */
+const stored = async () => {
+  const row = await h.db.db
+    .selectFrom('apps')
+    .select(['apns_credentials', 'fcm_credentials'])
+    .where('id', '=', appId)
+    .executeTakeFirstOrThrow();
+  return {
+    apns_credentials: row.apns_credentials && h.secrets.openJson(row.apns_credentials, 'apns_credentials'),
+    fcm_credentials: row.fcm_credentials && h.secrets.openJson(row.fcm_credentials, 'fcm_credentials'),
+  };
+};
 
 describe('app set-apns', () => {
   it('stores a valid .p8 key and answers without the key material', async () => {

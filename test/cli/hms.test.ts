@@ -14,8 +14,12 @@ beforeAll(async () => {
   app = await h.createApp();
 });
 
-const stored = async () =>
-  (await h.db.db.selectFrom('apps').select('hms_credentials').where('id', '=', app.app.id).executeTakeFirstOrThrow()).hms_credentials;
+/** The HMS credentials as stored, opened with the server's keys. */
+const stored = async () => {
+  const sealed = (await h.db.db.selectFrom('apps').select('hms_credentials').where('id', '=', app.app.id).executeTakeFirstOrThrow())
+    .hms_credentials;
+  return sealed && h.secrets.openJson(sealed, 'hms_credentials');
+};
 
 describe('pushd app set-hms', () => {
   it('stores the app id and client secret, prints the app id only, and announces the change to the other processes', async () => {

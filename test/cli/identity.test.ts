@@ -30,12 +30,15 @@ const proven = (userId: string, secret: string) => ({
   user_id: userId,
   user_id_auth_hash: createHmac('sha256', secret).update(userId).digest('hex'),
 });
-const stored = () =>
-  h.db.db
+/** Whether verification is on, and the secret as stored, opened with the server's keys. */
+const stored = async () => {
+  const row = await h.db.db
     .selectFrom('apps')
     .select(['identity_verification', 'identity_secret'])
     .where('id', '=', created.app.id)
     .executeTakeFirstOrThrow();
+  return { ...row, identity_secret: row.identity_secret && h.secrets.open(row.identity_secret, 'identity_secret') };
+};
 
 beforeAll(async () => {
   created = json(await cli('app', 'create', '--bundle-id', 'com.example.identity-cli')) as typeof created;
@@ -96,9 +99,12 @@ describe('app set-identity-verification', () => {
     const id = await appBefore019('com.example.identity-bare');
     const r = json(await cli('app', 'set-identity-verification', '--app', id, '--on'));
     expect(r).toEqual({ app_id: id, identity_verification: true, identity_secret: hex64 });
-    expect(await h.db.db.selectFrom('apps').select('identity_secret').where('id', '=', id).executeTakeFirstOrThrow()).toEqual({
-      identity_secret: r.identity_secret,
-    });
+    const { identity_secret: sealed } = await h.db.db
+      .selectFrom('apps')
+      .select('identity_secret')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    expect(h.secrets.open(sealed!, 'identity_secret')).toBe(r.identity_secret);
   });
 
   it.each([

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate, MigrationError, MIGRATIONS_DIR } from '../../src/db/migrate.js';
+import { testKeyring } from '../engines/secrets-key.js';
 import { waitFor } from '../engines/engines.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { useDatabaseBefore } from '../helpers/migrations-before.js';
@@ -103,7 +104,8 @@ describe('migration 019 (identity verification) on a database in use', () => {
        FROM apps a JOIN devices d ON d.app_id = a.id WHERE a.id = $1`,
       [app!.id],
     );
-    expect(rows).toEqual([{ identity_verification: false, identity_secret: null, apns_credentials: { keyId: 'K' }, user_id: 'u-42' }]);
+    // the credentials as text since 046, until a start seals them (test/db/secrets-upgrade.test.ts)
+    expect(rows).toEqual([{ identity_verification: false, identity_secret: null, apns_credentials: '{"keyId": "K"}', user_id: 'u-42' }]);
     // on needs a secret
     await expect(pool.query(`UPDATE apps SET identity_verification = true WHERE id = $1`, [app!.id])).rejects.toThrow(
       /apps_identity_verification_has_secret/,
@@ -114,7 +116,11 @@ describe('migration 019 (identity verification) on a database in use', () => {
       const heard: string[] = [];
       listener.on('notification', (n) => heard.push(n.channel));
       await listener.query('LISTEN pushd_app_changes');
-      await pool.query(`UPDATE apps SET identity_secret = 'abc' WHERE id = $1`, [app!.id]);
+      // sealed, as what is written since 046 must be
+      await pool.query(`UPDATE apps SET identity_secret = $2, apns_credentials = NULL WHERE id = $1`, [
+        app!.id,
+        testKeyring().seal('abc', 'identity_secret'),
+      ]);
       await pool.query(`UPDATE apps SET identity_verification = true WHERE id = $1`, [app!.id]);
       await waitFor('both announcements', async () => heard.length >= 2, 5_000, 20);
       expect(heard).toEqual(['pushd_app_changes', 'pushd_app_changes']);

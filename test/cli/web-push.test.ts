@@ -45,7 +45,11 @@ describe('pushd app set-web-push', () => {
     expect(key[0]).toBe(4);
     expect(await servedKey(out.web_push.public_key)).toBe(out.web_push.public_key);
     const row = await h.db.db.selectFrom('apps').select('web_push_credentials').where('id', '=', app.app.id).executeTakeFirstOrThrow();
-    const stored = row.web_push_credentials as { private_key: string; public_key: string; subject: string };
+    const stored = h.secrets.openJson(row.web_push_credentials!, 'web_push_credentials') as {
+      private_key: string;
+      public_key: string;
+      subject: string;
+    };
     const ecdh = createECDH('prime256v1');
     ecdh.setPrivateKey(Buffer.from(stored.private_key, 'base64url'));
     expect(ecdh.getPublicKey().toString('base64url')).toBe(out.web_push.public_key);

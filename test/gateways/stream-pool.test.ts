@@ -77,6 +77,18 @@ describe('StreamPool', () => {
     expect(opened.map((c) => c.peak).every((n) => n <= 1000)).toBe(true);
   });
 
+  it('measures the round trip again when the gateway moves away: one-device sends at 1 ms do not pin a broadcast at 60', async () => {
+    let distanceMs = 0;
+    const { p, send, peak } = pool([1000, 1000, 1000], { maxConnections: 3, maxInFlight: 2500 }, 1, Infinity, () => distanceMs);
+    for (let i = 0; i < 50; i++) await p.run(range(1), send);
+    distanceMs = 60;
+    const t0 = Date.now();
+    await p.run(range(40_000), send);
+    // pinned at the floor of 200 by the 1 ms learned before, 40,000 pushes take 200 round trips (12 s)
+    expect(Date.now() - t0).toBeLessThan(4500);
+    expect(peak()).toBeGreaterThan(2000);
+  });
+
   it('backs off while answers wait in a queue: a host too busy to answer quickly does not open the window', async () => {
     // 5 ms away, 2 pushes a millisecond; for the first 2.5 s every answer also waits 400 ms (a saturated host),
     // more than the 300 ms no gateway is away: measured from those, the window would open to 1,600 streams

@@ -1,8 +1,7 @@
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount, randomApnsToken, randomFcmToken } from '../mocks/index.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
+import { AppService } from '../../src/services/apps.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import type { Db } from '../../src/db/database.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import type { Harness } from './harness.js';
 import { basic } from './harness.js';
 
@@ -48,9 +47,9 @@ export async function setCredentials(
   gw: Gateways,
   which: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true },
 ) {
-  const apps = new AppsRepository();
-  if (which.apns) await apps.setCredentials(h.db.db, appId, 'apns', { ...parseApnsCredentials(gw.apnsKey.credentials) });
-  if (which.fcm) await apps.setCredentials(h.db.db, appId, 'fcm', { ...parseFcmServiceAccount(gw.serviceAccount.json) });
+  const apps = new AppService(h.db.db, h.secrets);
+  if (which.apns) await apps.setPushCredentials(appId, 'apns', gw.apnsKey.credentials);
+  if (which.fcm) await apps.setPushCredentials(appId, 'fcm', gw.serviceAccount.json);
 }
 
 export interface RegisteredDevice {

@@ -26,7 +26,8 @@ interface Services {
 const shared = globalThis as { pushdTestServices?: { ready: Promise<Services>; users: number } };
 
 /**
- * Builds dist/ once. One PostgreSQL for the run: DATABASE_URL when given (CI), else an embedded one (a bare machine).
+ * Builds dist/ when a source changed since its last build (scripts/build-if-stale.mjs). One PostgreSQL for the run:
+ * DATABASE_URL when given (CI), else an embedded one (a bare machine).
  * Redis: REDIS_URL, else a local Redis if one answers; without one, Redis tests are skipped with a notice.
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
@@ -45,7 +46,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
 async function startServices(): Promise<Services> {
   // The CLI and the system tests run the compiled code, as users do.
-  execFileSync('npm', ['run', '-s', 'build'], { stdio: 'inherit' });
+  execFileSync('node', ['scripts/build-if-stale.mjs'], { stdio: 'inherit' });
   let adminUrl = process.env.DATABASE_URL;
   let embedded: EmbeddedDatabase | undefined;
   if (!adminUrl) {

@@ -11,6 +11,8 @@ import type { Pipeline } from '../../src/queue/pipeline.js';
 import type { QueueBackendKind } from '../../src/queue/queues.js';
 import { AppService } from '../../src/services/apps.js';
 import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
+import type { SecretsKeyring } from '../../src/domain/secrets.js';
+import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 
 export type { Server };
 
@@ -22,6 +24,8 @@ export interface Harness {
   /** queue namespace of this harness; a worker process started by a test must use the same */
   queuePrefix: string;
   config: Config;
+  /** the keys the server seals and opens the apps' secrets with (SECRETS_KEY: the test key unless `env` says) */
+  secrets: SecretsKeyring;
   pipeline: Pipeline;
   /**
    * Creates an app with its three keys and its identity secret through the same service the CLI uses. Identity
@@ -76,6 +80,7 @@ export async function createHarness(
     DATABASE_URL: databaseUrl,
     ...(kind === 'redis' ? { REDIS_URL: rUrl! } : {}),
     QUEUE_PREFIX: name,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     ROLE: opts.workers ? 'all' : 'api',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ...(typeof opts.env === 'function' ? opts.env(databaseUrl) : opts.env),
@@ -94,9 +99,10 @@ export async function createHarness(
     databaseUrl,
     queuePrefix: name,
     config,
+    secrets: pushd.database.secrets.keyring,
     pipeline: pushd.pipeline,
     async createApp(bundleId = `com.test.${randomBytes(4).toString('hex')}`, { identityVerification = false } = {}) {
-      const apps = new AppService(db.db);
+      const apps = new AppService(db.db, pushd.database.secrets.keyring);
       const created = await apps.createApp(bundleId);
       if (!identityVerification) await apps.setIdentityVerification(created.app.id, 'off');
       return created;

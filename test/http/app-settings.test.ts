@@ -50,7 +50,7 @@ describe('app settings API', () => {
     const now = { app_id: appId, ...change, quiet_hours: { start: '22:00', end: '08:00', then: 'hold' }, max_per_minute: null };
     expect(changed.json()).toEqual(now);
     expect((await get(keys.read)).json()).toEqual(now);
-    expect(await new AppService(h.db.db).limitsOf(appId)).toEqual(now);
+    expect(await new AppService(h.db.db, h.secrets).limitsOf(appId)).toEqual(now);
 
     // one field at a time, null removes it, the others stay
     expect((await patch(keys.write, { quiet_hours: null })).json()).toEqual({ ...now, quiet_hours: null });

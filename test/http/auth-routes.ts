@@ -34,6 +34,15 @@ export interface Fixture {
 }
 
 const unique = () => randomBytes(6).toString('hex');
+/** A journey entered through the API: one delay, then a send. */
+const fixtureJourney = () => ({
+  name: 'auth matrix',
+  trigger: { api: true },
+  steps: [
+    { id: 'wait', type: 'delay', duration: '1h' },
+    { id: 'send', type: 'send', notification: { payload: { alert: 'auth matrix' } } },
+  ],
+});
 
 export const AUTH_ROUTES: AuthRoute[] = [
   // notifications
@@ -160,6 +169,21 @@ export const AUTH_ROUTES: AuthRoute[] = [
   // cancel: the fixture's scheduled message waits for its send time
   { method: 'DELETE', path: '/v6/messages/:scheduledMessageId', permission: 'write', success: 200, fresh: true },
   { method: 'GET', path: '/v6/stats/messages/:messageId/events', permission: 'read', success: 200 },
+  // journeys: the app's side
+  { method: 'POST', path: '/v6/journeys', permission: 'write', success: 201, body: () => ({ journey: fixtureJourney() }) },
+  { method: 'GET', path: '/v6/journeys', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/journeys/:journeyId', permission: 'read', success: 200 },
+  { method: 'PUT', path: '/v6/journeys/:journeyId', permission: 'write', success: 200, body: () => ({ journey: fixtureJourney() }) },
+  { method: 'POST', path: '/v6/journeys/:journeyId/pause', permission: 'write', success: 200 },
+  { method: 'POST', path: '/v6/journeys/:journeyId/resume', permission: 'write', success: 200 },
+  { method: 'POST', path: '/v6/journeys/:journeyId/archive', permission: 'write', success: 200, fresh: true },
+  {
+    method: 'POST',
+    path: '/v6/journeys/:journeyId/entries',
+    permission: 'write',
+    success: 202,
+    body: (fx) => ({ device_id: fx.params.deviceId }),
+  },
   // a device's message stream: what the SDK does
   // Live Activities: the registry on an iPhone, the pushes, the channels
   {
@@ -242,7 +266,7 @@ export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */
 export async function prepareFixture(h: Harness): Promise<Fixture> {
   const app = await h.createApp();
-  await new AppService(h.db.db).setWebPush(app.app.id, { subject: 'mailto:auth@example.com' });
+  await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:auth@example.com' });
   const send = async (url: string, payload: unknown, key: string) => {
     const res = await h.server.inject({
       method: 'POST',
@@ -291,6 +315,7 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
   const message = await send('/v6/messages', { message: { to: '*', title: 'fixture' } }, app.keys.write);
   const sendAt = new Date(Date.now() + 86_400_000).toISOString();
   const scheduled = await send('/v6/messages', { message: { to: '*', title: 'fixture later', send_at: sendAt } }, app.keys.write);
+  const journey = await send('/v6/journeys', { journey: fixtureJourney() }, app.keys.write);
   return {
     app,
     params: {
@@ -306,6 +331,7 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
       liveActivityId: live.live_activity.id,
       activityType: 'FixtureAttributes',
       channelId: 'no-such-channel',
+      journeyId: journey.journey.id,
     },
   };
 }

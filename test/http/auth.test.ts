@@ -46,7 +46,7 @@ const CASES: Case[] = [
   {
     name: 'a revoked key',
     header: async (fx, { h, route }) => {
-      const service = new AppService(h.db.db);
+      const service = new AppService(h.db.db, h.secrets);
       const { key } = await service.createKey(fx.app.app.id, permittedRole(route));
       await service.revokeKey(key);
       return basic(key);

@@ -322,7 +322,7 @@ describe('identity verification', () => {
     // the key (and with it the secret) is cached from here on
     expect((await post(other.keys.sdk, { platform: 'ios', token: randomApnsToken(), user_id: 'u-sw' })).statusCode).toBe(403);
     // the CLI's service, with no cache of its own to drop: only the trigger's announcement reaches the server
-    const cli = new AppService(h.db.db);
+    const cli = new AppService(h.db.db, h.secrets);
     await cli.setIdentityVerification(other.app.id, 'off');
     await waitFor(
       'verification off',

@@ -80,7 +80,7 @@ describe.each(stores)('$name', ({ queue, available }) => {
 
   it.skipIf(!available)('refills at the sustained rate: a key of 1/s with bursts of 1 has a token again after a second', async () => {
     const { keys: own } = await h.createApp();
-    await new AppService(h.db.db).setKeyRateLimit(own.write, { perSecond: 1, burst: 1 });
+    await new AppService(h.db.db, h.secrets).setKeyRateLimit(own.write, { perSecond: 1, burst: 1 });
     expect(await statuses(2, () => readKey(h.server, own.write))).toEqual([200, 429]);
     await sleep(1100);
     expect(await statuses(2, () => readKey(h.server, own.write))).toEqual([200, 429]);

@@ -259,16 +259,17 @@ describe('GET /ready when the database and queue store are unreachable', () => {
     const db = openDatabase(deadUrl);
     const queues = new JobQueues({ kind: 'postgres', databaseUrl: deadUrl, prefix: 'ready_test' }, jobSpecs({ deliveryAttempts: 1 }));
     // the real wiring, on a database and a queue store that do not answer
-    const ctx = createContext(
-      h.config,
-      h.ctx.log,
-      db.db,
+    const ctx = createContext({
+      config: h.config,
+      log: h.ctx.log,
+      db: db.db,
       queues,
-      { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },
-      { gatewayFor: async () => null, close: async () => undefined },
-      h.ctx.metrics,
-      systemClock,
-    );
+      scheduler: { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },
+      gateways: { gatewayFor: async () => null, close: async () => undefined },
+      metrics: h.ctx.metrics,
+      clock: systemClock,
+      secrets: h.secrets,
+    });
     const server = await buildServer(ctx);
     try {
       const res = await server.inject({ method: 'GET', url: '/ready' });

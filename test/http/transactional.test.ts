@@ -173,7 +173,8 @@ describe('transactional notifications', () => {
     const res = await send(body({ field: 'device_id', value: gone.id }));
     expect(res.json().results).toEqual({ success: 0, uninstalled: 1, failures: [], failure_reasons: [], not_allowed: 0 });
     const again = await send(body({ field: 'device_id', value: gone.id }));
-    expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 }); // no longer targeted
+    // no longer targeted
+    expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
   });
 
   it('20 concurrent sends to 20 devices: each device gets exactly one push; one to too many devices is refused alone', async () => {

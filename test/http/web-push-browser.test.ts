@@ -45,7 +45,7 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
     siteOrigin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
     const created = await h.createApp('com.example.shop');
     keys = created.keys;
-    await new AppService(h.db.db).setWebPush(created.app.id, { subject: 'mailto:ops@example.com' });
+    await new AppService(h.db.db, h.secrets).setWebPush(created.app.id, { subject: 'mailto:ops@example.com' });
 
     browser = await launchChromium();
     context = browser.context;

@@ -84,6 +84,21 @@ describe('GroupRunner', () => {
     expect(most).toBe(1);
   });
 
+  it('fails every item of a group at once when the database cannot serve, running none alone', async () => {
+    let alone = 0;
+    const lost = Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+    const commit = new GroupRunner<number, number>(
+      async () => {
+        throw lost;
+      },
+      { maxInFlight: 1, maxGroup: 10 },
+      async (item) => (alone++, item),
+    );
+    const settled = await Promise.allSettled([1, 2, 3].map((i) => commit.submit(i)));
+    expect(settled).toEqual([1, 2, 3].map(() => ({ status: 'rejected', reason: lost })));
+    expect(alone).toBe(0);
+  });
+
   it('starts the next group once the one in flight gives its slot up, and answers each group only when it ends', async () => {
     const groups: number[][] = [];
     const finish: (() => void)[] = [];

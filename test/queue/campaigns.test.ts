@@ -5,6 +5,7 @@ import { createLogger } from '../../src/platform/logger.js';
 import { AppService } from '../../src/services/apps.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
+import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 
 /**
  * Campaign control end to end, API and workers on the mock gateways: send later, at each device's local time,
@@ -178,7 +179,7 @@ describe('campaign control', () => {
     clock.run(); // pacing is real time
     await tagged('ceiling-a', 50);
     await tagged('ceiling-b', 50);
-    await new AppService(h.db.db).setLimits(appId, { maxPerMinute: 3000 });
+    await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: 3000 });
     try {
       const a = (await post({ to: [{ name: 'tags', criteria: ['ceiling-a'] }] })).json();
       const b = (await post({ to: [{ name: 'tags', criteria: ['ceiling-b'] }] })).json();
@@ -189,7 +190,7 @@ describe('campaign control', () => {
       // 100 pushes at 50 a second: the second batch of 50 starts a second after the first
       expect(at.at(-1)! - at[0]!).toBeGreaterThanOrEqual(900);
     } finally {
-      await new AppService(h.db.db).setLimits(appId, { maxPerMinute: null });
+      await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: null });
     }
   });
 
@@ -281,6 +282,7 @@ describe('a scheduled notification due while no worker ran', () => {
       ...POLL,
       ROLE: 'worker',
       DATABASE_URL: h.databaseUrl,
+      SECRETS_KEY: TEST_SECRETS_KEY,
       QUEUE_PREFIX: h.queuePrefix,
       LOG_LEVEL: 'silent',
     });

@@ -67,7 +67,8 @@ describe('changes committed elsewhere apply to the next send and request', () =>
     gw.apns.addKey(rotated);
     // stored as the CLI stores it, from outside the server's services, and heard by the server a moment after the commit
     const { heard } = serverHears();
-    await new AppsRepository().setCredentials(h.db.db, app.id, 'apns', { ...parseApnsCredentials(rotated.credentials) });
+    const sealed = h.secrets.seal(JSON.stringify(parseApnsCredentials(rotated.credentials)), 'apns_credentials');
+    await new AppsRepository().setCredentials(h.db.db, app.id, 'apns', sealed);
     await heard;
     await new Promise((r) => setTimeout(r, 200));
     const next = await send('after the rotation');

@@ -1,11 +1,7 @@
-import { AppsRepository } from '../../src/db/repositories/apps.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
-import { DevicesRepository } from '../../src/db/repositories/devices.js';
-import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
-import { IdempotencyKeys } from '../../src/services/idempotency.js';
+import { serviceDeps } from '../../src/services/deps.js';
 import { NotificationService } from '../../src/services/notifications.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
@@ -338,19 +334,12 @@ for (const backend of backends) {
     it('the sweeper sends a notification cut when created whose delivery enqueue was lost', async () => {
       // The API's own service, with a scheduler that loses every enqueue.
       const lost = { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined };
-      const service = new NotificationService(
-        h.db.db,
-        new AudiencesRepository(),
-        new NotificationsRepository(),
-        new DevicesRepository(),
-        new DeliveryRepository(),
-        new AppsRepository(),
-        lost,
-        systemClock,
-        new IdempotencyKeys(new IdempotencyRepository()),
-        2000,
-        () => undefined,
-      );
+      const service = new NotificationService({
+        ...serviceDeps(h.db.db, systemClock),
+        scheduler: lost,
+        batchSize: 2000,
+        onScheduleError: () => undefined,
+      });
       const n = await service.create(appId, {
         notification: { to: [{ name: 'device_id', criteria: [devices.android2!.id] }], payload: { alert: 'lost batch' } },
       });

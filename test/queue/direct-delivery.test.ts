@@ -3,6 +3,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, storedNotification, waitFor, type Gateways } from '../helpers/gateways.js';
 import { freePort } from '../system/proc.js';
+import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 
 /**
  * A notification whose audience is cut when it is created (a device, a user's devices) is sent by the process
@@ -37,6 +38,7 @@ describe('unicast notifications sent by the process that created them', () => {
         ...process.env,
         ...gw.env,
         DATABASE_URL: h.databaseUrl,
+        SECRETS_KEY: TEST_SECRETS_KEY,
         REDIS_URL: '',
         QUEUE_PREFIX: h.queuePrefix,
         LOG_LEVEL: 'info',

@@ -36,7 +36,7 @@ describe("a broadcast's Huawei batches, sent by its fan-out", () => {
     const created = await h.createApp('com.example.hmsbroadcast');
     keys = created.keys;
     await setCredentials(h, created.app.id, gw);
-    await new AppService(h.db.db).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-secret' });
+    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-secret' });
     // one device in four is iOS, spread over the id space as the Huawei ones are
     await sql`
       insert into devices (app_id, platform, token)

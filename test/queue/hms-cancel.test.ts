@@ -30,7 +30,7 @@ describe("a cancel while a broadcast's Huawei batches wait for their turn", () =
     });
     const created = await h.createApp('com.example.hmscancel');
     keys = created.keys;
-    await new AppService(h.db.db).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-secret' });
+    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-secret' });
     await sql`
       insert into devices (app_id, platform, token)
       select ${created.app.id}::uuid, 'huawei', 'IQAAAACy0' || md5(i::text) || md5((-i)::text)

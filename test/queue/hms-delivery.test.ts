@@ -47,7 +47,7 @@ describe('huawei push kit delivery', () => {
     });
     const created = await h.createApp('com.example.huawei');
     keys = created.keys;
-    await new AppService(h.db.db).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-client-secret' });
+    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-client-secret' });
     for (const tags of [['vip'], ['vip'], []]) devices.push(await register(tags));
   });
   afterAll(async () => {

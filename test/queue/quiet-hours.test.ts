@@ -140,7 +140,7 @@ describe('quiet hours', () => {
     const app = await h.createApp('com.example.quiet-app');
     await setCredentials(h, app.app.id, gw);
     // set before the app's first notification: every process reads it then (later changes reach caches by NOTIFY)
-    const set = await new AppService(h.db.db).setLimits(app.app.id, {
+    const set = await new AppService(h.db.db, h.secrets).setLimits(app.app.id, {
       quietHours: { ...QUIET, then: 'hold' },
       defaultTimeZone: 'Europe/Paris',
     });
@@ -172,7 +172,10 @@ describe('quiet hours', () => {
     const app = await h.createApp('com.example.quiet-zones');
     await setCredentials(h, app.app.id, gw);
     // the default zone is at 17:00, out of quiet hours: only the device's own zone holds the push
-    await new AppService(h.db.db).setLimits(app.app.id, { quietHours: { ...QUIET, then: 'hold' }, defaultTimeZone: 'America/New_York' });
+    await new AppService(h.db.db, h.secrets).setLimits(app.app.id, {
+      quietHours: { ...QUIET, then: 'hold' },
+      defaultTimeZone: 'America/New_York',
+    });
     const kolkata = await registerDevice(h, app.keys.sdk, { platform: 'ios', time_zone: 'Asia/Kolkata' }); // 03:30
     const res = await h.server.inject({
       method: 'POST',

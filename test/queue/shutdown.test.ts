@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { setCredentials, startGateways, storedNotification, waitFor, type Gateways } from '../helpers/gateways.js';
+import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 
 /** SIGTERM to a worker with pushes in flight: it finishes and records the batch, then exits 0. */
 describe('graceful shutdown of a worker', () => {
@@ -32,6 +33,7 @@ describe('graceful shutdown of a worker', () => {
         ...gw.env,
         ROLE: 'worker',
         DATABASE_URL: h.databaseUrl,
+        SECRETS_KEY: TEST_SECRETS_KEY,
         REDIS_URL: '',
         QUEUE_PREFIX: h.queuePrefix,
         LOG_LEVEL: 'warn',

@@ -27,7 +27,7 @@ describe('web push delivery', () => {
     const created = await h.createApp('com.example.web');
     keys = created.keys;
     appId = created.app.id;
-    vapidKey = (await new AppService(h.db.db).setWebPush(appId, { subject: 'mailto:ops@example.com' })).public_key;
+    vapidKey = (await new AppService(h.db.db, h.secrets).setWebPush(appId, { subject: 'mailto:ops@example.com' })).public_key;
     for (const tags of [['vip'], ['vip'], []]) {
       const sub = mock.subscribe(vapidKey);
       const res = await call('POST', '/v6/devices', keys.sdk, { device: { platform: 'web', subscription: sub, tags } });

@@ -2,9 +2,8 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { openDatabase } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
+import { testKeyring } from '../engines/secrets-key.js';
 import { redisUrl } from '../helpers/harness.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../mocks/index.js';
 import { freePort, freshDatabase, ROOT } from './proc.js';
@@ -32,9 +31,10 @@ export async function broadcastWorld(bundle: string, devices: number, cleanups: 
   const handle = openDatabase(database.url);
   cleanups.push(() => handle.close());
   await migrate(handle.pool);
-  const { app, keys } = await new AppService(handle.db).createApp(bundle);
-  await new AppsRepository().setCredentials(handle.db, app.id, 'apns', { ...parseApnsCredentials(apnsKey.credentials) });
-  await new AppsRepository().setCredentials(handle.db, app.id, 'fcm', { ...parseFcmServiceAccount(account.json) });
+  const apps = new AppService(handle.db, testKeyring());
+  const { app, keys } = await apps.createApp(bundle);
+  await apps.setPushCredentials(app.id, 'apns', apnsKey.credentials);
+  await apps.setPushCredentials(app.id, 'fcm', account.json);
   await sql`
     insert into devices (app_id, platform, token)
     select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')

@@ -1,9 +1,8 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
-import { AppsRepository } from '../../src/db/repositories/apps.js';
-import { parseApnsCredentials } from '../../src/domain/credentials.js';
 import { AppService } from '../../src/services/apps.js';
+import { testKeyring } from '../engines/secrets-key.js';
 import { startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
 import { startPgBouncer, type PgBouncer } from '../engines/pgbouncer.js';
 import { generateApnsKey, randomApnsToken } from '../mocks/index.js';
@@ -52,8 +51,8 @@ describe('behind PgBouncer in transaction mode', () => {
     base = `http://127.0.0.1:${port}`;
 
     direct = openDatabase(database.url);
-    ({ app, keys } = await new AppService(direct.db).createApp(BUNDLE));
-    await new AppsRepository().setCredentials(direct.db, app.id, 'apns', { ...parseApnsCredentials(gw.apnsKey.credentials) });
+    ({ app, keys } = await new AppService(direct.db, testKeyring()).createApp(BUNDLE));
+    await new AppService(direct.db, testKeyring()).setPushCredentials(app.id, 'apns', gw.apnsKey.credentials);
   }, 120_000);
 
   afterAll(async () => {
@@ -79,7 +78,7 @@ describe('behind PgBouncer in transaction mode', () => {
     // the key is read (and kept) by the API process
     expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
     expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
-    await new AppService(direct.db).revokeKey(keys.read);
+    await new AppService(direct.db, testKeyring()).revokeKey(keys.read);
     const revokedAt = Date.now();
     await waitFor('the revoked key to answer 401', async () => (await call('GET', '/v6/notifications', keys.read)).status === 401, 5000);
     expect(Date.now() - revokedAt).toBeLessThan(5000); // a kept copy would answer 200 for up to 60 s
@@ -115,7 +114,7 @@ describe('behind PgBouncer in transaction mode', () => {
 
     const rotated = generateApnsKey({ teamId: gw.apnsKey.credentials.teamId });
     gw.apns.addKey(rotated);
-    await new AppsRepository().setCredentials(direct.db, app.id, 'apns', { ...parseApnsCredentials(rotated.credentials) });
+    await new AppService(direct.db, testKeyring()).setPushCredentials(app.id, 'apns', rotated.credentials);
     const rotatedAt = Date.now();
     // both processes sign with the new key once they hear the change, within seconds (a kept copy would sign with
     // the old one for up to 60 s)

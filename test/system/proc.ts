@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
+import { withTestSecretsKey } from '../engines/secrets-key.js';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -47,7 +48,7 @@ export class Proc {
     this.child = spawn(process.execPath, args, {
       cwd: ROOT,
       detached: opts.group ?? false,
-      env: { ...baseEnv(), ...env } as NodeJS.ProcessEnv,
+      env: { ...baseEnv(), ...withTestSecretsKey(env) } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const collect = (which: 'stdout' | 'stderr') => (d: Buffer) => {

@@ -126,7 +126,9 @@ export class AbTestsRepository {
       select b.variant as bucket, count(*)::int as devices,
              count(*) filter (where exists (
                select 1 from app_sessions s
-               where s.device_id = r.device_id and s.started_at >= r.received_at and s.started_at <= r.received_at + ${window}))::int as app_opened
+               where s.device_id = r.device_id
+                 and s.started_at >= r.received_at and s.started_at <= r.received_at + ${window}
+             ))::int as app_opened
       from delivery_batches b
       cross join lateral unnest(b.device_ids) as d(id)
       cross join lateral (

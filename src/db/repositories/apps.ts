@@ -1,8 +1,9 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { QuietHours } from '../../domain/quiet-hours.js';
 import type { FrequencyCap } from '../../domain/frequency-caps.js';
-import type { App, KeyRole } from '../schema.js';
+import type { App, Database, KeyRole } from '../schema.js';
+import type { Sealed, SecretColumn } from '../../domain/secrets.js';
 
 export interface AppSummary {
   id: string;
@@ -18,8 +19,11 @@ export interface CampaignSettings {
 
 export interface IdentityVerification {
   identity_verification: boolean;
-  identity_secret: string | null;
+  identity_secret: Sealed | null;
 }
+
+/** An app's secrets as stored (sealed, or plain where a database from before migration 046 still holds them). */
+export type StoredSecrets = { id: string } & Record<SecretColumn, string | null>;
 const CREDENTIAL_COLUMNS = {
   apns: 'apns_credentials',
   fcm: 'fcm_credentials',
@@ -29,7 +33,7 @@ const CREDENTIAL_COLUMNS = {
 
 export class AppsRepository {
   /** A new app, with identity verification on under `identitySecret`. */
-  async create(db: Db, bundleId: string, name: string, identitySecret: string): Promise<AppSummary> {
+  async create(db: Db, bundleId: string, name: string, identitySecret: Sealed): Promise<AppSummary> {
     return db
       .insertInto('apps')
       .values({ bundle_id: bundleId, name, identity_secret: identitySecret, identity_verification: true })
@@ -61,7 +65,7 @@ export class AppsRepository {
   }
 
   /** The app's VAPID credentials as stored (null: none set, undefined: no such app). */
-  async webPushCredentials(db: Db, id: string): Promise<unknown> {
+  async webPushCredentials(db: Db, id: string): Promise<Sealed | null | undefined> {
     const row = await db.selectFrom('apps').select('web_push_credentials').where('id', '=', id).executeTakeFirst();
     return row && row.web_push_credentials;
   }
@@ -122,34 +126,51 @@ export class AppsRepository {
   async setIdentityVerification(
     db: Db,
     id: string,
-    change: { on?: boolean; secret?: { value: string; ifNone: boolean } },
+    change: { on?: boolean; secret?: { value: Sealed; ifNone: boolean } },
   ): Promise<IdentityVerification | undefined> {
     const { on, secret } = change;
     return db
       .updateTable('apps')
       .set({
         ...(on !== undefined ? { identity_verification: on } : {}),
-        ...(secret ? { identity_secret: secret.ifNone ? sql<string>`coalesce(identity_secret, ${secret.value})` : secret.value } : {}),
+        ...(secret ? { identity_secret: secret.ifNone ? sql<Sealed>`coalesce(identity_secret, ${secret.value})` : secret.value } : {}),
       })
       .where('id', '=', id)
       .returning(['identity_verification', 'identity_secret'])
       .executeTakeFirst();
   }
 
+  /** Every app's secrets as stored, the app rows locked (`forUpdate`) for a transaction that reseals them. */
+  async storedSecrets(db: Db, opts: { forUpdate: boolean }): Promise<StoredSecrets[]> {
+    const query = db
+      .selectFrom('apps')
+      .select(['id', 'apns_credentials', 'fcm_credentials', 'web_push_credentials', 'hms_credentials', 'identity_secret'])
+      .orderBy('id');
+    return opts.forUpdate ? query.forUpdate().execute() : query.execute();
+  }
+
+  /**
+   * Makes this transaction's reseal unannounced (migration 046's trigger): a value sealed anew means the same, so the
+   * processes keep what they opened.
+   */
+  async quietReseal(trx: Transaction<Database>): Promise<void> {
+    await sql`select set_config('pushd.resealing', 'on', true)`.execute(trx);
+  }
+
+  /** Replaces an app's secrets with these sealed ones (the same values, sealed anew): all of them in one statement. */
+  async resealSecrets(db: Db, id: string, sealed: Record<SecretColumn, Sealed | null>): Promise<void> {
+    await db.updateTable('apps').set(sealed).where('id', '=', id).execute();
+  }
+
   async findByBundleId(db: Db, bundleId: string): Promise<AppSummary | undefined> {
     return db.selectFrom('apps').select(['id', 'bundle_id', 'name']).where('bundle_id', '=', bundleId).executeTakeFirst();
   }
 
-  async setCredentials(
-    db: Db,
-    id: string,
-    platform: keyof typeof CREDENTIAL_COLUMNS,
-    credentials: Record<string, unknown>,
-  ): Promise<boolean> {
+  async setCredentials(db: Db, id: string, platform: keyof typeof CREDENTIAL_COLUMNS, credentials: Sealed): Promise<boolean> {
     const column = CREDENTIAL_COLUMNS[platform];
     const r = await db
       .updateTable('apps')
-      .set({ [column]: JSON.stringify(credentials) })
+      .set({ [column]: credentials })
       .where('id', '=', id)
       .executeTakeFirst();
     return r.numUpdatedRows > 0n;
@@ -168,6 +189,9 @@ export interface KeyWithApp {
   identity_secret: string | null;
 }
 
+/** A key found, its app's identity secret as stored (AppService opens it). */
+export type StoredKeyWithApp = Omit<KeyWithApp, 'identity_secret'> & { identity_secret: Sealed | null };
+
 export class ApiKeysRepository {
   async create(db: Db, appId: string, role: KeyRole, keyHash: Buffer, hint: string): Promise<{ id: string }> {
     return db
@@ -178,7 +202,7 @@ export class ApiKeysRepository {
   }
 
   /** The active keys with these hashes (and their apps), by hash in hex. */
-  async findActiveByHashes(db: Db, keyHashes: Buffer[]): Promise<Map<string, KeyWithApp>> {
+  async findActiveByHashes(db: Db, keyHashes: Buffer[]): Promise<Map<string, StoredKeyWithApp>> {
     const rows = await db
       .selectFrom('api_keys')
       .innerJoin('apps', 'apps.id', 'api_keys.app_id')
@@ -190,7 +214,7 @@ export class ApiKeysRepository {
         'apps.bundle_id',
         'api_keys.rate_limit_per_second',
         'api_keys.rate_limit_burst',
-        sql<string | null>`case when apps.identity_verification then apps.identity_secret end`.as('identity_secret'),
+        sql<Sealed | null>`case when apps.identity_verification then apps.identity_secret end`.as('identity_secret'),
       ])
       // one array parameter: the same statement text (and prepared statement) whatever the number of keys
       .where(sql<boolean>`api_keys.key_hash = any(${keyHashes}::bytea[])`)

@@ -101,11 +101,17 @@ const PROGRESS_TOUCH_SECONDS = 10;
  * lets PostgreSQL plan for their day partitions only (migration 037), in a statement planned each run (PLAN_EACH_RUN).
  */
 const anySucceeded = (ids: string[]) =>
-  sql<boolean>`exists (select 1 from delivery_batches s where s.notification_id = n.id and s.notification_id = any(${ids}::uuid[]) and s.succeeded > 0)`;
+  sql<boolean>`exists (
+    select 1 from delivery_batches s
+    where s.notification_id = n.id and s.notification_id = any(${ids}::uuid[]) and s.succeeded > 0
+  )`;
 
 /** The devices targeted by notification `n`'s fan-out ranges (its own devices_targeted holds the rest); `n` is one of `ids`. */
 const rangesTargeted = (ids: string[]) =>
-  sql<number>`coalesce((select sum(r.devices_targeted) from fanout_ranges r where r.notification_id = n.id and r.notification_id = any(${ids}::uuid[])), 0)`;
+  sql<number>`coalesce((
+    select sum(r.devices_targeted) from fanout_ranges r
+    where r.notification_id = n.id and r.notification_id = any(${ids}::uuid[])
+  ), 0)`;
 
 /** A range's batches take seq numbers from (range + 1) × this; those fanned out before the split stay below it. */
 export const RANGE_SEQ_STRIDE = 1_000_000;
@@ -141,7 +147,8 @@ export class DeliveryRepository {
     const { rows: result } = await sql<{ moved: number }>`
       with moved as (
         update notifications
-        set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int, devices_targeted = devices_targeted + ${page.targeted}::int,
+        set fanout_cursor = ${page.cursor}::uuid, fanout_seq = ${page.nextSeq}::int,
+          devices_targeted = devices_targeted + ${page.targeted}::int,
           devices_not_allowed = devices_not_allowed + ${page.notAllowed}::int, ab_holdout = ab_holdout + ${holdout.length}::int,
           updated_at = now()
         -- from the checkpoint this run read: a second run of the same fan-out (its job handed on while the first
@@ -171,7 +178,8 @@ export class DeliveryRepository {
       with split as (
         update notifications
         set fanout_seq = ${RANGE_SEQ_STRIDE}::int, updated_at = now()
-        where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled' and fanout_seq < ${RANGE_SEQ_STRIDE}::int
+        where id = ${notificationId}::uuid and generation = ${generation}::int and state <> 'canceled'
+          and fanout_seq < ${RANGE_SEQ_STRIDE}::int
         returning 1),
       ranges as (
         insert into fanout_ranges (notification_id, generation, range_no, cursor_id, up_to_id, next_seq)
@@ -211,9 +219,11 @@ export class DeliveryRepository {
     const { rows } = await sql<{ moved: number }>`
       with moved as (
         update fanout_ranges r
-        set cursor_id = ${page.cursor}::uuid, next_seq = ${page.nextSeq}::int, devices_targeted = r.devices_targeted + ${page.targeted}::int,
+        set cursor_id = ${page.cursor}::uuid, next_seq = ${page.nextSeq}::int,
+          devices_targeted = r.devices_targeted + ${page.targeted}::int,
           devices_not_allowed = r.devices_not_allowed + ${page.notAllowed}::int, updated_at = now()
-        where r.notification_id = ${notificationId}::uuid and r.generation = ${generation}::int and r.range_no = ${rangeNo}::int and not r.done
+        where r.notification_id = ${notificationId}::uuid and r.generation = ${generation}::int and r.range_no = ${rangeNo}::int
+          and not r.done
           -- from the checkpoint this run read, as saveFanoutPage
           and r.next_seq = ${page.nextSeq - batches.length}::int
           and exists (
@@ -526,8 +536,11 @@ export class DeliveryRepository {
     const invalidate = invalid.length
       ? sql`, invalidated as (
           update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
-          from unnest(${invalid.map((i) => i.deviceId)}::uuid[], ${invalid.map((i) => i.reason)}::text[], ${invalid.map((i) => i.batchId)}::text[])
-            as inv(id, reason, batch_id)
+          from unnest(
+            ${invalid.map((i) => i.deviceId)}::uuid[],
+            ${invalid.map((i) => i.reason)}::text[],
+            ${invalid.map((i) => i.batchId)}::text[]
+          ) as inv(id, reason, batch_id)
           where d.id = inv.id and d.token_invalidated_at is null and inv.batch_id in (select id from recorded))`
       : sql``;
     // each batch's received devices as one joined list (uuids hold no comma), its notification and time once: arrays
@@ -547,15 +560,20 @@ export class DeliveryRepository {
       with input as (
         select t.id, t.notification_id, t.generation, t.seq, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
           t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at
-        from unnest(${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
-          ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => seqOf(i.batch.id))}::int[], ${input.map((i) => i.batch.attempts)}::int[],
+        from unnest(
+          ${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
+          ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => seqOf(i.batch.id))}::int[],
+          ${input.map((i) => i.batch.attempts)}::int[],
           ${input.map((i) => i.retryLeft.join(','))}::text[], ${input.map((i) => (i.retryLeft.length ? 'pending' : 'done'))}::text[],
           ${input.map((i) => i.outcome.succeeded.length)}::int[], ${input.map((i) => i.failed)}::int[],
           ${input.map((i) => i.outcome.invalidated.length)}::int[], ${input.map((i) => i.outcome.expired.length)}::int[],
-          ${input.map((i) => i.outcome.capped?.length ?? 0)}::int[], ${input.map((i) => i.outcome.lastError)}::text[], ${input.map((i) => i.failureReason)}::text[],
-          ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[])
-          as t(id, notification_id, generation, seq, attempts, pending, state, succeeded, failed, invalidated, expired, capped, last_error, failure_reason,
-            received, sent_at)),
+          ${input.map((i) => i.outcome.capped?.length ?? 0)}::int[], ${input.map((i) => i.outcome.lastError)}::text[],
+          ${input.map((i) => i.failureReason)}::text[],
+          ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[]
+        ) as t(
+          id, notification_id, generation, seq, attempts, pending, state, succeeded, failed, invalidated, expired, capped,
+          last_error, failure_reason, received, sent_at
+        )),
       recorded as (
         update delivery_batches b
         set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,
@@ -574,10 +592,14 @@ export class DeliveryRepository {
             updated_at = now()
         from (
           select i.notification_id, sum(i.succeeded)::int as succeeded,
-            bool_and(i.state = 'done') and count(*) = 1 and n1.fanout_done and n1.fanout_seq = 1 and n1.generation = min(i.generation) as closes
-          from input i join recorded r on r.id = i.id join notifications n1 on n1.id = i.notification_id and n1.id = any(${notificationIds}::uuid[])
+            bool_and(i.state = 'done') and count(*) = 1
+              and n1.fanout_done and n1.fanout_seq = 1 and n1.generation = min(i.generation) as closes
+          from input i
+          join recorded r on r.id = i.id
+          join notifications n1 on n1.id = i.notification_id and n1.id = any(${notificationIds}::uuid[])
           group by i.notification_id, n1.id) c
-        where n.id = c.notification_id and n.id = any(${notificationIds}::uuid[]) and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
+        where n.id = c.notification_id and n.id = any(${notificationIds}::uuid[])
+          and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
         returning n.id, c.closes and n.state in ('sent', 'failed') as closes)
       ${invalidate}
       ${forget}
@@ -674,7 +696,8 @@ export class DeliveryRepository {
           finished_at = now(), updated_at = now()
       from unnest(${unique.map((n) => n.id)}::uuid[], ${unique.map((n) => n.generation)}::int[], ${unique.map((n) => n.seq ?? null)}::int[])
         as t(id, generation, seq)
-      where n.id = t.id and n.id = any(${ids}::uuid[]) and n.generation = t.generation and n.fanout_done and n.state in ('scheduled', 'sending')
+      where n.id = t.id and n.id = any(${ids}::uuid[]) and n.generation = t.generation
+        and n.fanout_done and n.state in ('scheduled', 'sending')
         and ${pending(sql`b.seq > coalesce(t.seq, -1)`, sql`b.seq`)}
         and (t.seq is null or ${pending(sql`b.seq < t.seq`, sql`b.seq desc`)})
       returning n.id`.execute(db);
@@ -793,8 +816,10 @@ function storeBatches(notificationId: string, generation: number, batches: NewBa
   if (!batches.length) return sql``;
   const rows = batches.map(
     (b) =>
-      sql`(${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[], ${b.notBefore ?? null}::timestamptz,
-        ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean)`,
+      sql`(
+        ${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[],
+        ${b.notBefore ?? null}::timestamptz, ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean
+      )`,
   );
   return sql`, stored as (
     insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, not_before, variant, ab_rest)

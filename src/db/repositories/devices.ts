@@ -444,7 +444,8 @@ export class DevicesRepository {
           from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
           cross join lateral (
             select d.id, d.platform, d.development, d.token, d.notifications_allowed from devices d
-            where d.app_id = t.app_id and d.user_id = t.user_id and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+            where d.app_id = t.app_id and d.user_id = t.user_id
+              and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
             order by d.id limit ${page.limit}::int) d`);
       const { rows } = await sql<DeliverableNow & { ord: number }>`${sql.join(lookups, sql` union all `)}`.execute(db);
       // keys are distinct and a device has one user: no device comes twice for one audience
@@ -466,6 +467,20 @@ export class DevicesRepository {
       for (const { ord, ...device } of rows) lists[ord]!.push(device);
     }
     return lists;
+  }
+
+  /** Which of these live devices the filters match now (a journey's entry filters and branches). */
+  async matchingIds(db: Db, appId: string, ids: string[], filters: Filter[], now: Date): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const rows = await db
+      .selectFrom('devices as d')
+      .select('d.id')
+      .where('d.app_id', '=', appId)
+      .where('d.id', '=', sql<string>`any(${ids}::uuid[])`)
+      .where('d.erased_at', 'is', null)
+      .where(compileFilters(filters, { now }))
+      .execute();
+    return new Set(rows.map((r) => r.id));
   }
 
   /** The time zones the app's devices are in (a local-time send plans a wave for each). */

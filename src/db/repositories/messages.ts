@@ -47,7 +47,12 @@ const DAY_MS = 86_400_000;
 
 /** Live at `now` (alias `m`): published, not canceled, not unpublished, not past its retention. */
 const live = (now: Date) =>
-  sql<SqlBool>`(m.canceled_at is null and m.publish_at <= ${now} and (m.unpublish_at is null or m.unpublish_at > ${now}) and m.expires_at > ${now})`;
+  sql<SqlBool>`(
+    m.canceled_at is null
+    and m.publish_at <= ${now}
+    and (m.unpublish_at is null or m.unpublish_at > ${now})
+    and m.expires_at > ${now}
+  )`;
 
 /**
  * Kept at `now` (alias `m`): until the end of the UTC day its retention ends on, when its day's partition (and its
@@ -300,8 +305,12 @@ export class MessagesRepository {
       set stream_impressions = s.stream_impressions + v.stream,
           full_screen_impressions = s.full_screen_impressions + v.full_screen,
           in_app_impressions = s.in_app_impressions + v.in_app
-      from unnest(${entries.map(([id]) => id)}::uuid[], ${column('stream')}::int[], ${column('full_screen')}::int[], ${column('in_app')}::int[])
-        as v(message_id, stream, full_screen, in_app)
+      from unnest(
+          ${entries.map(([id]) => id)}::uuid[],
+          ${column('stream')}::int[],
+          ${column('full_screen')}::int[],
+          ${column('in_app')}::int[]
+        ) as v(message_id, stream, full_screen, in_app)
       where s.device_id = ${deviceId}::uuid and s.message_id = v.message_id
       returning s.message_id`.execute(db);
     return rows.map((r) => r.message_id);

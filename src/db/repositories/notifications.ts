@@ -70,7 +70,8 @@ export class NotificationsRepository {
         message_id = excluded.message_id,
         state = 'scheduled', generation = notifications.generation + 1, failure_reason = null, finished_at = null,
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
-        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0, throttle_per_minute = excluded.throttle_per_minute,
+        local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0,
+        throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now()`;
     const [row] = await insertRows(db, [n], collapse, { before: key, id: sql`(select notification_id from collapse_key_row)` });
     return row!;
@@ -165,7 +166,10 @@ export class NotificationsRepository {
       update notifications set
         request = ${JSON.stringify(n.request)}::jsonb, payload = ${JSON.stringify(n.payload)}::jsonb,
         localized = ${n.localized ? JSON.stringify(n.localized) : null}::jsonb, send_group = ${n.group ?? null},
-        expires_at = coalesce(now() + make_interval(secs => ${options?.ttlSeconds ?? null}::int), ${options?.expiresAt ?? null}::timestamptz),
+        expires_at = coalesce(
+          now() + make_interval(secs => ${options?.ttlSeconds ?? null}::int),
+          ${options?.expiresAt ?? null}::timestamptz
+        ),
         priority = ${options?.priority ?? null}, generation = generation + 1,
         state = case when ${cut.targeted}::int > 0 then 'sending' else 'sent' end,
         finished_at = case when ${cut.targeted}::int = 0 then now() end, failure_reason = null,
@@ -230,9 +234,12 @@ export class NotificationsRepository {
     const { rows } = await sql<Pick<Notification, 'id' | CountedColumn>>`${sql.raw(PLAN_EACH_RUN)}
       select n.id, n.devices_targeted + coalesce(r.targeted, 0) as devices_targeted,
         n.devices_not_allowed + coalesce(r.not_allowed, 0) as devices_not_allowed,
-        n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded, n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
-        n.tokens_invalidated + coalesce(b.invalidated, 0) as tokens_invalidated, n.pushes_expired + coalesce(b.expired, 0) as pushes_expired,
-        n.pushes_capped + coalesce(b.capped, 0) as pushes_capped, coalesce(b.failure_reason, n.failure_reason) as failure_reason
+        n.pushes_succeeded + coalesce(b.succeeded, 0) as pushes_succeeded,
+        n.pushes_failed + coalesce(b.failed, 0) as pushes_failed,
+        n.tokens_invalidated + coalesce(b.invalidated, 0) as tokens_invalidated,
+        n.pushes_expired + coalesce(b.expired, 0) as pushes_expired,
+        n.pushes_capped + coalesce(b.capped, 0) as pushes_capped,
+        coalesce(b.failure_reason, n.failure_reason) as failure_reason
       from notifications n
       left join lateral (
         select sum(b.succeeded)::int as succeeded, sum(b.failed + b.invalidated)::int as failed, sum(b.invalidated)::int as invalidated,
@@ -385,29 +392,42 @@ async function insertRows(
   const column = <T>(f: (n: NewNotification) => T) => list.map(f);
   const json = (f: (n: NewNotification) => unknown) => jsonbArray(list.map(f));
   const audienceId = also.audiences
-    ? sql`coalesce(t.audience_id, (select s.id from ${sql.table(SPEC_AUDIENCES)} s where s.app_id = t.app_id and s.spec_key = t.audience_key))`
+    ? sql`coalesce(
+        t.audience_id,
+        (select s.id from ${sql.table(SPEC_AUDIENCES)} s where s.app_id = t.app_id and s.spec_key = t.audience_key)
+      )`
     : sql`t.audience_id`;
   const insert = sql<Notification>`
-    insert into notifications (id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
-      throttle_per_minute, expires_at, priority, message_id, transactional_key, fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity)
-    select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId}, t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
+    insert into notifications (
+      id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
+      throttle_per_minute, expires_at, priority, message_id, transactional_key,
+      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity
+    )
+    select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId},
+      t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
       t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
       case when t.cut_targeted = 0 then now() end, t.live_activity
-    from unnest(${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[], ${json((n) => n.request)}::jsonb[],
-      ${json((n) => n.payload)}::jsonb[], ${json((n) => n.localized)}::jsonb[], ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
+    from unnest(
+      ${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[],
+      ${json((n) => n.request)}::jsonb[], ${json((n) => n.payload)}::jsonb[], ${json((n) => n.localized)}::jsonb[],
+      ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
       ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
       ${json((n) => n.timing?.localPlan)}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
       ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
       ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
-      ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[], ${column((n) => n.transactionalKey ?? null)}::text[],
-      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[], ${column((n) => n.cut?.notAllowed ?? null)}::int[],
-      ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[])
-      with ordinality as t(id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
-        throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed, audience_key,
-        live_activity, ord)
+      ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
+      ${column((n) => n.transactionalKey ?? null)}::text[],
+      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
+      ${column((n) => n.cut?.notAllowed ?? null)}::int[],
+      ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[]
+    ) with ordinality as t(
+      id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
+      throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed,
+      audience_key, live_activity, ord
+    )
     order by t.ord
     ${onConflict}
     returning ${also.returning ?? sql`*`}`;

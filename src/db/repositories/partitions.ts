@@ -14,6 +14,7 @@ export const DAY_PARTITIONED = {
   notification_conversions: { column: 'day', type: 'date' },
   device_messages: { column: 'retention_from', type: 'timestamptz' },
   idempotency_keys: { column: 'created_at', type: 'timestamptz' },
+  journey_entrants: { column: 'entered_at', type: 'timestamptz' },
 } as const;
 export type DayPartitionedTable = keyof typeof DAY_PARTITIONED;
 
@@ -163,7 +164,10 @@ export function uuid7Floor(at: number): string {
 }
 
 /** The UTC day a version 7 UUID was made on, as SQL. */
-export const dayOfId = sql`to_char(to_timestamp(('x' || left(replace(id::text, '-', ''), 12))::bit(48)::bigint / 1000.0) at time zone 'UTC', 'YYYY-MM-DD')`;
+export const dayOfId = sql`to_char(
+  to_timestamp(('x' || left(replace(id::text, '-', ''), 12))::bit(48)::bigint / 1000.0) at time zone 'UTC',
+  'YYYY-MM-DD'
+)`;
 
 /** The day partitions of the notification family: each day's in every table, dropped with the rows kept moved out. */
 export class NotificationPartitionsRepository {
@@ -235,9 +239,9 @@ export class NotificationPartitionsRepository {
   async create(trx: Transaction<Database>, day: string): Promise<void> {
     const [from, to] = idBounds(day);
     for (const table of NOTIFICATION_FAMILY) {
-      await sql`create table ${sql.table(partitionName(table, day))} (like ${sql.table(table)} including defaults including constraints including generated)`.execute(
-        trx,
-      );
+      await sql`
+        create table ${sql.table(partitionName(table, day))}
+          (like ${sql.table(table)} including defaults including constraints including generated)`.execute(trx);
       await sql`lock table ${sql.table(`${table}_default`)} in share row exclusive mode`.execute(trx);
       // the storage options (delivery_batches' fillfactor) are each partition's own: the default one's, as the migration set them
       const { rows } = await sql<{ options: string[] | null }>`
@@ -247,13 +251,12 @@ export class NotificationPartitionsRepository {
       // and so are the columns' statistics targets (migration 018: none for the documents and device lists)
       const { rows: targets } = await sql<{ name: string; target: number }>`
         select attname as name, attstattarget::int as target from pg_attribute
-        where attrelid = ${`${table}_default`}::regclass and attnum > 0 and not attisdropped and coalesce(attstattarget::int, -1) >= 0`.execute(
-        trx,
-      );
+        where attrelid = ${`${table}_default`}::regclass
+          and attnum > 0 and not attisdropped and coalesce(attstattarget::int, -1) >= 0`.execute(trx);
       for (const t of targets)
-        await sql`alter table ${sql.table(partitionName(table, day))} alter column ${sql.ref(t.name)} set statistics ${sql.lit(t.target)}`.execute(
-          trx,
-        );
+        await sql`
+          alter table ${sql.table(partitionName(table, day))}
+          alter column ${sql.ref(t.name)} set statistics ${sql.lit(t.target)}`.execute(trx);
     }
     for (const table of [...REFERRING, 'notifications'] as const) {
       const key = sql.ref(table === 'notifications' ? 'id' : 'notification_id');
@@ -263,9 +266,9 @@ export class NotificationPartitionsRepository {
         insert into ${sql.table(partitionName(table, day))} (${columns}) select ${columns} from moved`.execute(trx);
     }
     for (const table of NOTIFICATION_FAMILY) {
-      await sql`alter table ${sql.table(table)} attach partition ${sql.table(partitionName(table, day))} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(
-        trx,
-      );
+      await sql`
+        alter table ${sql.table(table)}
+        attach partition ${sql.table(partitionName(table, day))} for values from (${sql.lit(from)}) to (${sql.lit(to)})`.execute(trx);
       await inheritReplicaIdentity(trx, table, partitionName(table, day));
     }
   }

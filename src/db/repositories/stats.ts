@@ -58,7 +58,11 @@ export class StatsRepository {
   async pushesPerDay(db: Db, appId: string, days: number): Promise<PushDay[]> {
     const { rows } = await sql<PushDay>`
       with days as (
-        select generate_series((now() at time zone 'UTC')::date - (${days}::int - 1), (now() at time zone 'UTC')::date, interval '1 day')::date as day
+        select generate_series(
+                 (now() at time zone 'UTC')::date - (${days}::int - 1),
+                 (now() at time zone 'UTC')::date,
+                 interval '1 day'
+               )::date as day
       ), totals as (
         select (coalesce(b.not_before, b.created_at) at time zone 'UTC')::date as day,
                sum(b.succeeded)::int as succeeded, sum(b.failed)::int as failed, sum(b.invalidated)::int as invalidated

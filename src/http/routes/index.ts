@@ -21,6 +21,7 @@ import { webPushRoutes } from './web-push.js';
 import { webPushScriptRoutes } from './web-push-scripts.js';
 import { liveActivityRoutes } from './live-activities.js';
 import { appSettingsRoutes } from './app-settings.js';
+import { journeyRoutes } from './journeys.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -45,4 +46,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   webPushScriptRoutes,
   liveActivityRoutes,
   appSettingsRoutes,
+  journeyRoutes,
 ];

@@ -119,7 +119,8 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       return subscription ? subscription.unsubscribe() : false;
     }).then(function () {
       if (typeof caches !== 'undefined') ${CONFIG}.delete('/pushd-web-push-device'); }).catch(function () {});
-      return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, { device: { subscription: null, notifications_allowed: 'Disabled' } }) : null;
+      var forgotten = { device: { subscription: null, notifications_allowed: 'Disabled' } };
+      return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, forgotten) : null;
     });
   }
   global.pushd = { subscribe: subscribe, unsubscribe: unsubscribe };

@@ -1,0 +1,322 @@
+/**
+ * The database's failover under load, as teams run PostgreSQL: two Patroni members (etcd, synchronous_mode) behind
+ * HAProxy (test/engines/patroni.ts), one API and one worker process pointed at HAProxy's read-write and read-only
+ * ports. A broadcast per fault plus one-device notifications at a steady rate from outside clients (each retried
+ * after a 503's Retry-After with its Idempotency-Key, as a careful client does); a `patronictl switchover`, then a
+ * SIGKILL of the new primary's Patroni and postmaster (a lost machine). Prints per fault: seconds without a
+ * primary, 503s, other 5xx, requests without an answer, notifications answered 201 never delivered, pushes sent
+ * twice, and the time until the unicast p99 is back under 100 ms. Exits 1 when a 5xx other than 503 was answered, a
+ * request went unanswered, an accepted notification or a broadcast's device was never delivered, or a process
+ * crashed.
+ *
+ *   npm run bench -- failover [--devices 100000] [--rate 500] [--after 20] [--samples file.json]
+ *   (--samples: every request attempt, the faults and the outages, as JSON, for a closer look)
+ */
+import { writeFile } from 'node:fs/promises';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { startPatroniCluster, type PatroniCluster } from '../test/engines/patroni.js';
+import { startPrivateRedis } from './lib/private-services.js';
+import { arg, percentile, printRows } from './lib/setup.js';
+import { addApp, benchStack, startServices, type BenchStack } from './lib/stack.js';
+import { faultSettings } from './lib/fault-settings.js';
+
+const devices = Number(arg('devices', '100000'));
+const rate = Number(arg('rate', '500'));
+const afterSeconds = Number(arg('after', '20'));
+const samplesFile = arg('samples', '');
+/** a request's answer is given up on after this long: it counts as unanswered */
+const ANSWER_TIMEOUT_MS = 30_000;
+/** a client retries a 503 this long after the request first went out, then gives up (counted, not lost) */
+const CLIENT_PATIENCE_MS = 60_000;
+const P99_TARGET_MS = 100;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Attempt {
+  at: number;
+  ms: number;
+  /** the HTTP status, or 0 for no answer (an error or the timeout) */
+  status: number;
+}
+
+/** Counts pushes the mocks accepted per token. */
+function countPushes(stack: BenchStack): Map<string, number> {
+  const perToken = new Map<string, number>();
+  const onAccept = (token: string) => perToken.set(token, (perToken.get(token) ?? 0) + 1);
+  stack.apns.onAccept = onAccept;
+  stack.fcm.onAccept = onAccept;
+  return perToken;
+}
+
+/** Each outage of the read-write port: from the first probe that found no primary to the next that found one. */
+function probePrimary(url: string): { outages: { from: number; to: number | null }[]; stop(): void } {
+  const outages: { from: number; to: number | null }[] = [];
+  let running = true;
+  void (async () => {
+    while (running) {
+      const at = performance.now();
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000, query_timeout: 1000 });
+      client.on('error', () => undefined);
+      const primary = await client
+        .connect()
+        .then(() => client.query<{ primary: boolean }>('select not pg_is_in_recovery() as primary'))
+        .then((r) => r.rows[0]?.primary === true)
+        .catch(() => false);
+      await client.end().catch(() => undefined);
+      const open = outages.at(-1);
+      if (!primary && (!open || open.to !== null)) outages.push({ from: at, to: null });
+      if (primary && open && open.to === null) open.to = at;
+      await sleep(Math.max(0, 100 - (performance.now() - at)));
+    }
+  })();
+  return { outages, stop: () => (running = false) };
+}
+
+async function seed(stack: BenchStack, appId: string, count: number, platform: 'mixed' | 'android', prefix: string) {
+  await sql`
+    insert into devices (app_id, platform, token)
+    select ${appId}::uuid, case when ${platform} = 'mixed' and i % 2 = 0 then 'ios' else 'android' end,
+      encode(sha256(convert_to(${prefix} || i::text, 'UTF8')), 'hex')
+    from generate_series(1, ${count}::int) as i`.execute(stack.db.db);
+  return stack.db.db.selectFrom('devices').select(['id', 'token']).where('app_id', '=', appId).orderBy('token').execute();
+}
+
+async function main() {
+  const t0 = performance.now();
+  const cluster = await startPatroniCluster();
+  const redis = await startPrivateRedis();
+  process.on('exit', () => {
+    redis.kill();
+    cluster.killNow();
+  });
+  // a stop from outside (a test's timeout) still runs the 'exit' handlers, so no engine outlives the benchmark
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => process.exit(1));
+  console.log(`failover benchmark: Patroni cluster up in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  process.env.DATABASE_URL = cluster.primaryUrl;
+  const stack = await benchStack('failover', { queue: 'redis', redisUrl: redis.url });
+  const gateways = {
+    apnsOrigin: stack.apns.origin,
+    fcmOrigin: stack.fcm.origin,
+    fcmTokenUrl: stack.fcm.tokenUrl,
+    apnsCredentials: stack.apnsKey.credentials,
+    serviceAccount: stack.serviceAccount.json,
+  };
+  // a broadcast app per fault (so each device's pushes are those of one broadcast) and one for the unicasts
+  const second = await addApp(stack.db, gateways, 'com.example.bench.second');
+  stack.apns.addTopic('com.example.bench.second');
+  const unicast = await addApp(stack.db, gateways, 'com.example.bench.unicast');
+  const broadcasts = [
+    { fault: 'switchover', app: stack.app, key: stack.keys.write },
+    { fault: 'kill', app: second.app, key: second.keys.write },
+  ];
+  const audience = [await seed(stack, stack.app.id, devices, 'mixed', 'a'), await seed(stack, second.app.id, devices, 'mixed', 'b')];
+  const targets = await seed(stack, unicast.app.id, Math.ceil(rate * (120 + afterSeconds)), 'android', 'u');
+  const perToken = countPushes(stack);
+
+  const settings = faultSettings(devices);
+  const env = {
+    ...stack.env,
+    DATABASE_READ_URL: cluster.through(stack.database.url, 'ro'),
+    ...Object.fromEntries(Object.entries(settings).map(([k, v]) => [k, String(v)])),
+  };
+  const services = await startServices(env, { mode: 'split', workers: 1 });
+  const post = (key: string, body: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${services.base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: `Basic ${Buffer.from(`:${key}`).toString('base64')}`, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS),
+    });
+
+  // one-device notifications at `rate`, each to a device of its own, retried after a 503 as Retry-After says
+  const attempts: Attempt[] = [];
+  const accepted: string[] = [];
+  const gaveUp: number[] = [];
+  let sending = true;
+  let sent = 0;
+  const inFlight = new Set<Promise<void>>();
+  const unicastOne = async (i: number) => {
+    const started = performance.now();
+    const target = targets[i]!;
+    for (;;) {
+      const at = performance.now();
+      let status = 0;
+      let retryAfter = 1;
+      try {
+        const res = await post(
+          unicast.keys.write,
+          { notification: { to: [{ name: 'device_id', criteria: [target.id] }], payload: { alert: `unicast ${i}` } } },
+          { 'idempotency-key': `failover-${i}` },
+        );
+        status = res.status;
+        retryAfter = Number(res.headers.get('retry-after') ?? 1);
+        await res.arrayBuffer();
+      } catch {
+        status = 0;
+      }
+      attempts.push({ at, ms: performance.now() - at, status });
+      if (status === 201) return void accepted.push(target.token!);
+      if (status !== 503 || performance.now() - started > CLIENT_PATIENCE_MS) return void gaveUp.push(i);
+      await sleep(retryAfter * 1000);
+    }
+  };
+  const load = (async () => {
+    const start = performance.now();
+    while (sending && sent < targets.length) {
+      const due = Math.floor(((performance.now() - start) / 1000) * rate);
+      while (sent < due && sent < targets.length) {
+        const p = unicastOne(sent++);
+        inFlight.add(p);
+        void p.finally(() => inFlight.delete(p));
+      }
+      await sleep(5);
+    }
+  })();
+  const probe = probePrimary(cluster.primaryUrl);
+
+  // a fault's figures are those of the requests from it until the next broadcast is posted
+  const faults: { fault: string; at: number; until: number; notification: string }[] = [];
+  for (const [i, b] of broadcasts.entries()) {
+    await sleep(3000);
+    await cluster.untilHealthy();
+    if (i > 0) faults[i - 1]!.until = performance.now();
+    const res = await post(b.key, { notification: { to: '*', payload: { alert: `broadcast ${b.fault}` } } });
+    if (res.status !== 201) throw new Error(`the ${b.fault} broadcast was answered ${res.status}: ${await res.text()}`);
+    const { id } = (await res.json()) as { id: string };
+    // the fault comes once a fifth of its devices were reached: the broadcast is in flight
+    const tokens = audience[i]!.map((d) => d.token!);
+    while (tokens.filter((t) => perToken.has(t)).length < devices / 5) await sleep(20);
+    const at = performance.now();
+    if (b.fault === 'switchover') {
+      const { from, to } = await cluster.switchover();
+      console.log(`switchover ${from} -> ${to} done in ${((performance.now() - at) / 1000).toFixed(1)} s`);
+    } else {
+      const leader = (await cluster.leader())!;
+      await cluster.kill(leader);
+      const next = await waitForLeader(cluster, leader);
+      console.log(`killed ${leader}; ${next} leads after ${((performance.now() - at) / 1000).toFixed(1)} s`);
+    }
+    faults.push({ fault: b.fault, at, until: Infinity, notification: id });
+  }
+  await sleep(afterSeconds * 1000);
+  sending = false;
+  await load;
+  await Promise.all(inFlight);
+  probe.stop();
+
+  // what was accepted is delivered within moments of the primary's return; then nothing more arrives
+  const deadline = performance.now() + 120_000;
+  const undelivered = () => accepted.filter((t) => !perToken.has(t)).length + audience.flat().filter((d) => !perToken.has(d.token!)).length;
+  while (undelivered() > 0 && performance.now() < deadline) await sleep(200);
+  await sleep(2000);
+  await services.stop();
+
+  const rows = faults.map((f) => {
+    const inWindow = (at: number) => at >= f.at && at < f.until;
+    const mine = attempts.filter((a) => inWindow(a.at));
+    const outage = probe.outages.filter((o) => inWindow(o.from)).reduce((s, o) => s + ((o.to ?? performance.now()) - o.from), 0);
+    const audienceOf = audience[faults.indexOf(f)]!;
+    const twiceBroadcast = audienceOf.reduce((s, d) => s + Math.max(0, (perToken.get(d.token!) ?? 0) - 1), 0);
+    const missedBroadcast = audienceOf.filter((d) => !perToken.has(d.token!)).length;
+    return {
+      fault: f.fault,
+      noPrimary: outage / 1000,
+      s503: mine.filter((a) => a.status === 503).length,
+      other5xx: mine.filter((a) => a.status >= 500 && a.status !== 503).length,
+      unanswered: mine.filter((a) => a.status === 0).length,
+      slowest: Math.max(0, ...mine.map((a) => a.ms)),
+      p99Back: p99BackAfter(mine, f.at),
+      missedBroadcast,
+      twiceBroadcast,
+    };
+  });
+  if (samplesFile) await writeFile(samplesFile, JSON.stringify({ attempts, faults, outages: probe.outages }));
+  const lost = accepted.filter((t) => !perToken.has(t)).length;
+  const unicastTwice = targets.reduce((s, d) => s + Math.max(0, (perToken.get(d.token!) ?? 0) - 1), 0);
+  const other4xx = attempts.filter((a) => a.status >= 400 && a.status < 500).length;
+
+  console.log(
+    `\n${devices} devices per broadcast; ${sent} one-device notifications at ${rate}/s (${accepted.length} answered 201, ` +
+      `${gaveUp.length} given up by their client, ${other4xx} answered 4xx); ${lost} answered 201 and never delivered; ` +
+      `${unicastTwice} one-device pushes sent twice\n`,
+  );
+  printRows(
+    [
+      'fault',
+      's without a primary',
+      '503s',
+      'other 5xx',
+      'no answer',
+      'slowest answer',
+      'unicast p99 < 100 ms after',
+      'broadcast missed',
+      'broadcast sent twice',
+    ],
+    rows.map((r) => [
+      r.fault,
+      r.noPrimary.toFixed(1),
+      String(r.s503),
+      String(r.other5xx),
+      String(r.unanswered),
+      `${(r.slowest / 1000).toFixed(2)} s`,
+      r.p99Back === null ? 'never' : `${r.p99Back.toFixed(0)} s`,
+      String(r.missedBroadcast),
+      String(r.twiceBroadcast),
+    ]),
+  );
+  const failures = [
+    ...rows.flatMap((r) => [
+      ...(r.other5xx ? [`${r.fault}: ${r.other5xx} 5xx other than 503`] : []),
+      ...(r.unanswered ? [`${r.fault}: ${r.unanswered} requests without an answer`] : []),
+      ...(r.missedBroadcast ? [`${r.fault}: ${r.missedBroadcast} devices of its broadcast never reached`] : []),
+    ]),
+    ...(lost ? [`${lost} notifications answered 201 and never delivered`] : []),
+    ...(gaveUp.length ? [`${gaveUp.length} notifications still refused after ${CLIENT_PATIENCE_MS / 1000} s of retries`] : []),
+  ];
+  for (const f of failures) console.error(`FAIL ${f}`);
+  await stack.close();
+  await redis.stop();
+  await cluster.stop();
+  process.exit(failures.length ? 1 : 0);
+}
+
+async function waitForLeader(cluster: PatroniCluster, not: string): Promise<string> {
+  const deadline = performance.now() + 120_000;
+  while (performance.now() < deadline) {
+    const leader = await cluster.leader();
+    if (leader && leader !== not) return leader;
+    await sleep(100);
+  }
+  throw new Error(`no member took over from ${not} within 120 s`);
+}
+
+/**
+ * Seconds from the fault until the unicast answers are fast again: the end of the last one-second window (of the
+ * attempts made from the fault on) whose p99 is at or above the target; null when the last window is still slow.
+ */
+function p99BackAfter(attempts: Attempt[], faultAt: number): number | null {
+  const windows = new Map<number, number[]>();
+  for (const a of attempts) {
+    const w = Math.floor((a.at - faultAt) / 1000);
+    windows.set(w, [...(windows.get(w) ?? []), a.status === 201 ? a.ms : Infinity]);
+  }
+  const slow = [...windows]
+    .sort(([a], [b]) => a - b)
+    .map(([w, ms]) => ({
+      w,
+      p99: percentile(
+        ms.sort((x, y) => x - y),
+        99,
+      ),
+    }))
+    .filter((x) => x.p99 >= P99_TARGET_MS);
+  const lastWindow = Math.max(...windows.keys());
+  if (!slow.length) return 0;
+  return slow.at(-1)!.w === lastWindow ? null : slow.at(-1)!.w + 1;
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

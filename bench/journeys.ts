@@ -1,0 +1,210 @@
+/**
+ * Journeys benchmark (issue 58), against the compiled service (one API and one worker process) on mock gateways:
+ *   1. POST /v6/devices/:id/events throughput and p99 without journeys and with 10 active journeys triggered by the
+ *      event, in alternating rounds of the same run (the machine drifts);
+ *   2. `entrants` entrants whose delay ends at one moment: from that moment to the last push at the mocks, against
+ *      the bare node:http2 client sending as many pushes (bench/lib/bare-client.ts), every device once;
+ *   3. with `waiting` entrants waiting (nothing due): the worker's CPU over a quiet window before and after they are
+ *      there, and the poller's due query's time; the bytes of entrant state per entrant; the WAL of one step
+ *      transition (EXPLAIN's WAL bytes of the engine's UPDATE over a batch).
+ *
+ *   npm run bench -- journeys [--devices 100000] [--entrants 100000] [--waiting 1000000] [--events 4000] [--rounds 2]
+ *                             [--concurrency 16] [--quiet-seconds 10]
+ */
+import { sql } from 'kysely';
+import { parseFcmServiceAccount } from '../src/domain/credentials.js';
+import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
+import { JourneyEntrantsRepository } from '../src/db/repositories/journey-entrants.js';
+import { arg, cpuMs, median, percentile, printTable } from './lib/setup.js';
+import { BENCH_BUNDLE, bareBroadcast, benchStack, startServices } from './lib/stack.js';
+
+const devices = Number(arg('devices', '100000'));
+const entrants = Math.min(devices, Number(arg('entrants', '100000')));
+const waiting = Number(arg('waiting', '1000000'));
+const events = Number(arg('events', '4000'));
+const rounds = Number(arg('rounds', '2'));
+const concurrency = Number(arg('concurrency', '16'));
+const quietSeconds = Number(arg('quiet-seconds', '10'));
+const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
+const PAYLOAD = { alert: 'bench', badge: 1 };
+const JOURNEYS = 10;
+
+async function main() {
+  const stack = await benchStack(arg('database', 'bench_journeys'), { queue, redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
+  const { db, apns, fcm, keys, app } = stack;
+  await sql`
+    insert into devices (app_id, platform, token)
+    select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
+    from generate_series(1, ${devices}) as i`.execute(db.db);
+  await sql`analyze devices`.execute(db.db);
+  const ids = (await db.db.selectFrom('devices').select('id').orderBy('id').execute()).map((d) => d.id);
+  const services = await startServices({ ...stack.env, JOURNEY_POLL_MS: '200' }, { mode: 'split', workers: 1 });
+  const { base } = services;
+  const worker = services.workers[0]!;
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+    return res.json() as Promise<{ journey: { id: string } }>;
+  };
+
+  // (1) events, alternating rounds without and with 10 journeys the event enters (each device enters each once)
+  let next = 0;
+  const eventRound = async () => {
+    const latencies: number[] = [];
+    const end = next + events;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        for (;;) {
+          const k = next++;
+          if (k >= end) return;
+          const t = performance.now();
+          await call('POST', `/v6/devices/${ids[k % devices]}/events`, { events: [{ name: 'browse' }] });
+          latencies.push(performance.now() - t);
+        }
+      }),
+    );
+    latencies.sort((a, b) => a - b);
+    return { perSecond: latencies.length / ((performance.now() - t0) / 1000), p99: percentile(latencies, 99) };
+  };
+  const browse = (k: number) => ({
+    name: `browse ${k}`,
+    trigger: { event: 'browse' },
+    exit_on: ['purchase'],
+    steps: [{ id: 'later', type: 'delay', duration: '90d' }],
+  });
+  const without: { perSecond: number; p99: number }[] = [];
+  const withJourneys: { perSecond: number; p99: number }[] = [];
+  await eventRound(); // warm-up: connections, JIT
+  for (let round = 0; round < rounds; round++) {
+    without.push(await eventRound());
+    const made = [];
+    for (let k = 0; k < JOURNEYS; k++) made.push((await call('POST', '/v6/journeys', { journey: browse(k) })).journey.id);
+    withJourneys.push(await eventRound());
+    for (const id of made) await call('POST', `/v6/journeys/${id}/archive`);
+    console.log(
+      `events round ${round + 1}: without ${without.at(-1)!.perSecond.toFixed(0)}/s, with ${withJourneys.at(-1)!.perSecond.toFixed(0)}/s`,
+    );
+  }
+
+  // (2) `entrants` entrants due at one moment, 2 s ahead: their pushes against the bare client's
+  const due = await call('POST', '/v6/journeys', {
+    journey: { name: 'due', trigger: { api: true }, steps: [{ id: 'push', type: 'send', notification: { payload: PAYLOAD } }] },
+  });
+  const received = new Map<string, number>();
+  const all = new Promise<number>((resolve) => {
+    apns.onAccept = fcm.onAccept = (token: string) => {
+      received.set(token, (received.get(token) ?? 0) + 1);
+      if (received.size === entrants) resolve(performance.now());
+    };
+  });
+  await sql`
+    insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+    select ${due.journey.id}::uuid, 1, ${app.id}::uuid, 'd:' || d.id, d.id, 'push', 'arrived', now() + interval '2 seconds', now()
+    from (select id from devices where app_id = ${app.id}::uuid order by id limit ${entrants}) d`.execute(db.db);
+  const dueAt = performance.now() + 2000;
+  const timeout = new Promise<number>((resolve) => setTimeout(() => resolve(-1), 600_000));
+  const doneAt = await Promise.race([all, timeout]);
+  apns.onAccept = fcm.onAccept = undefined;
+  const pipelineRate = doneAt > 0 ? entrants / ((doneAt - dueAt) / 1000) : 0;
+  const missed = entrants - received.size;
+  const twice = [...received.values()].filter((n) => n > 1).length;
+  const sa = stack.serviceAccount;
+  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
+  const bare = await bareBroadcast(
+    {
+      apnsOrigin: apns.origin,
+      fcmOrigin: fcm.origin,
+      fcmTokenUrl: fcm.tokenUrl,
+      apnsCredentials: stack.apnsKey.credentials,
+      serviceAccount: sa.json,
+    },
+    oauth.access_token,
+    { devices: entrants, payload: PAYLOAD, notificationId: due.journey.id },
+  );
+  const bareRate = bare.ok / (bare.ms / 1000);
+  const notifications = await sql<{ n: number }>`
+    select count(*)::int as n from notifications where request->'journey'->>'id' = ${due.journey.id}`.execute(db.db);
+
+  // (3) `waiting` entrants waiting 30 days on a journey's delay: the poller when nothing is due, and their size
+  const idle = async () => {
+    const c0 = cpuMs(worker.pid!);
+    await new Promise((r) => setTimeout(r, quietSeconds * 1000));
+    return ((cpuMs(worker.pid!) - c0) / (quietSeconds * 1000)) * 100;
+  };
+  const idleBefore = await idle();
+  const parked = await call('POST', '/v6/journeys', {
+    journey: { name: 'parked', trigger: { api: true }, steps: [{ id: 'wait', type: 'delay', duration: '30d' }] },
+  });
+  const bytesBefore = await entrantBytes();
+  await sql`
+    insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+    select ${parked.journey.id}::uuid, 1, ${app.id}::uuid, 'd:' || (${ids}::uuid[])[1 + i % ${ids.length}], (${ids}::uuid[])[1 + i % ${ids.length}],
+           'wait', 'waiting', now() + interval '30 days', now()
+    from generate_series(1, ${waiting}) as i`.execute(db.db);
+  await sql`vacuum analyze journey_entrants`.execute(db.db);
+  const bytesPerEntrant = ((await entrantBytes()) - bytesBefore) / waiting;
+  const idleAfter = await idle();
+  const entrantsRepo = new JourneyEntrantsRepository();
+  const queryMs: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const t = performance.now();
+    await entrantsRepo.dueGroups(db.db, new Date(), 50);
+    queryMs.push(performance.now() - t);
+  }
+  // one step transition over a batch, as JourneyEntrantsRepository.advance writes it (EXPLAIN counts its WAL alone:
+  // the server's WAL position moves with every other database on it)
+  const batch = 1000;
+  const [plan] = (
+    await sql<{ 'QUERY PLAN': [{ Plan: { 'WAL Bytes': number } }] }>`
+      explain (analyze, wal, format json)
+      update journey_entrants e set phase = 'arrived', due_at = now(), seq = e.seq + 1
+      from (select id, entered_at, seq from journey_entrants where journey_id = ${parked.journey.id}::uuid limit ${batch}) t
+      where e.id = t.id and e.entered_at = t.entered_at and e.seq = t.seq`.execute(db.db)
+  ).rows[0]!['QUERY PLAN'];
+  const walPerTransition = plan.Plan['WAL Bytes'] / batch;
+
+  console.log(
+    `\njourneys benchmark: ${devices} devices, events ${events} a round x ${rounds} rounds at concurrency ${concurrency}, ${entrants} entrants due at once, ${waiting} waiting; queue ${queue}; bundle ${BENCH_BUNDLE}\n`,
+  );
+  const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : '-');
+  printTable([
+    ['events/s without journeys (median)', median(without.map((r) => r.perSecond)).toFixed(0)],
+    [`events/s with ${JOURNEYS} journeys (median)`, median(withJourneys.map((r) => r.perSecond)).toFixed(0)],
+    ['  ratio (issue: >= 0.9)', ratio(median(withJourneys.map((r) => r.perSecond)), median(without.map((r) => r.perSecond)))],
+    [
+      'events p99 without / with',
+      `${median(without.map((r) => r.p99)).toFixed(1)} / ${median(withJourneys.map((r) => r.p99)).toFixed(1)} ms`,
+    ],
+    ['  ratio (issue: <= 1.2)', ratio(median(withJourneys.map((r) => r.p99)), median(without.map((r) => r.p99)))],
+    [`${entrants} due at once: pushes/s (due -> last push)`, pipelineRate.toFixed(0)],
+    ['bare node:http2 pushes/s', bareRate.toFixed(0)],
+    ['  ratio (issue: >= 0.8)', ratio(pipelineRate, bareRate)],
+    ['  notifications made (batches of JOURNEY_BATCH_SIZE)', String(notifications.rows[0]!.n)],
+    ['  devices missed / pushed twice', `${missed} / ${twice}`],
+    ['worker CPU idle, no entrants / with them waiting', `${idleBefore.toFixed(2)} % / ${idleAfter.toFixed(2)} % of a core`],
+    ['due query with them waiting (median of 20)', `${median(queryMs).toFixed(2)} ms`],
+    ['entrant state per entrant (heap + indexes)', `${bytesPerEntrant.toFixed(0)} bytes`],
+    ['WAL per step transition (batch of 1000)', `${walPerTransition.toFixed(0)} bytes`],
+  ]);
+
+  await services.stop();
+  await stack.close();
+  process.exit(missed > 0 || twice > 0 ? 1 : 0);
+
+  async function entrantBytes(): Promise<number> {
+    const { rows } = await sql<{ bytes: string }>`
+      select coalesce(sum(pg_total_relation_size(inhrelid)), 0) as bytes from pg_inherits
+      where inhparent = 'journey_entrants'::regclass`.execute(db.db);
+    return Number(rows[0]!.bytes);
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

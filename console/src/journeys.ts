@@ -1,0 +1,259 @@
+import { ApiError } from './api.js';
+import { fmt, h, replace, when } from './dom.js';
+import type { Page } from './page.js';
+
+type StepType = 'delay' | 'wait_for' | 'branch' | 'send';
+interface StepCount {
+  id: string;
+  type: string;
+  entered: number;
+  waiting: number;
+  passed: number;
+  sent: number;
+  failed: number;
+  converted: number;
+  exited: number;
+}
+/** `GET /v6/journeys/:id`, the fields the console shows. */
+export interface JourneyRecord {
+  id: string;
+  name: string;
+  state: 'active' | 'paused' | 'archived';
+  version: number;
+  trigger: { event?: string; api?: true };
+  exit_on: string[];
+  steps: Record<string, unknown>[];
+  updated_at: string;
+  counts: { trigger: { entered: number; skipped: number; filtered: number; converted: number }; steps: StepCount[] };
+}
+
+const COUNTS = ['entered', 'waiting', 'passed', 'sent', 'failed', 'converted', 'exited'] as const;
+const triggerText = (j: JourneyRecord) => (j.trigger.api ? 'entered through the API' : `on event ${j.trigger.event}`);
+
+/** One step as the form edits it: its type and the text of each field. */
+interface DraftStep {
+  type: StepType;
+  id: string;
+  /** delay: "2h" or "09:00" (a time of day: until that local time); wait_for: the event; send: the alert */
+  main: string;
+  /** wait_for: the timeout; branch: a country the device must be in */
+  extra: string;
+}
+const STEP_LABELS: Record<StepType, [string, string | null]> = {
+  delay: ['wait for (90s, 10m, 2h, 3d) or until (HH:MM local)', null],
+  wait_for: ['event', 'timeout'],
+  branch: ['country (ISO code) to go on; others end', null],
+  send: ['push text', null],
+};
+
+/** The API's step for a draft: the one place the form's fields become a definition. */
+function stepOf(d: DraftStep): Record<string, unknown> {
+  const base = { id: d.id, type: d.type };
+  switch (d.type) {
+    case 'delay':
+      return /^\d\d:\d\d$/.test(d.main) ? { ...base, until_local_time: d.main } : { ...base, duration: d.main };
+    case 'wait_for':
+      return { ...base, event: d.main, timeout: d.extra };
+    case 'branch':
+      return { ...base, filters: [{ name: 'country', criteria: [d.main] }], else: 'end' };
+    case 'send':
+      return { ...base, notification: { payload: { alert: d.main } } };
+  }
+}
+
+/** The list of the app's journeys with their counters, and (with a write key) the form that makes one. */
+export const journeysPage: Page = async ({ api, key }, main) => {
+  const { journeys } = await api.get<{ journeys: JourneyRecord[] }>('/v6/journeys?per=100');
+  const writable = key.role === 'write';
+  main.append(
+    h('h1', {}, 'Journeys'),
+    journeys.length === 0
+      ? h('p', { class: 'muted', id: 'no-journeys' }, 'No journey yet.')
+      : h(
+          'table',
+          { id: 'journeys' },
+          h(
+            'thead',
+            {},
+            h('tr', {}, ...['Name', 'Trigger', 'State', 'Version', 'Entered', 'Inside', 'Converted'].map((t) => h('th', {}, t))),
+          ),
+          h(
+            'tbody',
+            {},
+            ...journeys.map((j) =>
+              h(
+                'tr',
+                { 'data-journey': j.id },
+                h('td', {}, h('a', { href: `#/journeys/${j.id}` }, j.name)),
+                h('td', {}, triggerText(j)),
+                h('td', { 'data-field': 'state' }, j.state),
+                h('td', {}, j.version),
+                h('td', { 'data-field': 'entered' }, fmt(j.counts.trigger.entered)),
+                h('td', { 'data-field': 'waiting' }, fmt(j.counts.steps.reduce((n, s) => n + s.waiting, 0))),
+                h('td', { 'data-field': 'converted' }, fmt(j.counts.trigger.converted)),
+              ),
+            ),
+          ),
+        ),
+    writable
+      ? journeyForm(api)
+      : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it shows journeys but cannot make them.'),
+  );
+};
+
+function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
+  const drafts: DraftStep[] = [{ type: 'delay', id: 'step1', main: '1h', extra: '' }];
+  const name = h('input', { type: 'text', id: 'journey-name', placeholder: 'Cart reminder' });
+  const trigger = h('input', { type: 'text', id: 'journey-trigger', placeholder: 'cart_abandoned' });
+  const exitOn = h('input', { type: 'text', id: 'journey-exit', placeholder: 'purchase' });
+  const list = h('ol', { id: 'step-list' });
+  const error = h('p', { class: 'error', id: 'journey-error', role: 'alert' });
+  const errors = new Map<string, HTMLElement>();
+  const slot = (path: string) => {
+    const el = h('div', { class: 'field-error', 'data-error': path });
+    errors.set(path, el);
+    return el;
+  };
+  const render = () =>
+    replace(
+      list,
+      ...drafts.map((d, i) => {
+        const [mainLabel, extraLabel] = STEP_LABELS[d.type];
+        const input = (field: 'main' | 'extra', label: string) =>
+          h(
+            'label',
+            { class: 'field' },
+            h('span', {}, label),
+            h('input', {
+              type: 'text',
+              'data-field': field,
+              value: d[field],
+              oninput: (e: Event) => (d[field] = (e.target as HTMLInputElement).value),
+            }),
+          );
+        return h(
+          'li',
+          { 'data-step': i },
+          h(
+            'select',
+            { 'data-field': 'type', onchange: (e: Event) => ((d.type = (e.target as HTMLSelectElement).value as StepType), render()) },
+            ...(Object.keys(STEP_LABELS) as StepType[]).map((t) => h('option', { value: t, selected: t === d.type }, t)),
+          ),
+          input('main', mainLabel),
+          extraLabel && input('extra', extraLabel),
+          h('button', { type: 'button', class: 'remove', onclick: () => (drafts.splice(i, 1), render()) }, '×'),
+          slot(`journey.steps[${i}]`),
+        );
+      }),
+    );
+  render();
+  const add = h('button', { type: 'button', id: 'add-step' }, '+ step');
+  add.addEventListener('click', () => {
+    drafts.push({ type: 'send', id: `step${drafts.length + 1}`, main: '', extra: '' });
+    render();
+  });
+  const save = h('button', { type: 'button', id: 'save-journey', class: 'primary' }, 'Create journey');
+  save.addEventListener('click', async () => {
+    save.disabled = true;
+    error.textContent = '';
+    for (const el of errors.values()) el.textContent = '';
+    try {
+      const created = await api.post<{ journey: JourneyRecord }>('/v6/journeys', {
+        journey: {
+          name: name.value,
+          trigger: trigger.value.trim() ? { event: trigger.value.trim() } : { api: true },
+          exit_on: exitOn.value.trim() ? exitOn.value.split(',').map((e) => e.trim()) : [],
+          steps: drafts.map(stepOf),
+        },
+      });
+      location.hash = `#/journeys/${created.journey.id}`;
+    } catch (err) {
+      // "journey.steps[1].duration: must be at least 1 second" goes under step 1, in words
+      const m = err instanceof ApiError && err.status === 400 ? /^journey\.steps\[(\d+)\]\.?([\w.[\]]*): (.*)$/.exec(err.message) : null;
+      const at = m && errors.get(`journey.steps[${m[1]}]`);
+      if (at) at.textContent = `${m![2] ? `${m![2]}: ` : ''}${m![3]}`;
+      else error.textContent = err instanceof Error ? err.message : String(err);
+    } finally {
+      save.disabled = false;
+    }
+  });
+  return h(
+    'section',
+    { class: 'panel', id: 'new-journey' },
+    h('h2', {}, 'New journey'),
+    h('label', { class: 'field' }, h('span', {}, 'name'), name),
+    h('label', { class: 'field' }, h('span', {}, 'trigger event'), trigger, h('small', {}, 'empty: entered through the API')),
+    h('label', { class: 'field' }, h('span', {}, 'exits on (converted)'), exitOn, h('small', {}, 'event names, comma separated')),
+    h('h3', {}, 'Steps, in order'),
+    list,
+    h('p', {}, add),
+    error,
+    h('p', {}, save),
+  );
+}
+
+/** One journey: its definition in words, its counters per step, and pause, resume and archive. */
+export const journeyPage: Page = async ({ api, key }, main, [id]) => {
+  let { journey: j } = await api.get<{ journey: JourneyRecord }>(`/v6/journeys/${id}`);
+  const body = h('div', {});
+  const error = h('p', { class: 'error', id: 'journey-action-error', role: 'alert' });
+  const action = (name: 'pause' | 'resume' | 'archive', label: string) =>
+    h(
+      'button',
+      {
+        type: 'button',
+        id: `journey-${name}`,
+        onclick: async () => {
+          error.textContent = '';
+          try {
+            ({ journey: j } = await api.post<{ journey: JourneyRecord }>(`/v6/journeys/${j.id}/${name}`, {}));
+            draw();
+          } catch (err) {
+            error.textContent = err instanceof Error ? err.message : String(err);
+          }
+        },
+      },
+      label,
+    );
+  const draw = () =>
+    replace(
+      body,
+      h('h1', {}, j.name),
+      h(
+        'p',
+        { id: 'journey-summary' },
+        `${triggerText(j)} · ${j.state} · version ${j.version} · changed ${when(j.updated_at)}`,
+        j.exit_on.length ? ` · exits on ${j.exit_on.join(', ')}` : '',
+      ),
+      h(
+        'p',
+        { id: 'trigger-counts', class: 'muted' },
+        `${fmt(j.counts.trigger.entered)} entered, ${fmt(j.counts.trigger.converted)} converted, ` +
+          `${fmt(j.counts.trigger.filtered)} filtered out, ${fmt(j.counts.trigger.skipped)} skipped`,
+      ),
+      h(
+        'table',
+        { id: 'step-counts' },
+        h('thead', {}, h('tr', {}, h('th', {}, 'Step'), h('th', {}, 'Type'), ...COUNTS.map((c) => h('th', {}, c)))),
+        h(
+          'tbody',
+          {},
+          ...j.counts.steps.map((s) =>
+            h(
+              'tr',
+              { 'data-step': s.id },
+              h('td', {}, s.id),
+              h('td', {}, s.type),
+              ...COUNTS.map((c) => h('td', { 'data-count': c }, fmt(s[c]))),
+            ),
+          ),
+        ),
+      ),
+      key.role === 'write' &&
+        j.state !== 'archived' &&
+        h('p', {}, j.state === 'active' ? action('pause', 'Pause') : action('resume', 'Resume'), ' ', action('archive', 'Archive')),
+      error,
+    );
+  draw();
+  main.append(body);
+};

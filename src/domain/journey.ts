@@ -1,0 +1,233 @@
+import { z } from 'zod';
+import { filterListSchema, parseFilterName, type Filter } from './filters.js';
+import { notificationRequestSchema } from './notification-request.js';
+import { messageRequestSchema } from './message-request.js';
+
+/**
+ * A journey's definition as `POST /v6/journeys` takes it: what enters it (an event, or the API), who may enter
+ * (entry filters, re-entry), what ends it early (exit_on, counted as converted), and its steps, each naming its next.
+ */
+
+export const JOURNEY_STATES = ['active', 'paused', 'archived'] as const;
+export type JourneyState = (typeof JOURNEY_STATES)[number];
+export const STEP_TYPES = ['delay', 'wait_for', 'branch', 'send', 'message'] as const;
+export type StepType = (typeof STEP_TYPES)[number];
+/** A step's `next` (or then/else/on_event/on_timeout) that leaves the journey. */
+export const END = 'end';
+
+const SECOND_MS = 1000;
+const DAY_MS = 86_400_000;
+export const MIN_DURATION_MS = SECOND_MS;
+export const MAX_DURATION_MS = 90 * DAY_MS;
+export const MAX_STEPS = 100;
+const UNIT_MS = { s: SECOND_MS, m: 60 * SECOND_MS, h: 3600 * SECOND_MS, d: DAY_MS } as const;
+
+/** `90s`, `10m`, `2h`, `3d` in ms, or null when it is not one. */
+export function parseJourneyDuration(text: string): number | null {
+  const m = /^(\d{1,9})(s|m|h|d)$/.exec(text);
+  return m ? Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS] : null;
+}
+
+const duration = z.string({ error: 'must be a duration such as "90s", "10m", "2h" or "3d"' }).superRefine((text, ctx) => {
+  const ms = parseJourneyDuration(text);
+  if (ms === null) ctx.addIssue({ code: 'custom', message: 'must be a duration such as "90s", "10m", "2h" or "3d"' });
+  else if (ms < MIN_DURATION_MS) ctx.addIssue({ code: 'custom', message: 'must be at least 1 second' });
+  else if (ms > MAX_DURATION_MS) ctx.addIssue({ code: 'custom', message: 'must be at most 90 days' });
+});
+
+/**
+ * An event as the filter language names it without `events.`: `name` (recorded from any source) or
+ * `source.name` (from that source only, e.g. `Public Api.purchase`).
+ */
+const eventName = z
+  .string({ error: 'must be an event name' })
+  .refine(
+    (name) => parseFilterName(`events.${name}`) !== null,
+    'must be an event name as the filter language names it (name or source.name)',
+  );
+
+const stepId = z.string({ error: 'must be a string' }).regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, _ or -');
+const nextRef = z.string({ error: 'must be a step id or "end"' }).min(1, 'must be a step id or "end"');
+const wallTime = z.string({ error: 'must be a time "HH:MM"' }).regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a time "HH:MM"');
+
+/** Stands for the entrants a send goes to while its notification is checked: the usual checks, without `to`. */
+const CHECKED_TARGET = [{ name: 'device_id', criteria: ['00000000-0000-0000-0000-000000000000'] }];
+
+/** A send step's notification: what POST /v6/notifications takes, without `to` (its entrants) and `send_at` (its step's time). */
+const sendNotification = z
+  .record(z.string(), z.unknown(), { error: 'must be an object as POST /v6/notifications takes it' })
+  .superRefine((n, ctx) => {
+    for (const field of ['to', 'send_at', 'local_time'] as const)
+      if (n[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: 'is set by the journey; leave it out' });
+    const parsed = notificationRequestSchema.safeParse({ notification: { ...n, to: CHECKED_TARGET } });
+    if (!parsed.success)
+      for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path.slice(1), message: issue.message });
+  });
+
+/** A message step's message: what POST /v6/messages takes, without `to`. */
+const messageFields = z
+  .record(z.string(), z.unknown(), { error: 'must be an object as POST /v6/messages takes it' })
+  .superRefine((m, ctx) => {
+    for (const field of ['to', 'send_at'] as const)
+      if (m[field] !== undefined) ctx.addIssue({ code: 'custom', path: [field], message: 'is set by the journey; leave it out' });
+    const parsed = messageRequestSchema.safeParse({ message: { ...m, to: CHECKED_TARGET } });
+    if (!parsed.success)
+      for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path.slice(1), message: issue.message });
+  });
+
+const base = { id: stepId, next: nextRef.optional() };
+const STEP_SCHEMAS = {
+  delay: z
+    .strictObject({ ...base, type: z.literal('delay'), duration: duration.optional(), until_local_time: wallTime.optional() })
+    .refine((s) => (s.duration === undefined) !== (s.until_local_time === undefined), {
+      message: 'takes one of duration and until_local_time',
+      path: ['duration'],
+    }),
+  wait_for: z.strictObject({
+    ...base,
+    type: z.literal('wait_for'),
+    event: eventName,
+    timeout: duration,
+    on_event: nextRef.optional(),
+    on_timeout: nextRef.optional(),
+  }),
+  branch: z.strictObject({
+    ...base,
+    type: z.literal('branch'),
+    filters: filterListSchema,
+    then: nextRef.optional(),
+    else: nextRef.optional(),
+  }),
+  send: z.strictObject({ ...base, type: z.literal('send'), notification: sendNotification }),
+  message: z.strictObject({ ...base, type: z.literal('message'), message: messageFields }),
+};
+
+export type DelayStep = z.output<(typeof STEP_SCHEMAS)['delay']>;
+export type WaitForStep = z.output<(typeof STEP_SCHEMAS)['wait_for']>;
+export type BranchStep = Omit<z.output<(typeof STEP_SCHEMAS)['branch']>, 'filters'> & { filters: Filter[] };
+export type SendStep = z.output<(typeof STEP_SCHEMAS)['send']>;
+export type MessageStep = z.output<(typeof STEP_SCHEMAS)['message']>;
+export type JourneyStep = DelayStep | WaitForStep | BranchStep | SendStep | MessageStep;
+
+/** Picks a step's schema by its type and reports that schema's own errors (an unknown type names `type`). */
+const stepSchema = z.unknown().transform((value, ctx): JourneyStep => {
+  const type = typeof value === 'object' && value !== null ? (value as { type?: unknown }).type : undefined;
+  if (typeof type !== 'string' || !Object.hasOwn(STEP_SCHEMAS, type)) {
+    const path = typeof value === 'object' && value !== null ? ['type'] : [];
+    ctx.addIssue({ code: 'custom', path, message: `must be one of ${STEP_TYPES.join(', ')}` });
+    return z.NEVER;
+  }
+  const parsed = STEP_SCHEMAS[type as StepType].safeParse(value);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', message: issue.message, path: issue.path });
+    return z.NEVER;
+  }
+  return parsed.data as JourneyStep;
+});
+
+const triggerSchema = z.union([z.strictObject({ event: eventName }), z.strictObject({ api: z.literal(true) })], {
+  error: 'must be {"event": NAME} or {"api": true}',
+});
+const reEntrySchema = z.union([z.literal('never'), z.literal('after_exit'), z.strictObject({ after: duration })], {
+  error: 'must be "never", "after_exit" or {"after": DURATION}',
+});
+
+export const journeyFieldsSchema = z
+  .strictObject(
+    {
+      name: z.string({ error: 'must be a string' }).trim().min(1, 'must not be empty').max(255, 'must be at most 255 characters'),
+      trigger: triggerSchema,
+      entry_filters: filterListSchema.optional(),
+      re_entry: reEntrySchema.default('never'),
+      exit_on: z.array(eventName, { error: 'must be an array of event names' }).max(20, 'must hold at most 20 events').default([]),
+      steps: z.array(stepSchema, { error: 'must be an array of steps' }).min(1, 'must hold at least one step').max(MAX_STEPS),
+      state: z.enum(['active', 'paused'], { error: 'must be "active" or "paused"' }).default('active'),
+    },
+    { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with name, trigger and steps' : undefined) },
+  )
+  .superRefine((journey, ctx) => checkGraph(journey.steps, ctx));
+
+export const journeyRequestSchema = z.strictObject(
+  { journey: journeyFieldsSchema },
+  { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"journey": {"name", "trigger", "steps", ...}}' : undefined) },
+);
+export type JourneyFields = z.output<typeof journeyFieldsSchema>;
+/** What a version stores: the fields but its name and state, which belong to the journey. */
+export type JourneyDefinition = Omit<JourneyFields, 'name' | 'state'>;
+
+/** Each step's way onward: the field that names it, and where it leads (a step id or "end"). */
+export function exitsOf(steps: readonly JourneyStep[], index: number): { field: string; to: string }[] {
+  const step = steps[index]!;
+  const following = steps[index + 1]?.id ?? END;
+  const next = step.next ?? following;
+  switch (step.type) {
+    case 'wait_for':
+      return [
+        { field: 'on_event', to: step.on_event ?? next },
+        { field: 'on_timeout', to: step.on_timeout ?? next },
+      ];
+    case 'branch':
+      return [
+        { field: 'then', to: step.then ?? next },
+        { field: 'else', to: step.else ?? next },
+      ];
+    default:
+      return [{ field: 'next', to: next }];
+  }
+}
+
+/**
+ * Step ids are unique, every way onward names a step or "end", and every cycle holds a delay or a wait_for (else an
+ * entrant would go round it at once, for ever).
+ */
+function checkGraph(steps: readonly JourneyStep[], ctx: z.RefinementCtx): void {
+  const index = new Map<string, number>();
+  for (const [i, s] of steps.entries()) {
+    if (index.has(s.id)) ctx.addIssue({ code: 'custom', path: ['steps', i, 'id'], message: `repeats the id of steps[${index.get(s.id)}]` });
+    else index.set(s.id, i);
+  }
+  for (const i of steps.keys())
+    for (const { field, to } of exitsOf(steps, i))
+      if (to !== END && !index.has(to))
+        ctx.addIssue({ code: 'custom', path: ['steps', i, field], message: `names no step ("${to}"; a step id or "end")` });
+  // a cycle among the steps that move on at once (not a delay or a wait_for): depth first, by colour
+  const instant = (i: number) => steps[i]!.type !== 'delay' && steps[i]!.type !== 'wait_for';
+  const colour = new Map<number, 'open' | 'done'>();
+  const visit = (i: number): { at: number; field: string } | null => {
+    colour.set(i, 'open');
+    for (const { field, to } of exitsOf(steps, i)) {
+      const j = index.get(to);
+      if (j === undefined || !instant(j)) continue;
+      if (colour.get(j) === 'open') return { at: i, field };
+      if (!colour.has(j)) {
+        const found = visit(j);
+        if (found) return found;
+      }
+    }
+    colour.set(i, 'done');
+    return null;
+  };
+  for (const i of steps.keys()) {
+    if (!instant(i) || colour.has(i)) continue;
+    const cycle = visit(i);
+    if (cycle) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['steps', cycle.at, cycle.field],
+        message: 'closes a cycle without a delay or a wait_for in it',
+      });
+      return;
+    }
+  }
+}
+
+/** The keys an event recorded with `source` and `name` answers to: its name, and its `source.name`. */
+export function eventKeys(events: readonly { source: string; name: string }[]): string[] {
+  return [...new Set(events.flatMap((e) => [e.name, `${e.source}.${e.name}`]))];
+}
+
+/** The events a definition waits for or exits on. */
+export function listenedEvents(d: JourneyDefinition): string[] {
+  const waits = d.steps.flatMap((s) => (s.type === 'wait_for' ? [s.event] : []));
+  return [...new Set([...d.exit_on, ...waits])];
+}

@@ -1,0 +1,124 @@
+import { z } from 'zod';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type { HttpContext } from '../context.js';
+import { journeyRequestSchema } from '../../domain/journey.js';
+import { requirePermission } from '../auth.js';
+import { authErrors, bodyErrors, errorResponse, journeyRecord, pageQuery } from '../schemas.js';
+import { journeyResponse } from '../serialize.js';
+
+const idParams = z.object({ id: z.string() });
+const answer = z.object({ journey: journeyRecord });
+const entryBody = z.union([z.strictObject({ device_id: z.string().min(1) }), z.strictObject({ user_id: z.string().min(1) })], {
+  error: 'body must be {"device_id": ID} or {"user_id": ID}',
+});
+const entryAnswer = z.object({
+  entered: z.boolean(),
+  /** entered; filtered (entry_filters); not_re_entered (re_entry); paused (counted skipped) */
+  outcome: z.enum(['entered', 'filtered', 'not_re_entered', 'paused']),
+});
+
+/** Journeys: pushes that follow what each user does. Writes take the write key, reads the read key. */
+export function journeyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
+  return async (app) => {
+    const write = requirePermission(ctx, 'write');
+    const read = requirePermission(ctx, 'read');
+    const journeys = () => ctx.services.journeys;
+    const changeAnswers = { 200: answer, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors };
+
+    app.post(
+      '/v6/journeys',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['journeys'],
+          summary: 'Create a journey: a trigger, who may enter, and its steps',
+          body: journeyRequestSchema,
+          response: { 201: answer, ...bodyErrors, ...authErrors },
+        },
+      },
+      async (request, reply) =>
+        reply.status(201).send({ journey: journeyResponse(await journeys().create(request.principal.appId, request.body.journey)) }),
+    );
+
+    app.get(
+      '/v6/journeys',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['journeys'],
+          summary: "List the app's journeys with their counters, newest first",
+          querystring: pageQuery,
+          response: { 200: z.object({ journeys: z.array(journeyRecord) }), 400: errorResponse, ...authErrors },
+        },
+      },
+      async (request) => ({ journeys: (await journeys().list(request.principal.appId, request.query)).map(journeyResponse) }),
+    );
+
+    app.get(
+      '/v6/journeys/:id',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['journeys'],
+          summary: 'Read a journey: definition, state, version and per-step counters',
+          params: idParams,
+          response: { 200: answer, 404: errorResponse, ...authErrors },
+        },
+      },
+      async (request) => ({ journey: journeyResponse(await journeys().get(request.principal.appId, request.params.id)) }),
+    );
+
+    app.put(
+      '/v6/journeys/:id',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['journeys'],
+          summary: 'Change a journey: a new version for new entrants (those inside finish theirs); its state stays',
+          params: idParams,
+          body: journeyRequestSchema,
+          response: changeAnswers,
+        },
+      },
+      async (request) => ({
+        journey: journeyResponse(await journeys().update(request.principal.appId, request.params.id, request.body.journey)),
+      }),
+    );
+
+    const lifeCycle = {
+      pause: {
+        summary: 'Pause a journey: nothing moves, triggers are counted skipped',
+        run: (a: string, id: string) => journeys().setActive(a, id, false),
+      },
+      resume: { summary: 'Resume a paused journey', run: (a: string, id: string) => journeys().setActive(a, id, true) },
+      archive: {
+        summary: 'Archive a journey: it stops for good and its entrants leave',
+        run: (a: string, id: string) => journeys().archive(a, id),
+      },
+    };
+    for (const [action, { summary, run }] of Object.entries(lifeCycle))
+      app.post(
+        `/v6/journeys/:id/${action}`,
+        { onRequest: write, schema: { tags: ['journeys'], summary, params: idParams, response: changeAnswers } },
+        async (request) => ({ journey: journeyResponse(await run(request.principal.appId, request.params.id)) }),
+      );
+
+    app.post(
+      '/v6/journeys/:id/entries',
+      {
+        onRequest: write,
+        schema: {
+          tags: ['journeys'],
+          summary: 'Enter a device or a user into a journey triggered through the API',
+          params: idParams,
+          body: entryBody,
+          response: { 202: entryAnswer, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
+        },
+      },
+      async (request, reply) => {
+        const outcome = await journeys().enterByApi(request.principal.appId, request.params.id, request.body);
+        return reply.status(202).send({ entered: outcome === 'entered', outcome });
+      },
+    );
+  };
+}

@@ -1,0 +1,32 @@
+import path from 'node:path';
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+/** The house rules of eslint.config.js: constructors take one named object past four things, no line over 140. */
+describe('lint: the house rules', () => {
+  const eslint = new ESLint({ cwd: path.resolve(import.meta.dirname, '../..') });
+  const problems = async (file: string, code: string, rule: string) =>
+    (await eslint.lintText(code, { filePath: path.resolve(file) }))[0]!.messages.filter((m) => m.ruleId === rule);
+  const ctor = (n: number) =>
+    `export class C {\n  constructor(${Array.from({ length: n }, (_, i) => `readonly p${i}: number`).join(', ')}) {}\n}\n`;
+
+  it('refuses a constructor of five positional parameters, in src and in tests', async () => {
+    expect(await problems('src/services/x.ts', ctor(4), 'constructors/named-deps')).toHaveLength(0);
+    const [p] = await problems('src/services/x.ts', ctor(5), 'constructors/named-deps');
+    expect(p?.message).toBe('constructor takes 5 parameters: take one named dependencies object instead (at most 4; see ARCHITECTURE.md)');
+    expect(await problems('test/services/x.test.ts', ctor(6), 'constructors/named-deps')).toHaveLength(1);
+  });
+
+  it('lets a constructor take one dependencies object', async () => {
+    const code =
+      'export class C {\n  constructor(private readonly deps: { a: number; b: number; c: number; d: number; e: number }) {}\n}\n';
+    expect(await problems('src/services/x.ts', code, 'constructors/named-deps')).toHaveLength(0);
+  });
+
+  it('refuses a source line over 140 characters, a SQL template too', async () => {
+    const line = (n: number) => `export const q = \`${'x'.repeat(n - 20)}\`;\n`;
+    expect(line(140).length).toBe(141);
+    expect(await problems('src/db/x.ts', line(140), 'max-len')).toHaveLength(0);
+    expect(await problems('src/db/x.ts', line(141), 'max-len')).toHaveLength(1);
+  });
+});

@@ -1,0 +1,266 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'kysely';
+import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
+import { call } from '../http/device-support.js';
+import { JourneyEngine } from '../../src/services/journey-engine.js';
+import { JourneyEntrantsRepository } from '../../src/db/repositories/journey-entrants.js';
+import { createRepositories } from '../../src/services/deps.js';
+import { createLogger } from '../../src/platform/logger.js';
+import type { NotificationService } from '../../src/services/notifications.js';
+
+type App = Awaited<ReturnType<Harness['createApp']>>;
+const HOUR = 3_600_000;
+const T0 = '2026-06-01T10:00:00Z';
+
+describe('journeys: the engine', () => {
+  const clock = new ManualClock(new Date(T0));
+  const h = useHarness({ clock });
+  let app: App;
+  beforeAll(async () => {
+    app = await h.createApp();
+  });
+
+  const engine = () => h.ctx.services.journeyEngine;
+  const create = async (journey: unknown) => {
+    const res = await call(h, 'POST', '/v6/journeys', app.keys.write, { journey });
+    if (res.statusCode !== 201) throw new Error(res.body);
+    return res.json().journey as { id: string };
+  };
+  const journey = async (id: string) => (await call(h, 'GET', `/v6/journeys/${id}`, app.keys.read)).json().journey;
+  const stepCounts = async (id: string) =>
+    Object.fromEntries((await journey(id)).counts.steps.map((s: { id: string }) => [s.id, s])) as Record<string, Record<string, number>>;
+  const device = async (fields: Record<string, unknown> = {}) =>
+    (await call(h, 'POST', '/v6/devices', app.keys.write, { device: { platform: 'ios', ...fields } })).json().device.id as string;
+  const event = async (deviceId: string, name: string) =>
+    expect((await call(h, 'POST', `/v6/devices/${deviceId}/events`, app.keys.sdk, { events: [{ name }] })).statusCode).toBe(202);
+  const enter = async (journeyId: string, who: Record<string, string>) =>
+    (await call(h, 'POST', `/v6/journeys/${journeyId}/entries`, app.keys.write, who)).json();
+  /** The notifications a journey sent, oldest first: the step, and who they went to. */
+  const sends = async (journeyId: string) => {
+    const rows = await h.db.db
+      .selectFrom('notifications')
+      .select(['id', 'request', 'payload'])
+      .where(sql<boolean>`request->'journey'->>'id' = ${journeyId}`)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => {
+      const request = r.request as { journey: { step: string; version: number }; to: { name: string; criteria: string[] }[] };
+      const to = request.to[0]!;
+      return {
+        id: r.id,
+        step: request.journey.step,
+        version: request.journey.version,
+        to: `${to.name}:${[...to.criteria].sort().join(',')}`,
+      };
+    });
+  };
+
+  it('the cart-abandonment journey end to end: delay, send, wait_for, local time, conversion, entry filters', async () => {
+    clock.set(T0);
+    const cart = await create({
+      name: 'Cart',
+      trigger: { event: 'cart_abandoned' },
+      entry_filters: [{ name: 'country', criteria: ['US', 'DE'] }],
+      exit_on: ['purchase'],
+      steps: [
+        { id: 'wait', type: 'delay', duration: '1h' },
+        { id: 'remind', type: 'send', notification: { payload: { alert: 'Your cart is waiting' } } },
+        { id: 'opened', type: 'wait_for', event: 'app_open', timeout: '1d', on_event: 'end', on_timeout: 'morning' },
+        { id: 'morning', type: 'delay', until_local_time: '09:00' },
+        { id: 'again', type: 'send', notification: { payload: { alert: 'Still there?' } } },
+      ],
+    });
+    const a = await device({ country: 'US' });
+    await device({ country: 'DE', user_id: 'u1', time_zone: 'Europe/Berlin' });
+    await device({ country: 'DE', user_id: 'u1', time_zone: 'Europe/Berlin' });
+    const buyer = await device({ country: 'US' });
+    const french = await device({ country: 'FR' });
+    await event(a, 'cart_abandoned');
+    const user = await call(h, 'POST', '/v6/users/u1/events', app.keys.write, { events: [{ name: 'cart_abandoned' }] });
+    expect(user.statusCode).toBe(202);
+    await event(buyer, 'cart_abandoned');
+    await event(french, 'cart_abandoned');
+    expect((await journey(cart.id)).counts.trigger).toEqual({ entered: 3, skipped: 0, filtered: 1, converted: 0 });
+
+    await engine().runDue();
+    expect((await stepCounts(cart.id)).wait).toMatchObject({ entered: 3, waiting: 3, passed: 0 });
+    await event(buyer, 'purchase');
+    expect((await stepCounts(cart.id)).wait).toMatchObject({ waiting: 2, converted: 1 });
+
+    clock.advance(HOUR - 1000);
+    await engine().runDue();
+    expect(await sends(cart.id)).toEqual([]);
+
+    clock.advance(1000);
+    await engine().runDue();
+    // the two entrants due at once: one notification per kind of target (a user's devices, a device)
+    const first = await sends(cart.id);
+    expect(first.map((s) => [s.step, s.to]).sort()).toEqual([
+      ['remind', `device_id:${a}`],
+      ['remind', 'user_id:u1'],
+    ]);
+    const shown = await call(h, 'GET', `/v6/notifications/${first[0]!.id}`, app.keys.read);
+    expect(shown.json().journey).toEqual({ id: cart.id, version: 1, step: 'remind' });
+    const listed = (await call(h, 'GET', '/v6/notifications', app.keys.read)).json().notifications;
+    expect(listed.filter((n: { journey?: { id: string } }) => n.journey?.id === cart.id)).toHaveLength(2);
+
+    await event(a, 'app_open');
+    await engine().runDue();
+    clock.advance(24 * HOUR);
+    await engine().runDue();
+    // u1 timed out at 2026-06-02T11:00Z: 09:00 in Berlin next comes on the 3rd, at 07:00Z
+    const [waiting] = await h.db.db
+      .selectFrom('journey_entrants')
+      .select(['step_id', 'due_at'])
+      .where('journey_id', '=', cart.id)
+      .where('outcome', 'is', null)
+      .execute();
+    expect(waiting).toEqual({ step_id: 'morning', due_at: new Date('2026-06-03T07:00:00Z') });
+    clock.set('2026-06-03T07:00:00Z');
+    await engine().runDue();
+    expect((await sends(cart.id)).map((s) => [s.step, s.to])).toContainEqual(['again', 'user_id:u1']);
+    expect(await sends(cart.id)).toHaveLength(3);
+
+    const counts = await stepCounts(cart.id);
+    expect(counts.wait).toMatchObject({ entered: 3, waiting: 0, passed: 2, converted: 1 });
+    expect(counts.remind).toMatchObject({ entered: 2, waiting: 0, sent: 2 });
+    expect(counts.opened).toMatchObject({ entered: 2, waiting: 0, passed: 2 });
+    expect(counts.again).toMatchObject({ entered: 1, waiting: 0, sent: 1 });
+    expect((await journey(cart.id)).counts.trigger).toEqual({ entered: 3, skipped: 0, filtered: 1, converted: 1 });
+    const outcomes = await h.db.db.selectFrom('journey_entrants').select('outcome').where('journey_id', '=', cart.id).execute();
+    expect(outcomes.map((o) => o.outcome).sort()).toEqual(['completed', 'completed', 'converted']);
+  });
+
+  it('a step runs once per entrant when the worker dies before or after its commit', async () => {
+    clock.set(T0);
+    const j = await create({
+      name: 'Once',
+      trigger: { api: true },
+      re_entry: 'after_exit',
+      steps: [{ id: 'hello', type: 'send', notification: { payload: { alert: 'hello' } } }],
+    });
+    const ids = [await device(), await device(), await device()];
+    for (const id of ids) expect(await enter(j.id, { device_id: id })).toEqual({ entered: true, outcome: 'entered' });
+
+    const base = {
+      db: h.db.db,
+      repos: createRepositories(),
+      notifications: h.ctx.services.notifications,
+      messages: h.ctx.services.messages,
+      clock,
+      log: createLogger('silent'),
+      batchSize: 1000,
+    };
+    // dies after the send is inserted, before the commit: the send is rolled back with the transitions
+    class DyingBeforeCommit extends JourneyEntrantsRepository {
+      override async advance(...args: Parameters<JourneyEntrantsRepository['advance']>): Promise<Set<string>> {
+        await super.advance(...args);
+        throw new Error('killed before commit');
+      }
+    }
+    await expect(
+      new JourneyEngine({ ...base, repos: { ...base.repos, journeyEntrants: new DyingBeforeCommit() } }).runDue(),
+    ).rejects.toThrow('killed before commit');
+    expect(await sends(j.id)).toEqual([]);
+
+    // dies after the commit, before it handed the send to the queue: the sweeper re-enqueues it; the step is done
+    const dyingAfterCommit = Object.create(h.ctx.services.notifications) as NotificationService;
+    dyingAfterCommit.release = () => Promise.reject(new Error('killed after commit'));
+    const afterCommit = new JourneyEngine({ ...base, notifications: dyingAfterCommit });
+    await expect(afterCommit.runDue()).rejects.toThrow('killed after commit');
+    await engine().runDue();
+    await engine().runDue();
+    const sent = await sends(j.id);
+    expect(sent).toEqual([{ id: sent[0]!.id, step: 'hello', version: 1, to: `device_id:${[...ids].sort().join(',')}` }]);
+    expect((await stepCounts(j.id)).hello).toMatchObject({ entered: 3, waiting: 0, sent: 3 });
+  });
+
+  it('pause holds entrants and skips triggers; resume moves them; archive makes them leave', async () => {
+    clock.set(T0);
+    const j = await create({
+      name: 'Pausing',
+      trigger: { event: 'signup' },
+      steps: [
+        { id: 'wait', type: 'delay', duration: '10m' },
+        { id: 'hi', type: 'send', notification: { payload: { alert: 'hi' } } },
+        { id: 'later', type: 'delay', duration: '3d' },
+      ],
+    });
+    const [d1, d2, d3] = [await device(), await device(), await device()];
+    await event(d1, 'signup');
+    await event(d2, 'signup');
+    await engine().runDue();
+    expect((await call(h, 'POST', `/v6/journeys/${j.id}/pause`, app.keys.write)).statusCode).toBe(200);
+    await event(d3, 'signup');
+    clock.advance(HOUR);
+    await engine().runDue();
+    expect(await sends(j.id)).toEqual([]);
+    expect((await journey(j.id)).counts.trigger).toMatchObject({ entered: 2, skipped: 1 });
+
+    await call(h, 'POST', `/v6/journeys/${j.id}/resume`, app.keys.write);
+    await engine().runDue();
+    expect(await sends(j.id)).toHaveLength(1);
+    expect((await stepCounts(j.id)).later).toMatchObject({ waiting: 2 });
+
+    await call(h, 'POST', `/v6/journeys/${j.id}/archive`, app.keys.write);
+    expect((await stepCounts(j.id)).later).toMatchObject({ waiting: 0, exited: 2 });
+    clock.advance(4 * 24 * HOUR);
+    expect(await engine().runDue()).toBe(0);
+    await event(d3, 'signup');
+    expect((await journey(j.id)).counts.trigger).toMatchObject({ entered: 2, skipped: 1 });
+  });
+
+  it('versions: entrants inside finish the version they entered, new ones take the new one', async () => {
+    clock.set(T0);
+    const v1 = {
+      name: 'Versions',
+      trigger: { api: true },
+      steps: [
+        { id: 'wait', type: 'delay', duration: '1h' },
+        { id: 'say', type: 'send', notification: { payload: { alert: 'v1' } } },
+      ],
+    };
+    const j = await create(v1);
+    const [old, fresh] = [await device(), await device()];
+    await enter(j.id, { device_id: old });
+    await engine().runDue();
+    const v2 = { ...v1, steps: [{ id: 'say', type: 'send', notification: { payload: { alert: 'v2' } } }] };
+    expect((await call(h, 'PUT', `/v6/journeys/${j.id}`, app.keys.write, { journey: v2 })).json().journey.version).toBe(2);
+    await enter(j.id, { device_id: fresh });
+    await engine().runDue();
+    clock.advance(HOUR);
+    await engine().runDue();
+    const rows = await h.db.db
+      .selectFrom('notifications')
+      .select(['payload', 'request'])
+      .where(sql<boolean>`request->'journey'->>'id' = ${j.id}`)
+      .orderBy('created_at')
+      .execute();
+    expect(
+      rows.map((r) => [(r.payload as { alert: string }).alert, (r.request as { to: { criteria: string[] }[] }).to[0]!.criteria]),
+    ).toEqual([
+      ['v2', [fresh]],
+      ['v1', [old]],
+    ]);
+  });
+
+  it('re-entry: never, after_exit, or after a time since the last entry', async () => {
+    clock.set(T0);
+    const make = (re_entry: unknown) =>
+      create({ name: 'Again', trigger: { api: true }, re_entry, steps: [{ id: 'w', type: 'delay', duration: '1h' }] });
+    const [never, afterExit, afterWeek] = [await make('never'), await make('after_exit'), await make({ after: '7d' })];
+    const d = await device();
+    for (const j of [never, afterExit, afterWeek]) expect((await enter(j.id, { device_id: d })).outcome).toBe('entered');
+    // still inside: none lets it in again
+    for (const j of [never, afterExit, afterWeek]) expect((await enter(j.id, { device_id: d })).outcome).toBe('not_re_entered');
+    await engine().runDue();
+    clock.advance(2 * HOUR);
+    await engine().runDue();
+    expect((await enter(never.id, { device_id: d })).outcome).toBe('not_re_entered');
+    expect((await enter(afterExit.id, { device_id: d })).outcome).toBe('entered');
+    expect((await enter(afterWeek.id, { device_id: d })).outcome).toBe('not_re_entered');
+    clock.advance(7 * 24 * HOUR);
+    expect((await enter(afterWeek.id, { device_id: d })).outcome).toBe('entered');
+  });
+});
