@@ -211,7 +211,8 @@ export class NotificationService {
 
   /**
    * Picks an A/B test's winner by hand (`winner: "manual"`, or before its metric does): the rest is sent it. Only
-   * while the test waits for it: 409 while its test share is still going out, once picked, or when it finished.
+   * while the test waits for it: 409 before its test share starts (naming when it is due), while it is still going out,
+   * once picked, or when it finished.
    */
   async pickWinner(appId: string, id: string, variant: number): Promise<Notification> {
     const n = await this.get(appId, id);
@@ -227,7 +228,9 @@ export class NotificationService {
           ? `it is ${n.state}`
           : n.ab_stage === 'rest'
             ? `its winner was picked (variant ${n.ab_winner})`
-            : 'its test share is still going out';
+            : n.state === 'scheduled'
+              ? notStarted(n.next_due_at ?? n.send_at)
+              : 'its test share is still going out';
       throw new ConflictError(`notification: ${why}; no winner can be picked`);
     }
     await this.scheduler.schedule(picked.id, picked.generation, 0, true).catch((err) => this.onScheduleError(err, picked.id));
@@ -532,4 +535,9 @@ export class NotificationService {
       variant,
     };
   }
+}
+
+/** Why a scheduled A/B test takes no winner yet: its test share has not gone out, and when it will. */
+function notStarted(due: Date | null): string {
+  return due ? `its test share has not started (it is due at ${due.toISOString()})` : 'its test share has not started';
 }

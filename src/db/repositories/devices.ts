@@ -14,6 +14,9 @@ export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
  * it reported notifications Disabled and the push is visible, so it is counted and not sent (`allowedOf`).
  */
 export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'> & { not_allowed: boolean };
+/** What the sdk key must prove to change on the device that has a token: who it is bound to, where its pushes go. */
+export type HeldByToken = Pick<Device, 'user_id' | 'user_email' | 'token' | 'web_push_p256dh' | 'web_push_auth'>;
+
 /** A deliverable device with the token it has now (what a send right after the read goes to). */
 export type DeliverableNow = Deliverable & { token: string };
 
@@ -149,11 +152,14 @@ export class DevicesRepository {
     return rows.map((r) => r.id);
   }
 
-  /** The identity the app's device with this push token holds, row-locked until the transaction ends (none: undefined). */
-  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Pick<Device, 'user_id' | 'user_email'> | undefined> {
+  /**
+   * The identity and push keys of the app's device with this push token, row-locked until the transaction ends
+   * (none: undefined).
+   */
+  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<HeldByToken | undefined> {
     return db
       .selectFrom('devices')
-      .select(['user_id', 'user_email'])
+      .select(['user_id', 'user_email', 'token', 'web_push_p256dh', 'web_push_auth'])
       .where('app_id', '=', appId)
       .where(holdsToken(token))
       .forUpdate()

@@ -95,7 +95,9 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       });
     }).then(function (subscription) {
       var device = { platform: 'web', subscription: subscription.toJSON(), notifications_allowed: 'Enabled' };
-      var fields = ['user_id', 'user_id_auth_hash', 'user_email', 'user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'];
+      // a change of user takes the proof of the one the browser leaves (docs/identity.md)
+      var fields = ['user_id', 'user_id_auth_hash', 'previous_user_id_auth_hash', 'user_email', 'user_email_auth_hash',
+        'previous_user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'];
       fields.forEach(function (k) { if (options[k] !== undefined) device[k] = options[k]; });
       if (device.time_zone === undefined) device.time_zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
       return call('POST', '/v6/devices', key, { device: device });
