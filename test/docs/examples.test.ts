@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateways, type Gateways } from '../helpers/gateways.js';
 import { freePort, freshDatabase, Proc, ROOT } from '../system/proc.js';
+import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 import { documentationFiles, shellBlocks, type ShellBlock } from './markdown-blocks.js';
 
 /**
@@ -109,6 +110,8 @@ describe('the examples of the README and docs/', () => {
         HOME: process.env.HOME ?? dir,
         PUSHD: `http://127.0.0.1:${port}`,
         DATABASE_URL: db.url,
+        // the server's key, as a deployment's CLI is given it (docs/secrets.md)
+        SECRETS_KEY: TEST_SECRETS_KEY,
         APNS_KEY_FILE: apnsKeyFile,
         APNS_KEY_ID: gw.apnsKey.credentials.keyId,
         APNS_TEAM_ID: gw.apnsKey.credentials.teamId,
