@@ -44,8 +44,11 @@ async function run(argv: string[]): Promise<Outcome> {
   const rest = argv.slice(words);
   const command = commands[name];
   if (!command) {
-    const group = Object.keys(commands).filter((c) => name === '' || c.startsWith(`${name} `));
-    if (rest.some((a) => HELP.includes(a)) && group.length) return { code: 0, stdout: overview(group) };
+    const group = Object.keys(commands)
+      .filter((c) => name === '' || c.startsWith(`${name} `))
+      .sort();
+    if (rest.some((a) => HELP.includes(a)) && group.length) return { code: 0, stdout: overview(name, group) };
+    if (name !== '' && group.length) throw new UsageError(`"${name}" needs a command: ${group.join(', ')}`);
     throw new UsageError(name === '' ? 'no command given' : `unknown command "${name}"`);
   }
   const args = parseOptions(name, command, rest);
@@ -113,9 +116,13 @@ function usage(name: string, command: Command): string {
   return `Usage: ${synopsis(name, command)}\n\n${command.summary}\n\nOptions:\n${table(rows)}\n${FOOTER}`;
 }
 
-function overview(names: string[]): string {
-  const rows = names.sort().map((n) => [n, commands[n]!.summary]);
-  return `Usage: pushd <command> [options]\n\nCommands:\n${table(rows)}\n\n\`pushd <command> --help\` lists the options of one.\n${FOOTER}`;
+/** The commands of a group (`app`: app create, app list, …), or every command when `group` is empty. */
+function overview(group: string, names: string[]): string {
+  const rows = names.map((n) => [n, commands[n]!.summary]);
+  const prefix = group === '' ? 'pushd' : `pushd ${group}`;
+  const heading = group === '' ? 'Commands:' : `Commands of ${prefix}:`;
+  const more = `\`${prefix} <command> --help\` lists the options of one.`;
+  return `Usage: ${prefix} <command> [options]\n\n${heading}\n${table(rows)}\n\n${more}\n${FOOTER}`;
 }
 
 const FOOTER = `

@@ -106,8 +106,11 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
       const ids = (criteria as string[]).filter(isUuid).map((s) => s.toLowerCase());
       return { pred: ids.length ? anyOf(sql.ref('d.id'), ids, 'uuid') : FALSE, nullable: false };
     }
-    case 'tags':
-      return { pred: sql<SqlBool>`d.tags && ${criteria as string[]}::text[]`, nullable: false };
+    case 'tags': {
+      // device_tags mirrors d.tags (migration 002's trigger) and is the index a tag is found by (migration 052)
+      const tagged = sql<SqlBool>`g.app_id = d.app_id and g.tag = any(${criteria as string[]}::text[]) and g.device_id = d.id`;
+      return { pred: sql<SqlBool>`exists (select 1 from device_tags g where ${tagged})`, nullable: false };
+    }
     case 'development':
       return { pred: booleanCriteria(sql.ref('d.development'), criteria as boolean[]), nullable: false };
     case 'badge':

@@ -125,11 +125,16 @@ export interface AudiencesTable {
   kind: 'all' | 'filters';
   /** The canonical filter list, validated before it is stored (kind 'filters'); null for 'all'. */
   filters: Json<Filter[] | null> | null;
-  /** the key of its canonical spec (`audienceSpec`), a digest written as a uuid; the all-devices one's is the nil uuid */
-  spec_key: string;
+  /**
+   * the key of its canonical spec (`audienceSpec`), a digest written as a uuid; the all-devices one's is the nil uuid;
+   * null once retired
+   */
+  spec_key: string | null;
   test: Generated<boolean>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+  /** when the retention found nothing naming it (migration 052): deleted a grace later if still nothing does */
+  retired_at: Generated<Date | null>;
 }
 
 type Counter = ColumnType<number, number | undefined, number>;

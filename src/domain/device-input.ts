@@ -4,7 +4,7 @@ import { ValidationError } from './errors.js';
 import { isPlainObject } from './filters.js';
 import { ATTRIBUTE_NAME, CUSTOM_TYPES, NOTIFICATIONS_ALLOWED_VALUES, type CustomType } from './vocabulary.js';
 import { snapCoordinate } from './geo.js';
-import { AUTH_HASH_FIELD, IDENTITY_FIELDS, type IdentityField } from './identity.js';
+import { AUTH_HASH_FIELD, IDENTITY_FIELDS, LEAVING_HASH_FIELD, type IdentityField } from './identity.js';
 import { parseSubscription } from './web-push.js';
 import { hmsTokenProblem } from './hms.js';
 
@@ -74,6 +74,8 @@ export interface DeviceInput {
   dropped: Dropped[];
   /** the proofs sent for user_id and user_email (`user_id_auth_hash`, …), as sent: checked, never stored */
   authHashes: Partial<Record<IdentityField, unknown>>;
+  /** the proofs of the values a change of user_id or user_email leaves (`previous_user_id_auth_hash`, …), as sent */
+  leavingHashes: Partial<Record<IdentityField, unknown>>;
   /** `token` came from `subscription` (a web device's), not from `token` (a phone's) */
   subscribed: boolean;
 }
@@ -85,6 +87,8 @@ export interface DeviceInputOptions {
 
 /** `user_id_auth_hash` -> `user_id`, … */
 const PROVES = new Map<string, IdentityField>(IDENTITY_FIELDS.map((field) => [AUTH_HASH_FIELD[field], field]));
+/** `previous_user_id_auth_hash` -> `user_id`, … */
+const LEAVES = new Map<string, IdentityField>(IDENTITY_FIELDS.map((field) => [LEAVING_HASH_FIELD[field], field]));
 
 /** `at` locates an error below the field, e.g. `[3]` for an array element. */
 type Parsed<T> = { value: T } | { error: string; at?: string };
@@ -219,6 +223,7 @@ export function parseDeviceInput(
   const dropped: Dropped[] = [];
   const custom: CustomChanges = new Map();
   const authHashes: DeviceInput['authHashes'] = {};
+  const leavingHashes: DeviceInput['leavingHashes'] = {};
 
   if (mode === 'create' && raw.platform === undefined) throw new ValidationError('device.platform: is required');
   if (raw.platform !== undefined) {
@@ -241,7 +246,9 @@ export function parseDeviceInput(
     if (mode === 'create' && key === 'token' && value === '') continue;
     const field = Object.hasOwn(FIELDS, key) ? FIELDS[key] : undefined; // not "toString" or "constructor" of Object
     const proven = PROVES.get(key);
+    const left = LEAVES.get(key);
     if (proven) authHashes[proven] = value;
+    else if (left) leavingHashes[left] = value;
     else if (field) {
       const r = field.parse(value);
       // A device registered without the token it was sent with could never be reached, and with no token to be
@@ -265,7 +272,7 @@ export function parseDeviceInput(
     }
   }
   if (fields.platform === 'huawei') checkHuaweiToken(fields.token);
-  return { fields, custom, dropped, authHashes, subscribed };
+  return { fields, custom, dropped, authHashes, leavingHashes, subscribed };
 }
 
 /** A Huawei device's token must be an HMS push token: anything else would only come back as 80300007 at each send. */

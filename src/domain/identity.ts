@@ -80,11 +80,6 @@ export function unprovenClaims(
 }
 
 /**
- * Refuses the first unproven claim that changes what the device holds (`current`: its stored values, none for a new
- * device). Re-sending the value a device already has binds nothing new, so it needs no hash: app versions released
- * before verification was turned on keep registering the devices they already bound.
- */
-/**
  * What a device holds after a change that moves it to another push token (another phone): its user id and e-mail
  * address as the request leaves them. The new phone behind them needs their proof as much as a new binding does.
  */
@@ -97,6 +92,11 @@ export function identitiesKept(
   );
 }
 
+/**
+ * Refuses the first unproven claim that changes what the device holds (`current`: its stored values, none for a new
+ * device). Re-sending the value a device already has binds nothing new, so it needs no hash: app versions released
+ * before verification was turned on keep registering the devices they already bound.
+ */
 export function refuseUnprovenChanges(
   claims: IdentityClaim[],
   current: Partial<Record<IdentityField, string | null>> | undefined,
@@ -113,6 +113,37 @@ export function refuseUnprovenChanges(
     throw new IdentityNotProvenError(
       `${hashField}: does not match ${claim.field} (the hex HMAC-SHA256 of it with the app's identity secret)`,
     );
+  }
+}
+
+/** The request field that carries the proof of the identity a change leaves (the user logging out). */
+export const LEAVING_HASH_FIELD: Record<IdentityField, string> = {
+  user_id: 'previous_user_id_auth_hash',
+  user_email: 'previous_user_email_auth_hash',
+};
+
+/**
+ * Refuses a change of an identity the device holds (to another value, or cleared) that `leaving` does not prove: the
+ * hash of the value it leaves. Without it, whoever knows a phone's token takes it from its user, by binding it to
+ * themselves with their own valid hash, or by clearing it first.
+ */
+export function refuseUnprovenLeave(
+  current: Partial<Record<IdentityField, string | null>>,
+  fields: Partial<Record<IdentityField, string | null>>,
+  leaving: Partial<Record<IdentityField, unknown>>,
+  secret: IdentitySecret,
+): void {
+  for (const field of IDENTITY_FIELDS) {
+    const held = current[field];
+    const next = fields[field];
+    if (typeof held !== 'string' || next === undefined || next === held || secret.proves(held, leaving[field])) continue;
+    const hashField = `device.${LEAVING_HASH_FIELD[field]}`;
+    if (leaving[field] === undefined || leaving[field] === null)
+      throw new IdentityNotProvenError(
+        `${hashField}: is required to change ${field} with the sdk key once the device has one ` +
+          `(the hex HMAC-SHA256 of the ${field} it leaves, made by your backend)`,
+      );
+    throw new IdentityNotProvenError(`${hashField}: does not match the ${field} the device has (the hex HMAC-SHA256 of it)`);
   }
 }
 

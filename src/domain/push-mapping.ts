@@ -270,7 +270,7 @@ export function jsonBytes(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value), 'utf8');
 }
 
-/** What a service worker receives (decrypted), documented in the README's Web Push section. */
+/** What a service worker receives (decrypted), documented in docs/api/web-push.md. */
 export interface WebPushDocument {
   title?: string;
   body?: string;

@@ -50,6 +50,19 @@ export function endpointProblem(endpoint: string, allowedOrigins: readonly strin
         '(fcm.googleapis.com, *.push.services.mozilla.com, *.push.apple.com, *.notify.windows.com, or WEB_PUSH_ALLOWED_ORIGINS)';
 }
 
+/**
+ * The endpoint as the WHATWG URL parser serialises it (surrounding white space and tabs gone, the scheme and host in
+ * lower case, full-width and other letters mapped by IDNA, the default port dropped), so that one subscription is one
+ * token however it was written; null when it does not parse.
+ */
+export function normalEndpoint(endpoint: string): string | null {
+  try {
+    return new URL(endpoint).href;
+  } catch {
+    return null;
+  }
+}
+
 /** Bytes of a base64url string, or null when it is not one. */
 function base64urlBytes(value: unknown): Buffer | null {
   if (typeof value !== 'string' || !BASE64URL.test(value)) return null;
@@ -77,8 +90,9 @@ export function parseSubscription(raw: unknown, allowedOrigins: readonly string[
     throw new ValidationError(`${at}: must be the browser's PushSubscription.toJSON(): {endpoint, keys: {p256dh, auth}}`);
   const extra = Object.keys(raw).find((k) => k !== 'endpoint' && k !== 'expirationTime' && k !== 'keys');
   if (extra !== undefined) throw new ValidationError(`${at}.${extra}: is not a field of a push subscription`);
-  if (typeof raw.endpoint !== 'string') throw new ValidationError(`${at}.endpoint: must be an https URL`);
-  const problem = endpointProblem(raw.endpoint, allowedOrigins);
+  const endpoint = typeof raw.endpoint === 'string' ? normalEndpoint(raw.endpoint) : null;
+  if (endpoint === null) throw new ValidationError(`${at}.endpoint: must be an https URL`);
+  const problem = endpointProblem(endpoint, allowedOrigins);
   if (problem) throw new ValidationError(`${at}.endpoint: ${problem}`);
   const expiration = raw.expirationTime;
   if (expiration !== undefined && expiration !== null && !(typeof expiration === 'number' && Number.isFinite(expiration)))
@@ -89,7 +103,7 @@ export function parseSubscription(raw: unknown, allowedOrigins: readonly string[
     throw new ValidationError(`${at}.keys.p256dh: must be a P-256 public key, 65 bytes uncompressed, in base64url`);
   const auth = base64urlBytes(raw.keys.auth);
   if (!auth || auth.length !== 16) throw new ValidationError(`${at}.keys.auth: must be 16 bytes in base64url`);
-  return { endpoint: raw.endpoint, p256dh: p256dh.toString('base64url'), auth: auth.toString('base64url') };
+  return { endpoint, p256dh: p256dh.toString('base64url'), auth: auth.toString('base64url') };
 }
 
 /** WEB_PUSH_ALLOWED_ORIGINS: a comma list of https origins (scheme, host, port if not 443; nothing else). */

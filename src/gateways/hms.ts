@@ -11,7 +11,7 @@
  *
  * Over pushd's HTTP/2 client (./http2-client.ts), like FCM: Huawei's docs name HTTPS, not the HTTP version. Whether
  * push-api.cloud.huawei.com offers h2 by ALPN was not checked (no network here); if it does not, this needs an
- * HTTP/1.1 keep-alive transport behind the same request() (see the README).
+ * HTTP/1.1 keep-alive transport behind the same request() (see docs/api/huawei.md).
  */
 import type { HmsCredentials } from '../domain/hms.js';
 import { HMS_MAX_MESSAGE_BYTES, jsonBytes, toHmsMessage, type HmsMessageTemplate } from '../domain/push-mapping.js';

@@ -36,24 +36,27 @@ export function parseBasic(header: string | undefined): { username: string; key:
 }
 
 /**
- * A preHandler that authenticates the key (password) and checks it grants `permission`.
+ * A preHandler that authenticates the key (password) and checks it grants `permission` (one of them, given a list).
  * The username must be empty or the bundle id of the key's app.
  */
-export function requirePermission(ctx: { services: { apps: AppService } }, permission: Permission) {
-  return async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+export function requirePermission(ctx: { services: { apps: AppService } }, permission: Permission | readonly Permission[]) {
+  const permissions = [permission].flat();
+  // the permissions ride on the hook so the API document can name the keys a route takes (src/http/openapi.ts)
+  return Object.assign(authenticate, { permissions });
+  async function authenticate(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const credentials = parseBasic(request.headers.authorization);
     if (!credentials || credentials.key.length === 0) return unauthorized(reply);
     const key = await ctx.services.apps.findActiveKey(credentials.key);
     if (!key) return unauthorized(reply);
     if (credentials.username !== '' && credentials.username !== key.bundle_id) return unauthorized(reply);
-    if (!roleAllows(key.role, permission)) throw new ForbiddenError();
+    if (!permissions.some((p) => roleAllows(key.role, p))) throw new ForbiddenError();
     const rateLimit =
       key.rate_limit_per_second !== null && key.rate_limit_burst !== null
         ? { perSecond: key.rate_limit_per_second, burst: key.rate_limit_burst }
         : null;
     const identity = key.identity_secret === null ? null : new IdentitySecret(key.identity_secret);
     request.principal = { appId: key.app_id, bundleId: key.bundle_id, role: key.role, keyId: key.id, rateLimit, identity };
-  };
+  }
 }
 
 function unauthorized(reply: FastifyReply): never {

@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
-import swagger from '@fastify/swagger';
-import { jsonSchemaTransform, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { HttpContext } from './context.js';
 import { consoleRoutes } from './console.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
 import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
+import { registerApiDocument } from './openapi.js';
 import { registerBrowserCors } from './browser-cors.js';
 import { shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
@@ -49,14 +49,7 @@ export async function buildServer(
   app.removeContentTypeParser(['text/plain']);
   parseJsonBodies(app);
 
-  await app.register(swagger, {
-    openapi: {
-      info: { title: 'pushd', description: 'Self-hosted push notification API', version: '0.1.0' },
-      components: { securitySchemes: { basic: { type: 'http', scheme: 'basic' } } },
-    },
-    transform: jsonSchemaTransform,
-  });
-  app.get('/documentation/json', { schema: { hide: true } }, async () => app.swagger());
+  await registerApiDocument(app, { referencePage: ctx.config.API_REFERENCE_PAGE });
 
   // before the routes, so that its hook applies to every one of them
   await app.register(shedLoad, { maxInFlight: ctx.config.MAX_REQUESTS_IN_FLIGHT, metrics: ctx.metrics });

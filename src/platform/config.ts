@@ -8,74 +8,222 @@ import { decodeSecretsKey } from '../domain/secrets.js';
 /** A key-encryption key given in the environment: 32 random bytes in base64 (`openssl rand -base64 32`). */
 const secretsKey = z.string().refine((v) => decodeSecretsKey(v) !== undefined, 'must be 32 bytes in base64 (openssl rand -base64 32)');
 
-/** Every setting the server reads, parsed once at start-up. A bad value stops start-up naming the variable. */
-const envSchema = z.object({
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  HOST: z.string().min(1).default('0.0.0.0'),
-  DATA_DIR: z.string().min(1).default('./data'),
-  DATABASE_URL: z.string().url().optional(),
-  // A session connection (not through a transaction-mode pooler) for LISTEN and the PostgreSQL queue backend.
-  DATABASE_LISTEN_URL: z.string().url().optional(),
-  // A streaming replica for the reads that need not see the caller's own writes (counts, lists, statistics).
-  DATABASE_READ_URL: z.string().url().optional(),
-  // Replay lag past which the replica is bypassed (its reads go to the primary) until it catches up.
-  READ_MAX_LAG_SECONDS: z.coerce.number().min(0).default(10),
-  // The key that seals the apps' credentials and secrets in the database (docs/secrets.md), or a file holding it;
-  // neither: the embedded default keeps one in DATA_DIR/secrets.key, a server on DATABASE_URL refuses to start.
-  SECRETS_KEY: secretsKey.optional(),
-  SECRETS_KEY_FILE: z.string().min(1).optional(),
-  // The key before the last rotation: it still opens what it sealed, while servers started before it run.
-  SECRETS_KEY_PREVIOUS: secretsKey.optional(),
-  EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
-  // Uses of a statement before each connection prepares it; 0 for a pooler that cannot keep prepared statements.
-  DATABASE_PREPARE_THRESHOLD: z.coerce.number().int().min(0).default(5),
-  REDIS_URL: z.string().url().optional(),
-  // REDIS_URL names one node of a Redis Cluster; the client finds the others.
-  REDIS_CLUSTER: z.stringbool().default(false),
-  // On a Redis Cluster a queue's keys must share a slot: a prefix in braces ({pushd}) is a hash tag that does that.
+/**
+ * Every setting the server reads, parsed once at start-up. A bad value stops start-up naming the variable. Each entry
+ * carries its description (and, where the default is worked out at start-up, `defaultText`): docs/configuration.md is
+ * generated from them (scripts/gen-config-docs.ts).
+ */
+export const envSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000).describe('HTTP port.'),
+  HOST: z.string().min(1).default('0.0.0.0').describe('HTTP bind address.'),
+  DATA_DIR: z.string().min(1).default('./data').describe('Where the embedded PostgreSQL keeps its cluster (only without `DATABASE_URL`).'),
+  DATABASE_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      'PostgreSQL URL (`postgres://user:password@host:5432/db`, password URL-encoded). Unset: embedded PostgreSQL ' +
+        'under `DATA_DIR`. Each process holds a pool of 10 connections and one that LISTENs for changes to keys and ' +
+        "apps (through a pooler, that one needs session mode: `DATABASE_LISTEN_URL`). Keep autovacuum on (PostgreSQL's " +
+        'default): the queries plan on its statistics, and a `devices` table that has grown without them (never ' +
+        'analyzed) is read in thousands of rows to find one device.',
+    ),
+  DATABASE_LISTEN_URL: z
+    .string()
+    .url()
+    .optional()
+    .meta({
+      description:
+        'A session connection to the same database, for what a pooler in transaction mode cannot carry: the connection ' +
+        'that LISTENs for changes to keys and apps, and the PostgreSQL queue backend (no `REDIS_URL`). Set it when ' +
+        '`DATABASE_URL` goes through PgBouncer ([PgBouncer](deploying.md#at-scale-pgbouncer-and-read-replicas)).',
+      defaultText: '`DATABASE_URL`',
+    }),
+  DATABASE_READ_URL: z
+    .string()
+    .url()
+    .optional()
+    .meta({
+      description:
+        "A streaming replica of the database, for the reads that need not see the caller's own writes: audience counts " +
+        'and device pages, statistics, the notification and message lists. Another pool of 10 connections.',
+      defaultText: '— (the primary)',
+    }),
+  READ_MAX_LAG_SECONDS: z.coerce
+    .number()
+    .min(0)
+    .default(10)
+    .describe(
+      'Replay lag past which the replica is bypassed (its reads go to the primary) until it catches up; the lag is read every second.',
+    ),
+  SECRETS_KEY: secretsKey.optional().meta({
+    description:
+      "The key that seals the apps' credentials and secrets in the database: 32 random bytes in base64 " +
+      '(`openssl rand -base64 32`); see [secrets at rest](secrets.md).',
+    defaultText: '— (the embedded default keeps one in `DATA_DIR/secrets.key`; a server on `DATABASE_URL` refuses to start)',
+  }),
+  SECRETS_KEY_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('A file holding `SECRETS_KEY` (not both); read again when a stored value names a key it does not know.'),
+  SECRETS_KEY_PREVIOUS: secretsKey
+    .optional()
+    .describe('The key before the last rotation: it still opens what it sealed while servers started before the rotation run.'),
+  EMBEDDED_PG_PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(54329)
+    .describe(
+      'Port of the embedded PostgreSQL (127.0.0.1) when this process starts it; one already running on `DATA_DIR` is ' +
+        'used on its own port.',
+    ),
+  DATABASE_PREPARE_THRESHOLD: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(5)
+    .describe(
+      'A statement run this many times is prepared on each connection: PostgreSQL parses it once, and plans it once ' +
+        "where a plan for any values is as good (statements holding an audience's filters are planned for their values " +
+        'every run). Such a connection forgets its plans (`DISCARD PLANS`) after as long as the process had run when it ' +
+        'made them, 5 s to 10 min, so plans made while the tables were new are made again; the connection is kept (a ' +
+        'new one would read the catalogs again). `0` prepares none (PgBouncer in transaction mode before 1.21).',
+    ),
+  REDIS_URL: z
+    .string()
+    .url()
+    .optional()
+    .describe(
+      'Redis URL (`redis://` or `rediss://` for TLS) for the job queue and the shared rate limits. Unset: the queue ' +
+        'runs on PostgreSQL and each API process keeps its own limits.',
+    ),
+  REDIS_CLUSTER: z
+    .stringbool()
+    .default(false)
+    .describe(
+      '`true`: `REDIS_URL` names one node of a Redis Cluster (or its configuration endpoint); pushd asks it for the ' +
+        'others and sends each command to the node that holds its slot, following redirections as slots move.',
+    ),
   QUEUE_PREFIX: z
     .string()
     .regex(/^([A-Za-z0-9_-]{1,64}|\{[A-Za-z0-9_-]{1,62}\})$/, 'must be 1-64 letters, digits, _ or -, or such a name in braces')
-    .optional(),
-  // Queues per job kind, each under a hash tag of its own ({pushd:0}, {pushd:1}, …): on a Redis Cluster they spread
-  // over the masters, and one notification's jobs (all in one) hold back only the sends that hash with it.
-  QUEUE_PARTITIONS: z.coerce.number().int().min(1).max(64).default(1),
-  ROLE: z.enum(['all', 'api', 'worker']).default('all'),
-  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
-  // Which X-Forwarded-For hops to believe: none by default (the client address is the socket's); a hop count,
-  // or the addresses/CIDRs of the proxies in front of the API.
+    .optional()
+    .meta({
+      description:
+        'Namespace of the queues and rate limits, so several deployments can share one Redis. On a Redis Cluster it ' +
+        "must be in braces: a hash tag, so all of a deployment's keys share a slot as BullMQ's scripts need (a prefix " +
+        'without them stops start-up).',
+      defaultText: '`pushd` (`{pushd}` on a cluster)',
+    }),
+  QUEUE_PARTITIONS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(1)
+    .describe(
+      'Queues per job kind on Redis, each under a hash tag of its own (`{pushd:0}`, `{pushd:1}`, …), all consumed by ' +
+        'every worker: on a Redis Cluster they spread over the masters, and a large broadcast holds back only the sends ' +
+        'that hash to its partition ([Redis Cluster](deploying.md#redis-cluster)). Above 1 each rate-limit bucket is ' +
+        'also a hash tag of its own. `1` keeps the keys of one queue per kind; the PostgreSQL queue ignores it. 1–64.',
+    ),
+  ROLE: z
+    .enum(['all', 'api', 'worker'])
+    .default('all')
+    .describe('`all` runs the API and the workers in one process; `api` only the HTTP API; `worker` only the delivery workers.'),
+  API_REFERENCE_PAGE: z
+    .stringbool()
+    .default(true)
+    .describe(
+      'Serve the API reference at `/docs`: a page built from the OpenAPI document (`/documentation/json`, served either way), ' +
+        'its scripts and styles served by pushd itself. `false` turns the page off.',
+    ),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
+    .describe(
+      '`fatal`, `error`, `warn`, `info`, `debug` (adds one line per request, and one per cleanly sent small delivery ' +
+        'batch: see [operations](deploying.md#operations)), `trace`, `silent`. Logs are JSON lines on stdout.',
+    ),
   TRUST_PROXY: z
     .string()
     .transform((v, ctx) => parseTrustProxy(v, ctx))
-    .optional(),
+    .optional()
+    .describe(
+      "Which `X-Forwarded-For` hops to believe: unset, none (the address is the connection's); a number, that many " +
+        'proxies in front; or a comma-separated list of proxy addresses/CIDRs (`10.0.0.0/8,127.0.0.1`).',
+    ),
   BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()
     .min(1024)
-    .default(1024 * 1024),
-  // API requests in progress in one process past which another is answered 503 (src/http/overload.ts); 0: no limit.
-  MAX_REQUESTS_IN_FLIGHT: z.coerce.number().int().min(0).default(1000),
-  // Token buckets per API key (README, Rate limits): a sustained rate per second and a burst; 0 per second means no limit.
-  // read and write keys are backends; an sdk key ships in every copy of the app, so its bucket is per key and client address.
-  // Read and write keys belong to backends, which send one notification a request: the limit stops a runaway
-  // client, not traffic the server is built for.
-  RATE_LIMIT_PER_SECOND: z.coerce.number().min(0).default(5000),
-  RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(10000),
-  RATE_LIMIT_SDK_PER_SECOND: z.coerce.number().min(0).default(10),
-  RATE_LIMIT_SDK_BURST: z.coerce.number().int().min(1).default(200),
-  APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
-  APNS_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
-  // Live Activity broadcast channels (iOS 18): Apple's channel management hosts, and where broadcast pushes go.
-  APNS_CHANNELS_ORIGIN_PRODUCTION: z.string().url().default('https://api-manage-broadcast.push.apple.com:2196'),
-  APNS_CHANNELS_ORIGIN_SANDBOX: z.string().url().default('https://api-manage-broadcast.sandbox.push.apple.com:2195'),
-  APNS_BROADCAST_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com'),
-  APNS_BROADCAST_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com'),
-  FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com'),
-  GOOGLE_TOKEN_URL: z.string().url().default('https://oauth2.googleapis.com/token'),
-  // Huawei Push Kit: where messages go, and where the OAuth access tokens (client credentials) come from.
-  HMS_ORIGIN: z.string().url().default('https://push-api.cloud.huawei.com'),
-  HMS_TOKEN_URL: z.string().url().default('https://oauth-login.cloud.huawei.com/oauth2/v3/token'),
-  // https origins a web push subscription may point to beside the browsers' push services (a comma list).
+    .default(1024 * 1024)
+    .describe('Largest accepted request body (≥ 1024); a larger one is answered 413 (see [errors](api/errors.md)).'),
+  MAX_REQUESTS_IN_FLIGHT: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1000)
+    .describe(
+      'API requests (`/v3`, `/v5`, `/v6`) in progress in one process past which another is answered 503 with ' +
+        '`Retry-After: 1` at once, instead of waiting behind them until clients time out and send again. A request ' +
+        'counts from when its key is checked and its body read until it is answered (one whose body never comes holds ' +
+        'no place); health, readiness and metrics are not counted. Metrics: `pushd_http_requests_in_flight`, ' +
+        '`pushd_http_requests_shed_total`. `0` turns it off.',
+    ),
+  RATE_LIMIT_PER_SECOND: z.coerce
+    .number()
+    .min(0)
+    .default(5000)
+    .describe('Sustained requests per second per read or write key; 0 turns the limit off.'),
+  RATE_LIMIT_BURST: z.coerce.number().int().min(1).default(10000).describe('Burst per read or write key (≥ 1).'),
+  RATE_LIMIT_SDK_PER_SECOND: z.coerce
+    .number()
+    .min(0)
+    .default(10)
+    .describe('Sustained requests per second per sdk key and client address; 0 turns it off.'),
+  RATE_LIMIT_SDK_BURST: z.coerce.number().int().min(1).default(200).describe('Burst per sdk key and client address (≥ 1).'),
+  APNS_ORIGIN_PRODUCTION: z.string().url().default('https://api.push.apple.com').describe('APNs production gateway.'),
+  APNS_ORIGIN_SANDBOX: z
+    .string()
+    .url()
+    .default('https://api.sandbox.push.apple.com')
+    .describe('APNs sandbox gateway (development devices).'),
+  APNS_CHANNELS_ORIGIN_PRODUCTION: z
+    .string()
+    .url()
+    .default('https://api-manage-broadcast.push.apple.com:2196')
+    .describe('APNs channel management (Live Activity broadcast channels).'),
+  APNS_CHANNELS_ORIGIN_SANDBOX: z
+    .string()
+    .url()
+    .default('https://api-manage-broadcast.sandbox.push.apple.com:2195')
+    .describe('The same, sandbox (channels created with `"development": true`).'),
+  APNS_BROADCAST_ORIGIN_PRODUCTION: z
+    .string()
+    .url()
+    .default('https://api.push.apple.com')
+    .describe('Where broadcast pushes on a channel go.'),
+  APNS_BROADCAST_ORIGIN_SANDBOX: z.string().url().default('https://api.sandbox.push.apple.com').describe('The same, sandbox.'),
+  FCM_ORIGIN: z.string().url().default('https://fcm.googleapis.com').describe('FCM gateway.'),
+  GOOGLE_TOKEN_URL: z
+    .string()
+    .url()
+    .default('https://oauth2.googleapis.com/token')
+    .describe('OAuth token endpoint for FCM service accounts.'),
+  HMS_ORIGIN: z
+    .string()
+    .url()
+    .default('https://push-api.cloud.huawei.com')
+    .describe('Huawei Push Kit gateway (`/v1/<app id>/messages:send`).'),
+  HMS_TOKEN_URL: z
+    .string()
+    .url()
+    .default('https://oauth-login.cloud.huawei.com/oauth2/v3/token')
+    .describe("Huawei's OAuth token endpoint (client credentials) for Push Kit."),
   WEB_PUSH_ALLOWED_ORIGINS: z
     .string()
     .transform((v, ctx) => {
@@ -86,83 +234,240 @@ const envSchema = z.object({
         return z.NEVER;
       }
     })
-    .default([]),
-  GEOIP_DB_PATH: z.string().optional(),
-  DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
-  DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000),
-  // Devices read per fan-out page (one query, one checkpoint); each page is cut into batches of DELIVERY_BATCH_SIZE.
-  FANOUT_PAGE_SIZE: z.coerce.number().int().min(1).max(50000).default(10000),
-  // Devices per range of a broadcast split for its fan-out: one larger than this is cut into ranges of about so
-  // many devices (at most 1,000), which any worker fans out at once; a smaller one stays one job.
-  FANOUT_RANGE_DEVICES: z.coerce.number().int().min(1).max(10_000_000).default(100_000),
-  // Streams in flight per gateway at most, across its connections: a memory bound. Within it each connection
-  // carries what its gateway announces (APNs 1,000), and another opens, up to GATEWAY_MAX_CONNECTIONS, when they are full.
-  GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(20000).default(2000),
-  GATEWAY_MAX_CONNECTIONS: z.coerce.number().int().min(1).max(64).default(4),
-  // Worker threads that run the gateways (HTTP/2 to APNs and FCM); 0 runs them on the worker's main thread.
-  // 0 suits a small host whose other cores run PostgreSQL and Redis; threads pay off where cores are spare.
-  GATEWAY_THREADS: z.coerce.number().int().min(0).max(16).default(0),
-  DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(50).default(8),
-  RETRY_BASE_MS: z.coerce.number().int().min(1).default(1000),
-  RETRY_MAX_MS: z.coerce.number().int().min(1).default(300_000),
-  // How long a job stays locked to a worker without renewal; a killed worker's job is taken over after this.
-  JOB_LOCK_MS: z.coerce.number().int().min(1000).default(30_000),
-  SWEEP_AFTER_SECONDS: z.coerce.number().int().min(1).default(30),
-  // How long POST /v6/transactional/notifications waits for the gateways (retries included) before it answers.
-  // how often workers look for scheduled notifications (and local-time waves) that have come due
-  SCHEDULE_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
-  // how often workers look for journey entrants whose step has come due, and how many one transaction moves (and
-  // sends one notification to, per step)
-  JOURNEY_POLL_MS: z.coerce.number().int().min(10).max(60_000).default(1000),
-  JOURNEY_BATCH_SIZE: z.coerce.number().int().min(1).max(100_000).default(1000),
-  TRANSACTIONAL_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(5000),
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).default(25000),
-  // An event a device sends this long after receiving a push counts as a conversion of that push.
-  CONVERSION_WINDOW_HOURS: z.coerce.number().int().min(1).max(720).default(24),
-  // How long an in-app message is kept from when it is published (3 months, as the public API keeps them); then
-  // it leaves every stream and the workers' sweep deletes it.
-  MESSAGE_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(90),
-  // Days a push receipt is kept (its day partition is then dropped): at least the conversion window plus the
-  // REPORT_MAX_AGE_DAYS an event may be reported late; unset, exactly that (8 days with the default window).
-  RETENTION_RECEIPTS_DAYS: z.coerce.number().int().min(1).max(3650).optional(),
-  // Whole days before today whose active devices are kept: a report may be dated REPORT_MAX_AGE_DAYS back, and a
-  // day dropped while reports may still name it would count its devices active twice.
+    .default([])
+    .describe(
+      "Comma list of https origins (`https://push.example.net`, `https://10.0.0.5:8443`) a web subscription's " +
+        "endpoint may point to beside the browsers' push services ([Web Push](api/web-push.md)).",
+    ),
+  GEOIP_DB_PATH: z
+    .string()
+    .optional()
+    .describe(
+      "A MaxMind City database (`.mmdb`, e.g. GeoLite2-City): a device's IP address then gives it an approximate " +
+        "location (used by the `location` filter when there is no GPS fix), a city and a country (shown as the device's " +
+        "`location.geoip`; the country also fills the device's `country` when it sent none).",
+    ),
+  DELIVERY_CONCURRENCY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(256)
+    .default(8)
+    .describe(
+      'Batches of more than 100 devices one worker process sends at once (1–256); it runs 8 times as many jobs at ' +
+        'once, the rest for small batches (one-device notifications, whose statements are grouped across the jobs ' +
+        'running at once). A batch interrupted by a crash is sent again whole, so this bounds what a crash re-sends.',
+    ),
+  DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000).describe('Devices per delivery batch, at most (1–10000).'),
+  FANOUT_PAGE_SIZE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(50000)
+    .default(10000)
+    .describe('Devices the fan-out reads per page and checkpoint (1–50000).'),
+  FANOUT_RANGE_DEVICES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(10_000_000)
+    .default(100_000)
+    .describe(
+      'A broadcast estimated larger than this is fanned out in ranges of about this many devices (at most 1,000 ' +
+        'ranges), which any worker takes at once; a smaller one stays one fan-out job ' +
+        '([delivery](concepts.md#delivery)).',
+    ),
+  GATEWAY_MAX_IN_FLIGHT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(20000)
+    .default(2000)
+    .describe(
+      'Ceiling of the window of requests in flight per gateway, across its connections (APNs: per app and ' +
+        'environment; FCM: per app); the window itself follows the round trip, and each connection stays within what ' +
+        'its gateway announces.',
+    ),
+  GATEWAY_MAX_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(4)
+    .describe('HTTP/2 connections per gateway, at most; another opens only when the open ones are full.'),
+  GATEWAY_THREADS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(16)
+    .default(0)
+    .describe("Worker threads that run the gateways; 0 runs them on the worker's main thread (see " + '[performance](performance.md)).'),
+  JOURNEY_POLL_MS: z.coerce
+    .number()
+    .int()
+    .min(10)
+    .max(60_000)
+    .default(1000)
+    .describe('How often workers look for journey entrants whose step has come due (see [journeys](api/journeys.md)).'),
+  JOURNEY_BATCH_SIZE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100_000)
+    .default(1000)
+    .describe('Due journey entrants one transaction moves, and sends one notification to per step.'),
+  DELIVERY_MAX_ATTEMPTS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(50)
+    .default(8)
+    .describe('Attempts of a delivery batch before it is given up (1–50).'),
+  RETRY_BASE_MS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(1000)
+    .describe("First retry delay; retries back off exponentially with jitter, never sooner than a gateway's Retry-After."),
+  RETRY_MAX_MS: z.coerce.number().int().min(1).default(300_000).describe('Longest retry delay.'),
+  JOB_LOCK_MS: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .default(30_000)
+    .describe("How long a job stays locked to a worker without renewal; a killed worker's job is taken over after this."),
+  SWEEP_AFTER_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(30)
+    .describe(
+      'A notification that made no progress for this long is enqueued again (covers a lost enqueue or lost queue); it ' +
+        'resumes from its checkpoint, sending nothing twice. A transactional send, and a small audience its API process ' +
+        'sends itself, are left to that process until `TRANSACTIONAL_TIMEOUT_MS` + 20 s after they were created. One ' +
+        'worker of the deployment looks for such notifications, the one holding a lease in PostgreSQL (10 s, renewed ' +
+        "every 3 s; another takes it over within about 13 s of its holder's death); metric `pushd_sweeper_scans_total`.",
+    ),
+  SCHEDULE_POLL_MS: z.coerce
+    .number()
+    .int()
+    .min(10)
+    .max(60_000)
+    .default(1000)
+    .describe('How often workers look for scheduled notifications (and local-time waves) that have come due.'),
+  TRANSACTIONAL_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(60_000)
+    .default(5000)
+    .describe(
+      'How long `POST /v6/transactional/notifications` retries before it answers; what is left is counted failed ' +
+        '(`deadline_exceeded`). An attempt under way at the deadline is waited for (a gateway request times out after ' +
+        '10 s).',
+    ),
+  SHUTDOWN_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(25000)
+    .describe(
+      'On SIGTERM/SIGINT/SIGHUP: how long in-flight requests and batches may take before the process exits anyway ' +
+        '(exit 1, after stopping its embedded PostgreSQL).',
+    ),
+  CONVERSION_WINDOW_HOURS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(720)
+    .default(24)
+    .describe(
+      'An event a device sends within this many hours after receiving a push counts as a conversion of that push ' +
+        '(`event_conversions` of its statistics); 1–720.',
+    ),
+  MESSAGE_RETENTION_DAYS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(3650)
+    .default(90)
+    .describe(
+      'How long an in-app message is kept after it leaves the streams (1–3650 days): from its `unpublish_at`, or ' +
+        'without one from when it is published (it leaves every stream then); it and its stream rows then go whole with ' +
+        'their day partitions at the end of that day (see [data retention](deploying.md#data-retention)).',
+    ),
+  RETENTION_RECEIPTS_DAYS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(3650)
+    .optional()
+    .meta({
+      description:
+        'Days a push receipt is kept, after which an event is no longer attributed to its push (see [data ' +
+        'retention](deploying.md#data-retention)). At least `CONVERSION_WINDOW_HOURS` in days, rounded up, plus the 7 ' +
+        'days an event may be reported late, which is also the default; less stops start-up.',
+      defaultText: 'window + 7 (`8`)',
+    }),
   RETENTION_ACTIVE_DEVICES_DAYS: z.coerce
     .number()
     .int()
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
-    .default(REPORT_MAX_AGE_DAYS + 1),
-  // Days push opens and event conversions are kept (by when they happened): what a notification's engagement
-  // statistics show. At least one more than a report may be dated back, which a resent open is deduplicated over.
+    .default(REPORT_MAX_AGE_DAYS + 1)
+    .describe(
+      'Whole days before today whose active devices (what makes `active_users` count a device once a day) are kept; ' +
+        'at least 8, one more than a report may be dated back, since a device active on a day dropped while reports may ' +
+        'still name it would count twice.',
+    ),
   RETENTION_ACTIVITY_DAYS: z.coerce
     .number()
     .int()
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
-    .default(90),
-  // Days a notification is kept, with its delivery batches, from when it was made, or its last send when it was
-  // re-sent (a collapse_key or a transactional key) or is still sending: as long as its opens and conversions are
-  // kept by default, whose statistics are read through it.
+    .default(90)
+    .describe(
+      "Days push opens and event conversions are kept, from when they happened (8–3650): what a notification's opens " +
+        'and `event_conversions` count (see [data retention](deploying.md#data-retention)).',
+    ),
   RETENTION_NOTIFICATIONS_DAYS: z.coerce
     .number()
     .int()
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
-    .default(90),
-  // Days app sessions are kept (by when they started): only to count a resent report once, as the daily
-  // statistics are counted when a session is stored.
+    .default(90)
+    .describe(
+      'Days a notification is kept with its delivery batches and fan-out ranges (8–3650), from the day it was made, ' +
+        'or from its last send when it is sent again with its `collapse_key` or transactional key or has not finished: ' +
+        'its record, statistics and opens are read through it (see [data retention](deploying.md#data-retention)).',
+    ),
+  RETENTION_JOURNEY_ENTRANTS_DAYS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(3650)
+    .default(180)
+    .describe(
+      'Days a journey entrant is kept from when it entered (its day partition is then dropped, whether or not it left): ' +
+        'beyond the 90 days one delay may last.',
+    ),
   RETENTION_SESSIONS_DAYS: z.coerce
     .number()
     .int()
     .min(REPORT_MAX_AGE_DAYS + 1)
     .max(3650)
-    .default(REPORT_MAX_AGE_DAYS + 1),
-  // Days the audit log keeps its rows (GET /v6/audit, pushd audit), by when the change was made.
-  RETENTION_AUDIT_DAYS: z.coerce.number().int().min(1).max(3650).default(365),
-  // Days a journey entrant is kept from when it entered (its day partition is then dropped, whether or not it left):
-  // beyond the 90 days one delay may last, so only a journey of several long waits outlives it.
-  RETENTION_JOURNEY_ENTRANTS_DAYS: z.coerce.number().int().min(1).max(3650).default(180),
+    .default(REPORT_MAX_AGE_DAYS + 1)
+    .describe(
+      'Days app sessions are kept, from their start (8–3650): only to count a session reported again once; the daily ' +
+        'statistics are counted when it is stored.',
+    ),
+  RETENTION_AUDIT_DAYS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(3650)
+    .default(365)
+    .describe('Days the audit log keeps its rows (1–3650), by when the change was made: `GET /v6/audit`, `pushd audit`.'),
 });
 
 export type Config = z.infer<typeof envSchema> & { QUEUE_PREFIX: string; dataDir: string; RETENTION_RECEIPTS_DAYS: number };

@@ -8,6 +8,7 @@ import {
   type PartitionsRepository,
 } from '../db/repositories/partitions.js';
 import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
+import { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -33,6 +34,7 @@ const notificationPartitions = new NotificationPartitionsRepository();
  */
 const MESSAGE_DAYS_AT_ONCE = 31;
 const messagePartitions = new MessagePartitionsRepository();
+const audiences = new AudiencesRepository();
 
 /** Each table's retention setting. */
 export function retentionOf(config: Config): Retention {
@@ -100,7 +102,31 @@ export async function maintainPartitions(
   }
   results.notifications = await maintainNotifications(deps, retention.notifications, now);
   results.messages = await maintainMessages(deps, retention.messages, now);
+  // an audience is left unnamed when its notifications' day goes, so its sweep (a scan of the notifications) runs then
+  if (results.notifications.dropped.length) await sweepAudiences(deps, retention.notifications, now);
   return results;
+}
+
+/**
+ * How long an audience stays retired before it may be deleted: longer than any transaction that found it by its spec
+ * just before it was retired (and names it in what it inserts) takes to commit.
+ */
+export const AUDIENCE_RETIRED_GRACE_MS = 3_600_000;
+
+/**
+ * The on-the-fly audiences' retention: those retired a grace ago that nothing names still are deleted, then those
+ * created more than `days` ago that no notification or message names are retired (AudiencesRepository). The app's
+ * all-devices audience, and any a kept notification or message names, stay.
+ */
+export async function sweepAudiences(
+  deps: { db: Db; log: Logger },
+  days: number,
+  now: Date,
+): Promise<{ deleted: number; retired: number }> {
+  const deleted = await audiences.deleteRetired(deps.db, new Date(now.getTime() - AUDIENCE_RETIRED_GRACE_MS));
+  const retired = await audiences.retireUnused(deps.db, new Date(now.getTime() - days * DAY_MS), now);
+  if (deleted || retired) deps.log.info({ deleted, retired }, 'audiences no notification names retired and deleted');
+  return { deleted, retired };
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
-import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
+import type { DeviceAttributeRow, DevicesRepository, HeldByToken } from '../db/repositories/devices.js';
 import type { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
 import type { UninstalledRepository, UninstalledWindow } from '../db/repositories/uninstalled.js';
@@ -22,7 +22,14 @@ import {
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
 import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
-import { identitiesKept, refuseUnprovenChanges, unprovenClaims, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
+import {
+  identitiesKept,
+  refuseUnprovenChanges,
+  refuseUnprovenLeave,
+  unprovenClaims,
+  type IdentityClaim,
+  type IdentitySecret,
+} from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
@@ -129,9 +136,10 @@ export class DeviceService {
       let created = true;
       if (typeof input.fields.token === 'string') {
         await this.devices.lockToken(trx, appId, input.fields.token);
-        if (unproven.length) refuseUnprovenChanges(unproven, await this.devices.lockByToken(trx, appId, input.fields.token));
+        if (caller.role === 'sdk' && caller.identity)
+          refuseUnprovenRebind(caller, input, unproven, await this.devices.lockByToken(trx, appId, input.fields.token));
         const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
-        ({ device, inserted: created } = await this.devices.upsertByToken(
+        ({ device, inserted: created } = await this.devices.registerToken(
           trx,
           { ...values, token: input.fields.token },
           update,
@@ -165,8 +173,7 @@ export class DeviceService {
     return this.db.transaction().execute(async (trx) => {
       if (typeof input.fields.token === 'string') await this.devices.lockTokenMove(trx, appId, input.fields.token, id);
       const current = await this.lockLive(trx, appId, id, 'update');
-      refuseUnprovenChanges(unproven, current);
-      refuseUnprovenMove(caller, current, input);
+      refuseUnprovenRebind(caller, input, unproven, current);
       checkPlatformChange(current, input);
       const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
       const dropped = [...input.dropped, ...over];
@@ -411,13 +418,26 @@ function identityClaims(caller: Caller, input: DeviceInput): IdentityClaim[] {
 }
 
 /**
- * With the sdk key, a new push token (or subscription) for a device bound to a user moves that user's pushes to
- * another phone: it takes the proof of every identity the device keeps, as binding them would.
+ * With the sdk key, what a change of a device that exists must prove (`current`: none when the token is new): each
+ * identity it binds, the one it leaves, and, when its pushes would go elsewhere (another phone's token, a browser's
+ * new subscription keys), every identity the device keeps, as binding them would.
  */
-function refuseUnprovenMove(caller: Caller, current: Device, input: DeviceInput): void {
+function refuseUnprovenRebind(caller: Caller, input: DeviceInput, unproven: IdentityClaim[], current: HeldByToken | undefined): void {
   if (caller.role !== 'sdk' || !caller.identity) return;
-  if (typeof input.fields.token !== 'string' || input.fields.token === current.token) return;
-  refuseUnprovenChanges(unprovenClaims(identitiesKept(current, input.fields), input.authHashes, caller.identity), undefined);
+  refuseUnprovenChanges(unproven, current);
+  if (!current) return;
+  refuseUnprovenLeave(current, input.fields, input.leavingHashes, caller.identity);
+  if (movesPushes(current, input.fields))
+    refuseUnprovenChanges(unprovenClaims(identitiesKept(current, input.fields), input.authHashes, caller.identity), undefined);
+}
+
+/** Whether a change sends the device's pushes somewhere else: a new token, or new keys a web push is encrypted to. */
+function movesPushes(current: HeldByToken, fields: DeviceFields): boolean {
+  if (typeof fields.token === 'string' && fields.token !== current.token) return true;
+  return (
+    typeof fields.web_push_p256dh === 'string' &&
+    (fields.web_push_p256dh !== current.web_push_p256dh || fields.web_push_auth !== current.web_push_auth)
+  );
 }
 
 function eventOptions(caller: Caller) {

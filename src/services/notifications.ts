@@ -224,7 +224,8 @@ export class NotificationService {
 
   /**
    * Picks an A/B test's winner by hand (`winner: "manual"`, or before its metric does): the rest is sent it. Only
-   * while the test waits for it: 409 while its test share is still going out, once picked, or when it finished.
+   * while the test waits for it: 409 before its test share starts (naming when it is due), while it is still going out,
+   * once picked, or when it finished.
    */
   async pickWinner(appId: string, id: string, variant: number, actor: Actor = CLI_ACTOR): Promise<Notification> {
     const n = await this.get(appId, id);
@@ -244,7 +245,9 @@ export class NotificationService {
           ? `it is ${n.state}`
           : n.ab_stage === 'rest'
             ? `its winner was picked (variant ${n.ab_winner})`
-            : 'its test share is still going out';
+            : n.state === 'scheduled'
+              ? notStarted(n.next_due_at ?? n.send_at)
+              : 'its test share is still going out';
       throw new ConflictError(`notification: ${why}; no winner can be picked`);
     }
     await this.scheduler.schedule(picked.id, picked.generation, 0, true).catch((err) => this.onScheduleError(err, picked.id));
@@ -309,7 +312,7 @@ export class NotificationService {
       const { key, canonical } = audienceSpec(target.filters);
       return this.audiences.upsertFilters(trx, appId, key, canonical);
     }
-    const found = await this.audiences.findForApp(trx, appId, target.audienceId);
+    const found = await this.audiences.claimForTarget(trx, appId, target.audienceId);
     if (!found) throw new NotFoundError('audience');
     return found;
   }
@@ -563,4 +566,9 @@ export class NotificationService {
       variant,
     };
   }
+}
+
+/** Why a scheduled A/B test takes no winner yet: its test share has not gone out, and when it will. */
+function notStarted(due: Date | null): string {
+  return due ? `its test share has not started (it is due at ${due.toISOString()})` : 'its test share has not started';
 }

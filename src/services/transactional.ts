@@ -3,6 +3,7 @@ import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/deli
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
+import type { Platform } from '../domain/device-input.js';
 import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, transactionalKey, type TransactionalRequest } from '../domain/transactional-request.js';
@@ -21,6 +22,13 @@ import { CREATION_GROUPS } from './notifications.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
 import { auditStatement, recordAudit } from './audit.js';
 
+/** A device a transactional send did not reach, and why. */
+export interface TransactionalFailure {
+  deviceId: string;
+  /** the gateway's own code ("BadTopic", "HTTP 413"), or pushd's reason in words ("no credentials for APNs") */
+  reason: string;
+}
+
 /** Most devices one transactional send reaches: one device, or one user's. */
 export const TRANSACTIONAL_MAX_DEVICES = 100;
 
@@ -30,7 +38,7 @@ export interface TransactionalResult {
   /** pushes the gateways accepted, tokens they reported uninstalled, devices not reached (expired ones included) */
   success: number;
   uninstalled: number;
-  failures: string[];
+  failures: TransactionalFailure[];
   /** devices not sent a visible push: their notifications are Disabled */
   notAllowed: number;
 }
@@ -280,7 +288,8 @@ export class TransactionalService {
    * then to what the batch has pending, read again (a token invalidated meanwhile is not sent).
    */
   private async sendUntil(n: CutNotification, head: BatchHead, deadline: number, first: PendingTarget[]) {
-    const total = { succeeded: 0, uninstalled: 0, failed: [] as string[], closed: false };
+    const total = { succeeded: 0, uninstalled: 0, failed: [] as TransactionalFailure[], closed: false };
+    const fail = (deviceIds: string[], reason: string) => total.failed.push(...deviceIds.map((deviceId) => ({ deviceId, reason })));
     for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
       const final = batch.attempts + 1 >= this.settings.retry.attempts;
       let pending = first;
@@ -289,7 +298,10 @@ export class TransactionalService {
         if (input && input.notification.generation !== batch.generation) {
           // a later send with the same collapse_key replaced this one: the older payload is not sent after it
           await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch, 'superseded');
-          total.failed.push(...input.pending.map((p) => p.deviceId));
+          fail(
+            input.pending.map((p) => p.deviceId),
+            'superseded by a later send with the same collapse_key',
+          );
           return total;
         }
         pending = input?.pending ?? [];
@@ -298,9 +310,11 @@ export class TransactionalService {
       total.closed = closed;
       total.succeeded += summary.succeeded.length;
       total.uninstalled += summary.invalidated.length;
-      total.failed.push(...summary.failed.map((f) => f.deviceId), ...summary.expired, ...(summary.capped ?? []));
+      for (const f of summary.failed) fail([f.deviceId], failureReason(f.reason, batch.platform));
+      fail(summary.expired, 'expired before it could be sent');
+      fail(summary.capped ?? [], 'at a frequency cap');
       if (done) {
-        if (final) total.failed.push(...summary.retry); // recorded as retries_exhausted
+        if (final) fail(summary.retry, `retries exhausted (last answer: ${summary.lastError})`); // recorded as retries_exhausted
         return total;
       }
       const delay = backoffDelay(this.settings.retry, batch.attempts + 1, retryLater(summary, n.expires_at, this.sending.clock));
@@ -312,10 +326,19 @@ export class TransactionalService {
           outcome: { succeeded: [], failed: left, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
           finalAttempt: true,
         });
-        total.failed.push(...summary.retry);
+        fail(summary.retry, `deadline exceeded (last answer: ${summary.lastError})`);
         return total;
       }
       await new Promise((resolve) => setTimeout(resolve, delay));
     }
   }
+}
+
+const GATEWAY_OF: Record<Platform, string> = { ios: 'APNs', android: 'FCM', web: 'Web Push', huawei: 'Huawei Push Kit' };
+
+/** A failed push's reason as the answer gives it: the gateway's code as the outcome table has it, else in words. */
+function failureReason(reason: string, platform: Platform): string {
+  if (reason === 'no_credentials') return `no credentials for ${GATEWAY_OF[platform]}`;
+  if (reason === 'device_unavailable') return 'invalidated or erased: the device has no push token now';
+  return reason;
 }

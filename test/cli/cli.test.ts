@@ -141,7 +141,7 @@ describe('pushd with bad arguments: exit 2, {"error": …} on stdout, the messag
   it.concurrent.each([
     [['frobnicate'], /unknown command "frobnicate"/],
     [[], /no command given/],
-    [['app'], /unknown command "app"/],
+    [['app'], /^"app" needs a command: app create, app list, /],
     [['app', 'create'], /--bundle-id is required/],
     [['app', 'create', '--bundle-id', 'has space'], /bundle-id must be letters, digits, dots and dashes/],
     [['app', 'create', '--bundle-id', 'com.example.app', '--colour', 'red'], /unknown option --colour/],
@@ -213,11 +213,17 @@ describe('pushd --help', () => {
     expect(r.stdout).toMatch(/Exit codes: 0 done; 2 .*; 1 /);
   });
 
-  it('pushd key --help lists the key commands only', async () => {
-    const r = await cli('key', '--help');
-    expect(r.code).toBe(0);
-    for (const c of more) expect(r.stdout).toContain(`  ${c} `);
-    expect(r.stdout).not.toContain('app create');
+  it.concurrent.each([
+    ['app', ['app create', 'app list', 'app set-apns', 'app set-limits', 'app set-identity-verification'], 'key create'],
+    ['key', more, 'app create'],
+  ])('pushd %s --help is the help of that group: its usage line and its commands only, exit 0', async (group, listed, other) => {
+    const r = await runCli([group, '--help'], {});
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(new RegExp(`^Usage: pushd ${group} <command> \\[options\\]\n`));
+    expect(r.stdout).not.toContain('Usage: pushd <command>');
+    for (const c of listed) expect(r.stdout).toMatch(new RegExp(`^  ${c} +\\S`, 'm'));
+    expect(r.stdout).not.toContain(other);
+    expect(r.stdout).toContain(`\`pushd ${group} <command> --help\` lists the options of one.`);
   });
 
   it.concurrent.each([

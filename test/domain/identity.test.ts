@@ -2,7 +2,14 @@ import { createHmac } from 'node:crypto';
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { IdentityNotProvenError } from '../../src/domain/errors.js';
-import { generateIdentitySecret, identityHash, IdentitySecret, refuseUnprovenChanges, unprovenClaims } from '../../src/domain/identity.js';
+import {
+  generateIdentitySecret,
+  identityHash,
+  IdentitySecret,
+  refuseUnprovenChanges,
+  refuseUnprovenLeave,
+  unprovenClaims,
+} from '../../src/domain/identity.js';
 
 describe('identity hashes', () => {
   const secret = generateIdentitySecret();
@@ -33,7 +40,7 @@ describe('identity hashes', () => {
     for (const text of shown) expect(text).not.toContain(secret);
   });
 
-  it('are needed to set a value the device does not hold; not to keep or clear one', () => {
+  it('are needed to set a value the device does not hold; not to keep one', () => {
     const claims = unprovenClaims({ user_id: 'ana', user_email: null }, {}, held);
     expect(claims).toEqual([{ field: 'user_id', value: 'ana', hash: undefined }]);
     expect(() => refuseUnprovenChanges(claims, { user_id: 'ana' })).not.toThrow();
@@ -41,5 +48,18 @@ describe('identity hashes', () => {
     expect(() => refuseUnprovenChanges(claims, undefined)).toThrow(/^device\.user_id_auth_hash: is required/);
     const wrong = unprovenClaims({ user_email: 'a@b.c' }, { user_email: 'ff'.repeat(32) }, held);
     expect(() => refuseUnprovenChanges(wrong, undefined)).toThrow(/^device\.user_email_auth_hash: does not match user_email/);
+  });
+
+  it('of the value a device holds are needed to change or clear it (the user it leaves); not to keep it or bind an empty one', () => {
+    const leave = (current: object, fields: object, leaving: object) => () => refuseUnprovenLeave(current, fields, leaving, held);
+    expect(leave({ user_id: 'ana' }, { user_id: 'bob' }, {})).toThrow(/^device\.previous_user_id_auth_hash: is required to change user_id/);
+    expect(leave({ user_id: 'ana' }, { user_id: null }, { user_id: identityHash(secret, 'bob') })).toThrow(
+      /^device\.previous_user_id_auth_hash: does not match the user_id the device has/,
+    );
+    expect(leave({ user_email: 'a@b.c' }, { user_email: null }, {})).toThrow(/^device\.previous_user_email_auth_hash: /);
+    expect(leave({ user_id: 'ana' }, { user_id: null }, { user_id: identityHash(secret, 'ana') })).not.toThrow();
+    expect(leave({ user_id: 'ana' }, { user_id: 'ana' }, {})).not.toThrow();
+    expect(leave({ user_id: 'ana' }, { locale: 'fr_FR' }, {})).not.toThrow();
+    expect(leave({ user_id: null }, { user_id: 'bob' }, {})).not.toThrow();
   });
 });

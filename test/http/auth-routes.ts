@@ -263,6 +263,14 @@ export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
   { method: 'GET', path: '/console/:file', url: '/console/index.html' },
   { method: 'GET', path: '/web-push/sw.js' },
   { method: 'GET', path: '/web-push/sdk.js' },
+  // the API reference page (src/http/openapi.ts) and its files
+  { method: 'GET', path: '/docs' },
+  { method: 'GET', path: '/docs/' },
+  { method: 'GET', path: '/docs/static/index.html' },
+  { method: 'GET', path: '/docs/static/swagger-initializer.js' },
+  { method: 'GET', path: '/docs/*', url: '/docs/static/swagger-ui.css' },
+  { method: 'GET', path: '/docs/json' },
+  { method: 'GET', path: '/docs/yaml' },
 ];
 
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */

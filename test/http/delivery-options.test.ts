@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MAX_TTL_SECONDS } from '../../src/domain/delivery-options.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
-import { countRows, get, postNotification, type AppWithKeys } from './support.js';
+import { countRows, get, oneFailure, postNotification, type AppWithKeys } from './support.js';
 
 /**
  * `expires_at`, `ttl` and `priority` of the notification object through the HTTP API: one refusal per rule on
@@ -159,7 +159,7 @@ describe('delivery options through the HTTP API', () => {
 
   it('transactional: a push sent in time carries its ttl and priority', async () => {
     const res = await transactional({ ttl: 300, priority: 'normal' });
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     const message = gw.fcm.pushes[0]!.message as { android: { priority: string; ttl: string } };
     expect(message.android.priority).toBe('NORMAL');
     expect(parseInt(message.android.ttl, 10)).toBeGreaterThan(290);
@@ -175,7 +175,7 @@ describe('delivery options through the HTTP API', () => {
     // answered at the expiry, well before TRANSACTIONAL_TIMEOUT_MS and the 20 s Retry-After
     expect(Date.now() - started).toBeGreaterThanOrEqual(2900);
     expect(Date.now() - started).toBeLessThan(8000);
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [android.id], not_allowed: 0 });
+    expect(res.json().results).toEqual(oneFailure(android.id, 'expired before it could be sent'));
     expect(gw.fcm.answers.map((a) => a.status)).toEqual([429]);
     const stored = await get(h, app.keys.read, `/v6/notifications/${res.json().id}`);
     expect(stored.json()).toMatchObject({ state: 'failed', failure_reason: 'expired', pushes_failed: 0, pushes_expired: 1 });

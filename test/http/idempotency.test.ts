@@ -192,7 +192,7 @@ describe('Idempotency-Key', () => {
       const key = newKey();
       const first = await post('/v6/transactional/notifications', transactional('sent once'), key);
       expect(first.statusCode, first.body).toBe(200);
-      expect(first.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+      expect(first.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
       const again = await post('/v6/transactional/notifications', transactional('sent once'), key);
       expect(again.statusCode).toBe(200);
       expect(again.headers['idempotent-replayed']).toBe('true');
@@ -220,7 +220,7 @@ describe('Idempotency-Key', () => {
       expect(meanwhile.json().error).toMatch(new RegExp(`^Idempotency-Key: .*${id}`));
 
       const answered = await first;
-      expect(answered.json()).toEqual({ id, results: { success: 1, uninstalled: 0, failures: [], not_allowed: 0 } });
+      expect(answered.json()).toEqual({ id, results: { success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 } });
       const after = await post('/v6/transactional/notifications', transactional('slow'), key);
       expect(after.headers['idempotent-replayed']).toBe('true');
       expect(after.body).toBe(answered.body);

@@ -4,6 +4,7 @@ import { AppService } from '../../src/services/apps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
 import { randomApnsToken, randomFcmToken } from '../mocks/index.js';
+import { browserSubscription } from '../mocks/web-push-browser.js';
 import { call } from './device-support.js';
 
 /**
@@ -108,7 +109,7 @@ describe('identity verification', () => {
       expect((await userDevices('u-proven')).length).toBe(2);
     });
 
-    it('a device keeps the user it has: re-sending it needs no hash; changing it does; clearing it does not', async () => {
+    it("a device keeps the user it has: re-sending it needs no hash; changing or clearing it takes the leaving user's", async () => {
       const token = randomApnsToken();
       const device = await registerDevice(h, app.keys.sdk, {
         platform: 'ios',
@@ -127,7 +128,8 @@ describe('identity verification', () => {
       expect((await put(app.keys.sdk, device.id, { user_id: 'u-other' })).statusCode).toBe(403);
       expect(await stored(token)).toMatchObject({ user_id: 'u-keeps' });
 
-      const cleared = await put(app.keys.sdk, device.id, { user_id: null });
+      expect((await put(app.keys.sdk, device.id, { user_id: null })).statusCode).toBe(403);
+      const cleared = await put(app.keys.sdk, device.id, { user_id: null, previous_user_id_auth_hash: hashOf('u-keeps') });
       expect(cleared.statusCode, cleared.body).toBe(200);
       expect(cleared.json().device.user_id).toBeNull();
       // and once cleared, binding it again takes the hash again
@@ -153,12 +155,14 @@ describe('identity verification', () => {
       expect(await stored(token)).toMatchObject({ id, user_id: 'victim' });
       expect(await stored(attacker)).toBeUndefined();
 
-      // the app itself, which holds the hash, moves to its new token; clearing the user needs no proof
+      // the app itself, which holds the hash, moves to its new token; clearing the user takes the same proof
       const renewed = randomApnsToken();
       expect(await put(app.keys.sdk, id, { token: renewed, user_id_auth_hash: hashOf('victim') })).toMatchObject({ statusCode: 200 });
       expect(await stored(renewed)).toMatchObject({ id, user_id: 'victim' });
       const anonymous = randomApnsToken();
-      expect(await put(app.keys.sdk, id, { token: anonymous, user_id: null })).toMatchObject({ statusCode: 200 });
+      expect(await put(app.keys.sdk, id, { token: anonymous, user_id: null })).toMatchObject({ statusCode: 403 });
+      const logout = await put(app.keys.sdk, id, { token: anonymous, user_id: null, previous_user_id_auth_hash: hashOf('victim') });
+      expect(logout.statusCode, logout.body).toBe(200);
       expect(await stored(anonymous)).toMatchObject({ id, user_id: null });
     });
 
@@ -169,6 +173,102 @@ describe('identity verification', () => {
       expect(await stored(token)).toMatchObject({ user_id: 'u-backend', user_email: 'b@example.com' });
       const moved = await put(app.keys.write, res.json().device.id, { user_id: 'u-backend-2' });
       expect(moved.statusCode).toBe(200);
+    });
+  });
+
+  describe('found by the probe (issue 60): taking a bound phone or browser from its user', () => {
+    const endpoint = () => `https://fcm.googleapis.com/fcm/send/probe-${randomApnsToken().slice(0, 24)}`;
+    const bound = async (userId: string) =>
+      registerDevice(h, app.keys.sdk, { platform: 'ios', user_id: userId, user_id_auth_hash: hashOf(userId) });
+    /** the sdk key binding the phone of `token` to `userId` with its valid hash */
+    const login = (token: string, userId: string, extra: Record<string, unknown> = {}) =>
+      post(app.keys.sdk, { platform: 'ios', token, user_id: userId, user_id_auth_hash: hashOf(userId), ...extra });
+
+    it("the sdk key, a bound phone's token and a valid hash of another user: 403, the phone stays its user's", async () => {
+      const phone = await bound('customer-42-of-the-probe');
+      const res = await login(phone.token, 'attacker-1');
+      expect(res.statusCode, res.body).toBe(403);
+      expect(res.json().error).toMatch(/^device\.previous_user_id_auth_hash: is required to change user_id with the sdk key/);
+      const byId = await put(app.keys.sdk, phone.id, { user_id: 'attacker-1', user_id_auth_hash: hashOf('attacker-1') });
+      expect(byId.statusCode, byId.body).toBe(403);
+      // clearing first, then binding the now anonymous phone, is the same move in two steps
+      const cleared = await put(app.keys.sdk, phone.id, { user_id: null });
+      expect(cleared.statusCode, cleared.body).toBe(403);
+      const wrong = await put(app.keys.sdk, phone.id, { user_id: null, previous_user_id_auth_hash: hashOf('attacker-1') });
+      expect(wrong.statusCode).toBe(403);
+      expect(wrong.json().error).toMatch(/^device\.previous_user_id_auth_hash: does not match the user_id the device has/);
+      expect(await stored(phone.token)).toMatchObject({ id: phone.id, user_id: 'customer-42-of-the-probe' });
+      expect(await userDevices('attacker-1')).toEqual([]);
+    });
+
+    it('a user switch on a shared phone (logout, then login) proves the user it leaves, then the one it binds', async () => {
+      const phone = await bound('u-leaves');
+      const logout = await put(app.keys.sdk, phone.id, { user_id: null, previous_user_id_auth_hash: hashOf('u-leaves') });
+      expect(logout.statusCode, logout.body).toBe(200);
+      expect(logout.json().device.user_id).toBeNull();
+      const next = await login(phone.token, 'u-comes');
+      expect(next.statusCode, next.body).toBe(200);
+      expect(await stored(phone.token)).toMatchObject({ id: phone.id, user_id: 'u-comes' });
+      // or in one request, with both proofs
+      const direct = await login(phone.token, 'u-third', { previous_user_id_auth_hash: hashOf('u-comes') });
+      expect(direct.statusCode, direct.body).toBe(200);
+      expect(direct.json().dropped).toEqual([]);
+      expect(await stored(phone.token)).toMatchObject({ id: phone.id, user_id: 'u-third' });
+    });
+
+    it('the e-mail address a device holds takes the same proof to leave', async () => {
+      const token = randomApnsToken();
+      await registerDevice(h, app.keys.sdk, {
+        platform: 'ios',
+        token,
+        user_email: 'kept@example.com',
+        user_email_auth_hash: hashOf('kept@example.com'),
+      });
+      const taken = await post(app.keys.sdk, {
+        platform: 'ios',
+        token,
+        user_email: 'thief@example.com',
+        user_email_auth_hash: hashOf('thief@example.com'),
+      });
+      expect(taken.statusCode).toBe(403);
+      expect(taken.json().error).toMatch(/^device\.previous_user_email_auth_hash: /);
+      expect(await stored(token)).toMatchObject({ user_email: 'kept@example.com' });
+    });
+
+    it('the write key (a backend, trusted) moves a bound phone to another user with no proof', async () => {
+      const phone = await bound('u-backend-from');
+      const res = await post(app.keys.write, { platform: 'ios', token: phone.token, user_id: 'u-backend-to' });
+      expect(res.statusCode, res.body).toBe(200);
+      expect(await stored(phone.token)).toMatchObject({ id: phone.id, user_id: 'u-backend-to' });
+    });
+
+    it("new subscription keys on a bound browser take the user's hash, by POST or by PUT", async () => {
+      const sub = browserSubscription(endpoint());
+      const browser = await post(app.keys.sdk, {
+        platform: 'web',
+        subscription: sub.json,
+        user_id: 'web-user',
+        user_id_auth_hash: hashOf('web-user'),
+      });
+      expect(browser.statusCode, browser.body).toBe(201);
+      const id = browser.json().device.id as string;
+      const keysOf = () =>
+        h.db.db.selectFrom('devices').select(['web_push_p256dh', 'web_push_auth']).where('id', '=', id).executeTakeFirstOrThrow();
+
+      const forged = browserSubscription(sub.json.endpoint);
+      const viaPost = await post(app.keys.sdk, { platform: 'web', subscription: forged.json });
+      expect(viaPost.statusCode, viaPost.body).toBe(403);
+      expect(viaPost.json().error).toMatch(/^device\.user_id_auth_hash: is required to set user_id/);
+      const viaPut = await put(app.keys.sdk, id, { subscription: forged.json });
+      expect(viaPut.statusCode, viaPut.body).toBe(403);
+      expect(await keysOf()).toEqual({ web_push_p256dh: sub.json.keys.p256dh, web_push_auth: sub.json.keys.auth });
+
+      // the same keys again change nothing and need nothing; the browser's own new keys come with its hash
+      expect((await post(app.keys.sdk, { platform: 'web', subscription: sub.json })).statusCode).toBe(200);
+      const renewed = browserSubscription(sub.json.endpoint);
+      const proven = await put(app.keys.sdk, id, { subscription: renewed.json, user_id_auth_hash: hashOf('web-user') });
+      expect(proven.statusCode, proven.body).toBe(200);
+      expect(await keysOf()).toEqual({ web_push_p256dh: renewed.json.keys.p256dh, web_push_auth: renewed.json.keys.auth });
     });
   });
 
@@ -274,7 +374,7 @@ describe('identity verification', () => {
       },
     });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(gw.apns.pushes.map((p) => p.token)).toEqual([phone.token]);
     expect(JSON.stringify(gw.apns.pushes)).toContain('314159');
     expect(gw.apns.pushes.map((p) => p.token)).not.toContain(attackerToken);

@@ -16,9 +16,10 @@ interface Operation {
 
 /**
  * Routes that answer no JSON, kept out of the document: the document itself, Prometheus text, the console's files,
- * the web push scripts.
+ * the web push scripts, the API reference page and its files.
  */
 const NOT_JSON = [
+  ...['', '/', '/static/index.html', '/static/swagger-initializer.js', '/*', '/json', '/yaml'].map((p) => `GET /docs${p}`),
   'GET /documentation/json',
   'GET /metrics',
   'GET /console',

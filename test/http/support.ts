@@ -17,6 +17,15 @@ export function postNotification(h: Harness, key: string, body: unknown, opts: {
   });
 }
 
+/** A transactional answer's `results` when its one device was not reached, for `reason`. */
+export const oneFailure = (deviceId: string, reason: string) => ({
+  success: 0,
+  uninstalled: 0,
+  failures: [deviceId],
+  failure_reasons: [{ device_id: deviceId, reason }],
+  not_allowed: 0,
+});
+
 export function get(h: Harness, key: string, url: string) {
   return h.server.inject({ method: 'GET', url, headers: { authorization: basic(key) } });
 }

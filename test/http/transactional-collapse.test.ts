@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { oneFailure } from './support.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 
 /**
@@ -68,7 +69,7 @@ describe('transactional sends with a collapse_key', () => {
     const second = await send(toAna, { alert: 'Order 7: shipped', collapse_key: 'order-7' }, 'order-shipped');
     expect(second.statusCode, second.body).toBe(200);
     const { id } = first.json();
-    expect(second.json()).toEqual({ id, results: { success: 2, uninstalled: 0, failures: [], not_allowed: 0 } });
+    expect(second.json()).toEqual({ id, results: { success: 2, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 } });
 
     expect(await record(id)).toMatchObject({
       id,
@@ -132,9 +133,12 @@ describe('transactional sends with a collapse_key', () => {
     const first = send({ field: 'user_id', value: 'bob' }, { alert: 'Driver is 10 min away', collapse_key: 'eta' });
     await waitFor('the first attempt', async () => gw.fcm.requestCount >= 1, 5_000, 5);
     const second = await send({ field: 'user_id', value: 'bob' }, { alert: 'Driver is here', collapse_key: 'eta' });
-    expect(second.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(second.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     const older = await first;
-    expect(older.json()).toEqual({ id: second.json().id, results: { success: 0, uninstalled: 0, failures: [bob.id], not_allowed: 0 } });
+    expect(older.json()).toEqual({
+      id: second.json().id,
+      results: oneFailure(bob.id, 'superseded by a later send with the same collapse_key'),
+    });
     await new Promise((r) => setTimeout(r, 200));
     expect(accepted().map((p) => p.alert)).toEqual(['Driver is here']);
     expect(await record(second.json().id)).toMatchObject({ state: 'sent', pushes_succeeded: 1 });
@@ -146,7 +150,8 @@ describe('transactional sends with a collapse_key', () => {
     );
     for (const a of answers) expect(a.statusCode, a.body).toBe(200);
     expect(new Set(answers.map((a) => a.json().id)).size).toBe(1);
-    for (const a of answers) expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    for (const a of answers)
+      expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(accepted()).toHaveLength(6);
     expect(await record(answers[0]!.json().id)).toMatchObject({ state: 'sent', devices_targeted: 6, pushes_succeeded: 6 });
   });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { oneFailure } from './support.js';
 import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 
 /**
@@ -55,7 +56,10 @@ describe('transactional notifications', () => {
     const res = await send(body({ field: 'device_id', value: ios.id }));
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json();
-    expect(answer).toEqual({ id: expect.any(String), results: { success: 1, uninstalled: 0, failures: [], not_allowed: 0 } });
+    expect(answer).toEqual({
+      id: expect.any(String),
+      results: { success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 },
+    });
     // a time-ordered id (version 7) of the moment it was sent: its day is a range of ids (migration 033)
     expect(answer.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(Math.abs(parseInt(answer.id.replaceAll('-', '').slice(0, 12), 16) - Date.now())).toBeLessThan(60_000);
@@ -84,7 +88,7 @@ describe('transactional notifications', () => {
     const extra_filters = [{ name: 'locale', criteria: ['en_US'] }];
     const notification = { payload: { alert: 'Your order has shipped' }, priority: 'high', ttl: 600 };
     const res = await send(body({ field: 'user_id', value: 'ana' }, { extra_filters, notification }));
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(tokens()).toEqual([android.token]);
     const one = await h.server.inject({
       method: 'GET',
@@ -98,7 +102,7 @@ describe('transactional notifications', () => {
 
     gw.reset();
     const all = await send(body({ field: 'user_id', value: 'ana' }));
-    expect(all.json().results).toEqual({ success: 2, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(all.json().results).toEqual({ success: 2, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(tokens()).toEqual([ios.token, android.token].sort());
     // two batches (one per platform): sent once both are recorded
     const stored = await h.server.inject({
@@ -112,14 +116,14 @@ describe('transactional notifications', () => {
   it('a device or user that does not exist: 200, nothing sent', async () => {
     const res = await send(body({ field: 'user_id', value: 'nobody' }));
     expect(res.statusCode).toBe(200);
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(gw.apns.requestCount + gw.fcm.requestCount).toBe(0);
   });
 
   it('retries a temporary gateway error within the deadline: delivered once', async () => {
     gw.fcm.faults.next(2, { type: 'status', status: 503, reason: 'UNAVAILABLE' });
     const res = await send(body({ field: 'device_id', value: other.id }));
-    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(tokens()).toEqual([other.token]);
   });
 
@@ -127,7 +131,7 @@ describe('transactional notifications', () => {
     gw.fcm.faults.forToken(other.token, { type: 'status', status: 503, reason: 'UNAVAILABLE' });
     const started = Date.now();
     const res = await send(body({ field: 'device_id', value: other.id }));
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 0, failures: [other.id], not_allowed: 0 });
+    expect(res.json().results).toEqual(oneFailure(other.id, 'deadline exceeded (last answer: UNAVAILABLE)'));
     // retried until TRANSACTIONAL_TIMEOUT_MS=1500 (50 attempts would take longer), then answered
     expect(Date.now() - started).toBeGreaterThan(1000);
     expect(Date.now() - started).toBeLessThan(3000);
@@ -140,13 +144,37 @@ describe('transactional notifications', () => {
     expect(gw.fcm.pushes).toHaveLength(0);
   });
 
+  it("each failure says why: the gateway's code, no credentials, the deadline; `failures` stays the list of ids", async () => {
+    gw.apns.faults.forToken(ios.token, { type: 'status', status: 400, reason: 'BadTopic' });
+    gw.fcm.faults.forToken(android.token, { type: 'status', status: 503, reason: 'UNAVAILABLE' });
+    const res = await send(body({ field: 'user_id', value: 'ana' }));
+    expect(res.statusCode, res.body).toBe(200);
+    const { results } = res.json();
+    expect(results).toMatchObject({ success: 0, uninstalled: 0, not_allowed: 0 });
+    expect([...results.failures].sort()).toEqual([ios.id, android.id].sort());
+    expect(results.failure_reasons).toHaveLength(2);
+    expect(results.failure_reasons).toEqual(
+      expect.arrayContaining([
+        { device_id: ios.id, reason: 'BadTopic' },
+        { device_id: android.id, reason: 'deadline exceeded (last answer: UNAVAILABLE)' },
+      ]),
+    );
+
+    // an app with no credentials for the device's gateway
+    const bare = await h.createApp('com.example.transactional.bare');
+    const phone = await registerDevice(h, bare.keys.sdk, { platform: 'ios' });
+    const none = await send(body({ field: 'device_id', value: phone.id }), bare.keys.write);
+    expect(none.json().results).toEqual(oneFailure(phone.id, 'no credentials for APNs'));
+  });
+
   it('an uninstalled token is counted and invalidated', async () => {
     const gone = await registerDevice(h, keys.sdk, { platform: 'ios', user_id: 'carl' });
     gw.apns.markUnregistered(gone.token);
     const res = await send(body({ field: 'device_id', value: gone.id }));
-    expect(res.json().results).toEqual({ success: 0, uninstalled: 1, failures: [], not_allowed: 0 });
+    expect(res.json().results).toEqual({ success: 0, uninstalled: 1, failures: [], failure_reasons: [], not_allowed: 0 });
     const again = await send(body({ field: 'device_id', value: gone.id }));
-    expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], not_allowed: 0 }); // no longer targeted
+    // no longer targeted
+    expect(again.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
   });
 
   it('20 concurrent sends to 20 devices: each device gets exactly one push; one to too many devices is refused alone', async () => {
@@ -162,7 +190,8 @@ describe('transactional notifications', () => {
     ]);
     expect(crowd!.statusCode).toBe(400);
     expect(crowd!.json().error).toContain('to: matches more than 100 devices');
-    for (const a of answers) expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    for (const a of answers)
+      expect(a.json().results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(new Set(answers.map((a) => a.json().id)).size).toBe(many.length);
     expect(tokens()).toEqual(many.map((d) => d.token).sort());
   });

@@ -129,6 +129,54 @@ describe('web devices', () => {
     expect(Number(count.n)).toBe(0);
   });
 
+  it('one subscription is one device however its endpoint is written: stored as the WHATWG URL serialises it', async () => {
+    const path = `/fcm/send/written-${++seq}-${Date.now()}`;
+    const canonical = `https://fcm.googleapis.com${path}`;
+    const first = await register(h, app.keys.sdk, { platform: 'web', subscription: browserSubscription(canonical).json });
+    const written = [
+      ` ${canonical}`,
+      `${canonical}\t`,
+      `\n${canonical} `,
+      `https://FCM.GoogleAPIs.com${path}`,
+      `HTTPS://fcm.googleapis.com:443${path}`,
+      `https://ｆｃｍ.googleapis.com${path}`, // full-width letters, which IDNA maps to ASCII
+      `https://fcm.googleapis.com${path.slice(0, 5)}\t${path.slice(5)}`, // a tab inside, which the parser drops
+    ];
+    for (const url of written) {
+      const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, {
+        device: { platform: 'web', subscription: browserSubscription(url).json },
+      });
+      expect(res.statusCode, `${JSON.stringify(url)}: ${res.body}`).toBe(200);
+      expect(res.json().device).toMatchObject({ id: first.id, push_token: canonical });
+    }
+    const tokens = await h.db.db
+      .selectFrom('devices')
+      .select('token')
+      .where('token', 'like', `%${path.slice(-12)}%`)
+      .execute();
+    expect(tokens).toEqual([{ token: canonical }]);
+
+    // a PUT stores the same form; what no URL parser reads, or is not https, is refused
+    const moved = `https://updates.push.services.mozilla.com/wpush/v2/written-${seq}`;
+    const put = await call(h, 'PUT', `/v6/devices/${first.id}`, app.keys.sdk, {
+      device: { subscription: browserSubscription(`  HTTPS://Updates.Push.Services.Mozilla.com/wpush/v2/written-${seq}`).json },
+    });
+    expect(put.statusCode, put.body).toBe(200);
+    expect(put.json().device.push_token).toBe(moved);
+    for (const url of [
+      'https://fcm.googleapis.com:99999/x',
+      'https://fcm googleapis.com/x',
+      'https://xn--/x',
+      ' http://fcm.googleapis.com/x',
+    ]) {
+      const res = await call(h, 'POST', '/v6/devices', app.keys.sdk, {
+        device: { platform: 'web', subscription: browserSubscription(url).json },
+      });
+      expect(res.statusCode, url).toBe(400);
+      expect(res.json().error, url).toMatch(/^device\.subscription\.endpoint: /);
+    }
+  });
+
   it('refuses subscription keys that are not a P-256 point and a 16-byte secret, naming the field', async () => {
     const good = browserSubscription(endpoint()).json;
     const cases: [unknown, RegExp][] = [

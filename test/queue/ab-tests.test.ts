@@ -261,6 +261,18 @@ describe('A/B tests', () => {
     await waitFor('the plain notification to finish', async () => ((await read(plain.json().id)).state === 'sent' ? true : null));
   });
 
+  it('a pick before a scheduled test has started says so, and when it is due', async () => {
+    const { id } = await create({ test_fraction: 0.5, winner: 'manual', send_at: '2026-03-07T15:00:00Z' } as Omit<AbTest, 'variants'>);
+    const early = await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 });
+    expect(early.statusCode, early.body).toBe(409);
+    expect(early.json()).toEqual({
+      error: 'notification: its test share has not started (it is due at 2026-03-07T15:00:00.000Z); no winner can be picked',
+    });
+    expect((await read(id)).state).toBe('scheduled');
+    await call('DELETE', `/v6/notifications/${id}`);
+    expect(pushCount()).toBe(0);
+  });
+
   it('canceled before the winner: the rest is sent nothing', async () => {
     const { id, buckets } = await create({ test_fraction: 0.3, winner: { metric: 'conversions:purchase', after: '30m' } });
     const testShare = (buckets.get(0)?.length ?? 0) + (buckets.get(1)?.length ?? 0);
@@ -326,6 +338,8 @@ describe('A/B tests', () => {
     expect(utcTest.length * utcRest.length).toBeGreaterThan(0);
     const readApp = async () => (await call('GET', `/v6/notifications/${id}`, undefined, app.keys.read)).json();
 
+    const early = await call('POST', `/v6/notifications/${id}/winner`, { variant: 0 }, app.keys.write);
+    expect(early.json().error).toMatch(/^notification: its test share has not started \(it is due at 2026-03-07T/);
     clock.set('2026-03-07T09:00:00Z'); // 09:00 in UTC: the test share's UTC devices
     await waitFor('the test share of UTC', async () => {
       const n = await readApp();

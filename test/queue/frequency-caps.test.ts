@@ -116,7 +116,11 @@ describe('frequency caps', () => {
     expect(free.statusCode, free.body).toBe(200);
     expect(free.json().results).toMatchObject({ success: 1 });
     const capped = await transactional({ cap: true });
-    expect(capped.json().results).toMatchObject({ success: 0, failures: [d.id] });
+    expect(capped.json().results).toMatchObject({
+      success: 0,
+      failures: [d.id],
+      failure_reasons: [{ device_id: d.id, reason: 'at a frequency cap' }],
+    });
     expect(received).toEqual([d.token, d.token, d.token]);
   });
 

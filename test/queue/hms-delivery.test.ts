@@ -132,7 +132,7 @@ describe('huawei push kit delivery', () => {
     });
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json();
-    expect(answer.results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(answer.results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(mock.requests.map((r) => r.message)).toEqual([
       {
         data: JSON.stringify({ alert: 'Receipt', receipt: 'r-1', _nid: answer.id }),

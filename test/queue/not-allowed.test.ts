@@ -159,7 +159,7 @@ describe('devices whose notifications are Disabled', () => {
         headers,
       );
       expect(res.statusCode, res.body).toBe(200);
-      expect(res.json().results).toEqual({ success: 3, uninstalled: 0, failures: [], not_allowed: 4 });
+      expect(res.json().results).toEqual({ success: 3, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 4 });
       expect([...received].sort()).toEqual(tokens(d.allowed));
       expect(await get(`/v6/notifications/${res.json().id}`)).toMatchObject({ devices_not_allowed: expect.any(Number) });
     }
@@ -168,7 +168,7 @@ describe('devices whose notifications are Disabled', () => {
       group: 'order-shipped',
       notification: { payload: ALERT },
     });
-    expect(first.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], not_allowed: 1 });
+    expect(first.json().results).toEqual({ success: 0, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 1 });
     expect(await get(`/v6/notifications/${first.json().id}`)).toMatchObject({ state: 'sent', devices_targeted: 0, devices_not_allowed: 1 });
 
     received.length = 0;
@@ -177,7 +177,7 @@ describe('devices whose notifications are Disabled', () => {
       group: 'order-shipped',
       notification: { payload: BACKGROUND },
     });
-    expect(bg.json().results).toEqual({ success: 7, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(bg.json().results).toEqual({ success: 7, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect([...received].sort()).toEqual(tokens(d.all));
   });
 

@@ -105,7 +105,7 @@ describe('web push delivery', () => {
     });
     expect(res.statusCode, res.body).toBe(200);
     const answer = res.json();
-    expect(answer.results).toEqual({ success: 1, uninstalled: 0, failures: [], not_allowed: 0 });
+    expect(answer.results).toEqual({ success: 1, uninstalled: 0, failures: [], failure_reasons: [], not_allowed: 0 });
     expect(mock.pushes.map((p) => [p.endpoint, p.document])).toEqual([
       [target.sub.endpoint, { body: 'Receipt', data: { receipt: 'r-1', _nid: answer.id } }],
     ]);

@@ -1,8 +1,8 @@
-import { sql, type RawBuilder } from 'kysely';
+import { sql, type RawBuilder, type SqlBool, type Transaction } from 'kysely';
 import { isUuid } from '../../domain/cursor.js';
 import type { Db } from '../database.js';
 import { jsonbArray } from '../pg-arrays.js';
-import type { Audience } from '../schema.js';
+import type { Audience, Database } from '../schema.js';
 import type { Filter } from '../../domain/filters.js';
 import { ALL_DEVICES_SPEC_KEY } from '../../domain/audience-spec.js';
 import { randomId } from '../../platform/random-id.js';
@@ -21,6 +21,23 @@ export const SPEC_AUDIENCES = 'spec_audiences';
  * naming the audience) does not wait for; one naming a key column, even to the same value, would make
  * that check wait until this transaction ends, and two such transactions could wait for each other.
  */
+
+/** No notification (kept, in any partition) and no message names the audience `a`. */
+const unnamed = sql<SqlBool>`not exists (select 1 from notifications n where n.audience_id = a.id)
+  and not exists (select 1 from messages m where m.audience_id = a.id)`;
+
+/**
+ * Runs a statement testing `unnamed` on many audiences. The notifications have no index by audience, so each is read
+ * once into a hash: a nested loop would read them all again for each audience, which is what the planner picks when
+ * it expects few (the audiences just retired, before statistics count them: 10 minutes for 100,000 of them).
+ */
+function scanningNamed<T>(db: Db, statement: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  return db.transaction().execute(async (trx) => {
+    await sql`set local enable_nestloop = off`.execute(trx);
+    await sql`set local work_mem = '64MB'`.execute(trx);
+    return statement(trx);
+  });
+}
 
 export class AudiencesRepository {
   /**
@@ -79,6 +96,56 @@ export class AudiencesRepository {
         .returningAll()
         .executeTakeFirstOrThrow()
     );
+  }
+
+  /**
+   * The audience a notification or message names by id, un-retired if the retention had retired it (migration 052): a
+   * sweep deleting it meanwhile finds it changed and checks it again, and one that deleted it first leaves none.
+   */
+  async claimForTarget(trx: Transaction<Database>, appId: string, id: string): Promise<Audience | undefined> {
+    if (!isUuid(id)) return undefined;
+    const revived = await trx
+      .updateTable('audiences')
+      .set({ retired_at: null })
+      .where('app_id', '=', appId)
+      .where('id', '=', id)
+      .where('retired_at', 'is not', null)
+      .returningAll()
+      .executeTakeFirst();
+    return revived ?? this.findForApp(trx, appId, id);
+  }
+
+  /**
+   * Retires the on-the-fly audiences created before `createdBefore` that nothing names: their spec key is cleared, so
+   * no notification finds them by their spec from now on (an equal spec makes a new audience). Answers how many.
+   */
+  async retireUnused(db: Db, createdBefore: Date, now: Date): Promise<number> {
+    return scanningNamed(db, async (trx) => {
+      const { numUpdatedRows } = await trx
+        .updateTable('audiences as a')
+        .set({ retired_at: now, spec_key: null })
+        .where('a.kind', '=', 'filters')
+        .where('a.retired_at', 'is', null)
+        .where('a.created_at', '<', createdBefore)
+        .where(unnamed)
+        .executeTakeFirst();
+      return Number(numUpdatedRows);
+    });
+  }
+
+  /**
+   * Deletes the audiences retired before `retiredBefore` that nothing names now. Whatever found one by its spec before
+   * it was retired has committed by then (the grace), so what it inserted naming it is seen here.
+   */
+  async deleteRetired(db: Db, retiredBefore: Date): Promise<number> {
+    return scanningNamed(db, async (trx) => {
+      const { numDeletedRows } = await trx
+        .deleteFrom('audiences as a')
+        .where('a.retired_at', '<', retiredBefore)
+        .where(unnamed)
+        .executeTakeFirst();
+      return Number(numDeletedRows);
+    });
   }
 
   async findForApp(db: Db, appId: string, id: string): Promise<Audience | undefined> {

@@ -1,4 +1,4 @@
-import { sql, type RawBuilder, type Selectable, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type Selectable, type SqlBool, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, namedKeys, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice, Platform } from '../schema.js';
@@ -14,6 +14,9 @@ export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
  * it reported notifications Disabled and the push is visible, so it is counted and not sent (`allowedOf`).
  */
 export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'> & { not_allowed: boolean };
+/** What the sdk key must prove to change on the device that has a token: who it is bound to, where its pushes go. */
+export type HeldByToken = Pick<Device, 'user_id' | 'user_email' | 'token' | 'web_push_p256dh' | 'web_push_auth'>;
+
 /** A deliverable device with the token it has now (what a send right after the read goes to). */
 export type DeliverableNow = Deliverable & { token: string };
 
@@ -95,29 +98,26 @@ export class DevicesRepository {
   }
 
   /**
-   * Registers a push token: a new device, or the app's device that already has this token, updated with
-   * `update`. One statement on the unique (app_id, token) index, so concurrent registrations converge.
+   * Registers a push token: the app's device that already has it, updated with `update`, or else a new device. The
+   * caller holds the token's lock (`lockToken`), which every write giving a device this token takes, so no other
+   * transaction inserts it meanwhile: an UPDATE and an INSERT need neither the lock record of ON CONFLICT DO UPDATE
+   * nor the confirmation record of its speculative insert.
    */
-  async upsertByToken(
-    db: Db,
+  async registerToken(
+    db: Transaction<Database>,
     values: NewDevice & { token: string },
     update: DeviceUpdate,
     fillCountry: string | null,
   ): Promise<{ device: Device; inserted: boolean }> {
-    const row = await db
-      .insertInto('devices')
-      .values(values)
-      .onConflict((oc) =>
-        oc
-          .columns(['app_id', 'token'])
-          .where('token', 'is not', null)
-          .doUpdateSet(movingRegisteredAt(withCountry(update, fillCountry, 'devices'))),
-      )
+    const updated = await db
+      .updateTable('devices')
+      .set(movingRegisteredAt(withCountry(update, fillCountry, 'devices')))
+      .where('app_id', '=', values.app_id)
+      .where(holdsToken(values.token))
       .returningAll()
-      .returning(sql<boolean>`xmax = 0`.as('inserted'))
-      .executeTakeFirstOrThrow();
-    const { inserted, ...device } = row;
-    return { device, inserted };
+      .executeTakeFirst();
+    if (updated) return { device: updated, inserted: false };
+    return { device: await this.insert(db, values), inserted: true };
   }
 
   /** The device, row-locked until the transaction ends (`share`: against erase, not against other shares). */
@@ -152,13 +152,16 @@ export class DevicesRepository {
     return rows.map((r) => r.id);
   }
 
-  /** The identity the app's device with this push token holds, row-locked until the transaction ends (none: undefined). */
-  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Pick<Device, 'user_id' | 'user_email'> | undefined> {
+  /**
+   * The identity and push keys of the app's device with this push token, row-locked until the transaction ends
+   * (none: undefined).
+   */
+  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<HeldByToken | undefined> {
     return db
       .selectFrom('devices')
-      .select(['user_id', 'user_email'])
+      .select(['user_id', 'user_email', 'token', 'web_push_p256dh', 'web_push_auth'])
       .where('app_id', '=', appId)
-      .where('token', '=', token)
+      .where(holdsToken(token))
       .forUpdate()
       .executeTakeFirst();
   }
@@ -214,7 +217,7 @@ export class DevicesRepository {
       .selectFrom('devices')
       .select('id')
       .where('app_id', '=', appId)
-      .where((eb) => eb.or([eb('id', '=', deviceId), eb('token', '=', token)]))
+      .where((eb) => eb.or([eb('id', '=', deviceId), holdsToken(token)]))
       .orderBy('id')
       .forUpdate()
       .execute();
@@ -226,7 +229,7 @@ export class DevicesRepository {
       .updateTable('devices')
       .set({ token: null })
       .where('app_id', '=', appId)
-      .where('token', '=', token)
+      .where(holdsToken(token))
       .where('id', '<>', keepId)
       .execute();
   }
@@ -615,6 +618,11 @@ function withCountry(
 ): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
   if (fillCountry === null || set.country !== undefined) return set;
   return { ...set, country: sql<string>`coalesce(${sql.ref(`${table}.country`)}, ${fillCountry})` };
+}
+
+/** The device holds this push token, found by the unique index of (app_id, its token's key) (migration 052). */
+function holdsToken(token: string): RawBuilder<SqlBool> {
+  return sql<SqlBool>`pushd_token_key(token) = pushd_token_key(${token}) and token = ${token}`;
 }
 
 /**

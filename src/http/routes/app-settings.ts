@@ -49,7 +49,6 @@ export function appSettingsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['apps'],
           summary: "The app's frequency caps, quiet hours, default time zone and pushes a minute",
-          security: [{ basic: [] }],
           response: { 200: settings, 404: errorResponse, ...authErrors },
         },
       },
@@ -63,7 +62,6 @@ export function appSettingsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['apps'],
           summary: "Change the app's frequency caps, quiet hours or default time zone (null removes one)",
-          security: [{ basic: [] }],
           body: change,
           response: { 200: settings, ...bodyErrors, 404: errorResponse, ...authErrors },
         },

@@ -18,7 +18,6 @@ export function audienceCountRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['audiences'],
           summary: 'Count the devices an on-the-fly filter list selects, without storing it',
-          security: [{ basic: [] }],
           body: z.strictObject(
             { filters: filterListSchema },
             { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"filters": [...]}' : undefined) },

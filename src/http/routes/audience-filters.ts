@@ -14,7 +14,6 @@ export function audienceFilterRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['audiences'],
           summary: "An audience's filters (null for the all-devices audience)",
-          security: [{ basic: [] }],
           params: z.object({ id: z.string() }),
           response: {
             ...authErrors,

@@ -1,8 +1,6 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { ForbiddenError } from '../../domain/errors.js';
 import type { WriteResult } from '../../services/devices.js';
 import { callerOf, requirePermission } from '../auth.js';
 import { acceptedAnswer, answerOnce } from '../idempotency.js';
@@ -40,15 +38,7 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
     const device = requirePermission(ctx, 'device');
     const write = requirePermission(ctx, 'write');
-    const read = requirePermission(ctx, 'read');
-    const readOrDevice = async (request: FastifyRequest, reply: FastifyReply) => {
-      try {
-        await device(request, reply);
-      } catch (err) {
-        if (!(err instanceof ForbiddenError)) throw err;
-        await read(request, reply);
-      }
-    };
+    const readOrDevice = requirePermission(ctx, ['device', 'read']);
 
     app.post(
       '/v6/devices',

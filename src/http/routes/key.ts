@@ -14,7 +14,6 @@ export function keyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['keys'],
           summary: "The presented key's role and app",
-          security: [{ basic: [] }],
           response: {
             ...authErrors,
             200: z.object({

@@ -25,7 +25,6 @@ export function messageRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['messages'],
           summary: 'Create an in-app message (and the push sent with it)',
-          security: [{ basic: [] }],
           headers: idempotencyHeaders,
           body: messageRequestSchema,
           response: { 201: messageRecord, ...bodyErrors, 404: errorResponse, 422: errorResponse, ...authErrors },

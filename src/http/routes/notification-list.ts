@@ -16,7 +16,6 @@ export function notificationListRoutes(ctx: HttpContext): FastifyPluginAsyncZod 
         schema: {
           tags: ['notifications'],
           summary: "List the app's notifications, newest first",
-          security: [{ basic: [] }],
           querystring: pageQuery.extend({ state: z.enum(NOTIFICATION_STATES).optional() }),
           response: {
             ...authErrors,

@@ -23,7 +23,6 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
         schema: {
           tags: ['notifications'],
           summary: 'Preview the APNs, FCM, Web Push and HMS requests of a notification body',
-          security: [{ basic: [] }],
           body: notificationRequestSchema,
           querystring: z.object({
             locale: z

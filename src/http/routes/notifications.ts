@@ -64,7 +64,6 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           schema: {
             tags: ['notifications'],
             summary: 'Create a notification',
-            security: [{ basic: [] }],
             headers: idempotencyHeaders,
             body: notificationRequestSchema,
             response: { 201: createdNotificationRecord, ...bodyErrors, 404: errorResponse, 422: errorResponse, ...authErrors },

@@ -20,7 +20,6 @@ export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['stats'],
           summary: 'Devices by platform and environment, push-enabled, and tokens uninstalled in the last 30 days',
-          security: [{ basic: [] }],
           response: {
             ...authErrors,
             200: z.object({
@@ -65,7 +64,6 @@ export function statsRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['stats'],
           summary: 'Pushes per UTC day by outcome, the last `days` days (today included), oldest first',
-          security: [{ basic: [] }],
           querystring: z.object({ days: z.coerce.number().int().min(1).max(366).default(30) }),
           response: {
             ...authErrors,

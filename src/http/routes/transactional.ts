@@ -14,6 +14,8 @@ const transactionalAnswer = z.object({
     uninstalled: z.number().int(),
     /** device ids the push did not reach */
     failures: z.array(z.string()),
+    /** why each of `failures` was not reached, in the same order (absent from answers stored before it) */
+    failure_reasons: z.array(z.object({ device_id: z.string(), reason: z.string() })).optional(),
     /** devices not sent a visible push because their notifications are Disabled (absent from answers stored before it) */
     not_allowed: z.number().int().optional(),
   }),
@@ -23,7 +25,13 @@ const sentAnswer = (sent: TransactionalResult) => ({
   status: 200,
   body: {
     id: sent.id,
-    results: { success: sent.success, uninstalled: sent.uninstalled, failures: sent.failures, not_allowed: sent.notAllowed },
+    results: {
+      success: sent.success,
+      uninstalled: sent.uninstalled,
+      failures: sent.failures.map((f) => f.deviceId),
+      failure_reasons: sent.failures.map((f) => ({ device_id: f.deviceId, reason: f.reason })),
+      not_allowed: sent.notAllowed,
+    },
   },
 });
 
@@ -36,7 +44,6 @@ export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['notifications'],
           summary: 'Send to one device or one user now, and answer with the outcome',
-          security: [{ basic: [] }],
           headers: idempotencyHeaders,
           body: transactionalRequestSchema,
           response: { 200: transactionalAnswer, ...bodyErrors, 409: errorResponse, 422: errorResponse, ...authErrors },

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 
 /**
- * Drop-in scripts for a web app (README, Web Push). A service worker must come from the page's own origin, so the
+ * Drop-in scripts for a web app (docs/api/web-push.md). A service worker must come from the page's own origin, so the
  * app's sw.js is one line, `importScripts('<pushd>/web-push/sw.js')`; the page loads sdk.js from pushd and calls
  * `pushd.subscribe(...)`. Plain ES2017, no build step, no dependency: what a browser runs as served.
  */
@@ -14,7 +14,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 const CONFIG = `caches.open('pushd').then(function (c) { return c`;
 
 /**
- * The push handler: shows the document pushd sent (README, "What the service worker receives"); a click opens its
+ * The push handler: shows the document pushd sent (docs/api/web-push.md, "What the service worker receives"); a click opens its
  * url and reports the open (tapped) with the device id and sdk key sdk.js left.
  */
 export const SERVICE_WORKER_JS = `/* pushd web push service worker: importScripts() it from your own sw.js */
@@ -95,7 +95,9 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
       });
     }).then(function (subscription) {
       var device = { platform: 'web', subscription: subscription.toJSON(), notifications_allowed: 'Enabled' };
-      var fields = ['user_id', 'user_id_auth_hash', 'user_email', 'user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'];
+      // a change of user takes the proof of the one the browser leaves (docs/identity.md)
+      var fields = ['user_id', 'user_id_auth_hash', 'previous_user_id_auth_hash', 'user_email', 'user_email_auth_hash',
+        'previous_user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'];
       fields.forEach(function (k) { if (options[k] !== undefined) device[k] = options[k]; });
       if (device.time_zone === undefined) device.time_zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
       return call('POST', '/v6/devices', key, { device: device });

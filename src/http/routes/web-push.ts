@@ -14,7 +14,6 @@ export function webPushRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['devices'],
           summary: "The app's VAPID public key, for pushManager.subscribe({applicationServerKey})",
-          security: [{ basic: [] }],
           response: {
             ...authErrors,
             200: z.object({ public_key: z.string().describe('base64url, 65 bytes: an uncompressed P-256 point') }),
