@@ -58,7 +58,8 @@ describe('caches that follow the changes to keys and credentials', () => {
     await read();
     expect(reads).toBe(before);
 
-    await sql`update apps set apns_credentials = '{}'::jsonb where id = ${appId}::uuid`.execute(h.db.db);
+    const sealed = h.secrets.seal('{}', 'apns_credentials');
+    await sql`update apps set apns_credentials = ${sealed} where id = ${appId}::uuid`.execute(h.db.db);
     await untilReadAgain();
     await sql`update apps set max_per_minute = 60 where id = ${appId}::uuid`.execute(h.db.db);
     await untilReadAgain();
