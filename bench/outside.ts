@@ -7,11 +7,13 @@
  *
  *   npm run bench -- outside [--devices 20000] [--rounds 2] [--clients 50] [--warmup 2000] [--unicast 3000]
  *                            [--transactional 1000] [--gateway-latency-ms 100] [--unicast-latency-ms 0]
- *                            [--queue redis|postgres] [--bare-connections 2]
+ *                            [--queue redis|postgres] [--bare-connections 2] [--analyze no|yes]
  *
  * The mocks answer the one-device phases --unicast-latency-ms late and the broadcasts --gateway-latency-ms late,
  * as the outside check's did (its transactional rate, 638–836/s from 50 clients, is above the 500/s a 100 ms
  * answer would allow): a gateway whose round trip changes between quiet and busy times.
+ * --analyze yes: the devices' table analyzed after the fill, as autovacuum would have by then; by default not, as on
+ * the machine's PostgreSQL, whose autovacuum is off.
  */
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
@@ -36,6 +38,7 @@ const unicastLatencyMs = Number(arg('unicast-latency-ms', '0'));
 const queue = arg('queue', 'redis');
 const bareConnections = Number(arg('bare-connections', '2'));
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const analyze = arg('analyze', 'no') === 'yes';
 if (warmup + unicast + transactional > devices) throw new Error('--devices must cover the one-device phases');
 /** production's settings but the rate limits, raised as an outside check raises them by environment */
 const OUTSIDE_ENV = { LOG_LEVEL: 'info', RATE_LIMIT_PER_SECOND: '100000', RATE_LIMIT_BURST: '100000' };
@@ -84,6 +87,7 @@ async function main() {
   const t = performance.now();
   await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, identitySecret: stack.identitySecret, count: devices, clients });
   console.log(`registered ${devices} devices through POST /v6/devices in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+  if (analyze) await sql`analyze devices`.execute(db.db);
   const rows = await db.db.selectFrom('devices').select(['id', 'user_id']).execute();
   rows.sort((a, b) => Number(a.user_id!.slice(1)) - Number(b.user_id!.slice(1)));
 
@@ -157,7 +161,8 @@ async function main() {
     `\noutside sequence: ${devices} devices registered through POST /v6/devices, one ROLE=all process (npm start's flags, ` +
       `production settings, rate limits raised, queue ${queue}, log to ${LOG_FILE}), ${clients} clients in a process of their own ` +
       `(node:http keep-alive); mocks answering ${unicastLatencyMs} ms late in the one-device phases and ${broadcastLatencyMs} ms ` +
-      `in the broadcasts; bare client ${bareConnections} connection(s) x 1,000 streams per gateway; pgbench -N ${tps} tps\n`,
+      `in the broadcasts; bare client ${bareConnections} connection(s) x 1,000 streams per gateway; pgbench -N ${tps} tps; ` +
+      `the devices' table ${analyze ? 'analyzed after the fill' : 'not analyzed (autovacuum off)'}\n`,
   );
   printRows(
     ['phase', 'req/s', '× pgbench -N', 'p50 ms', 'p99 ms', 'refused', 'CPU ms/request: service, PostgreSQL, clients', 'cores busy'],
