@@ -134,20 +134,21 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
+  // what every context is made of; the API's adds its sending, changes, replica and channels
+  const shared = {
+    config,
+    log,
+    db: database.handle.db,
+    queues,
+    scheduler: pipeline.scheduler,
+    gateways,
+    metrics,
+    clock,
+    secrets: database.secrets.keyring,
+  };
   if (config.ROLE === 'worker') {
     // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
-    const ctx = createContext({
-      config,
-      log,
-      db: database.handle.db,
-      queues,
-      scheduler: pipeline.scheduler,
-      gateways,
-      metrics,
-      clock,
-      secrets: database.secrets.keyring,
-    });
-    startJourneys(lifecycle, config, log, ctx);
+    startJourneys(lifecycle, config, log, createContext(shared));
     return { database, queues, pipeline, metrics };
   }
   const policy = retryPolicyOf(config);
@@ -174,15 +175,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   });
   lifecycle.add('apns channels', () => channels.close());
   const ctx = createContext({
-    config,
-    log,
-    db: database.handle.db,
-    queues,
-    scheduler: pipeline.scheduler,
-    gateways,
-    metrics,
-    clock,
-    secrets: database.secrets.keyring,
+    ...shared,
     sending: { store, direct },
     appChanges,
     readDb: database.replica?.db,
