@@ -9,6 +9,7 @@ import {
 } from '../db/repositories/partitions.js';
 import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { PLANNED_ON_STATISTICS, TableStatisticsRepository, type PlannedTable } from '../db/repositories/table-statistics.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -35,6 +36,7 @@ const notificationPartitions = new NotificationPartitionsRepository();
 const MESSAGE_DAYS_AT_ONCE = 31;
 const messagePartitions = new MessagePartitionsRepository();
 const audiences = new AudiencesRepository();
+const tableStatistics = new TableStatisticsRepository();
 
 /** Each table's retention setting. */
 export function retentionOf(config: Config): Retention {
@@ -105,6 +107,21 @@ export async function maintainPartitions(
   // an audience is left unnamed when its notifications' day goes, so its sweep (a scan of the notifications) runs then
   if (results.notifications.dropped.length) await sweepAudiences(deps, retention.notifications, now);
   return results;
+}
+
+/**
+ * On a server whose autovacuum is off, analyzes the tables the queries plan on once they changed as much as autovacuum
+ * would wait for, one worker at a time under the maintenance's lock: never analyzed, a devices table filled by
+ * 20,000 registrations cost 4.4 ms of PostgreSQL a one-device notification instead of 0.43.
+ */
+export async function keepStatistics(deps: { db: Db; partitions: PartitionsRepository; log: Logger }): Promise<PlannedTable[]> {
+  return deps.db.transaction().execute(async (trx) => {
+    if (!(await deps.partitions.claim(trx))) return [];
+    const stale = await tableStatistics.staleWithoutAutovacuum(trx, PLANNED_ON_STATISTICS);
+    for (const table of stale) await tableStatistics.analyze(trx, table);
+    if (stale.length) deps.log.info({ tables: stale }, 'tables analyzed: autovacuum is off');
+    return stale;
+  });
 }
 
 /**

@@ -5,7 +5,7 @@ import type { DeliveryRepository, StalledNotification } from '../db/repositories
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
-import { maintainPartitions, type Retention } from './retention.js';
+import { keepStatistics, maintainPartitions, type Retention } from './retention.js';
 import type { JobQueues } from './queues.js';
 import type { LeasesRepository } from '../db/repositories/leases.js';
 
@@ -143,6 +143,7 @@ export function startSweeper(deps: {
       await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>
         deps.log.warn({ err }, 'partition maintenance failed; will try again'),
       );
+      await keepStatistics(deps).catch((err: unknown) => deps.log.warn({ err }, 'analyzing tables failed; will try again'));
     } catch (err) {
       deps.log.warn({ err }, 'sweep failed; will try again');
     } finally {
