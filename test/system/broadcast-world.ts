@@ -12,13 +12,20 @@ import { freePort, freshDatabase, ROOT } from './proc.js';
  * What a system test of a broadcast runs against: counting mock gateways (pushes per token in `received`), a fresh
  * migrated database with an app whose credentials they accept and `devices` bulk-inserted devices (half iOS, half
  * Android), and the environment that points compiled processes at them on Redis. `cleanups` undo it, in reverse.
+ * `record`: the mocks also keep each push (its payload), for a test small enough to hold them.
  */
-export async function broadcastWorld(bundle: string, devices: number, cleanups: (() => Promise<unknown>)[]) {
+export async function broadcastWorld(
+  bundle: string,
+  devices: number,
+  cleanups: (() => Promise<unknown>)[],
+  opts: { record?: boolean } = {},
+) {
   const apnsKey = generateApnsKey();
   const account = generateServiceAccount();
-  // Counting only: recording every push with its headers would take the test's memory.
-  const apns = (await ApnsMock.start({ record: false, topic: bundle })).addKey(apnsKey);
-  const fcm = (await FcmMock.start({ record: false })).addServiceAccount(account);
+  // Counting only by default: recording every push with its headers would take a large test's memory.
+  const record = opts.record ?? false;
+  const apns = (await ApnsMock.start({ record, topic: bundle })).addKey(apnsKey);
+  const fcm = (await FcmMock.start({ record })).addServiceAccount(account);
   cleanups.push(
     () => apns.close(),
     () => fcm.close(),
