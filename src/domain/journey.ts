@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterListSchema, parseFilterName, type Filter } from './filters.js';
 import { notificationRequestSchema } from './notification-request.js';
 import { messageRequestSchema } from './message-request.js';
+import { BOTH_EXPIRIES_ERROR } from './delivery-options.js';
 
 /**
  * A journey's definition as `POST /v6/journeys` takes it: what enters it (an event, or the API), who may enter
@@ -62,7 +63,14 @@ const sendNotification = z
     const parsed = notificationRequestSchema.safeParse({ notification: { ...n, to: CHECKED_TARGET } });
     if (!parsed.success)
       for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path.slice(1), message: issue.message });
+    else refuseBothExpiries(n, [], ctx);
   });
+
+/** The one check of a send's options that runs when it is sent but needs no clock: so refused here, not failed then. */
+function refuseBothExpiries(n: Record<string, unknown>, path: string[], ctx: z.RefinementCtx): void {
+  if (n.ttl !== undefined && n.expires_at !== undefined)
+    ctx.addIssue({ code: 'custom', path: [...path, 'ttl'], message: BOTH_EXPIRIES_ERROR });
+}
 
 /** A message step's message: what POST /v6/messages takes, without `to`. */
 const messageFields = z
@@ -73,6 +81,7 @@ const messageFields = z
     const parsed = messageRequestSchema.safeParse({ message: { ...m, to: CHECKED_TARGET } });
     if (!parsed.success)
       for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path.slice(1), message: issue.message });
+    else if (parsed.data.message.notification) refuseBothExpiries(parsed.data.message.notification, ['notification'], ctx);
   });
 
 const base = { id: stepId, next: nextRef.optional() };
