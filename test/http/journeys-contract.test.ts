@@ -62,6 +62,15 @@ describe('journeys: the definition rules and entries', () => {
       [steps(['delay']), 'journey.steps[0]: must be one of delay, wait_for, branch, send, message'],
       [steps([{ id: 'd', type: 'delay', duration: '1h', color: 'red' }]), 'journey.steps[0]'],
       [steps([{ id: 'bad id!', type: 'delay', duration: '1h' }]), 'journey.steps[0].id: must be 1 to 64 letters, digits, _ or -'],
+      // "end" is the way out: a step of that id could not be reached
+      [
+        steps([send('a'), { id: 'end', type: 'delay', duration: '1h' }]),
+        'journey.steps[1].id: must not be "end", which names the way out of the journey',
+      ],
+      [
+        steps(Array.from({ length: 101 }, (_, i) => ({ id: `d${i}`, type: 'delay', duration: '1h' }))),
+        'journey.steps: must hold at most 100 steps',
+      ],
       [steps([{ id: 'w', type: 'wait_for', event: 'two words', timeout: '1h' }]), 'journey.steps[0].event: must be an event name'],
       [{ ...cartJourney(), exit_on: ['ok', 'not ok'] }, 'journey.exit_on[1]: must be an event name'],
       [{ ...cartJourney(), trigger: { event: 'x', api: true } }, 'journey.trigger: must be {"event": NAME} or {"api": true}'],
