@@ -163,6 +163,28 @@ describe('journeys: the steps and the life cycle', () => {
     expect((await entrants(j.id)).map((e) => e.outcome)).toEqual(['completed', 'completed', 'completed']);
   });
 
+  it("a user entrant: another of the user's devices, or the user's own event, wakes and converts it", async () => {
+    clock.set(T0);
+    const j = await create({
+      trigger: { event: 'browsed' },
+      exit_on: ['purchase'],
+      steps: [
+        { id: 'opened', type: 'wait_for', event: 'app_open', timeout: '1d', on_event: 'wait', on_timeout: 'end' },
+        { id: 'wait', type: 'delay', duration: '1d' },
+      ],
+    });
+    const [phone, tablet] = [await device({ user_id: 'grace' }), await device({ user_id: 'grace' })];
+    await event(phone, 'browsed');
+    await runDue();
+    await event(tablet, 'app_open');
+    await runDue();
+    expect((await entrants(j.id)).map((e) => [e.device_id, e.step_id, e.phase])).toEqual([[phone, 'wait', 'waiting']]);
+    const bought = await call(h, 'POST', '/v6/users/grace/events', app.keys.write, { events: [{ name: 'purchase' }] });
+    expect(bought.statusCode).toBe(202);
+    expect((await entrants(j.id)).map((e) => e.outcome)).toEqual(['converted']);
+    expect(await stepCounts(j.id)).toMatchObject({ opened: { passed: 1 }, wait: { entered: 1, converted: 1, waiting: 0 } });
+  });
+
   it('exit_on: an exit event takes the entrant out converted wherever it is, and nothing more is sent to it', async () => {
     clock.set(T0);
     const j = await create({
