@@ -15,6 +15,8 @@ export const MAX_TTL_SECONDS = 2_419_200;
 export const PUSH_PRIORITIES = ['high', 'normal'] as const;
 export type PushPriority = (typeof PUSH_PRIORITIES)[number];
 
+/** Both expiry forms given: refused whatever the time, at `ttl`. */
+export const BOTH_EXPIRIES_ERROR = 'cannot be given with expires_at; give one of them';
 const INSTANT_ERROR = 'must be an ISO 8601 date-time with a time zone offset or Z, e.g. 2026-05-01T12:00:00Z';
 
 /** An instant in a request: an ISO 8601 date-time with its offset or Z (expires_at, a message's unpublish_at). */
@@ -54,8 +56,7 @@ export interface DeliveryOptions {
  * the future or lies more than 28 days ahead; `field` is the path of the object they sit in.
  */
 export function resolveDeliveryOptions(input: DeliveryOptionsInput, now: Date, field = 'notification'): DeliveryOptions {
-  if (input.expires_at !== undefined && input.ttl !== undefined)
-    throw new ValidationError(`${field}.ttl: cannot be given with expires_at; give one of them`);
+  if (input.expires_at !== undefined && input.ttl !== undefined) throw new ValidationError(`${field}.ttl: ${BOTH_EXPIRIES_ERROR}`);
   let expiresAt: Date | null = null;
   if (input.expires_at !== undefined) {
     expiresAt = parseIsoDate(input.expires_at);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterListSchema, parseFilterName, type Filter } from './filters.js';
 import { notificationRequestSchema } from './notification-request.js';
 import { messageRequestSchema } from './message-request.js';
+import { BOTH_EXPIRIES_ERROR } from './delivery-options.js';
 
 /**
  * A journey's definition as `POST /v6/journeys` takes it: what enters it (an event, or the API), who may enter
@@ -46,7 +47,11 @@ const eventName = z
     'must be an event name as the filter language names it (name or source.name)',
   );
 
-const stepId = z.string({ error: 'must be a string' }).regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, _ or -');
+const stepId = z
+  .string({ error: 'must be a string' })
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, _ or -')
+  // a step named "end" could never be reached: every way onward naming it leaves the journey
+  .refine((id) => id !== END, `must not be "${END}", which names the way out of the journey`);
 const nextRef = z.string({ error: 'must be a step id or "end"' }).min(1, 'must be a step id or "end"');
 const wallTime = z.string({ error: 'must be a time "HH:MM"' }).regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be a time "HH:MM"');
 
@@ -62,7 +67,14 @@ const sendNotification = z
     const parsed = notificationRequestSchema.safeParse({ notification: { ...n, to: CHECKED_TARGET } });
     if (!parsed.success)
       for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path.slice(1), message: issue.message });
+    else refuseBothExpiries(n, [], ctx);
   });
+
+/** The one check of a send's options that runs when it is sent but needs no clock: so refused here, not failed then. */
+function refuseBothExpiries(n: Record<string, unknown>, path: string[], ctx: z.RefinementCtx): void {
+  if (n.ttl !== undefined && n.expires_at !== undefined)
+    ctx.addIssue({ code: 'custom', path: [...path, 'ttl'], message: BOTH_EXPIRIES_ERROR });
+}
 
 /** A message step's message: what POST /v6/messages takes, without `to`. */
 const messageFields = z
@@ -73,6 +85,7 @@ const messageFields = z
     const parsed = messageRequestSchema.safeParse({ message: { ...m, to: CHECKED_TARGET } });
     if (!parsed.success)
       for (const issue of parsed.error.issues) ctx.addIssue({ code: 'custom', path: issue.path.slice(1), message: issue.message });
+    else if (parsed.data.message.notification) refuseBothExpiries(parsed.data.message.notification, ['notification'], ctx);
   });
 
 const base = { id: stepId, next: nextRef.optional() };
@@ -140,7 +153,10 @@ export const journeyFieldsSchema = z
       entry_filters: filterListSchema.optional(),
       re_entry: reEntrySchema.default('never'),
       exit_on: z.array(eventName, { error: 'must be an array of event names' }).max(20, 'must hold at most 20 events').default([]),
-      steps: z.array(stepSchema, { error: 'must be an array of steps' }).min(1, 'must hold at least one step').max(MAX_STEPS),
+      steps: z
+        .array(stepSchema, { error: 'must be an array of steps' })
+        .min(1, 'must hold at least one step')
+        .max(MAX_STEPS, `must hold at most ${MAX_STEPS} steps`),
       state: z.enum(['active', 'paused'], { error: 'must be "active" or "paused"' }).default('active'),
     },
     { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with name, trigger and steps' : undefined) },

@@ -19,6 +19,9 @@ export const errorResponse = z.object({ error: z.string() });
 
 const timestamp = z.string();
 
+/** The journey step that sent a notification (src/services/journey-engine.ts); absent for any other notification. */
+export const journeyTag = z.object({ id: z.string(), version: z.number().int(), step: z.string() }).optional();
+
 /** The answer to a create: the record fields of the contract (src/http/serialize.ts builds it). */
 export const createdNotificationRecord = z.object({
   id: z.string(),
@@ -50,8 +53,7 @@ export const createdNotificationRecord = z.object({
     /** whether the app's frequency caps apply, as submitted */
     cap: z.boolean().optional(),
   }),
-  /** the journey step that sent it (src/services/journey-engine.ts); absent for any other notification */
-  journey: z.object({ id: z.string(), version: z.number().int(), step: z.string() }).optional(),
+  journey: journeyTag,
 });
 
 /** A notification record as `GET /v6/notifications/:id` answers it (src/http/serialize.ts builds it). */

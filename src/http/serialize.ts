@@ -26,9 +26,12 @@ export function createdNotificationResponse(n: CutNotification) {
     state: n.state,
     to: { id: n.audience_id, type: 'Audience' as const },
     notification: submittedNotification(n.request),
-    journey: (n.request as { journey?: { id: string; version: number; step: string } }).journey,
+    journey: journeyOf(n),
   };
 }
+
+/** The journey step that sent a notification, or undefined (src/services/journey-engine.ts stores it with the request). */
+const journeyOf = (n: Pick<Notification, 'request'>) => (n.request as { journey?: { id: string; version: number; step: string } }).journey;
 
 type SubmittedFields = { to: unknown; payload: unknown; localized?: unknown; cap?: boolean } & DeliveryOptionsInput &
   ScheduleInput &
@@ -120,6 +123,7 @@ export function notificationEventsResponse({ notification: n, opens, conversions
     devices_not_allowed: n.devices_not_allowed,
     event_conversions: Object.fromEntries(conversions.map((c) => [eventKey(c), c.count])),
     ...(abTest && { ab_test: abTestStats(n, abTest) }),
+    journey: journeyOf(n),
   };
 }
 

@@ -169,7 +169,8 @@ export class JourneyEngine {
         const created = [];
         for (const to of targetsOf(due)) {
           const { message } = messageRequestSchema.parse({ message: { ...step.message, to } });
-          const stored = await this.deps.messages.insertIn(trx, group.app_id, message, now);
+          const journey = { id: group.journey_id, version: group.version, step: step.id };
+          const stored = await this.deps.messages.insertIn(trx, group.app_id, message, now, journey);
           if (stored.notification) created.push(stored.notification);
         }
         return { moves: due.map((e) => this.pass(e, step.id, next, counts, now, 'sent')), created };

@@ -11,7 +11,7 @@ import { messageState, type MessageState } from '../domain/message-stream.js';
 import type { Clock } from '../platform/clock.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { ServiceDeps } from './deps.js';
-import type { CreatedNotification, NotificationService, ResolvedAudience } from './notifications.js';
+import type { CreatedNotification, JourneyTag, NotificationService, ResolvedAudience } from './notifications.js';
 
 /** A message as the API answers it: the row, the push sent with it, and its state. */
 export interface MessageRecord {
@@ -76,16 +76,17 @@ export class MessageService {
   }
 
   /**
-   * Stores a message and its push in the caller's transaction (a journey's message step); the caller releases the
-   * push (`NotificationService.release`) once it committed.
+   * Stores a message and its push in the caller's transaction (a journey's message step, whose step the push is
+   * tagged with as a send step's is); the caller releases the push (`NotificationService.release`) once it committed.
    */
   async insertIn(
     trx: Transaction<Database>,
     appId: string,
     m: MessageRequest['message'],
     now: Date,
+    journey?: JourneyTag,
   ): Promise<{ record: MessageRecord; notification: CreatedNotification | null }> {
-    return this.insert(trx, appId, m, now, this.check(m, now));
+    return this.insert(trx, appId, m, now, this.check(m, now), journey);
   }
 
   /** The checks that need the clock: the message's times, and its push's options. */
@@ -103,6 +104,7 @@ export class MessageService {
     m: MessageRequest['message'],
     now: Date,
     { timing, pushFields, pushOptions }: ReturnType<MessageService['check']>,
+    journey?: JourneyTag,
   ): Promise<{ record: MessageRecord; notification: CreatedNotification | null }> {
     const audience = await this.notifications.resolveAudience(trx, appId, m.to);
     const named = await this.namedDevices(trx, appId, audience, now);
@@ -123,7 +125,13 @@ export class MessageService {
     let notification: CreatedNotification | null = null;
     if (pushFields && pushOptions) {
       const fields = { ...pushFields, payload: withMessageId(pushFields.payload, message.id) };
-      notification = await this.notifications.insert(trx, appId, fields, { audience, now, options: pushOptions, messageId: message.id });
+      notification = await this.notifications.insert(trx, appId, fields, {
+        audience,
+        now,
+        options: pushOptions,
+        messageId: message.id,
+        journey,
+      });
     }
     const record: MessageRecord = { message: { ...message, notification_id: notification?.notification.id ?? null }, state: 'scheduled' };
     return { record, notification };

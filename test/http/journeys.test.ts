@@ -1,19 +1,9 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { call } from './device-support.js';
+import { cartJourney } from './journey-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
-
-/** The cart-abandonment journey of the docs. */
-export const cartJourney = () => ({
-  name: 'Cart reminder',
-  trigger: { event: 'cart_abandoned' },
-  exit_on: ['purchase'],
-  steps: [
-    { id: 'wait', type: 'delay', duration: '1h' },
-    { id: 'remind', type: 'send', notification: { payload: { alert: 'Your cart is waiting' } } },
-  ],
-});
 
 describe('journeys: the definition API', () => {
   const h = useHarness();

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
+import { journeyApi } from '../http/journey-support.js';
 import { JourneyEngine } from '../../src/services/journey-engine.js';
 import { JourneyEntrantsRepository } from '../../src/db/repositories/journey-entrants.js';
 import { createRepositories } from '../../src/services/deps.js';
@@ -21,18 +22,7 @@ describe('journeys: the engine', () => {
   });
 
   const engine = () => h.ctx.services.journeyEngine;
-  const create = async (journey: unknown) => {
-    const res = await call(h, 'POST', '/v6/journeys', app.keys.write, { journey });
-    if (res.statusCode !== 201) throw new Error(res.body);
-    return res.json().journey as { id: string };
-  };
-  const journey = async (id: string) => (await call(h, 'GET', `/v6/journeys/${id}`, app.keys.read)).json().journey;
-  const stepCounts = async (id: string) =>
-    Object.fromEntries((await journey(id)).counts.steps.map((s: { id: string }) => [s.id, s])) as Record<string, Record<string, number>>;
-  const device = async (fields: Record<string, unknown> = {}) =>
-    (await call(h, 'POST', '/v6/devices', app.keys.write, { device: { platform: 'ios', ...fields } })).json().device.id as string;
-  const event = async (deviceId: string, name: string) =>
-    expect((await call(h, 'POST', `/v6/devices/${deviceId}/events`, app.keys.sdk, { events: [{ name }] })).statusCode).toBe(202);
+  const { create, journey, stepCounts, device, event } = journeyApi(h, () => app);
   const enter = async (journeyId: string, who: Record<string, string>) =>
     (await call(h, 'POST', `/v6/journeys/${journeyId}/entries`, app.keys.write, who)).json();
   /** The notifications a journey sent, oldest first: the step, and who they went to. */

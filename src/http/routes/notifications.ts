@@ -5,7 +5,15 @@ import type { CutNotification } from '../../db/repositories/notifications.js';
 import { notificationRequestSchema } from '../../domain/notification-request.js';
 import { actorOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
-import { authErrors, bodyErrors, createdNotificationRecord, errorResponse, idempotencyHeaders, notificationRecord } from '../schemas.js';
+import {
+  authErrors,
+  bodyErrors,
+  createdNotificationRecord,
+  errorResponse,
+  idempotencyHeaders,
+  journeyTag,
+  notificationRecord,
+} from '../schemas.js';
 import { createdNotificationResponse, notificationEventsResponse, notificationResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
@@ -155,6 +163,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
               devices_not_allowed: count,
               event_conversions: z.record(z.string(), count),
               ab_test: abTestStatsRecord.optional(),
+              journey: journeyTag,
             }),
             404: errorResponse,
             ...authErrors,

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { registerDevice, setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
+import { createHarness, type Harness } from '../helpers/harness.js';
+import { call } from '../http/device-support.js';
+
+/**
+ * A user entrant end to end, workers and mock gateways: the events of two of a user's devices enter the user once,
+ * the journey's send reaches each of the user's devices once (and no one else), and it is listed and counted in
+ * the statistics like any notification, with its journey and step.
+ */
+describe('journeys: a user entrant is sent to on all its devices, once', () => {
+  let h: Harness;
+  let gw: Gateways;
+  beforeAll(async () => {
+    gw = await startGateways();
+    h = await createHarness({ workers: true, env: { ...gw.env, JOURNEY_POLL_MS: '50' } });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await gw?.close();
+  });
+
+  it("each of the user's devices gets the step's push once, the statistics count them, with the journey and step", async () => {
+    const app = await h.createApp();
+    await setCredentials(h, app.app.id, gw);
+    const journey = {
+      name: 'Welcome the user',
+      trigger: { event: 'signed_up' },
+      steps: [{ id: 'hello', type: 'send', notification: { payload: { alert: 'Hello, you' } } }],
+    };
+    const j = (await call(h, 'POST', '/v6/journeys', app.keys.write, { journey })).json().journey;
+    const phone = await registerDevice(h, app.keys.sdk, { platform: 'ios', user_id: 'ada' });
+    const tablet = await registerDevice(h, app.keys.sdk, { platform: 'android', user_id: 'ada' });
+    const stranger = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
+    for (const d of [phone, tablet])
+      expect((await call(h, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'signed_up' }] })).statusCode).toBe(202);
+
+    const pushesTo = (token: string) => [...gw.apns.pushes, ...gw.fcm.pushes].filter((p) => p.token === token).length;
+    await waitFor('both devices of the user pushed', async () => pushesTo(phone.token) + pushesTo(tablet.token) >= 2, 20_000);
+    const listed = async () =>
+      (await call(h, 'GET', '/v6/notifications', app.keys.read)).json().notifications.filter((n: { journey?: unknown }) => n.journey);
+    await waitFor('the send finished', async () => (await listed()).every((n: { state: string }) => n.state === 'sent'), 20_000);
+    // a while longer: a second send would have come by now
+    await new Promise((r) => setTimeout(r, 500));
+    expect([pushesTo(phone.token), pushesTo(tablet.token), pushesTo(stranger.token)]).toEqual([1, 1, 0]);
+
+    const [sent] = await listed();
+    expect(await listed()).toHaveLength(1);
+    expect(sent.journey).toEqual({ id: j.id, version: 1, step: 'hello' });
+    const stats = (await call(h, 'GET', `/v6/stats/notifications/${sent.id}/events`, app.keys.read)).json();
+    expect(stats).toMatchObject({ pushes_succeeded: 2, push_text: 'Hello, you', journey: { id: j.id, version: 1, step: 'hello' } });
+    const counts = (await call(h, 'GET', `/v6/journeys/${j.id}`, app.keys.read)).json().journey.counts;
+    expect(counts.trigger).toMatchObject({ entered: 1, skipped: 1 });
+    expect(counts.steps[0]).toMatchObject({ id: 'hello', entered: 1, sent: 1, waiting: 0 });
+  });
+});
