@@ -43,7 +43,7 @@ import { startRedisCluster, withNode, type RedisCluster } from '../test/engines/
 import { untilPortAnswers } from '../test/engines/engines.js';
 import { duplicateBound, faultSettings } from './lib/fault-settings.js';
 import { LoadClients, type Post } from './lib/load-clients.js';
-import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
+import { combinedMocks, mocksInProcess, waitReceived, type LoopDelay, type MockGateways } from './lib/mock-gateways.js';
 import { arg, cpuMs, freePort, percentile, printRows, serverCpuMs } from './lib/setup.js';
 import { addApp, BENCH_BUNDLE, bareBroadcast, benchApp, LAB_ENV, startServices, waitFinished, type Services } from './lib/stack.js';
 
@@ -55,6 +55,13 @@ const fairness = Number(arg('fairness', '20'));
 const partitions = Number(arg('partitions', '6'));
 const faults = process.argv.includes('--faults');
 const unicastOnly = process.argv.includes('--unicast-only');
+/**
+ * Where the API processes' own sends (the one-device notifications, the fairness probes among them) go: `apart`, a
+ * mock gateways' process of their own; `shared`, the one taking the broadcast's 10,000 pushes a second, whose
+ * event loop then delays them as APNs and FCM would not.
+ */
+const probeGateway = arg('probe-gateway', 'apart');
+if (probeGateway !== 'apart' && probeGateway !== 'shared') throw new Error('--probe-gateway: apart or shared');
 /** unicast phases one after the other in each run, each to devices of its own (a later one: the processes warmer) */
 const unicastRounds = Number(arg('unicast-rounds', '1'));
 /**
@@ -97,7 +104,11 @@ interface Engines {
   single: SingleRedis | null;
   pg: PrimaryWithReplica;
   bouncer: PgBouncer;
+  /** every push, those of both mock processes */
   mocks: MockGateways;
+  /** the mocks the workers send to, and those the API processes send to (the same with --probe-gateway shared) */
+  workerMocks: MockGateways;
+  apiMocks: MockGateways;
 }
 
 /** What each tier has used so far: CPU ms per tier, Redis commands run by the masters, the primary's WAL position. */
@@ -139,14 +150,18 @@ async function main() {
   });
   let bouncer: PgBouncer | undefined;
   let mocks: MockGateways | undefined;
+  let workerMocks: MockGateways | undefined;
+  let apiMocks: MockGateways | undefined;
   let single: SingleRedis | null = null;
   try {
     if (variants.includes('single-redis')) single = await startSingleRedis();
     // the pool behind PgBouncer: fewer server connections than the processes' pools hold, as in production
     bouncer = await startPgBouncer({ serverUrl: pg.primaryUrl, poolSize: 20, maxClients: 1000 });
-    mocks = await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE]);
+    workerMocks = await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE]);
+    apiMocks = probeGateway === 'apart' ? await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE], workerMocks) : workerMocks;
+    mocks = apiMocks === workerMocks ? workerMocks : combinedMocks(workerMocks, apiMocks);
     process.env.DATABASE_URL = pg.primaryUrl; // benchApp makes its database on this server
-    const status = await run({ cluster, single, pg, bouncer, mocks });
+    const status = await run({ cluster, single, pg, bouncer, mocks, workerMocks, apiMocks });
     process.exitCode = status;
   } finally {
     await mocks?.close();
@@ -158,7 +173,17 @@ async function main() {
 }
 
 async function run(engines: Engines): Promise<number> {
-  const { cluster, single, pg, bouncer, mocks } = engines;
+  const { cluster, single, pg, bouncer, mocks, workerMocks, apiMocks } = engines;
+  // the API processes' gateways, when apart from the workers'
+  const apiEnv: Record<string, string> =
+    apiMocks === workerMocks
+      ? {}
+      : {
+          APNS_ORIGIN_PRODUCTION: apiMocks.apnsOrigin,
+          APNS_ORIGIN_SANDBOX: apiMocks.apnsOrigin,
+          FCM_ORIGIN: apiMocks.fcmOrigin,
+          GOOGLE_TOKEN_URL: apiMocks.fcmTokenUrl,
+        };
   const stack = await benchApp('bench_cluster', { queue: 'redis', redisUrl: '', gateways: mocks });
   const other = await addApp(stack.db, mocks, OTHER_BUNDLE);
   const { db } = stack;
@@ -288,28 +313,68 @@ async function run(engines: Engines): Promise<number> {
     };
   };
 
-  /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; their times to push. */
+  /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app. */
   const probe = async (services: Services, probes: readonly { id: string; token: string | null }[], going: () => boolean) => {
     await mocks.watch(probes.map((d) => d.token!));
-    const posted: { token: string; at: number }[] = [];
+    const posted: Posted[] = [];
     for (const [i, d] of probes.entries()) {
       if (!going()) break;
       const at = performance.timeOrigin + performance.now();
       await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id));
-      posted.push({ token: d.token!, at });
+      posted.push({ token: d.token!, at, answeredAt: performance.timeOrigin + performance.now() });
       await sleep(PROBE_EVERY_MS);
     }
     return posted;
   };
-  const timesToPush = async (posted: { token: string; at: number }[]) => {
-    const arrivals = await mocks.arrivals(posted.map((p) => p.token));
-    return posted.map((p, i) => (arrivals[i] === null ? Infinity : arrivals[i]! - p.at)).sort((a, b) => a - b);
+  /** The probes' times to push, split into the POST's answer and what came after it; how many the API processes sent. */
+  const timesToPush = async (posted: Posted[]): Promise<ProbeTimes> => {
+    const tokens = posted.map((p) => p.token);
+    const arrivals = await mocks.arrivals(tokens);
+    const byApi = apiMocks === workerMocks ? null : (await apiMocks.counts(tokens)).filter((n) => n > 0).length;
+    const sorted = (f: (p: Posted, arrival: number | null) => number) => posted.map((p, i) => f(p, arrivals[i]!)).sort((a, b) => a - b);
+    return {
+      total: sorted((p, a) => (a === null ? Infinity : a - p.at)),
+      answer: sorted((p) => p.answeredAt - p.at),
+      afterAnswer: sorted((p, a) => (a === null ? Infinity : a - p.answeredAt)),
+      byApi,
+    };
+  };
+  /** What the API processes report of their event loops and gateway sends since last asked (their lag resets when read). */
+  const apiGauges = async (services: Services) => {
+    const texts = await Promise.all(services.bases.map((base) => fetch(`${base}/metrics`).then((r) => r.text())));
+    const gauge = (text: string, name: string) => Number(new RegExp(`^pushd_${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const sum = (name: string) =>
+      texts.reduce(
+        (n, text) => n + [...text.matchAll(new RegExp(`^pushd_${name}\\{[^}]*\\} (\\S+)$`, 'gm'))].reduce((m, x) => m + Number(x[1]), 0),
+        0,
+      );
+    return {
+      lagP50: Math.max(...texts.map((t) => gauge(t, 'nodejs_eventloop_lag_p50_seconds'))) * 1000,
+      lagP99: Math.max(...texts.map((t) => gauge(t, 'nodejs_eventloop_lag_p99_seconds'))) * 1000,
+      lagMax: Math.max(...texts.map((t) => gauge(t, 'nodejs_eventloop_lag_max_seconds'))) * 1000,
+      sendSeconds: sum('gateway_send_seconds_sum'),
+      sends: sum('gateway_send_seconds_count'),
+    };
   };
 
   if (faults) return runFaults(engines, env, broadcaster);
 
   const phases: Phase[] = [];
-  const fair: { workers: number; idle: number[]; busy: number[]; broadcastS: number }[] = [];
+  const fair: {
+    workers: number;
+    idle: ProbeTimes;
+    busy: ProbeTimes;
+    broadcastS: number;
+    /** during the broadcast: the event-loop delays of the API processes (the larger) and of the two mock processes */
+    apiLoop: LoopDelay;
+    workerMockLoop: LoopDelay;
+    apiMockLoop: LoopDelay | null;
+    /** the API processes' gateway sends during it: how many, their mean time to answer (ms) */
+    apiSends: number;
+    apiSendMs: number;
+    /** the share of the machine's CPU time busy during it */
+    machineBusy: number;
+  }[] = [];
   const idles: ({ workers: number; variant: Variant } & Omit<Spent, 'detail'>)[] = [];
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(mocks.serviceAccount), {
     tokenUrl: mocks.fcmTokenUrl,
@@ -317,7 +382,7 @@ async function run(engines: Engines): Promise<number> {
   for (const [r, { workers, variant }] of runs.entries()) {
     const { warmDevices: warmOnes, rounds, idleProbes, busyProbes } = devicesOf(r);
     const apis = variant === 'one-api' ? 1 : 2;
-    const services = await startServices(envOf(variant), { mode: 'split', apis, workers, logFile: LOG_FILE });
+    const services = await startServices(envOf(variant), { mode: 'split', apis, workers, logFile: LOG_FILE, apiEnv });
     step(`${workers} worker(s), ${variant}: ${apis} API process(es) and ${workers} worker(s) ready`);
     const lag = new LagSampler(db.db);
     try {
@@ -356,7 +421,11 @@ async function run(engines: Engines): Promise<number> {
         const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
         await mocks.reset();
 
-        // the broadcast, the other app's probes posted while it runs
+        // the broadcast, the other app's probes posted while it runs; the event loops' delays and the machine's
+        // CPU read before (which resets the delays) and after
+        const apiBefore = await apiGauges(services);
+        await Promise.all([workerMocks.loopDelay(), apiMocks.loopDelay()]);
+        const machineBefore = machineCpu();
         const before = await snapshot(services);
         lag.start();
         const t0 = performance.timeOrigin + performance.now();
@@ -373,6 +442,10 @@ async function run(engines: Engines): Promise<number> {
         await waitReceived(mocks, devices + posted.length, 30_000);
         const { lastAtEpochMs } = await mocks.received();
         const after = await snapshot(services);
+        const machineAfter = machineCpu();
+        const apiAfter = await apiGauges(services);
+        const workerMockLoop = await workerMocks.loopDelay();
+        const apiMockLoop = apiMocks === workerMocks ? null : await apiMocks.loopDelay();
         const lagMax = lag.stop();
         await finished;
         await sleep(1000); // a push sent twice would arrive now
@@ -399,7 +472,18 @@ async function run(engines: Engines): Promise<number> {
           missed: devices + posted.length - counted.distinct,
           twice: counted.twice,
         });
-        fair.push({ workers, idle, busy, broadcastS });
+        fair.push({
+          workers,
+          idle,
+          busy,
+          broadcastS,
+          apiLoop: { p50: apiAfter.lagP50, p99: apiAfter.lagP99, max: apiAfter.lagMax },
+          workerMockLoop,
+          apiMockLoop,
+          apiSends: apiAfter.sends - apiBefore.sends,
+          apiSendMs: ((apiAfter.sendSeconds - apiBefore.sendSeconds) * 1000) / Math.max(1, apiAfter.sends - apiBefore.sends),
+          machineBusy: (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total),
+        });
         console.log(`${workers} worker(s), ${variant}: broadcast ${(devices / broadcastS).toFixed(0)}/s, bare ${bareRate.toFixed(0)}/s`);
       }
 
@@ -508,19 +592,56 @@ async function run(engines: Engines): Promise<number> {
       i.wal.toFixed(0),
     ]),
   );
-  console.log('\nfairness: time to push of one-device notifications of another app, posted 100 ms apart\n');
+  console.log(
+    `\nfairness: time to push (POST to the push at the mock gateway) of one-device notifications of another app, posted 100 ms ` +
+      `apart; the API processes' sends to ${probeGateway === 'apart' ? 'mock gateways of their own' : "the broadcast's mock gateways"}\n`,
+  );
   const ms = (xs: number[], p: number) => (xs.length ? `${percentile(xs, p).toFixed(0)} ms` : '–');
   printRows(
-    ['workers', 'broadcast took', 'while it runs: p50', 'p95', 'max', 'probes', 'nothing else running: p50', 'p95'],
+    ['workers', 'broadcast took', 'while it runs: p50', 'p95', 'max', 'probes', 'sent by the API', 'nothing else running: p50', 'p95'],
     fair.map((f) => [
       String(f.workers),
       `${f.broadcastS.toFixed(1)} s`,
-      ms(f.busy, 50),
-      ms(f.busy, 95),
-      ms(f.busy, 100),
-      String(f.busy.length),
-      ms(f.idle, 50),
-      ms(f.idle, 95),
+      ms(f.busy.total, 50),
+      ms(f.busy.total, 95),
+      ms(f.busy.total, 100),
+      String(f.busy.total.length),
+      f.busy.byApi === null ? '–' : String(f.busy.byApi),
+      ms(f.idle.total, 50),
+      ms(f.idle.total, 95),
+    ]),
+  );
+  console.log(
+    "\nwhere the probes' time went while the broadcast ran: POST answered (created and committed), then to the push at the " +
+      "mock; the API processes' gateway sends (mean time to answer), event-loop delays (p50 / p99 / max) and the machine's CPU\n",
+  );
+  const loop = (d: LoopDelay | null) => (d ? `${d.p50.toFixed(0)} / ${d.p99.toFixed(0)} / ${d.max.toFixed(0)} ms` : '–');
+  printRows(
+    [
+      'workers',
+      'POST p50',
+      'p95',
+      'after it p50',
+      'p95',
+      'API sends',
+      'mean',
+      'API loop',
+      'worker mocks loop',
+      'API mocks loop',
+      'CPU busy',
+    ],
+    fair.map((f) => [
+      String(f.workers),
+      ms(f.busy.answer, 50),
+      ms(f.busy.answer, 95),
+      ms(f.busy.afterAnswer, 50),
+      ms(f.busy.afterAnswer, 95),
+      String(f.apiSends),
+      `${f.apiSendMs.toFixed(1)} ms`,
+      loop(f.apiLoop),
+      loop(f.workerMockLoop),
+      loop(f.apiMockLoop),
+      `${(100 * f.machineBusy).toFixed(0)} %`,
     ]),
   );
   const bad = phases.filter((p) => p.missed > 0 || p.twice > 0);
@@ -611,6 +732,22 @@ async function commandsRun(r: Redis): Promise<number> {
   );
 }
 
+/** A fairness probe: when it was posted and answered (epoch ms). */
+interface Posted {
+  token: string;
+  at: number;
+  answeredAt: number;
+}
+
+/** Probes' times, each list sorted (ms): to the push, to the POST's answer, from the answer to the push. */
+interface ProbeTimes {
+  total: number[];
+  answer: number[];
+  afterAnswer: number[];
+  /** how many reached the API processes' mocks (null: they share the workers') */
+  byApi: number | null;
+}
+
 interface SingleRedis {
   port: number;
   pid: number;
@@ -686,6 +823,14 @@ function threadDetail(pids: number[], label: string): Record<string, number> {
       }
     }
   return out;
+}
+
+/** The machine's CPU time so far (/proc/stat, all cores, ticks): busy, and in all. */
+function machineCpu(): { busy: number; total: number } {
+  const ticks = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = ticks.reduce((a, b) => a + b, 0);
+  // idle and iowait
+  return { busy: total - ticks[3]! - ticks[4]!, total };
 }
 
 function sumCpu(pids: number[]): number {
