@@ -7,14 +7,16 @@
  *
  *   npm run -s bench -- cluster [--devices 100000] [--unicast 2000] [--workers 1,2] [--clients 50] [--fairness 20]
  *                               [--partitions 6] [--faults] [--variants cluster,direct-pg,...] [--unicast-only]
- *                               [--warm 2000] [--unicast-rounds 1]
+ *                               [--warm 2000] [--unicast-rounds 1] [--probe-gateway apart|shared]
  *
  * For each worker count it prints pushes/s and the ratio to the bare client, CPU µs a push per tier (read from
  * /proc/<pid>/stat of every process of the tier), Redis commands a push (INFO commandstats, summed over the
  * masters), PostgreSQL WAL bytes a push (pg_current_wal_lsn), the replica's largest replay lag, and fairness: the
  * time to push of `--fairness` one-device notifications of the other app posted while the broadcast runs, beside
- * the same posted while nothing else runs. The mocks count pushes per token: a device missed or pushed twice
- * makes it exit 1.
+ * the same posted while nothing else runs, both those the API sends itself and as many posted with an
+ * Idempotency-Key (sent by a delivery job), with where the time went (the POST, the event loops, the CPU). The
+ * API processes send to mock gateways of their own (`--probe-gateway shared`: to the broadcast's). The mocks count
+ * pushes per token: a device missed or pushed twice makes it exit 1.
  *
  * --variants: the runs of each worker count, each changing ONE part of the topology (see VARIANTS): to find what a
  * figure costs, compare a variant's row with the `cluster` row of the same run. --unicast-only: only the warm-up,
@@ -232,7 +234,7 @@ async function run(engines: Engines): Promise<number> {
     from generate_series(${from}::int, ${to}::int) as i`.execute(db.db);
   await seed(stack.app.id, 1, devices);
   const warmDevices = WARM_A_PROCESS * 2;
-  const perRun = warmDevices + unicast * unicastRounds + 2 * fairness;
+  const perRun = warmDevices + unicast * unicastRounds + 4 * fairness;
   await seed(other.app.id, devices + 1, devices + perRun * runs.length);
   await sql`analyze devices`.execute(db.db);
   const theirs = await db.db.selectFrom('devices').select(['id', 'token']).where('app_id', '=', other.app.id).orderBy('token').execute();
@@ -244,7 +246,9 @@ async function run(engines: Engines): Promise<number> {
       warmDevices: all.slice(0, warmDevices),
       rounds,
       idleProbes: mine.slice(unicast * unicastRounds, unicast * unicastRounds + fairness),
-      busyProbes: mine.slice(unicast * unicastRounds + fairness),
+      busyProbes: mine.slice(unicast * unicastRounds + fairness, unicast * unicastRounds + 2 * fairness),
+      idleQueued: mine.slice(unicast * unicastRounds + 2 * fairness, unicast * unicastRounds + 3 * fairness),
+      busyQueued: mine.slice(unicast * unicastRounds + 3 * fairness),
     };
   };
   console.log(
@@ -313,30 +317,46 @@ async function run(engines: Engines): Promise<number> {
     };
   };
 
-  /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app. */
-  const probe = async (services: Services, probes: readonly { id: string; token: string | null }[], going: () => boolean) => {
+  /**
+   * Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; `queued` with an
+   * Idempotency-Key, which the API does not send itself: a delivery job in the notification's queue partition does.
+   */
+  const probe = async (
+    services: Services,
+    probes: readonly { id: string; token: string | null }[],
+    going: () => boolean,
+    queued = false,
+  ) => {
     await mocks.watch(probes.map((d) => d.token!));
     const posted: Posted[] = [];
+    if (queued) await sleep(PROBE_EVERY_MS / 2); // between the direct ones
     for (const [i, d] of probes.entries()) {
       if (!going()) break;
       const at = performance.timeOrigin + performance.now();
-      await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id));
-      posted.push({ token: d.token!, at, answeredAt: performance.timeOrigin + performance.now() });
+      const headers: Record<string, string> = queued ? { 'idempotency-key': `probe-${d.token}` } : {};
+      const id = await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id), headers);
+      posted.push({ id, token: d.token!, at, answeredAt: performance.timeOrigin + performance.now() });
       await sleep(PROBE_EVERY_MS);
     }
     return posted;
   };
-  /** The probes' times to push, split into the POST's answer and what came after it; how many the API processes sent. */
-  const timesToPush = async (posted: Posted[]): Promise<ProbeTimes> => {
+  /**
+   * The probes' times to push, split into the POST's answer and what came after it; how many the API processes
+   * sent; those of the probes in the queue partition of `broadcast`.
+   */
+  const timesToPush = async (posted: Posted[], broadcast?: string): Promise<ProbeTimes> => {
     const tokens = posted.map((p) => p.token);
     const arrivals = await mocks.arrivals(tokens);
     const byApi = apiMocks === workerMocks ? null : (await apiMocks.counts(tokens)).filter((n) => n > 0).length;
+    const times = posted.map((p, i) => (arrivals[i] == null ? Infinity : arrivals[i]! - p.at));
     const sorted = (f: (p: Posted, arrival: number | null) => number) => posted.map((p, i) => f(p, arrivals[i]!)).sort((a, b) => a - b);
+    const shared = broadcast === undefined ? -1 : partitionOf(broadcast, partitions);
     return {
-      total: sorted((p, a) => (a === null ? Infinity : a - p.at)),
+      total: [...times].sort((a, b) => a - b),
       answer: sorted((p) => p.answeredAt - p.at),
       afterAnswer: sorted((p, a) => (a === null ? Infinity : a - p.answeredAt)),
       byApi,
+      inBroadcastPartition: times.filter((_, i) => partitionOf(posted[i]!.id, partitions) === shared).sort((a, b) => a - b),
     };
   };
   /** What the API processes report of their event loops and gateway sends since last asked (their lag resets when read). */
@@ -364,6 +384,9 @@ async function run(engines: Engines): Promise<number> {
     workers: number;
     idle: ProbeTimes;
     busy: ProbeTimes;
+    /** the probes posted with an Idempotency-Key, sent by a delivery job */
+    idleQ: ProbeTimes;
+    busyQ: ProbeTimes;
     broadcastS: number;
     /** during the broadcast: the event-loop delays of the API processes (the larger) and of the two mock processes */
     apiLoop: LoopDelay;
@@ -380,7 +403,7 @@ async function run(engines: Engines): Promise<number> {
     tokenUrl: mocks.fcmTokenUrl,
   }).getAccessToken();
   for (const [r, { workers, variant }] of runs.entries()) {
-    const { warmDevices: warmOnes, rounds, idleProbes, busyProbes } = devicesOf(r);
+    const { warmDevices: warmOnes, rounds, idleProbes, busyProbes, idleQueued, busyQueued } = devicesOf(r);
     const apis = variant === 'one-api' ? 1 : 2;
     const services = await startServices(envOf(variant), { mode: 'split', apis, workers, logFile: LOG_FILE, apiEnv });
     step(`${workers} worker(s), ${variant}: ${apis} API process(es) and ${workers} worker(s) ready`);
@@ -418,7 +441,10 @@ async function run(engines: Engines): Promise<number> {
 
       if (!unicastOnly) {
         // fairness, nothing else running
-        const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
+        const idlePosted = await Promise.all([probe(services, idleProbes, () => true), probe(services, idleQueued, () => true, true)]);
+        await sleep(1000);
+        const idle = await timesToPush(idlePosted[0]);
+        const idleQ = await timesToPush(idlePosted[1]);
         await mocks.reset();
 
         // the broadcast, the other app's probes posted while it runs; the event loops' delays and the machine's
@@ -431,15 +457,18 @@ async function run(engines: Engines): Promise<number> {
         const t0 = performance.timeOrigin + performance.now();
         const id = await post(services.bases[0]!, broadcaster, '*');
         let broadcasting = true;
-        const probes = probe(services, busyProbes, () => broadcasting);
+        const probes = Promise.all([
+          probe(services, busyProbes, () => broadcasting),
+          probe(services, busyQueued, () => broadcasting, true),
+        ]);
         // its failure is thrown where it is awaited, and the engines stopped; unhandled meanwhile, it would end the
         // process with the engines left running
         probes.catch(() => undefined);
         const finished = waitFinished(services.bases[1]!, broadcaster, id);
         await Promise.race([waitReceived(mocks, devices, 600_000), finished]);
         broadcasting = false;
-        const posted = await probes;
-        await waitReceived(mocks, devices + posted.length, 30_000);
+        const [posted, postedQ] = await probes;
+        await waitReceived(mocks, devices + posted.length + postedQ.length, 30_000);
         const { lastAtEpochMs } = await mocks.received();
         const after = await snapshot(services);
         const machineAfter = machineCpu();
@@ -449,7 +478,8 @@ async function run(engines: Engines): Promise<number> {
         const lagMax = lag.stop();
         await finished;
         await sleep(1000); // a push sent twice would arrive now
-        const busy = await timesToPush(posted);
+        const busy = await timesToPush(posted, id);
+        const busyQ = await timesToPush(postedQ, id);
         step('broadcast done');
         const counted = await mocks.summary();
         await mocks.reset();
@@ -467,15 +497,17 @@ async function run(engines: Engines): Promise<number> {
           pushes: devices,
           seconds: broadcastS,
           bare: bareRate,
-          ...(await measured(before, after, devices + posted.length, idlePerS, broadcastS)),
+          ...(await measured(before, after, devices + posted.length + postedQ.length, idlePerS, broadcastS)),
           lag: lagMax,
-          missed: devices + posted.length - counted.distinct,
+          missed: devices + posted.length + postedQ.length - counted.distinct,
           twice: counted.twice,
         });
         fair.push({
           workers,
           idle,
           busy,
+          idleQ,
+          busyQ,
           broadcastS,
           apiLoop: { p50: apiAfter.lagP50, p99: apiAfter.lagP99, max: apiAfter.lagMax },
           workerMockLoop,
@@ -541,7 +573,7 @@ async function run(engines: Engines): Promise<number> {
   console.log(
     `\ncluster benchmark: 3 Redis masters + 3 replicas, PostgreSQL 15 primary + streaming replica (fsync off), PgBouncer 1.18 ` +
       `(transaction mode, 20 server connections), 2 API processes, N workers, ${partitions} queue partitions (variants: ${variants.join(', ')}); ` +
-      `mock gateways in a process of their own on loopback TLS HTTP/2; bare client: 1 connection x 1,000 streams per gateway, ` +
+      `mock gateways in a process of their own on loopback TLS HTTP/2 (${probeGateway === 'apart' ? "the API processes' in a second one" : 'one for all'}); bare client: 1 connection x 1,000 streams per gateway, ` +
       `${devices} pushes, once per worker count. CPU per push: all the tier's processes (PostgreSQL: the primary's processes, PG replica: the replica's; ` +
       `Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; per push: gross (net of the idle work); unicast by device_id ` +
       `filter from ${clients} clients (half to each API process), sent by the API processes themselves\n`,
@@ -598,18 +630,41 @@ async function run(engines: Engines): Promise<number> {
   );
   const ms = (xs: number[], p: number) => (xs.length ? `${percentile(xs, p).toFixed(0)} ms` : '–');
   printRows(
-    ['workers', 'broadcast took', 'while it runs: p50', 'p95', 'max', 'probes', 'sent by the API', 'nothing else running: p50', 'p95'],
-    fair.map((f) => [
-      String(f.workers),
-      `${f.broadcastS.toFixed(1)} s`,
-      ms(f.busy.total, 50),
-      ms(f.busy.total, 95),
-      ms(f.busy.total, 100),
-      String(f.busy.total.length),
-      f.busy.byApi === null ? '–' : String(f.busy.byApi),
-      ms(f.idle.total, 50),
-      ms(f.idle.total, 95),
-    ]),
+    [
+      'workers',
+      'probes',
+      'broadcast took',
+      'while it runs: p50',
+      'p95',
+      'max',
+      'probes',
+      'sent by the API',
+      "in the broadcast's partition: n",
+      'max',
+      'nothing else running: p50',
+      'p95',
+    ],
+    fair.flatMap((f) =>
+      (
+        [
+          ['sent by the API', f.busy, f.idle],
+          ['queued (Idempotency-Key)', f.busyQ, f.idleQ],
+        ] as const
+      ).map(([kind, busy, idle]) => [
+        String(f.workers),
+        kind,
+        `${f.broadcastS.toFixed(1)} s`,
+        ms(busy.total, 50),
+        ms(busy.total, 95),
+        ms(busy.total, 100),
+        String(busy.total.length),
+        busy.byApi === null ? '–' : String(busy.byApi),
+        String(busy.inBroadcastPartition.length),
+        ms(busy.inBroadcastPartition, 100),
+        ms(idle.total, 50),
+        ms(idle.total, 95),
+      ]),
+    ),
   );
   console.log(
     "\nwhere the probes' time went while the broadcast ran: POST answered (created and committed), then to the push at the " +
@@ -732,8 +787,9 @@ async function commandsRun(r: Redis): Promise<number> {
   );
 }
 
-/** A fairness probe: when it was posted and answered (epoch ms). */
+/** A fairness probe: its notification, when it was posted and answered (epoch ms). */
 interface Posted {
+  id: string;
   token: string;
   at: number;
   answeredAt: number;
@@ -746,6 +802,8 @@ interface ProbeTimes {
   afterAnswer: number[];
   /** how many reached the API processes' mocks (null: they share the workers') */
   byApi: number | null;
+  /** the times to push of those whose jobs share the broadcast's queue partition, sorted */
+  inBroadcastPartition: number[];
 }
 
 interface SingleRedis {
