@@ -359,6 +359,33 @@ async function run(engines: Engines): Promise<number> {
       inBroadcastPartition: times.filter((_, i) => partitionOf(posted[i]!.id, partitions) === shared).sort((a, b) => a - b),
     };
   };
+  /**
+   * Where queued probes' time went, from their delivery jobs' events in the partitions' event streams (whose ids
+   * are Redis's clock, ms): POST to the job added, added to taken by a worker, taken to the push, push to done;
+   * each list sorted. Only on the Redis Cluster (not the `single-redis` variant).
+   */
+  const queueTimes = async (posted: Posted[], arrivals: (number | null)[]) => {
+    const streams = new Map<number, [string, string[]][]>();
+    for (const p of new Set(posted.map((q) => partitionOf(q.id, partitions)))) {
+      const tag = partitionPrefix(prefix, p, partitions);
+      streams.set(p, await withNode(await cluster.ownerOf(tag), (r) => r.xrange(`${tag}:delivery:events`, '-', '+')));
+    }
+    const parts = { posted: [] as number[], waiting: [] as number[], worker: [] as number[], record: [] as number[] };
+    for (const [i, q] of posted.entries()) {
+      const job = `${q.id}-g1-b0`;
+      const at = (event: string) => {
+        const entry = streams.get(partitionOf(q.id, partitions))!.find(([, f]) => f[f.indexOf('jobId') + 1] === job && f[1] === event);
+        return entry ? Number(entry[0].split('-')[0]) : NaN;
+      };
+      const [added, active, completed, arrived] = [at('added'), at('active'), at('completed'), arrivals[i] ?? NaN];
+      parts.posted.push(added - q.at);
+      parts.waiting.push(active - added);
+      parts.worker.push(arrived - active);
+      parts.record.push(completed - arrived);
+    }
+    for (const list of Object.values(parts)) list.sort((a, b) => a - b);
+    return parts;
+  };
   /** What the API processes report of their event loops and gateway sends since last asked (their lag resets when read). */
   const apiGauges = async (services: Services) => {
     const texts = await Promise.all(services.bases.map((base) => fetch(`${base}/metrics`).then((r) => r.text())));
@@ -387,6 +414,7 @@ async function run(engines: Engines): Promise<number> {
     /** the probes posted with an Idempotency-Key, sent by a delivery job */
     idleQ: ProbeTimes;
     busyQ: ProbeTimes;
+    queuedParts: Awaited<ReturnType<typeof queueTimes>> | null;
     broadcastS: number;
     /** during the broadcast: the event-loop delays of the API processes (the larger) and of the two mock processes */
     apiLoop: LoopDelay;
@@ -480,6 +508,8 @@ async function run(engines: Engines): Promise<number> {
         await sleep(1000); // a push sent twice would arrive now
         const busy = await timesToPush(posted, id);
         const busyQ = await timesToPush(postedQ, id);
+        const queuedParts =
+          variant === 'single-redis' ? null : await queueTimes(postedQ, await mocks.arrivals(postedQ.map((q) => q.token)));
         step('broadcast done');
         const counted = await mocks.summary();
         await mocks.reset();
@@ -508,6 +538,7 @@ async function run(engines: Engines): Promise<number> {
           busy,
           idleQ,
           busyQ,
+          queuedParts,
           broadcastS,
           apiLoop: { p50: apiAfter.lagP50, p99: apiAfter.lagP99, max: apiAfter.lagMax },
           workerMockLoop,
@@ -698,6 +729,23 @@ async function run(engines: Engines): Promise<number> {
       loop(f.apiMockLoop),
       `${(100 * f.machineBusy).toFixed(0)} %`,
     ]),
+  );
+  console.log(
+    "\nthe queued probes' time while the broadcast ran, from their delivery jobs' events: POST to the job added, " +
+      'then taken by a worker, then pushed, then recorded (p50 / p95)\n',
+  );
+  const p50p95 = (xs: number[]) => `${ms(xs, 50)} / ${ms(xs, 95)}`;
+  printRows(
+    ['workers', 'POST to added', 'to taken', 'to pushed', 'to recorded'],
+    fair
+      .filter((f) => f.queuedParts)
+      .map((f) => [
+        String(f.workers),
+        p50p95(f.queuedParts!.posted),
+        p50p95(f.queuedParts!.waiting),
+        p50p95(f.queuedParts!.worker),
+        p50p95(f.queuedParts!.record),
+      ]),
   );
   const bad = phases.filter((p) => p.missed > 0 || p.twice > 0);
   for (const p of bad) console.error(`FAIL ${p.workers} worker(s), ${p.traffic}: ${p.missed} missed, ${p.twice} pushed twice`);
