@@ -87,8 +87,8 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 
 /**
  * The partition (0 to count - 1) of a notification's jobs: FNV-1a of its id, so every process picks the same one
- * and notifications spread evenly. Per notification rather than per app: a large broadcast holds back only the
- * sends that hash with it, of any app (its own included), and an app's load spreads over the partitions.
+ * and notifications spread evenly. Per notification rather than per app: an app's load spreads over the partitions,
+ * and two broadcasts go side by side unless they hash together (a partition's other sends go before either).
  */
 export function partitionOf(notificationId: string, count: number): number {
   if (count <= 1) return 0;
