@@ -88,7 +88,8 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 /**
  * The partition (0 to count - 1) of a notification's jobs: FNV-1a of its id, so every process picks the same one
  * and notifications spread evenly. Per notification rather than per app: an app's load spreads over the partitions,
- * and two broadcasts go side by side unless they hash together (a partition's other sends go before either).
+ * and two broadcasts go side by side unless they hash together (then one's batches queue behind the other's; a
+ * partition's other sends go before either).
  */
 export function partitionOf(notificationId: string, count: number): number {
   if (count <= 1) return 0;
