@@ -7,14 +7,16 @@
  *
  *   npm run -s bench -- cluster [--devices 100000] [--unicast 2000] [--workers 1,2] [--clients 50] [--fairness 20]
  *                               [--partitions 6] [--faults] [--variants cluster,direct-pg,...] [--unicast-only]
- *                               [--warm 2000] [--unicast-rounds 1]
+ *                               [--warm 2000] [--unicast-rounds 1] [--probe-gateway apart|shared]
  *
  * For each worker count it prints pushes/s and the ratio to the bare client, CPU µs a push per tier (read from
  * /proc/<pid>/stat of every process of the tier), Redis commands a push (INFO commandstats, summed over the
  * masters), PostgreSQL WAL bytes a push (pg_current_wal_lsn), the replica's largest replay lag, and fairness: the
  * time to push of `--fairness` one-device notifications of the other app posted while the broadcast runs, beside
- * the same posted while nothing else runs. The mocks count pushes per token: a device missed or pushed twice
- * makes it exit 1.
+ * the same posted while nothing else runs, both those the API sends itself and as many posted with an
+ * Idempotency-Key (sent by a delivery job), with where the time went (the POST, the event loops, the CPU). The
+ * API processes send to mock gateways of their own (`--probe-gateway shared`: to the broadcast's). The mocks count
+ * pushes per token: a device missed or pushed twice makes it exit 1.
  *
  * --variants: the runs of each worker count, each changing ONE part of the topology (see VARIANTS): to find what a
  * figure costs, compare a variant's row with the `cluster` row of the same run. --unicast-only: only the warm-up,
@@ -43,7 +45,7 @@ import { startRedisCluster, withNode, type RedisCluster } from '../test/engines/
 import { untilPortAnswers } from '../test/engines/engines.js';
 import { duplicateBound, faultSettings } from './lib/fault-settings.js';
 import { LoadClients, type Post } from './lib/load-clients.js';
-import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
+import { combinedMocks, mocksInProcess, waitReceived, type LoopDelay, type MockGateways } from './lib/mock-gateways.js';
 import { arg, cpuMs, freePort, percentile, printRows, serverCpuMs } from './lib/setup.js';
 import { addApp, BENCH_BUNDLE, bareBroadcast, benchApp, LAB_ENV, startServices, waitFinished, type Services } from './lib/stack.js';
 
@@ -55,6 +57,13 @@ const fairness = Number(arg('fairness', '20'));
 const partitions = Number(arg('partitions', '6'));
 const faults = process.argv.includes('--faults');
 const unicastOnly = process.argv.includes('--unicast-only');
+/**
+ * Where the API processes' own sends (the one-device notifications, the fairness probes among them) go: `apart`, a
+ * mock gateways' process of their own; `shared`, the one taking the broadcast's 10,000 pushes a second, whose
+ * event loop then delays them as APNs and FCM would not.
+ */
+const probeGateway = arg('probe-gateway', 'apart');
+if (probeGateway !== 'apart' && probeGateway !== 'shared') throw new Error('--probe-gateway: apart or shared');
 /** unicast phases one after the other in each run, each to devices of its own (a later one: the processes warmer) */
 const unicastRounds = Number(arg('unicast-rounds', '1'));
 /**
@@ -97,7 +106,11 @@ interface Engines {
   single: SingleRedis | null;
   pg: PrimaryWithReplica;
   bouncer: PgBouncer;
+  /** every push, those of both mock processes */
   mocks: MockGateways;
+  /** the mocks the workers send to, and those the API processes send to (the same with --probe-gateway shared) */
+  workerMocks: MockGateways;
+  apiMocks: MockGateways;
 }
 
 /** What each tier has used so far: CPU ms per tier, Redis commands run by the masters, the primary's WAL position. */
@@ -139,14 +152,18 @@ async function main() {
   });
   let bouncer: PgBouncer | undefined;
   let mocks: MockGateways | undefined;
+  let workerMocks: MockGateways | undefined;
+  let apiMocks: MockGateways | undefined;
   let single: SingleRedis | null = null;
   try {
     if (variants.includes('single-redis')) single = await startSingleRedis();
     // the pool behind PgBouncer: fewer server connections than the processes' pools hold, as in production
     bouncer = await startPgBouncer({ serverUrl: pg.primaryUrl, poolSize: 20, maxClients: 1000 });
-    mocks = await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE]);
+    workerMocks = await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE]);
+    apiMocks = probeGateway === 'apart' ? await mocksInProcess([BENCH_BUNDLE, OTHER_BUNDLE], workerMocks) : workerMocks;
+    mocks = apiMocks === workerMocks ? workerMocks : combinedMocks(workerMocks, apiMocks);
     process.env.DATABASE_URL = pg.primaryUrl; // benchApp makes its database on this server
-    const status = await run({ cluster, single, pg, bouncer, mocks });
+    const status = await run({ cluster, single, pg, bouncer, mocks, workerMocks, apiMocks });
     process.exitCode = status;
   } finally {
     await mocks?.close();
@@ -158,7 +175,17 @@ async function main() {
 }
 
 async function run(engines: Engines): Promise<number> {
-  const { cluster, single, pg, bouncer, mocks } = engines;
+  const { cluster, single, pg, bouncer, mocks, workerMocks, apiMocks } = engines;
+  // the API processes' gateways, when apart from the workers'
+  const apiEnv: Record<string, string> =
+    apiMocks === workerMocks
+      ? {}
+      : {
+          APNS_ORIGIN_PRODUCTION: apiMocks.apnsOrigin,
+          APNS_ORIGIN_SANDBOX: apiMocks.apnsOrigin,
+          FCM_ORIGIN: apiMocks.fcmOrigin,
+          GOOGLE_TOKEN_URL: apiMocks.fcmTokenUrl,
+        };
   const stack = await benchApp('bench_cluster', { queue: 'redis', redisUrl: '', gateways: mocks });
   const other = await addApp(stack.db, mocks, OTHER_BUNDLE);
   const { db } = stack;
@@ -207,7 +234,7 @@ async function run(engines: Engines): Promise<number> {
     from generate_series(${from}::int, ${to}::int) as i`.execute(db.db);
   await seed(stack.app.id, 1, devices);
   const warmDevices = WARM_A_PROCESS * 2;
-  const perRun = warmDevices + unicast * unicastRounds + 2 * fairness;
+  const perRun = warmDevices + unicast * unicastRounds + 4 * fairness;
   await seed(other.app.id, devices + 1, devices + perRun * runs.length);
   await sql`analyze devices`.execute(db.db);
   const theirs = await db.db.selectFrom('devices').select(['id', 'token']).where('app_id', '=', other.app.id).orderBy('token').execute();
@@ -219,7 +246,9 @@ async function run(engines: Engines): Promise<number> {
       warmDevices: all.slice(0, warmDevices),
       rounds,
       idleProbes: mine.slice(unicast * unicastRounds, unicast * unicastRounds + fairness),
-      busyProbes: mine.slice(unicast * unicastRounds + fairness),
+      busyProbes: mine.slice(unicast * unicastRounds + fairness, unicast * unicastRounds + 2 * fairness),
+      idleQueued: mine.slice(unicast * unicastRounds + 2 * fairness, unicast * unicastRounds + 3 * fairness),
+      busyQueued: mine.slice(unicast * unicastRounds + 3 * fairness),
     };
   };
   console.log(
@@ -288,36 +317,123 @@ async function run(engines: Engines): Promise<number> {
     };
   };
 
-  /** Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; their times to push. */
-  const probe = async (services: Services, probes: readonly { id: string; token: string | null }[], going: () => boolean) => {
+  /**
+   * Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; `queued` with an
+   * Idempotency-Key, which the API does not send itself: a delivery job in the notification's queue partition does.
+   */
+  const probe = async (
+    services: Services,
+    probes: readonly { id: string; token: string | null }[],
+    going: () => boolean,
+    queued = false,
+  ) => {
     await mocks.watch(probes.map((d) => d.token!));
-    const posted: { token: string; at: number }[] = [];
+    const posted: Posted[] = [];
+    if (queued) await sleep(PROBE_EVERY_MS / 2); // between the direct ones
     for (const [i, d] of probes.entries()) {
       if (!going()) break;
       const at = performance.timeOrigin + performance.now();
-      await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id));
-      posted.push({ token: d.token!, at });
+      const headers: Record<string, string> = queued ? { 'idempotency-key': `probe-${d.token}` } : {};
+      const id = await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id), headers);
+      posted.push({ id, token: d.token!, at, answeredAt: performance.timeOrigin + performance.now() });
       await sleep(PROBE_EVERY_MS);
     }
     return posted;
   };
-  const timesToPush = async (posted: { token: string; at: number }[]) => {
-    const arrivals = await mocks.arrivals(posted.map((p) => p.token));
-    return posted.map((p, i) => (arrivals[i] === null ? Infinity : arrivals[i]! - p.at)).sort((a, b) => a - b);
+  /**
+   * The probes' times to push, split into the POST's answer and what came after it; how many the API processes
+   * sent; those of the probes in the queue partition of `broadcast`.
+   */
+  const timesToPush = async (posted: Posted[], broadcast?: string): Promise<ProbeTimes> => {
+    const tokens = posted.map((p) => p.token);
+    const arrivals = await mocks.arrivals(tokens);
+    const byApi = apiMocks === workerMocks ? null : (await apiMocks.counts(tokens)).filter((n) => n > 0).length;
+    const times = posted.map((p, i) => (arrivals[i] == null ? Infinity : arrivals[i]! - p.at));
+    const sorted = (f: (p: Posted, arrival: number | null) => number) => posted.map((p, i) => f(p, arrivals[i]!)).sort((a, b) => a - b);
+    const shared = broadcast === undefined ? -1 : partitionOf(broadcast, partitions);
+    return {
+      total: [...times].sort((a, b) => a - b),
+      answer: sorted((p) => p.answeredAt - p.at),
+      afterAnswer: sorted((p, a) => (a === null ? Infinity : a - p.answeredAt)),
+      byApi,
+      inBroadcastPartition: times.filter((_, i) => partitionOf(posted[i]!.id, partitions) === shared).sort((a, b) => a - b),
+    };
+  };
+  /**
+   * Where queued probes' time went, from their delivery jobs' events in the partitions' event streams (whose ids
+   * are Redis's clock, ms): POST to the job added, added to taken by a worker, taken to the push, push to done;
+   * each list sorted. Only on the Redis Cluster (not the `single-redis` variant).
+   */
+  const queueTimes = async (posted: Posted[], arrivals: (number | null)[]) => {
+    const streams = new Map<number, [string, string[]][]>();
+    for (const p of new Set(posted.map((q) => partitionOf(q.id, partitions)))) {
+      const tag = partitionPrefix(prefix, p, partitions);
+      streams.set(p, await withNode(await cluster.ownerOf(tag), (r) => r.xrange(`${tag}:delivery:events`, '-', '+')));
+    }
+    const parts = { posted: [] as number[], waiting: [] as number[], worker: [] as number[], record: [] as number[] };
+    for (const [i, q] of posted.entries()) {
+      const job = `${q.id}-g1-b0`;
+      const at = (event: string) => {
+        const entry = streams.get(partitionOf(q.id, partitions))!.find(([, f]) => f[f.indexOf('jobId') + 1] === job && f[1] === event);
+        return entry ? Number(entry[0].split('-')[0]) : NaN;
+      };
+      const [added, active, completed, arrived] = [at('added'), at('active'), at('completed'), arrivals[i] ?? NaN];
+      parts.posted.push(added - q.at);
+      parts.waiting.push(active - added);
+      parts.worker.push(arrived - active);
+      parts.record.push(completed - arrived);
+    }
+    for (const list of Object.values(parts)) list.sort((a, b) => a - b);
+    return parts;
+  };
+  /** What the API processes report of their event loops and gateway sends since last asked (their lag resets when read). */
+  const apiGauges = async (services: Services) => {
+    const texts = await Promise.all(services.bases.map((base) => fetch(`${base}/metrics`).then((r) => r.text())));
+    const gauge = (text: string, name: string) => Number(new RegExp(`^pushd_${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+    const sum = (name: string) =>
+      texts.reduce(
+        (n, text) => n + [...text.matchAll(new RegExp(`^pushd_${name}\\{[^}]*\\} (\\S+)$`, 'gm'))].reduce((m, x) => m + Number(x[1]), 0),
+        0,
+      );
+    return {
+      lagP50: Math.max(...texts.map((t) => gauge(t, 'nodejs_eventloop_lag_p50_seconds'))) * 1000,
+      lagP99: Math.max(...texts.map((t) => gauge(t, 'nodejs_eventloop_lag_p99_seconds'))) * 1000,
+      lagMax: Math.max(...texts.map((t) => gauge(t, 'nodejs_eventloop_lag_max_seconds'))) * 1000,
+      sendSeconds: sum('gateway_send_seconds_sum'),
+      sends: sum('gateway_send_seconds_count'),
+    };
   };
 
   if (faults) return runFaults(engines, env, broadcaster);
 
   const phases: Phase[] = [];
-  const fair: { workers: number; idle: number[]; busy: number[]; broadcastS: number }[] = [];
+  const fair: {
+    workers: number;
+    idle: ProbeTimes;
+    busy: ProbeTimes;
+    /** the probes posted with an Idempotency-Key, sent by a delivery job */
+    idleQ: ProbeTimes;
+    busyQ: ProbeTimes;
+    queuedParts: Awaited<ReturnType<typeof queueTimes>> | null;
+    broadcastS: number;
+    /** during the broadcast: the event-loop delays of the API processes (the larger) and of the two mock processes */
+    apiLoop: LoopDelay;
+    workerMockLoop: LoopDelay;
+    apiMockLoop: LoopDelay | null;
+    /** the API processes' gateway sends during it: how many, their mean time to answer (ms) */
+    apiSends: number;
+    apiSendMs: number;
+    /** the share of the machine's CPU time busy during it */
+    machineBusy: number;
+  }[] = [];
   const idles: ({ workers: number; variant: Variant } & Omit<Spent, 'detail'>)[] = [];
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(mocks.serviceAccount), {
     tokenUrl: mocks.fcmTokenUrl,
   }).getAccessToken();
   for (const [r, { workers, variant }] of runs.entries()) {
-    const { warmDevices: warmOnes, rounds, idleProbes, busyProbes } = devicesOf(r);
+    const { warmDevices: warmOnes, rounds, idleProbes, busyProbes, idleQueued, busyQueued } = devicesOf(r);
     const apis = variant === 'one-api' ? 1 : 2;
-    const services = await startServices(envOf(variant), { mode: 'split', apis, workers, logFile: LOG_FILE });
+    const services = await startServices(envOf(variant), { mode: 'split', apis, workers, logFile: LOG_FILE, apiEnv });
     step(`${workers} worker(s), ${variant}: ${apis} API process(es) and ${workers} worker(s) ready`);
     const lag = new LagSampler(db.db);
     try {
@@ -353,30 +469,47 @@ async function run(engines: Engines): Promise<number> {
 
       if (!unicastOnly) {
         // fairness, nothing else running
-        const idle = await timesToPush(await probe(services, idleProbes, () => true).then(async (p) => (await sleep(1000), p)));
+        const idlePosted = await Promise.all([probe(services, idleProbes, () => true), probe(services, idleQueued, () => true, true)]);
+        await sleep(1000);
+        const idle = await timesToPush(idlePosted[0]);
+        const idleQ = await timesToPush(idlePosted[1]);
         await mocks.reset();
 
-        // the broadcast, the other app's probes posted while it runs
+        // the broadcast, the other app's probes posted while it runs; the event loops' delays and the machine's
+        // CPU read before (which resets the delays) and after
+        const apiBefore = await apiGauges(services);
+        await Promise.all([workerMocks.loopDelay(), apiMocks.loopDelay()]);
+        const machineBefore = machineCpu();
         const before = await snapshot(services);
         lag.start();
         const t0 = performance.timeOrigin + performance.now();
         const id = await post(services.bases[0]!, broadcaster, '*');
         let broadcasting = true;
-        const probes = probe(services, busyProbes, () => broadcasting);
+        const probes = Promise.all([
+          probe(services, busyProbes, () => broadcasting),
+          probe(services, busyQueued, () => broadcasting, true),
+        ]);
         // its failure is thrown where it is awaited, and the engines stopped; unhandled meanwhile, it would end the
         // process with the engines left running
         probes.catch(() => undefined);
         const finished = waitFinished(services.bases[1]!, broadcaster, id);
         await Promise.race([waitReceived(mocks, devices, 600_000), finished]);
         broadcasting = false;
-        const posted = await probes;
-        await waitReceived(mocks, devices + posted.length, 30_000);
+        const [posted, postedQ] = await probes;
+        await waitReceived(mocks, devices + posted.length + postedQ.length, 30_000);
         const { lastAtEpochMs } = await mocks.received();
         const after = await snapshot(services);
+        const machineAfter = machineCpu();
+        const apiAfter = await apiGauges(services);
+        const workerMockLoop = await workerMocks.loopDelay();
+        const apiMockLoop = apiMocks === workerMocks ? null : await apiMocks.loopDelay();
         const lagMax = lag.stop();
         await finished;
         await sleep(1000); // a push sent twice would arrive now
-        const busy = await timesToPush(posted);
+        const busy = await timesToPush(posted, id);
+        const busyQ = await timesToPush(postedQ, id);
+        const queuedParts =
+          variant === 'single-redis' ? null : await queueTimes(postedQ, await mocks.arrivals(postedQ.map((q) => q.token)));
         step('broadcast done');
         const counted = await mocks.summary();
         await mocks.reset();
@@ -394,12 +527,26 @@ async function run(engines: Engines): Promise<number> {
           pushes: devices,
           seconds: broadcastS,
           bare: bareRate,
-          ...(await measured(before, after, devices + posted.length, idlePerS, broadcastS)),
+          ...(await measured(before, after, devices + posted.length + postedQ.length, idlePerS, broadcastS)),
           lag: lagMax,
-          missed: devices + posted.length - counted.distinct,
+          missed: devices + posted.length + postedQ.length - counted.distinct,
           twice: counted.twice,
         });
-        fair.push({ workers, idle, busy, broadcastS });
+        fair.push({
+          workers,
+          idle,
+          busy,
+          idleQ,
+          busyQ,
+          queuedParts,
+          broadcastS,
+          apiLoop: { p50: apiAfter.lagP50, p99: apiAfter.lagP99, max: apiAfter.lagMax },
+          workerMockLoop,
+          apiMockLoop,
+          apiSends: apiAfter.sends - apiBefore.sends,
+          apiSendMs: ((apiAfter.sendSeconds - apiBefore.sendSeconds) * 1000) / Math.max(1, apiAfter.sends - apiBefore.sends),
+          machineBusy: (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total),
+        });
         console.log(`${workers} worker(s), ${variant}: broadcast ${(devices / broadcastS).toFixed(0)}/s, bare ${bareRate.toFixed(0)}/s`);
       }
 
@@ -457,7 +604,7 @@ async function run(engines: Engines): Promise<number> {
   console.log(
     `\ncluster benchmark: 3 Redis masters + 3 replicas, PostgreSQL 15 primary + streaming replica (fsync off), PgBouncer 1.18 ` +
       `(transaction mode, 20 server connections), 2 API processes, N workers, ${partitions} queue partitions (variants: ${variants.join(', ')}); ` +
-      `mock gateways in a process of their own on loopback TLS HTTP/2; bare client: 1 connection x 1,000 streams per gateway, ` +
+      `mock gateways in a process of their own on loopback TLS HTTP/2 (${probeGateway === 'apart' ? "the API processes' in a second one" : 'one for all'}); bare client: 1 connection x 1,000 streams per gateway, ` +
       `${devices} pushes, once per worker count. CPU per push: all the tier's processes (PostgreSQL: the primary's processes, PG replica: the replica's; ` +
       `Redis: all 6 nodes); Redis commands: INFO commandstats summed over the masters; per push: gross (net of the idle work); unicast by device_id ` +
       `filter from ${clients} clients (half to each API process), sent by the API processes themselves\n`,
@@ -508,20 +655,97 @@ async function run(engines: Engines): Promise<number> {
       i.wal.toFixed(0),
     ]),
   );
-  console.log('\nfairness: time to push of one-device notifications of another app, posted 100 ms apart\n');
+  console.log(
+    `\nfairness: time to push (POST to the push at the mock gateway) of one-device notifications of another app, posted 100 ms ` +
+      `apart; the API processes' sends to ${probeGateway === 'apart' ? 'mock gateways of their own' : "the broadcast's mock gateways"}\n`,
+  );
   const ms = (xs: number[], p: number) => (xs.length ? `${percentile(xs, p).toFixed(0)} ms` : '–');
   printRows(
-    ['workers', 'broadcast took', 'while it runs: p50', 'p95', 'max', 'probes', 'nothing else running: p50', 'p95'],
+    [
+      'workers',
+      'probes',
+      'broadcast took',
+      'while it runs: p50',
+      'p95',
+      'max',
+      'probes',
+      'sent by the API',
+      "in the broadcast's partition: n",
+      'max',
+      'nothing else running: p50',
+      'p95',
+    ],
+    fair.flatMap((f) =>
+      (
+        [
+          ['sent by the API', f.busy, f.idle],
+          ['queued (Idempotency-Key)', f.busyQ, f.idleQ],
+        ] as const
+      ).map(([kind, busy, idle]) => [
+        String(f.workers),
+        kind,
+        `${f.broadcastS.toFixed(1)} s`,
+        ms(busy.total, 50),
+        ms(busy.total, 95),
+        ms(busy.total, 100),
+        String(busy.total.length),
+        busy.byApi === null ? '–' : String(busy.byApi),
+        String(busy.inBroadcastPartition.length),
+        ms(busy.inBroadcastPartition, 100),
+        ms(idle.total, 50),
+        ms(idle.total, 95),
+      ]),
+    ),
+  );
+  console.log(
+    "\nwhere the probes' time went while the broadcast ran: POST answered (created and committed), then to the push at the " +
+      "mock; the API processes' gateway sends (mean time to answer), event-loop delays (p50 / p99 / max) and the machine's CPU\n",
+  );
+  const loop = (d: LoopDelay | null) => (d ? `${d.p50.toFixed(0)} / ${d.p99.toFixed(0)} / ${d.max.toFixed(0)} ms` : '–');
+  printRows(
+    [
+      'workers',
+      'POST p50',
+      'p95',
+      'after it p50',
+      'p95',
+      'API sends',
+      'mean',
+      'API loop',
+      'worker mocks loop',
+      'API mocks loop',
+      'CPU busy',
+    ],
     fair.map((f) => [
       String(f.workers),
-      `${f.broadcastS.toFixed(1)} s`,
-      ms(f.busy, 50),
-      ms(f.busy, 95),
-      ms(f.busy, 100),
-      String(f.busy.length),
-      ms(f.idle, 50),
-      ms(f.idle, 95),
+      ms(f.busy.answer, 50),
+      ms(f.busy.answer, 95),
+      ms(f.busy.afterAnswer, 50),
+      ms(f.busy.afterAnswer, 95),
+      String(f.apiSends),
+      `${f.apiSendMs.toFixed(1)} ms`,
+      loop(f.apiLoop),
+      loop(f.workerMockLoop),
+      loop(f.apiMockLoop),
+      `${(100 * f.machineBusy).toFixed(0)} %`,
     ]),
+  );
+  console.log(
+    "\nthe queued probes' time while the broadcast ran, from their delivery jobs' events: POST to the job added, " +
+      'then taken by a worker, then pushed, then recorded (p50 / p95)\n',
+  );
+  const p50p95 = (xs: number[]) => `${ms(xs, 50)} / ${ms(xs, 95)}`;
+  printRows(
+    ['workers', 'POST to added', 'to taken', 'to pushed', 'to recorded'],
+    fair
+      .filter((f) => f.queuedParts)
+      .map((f) => [
+        String(f.workers),
+        p50p95(f.queuedParts!.posted),
+        p50p95(f.queuedParts!.waiting),
+        p50p95(f.queuedParts!.worker),
+        p50p95(f.queuedParts!.record),
+      ]),
   );
   const bad = phases.filter((p) => p.missed > 0 || p.twice > 0);
   for (const p of bad) console.error(`FAIL ${p.workers} worker(s), ${p.traffic}: ${p.missed} missed, ${p.twice} pushed twice`);
@@ -611,6 +835,25 @@ async function commandsRun(r: Redis): Promise<number> {
   );
 }
 
+/** A fairness probe: its notification, when it was posted and answered (epoch ms). */
+interface Posted {
+  id: string;
+  token: string;
+  at: number;
+  answeredAt: number;
+}
+
+/** Probes' times, each list sorted (ms): to the push, to the POST's answer, from the answer to the push. */
+interface ProbeTimes {
+  total: number[];
+  answer: number[];
+  afterAnswer: number[];
+  /** how many reached the API processes' mocks (null: they share the workers') */
+  byApi: number | null;
+  /** the times to push of those whose jobs share the broadcast's queue partition, sorted */
+  inBroadcastPartition: number[];
+}
+
 interface SingleRedis {
   port: number;
   pid: number;
@@ -686,6 +929,14 @@ function threadDetail(pids: number[], label: string): Record<string, number> {
       }
     }
   return out;
+}
+
+/** The machine's CPU time so far (/proc/stat, all cores, ticks): busy, and in all. */
+function machineCpu(): { busy: number; total: number } {
+  const ticks = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = ticks.reduce((a, b) => a + b, 0);
+  // idle and iowait
+  return { busy: total - ticks[3]! - ticks[4]!, total };
 }
 
 function sumCpu(pids: number[]): number {

@@ -118,11 +118,11 @@ export interface Services {
 /**
  * `split`: `apis` ROLE=api processes (1) plus `workers` ROLE=worker processes, as a scaled deployment runs;
  * `single`: one ROLE=all process, as `npm start` runs. WORKER_NODE_ARGS adds node flags to the worker processes
- * (--cpu-prof, heap limits).
+ * (--cpu-prof, heap limits); `apiEnv` adds settings to the API processes alone.
  */
 export async function startServices(
   env: Record<string, string>,
-  opts: { mode: 'split' | 'single'; workers?: number; apis?: number; logFile?: string },
+  opts: { mode: 'split' | 'single'; workers?: number; apis?: number; logFile?: string; apiEnv?: Record<string, string> },
 ): Promise<Services> {
   // the processes' log lines appended to a file, as a log collector takes them, instead of on this terminal
   const stdout = opts.logFile ? openSync(opts.logFile, 'a') : 'inherit';
@@ -133,7 +133,7 @@ export async function startServices(
   const apiArgs = withArgs(process.env.API_NODE_ARGS);
   const apis = ports.map((port) =>
     startService(
-      { ...env, PORT: String(port), HOST: '127.0.0.1', ROLE: opts.mode === 'single' ? 'all' : 'api' },
+      { ...env, ...opts.apiEnv, PORT: String(port), HOST: '127.0.0.1', ROLE: opts.mode === 'single' ? 'all' : 'api' },
       opts.mode === 'single' ? workerArgs : apiArgs,
       stdout,
     ),

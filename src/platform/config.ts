@@ -126,8 +126,8 @@ export const envSchema = z.object({
     .default(1)
     .describe(
       'Queues per job kind on Redis, each under a hash tag of its own (`{pushd:0}`, `{pushd:1}`, …), all consumed by ' +
-        'every worker: on a Redis Cluster they spread over the masters, and a large broadcast holds back only the sends ' +
-        'that hash to its partition ([Redis Cluster](deploying.md#redis-cluster)). Above 1 each rate-limit bucket is ' +
+        'every worker: on a Redis Cluster they spread over the masters, and broadcasts in different partitions go side ' +
+        'by side, in one behind what the other queued ([Redis Cluster](deploying.md#redis-cluster)). Above 1 each rate-limit bucket is ' +
         'also a hash tag of its own. `1` keeps the keys of one queue per kind; the PostgreSQL queue ignores it. 1–64.',
     ),
   ROLE: z

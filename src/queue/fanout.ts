@@ -252,7 +252,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
     const enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
       const start = b.notBefore ?? b.not_before;
       const delay = start ? start.getTime() - deps.clock.now().getTime() - PACE_EARLY_MS : 0;
-      return deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }] }, delay);
+      return deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }], bulk: true }, delay);
     };
 
     // a fan-out of pages waits for the mark once its first page is asked for (`fanOut`), any other before it starts
@@ -442,7 +442,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
     }
-    const enqueue = (batchId: string) => deps.queues.add('delivery', { batches: [{ notificationId, batchId }] });
+    const enqueue = (batchId: string) => deps.queues.add('delivery', { batches: [{ notificationId, batchId }], bulk: true });
     const block = { from: (rangeNo + 1) * RANGE_SEQ_STRIDE, to: (rangeNo + 2) * RANGE_SEQ_STRIDE };
     // batches an earlier run stored whose jobs may never have been enqueued (deterministic ids: no-ops otherwise)
     if (range.next_seq > block.from)

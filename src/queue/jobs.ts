@@ -9,9 +9,9 @@ export interface JobTypes {
   fanout: { notificationId: string; generation: number; wave?: number; rest?: boolean };
   /**
    * Send stored batches: one of a fan-out, or those stored together (a group of small notifications); each batch
-   * row says which devices, platform and environment.
+   * row says which devices, platform and environment. `bulk`: a fan-out's batch, taken after the partition's others.
    */
-  delivery: { batches: BatchRef[] };
+  delivery: { batches: BatchRef[]; bulk?: boolean };
   /**
    * Fan out one range of a split broadcast's audience (fanout_ranges: its bounds and checkpoint), with the date
    * math of the fan-out that split it (`at`, ISO).
@@ -33,6 +33,8 @@ export interface JobSpec<D> {
   /** The notification whose partition the job goes to (QUEUE_PARTITIONS): all of a notification's jobs share one. */
   notificationOf(data: D): string;
   options: JobsOptions;
+  /** BullMQ's priority of the job (0, the default, first; then 1, 2, …, each FIFO), when it has one */
+  priority?(data: D): number;
 }
 export type JobSpecs = { [N in JobName]: JobSpec<JobTypes[N]> };
 
@@ -44,6 +46,12 @@ const forget = { removeOnComplete: true, removeOnFail: true } as const;
  * checkpoint by itself instead of waiting for the sweeper.
  */
 const untilFailedOver = { attempts: 8, backoff: { type: 'exponential', delay: 1000 } } as const;
+
+/**
+ * The priority of a fan-out's delivery jobs: behind every other send of their partition (a one-device notification
+ * queued, a journey's, a retry), which would otherwise wait for the thousands of batches a broadcast enqueued first.
+ */
+export const BULK_PRIORITY = 1;
 
 /** The options of every job, from the settings that shape them. */
 export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
@@ -61,6 +69,7 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
       notificationOf: (d) => d.batches[0]!.notificationId,
       // 'custom': the delivery worker's backoff strategy (retry.ts) honours the gateway's Retry-After
       options: { attempts: settings.deliveryAttempts, backoff: { type: 'custom' }, ...forget },
+      priority: (d) => (d.bulk ? BULK_PRIORITY : 0),
     },
     fanoutRange: {
       id: (d) => `${d.notificationId}-g${d.generation}-r${d.range}`,
@@ -78,8 +87,9 @@ export function jobSpecs(settings: { deliveryAttempts: number }): JobSpecs {
 
 /**
  * The partition (0 to count - 1) of a notification's jobs: FNV-1a of its id, so every process picks the same one
- * and notifications spread evenly. Per notification rather than per app: a large broadcast holds back only the
- * sends that hash with it, of any app (its own included), and an app's load spreads over the partitions.
+ * and notifications spread evenly. Per notification rather than per app: an app's load spreads over the partitions,
+ * and two broadcasts go side by side unless they hash together (then one's batches queue behind the other's; a
+ * partition's other sends go before either).
  */
 export function partitionOf(notificationId: string, count: number): number {
   if (count <= 1) return 0;

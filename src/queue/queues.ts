@@ -87,14 +87,20 @@ export class JobQueues {
   }
 
   /**
-   * Adds a job with the options of its name (jobs.ts) to its notification's partition; a job whose id exists
-   * there is not added twice.
+   * Adds a job with the options and priority of its name (jobs.ts) to its notification's partition; a job whose id
+   * exists there is not added twice.
    */
   async add<N extends JobName>(name: N, data: JobTypes[N], delayMs = 0): Promise<void> {
     const spec = this.specs[name];
     const delay = Math.max(0, Math.round(delayMs));
     const partition = partitionOf(spec.notificationOf(data), this.partitions);
-    await this.queue(name, partition).add(name, data, { ...spec.options, jobId: spec.id(data), ...(delay > 0 ? { delay } : {}) });
+    const priority = spec.priority?.(data) ?? 0;
+    await this.queue(name, partition).add(name, data, {
+      ...spec.options,
+      jobId: spec.id(data),
+      ...(delay > 0 ? { delay } : {}),
+      ...(priority > 0 ? { priority } : {}),
+    });
   }
 
   /** The id a job of this data gets (deterministic, jobs.ts). */
