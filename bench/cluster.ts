@@ -14,7 +14,7 @@
  * masters), PostgreSQL WAL bytes a push (pg_current_wal_lsn), the replica's largest replay lag, and fairness: the
  * time to push of `--fairness` one-device notifications of the other app posted while the broadcast runs, beside
  * the same posted while nothing else runs, both those the API sends itself and as many posted with an
- * Idempotency-Key (sent by a delivery job), with where the time went (the POST, the event loops, the CPU). The
+ * Idempotency-Key (created alone), with where the time went (the POST, the event loops, the CPU). The
  * API processes send to mock gateways of their own (`--probe-gateway shared`: to the broadcast's). The mocks count
  * pushes per token: a device missed or pushed twice makes it exit 1.
  *
@@ -318,22 +318,22 @@ async function run(engines: Engines): Promise<number> {
   };
 
   /**
-   * Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; `queued` with an
-   * Idempotency-Key, which the API does not send itself: a delivery job in the notification's queue partition does.
+   * Posts the probes PROBE_EVERY_MS apart while `going` holds, each to one device of the other app; `keyed` with an
+   * Idempotency-Key, which creates each alone (the API sends it itself too, unless it has no room: then a delivery job).
    */
   const probe = async (
     services: Services,
     probes: readonly { id: string; token: string | null }[],
     going: () => boolean,
-    queued = false,
+    keyed = false,
   ) => {
     await mocks.watch(probes.map((d) => d.token!));
     const posted: Posted[] = [];
-    if (queued) await sleep(PROBE_EVERY_MS / 2); // between the direct ones
+    if (keyed) await sleep(PROBE_EVERY_MS / 2); // between the direct ones
     for (const [i, d] of probes.entries()) {
       if (!going()) break;
       const at = performance.timeOrigin + performance.now();
-      const headers: Record<string, string> = queued ? { 'idempotency-key': `probe-${d.token}` } : {};
+      const headers: Record<string, string> = keyed ? { 'idempotency-key': `probe-${d.token}` } : {};
       const id = await post(services.bases[i % services.bases.length]!, sender, oneDevice(d.id), headers);
       posted.push({ id, token: d.token!, at, answeredAt: performance.timeOrigin + performance.now() });
       await sleep(PROBE_EVERY_MS);
@@ -360,7 +360,7 @@ async function run(engines: Engines): Promise<number> {
     };
   };
   /**
-   * Where queued probes' time went, from their delivery jobs' events in the partitions' event streams (whose ids
+   * Where the time went of the probes that were queued, from their delivery jobs' events in the partitions' event streams (whose ids
    * are Redis's clock, ms): POST to the job added, added to taken by a worker, taken to the push, push to done;
    * each list sorted. Only on the Redis Cluster (not the `single-redis` variant).
    */
@@ -378,6 +378,7 @@ async function run(engines: Engines): Promise<number> {
         return entry ? Number(entry[0].split('-')[0]) : NaN;
       };
       const [added, active, completed, arrived] = [at('added'), at('active'), at('completed'), arrivals[i] ?? NaN];
+      if (Number.isNaN(added)) continue; // sent by the API process, no job
       parts.posted.push(added - q.at);
       parts.waiting.push(active - added);
       parts.worker.push(arrived - active);
@@ -411,7 +412,7 @@ async function run(engines: Engines): Promise<number> {
     workers: number;
     idle: ProbeTimes;
     busy: ProbeTimes;
-    /** the probes posted with an Idempotency-Key, sent by a delivery job */
+    /** the probes posted with an Idempotency-Key, created alone */
     idleQ: ProbeTimes;
     busyQ: ProbeTimes;
     queuedParts: Awaited<ReturnType<typeof queueTimes>> | null;
@@ -447,8 +448,8 @@ async function run(engines: Engines): Promise<number> {
           lists[i % loads.length]!.push({ path: '/v6/notifications', body: { notification: { to: oneDevice(d.id), payload: PAYLOAD } } });
         return Promise.all(loads.map((load, i) => load.post(lists[i]!)));
       };
-      // warm, not counted: the API processes send one-device notifications themselves (their gateway connections,
-      // the JIT), the workers those created with an Idempotency-Key
+      // warm, not counted: the API processes' one-device sends (their gateway connections, the JIT), grouped and
+      // created alone (with an Idempotency-Key)
       const warm = warmOnes.slice(0, WARM_A_PROCESS * apis);
       await unicastPosts(warm);
       await Promise.all(
@@ -679,7 +680,7 @@ async function run(engines: Engines): Promise<number> {
       (
         [
           ['sent by the API', f.busy, f.idle],
-          ['queued (Idempotency-Key)', f.busyQ, f.idleQ],
+          ['with an Idempotency-Key', f.busyQ, f.idleQ],
         ] as const
       ).map(([kind, busy, idle]) => [
         String(f.workers),
@@ -731,16 +732,17 @@ async function run(engines: Engines): Promise<number> {
     ]),
   );
   console.log(
-    "\nthe queued probes' time while the broadcast ran, from their delivery jobs' events: POST to the job added, " +
+    "\nthe Idempotency-Key probes that went through the queue (n), from their delivery jobs' events: POST to the job added, " +
       'then taken by a worker, then pushed, then recorded (p50 / p95)\n',
   );
   const p50p95 = (xs: number[]) => `${ms(xs, 50)} / ${ms(xs, 95)}`;
   printRows(
-    ['workers', 'POST to added', 'to taken', 'to pushed', 'to recorded'],
+    ['workers', 'n', 'POST to added', 'to taken', 'to pushed', 'to recorded'],
     fair
       .filter((f) => f.queuedParts)
       .map((f) => [
         String(f.workers),
+        String(f.queuedParts!.posted.length),
         p50p95(f.queuedParts!.posted),
         p50p95(f.queuedParts!.waiting),
         p50p95(f.queuedParts!.worker),

@@ -1,7 +1,7 @@
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
-import type { Deliverable } from '../db/repositories/devices.js';
+import type { Deliverable, DeliverableNow } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -461,6 +461,7 @@ export class NotificationService {
     trx: Transaction<Database>,
     inserted: Notification[],
     devicesOf: (k: number) => Deliverable[] | undefined,
+    tokensOf: (k: number) => ReadonlyMap<string, string> | undefined,
   ): Promise<CreatedNotification[]> {
     const created = inserted.map((notification, k) => {
       const devices = devicesOf(k);
@@ -472,7 +473,12 @@ export class NotificationService {
       trx,
       created.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
     );
-    return created.map(({ notification, batchIds }) => ({ notification, batchIds }));
+    return created.map(({ notification, batchIds, batches }, k) => {
+      const tokens = tokensOf(k);
+      return batchIds && tokens
+        ? { notification, batchIds, sendable: committedBatches(notification, batches, tokens) }
+        : { notification, batchIds };
+    });
   }
 
   /**
@@ -513,18 +519,18 @@ export class NotificationService {
     // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
     const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
     let devices: Deliverable[] | undefined;
+    // read with their tokens, the batches go out from this process as a group's do; an activity's tokens are its own
+    let tokens: ReadonlyMap<string, string> | undefined;
     // an activity's update or end goes to the few devices holding its token, looked up by the activity
     const fewDevices = namesFewDevices(audience.filters) || (liveActivity !== null && liveActivity.event !== 'start');
     // an A/B test goes through the fan-out, which cuts each device into its share
     if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants) {
-      const page = await this.devices.pageDeliverable(trx, appId, audience.filters, {
-        afterId: null,
-        limit: DIRECT_AUDIENCE_MAX_DEVICES + 1,
-        now,
-        visible: !liveActivity && isVisiblePush(payload),
-        liveActivity,
-      });
+      const first = { afterId: null, limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now };
+      const page: Deliverable[] | DeliverableNow[] = liveActivity
+        ? await this.devices.pageDeliverable(trx, appId, audience.filters, { ...first, visible: false, liveActivity })
+        : await this.devices.pageDeliverableNow(trx, appId, audience.filters, { ...first, visible: isVisiblePush(payload) });
       if (page.length <= DIRECT_AUDIENCE_MAX_DEVICES) devices = page;
+      if (devices && !liveActivity) tokens = new Map((page as DeliverableNow[]).map((d) => [d.id, d.token]));
     }
     const inserted = await this.notifications.insertOrCollapse(trx, {
       appId,
@@ -539,7 +545,12 @@ export class NotificationService {
       cut: this.cutOf(devices),
       liveActivity,
     });
-    const [created] = await this.storeBatches(trx, [inserted], () => devices);
+    const [created] = await this.storeBatches(
+      trx,
+      [inserted],
+      () => devices,
+      () => tokens,
+    );
     return created!;
   }
 

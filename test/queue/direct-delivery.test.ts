@@ -107,6 +107,20 @@ describe('unicast notifications sent by the process that created them', () => {
     expect(await batchesOf(id)).toEqual([{ state: 'done', attempts: 1 }]);
   });
 
+  it('sends one created alone (with an Idempotency-Key) with no worker running, as a group does', async () => {
+    const device = await registerDevice(h, keys.sdk, { platform: 'android' });
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(keys.write), 'idempotency-key': `direct-alone-${device.id}` },
+      payload: body([{ name: 'device_id', criteria: [device.id] }], 'alone'),
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const id = res.json().id as string;
+    expect(await finished(id)).toEqual({ state: 'sent', devices_targeted: 1, pushes_succeeded: 1, pushes_failed: 0 });
+    expect(gw.fcm.pushes.map((p) => p.token)).toEqual([device.token]);
+  });
+
   it("sends to each of a user's devices once, one batch a platform", async () => {
     const user = 'direct-user';
     const ios = await registerDevice(h, keys.sdk, { platform: 'ios', user_id: user });
