@@ -159,9 +159,9 @@ export class JourneyEngine {
         for (const to of targetsOf(due)) {
           const { notification: fields } = notificationRequestSchema.parse({ notification: { ...step.notification, to } });
           const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
-          const audience = await this.deps.notifications.resolveAudience(trx, group.app_id, fields.to);
           const journey = { id: group.journey_id, version: group.version, step: step.id };
-          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { audience, now, options, journey }));
+          // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
+          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey }));
         }
         return { moves: due.map((e) => this.pass(e, step.id, next, counts, now, 'sent')), created };
       }
