@@ -20,6 +20,8 @@ import type { CreatedNotification, NotificationService } from './notifications.j
 
 /** Groups of due entrants one poll looks at before it looks again. */
 const GROUPS_AT_ONCE = 50;
+/** Batches of one group a round runs before the others' turn. */
+const BATCHES_A_GROUP = 20;
 
 export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   notifications: NotificationService;
@@ -72,7 +74,13 @@ export class JourneyEngine {
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
-      for (const group of groups) moved += await this.runGroup(group, now);
+      // a group runs batch after batch while it has a full one (the due query groups every due entrant: once a round)
+      for (const group of groups)
+        for (let batches = 0; batches < BATCHES_A_GROUP; batches++) {
+          const n = await this.runGroup(group, now);
+          moved += n;
+          if (n < this.deps.batchSize) break;
+        }
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
