@@ -22,6 +22,8 @@ import type { CreatedNotification, NotificationService } from './notifications.j
 const GROUPS_AT_ONCE = 50;
 /** Batches of one group a round runs before the others' turn. */
 const BATCHES_A_GROUP = 20;
+/** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
+const BATCHES_AT_ONCE = 2;
 
 export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   notifications: NotificationService;
@@ -74,13 +76,16 @@ export class JourneyEngine {
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
-      // a group runs batch after batch while it has a full one (the due query groups every due entrant: once a round)
-      for (const group of groups)
-        for (let batches = 0; batches < BATCHES_A_GROUP; batches++) {
-          const n = await this.runGroup(group, now);
-          moved += n;
-          if (n < this.deps.batchSize) break;
+      // a group runs batch after batch while it has full ones (the due query groups every due entrant: once a round);
+      // after a first full one, BATCHES_AT_ONCE at a time, each its own transaction (SKIP LOCKED parts them)
+      for (const group of groups) {
+        let last = [await this.runGroup(group, now)];
+        moved += last[0]!;
+        for (let batches = 1; batches < BATCHES_A_GROUP && last.every((n) => n === this.deps.batchSize); batches += last.length) {
+          last = await Promise.all(Array.from({ length: BATCHES_AT_ONCE }, () => this.runGroup(group, now)));
+          for (const n of last) moved += n;
         }
+      }
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
