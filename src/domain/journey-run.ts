@@ -40,12 +40,14 @@ export function delayEnd(step: DelayStep, now: Date, zone: string): Date {
   return nextLocalTime(step.until_local_time!, zone, now);
 }
 
-/** Whether an entrant that last entered at `enteredAt` (and left, or not: `left`) may enter again at `now`. */
-export function mayReEnter(reEntry: JourneyDefinition['re_entry'], last: { enteredAt: Date; left: boolean } | null, now: Date): boolean {
-  if (!last) return true;
-  if (reEntry === 'never' || !last.left) return false;
-  if (reEntry === 'after_exit') return true;
-  return now.getTime() - last.enteredAt.getTime() >= parseJourneyDuration(reEntry.after)!;
+/**
+ * A re-entry rule as the entry statement applies it (JourneyEntrantsRepository.enter): an entrant whose last entry
+ * has left may enter again when `afterExit`, once `afterMs` have passed since that entry; one still inside never.
+ */
+export function reEntryRule(reEntry: JourneyDefinition['re_entry']): { afterExit: boolean; afterMs: number } {
+  if (reEntry === 'never') return { afterExit: false, afterMs: 0 };
+  if (reEntry === 'after_exit') return { afterExit: true, afterMs: 0 };
+  return { afterExit: true, afterMs: parseJourneyDuration(reEntry.after)! };
 }
 
 /**

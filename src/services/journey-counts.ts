@@ -38,6 +38,11 @@ export class Counts {
     this.arrive(to);
   }
 
+  /** The changes so far, for a statement that writes them with its own (JourneyEntrantsRepository.enter). */
+  get changes(): readonly CountDelta[] {
+    return this.deltas;
+  }
+
   write(db: Db, journeys: JourneysRepository): Promise<void> {
     return journeys.bump(db, this.deltas);
   }

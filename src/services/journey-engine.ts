@@ -20,6 +20,10 @@ import type { CreatedNotification, NotificationService } from './notifications.j
 
 /** Groups of due entrants one poll looks at before it looks again. */
 const GROUPS_AT_ONCE = 50;
+/** Batches of one group a round runs before the others' turn. */
+const BATCHES_A_GROUP = 20;
+/** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
+const BATCHES_AT_ONCE = 2;
 
 export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   notifications: NotificationService;
@@ -72,7 +76,16 @@ export class JourneyEngine {
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
-      for (const group of groups) moved += await this.runGroup(group, now);
+      // a group runs batch after batch while it has full ones (the due query groups every due entrant: once a round);
+      // after a first full one, BATCHES_AT_ONCE at a time, each its own transaction (SKIP LOCKED parts them)
+      for (const group of groups) {
+        let last = [await this.runGroup(group, now)];
+        moved += last[0]!;
+        for (let batches = 1; batches < BATCHES_A_GROUP && last.every((n) => n === this.deps.batchSize); batches += last.length) {
+          last = await Promise.all(Array.from({ length: BATCHES_AT_ONCE }, () => this.runGroup(group, now)));
+          for (const n of last) moved += n;
+        }
+      }
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
@@ -159,9 +172,9 @@ export class JourneyEngine {
         for (const to of targetsOf(due)) {
           const { notification: fields } = notificationRequestSchema.parse({ notification: { ...step.notification, to } });
           const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
-          const audience = await this.deps.notifications.resolveAudience(trx, group.app_id, fields.to);
           const journey = { id: group.journey_id, version: group.version, step: step.id };
-          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { audience, now, options, journey }));
+          // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
+          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey }));
         }
         return { moves: due.map((e) => this.pass(e, step.id, next, counts, now, 'sent')), created };
       }

@@ -2,11 +2,11 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, StepCounts } from '../db/repositories/journeys.js';
-import type { JourneyEntrantsRepository, NewEntrant } from '../db/repositories/journey-entrants.js';
+import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { Database, Device, Journey } from '../db/schema.js';
 import { ConflictError, NotFoundError } from '../domain/errors.js';
 import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
-import { firstStep, mayReEnter } from '../domain/journey-run.js';
+import { firstStep, reEntryRule } from '../domain/journey-run.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
 import type { ServiceDeps } from './deps.js';
@@ -136,10 +136,13 @@ export class JourneyService {
       if (journey.state === 'archived') throw new ConflictError('journey: it is archived');
       const { devices, key } = await this.entrantOf(trx, appId, who);
       const counts = new Counts(journey.id);
-      const outcome = journey.state === 'paused' ? 'paused' : (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
-      if (outcome === 'paused') counts.add('', 'skipped', 1);
-      await counts.write(trx, this.deps.journeys);
-      return outcome;
+      if (journey.state === 'paused') {
+        counts.add('', 'skipped', 1);
+        await counts.write(trx, this.deps.journeys);
+        return 'paused';
+      }
+      await this.deps.entrants.lockEntrant(trx, [journey.id], key);
+      return (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
     });
   }
 
@@ -156,11 +159,12 @@ export class JourneyService {
     events: readonly { source: string; name: string }[],
   ): Promise<void> {
     const keys = eventKeys(events);
-    const journeys = await this.deps.journeys.listening(trx, appId, keys);
-    if (journeys.length === 0) return;
-    const now = this.deps.clock.now();
     const owner = userId ?? devices[0]?.user_id ?? null;
     const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
+    // the entrant's entries into the journeys it triggers are locked by the same statement
+    const journeys = await this.deps.journeys.listening(trx, appId, keys, key);
+    if (journeys.length === 0) return;
+    const now = this.deps.clock.now();
     const active = journeys.filter((j) => j.state === 'active');
     const counts = new Counts('');
     // only journeys that wait for or exit on one of the events can have entrants it wakes or converts
@@ -193,12 +197,12 @@ export class JourneyService {
       devices,
       counts,
     );
-    await counts.write(trx, this.deps.journeys);
   }
 
   /**
-   * Enters the entrant into each journey (at its first step) whose re-entry rule and entry filters let it: a few
-   * statements for all of them, whatever their number.
+   * Enters the entrant into each journey (at its first step) whose re-entry rule and entry filters let it, and writes
+   * the transaction's counters: one statement for all of them, whatever their number, after a query for the entry
+   * filters of those that have some. The caller locked the entrant's entries into the journeys (`lockEntrant`).
    */
   private async enter(
     trx: Transaction<Database>,
@@ -207,43 +211,23 @@ export class JourneyService {
     devices: Device[],
     counts: Counts,
   ): Promise<Map<string, EntryOutcome>> {
-    const outcomes = new Map<string, EntryOutcome>();
-    if (journeys.length === 0) return outcomes;
-    const { entrants } = this.deps;
+    if (journeys.length === 0) {
+      await counts.write(trx, this.deps.journeys);
+      return new Map();
+    }
     const now = this.deps.clock.now();
-    const appId = journeys[0]!.app_id;
-    const ids = journeys.map((j) => j.id);
-    await entrants.lockEntrant(trx, ids, key);
-    const last = await entrants.lastEntries(trx, appId, ids, key);
-    const rows: NewEntrant[] = [];
+    const candidates: EntryCandidate[] = [];
     for (const j of journeys) {
-      const c = counts.of(j.id);
-      if (!mayReEnter(j.definition.re_entry, last.get(j.id) ?? null, now)) {
-        c.add('', 'skipped', 1);
-        outcomes.set(j.id, 'not_re_entered');
-        continue;
-      }
       const device = await this.entryDevice(trx, j, devices, now);
-      if (!device) {
-        c.add('', 'filtered', 1);
-        outcomes.set(j.id, 'filtered');
-        continue;
-      }
-      rows.push({
+      candidates.push({
         ...firstStep(j.definition, now),
+        ...reEntryRule(j.definition.re_entry),
         journeyId: j.id,
         version: j.version,
-        appId,
-        entrantKey: key,
-        deviceId: device.id,
-        enteredAt: now,
+        deviceId: device?.id ?? null,
       });
-      c.add('', 'entered', 1);
-      c.arrive(j.definition.steps[0]!.id);
-      outcomes.set(j.id, 'entered');
     }
-    await entrants.enter(trx, rows);
-    return outcomes;
+    return this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates, counts: [...counts.changes] });
   }
 
   /** The device the entrant enters with: the first of its devices the entry filters match (none: it does not enter). */

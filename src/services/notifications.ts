@@ -73,6 +73,9 @@ export interface ResolvedAudience {
   filters: Filter[] | null;
 }
 
+/** The most devices a send naming them (a journey's batch) is cut for at once, as a fan-out page would be read. */
+const NAMED_MAX_DEVICES = 10_000;
+
 /** A notification stored in its transaction, and its batches when it was cut at once (to enqueue after commit). */
 export interface CreatedNotification<N extends CutNotification = Notification> {
   notification: N;
@@ -485,14 +488,16 @@ export class NotificationService {
    * Stores the notification with its audience and timing, in the caller's transaction (a message stores its push in
    * its own, with `messageId`); the caller runs `release` once it committed. An audience that names a few devices
    * (by device_id or user_id), to go out now at full speed, is cut into its batches here, so its delivery is
-   * enqueued directly and no fan-out job runs: most notifications are this shape.
+   * enqueued directly and no fan-out job runs: most notifications are this shape. Without `audience`, `fields.to`'s
+   * filters name the devices (a journey's batch): it is cut here whatever their number (up to NAMED_MAX_DEVICES)
+   * and stores no audience, which only a send that goes through the fan-out (timed, paced, collapsing, A/B) needs.
    */
   async insert(
     trx: Transaction<Database>,
     appId: string,
     fields: NotificationFields,
     at: {
-      audience: ResolvedAudience;
+      audience?: ResolvedAudience;
       now: Date;
       options: DeliveryOptions;
       messageId?: string;
@@ -502,7 +507,10 @@ export class NotificationService {
       journey?: JourneyTag;
     },
   ): Promise<CreatedNotification> {
-    const { audience, now } = at;
+    const { now } = at;
+    const target = targetOf(fields.to);
+    const named = !at.audience && target.kind === 'filters';
+    const filters = at.audience ? at.audience.filters : target.kind === 'filters' ? target.filters : null;
     const liveActivity = at.liveActivity?.ref ?? null;
     let { options } = at;
     const { payload } = fields;
@@ -522,19 +530,21 @@ export class NotificationService {
     // read with their tokens, the batches go out from this process as a group's do; an activity's tokens are its own
     let tokens: ReadonlyMap<string, string> | undefined;
     // an activity's update or end goes to the few devices holding its token, looked up by the activity
-    const fewDevices = namesFewDevices(audience.filters) || (liveActivity !== null && liveActivity.event !== 'start');
+    const fewDevices = named || namesFewDevices(filters) || (liveActivity !== null && liveActivity.event !== 'start');
     // an A/B test goes through the fan-out, which cuts each device into its share
     if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants) {
-      const first = { afterId: null, limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now };
+      const first = { afterId: null, limit: (named ? NAMED_MAX_DEVICES : DIRECT_AUDIENCE_MAX_DEVICES) + 1, now };
       const page: Deliverable[] | DeliverableNow[] = liveActivity
-        ? await this.devices.pageDeliverable(trx, appId, audience.filters, { ...first, visible: false, liveActivity })
-        : await this.devices.pageDeliverableNow(trx, appId, audience.filters, { ...first, visible: isVisiblePush(payload) });
-      if (page.length <= DIRECT_AUDIENCE_MAX_DEVICES) devices = page;
+        ? await this.devices.pageDeliverable(trx, appId, filters, { ...first, visible: false, liveActivity })
+        : await this.devices.pageDeliverableNow(trx, appId, filters, { ...first, visible: isVisiblePush(payload) });
+      if (page.length < first.limit) devices = page;
       if (devices && !liveActivity) tokens = new Map((page as DeliverableNow[]).map((d) => [d.id, d.token]));
     }
+    // what is not cut here, its fan-out cuts from its stored audience
+    const audience = at.audience ?? (devices ? null : await this.resolveAudience(trx, appId, fields.to));
     const inserted = await this.notifications.insertOrCollapse(trx, {
       appId,
-      audienceId: audience.id,
+      audienceId: audience?.id ?? null,
       request: at.liveActivity?.request ?? (at.journey ? { ...fields, journey: at.journey } : fields),
       payload,
       localized: fields.localized,

@@ -253,4 +253,37 @@ describe('journeys: the engine', () => {
     clock.advance(7 * 24 * HOUR);
     expect((await enter(afterWeek.id, { device_id: d })).outcome).toBe('entered');
   });
+
+  it('a batch send is cut with its notification and stores no audience; one the fan-out must cut stores one', async () => {
+    clock.set(T0);
+    const sending = (name: string, payload: Record<string, unknown>) =>
+      create({ name, trigger: { api: true }, steps: [{ id: 'hi', type: 'send', notification: { payload } }] });
+    const plain = await sending('Plain', { alert: 'hi' });
+    // a collapse_key may replace a notification already sending: only the fan-out handles that
+    const collapsing = await sending('Collapsing', { alert: 'hi', collapse_key: 'news' });
+    const [d1, d2] = [await device(), await device()];
+    for (const j of [plain, collapsing]) for (const d of [d1, d2]) expect((await enter(j.id, { device_id: d })).outcome).toBe('entered');
+    const audiences = async () =>
+      (
+        await h.db.db
+          .selectFrom('audiences')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('app_id', '=', app.app.id)
+          .executeTakeFirstOrThrow()
+      ).n;
+    const before = Number(await audiences());
+    await engine().runDue();
+    const sent = async (journeyId: string) => {
+      const [only, ...more] = await sends(journeyId);
+      expect(more).toEqual([]);
+      return h.db.db
+        .selectFrom('notifications')
+        .select(['audience_id', 'fanout_done'])
+        .where('id', '=', only!.id)
+        .executeTakeFirstOrThrow();
+    };
+    expect(await sent(plain.id)).toEqual({ audience_id: null, fanout_done: true });
+    expect((await sent(collapsing.id)).audience_id).toEqual(expect.any(String));
+    expect(Number(await audiences())).toBe(before + 1);
+  });
 });

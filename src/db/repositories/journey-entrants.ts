@@ -1,19 +1,23 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
+import { countDeltas, stepCountsUpsert, type CountDelta } from './journeys.js';
 
-/** An entrant entering a journey version at its first step. */
-export interface NewEntrant {
+/** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
+export interface EntryCandidate {
   journeyId: string;
   version: number;
-  appId: string;
-  entrantKey: string;
-  deviceId: string;
+  /** the device it enters with: the first its entry filters match (null: none, it does not enter) */
+  deviceId: string | null;
   stepId: string;
   phase: 'arrived' | 'waiting';
   dueAt: Date;
-  enteredAt: Date;
+  afterExit: boolean;
+  afterMs: number;
 }
+
+/** What an entry did: entered, or not (the entry filters, or the re-entry rule). */
+export type EntryOutcome = 'entered' | 'filtered' | 'not_re_entered';
 
 /** Entrants of one journey version at one step and phase: what the poller runs together. */
 export interface DueGroup {
@@ -63,44 +67,62 @@ export class JourneyEntrantsRepository {
     `.execute(trx);
   }
 
-  /** The entrant's last entry into each of the journeys it entered: when, and whether it has left. */
-  async lastEntries(
-    db: Db,
-    appId: string,
-    journeyIds: string[],
-    entrantKey: string,
-  ): Promise<Map<string, { enteredAt: Date; left: boolean }>> {
-    const { rows } = await sql<{ journey_id: string; entered_at: Date; outcome: string | null }>`
-      select distinct on (journey_id) journey_id, entered_at, outcome
-      from journey_entrants
-      where app_id = ${appId} and entrant_key = ${entrantKey} and journey_id = any(${journeyIds}::uuid[])
-      order by journey_id, entered_at desc
-    `.execute(db);
-    return new Map(rows.map((r) => [r.journey_id, { enteredAt: r.entered_at, left: r.outcome !== null }]));
-  }
-
-  /** Enters the entrant into journeys at once: each at its first step, due then (or waiting from then). */
-  async enter(db: Db, rows: NewEntrant[]): Promise<void> {
-    if (rows.length === 0) return;
-    await db
-      .insertInto('journey_entrants')
-      .values(
-        rows.map((e) => ({
-          journey_id: e.journeyId,
-          version: e.version,
-          app_id: e.appId,
-          entrant_key: e.entrantKey,
-          device_id: e.deviceId,
-          step_id: e.stepId,
-          phase: e.phase,
-          due_at: e.dueAt,
-          outcome: null,
-          wait_event: null,
-          on_event: null,
-          entered_at: e.enteredAt,
-        })),
+  /**
+   * Enters the entrant into each journey it may enter, in one statement with the counters: one whose last entry
+   * forbids it by the journey's re-entry rule is `not_re_entered` (counted skipped at the trigger), one without a
+   * device the entry filters match `filtered`, the others enter at their first step. `counts` are the transaction's
+   * other counter changes, written by the same statement. The entrant's entries into these journeys must be locked
+   * (`lockEntrant`) by an earlier statement of the transaction, so that this one's snapshot sees every entry before.
+   */
+  async enter(
+    trx: Transaction<Database>,
+    entry: { appId: string; entrantKey: string; now: Date; candidates: EntryCandidate[]; counts: CountDelta[] },
+  ): Promise<Map<string, EntryOutcome>> {
+    const { appId, entrantKey, now, candidates } = entry;
+    const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
+    const { rows } = await sql<{ journey_id: string; outcome: EntryOutcome }>`
+      with candidate as (
+        select * from unnest(${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
+                             ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
+                             ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.afterExit)}::boolean[],
+                             ${col((c) => c.afterMs)}::bigint[])
+          as c(journey_id, version, device_id, step_id, phase, due_at, after_exit, after_ms)
+      ),
+      last_entry as (
+        select distinct on (journey_id) journey_id, entered_at, outcome
+        from journey_entrants
+        where app_id = ${appId} and entrant_key = ${entrantKey} and journey_id = any(${col((c) => c.journeyId)}::uuid[])
+        order by journey_id, entered_at desc
+      ),
+      decided as (
+        select c.*,
+               case when l.journey_id is not null
+                         and (not c.after_exit or l.outcome is null
+                              or ${now}::timestamptz - l.entered_at < c.after_ms * interval '1 millisecond')
+                      then 'not_re_entered'
+                    when c.device_id is null then 'filtered'
+                    else 'entered' end as outcome
+        from candidate c
+        left join last_entry l using (journey_id)
+      ),
+      inserted as (
+        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, ${now}
+        from decided
+        where outcome = 'entered'
+      ),
+      counted as (
+        ${stepCountsUpsert(sql`
+          ${countDeltas(entry.counts)}
+          union all
+          select journey_id, '', case outcome when 'not_re_entered' then 'skipped' else outcome end, 1 from decided
+          union all
+          select journey_id, step_id, counter, 1 from decided, unnest(array['entered', 'waiting']) as counter
+          where outcome = 'entered'`)}
       )
-      .execute();
+      select journey_id, outcome from decided
+    `.execute(trx);
+    return new Map(rows.map((r) => [r.journey_id, r.outcome]));
   }
 
   /** The entrant leaves every journey version listed, wherever it is: converted. */
@@ -166,17 +188,25 @@ export class JourneyEntrantsRepository {
     return rows;
   }
 
-  /** Up to `limit` due entrants of a group, locked; those another worker holds are skipped. */
+  /**
+   * Up to `limit` due entrants of a group, locked; those another worker holds are skipped. They are taken before
+   * their devices are joined, so the plan reads the due index in order whatever the statistics say (joined first, a
+   * plan made on stale ones sorted every due entrant for each batch).
+   */
   async lockDue(trx: Transaction<Database>, g: DueGroup, now: Date, limit: number): Promise<DueEntrant[]> {
     const { rows } = await sql<DueEntrant>`
-      select e.*, d.time_zone
-      from journey_entrants e
-      join devices d on d.id = e.device_id
-      where e.due_at <= ${now} and e.journey_id = ${g.journey_id} and e.version = ${g.version}
-        and e.step_id = ${g.step_id} and e.phase = ${g.phase}
-      order by e.due_at
-      limit ${limit}
-      for update of e skip locked
+      with due as (
+        select *
+        from journey_entrants e
+        where e.due_at <= ${now} and e.journey_id = ${g.journey_id} and e.version = ${g.version}
+          and e.step_id = ${g.step_id} and e.phase = ${g.phase}
+        order by e.due_at
+        limit ${limit}
+        for update skip locked
+      )
+      select due.*, d.time_zone
+      from due
+      join devices d on d.id = due.device_id
     `.execute(trx);
     return rows;
   }

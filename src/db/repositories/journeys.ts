@@ -1,4 +1,4 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, Journey } from '../schema.js';
 import type { JourneyDefinition, JourneyState } from '../../domain/journey.js';
@@ -15,8 +15,41 @@ export interface CountDelta {
   counter: StepCounter;
   n: number;
 }
-/** Shards of each step's counters: writers pick one at random, so concurrent entries seldom wait on one row. */
-const COUNTER_SHARDS = 8;
+/**
+ * Shards of each step's counters: a writer takes its connection's (its backend's pid), so two transactions open at
+ * once seldom write the same row and wait for the other's commit.
+ */
+const COUNTER_SHARDS = 32;
+
+/**
+ * The statement (or the tail of one, after its WITH list) that adds counter deltas to each journey step's counters:
+ * `deltas` is a query of (journey_id, step_id, counter, n); the rows are written in one order (no deadlock between
+ * two writers).
+ */
+export function stepCountsUpsert(deltas: RawBuilder<unknown>): RawBuilder<unknown> {
+  const columns = sql.join(STEP_COUNTERS.map((c) => sql.ref(c)));
+  return sql`
+    insert into journey_step_counts (journey_id, step_id, shard, ${columns})
+    select d.journey_id, d.step_id, pg_backend_pid() % ${COUNTER_SHARDS},
+           ${sql.join(STEP_COUNTERS.map((c) => sql`coalesce(sum(d.n) filter (where d.counter = ${c}), 0)`))}
+    from (${deltas}) as d(journey_id, step_id, counter, n)
+    group by d.journey_id, d.step_id
+    having ${sql.join(
+      STEP_COUNTERS.map((c) => sql`coalesce(sum(d.n) filter (where d.counter = ${c}), 0) <> 0`),
+      sql` or `,
+    )}
+    order by d.journey_id, d.step_id collate "C"
+    on conflict (journey_id, step_id, shard) do update set
+      ${sql.join(STEP_COUNTERS.map((c) => sql`${sql.ref(c)} = journey_step_counts.${sql.ref(c)} + excluded.${sql.ref(c)}`))}`;
+}
+
+/** Counter deltas as a query for `stepCountsUpsert`. */
+export function countDeltas(deltas: CountDelta[]): RawBuilder<unknown> {
+  const kept = deltas.filter((d) => d.n !== 0);
+  return sql`
+    select * from unnest(${kept.map((d) => d.journeyId)}::uuid[], ${kept.map((d) => d.step)}::text[],
+      ${kept.map((d) => d.counter)}::text[], ${kept.map((d) => d.n)}::bigint[])`;
+}
 
 export interface NewJourney {
   appId: string;
@@ -103,15 +136,25 @@ export class JourneysRepository {
       .executeTakeFirstOrThrow();
   }
 
-  /** The app's journeys that are not archived and that an event of these keys enters, or that wait for or exit on one. */
-  async listening(db: Db, appId: string, keys: string[]): Promise<Journey[]> {
-    return db
-      .selectFrom('journeys')
-      .selectAll()
-      .where('app_id', '=', appId)
-      .where('state', '<>', 'archived')
-      .where((eb) => eb.or([eb('trigger_event', '=', sql<string>`any(${keys}::text[])`), sql<boolean>`listens && ${keys}::text[]`]))
-      .execute();
+  /**
+   * The app's journeys that are not archived and that an event of these keys enters, or that wait for or exit on
+   * one; in the same statement, the entrant's entries into the active ones it enters are serialized until the commit
+   * (JourneyEntrantsRepository.lockEntrant's locks, taken in their order: no deadlock).
+   */
+  async listening(trx: Transaction<Database>, appId: string, keys: string[], entrantKey: string): Promise<Journey[]> {
+    const { rows } = await sql<Journey & { entry_lock: string | null; locked: unknown }>`
+      select j.*, case when j.entry_lock is not null then pg_advisory_xact_lock(j.entry_lock) end as locked
+      from (
+        select j.*,
+               case when j.state = 'active' and j.trigger_event = any(${keys}::text[])
+                    then hashtextextended('journey:' || j.id || ':' || ${entrantKey}::text, 0) end as entry_lock
+        from journeys j
+        where j.app_id = ${appId} and j.state <> 'archived'
+          and (j.trigger_event = any(${keys}::text[]) or j.listens && ${keys}::text[])
+        order by entry_lock
+      ) j
+    `.execute(trx);
+    return rows.map(({ entry_lock: _lock, locked: _locked, ...journey }) => journey);
   }
 
   async definition(db: Db, journeyId: string, version: number): Promise<JourneyDefinition | undefined> {
@@ -143,34 +186,9 @@ export class JourneysRepository {
     return out;
   }
 
-  /**
-   * Adds the deltas to one shard of each journey step's counters, in one statement (rows in a fixed order: no
-   * deadlock between two writers).
-   */
+  /** Adds the deltas to the counters of this connection's shard, in one statement. */
   async bump(db: Db, deltas: CountDelta[]): Promise<void> {
-    const byStep = new Map<string, { journeyId: string; step: string; counts: StepCounts }>();
-    for (const d of deltas) {
-      if (d.n === 0) continue;
-      const key = `${d.journeyId} ${d.step}`;
-      const row = byStep.get(key) ?? {
-        journeyId: d.journeyId,
-        step: d.step,
-        counts: Object.fromEntries(STEP_COUNTERS.map((c) => [c, 0])) as StepCounts,
-      };
-      row.counts[d.counter] += d.n;
-      byStep.set(key, row);
-    }
-    if (byStep.size === 0) return;
-    const rows = [...byStep.keys()].sort().map((k) => byStep.get(k)!);
-    const shard = Math.floor(Math.random() * COUNTER_SHARDS);
-    const column = (c: StepCounter) => sql`${rows.map((r) => r.counts[c])}::bigint[]`;
-    await sql`
-      insert into journey_step_counts (journey_id, step_id, shard, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(c)))})
-      select t.journey_id, t.step_id, ${shard}, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(`t.${c}`)))}
-      from unnest(${rows.map((r) => r.journeyId)}::uuid[], ${rows.map((r) => r.step)}::text[], ${sql.join(STEP_COUNTERS.map(column))})
-        as t(journey_id, step_id, ${sql.join(STEP_COUNTERS.map((c) => sql.ref(c)))})
-      on conflict (journey_id, step_id, shard) do update set
-        ${sql.join(STEP_COUNTERS.map((c) => sql`${sql.ref(c)} = journey_step_counts.${sql.ref(c)} + excluded.${sql.ref(c)}`))}
-    `.execute(db);
+    if (!deltas.some((d) => d.n !== 0)) return;
+    await stepCountsUpsert(countDeltas(deltas)).execute(db);
   }
 }
