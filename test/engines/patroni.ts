@@ -42,6 +42,8 @@ export interface PatroniCluster {
   kill(name: string): Promise<void>;
   /** Starts a killed member again: Patroni makes it a replica of whoever leads now. */
   restart(name: string): Promise<void>;
+  /** Changes the cluster's settings kept in etcd (`patronictl edit-config`), e.g. `{ synchronous_mode: true }`. */
+  configure(dcs: Record<string, unknown>): Promise<void>;
   stop(): Promise<void>;
   /** Kills every process at once, for a process 'exit' handler (which cannot wait); leaves the files. */
   killNow(): void;
@@ -245,6 +247,18 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
     async restart(name) {
       await startMember(byName(name));
     },
+    async configure(dcs) {
+      // any running member's REST API writes the settings to etcd
+      for (const m of members.filter((m) => m.proc?.exitCode === null && m.proc.signalCode === null)) {
+        const res = await fetch(`http://127.0.0.1:${m.apiPort}/config`, {
+          method: 'PATCH',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(dcs),
+        }).catch(() => undefined);
+        if (res?.ok) return;
+      }
+      throw new Error(`no Patroni member took the settings ${JSON.stringify(dcs)}`);
+    },
     stop,
     killNow() {
       for (const child of [...members.map((m) => m.proc), haproxy, etcd]) if (child?.exitCode === null) child.kill('SIGKILL');
@@ -279,6 +293,8 @@ function patroniConfig(opts: { scope: string; member: Member; etcdPort: number; 
       parameters: { unix_socket_directories: path.dirname(m.dataDir) },
       pg_hba: ['local all all trust', 'host replication all 127.0.0.1/32 trust', 'host all all 127.0.0.1/32 trust'],
       basebackup: ['checkpoint=fast', 'no-sync'],
+      // a lost primary started again after its replica was promoted cannot follow it without pg_rewind: copied afresh
+      remove_data_directory_on_diverged_timelines: true,
     },
     tags: { nofailover: false, noloadbalance: false, clonefrom: false, nosync: false },
   };
