@@ -51,6 +51,20 @@ interface Attempt {
   status: number;
 }
 
+/** Answered 201 a second, the answers' p50 and p99, and the rest. */
+function summary(xs: Attempt[], seconds: number): string {
+  const ms = xs.map((a) => a.ms).sort((a, b) => a - b);
+  const ok = xs.filter((a) => a.status === 201).length;
+  return (
+    `${(ok / seconds).toFixed(0)} answered 201 a second, answers p50 ${percentile(ms, 50).toFixed(0)} ms / ` +
+    `p99 ${percentile(ms, 99).toFixed(0)} ms, ${xs.filter((a) => a.status === 503).length} answered 503, ` +
+    `${xs.filter((a) => a.status !== 201 && a.status !== 503).length} other or none`
+  );
+}
+
+/** The clients run on this machine: what they take of its cores is not the service's. */
+const cpuShare = (cpuSeconds: number, seconds: number) => `the clients' own CPU ${((100 * cpuSeconds) / seconds).toFixed(0)} % of a core`;
+
 /** Each outage of the read-write port: from the first probe that found no primary to the next that found one. */
 function probePrimary(url: string): { outages: { from: number; to: number | null }[]; stop(): void } {
   const outages: { from: number; to: number | null }[] = [];
@@ -167,7 +181,6 @@ async function main() {
   // the ceiling: as many clients as the outside sequence's, each posting its next as soon as answered
   const ceiling: Attempt[] = [];
   const ceilingAccepted: string[] = [];
-  let ceilingCpu = 0;
   if (ceilingSeconds > 0) {
     const cpuBefore = process.cpuUsage();
     let next = 0;
@@ -193,7 +206,11 @@ async function main() {
       }),
     );
     const cpu = process.cpuUsage(cpuBefore);
-    ceilingCpu = (cpu.user + cpu.system) / 1e6;
+    const seconds = (Math.max(...ceiling.map((a) => a.at + a.ms)) - ceiling[0]!.at) / 1000;
+    console.log(
+      `ceiling (${CEILING_CLIENTS} clients as fast as answered, no broadcast, no fault, ${seconds.toFixed(1)} s): ` +
+        `${summary(ceiling, seconds)}; ${cpuShare((cpu.user + cpu.system) / 1e6, seconds)}`,
+    );
   }
   const loadCpuBefore = process.cpuUsage();
   const loadWallBefore = performance.now();
@@ -216,7 +233,7 @@ async function main() {
   const faults: { fault: string; at: number; until: number; notification: string }[] = [];
   for (const [i, b] of broadcasts.entries()) {
     await sleep(3000);
-    await cluster.untilHealthy();
+    await cluster.untilHealthy(180_000);
     if (i > 0) faults[i - 1]!.until = performance.now();
     const res = await post(b.key, { notification: { to: '*', payload: { alert: `broadcast ${b.fault}` } } });
     if (res.status !== 201) throw new Error(`the ${b.fault} broadcast was answered ${res.status}: ${await res.text()}`);
@@ -277,23 +294,6 @@ async function main() {
   const unicastTwice = (await mocks.tally([...ceilingTargets, ...targets].map((d) => d.token!))).twice;
   const other4xx = attempts.filter((a) => a.status >= 400 && a.status < 500).length;
 
-  const summary = (xs: Attempt[], seconds: number) => {
-    const ms = xs.map((a) => a.ms).sort((a, b) => a - b);
-    const ok = xs.filter((a) => a.status === 201).length;
-    return (
-      `${(ok / seconds).toFixed(0)} answered 201 a second, answers p50 ${percentile(ms, 50).toFixed(0)} ms / ` +
-      `p99 ${percentile(ms, 99).toFixed(0)} ms, ${xs.filter((a) => a.status === 503).length} answered 503, ` +
-      `${xs.filter((a) => a.status !== 201 && a.status !== 503).length} other or none`
-    );
-  };
-  // the clients run on this machine: what they take of its cores is not the service's
-  const cpuShare = (cpuSeconds: number, seconds: number) => `the clients' own CPU ${((100 * cpuSeconds) / seconds).toFixed(0)} % of a core`;
-  if (ceiling.length) {
-    const seconds = (Math.max(...ceiling.map((a) => a.at + a.ms)) - ceiling[0]!.at) / 1000;
-    console.log(
-      `\nceiling (${CEILING_CLIENTS} clients as fast as answered, no broadcast, no fault, ${seconds.toFixed(1)} s): ${summary(ceiling, seconds)}; ${cpuShare(ceilingCpu, seconds)}`,
-    );
-  }
   const loadStart = attempts.length ? Math.min(...attempts.slice(0, 1000).map((a) => a.at)) : 0;
   const beforeFaults = attempts.filter((a) => a.at < (faults[0]?.at ?? 0));
   const beforeSeconds = ((faults[0]?.at ?? 0) - loadStart) / 1000;

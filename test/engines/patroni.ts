@@ -138,7 +138,8 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
   };
   const api = async <T>(m: Member, what: string): Promise<T | undefined> => {
     try {
-      const res = await fetch(`http://127.0.0.1:${m.apiPort}/${what}`, { signal: AbortSignal.timeout(2000) });
+      // a caller busy with its own load (a benchmark's clients) reads the answer late: 5 s before it counts as none
+      const res = await fetch(`http://127.0.0.1:${m.apiPort}/${what}`, { signal: AbortSignal.timeout(5000) });
       return (await res.json()) as T;
     } catch {
       return undefined;
@@ -230,7 +231,7 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
     leader,
     untilHealthy,
     async switchover() {
-      const from = await untilHealthy();
+      const from = await untilHealthy(180_000);
       const to = (await membersNow()).find((m) => m.role === 'sync_standby' || m.role === 'replica')!.name;
       await run(PATRONICTL, ['-c', byName(from).config, 'switchover', '--leader', from, '--candidate', to, '--force'], {
         env: { ...process.env, HOME: dir },
