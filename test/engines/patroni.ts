@@ -246,7 +246,10 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
       killPid(postmaster);
     },
     async restart(name) {
-      await startMember(byName(name));
+      const m = byName(name);
+      // a second Patroni for a running member would escape stop(), which kills the last one started
+      if (m.proc && m.proc.exitCode === null && m.proc.signalCode === null) throw new Error(`${name} is running`);
+      await startMember(m);
     },
     async configure(dcs) {
       // any running member's REST API writes the settings to etcd
