@@ -9,22 +9,33 @@
  * request went unanswered, an accepted notification or a broadcast's device was never delivered, or a process
  * crashed.
  *
- *   npm run bench -- failover [--devices 100000] [--rate 500] [--after 20] [--samples file.json]
+ * The mock gateways run in a process of their own: in the clients' event loop, 500 requests a second and their
+ * retries slowed the mocks' answers past the service's 10 s push timeout, and the mocks' work slowed the clients.
+ * Before all that, with nothing failing and no broadcast, the ceiling: 50 clients posting one-device notifications
+ * as fast as they are answered for --ceiling-seconds (0: none), so a --rate the machine cannot carry shows as such.
+ *
+ *   npm run bench -- failover [--devices 100000] [--rate 500] [--after 20] [--ceiling-seconds 20] [--samples file.json]
  *   (--samples: every request attempt, the faults and the outages, as JSON, for a closer look)
  */
 import { writeFile } from 'node:fs/promises';
 import { sql } from 'kysely';
 import pg from 'pg';
+import type { DatabaseHandle } from '../src/db/database.js';
 import { startPatroniCluster, type PatroniCluster } from '../test/engines/patroni.js';
 import { startPrivateRedis } from './lib/private-services.js';
 import { arg, percentile, printRows } from './lib/setup.js';
-import { addApp, benchStack, startServices, type BenchStack } from './lib/stack.js';
+import { mocksInProcess } from './lib/mock-gateways.js';
+import { addApp, BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
 import { faultSettings } from './lib/fault-settings.js';
 
 const devices = Number(arg('devices', '100000'));
 const rate = Number(arg('rate', '500'));
 const afterSeconds = Number(arg('after', '20'));
 const samplesFile = arg('samples', '');
+const ceilingSeconds = Number(arg('ceiling-seconds', '20'));
+const CEILING_CLIENTS = 50;
+/** the one-device notifications' load runs this long at most before the faults (each target gets one) */
+const LOAD_SECONDS = 300;
 /** a request's answer is given up on after this long: it counts as unanswered */
 const ANSWER_TIMEOUT_MS = 30_000;
 /** a client retries a 503 this long after the request first went out, then gives up (counted, not lost) */
@@ -40,14 +51,19 @@ interface Attempt {
   status: number;
 }
 
-/** Counts pushes the mocks accepted per token. */
-function countPushes(stack: BenchStack): Map<string, number> {
-  const perToken = new Map<string, number>();
-  const onAccept = (token: string) => perToken.set(token, (perToken.get(token) ?? 0) + 1);
-  stack.apns.onAccept = onAccept;
-  stack.fcm.onAccept = onAccept;
-  return perToken;
+/** Answered 201 a second, the answers' p50 and p99, and the rest. */
+function summary(xs: Attempt[], seconds: number): string {
+  const ms = xs.map((a) => a.ms).sort((a, b) => a - b);
+  const ok = xs.filter((a) => a.status === 201).length;
+  return (
+    `${(ok / seconds).toFixed(0)} answered 201 a second, answers p50 ${percentile(ms, 50).toFixed(0)} ms / ` +
+    `p99 ${percentile(ms, 99).toFixed(0)} ms, ${xs.filter((a) => a.status === 503).length} answered 503, ` +
+    `${xs.filter((a) => a.status !== 201 && a.status !== 503).length} other or none`
+  );
 }
+
+/** The clients run on this machine: what they take of its cores is not the service's. */
+const cpuShare = (cpuSeconds: number, seconds: number) => `the clients' own CPU ${((100 * cpuSeconds) / seconds).toFixed(0)} % of a core`;
 
 /** Each outage of the read-write port: from the first probe that found no primary to the next that found one. */
 function probePrimary(url: string): { outages: { from: number; to: number | null }[]; stop(): void } {
@@ -56,7 +72,8 @@ function probePrimary(url: string): { outages: { from: number; to: number | null
   void (async () => {
     while (running) {
       const at = performance.now();
-      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1000, query_timeout: 1000 });
+      // a primary too busy to answer within 3 s is still a primary: HAProxy refuses at once while there is none
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000, query_timeout: 3000 });
       client.on('error', () => undefined);
       const primary = await client
         .connect()
@@ -73,7 +90,7 @@ function probePrimary(url: string): { outages: { from: number; to: number | null
   return { outages, stop: () => (running = false) };
 }
 
-async function seed(stack: BenchStack, appId: string, count: number, platform: 'mixed' | 'android', prefix: string) {
+async function seed(stack: { db: DatabaseHandle }, appId: string, count: number, platform: 'mixed' | 'android', prefix: string) {
   await sql`
     insert into devices (app_id, platform, token)
     select ${appId}::uuid, case when ${platform} = 'mixed' and i % 2 = 0 then 'ios' else 'android' end,
@@ -94,29 +111,28 @@ async function main() {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => process.exit(1));
   console.log(`failover benchmark: Patroni cluster up in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   process.env.DATABASE_URL = cluster.primaryUrl;
-  const stack = await benchStack('failover', { queue: 'redis', redisUrl: redis.url });
-  const gateways = {
-    apnsOrigin: stack.apns.origin,
-    fcmOrigin: stack.fcm.origin,
-    fcmTokenUrl: stack.fcm.tokenUrl,
-    apnsCredentials: stack.apnsKey.credentials,
-    serviceAccount: stack.serviceAccount.json,
-  };
+  // the mock gateways in a process of their own: the clients' load does not slow their answers, nor they the clients
+  const mocks = await mocksInProcess([BENCH_BUNDLE, 'com.example.bench.second']);
+  const stack = await benchApp('failover', { queue: 'redis', redisUrl: redis.url, gateways: mocks });
   // a broadcast app per fault (so each device's pushes are those of one broadcast) and one for the unicasts
-  const second = await addApp(stack.db, gateways, 'com.example.bench.second');
-  stack.apns.addTopic('com.example.bench.second');
-  const unicast = await addApp(stack.db, gateways, 'com.example.bench.unicast');
+  const second = await addApp(stack.db, mocks, 'com.example.bench.second');
+  const unicast = await addApp(stack.db, mocks, 'com.example.bench.unicast');
+  const ceilingApp = await addApp(stack.db, mocks, 'com.example.bench.ceiling');
   const broadcasts = [
     { fault: 'switchover', app: stack.app, key: stack.keys.write },
     { fault: 'kill', app: second.app, key: second.keys.write },
   ];
+  const fillStart = performance.now();
   const audience = [await seed(stack, stack.app.id, devices, 'mixed', 'a'), await seed(stack, second.app.id, devices, 'mixed', 'b')];
-  const targets = await seed(stack, unicast.app.id, Math.ceil(rate * (120 + afterSeconds)), 'android', 'u');
-  const perToken = countPushes(stack);
+  const targets = await seed(stack, unicast.app.id, Math.ceil(rate * (LOAD_SECONDS + afterSeconds)), 'android', 'u');
+  const ceilingTargets = ceilingSeconds > 0 ? await seed(stack, ceilingApp.app.id, 3000 * ceilingSeconds, 'android', 'c') : [];
+  const filled = 2 * devices + targets.length + ceilingTargets.length;
+  console.log(`${filled} devices inserted (one SQL statement a set) in ${((performance.now() - fillStart) / 1000).toFixed(1)} s`);
 
   const settings = faultSettings(devices);
   const env = {
     ...stack.env,
+    ...LAB_ENV,
     DATABASE_READ_URL: cluster.through(stack.database.url, 'ro'),
     ...Object.fromEntries(Object.entries(settings).map(([k, v]) => [k, String(v)])),
   };
@@ -161,6 +177,63 @@ async function main() {
       await sleep(retryAfter * 1000);
     }
   };
+
+  // the ceiling: as many clients as the outside sequence's, each posting its next as soon as answered
+  const ceiling: Attempt[] = [];
+  const ceilingAccepted: string[] = [];
+  if (ceilingSeconds > 0) {
+    const cpuBefore = process.cpuUsage();
+    let next = 0;
+    const until = performance.now() + ceilingSeconds * 1000;
+    await Promise.all(
+      Array.from({ length: CEILING_CLIENTS }, async () => {
+        while (performance.now() < until && next < ceilingTargets.length) {
+          const target = ceilingTargets[next++]!;
+          const at = performance.now();
+          let status = 0;
+          try {
+            const res = await post(ceilingApp.keys.write, {
+              notification: { to: [{ name: 'device_id', criteria: [target.id] }], payload: { alert: 'ceiling' } },
+            });
+            status = res.status;
+            await res.arrayBuffer();
+          } catch {
+            status = 0;
+          }
+          ceiling.push({ at, ms: performance.now() - at, status });
+          if (status === 201) ceilingAccepted.push(target.token!);
+        }
+      }),
+    );
+    const cpu = process.cpuUsage(cpuBefore);
+    const seconds = (ceiling.reduce((end, a) => Math.max(end, a.at + a.ms), 0) - ceiling[0]!.at) / 1000;
+    console.log(
+      `ceiling (${CEILING_CLIENTS} clients as fast as answered, no broadcast, no fault, ${seconds.toFixed(1)} s): ` +
+        `${summary(ceiling, seconds)}; ${cpuShare((cpu.user + cpu.system) / 1e6, seconds)}`,
+    );
+  }
+  const loadCpuBefore = process.cpuUsage();
+  const loadWallBefore = performance.now();
+
+  // a broadcast is posted as the one-device notifications are: with a key, again after a 503 or no answer, counted
+  const postBroadcast = async (key: string, fault: string): Promise<string> => {
+    const started = performance.now();
+    for (;;) {
+      const at = performance.now();
+      const res = await post(
+        key,
+        { notification: { to: '*', payload: { alert: `broadcast ${fault}` } } },
+        { 'idempotency-key': fault },
+      ).catch(() => undefined);
+      attempts.push({ at, ms: performance.now() - at, status: res?.status ?? 0 });
+      if (res?.status === 201) return ((await res.json()) as { id: string }).id;
+      const why = res ? `${res.status}: ${await res.text()}` : 'no answer';
+      if ((res && res.status !== 503) || performance.now() - started > CLIENT_PATIENCE_MS)
+        throw new Error(`the ${fault} broadcast: ${why}`);
+      await sleep(1000);
+    }
+  };
+
   const load = (async () => {
     const start = performance.now();
     while (sending && sent < targets.length) {
@@ -179,14 +252,12 @@ async function main() {
   const faults: { fault: string; at: number; until: number; notification: string }[] = [];
   for (const [i, b] of broadcasts.entries()) {
     await sleep(3000);
-    await cluster.untilHealthy();
+    await cluster.untilHealthy(180_000);
     if (i > 0) faults[i - 1]!.until = performance.now();
-    const res = await post(b.key, { notification: { to: '*', payload: { alert: `broadcast ${b.fault}` } } });
-    if (res.status !== 201) throw new Error(`the ${b.fault} broadcast was answered ${res.status}: ${await res.text()}`);
-    const { id } = (await res.json()) as { id: string };
+    const id = await postBroadcast(b.key, b.fault);
     // the fault comes once a fifth of its devices were reached: the broadcast is in flight
-    const tokens = audience[i]!.map((d) => d.token!);
-    while (tokens.filter((t) => perToken.has(t)).length < devices / 5) await sleep(20);
+    const reachedBefore = (await mocks.received()).count;
+    while ((await mocks.received()).count - reachedBefore < devices / 5) await sleep(50);
     const at = performance.now();
     if (b.fault === 'switchover') {
       const { from, to } = await cluster.switchover();
@@ -200,6 +271,9 @@ async function main() {
     faults.push({ fault: b.fault, at, until: Infinity, notification: id });
   }
   await sleep(afterSeconds * 1000);
+  const loadCpu = process.cpuUsage(loadCpuBefore);
+  const loadWall = (performance.now() - loadWallBefore) / 1000;
+  const ranOut = sent >= targets.length;
   sending = false;
   await load;
   await Promise.all(inFlight);
@@ -207,39 +281,50 @@ async function main() {
 
   // what was accepted is delivered within moments of the primary's return; then nothing more arrives
   const deadline = performance.now() + 120_000;
-  const undelivered = () => accepted.filter((t) => !perToken.has(t)).length + audience.flat().filter((d) => !perToken.has(d.token!)).length;
-  while (undelivered() > 0 && performance.now() < deadline) await sleep(200);
+  const acceptedTokens = [...accepted, ...ceilingAccepted];
+  const audienceTokens = audience.map((devicesOf) => devicesOf.map((d) => d.token!));
+  const undelivered = async () => (await mocks.tally([...acceptedTokens, ...audienceTokens.flat()])).missed;
+  while ((await undelivered()) > 0 && performance.now() < deadline) await sleep(1000);
   await sleep(2000);
   await services.stop();
 
-  const rows = faults.map((f) => {
+  const broadcastTallies = await Promise.all(audienceTokens.map((tokens) => mocks.tally(tokens)));
+  const rows = faults.map((f, i) => {
     const inWindow = (at: number) => at >= f.at && at < f.until;
     const mine = attempts.filter((a) => inWindow(a.at));
     const outage = probe.outages.filter((o) => inWindow(o.from)).reduce((s, o) => s + ((o.to ?? performance.now()) - o.from), 0);
-    const audienceOf = audience[faults.indexOf(f)]!;
-    const twiceBroadcast = audienceOf.reduce((s, d) => s + Math.max(0, (perToken.get(d.token!) ?? 0) - 1), 0);
-    const missedBroadcast = audienceOf.filter((d) => !perToken.has(d.token!)).length;
+    const { missed: missedBroadcast, twice: twiceBroadcast } = broadcastTallies[i]!;
     return {
       fault: f.fault,
       noPrimary: outage / 1000,
       s503: mine.filter((a) => a.status === 503).length,
       other5xx: mine.filter((a) => a.status >= 500 && a.status !== 503).length,
       unanswered: mine.filter((a) => a.status === 0).length,
-      slowest: Math.max(0, ...mine.map((a) => a.ms)),
+      // reduce, not a spread: a fault's window holds more attempts than a call takes arguments
+      slowest: mine.reduce((most, a) => Math.max(most, a.ms), 0),
       p99Back: p99BackAfter(mine, f.at),
       missedBroadcast,
       twiceBroadcast,
     };
   });
   if (samplesFile) await writeFile(samplesFile, JSON.stringify({ attempts, faults, outages: probe.outages }));
-  const lost = accepted.filter((t) => !perToken.has(t)).length;
-  const unicastTwice = targets.reduce((s, d) => s + Math.max(0, (perToken.get(d.token!) ?? 0) - 1), 0);
+  const lost = (await mocks.tally(acceptedTokens)).missed;
+  const unicastTwice = (await mocks.tally([...ceilingTargets, ...targets].map((d) => d.token!))).twice;
   const other4xx = attempts.filter((a) => a.status >= 400 && a.status < 500).length;
 
+  const loadStart = attempts.length ? Math.min(...attempts.slice(0, 1000).map((a) => a.at)) : 0;
+  const beforeFaults = attempts.filter((a) => a.at < (faults[0]?.at ?? 0));
+  const beforeSeconds = ((faults[0]?.at ?? 0) - loadStart) / 1000;
+  console.log(
+    `before the faults (${rate}/s offered, the first broadcast posted after 3 s, ${beforeSeconds.toFixed(1)} s): ${summary(beforeFaults, beforeSeconds)}`,
+  );
+  console.log(`the whole load (${loadWall.toFixed(0)} s): ${cpuShare((loadCpu.user + loadCpu.system) / 1e6, loadWall)}`);
+  if (ranOut) console.log(`the ${targets.length} one-device targets ran out before the end: the load stopped early`);
   console.log(
     `\n${devices} devices per broadcast; ${sent} one-device notifications at ${rate}/s (${accepted.length} answered 201, ` +
-      `${gaveUp.length} given up by their client, ${other4xx} answered 4xx); ${lost} answered 201 and never delivered; ` +
-      `${unicastTwice} one-device pushes sent twice\n`,
+      `${gaveUp.length} given up by their client, ${other4xx} answered 4xx; ${ceilingAccepted.length} more in the ceiling); ` +
+      `${lost} answered 201 and never delivered; ` +
+      `${unicastTwice} one-device targets pushed more than once\n`,
   );
   printRows(
     [
@@ -276,6 +361,7 @@ async function main() {
   ];
   for (const f of failures) console.error(`FAIL ${f}`);
   await stack.close();
+  await mocks.close();
   await redis.stop();
   await cluster.stop();
   process.exit(failures.length ? 1 : 0);

@@ -42,6 +42,8 @@ export interface PatroniCluster {
   kill(name: string): Promise<void>;
   /** Starts a killed member again: Patroni makes it a replica of whoever leads now. */
   restart(name: string): Promise<void>;
+  /** Changes the cluster's settings kept in etcd (`patronictl edit-config`), e.g. `{ synchronous_mode: true }`. */
+  configure(dcs: Record<string, unknown>): Promise<void>;
   stop(): Promise<void>;
   /** Kills every process at once, for a process 'exit' handler (which cannot wait); leaves the files. */
   killNow(): void;
@@ -136,7 +138,8 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
   };
   const api = async <T>(m: Member, what: string): Promise<T | undefined> => {
     try {
-      const res = await fetch(`http://127.0.0.1:${m.apiPort}/${what}`, { signal: AbortSignal.timeout(2000) });
+      // a caller busy with its own load (a benchmark's clients) reads the answer late: 5 s before it counts as none
+      const res = await fetch(`http://127.0.0.1:${m.apiPort}/${what}`, { signal: AbortSignal.timeout(5000) });
       return (await res.json()) as T;
     } catch {
       return undefined;
@@ -228,7 +231,7 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
     leader,
     untilHealthy,
     async switchover() {
-      const from = await untilHealthy();
+      const from = await untilHealthy(180_000);
       const to = (await membersNow()).find((m) => m.role === 'sync_standby' || m.role === 'replica')!.name;
       await run(PATRONICTL, ['-c', byName(from).config, 'switchover', '--leader', from, '--candidate', to, '--force'], {
         env: { ...process.env, HOME: dir },
@@ -243,7 +246,22 @@ export async function startPatroniCluster(opts: { nodes?: number; synchronous?: 
       killPid(postmaster);
     },
     async restart(name) {
-      await startMember(byName(name));
+      const m = byName(name);
+      // a second Patroni for a running member would escape stop(), which kills the last one started
+      if (m.proc && m.proc.exitCode === null && m.proc.signalCode === null) throw new Error(`${name} is running`);
+      await startMember(m);
+    },
+    async configure(dcs) {
+      // any running member's REST API writes the settings to etcd
+      for (const m of members.filter((m) => m.proc?.exitCode === null && m.proc.signalCode === null)) {
+        const res = await fetch(`http://127.0.0.1:${m.apiPort}/config`, {
+          method: 'PATCH',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(dcs),
+        }).catch(() => undefined);
+        if (res?.ok) return;
+      }
+      throw new Error(`no Patroni member took the settings ${JSON.stringify(dcs)}`);
     },
     stop,
     killNow() {
@@ -279,6 +297,8 @@ function patroniConfig(opts: { scope: string; member: Member; etcdPort: number; 
       parameters: { unix_socket_directories: path.dirname(m.dataDir) },
       pg_hba: ['local all all trust', 'host replication all 127.0.0.1/32 trust', 'host all all 127.0.0.1/32 trust'],
       basebackup: ['checkpoint=fast', 'no-sync'],
+      // a lost primary started again after its replica was promoted cannot follow it without pg_rewind: copied afresh
+      remove_data_directory_on_diverged_timelines: true,
     },
     tags: { nofailover: false, noloadbalance: false, clonefrom: false, nosync: false },
   };
