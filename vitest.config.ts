@@ -5,8 +5,8 @@ import { defineConfig } from 'vitest/config';
 // so it is set here, before vitest forks its workers.
 process.env.NODE_EXTRA_CA_CERTS = path.resolve('test/fixtures/tls/ca.pem');
 
-/** Load tests that measure the machine as a whole: they run after the rest, alone, as a benchmark would. */
-const ALONE = ['test/system/scale-out.test.ts'];
+/** Load tests that measure the machine as a whole, and the failovers whose timings a busy machine stretches: after the rest, alone. */
+const ALONE = ['test/system/scale-out.test.ts', 'test/system/failover.test.ts', 'test/system/failover-window.test.ts'];
 
 export default defineConfig({
   test: {

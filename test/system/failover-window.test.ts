@@ -125,10 +125,18 @@ describe.skipIf(engines.length > 0)('writes inside the replication lag when the 
     Number((await first('rw', 'select count(*) as n from devices where token = any($1)', [tokens])).n);
   /** The bytes of WAL the primary has written and the replica has not received. */
   const notStreamed = async () => {
-    const primary = (await first('rw', 'select pg_current_wal_lsn() as at')).at!;
-    // HAProxy may still send the read-only port to a member that has just been promoted: no replica, not caught up
-    const { at } = await first('ro', 'select case when pg_is_in_recovery() then pg_last_wal_receive_lsn()::text end as at');
-    return at ? Number(lsn(primary) - lsn(at)) : Infinity;
+    // HAProxy may still send the read-only port to a member that has just been promoted, and a replica whose
+    // receiver has not started since it did knows no position received: asked again for a few seconds
+    for (let attempt = 1; ; attempt++) {
+      const primary = (await first('rw', 'select pg_current_wal_lsn() as at')).at!;
+      const { at } = await first(
+        'ro',
+        'select case when pg_is_in_recovery() then coalesce(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::text end as at',
+      );
+      if (at) return Number(lsn(primary) - lsn(at));
+      if (attempt === 20) return Infinity;
+      await new Promise((r) => setTimeout(r, 250));
+    }
   };
   const caughtUp = () => waitFor('the replica to receive everything', async () => (await notStreamed()) <= 0, 30_000, 200);
   /** Holds the primary's stream to its replica back; returns the WAL senders' pids. */
