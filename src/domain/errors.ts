@@ -74,6 +74,8 @@ const UNAVAILABLE_STATES = new Set([
 
 /** Errors of the socket or of pg's client that mean the connection, not the statement, failed. */
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+/** A connection the process could not open for want of file descriptors: it can once others close. */
+const NO_DESCRIPTOR_CODES = new Set(['EMFILE', 'ENFILE']);
 const CONNECTION_MESSAGES = [
   /^Connection terminated/,
   /^timeout exceeded when trying to connect/,
@@ -90,7 +92,13 @@ export function isDatabaseUnavailable(err: unknown, depth = 0): boolean {
   if (!err || typeof err !== 'object' || depth > 4) return false;
   const { code, message, cause, errors } = err as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
   if (typeof code === 'string') {
-    if (UNAVAILABLE_STATES.has(code) || (code.length === 5 && code.startsWith('08')) || CONNECTION_CODES.has(code)) return true;
+    if (
+      UNAVAILABLE_STATES.has(code) ||
+      (code.length === 5 && code.startsWith('08')) ||
+      CONNECTION_CODES.has(code) ||
+      NO_DESCRIPTOR_CODES.has(code)
+    )
+      return true;
   }
   if (typeof message === 'string' && CONNECTION_MESSAGES.some((m) => m.test(message))) return true;
   // a connection attempt to every address of a name fails as one AggregateError

@@ -1,3 +1,4 @@
+import type { Server } from 'node:http';
 import fp from 'fastify-plugin';
 import type { Metrics } from '../platform/metrics.js';
 
@@ -35,3 +36,14 @@ export const shedLoad = fp<{ maxInFlight: number; metrics: Metrics }>(
   },
   { name: 'shed-load' },
 );
+
+/**
+ * Past `max` open client connections a new one is closed at once (Node's `maxConnections`): clients that open a
+ * connection per request while answers are slow would otherwise take every file descriptor, and the next connection
+ * to the database fails (EMFILE). 0 turns it off.
+ */
+export function capConnections(server: Server, max: number, metrics: Metrics): void {
+  if (max === 0) return;
+  server.maxConnections = max;
+  server.on('drop', () => metrics.connectionsDropped.inc());
+}

@@ -8,7 +8,7 @@ import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { registerApiDocument } from './openapi.js';
 import { registerBrowserCors } from './browser-cors.js';
-import { shedLoad } from './overload.js';
+import { capConnections, shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
 import { lazyRequestLogger } from './request-logger.js';
 import { routeModules } from './routes/index.js';
@@ -40,6 +40,7 @@ export async function buildServer(
     http: { requireHostHeader: false },
   }).withTypeProvider<ZodTypeProvider>();
   guardTransport(app);
+  capConnections(app.server, ctx.config.MAX_CONNECTIONS, ctx.metrics);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);

@@ -174,6 +174,17 @@ export const envSchema = z.object({
         'no place); health, readiness and metrics are not counted. Metrics: `pushd_http_requests_in_flight`, ' +
         '`pushd_http_requests_shed_total`. `0` turns it off.',
     ),
+  MAX_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(10000)
+    .describe(
+      'Client connections one process holds open at most; past it a new connection is closed at once, unanswered ' +
+        "(Node's `server.maxConnections`), so clients that open more and more while answers are slow cannot take the " +
+        'file descriptors and memory the database and gateway connections need. Keep it under the open-file limit ' +
+        '(`ulimit -n`). Metric: `pushd_http_connections_dropped_total`. `0` turns it off.',
+    ),
   RATE_LIMIT_PER_SECOND: z.coerce
     .number()
     .min(0)

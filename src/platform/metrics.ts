@@ -33,6 +33,11 @@ export class Metrics {
     help: 'API requests authenticated and read, not yet answered (what MAX_REQUESTS_IN_FLIGHT bounds)',
     registers: [this.registry],
   });
+  readonly connectionsDropped = new Counter({
+    name: 'pushd_http_connections_dropped_total',
+    help: 'Client connections closed unanswered because MAX_CONNECTIONS were open',
+    registers: [this.registry],
+  });
   readonly requestsShed = new Counter({
     name: 'pushd_http_requests_shed_total',
     help: 'API requests answered 503 because MAX_REQUESTS_IN_FLIGHT were in progress',

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -59,6 +60,24 @@ describe('isDatabaseUnavailable, on errors real servers give', () => {
     for (const err of [refused, closed, terminated, demoted]) expect(isDatabaseUnavailable(err)).toBe(true);
     // as a library wraps one
     expect(isDatabaseUnavailable(new Error('query failed', { cause: terminated }))).toBe(true);
+  });
+
+  it('is true for a connection the process has no file descriptor left for (EMFILE)', () => {
+    // a process allowed 40 open files connects to the database until it cannot: the error as pg gives it
+    const script =
+      "import pg from 'pg'; const url = process.argv[1]; const held = [];" +
+      'try { for (;;) { const c = new pg.Client({ connectionString: url }); await c.connect(); held.push(c); } }' +
+      'catch (e) { console.log(JSON.stringify({ code: e.code, syscall: e.syscall, message: e.message })); process.exit(0); }';
+    const out = execFileSync(
+      'bash',
+      ['-c', 'ulimit -n 40 && exec "$0" --input-type=module -e "$1" "$2"', process.execPath, script, inject('adminDatabaseUrl')],
+      {
+        encoding: 'utf8',
+      },
+    );
+    const fields = JSON.parse(out) as { code: string; syscall: string; message: string };
+    expect(fields.code).toBe('EMFILE');
+    expect(isDatabaseUnavailable(Object.assign(new Error(fields.message), fields))).toBe(true);
   });
 
   it('is false for a statement the server refuses and for errors of our own', async () => {

@@ -94,3 +94,62 @@ describe('load shedding', () => {
     expect(statuses.every((s) => s === 200)).toBe(true);
   });
 });
+
+/**
+ * The connection cap on a real listening server with room for 3 client connections: a fourth is closed at once,
+ * unanswered, and counted; once one of the three closes, a new connection is served.
+ */
+describe('connection cap', () => {
+  let h: Harness;
+  let port: number;
+  beforeAll(async () => {
+    h = await createHarness({ env: { MAX_CONNECTIONS: '3' } });
+    await h.server.listen({ host: '127.0.0.1', port: 0 });
+    port = (h.server.server.address() as net.AddressInfo).port;
+  });
+  afterAll(async () => h?.close());
+
+  /** A keep-alive connection; `get` sends one request on it and answers what came back until the body's end. */
+  const connection = async () => {
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let received = '';
+    socket.on('data', (d) => (received += d.toString()));
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    const get = async (path: string) => {
+      received = '';
+      socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`);
+      for (let i = 0; i < 250; i++) {
+        const length = Number(/content-length: (\d+)/i.exec(received)?.[1] ?? NaN);
+        const body = received.split('\r\n\r\n')[1];
+        if (body !== undefined && Buffer.byteLength(body) >= length) return received;
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      throw new Error(`no whole answer to ${path}: ${received}`);
+    };
+    return { socket, get, closed, received: () => received };
+  };
+
+  it('closes a connection past the cap unanswered, counts it, and serves new ones once one closes', async () => {
+    const open = await Promise.all([connection(), connection(), connection()]);
+    for (const c of open) expect(await c.get('/health')).toMatch(/^HTTP\/1\.1 200/);
+
+    const fourth = await connection();
+    fourth.socket.write('GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n');
+    await fourth.closed;
+    expect(fourth.received()).toBe('');
+    expect(await open[0]!.get('/metrics')).toMatch(/^pushd_http_connections_dropped_total 1$/m);
+
+    open[2]!.socket.destroy();
+    await open[2]!.closed;
+    let served = '';
+    for (let i = 0; i < 50 && !served; i++) {
+      const c = await connection();
+      served = await Promise.race([c.get('/health').catch(() => ''), c.closed.then(() => '')]);
+      if (!served) await new Promise((r) => setTimeout(r, 20));
+      else c.socket.destroy();
+    }
+    expect(served).toMatch(/^HTTP\/1\.1 200/);
+    for (const c of open.slice(0, 2)) c.socket.destroy();
+  });
+});
