@@ -1,7 +1,7 @@
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
-import type { Deliverable, DeliverableNow } from '../db/repositories/devices.js';
+import type { Deliverable } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -527,18 +527,22 @@ export class NotificationService {
     // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
     const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
     let devices: Deliverable[] | undefined;
-    // read with their tokens, the batches go out from this process as a group's do; an activity's tokens are its own
+    // a few devices' tokens read with them, the batches go out from this process as a group's do; an activity's
+    // tokens are its own, and a journey's batch (`named`) goes through the queue as a broadcast's batches do
     let tokens: ReadonlyMap<string, string> | undefined;
     // an activity's update or end goes to the few devices holding its token, looked up by the activity
     const fewDevices = named || namesFewDevices(filters) || (liveActivity !== null && liveActivity.event !== 'start');
     // an A/B test goes through the fan-out, which cuts each device into its share
     if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants) {
       const first = { afterId: null, limit: (named ? NAMED_MAX_DEVICES : DIRECT_AUDIENCE_MAX_DEVICES) + 1, now };
-      const page: Deliverable[] | DeliverableNow[] = liveActivity
-        ? await this.devices.pageDeliverable(trx, appId, filters, { ...first, visible: false, liveActivity })
-        : await this.devices.pageDeliverableNow(trx, appId, filters, { ...first, visible: isVisiblePush(payload) });
-      if (page.length < first.limit) devices = page;
-      if (devices && !liveActivity) tokens = new Map((page as DeliverableNow[]).map((d) => [d.id, d.token]));
+      const visible = !liveActivity && isVisiblePush(payload);
+      if (liveActivity || named) {
+        const page = await this.devices.pageDeliverable(trx, appId, filters, { ...first, visible, liveActivity });
+        if (page.length < first.limit) devices = page;
+      } else {
+        const page = await this.devices.pageDeliverableNow(trx, appId, filters, { ...first, visible });
+        if (page.length < first.limit) [devices, tokens] = [page, new Map(page.map((d) => [d.id, d.token]))];
+      }
     }
     // what is not cut here, its fan-out cuts from its stored audience
     const audience = at.audience ?? (devices ? null : await this.resolveAudience(trx, appId, fields.to));
