@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { chmod, link, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { chmod, link, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { decodeSecretsKey, newSecretsKeyText, SecretsKeyring } from '../domain/secrets.js';
 import { ConfigError, type Config } from './config.js';
@@ -88,6 +88,8 @@ export async function readKeyFile(file: string, what: string): Promise<Buffer | 
  */
 export async function writeKeyFile(file: string, text: string, opts: { exclusive: boolean }): Promise<void> {
   const temporary = `${file}.${process.pid}.tmp`;
+  // a fresh clone's first `npm start` makes its key before the embedded PostgreSQL makes DATA_DIR
+  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
   await writeFile(temporary, text, { mode: 0o600 });
   try {
     await chmod(temporary, 0o600);

@@ -20,6 +20,12 @@ describe('the secrets key of a process', () => {
     expect((await loadSecretsKeys(loadConfig({ DATA_DIR: dir }))).keyring.currentId).toBe(first.keyring.currentId);
   });
 
+  it("on the embedded default: DATA_DIR made when it does not exist yet (a fresh clone's first start)", async () => {
+    const dir = path.join(await tempDir(), 'data');
+    await loadSecretsKeys(loadConfig({ DATA_DIR: dir }));
+    expect(await mode(path.join(dir, 'secrets.key'))).toBe(0o600);
+  });
+
   it('processes starting together on a fresh DATA_DIR make one key between them', async () => {
     const dir = await tempDir();
     const ids = await Promise.all(
