@@ -88,8 +88,9 @@ export async function readKeyFile(file: string, what: string): Promise<Buffer | 
  */
 export async function writeKeyFile(file: string, text: string, opts: { exclusive: boolean }): Promise<void> {
   const temporary = `${file}.${process.pid}.tmp`;
-  // a fresh clone's first `npm start` makes its key before the embedded PostgreSQL makes DATA_DIR
-  await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+  // a fresh clone's first `npm start` makes its key before the embedded PostgreSQL makes DATA_DIR (whose mode is
+  // PostgreSQL's to need: it may run as another user; the key file is the owner's alone)
+  await mkdir(path.dirname(file), { recursive: true });
   await writeFile(temporary, text, { mode: 0o600 });
   try {
     await chmod(temporary, 0o600);
