@@ -7,11 +7,11 @@ export const LAYERS = {
   platform: ['domain'],
   gateways: ['domain', 'platform'],
   db: ['domain', 'platform'],
-  queue: ['domain', 'platform', 'db', 'gateways'],
-  services: ['domain', 'platform', 'db', 'queue'],
+  delivery: ['domain', 'platform', 'db', 'gateways'],
+  services: ['domain', 'platform', 'db', 'delivery'],
   http: ['domain', 'platform', 'services'],
   cli: ['domain', 'platform', 'services', 'app'],
-  app: ['domain', 'platform', 'db', 'queue', 'gateways', 'services', 'http'],
+  app: ['domain', 'platform', 'db', 'delivery', 'gateways', 'services', 'http'],
 };
 
 /** layer -> layers it may import types from, never values: http maps db rows to API objects (serialize.ts). */

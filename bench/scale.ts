@@ -15,7 +15,7 @@
  *
  * --age-days D: then D simulated days of traffic on a moved clock. The service has no clock setting, so the
  * maintenance is driven here through the code the workers' sweep runs (maintainPartitions in
- * src/queue/retention.ts) with a moved `now`, every table of DAY_PARTITIONED kept `--retention-days` (8, the least
+ * src/delivery/retention.ts) with a moved `now`, every table of DAY_PARTITIONED kept `--retention-days` (8, the least
  * the settings allow). Each day: the maintenance, then a broadcast's receipts (`--age-audience` devices, all by
  * default), unicast receipts (1 % of them), sessions (20 %, which count their devices active), opens (5 %) and
  * conversions (1 %), written by SQL; a line per day with each table's size (all its partitions), the partitions kept and
@@ -30,7 +30,7 @@ import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createLogger } from '../src/platform/logger.js';
-import { maintainPartitions, retentionOf } from '../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../src/delivery/retention.js';
 import { fillRegistrations } from './lib/device-fill.js';
 import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
 import { arg, cpuMs, printRows } from './lib/setup.js';

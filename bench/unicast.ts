@@ -56,7 +56,7 @@ import { tmpdir } from 'node:os';
 import { PartitionsRepository } from '../src/db/repositories/partitions.js';
 import { loadConfig } from '../src/platform/config.js';
 import { createLogger } from '../src/platform/logger.js';
-import { maintainPartitions, retentionOf } from '../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../src/delivery/retention.js';
 import path from 'node:path';
 
 const K = Number(arg('notifications', '10000'));

@@ -44,7 +44,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  // The day partitions of the tables kept by time (src/queue/retention.ts), as the last maintenance of this process saw them.
+  // The day partitions of the tables kept by time (src/delivery/retention.ts), as the last maintenance of this process saw them.
   readonly partitions = new Gauge({
     name: 'pushd_partitions',
     help: 'Day partitions of each time-partitioned table',

@@ -24,9 +24,9 @@ import {
   type HmsMessageTemplate,
   type WebPushMessage,
 } from '../domain/push-mapping.js';
-import { allowedOf, cutBatches, splitIntoBatches } from '../queue/fanout.js';
-import type { BatchRef, NotificationScheduler } from '../queue/jobs.js';
-import { committedBatches, type CommittedBatch, type DirectDelivery } from '../queue/direct-delivery.js';
+import { allowedOf, cutBatches, splitIntoBatches } from '../delivery/fanout.js';
+import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
+import { committedBatches, type CommittedBatch, type DirectDelivery } from '../delivery/direct-delivery.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';

@@ -7,8 +7,8 @@ import { loadConfig } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
 import { timeOrderedUuid } from '../../src/platform/random-id.js';
-import { cutBatches } from '../../src/queue/fanout.js';
-import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
+import { cutBatches } from '../../src/delivery/fanout.js';
+import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { useHarness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { encodeCursor } from '../../src/domain/cursor.js';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call, register, token } from './device-support.js';

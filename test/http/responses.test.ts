@@ -3,8 +3,8 @@ import { createContext } from '../../src/app/context.js';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { buildServer } from '../../src/http/server.js';
-import { jobSpecs } from '../../src/queue/jobs.js';
-import { JobQueues } from '../../src/queue/queues.js';
+import { jobSpecs } from '../../src/delivery/jobs.js';
+import { JobQueues } from '../../src/delivery/queues.js';
 import { useHarness, redisUrl } from '../helpers/harness.js';
 import { get, ISO_MS, postNotification, UUID, type AppWithKeys } from './support.js';
 

@@ -8,9 +8,9 @@ describe('lint: imports follow the layers', () => {
   const problems = async (file: string, code: string) =>
     (await eslint.lintText(code, { filePath: path.resolve(file) }))[0]!.messages.filter((m) => m.ruleId === 'layers/imports');
 
-  it('refuses an arrow up: domain -> db, queue -> services, gateways -> platform config is fine', async () => {
+  it('refuses an arrow up: domain -> db, delivery -> services, gateways -> platform config is fine', async () => {
     expect(await problems('src/domain/x.ts', "import { a } from '../db/schema.js';\nexport const b = a;\n")).toHaveLength(1);
-    expect(await problems('src/queue/x.ts', "import { a } from '../services/notifications.js';\nexport const b = a;\n")).toHaveLength(1);
+    expect(await problems('src/delivery/x.ts', "import { a } from '../services/notifications.js';\nexport const b = a;\n")).toHaveLength(1);
     expect(await problems('src/gateways/x.ts', "import { a } from '../platform/logger.js';\nexport const b = a;\n")).toHaveLength(0);
   });
 

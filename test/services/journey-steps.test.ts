@@ -5,7 +5,7 @@ import { call } from '../http/device-support.js';
 import { journeyApi } from '../http/journey-support.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 const MINUTE = 60_000;

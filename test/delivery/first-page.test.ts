@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FIRST_PAGE_DEVICES } from '../../src/queue/fanout.js';
-import { jobSpecs } from '../../src/queue/jobs.js';
-import { JobQueues } from '../../src/queue/queues.js';
+import { FIRST_PAGE_DEVICES } from '../../src/delivery/fanout.js';
+import { jobSpecs } from '../../src/delivery/jobs.js';
+import { JobQueues } from '../../src/delivery/queues.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
 

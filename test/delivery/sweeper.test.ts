@@ -7,10 +7,10 @@ import { NotificationsRepository } from '../../src/db/repositories/notifications
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock, type Clock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { jobSpecs, type NotificationScheduler } from '../../src/queue/jobs.js';
-import { JobQueues } from '../../src/queue/queues.js';
-import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
-import { startSweeper } from '../../src/queue/sweeper.js';
+import { jobSpecs, type NotificationScheduler } from '../../src/delivery/jobs.js';
+import { JobQueues } from '../../src/delivery/queues.js';
+import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
+import { startSweeper } from '../../src/delivery/sweeper.js';
 import { basic, redisUrl, useHarness } from '../helpers/harness.js';
 import { loadConfig } from '../../src/platform/config.js';
 

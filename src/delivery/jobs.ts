@@ -2,7 +2,7 @@ import type { JobsOptions } from 'bullmq';
 
 /**
  * Every job this service runs, by name: its data and how it is enqueued. One queue per job name, one handler per
- * job name (src/queue/pipeline.ts registers them from a map of the same names).
+ * job name (src/delivery/pipeline.ts registers them from a map of the same names).
  */
 export interface JobTypes {
   /** Resolve a notification's audience to devices and cut it into delivery batches (from its local-time wave). */
@@ -17,7 +17,7 @@ export interface JobTypes {
    * math of the fan-out that split it (`at`, ISO).
    */
   fanoutRange: { notificationId: string; generation: number; range: number; at: string };
-  /** Pick an A/B test's winner by its metric, once its test share was sent and `after` passed (src/queue/ab-winner.ts). */
+  /** Pick an A/B test's winner by its metric, once its test share was sent and `after` passed (src/delivery/ab-winner.ts). */
   abWinner: { notificationId: string; generation: number };
 }
 export interface BatchRef {

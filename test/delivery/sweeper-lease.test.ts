@@ -6,12 +6,12 @@ import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
-import { jobSpecs } from '../../src/queue/jobs.js';
-import { JobQueues } from '../../src/queue/queues.js';
-import { SCAN_LEASE, startSweeper } from '../../src/queue/sweeper.js';
+import { jobSpecs } from '../../src/delivery/jobs.js';
+import { JobQueues } from '../../src/delivery/queues.js';
+import { SCAN_LEASE, startSweeper } from '../../src/delivery/sweeper.js';
 import { waitFor } from '../helpers/gateways.js';
 import { useHarness } from '../helpers/harness.js';
-import { retentionOf } from '../../src/queue/retention.js';
+import { retentionOf } from '../../src/delivery/retention.js';
 import { loadConfig } from '../../src/platform/config.js';
 
 const LEASE_MS = 1500;

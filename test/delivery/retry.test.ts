@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelay, RetryLaterError } from '../../src/queue/retry.js';
+import { backoffDelay, RetryLaterError } from '../../src/delivery/retry.js';
 
 const policy = { attempts: 10, baseDelayMs: 1000, maxDelayMs: 60_000 };
 const half = () => 0.5;

@@ -1,8 +1,8 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { abBounds, abPoint, bucketOf, REST } from '../../src/domain/ab-test.js';
-import { jobSpecs } from '../../src/queue/jobs.js';
-import { JobQueues } from '../../src/queue/queues.js';
+import { jobSpecs } from '../../src/delivery/jobs.js';
+import { JobQueues } from '../../src/delivery/queues.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { jobSpecs, type JobTypes } from '../../src/queue/jobs.js';
-import { JobQueues, type QueueConnection } from '../../src/queue/queues.js';
+import { jobSpecs, type JobTypes } from '../../src/delivery/jobs.js';
+import { JobQueues, type QueueConnection } from '../../src/delivery/queues.js';
 import { waitFor } from '../helpers/gateways.js';
 import { createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 

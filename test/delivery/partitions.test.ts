@@ -1,8 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { jobSpecs, partitionOf, type JobTypes } from '../../src/queue/jobs.js';
-import { JobQueues, partitionPrefix } from '../../src/queue/queues.js';
+import { jobSpecs, partitionOf, type JobTypes } from '../../src/delivery/jobs.js';
+import { JobQueues, partitionPrefix } from '../../src/delivery/queues.js';
 import { waitFor } from '../helpers/gateways.js';
 import { redisUrl } from '../helpers/harness.js';
 

@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { keepStatistics } from '../../src/queue/retention.js';
+import { keepStatistics } from '../../src/delivery/retention.js';
 import { useHarness } from '../helpers/harness.js';
 
 /**

@@ -7,7 +7,7 @@ import { MessagesRepository } from '../../src/db/repositories/messages.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
-import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { createHarness, ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { call } from '../http/device-support.js';

@@ -5,10 +5,10 @@ import { DIRECT_AUDIENCE_MAX_DEVICES } from '../../src/domain/audience-spec.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
-import { deliveryProcessor, LargeBatchTurns } from '../../src/queue/delivery.js';
-import type { DeliveryStore } from '../../src/queue/delivery-store.js';
+import { deliveryProcessor, LargeBatchTurns } from '../../src/delivery/delivery.js';
+import type { DeliveryStore } from '../../src/delivery/delivery-store.js';
 import type { GatewayProvider } from '../../src/gateways/provider.js';
-import type { JobTypes } from '../../src/queue/jobs.js';
+import type { JobTypes } from '../../src/delivery/jobs.js';
 
 /** A batch of more devices than an audience cut at creation has: it takes a turn among the large batches. */
 function largeBatch(state: 'sending' | 'canceled'): AttemptInput {

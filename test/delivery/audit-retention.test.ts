@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { listDays, PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { maintainPartitions, retentionOf } from '../../src/queue/retention.js';
+import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { basic, useHarness } from '../helpers/harness.js';
 
 const DAY_MS = 86_400_000;

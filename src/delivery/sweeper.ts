@@ -28,7 +28,7 @@ export const SCAN_LEASE_MS = 10_000;
  * sweep sends nothing twice.
  * Each sweep also keeps the time-partitioned tables (receipts, active devices, sessions, opens, conversions, messages
  * and their streams, idempotency keys, notifications with their batches): partitions created ahead, those past
- * retention dropped whole (src/queue/retention.ts).
+ * retention dropped whole (src/delivery/retention.ts).
  */
 export function startSweeper(deps: {
   db: Db;

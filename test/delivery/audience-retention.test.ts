@@ -7,7 +7,7 @@ import type { Db } from '../../src/db/database.js';
 import { audienceSpec } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { createLogger } from '../../src/platform/logger.js';
-import { AUDIENCE_RETIRED_GRACE_MS, maintainPartitions, retentionOf, sweepAudiences } from '../../src/queue/retention.js';
+import { AUDIENCE_RETIRED_GRACE_MS, maintainPartitions, retentionOf, sweepAudiences } from '../../src/delivery/retention.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { useHarness } from '../helpers/harness.js';
