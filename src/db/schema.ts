@@ -7,6 +7,7 @@ import type { PushPriority } from '../domain/delivery-options.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import type { Localized } from '../domain/localized.js';
 import type { JourneyDefinition, JourneyState } from '../domain/journey.js';
+import type { HistoryEntry } from '../domain/journey-history.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
 import type { Sealed } from '../domain/secrets.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
@@ -475,6 +476,15 @@ export interface JourneyEntrantsTable {
   outcome: 'completed' | 'converted' | 'exited' | 'failed' | null;
   entered_at: Date;
   left_at: Date | null;
+  /** what it did at each step and why (src/domain/journey-history.ts), appended as it moves (migration 058) */
+  history: ColumnType<HistoryEntry[], string | undefined, string>;
+}
+
+/** Who entered which journey, kept past the entrants' retention for the re-entry rule (migration 058). */
+export interface JourneyEnteredTable {
+  journey_id: string;
+  entrant_key: string;
+  last_entered_at: Date;
 }
 
 export interface Database {
@@ -508,6 +518,7 @@ export interface Database {
   journey_versions: JourneyVersionsTable;
   journey_step_counts: JourneyStepCountsTable;
   journey_entrants: JourneyEntrantsTable;
+  journey_entered: JourneyEnteredTable;
 }
 
 export type App = Selectable<AppsTable>;

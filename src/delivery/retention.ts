@@ -9,6 +9,7 @@ import {
 } from '../db/repositories/partitions.js';
 import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import { PLANNED_ON_STATISTICS, TableStatisticsRepository, type PlannedTable } from '../db/repositories/table-statistics.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
@@ -36,6 +37,7 @@ const notificationPartitions = new NotificationPartitionsRepository();
 const MESSAGE_DAYS_AT_ONCE = 31;
 const messagePartitions = new MessagePartitionsRepository();
 const audiences = new AudiencesRepository();
+const journeyEntrants = new JourneyEntrantsRepository();
 const tableStatistics = new TableStatisticsRepository();
 
 /** Each table's retention setting. */
@@ -91,10 +93,12 @@ export async function maintainPartitions(
         result.created.push(day);
       }
       for (const partition of plan.drop) {
+        if (table === 'journey_entrants') await journeyEntrants.keepEntered(trx, partition.name, addDays(partition.day, 1));
         const bytes = await deps.partitions.drop(trx, table, partition);
         deps.metrics?.partitionBytesDropped.inc({ table }, bytes);
         result.dropped.push(partition.day);
       }
+      if (table === 'journey_entrants') await journeyEntrants.keepEntered(trx, `${table}_default`, utcDay(cutoff));
       await deps.partitions.purgeDefault(trx, table, utcDay(cutoff));
       return result;
     });

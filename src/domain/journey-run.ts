@@ -1,8 +1,10 @@
-import { END, exitsOf, parseJourneyDuration, type DelayStep, type JourneyDefinition, type JourneyStep } from './journey.js';
+import { createHash } from 'node:crypto';
+import { END, exitsOf, parseJourneyDuration, type DelayStep, type JourneyDefinition, type JourneyStep, type SplitStep } from './journey.js';
 import { instantOf, isTimeZone, wallTimeAt } from './schedule.js';
+import { historyEntry, type HistoryEntry } from './journey-history.js';
 
 /** Where an entrant goes from a step: a step id, or END. */
-export function wayOn(definition: JourneyDefinition, stepId: string, field: 'next' | 'on_event' | 'on_timeout' | 'then' | 'else'): string {
+export function wayOn(definition: JourneyDefinition, stepId: string, field: string): string {
   const i = definition.steps.findIndex((s) => s.id === stepId);
   if (i < 0) return END;
   const exits = exitsOf(definition.steps, i);
@@ -50,13 +52,74 @@ export function reEntryRule(reEntry: JourneyDefinition['re_entry']): { afterExit
   return { afterExit: true, afterMs: parseJourneyDuration(reEntry.after)! };
 }
 
+/** Where an entrant is once it arrives at a step: due there now, or already waiting (`arrival`). */
+export interface Arrival {
+  stepId: string;
+  phase: 'arrived' | 'waiting';
+  dueAt: Date;
+  /** while waiting at a wait_for: its event and where that event leads */
+  waitEvent: string | null;
+  onEvent: string | null;
+}
+
 /**
- * Where an entrant starts: a first step that is a delay of a fixed duration starts waiting at once (what the step
- * would do when run); any other is due now, for the engine to run.
+ * How an entrant arrives at a step at `now`: a wait_for, or a delay of a fixed duration, begins waiting in the
+ * statement that moves it there (what the step would do when run), so an event that comes before the next poll is
+ * not missed; any other step is due now, for the engine to run. END is not a step: the caller leaves.
  */
-export function firstStep(definition: JourneyDefinition, now: Date): { stepId: string; phase: 'arrived' | 'waiting'; dueAt: Date } {
-  const step = definition.steps[0]!;
-  if (step.type === 'delay' && step.duration !== undefined)
-    return { stepId: step.id, phase: 'waiting', dueAt: new Date(now.getTime() + parseJourneyDuration(step.duration)!) };
-  return { stepId: step.id, phase: 'arrived', dueAt: now };
+export function arrival(definition: JourneyDefinition, stepId: string, now: Date): Arrival {
+  const step = stepOf(definition, stepId);
+  const at = { stepId, waitEvent: null, onEvent: null };
+  if (step?.type === 'delay' && step.duration !== undefined)
+    return { ...at, phase: 'waiting', dueAt: new Date(now.getTime() + parseJourneyDuration(step.duration)!) };
+  if (step?.type === 'wait_for')
+    return {
+      stepId,
+      phase: 'waiting',
+      dueAt: new Date(now.getTime() + parseJourneyDuration(step.timeout)!),
+      waitEvent: step.event,
+      onEvent: wayOn(definition, step.id, 'on_event'),
+    };
+  return { ...at, phase: 'arrived', dueAt: now };
+}
+
+/** Where an entrant starts: its arrival at the first step. */
+export function firstStep(definition: JourneyDefinition, now: Date): Arrival {
+  return arrival(definition, definition.steps[0]!.id, now);
+}
+
+/** A step of a journey version an entrant begins waiting at as it arrives (`arrival`), for a statement to apply. */
+export interface WaitingArrival {
+  journeyId: string;
+  version: number;
+  stepId: string;
+  waitMs: number;
+  waitEvent: string | null;
+  onEvent: string | null;
+}
+
+/** The steps of a version that begin waiting on arrival. */
+export function waitingArrivals(journeyId: string, version: number, definition: JourneyDefinition): WaitingArrival[] {
+  const epoch = new Date(0);
+  return definition.steps.flatMap((s) => {
+    const a = arrival(definition, s.id, epoch);
+    if (a.phase !== 'waiting') return [];
+    return [{ journeyId, version, stepId: s.id, waitMs: a.dueAt.getTime(), waitEvent: a.waitEvent, onEvent: a.onEvent }];
+  });
+}
+
+/** The history entry of an arrival that began waiting at `now`. */
+export function waitingEntry(now: Date, a: { stepId: string; dueAt: Date; waitEvent: string | null }): HistoryEntry {
+  return historyEntry(now, a.stepId, 'waiting', { u: a.dueAt.getTime(), ...(a.waitEvent !== null && { e: a.waitEvent }) });
+}
+
+/** The path of a split an entrant takes: a hash of its id and the step's into 0..99, over the paths' percentages in order. */
+export function splitPath(step: SplitStep, entrantId: string): SplitStep['paths'][number] {
+  const bucket = createHash('sha256').update(`${entrantId}:${step.id}`).digest().readUInt32BE(0) % 100;
+  let upTo = 0;
+  for (const path of step.paths) {
+    upTo += path.percent;
+    if (bucket < upTo) return path;
+  }
+  return step.paths.at(-1)!;
 }

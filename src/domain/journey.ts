@@ -3,6 +3,7 @@ import { filterListSchema, parseFilterName, type Filter } from './filters.js';
 import { notificationRequestSchema } from './notification-request.js';
 import { messageRequestSchema } from './message-request.js';
 import { BOTH_EXPIRIES_ERROR } from './delivery-options.js';
+import { LIMITS, parseCustomAttributes } from './device-input.js';
 
 /**
  * A journey's definition as `POST /v6/journeys` takes it: what enters it (an event, or the API), who may enter
@@ -11,7 +12,7 @@ import { BOTH_EXPIRIES_ERROR } from './delivery-options.js';
 
 export const JOURNEY_STATES = ['active', 'paused', 'archived'] as const;
 export type JourneyState = (typeof JOURNEY_STATES)[number];
-export const STEP_TYPES = ['delay', 'wait_for', 'branch', 'send', 'message'] as const;
+export const STEP_TYPES = ['delay', 'wait_for', 'branch', 'send', 'message', 'update', 'split'] as const;
 export type StepType = (typeof STEP_TYPES)[number];
 /** A step's `next` (or then/else/on_event/on_timeout) that leaves the journey. */
 export const END = 'end';
@@ -88,6 +89,51 @@ const messageFields = z
     else if (parsed.data.message.notification) refuseBothExpiries(parsed.data.message.notification, ['notification'], ctx);
   });
 
+/** An update step's custom attributes: `{name: {"type", "value"} | null}` as PUT /v6/devices takes `custom`. */
+const updateCustom = z
+  .record(z.string(), z.unknown(), { error: 'must be an object of {"type", "value"} (or null) by attribute name' })
+  .superRefine((custom, ctx) => {
+    if (Object.keys(custom).length > MAX_UPDATED) ctx.addIssue({ code: 'custom', message: `must set at most ${MAX_UPDATED} attributes` });
+    for (const d of parseCustomAttributes(custom, '').dropped) ctx.addIssue({ code: 'custom', path: [d.field.slice(1)], message: d.error });
+  });
+const tagList = z
+  .array(
+    z
+      .string({ error: 'must be a string' })
+      .min(1, 'must not be empty')
+      .max(LIMITS.stringLength, `must be at most ${LIMITS.stringLength} characters`),
+    { error: 'must be an array of tags' },
+  )
+  .max(LIMITS.tags, `must hold at most ${LIMITS.tags} tags`);
+/** Attributes one update step sets at most. */
+const MAX_UPDATED = 20;
+
+const pathName = z.string({ error: 'must be a string' }).regex(/^[A-Za-z0-9_-]{1,64}$/, 'must be 1 to 64 letters, digits, _ or -');
+const splitPaths = z
+  .array(
+    z.strictObject({
+      name: pathName,
+      percent: z
+        .number({ error: 'must be a whole percentage' })
+        .int('must be a whole percentage')
+        .min(1, 'must be 1 to 100')
+        .max(100, 'must be 1 to 100'),
+      next: nextRef.optional(),
+    }),
+    { error: 'must be an array of {"name", "percent", "next"}' },
+  )
+  .min(2, 'must hold at least 2 paths')
+  .max(10, 'must hold at most 10 paths')
+  .superRefine((paths, ctx) => {
+    const total = paths.reduce((sum, p) => sum + p.percent, 0);
+    if (total !== 100) ctx.addIssue({ code: 'custom', message: `percentages must add up to 100 (they add up to ${total})` });
+    const seen = new Set<string>();
+    for (const [i, p] of paths.entries()) {
+      if (seen.has(p.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: 'repeats the name of another path' });
+      seen.add(p.name);
+    }
+  });
+
 const base = { id: stepId, next: nextRef.optional() };
 const STEP_SCHEMAS = {
   delay: z
@@ -113,6 +159,19 @@ const STEP_SCHEMAS = {
   }),
   send: z.strictObject({ ...base, type: z.literal('send'), notification: sendNotification }),
   message: z.strictObject({ ...base, type: z.literal('message'), message: messageFields }),
+  update: z
+    .strictObject({
+      ...base,
+      type: z.literal('update'),
+      custom: updateCustom.optional(),
+      add_tags: tagList.optional(),
+      remove_tags: tagList.optional(),
+    })
+    .refine((s) => s.custom !== undefined || s.add_tags !== undefined || s.remove_tags !== undefined, {
+      message: 'takes custom, add_tags or remove_tags',
+      path: ['custom'],
+    }),
+  split: z.strictObject({ ...base, type: z.literal('split'), paths: splitPaths }),
 };
 
 export type DelayStep = z.output<(typeof STEP_SCHEMAS)['delay']>;
@@ -120,7 +179,9 @@ export type WaitForStep = z.output<(typeof STEP_SCHEMAS)['wait_for']>;
 export type BranchStep = Omit<z.output<(typeof STEP_SCHEMAS)['branch']>, 'filters'> & { filters: Filter[] };
 export type SendStep = z.output<(typeof STEP_SCHEMAS)['send']>;
 export type MessageStep = z.output<(typeof STEP_SCHEMAS)['message']>;
-export type JourneyStep = DelayStep | WaitForStep | BranchStep | SendStep | MessageStep;
+export type UpdateStep = z.output<(typeof STEP_SCHEMAS)['update']>;
+export type SplitStep = z.output<(typeof STEP_SCHEMAS)['split']>;
+export type JourneyStep = DelayStep | WaitForStep | BranchStep | SendStep | MessageStep | UpdateStep | SplitStep;
 
 /** Picks a step's schema by its type and reports that schema's own errors (an unknown type names `type`). */
 const stepSchema = z.unknown().transform((value, ctx): JourneyStep => {
@@ -171,24 +232,29 @@ export type JourneyFields = z.output<typeof journeyFieldsSchema>;
 /** What a version stores: the fields but its name and state, which belong to the journey. */
 export type JourneyDefinition = Omit<JourneyFields, 'name' | 'state'>;
 
-/** Each step's way onward: the field that names it, and where it leads (a step id or "end"). */
-export function exitsOf(steps: readonly JourneyStep[], index: number): { field: string; to: string }[] {
+/**
+ * Each step's way onward: the field that names it (a split's path: `paths.<name>`), where it leads (a step id or
+ * "end"), and where the field is in the step.
+ */
+export function exitsOf(steps: readonly JourneyStep[], index: number): { field: string; to: string; at: (string | number)[] }[] {
   const step = steps[index]!;
   const following = steps[index + 1]?.id ?? END;
   const next = step.next ?? following;
   switch (step.type) {
     case 'wait_for':
       return [
-        { field: 'on_event', to: step.on_event ?? next },
-        { field: 'on_timeout', to: step.on_timeout ?? next },
+        { field: 'on_event', to: step.on_event ?? next, at: ['on_event'] },
+        { field: 'on_timeout', to: step.on_timeout ?? next, at: ['on_timeout'] },
       ];
     case 'branch':
       return [
-        { field: 'then', to: step.then ?? next },
-        { field: 'else', to: step.else ?? next },
+        { field: 'then', to: step.then ?? next, at: ['then'] },
+        { field: 'else', to: step.else ?? next, at: ['else'] },
       ];
+    case 'split':
+      return step.paths.map((p, i) => ({ field: `paths.${p.name}`, to: p.next ?? next, at: ['paths', i, 'next'] }));
     default:
-      return [{ field: 'next', to: next }];
+      return [{ field: 'next', to: next, at: ['next'] }];
   }
 }
 
@@ -203,18 +269,18 @@ function checkGraph(steps: readonly JourneyStep[], ctx: z.RefinementCtx): void {
     else index.set(s.id, i);
   }
   for (const i of steps.keys())
-    for (const { field, to } of exitsOf(steps, i))
+    for (const { to, at } of exitsOf(steps, i))
       if (to !== END && !index.has(to))
-        ctx.addIssue({ code: 'custom', path: ['steps', i, field], message: `names no step ("${to}"; a step id or "end")` });
+        ctx.addIssue({ code: 'custom', path: ['steps', i, ...at], message: `names no step ("${to}"; a step id or "end")` });
   // a cycle among the steps that move on at once (not a delay or a wait_for): depth first, by colour
   const instant = (i: number) => steps[i]!.type !== 'delay' && steps[i]!.type !== 'wait_for';
   const colour = new Map<number, 'open' | 'done'>();
-  const visit = (i: number): { at: number; field: string } | null => {
+  const visit = (i: number): { step: number; at: (string | number)[] } | null => {
     colour.set(i, 'open');
-    for (const { field, to } of exitsOf(steps, i)) {
+    for (const { to, at } of exitsOf(steps, i)) {
       const j = index.get(to);
       if (j === undefined || !instant(j)) continue;
-      if (colour.get(j) === 'open') return { at: i, field };
+      if (colour.get(j) === 'open') return { step: i, at };
       if (!colour.has(j)) {
         const found = visit(j);
         if (found) return found;
@@ -229,7 +295,7 @@ function checkGraph(steps: readonly JourneyStep[], ctx: z.RefinementCtx): void {
     if (cycle) {
       ctx.addIssue({
         code: 'custom',
-        path: ['steps', cycle.at, cycle.field],
+        path: ['steps', cycle.step, ...cycle.at],
         message: 'closes a cycle without a delay or a wait_for in it',
       });
       return;

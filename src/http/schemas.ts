@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { HISTORY_KINDS } from '../domain/journey-history.js';
 import { MESSAGE_STATES } from '../domain/message-stream.js';
 import { NOTIFICATION_STATES } from '../domain/notification-request.js';
 import { parseIsoDate } from '../domain/date-math.js';
@@ -304,7 +305,50 @@ export const journeyRecord = z.object({
         failed: stepCount,
         converted: stepCount,
         exited: stepCount,
+        /** a split's entrants per path */
+        paths: z.array(z.object({ name: z.string(), percent: z.number().int(), entered: stepCount })).optional(),
+        /** a step of an earlier version the current one no longer has: the last version that had it */
+        version: z.number().int().optional(),
       }),
     ),
   }),
+});
+
+/** A device's outcome in a notification a journey step sent (src/domain/journey-history.ts, `deliveryOutcome`). */
+const deliveryOutcomeRecord = z.object({
+  device_id: z.string(),
+  outcome: z.enum(['delivered', 'pending', 'scheduled', 'not_delivered', 'canceled', 'not_sent']),
+  at: timestamp.optional(),
+  reason: z.string().optional(),
+});
+
+/** One entry of an entrant's history (src/domain/journey-history.ts, `historyView`). */
+const historyRecord = z.object({
+  at: timestamp,
+  step: z.string(),
+  what: z.enum(HISTORY_KINDS),
+  event: z.string().optional(),
+  until: timestamp.optional(),
+  to: z.string().optional(),
+  read: z.record(z.string(), z.unknown()).optional(),
+  matched: z.boolean().optional(),
+  path: z.string().optional(),
+  notification_id: z.string().optional(),
+  message_id: z.string().optional(),
+  error: z.string().optional(),
+  deliveries: z.array(deliveryOutcomeRecord).optional(),
+});
+
+/** One entry of an entrant into a journey, with where it is and its history. */
+export const entrantRecord = z.object({
+  entrant: z.union([z.object({ user_id: z.string() }), z.object({ device_id: z.string() })]),
+  device_id: z.string(),
+  version: z.number().int(),
+  entered_at: timestamp,
+  step: z.string(),
+  phase: z.enum(['arrived', 'waiting', 'done']),
+  due_at: timestamp.nullable(),
+  outcome: z.enum(['completed', 'converted', 'exited', 'failed']).nullable(),
+  left_at: timestamp.nullable(),
+  history: z.array(historyRecord),
 });

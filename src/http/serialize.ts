@@ -12,7 +12,8 @@ import type { NotificationEngagement } from '../services/activity.js';
 import type { DeliveryOptionsInput } from '../domain/delivery-options.js';
 import type { ScheduleInput } from '../domain/notification-request.js';
 import type { MessageRecord } from '../services/messages.js';
-import type { JourneyRecord } from '../services/journeys.js';
+import type { EntrantHistory, JourneyRecord } from '../services/journeys.js';
+import { historyView } from '../domain/journey-history.js';
 import type { StepCounts } from '../db/repositories/journeys.js';
 
 /** ISO 8601, UTC, milliseconds — the only timestamp format the API speaks. */
@@ -425,8 +426,11 @@ export function liveActivityChannelView(c: LiveActivityChannel) {
 
 /** A row of the audit log: the document `pushd audit` prints too. */
 export const auditEntryView = (r: AuditLogRow) => auditRecord(r);
-/** A journey with its counters: the trigger's, and each step's of the current version. */
-export function journeyResponse({ journey: j, counts }: JourneyRecord) {
+/**
+ * A journey with its counters: the trigger's, each step's of the current version (a split's per path), then each
+ * step's of earlier versions the current one no longer has (with the last version that had it).
+ */
+export function journeyResponse({ journey: j, counts, retired }: JourneyRecord) {
   const of = (step: string): StepCounts =>
     counts.get(step) ?? { entered: 0, waiting: 0, passed: 0, sent: 0, failed: 0, converted: 0, exited: 0, skipped: 0, filtered: 0 };
   const trigger = of('');
@@ -445,10 +449,41 @@ export function journeyResponse({ journey: j, counts }: JourneyRecord) {
     updated_at: iso(j.updated_at)!,
     counts: {
       trigger: { entered: trigger.entered, skipped: trigger.skipped, filtered: trigger.filtered, converted: trigger.converted },
-      steps: d.steps.map((s) => {
+      steps: [...d.steps, ...retired].map((s) => {
         const { entered, waiting, passed, sent, failed, converted, exited } = of(s.id);
-        return { id: s.id, type: s.type, entered, waiting, passed, sent, failed, converted, exited };
+        const paths = 'paths' in s && s.paths.map((p) => ({ name: p.name, percent: p.percent, entered: of(`${s.id}/${p.name}`).entered }));
+        const version = 'version' in s && s.version;
+        return {
+          id: s.id,
+          type: s.type,
+          entered,
+          waiting,
+          passed,
+          sent,
+          failed,
+          converted,
+          exited,
+          ...(paths && { paths }),
+          ...(version && { version }),
+        };
       }),
     },
+  };
+}
+
+/** An entry of an entrant into a journey, with its history and the deliveries of what it was sent. */
+export function entrantHistoryResponse({ entrant: e, deliveries }: EntrantHistory) {
+  const key = e.entrant_key.slice(2);
+  return {
+    entrant: e.entrant_key.startsWith('u:') ? { user_id: key } : { device_id: key },
+    device_id: e.device_id,
+    version: e.version,
+    entered_at: iso(e.entered_at)!,
+    step: e.step_id,
+    phase: e.phase,
+    due_at: iso(e.due_at),
+    outcome: e.outcome,
+    left_at: iso(e.left_at),
+    history: e.history.map((h) => ({ ...historyView(h), ...(h.n !== undefined && { deliveries: deliveries.get(h.n) ?? [] }) })),
   };
 }

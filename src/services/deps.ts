@@ -10,6 +10,7 @@ import { EventsRepository } from '../db/repositories/events.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import { JourneysRepository } from '../db/repositories/journeys.js';
 import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -30,6 +31,7 @@ export interface Repositories {
   events: EventsRepository;
   journeys: JourneysRepository;
   journeyEntrants: JourneyEntrantsRepository;
+  journeyDevices: JourneyDevicesRepository;
   liveActivities: LiveActivitiesRepository;
   messages: MessagesRepository;
   notifications: NotificationsRepository;
@@ -49,6 +51,7 @@ export function createRepositories(): Repositories {
     events: new EventsRepository(),
     journeys: new JourneysRepository(),
     journeyEntrants: new JourneyEntrantsRepository(),
+    journeyDevices: new JourneyDevicesRepository(),
     liveActivities: new LiveActivitiesRepository(),
     messages: new MessagesRepository(),
     notifications: new NotificationsRepository(),

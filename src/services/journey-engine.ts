@@ -7,8 +7,11 @@ import type { DueEntrant, DueGroup, EntrantMove, JourneyEntrantsRepository } fro
 import type { Database } from '../db/schema.js';
 import { DomainError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
-import { END, parseJourneyDuration, type JourneyDefinition, type JourneyStep } from '../domain/journey.js';
-import { delayEnd, stepOf, wayOn, zoneOf } from '../domain/journey-run.js';
+import { END, type JourneyDefinition, type JourneyStep, type MessageStep, type SendStep, type UpdateStep } from '../domain/journey.js';
+import { arrival, delayEnd, splitPath, stepOf, waitingEntry, wayOn, zoneOf } from '../domain/journey-run.js';
+import { historyEntry, type HistoryEntry } from '../domain/journey-history.js';
+import { admitAttributes, LIMITS, parseCustomAttributes } from '../domain/device-input.js';
+import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import { messageRequestSchema } from '../domain/message-request.js';
 import { notificationRequestSchema } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
@@ -39,6 +42,7 @@ interface EngineParts {
   journeys: JourneysRepository;
   entrants: JourneyEntrantsRepository;
   devices: DevicesRepository;
+  journeyDevices: JourneyDevicesRepository;
   apps: AppsRepository;
   notifications: NotificationService;
   messages: MessageService;
@@ -65,7 +69,8 @@ export class JourneyEngine {
 
   constructor(deps: JourneyEngineDeps) {
     const { repos } = deps;
-    this.deps = { ...deps, journeys: repos.journeys, entrants: repos.journeyEntrants, devices: repos.devices, apps: repos.apps };
+    const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps } = repos;
+    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
@@ -97,11 +102,11 @@ export class JourneyEngine {
     const definition = await this.versions.get(this.deps.db, group.journey_id, group.version);
     let result: { n: number; created: CreatedNotification[] };
     try {
-      result = await this.deps.db.transaction().execute((trx) => this.runBatch(trx, group, definition, now, false));
+      result = await this.deps.db.transaction().execute((trx) => this.runBatch(trx, group, definition, now, null));
     } catch (err) {
       if (!(err instanceof DomainError)) throw err;
       this.deps.log.warn({ err: err.message, journeyId: group.journey_id, step: group.step_id }, 'journey step failed');
-      result = await this.deps.db.transaction().execute((trx) => this.runBatch(trx, group, definition, now, true));
+      result = await this.deps.db.transaction().execute((trx) => this.runBatch(trx, group, definition, now, err.message));
     }
     for (const c of result.created) await this.deps.notifications.release(c);
     return result.n;
@@ -112,19 +117,22 @@ export class JourneyEngine {
     group: DueGroup,
     definition: JourneyDefinition,
     now: Date,
-    failed: boolean,
+    failed: string | null,
   ): Promise<{ n: number; created: CreatedNotification[] }> {
     const due = await this.deps.entrants.lockDue(trx, group, now, this.deps.batchSize);
     if (due.length === 0) return { n: 0, created: [] };
     const counts = new Counts(group.journey_id);
     const step = stepOf(definition, group.step_id);
     let result: StepResult;
-    if (!step || failed)
-      // a way onward of "end" (a wait_for's on_event), or a step that failed: the entrants leave
-      result = { moves: due.map((e) => leaveMove(e, failed ? 'failed' : 'completed')), created: [] };
+    if (failed !== null) {
+      const history = [historyEntry(now, group.step_id, 'failed', { err: failed })];
+      result = { moves: due.map((e) => leaveMove(e, 'failed', history)), created: [] };
+      counts.leave(group.step_id, 'failed', due.length);
+    } else if (!step)
+      // a way onward of "end" (a wait_for's on_event): the entrants leave
+      result = { moves: due.map((e) => leaveMove(e, 'completed', [])), created: [] };
     else if (group.phase === 'waiting') result = this.afterWait(definition, step, due, counts, now);
-    else result = await this.runStep(trx, group, definition, step, due, counts, now);
-    if (failed) counts.leave(group.step_id, 'failed', due.length);
+    else result = await this.runStep(trx, { group, definition, step, due, counts, now });
     const moved = await this.deps.entrants.advance(trx, result.moves);
     // the rows were locked: a move that did not apply means another transition ran, and this one must not commit
     if (moved.size !== result.moves.length) throw new Error(`journey ${group.journey_id}: entrants moved under a lock`);
@@ -134,82 +142,150 @@ export class JourneyEngine {
 
   /** A delay ended or a wait_for timed out: the entrants pass on. */
   private afterWait(definition: JourneyDefinition, step: JourneyStep, due: DueEntrant[], counts: Counts, now: Date): StepResult {
-    const to = wayOn(definition, step.id, step.type === 'wait_for' ? 'on_timeout' : 'next');
-    return { moves: due.map((e) => this.pass(e, step.id, to, counts, now)), created: [] };
+    if (step.type !== 'wait_for')
+      return { moves: due.map((e) => this.pass(definition, e, step.id, wayOn(definition, step.id, 'next'), counts, now)), created: [] };
+    const to = wayOn(definition, step.id, 'on_timeout');
+    const history = [historyEntry(now, step.id, 'timeout', { to })];
+    return { moves: due.map((e) => this.pass(definition, e, step.id, to, counts, now, 'passed', history)), created: [] };
   }
 
   /** The entrants arrived at the step: it runs. */
-  private async runStep(
-    trx: Transaction<Database>,
-    group: DueGroup,
-    definition: JourneyDefinition,
-    step: JourneyStep,
-    due: DueEntrant[],
-    counts: Counts,
-    now: Date,
-  ): Promise<StepResult> {
+  private async runStep(trx: Transaction<Database>, run: StepRun): Promise<StepResult> {
+    const { group, definition, step, due, counts, now } = run;
     const next = wayOn(definition, step.id, 'next');
+    const pass = (e: DueEntrant, to: string, history: HistoryEntry[], how: 'passed' | 'sent' = 'passed') =>
+      this.pass(definition, e, step.id, to, counts, now, how, history);
     switch (step.type) {
       case 'delay': {
         const appZone = (await this.deps.apps.campaignSettingsOf(trx, [group.app_id])).get(group.app_id)?.default_time_zone ?? null;
-        const moves = due.map((e) => wait(e, delayEnd(step, now, zoneOf(e.time_zone, appZone))));
+        const moves = due.map((e) => {
+          const until = delayEnd(step, now, zoneOf(e.time_zone, appZone));
+          return wait(e, until, [waitingEntry(now, { stepId: step.id, dueAt: until, waitEvent: null })]);
+        });
         return { moves, created: [] };
       }
       case 'wait_for': {
-        const end = new Date(now.getTime() + parseJourneyDuration(step.timeout)!);
-        const onEvent = wayOn(definition, step.id, 'on_event');
-        return { moves: due.map((e) => ({ ...wait(e, end), waitEvent: step.event, onEvent })), created: [] };
+        // an entrant that arrived before waits began on arrival (`arrival`) still has its wait begun here
+        const a = arrival(definition, step.id, now);
+        const moves = due.map((e) => ({ ...wait(e, a.dueAt, [waitingEntry(now, a)]), waitEvent: a.waitEvent, onEvent: a.onEvent }));
+        return { moves, created: [] };
       }
       case 'branch': {
         const ids = due.map((e) => e.device_id);
-        const matching = await this.deps.devices.matchingIds(trx, group.app_id, ids, step.filters as Filter[], now);
-        const then = wayOn(definition, step.id, 'then');
-        const otherwise = wayOn(definition, step.id, 'else');
-        return { moves: due.map((e) => this.pass(e, step.id, matching.has(e.device_id) ? then : otherwise, counts, now)), created: [] };
+        const filters = step.filters as Filter[];
+        const matching = await this.deps.devices.matchingIds(trx, group.app_id, ids, filters, now);
+        const read = await this.deps.journeyDevices.filterValues(trx, ids, filters);
+        const [then, otherwise] = [wayOn(definition, step.id, 'then'), wayOn(definition, step.id, 'else')];
+        const moves = due.map((e) => {
+          const matched = matching.has(e.device_id);
+          const to = matched ? then : otherwise;
+          return pass(e, to, [historyEntry(now, step.id, 'branch', { to, matched, v: read.get(e.device_id) ?? {} })]);
+        });
+        return { moves, created: [] };
       }
-      case 'send': {
-        const created = [];
-        for (const to of targetsOf(due)) {
-          const { notification: fields } = notificationRequestSchema.parse({ notification: { ...step.notification, to } });
-          const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
-          const journey = { id: group.journey_id, version: group.version, step: step.id };
-          // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
-          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey }));
-        }
-        return { moves: due.map((e) => this.pass(e, step.id, next, counts, now, 'sent')), created };
-      }
+      case 'send':
       case 'message': {
-        const created = [];
-        for (const to of targetsOf(due)) {
-          const { message } = messageRequestSchema.parse({ message: { ...step.message, to } });
-          const journey = { id: group.journey_id, version: group.version, step: step.id };
-          const stored = await this.deps.messages.insertIn(trx, group.app_id, message, now, journey);
-          if (stored.notification) created.push(stored.notification);
-        }
-        return { moves: due.map((e) => this.pass(e, step.id, next, counts, now, 'sent')), created };
+        const { created, sentTo } = await this.send(trx, run, step);
+        const moves = due.map((e) => pass(e, next, [historyEntry(now, step.id, 'sent', sentTo(e))], 'sent'));
+        return { moves, created };
+      }
+      case 'update':
+        await this.update(trx, group.app_id, step, due);
+        return { moves: due.map((e) => pass(e, next, [historyEntry(now, step.id, 'updated')])), created: [] };
+      case 'split': {
+        const moves = due.map((e) => {
+          const path = splitPath(step, e.id);
+          const to = wayOn(definition, step.id, `paths.${path.name}`);
+          counts.add(`${step.id}/${path.name}`, 'entered', 1);
+          return pass(e, to, [historyEntry(now, step.id, 'split', { p: path.name, to })]);
+        });
+        return { moves, created: [] };
       }
     }
   }
 
-  /** The entrant leaves `from` (counted as `how`) for `to`: due there now, or out of the journey at "end". */
-  private pass(e: DueEntrant, from: string, to: string, counts: Counts, now: Date, how: 'passed' | 'sent' = 'passed'): EntrantMove {
+  /**
+   * A send or message step: a notification (or message) to the batch's users by user_id and one to its other devices
+   * by device_id; answers them and, for an entrant, the ids of those it was sent.
+   */
+  private async send(
+    trx: Transaction<Database>,
+    { group, step, due, now }: StepRun,
+    sendStep: SendStep | MessageStep,
+  ): Promise<{ created: CreatedNotification[]; sentTo: (e: DueEntrant) => { n?: string; m?: string } }> {
+    const created: CreatedNotification[] = [];
+    const made = new Map<'u' | 'd', { n?: string; m?: string }>();
+    const journey = { id: group.journey_id, version: group.version, step: step.id };
+    for (const { kind, to } of targetsOf(due)) {
+      if (sendStep.type === 'send') {
+        const { notification: fields } = notificationRequestSchema.parse({ notification: { ...sendStep.notification, to } });
+        const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
+        // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
+        const c = await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey });
+        created.push(c);
+        made.set(kind, { n: c.notification.id });
+      } else {
+        const { message } = messageRequestSchema.parse({ message: { ...sendStep.message, to } });
+        const stored = await this.deps.messages.insertIn(trx, group.app_id, message, now, journey);
+        if (stored.notification) created.push(stored.notification);
+        made.set(kind, { m: stored.record.message.id, ...(stored.notification && { n: stored.notification.notification.id }) });
+      }
+    }
+    return { created, sentTo: (e) => made.get(e.entrant_key.startsWith('u:') ? 'u' : 'd') ?? {} };
+  }
+
+  /** An update step: the attributes and tags of the batch's entrants' devices (each user's every device). */
+  private async update(trx: Transaction<Database>, appId: string, step: UpdateStep, due: DueEntrant[]): Promise<void> {
+    const deviceIds = due.filter((e) => e.entrant_key.startsWith('d:')).map((e) => e.device_id);
+    const userIds = due.filter((e) => e.entrant_key.startsWith('u:')).map((e) => e.entrant_key.slice(2));
+    const ids = await this.deps.journeyDevices.entrantDevices(trx, appId, deviceIds, userIds);
+    const { custom } = parseCustomAttributes(step.custom ?? {}, 'custom');
+    const held = custom.size ? await this.deps.journeyDevices.attributeNames(trx, ids) : new Map<string, string[]>();
+    const changes = new Map(ids.map((id) => [id, admitAttributes(held.get(id) ?? [], custom).admitted]));
+    const [addTags, removeTags] = [step.add_tags ?? [], step.remove_tags ?? []];
+    await this.deps.journeyDevices.update(trx, appId, { changes, addTags, removeTags, maxTags: LIMITS.tags });
+  }
+
+  /** The entrant leaves `from` (counted as `how`) for `to`: arriving there now, or out of the journey at "end". */
+  private pass(
+    definition: JourneyDefinition,
+    e: DueEntrant,
+    from: string,
+    to: string,
+    counts: Counts,
+    now: Date,
+    how: 'passed' | 'sent' = 'passed',
+    history: HistoryEntry[] = [],
+  ): EntrantMove {
     counts.leave(from, how);
     counts.arrive(to);
-    if (to === END) return leaveMove(e, 'completed');
-    return { ...moveOf(e), stepId: to, phase: 'arrived', dueAt: now };
+    if (to === END) return leaveMove(e, 'completed', history);
+    const a = arrival(definition, to, now);
+    const entries = a.phase === 'waiting' ? [...history, waitingEntry(now, a)] : history;
+    return { ...moveOf(e), stepId: to, phase: a.phase, dueAt: a.dueAt, waitEvent: a.waitEvent, onEvent: a.onEvent, history: entries };
   }
+}
+
+/** What a step runs on: its batch of due entrants, at `now`. */
+interface StepRun {
+  group: DueGroup;
+  definition: JourneyDefinition;
+  step: JourneyStep;
+  due: DueEntrant[];
+  counts: Counts;
+  now: Date;
 }
 
 /**
  * The sends of a batch: a user entrant's go to every device of the user (by user_id), a device entrant's to its
  * device; filters in one list are AND'ed, so the two are a notification each.
  */
-function targetsOf(due: DueEntrant[]): { name: string; criteria: string[] }[][] {
+function targetsOf(due: DueEntrant[]): { kind: 'u' | 'd'; to: { name: string; criteria: string[] }[] }[] {
   const users = [...new Set(due.filter((e) => e.entrant_key.startsWith('u:')).map((e) => e.entrant_key.slice(2)))];
   const devices = [...new Set(due.filter((e) => e.entrant_key.startsWith('d:')).map((e) => e.device_id))];
   return [
-    ...(users.length ? [[{ name: 'user_id', criteria: users }]] : []),
-    ...(devices.length ? [[{ name: 'device_id', criteria: devices }]] : []),
+    ...(users.length ? [{ kind: 'u' as const, to: [{ name: 'user_id', criteria: users }] }] : []),
+    ...(devices.length ? [{ kind: 'd' as const, to: [{ name: 'device_id', criteria: devices }] }] : []),
   ];
 }
 
@@ -224,13 +300,14 @@ function moveOf(e: DueEntrant): EntrantMove {
     waitEvent: null,
     onEvent: null,
     outcome: null,
+    history: [],
   };
 }
 
-function wait(e: DueEntrant, until: Date): EntrantMove {
-  return { ...moveOf(e), phase: 'waiting', dueAt: until };
+function wait(e: DueEntrant, until: Date, history: HistoryEntry[]): EntrantMove {
+  return { ...moveOf(e), phase: 'waiting', dueAt: until, history };
 }
 
-function leaveMove(e: DueEntrant, outcome: 'completed' | 'failed'): EntrantMove {
-  return { ...moveOf(e), phase: 'done', dueAt: null, outcome };
+function leaveMove(e: DueEntrant, outcome: 'completed' | 'failed', history: HistoryEntry[]): EntrantMove {
+  return { ...moveOf(e), phase: 'done', dueAt: null, outcome, history };
 }

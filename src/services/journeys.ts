@@ -1,12 +1,14 @@
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
-import type { JourneysRepository, StepCounts } from '../db/repositories/journeys.js';
+import type { JourneysRepository, RetiredStep, StepCounts } from '../db/repositories/journeys.js';
 import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
-import type { Database, Device, Journey } from '../db/schema.js';
+import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import { ConflictError, NotFoundError } from '../domain/errors.js';
 import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
-import { firstStep, reEntryRule } from '../domain/journey-run.js';
+import { firstStep, reEntryRule, waitingArrivals, waitingEntry, type WaitingArrival } from '../domain/journey-run.js';
+import { deliveryOutcome, historyEntry, type DeliveryOutcome } from '../domain/journey-history.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
 import type { ServiceDeps } from './deps.js';
@@ -17,6 +19,8 @@ import { recordAudit } from './audit.js';
 export interface JourneyRecord {
   journey: Journey;
   counts: Map<string, StepCounts>;
+  /** steps of earlier versions the current one no longer has, whose entrants are counted still */
+  retired: RetiredStep[];
 }
 
 /** Who an API entry names: a device, or a user (all of whose devices get the sends). */
@@ -43,12 +47,14 @@ export class JourneyService {
     journeys: JourneysRepository;
     entrants: JourneyEntrantsRepository;
     devices: DevicesRepository;
+    notifications: NotificationsRepository;
     clock: Clock;
   };
 
   constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'>) {
     const { repos } = deps;
-    this.deps = { ...deps, journeys: repos.journeys, entrants: repos.journeyEntrants, devices: repos.devices };
+    const { journeys, journeyEntrants: entrants, devices, notifications } = repos;
+    this.deps = { ...deps, journeys, entrants, devices, notifications };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
@@ -66,24 +72,28 @@ export class JourneyService {
       await recordAudit(trx, actor, appId, 'journey.created', { journey_id: made.id, name: made.name });
       return made;
     });
-    return { journey, counts: new Map() };
+    return { journey, counts: new Map(), retired: [] };
   }
 
   /** The app's journeys, newest first, with their counters. */
   async list(appId: string, page: { per: number; page: number }): Promise<JourneyRecord[]> {
     const rows = await this.deps.journeys.list(this.deps.readDb, appId, page.per, (page.page - 1) * page.per);
-    const counts = await this.deps.journeys.counts(
-      this.deps.readDb,
-      rows.map((j) => j.id),
-    );
-    return rows.map((journey) => ({ journey, counts: counts.get(journey.id) ?? new Map() }));
+    const ids = rows.map((j) => j.id);
+    const [counts, retired] = await Promise.all([
+      this.deps.journeys.counts(this.deps.readDb, ids),
+      this.deps.journeys.retiredSteps(this.deps.readDb, ids),
+    ]);
+    return rows.map((journey) => ({ journey, counts: counts.get(journey.id) ?? new Map(), retired: retired.get(journey.id) ?? [] }));
   }
 
   async get(appId: string, id: string): Promise<JourneyRecord> {
     const journey = await this.deps.journeys.findForApp(this.deps.db, appId, id);
     if (!journey) throw new NotFoundError('journey');
-    const counts = await this.deps.journeys.counts(this.deps.db, [id]);
-    return { journey, counts: counts.get(id) ?? new Map() };
+    const [counts, retired] = await Promise.all([
+      this.deps.journeys.counts(this.deps.db, [id]),
+      this.deps.journeys.retiredSteps(this.deps.db, [id]),
+    ]);
+    return { journey, counts: counts.get(id) ?? new Map(), retired: retired.get(id) ?? [] };
   }
 
   /** PUT: a new version; entrants inside finish the version they entered, new ones take this one. */
@@ -147,6 +157,30 @@ export class JourneyService {
   }
 
   /**
+   * An entrant's entries into the journey, newest first, each with its history; a `sent` entry has what became of
+   * each of the entrant's devices (the user's, for a user) in that notification, read now. A device's entries are its
+   * own and, when it has a user, its user's.
+   */
+  async entrantHistory(appId: string, id: string, who: ApiEntrant): Promise<EntrantHistory[]> {
+    const db = this.deps.db;
+    const journey = await this.deps.journeys.findForApp(db, appId, id);
+    if (!journey) throw new NotFoundError('journey');
+    const keys = ['user_id' in who ? `u:${who.user_id}` : `d:${who.device_id}`];
+    const device = 'device_id' in who ? await this.deps.devices.findForApp(db, appId, who.device_id) : undefined;
+    if (device?.user_id) keys.push(`u:${device.user_id}`);
+    const entries = await this.deps.entrants.entriesOf(db, appId, journey.id, keys);
+    const sent = [...new Set(entries.flatMap((e) => e.history.flatMap((h) => (h.n ? [h.n] : []))))];
+    const users = [...new Set(entries.flatMap((e) => (e.entrant_key.startsWith('u:') ? [e.entrant_key.slice(2)] : [])))];
+    const devices = new Set(entries.map((e) => e.device_id));
+    for (const user of users) for (const d of await this.deps.devices.userDeviceIds(db, appId, user)) devices.add(d);
+    const outcomes = await this.deps.notifications.deviceOutcomes(db, sent, [...devices]);
+    const byNotification = new Map<string, DeliveryOutcome[]>();
+    for (const row of outcomes)
+      byNotification.set(row.notification_id, [...(byNotification.get(row.notification_id) ?? []), deliveryOutcome(row)]);
+    return entries.map((e) => ({ entrant: e, deliveries: byNotification }));
+  }
+
+  /**
    * Events recorded for an entrant (one device, or every device of a user), in the transaction that records them:
    * entrants waiting at a wait_for for one of them move on, those whose version exits on one leave converted, and
    * journeys they trigger are entered. Nothing of a paused journey moves; its triggers are counted skipped.
@@ -161,6 +195,8 @@ export class JourneyService {
     const keys = eventKeys(events);
     const owner = userId ?? devices[0]?.user_id ?? null;
     const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
+    // the journeys a device entered before it had a user still hold it under its own key
+    const entrantKeys = [...new Set([key, ...devices.map((d) => `d:${d.id}`)])];
     // the entrant's entries into the journeys it triggers are locked by the same statement
     const journeys = await this.deps.journeys.listening(trx, appId, keys, key);
     if (journeys.length === 0) return;
@@ -169,24 +205,21 @@ export class JourneyService {
     const counts = new Counts('');
     // only journeys that wait for or exit on one of the events can have entrants it wakes or converts
     const waking = active.filter((j) => j.listens.some((e) => keys.includes(e)));
-    const exits: { journeyId: string; version: number }[] = [];
+    const exits: { journeyId: string; version: number; event: string }[] = [];
+    const arrivals: WaitingArrival[] = [];
     for (const j of waking)
       for (let version = 1; version <= j.version; version++) {
         const definition = await this.versions.get(trx, j.id, version);
-        if (definition.exit_on.some((e) => keys.includes(e))) exits.push({ journeyId: j.id, version });
+        const event = definition.exit_on.find((e) => keys.includes(e));
+        if (event !== undefined) exits.push({ journeyId: j.id, version, event });
+        arrivals.push(...waitingArrivals(j.id, version, definition));
       }
-    for (const left of await this.deps.entrants.convert(trx, appId, key, exits, now)) {
+    for (const left of await this.deps.entrants.convert(trx, appId, entrantKeys, exits, now)) {
       counts.of(left.journey_id).leave(left.step_id, 'converted', left.n);
       counts.of(left.journey_id).add('', 'converted', left.n);
     }
-    const woken = await this.deps.entrants.wake(
-      trx,
-      appId,
-      key,
-      waking.map((j) => j.id),
-      keys,
-      now,
-    );
+    const journeyIds = waking.map((j) => j.id);
+    const woken = await this.deps.entrants.wake(trx, { appId, entrantKeys, journeyIds, keys, arrivals }, now);
     for (const w of woken) counts.of(w.journey_id).move(w.left_step, w.arrived_step);
     const triggered = journeys.filter((j) => j.trigger_event !== null && keys.includes(j.trigger_event));
     for (const j of triggered) if (j.state === 'paused') counts.of(j.id).add('', 'skipped', 1);
@@ -219,12 +252,16 @@ export class JourneyService {
     const candidates: EntryCandidate[] = [];
     for (const j of journeys) {
       const device = await this.entryDevice(trx, j, devices, now);
+      const first = firstStep(j.definition, now);
+      const history = [historyEntry(now, first.stepId, 'entered', j.trigger_event === null ? {} : { e: j.trigger_event })];
+      if (first.phase === 'waiting') history.push(waitingEntry(now, first));
       candidates.push({
-        ...firstStep(j.definition, now),
+        ...first,
         ...reEntryRule(j.definition.re_entry),
         journeyId: j.id,
         version: j.version,
         deviceId: device?.id ?? null,
+        history,
       });
     }
     return this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates, counts: [...counts.changes] });
@@ -262,4 +299,10 @@ export class JourneyService {
     if (journey.state === 'archived') throw new ConflictError(`journey: it is archived and cannot be ${doing}`);
     return journey;
   }
+}
+
+/** An entry into a journey with its history, and the deliveries of the notifications its history names. */
+export interface EntrantHistory {
+  entrant: JourneyEntrant;
+  deliveries: Map<string, DeliveryOutcome[]>;
 }

@@ -2,7 +2,7 @@ import { sql, type RawBuilder, type Selectable, type SqlBool, type Transaction }
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, namedKeys, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceAttributesTable, DeviceUpdate, NewDevice, Platform } from '../schema.js';
-import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
+import type { CustomAttribute, CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
@@ -271,18 +271,7 @@ export class DevicesRepository {
       .orderBy('name')
       .orderBy('position')
       .execute();
-    const rowsOf = (name: string, attr: CustomChanges extends Map<string, infer A> ? A : never) =>
-      attr === null
-        ? []
-        : attr.values.map((v, position) => ({
-            device_id: deviceId,
-            app_id: appId,
-            name,
-            type: attr.type,
-            position,
-            is_array: attr.isArray,
-            ...typedValue(v),
-          }));
+    const rowsOf = (name: string, attr: CustomAttribute | null) => attributeRows(appId, deviceId, name, attr);
     const changed = [...changes].filter(
       ([name, attr]) =>
         !sameRows(
@@ -662,6 +651,22 @@ function sameRows(next: StoredAttribute[], stored: StoredAttribute[]): boolean {
   );
 }
 
+/** The rows of a custom attribute of a device (none: removed). */
+export function attributeRows(appId: string, deviceId: string, name: string, attr: CustomAttribute | null) {
+  return attr === null
+    ? []
+    : attr.values.map((v, position) => ({
+        device_id: deviceId,
+        app_id: appId,
+        name,
+        type: attr.type,
+        position,
+        is_array: attr.isArray,
+        ...typedValue(v),
+      }));
+}
+
+/** An attribute value in the column of its type. */
 function typedValue(v: CustomValue): Pick<DeviceAttributeRow, 'str_value' | 'num_value' | 'date_value' | 'bool_value'> {
   return {
     str_value: typeof v === 'string' ? v : null,

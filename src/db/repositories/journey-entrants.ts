@@ -1,7 +1,9 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
 import { countDeltas, stepCountsUpsert, type CountDelta } from './journeys.js';
+import type { HistoryEntry, HistoryKind } from '../../domain/journey-history.js';
+import type { WaitingArrival } from '../../domain/journey-run.js';
 
 /** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
 export interface EntryCandidate {
@@ -12,8 +14,12 @@ export interface EntryCandidate {
   stepId: string;
   phase: 'arrived' | 'waiting';
   dueAt: Date;
+  waitEvent: string | null;
+  onEvent: string | null;
   afterExit: boolean;
   afterMs: number;
+  /** its history's first entries */
+  history: HistoryEntry[];
 }
 
 /** What an entry did: entered, or not (the entry filters, or the re-entry rule). */
@@ -45,6 +51,8 @@ export interface EntrantMove {
   waitEvent: string | null;
   onEvent: string | null;
   outcome: JourneyEntrant['outcome'];
+  /** what the move appends to the entrant's history */
+  history: HistoryEntry[];
 }
 
 /** Entrants that left at once (an exit event, an archive), counted at the step they left. */
@@ -84,15 +92,22 @@ export class JourneyEntrantsRepository {
       with candidate as (
         select * from unnest(${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
                              ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
-                             ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.afterExit)}::boolean[],
-                             ${col((c) => c.afterMs)}::bigint[])
-          as c(journey_id, version, device_id, step_id, phase, due_at, after_exit, after_ms)
+                             ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.waitEvent)}::text[],
+                             ${col((c) => c.onEvent)}::text[], ${col((c) => c.afterExit)}::boolean[], ${col((c) => c.afterMs)}::bigint[],
+                             ${col((c) => JSON.stringify(c.history))}::jsonb[])
+          as c(journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms, history)
       ),
       last_entry as (
         select distinct on (journey_id) journey_id, entered_at, outcome
         from journey_entrants
         where app_id = ${appId} and entrant_key = ${entrantKey} and journey_id = any(${col((c) => c.journeyId)}::uuid[])
         order by journey_id, entered_at desc
+      ),
+      -- entries whose rows retention dropped (JourneyEntrantsRepository.keepEntered): left, at their last entry
+      kept_entry as (
+        select journey_id, last_entered_at as entered_at, 'completed' as outcome
+        from journey_entered
+        where entrant_key = ${entrantKey} and journey_id = any(${col((c) => c.journeyId)}::uuid[])
       ),
       decided as (
         select c.*,
@@ -103,11 +118,13 @@ export class JourneyEntrantsRepository {
                     when c.device_id is null then 'filtered'
                     else 'entered' end as outcome
         from candidate c
-        left join last_entry l using (journey_id)
+        left join (select * from last_entry union all select * from kept_entry k
+                   where not exists (select 1 from last_entry l where l.journey_id = k.journey_id)) l using (journey_id)
       ),
       inserted as (
-        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
-        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, ${now}
+        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event,
+                                      history, entered_at)
+        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}
         from decided
         where outcome = 'entered'
       ),
@@ -125,12 +142,12 @@ export class JourneyEntrantsRepository {
     return new Map(rows.map((r) => [r.journey_id, r.outcome]));
   }
 
-  /** The entrant leaves every journey version listed, wherever it is: converted. */
+  /** The entrant leaves every journey version listed, wherever it is: converted, by the version's exit `event`. */
   async convert(
     db: Db,
     appId: string,
-    entrantKey: string,
-    versions: { journeyId: string; version: number }[],
+    entrantKeys: string[],
+    versions: { journeyId: string; version: number; event: string }[],
     now: Date,
   ): Promise<LeftAt[]> {
     if (versions.length === 0) return [];
@@ -138,9 +155,10 @@ export class JourneyEntrantsRepository {
       with left_now as (
         update journey_entrants e
         set phase = 'done', outcome = 'converted', due_at = null, wait_event = null, on_event = null, left_at = ${now},
-            seq = e.seq + 1
-        from unnest(${versions.map((v) => v.journeyId)}::uuid[], ${versions.map((v) => v.version)}::int[]) as v(journey_id, version)
-        where e.app_id = ${appId} and e.entrant_key = ${entrantKey}
+            seq = e.seq + 1, history = pushd_journey_history(e.history, ${entryOf(now, sql`e.step_id`, 'converted', sql`v.event`)})
+        from unnest(${versions.map((v) => v.journeyId)}::uuid[], ${versions.map((v) => v.version)}::int[],
+                    ${versions.map((v) => v.event)}::text[]) as v(journey_id, version, event)
+        where e.app_id = ${appId} and e.entrant_key = any(${entrantKeys}::text[])
           and e.journey_id = v.journey_id and e.version = v.version and e.outcome is null
         returning e.journey_id, e.step_id
       )
@@ -149,28 +167,56 @@ export class JourneyEntrantsRepository {
     return rows;
   }
 
-  /** Entrants waiting at a wait_for for one of these events move to its on_event step, due now. */
+  /**
+   * Entrants waiting at a wait_for for one of these events move to its on_event step: waiting there at once when it
+   * is one of `arrivals`, else due now. Entrants due now (at a step the engine is about to run, or running: locked)
+   * are locked too, so that one the engine moves to a wait_for meanwhile is read as it committed (a row locked by
+   * another transaction is read again once that commits) and woken, not left to time out.
+   */
   async wake(
     db: Db,
-    appId: string,
-    entrantKey: string,
-    journeyIds: string[],
-    keys: string[],
+    wake: { appId: string; entrantKeys: string[]; journeyIds: string[]; keys: string[]; arrivals: WaitingArrival[] },
     now: Date,
   ): Promise<{ journey_id: string; left_step: string; arrived_step: string }[]> {
+    const { appId, entrantKeys, journeyIds, keys, arrivals } = wake;
     if (journeyIds.length === 0) return [];
+    const a = <T>(f: (w: WaitingArrival) => T) => arrivals.map(f);
     const { rows } = await sql<{ journey_id: string; left_step: string; arrived_step: string }>`
       with hit as (
-        select id, entered_at, step_id from journey_entrants
-        where app_id = ${appId} and entrant_key = ${entrantKey} and journey_id = any(${journeyIds}::uuid[])
-          and phase = 'waiting' and wait_event = any(${keys}::text[]) and outcome is null
+        select id, entered_at, journey_id, version, step_id, phase, wait_event, on_event from journey_entrants
+        where app_id = ${appId} and entrant_key = any(${entrantKeys}::text[]) and journey_id = any(${journeyIds}::uuid[])
+          and outcome is null and (phase = 'waiting' and wait_event = any(${keys}::text[]) or phase = 'arrived')
         for update
+      ),
+      arrival as (
+        select * from unnest(${a((w) => w.journeyId)}::uuid[], ${a((w) => w.version)}::int[], ${a((w) => w.stepId)}::text[],
+                             ${a((w) => w.waitMs)}::bigint[], ${a((w) => w.waitEvent)}::text[], ${a((w) => w.onEvent)}::text[])
+          as w(journey_id, version, step_id, wait_ms, wait_event, on_event)
+      ),
+      woken as (
+        select hit.id, hit.entered_at, hit.step_id as left_step, hit.wait_event as came, hit.on_event as arrived_step,
+               w.step_id is not null as waits, coalesce(w.wait_ms, 0) as wait_ms, w.wait_event, w.on_event
+        from hit
+        left join arrival w on (w.journey_id, w.version, w.step_id) = (hit.journey_id, hit.version, hit.on_event)
+        where hit.phase = 'waiting' and hit.wait_event = any(${keys}::text[])
       )
       update journey_entrants e
-      set step_id = e.on_event, phase = 'arrived', due_at = ${now}, wait_event = null, on_event = null, seq = e.seq + 1
-      from hit
-      where e.id = hit.id and e.entered_at = hit.entered_at
-      returning e.journey_id, hit.step_id as left_step, e.step_id as arrived_step
+      set step_id = w.arrived_step, phase = case when w.waits then 'waiting' else 'arrived' end,
+          due_at = ${now}::timestamptz + w.wait_ms * interval '1 millisecond',
+          wait_event = w.wait_event, on_event = w.on_event, seq = e.seq + 1,
+          history = pushd_journey_history(e.history, ${entryOf(now, sql`w.left_step`, 'event', sql`w.came`, sql`, 'to', w.arrived_step`)}
+            || case when w.waits
+                    then ${entryOf(
+                      now,
+                      sql`w.arrived_step`,
+                      'waiting',
+                      sql`w.wait_event`,
+                      sql`, 'u', ${now.getTime()}::bigint + w.wait_ms`,
+                    )}
+                    else '[]'::jsonb end)
+      from woken w
+      where e.id = w.id and e.entered_at = w.entered_at
+      returning e.journey_id, w.left_step, w.arrived_step
     `.execute(db);
     return rows;
   }
@@ -218,12 +264,13 @@ export class JourneyEntrantsRepository {
     const { rows } = await sql<{ id: string }>`
       update journey_entrants e
       set step_id = t.step_id, phase = t.phase, due_at = t.due_at, wait_event = t.wait_event, on_event = t.on_event,
-          outcome = t.outcome, left_at = case when t.outcome is null then null else now() end, seq = e.seq + 1
+          outcome = t.outcome, left_at = case when t.outcome is null then null else now() end, seq = e.seq + 1,
+          history = pushd_journey_history(e.history, t.history)
       from unnest(${col((m) => m.id)}::uuid[], ${col((m) => m.enteredAt.toISOString())}::timestamptz[], ${col((m) => m.seq)}::int[],
                   ${col((m) => m.stepId)}::text[], ${col((m) => m.phase)}::text[],
                   ${col((m) => m.dueAt?.toISOString() ?? null)}::timestamptz[], ${col((m) => m.waitEvent)}::text[],
-                  ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[])
-        as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome)
+                  ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[], ${col((m) => JSON.stringify(m.history))}::jsonb[])
+        as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome, history)
       -- the partition key as read back to the millisecond (JavaScript's precision); the id names the row
       where e.id = t.id and e.entered_at >= t.entered_at and e.entered_at < t.entered_at + interval '1 millisecond'
         and e.seq = t.seq
@@ -232,12 +279,45 @@ export class JourneyEntrantsRepository {
     return new Set(rows.map((r) => r.id));
   }
 
+  /** The entries of one of these entrant keys into a journey, newest first, with their history. */
+  async entriesOf(db: Db, appId: string, journeyId: string, entrantKeys: string[]): Promise<JourneyEntrant[]> {
+    return db
+      .selectFrom('journey_entrants')
+      .selectAll()
+      .where('app_id', '=', appId)
+      .where('entrant_key', 'in', entrantKeys)
+      .where('journey_id', '=', journeyId)
+      .orderBy('entered_at', 'desc')
+      .limit(100)
+      .execute();
+  }
+
+  /**
+   * Remembers who entered which journey among the entrants that entered before `before` (a day's partition about to
+   * be dropped, or the default partition's rows past retention), with their last entry: what the re-entry rule reads
+   * once their rows are gone.
+   */
+  async keepEntered(trx: Transaction<Database>, table: string, before: string): Promise<void> {
+    await sql`
+      insert into journey_entered (journey_id, entrant_key, last_entered_at)
+      select e.journey_id, e.entrant_key, max(e.entered_at)
+      from ${sql.table(table)} e
+      join journeys j on j.id = e.journey_id
+      where e.entered_at < ${before}::date
+      group by e.journey_id, e.entrant_key
+      order by 1, 2
+      on conflict (journey_id, entrant_key)
+        do update set last_entered_at = greatest(journey_entered.last_entered_at, excluded.last_entered_at)
+    `.execute(trx);
+  }
+
   /** Every entrant still inside the journey leaves it (archived), counted at its step. */
   async exitAll(db: Db, journeyId: string, now: Date): Promise<LeftAt[]> {
     const { rows } = await sql<LeftAt>`
       with left_now as (
         update journey_entrants
-        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now}, seq = seq + 1
+        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now}, seq = seq + 1,
+            history = pushd_journey_history(history, ${entryOf(now, sql`step_id`, 'exited')})
         where journey_id = ${journeyId} and outcome is null
         returning journey_id, step_id
       )
@@ -245,4 +325,19 @@ export class JourneyEntrantsRepository {
     `.execute(db);
     return rows;
   }
+}
+
+/**
+ * A one-entry history array made in SQL: at `now`, of the step `step`, `k` what happened, `event` its `e` (a SQL
+ * expression), `more` further `'key', value` pairs (each pair preceded by a comma).
+ */
+function entryOf(
+  now: Date,
+  step: RawBuilder<unknown>,
+  k: HistoryKind,
+  event?: RawBuilder<unknown>,
+  more?: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('t', ${now.getTime()}::bigint, 's', ${step}, 'k', ${k}::text,
+    'e', ${event ?? sql`null::text`}${more ?? sql``})))`;
 }

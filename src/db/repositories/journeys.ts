@@ -51,6 +51,13 @@ export function countDeltas(deltas: CountDelta[]): RawBuilder<unknown> {
       ${kept.map((d) => d.counter)}::text[], ${kept.map((d) => d.n)}::bigint[])`;
 }
 
+/** A step of an earlier version that the current one no longer has, with the last version that had it. */
+export interface RetiredStep {
+  id: string;
+  type: string;
+  version: number;
+}
+
 export interface NewJourney {
   appId: string;
   name: string;
@@ -165,6 +172,22 @@ export class JourneysRepository {
       .where('version', '=', version)
       .executeTakeFirst();
     return row?.definition;
+  }
+
+  /** The steps of each journey's earlier versions that its current version no longer has: id, type, last version. */
+  async retiredSteps(db: Db, journeyIds: string[]): Promise<Map<string, RetiredStep[]>> {
+    const out = new Map<string, RetiredStep[]>();
+    if (journeyIds.length === 0) return out;
+    const { rows } = await sql<RetiredStep & { journey_id: string }>`
+      select distinct on (v.journey_id, s->>'id') v.journey_id, s->>'id' as id, s->>'type' as type, v.version
+      from journey_versions v
+      join journeys j on j.id = v.journey_id and v.version < j.version
+      cross join jsonb_array_elements(v.definition->'steps') as s
+      where v.journey_id = any(${journeyIds}::uuid[])
+        and not exists (select 1 from jsonb_array_elements(j.definition->'steps') c where c->>'id' = s->>'id')
+      order by v.journey_id, s->>'id', v.version desc`.execute(db);
+    for (const { journey_id, ...step } of rows) out.set(journey_id, [...(out.get(journey_id) ?? []), step]);
+    return out;
   }
 
   /** The counters of the journeys, per step, summed over their shards. */

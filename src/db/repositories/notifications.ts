@@ -47,6 +47,20 @@ export interface NewNotification {
   liveActivity?: LiveActivityRef | null;
 }
 
+/** A device's outcome in a notification (NotificationsRepository.deviceOutcomes); the batch's fields null when it was in none. */
+export interface DeviceOutcomeRow {
+  notification_id: string;
+  state: NotificationState;
+  next_due_at: Date | null;
+  skipped_quiet_hours: number;
+  pushes_capped: number;
+  device_id: string;
+  batch_state: 'pending' | 'done' | 'canceled' | null;
+  unsent: boolean | null;
+  failure_reason: string | null;
+  received_at: Date | null;
+}
+
 export class NotificationsRepository {
   /**
    * Inserts a notification. With a collapse_key an earlier notification of the app with that key is the
@@ -332,6 +346,26 @@ export class NotificationsRepository {
       audienceMissing: notification.audience_id !== null && fanout_audience_id === null,
       settings: { default_time_zone: fanout_default_time_zone, max_per_minute: fanout_max_per_minute, quiet_hours: fanout_quiet_hours },
     };
+  }
+
+  /**
+   * What became of each of these devices in each of these notifications: the batch it was cut into (its state and
+   * latest failure reason) and when it received the push (device_pushes), or nothing when it was in no batch; with the
+   * notification's state, send time and skipped counts.
+   */
+  async deviceOutcomes(db: Db, notificationIds: string[], deviceIds: string[]): Promise<DeviceOutcomeRow[]> {
+    if (notificationIds.length === 0 || deviceIds.length === 0) return [];
+    const { rows } = await sql<DeviceOutcomeRow>`${sql.raw(PLAN_EACH_RUN)}
+      select n.id as notification_id, n.state, n.next_due_at, n.skipped_quiet_hours, n.pushes_capped, x.device_id, b.state as batch_state,
+             b.pending_device_ids is null or x.device_id = any(b.pending_device_ids) as unsent, b.failure_reason,
+             (select min(p.received_at) from device_pushes p where p.notification_id = n.id and p.device_id = x.device_id) as received_at
+      from notifications n
+      cross join unnest(${deviceIds}::uuid[]) as x(device_id)
+      left join delivery_batches b
+        on b.notification_id = n.id and b.state <> 'superseded' and x.device_id = any(b.device_ids)
+        and b.notification_id = any(${notificationIds}::uuid[])
+      where n.id = any(${notificationIds}::uuid[])`.execute(db);
+    return rows;
   }
 }
 

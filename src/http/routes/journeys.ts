@@ -4,13 +4,21 @@ import type { HttpContext } from '../context.js';
 import type { Actor } from '../../domain/audit.js';
 import { journeyRequestSchema } from '../../domain/journey.js';
 import { actorOf, requirePermission } from '../auth.js';
-import { authErrors, bodyErrors, errorResponse, journeyRecord, pageQuery } from '../schemas.js';
-import { journeyResponse } from '../serialize.js';
+import { authErrors, bodyErrors, entrantRecord, errorResponse, journeyRecord, pageQuery } from '../schemas.js';
+import { entrantHistoryResponse, journeyResponse } from '../serialize.js';
 
 const idParams = z.object({ id: z.string() });
 const answer = z.object({ journey: journeyRecord });
 const entryBody = z.union([z.strictObject({ device_id: z.string().min(1) }), z.strictObject({ user_id: z.string().min(1) })], {
   error: 'body must be {"device_id": ID} or {"user_id": ID}',
+});
+/** An entrant as a path names it: `device:<device_id>` or `user:<user_id>`. */
+const entrantParams = z.object({
+  id: z.string(),
+  key: z
+    .string()
+    .regex(/^(device|user):.+$/s, 'must be device:<device_id> or user:<user_id>')
+    .transform((key) => (key.startsWith('user:') ? { user_id: key.slice(5) } : { device_id: key.slice(7) })),
 });
 const entryAnswer = z.object({
   entered: z.boolean(),
@@ -110,6 +118,24 @@ export function journeyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         { onRequest: write, schema: { tags: ['journeys'], summary, params: idParams, response: changeAnswers } },
         async (request) => ({ journey: journeyResponse(await run(request.principal.appId, request.params.id, actorOf(request))) }),
       );
+
+    app.get(
+      '/v6/journeys/:id/entrants/:key',
+      {
+        onRequest: read,
+        schema: {
+          tags: ['journeys'],
+          summary: "An entrant's entries into a journey, newest first, each with the steps it took, when and why",
+          params: entrantParams,
+          response: { 200: z.object({ entrants: z.array(entrantRecord) }), 400: errorResponse, 404: errorResponse, ...authErrors },
+        },
+      },
+      async (request) => ({
+        entrants: (await journeys().entrantHistory(request.principal.appId, request.params.id, request.params.key)).map(
+          entrantHistoryResponse,
+        ),
+      }),
+    );
 
     app.post(
       '/v6/journeys/:id/entries',
