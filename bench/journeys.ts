@@ -5,8 +5,9 @@
  *   2. `entrants` entrants whose delay ends at one moment: from that moment to the last push at the mocks, against
  *      the bare node:http2 client sending as many pushes (bench/lib/bare-client.ts), every device once;
  *   3. with `waiting` entrants waiting (nothing due): the worker's CPU over a quiet window before and after they are
- *      there, and the poller's due query's time; the bytes of entrant state per entrant; the WAL of one step
- *      transition (EXPLAIN's WAL bytes of the engine's UPDATE over a batch).
+ *      there, and the poller's due query's time; the bytes of entrant state per entrant (with a history of two
+ *      entries); the WAL of one step transition (EXPLAIN's WAL bytes of the engine's UPDATE over a batch), without
+ *      and with a history entry appended; the history's bytes per entrant of (2).
  *
  *   npm run bench -- journeys [--devices 100000] [--entrants 100000] [--waiting 1000000] [--events 4000] [--rounds 2]
  *                             [--concurrency 16] [--quiet-seconds 10]
@@ -28,6 +29,12 @@ const quietSeconds = Number(arg('quiet-seconds', '10'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const PAYLOAD = { alert: 'bench', badge: 1 };
 const JOURNEYS = 10;
+/** A history as entering a delay writes it, and the entry a send appends (src/domain/journey-history.ts). */
+const ENTERED_HISTORY = [
+  { t: Date.now(), s: 'wait', k: 'entered' },
+  { t: Date.now(), s: 'wait', k: 'waiting', u: Date.now() + 30 * 86_400_000 },
+];
+const SENT_ENTRY = { t: Date.now(), s: 'wait', k: 'sent', n: '0195f1a2-7c4e-7d3b-9a61-2f0c8e4b5d17' };
 
 async function main() {
   const stack = await benchStack(arg('database', 'bench_journeys'), { queue, redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
@@ -113,8 +120,9 @@ async function main() {
     };
   });
   await sql`
-    insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
-    select ${due.journey.id}::uuid, 1, ${app.id}::uuid, 'd:' || d.id, d.id, 'push', 'arrived', now() + interval '2 seconds', now()
+    insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at, history)
+    select ${due.journey.id}::uuid, 1, ${app.id}::uuid, 'd:' || d.id, d.id, 'push', 'arrived', now() + interval '2 seconds', now(),
+           ${JSON.stringify(ENTERED_HISTORY.slice(0, 1))}::jsonb
     from (select id from devices where app_id = ${app.id}::uuid order by id limit ${entrants}) d`.execute(db.db);
   const dueAt = performance.now() + 2000;
   // what autovacuum would do after such a fill (it is off on the machine these ran on), within the 2 s
@@ -154,9 +162,9 @@ async function main() {
   });
   const bytesBefore = await entrantBytes();
   await sql`
-    insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+    insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at, history)
     select ${parked.journey.id}::uuid, 1, ${app.id}::uuid, 'd:' || (${ids}::uuid[])[1 + i % ${ids.length}], (${ids}::uuid[])[1 + i % ${ids.length}],
-           'wait', 'waiting', now() + interval '30 days', now()
+           'wait', 'waiting', now() + interval '30 days', now(), ${JSON.stringify(ENTERED_HISTORY)}::jsonb
     from generate_series(1, ${waiting}) as i`.execute(db.db);
   await sql`vacuum analyze journey_entrants`.execute(db.db);
   const bytesPerEntrant = ((await entrantBytes()) - bytesBefore) / waiting;
@@ -191,6 +199,19 @@ async function main() {
       where e.id = t.id and e.entered_at = t.entered_at and e.seq = t.seq`.execute(db.db)
   ).rows[0]!['QUERY PLAN'];
   const walPerTransition = plan.Plan['WAL Bytes'] / batch;
+  // the same with the history entry a send appends (what JourneyEntrantsRepository.advance writes with it)
+  const [planWithHistory] = (
+    await sql<{ 'QUERY PLAN': [{ Plan: { 'WAL Bytes': number } }] }>`
+      explain (analyze, wal, format json)
+      update journey_entrants e set phase = 'arrived', due_at = now(), seq = e.seq + 1,
+             history = pushd_journey_history(e.history, ${JSON.stringify([SENT_ENTRY])}::jsonb)
+      from (select id, entered_at, seq from journey_entrants where journey_id = ${parked.journey.id}::uuid limit ${batch}) t
+      where e.id = t.id and e.entered_at = t.entered_at and e.seq = t.seq`.execute(db.db)
+  ).rows[0]!['QUERY PLAN'];
+  const walPerTransitionWithHistory = planWithHistory.Plan['WAL Bytes'] / batch;
+  // the history the entrants of (2) wrote going through the engine (entered, sent), and one entry's bytes
+  const historyBytes = await sql<{ bytes: number }>`
+    select avg(pg_column_size(history))::float8 as bytes from journey_entrants where journey_id = ${due.journey.id}::uuid`.execute(db.db);
 
   console.log(
     `\njourneys benchmark: ${devices} devices, events ${events} a round x ${rounds} rounds at concurrency ${concurrency}, ${entrants} entrants due at once, ${waiting} waiting; queue ${queue}; bundle ${BENCH_BUNDLE}\n`,
@@ -224,6 +245,8 @@ async function main() {
     ['  poller cost, nothing due, at 1000 / 200 ms polls (issue: < 1 %)', `${pollPercent(1000)} % / ${pollPercent(200)} % of a core`],
     ['entrant state per entrant (heap + indexes)', `${bytesPerEntrant.toFixed(0)} bytes`],
     ['WAL per step transition (batch of 1000)', `${walPerTransition.toFixed(0)} bytes`],
+    ['  with history on: a send entry appended', `${walPerTransitionWithHistory.toFixed(0)} bytes`],
+    [`history per entrant, (2)'s after its send (jsonb)`, `${Number(historyBytes.rows[0]!.bytes ?? 0).toFixed(0)} bytes`],
   ]);
 
   await services.stop();
