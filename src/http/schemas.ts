@@ -306,7 +306,7 @@ export const journeyRecord = z.object({
         converted: stepCount,
         exited: stepCount,
         /** a split's entrants per path */
-        paths: z.array(z.object({ name: z.string(), percent: z.number().int(), entered: stepCount })).optional(),
+        paths: z.array(z.object({ name: z.string(), percent: z.number().int(), entered: stepCount, converted: stepCount })).optional(),
         /** a step of an earlier version the current one no longer has: the last version that had it */
         version: z.number().int().optional(),
       }),

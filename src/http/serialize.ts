@@ -451,7 +451,12 @@ export function journeyResponse({ journey: j, counts, retired }: JourneyRecord) 
       trigger: { entered: trigger.entered, skipped: trigger.skipped, filtered: trigger.filtered, converted: trigger.converted },
       steps: [...d.steps, ...retired].map((s) => {
         const { entered, waiting, passed, sent, failed, converted, exited } = of(s.id);
-        const paths = 'paths' in s && s.paths.map((p) => ({ name: p.name, percent: p.percent, entered: of(`${s.id}/${p.name}`).entered }));
+        const paths =
+          'paths' in s &&
+          s.paths.map((p) => {
+            const path = of(`${s.id}/${p.name}`);
+            return { name: p.name, percent: p.percent, entered: path.entered, converted: path.converted };
+          });
         const version = 'version' in s && s.version;
         return {
           id: s.id,

@@ -215,8 +215,12 @@ export class JourneyService {
         arrivals.push(...waitingArrivals(j.id, version, definition));
       }
     for (const left of await this.deps.entrants.convert(trx, appId, entrantKeys, exits, now)) {
-      counts.of(left.journey_id).leave(left.step_id, 'converted', left.n);
-      counts.of(left.journey_id).add('', 'converted', left.n);
+      // a split path's conversions: its experiment's result
+      if (left.path) counts.of(left.journey_id).add(left.step_id, 'converted', left.n);
+      else {
+        counts.of(left.journey_id).leave(left.step_id, 'converted', left.n);
+        counts.of(left.journey_id).add('', 'converted', left.n);
+      }
     }
     const journeyIds = waking.map((j) => j.id);
     const woken = await this.deps.entrants.wake(trx, { appId, entrantKeys, journeyIds, keys, arrivals }, now);

@@ -106,19 +106,32 @@ describe('journeys: entrant history, update and split', () => {
   it('a split is stable per entrant and near its percentages; a bad key is a 400, an unknown journey a 404', async () => {
     clock.set(T0);
     const paths = [
-      { name: 'control', percent: 20, next: 'end' },
-      { name: 'test', percent: 80, next: 'end' },
+      { name: 'control', percent: 20, next: 'hold' },
+      { name: 'test', percent: 80, next: 'hold' },
     ];
-    const j = await api.create({ name: 'Split', trigger: { api: true }, steps: [{ id: 'exp', type: 'split', paths }] });
+    const j = await api.create({
+      name: 'Split',
+      trigger: { api: true },
+      exit_on: ['purchase'],
+      steps: [
+        { id: 'exp', type: 'split', paths },
+        { id: 'hold', type: 'delay', duration: '1d' },
+      ],
+    });
     const ids: string[] = [];
     for (let i = 0; i < 100; i++) ids.push(await device());
     for (const d of ids) await enter(j.id, d);
     await runDue();
-    const counts = (await stepCounts(j.id)).exp as unknown as { paths: { name: string; entered: number }[] };
-    const control = counts.paths.find((p) => p.name === 'control')!.entered;
-    expect(control + counts.paths.find((p) => p.name === 'test')!.entered).toBe(100);
-    expect(control).toBeGreaterThan(5);
-    expect(control).toBeLessThan(40);
+    // the first ten buy: each path counts its own converted
+    for (const d of ids.slice(0, 10)) await event(d, 'purchase');
+    const counts = (await stepCounts(j.id)).exp as unknown as { paths: { name: string; entered: number; converted: number }[] };
+    const [control, test] = ['control', 'test'].map((name) => counts.paths.find((p) => p.name === name)!);
+    expect(control!.entered + test!.entered).toBe(100);
+    expect(control!.entered).toBeGreaterThan(5);
+    expect(control!.entered).toBeLessThan(40);
+    let inControl = 0;
+    for (const d of ids.slice(0, 10)) if ((await history(j.id, `device:${d}`))[0]!.history[1]!.path === 'control') inControl++;
+    expect([control!.converted, test!.converted]).toEqual([inControl, 10 - inControl]);
     const bad = await call(h, 'GET', `/v6/journeys/${j.id}/entrants/${ids[0]}`, app.keys.read);
     expect([bad.statusCode, bad.json().error]).toEqual([400, expect.stringMatching(/key: must be device:<device_id> or user:<user_id>/)]);
     const unknown = await call(h, 'GET', `/v6/journeys/00000000-0000-0000-0000-000000000000/entrants/device:${ids[0]}`, app.keys.read);

@@ -142,16 +142,19 @@ export class JourneyEntrantsRepository {
     return new Map(rows.map((r) => [r.journey_id, r.outcome]));
   }
 
-  /** The entrant leaves every journey version listed, wherever it is: converted, by the version's exit `event`. */
+  /**
+   * The entrant leaves every journey version listed, wherever it is: converted, by the version's exit `event`. Answers
+   * them by the step they left, and (`path`) by each split path they took (`<split step>/<path>`).
+   */
   async convert(
     db: Db,
     appId: string,
     entrantKeys: string[],
     versions: { journeyId: string; version: number; event: string }[],
     now: Date,
-  ): Promise<LeftAt[]> {
+  ): Promise<(LeftAt & { path: boolean })[]> {
     if (versions.length === 0) return [];
-    const { rows } = await sql<LeftAt>`
+    const { rows } = await sql<LeftAt & { path: boolean }>`
       with left_now as (
         update journey_entrants e
         set phase = 'done', outcome = 'converted', due_at = null, wait_event = null, on_event = null, left_at = ${now},
@@ -160,9 +163,12 @@ export class JourneyEntrantsRepository {
                     ${versions.map((v) => v.event)}::text[]) as v(journey_id, version, event)
         where e.app_id = ${appId} and e.entrant_key = any(${entrantKeys}::text[])
           and e.journey_id = v.journey_id and e.version = v.version and e.outcome is null
-        returning e.journey_id, e.step_id
+        returning e.journey_id, e.step_id,
+          array(select (x->>'s') || '/' || (x->>'p') from jsonb_array_elements(e.history) as x where x->>'k' = 'split') as paths
       )
-      select journey_id, step_id, count(*)::int as n from left_now group by journey_id, step_id
+      select journey_id, step_id, false as path, count(*)::int as n from left_now group by journey_id, step_id
+      union all
+      select journey_id, p, true, count(*)::int from left_now, unnest(paths) as p group by journey_id, p
     `.execute(db);
     return rows;
   }
