@@ -1,14 +1,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
 
 /**
- * A user entrant end to end, workers and mock gateways: the events of two of a user's devices enter the user once,
+ * Journeys' sends end to end, workers and mock gateways: the events of two of a user's devices enter the user once,
  * the journey's send reaches each of the user's devices once (and no one else), and it is listed and counted in
- * the statistics like any notification, with its journey and step.
+ * the statistics like any notification, with its journey and step; a send step under the app's frequency cap is
+ * capped like any notification, and the entrant's history says so beside each notification it was sent.
  */
-describe('journeys: a user entrant is sent to on all its devices, once', () => {
+describe('journeys: sends to a user entrant, and under a frequency cap', () => {
   let h: Harness;
   let gw: Gateways;
   beforeAll(async () => {
@@ -52,5 +53,40 @@ describe('journeys: a user entrant is sent to on all its devices, once', () => {
     const counts = (await call(h, 'GET', `/v6/journeys/${j.id}`, app.keys.read)).json().journey.counts;
     expect(counts.trigger).toMatchObject({ entered: 1, skipped: 1 });
     expect(counts.steps[0]).toMatchObject({ id: 'hello', entered: 1, sent: 1, waiting: 0 });
+  });
+
+  it('the capped push is not sent, and the history shows delivered then not_delivered (frequency_capped)', async () => {
+    const app = await h.createApp();
+    await setCredentials(h, app.app.id, gw);
+    const capped = await h.server.inject({
+      method: 'PATCH',
+      url: '/v6/app',
+      headers: { authorization: basic(app.keys.write) },
+      payload: { frequency_caps: [{ limit: 1, window: 'day' }] },
+    });
+    expect(capped.statusCode, capped.body).toBe(200);
+    const journey = {
+      name: 'Twice',
+      trigger: { api: true },
+      steps: [
+        { id: 'first', type: 'send', notification: { payload: { alert: 'one' } } },
+        { id: 'second', type: 'send', notification: { payload: { alert: 'two' } } },
+      ],
+    };
+    const j = (await call(h, 'POST', '/v6/journeys', app.keys.write, { journey })).json().journey;
+    const phone = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
+    expect((await call(h, 'POST', `/v6/journeys/${j.id}/entries`, app.keys.write, { device_id: phone.id })).statusCode).toBe(202);
+
+    type Sent = { step: string; what: string; deliveries?: { outcome: string; reason?: string }[] };
+    const sent = async () => {
+      const res = await call(h, 'GET', `/v6/journeys/${j.id}/entrants/device:${phone.id}`, app.keys.read);
+      return (res.json().entrants[0]?.history ?? []).filter((e: Sent) => e.what === 'sent') as Sent[];
+    };
+    const settled = (s: Sent[]) => s.length === 2 && s.every((e) => e.deliveries?.every((d) => d.outcome !== 'pending'));
+    await waitFor('both steps sent and settled', async () => settled(await sent()), 20_000);
+    const [first, second] = await sent();
+    expect(first!.deliveries).toEqual([expect.objectContaining({ outcome: 'delivered' })]);
+    expect(second!.deliveries).toEqual([expect.objectContaining({ outcome: 'not_delivered', reason: 'frequency_capped' })]);
+    expect(gw.apns.pushes.filter((p) => p.token === phone.token)).toHaveLength(1);
   });
 });
