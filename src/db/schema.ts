@@ -197,6 +197,11 @@ export interface NotificationsTable {
   ab_picked_at: Date | null;
   /** devices of the holdout share (sent nothing) */
   ab_holdout: Counter;
+  /** who created it (migration 057), as the audit log names an actor; null when no request did (a journey's step) */
+  actor_key_id: string | null;
+  actor_role: 'read' | 'write' | 'sdk' | 'cli' | null;
+  client_address: string | null;
+  request_id: string | null;
 }
 
 /** A delivery batch; its id (src/domain/batch-id.ts) is made of (notification_id, generation, seq), its key (migration 043). */

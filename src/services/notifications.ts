@@ -45,7 +45,7 @@ import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
 import { CLI_ACTOR, type Actor, type AuditDetails } from '../domain/audit.js';
-import { auditStatement, recordAudit } from './audit.js';
+import { recordAudit } from './audit.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
@@ -97,6 +97,16 @@ const createdDetails = (n: Pick<Notification, 'id' | 'fanout_done' | 'devices_ta
   notification_id: n.id,
   audience_size: n.fanout_done ? n.devices_targeted : null,
 });
+
+/**
+ * Whether a creation goes in the audit log as well as on its row: a broadcast (every device, an audience, filters
+ * that name no few devices) is a change of consequence; one to a few named devices or users keeps its actor on its
+ * own row alone (`GET /v6/audit?notification_id=` answers from there), or every message would be copied there.
+ */
+function isAuditedCreation(to: NotificationFields['to']): boolean {
+  const target = targetOf(to);
+  return target.kind !== 'filters' || !namesFewDevices(target.filters);
+}
 
 /**
  * Whether a request is the common small shape that is created in groups: to a few named devices or users
@@ -283,8 +293,9 @@ export class NotificationService {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
-      const stored = await this.insert(trx, appId, request.notification, { audience, now, options });
-      await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
+      const stored = await this.insert(trx, appId, request.notification, { audience, now, options, actor });
+      if (isAuditedCreation(request.notification.to))
+        await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
       await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
       return stored;
     });
@@ -364,9 +375,7 @@ export class NotificationService {
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
-      const stored = await this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
-      await recordAudit(trx, i.actor, i.appId, 'notification.created', createdDetails(stored.notification));
-      return stored;
+      return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options, actor: i.actor });
     });
     await this.enqueue([created]);
     return accepted(created.notification);
@@ -419,13 +428,13 @@ export class NotificationService {
           ),
           options: i.options,
           cut: this.cutOf(devices),
+          actor: i.actor,
         },
         batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
       };
     });
     // one statement, atomic on its own, so no BEGIN and COMMIT round trips; the turn is given up as soon as it is
-    // issued: its run and its commit's flush are waited for beside the next group's read. Its audit rows are a part
-    // of it: no round trip more.
+    // issued: its run and its commit's flush are waited for beside the next group's read
     const insert = this.notifications.insertCut(
       this.db,
       rows.map((r) => r.notification),
@@ -433,14 +442,6 @@ export class NotificationService {
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
       this.audiences.specAudiences(specs),
-      auditStatement(
-        rows.map((r, k) => ({
-          appId: items[k]!.appId,
-          action: 'notification.created',
-          actor: items[k]!.actor,
-          details: { notification_id: r.notification.id, audience_size: r.notification.cut?.targeted ?? null },
-        })),
-      ),
     );
     release();
     const inserted = await insert;
@@ -505,6 +506,8 @@ export class NotificationService {
       liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
       /** a journey's send: the journey, version and step, stored with the request and shown with the record */
       journey?: JourneyTag;
+      /** who created it, kept on its row */
+      actor?: Actor;
     },
   ): Promise<CreatedNotification> {
     const { now } = at;
@@ -558,6 +561,7 @@ export class NotificationService {
       messageId: at.messageId ?? null,
       cut: this.cutOf(devices),
       liveActivity,
+      actor: at.actor,
     });
     const [created] = await this.storeBatches(
       trx,

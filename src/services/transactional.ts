@@ -20,7 +20,6 @@ import { GroupRunner } from '../platform/group-runner.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { CREATION_GROUPS } from './notifications.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
-import { auditStatement, recordAudit } from './audit.js';
 
 /** A device a transactional send did not reach, and why. */
 export interface TransactionalFailure {
@@ -77,13 +76,6 @@ const sendTo = (appId: string, request: TransactionalRequest) => ({
   appId,
   filters: transactionalFilters(request),
   visible: isVisiblePush(request.notification.payload),
-});
-
-/** What the audit log says of a send: it is transactional, cut at once for its devices. */
-const createdDetails = (id: string, batches: NewBatch[]) => ({
-  notification_id: id,
-  audience_size: batches.reduce((sum, b) => sum + b.deviceIds.length, 0),
-  transactional: true as const,
 });
 
 function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
@@ -153,7 +145,6 @@ export class TransactionalService {
         });
         const send = { appId, request, options, now, id, actor, devices: withinLimit(devices!) };
         const stored = earlier ? await this.replace(trx, earlier, send) : (await this.store(trx, [send]))[0]!;
-        if (earlier) await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification.id, stored.batches));
         if (idempotency) await this.idempotency.pending(trx, appId, idempotency, stored.notification.id);
         return stored;
       });
@@ -232,18 +223,10 @@ export class TransactionalService {
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: s.devices.length - notAllowed, notAllowed },
+        actor: s.actor,
       })),
       this.sending.store.delivery.batchesInsert(
         cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
-      ),
-      null,
-      auditStatement(
-        cut.map(({ id, send, batches }) => ({
-          appId: send.appId,
-          action: 'notification.created',
-          actor: send.actor,
-          details: createdDetails(id, batches),
-        })),
       ),
     );
     return inserted.map((notification, k) => ({
@@ -277,6 +260,7 @@ export class TransactionalService {
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },
+        actor: s.actor,
       },
       this.sending.store.delivery.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
     );
