@@ -93,6 +93,10 @@ export interface DevicesTable {
   token_invalid_reason: string | null;
   /** The last app open the SDK reported (a session start or a push open). */
   last_opened_at: Date | null;
+  /** the SHA-256 of the device's credential, answered once on creation; null: registered before (migration 053) */
+  credential_hash: Buffer | null;
+  /** whether the device's client sent its credential back once: from then on the sdk key's changes need it */
+  credential_held: Generated<boolean>;
 }
 
 export interface DeviceAttributesTable {
