@@ -6,6 +6,7 @@ import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
+import type { GatewayGroup } from '../../domain/batches.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
@@ -39,7 +40,7 @@ export interface DeliverableGroups {
   notAllowed: number;
   /** the devices sent the push, by the gateway they need, each list in id order; `tokens` (of `tokensOf`'s
    * platforms), each device's token as read, at the same places as `ids` */
-  groups: { platform: Platform; development: boolean; ids: string[]; tokens?: string[] }[];
+  groups: GatewayGroup[];
 }
 
 export interface AudiencePage {
