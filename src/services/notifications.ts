@@ -24,9 +24,10 @@ import {
   type HmsMessageTemplate,
   type WebPushMessage,
 } from '../domain/push-mapping.js';
-import { allowedOf, cutBatches, splitIntoBatches } from '../delivery/fanout.js';
+import { allowedOf, cutBatches, splitIntoBatches } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
-import { committedBatches, type CommittedBatch, type DirectDelivery } from '../delivery/direct-delivery.js';
+import type { DirectDelivery } from '../delivery/direct-delivery.js';
+import { committedBatches, type BatchToAttempt } from '../delivery/batch-attempt.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';
@@ -81,7 +82,7 @@ export interface CreatedNotification<N extends CutNotification = Notification> {
   notification: N;
   batchIds: string[] | null;
   /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
-  sendable?: CommittedBatch[];
+  sendable?: BatchToAttempt[];
 }
 
 interface UnicastItem {

@@ -7,6 +7,7 @@ import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
 import type { HeldDevice } from '../../domain/device-credential.js';
+import type { GatewayGroup } from '../../domain/batches.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
@@ -54,7 +55,7 @@ export interface DeliverableGroups {
   notAllowed: number;
   /** the devices sent the push, by the gateway they need, each list in id order; `tokens` (of `tokensOf`'s
    * platforms), each device's token as read, at the same places as `ids` */
-  groups: { platform: Platform; development: boolean; ids: string[]; tokens?: string[] }[];
+  groups: GatewayGroup[];
 }
 
 export interface AudiencePage {
