@@ -1,3 +1,4 @@
+import { normalizeApnsToken } from '../domain/device-credential.js';
 import type { Db } from '../db/database.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -89,7 +90,7 @@ export class LiveActivityService {
   /** Registers or replaces an activity's update token on an iOS device of the app. */
   async putToken(appId: string, deviceId: string, activityId: string, body: ActivityTokenBody, caller: Caller): Promise<void> {
     await this.onIosDevice(appId, deviceId, { caller, proofs: body }, async (trx) => {
-      const t = { appId, deviceId, activityId, activityType: body.activity_type, token: body.token };
+      const t = { appId, deviceId, activityId, activityType: body.activity_type, token: normalizeApnsToken(body.token) };
       if (!(await this.deps.liveActivities.putToken(trx, t, MAX_ACTIVITIES_PER_DEVICE)))
         throw new UnprocessableError(`activity_id: the device holds ${MAX_ACTIVITIES_PER_DEVICE} activities already; end or delete one`);
     });
@@ -98,7 +99,7 @@ export class LiveActivityService {
   /** Registers or replaces the push-to-start token of an activity type on an iOS device of the app. */
   async putStartToken(appId: string, deviceId: string, activityType: string, body: StartTokenBody, caller: Caller): Promise<void> {
     await this.onIosDevice(appId, deviceId, { caller, proofs: body }, async (trx) => {
-      const t = { appId, deviceId, activityType, token: body.token };
+      const t = { appId, deviceId, activityType, token: normalizeApnsToken(body.token) };
       if (!(await this.deps.liveActivities.putStartToken(trx, t, MAX_START_TYPES_PER_DEVICE)))
         throw new UnprocessableError(`activity_type: the device holds ${MAX_START_TYPES_PER_DEVICE} push-to-start tokens already`);
     });

@@ -1,4 +1,4 @@
-import { createHash, createHmac } from 'node:crypto';
+import { createHash, createHmac, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { setCredentials, startGateways, type Gateways } from '../helpers/gateways.js';
@@ -192,6 +192,18 @@ describe('device credential', () => {
     });
   });
 
+  it('a credential of any other shape is refused naming it, and one sent with a new device is no matter', async () => {
+    const mine = await phone(null);
+    for (const credential of [42, { a: 1 }, ['x'], 'x'.repeat(5000), '']) {
+      const res = await put(mine.id, { badge: 1, credential });
+      expect(res.statusCode, res.body).toBe(403);
+      expect(res.json().error).toMatch(/^device\.credential: does not match/);
+    }
+    const created = await post({ platform: 'ios', token: randomApnsToken(), credential: mine.credential });
+    expect(created.statusCode).toBe(201);
+    expect(created.json().device.credential).not.toBe(mine.credential);
+  });
+
   describe('APNs tokens in any case are one device', () => {
     it("the upper-case form of a bound phone's token is the same device, and no move without proof", async () => {
       const victim = await phone('case-victim');
@@ -210,6 +222,21 @@ describe('device credential', () => {
       const renewed = randomApnsToken();
       expect((await put(victim.id, { token: renewed.toUpperCase(), credential: victim.credential })).statusCode).toBe(200);
       expect(await row(victim.id)).toMatchObject({ token: renewed });
+    });
+
+    it("a Live Activity's APNs tokens are stored lower-case too", async () => {
+      const mine = await phone(null);
+      const token = randomApnsToken();
+      const url = `/v6/devices/${mine.id}/live-activities/${randomUUID()}`;
+      const res = await call(h, 'PUT', url, app.keys.sdk, { activity_type: 'Ride', token: token.toUpperCase() });
+      expect(res.statusCode, res.body).toBe(204);
+      const start = await call(h, 'PUT', `/v6/devices/${mine.id}/live-activity-start-tokens/Ride`, app.keys.sdk, {
+        token: token.toUpperCase(),
+      });
+      expect(start.statusCode, start.body).toBe(204);
+      const stored = await h.db.db.selectFrom('live_activity_tokens').select('token').where('device_id', '=', mine.id).execute();
+      const starts = await h.db.db.selectFrom('live_activity_start_tokens').select('token').where('device_id', '=', mine.id).execute();
+      expect([...stored, ...starts]).toEqual([{ token }, { token }]);
     });
 
     it('an FCM token keeps its case', async () => {
