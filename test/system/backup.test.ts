@@ -126,6 +126,8 @@ describe('backup and restore of the embedded default', () => {
     expect(ok(await cli(target.env, 'restore', '--from', file, '--data-dir', target.dataDir))).toMatchObject({
       data_dir: target.dataDir,
       secrets_key_restored: true,
+      checked: true, // opened once on a port of its own, beside the source's running server
+      apps: 1,
     });
     await first.stop('SIGTERM'); // the source machine is gone
     const second = await server(target.env);
@@ -164,7 +166,7 @@ describe('backup and restore of the embedded default', () => {
     expect((await readFile(file)).subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b])); // gzip, nothing before it
 
     const bare = await embedded('bare');
-    ok(await cli(bare.env, 'restore', '--from', file, '--data-dir', bare.dataDir));
+    expect(ok(await cli(bare.env, 'restore', '--from', file, '--data-dir', bare.dataDir))).toMatchObject({ checked: false });
     const refused = await cli(bare.env, 'app', 'list');
     expect(refused.code).toBe(2); // its secrets are sealed under a key this DATA_DIR lacks
     expect(existsSync(path.join(bare.dataDir, 'secrets.key'))).toBe(true); // the refused start made a new one
@@ -194,7 +196,7 @@ describe('backup and restore of the embedded default', () => {
         path.join(source.dataDir, 'secrets.key'),
       ),
     );
-    expect(restored).toMatchObject({ secrets_key_restored: true });
+    expect(restored).toMatchObject({ secrets_key_restored: true, checked: true, apps: 1 });
     const on = ok(await cli(withKey.env, 'app', 'set-identity-verification', '--app', app.id, '--on'));
     expect(on.identity_secret).toBe(identitySecret);
   }, 300_000);
