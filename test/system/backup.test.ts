@@ -64,7 +64,7 @@ describe('backup and restore of the embedded default', () => {
   const server = async (env: Record<string, string>) => {
     const p = Proc.server(env);
     procs.push(p);
-    await p.waitForLog('listening', 150_000);
+    await p.waitForLog('listening', 240_000);
     return p;
   };
   const call = (base: string, key: string, method: string, url: string, body?: unknown) =>
@@ -156,7 +156,7 @@ describe('backup and restore of the embedded default', () => {
     expect([...sentTo].every((t) => known.has(t))).toBe(true);
     expect(notification.pushes_succeeded).toBe(sentTo.size);
     await second.stop('SIGTERM');
-  }, 400_000);
+  }, 600_000);
 
   it('restores a backup made --without-secrets-key to stdout with the key given apart', async () => {
     // the first test's DATA_DIR, its server stopped: the backup starts its PostgreSQL for the copy
@@ -199,7 +199,7 @@ describe('backup and restore of the embedded default', () => {
     expect(restored).toMatchObject({ secrets_key_restored: true, checked: true, apps: 1 });
     const on = ok(await cli(withKey.env, 'app', 'set-identity-verification', '--app', app.id, '--on'));
     expect(on.identity_secret).toBe(identitySecret);
-  }, 300_000);
+  }, 600_000);
 });
 
 /** `pushd backup --out - --without-secrets-key > file`: the archive on stdout, the answer on stderr. */
