@@ -49,6 +49,7 @@ export async function writeBackup(opts: BackupOptions) {
   const included = opts.withKey && secrets.defaultFiles !== null;
   const created = new Date().toISOString();
   const temporary = 'file' in opts.out ? `${opts.out.file}.partial` : null;
+  if (temporary) await rm(temporary, { force: true }); // an earlier run's, cut short: made anew with mode 0600
   const target = temporary ? createWriteStream(temporary, { mode: 0o600, flags: 'wx' }) : (opts.out as { stream: Writable }).stream;
   const gzip = createGzip();
   let bytes = 0;
