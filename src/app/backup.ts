@@ -7,7 +7,11 @@ import { createGunzip, createGzip } from 'node:zlib';
 import { keyIdOf } from '../domain/secrets.js';
 import { backUpCluster } from '../db/cluster-backup.js';
 import { clusterDirOf, PASSWORD_FILE, type EmbeddedDatabase } from '../db/embedded.js';
-import { clusterOwner } from '../db/postmaster.js';
+import { clusterOwner, freePort } from '../db/postmaster.js';
+import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
+import { AppService } from '../services/apps.js';
+import { openDatabaseRuntime } from './runtime.js';
 import type { SecretsKeySource } from '../platform/secrets-key.js';
 import { TarFormatError, TarReader, TarWriter } from '../platform/tar.js';
 
@@ -45,6 +49,7 @@ export async function writeBackup(opts: BackupOptions) {
   const included = opts.withKey && secrets.defaultFiles !== null;
   const created = new Date().toISOString();
   const temporary = 'file' in opts.out ? `${opts.out.file}.partial` : null;
+  if (temporary) await rm(temporary, { force: true }); // an earlier run's, cut short: made anew with mode 0600
   const target = temporary ? createWriteStream(temporary, { mode: 0o600, flags: 'wx' }) : (opts.out as { stream: Writable }).stream;
   const gzip = createGzip();
   let bytes = 0;
@@ -108,13 +113,37 @@ export interface RestoreOptions {
   dataDir: string;
   /** the key kept apart from a backup made without it, written as DATA_DIR/secrets.key */
   secretsKey?: Buffer;
+  /** the settings the restored DATA_DIR is opened with once, to check it (its own PostgreSQL on a free port) */
+  config: Config;
+  log: Logger;
 }
 
 /**
- * Unpacks a backup into a new DATA_DIR (an empty or missing directory). The next start there replays the backup's
- * WAL and serves what the cluster held when the backup ended. A failure leaves the directory empty again.
+ * Unpacks a backup into a new DATA_DIR (an empty or missing directory), then opens it once as a server start would
+ * (its PostgreSQL replays the backup's WAL, migrations, every sealed secret opened) and stops it, so what it answers
+ * is a DATA_DIR that starts. A failure to unpack leaves the directory empty again; a failure to open leaves it for
+ * a look, and says why.
  */
 export async function restoreBackup(opts: RestoreOptions) {
+  const restored = await unpackInto(opts);
+  const keyGiven = restored.secrets_key_restored || opts.config.SECRETS_KEY !== undefined || opts.config.SECRETS_KEY_FILE !== undefined;
+  // without its key a start would make a new key file, which opens nothing the backup sealed
+  if (!keyGiven) return { ...restored, checked: false };
+  return { ...restored, checked: true, apps: await countAppsOf(opts) };
+}
+
+/** The restored DATA_DIR's apps, read through the same start-up the server runs (which fails on what would not start). */
+async function countAppsOf({ config, dataDir, log }: RestoreOptions): Promise<number> {
+  const settings = { ...config, DATABASE_URL: undefined, DATABASE_READ_URL: undefined, DATA_DIR: dataDir, dataDir };
+  const runtime = await openDatabaseRuntime({ ...settings, EMBEDDED_PG_PORT: await freePort() }, log);
+  try {
+    return (await new AppService(runtime.handle.db, runtime.secrets.keyring).listApps()).length;
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function unpackInto(opts: RestoreOptions) {
   const { dataDir } = opts;
   const existing = await readdir(dataDir).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return [];

@@ -46,13 +46,14 @@ export const backupCommands: Record<string, AnyCommand> = {
       'secrets-key-file': { value: 'FILE', help: 'the key kept apart from a backup made --without-secrets-key' },
     },
     local: true,
-    run: async (a) => {
+    run: async (a, config, log) => {
       const from = given(a, 'from');
       const keyFile = a['secrets-key-file'];
       const secretsKey = keyFile ? await readKeyFile(keyFile, '--secrets-key-file') : undefined;
       if (keyFile && !secretsKey) throw new UsageError(`--secrets-key-file: there is no file ${keyFile}`);
       const source = from === '-' ? process.stdin : createReadStream(from);
-      return restoreBackup({ from: source, dataDir: path.resolve(given(a, 'data-dir')), ...(secretsKey ? { secretsKey } : {}) });
+      const dataDir = path.resolve(given(a, 'data-dir'));
+      return restoreBackup({ from: source, dataDir, config, log, ...(secretsKey ? { secretsKey } : {}) });
     },
   } satisfies LocalCommand,
 };

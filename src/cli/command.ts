@@ -1,5 +1,6 @@
 import type { DatabaseRuntime } from '../app/runtime.js';
 import type { Config } from '../platform/config.js';
+import type { Logger } from '../platform/logger.js';
 import { isUuid } from '../domain/cursor.js';
 
 /** The values of a command's options, by name without the dashes; checked as declared before the command runs. */
@@ -41,7 +42,7 @@ export interface Command extends CommandBase {
 /** A command on this machine's files alone: no database is opened for it. */
 export interface LocalCommand extends CommandBase {
   local: true;
-  run(args: Args, config: Config): Promise<unknown>;
+  run(args: Args, config: Config, log: Logger): Promise<unknown>;
 }
 
 /** The command line is wrong (unknown command or option, a missing or invalid value): exit code 2. */

@@ -61,11 +61,11 @@ async function run(argv: string[]): Promise<Outcome> {
   const answer = (result: unknown) => JSON.stringify(result) + '\n';
   const toStderr = command.writesStdout?.(args) ?? false;
   stdoutTaken = toStderr;
-  if ('local' in command) return { code: 0, stdout: '', ...answerTo(toStderr, answer(await command.run(args, config))) };
-  const refused = command.refuses?.(config);
-  if (refused) throw new UsageError(refused);
   // Logs go to stderr, at warn: stdout carries exactly one JSON document, also when start-up has something to say.
   const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, 'stderr');
+  if ('local' in command) return { code: 0, stdout: '', ...answerTo(toStderr, answer(await command.run(args, config, log))) };
+  const refused = command.refuses?.(config);
+  if (refused) throw new UsageError(refused);
   const runtime = await openDatabaseRuntime(config, log);
   closeOnSignal(runtime);
   let result: unknown;

@@ -28,6 +28,18 @@ export async function checkPortFree(port: number): Promise<void> {
   });
 }
 
+/** A port of 127.0.0.1 free at this moment, for a PostgreSQL started for one command beside another. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
 function portTaken(port: number): Error {
   return new Error(
     `port ${port} of the embedded PostgreSQL is taken by another program: ` +
