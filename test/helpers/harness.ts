@@ -7,7 +7,7 @@ import type { DatabaseHandle } from '../../src/db/database.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
 import type { Clock } from '../../src/platform/clock.js';
-import type { Pipeline } from '../../src/delivery/pipeline.js';
+import type { DeliveryRuntime } from '../../src/delivery/pipeline.js';
 import type { QueueBackendKind } from '../../src/delivery/queues.js';
 import { AppService } from '../../src/services/apps.js';
 import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
@@ -27,7 +27,8 @@ export interface Harness {
   config: Config;
   /** the keys the server seals and opens the apps' secrets with (SECRETS_KEY: the test key unless `env` says) */
   secrets: SecretsKeyring;
-  pipeline: Pipeline;
+  /** the process's one delivery runtime: its gateways, store, large-batch turns and direct sends */
+  delivery: DeliveryRuntime;
   /**
    * Creates an app with its three keys and its identity secret through the same service the CLI uses. Identity
    * verification is then turned off (as for an app created before it existed) unless `identityVerification` is set:
@@ -105,7 +106,7 @@ export async function createHarness(
     queuePrefix: name,
     config,
     secrets: pushd.database.secrets.keyring,
-    pipeline: pushd.pipeline,
+    delivery: pushd.delivery,
     async createApp(bundleId = `com.test.${randomBytes(4).toString('hex')}`, { identityVerification = false } = {}) {
       const apps = new AppService(db.db, pushd.database.secrets.keyring);
       const created = await apps.createApp(bundleId);
