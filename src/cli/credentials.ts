@@ -1,8 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../domain/errors.js';
 import { AppService } from '../services/apps.js';
 import { CLI_ACTOR } from '../domain/audit.js';
-import { given, UsageError, uuid, type Command } from './command.js';
+import { given, readOptionFile, uuid, type Command } from './command.js';
 
 /**
  * app set-apns / app set-fcm: gateway credentials per app, checked when set (a bad key is refused now,
@@ -49,12 +48,3 @@ export const credentialCommands: Record<string, Command> = {
     },
   },
 };
-
-async function readOptionFile(args: Record<string, string | undefined>, option: string): Promise<string> {
-  const path = given(args, option);
-  try {
-    return await readFile(path, 'utf8');
-  } catch {
-    throw new UsageError(`--${option}: cannot read ${path}`);
-  }
-}
