@@ -1,6 +1,5 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, oneOf, secretOption, secretOptions, UsageError, uuid, type Command } from './command.js';
+import { type Command, given, oneOf, operator, secretOption, secretOptions, UsageError, uuid } from './command.js';
 
 /** migrate, app create / list, key create / list / revoke: an app, its keys, and the schema they live in. */
 export const appCommands: Record<string, Command> = {
@@ -12,7 +11,7 @@ export const appCommands: Record<string, Command> = {
       'bundle-id': { value: 'ID', help: "the app's bundle id (iOS) or package name (Android)", required: true },
       name: { value: 'NAME', help: 'a display name; the bundle id when not given' },
     },
-    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createApp(given(a, 'bundle-id'), a.name, CLI_ACTOR),
+    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createApp(given(a, 'bundle-id'), a.name, operator()),
   },
   'app list': {
     summary: 'Lists apps (never keys).',
@@ -24,7 +23,7 @@ export const appCommands: Record<string, Command> = {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       role: { value: 'ROLE', help: 'read, write or sdk', required: true, check: oneOf('read', 'write', 'sdk') },
     },
-    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createKey(given(a, 'app'), given(a, 'role'), CLI_ACTOR),
+    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createKey(given(a, 'app'), given(a, 'role'), operator()),
   },
   'key list': {
     summary: "Lists an app's keys: id, role, first characters, when created, last used (to 5 minutes) and revoked; never a key.",
@@ -51,7 +50,7 @@ export const appCommands: Record<string, Command> = {
       const named = [a.id, a.key, a['key-file']].filter((v) => v !== undefined).length;
       if (named !== 1) throw new UsageError('give one of --id, --key-file, --key');
       const key = a.id === undefined ? await secretOption(a, 'key', true) : { id: a.id };
-      await new AppService(rt.handle.db, rt.secrets.keyring).revokeKey(key, CLI_ACTOR);
+      await new AppService(rt.handle.db, rt.secrets.keyring).revokeKey(key, operator());
       return { revoked: true };
     },
   },

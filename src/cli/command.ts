@@ -1,4 +1,6 @@
 import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import { CLI_ACTOR, type Actor } from '../domain/audit.js';
 import type { DatabaseRuntime } from '../app/runtime.js';
 import { isUuid } from '../domain/cursor.js';
 
@@ -86,4 +88,16 @@ export function secretOptions(option: string, value: string, help: string, requi
     [`${option}-file`]: { value: 'FILE', help: `${needed}a file holding ${help} (- reads standard input)` },
     [option]: { value, help: `${help} itself (discouraged: ps and the shell's history show it)` },
   };
+}
+
+/** Who runs this command, as its audit rows name them: the command line, with the OS user and host in place of an address. */
+export function operator(): Actor {
+  let user: string;
+  try {
+    user = os.userInfo().username;
+  } catch {
+    // a uid with no name (a container's): the number, as ps shows it
+    user = process.env.USER ?? `uid ${process.getuid?.() ?? '?'}`;
+  }
+  return { ...CLI_ACTOR, address: `${user}@${os.hostname()}` };
 }

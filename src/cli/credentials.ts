@@ -1,7 +1,6 @@
 import { ValidationError } from '../domain/errors.js';
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, readOptionFile, uuid, type Command } from './command.js';
+import { type Command, given, operator, readOptionFile, uuid } from './command.js';
 
 /**
  * app set-apns / app set-fcm: gateway credentials per app, checked when set (a bad key is refused now,
@@ -24,7 +23,7 @@ export const credentialCommands: Record<string, Command> = {
         given(a, 'app'),
         'apns',
         raw,
-        CLI_ACTOR,
+        operator(),
       );
       return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
     },
@@ -43,7 +42,7 @@ export const credentialCommands: Record<string, Command> = {
       } catch {
         throw new ValidationError('service-account: file is not valid JSON');
       }
-      const account = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'fcm', json, CLI_ACTOR);
+      const account = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'fcm', json, operator());
       return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
     },
   },

@@ -1,6 +1,5 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, secretOption, secretOptions, uuid, type Command } from './command.js';
+import { type Command, given, operator, secretOption, secretOptions, uuid } from './command.js';
 
 /**
  * app set-hms --app ID --hms-app-id N --client-secret-file F: the app's Huawei Push Kit credentials, the app id and app
@@ -21,7 +20,7 @@ export const hmsCommands: Record<string, Command> = {
           hmsAppId: given(a, 'hms-app-id'),
           clientSecret: await secretOption(a, 'client-secret', true),
         },
-        CLI_ACTOR,
+        operator(),
       );
       return { app: a.app, hms: set };
     },

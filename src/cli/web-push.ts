@@ -1,6 +1,5 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, secretOption, secretOptions, uuid, type Command } from './command.js';
+import { type Command, given, operator, secretOption, secretOptions, uuid } from './command.js';
 
 /**
  * app set-web-push --app ID --subject mailto:… [--public-key K --private-key-file F]: the app's VAPID key pair, generated
@@ -24,7 +23,7 @@ export const webPushCommands: Record<string, Command> = {
           publicKey: a['public-key'],
           privateKey: await secretOption(a, 'private-key'),
         },
-        CLI_ACTOR,
+        operator(),
       );
       return { app: a.app, web_push: set };
     },
