@@ -51,6 +51,8 @@ export interface ApiKeysTable {
   key_hint: string;
   created_at: Generated<Date>;
   revoked_at: Date | null;
+  /** when a request last authenticated with it, written at most every few minutes (null: never, or before 054) */
+  last_used_at: Generated<Date | null>;
   /** A limit of its own (both set or both null); null: the configured default for the role. */
   rate_limit_per_second: Generated<number | null>;
   rate_limit_burst: Generated<number | null>;

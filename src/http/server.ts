@@ -10,7 +10,7 @@ import { registerApiDocument } from './openapi.js';
 import { registerBrowserCors } from './browser-cors.js';
 import { capConnections, shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
-import { lazyRequestLogger } from './request-logger.js';
+import { lazyRequestLogger, logAuditedRequests } from './request-logger.js';
 import { routeModules } from './routes/index.js';
 import { answerClientError, guardTransport } from './transport.js';
 
@@ -25,8 +25,9 @@ export async function buildServer(
   ctx: HttpContext,
 ): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
   // Per-request access logs only at debug: a push API takes many small requests.
+  const requestLogging = ctx.config.LOG_LEVEL === 'debug' || ctx.config.LOG_LEVEL === 'trace';
   const app = Fastify({
-    logController: new LogController({ disableRequestLogging: ctx.config.LOG_LEVEL !== 'debug' && ctx.config.LOG_LEVEL !== 'trace' }),
+    logController: new LogController({ disableRequestLogging: !requestLogging }),
     loggerInstance: ctx.log.child({ component: 'http' }) as FastifyBaseLogger,
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
@@ -44,6 +45,7 @@ export async function buildServer(
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  if (!requestLogging) logAuditedRequests(app);
   registerInputGuard(app);
   registerBrowserCors(app);
   // JSON only: any other content type is a 415, not a body the schema then misreads.

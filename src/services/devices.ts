@@ -1,3 +1,5 @@
+import type { Actor } from '../domain/audit.js';
+import { recordAudit } from './audit.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
@@ -236,12 +238,14 @@ export class DeviceService {
   }
 
   /** Empties the device (attributes and events too) and marks it erased; erasing twice is harmless. */
-  async erase(appId: string, id: string): Promise<DeviceDetails> {
+  async erase(appId: string, id: string, actor: Actor): Promise<DeviceDetails> {
     return this.db.transaction().execute(async (trx) => {
       const current = await this.devices.lock(trx, appId, id, 'update');
       if (!current) throw new NotFoundError('device');
       if (current.erased_at) return this.details(trx, current);
-      return this.details(trx, await this.devices.erase(trx, id));
+      const erased = await this.devices.erase(trx, id);
+      await recordAudit(trx, actor, appId, 'device.erased', { device_id: id });
+      return this.details(trx, erased);
     });
   }
 
@@ -250,12 +254,14 @@ export class DeviceService {
    * public API does) and the rest are out of range until a later call. A device that stopped being the user's
    * between the listing and its lock (a concurrent erase or update) is `gone`. 404 when the user has no device.
    */
-  async eraseUser(appId: string, userId: string): Promise<UserDeviceErasure[]> {
+  async eraseUser(appId: string, userId: string, actor: Actor): Promise<UserDeviceErasure[]> {
     const ids = await this.devices.userDeviceIds(this.db, appId, userId);
     if (ids.length === 0) throw new NotFoundError('user');
     const erased = await this.db.transaction().execute(async (trx) => {
       const devices = await this.devices.lockUserDevices(trx, appId, userId, 'update', ids.slice(0, USER_ERASE_LIMIT));
       for (const d of devices) await this.devices.erase(trx, d.id);
+      // the devices it erased, never the user id: the row must not keep what the erasure removed
+      if (devices.length) await recordAudit(trx, actor, appId, 'user.erased', { device_ids: devices.map((d) => d.id) });
       return new Set(devices.map((d) => d.id));
     });
     return ids.map((id, i) => ({ id, outcome: i >= USER_ERASE_LIMIT ? 'out_of_range' : erased.has(id) ? 'erased' : 'gone' }));

@@ -5,7 +5,8 @@ import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
 import type { HttpContext } from '../../src/http/context.js';
 import type { DatabaseHandle } from '../../src/db/database.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
-import { createLogger } from '../../src/platform/logger.js';
+import { pino, type DestinationStream } from 'pino';
+import { createLogger, redactPaths } from '../../src/platform/logger.js';
 import type { Clock } from '../../src/platform/clock.js';
 import type { DeliveryRuntime } from '../../src/delivery/pipeline.js';
 import type { QueueBackendKind } from '../../src/delivery/queues.js';
@@ -69,6 +70,8 @@ export async function createHarness(
     env?: Record<string, string> | ((databaseUrl: string) => Record<string, string>);
     clock?: Clock;
     adminDatabaseUrl?: string;
+    /** where the server's log lines go instead of stdout (at LOG_LEVEL, silent unless TEST_LOG_LEVEL or `env` say) */
+    logTo?: DestinationStream;
   } = {},
 ): Promise<Harness> {
   const adminUrl = opts.adminDatabaseUrl ?? inject('adminDatabaseUrl');
@@ -91,7 +94,7 @@ export async function createHarness(
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     ...(typeof opts.env === 'function' ? opts.env(databaseUrl) : opts.env),
   });
-  const log = createLogger(config.LOG_LEVEL);
+  const log = opts.logTo ? pino({ level: config.LOG_LEVEL, redact: redactPaths }, opts.logTo) : createLogger(config.LOG_LEVEL);
   const lifecycle = new Lifecycle();
   const pushd = await startPushd(config, log, lifecycle, { gatewayThreadEntry: GATEWAY_THREAD_ENTRY, clock: opts.clock });
   const { ctx, server } = pushd.api!;

@@ -267,6 +267,40 @@ describe('GET /v6/audit', () => {
     ]);
   });
 
+  it('records erasures, in-app messages and journey entries by the key that made them; a user erasure keeps no user id', async () => {
+    const owner = await h.createApp('com.example.audit-erasures');
+    const lone = await registerDevice(h, owner.keys.sdk, { platform: 'ios' });
+    const users = [
+      await registerDevice(h, owner.keys.sdk, { platform: 'ios', user_id: 'erased-user' }),
+      await registerDevice(h, owner.keys.sdk, { platform: 'android', user_id: 'erased-user' }),
+    ];
+    const message = await call('POST', '/v6/messages', owner.keys.write, {
+      message: { to: [{ name: 'device_id', criteria: [lone.id] }], title: 'Hello', text: 'in the app' },
+    });
+    expect(message.statusCode, message.body).toBe(201);
+    const made = await call('POST', '/v6/journeys', owner.keys.write, {
+      journey: { name: 'Onboarding', trigger: { api: true }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] },
+    });
+    const journeyId = made.json().journey.id as string;
+    const entry = await call('POST', `/v6/journeys/${journeyId}/entries`, owner.keys.write, { device_id: lone.id });
+    expect(entry.statusCode, entry.body).toBe(202);
+    expect((await call('POST', `/v6/devices/${lone.id}/erase`, owner.keys.write)).statusCode).toBe(200);
+    // erasing it again changes nothing: no row
+    expect((await call('POST', `/v6/devices/${lone.id}/erase`, owner.keys.write)).statusCode).toBe(200);
+    const erasure = await call('DELETE', '/v6/users/erased-user/devices', owner.keys.write);
+    expect(erasure.statusCode, erasure.body).toBe(200);
+
+    const rows = (await entries('', owner.keys.write)).filter((e) => e.actor.role !== 'cli' && e.action !== 'journey.created');
+    expect(rows.map((e) => [e.action, e.actor.role, e.details])).toEqual([
+      ['user.erased', 'write', { device_ids: users.map((d) => d.id).sort() }],
+      ['device.erased', 'write', { device_id: lone.id }],
+      ['journey.entered', 'write', { journey_id: journeyId, outcome: 'entered' }],
+      ['message.created', 'write', { message_id: message.json().id }],
+    ]);
+    for (const e of rows) expect([e.client_address, e.request_id]).toEqual(['127.0.0.1', expect.stringMatching(/\S/)]);
+    expect(JSON.stringify(rows)).not.toContain('erased-user');
+  });
+
   it('writes the row with its change: a refused row leaves the change undone; a few devices write none', async () => {
     const notifications = async () =>
       Number(

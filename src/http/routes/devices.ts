@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import type { WriteResult } from '../../services/devices.js';
-import { callerOf, requirePermission } from '../auth.js';
+import { actorOf, callerOf, requirePermission } from '../auth.js';
 import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import {
   accepted,
@@ -124,7 +124,9 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           response: { 200: z.object({ device: deviceRecord }), ...bodyErrors, 404: errorResponse, ...authErrors },
         },
       },
-      async (request) => ({ device: deviceView(await ctx.services.devices.erase(request.principal.appId, request.params.id)) }),
+      async (request) => ({
+        device: deviceView(await ctx.services.devices.erase(request.principal.appId, request.params.id, actorOf(request))),
+      }),
     );
 
     app.post(
