@@ -11,6 +11,7 @@ import { JobQueues } from '../delivery/queues.js';
 import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
 import { buildDeliveryRuntime, pipelineSettings } from './delivery-runtime.js';
+import { Admission } from '../platform/admission.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
 
@@ -147,12 +148,18 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
   });
   lifecycle.add('apns channels', () => channels.close());
+  // what a request waits for: its group's turn (the services' runners), a database connection, the event loop
+  const admission = new Admission(config.MAX_QUEUE_DELAY_MS);
+  admission.watch(database.handle.waitingSince);
+  const stopAdmission = admission.start();
+  lifecycle.add('admission', async () => stopAdmission());
   const ctx = createContext({
     ...shared,
     sending: { store, direct: delivery.direct },
     appChanges,
     readDb: database.replica?.db,
     channels,
+    admission,
   });
   if (workers) startJourneys(lifecycle, config, log, ctx);
   const server = await buildServer(ctx);

@@ -8,7 +8,7 @@ import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { registerApiDocument } from './openapi.js';
 import { registerBrowserCors } from './browser-cors.js';
-import { capConnections, shedLoad } from './overload.js';
+import { admitInTime, capConnections, shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
 import { lazyRequestLogger, logAuditedRequests } from './request-logger.js';
 import { routeModules } from './routes/index.js';
@@ -55,6 +55,7 @@ export async function buildServer(
   await registerApiDocument(app, { referencePage: ctx.config.API_REFERENCE_PAGE });
 
   // before the routes, so that its hook applies to every one of them
+  await app.register(admitInTime, { admission: ctx.admission, metrics: ctx.metrics });
   await app.register(shedLoad, { maxInFlight: ctx.config.MAX_REQUESTS_IN_FLIGHT, metrics: ctx.metrics });
   await app.register(rateLimit, { config: ctx.config, log: ctx.log });
   for (const routes of routeModules) await app.register(routes(ctx));

@@ -34,6 +34,7 @@ import { timingOf } from '../domain/campaign.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import type { Admission } from '../platform/admission.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
@@ -153,14 +154,12 @@ export type NotificationServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos
   direct?: DirectDelivery | null;
   /** the changes this process follows, to keep the apps' settings it read (none: every notification reads them) */
   changes?: AppChanges | null;
+  /** bounds how long a unicast creation waits for its group's turn (none: as long as it takes) */
+  admission?: Admission;
 };
 
 export class NotificationService {
-  private readonly unicast = new GroupRunner<UnicastItem, CutNotification>(
-    (items, release) => this.createUnicastGroup(items, release),
-    CREATION_GROUPS,
-    (item) => this.createUnicastAlone(item),
-  );
+  private readonly unicast: GroupRunner<UnicastItem, CutNotification>;
   /** the apps' campaign settings read, by app id (none kept: every notification reads them) */
   private readonly settings: FollowedCache<string, CampaignSettings> | null;
 
@@ -195,6 +194,11 @@ export class NotificationService {
     this.onScheduleError = deps.onScheduleError;
     this.direct = deps.direct ?? null;
     this.settings = deps.changes?.cache() ?? null;
+    this.unicast = new GroupRunner(
+      (items, release) => this.createUnicastGroup(items, release),
+      { ...CREATION_GROUPS, admission: deps.admission },
+      (item) => this.createUnicastAlone(item),
+    );
   }
 
   /**

@@ -15,6 +15,7 @@ import { backoffDelay, type RetryPolicy } from '../delivery/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { ServiceDeps } from './deps.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import type { Admission } from '../platform/admission.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { CREATION_GROUPS } from './notifications.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
@@ -86,14 +87,12 @@ export type TransactionalServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idemp
   /** what sending a batch takes: the gateways, the delivery store, metrics, the clock */
   sending: BatchAttemptDeps;
   settings: { batchSize: number; timeoutMs: number; retry: RetryPolicy };
+  /** bounds how long a send waits for its group's turn (none: as long as it takes) */
+  admission?: Admission;
 };
 
 export class TransactionalService {
-  private readonly creations = new GroupRunner<Creation, Committed>(
-    (items, release) => this.createGroup(items, release),
-    CREATION_GROUPS,
-    (item) => this.createAlone(item),
-  );
+  private readonly creations: GroupRunner<Creation, Committed>;
 
   private readonly db: Db;
   private readonly notifications: NotificationsRepository;
@@ -109,6 +108,11 @@ export class TransactionalService {
     this.idempotency = deps.idempotency;
     this.sending = deps.sending;
     this.settings = deps.settings;
+    this.creations = new GroupRunner(
+      (items, release) => this.createGroup(items, release),
+      { ...CREATION_GROUPS, admission: deps.admission },
+      (item) => this.createAlone(item),
+    );
   }
 
   /**
