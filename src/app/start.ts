@@ -75,11 +75,6 @@ export class Lifecycle {
   }
 }
 
-/**
- * The one start-up sequence (the server process and the test harness both use it): database (embedded or
- * DATABASE_URL, migrated), job queues (Redis when REDIS_URL is set, else PostgreSQL), the one delivery runtime
- * (`buildDeliveryRuntime`), the delivery pipeline's workers (unless ROLE=api), then, unless ROLE=worker, the request context and the HTTP server (not listening).
- */
 /** What differs between processes beyond the settings (tests run the gateway threads from TypeScript sources). */
 export interface StartOptions {
   gatewayThreadEntry?: URL;
@@ -87,6 +82,12 @@ export interface StartOptions {
   clock?: Clock;
 }
 
+/**
+ * The one start-up sequence (the server process and the test harness both use it): database (embedded or
+ * DATABASE_URL, migrated), job queues (Redis when REDIS_URL is set, else PostgreSQL), the one delivery runtime
+ * (`buildDeliveryRuntime`), the delivery pipeline's workers (unless ROLE=api), then, unless ROLE=worker, the
+ * request context and the HTTP server (not listening).
+ */
 export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions = {}): Promise<Pushd> {
   const database = await openDatabaseRuntime(config, log);
   lifecycle.add('database', () => database.close());
