@@ -17,15 +17,17 @@ const LOOP_SAMPLE_MS = 10;
 
 /**
  * Admission control bounded in time. Each queue a request's work waits in (a group's turn, a database connection)
- * reports when its oldest waiting item came, and the event loop's delay counts as one more (a request read late has
- * waited in the socket): past `maxDelayMs` of the longest, new requests are refused at once (`overloaded`), and a
- * queue drops what has waited that long (`OverloadedError`). Offered more than it absorbs, the server then answers
- * the excess at once and the rest within the bound, instead of queueing all of it longer and longer. 0 turns it off.
+ * reports when its oldest waiting item came, and the event loop's delay counts as one more when it lasts (a request
+ * read late has waited in the socket, where no queue of ours sees it): past `maxDelayMs` of the longest, new requests
+ * are refused at once (`overloaded`), and a queue drops what has waited that long (`OverloadedError`). Offered more
+ * than it absorbs, the server then answers the excess at once and the rest within the bound, instead of queueing all
+ * of it longer and longer. 0 turns it off.
  */
 export class Admission {
   private readonly queues: (() => number | undefined)[] = [];
   private lastTick = performance.now();
-  private loopLate = 0;
+  /** how late the last two samples of the event loop came, in ms */
+  private late: [number, number] = [0, 0];
   private timer: NodeJS.Timeout | null = null;
 
   constructor(readonly maxDelayMs: number) {}
@@ -41,8 +43,8 @@ export class Admission {
 
   /** The longest any work now waits, in ms: the oldest item of a queue, or the event loop's delay. */
   delayMs(now = performance.now()): number {
-    // a timer that is late now counts before it fires: a long turn of the loop is seen while it runs
-    let delay = this.timer ? Math.max(this.loopLate, now - this.lastTick - LOOP_SAMPLE_MS) : 0;
+    // two late samples in a row: a pause of the loop alone (a collection, a moment off the CPU) is no queue
+    let delay = Math.min(...this.late);
     for (const oldestSince of this.queues) {
       const since = oldestSince();
       if (since !== undefined && now - since > delay) delay = now - since;
@@ -61,12 +63,13 @@ export class Admission {
     this.lastTick = performance.now();
     this.timer = setInterval(() => {
       const now = performance.now();
-      this.loopLate = Math.max(0, now - this.lastTick - LOOP_SAMPLE_MS);
+      this.late = [this.late[1], Math.max(0, now - this.lastTick - LOOP_SAMPLE_MS)];
       this.lastTick = now;
     }, LOOP_SAMPLE_MS).unref();
     return () => {
       clearInterval(this.timer!);
       this.timer = null;
+      this.late = [0, 0];
     };
   }
 }
