@@ -66,7 +66,7 @@ export function registrationToken(i: number): string {
 /**
  * Registers `count` devices through `POST /v6/devices` with the sdk key, as phones do, on a service started for
  * the fill and stopped after it: phones register over days, not in one burst from one address, so its sdk rate
- * limit is off (the measured service keeps its own).
+ * limit and its admission control are off (the measured service keeps its own).
  */
 export async function registerThroughApi(opts: {
   env: Record<string, string>;
@@ -75,7 +75,7 @@ export async function registerThroughApi(opts: {
   count: number;
   clients: number;
 }): Promise<void> {
-  const services = await startServices({ ...opts.env, ...LAB_ENV }, { mode: 'single' });
+  const services = await startServices({ ...opts.env, ...LAB_ENV, MAX_QUEUE_DELAY_MS: '0' }, { mode: 'single' });
   const load = new LoadClients({
     base: services.base,
     authorization: `Basic ${Buffer.from(`:${opts.sdkKey}`).toString('base64')}`,

@@ -8,6 +8,7 @@ import type { Config } from '../platform/config.js';
 import { createGeoIp } from '../platform/geoip.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
+import { NO_ADMISSION, type Admission } from '../platform/admission.js';
 import type { NotificationScheduler } from '../delivery/jobs.js';
 import type { JobQueues } from '../delivery/queues.js';
 import { ActivityService } from '../services/activity.js';
@@ -52,6 +53,8 @@ export interface ContextDeps {
   readDb?: Db;
   /** APNs' channel API, for Live Activity broadcast channels (none: this process cannot manage them) */
   channels?: ChannelApi | null;
+  /** refuses requests whose work cannot start within its bound (none: nothing is refused for time) */
+  admission?: Admission;
 }
 
 /** Wires the services the API serves from, once at start-up: the shared dependencies once, each service its part. */
@@ -61,8 +64,10 @@ export function createContext(deps: ContextDeps): HttpContext {
   const shared = serviceDeps(db, clock, deps.readDb ?? db);
   const { repos } = shared;
   const sending = deps.sending ?? { store: new DeliveryStore(db, repos.delivery), direct: null };
+  const admission = deps.admission ?? NO_ADMISSION;
   const notifications = new NotificationService({
     ...shared,
+    admission,
     scheduler: deps.scheduler,
     batchSize: config.DELIVERY_BATCH_SIZE,
     onScheduleError: (err, id) => log.warn({ err, notificationId: id }, 'enqueue failed after commit; the sweeper will re-enqueue'),
@@ -94,7 +99,8 @@ export function createContext(deps: ContextDeps): HttpContext {
     notifications,
     transactional: new TransactionalService({
       ...shared,
-      sending: { metrics, gateways: deps.gateways, store: sending.store, clock },
+      admission,
+      sending: { metrics, gateways: deps.gateways, store: sending.store, clock, log },
       settings: {
         batchSize: config.DELIVERY_BATCH_SIZE,
         timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,
@@ -128,6 +134,7 @@ export function createContext(deps: ContextDeps): HttpContext {
     config,
     log,
     metrics,
+    admission,
     services,
     readiness: async () => {
       const [database, queue] = await Promise.all([check(sql`select 1`.execute(db)), check(queues.ping())]);

@@ -1,29 +1,19 @@
 import { systemClock, type Clock } from '../platform/clock.js';
-import { AppsRepository } from '../db/repositories/apps.js';
 import { AppChanges } from '../db/app-changes.js';
-import type { Db } from '../db/database.js';
-import { createGatewayProvider, type CredentialsLookup, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
-import type { AppPushCredentials } from '../gateways/pool.js';
-import { GroupRunner } from '../platform/group-runner.js';
 import { buildServer } from '../http/server.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
-import { startPipeline, type Pipeline } from '../delivery/pipeline.js';
+import { startPipeline, type DeliveryRuntime } from '../delivery/pipeline.js';
 import { startJourneyPoller } from '../delivery/journeys.js';
 import { jobSpecs } from '../delivery/jobs.js';
-import { LargeBatchTurns } from '../delivery/delivery.js';
-import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../delivery/direct-delivery.js';
-import { DeliveryStore } from '../delivery/delivery-store.js';
-import type { FrequencyCap } from '../domain/frequency-caps.js';
-import { DeliveryRepository } from '../db/repositories/delivery.js';
-import { backoffDelay, retryPolicyOf } from '../delivery/retry.js';
 import { JobQueues } from '../delivery/queues.js';
 import type { HttpContext } from '../http/context.js';
 import { createContext } from './context.js';
+import { buildDeliveryRuntime, pipelineSettings } from './delivery-runtime.js';
+import { Admission } from '../platform/admission.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
-import type { Sealed, SecretColumn, SecretsKeyring } from '../domain/secrets.js';
 
 export type Server = Awaited<ReturnType<typeof buildServer>>;
 
@@ -31,7 +21,8 @@ export type Server = Awaited<ReturnType<typeof buildServer>>;
 export interface Pushd {
   database: DatabaseRuntime;
   queues: JobQueues;
-  pipeline: Pipeline;
+  /** what every send of this process goes through, built once */
+  delivery: DeliveryRuntime;
   metrics: Metrics;
   api?: { ctx: HttpContext; server: Server };
 }
@@ -84,11 +75,6 @@ export class Lifecycle {
   }
 }
 
-/**
- * The one start-up sequence (the server process and the test harness both use it): database (embedded or
- * DATABASE_URL, migrated), job queues (Redis when REDIS_URL is set, else PostgreSQL), the delivery pipeline
- * (workers unless ROLE=api), then, unless ROLE=worker, the request context and the HTTP server (not listening).
- */
 /** What differs between processes beyond the settings (tests run the gateway threads from TypeScript sources). */
 export interface StartOptions {
   gatewayThreadEntry?: URL;
@@ -96,6 +82,12 @@ export interface StartOptions {
   clock?: Clock;
 }
 
+/**
+ * The one start-up sequence (the server process and the test harness both use it): database (embedded or
+ * DATABASE_URL, migrated), job queues (Redis when REDIS_URL is set, else PostgreSQL), the one delivery runtime
+ * (`buildDeliveryRuntime`), the delivery pipeline's workers (unless ROLE=api), then, unless ROLE=worker, the
+ * request context and the HTTP server (not listening).
+ */
 export async function startPushd(config: Config, log: Logger, lifecycle: Lifecycle, options: StartOptions = {}): Promise<Pushd> {
   const database = await openDatabaseRuntime(config, log);
   lifecycle.add('database', () => database.close());
@@ -120,133 +112,64 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('app changes', () => appChanges.close());
   const metrics = new Metrics();
   if (database.replica) metrics.followReadReplica(database.replica);
-  const workers = config.ROLE !== 'api';
-  // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
-  const gateways = createGatewayProvider(
-    gatewayRuntimeOptions(config, options, workers ? config.GATEWAY_THREADS : 0),
-    log,
-    credentialsLookup(database.handle.db, database.secrets.keyring, appChanges),
-  );
-  if (!workers) lifecycle.add('gateways', () => gateways.close());
   const clock = options.clock ?? systemClock;
-  // the apps' frequency caps, read by every batch: kept while their changes are followed
-  const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
-  const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
-  // workers finish their in-flight batches, then gateways close
-  lifecycle.add('pipeline', () => pipeline.close());
-  // what every context is made of; the API's adds its sending, changes, replica and channels
-  const shared = {
+  const secrets = database.secrets.keyring;
+  const db = database.handle.db;
+  const delivery = buildDeliveryRuntime({
     config,
     log,
-    db: database.handle.db,
+    db,
     queues,
-    scheduler: pipeline.scheduler,
-    gateways,
     metrics,
     clock,
-    secrets: database.secrets.keyring,
-  };
+    secrets,
+    changes: appChanges,
+    gatewayThreadEntry: options.gatewayThreadEntry,
+  });
+  lifecycle.add('gateways', () => delivery.gateways.close());
+  // after the workers and the HTTP server: the sends they started finish before the gateways close
+  lifecycle.add('direct deliveries', () => delivery.direct.close());
+  const workers = config.ROLE !== 'api';
+  const pipeline = workers
+    ? startPipeline({ log, db, queues, clock, metrics, runtime: delivery, settings: pipelineSettings(config) })
+    : null;
+  // workers finish their in-flight jobs first
+  if (pipeline) lifecycle.add('pipeline', () => pipeline.close());
+  // what every context is made of; the API's adds its direct sends, changes, replica and channels
+  const { scheduler, gateways, store } = delivery;
+  const shared = { config, log, db, queues, scheduler, gateways, metrics, clock, secrets, sending: { store, direct: null } };
   if (config.ROLE === 'worker') {
     // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
     startJourneys(lifecycle, config, log, createContext(shared));
-    return { database, queues, pipeline, metrics };
+    return { database, queues, delivery, metrics };
   }
-  const policy = retryPolicyOf(config);
-  const store = new DeliveryStore(database.handle.db, new DeliveryRepository(), frequencyCaps);
-  const direct = new DirectDelivery({
-    log,
-    metrics,
-    gateways,
-    clock,
-    store,
-    scheduler: pipeline.scheduler,
-    maxAttempts: policy.attempts,
-    maxInFlight: DIRECT_MAX_IN_FLIGHT,
-    largeTurns: new LargeBatchTurns(config.DELIVERY_CONCURRENCY),
-    leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
-    backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
-  });
-  // after the HTTP server: the sends its last requests started finish before the pipeline and gateways close
-  lifecycle.add('direct deliveries', () => direct.close());
   // Live Activity channels are managed (and broadcast to) from the API process that is asked
   const channels = new ApnsChannels({
     managementOrigin: { production: config.APNS_CHANNELS_ORIGIN_PRODUCTION, sandbox: config.APNS_CHANNELS_ORIGIN_SANDBOX },
     broadcastOrigin: { production: config.APNS_BROADCAST_ORIGIN_PRODUCTION, sandbox: config.APNS_BROADCAST_ORIGIN_SANDBOX },
   });
   lifecycle.add('apns channels', () => channels.close());
+  // what a request waits for: its group's turn (the services' runners), a database connection, the event loop
+  const admission = new Admission(config.MAX_QUEUE_DELAY_MS);
+  admission.watch(database.handle.waitingSince);
+  const stopAdmission = admission.start();
+  lifecycle.add('admission', async () => stopAdmission());
   const ctx = createContext({
     ...shared,
-    sending: { store, direct },
+    sending: { store, direct: delivery.direct },
     appChanges,
     readDb: database.replica?.db,
     channels,
+    admission,
   });
   if (workers) startJourneys(lifecycle, config, log, ctx);
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
-  return { database, queues, pipeline, metrics, api: { ctx, server } };
+  return { database, queues, delivery, metrics, api: { ctx, server } };
 }
 
 /** Journeys' steps run where the workers do: registered after the pipeline, so it stops before the workers close. */
 function startJourneys(lifecycle: Lifecycle, config: Config, log: Logger, ctx: HttpContext): void {
   const poller = startJourneyPoller({ steps: ctx.services.journeyEngine, log, intervalMs: config.JOURNEY_POLL_MS });
   lifecycle.add('journeys', () => poller.stop());
-}
-
-function gatewayRuntimeOptions(config: Config, options: StartOptions, threads: number): GatewayRuntimeOptions {
-  const limits = { maxInFlight: config.GATEWAY_MAX_IN_FLIGHT, maxConnections: config.GATEWAY_MAX_CONNECTIONS };
-  return {
-    pool: {
-      apnsOriginProduction: config.APNS_ORIGIN_PRODUCTION,
-      apnsOriginSandbox: config.APNS_ORIGIN_SANDBOX,
-      fcmOrigin: config.FCM_ORIGIN,
-      googleTokenUrl: config.GOOGLE_TOKEN_URL,
-      webPushAllowedOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
-      hmsOrigin: config.HMS_ORIGIN,
-      hmsTokenUrl: config.HMS_TOKEN_URL,
-      apns: limits,
-      fcm: limits,
-    },
-    threads,
-    logLevel: config.LOG_LEVEL,
-    closeTimeoutMs: config.SHUTDOWN_TIMEOUT_MS,
-    threadEntry: options.gatewayThreadEntry,
-  };
-}
-
-/**
- * The gateways read an app's credentials as stored, for every batch: opened here and kept while the changes to them
- * are followed, so a change applies to the next batch. The reads of concurrent batches are one statement: those asked
- * while one runs go in the next, so each still sees what was stored when it asked.
- */
-function credentialsLookup(db: Db, secrets: SecretsKeyring, changes: AppChanges): CredentialsLookup {
-  const open = (sealed: Sealed | null, column: SecretColumn) => sealed && secrets.openJson(sealed, column);
-  const apps = new AppsRepository();
-  const reads = new GroupRunner<string, AppPushCredentials | null>(
-    async (ids) => {
-      const found = await apps.pushCredentialsOf(db, [...new Set(ids)]);
-      return ids.map((id) => {
-        const app = found.get(id);
-        try {
-          const value = app
-            ? {
-                id: app.id,
-                bundleId: app.bundle_id,
-                apnsCredentials: open(app.apns_credentials, 'apns_credentials'),
-                fcmCredentials: open(app.fcm_credentials, 'fcm_credentials'),
-                webPushCredentials: open(app.web_push_credentials, 'web_push_credentials'),
-                hmsCredentials: open(app.hms_credentials, 'hms_credentials'),
-              }
-            : null;
-          return { status: 'fulfilled', value };
-        } catch (err) {
-          // a value this process cannot open (sealed under a key it was not given): no send, never one with garbage
-          return { status: 'rejected', reason: err };
-        }
-      });
-    },
-    { maxInFlight: 1, maxGroup: 100 },
-  );
-  const kept = changes.cache<string, AppPushCredentials>();
-  return async (appId) => (await kept.get(appId, async () => (await reads.submit(appId)) ?? undefined)) ?? null;
 }

@@ -1,8 +1,7 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, oneOf, uuid, type Command } from './command.js';
+import { type Command, given, oneOf, operator, secretOption, secretOptions, UsageError, uuid } from './command.js';
 
-/** migrate, app create / list, key create / revoke: an app, its keys, and the schema they live in. */
+/** migrate, app create / list, key create / list / revoke: an app, its keys, and the schema they live in. */
 export const appCommands: Record<string, Command> = {
   // opening the database applies the pending migrations; nothing is left to do
   migrate: { summary: 'Applies pending migrations (the server also does this at start-up).', run: async () => ({ migrated: true }) },
@@ -12,7 +11,7 @@ export const appCommands: Record<string, Command> = {
       'bundle-id': { value: 'ID', help: "the app's bundle id (iOS) or package name (Android)", required: true },
       name: { value: 'NAME', help: 'a display name; the bundle id when not given' },
     },
-    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createApp(given(a, 'bundle-id'), a.name, CLI_ACTOR),
+    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createApp(given(a, 'bundle-id'), a.name, operator()),
   },
   'app list': {
     summary: 'Lists apps (never keys).',
@@ -24,13 +23,34 @@ export const appCommands: Record<string, Command> = {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       role: { value: 'ROLE', help: 'read, write or sdk', required: true, check: oneOf('read', 'write', 'sdk') },
     },
-    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createKey(given(a, 'app'), given(a, 'role'), CLI_ACTOR),
+    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createKey(given(a, 'app'), given(a, 'role'), operator()),
+  },
+  'key list': {
+    summary: "Lists an app's keys: id, role, first characters, when created, last used (to 5 minutes) and revoked; never a key.",
+    options: { app: { value: 'ID', help: "the app's id", required: true, check: uuid } },
+    run: async (a, rt) => ({
+      app_id: a.app,
+      keys: (await new AppService(rt.handle.db, rt.secrets.keyring).listKeys(given(a, 'app'))).map((k) => ({
+        id: k.id,
+        role: k.role,
+        starts_with: k.key_hint,
+        created_at: k.created_at.toISOString(),
+        last_used_at: k.last_used_at?.toISOString() ?? null,
+        revoked_at: k.revoked_at?.toISOString() ?? null,
+      })),
+    }),
   },
   'key revoke': {
-    summary: 'Revokes a key; it answers 401 from then on.',
-    options: { key: { value: 'KEY', help: 'the key to revoke', required: true } },
+    summary: 'Revokes a key, named by its id (`key list`) or by its value; it answers 401 from then on.',
+    options: {
+      id: { value: 'ID', help: "the key's id, as key list shows it", check: uuid },
+      ...secretOptions('key', 'KEY', 'the key'),
+    },
     run: async (a, rt) => {
-      await new AppService(rt.handle.db, rt.secrets.keyring).revokeKey(given(a, 'key'), CLI_ACTOR);
+      const named = [a.id, a.key, a['key-file']].filter((v) => v !== undefined).length;
+      if (named !== 1) throw new UsageError('give one of --id, --key-file, --key');
+      const key = a.id === undefined ? await secretOption(a, 'key', true) : { id: a.id };
+      await new AppService(rt.handle.db, rt.secrets.keyring).revokeKey(key, operator());
       return { revoked: true };
     },
   },

@@ -1,8 +1,6 @@
-import { readFile } from 'node:fs/promises';
 import { ValidationError } from '../domain/errors.js';
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, UsageError, uuid, type Command } from './command.js';
+import { type Command, given, operator, readOptionFile, uuid } from './command.js';
 
 /**
  * app set-apns / app set-fcm: gateway credentials per app, checked when set (a bad key is refused now,
@@ -25,7 +23,7 @@ export const credentialCommands: Record<string, Command> = {
         given(a, 'app'),
         'apns',
         raw,
-        CLI_ACTOR,
+        operator(),
       );
       return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
     },
@@ -44,17 +42,8 @@ export const credentialCommands: Record<string, Command> = {
       } catch {
         throw new ValidationError('service-account: file is not valid JSON');
       }
-      const account = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'fcm', json, CLI_ACTOR);
+      const account = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'fcm', json, operator());
       return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
     },
   },
 };
-
-async function readOptionFile(args: Record<string, string | undefined>, option: string): Promise<string> {
-  const path = given(args, option);
-  try {
-    return await readFile(path, 'utf8');
-  } catch {
-    throw new UsageError(`--${option}: cannot read ${path}`);
-  }
-}

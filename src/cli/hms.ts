@@ -1,9 +1,8 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, uuid, type Command } from './command.js';
+import { type Command, given, operator, secretOption, secretOptions, uuid } from './command.js';
 
 /**
- * app set-hms --app ID --hms-app-id N --client-secret S: the app's Huawei Push Kit credentials, the app id and app
+ * app set-hms --app ID --hms-app-id N --client-secret-file F: the app's Huawei Push Kit credentials, the app id and app
  * secret of AppGallery Connect (the OAuth client id and secret). The answer names the HMS app id, never the secret.
  */
 export const hmsCommands: Record<string, Command> = {
@@ -12,16 +11,16 @@ export const hmsCommands: Record<string, Command> = {
     options: {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       'hms-app-id': { value: 'N', help: 'the AppGallery Connect app id (the OAuth client id)', required: true },
-      'client-secret': { value: 'S', help: 'its app secret (the OAuth client secret)', required: true },
+      ...secretOptions('client-secret', 'S', 'its app secret (the OAuth client secret)', true),
     },
     run: async (a, rt) => {
       const set = await new AppService(rt.handle.db, rt.secrets.keyring).setHms(
         given(a, 'app'),
         {
           hmsAppId: given(a, 'hms-app-id'),
-          clientSecret: given(a, 'client-secret'),
+          clientSecret: await secretOption(a, 'client-secret', true),
         },
-        CLI_ACTOR,
+        operator(),
       );
       return { app: a.app, hms: set };
     },

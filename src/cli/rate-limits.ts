@@ -1,6 +1,5 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, number, numberOrNone, UsageError, uuid, type Command } from './command.js';
+import { type Command, given, number, numberOrNone, operator, UsageError, uuid } from './command.js';
 import { parseQuietHoursSetting } from '../domain/quiet-hours.js';
 import { parseFrequencyCaps } from '../domain/frequency-caps.js';
 
@@ -19,7 +18,7 @@ export const rateLimitCommands: Record<string, Command> = {
     },
     run: async (a, rt) => {
       const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
-      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), limit, CLI_ACTOR);
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), limit, operator());
       return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
     },
   },
@@ -27,7 +26,7 @@ export const rateLimitCommands: Record<string, Command> = {
     summary: "Returns a key to its role's default rate limit.",
     options: { key: { value: 'KEY', help: 'the key', required: true } },
     run: async (a, rt) => {
-      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), null, CLI_ACTOR);
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), null, operator());
       return { rate_limit: null };
     },
   },
@@ -66,7 +65,7 @@ export const rateLimitCommands: Record<string, Command> = {
         quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),
         frequencyCaps: cap === undefined || cap === null ? cap : parseFrequencyCaps(cap),
       };
-      return new AppService(rt.handle.db, rt.secrets.keyring).setLimits(given(a, 'app'), limits, CLI_ACTOR);
+      return new AppService(rt.handle.db, rt.secrets.keyring).setLimits(given(a, 'app'), limits, operator());
     },
   },
 };

@@ -1,9 +1,8 @@
 import { AppService } from '../services/apps.js';
-import { CLI_ACTOR } from '../domain/audit.js';
-import { given, uuid, type Command } from './command.js';
+import { type Command, given, operator, secretOption, secretOptions, uuid } from './command.js';
 
 /**
- * app set-web-push --app ID --subject mailto:… [--public-key K --private-key P]: the app's VAPID key pair, generated
+ * app set-web-push --app ID --subject mailto:… [--public-key K --private-key-file F]: the app's VAPID key pair, generated
  * (P-256, node:crypto) unless a pair is given (both halves base64url, as the web-push package prints them). The
  * answer names the subject and the public key, never the private key.
  */
@@ -13,8 +12,8 @@ export const webPushCommands: Record<string, Command> = {
     options: {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       subject: { value: 'mailto:…|https:…', help: 'who push services may contact about the pushes', required: true },
-      'public-key': { value: 'K', help: 'a public key to use instead of a new pair (base64url, with --private-key)' },
-      'private-key': { value: 'P', help: 'its private key (base64url)' },
+      'public-key': { value: 'K', help: 'a public key to use instead of a new pair (base64url, with --private-key-file)' },
+      ...secretOptions('private-key', 'P', 'its private key (base64url)'),
     },
     run: async (a, rt) => {
       const set = await new AppService(rt.handle.db, rt.secrets.keyring).setWebPush(
@@ -22,9 +21,9 @@ export const webPushCommands: Record<string, Command> = {
         {
           subject: given(a, 'subject'),
           publicKey: a['public-key'],
-          privateKey: a['private-key'],
+          privateKey: await secretOption(a, 'private-key'),
         },
-        CLI_ACTOR,
+        operator(),
       );
       return { app: a.app, web_push: set };
     },

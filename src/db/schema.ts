@@ -52,6 +52,8 @@ export interface ApiKeysTable {
   key_hint: string;
   created_at: Generated<Date>;
   revoked_at: Date | null;
+  /** when a request last authenticated with it, written at most every few minutes (null: never, or before 054) */
+  last_used_at: Generated<Date | null>;
   /** A limit of its own (both set or both null); null: the configured default for the role. */
   rate_limit_per_second: Generated<number | null>;
   rate_limit_burst: Generated<number | null>;
@@ -94,6 +96,10 @@ export interface DevicesTable {
   token_invalid_reason: string | null;
   /** The last app open the SDK reported (a session start or a push open). */
   last_opened_at: Date | null;
+  /** the SHA-256 of the device's credential, answered once on creation; null: registered before (migration 053) */
+  credential_hash: Buffer | null;
+  /** whether the device's client sent its credential back once: from then on the sdk key's changes need it */
+  credential_held: Generated<boolean>;
 }
 
 export interface DeviceAttributesTable {
@@ -198,6 +204,11 @@ export interface NotificationsTable {
   ab_picked_at: Date | null;
   /** devices of the holdout share (sent nothing) */
   ab_holdout: Counter;
+  /** who created it (migration 057), as the audit log names an actor; null when no request did (a journey's step) */
+  actor_key_id: string | null;
+  actor_role: 'read' | 'write' | 'sdk' | 'cli' | null;
+  client_address: string | null;
+  request_id: string | null;
 }
 
 /** A delivery batch; its id (src/domain/batch-id.ts) is made of (notification_id, generation, seq), its key (migration 043). */

@@ -25,6 +25,14 @@ export interface AuditDetails {
   'journey.paused': { journey_id: string };
   'journey.resumed': { journey_id: string };
   'journey.archived': { journey_id: string };
+  /** outcome: what the entry did (`entered`, or why not), as the API answered */
+  'journey.entered': { journey_id: string; outcome: string };
+  'device.erased': { device_id: string };
+  /** the devices erased, never the user id, which the erasure removed */
+  'user.erased': { device_ids: string[] };
+  'message.created': { message_id: string };
+  'live_activity_channel.created': { channel_id: string };
+  'live_activity_channel.deleted': { channel_id: string };
 }
 
 export type AuditAction = keyof AuditDetails;
@@ -48,6 +56,12 @@ export const AUDIT_ACTIONS: Record<AuditAction, string> = {
   'journey.paused': 'a journey was paused',
   'journey.resumed': 'a paused journey was resumed',
   'journey.archived': 'a journey was archived (its entrants left)',
+  'journey.entered': 'a device or user was entered into a journey through the API (what came of it)',
+  'device.erased': 'a device was erased',
+  'user.erased': "a user's devices were erased (which devices; not the user id)",
+  'message.created': 'an in-app message was created',
+  'live_activity_channel.created': 'a Live Activity broadcast channel was created',
+  'live_activity_channel.deleted': 'a Live Activity broadcast channel was deleted',
 };
 
 export const AUDIT_ACTION_NAMES = Object.keys(AUDIT_ACTIONS) as [AuditAction, ...AuditAction[]];

@@ -21,6 +21,8 @@ export interface Principal {
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal;
+    /** set when the request made an actor for an audit row: its answer is logged at info (request-logger.ts) */
+    audited?: true;
   }
 }
 
@@ -71,12 +73,10 @@ function unauthorized(reply: FastifyReply): never {
  * the secret its identity claims are checked with.
  */
 /** Who makes a change, as the audit log records it: the request's key, its client address and the request's id. */
-export const actorOf = (request: FastifyRequest): Actor => ({
-  keyId: request.principal.keyId,
-  role: request.principal.role,
-  address: request.ip ?? null,
-  requestId: String(request.id),
-});
+export const actorOf = (request: FastifyRequest): Actor => {
+  request.audited = true;
+  return { keyId: request.principal.keyId, role: request.principal.role, address: request.ip ?? null, requestId: String(request.id) };
+};
 
 export const callerOf = (request: FastifyRequest): Caller => ({
   role: request.principal.role,

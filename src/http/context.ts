@@ -1,6 +1,7 @@
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
+import type { Admission } from '../platform/admission.js';
 import type { ActivityService } from '../services/activity.js';
 import type { AppService } from '../services/apps.js';
 import type { AudienceService } from '../services/audiences.js';
@@ -20,6 +21,8 @@ export interface HttpContext {
   config: Config;
   log: Logger;
   metrics: Metrics;
+  /** refuses, at once, requests this process cannot start soon enough (src/http/overload.ts) */
+  admission: Admission;
   services: {
     activity: ActivityService;
     apps: AppService;

@@ -1,4 +1,5 @@
 import { maxHeaderSize } from 'node:http';
+import { OverloadedError } from '../platform/admission.js';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { DomainError, isDatabaseUnavailable } from '../domain/errors.js';
@@ -75,6 +76,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       return reply.status(400).send({ error: where ? `${where}: ${first.message}` : first.message });
     }
     if (err instanceof DomainError) {
+      if (err instanceof OverloadedError) reply.header('retry-after', String(err.retryAfterSeconds));
       return reply.status(err.status).send({ error: err.message });
     }
     const known = err.code ? FASTIFY_CLIENT_ERRORS[err.code] : undefined;

@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import fp from 'fastify-plugin';
+import { OverloadedError, type Admission } from '../platform/admission.js';
 import type { Metrics } from '../platform/metrics.js';
 
 /** The public API's routes (/v3, /v5, /v6): what load shedding applies to; health, readiness and metrics answer always. */
@@ -35,6 +36,26 @@ export const shedLoad = fp<{ maxInFlight: number; metrics: Metrics }>(
     });
   },
   { name: 'shed-load' },
+);
+
+/**
+ * Admission control bounded in time (src/platform/admission.ts): while work in this process has waited past its
+ * bound, a new API request is answered 503 with Retry-After at once, on arrival, before its key is checked or its
+ * body read: a refusal costs next to nothing, so the requests taken in keep their pace and each of the others knows
+ * at once when to come back. What waits past the bound inside (a group's turn) is refused there.
+ */
+export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
+  async (app, { admission, metrics }) => {
+    if (!admission.on) return;
+    app.addHook('onRequest', async (request, reply) => {
+      if (!API_ROUTE.test(request.url) || !admission.overloaded()) return;
+      metrics.requestsShed.inc();
+      const refused = new OverloadedError(admission.maxDelayMs);
+      reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
+      return reply;
+    });
+  },
+  { name: 'admit-in-time' },
 );
 
 /**

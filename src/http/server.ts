@@ -8,9 +8,9 @@ import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { registerApiDocument } from './openapi.js';
 import { registerBrowserCors } from './browser-cors.js';
-import { capConnections, shedLoad } from './overload.js';
+import { admitInTime, capConnections, shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
-import { lazyRequestLogger } from './request-logger.js';
+import { lazyRequestLogger, logAuditedRequests } from './request-logger.js';
 import { routeModules } from './routes/index.js';
 import { answerClientError, guardTransport } from './transport.js';
 
@@ -25,8 +25,9 @@ export async function buildServer(
   ctx: HttpContext,
 ): Promise<FastifyInstance<RawServerDefault, IncomingMessage, ServerResponse, FastifyBaseLogger, ZodTypeProvider>> {
   // Per-request access logs only at debug: a push API takes many small requests.
+  const requestLogging = ctx.config.LOG_LEVEL === 'debug' || ctx.config.LOG_LEVEL === 'trace';
   const app = Fastify({
-    logController: new LogController({ disableRequestLogging: ctx.config.LOG_LEVEL !== 'debug' && ctx.config.LOG_LEVEL !== 'trace' }),
+    logController: new LogController({ disableRequestLogging: !requestLogging }),
     loggerInstance: ctx.log.child({ component: 'http' }) as FastifyBaseLogger,
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: ctx.config.BODY_LIMIT_BYTES,
@@ -44,6 +45,7 @@ export async function buildServer(
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);
+  if (!requestLogging) logAuditedRequests(app);
   registerInputGuard(app);
   registerBrowserCors(app);
   // JSON only: any other content type is a 415, not a body the schema then misreads.
@@ -53,6 +55,7 @@ export async function buildServer(
   await registerApiDocument(app, { referencePage: ctx.config.API_REFERENCE_PAGE });
 
   // before the routes, so that its hook applies to every one of them
+  await app.register(admitInTime, { admission: ctx.admission, metrics: ctx.metrics });
   await app.register(shedLoad, { maxInFlight: ctx.config.MAX_REQUESTS_IN_FLIGHT, metrics: ctx.metrics });
   await app.register(rateLimit, { config: ctx.config, log: ctx.log });
   for (const routes of routeModules) await app.register(routes(ctx));

@@ -1,4 +1,5 @@
 import { isDatabaseUnavailable } from '../domain/errors.js';
+import { OverloadedError, type Admission } from './admission.js';
 
 /**
  * Runs many small units of work as few groups. At most `maxInFlight` groups run at once; what is submitted
@@ -13,23 +14,31 @@ import { isDatabaseUnavailable } from '../domain/errors.js';
  * waited for, such as its last statement's run and its commit's flush: the next group is read and written
  * meanwhile, instead of waiting for a disk (or a synchronous standby) slow to flush. Such a group that then fails
  * runs its items alone outside any slot, still one after another; one that failed because the database cannot serve
- * (a failover) fails all its items at once.
+ * (a failover) fails all its items at once. With `admission`, an item that has waited its bound for a turn is
+ * refused (OverloadedError) at once, never run, and the age of the oldest one is what the admission watches.
  */
 export class GroupRunner<I, O> {
-  private waiting: { item: I; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
+  private waiting: { item: I; since: number; resolve: (o: O) => void; reject: (err: unknown) => void }[] = [];
   private running = 0;
   private pumpScheduled = false;
+  private expiry: NodeJS.Timeout | null = null;
+  /** when each group holding a turn took it, oldest first */
+  private readonly holding = new Set<{ since: number }>();
 
   /** `run` answers each item in order: its result, or the error that item alone gets. */
   constructor(
     private readonly run: (items: I[], release: () => void) => Promise<PromiseSettledResult<O>[]>,
-    private readonly limits: { maxInFlight: number; maxGroup: number },
+    private readonly limits: { maxInFlight: number; maxGroup: number; admission?: Admission | undefined },
     private readonly alone?: (item: I) => Promise<O>,
-  ) {}
+  ) {
+    // a turn held past the bound (a statement stuck on a lock) holds up whatever comes next as well
+    limits.admission?.watch(() => this.waiting[0]?.since ?? this.holding.values().next().value?.since);
+  }
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.waiting.push({ item, resolve, reject });
+      this.waiting.push({ item, since: performance.now(), resolve, reject });
+      this.armExpiry();
       if (this.pumpScheduled) return;
       this.pumpScheduled = true;
       setImmediate(() => {
@@ -39,15 +48,35 @@ export class GroupRunner<I, O> {
     });
   }
 
+  /** Refuses, when its bound comes, the oldest item still waiting for a turn, and so on after it. */
+  private armExpiry(): void {
+    const admission = this.limits.admission;
+    if (!admission?.on || this.expiry || !this.waiting.length) return;
+    const due = this.waiting[0]!.since + admission.maxDelayMs - performance.now();
+    this.expiry = setTimeout(
+      () => {
+        this.expiry = null;
+        const now = performance.now();
+        while (this.waiting.length && now - this.waiting[0]!.since >= admission.maxDelayMs)
+          this.waiting.shift()!.reject(new OverloadedError(admission.maxDelayMs));
+        this.armExpiry();
+      },
+      Math.max(0, due),
+    ).unref();
+  }
+
   private pump(): void {
     while (this.running < this.limits.maxInFlight && this.waiting.length > 0) {
       const group = this.waiting.splice(0, this.limits.maxGroup);
       this.running += 1;
       let held = true;
+      const turn = { since: performance.now() };
+      this.holding.add(turn);
       const release = () => {
         if (!held) return;
         held = false;
         this.running -= 1;
+        this.holding.delete(turn);
         this.pump();
       };
       this.run(

@@ -40,7 +40,7 @@ export class Metrics {
   });
   readonly requestsShed = new Counter({
     name: 'pushd_http_requests_shed_total',
-    help: 'API requests answered 503 because MAX_REQUESTS_IN_FLIGHT were in progress',
+    help: 'API requests answered 503 on arrival: MAX_REQUESTS_IN_FLIGHT were in progress, or work had waited past MAX_QUEUE_DELAY_MS',
     registers: [this.registry],
   });
 

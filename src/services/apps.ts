@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyWithApp } from '../db/repositories/apps.js';
+import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyListing, type KeyWithApp } from '../db/repositories/apps.js';
 import type { Database, KeyRole } from '../db/schema.js';
 import type { Transaction } from 'kysely';
 import type { Sealed, SecretsKeyring } from '../domain/secrets.js';
@@ -20,6 +20,9 @@ import { recordAudit } from './audit.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
+/** How far behind a key's last use `key list` may be: each process writes a key's use at most this often. */
+export const KEY_USE_EVERY_SECONDS = 300;
+
 /** An app's limits on when and how much its notifications send (`pushd app set-limits`, `/v6/app`). */
 export interface AppLimits {
   app_id: string;
@@ -38,6 +41,8 @@ export class AppService {
   private readonly keys: ApiKeysRepository;
 
   private readonly keyLookups: GroupRunner<Buffer, KeyWithApp | undefined>;
+  /** when this process last noted each key's use, by key id */
+  private readonly usesNoted = new Map<string, number>();
   /** the active keys found, by hash in hex (none kept: every lookup reads the database) */
   private readonly activeKeys: FollowedCache<string, KeyWithApp> | null;
   /** each app's VAPID public key, by app id ('' when it has none) */
@@ -244,10 +249,30 @@ export class AppService {
    * key that is found matches. A key found is kept while the changes to keys are followed; the lookups of
    * concurrent requests share one query.
    */
-  findActiveKey(key: string): Promise<KeyWithApp | undefined> {
+  async findActiveKey(key: string): Promise<KeyWithApp | undefined> {
     const hash = hashApiKey(key);
-    if (!this.activeKeys) return this.keyLookups.submit(hash);
-    return this.activeKeys.get(hash.toString('hex'), () => this.keyLookups.submit(hash));
+    const found = await (this.activeKeys
+      ? this.activeKeys.get(hash.toString('hex'), () => this.keyLookups.submit(hash))
+      : this.keyLookups.submit(hash));
+    if (found) this.noteUse(found.id);
+    return found;
+  }
+
+  /**
+   * Notes a key's use for `key list`, at most once every KEY_USE_EVERY_SECONDS a process, after the answer: a failed
+   * write is tried again at the next use, and never fails the request.
+   */
+  private noteUse(keyId: string): void {
+    const now = Date.now();
+    if (now - (this.usesNoted.get(keyId) ?? -Infinity) < KEY_USE_EVERY_SECONDS * 1000) return;
+    this.usesNoted.set(keyId, now);
+    this.keys.markUsed(this.db, [keyId], KEY_USE_EVERY_SECONDS).catch(() => this.usesNoted.delete(keyId));
+  }
+
+  /** An app's keys, active and revoked: ids, roles, their first characters, when made, last used and revoked. */
+  async listKeys(appId: string): Promise<KeyListing[]> {
+    if (!isUuid(appId) || !(await this.apps.findById(this.db, appId))) throw new NotFoundError('app');
+    return this.keys.listOfApp(this.db, appId);
   }
 
   async getApp(appId: string): Promise<AppSummary> {
@@ -256,9 +281,12 @@ export class AppService {
     return { id: app.id, bundle_id: app.bundle_id, name: app.name };
   }
 
-  async revokeKey(key: string, actor: Actor = CLI_ACTOR): Promise<void> {
+  /** Revokes an active key, named by its value or (`{ id }`) by its id, as `key list` shows it. */
+  async revokeKey(key: string | { id: string }, actor: Actor = CLI_ACTOR): Promise<void> {
     const revoked = await this.db.transaction().execute(async (trx) => {
-      const found = await this.keys.revokeByHash(trx, hashApiKey(key));
+      // an id that is not a UUID names no key, and the statement would fail the transaction
+      if (typeof key !== 'string' && !isUuid(key.id)) return undefined;
+      const found = await this.keys.revoke(trx, typeof key === 'string' ? { keyHash: hashApiKey(key) } : key);
       if (found) await recordAudit(trx, actor, found.app_id, 'key.revoked', { key_id: found.id, role: found.role });
       return found;
     });

@@ -137,23 +137,29 @@ export class JourneyService {
   }
 
   /** POST /journeys/:id/entries: a device or user enters a journey triggered through the API. */
-  async enterByApi(appId: string, id: string, who: ApiEntrant): Promise<EntryOutcome> {
+  async enterByApi(appId: string, id: string, who: ApiEntrant, actor: Actor): Promise<EntryOutcome> {
     return this.deps.db.transaction().execute(async (trx) => {
-      const journey = await this.deps.journeys.findForApp(trx, appId, id);
-      if (!journey) throw new NotFoundError('journey');
-      if (journey.trigger_event !== null)
-        throw new ConflictError(`journey: it is entered by the event "${journey.trigger_event}", not through the API`);
-      if (journey.state === 'archived') throw new ConflictError('journey: it is archived');
-      const { devices, key } = await this.entrantOf(trx, appId, who);
-      const counts = new Counts(journey.id);
-      if (journey.state === 'paused') {
-        counts.add('', 'skipped', 1);
-        await counts.write(trx, this.deps.journeys);
-        return 'paused';
-      }
-      await this.deps.entrants.lockEntrant(trx, [journey.id], key);
-      return (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
+      const outcome = await this.enterOne(trx, appId, id, who);
+      await recordAudit(trx, actor, appId, 'journey.entered', { journey_id: id, outcome });
+      return outcome;
     });
+  }
+
+  private async enterOne(trx: Transaction<Database>, appId: string, id: string, who: ApiEntrant): Promise<EntryOutcome> {
+    const journey = await this.deps.journeys.findForApp(trx, appId, id);
+    if (!journey) throw new NotFoundError('journey');
+    if (journey.trigger_event !== null)
+      throw new ConflictError(`journey: it is entered by the event "${journey.trigger_event}", not through the API`);
+    if (journey.state === 'archived') throw new ConflictError('journey: it is archived');
+    const { devices, key } = await this.entrantOf(trx, appId, who);
+    const counts = new Counts(journey.id);
+    if (journey.state === 'paused') {
+      counts.add('', 'skipped', 1);
+      await counts.write(trx, this.deps.journeys);
+      return 'paused';
+    }
+    await this.deps.entrants.lockEntrant(trx, [journey.id], key);
+    return (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
   }
 
   /**

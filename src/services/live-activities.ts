@@ -1,3 +1,6 @@
+import { normalizeApnsToken } from '../domain/device-credential.js';
+import type { Actor } from '../domain/audit.js';
+import { recordAudit } from './audit.js';
 import type { Db } from '../db/database.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -89,7 +92,7 @@ export class LiveActivityService {
   /** Registers or replaces an activity's update token on an iOS device of the app. */
   async putToken(appId: string, deviceId: string, activityId: string, body: ActivityTokenBody, caller: Caller): Promise<void> {
     await this.onIosDevice(appId, deviceId, { caller, proofs: body }, async (trx) => {
-      const t = { appId, deviceId, activityId, activityType: body.activity_type, token: body.token };
+      const t = { appId, deviceId, activityId, activityType: body.activity_type, token: normalizeApnsToken(body.token) };
       if (!(await this.deps.liveActivities.putToken(trx, t, MAX_ACTIVITIES_PER_DEVICE)))
         throw new UnprocessableError(`activity_id: the device holds ${MAX_ACTIVITIES_PER_DEVICE} activities already; end or delete one`);
     });
@@ -98,7 +101,7 @@ export class LiveActivityService {
   /** Registers or replaces the push-to-start token of an activity type on an iOS device of the app. */
   async putStartToken(appId: string, deviceId: string, activityType: string, body: StartTokenBody, caller: Caller): Promise<void> {
     await this.onIosDevice(appId, deviceId, { caller, proofs: body }, async (trx) => {
-      const t = { appId, deviceId, activityType, token: body.token };
+      const t = { appId, deviceId, activityType, token: normalizeApnsToken(body.token) };
       if (!(await this.deps.liveActivities.putStartToken(trx, t, MAX_START_TYPES_PER_DEVICE)))
         throw new UnprocessableError(`activity_type: the device holds ${MAX_START_TYPES_PER_DEVICE} push-to-start tokens already`);
     });
@@ -242,14 +245,22 @@ export class LiveActivityService {
 
   // ---- channels ----
 
-  async createChannel(appId: string, body: { message_storage_policy: number; development: boolean }): Promise<LiveActivityChannel> {
+  async createChannel(
+    appId: string,
+    body: { message_storage_policy: number; development: boolean },
+    actor: Actor,
+  ): Promise<LiveActivityChannel> {
     const app = await this.channelApp(appId);
     const channelId = await this.callApns(() => this.api().create(app, body.development, body.message_storage_policy));
-    return this.deps.liveActivities.insertChannel(this.deps.db, {
-      appId,
-      channelId,
-      development: body.development,
-      messageStoragePolicy: body.message_storage_policy,
+    return this.deps.db.transaction().execute(async (trx) => {
+      const row = await this.deps.liveActivities.insertChannel(trx, {
+        appId,
+        channelId,
+        development: body.development,
+        messageStoragePolicy: body.message_storage_policy,
+      });
+      await recordAudit(trx, actor, appId, 'live_activity_channel.created', { channel_id: channelId });
+      return row;
     });
   }
 
@@ -258,14 +269,17 @@ export class LiveActivityService {
   }
 
   /** Deletes the channel at APNs, then forgets it (one APNs no longer knows is forgotten too). */
-  async deleteChannel(appId: string, channelId: string): Promise<void> {
+  async deleteChannel(appId: string, channelId: string, actor: Actor): Promise<void> {
     const { row, app } = await this.channelOf(appId, channelId);
     try {
       await this.api().delete(app, row.development, row.channel_id);
     } catch (err) {
       if (!(isChannelFailure(err) && err.status === 404)) throw isChannelFailure(err) ? new ChannelApiProblem(err) : err;
     }
-    await this.deps.liveActivities.deleteChannel(this.deps.db, appId, channelId);
+    await this.deps.db.transaction().execute(async (trx) => {
+      if (await this.deps.liveActivities.deleteChannel(trx, appId, channelId))
+        await recordAudit(trx, actor, appId, 'live_activity_channel.deleted', { channel_id: channelId });
+    });
   }
 
   private async channelOf(appId: string, channelId: string): Promise<{ row: LiveActivityChannel; app: ChannelApp }> {

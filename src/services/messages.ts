@@ -1,3 +1,5 @@
+import type { Actor } from '../domain/audit.js';
+import { recordAudit } from './audit.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -60,13 +62,19 @@ export class MessageService {
    * against each device when it reads its stream. The answer is the record as created: `scheduled`, as the public
    * API answers.
    */
-  async create(appId: string, request: MessageRequest, idempotency?: IdempotentRequest<MessageRecord>): Promise<MessageRecord | Replay> {
+  async create(
+    appId: string,
+    request: MessageRequest,
+    actor: Actor,
+    idempotency?: IdempotentRequest<MessageRecord>,
+  ): Promise<MessageRecord | Replay> {
     const now = this.clock.now();
     const checked = this.check(request.message, now);
     const created = await this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const stored = await this.insert(trx, appId, request.message, now, checked);
+      await recordAudit(trx, actor, appId, 'message.created', { message_id: stored.record.message.id });
       await this.idempotency.store(trx, appId, idempotency, stored.record);
       return stored;
     });

@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { useHarness } from '../helpers/harness.js';
 import { oneDocument, runCli, type CliResult } from './run-cli.js';
@@ -45,8 +46,10 @@ describe('pushd audit', () => {
       ['key.created', { key_id: keyId, role: 'sdk' }],
       ['app.created', { bundle_id: 'com.example.audit-cli', name: 'com.example.audit-cli', key_ids: expect.any(Object) }],
     ]);
+    // the command line's rows name who ran it, and where, in place of a client address
+    const operator = `${os.userInfo().username}@${os.hostname()}`;
     for (const e of printed.entries)
-      expect(e).toMatchObject({ actor: { key_id: null, role: 'cli' }, client_address: null, request_id: null });
+      expect(e).toMatchObject({ actor: { key_id: null, role: 'cli' }, client_address: operator, request_id: null });
     for (const secret of [key, ...Object.values(created.keys), created.identity_secret, rotated.identity_secret, hmsSecret])
       expect(result.stdout).not.toContain(secret);
 

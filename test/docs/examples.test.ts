@@ -1,11 +1,12 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateways, type Gateways } from '../helpers/gateways.js';
 import { freePort, freshDatabase, Proc, ROOT } from '../system/proc.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
+import { TEST_METRICS_TOKEN } from '../engines/metrics-token.js';
 import { documentationFiles, shellBlocks, type ShellBlock } from './markdown-blocks.js';
 
 /**
@@ -19,6 +20,8 @@ import { documentationFiles, shellBlocks, type ShellBlock } from './markdown-blo
  */
 const MARK = '__docs_block_done__';
 const BLOCK_TIMEOUT_MS = 60_000;
+/** a block beside the embedded default starts its PostgreSQL (a backup, a restore's check) on a busy machine */
+const EMBEDDED_BLOCK_TIMEOUT_MS = 240_000;
 
 /** One bash, fed block after block; each block's output and exit status come back once it is done. */
 class BashSession {
@@ -45,17 +48,14 @@ class BashSession {
     this.waiting?.();
   }
 
-  async run(code: string, file: string): Promise<{ stdout: string; stderr: string; status: number }> {
+  async run(code: string, file: string, timeoutMs = BLOCK_TIMEOUT_MS): Promise<{ stdout: string; stderr: string; status: number }> {
     this.stdout = '';
     this.stderr = '';
     await writeFile(file, `${code}\n`);
     this.child.stdin.write(`source ${file}\necho "${MARK} $?"\necho "${MARK}" >&2\n`);
     const done = () => this.exited !== null || (this.stdout.includes(MARK) && this.stderr.includes(MARK));
     await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(
-        () => reject(new Error(`no end within ${BLOCK_TIMEOUT_MS} ms:\n${this.stdout}\n${this.stderr}`)),
-        BLOCK_TIMEOUT_MS,
-      );
+      const timer = setTimeout(() => reject(new Error(`no end within ${timeoutMs} ms:\n${this.stdout}\n${this.stderr}`)), timeoutMs);
       this.waiting = () => {
         if (!done()) return;
         clearTimeout(timer);
@@ -82,6 +82,7 @@ describe('the examples of the README and docs/', () => {
   let dir: string;
   let server: Proc;
   let bash: BashSession;
+  let embedded: Promise<EmbeddedDefault> | undefined;
 
   beforeAll(async () => {
     gw = await startGateways();
@@ -97,6 +98,7 @@ describe('the examples of the README and docs/', () => {
       REDIS_URL: '',
       PORT: String(port),
       HOST: '127.0.0.1',
+      METRICS_TOKEN: TEST_METRICS_TOKEN,
       NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
       ...gw.env,
       // Live Activity broadcast channels: the APNs mock also answers Apple's channel management and broadcast API
@@ -109,6 +111,7 @@ describe('the examples of the README and docs/', () => {
         PATH: process.env.PATH!,
         HOME: process.env.HOME ?? dir,
         PUSHD: `http://127.0.0.1:${port}`,
+        METRICS_TOKEN: TEST_METRICS_TOKEN,
         DATABASE_URL: db.url,
         // the server's key, as a deployment's CLI is given it (docs/secrets.md)
         SECRETS_KEY: TEST_SECRETS_KEY,
@@ -123,6 +126,7 @@ describe('the examples of the README and docs/', () => {
 
   afterAll(async () => {
     bash?.close();
+    if (embedded) await rm((await embedded).home, { recursive: true, force: true });
     await server?.stop('SIGTERM');
     await gw?.close();
     await db?.drop();
@@ -135,20 +139,50 @@ describe('the examples of the README and docs/', () => {
   });
 
   // one test per block, in order: a failure names the block, and the log shows what each printed
-  it.each(blocks.map((b, i) => [where(b), b, i] as const))('%s', async (_label, block, index) => {
-    if (block.skip !== undefined) {
-      console.log(`SKIPPED ${where(block)}: ${block.skip}`);
-      return;
-    }
-    expect(bash.exited, 'the session ended at an earlier block').toBeNull();
-    const { stdout, stderr, status } = await bash.run(block.code, path.join(dir, `block-${index}.sh`));
-    console.log(`${where(block)}\n$ ${block.code.replaceAll('\n', '\n$ ')}\n${stdout}${stderr}`);
-    expect(status, `${where(block)} exited ${status}:\n${stdout}${stderr}`).toBe(0);
-    const answers = [...stderr.matchAll(/\[http (\d{3})\]/g)].map((m) => Number(m[1]));
-    const wrong = answers.filter((s) => s === 0 || s >= 500 || (s >= 400 && block.expect4xx === undefined));
-    expect(wrong, `${where(block)}: HTTP answers ${answers.join(', ')}:\n${stdout}${stderr}`).toEqual([]);
-  });
+  it.each(blocks.map((b, i) => [where(b), b, i] as const))(
+    '%s',
+    async (_label, block, index) => {
+      if (block.skip !== undefined) {
+        console.log(`SKIPPED ${where(block)}: ${block.skip}`);
+        return;
+      }
+      expect(bash.exited, 'the session ended at an earlier block').toBeNull();
+      const file = path.join(dir, `block-${index}.sh`);
+      const { stdout, stderr, status } = block.embedded
+        ? await bash.run(besideEmbedded(block.code, await (embedded ??= embeddedDefault())), file, EMBEDDED_BLOCK_TIMEOUT_MS)
+        : await bash.run(block.code, file);
+      console.log(`${where(block)}\n$ ${block.code.replaceAll('\n', '\n$ ')}\n${stdout}${stderr}`);
+      expect(status, `${where(block)} exited ${status}:\n${stdout}${stderr}`).toBe(0);
+      const answers = [...stderr.matchAll(/\[http (\d{3})\]/g)].map((m) => Number(m[1]));
+      const wrong = answers.filter((s) => s === 0 || s >= 500 || (s >= 400 && block.expect4xx === undefined));
+      expect(wrong, `${where(block)}: HTTP answers ${answers.join(', ')}:\n${stdout}${stderr}`).toEqual([]);
+    },
+    EMBEDDED_BLOCK_TIMEOUT_MS + 60_000,
+  );
 });
+
+/** A reader's machine running the embedded default: a DATA_DIR holding an app, and a home of its own. */
+interface EmbeddedDefault {
+  home: string;
+  env: { DATA_DIR: string; EMBEDDED_PG_PORT: string };
+}
+
+/** Made once, for the first block that asks for it: `pushd app create` on a fresh DATA_DIR (no server left running). */
+async function embeddedDefault(): Promise<EmbeddedDefault> {
+  const home = await mkdtemp(path.join(os.tmpdir(), 'pushd-docs-embedded-'));
+  await chmod(home, 0o755); // as root, PostgreSQL runs as the postgres user and must reach its directory
+  const env = { DATA_DIR: path.join(home, 'data'), EMBEDDED_PG_PORT: String(await freePort()) };
+  const cli = Proc.cli(['app', 'create', '--bundle-id', 'com.example.embedded'], { ...env, DATABASE_URL: '' });
+  const { code } = await cli.exited;
+  expect(code, cli.output).toBe(0);
+  return { home, env };
+}
+
+/** The block in a subshell as on that machine: no DATABASE_URL or key setting, its DATA_DIR and home. */
+function besideEmbedded(code: string, { home, env }: EmbeddedDefault): string {
+  const exports = Object.entries({ HOME: home, ...env }).map(([k, v]) => `${k}=${v}`);
+  return `(\nunset DATABASE_URL SECRETS_KEY\nexport ${exports.join(' ')}\n${code}\n)`;
+}
 
 function where(block: ShellBlock): string {
   return `${path.relative(ROOT, block.file)}:${block.line}`;

@@ -11,9 +11,11 @@ export interface ShellBlock {
   skip?: string;
   /** `<!-- docs-test: expect 4xx (reason) -->`: the block shows a refusal, so its 4xx answers are what it expects */
   expect4xx?: string;
+  /** `<!-- docs-test: embedded (reason) -->`: the block is about the embedded default, run beside one (no DATABASE_URL) */
+  embedded?: string;
 }
 
-const DIRECTIVE = /^\s*<!--\s*docs-test:\s*(skip|expect 4xx)\s*\((.+)\)\s*-->\s*$/;
+const DIRECTIVE = /^\s*<!--\s*docs-test:\s*(skip|expect 4xx|embedded)\s*\((.+)\)\s*-->\s*$/;
 
 /** The README and every page under docs/, in the order the test runs them: README first, then by path. */
 export function documentationFiles(root: string): string[] {
@@ -45,6 +47,7 @@ export function shellBlocks(file: string): ShellBlock[] {
       code: code.join('\n'),
       ...(directive?.[1] === 'skip' ? { skip: directive[2] } : {}),
       ...(directive?.[1] === 'expect 4xx' ? { expect4xx: directive[2] } : {}),
+      ...(directive?.[1] === 'embedded' ? { embedded: directive[2] } : {}),
     });
   }
   return blocks;

@@ -2,7 +2,8 @@
  * Gateways in worker threads (GATEWAY_THREADS >= 1): the same pool, reached
  * through messages, against the APNs and FCM mocks over real TLS HTTP/2.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Worker } from 'node:worker_threads';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AppPushCredentials } from '../../src/gateways/pool.js';
 import { parseApnsCredentials, parseFcmServiceAccount } from '../../src/domain/credentials.js';
 import type { PushTarget } from '../../src/gateways/types.js';
@@ -124,5 +125,25 @@ describe('GatewayThreads', () => {
     expect((await inFlight).every((r) => r.outcome.kind === 'ok')).toBe(true);
     await closing;
     fcm.reset();
+  });
+
+  it("posts an app's credentials to its thread once per change, not with every send", async () => {
+    const posted = vi.spyOn(Worker.prototype, 'postMessage');
+    const t = threads(1);
+    try {
+      const a = app();
+      const results = [];
+      for (let i = 0; i < 5; i++) results.push(...(await t.gateway(a, 'ios', 'production').send(push, apnsTargets(1))));
+      // a change is a new object from the credentials lookup
+      const changed = { ...a, apnsCredentials: { ...(a.apnsCredentials as object) } };
+      for (let i = 0; i < 3; i++) results.push(...(await t.gateway(changed, 'android', 'production').send(push, fcmTargets(1))));
+      expect(results.map((r) => r.outcome.kind)).toEqual(Array(8).fill('ok'));
+      const messages = posted.mock.calls.map(([m]) => m as { type: string; app?: unknown });
+      expect(messages.filter((m) => m.type === 'send')).toHaveLength(8);
+      expect(messages.filter((m) => m.app !== undefined).map((m) => m.app)).toEqual([a, changed]);
+    } finally {
+      posted.mockRestore();
+      await t.close();
+    }
   });
 });

@@ -5,14 +5,16 @@ import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
 import type { HttpContext } from '../../src/http/context.js';
 import type { DatabaseHandle } from '../../src/db/database.js';
 import { loadConfig, type Config } from '../../src/platform/config.js';
-import { createLogger } from '../../src/platform/logger.js';
+import { pino, type DestinationStream } from 'pino';
+import { createLogger, redactPaths } from '../../src/platform/logger.js';
 import type { Clock } from '../../src/platform/clock.js';
-import type { Pipeline } from '../../src/delivery/pipeline.js';
+import type { DeliveryRuntime } from '../../src/delivery/pipeline.js';
 import type { QueueBackendKind } from '../../src/delivery/queues.js';
 import { AppService } from '../../src/services/apps.js';
 import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
 import type { SecretsKeyring } from '../../src/domain/secrets.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
+import { TEST_METRICS_TOKEN } from '../engines/metrics-token.js';
 
 export type { Server };
 
@@ -26,7 +28,8 @@ export interface Harness {
   config: Config;
   /** the keys the server seals and opens the apps' secrets with (SECRETS_KEY: the test key unless `env` says) */
   secrets: SecretsKeyring;
-  pipeline: Pipeline;
+  /** the process's one delivery runtime: its gateways, store, large-batch turns and direct sends */
+  delivery: DeliveryRuntime;
   /**
    * Creates an app with its three keys and its identity secret through the same service the CLI uses. Identity
    * verification is then turned off (as for an app created before it existed) unless `identityVerification` is set:
@@ -42,6 +45,10 @@ export interface Harness {
   }>;
   close(): Promise<void>;
 }
+
+export { TEST_METRICS_TOKEN };
+/** The header that brings TEST_METRICS_TOKEN to /metrics. */
+export const metricsAuth = { authorization: `Bearer ${TEST_METRICS_TOKEN}` };
 
 export const redisUrl = (): string | null => inject('redisUrl');
 
@@ -63,6 +70,8 @@ export async function createHarness(
     env?: Record<string, string> | ((databaseUrl: string) => Record<string, string>);
     clock?: Clock;
     adminDatabaseUrl?: string;
+    /** where the server's log lines go instead of stdout (at LOG_LEVEL, silent unless TEST_LOG_LEVEL or `env` say) */
+    logTo?: DestinationStream;
   } = {},
 ): Promise<Harness> {
   const adminUrl = opts.adminDatabaseUrl ?? inject('adminDatabaseUrl');
@@ -83,9 +92,12 @@ export async function createHarness(
     SECRETS_KEY: TEST_SECRETS_KEY,
     ROLE: opts.workers ? 'all' : 'api',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // the suite's servers share a busy machine's cores, where a late turn is not overload: the tests of admission
+    // control turn it on
+    MAX_QUEUE_DELAY_MS: '0',
     ...(typeof opts.env === 'function' ? opts.env(databaseUrl) : opts.env),
   });
-  const log = createLogger(config.LOG_LEVEL);
+  const log = opts.logTo ? pino({ level: config.LOG_LEVEL, redact: redactPaths }, opts.logTo) : createLogger(config.LOG_LEVEL);
   const lifecycle = new Lifecycle();
   const pushd = await startPushd(config, log, lifecycle, { gatewayThreadEntry: GATEWAY_THREAD_ENTRY, clock: opts.clock });
   const { ctx, server } = pushd.api!;
@@ -100,7 +112,7 @@ export async function createHarness(
     queuePrefix: name,
     config,
     secrets: pushd.database.secrets.keyring,
-    pipeline: pushd.pipeline,
+    delivery: pushd.delivery,
     async createApp(bundleId = `com.test.${randomBytes(4).toString('hex')}`, { identityVerification = false } = {}) {
       const apps = new AppService(db.db, pushd.database.secrets.keyring);
       const created = await apps.createApp(bundleId);

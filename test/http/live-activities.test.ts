@@ -411,6 +411,28 @@ describe('Live Activities', () => {
 
       expect((await call('DELETE', `/v6/live-activities/channels/${encodeURIComponent(channel.id)}`, app.keys.write)).statusCode).toBe(204);
       expect(gw.apns.channels.get(BUNDLE)?.has(channel.id)).toBe(false);
+      // both changes are in the audit log, by the write key
+      const audited = await h.db.db
+        .selectFrom('audit_log')
+        .select(['action', 'actor_role', 'details', 'request_id'])
+        .where('app_id', '=', app.app.id)
+        .where('action', 'like', 'live_activity_channel.%')
+        .orderBy('at')
+        .execute();
+      expect(audited).toEqual([
+        {
+          action: 'live_activity_channel.created',
+          actor_role: 'write',
+          details: { channel_id: channel.id },
+          request_id: expect.any(String),
+        },
+        {
+          action: 'live_activity_channel.deleted',
+          actor_role: 'write',
+          details: { channel_id: channel.id },
+          request_id: expect.any(String),
+        },
+      ]);
       expect((await call('GET', '/v6/live-activities/channels', app.keys.read)).json().channels).toEqual([]);
     });
 

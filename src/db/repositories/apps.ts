@@ -195,6 +195,16 @@ export interface KeyOfApp {
   app_id: string;
   role: KeyRole;
 }
+/** A key as `pushd key list` shows it. */
+export type KeyListing = {
+  id: string;
+  role: KeyRole;
+  key_hint: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+};
+
 /** A key found, its app's identity secret as stored (AppService opens it). */
 export type StoredKeyWithApp = Omit<KeyWithApp, 'identity_secret'> & { identity_secret: Sealed | null };
 
@@ -240,12 +250,35 @@ export class ApiKeysRepository {
       .executeTakeFirst();
   }
 
-  /** Revokes the active key with this hash; the key, or undefined when there is none. */
-  async revokeByHash(db: Db, keyHash: Buffer): Promise<KeyOfApp | undefined> {
+  /** An app's keys, active and revoked, oldest first: what identifies them, never their hash. */
+  async listOfApp(db: Db, appId: string): Promise<KeyListing[]> {
+    return db
+      .selectFrom('api_keys')
+      .select(['id', 'role', 'key_hint', 'created_at', 'last_used_at', 'revoked_at'])
+      .where('app_id', '=', appId)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+  }
+
+  /** Notes that these keys were used now, unless a use within `withinSeconds` is noted already. */
+  async markUsed(db: Db, ids: string[], withinSeconds: number): Promise<void> {
+    await db
+      .updateTable('api_keys')
+      .set({ last_used_at: sql`now()` })
+      .where(sql<boolean>`id = any(${ids}::uuid[])`)
+      .where((w) =>
+        w.or([w('last_used_at', 'is', null), w('last_used_at', '<', sql<Date>`now() - make_interval(secs => ${withinSeconds})`)]),
+      )
+      .execute();
+  }
+
+  /** Revokes the active key with this id or hash; the key, or undefined when there is none. */
+  async revoke(db: Db, key: { id: string } | { keyHash: Buffer }): Promise<KeyOfApp | undefined> {
     return db
       .updateTable('api_keys')
       .set({ revoked_at: new Date() })
-      .where('key_hash', '=', keyHash)
+      .where((w) => ('id' in key ? w('id', '=', key.id) : w('key_hash', '=', key.keyHash)))
       .where('revoked_at', 'is', null)
       .returning(['id', 'app_id', 'role'])
       .executeTakeFirst();

@@ -8,10 +8,12 @@ export interface GatewayThreadData {
 }
 
 export type ToGatewayThread =
+  /** an app's credentials, posted once per change: the sends after it use them (messages arrive in order) */
+  | { type: 'credentials'; app: AppPushCredentials }
   | {
       type: 'send';
       id: number;
-      app: AppPushCredentials;
+      appId: string;
       platform: PushPlatform;
       environment: PushEnvironment;
       push: NotificationPush;

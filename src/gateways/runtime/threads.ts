@@ -56,6 +56,11 @@ class GatewayThread {
   private readonly pending = new Map<number, Pending>();
   private nextId = 0;
   private closing: Promise<void> | undefined;
+  /**
+   * The credentials object last posted to the thread, by app: the lookup answers the same object until the app
+   * changes, so they are posted once per change, not with every send (a new thread is posted them again).
+   */
+  private readonly posted = new Map<string, AppPushCredentials>();
 
   constructor(
     private readonly data: GatewayThreadData,
@@ -73,12 +78,18 @@ class GatewayThread {
     if (this.closing) return Promise.resolve(answerAll(targets, { kind: 'retry', reason: 'gateway closed' }));
     if (!worker) return Promise.resolve(answerAll(targets, { kind: 'retry', reason: 'gateway thread restarting' }));
     const id = ++this.nextId;
+    const { app, ...send } = what;
+    if (this.posted.get(app.id) !== app) {
+      worker.postMessage({ type: 'credentials', app } satisfies ToGatewayThread);
+      this.posted.set(app.id, app);
+    }
     return new Promise((resolve) => {
       this.pending.set(id, { targets, resolve });
       const message: ToGatewayThread = {
         type: 'send',
         id,
-        ...what,
+        appId: app.id,
+        ...send,
         tokens: targets.map((t) => t.token),
         ...(what.platform === 'web' && { keys: targets.map((t) => t.keys) }),
       };
@@ -102,6 +113,7 @@ class GatewayThread {
   }
 
   private spawn(): Worker {
+    this.posted.clear();
     const worker = new Worker(this.runtime.entry, { workerData: this.data, resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB } });
     worker.unref(); // the main thread's own handles decide when the process ends
     worker.on('message', (message: FromGatewayThread) => {

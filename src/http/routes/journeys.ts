@@ -150,7 +150,7 @@ export function journeyRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const outcome = await journeys().enterByApi(request.principal.appId, request.params.id, request.body);
+        const outcome = await journeys().enterByApi(request.principal.appId, request.params.id, request.body, actorOf(request));
         return reply.status(202).send({ entered: outcome === 'entered', outcome });
       },
     );

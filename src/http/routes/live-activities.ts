@@ -13,7 +13,7 @@ import {
 } from '../../domain/live-activity.js';
 import { NotFoundError, ValidationError } from '../../domain/errors.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
-import { callerOf, requirePermission } from '../auth.js';
+import { actorOf, callerOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
 import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, liveActivityChannelRecord, liveActivityRecord } from '../schemas.js';
 import { liveActivityChannelView, liveActivityResponse } from '../serialize.js';
@@ -209,7 +209,9 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) =>
-        reply.status(201).send({ channel: liveActivityChannelView(await service.createChannel(request.principal.appId, request.body)) }),
+        reply
+          .status(201)
+          .send({ channel: liveActivityChannelView(await service.createChannel(request.principal.appId, request.body, actorOf(request))) }),
     );
 
     app.delete(
@@ -224,7 +226,7 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        await service.deleteChannel(request.principal.appId, request.params.id);
+        await service.deleteChannel(request.principal.appId, request.params.id, actorOf(request));
         return reply.status(204).send(null);
       },
     );

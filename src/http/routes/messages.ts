@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { messageRequestSchema } from '../../domain/message-request.js';
 import type { MessageRecord } from '../../services/messages.js';
-import { requirePermission } from '../auth.js';
+import { actorOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
 import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, messageRecord, pageQuery } from '../schemas.js';
 import { messageResponse } from '../serialize.js';
@@ -32,7 +32,7 @@ export function messageRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       },
       async (request, reply) =>
         answerOnce(request, reply, createdAnswer, (idempotency) =>
-          ctx.services.messages.create(request.principal.appId, request.body, idempotency),
+          ctx.services.messages.create(request.principal.appId, request.body, actorOf(request), idempotency),
         ),
     );
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
-import { callerOf, requirePermission } from '../auth.js';
+import { actorOf, callerOf, requirePermission } from '../auth.js';
 import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
 import { accepted, authErrors, bodyErrors, droppedList, errorResponse, eventsBody, idempotencyHeaders, nothingValid } from '../schemas.js';
@@ -76,7 +76,7 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request, reply) => {
-        const erasures = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id);
+        const erasures = await ctx.services.devices.eraseUser(request.principal.appId, request.params.user_id, actorOf(request));
         const answer = userErasureResponse(erasures);
         // Multi-Status when some devices failed, as the public API answers; devices out of range did not fail (416:
         // they wait for the next call), so a call that erased all it could answers 200 and out_of_range says to go on.
