@@ -2,12 +2,22 @@ import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import { RANGE_SEQ_STRIDE, type DeliveryRepository } from '../db/repositories/delivery.js';
-import type { Deliverable, DeliverableGroups, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
-import { allowedOf, batchesOfGroups, cutAbPage, cutBatches, withTokens, type AbShare, type CutPage } from '../domain/batches.js';
+import type { Deliverable, DeliverableGroups, DeliverableNow, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
+import {
+  allowedOf,
+  batchesOfGroups,
+  cutAbPage,
+  cutBatches,
+  withTokens,
+  type AbShare,
+  type CutPage,
+  type NewBatch,
+} from '../domain/batches.js';
+import type { Filter } from '../domain/filters.js';
 import type { Notification, Platform } from '../db/schema.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { Clock } from '../platform/clock.js';
-import { waveSlice } from '../domain/campaign.js';
+import { waveSlice, type LocalPlan } from '../domain/campaign.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
 import { PACE_EARLY_MS } from './delivery.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -95,6 +105,94 @@ export interface FanoutDeps {
 
 const finished = (state: string) => state === 'sent' || state === 'failed' || state === 'canceled';
 
+/** How a notification's pages are cut and sent: its pace, its batches' size, whether its push shows. */
+export interface FanoutPlan {
+  pace: { notification: number | null; app: number | null };
+  paced: boolean;
+  batchSize: number;
+  /** the push shows something (a not-allowed device is not sent it) */
+  visible: boolean;
+}
+
+/** The plan of a notification's fan-out, from its row and its app's ceiling (pure). */
+export function planFanout(
+  n: Pick<Notification, 'throttle_per_minute' | 'live_activity' | 'payload'>,
+  appPerMinute: number | null,
+  batchSize: number,
+): FanoutPlan {
+  const pace = { notification: n.throttle_per_minute, app: appPerMinute };
+  const paced = pace.notification !== null || pace.app !== null;
+  // a paced batch holds about a second of its pace, so the pushes spread evenly
+  const slowest = Math.min(pace.notification ?? Infinity, pace.app ?? Infinity);
+  // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
+  const visible = !n.live_activity && isVisiblePush(n.payload);
+  return { pace, paced, batchSize: paced ? Math.max(1, Math.min(batchSize, Math.ceil(slowest / 60))) : batchSize, visible };
+}
+
+/** A page as read: how many devices, the last one (the next cursor). */
+interface ReadPage {
+  read: number;
+  last: string | null;
+}
+
+/** A page of a notification's fan-out: device by device (`first`: with their tokens), or grouped by gateway. */
+interface RawPage extends ReadPage {
+  first: DeliverableNow[] | null;
+  byDevice: Deliverable[] | null;
+  groups: DeliverableGroups['groups'];
+  page?: DeliverableGroups;
+}
+
+const byDevice = (devices: DeliverableNow[] | Deliverable[], withTokens: boolean): RawPage => ({
+  first: withTokens ? (devices as DeliverableNow[]) : null,
+  byDevice: devices,
+  groups: [],
+  read: devices.length,
+  last: devices.at(-1)?.id ?? null,
+});
+
+/**
+ * The one page loop of the fan-outs: reads page after page from `cursor` (after `after`), the next while this one
+ * is stored (its cursor is this page's last device; dropped unread when this page ends the loop), until `onPage`
+ * says otherwise or a page comes back empty.
+ */
+async function pageLoop<P extends ReadPage, R extends string>(
+  readPage: (afterId: string | null, pages: number) => Promise<P>,
+  from: { cursor: string | null; limitOf: (pages: number) => number; after?: Promise<unknown> },
+  onPage: (page: P & { last: string }, pages: number) => Promise<R | 'next'>,
+): Promise<R | 'done'> {
+  let reading = readPage(from.cursor, 0);
+  reading.catch(() => undefined);
+  await from.after;
+  for (let pages = 0; ; pages++) {
+    const page = await reading;
+    if (page.last === null) return 'done';
+    if (page.read === from.limitOf(pages)) reading = readPage(page.last, pages + 1);
+    reading.catch(() => undefined);
+    const next = await onPage(page as P & { last: string }, pages);
+    if (next !== 'next') return next;
+  }
+}
+
+/**
+ * Sends a page's batches just stored: those whose tokens the page read from here (the first page's when the direct
+ * sends take it, else the gateways' of `SENT_BY_FANOUT`); the others as delivery jobs. Answers the batches sent here.
+ */
+async function sendPage(
+  deps: Pick<FanoutDeps, 'direct'>,
+  n: Notification,
+  batches: NewBatch[],
+  read: { first?: DeliverableNow[] | null; groups: DeliverableGroups['groups'] },
+  enqueue: (b: NewBatch) => Promise<unknown>,
+): Promise<NewBatch[]> {
+  const tokens = read.first && new Map(read.first.map((d) => [d.id, d.token]));
+  if (tokens && deps.direct.take(committedBatches(n, batches, tokens))) return batches;
+  const direct = withTokens(batches, read.groups);
+  await Promise.all(batches.filter((b) => !direct.sent.includes(b)).map(enqueue));
+  await deps.direct.sendInTurn(committedBatches(n, direct.sent, direct.tokens));
+  return direct.sent;
+}
+
 /**
  * Resolves a notification's audience to devices in keyset pages and turns each page into delivery batches.
  * Progress is checkpointed with the batches, so a killed fan-out resumes where it stopped. A fresh broadcast's
@@ -123,183 +221,191 @@ export function fanoutProcessor(deps: FanoutDeps) {
       return;
     }
     if (found.audienceMissing && !n.fanout_done) return failAudienceMissing(deps, log, n);
-    const test = abTestOf(n.request);
     // an A/B test between its two stages: its winner's job, not a fan-out, moves it on
-    if (test && n.ab_stage === 'waiting') return;
-    const ab: AbShare | null = test && { bounds: abBounds(test), rest: n.ab_stage === 'rest', winner: n.ab_winner };
+    if (abTestOf(n.request) && n.ab_stage === 'waiting') return;
     const now = deps.clock.now(); // date math resolves once per fan-out, the same for every page
     if (n.next_due_at && n.next_due_at > now) return; // not due yet: the due poller releases it
-    const paging = !n.fanout_done && n.fanout_seq < RANGE_SEQ_STRIDE && n.audience_id !== null;
-    const settings = paging && found ? ([found.filters, found.settings] as const) : null;
-    // marked sending while the first page is read: awaited before anything is stored or enqueued
-    const marking = deps.delivery.markSending(deps.db, notificationId, generation);
-    marking.catch(() => undefined);
-    /** the batches this run sent itself (its first page's): not enqueued as pending at its end */
-    const sentHere = new Set<string>();
-    // a paced batch's job comes a little before its reserved start, and waits for it (delivery.ts)
-    const enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
-      const start = b.notBefore ?? b.not_before;
-      const delay = start ? start.getTime() - deps.clock.now().getTime() - PACE_EARLY_MS : 0;
-      return deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }], bulk: true }, delay);
-    };
-
-    // a fan-out of pages waits for the mark once its first page is asked for (`fanOut`), any other before it starts
-    if (n.fanout_done || n.fanout_seq >= RANGE_SEQ_STRIDE || n.local_plan) await marking;
-    if (!n.fanout_done && n.fanout_seq >= RANGE_SEQ_STRIDE) {
-      // split by an earlier run: the ranges not fanned out yet get their jobs (a no-op for jobs that exist), and
-      // one whose job finished the last range but not the fan-out (a crash between the two) finishes it
-      const ranges = await deps.delivery.rangesOf(deps.db, notificationId, generation);
-      const open = ranges.filter((r) => !r.done);
-      for (const r of open) await enqueueRange(deps, n.id, generation, r.range_no, now);
-      if (!open.length && ranges.length) await deps.delivery.finishRange(deps.db, notificationId, generation, ranges[0]!.range_no);
-    } else if (!n.fanout_done) {
-      if (!settings) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
-      const [filters, { max_per_minute: appPerMinute }] = settings;
-      const pace = { notification: n.throttle_per_minute, app: appPerMinute };
-      const paced = pace.notification !== null || pace.app !== null;
-      // a paced batch holds about a second of its pace, so the pushes spread evenly
-      const slowest = Math.min(pace.notification ?? Infinity, pace.app ?? Infinity);
-      const batchSize = paced ? Math.max(1, Math.min(deps.batchSize, Math.ceil(slowest / 60))) : deps.batchSize;
-      let seq = n.fanout_seq;
-      // a Live Activity shows whatever the device's notification setting (ActivityKit has its own)
-      const visible = !n.live_activity && isVisiblePush(n.payload);
-      const cutPage = (page: Deliverable[], first: number): CutPage => {
-        if (ab) return cutAbPage(ab, notificationId, generation, page, first, batchSize);
-        const { sendable, notAllowed } = allowedOf(page);
-        return {
-          batches: cutBatches(notificationId, generation, sendable, first, batchSize),
-          targeted: sendable.length,
-          notAllowed,
-          holdout: [],
-        };
-      };
-      const cutGroups = (page: DeliverableGroups, first: number) => ({
-        batches: batchesOfGroups(notificationId, generation, page.groups, first, batchSize),
-        targeted: page.read - page.notAllowed,
-        notAllowed: page.notAllowed,
-        holdout: [],
-        read: page.read,
-        last: page.last,
-        groups: page.groups,
-      });
-      /** The audience is fanned out: done, or an A/B test's share waits for its winner. */
-      const finishFanout = async () => {
-        if (test && !ab!.rest) {
-          await deps.abTests.awaitWinner(deps.db, notificationId, generation, decideAt(test, deps.clock.now()));
-          log.info({ batches: seq }, 'A/B test share fanned out; waiting for the winner');
-          return;
-        }
-        await deps.delivery.markFanoutDone(deps.db, notificationId, generation);
-        log.info({ batches: seq }, 'fan-out done');
-      };
-
-      /**
-       * Pages through the devices (of some zones), from `cursor`: 'done', 'split' (ranges go on with the rest), or
-       * 'stopped' when superseded or canceled meanwhile.
-       */
-      const fanOut = async (cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> => {
-        // an A/B test is cut into its shares by one job (its stages follow its one checkpoint)
-        const fresh = cursor === null && seq === 0 && !zones && !paced && !ab;
-        let seen = 0;
-        const limitOf = (pages: number) => Math.min(deps.pageSize, batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
-        // A fresh broadcast's first page is read with its tokens and sent from here once stored, as a small
-        // audience's batches are from the API process; an A/B test's page device by device (each has its bucket);
-        // any other as ids grouped by gateway. A Live Activity's pushes go to the activity's tokens.
-        const readPage = async (afterId: string | null, pages: number) => {
-          const read = { afterId, limit: limitOf(pages), now, zones, visible };
-          const spec = { ...read, liveActivity: n.live_activity, tokensOf: paced || ab || zones ? [] : SENT_BY_FANOUT };
-          if (fresh && pages === 0 && !n.live_activity) {
-            const first = await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read);
-            return { first, byDevice: first, groups: null };
-          }
-          if (ab) return { first: null, byDevice: await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec), groups: null };
-          return { first: null, byDevice: null, groups: await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec) };
-        };
-        let reading = readPage(cursor, 0);
-        reading.catch(() => undefined);
-        await marking;
-        for (let pages = 0; ; pages++) {
-          const limit = limitOf(pages);
-          const { first, byDevice, groups } = await reading;
-          const cut = byDevice
-            ? { ...cutPage(byDevice, seq), read: byDevice.length, last: byDevice.at(-1)?.id ?? null }
-            : cutGroups(groups!, seq);
-          if (cut.last === null) return 'done';
-          const { batches, targeted, notAllowed, holdout, last } = cut;
-          if (paced) {
-            const starts = await deps.delivery.reserveSlots(
-              deps.db,
-              notificationId,
-              n.app_id,
-              batches.map((b) => b.deviceIds.length),
-              pace,
-              deps.clock.now(),
-            );
-            batches.forEach((b, i) => (b.notBefore = starts[i]));
-          }
-          // the next page is read while this one is stored and its jobs enqueued: its cursor is this page's last
-          // device; dropped unread when this page ends the fan-out or splits it
-          if (cut.read === limit) reading = readPage(last, pages + 1);
-          reading.catch(() => undefined);
-          const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted, notAllowed, holdout, at: deps.clock.now() };
-          if (!(await deps.delivery.saveFanoutPage(deps.db, notificationId, generation, batches, checkpoint))) {
-            log.info('superseded by a newer generation, or canceled, during fan-out');
-            return 'stopped';
-          }
-          const tokens = first && new Map(first.map((d) => [d.id, d.token]));
-          if (tokens && deps.direct.take(committedBatches(n, batches, tokens))) for (const b of batches) sentHere.add(b.id);
-          else {
-            const direct = withTokens(batches, 'groups' in cut ? cut.groups : []);
-            await Promise.all(batches.filter((b) => !direct.sent.includes(b)).map(enqueue));
-            for (const b of direct.sent) sentHere.add(b.id);
-            await deps.direct.sendInTurn(committedBatches(n, direct.sent, direct.tokens));
-          }
-          seq += batches.length;
-          seen += cut.read;
-          if (cut.read < limit) return 'done';
-          const ranges = fresh && pages === PAGES_BEFORE_SPLIT - 1 ? rangesAfter(last, seen, deps.rangeDevices) : [];
-          if (ranges.length) {
-            if (!(await deps.delivery.splitFanout(deps.db, notificationId, generation, ranges))) return 'stopped';
-            for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, notificationId, generation, r, now);
-            log.info({ ranges: ranges.length }, 'fan-out split into ranges');
-            return 'split';
-          }
-        }
-      };
-
-      const plan = n.local_plan;
-      if (!plan) {
-        const outcome = await fanOut(n.fanout_cursor);
-        if (outcome === 'stopped') return;
-        if (outcome === 'done') await finishFanout();
-      } else {
-        // an A/B test's rest counts nothing again: what its test stage counted was over the whole audience
-        if (n.wave === 0 && !ab?.rest && plan.past.length > 0) {
-          const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
-          await deps.delivery.setSkippedPastLocalTime(deps.db, notificationId, skipped);
-        }
-        if (n.wave === 0 && !ab?.rest && plan.dropped?.length) {
-          const dropped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
-          await deps.delivery.setSkippedQuietHours(deps.db, notificationId, dropped);
-        }
-        for (let w = n.wave; w < plan.waves.length; w++) {
-          const wave = plan.waves[w]!;
-          if (new Date(wave.at) > now) {
-            await deps.delivery.awaitWave(deps.db, notificationId, generation, new Date(wave.at));
-            log.info({ wave: w, at: wave.at }, 'waiting for the next local-time wave');
-            return;
-          }
-          if ((await fanOut(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones))) === 'stopped') return;
-          await deps.delivery.finishWave(deps.db, notificationId, generation, w + 1);
-        }
-        await finishFanout();
-      }
+    const run = new FanoutRun({ deps, n, log, found, now });
+    const split = !n.fanout_done && n.fanout_seq >= RANGE_SEQ_STRIDE;
+    // a fan-out of pages waits for the mark once its first page is asked for (`pages`), any other before it starts
+    if (n.fanout_done || split || n.local_plan) await run.marking;
+    if (split) await run.resumeRanges();
+    else if (!n.fanout_done) {
+      if (n.audience_id === null) throw new Error('a transactional send is cut when it is created; it has no audience to fan out');
+      const outcome = n.local_plan ? await run.waves(n.local_plan) : await run.pages(n.fanout_cursor);
+      if (outcome === 'stopped' || outcome === 'waiting') return;
+      if (outcome === 'done') await run.finish();
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist. Those this run is sending itself have none.
-    for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation)) if (!sentHere.has(b.id)) await enqueue(b);
+    for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation))
+      if (!run.sentHere.has(b.id)) await run.enqueue(b);
     await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
   };
+}
+
+interface FanoutRunDeps {
+  deps: FanoutDeps;
+  n: Notification;
+  log: Logger;
+  found: { filters: Filter[] | null; settings: { max_per_minute: number | null } };
+  /** date math resolves once per fan-out, the same for every page */
+  now: Date;
+}
+
+/** One run of a notification's fan-out job: what its pages share. */
+class FanoutRun {
+  /** marked sending while the first page is read: awaited before anything is stored or enqueued */
+  readonly marking: Promise<void>;
+  /** the batches this run sent itself (its first page's): not enqueued as pending at its end */
+  readonly sentHere = new Set<string>();
+  private readonly deps: FanoutDeps;
+  private readonly n: Notification;
+  private readonly log: Logger;
+  private readonly filters: Filter[] | null;
+  private readonly now: Date;
+  private readonly plan: FanoutPlan;
+  private readonly test: ReturnType<typeof abTestOf>;
+  private readonly ab: AbShare | null;
+  /** the seq of the next batch cut */
+  private seq: number;
+
+  constructor({ deps, n, log, found, now }: FanoutRunDeps) {
+    this.deps = deps;
+    this.n = n;
+    this.log = log;
+    this.filters = found.filters;
+    this.now = now;
+    this.plan = planFanout(n, found.settings.max_per_minute, deps.batchSize);
+    this.test = abTestOf(n.request);
+    this.ab = this.test && { bounds: abBounds(this.test), rest: n.ab_stage === 'rest', winner: n.ab_winner };
+    this.seq = n.fanout_seq;
+    this.marking = deps.delivery.markSending(deps.db, n.id, n.generation);
+    this.marking.catch(() => undefined);
+  }
+
+  /** A batch's delivery job; a paced batch's comes a little before its reserved start, and waits for it (delivery.ts). */
+  readonly enqueue = (b: { id: string; not_before?: Date | null; notBefore?: Date | null }) => {
+    const start = b.notBefore ?? b.not_before;
+    const delay = start ? start.getTime() - this.deps.clock.now().getTime() - PACE_EARLY_MS : 0;
+    return this.deps.queues.add('delivery', { batches: [{ notificationId: this.n.id, batchId: b.id }], bulk: true }, delay);
+  };
+
+  /**
+   * Split by an earlier run: the ranges not fanned out yet get their jobs (a no-op for jobs that exist), and one
+   * whose job finished the last range but not the fan-out (a crash between the two) finishes it.
+   */
+  async resumeRanges(): Promise<void> {
+    const { deps, n } = this;
+    const ranges = await deps.delivery.rangesOf(deps.db, n.id, n.generation);
+    const open = ranges.filter((r) => !r.done);
+    for (const r of open) await enqueueRange(deps, n.id, n.generation, r.range_no, this.now);
+    if (!open.length && ranges.length) await deps.delivery.finishRange(deps.db, n.id, n.generation, ranges[0]!.range_no);
+  }
+
+  /** The waves of a local-time send that are due, each its zones' pages; 'waiting' for the next wave. */
+  async waves(plan: LocalPlan): Promise<'done' | 'stopped' | 'waiting'> {
+    const { deps, n, now, filters } = this;
+    // an A/B test's rest counts nothing again: what its test stage counted was over the whole audience
+    if (n.wave === 0 && !this.ab?.rest && plan.past.length > 0) {
+      const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
+      await deps.delivery.setSkippedPastLocalTime(deps.db, n.id, skipped);
+    }
+    if (n.wave === 0 && !this.ab?.rest && plan.dropped?.length) {
+      const dropped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
+      await deps.delivery.setSkippedQuietHours(deps.db, n.id, dropped);
+    }
+    for (let w = n.wave; w < plan.waves.length; w++) {
+      const wave = plan.waves[w]!;
+      if (new Date(wave.at) > now) {
+        await deps.delivery.awaitWave(deps.db, n.id, n.generation, new Date(wave.at));
+        this.log.info({ wave: w, at: wave.at }, 'waiting for the next local-time wave');
+        return 'waiting';
+      }
+      if ((await this.pages(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones))) === 'stopped') return 'stopped';
+      await deps.delivery.finishWave(deps.db, n.id, n.generation, w + 1);
+    }
+    return 'done';
+  }
+
+  /** The audience is fanned out: done, or an A/B test's share waits for its winner. */
+  async finish(): Promise<void> {
+    const { deps, n } = this;
+    if (this.test && !this.ab!.rest) {
+      await deps.abTests.awaitWinner(deps.db, n.id, n.generation, decideAt(this.test, deps.clock.now()));
+      this.log.info({ batches: this.seq }, 'A/B test share fanned out; waiting for the winner');
+      return;
+    }
+    await deps.delivery.markFanoutDone(deps.db, n.id, n.generation);
+    this.log.info({ batches: this.seq }, 'fan-out done');
+  }
+
+  /**
+   * Pages through the devices (of some zones), from `cursor`: 'done', 'split' (ranges go on with the rest), or
+   * 'stopped' when superseded or canceled meanwhile.
+   */
+  async pages(cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> {
+    const { deps, n, plan } = this;
+    // an A/B test is cut into its shares by one job (its stages follow its one checkpoint)
+    const fresh = cursor === null && this.seq === 0 && !zones && !plan.paced && !this.ab;
+    let seen = 0;
+    const limitOf = (pages: number) => Math.min(deps.pageSize, plan.batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
+    return pageLoop(
+      (afterId, pages) => this.readPage(afterId, limitOf(pages), fresh && pages === 0, zones),
+      { cursor, limitOf, after: this.marking },
+      async (page, pages) => {
+        const { batches, targeted, notAllowed, holdout } = this.cut(page);
+        if (plan.paced) {
+          const sizes = batches.map((b) => b.deviceIds.length);
+          const starts = await deps.delivery.reserveSlots(deps.db, n.id, n.app_id, sizes, plan.pace, deps.clock.now());
+          batches.forEach((b, i) => (b.notBefore = starts[i]));
+        }
+        const checkpoint = { cursor: page.last, nextSeq: this.seq + batches.length, targeted, notAllowed, holdout, at: deps.clock.now() };
+        if (!(await deps.delivery.saveFanoutPage(deps.db, n.id, n.generation, batches, checkpoint))) {
+          this.log.info('superseded by a newer generation, or canceled, during fan-out');
+          return 'stopped';
+        }
+        for (const b of await sendPage(deps, n, batches, page, this.enqueue)) this.sentHere.add(b.id);
+        this.seq += batches.length;
+        seen += page.read;
+        if (page.read < limitOf(pages)) return 'done';
+        const ranges = fresh && pages === PAGES_BEFORE_SPLIT - 1 ? rangesAfter(page.last, seen, deps.rangeDevices) : [];
+        if (!ranges.length) return 'next';
+        if (!(await deps.delivery.splitFanout(deps.db, n.id, n.generation, ranges))) return 'stopped';
+        for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, n.id, n.generation, r, this.now);
+        this.log.info({ ranges: ranges.length }, 'fan-out split into ranges');
+        return 'split';
+      },
+    );
+  }
+
+  /**
+   * A page of the audience: a fresh broadcast's first page is read with its tokens and sent from here once stored,
+   * as a small audience's batches are from the API process; an A/B test's device by device (each has its bucket);
+   * any other as ids grouped by gateway. A Live Activity's pushes go to the activity's tokens.
+   */
+  private async readPage(afterId: string | null, limit: number, first: boolean, zones: ZoneSlice | undefined): Promise<RawPage> {
+    const { deps, n, plan, ab, filters } = this;
+    const read = { afterId, limit, now: this.now, zones, visible: plan.visible };
+    const spec = { ...read, liveActivity: n.live_activity, tokensOf: plan.paced || ab || zones ? [] : SENT_BY_FANOUT };
+    if (first && !n.live_activity) return byDevice(await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read), true);
+    if (ab) return byDevice(await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec), false);
+    const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec);
+    return { first: null, byDevice: null, groups: page.groups, page, read: page.read, last: page.last };
+  }
+
+  /** A page cut into batches from the run's next seq: an A/B test's by its shares, any other's by gateway. */
+  private cut({ byDevice, page }: RawPage): CutPage {
+    const { n, ab } = this;
+    const { batchSize } = this.plan;
+    if (!byDevice) {
+      const batches = batchesOfGroups(n.id, n.generation, page!.groups, this.seq, batchSize);
+      return { batches, targeted: page!.read - page!.notAllowed, notAllowed: page!.notAllowed, holdout: [] };
+    }
+    if (ab) return cutAbPage(ab, n.id, n.generation, byDevice, this.seq, batchSize);
+    const { sendable, notAllowed } = allowedOf(byDevice);
+    return { batches: cutBatches(n.id, n.generation, sendable, this.seq, batchSize), targeted: sendable.length, notAllowed, holdout: [] };
+  }
 }
 
 /** A notification whose audience was deleted fails, and sends nothing (its filters are unknown, not "every device"). */
@@ -330,11 +436,11 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
     }
-    const enqueue = (batchId: string) => deps.queues.add('delivery', { batches: [{ notificationId, batchId }], bulk: true });
+    const enqueue = (b: { id: string }) => deps.queues.add('delivery', { batches: [{ notificationId, batchId: b.id }], bulk: true });
     const block = { from: (rangeNo + 1) * RANGE_SEQ_STRIDE, to: (rangeNo + 2) * RANGE_SEQ_STRIDE };
     // batches an earlier run stored whose jobs may never have been enqueued (deterministic ids: no-ops otherwise)
     if (range.next_seq > block.from)
-      for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation, block)) await enqueue(b.id);
+      for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation, block)) await enqueue(b);
     if (!range.done) {
       if (n.audience_id === null) throw new Error('a transactional send has no audience to fan out');
       const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
@@ -353,26 +459,20 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
           liveActivity: n.live_activity,
           tokensOf: SENT_BY_FANOUT,
         });
-      let reading = readPage(range.cursor_id);
-      for (;;) {
-        const page = await reading;
-        if (page.last === null) break;
+      const limitOf = () => deps.pageSize;
+      const outcome = await pageLoop(readPage, { cursor: range.cursor_id, limitOf }, async (page) => {
         const { last, notAllowed } = page;
-        // the next page is read while this one is stored (`fanoutProcessor`)
-        if (page.read === deps.pageSize) reading = readPage(last);
-        reading.catch(() => undefined);
         const batches = batchesOfGroups(notificationId, generation, page.groups, seq, deps.batchSize);
         const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: page.read - notAllowed, notAllowed };
         if (!(await deps.delivery.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
           log.info('superseded by a newer generation, or canceled, during fan-out');
-          return;
+          return 'stopped';
         }
-        const direct = withTokens(batches, page.groups);
-        await Promise.all(batches.filter((b) => !direct.sent.includes(b)).map((b) => enqueue(b.id)));
-        await deps.direct.sendInTurn(committedBatches(n, direct.sent, direct.tokens));
+        await sendPage(deps, n, batches, page, enqueue);
         seq += batches.length;
-        if (page.read < deps.pageSize) break;
-      }
+        return page.read < deps.pageSize ? 'done' : 'next';
+      });
+      if (outcome === 'stopped') return;
       log.info({ batches: seq - (rangeNo + 1) * RANGE_SEQ_STRIDE }, 'fan-out range done');
     }
     if (await deps.delivery.finishRange(deps.db, notificationId, generation, rangeNo)) {
