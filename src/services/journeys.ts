@@ -4,8 +4,8 @@ import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, StepCounts } from '../db/repositories/journeys.js';
 import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { Database, Device, Journey } from '../db/schema.js';
-import { ConflictError, NotFoundError } from '../domain/errors.js';
-import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
+import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { eventKeys, listenedEvents, quickSendingCycle, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
 import { firstStep, reEntryRule } from '../domain/journey-run.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
@@ -29,6 +29,10 @@ export function definitionOf(fields: JourneyFields): JourneyDefinition {
   return definition;
 }
 
+/** A span as the journeys' durations are written: `0s`, `90s`, `10m`, `1.5h`. */
+const spoken = (ms: number): string =>
+  ms < 60_000 ? `${Math.round(ms / 1000)}s` : ms < 3_600_000 ? `${Math.round(ms / 6000) / 10}m` : `${Math.round(ms / 360_000) / 10}h`;
+
 /**
  * Journeys, their side the API and the events see: definitions and their life cycle, and entering, waking and
  * converting entrants as events are recorded (in the event's own transaction). The steps themselves are run by
@@ -44,16 +48,18 @@ export class JourneyService {
     entrants: JourneyEntrantsRepository;
     devices: DevicesRepository;
     clock: Clock;
+    /** JOURNEY_MIN_CYCLE: the least time round a cycle that sends */
+    minCycleMs: number;
   };
 
-  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'>) {
+  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & { minCycleMs: number }) {
     const { repos } = deps;
     this.deps = { ...deps, journeys: repos.journeys, entrants: repos.journeyEntrants, devices: repos.devices };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
   async create(appId: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
-    const definition = definitionOf(fields);
+    const definition = this.checkedDefinition(fields);
     const journey = await this.deps.db.transaction().execute(async (trx) => {
       const made = await this.deps.journeys.insert(trx, {
         appId,
@@ -88,7 +94,7 @@ export class JourneyService {
 
   /** PUT: a new version; entrants inside finish the version they entered, new ones take this one. */
   async update(appId: string, id: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
-    const definition = definitionOf(fields);
+    const definition = this.checkedDefinition(fields);
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'changed');
       const changed = await this.deps.journeys.newVersion(trx, journey.id, {
@@ -124,6 +130,18 @@ export class JourneyService {
       await counts.write(trx, this.deps.journeys);
     });
     return this.get(appId, id);
+  }
+
+  /** A journey's definition, refused when an entrant could be sent to round a cycle sooner than JOURNEY_MIN_CYCLE. */
+  private checkedDefinition(fields: JourneyFields): JourneyDefinition {
+    const quick = quickSendingCycle(fields.steps, this.deps.minCycleMs);
+    if (quick)
+      throw new ValidationError(
+        `journey.steps[${quick.at}]: an entrant could come back to this step round a cycle after ${spoken(quick.ms)}; ` +
+          `a cycle that sends must take at least ${spoken(this.deps.minCycleMs)} (JOURNEY_MIN_CYCLE): lengthen its delays or ` +
+          'wait for an event on it (wait_for)',
+      );
+    return definitionOf(fields);
   }
 
   /** POST /journeys/:id/entries: a device or user enters a journey triggered through the API. */
