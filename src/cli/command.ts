@@ -28,6 +28,8 @@ export interface Command {
   options?: Record<string, OptionSpec>;
   /** Runs on an open, migrated database; what it returns is printed as one JSON document. */
   run(args: Args, runtime: DatabaseRuntime): Promise<unknown>;
+  /** What a person reads instead, on a terminal unless `--json` is given (the command declares that flag). */
+  render?(result: unknown): string;
 }
 
 /** The command line is wrong (unknown command or option, a missing or invalid value): exit code 2. */

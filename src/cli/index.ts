@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { DomainError } from '../domain/errors.js';
 import { createLogger } from '../platform/logger.js';
@@ -34,6 +37,7 @@ const HELP = ['--help', '-h'];
 type Outcome = { code: number; stdout: string };
 
 async function run(argv: string[]): Promise<Outcome> {
+  if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) return { code: 0, stdout: `pushd ${version()}\n` };
   // the command is the longest run of leading words that names one; what follows are its options
   const leading = argv.findIndex((a) => a.startsWith('-'));
   const all = leading === -1 ? argv.length : leading;
@@ -66,7 +70,21 @@ async function run(argv: string[]): Promise<Outcome> {
     // what the command did is done: a failure to close is told on stderr, it does not replace the answer
     await runtime.close().catch((err: Error) => log.warn({ err }, 'closing the database failed'));
   }
-  return { code: 0, stdout: JSON.stringify(result) + '\n' };
+  const forPerson = command.render && args.json === undefined && process.stdout.isTTY;
+  return { code: 0, stdout: forPerson ? command.render!(result) : JSON.stringify(result) + '\n' };
+}
+
+/** pushd's version, from the package.json above this module (src/cli, or dist/src/cli once built). */
+function version(): string {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); path.dirname(dir) !== dir; dir = path.dirname(dir)) {
+    try {
+      const manifest = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (manifest.name === 'pushd' && manifest.version) return manifest.version;
+    } catch {
+      // no package.json here: look higher
+    }
+  }
+  return 'unknown';
 }
 
 /** `--name value` or `--name=value`, each declared option at most once; `-h`/`--help` asks for the usage. */
@@ -128,7 +146,8 @@ function overview(group: string, names: string[]): string {
 const FOOTER = `
 Settings come from the environment, as for the server: DATABASE_URL with SECRETS_KEY or SECRETS_KEY_FILE, or
 DATA_DIR and EMBEDDED_PG_PORT for the embedded PostgreSQL (a running server's is shared, and its key file); LOG_LEVEL.
-Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr).
+Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr); a command
+with --json prints a table instead on a terminal. \`pushd --version\` prints the version.
 Exit codes: 0 done; 2 the command line or a setting is wrong; 1 a well-formed command failed.
 `;
 
