@@ -75,7 +75,7 @@ export function createContext(deps: ContextDeps): HttpContext {
     changes: appChanges,
   });
   const messages = new MessageService({ ...shared, notificationService: notifications, retentionDays: config.MESSAGE_RETENTION_DAYS });
-  const journeys = new JourneyService(shared);
+  const journeys = new JourneyService({ ...shared, minCycleMs: config.JOURNEY_MIN_CYCLE });
   const journeyEngine = new JourneyEngine({
     ...shared,
     notifications,

@@ -40,6 +40,8 @@ export interface Command extends CommandBase {
   refuses?(config: Config): string | undefined;
   /** Runs on an open, migrated database; what it returns is printed as one JSON document. */
   run(args: Args, runtime: DatabaseRuntime): Promise<unknown>;
+  /** What a person reads instead, on a terminal unless `--json` is given (the command declares that flag). */
+  render?(result: unknown): string;
 }
 
 /** A command on this machine's files alone: no database is opened for it. */

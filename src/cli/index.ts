@@ -1,3 +1,6 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig } from '../platform/config.js';
 import { DomainError } from '../domain/errors.js';
 import { createLogger } from '../platform/logger.js';
@@ -37,6 +40,7 @@ const HELP = ['--help', '-h'];
 type Outcome = { code: number; stdout: string; stderr?: string };
 
 async function run(argv: string[]): Promise<Outcome> {
+  if (argv.length === 1 && (argv[0] === '--version' || argv[0] === '-V')) return { code: 0, stdout: `pushd ${version()}\n` };
   // the command is the longest run of leading words that names one; what follows are its options
   const leading = argv.findIndex((a) => a.startsWith('-'));
   const all = leading === -1 ? argv.length : leading;
@@ -75,7 +79,21 @@ async function run(argv: string[]): Promise<Outcome> {
     // what the command did is done: a failure to close is told on stderr, it does not replace the answer
     await runtime.close().catch((err: Error) => log.warn({ err }, 'closing the database failed'));
   }
-  return { code: 0, stdout: '', ...answerTo(toStderr, answer(result)) };
+  const forPerson = command.render && args.json === undefined && process.stdout.isTTY;
+  return { code: 0, stdout: '', ...answerTo(toStderr, forPerson ? command.render!(result) : answer(result)) };
+}
+
+/** pushd's version, from the package.json above this module (src/cli, or dist/src/cli once built). */
+function version(): string {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); path.dirname(dir) !== dir; dir = path.dirname(dir)) {
+    try {
+      const manifest = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (manifest.name === 'pushd' && manifest.version) return manifest.version;
+    } catch {
+      // no package.json here: look higher
+    }
+  }
+  return 'unknown';
 }
 
 /** Set once the command line says the command's own output goes to stdout: an error is then told on stderr alone. */
@@ -143,7 +161,8 @@ function overview(group: string, names: string[]): string {
 const FOOTER = `
 Settings come from the environment, as for the server: DATABASE_URL with SECRETS_KEY or SECRETS_KEY_FILE, or
 DATA_DIR and EMBEDDED_PG_PORT for the embedded PostgreSQL (a running server's is shared, and its key file); LOG_LEVEL.
-Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr).
+Prints one JSON document on stdout: the answer, or {"error": "..."} (the message also goes to stderr); a command
+with --json prints a table instead on a terminal. \`pushd --version\` prints the version.
 Exit codes: 0 done; 2 the command line or a setting is wrong; 1 a well-formed command failed.
 `;
 

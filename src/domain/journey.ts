@@ -313,3 +313,42 @@ export function listenedEvents(d: JourneyDefinition): string[] {
   const waits = d.steps.flatMap((s) => (s.type === 'wait_for' ? [s.event] : []));
   return [...new Set([...d.exit_on, ...waits])];
 }
+
+/** What a delay until a local time takes at the least once round a cycle: it passes that time once a day. */
+const LOCAL_TIME_ROUND_MS = 23 * 3_600_000;
+
+/**
+ * The quickest an entrant can come back to a send or message step round a cycle, when that is under `minMs`: the
+ * step and how long the round takes. A round spends a delay's duration (a day for one until a local time) and a
+ * wait_for's timeout when it leaves by on_timeout; leaving by on_event waits for the user, and does not count as quick.
+ */
+export function quickSendingCycle(steps: readonly JourneyStep[], minMs: number): { at: number; ms: number } | null {
+  const index = new Map(steps.map((s, i) => [s.id, i]));
+  const spent = (s: JourneyStep, field: string): number => {
+    if (s.type === 'delay') return s.duration !== undefined ? parseJourneyDuration(s.duration)! : LOCAL_TIME_ROUND_MS;
+    if (s.type === 'wait_for') return field === 'on_timeout' ? parseJourneyDuration(s.timeout)! : Infinity;
+    return 0;
+  };
+  for (const [start, step] of steps.entries()) {
+    if (step.type !== 'send' && step.type !== 'message') continue;
+    // shortest time from this step back to it (Dijkstra over at most MAX_STEPS steps)
+    const best = new Map<number, number>([[start, 0]]);
+    const done = new Set<number>();
+    let back = Infinity;
+    for (;;) {
+      let i = -1;
+      for (const [j, t] of best) if (!done.has(j) && (i === -1 || t < best.get(i)!)) i = j;
+      if (i === -1 || best.get(i)! >= Math.min(back, minMs)) break;
+      done.add(i);
+      for (const { field, to } of exitsOf(steps, i)) {
+        const j = index.get(to);
+        const t = best.get(i)! + spent(steps[i]!, field);
+        if (j === undefined) continue;
+        if (j === start) back = Math.min(back, t);
+        else if (t < (best.get(j) ?? Infinity)) best.set(j, t);
+      }
+    }
+    if (back < minMs) return { at: start, ms: back };
+  }
+  return null;
+}

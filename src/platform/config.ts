@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { parseAllowedOrigins } from '../domain/web-push.js';
 import { REPORT_MAX_AGE_DAYS } from '../domain/activity.js';
 import { decodeSecretsKey } from '../domain/secrets.js';
+import { parseJourneyDuration } from '../domain/journey.js';
 
 /** A key-encryption key given in the environment: 32 random bytes in base64 (`openssl rand -base64 32`). */
 const secretsKey = z.string().refine((v) => decodeSecretsKey(v) !== undefined, 'must be 32 bytes in base64 (openssl rand -base64 32)');
@@ -345,6 +346,19 @@ export const envSchema = z.object({
     .max(16)
     .default(0)
     .describe("Worker threads that run the gateways; 0 runs them on the worker's main thread (see " + '[performance](performance.md)).'),
+  JOURNEY_MIN_CYCLE: z
+    .string()
+    .default('1h')
+    .transform((v, ctx) => {
+      const ms = parseJourneyDuration(v);
+      if (ms === null) ctx.addIssue({ code: 'custom', message: 'must be a duration such as 30m, 1h or 1d' });
+      return ms ?? z.NEVER;
+    })
+    .describe(
+      'The least time round a cycle of a journey that sends (a send or message step on it): a journey whose entrant could ' +
+        'come back to such a step sooner, counting its delays and the timeouts it leaves a wait_for by, is refused (400 ' +
+        'naming the step). A cycle through the event of a wait_for waits for the user, so it is allowed ([journeys](api/journeys.md)).',
+    ),
   JOURNEY_POLL_MS: z.coerce
     .number()
     .int()

@@ -5,8 +5,8 @@ import type { JourneysRepository, RetiredStep, StepCounts } from '../db/reposito
 import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import { ConflictError, NotFoundError } from '../domain/errors.js';
-import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
+import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
+import { eventKeys, listenedEvents, quickSendingCycle, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
 import { firstStep, reEntryRule, waitingArrivals, waitingEntry, type WaitingArrival } from '../domain/journey-run.js';
 import { deliveryOutcome, historyEntry, type DeliveryOutcome } from '../domain/journey-history.js';
 import type { Clock } from '../platform/clock.js';
@@ -33,6 +33,10 @@ export function definitionOf(fields: JourneyFields): JourneyDefinition {
   return definition;
 }
 
+/** A span as the journeys' durations are written: `0s`, `90s`, `10m`, `1.5h`. */
+const spoken = (ms: number): string =>
+  ms < 60_000 ? `${Math.round(ms / 1000)}s` : ms < 3_600_000 ? `${Math.round(ms / 6000) / 10}m` : `${Math.round(ms / 360_000) / 10}h`;
+
 /**
  * Journeys, their side the API and the events see: definitions and their life cycle, and entering, waking and
  * converting entrants as events are recorded (in the event's own transaction). The steps themselves are run by
@@ -49,9 +53,11 @@ export class JourneyService {
     devices: DevicesRepository;
     notifications: NotificationsRepository;
     clock: Clock;
+    /** JOURNEY_MIN_CYCLE: the least time round a cycle that sends */
+    minCycleMs: number;
   };
 
-  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'>) {
+  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & { minCycleMs: number }) {
     const { repos } = deps;
     const { journeys, journeyEntrants: entrants, devices, notifications } = repos;
     this.deps = { ...deps, journeys, entrants, devices, notifications };
@@ -59,7 +65,7 @@ export class JourneyService {
   }
 
   async create(appId: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
-    const definition = definitionOf(fields);
+    const definition = this.checkedDefinition(fields);
     const journey = await this.deps.db.transaction().execute(async (trx) => {
       const made = await this.deps.journeys.insert(trx, {
         appId,
@@ -98,7 +104,7 @@ export class JourneyService {
 
   /** PUT: a new version; entrants inside finish the version they entered, new ones take this one. */
   async update(appId: string, id: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
-    const definition = definitionOf(fields);
+    const definition = this.checkedDefinition(fields);
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'changed');
       const changed = await this.deps.journeys.newVersion(trx, journey.id, {
@@ -134,6 +140,18 @@ export class JourneyService {
       await counts.write(trx, this.deps.journeys);
     });
     return this.get(appId, id);
+  }
+
+  /** A journey's definition, refused when an entrant could be sent to round a cycle sooner than JOURNEY_MIN_CYCLE. */
+  private checkedDefinition(fields: JourneyFields): JourneyDefinition {
+    const quick = quickSendingCycle(fields.steps, this.deps.minCycleMs);
+    if (quick)
+      throw new ValidationError(
+        `journey.steps[${quick.at}]: an entrant could come back to this step round a cycle after ${spoken(quick.ms)}; ` +
+          `a cycle that sends must take at least ${spoken(this.deps.minCycleMs)} (JOURNEY_MIN_CYCLE): lengthen its delays or ` +
+          'wait for an event on it (wait_for)',
+      );
+    return definitionOf(fields);
   }
 
   /** POST /journeys/:id/entries: a device or user enters a journey triggered through the API. */

@@ -1,6 +1,9 @@
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { describe, expect, it } from 'vitest';
 import { useHarness } from '../helpers/harness.js';
+import { withTestSecretsKey } from '../engines/secrets-key.js';
 import { oneDocument, runCli, type CliResult } from './run-cli.js';
 
 /**
@@ -57,6 +60,28 @@ describe('pushd audit', () => {
     const later = json(await cli('audit', '--app', app, '--since', since)) as unknown as Printed;
     expect(later.entries.map((e) => e.action)).toEqual(printed.entries.filter((e) => e.at >= since).map((e) => e.action));
     expect(later.entries.length).toBeLessThan(printed.entries.length);
+  });
+
+  it('prints a table on a terminal, JSON there with --json, and its version with --version', async () => {
+    const created = json(await cli('app', 'create', '--bundle-id', 'com.example.audit-table')) as { app: { id: string } };
+    // under script(1) stdout is a terminal, as when a person runs the command
+    const onTerminal = (...args: string[]) =>
+      new Promise<string>((resolve, reject) => {
+        const command = ['node', 'bin/pushd.js', ...args].map((a) => `'${a}'`).join(' ');
+        execFile(
+          'script',
+          ['-qec', command, '/dev/null'],
+          { env: withTestSecretsKey({ PATH: process.env.PATH, DATABASE_URL: h.databaseUrl }) },
+          (err, out) => (err ? reject(err) : resolve(out.replace(/\r/g, ''))),
+        );
+      });
+    const table = (await onTerminal('audit', '--app', created.app.id)).trimEnd().split('\n');
+    expect(table[0]).toMatch(/^AT +ACTION +BY +FROM +REQUEST +DETAILS$/);
+    expect(table[1]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +app\.created +cli +\S+@\S+ +- +\{.*"bundle_id":"com\.example\.audit-table"/);
+    const asJson = JSON.parse(await onTerminal('audit', '--app', created.app.id, '--json')) as Printed;
+    expect(asJson.entries.map((e) => e.action)).toEqual(['app.created']);
+    const version = await cli('--version');
+    expect([version.code, version.stdout]).toEqual([0, `pushd ${JSON.parse(readFileSync('package.json', 'utf8')).version}\n`]);
   });
 
   it('refuses a --since that is not a date and an app id that is not a UUID, naming the option', async () => {
