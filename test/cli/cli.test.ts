@@ -151,7 +151,7 @@ describe('pushd with bad arguments: exit 2, {"error": …} on stdout, the messag
     [['key', 'create', '--role', 'read'], /--app is required/],
     [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /--app must be a UUID/],
     [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /--role must be one of read, write, sdk/],
-    [['key', 'revoke'], /--key is required/],
+    [['key', 'revoke'], /give one of --id, --key-file, --key/],
     [['key', 'set-limit', '--key', 'k', '--per-second', 'fast', '--burst', '1'], /--per-second must be a number/],
     [['app', 'set-limits', '--app', '00000000-0000-4000-8000-000000000000'], /give --max-per-minute/],
     [
