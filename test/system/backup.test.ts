@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { existsSync, openSync, closeSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomApnsToken } from '../mocks/index.js';
@@ -102,7 +103,11 @@ describe('backup and restore of the embedded default', () => {
     const during: { id: string; token: string }[] = [];
     let writing = true;
     const writer = (async () => {
-      while (writing) during.push(await register());
+      // paced under the sdk key's rate limit: the point is writes during the copy, not a flood
+      while (writing) {
+        during.push(await register());
+        await sleep(100);
+      }
     })();
     const file = path.join(dir, 'pushd.backup');
     const made = ok(await cli(source.env, 'backup', '--out', file));
