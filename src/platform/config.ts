@@ -198,14 +198,16 @@ export const envSchema = z.object({
     .int()
     .min(0)
     .max(60_000)
-    .default(150)
+    .default(1000)
     .describe(
       "The longest an API request waits in one process before its database work starts: for its group's turn (a " +
         'notification to a few devices, a transactional send), for a database connection, or unread while the event ' +
         'loop is busy. A request that has waited this long for its turn is answered 503 with `Retry-After: 1` at once, ' +
         'and while anything has waited this long a new API request is too, before its body is read: offered more than ' +
         'the server absorbs, it refuses the excess at once and answers the rest within the bound instead of making ' +
-        'every request wait longer and longer. Metric: `pushd_http_requests_shed_total`. `0` turns it off.',
+        "every request wait longer and longer. The default leaves room for bursts and a busy machine's pauses; a " +
+        'lower bound (150 ms) keeps the accepted requests faster past capacity. Metric: ' +
+        '`pushd_http_requests_shed_total`. `0` turns it off.',
     ),
   MAX_CONNECTIONS: z.coerce
     .number()
