@@ -9,6 +9,8 @@ import type { Localized } from '../domain/localized.js';
 import type { JourneyDefinition, JourneyState } from '../domain/journey.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
 import type { Sealed } from '../domain/secrets.js';
+import type { TemplateData, TemplateEvent } from '../domain/template-data.js';
+import type { TemplateContent } from '../domain/stored-template.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -196,7 +198,8 @@ export interface NotificationsTable {
   ab_winner: number | null;
   ab_picked_at: Date | null;
   /** devices of the holdout share (sent nothing) */
-  ab_holdout: Counter;
+  ab_holdout: Counter; /** what its templates render with (migration 055; src/domain/template-data.ts); null: no per-send data */
+  template_data: Json<TemplateData> | null;
 }
 
 /** A delivery batch; its id (src/domain/batch-id.ts) is made of (notification_id, generation, seq), its key (migration 043). */
@@ -474,7 +477,26 @@ export interface JourneyEntrantsTable {
   on_event: string | null;
   outcome: 'completed' | 'converted' | 'exited' | 'failed' | null;
   entered_at: Date;
-  left_at: Date | null;
+  left_at: Date | null; /** the event that moved it last, which its sends' templates read (migration 055) */
+  event: Json<TemplateEvent> | null;
+}
+
+/** A stored template (migration 055): the current version's content; earlier versions in template_versions. */
+export interface TemplatesTable {
+  id: Generated<string>;
+  app_id: string;
+  name: string;
+  version: Generated<number>;
+  content: Json<TemplateContent>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface TemplateVersionsTable {
+  template_id: string;
+  version: number;
+  content: Json<TemplateContent>;
+  created_at: Generated<Date>;
 }
 
 export interface Database {
@@ -508,6 +530,8 @@ export interface Database {
   journey_versions: JourneyVersionsTable;
   journey_step_counts: JourneyStepCountsTable;
   journey_entrants: JourneyEntrantsTable;
+  templates: TemplatesTable;
+  template_versions: TemplateVersionsTable;
 }
 
 export type App = Selectable<AppsTable>;

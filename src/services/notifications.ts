@@ -1,3 +1,4 @@
+import { templateDataOf, type TemplateData } from '../domain/template-data.js';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
@@ -409,6 +410,7 @@ export class NotificationService {
           request: i.request.notification,
           payload: i.request.notification.payload,
           localized: i.request.notification.localized,
+          templateData: templateDataOf(i.request.notification),
           collapseKey: null,
           timing: timingOf(
             i.request.notification,
@@ -505,6 +507,8 @@ export class NotificationService {
       liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
       /** a journey's send: the journey, version and step, stored with the request and shown with the record */
       journey?: JourneyTag;
+      /** what its templates render with, when not only the request's (a journey's entrants' events) */
+      templateData?: TemplateData | null;
     },
   ): Promise<CreatedNotification> {
     const { now } = at;
@@ -552,6 +556,7 @@ export class NotificationService {
       request: at.liveActivity?.request ?? (at.journey ? { ...fields, journey: at.journey } : fields),
       payload,
       localized: fields.localized,
+      templateData: at.templateData !== undefined ? at.templateData : templateDataOf(fields),
       collapseKey,
       timing,
       options,

@@ -1,3 +1,4 @@
+import { templateDataOf } from '../domain/template-data.js';
 import { writeThenRelease, type Db } from '../db/database.js';
 import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
@@ -227,6 +228,7 @@ export class TransactionalService {
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
         localized: s.request.notification.localized,
+        templateData: templateDataOf(s.request.notification),
         collapseKey: null,
         transactionalKey: transactionalKey(s.request),
         group: s.request.group,
@@ -274,6 +276,7 @@ export class TransactionalService {
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
         localized: s.request.notification.localized,
+        templateData: templateDataOf(s.request.notification),
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },

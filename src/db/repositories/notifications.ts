@@ -9,6 +9,7 @@ import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
 import type { Localized } from '../../domain/localized.js';
+import type { TemplateData } from '../../domain/template-data.js';
 import type { Filter } from '../../domain/filters.js';
 import type { CampaignSettings } from './apps.js';
 
@@ -45,6 +46,8 @@ export interface NewNotification {
   transactionalKey?: string | null;
   /** a Live Activity push: what it starts, updates or ends */
   liveActivity?: LiveActivityRef | null;
+  /** what its templates render with (`data`, `data_by`, a journey's events); absent: nothing */
+  templateData?: TemplateData | null;
 }
 
 export class NotificationsRepository {
@@ -65,6 +68,7 @@ export class NotificationsRepository {
     const collapse = sql`
       on conflict (id) do update set
         audience_id = excluded.audience_id, request = excluded.request, payload = excluded.payload, localized = excluded.localized,
+        template_data = excluded.template_data,
         expires_at = excluded.expires_at, priority = excluded.priority,
         -- the payload replaced is the one that named a message: the notification is the new request's push now
         message_id = excluded.message_id,
@@ -158,7 +162,7 @@ export class NotificationsRepository {
   async replaceCut(
     trx: Transaction<Database>,
     id: string,
-    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options'> & {
+    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options' | 'templateData'> & {
       cut: { batches: number; targeted: number; notAllowed: number };
     },
     batches: RawBuilder<unknown> | null,
@@ -168,6 +172,7 @@ export class NotificationsRepository {
       update notifications set
         request = ${JSON.stringify(n.request)}::jsonb, payload = ${JSON.stringify(n.payload)}::jsonb,
         localized = ${n.localized ? JSON.stringify(n.localized) : null}::jsonb, send_group = ${n.group ?? null},
+        template_data = ${n.templateData ? JSON.stringify(n.templateData) : null}::jsonb,
         expires_at = coalesce(
           now() + make_interval(secs => ${options?.ttlSeconds ?? null}::int),
           ${options?.expiresAt ?? null}::timestamptz
@@ -403,7 +408,7 @@ async function insertRows(
     insert into notifications (
       id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, transactional_key,
-      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity
+      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity, template_data
     )
     select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId},
       t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
@@ -411,7 +416,7 @@ async function insertRows(
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
-      case when t.cut_targeted = 0 then now() end, t.live_activity
+      case when t.cut_targeted = 0 then now() end, t.live_activity, t.template_data
     from unnest(
       ${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[],
       ${json((n) => n.request)}::jsonb[], ${json((n) => n.payload)}::jsonb[], ${json((n) => n.localized)}::jsonb[],
@@ -424,11 +429,12 @@ async function insertRows(
       ${column((n) => n.transactionalKey ?? null)}::text[],
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
       ${column((n) => n.cut?.notAllowed ?? null)}::int[],
-      ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[]
+      ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[],
+      ${json((n) => n.templateData)}::jsonb[]
     ) with ordinality as t(
       id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed,
-      audience_key, live_activity, ord
+      audience_key, live_activity, template_data, ord
     )
     order by t.ord
     ${onConflict}
