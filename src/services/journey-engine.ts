@@ -1,3 +1,4 @@
+import { templateDataOf, type TemplateData, type TemplateEvent } from '../domain/template-data.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
@@ -174,7 +175,8 @@ export class JourneyEngine {
           const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
           const journey = { id: group.journey_id, version: group.version, step: step.id };
           // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
-          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey }));
+          const templateData = withEvents(templateDataOf(fields), due);
+          created.push(await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey, templateData }));
         }
         return { moves: due.map((e) => this.pass(e, step.id, next, counts, now, 'sent')), created };
       }
@@ -211,6 +213,19 @@ function targetsOf(due: DueEntrant[]): { name: string; criteria: string[] }[][] 
     ...(users.length ? [[{ name: 'user_id', criteria: users }]] : []),
     ...(devices.length ? [[{ name: 'device_id', criteria: devices }]] : []),
   ];
+}
+
+/** The send's data with each entrant's event, by its user id or device id (as `targetsOf` names them). */
+function withEvents(data: TemplateData | null, due: DueEntrant[]): TemplateData | null {
+  const users = new Map<string, TemplateEvent>();
+  const devices = new Map<string, TemplateEvent>();
+  for (const e of due) {
+    if (!e.event) continue;
+    if (e.entrant_key.startsWith('u:')) users.set(e.entrant_key.slice(2), e.event);
+    else devices.set(e.device_id, e.event);
+  }
+  if (!users.size && !devices.size) return data;
+  return { ...data, event_by: { user_id: Object.fromEntries(users), device_id: Object.fromEntries(devices) } };
 }
 
 function moveOf(e: DueEntrant): EntrantMove {

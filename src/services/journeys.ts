@@ -5,7 +5,9 @@ import type { JourneysRepository, StepCounts } from '../db/repositories/journeys
 import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { Database, Device, Journey } from '../db/schema.js';
 import { ConflictError, NotFoundError } from '../domain/errors.js';
-import { eventKeys, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
+import { eventKeys, eventsByKey, listenedEvents, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
+import type { EventInput } from '../domain/device-input.js';
+import type { TemplateEvent } from '../domain/template-data.js';
 import { firstStep, reEntryRule } from '../domain/journey-run.js';
 import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
@@ -156,9 +158,10 @@ export class JourneyService {
     appId: string,
     devices: Device[],
     userId: string | null,
-    events: readonly { source: string; name: string }[],
+    events: readonly EventInput[],
   ): Promise<void> {
     const keys = eventKeys(events);
+    const byKey = eventsByKey(events);
     const owner = userId ?? devices[0]?.user_id ?? null;
     const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
     // the entrant's entries into the journeys it triggers are locked by the same statement
@@ -184,7 +187,7 @@ export class JourneyService {
       appId,
       key,
       waking.map((j) => j.id),
-      keys,
+      byKey,
       now,
     );
     for (const w of woken) counts.of(w.journey_id).move(w.left_step, w.arrived_step);
@@ -196,6 +199,7 @@ export class JourneyService {
       key,
       devices,
       counts,
+      byKey,
     );
   }
 
@@ -210,6 +214,8 @@ export class JourneyService {
     key: string,
     devices: Device[],
     counts: Counts,
+    /** the events that entered it, by key (none: entered through the API) */
+    events: Record<string, TemplateEvent> = {},
   ): Promise<Map<string, EntryOutcome>> {
     if (journeys.length === 0) {
       await counts.write(trx, this.deps.journeys);
@@ -225,6 +231,7 @@ export class JourneyService {
         journeyId: j.id,
         version: j.version,
         deviceId: device?.id ?? null,
+        event: j.trigger_event !== null && Object.hasOwn(events, j.trigger_event) ? events[j.trigger_event]! : null,
       });
     }
     return this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates, counts: [...counts.changes] });

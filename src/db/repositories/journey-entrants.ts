@@ -2,6 +2,8 @@ import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
 import { countDeltas, stepCountsUpsert, type CountDelta } from './journeys.js';
+import { jsonbArray } from '../pg-arrays.js';
+import type { TemplateEvent } from '../../domain/template-data.js';
 
 /** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
 export interface EntryCandidate {
@@ -14,6 +16,8 @@ export interface EntryCandidate {
   dueAt: Date;
   afterExit: boolean;
   afterMs: number;
+  /** the event that entered it, which its sends' templates read (null: entered through the API) */
+  event: TemplateEvent | null;
 }
 
 /** What an entry did: entered, or not (the entry filters, or the re-entry rule). */
@@ -85,8 +89,8 @@ export class JourneyEntrantsRepository {
         select * from unnest(${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
                              ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
                              ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.afterExit)}::boolean[],
-                             ${col((c) => c.afterMs)}::bigint[])
-          as c(journey_id, version, device_id, step_id, phase, due_at, after_exit, after_ms)
+                             ${col((c) => c.afterMs)}::bigint[], ${jsonbArray(col((c) => c.event))}::jsonb[])
+          as c(journey_id, version, device_id, step_id, phase, due_at, after_exit, after_ms, event)
       ),
       last_entry as (
         select distinct on (journey_id) journey_id, entered_at, outcome
@@ -106,8 +110,8 @@ export class JourneyEntrantsRepository {
         left join last_entry l using (journey_id)
       ),
       inserted as (
-        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
-        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, ${now}
+        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at, event)
+        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, ${now}, event
         from decided
         where outcome = 'entered'
       ),
@@ -149,16 +153,20 @@ export class JourneyEntrantsRepository {
     return rows;
   }
 
-  /** Entrants waiting at a wait_for for one of these events move to its on_event step, due now. */
+  /**
+   * Entrants waiting at a wait_for for one of these events (by key) move to its on_event step, due now, with that
+   * event as the one their later sends' templates read.
+   */
   async wake(
     db: Db,
     appId: string,
     entrantKey: string,
     journeyIds: string[],
-    keys: string[],
+    events: Record<string, TemplateEvent>,
     now: Date,
   ): Promise<{ journey_id: string; left_step: string; arrived_step: string }[]> {
     if (journeyIds.length === 0) return [];
+    const keys = Object.keys(events);
     const { rows } = await sql<{ journey_id: string; left_step: string; arrived_step: string }>`
       with hit as (
         select id, entered_at, step_id from journey_entrants
@@ -167,7 +175,8 @@ export class JourneyEntrantsRepository {
         for update
       )
       update journey_entrants e
-      set step_id = e.on_event, phase = 'arrived', due_at = ${now}, wait_event = null, on_event = null, seq = e.seq + 1
+      set step_id = e.on_event, phase = 'arrived', due_at = ${now}, wait_event = null, on_event = null, seq = e.seq + 1,
+          event = ${JSON.stringify(events)}::jsonb -> e.wait_event
       from hit
       where e.id = hit.id and e.entered_at = hit.entered_at
       returning e.journey_id, hit.step_id as left_step, e.step_id as arrived_step
