@@ -389,7 +389,11 @@ async function run(engines: Engines): Promise<number> {
   };
   /** What the API processes report of their event loops and gateway sends since last asked (their lag resets when read). */
   const apiGauges = async (services: Services) => {
-    const texts = await Promise.all(services.bases.map((base) => fetch(`${base}/metrics`).then((r) => r.text())));
+    const texts = await Promise.all(
+      services.bases.map((base) =>
+        fetch(`${base}/metrics`, { headers: { authorization: `Bearer ${LAB_ENV.METRICS_TOKEN}` } }).then((r) => r.text()),
+      ),
+    );
     const gauge = (text: string, name: string) => Number(new RegExp(`^pushd_${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
     const sum = (name: string) =>
       texts.reduce(

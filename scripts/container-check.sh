@@ -240,10 +240,11 @@ for setting in DATABASE_URL DATABASE_LISTEN_URL DATABASE_READ_URL REDIS_URL QUEU
   echo "$capi_spec" | json ".environment.$setting" >/dev/null || fail "api-cluster does not set $setting"
 done
 echo "$capi_spec" | json '.environment.REDIS_CLUSTER' | grep -qx true || fail "api-cluster: REDIS_CLUSTER is not true"
+metrics_token=$(openssl rand -hex 16)
 overrides=$(echo "$engines" | node -e "
   const e = JSON.parse(require('fs').readFileSync(0, 'utf8'));
   const { redisPorts, ...urls } = e;
-  console.log(JSON.stringify({ ...urls, PORT: process.argv[1] }))" "$cluster_port")
+  console.log(JSON.stringify({ ...urls, PORT: process.argv[1], METRICS_TOKEN: process.argv[2] }))" "$cluster_port" "$metrics_token")
 mapfile -d '' -t check < <(node scripts/container/compose-services.mjs postgres-replica | json ".healthcheck.join('\\0')")
 replica_port=$(echo "$engines" | json '.DATABASE_READ_URL' | node -e "console.log(new URL(require('fs').readFileSync(0, 'utf8').trim()).port)")
 out=$(PGHOST=127.0.0.1 PGPORT=$replica_port "${check[@]}") || fail "postgres-replica health check failed: $out"
@@ -259,7 +260,7 @@ api_healthy "$run_id-capi" "$capi_spec" "$cluster_port"
 worker_running "$run_id-cw1"
 worker_running "$run_id-cw2"
 deliver_once "$run_id-capi" "$run_id-cw1"
-metrics=$(curl -fsS "$base_url/metrics")
+metrics=$(curl -fsS -H "Authorization: Bearer $metrics_token" "$base_url/metrics")
 lag=$(echo "$metrics" | awk '/^pushd_read_replica_lag_seconds /{print $2}')
 in_use=$(echo "$metrics" | awk '/^pushd_read_replica_in_use /{print $2}')
 [ -n "$lag" ] && [ "$lag" != NaN ] && [ "$in_use" = 1 ] ||

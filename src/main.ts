@@ -1,4 +1,5 @@
 import { Lifecycle, startPushd } from './app/start.js';
+import { listenForMetrics } from './http/metrics-access.js';
 import { ConfigError, loadConfig, redactedConfig, type Config } from './platform/config.js';
 import { createLogger, type Logger } from './platform/logger.js';
 
@@ -27,6 +28,11 @@ async function main(): Promise<void> {
   try {
     const pushd = await startPushd(config, log, lifecycle);
     const queue = pushd.queues.conn.kind;
+    if (config.METRICS_BIND) {
+      const listener = await listenForMetrics(pushd.metrics, { ...config.METRICS_BIND, token: config.METRICS_TOKEN });
+      lifecycle.add('metrics listener', () => listener.close());
+      log.info({ address: listener.address }, 'metrics listening');
+    }
     if (!pushd.api) {
       log.info({ role: config.ROLE, queue }, 'worker running');
       return;

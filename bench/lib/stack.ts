@@ -56,8 +56,16 @@ export async function benchStack(name: string, opts: { queue: string; redisUrl: 
   };
 }
 
-/** What the lab's service runs with beside production's settings: the benchmarks measure throughput, not the rate limits. */
-export const LAB_ENV = { RATE_LIMIT_PER_SECOND: '0', RATE_LIMIT_SDK_PER_SECOND: '0', LOG_LEVEL: 'warn' };
+/**
+ * What the lab's service runs with beside production's settings: the benchmarks measure throughput, not the rate limits;
+ * they read /metrics with the token.
+ */
+export const LAB_ENV = {
+  RATE_LIMIT_PER_SECOND: '0',
+  RATE_LIMIT_SDK_PER_SECOND: '0',
+  LOG_LEVEL: 'warn',
+  METRICS_TOKEN: 'bench-metrics-token-0123',
+};
 
 /** A fresh migrated database and an app whose APNs and FCM credentials are those `gateways` accept. */
 export async function benchApp(

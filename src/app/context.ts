@@ -94,7 +94,7 @@ export function createContext(deps: ContextDeps): HttpContext {
     notifications,
     transactional: new TransactionalService({
       ...shared,
-      sending: { metrics, gateways: deps.gateways, store: sending.store, clock },
+      sending: { metrics, gateways: deps.gateways, store: sending.store, clock, log },
       settings: {
         batchSize: config.DELIVERY_BATCH_SIZE,
         timeoutMs: config.TRANSACTIONAL_TIMEOUT_MS,

@@ -1,4 +1,5 @@
 import type { DatabaseRuntime } from '../app/runtime.js';
+import type { Config } from '../platform/config.js';
 import { isUuid } from '../domain/cursor.js';
 
 /** The values of a command's options, by name without the dashes; checked as declared before the command runs. */
@@ -17,14 +18,30 @@ export interface OptionSpec {
 
 /**
  * One `pushd` command. Its options are declared once: the parser accepts only these, checks them, and `--help`
- * prints them. A file of commands exports a `Record<name, Command>` that src/cli/index.ts spreads into its list.
+ * prints them. A file of commands exports a `Record<name, Command>` that src/cli/index.ts spreads into its list;
+ * most run on the database (`Command`), a few on this machine's files alone (`LocalCommand`).
  */
-export interface Command {
+export type AnyCommand = Command | LocalCommand;
+
+interface CommandBase {
   /** One sentence for `--help`. */
   summary: string;
   options?: Record<string, OptionSpec>;
+  /** Whether the command writes its own output on stdout (an archive): its JSON answer then goes to stderr. */
+  writesStdout?(args: Args): boolean;
+}
+
+export interface Command extends CommandBase {
+  /** What the settings rule out, said before any database is opened (a usage error). */
+  refuses?(config: Config): string | undefined;
   /** Runs on an open, migrated database; what it returns is printed as one JSON document. */
   run(args: Args, runtime: DatabaseRuntime): Promise<unknown>;
+}
+
+/** A command on this machine's files alone: no database is opened for it. */
+export interface LocalCommand extends CommandBase {
+  local: true;
+  run(args: Args, config: Config): Promise<unknown>;
 }
 
 /** The command line is wrong (unknown command or option, a missing or invalid value): exit code 2. */

@@ -2,7 +2,8 @@ import { ConfigError, loadConfig } from '../platform/config.js';
 import { DomainError } from '../domain/errors.js';
 import { createLogger } from '../platform/logger.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from '../app/runtime.js';
-import { UsageError, type Args, type Command, type OptionSpec } from './command.js';
+import { RestoreRefused } from '../app/backup.js';
+import { UsageError, type AnyCommand, type Args, type OptionSpec } from './command.js';
 import { appCommands } from './apps.js';
 import { credentialCommands } from './credentials.js';
 import { rateLimitCommands } from './rate-limits.js';
@@ -11,13 +12,14 @@ import { webPushCommands } from './web-push.js';
 import { hmsCommands } from './hms.js';
 import { auditCommands } from './audit.js';
 import { secretsCommands } from './secrets.js';
+import { backupCommands } from './backup.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
  * to stderr. `pushd --help` lists the commands, `pushd <command> --help` the options of one, from the same
  * declarations the parser checks.
  */
-const commands: Record<string, Command> = {
+const commands: Record<string, AnyCommand> = {
   ...appCommands,
   ...credentialCommands,
   ...rateLimitCommands,
@@ -26,12 +28,13 @@ const commands: Record<string, Command> = {
   ...hmsCommands,
   ...auditCommands,
   ...secretsCommands,
+  ...backupCommands,
 };
 
 const HELP = ['--help', '-h'];
 
 /** What the run printed as its answer (a command's result, or help text) and its exit code. */
-type Outcome = { code: number; stdout: string };
+type Outcome = { code: number; stdout: string; stderr?: string };
 
 async function run(argv: string[]): Promise<Outcome> {
   // the command is the longest run of leading words that names one; what follows are its options
@@ -55,6 +58,12 @@ async function run(argv: string[]): Promise<Outcome> {
   if (args === 'help') return { code: 0, stdout: usage(name, command) };
 
   const config = loadConfig();
+  const answer = (result: unknown) => JSON.stringify(result) + '\n';
+  const toStderr = command.writesStdout?.(args) ?? false;
+  stdoutTaken = toStderr;
+  if ('local' in command) return { code: 0, stdout: '', ...answerTo(toStderr, answer(await command.run(args, config))) };
+  const refused = command.refuses?.(config);
+  if (refused) throw new UsageError(refused);
   // Logs go to stderr, at warn: stdout carries exactly one JSON document, also when start-up has something to say.
   const log = createLogger(config.LOG_LEVEL === 'info' ? 'warn' : config.LOG_LEVEL, 'stderr');
   const runtime = await openDatabaseRuntime(config, log);
@@ -66,11 +75,17 @@ async function run(argv: string[]): Promise<Outcome> {
     // what the command did is done: a failure to close is told on stderr, it does not replace the answer
     await runtime.close().catch((err: Error) => log.warn({ err }, 'closing the database failed'));
   }
-  return { code: 0, stdout: JSON.stringify(result) + '\n' };
+  return { code: 0, stdout: '', ...answerTo(toStderr, answer(result)) };
 }
 
+/** Set once the command line says the command's own output goes to stdout: an error is then told on stderr alone. */
+let stdoutTaken = false;
+
+/** The answer goes to stdout, or to stderr when the command's own output is on stdout. */
+const answerTo = (stderr: boolean, text: string): Partial<Outcome> => (stderr ? { stderr: text } : { stdout: text });
+
 /** `--name value` or `--name=value`, each declared option at most once; `-h`/`--help` asks for the usage. */
-function parseOptions(name: string, command: Command, tokens: string[]): Args | 'help' {
+function parseOptions(name: string, command: AnyCommand, tokens: string[]): Args | 'help' {
   const specs = command.options ?? {};
   const args: Args = {};
   for (let i = 0; i < tokens.length; i++) {
@@ -105,12 +120,12 @@ function parseOptions(name: string, command: Command, tokens: string[]): Args | 
 /** `--app ID`, or `--on` for a flag. */
 const spelled = (option: string, spec: OptionSpec): string => (spec.value === undefined ? `--${option}` : `--${option} ${spec.value}`);
 
-function synopsis(name: string, command: Command): string {
+function synopsis(name: string, command: AnyCommand): string {
   const options = Object.entries(command.options ?? {}).map(([o, s]) => (s.required ? spelled(o, s) : `[${spelled(o, s)}]`));
   return ['pushd', name, ...options].join(' ');
 }
 
-function usage(name: string, command: Command): string {
+function usage(name: string, command: AnyCommand): string {
   const rows = Object.entries(command.options ?? {}).map(([o, s]) => [spelled(o, s), (s.required ? '(required) ' : '') + s.help]);
   rows.push(['-h, --help', 'prints this help']);
   return `Usage: ${synopsis(name, command)}\n\n${command.summary}\n\nOptions:\n${table(rows)}\n${FOOTER}`;
@@ -148,18 +163,23 @@ function closeOnSignal(runtime: DatabaseRuntime): void {
 
 /** 2: the command line or a setting is wrong (unknown command or option, a missing or invalid value); 1: the rest. */
 function exitCodeOf(err: unknown): number {
-  const usage = err instanceof UsageError || err instanceof ConfigError || (err instanceof DomainError && err.status === 400);
+  const usage =
+    err instanceof UsageError ||
+    err instanceof ConfigError ||
+    err instanceof RestoreRefused ||
+    (err instanceof DomainError && err.status === 400);
   return usage ? 2 : 1;
 }
 
 run(process.argv.slice(2)).then(
-  ({ code, stdout }) => {
+  ({ code, stdout, stderr }) => {
     process.stdout.write(stdout);
+    if (stderr) process.stderr.write(stderr);
     process.exit(code);
   },
   (err: Error) => {
     const code = exitCodeOf(err);
-    process.stdout.write(JSON.stringify({ error: err.message }) + '\n');
+    if (!stdoutTaken) process.stdout.write(JSON.stringify({ error: err.message }) + '\n');
     const hint = code === 2 ? '\n(`pushd --help` lists the commands, `pushd <command> --help` their options)' : '';
     process.stderr.write(`error: ${err.message}${hint}\n`);
     process.exit(code);

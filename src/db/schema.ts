@@ -95,6 +95,10 @@ export interface DevicesTable {
   token_invalid_reason: string | null;
   /** The last app open the SDK reported (a session start or a push open). */
   last_opened_at: Date | null;
+  /** the SHA-256 of the device's credential, answered once on creation; null: registered before (migration 053) */
+  credential_hash: Buffer | null;
+  /** whether the device's client sent its credential back once: from then on the sdk key's changes need it */
+  credential_held: Generated<boolean>;
 }
 
 export interface DeviceAttributesTable {
@@ -198,8 +202,14 @@ export interface NotificationsTable {
   ab_winner: number | null;
   ab_picked_at: Date | null;
   /** devices of the holdout share (sent nothing) */
-  ab_holdout: Counter; /** what its templates render with (migration 055; src/domain/template-data.ts); null: no per-send data */
+  ab_holdout: Counter;
+  /** what its templates render with (migration 055; src/domain/template-data.ts); null: no per-send data */
   template_data: Json<TemplateData> | null;
+  /** who created it (migration 057), as the audit log names an actor; null when no request did (a journey's step) */
+  actor_key_id: string | null;
+  actor_role: 'read' | 'write' | 'sdk' | 'cli' | null;
+  client_address: string | null;
+  request_id: string | null;
 }
 
 /** A delivery batch; its id (src/domain/batch-id.ts) is made of (notification_id, generation, seq), its key (migration 043). */

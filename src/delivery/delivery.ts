@@ -1,186 +1,9 @@
 import type { Job } from 'bullmq';
-import type { AttemptInput, AttemptNotification, BatchHead, BatchOutcome, PendingTarget } from '../db/repositories/delivery.js';
-import type { DeliveryStore } from './delivery-store.js';
-import type { PushResult, PushTarget } from '../gateways/types.js';
-import type { Logger } from '../platform/logger.js';
-import type { Metrics } from '../platform/metrics.js';
-import type { GatewayProvider } from '../gateways/provider.js';
+import type { AttemptInput } from '../db/repositories/delivery.js';
 import type { BatchRef, JobTypes } from './jobs.js';
-import { isExpired, msLeft } from '../domain/delivery-options.js';
-import { RetryLaterError } from './retry.js';
+import { attemptBatch, type BatchAttemptDeps } from './batch-attempt.js';
 import type { Clock } from '../platform/clock.js';
 import { Semaphore } from '../platform/semaphore.js';
-
-/** Sorts per-device gateway results into what the batch records. */
-export function summarise(results: PushResult[]): BatchOutcome & { retryAfterMs?: number } {
-  const out: BatchOutcome & { retryAfterMs?: number } = {
-    succeeded: [],
-    failed: [],
-    invalidated: [],
-    retry: [],
-    expired: [],
-    lastError: null,
-  };
-  for (const { deviceId, outcome } of results) {
-    switch (outcome.kind) {
-      case 'ok':
-        out.succeeded.push(deviceId);
-        break;
-      case 'invalid_token':
-        out.invalidated.push({ deviceId, reason: outcome.reason });
-        break;
-      case 'failed':
-        out.failed.push({ deviceId, reason: outcome.reason });
-        out.lastError = outcome.reason;
-        break;
-      case 'retry':
-        out.retry.push(deviceId);
-        out.lastError = outcome.reason;
-        if (outcome.retryAfterMs) out.retryAfterMs = Math.max(out.retryAfterMs ?? 0, outcome.retryAfterMs);
-        break;
-    }
-  }
-  return out;
-}
-
-export interface BatchAttemptDeps {
-  metrics: Metrics;
-  gateways: GatewayProvider;
-  store: DeliveryStore;
-  /** what an expiry is checked against */
-  clock: Clock;
-}
-
-/**
- * One attempt at a stored batch: sends its still-pending devices (as just read with the batch) through the app's
- * gateway (so a retry resends exactly the tokens that failed temporarily) and commits the results. `done` when nothing is left to retry; on
- * the final attempt what is left counts as failed. An attempt at or after the notification's expiry sends
- * nothing: its pending devices are recorded expired and the batch is done.
- */
-export async function attemptBatch(
-  deps: BatchAttemptDeps,
-  n: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'capped'> &
-    Partial<Pick<AttemptNotification, 'live_activity'>>,
-  batch: BatchHead,
-  pending: PendingTarget[],
-  finalAttempt: boolean,
-  /** called once the gateway has answered, before the results are recorded */
-  sent?: () => void,
-): Promise<{ summary: ReturnType<typeof summarise>; done: boolean; closed: boolean }> {
-  if (isExpired(n.expires_at, deps.clock.now())) {
-    const summary = { ...summarise([]), expired: pending.map((p) => p.deviceId), lastError: 'expired' };
-    if (summary.expired.length > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome: 'expired' }, summary.expired.length);
-    const closed = await deps.store.record({ batch, outcome: summary, finalAttempt });
-    return { summary, done: true, closed };
-  }
-  let targets: PushTarget[] = [];
-  let results: PushResult[] = [];
-  // a batch's first attempt takes the caps' slots; its retries resend to devices that already hold one
-  const capped = n.capped && batch.attempts === 0 ? await capDevices(deps, n.app_id, pending) : [];
-  if (capped.length) {
-    const out = new Set(capped);
-    pending = pending.filter((p) => !out.has(p.deviceId));
-    deps.metrics.pushes.inc({ platform: batch.platform, outcome: 'capped' }, capped.length);
-  }
-  for (const p of pending) {
-    if (p.token === null) results.push({ deviceId: p.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
-    else targets.push(p as PushTarget);
-  }
-  if (batch.platform === 'web' && targets.length) {
-    // a browser's push is encrypted to its subscription keys, read as they are now beside the endpoint
-    const keyed = await deps.store.withWebPushKeys(targets);
-    targets = keyed.filter((t) => t.keys);
-    for (const t of keyed) if (!t.keys) results.push({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
-  }
-
-  const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
-  if (targets.length && !gateway) {
-    results = results.concat(
-      targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),
-    );
-  }
-  // the moment the pushes go out: the succeeded devices' receipts start here (what their events are measured from)
-  const sentAt = deps.clock.now();
-  if (gateway) {
-    const stop = deps.metrics.gatewayLatency.startTimer({ platform: batch.platform });
-    const push = { notificationId: n.id, expiresAt: n.expires_at, priority: n.priority, ...(n.live_activity && { liveActivity: true }) };
-    const payload = n.payload as Record<string, unknown>;
-    // a push in one language goes as one send, as it always did; one with content per language, one send per language
-    const groups = n.localized ? await deps.store.byLanguage(targets, payload, n.localized) : [{ payload, targets }];
-    const answers = await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
-    results = results.concat(...answers);
-    stop();
-  }
-  sent?.();
-  const summary = { ...summarise(results), sentAt, capped };
-  if (n.live_activity && summary.invalidated.length) {
-    // the dead token is the activity's, which alone is forgotten
-    const tokenOf = new Map(targets.map((t) => [t.deviceId, t.token]));
-    summary.invalidated = summary.invalidated.map((i) => ({ ...i, token: tokenOf.get(i.deviceId)! }));
-  }
-  // one increment per outcome and batch, not per push
-  const counts = {
-    ok: summary.succeeded.length,
-    invalid_token: summary.invalidated.length,
-    failed: summary.failed.length,
-    retry: summary.retry.length,
-  };
-  for (const [outcome, count] of Object.entries(counts))
-    if (count > 0) deps.metrics.pushes.inc({ platform: batch.platform, outcome }, count);
-  const closed = await deps.store.record({ batch, outcome: summary, finalAttempt });
-  return { summary, done: finalAttempt || summary.retry.length === 0, closed };
-}
-
-/** The devices of `pending` at one of the app's frequency caps (none when it has none, without a query). */
-async function capDevices(deps: BatchAttemptDeps, appId: string, pending: PendingTarget[]): Promise<string[]> {
-  const caps = await deps.store.capsOf(appId);
-  if (!caps?.length) return [];
-  const reachable = pending.filter((p) => p.token !== null).map((p) => p.deviceId);
-  const allowed = await deps.store.takeCapSlots(caps, reachable, deps.clock.now());
-  return reachable.filter((id) => !allowed.has(id));
-}
-
-/**
- * What an attempt that left pushes to retry asks of the next one: the gateway's Retry-After, and no later than the
- * notification's expiry (a retry after it would only find it expired).
- */
-export function retryLater(summary: ReturnType<typeof summarise>, expiresAt: Date | null, clock: Clock): RetryLaterError {
-  return new RetryLaterError(
-    `${summary.retry.length} pushes to retry: ${summary.lastError}`,
-    summary.retryAfterMs,
-    msLeft(expiresAt, clock.now()),
-  );
-}
-
-/** A batch attempt of this many pushes (a broadcast's) is logged at info even when every push went out. */
-export const LOGGED_BATCH_PUSHES = 100;
-
-/**
- * The line each recorded attempt at a batch logs, by whoever made it: at info when a push was not sent or the batch
- * is large, at debug for a clean small batch (a unicast's), which at info was a line a notification (issue 43).
- */
-export function logAttempt(
-  log: Logger,
-  at: { notificationId: string; batchId: string; job: 'delivery' | 'direct'; attempt: number },
-  summary: BatchOutcome,
-): void {
-  const sent = summary.succeeded.length;
-  const notSent = summary.failed.length + summary.invalidated.length + summary.retry.length + summary.expired.length;
-  const level = notSent > 0 || sent >= LOGGED_BATCH_PUSHES ? 'info' : 'debug';
-  if (!log.isLevelEnabled(level)) return;
-  // the fields inline, not a child logger: a child is built even when its level is off, and this runs per batch
-  log[level](
-    {
-      ...at,
-      sent,
-      failed: summary.failed.length,
-      invalidated: summary.invalidated.length,
-      retry: summary.retry.length,
-      expired: summary.expired.length,
-    },
-    'batch attempt recorded',
-  );
-}
 
 /**
  * The turns of the large batches: `atOnce` of them send at a time, and as many more may be sent and not yet recorded
@@ -240,7 +63,6 @@ async function untilReserved(start: Date | null, clock: Clock): Promise<void> {
  */
 export function deliveryProcessor(
   deps: BatchAttemptDeps & {
-    log: Logger;
     maxAttempts: number;
     largeBatchesAtOnce: number;
     /** the process's turns of large batches, shared with the fan-outs' own sends (DirectDelivery.sendInTurn) */
@@ -290,26 +112,19 @@ export function deliveryProcessor(
 
 /** The delivery job's attempt at one batch as just read; what is left to retry throws (RetryLaterError). */
 async function attemptLoaded(
-  deps: BatchAttemptDeps & { log: Logger; maxAttempts: number },
+  deps: BatchAttemptDeps & { maxAttempts: number },
   job: Job<JobTypes['delivery']>,
   input: AttemptInput | undefined,
   sent?: () => void,
 ): Promise<void> {
-  if (!input || input.batch.state !== 'pending') return;
-  const { batch, notification: n, pending } = input;
-  // a batch that went on in a job of its own (deliveryProcessor) has had attempts its new job did not make
-  const attemptsMade = Math.max(job.attemptsMade, batch.attempts);
-  if (n.generation !== batch.generation) {
-    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch, 'superseded'); // a collapse_key update replaced this send
-    return;
-  }
-  if (n.state === 'canceled') {
-    await deps.store.delivery.closeBatchUnsent(deps.store.db, batch, 'canceled');
-    return;
-  }
-  if (job.attemptsMade === 0) await untilReserved(batch.not_before, deps.clock);
-  const { summary, done, closed } = await attemptBatch(deps, n, batch, pending, attemptsMade + 1 >= deps.maxAttempts, sent);
-  logAttempt(deps.log, { notificationId: n.id, batchId: batch.id, job: 'delivery', attempt: attemptsMade + 1 }, summary);
-  if (!done) throw retryLater(summary, n.expires_at, deps.clock);
-  if (!closed) await deps.store.completeIfFinished(n.id, n.generation, input.batch.seq);
+  await attemptBatch(deps, input, {
+    via: 'delivery',
+    maxAttempts: deps.maxAttempts,
+    // a batch that went on in a job of its own (deliveryProcessor) has had attempts its new job did not make
+    attemptsMade: job.attemptsMade,
+    beforeSend: job.attemptsMade === 0 ? (i) => untilReserved(i.batch.not_before ?? null, deps.clock) : undefined,
+    sent,
+    retry: (left) => Promise.reject(left), // the queue runs the job again after its backoff
+    completes: true,
+  });
 }

@@ -1,36 +1,7 @@
-import type { BatchHead, NewBatch, PendingTarget, StopReason } from '../db/repositories/delivery.js';
-import type { Logger } from '../platform/logger.js';
-import { attemptBatch, LargeBatchTurns, logAttempt, retryLater, type BatchAttemptDeps } from './delivery.js';
+import type { StopReason } from '../db/repositories/delivery.js';
+import type { LargeBatchTurns } from './delivery.js';
+import { attemptBatch, type BatchAttemptDeps, type BatchToAttempt } from './batch-attempt.js';
 import type { NotificationScheduler } from './jobs.js';
-import type { AttemptNotification } from '../db/repositories/delivery.js';
-
-/** A batch just committed, with its devices' tokens as read in the statement that cut it. */
-export interface CommittedBatch {
-  notification: Pick<AttemptNotification, 'id' | 'app_id' | 'payload' | 'localized' | 'expires_at' | 'priority' | 'generation' | 'capped'>;
-  head: BatchHead;
-  targets: PendingTarget[];
-}
-
-/** The batches of a notification just stored, as its first attempt sends them: to the tokens read to cut them. */
-export function committedBatches(
-  notification: CommittedBatch['notification'],
-  batches: NewBatch[],
-  tokens: ReadonlyMap<string, string>,
-): CommittedBatch[] {
-  return batches.map((b) => ({
-    notification,
-    head: {
-      id: b.id,
-      notification_id: notification.id,
-      generation: notification.generation,
-      platform: b.platform,
-      development: b.development,
-      state: 'pending',
-      attempts: 0,
-    },
-    targets: b.deviceIds.map((deviceId) => ({ deviceId, token: tokens.get(deviceId)! })),
-  }));
-}
 
 /** A large batch that waited this long for its turn checks that its notification still sends before it goes. */
 const RECHECK_AFTER_WAIT_MS = 50;
@@ -58,7 +29,6 @@ export class DirectDelivery {
 
   constructor(
     private readonly deps: BatchAttemptDeps & {
-      log: Logger;
       scheduler: NotificationScheduler;
       maxAttempts: number;
       maxInFlight: number;
@@ -85,7 +55,7 @@ export class DirectDelivery {
    * jobs would wait for their turn. As for `take`, a batch whose send or record fails goes to the queue, and one
    * cut off by a crash is found pending with no job by the sweeper, or by the fan-out's next run.
    */
-  async sendInTurn(batches: CommittedBatch[]): Promise<void> {
+  async sendInTurn(batches: BatchToAttempt[]): Promise<void> {
     // the batches of one page of one notification: once one finds it canceled or superseded, so do the rest
     let stopped: StopReason | null = null;
     for (const batch of batches) {
@@ -114,7 +84,7 @@ export class DirectDelivery {
   }
 
   /** Why the batch's notification no longer sends it; a failed check sends it (at least once). */
-  private stopReason({ notification: n, head }: CommittedBatch): Promise<StopReason | null> {
+  private stopReason({ notification: n, batch: head }: BatchToAttempt): Promise<StopReason | null> {
     return this.deps.store.delivery.stopReason(this.deps.store.db, n.id, head.generation).catch((err: unknown) => {
       this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'could not check a waiting batch; sending it');
       return null;
@@ -122,7 +92,7 @@ export class DirectDelivery {
   }
 
   /** Closes a batch left unsent; a failed close leaves it pending, unsent, as a canceled notification's batch may stay. */
-  private async closeUnsent({ notification: n, head }: CommittedBatch, reason: StopReason): Promise<void> {
+  private async closeUnsent({ notification: n, batch: head }: BatchToAttempt, reason: StopReason): Promise<void> {
     await this.deps.store.delivery.closeBatchUnsent(this.deps.store.db, head, reason).catch((err: unknown) => {
       this.deps.log.warn({ err, notificationId: n.id, batchId: head.id, reason }, 'could not close a batch left unsent');
     });
@@ -132,7 +102,7 @@ export class DirectDelivery {
    * Starts sending batches stored together, all of them or none (false: at its bound, they go to the queue as one
    * job, the one their rows name).
    */
-  take(batches: CommittedBatch[]): boolean {
+  take(batches: BatchToAttempt[]): boolean {
     if (this.running.size >= this.deps.maxInFlight) return false;
     for (const batch of batches) this.track(batch.notification.id, this.send(batch));
     return true;
@@ -158,29 +128,34 @@ export class DirectDelivery {
     });
   }
 
-  private async send({ notification: n, head, targets }: CommittedBatch, sent?: () => void): Promise<void> {
-    const ref = { notificationId: n.id, batchId: head.id };
-    let attempt;
+  /**
+   * The batch's first attempt; what is left to retry goes to the queue with its backoff. One not sent, or not
+   * recorded, goes to the queue at once; one recorded whose follow-up failed is left to the sweeper.
+   */
+  private async send(input: BatchToAttempt, sent?: () => void): Promise<void> {
+    const ref = { notificationId: input.notification.id, batchId: input.batch.id };
+    let recorded = false;
     try {
-      attempt = await attemptBatch(this.deps, n, head, targets, this.deps.maxAttempts <= 1, sent);
+      await attemptBatch(this.deps, input, {
+        via: 'direct',
+        maxAttempts: this.deps.maxAttempts,
+        sent,
+        recorded: () => void (recorded = true),
+        retry: async (left) => {
+          await this.deps.scheduler.deliver([ref], this.deps.backoff(1, left));
+          return false;
+        },
+        completes: true,
+      });
     } catch (err) {
+      if (recorded) {
+        // the sweeper enqueues what is left to retry, or closes the notification, once it sees no progress
+        this.deps.log.warn({ err, ...ref }, 'direct send recorded, its follow-up failed; left to the sweeper');
+        return;
+      }
       // not sent, or not recorded: the queue sends it again, at least once
-      this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'direct send failed; handed to the queue');
+      this.deps.log.warn({ err, ...ref }, 'direct send failed; handed to the queue');
       await this.deps.scheduler.deliver([ref]).catch(() => undefined); // else the sweeper finds it
-      return;
-    }
-    const { summary, done, closed } = attempt;
-    logAttempt(this.deps.log, { notificationId: n.id, batchId: head.id, job: 'direct', attempt: 1 }, summary);
-    try {
-      if (!done) {
-        await this.deps.scheduler.deliver([ref], this.deps.backoff(1, retryLater(summary, n.expires_at, this.deps.clock)));
-      } else if (!closed) await this.deps.store.completeIfFinished(n.id, n.generation);
-    } catch (err) {
-      // recorded: the sweeper enqueues what is left to retry, or closes the notification, once it sees no progress
-      this.deps.log.warn(
-        { err, notificationId: n.id, batchId: head.id },
-        'direct send recorded, its follow-up failed; left to the sweeper',
-      );
     }
   }
 }

@@ -7,6 +7,7 @@ import { snapCoordinate } from './geo.js';
 import { AUTH_HASH_FIELD, IDENTITY_FIELDS, LEAVING_HASH_FIELD, type IdentityField } from './identity.js';
 import { parseSubscription } from './web-push.js';
 import { hmsTokenProblem } from './hms.js';
+import { CREDENTIAL_FIELD } from './device-credential.js';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the
@@ -81,6 +82,8 @@ export interface DeviceInput {
   leavingHashes: Partial<Record<IdentityField, unknown>>;
   /** `token` came from `subscription` (a web device's), not from `token` (a phone's) */
   subscribed: boolean;
+  /** the device credential sent (`credential`, src/domain/device-credential.ts), as sent: checked, never stored */
+  credential?: unknown;
 }
 
 /** Options of parseDeviceInput: the endpoints a web subscription may name beside the push services. */
@@ -227,6 +230,7 @@ export function parseDeviceInput(
   const custom: CustomChanges = new Map();
   const authHashes: DeviceInput['authHashes'] = {};
   const leavingHashes: DeviceInput['leavingHashes'] = {};
+  let credential: unknown;
 
   if (mode === 'create' && raw.platform === undefined) throw new ValidationError('device.platform: is required');
   if (raw.platform !== undefined) {
@@ -252,6 +256,7 @@ export function parseDeviceInput(
     const left = LEAVES.get(key);
     if (proven) authHashes[proven] = value;
     else if (left) leavingHashes[left] = value;
+    else if (key === CREDENTIAL_FIELD) credential = value;
     else if (field) {
       const r = field.parse(value);
       // A device registered without the token it was sent with could never be reached, and with no token to be
@@ -275,7 +280,7 @@ export function parseDeviceInput(
     }
   }
   if (fields.platform === 'huawei') checkHuaweiToken(fields.token);
-  return { fields, custom, dropped, authHashes, leavingHashes, subscribed };
+  return { fields, custom, dropped, authHashes, leavingHashes, subscribed, ...(credential !== undefined && { credential }) };
 }
 
 /** A Huawei device's token must be an HMS push token: anything else would only come back as 80300007 at each send. */

@@ -165,6 +165,16 @@ export const deviceRecord = z.looseObject({
   created_at: timestamp,
   registered_at: timestamp,
 });
+/** What a registration that creates a device answers: the record and, once, the device's credential. */
+export const createdDevice = deviceRecord.extend({
+  credential: z
+    .string()
+    .optional()
+    .describe(
+      "the device's secret (docs/identity.md), answered only here: keep it and send it back as device.credential to " +
+        'change the token, subscription, platform, development or notifications_allowed with the sdk key',
+    ),
+});
 /** What registering a known token answers: the id, the platform and only what the caller itself sent. */
 export const writtenDevice = deviceRecord.partial();
 

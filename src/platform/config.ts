@@ -156,6 +156,24 @@ export const envSchema = z.object({
       "Which `X-Forwarded-For` hops to believe: unset, none (the address is the connection's); a number, that many " +
         'proxies in front; or a comma-separated list of proxy addresses/CIDRs (`10.0.0.0/8,127.0.0.1`).',
     ),
+  METRICS_TOKEN: z
+    .string()
+    .min(16)
+    .optional()
+    .describe(
+      'A bearer token (16 characters or more: `openssl rand -hex 32`) that `GET /metrics` asks for (`Authorization: Bearer ' +
+        '<token>`), on the API port and on `METRICS_BIND`. Unset, and without `METRICS_BIND`, the metrics are not served: ' +
+        'the API port answers `/metrics` with a 404.',
+    ),
+  METRICS_BIND: z
+    .string()
+    .transform((v, ctx) => parseBind(v, ctx))
+    .optional()
+    .describe(
+      'A listener of its own that serves only `GET /metrics`, as `host:port` (`127.0.0.1:9464`, `[::1]:9464`), in every ' +
+        'role (a worker too). It asks for `METRICS_TOKEN` when that is set, else it answers whoever reaches it: bind it ' +
+        'to loopback or a private network.',
+    ),
   BODY_LIMIT_BYTES: z.coerce
     .number()
     .int()
@@ -537,7 +555,20 @@ export function redactedConfig(config: Config): Record<string, unknown> {
     REDIS_URL: mask(config.REDIS_URL),
     SECRETS_KEY: config.SECRETS_KEY && '***',
     SECRETS_KEY_PREVIOUS: config.SECRETS_KEY_PREVIOUS && '***',
+    METRICS_TOKEN: config.METRICS_TOKEN && '***',
   };
+}
+
+/** METRICS_BIND: `host:port`, an IPv6 address in brackets. */
+function parseBind(value: string, ctx: z.RefinementCtx): { host: string; port: number } {
+  const match = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(value.trim());
+  const host = match?.[1] ?? match?.[2];
+  const port = Number(match?.[3]);
+  if (!host || port > 65535 || (match?.[1] !== undefined && isIP(host) !== 6)) {
+    ctx.addIssue({ code: 'custom', message: 'must be host:port (127.0.0.1:9464, [::1]:9464)' });
+    return z.NEVER;
+  }
+  return { host, port };
 }
 
 /** TRUST_PROXY: a hop count (Fastify trusts that many proxies) or a comma-separated list of addresses/CIDRs. */

@@ -1,4 +1,4 @@
-import type { RawBuilder, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import { AuditRepository, type AuditRowAt, type AuditWindow } from '../db/repositories/audit.js';
 import type { Database } from '../db/schema.js';
@@ -23,11 +23,6 @@ export function recordAudit<A extends AuditAction>(
   return audit.record(trx, [{ appId, action, actor, details } as AuditEntry]);
 }
 
-/** `recordAudit` of many entries as one statement to run inside the statement that makes the changes (a group's). */
-export function auditStatement(entries: AuditEntry[]): RawBuilder<unknown> | null {
-  return entries.length ? audit.insertStatement(entries) : null;
-}
-
 const LISTING = 'audit';
 /** The form a position's time is written in: one PostgreSQL reads back exactly (it has no year 0). */
 const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
@@ -50,10 +45,30 @@ export class AuditService {
   ): Promise<{ entries: AuditRowAt[]; cursor: string }> {
     const after = q.cursor ? decodeAuditCursor(q.cursor) : null;
     if (q.cursor && !after) throw new NotFoundError('cursor');
-    const entries = await audit.page(this.readDb, appId, { since: q.since, until: q.until, action: q.action, after, limit: q.per });
+    const window = { since: q.since, until: q.until, action: q.action, notificationId: q.notificationId };
+    const entries = await audit.page(this.readDb, appId, { ...window, after, limit: q.per });
+    if (q.notificationId) entries.push(...(await this.creationOnRow(appId, { ...window, notificationId: q.notificationId }, after)));
+    entries.sort(newestFirst).splice(q.per);
     const last = entries.at(-1);
     const position = last ? { at: last.position_at, id: last.id } : (after ?? { at: '9999-12-31T23:59:59.999999Z', id: LAST_ID });
     return { entries, cursor: encodeCursor(LISTING, [position.at, position.id]) };
+  }
+
+  /** A notification's creation kept on its row instead of the log, as a row of the page when it falls in the window. */
+  private async creationOnRow(
+    appId: string,
+    q: AuditWindow & { notificationId: string },
+    after: { at: string; id: string } | null,
+  ): Promise<AuditRowAt[]> {
+    if (!isUuid(q.notificationId) || (q.action && q.action !== 'notification.created')) return [];
+    // by id: the primary, as a read by id is
+    const row = await audit.creationOnRow(this.db, appId, q.notificationId);
+    const inWindow =
+      row &&
+      (!q.since || row.at >= q.since) &&
+      (!q.until || row.at < q.until) &&
+      (!after || newestFirst(row, { position_at: after.at, id: after.id }) > 0);
+    return inWindow ? [row] : [];
   }
 
   /** Every row of the app in the window, newest first (the command line's one document). */
@@ -66,6 +81,12 @@ export class AuditService {
       cursor = page.cursor;
     }
   }
+}
+
+/** The listing's order: newest first by the time to the microsecond (its text sorts as it does), then by id. */
+function newestFirst(a: Pick<AuditRowAt, 'position_at' | 'id'>, b: Pick<AuditRowAt, 'position_at' | 'id'>): number {
+  if (a.position_at !== b.position_at) return a.position_at < b.position_at ? 1 : -1;
+  return a.id === b.id ? 0 : a.id < b.id ? 1 : -1;
 }
 
 /** The position after every id, newest first: where the listing starts. */

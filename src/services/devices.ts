@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
-import type { DeviceAttributeRow, DevicesRepository, HeldByToken } from '../db/repositories/devices.js';
+import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
 import type { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
 import type { UninstalledRepository, UninstalledWindow } from '../db/repositories/uninstalled.js';
@@ -9,7 +9,6 @@ import {
   admitAttributes,
   aggregateEvents,
   LIMITS,
-  checkHuaweiToken,
   parseCustomAttributes,
   parseDeviceInput,
   parseEvents,
@@ -21,17 +20,12 @@ import {
 } from '../domain/device-input.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
-import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js';
-import {
-  identitiesKept,
-  refuseUnprovenChanges,
-  refuseUnprovenLeave,
-  unprovenClaims,
-  type IdentityClaim,
-  type IdentitySecret,
-} from '../domain/identity.js';
+import { ErasedError, NotFoundError } from '../domain/errors.js';
+import { issueCredential, normalizeApnsToken, normalizeToken, refuseTakingToken } from '../domain/device-credential.js';
+import { refuseUnprovenChanges, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
+import { checkPlatformChange, identityClaims, refuseUnprovenRebind } from './device-checks.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
@@ -70,7 +64,15 @@ export interface Written {
 }
 
 export type WriteResult =
-  | { kind: 'stored'; details: DeviceDetails; created: boolean; written: Written; dropped: Dropped[] }
+  | {
+      kind: 'stored';
+      details: DeviceDetails;
+      created: boolean;
+      written: Written;
+      dropped: Dropped[];
+      /** the new device's credential, in the answer that created it only */
+      credential?: string;
+    }
   | { kind: 'nothing-valid'; dropped: Dropped[] };
 /** What DELETE /users/:id/devices did to one device of the user. */
 export interface UserDeviceErasure {
@@ -123,6 +125,7 @@ export class DeviceService {
     idempotency?: IdempotentRequest<WriteResult>,
   ): Promise<WriteResult | Replay> {
     const input = parseDeviceInput(raw, 'create', { webPushOrigins: this.webPushOrigins });
+    input.fields.token = normalizeToken(input.fields.platform, input.fields.token);
     const unproven = identityClaims(caller, input);
     // a new device holds no identity yet: only the device of a token it already has may hold the one claimed
     if (typeof input.fields.token !== 'string') refuseUnprovenChanges(unproven, undefined);
@@ -132,22 +135,9 @@ export class DeviceService {
       if (replay) return replay;
       const set = columns(input.fields, net);
       const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
-      let device: Device;
-      let created = true;
-      if (typeof input.fields.token === 'string') {
-        await this.devices.lockToken(trx, appId, input.fields.token);
-        if (caller.role === 'sdk' && caller.identity)
-          refuseUnprovenRebind(caller, input, unproven, await this.devices.lockByToken(trx, appId, input.fields.token));
-        const update = { ...set, token_invalidated_at: null, token_invalid_reason: null };
-        ({ device, inserted: created } = await this.devices.registerToken(
-          trx,
-          { ...values, token: input.fields.token },
-          update,
-          net.country,
-        ));
-      } else {
-        device = await this.devices.insert(trx, values);
-      }
+      const stored = await this.writeRegistration(trx, { appId, input, caller, unproven, set, values, country: net.country });
+      let device = stored.device;
+      const { created } = stored;
       const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
       const { admitted, dropped } = admitAttributes(existing, input.custom);
       // a custom attribute changed is a device update too
@@ -160,29 +150,72 @@ export class DeviceService {
         written: written(input.fields, admitted),
         dropped: [...input.dropped, ...dropped],
       };
+      // the credential is answered once: a replay of the answer (kept in PostgreSQL) goes without it
       await this.idempotency.store(trx, appId, idempotency, result);
-      return result;
+      return stored.credential ? { ...result, credential: stored.credential } : result;
     });
+  }
+
+  /**
+   * The device a registration writes: the one holding its token (what the sdk key must prove checked on it), or a
+   * new one with a new credential. The token's lock is taken first, so no other registration inserts it meanwhile.
+   */
+  private async writeRegistration(trx: Transaction<Database>, r: Registration): Promise<Registered> {
+    const { appId, input, caller } = r;
+    const token = input.fields.token;
+    if (typeof token !== 'string') return this.create(trx, r.values);
+    await this.devices.lockToken(trx, appId, token);
+    const update: DeviceUpdate = { ...r.set, token_invalidated_at: null, token_invalid_reason: null };
+    if (caller.role !== 'sdk') {
+      const issued = issueCredential();
+      const { device, inserted } = await this.devices.registerToken(
+        trx,
+        { ...r.values, token, credential_hash: issued.hash },
+        update,
+        r.country,
+      );
+      return inserted ? { device, created: true, credential: issued.credential } : { device, created: false };
+    }
+    const held = await this.devices.lockByToken(trx, appId, token);
+    const sent = refuseUnprovenRebind(caller, input, r.unproven, held);
+    if (!held) return this.create(trx, { ...r.values, token });
+    if (sent && !held.credential_held) update.credential_held = true;
+    return { device: await this.devices.update(trx, held.id, update, r.country), created: false };
+  }
+
+  /** A new device, with the credential only this answer gives. */
+  private async create(trx: Transaction<Database>, values: NewDevice): Promise<Registered> {
+    const issued = issueCredential();
+    const device = await this.devices.insert(trx, { ...values, credential_hash: issued.hash });
+    return { device, created: true, credential: issued.credential };
   }
 
   /** PUT /devices/:id: merges the given fields; custom attributes key by key, null removing one. */
   async update(appId: string, id: string, raw: Record<string, unknown>, caller: Caller): Promise<WriteResult> {
     const input = parseDeviceInput(raw, 'update', { webPushOrigins: this.webPushOrigins });
+    const token = input.fields.token;
+    // an APNs token in upper case is normalised on the platform the device has, read only then
+    if (typeof token === 'string' && normalizeApnsToken(token) !== token)
+      input.fields.token = normalizeToken(input.fields.platform ?? (await this.devices.findForApp(this.db, appId, id))?.platform, token);
     const unproven = identityClaims(caller, input);
     const net = await this.network(caller, input.fields);
     return this.db.transaction().execute(async (trx) => {
-      if (typeof input.fields.token === 'string') await this.devices.lockTokenMove(trx, appId, input.fields.token, id);
+      const moving = typeof input.fields.token === 'string';
+      const holder = moving ? await this.devices.lockTokenMove(trx, appId, input.fields.token!, id) : undefined;
       const current = await this.lockLive(trx, appId, id, 'update');
-      refuseUnprovenRebind(caller, input, unproven, current);
+      const holds = refuseUnprovenRebind(caller, input, unproven, current) && !current.credential_held;
+      // the device that has the token now loses it: the sdk key must prove that device's side too
+      if (holder && caller.role === 'sdk') refuseTakingToken(holder, input.authHashes, caller.identity);
       checkPlatformChange(current, input);
       const { admitted, dropped: over } = admitAttributes(await this.devices.attributeNames(trx, id), input.custom);
       const dropped = [...input.dropped, ...over];
-      if (Object.keys(input.fields).length === 0 && admitted.size === 0) return { kind: 'nothing-valid', dropped };
+      if (Object.keys(input.fields).length === 0 && admitted.size === 0 && !holds) return { kind: 'nothing-valid', dropped };
 
       const set = columns(input.fields, net);
-      if (typeof input.fields.token === 'string') {
+      if (holds) set.credential_held = true;
+      if (moving) {
         Object.assign(set, { token_invalidated_at: null, token_invalid_reason: null });
-        if (input.fields.token !== current.token) await this.devices.releaseToken(trx, appId, input.fields.token, id);
+        if (holder) await this.devices.releaseToken(trx, appId, input.fields.token!, id);
       }
       let device = await this.devices.update(trx, id, set, net.country);
       if (await this.devices.replaceAttributes(trx, appId, id, admitted)) device = await this.devices.touch(trx, id);
@@ -391,6 +424,24 @@ export class DeviceService {
   }
 }
 
+/** What a registration writes, as `writeRegistration` takes it. */
+interface Registration {
+  appId: string;
+  input: DeviceInput;
+  caller: Caller;
+  unproven: IdentityClaim[];
+  set: DeviceUpdate;
+  values: NewDevice;
+  /** a country for a device that has none */
+  country: string | null;
+}
+
+interface Registered {
+  device: Device;
+  created: boolean;
+  credential?: string;
+}
+
 interface Network {
   columns: Pick<DeviceUpdate, 'ip_address' | 'ip_latitude' | 'ip_longitude' | 'ip_city' | 'ip_country'>;
   /** A country for a device that has none. */
@@ -408,53 +459,8 @@ function decodeUninstalledCursor(cursor: string): { at: string; id: string } | n
 /** The form the listing writes a position's time in: one PostgreSQL reads back exactly (it has no year 0). */
 const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
-/**
- * The user id and e-mail address an sdk key sets without a hash that proves them, while the app verifies identities;
- * a write key (a backend) binds freely.
- */
-function identityClaims(caller: Caller, input: DeviceInput): IdentityClaim[] {
-  if (caller.role !== 'sdk' || !caller.identity) return [];
-  return unprovenClaims(input.fields, input.authHashes, caller.identity);
-}
-
-/**
- * With the sdk key, what a change of a device that exists must prove (`current`: none when the token is new): each
- * identity it binds, the one it leaves, and, when its pushes would go elsewhere (another phone's token, a browser's
- * new subscription keys), every identity the device keeps, as binding them would.
- */
-function refuseUnprovenRebind(caller: Caller, input: DeviceInput, unproven: IdentityClaim[], current: HeldByToken | undefined): void {
-  if (caller.role !== 'sdk' || !caller.identity) return;
-  refuseUnprovenChanges(unproven, current);
-  if (!current) return;
-  refuseUnprovenLeave(current, input.fields, input.leavingHashes, caller.identity);
-  if (movesPushes(current, input.fields))
-    refuseUnprovenChanges(unprovenClaims(identitiesKept(current, input.fields), input.authHashes, caller.identity), undefined);
-}
-
-/** Whether a change sends the device's pushes somewhere else: a new token, or new keys a web push is encrypted to. */
-function movesPushes(current: HeldByToken, fields: DeviceFields): boolean {
-  if (typeof fields.token === 'string' && fields.token !== current.token) return true;
-  return (
-    typeof fields.web_push_p256dh === 'string' &&
-    (fields.web_push_p256dh !== current.web_push_p256dh || fields.web_push_auth !== current.web_push_auth)
-  );
-}
-
 function eventOptions(caller: Caller) {
   return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };
-}
-
-/** A browser's subscription and a phone's token are not interchangeable: a device stays web or phone. */
-function checkPlatformChange(current: Device, input: DeviceInput): void {
-  const web = current.platform === 'web';
-  if (input.fields.platform !== undefined && (input.fields.platform === 'web') !== web)
-    throw new ValidationError('device.platform: a device cannot move between web and phone platforms; register a new one');
-  if (input.subscribed && !web)
-    throw new ValidationError('device.subscription: only a web device (platform "web") has a push subscription');
-  if (!input.subscribed && web && input.fields.token !== undefined)
-    throw new ValidationError('device.token: a web device gives its push subscription as device.subscription');
-  // the token as it will be, on the platform as it will be: a Huawei device holds only an HMS token
-  if ((input.fields.platform ?? current.platform) === 'huawei') checkHuaweiToken(input.fields.token ?? current.token);
 }
 
 function written(fields: DeviceFields, custom: CustomChanges): Written {

@@ -25,9 +25,10 @@ import {
   type HmsMessageTemplate,
   type WebPushMessage,
 } from '../domain/push-mapping.js';
-import { allowedOf, cutBatches, splitIntoBatches } from '../delivery/fanout.js';
+import { allowedOf, cutBatches, splitIntoBatches } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
-import { committedBatches, type CommittedBatch, type DirectDelivery } from '../delivery/direct-delivery.js';
+import type { DirectDelivery } from '../delivery/direct-delivery.js';
+import { committedBatches, type BatchToAttempt } from '../delivery/batch-attempt.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';
@@ -46,7 +47,7 @@ import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
 import { CLI_ACTOR, type Actor, type AuditDetails } from '../domain/audit.js';
-import { auditStatement, recordAudit } from './audit.js';
+import { recordAudit } from './audit.js';
 
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
@@ -82,7 +83,7 @@ export interface CreatedNotification<N extends CutNotification = Notification> {
   notification: N;
   batchIds: string[] | null;
   /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
-  sendable?: CommittedBatch[];
+  sendable?: BatchToAttempt[];
 }
 
 interface UnicastItem {
@@ -98,6 +99,16 @@ const createdDetails = (n: Pick<Notification, 'id' | 'fanout_done' | 'devices_ta
   notification_id: n.id,
   audience_size: n.fanout_done ? n.devices_targeted : null,
 });
+
+/**
+ * Whether a creation goes in the audit log as well as on its row: a broadcast (every device, an audience, filters
+ * that name no few devices) is a change of consequence; one to a few named devices or users keeps its actor on its
+ * own row alone (`GET /v6/audit?notification_id=` answers from there), or every message would be copied there.
+ */
+function isAuditedCreation(to: NotificationFields['to']): boolean {
+  const target = targetOf(to);
+  return target.kind !== 'filters' || !namesFewDevices(target.filters);
+}
 
 /**
  * Whether a request is the common small shape that is created in groups: to a few named devices or users
@@ -284,8 +295,9 @@ export class NotificationService {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
-      const stored = await this.insert(trx, appId, request.notification, { audience, now, options });
-      await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
+      const stored = await this.insert(trx, appId, request.notification, { audience, now, options, actor });
+      if (isAuditedCreation(request.notification.to))
+        await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
       await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
       return stored;
     });
@@ -365,9 +377,7 @@ export class NotificationService {
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
-      const stored = await this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options });
-      await recordAudit(trx, i.actor, i.appId, 'notification.created', createdDetails(stored.notification));
-      return stored;
+      return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options, actor: i.actor });
     });
     await this.enqueue([created]);
     return accepted(created.notification);
@@ -421,13 +431,13 @@ export class NotificationService {
           ),
           options: i.options,
           cut: this.cutOf(devices),
+          actor: i.actor,
         },
         batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
       };
     });
     // one statement, atomic on its own, so no BEGIN and COMMIT round trips; the turn is given up as soon as it is
-    // issued: its run and its commit's flush are waited for beside the next group's read. Its audit rows are a part
-    // of it: no round trip more.
+    // issued: its run and its commit's flush are waited for beside the next group's read
     const insert = this.notifications.insertCut(
       this.db,
       rows.map((r) => r.notification),
@@ -435,14 +445,6 @@ export class NotificationService {
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
       this.audiences.specAudiences(specs),
-      auditStatement(
-        rows.map((r, k) => ({
-          appId: items[k]!.appId,
-          action: 'notification.created',
-          actor: items[k]!.actor,
-          details: { notification_id: r.notification.id, audience_size: r.notification.cut?.targeted ?? null },
-        })),
-      ),
     );
     release();
     const inserted = await insert;
@@ -509,6 +511,8 @@ export class NotificationService {
       journey?: JourneyTag;
       /** what its templates render with, when not only the request's (a journey's entrants' events) */
       templateData?: TemplateData | null;
+      /** who created it, kept on its row */
+      actor?: Actor;
     },
   ): Promise<CreatedNotification> {
     const { now } = at;
@@ -563,6 +567,7 @@ export class NotificationService {
       messageId: at.messageId ?? null,
       cut: this.cutOf(devices),
       liveActivity,
+      actor: at.actor,
     });
     const [created] = await this.storeBatches(
       trx,

@@ -1,6 +1,5 @@
 import { templateDataOf } from '../domain/template-data.js';
 import { writeThenRelease, type Db } from '../db/database.js';
-import type { BatchHead, NewBatch, PendingTarget } from '../db/repositories/delivery.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
@@ -8,12 +7,11 @@ import type { Platform } from '../domain/device-input.js';
 import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
 import { transactionalFilters, transactionalKey, type TransactionalRequest } from '../domain/transactional-request.js';
-import { attemptBatch, retryLater, type BatchAttemptDeps } from '../delivery/delivery.js';
-import { allowedOf, cutBatches } from '../delivery/fanout.js';
+import { attemptBatch, committedBatches, type BatchAttemptDeps, type BatchToAttempt } from '../delivery/batch-attempt.js';
+import { allowedOf, cutBatches, type NewBatch } from '../domain/batches.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
 import type { Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { committedBatches } from '../delivery/direct-delivery.js';
 import { backoffDelay, type RetryPolicy } from '../delivery/retry.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { ServiceDeps } from './deps.js';
@@ -21,7 +19,6 @@ import { GroupRunner } from '../platform/group-runner.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { CREATION_GROUPS } from './notifications.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
-import { auditStatement, recordAudit } from './audit.js';
 
 /** A device a transactional send did not reach, and why. */
 export interface TransactionalFailure {
@@ -78,13 +75,6 @@ const sendTo = (appId: string, request: TransactionalRequest) => ({
   appId,
   filters: transactionalFilters(request),
   visible: isVisiblePush(request.notification.payload),
-});
-
-/** What the audit log says of a send: it is transactional, cut at once for its devices. */
-const createdDetails = (id: string, batches: NewBatch[]) => ({
-  notification_id: id,
-  audience_size: batches.reduce((sum, b) => sum + b.deviceIds.length, 0),
-  transactional: true as const,
 });
 
 function withinLimit(devices: DeliverableNow[]): DeliverableNow[] {
@@ -154,7 +144,6 @@ export class TransactionalService {
         });
         const send = { appId, request, options, now, id, actor, devices: withinLimit(devices!) };
         const stored = earlier ? await this.replace(trx, earlier, send) : (await this.store(trx, [send]))[0]!;
-        if (earlier) await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification.id, stored.batches));
         if (idempotency) await this.idempotency.pending(trx, appId, idempotency, stored.notification.id);
         return stored;
       });
@@ -163,9 +152,7 @@ export class TransactionalService {
     const { notification, batches, tokens, notAllowed } = committed;
 
     // the first attempt goes to the devices as read in the transaction that stored the send, a moment ago
-    const outcomes = await Promise.all(
-      committedBatches(notification, batches, tokens).map(({ head, targets }) => this.sendUntil(notification, head, deadline, targets)),
-    );
+    const outcomes = await Promise.all(committedBatches(notification, batches, tokens).map((b) => this.sendUntil(b, deadline)));
     // a send of one batch is closed by recording its last attempt; one of several when all are recorded
     if (!outcomes.some((o) => o.closed)) await this.sending.store.completeIfFinished(notification.id, notification.generation);
     const result = {
@@ -234,18 +221,10 @@ export class TransactionalService {
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: s.devices.length - notAllowed, notAllowed },
+        actor: s.actor,
       })),
       this.sending.store.delivery.batchesInsert(
         cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
-      ),
-      null,
-      auditStatement(
-        cut.map(({ id, send, batches }) => ({
-          appId: send.appId,
-          action: 'notification.created',
-          actor: send.actor,
-          details: createdDetails(id, batches),
-        })),
       ),
     );
     return inserted.map((notification, k) => ({
@@ -280,6 +259,7 @@ export class TransactionalService {
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },
+        actor: s.actor,
       },
       this.sending.store.delivery.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
     );
@@ -287,55 +267,52 @@ export class TransactionalService {
   }
 
   /**
-   * Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes: first to `first`,
-   * then to what the batch has pending, read again (a token invalidated meanwhile is not sent).
+   * Attempts one batch until nothing is left to retry, the attempts run out or the deadline comes: first to the
+   * devices as committed, then to what the batch has pending, read again (a token invalidated meanwhile is not sent).
    */
-  private async sendUntil(n: CutNotification, head: BatchHead, deadline: number, first: PendingTarget[]) {
+  private async sendUntil(first: BatchToAttempt, deadline: number) {
     const total = { succeeded: 0, uninstalled: 0, failed: [] as TransactionalFailure[], closed: false };
     const fail = (deviceIds: string[], reason: string) => total.failed.push(...deviceIds.map((deviceId) => ({ deviceId, reason })));
-    for (let batch = head; ; batch = { ...batch, attempts: batch.attempts + 1 }) {
-      const final = batch.attempts + 1 >= this.settings.retry.attempts;
-      let pending = first;
-      if (batch !== head) {
-        const input = await this.sending.store.load(batch.id);
-        if (input && input.notification.generation !== batch.generation) {
-          // a later send with the same collapse_key replaced this one: the older payload is not sent after it
-          await this.sending.store.delivery.closeBatchUnsent(this.sending.store.db, batch, 'superseded');
-          fail(
-            input.pending.map((p) => p.deviceId),
-            'superseded by a later send with the same collapse_key',
-          );
-          return total;
-        }
-        pending = input?.pending ?? [];
-      }
-      const { summary, done, closed } = await attemptBatch(this.sending, n, batch, pending, final);
-      total.closed = closed;
-      total.succeeded += summary.succeeded.length;
-      total.uninstalled += summary.invalidated.length;
-      for (const f of summary.failed) fail([f.deviceId], failureReason(f.reason, batch.platform));
-      fail(summary.expired, 'expired before it could be sent');
-      fail(summary.capped ?? [], 'at a frequency cap');
-      if (done) {
+    const end = await attemptBatch(this.sending, first, {
+      via: 'transactional',
+      maxAttempts: this.settings.retry.attempts,
+      recorded: (summary, { input, final, closed }) => {
+        total.closed = closed;
+        total.succeeded += summary.succeeded.length;
+        total.uninstalled += summary.invalidated.length;
+        for (const f of summary.failed) fail([f.deviceId], failureReason(f.reason, input.batch.platform));
+        fail(summary.expired, 'expired before it could be sent');
+        fail(summary.capped ?? [], 'at a frequency cap');
         if (final) fail(summary.retry, `retries exhausted (last answer: ${summary.lastError})`); // recorded as retries_exhausted
-        return total;
-      }
-      const delay = backoffDelay(this.settings.retry, batch.attempts + 1, retryLater(summary, n.expires_at, this.sending.clock));
-      if (Date.now() + delay >= deadline) {
-        const next = { ...batch, attempts: batch.attempts + 1 };
-        const left = summary.retry.map((deviceId) => ({ deviceId, reason: 'deadline_exceeded' }));
+      },
+      retry: async (left, { input: { batch }, summary }) => {
+        const delay = backoffDelay(this.settings.retry, batch.attempts + 1, left);
+        if (Date.now() + delay < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, delay));
+          return true;
+        }
+        const outcome = { succeeded: [], failed: summary.retry.map((deviceId) => ({ deviceId, reason: 'deadline_exceeded' })) };
         total.closed = await this.sending.store.record({
-          batch: next,
-          outcome: { succeeded: [], failed: left, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
+          batch: { ...batch, attempts: batch.attempts + 1 },
+          outcome: { ...outcome, invalidated: [], retry: [], expired: [], lastError: 'deadline_exceeded' },
           finalAttempt: true,
         });
         fail(summary.retry, `deadline exceeded (last answer: ${summary.lastError})`);
-        return total;
-      }
-      await new Promise((resolve) => setTimeout(resolve, delay));
-    }
+        return false;
+      },
+      completes: false, // once for all its batches (send)
+    });
+    // a later send with the same collapse_key replaced this one (the older payload is not sent after it), or a cancel
+    if (end.kind === 'stopped')
+      fail(
+        end.pending.map((p) => p.deviceId),
+        STOPPED[end.reason],
+      );
+    return total;
   }
 }
+
+const STOPPED = { superseded: 'superseded by a later send with the same collapse_key', canceled: 'canceled' } as const;
 
 const GATEWAY_OF: Record<Platform, string> = { ios: 'APNs', android: 'FCM', web: 'Web Push', huawei: 'Huawei Push Kit' };
 

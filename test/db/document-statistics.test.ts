@@ -5,7 +5,7 @@ import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { FIRST_GENERATION, NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { audienceSpec } from '../../src/domain/audience-spec.js';
-import { cutBatches } from '../../src/delivery/fanout.js';
+import { cutBatches } from '../../src/domain/batches.js';
 import { useHarness } from '../helpers/harness.js';
 
 /**

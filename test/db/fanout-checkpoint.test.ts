@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
 import { FIRST_GENERATION, NotificationsRepository } from '../../src/db/repositories/notifications.js';
-import { cutBatches } from '../../src/delivery/fanout.js';
+import { cutBatches } from '../../src/domain/batches.js';
 import { useHarness } from '../helpers/harness.js';
 
 /**

@@ -7,7 +7,7 @@ import { loadConfig } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
 import { timeOrderedUuid } from '../../src/platform/random-id.js';
-import { cutBatches } from '../../src/delivery/fanout.js';
+import { cutBatches } from '../../src/domain/batches.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { useHarness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';

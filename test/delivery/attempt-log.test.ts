@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { BatchOutcome } from '../../src/db/repositories/delivery.js';
-import { logAttempt } from '../../src/delivery/delivery.js';
+import { logAttempt } from '../../src/delivery/batch-attempt.js';
 
 /** The lines a real pino logger at `level` writes, parsed. */
 function logged(level: string, summary: BatchOutcome): { level: number; msg: string; sent: number }[] {

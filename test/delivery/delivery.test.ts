@@ -4,7 +4,7 @@ import { NotificationsRepository } from '../../src/db/repositories/notifications
 import { serviceDeps } from '../../src/services/deps.js';
 import { NotificationService } from '../../src/services/notifications.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, metricsAuth, redisUrl, TEST_METRICS_TOKEN, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 
 /**
@@ -32,7 +32,14 @@ for (const backend of backends) {
       h = await createHarness({
         queue: backend.name,
         workers: true,
-        env: { ...gw.env, GATEWAY_THREADS: backend.gatewayThreads, RETRY_BASE_MS: '40', RETRY_MAX_MS: '3000', SWEEP_AFTER_SECONDS: '2' },
+        env: {
+          ...gw.env,
+          GATEWAY_THREADS: backend.gatewayThreads,
+          RETRY_BASE_MS: '40',
+          RETRY_MAX_MS: '3000',
+          SWEEP_AFTER_SECONDS: '2',
+          METRICS_TOKEN: TEST_METRICS_TOKEN,
+        },
       });
       const created = await h.createApp('com.example.delivery');
       keys = created.keys;
@@ -355,7 +362,7 @@ for (const backend of backends) {
     });
 
     it('exposes Prometheus metrics for pushes, gateway latency and queue depth', async () => {
-      const res = await h.server.inject({ method: 'GET', url: '/metrics' });
+      const res = await h.server.inject({ method: 'GET', url: '/metrics', headers: metricsAuth });
       expect(res.statusCode).toBe(200);
       expect(res.body).toMatch(/pushd_pushes_total\{platform="ios",outcome="ok"\} \d+/);
       expect(res.body).toMatch(/pushd_gateway_send_seconds_bucket\{le="0.005",platform="(ios|android)"\}/);

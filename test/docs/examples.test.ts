@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateways, type Gateways } from '../helpers/gateways.js';
 import { freePort, freshDatabase, Proc, ROOT } from '../system/proc.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
+import { TEST_METRICS_TOKEN } from '../engines/metrics-token.js';
 import { documentationFiles, shellBlocks, type ShellBlock } from './markdown-blocks.js';
 
 /**
@@ -97,6 +98,7 @@ describe('the examples of the README and docs/', () => {
       REDIS_URL: '',
       PORT: String(port),
       HOST: '127.0.0.1',
+      METRICS_TOKEN: TEST_METRICS_TOKEN,
       NODE_EXTRA_CA_CERTS: path.join(ROOT, 'test/fixtures/tls/ca.pem'),
       ...gw.env,
       // Live Activity broadcast channels: the APNs mock also answers Apple's channel management and broadcast API
@@ -109,6 +111,7 @@ describe('the examples of the README and docs/', () => {
         PATH: process.env.PATH!,
         HOME: process.env.HOME ?? dir,
         PUSHD: `http://127.0.0.1:${port}`,
+        METRICS_TOKEN: TEST_METRICS_TOKEN,
         DATABASE_URL: db.url,
         // the server's key, as a deployment's CLI is given it (docs/secrets.md)
         SECRETS_KEY: TEST_SECRETS_KEY,

@@ -13,6 +13,7 @@ import { AppService } from '../../src/services/apps.js';
 import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
 import type { SecretsKeyring } from '../../src/domain/secrets.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
+import { TEST_METRICS_TOKEN } from '../engines/metrics-token.js';
 
 export type { Server };
 
@@ -42,6 +43,10 @@ export interface Harness {
   }>;
   close(): Promise<void>;
 }
+
+export { TEST_METRICS_TOKEN };
+/** The header that brings TEST_METRICS_TOKEN to /metrics. */
+export const metricsAuth = { authorization: `Bearer ${TEST_METRICS_TOKEN}` };
 
 export const redisUrl = (): string | null => inject('redisUrl');
 

@@ -10,8 +10,8 @@ import { CLI_ACTOR } from '../../src/domain/audit.js';
 /**
  * The audit log: each change of consequence gets its row, made by the request's key (its id and role, the client
  * address, the request's id) or by the command line, with names and ids but no secret; written in the change's own
- * transaction or statement (a refused row takes its change with it); read with a write key of the app only, by
- * time and action, in cursor pages.
+ * transaction (a refused row takes its change with it); read with a write key of the app only, by time, action and
+ * notification, in cursor pages. A notification to a few devices keeps its actor on its own row.
  */
 const h = useHarness({ env: { TRANSACTIONAL_TIMEOUT_MS: '500' } });
 
@@ -162,22 +162,56 @@ describe('GET /v6/audit', () => {
     });
     expect(sent.statusCode, sent.body).toBe(200);
 
-    const rows = await entries(`?since=${encodeURIComponent(new Date(Date.now() - 60_000).toISOString())}`);
-    const byKey = rows.filter((e) => e.actor.role === 'write');
-    expect(byKey.map((e) => [e.action, e.details])).toEqual([
-      ['notification.created', { notification_id: sent.json().id, audience_size: 1, transactional: true }],
+    const since = `?since=${encodeURIComponent(new Date(Date.now() - 60_000).toISOString())}`;
+    // a notification to a few devices is not a change of the app: the log keeps the broadcast, its cancellation and
+    // the settings, and answers who sent the others by their id, from their own rows
+    const logged = (await entries(since)).filter((e) => e.actor.role === 'write');
+    expect(logged.map((e) => [e.action, e.details])).toEqual([
       ['notification.canceled', { notification_id: broadcast.json().id }],
       ['notification.created', { notification_id: broadcast.json().id, audience_size: null }],
-      ['notification.created', { notification_id: once.json().id, audience_size: 1 }],
-      ['notification.created', { notification_id: unicast.json().id, audience_size: 1 }],
       ['settings.changed', { changed: ['default_time_zone', 'frequency_caps'] }],
     ]);
+    const senders = await Promise.all([sent, once, unicast].map(async (r) => entries(`?notification_id=${r.json().id}`)));
+    expect(senders.map((rows) => rows.map((e) => [e.id, e.action, e.details]))).toEqual([
+      [[sent.json().id, 'notification.created', { notification_id: sent.json().id, audience_size: 1, transactional: true }]],
+      [[once.json().id, 'notification.created', { notification_id: once.json().id, audience_size: 1 }]],
+      [[unicast.json().id, 'notification.created', { notification_id: unicast.json().id, audience_size: 1 }]],
+    ]);
+    const byKey = [...logged, ...senders.flat()];
     for (const e of byKey) {
       expect(e.actor).toEqual({ key_id: keyIds.write, role: 'write' });
       expect(e.client_address).toBe('127.0.0.1');
       expect(e.request_id).toMatch(/\S/);
     }
     expect(new Set(byKey.map((e) => e.request_id)).size).toBe(byKey.length);
+    expect(senders[2]![0]!.at).toBe(new Date(unicast.json().created_at).toISOString());
+  });
+
+  it("answers a notification's rows by its id: a broadcast's from the log, a few devices' creation from its row", async () => {
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const broadcast = await call('POST', '/v6/notifications', app.keys.write, {
+      notification: { to: '*', payload: { alert: 'all' }, send_at: later },
+    });
+    expect((await call('DELETE', `/v6/notifications/${broadcast.json().id}`, app.keys.write)).statusCode).toBe(200);
+    const rows = await entries(`?notification_id=${broadcast.json().id}`);
+    expect(rows.map((e) => e.action)).toEqual(['notification.canceled', 'notification.created']);
+
+    const unicast = await call('POST', '/v6/notifications', app.keys.write, {
+      notification: { to: [{ name: 'user_id', criteria: ['nobody-here'] }], payload: { alert: 'one' } },
+    });
+    expect(unicast.statusCode, unicast.body).toBe(201);
+    const id = unicast.json().id as string;
+    expect((await entries(`?notification_id=${id}&action=notification.created`)).map((e) => e.id)).toEqual([id]);
+    expect(await entries(`?notification_id=${id}&action=notification.canceled`)).toEqual([]);
+    expect(await entries(`?notification_id=${id}&until=2000-01-01T00:00:00Z`)).toEqual([]);
+    // another app's key, an unknown id and one that is no id find nothing
+    expect(await entries(`?notification_id=${id}`, other.keys.write)).toEqual([]);
+    expect(await entries(`?notification_id=${randomUUID()}`)).toEqual([]);
+    expect(await entries('?notification_id=nope')).toEqual([]);
+    // its one row pages as the others do: a cursor past it finds nothing more
+    const page = (await audit(app.keys.write, `?notification_id=${id}&per=1`)).json();
+    expect(page.entries).toHaveLength(1);
+    expect((await audit(app.keys.write, `?notification_id=${id}&cursor=${page.meta.cursor}`)).json().entries).toEqual([]);
   });
 
   it('filters by since, until and action, and pages newest first with the cursor', async () => {
@@ -233,7 +267,7 @@ describe('GET /v6/audit', () => {
     ]);
   });
 
-  it('writes the row with its change: a refused row leaves the change undone, on the grouped path too', async () => {
+  it('writes the row with its change: a refused row leaves the change undone; a few devices write none', async () => {
     const notifications = async () =>
       Number(
         (await sql<{ n: string }>`select count(*) as n from notifications where app_id = ${other.app.id}::uuid`.execute(h.db.db)).rows[0]!
@@ -245,13 +279,14 @@ describe('GET /v6/audit', () => {
       h.db.db,
     );
     try {
-      const unicast = await call('POST', '/v6/notifications', other.keys.write, {
-        notification: { to: [{ name: 'device_id', criteria: [randomUUID()] }], payload: { alert: 'refused' } },
-      });
-      expect(unicast.statusCode).toBe(500);
       const broadcast = await call('POST', '/v6/notifications', other.keys.write, { notification: { to: '*', payload: { alert: 'no' } } });
       expect(broadcast.statusCode).toBe(500);
       expect(await notifications()).toBe(before);
+      const unicast = await call('POST', '/v6/notifications', other.keys.write, {
+        notification: { to: [{ name: 'device_id', criteria: [randomUUID()] }], payload: { alert: 'no row' } },
+      });
+      expect(unicast.statusCode).toBe(201);
+      expect(await notifications()).toBe(before + 1);
     } finally {
       await sql`alter table audit_log drop constraint refuse_created`.execute(h.db.db);
     }

@@ -150,7 +150,7 @@ describe('identity verification', () => {
       const attacker = randomApnsToken();
       const moved = await put(app.keys.sdk, id, { token: attacker });
       expect(moved.statusCode, moved.body).toBe(403);
-      expect(moved.json().error).toMatch(/^device\.user_id_auth_hash: is required to set user_id/);
+      expect(moved.json().error).toMatch(/^device\.credential: is required to change token .*user_id_auth_hash/);
       expect(await put(app.keys.sdk, id, { token: attacker, user_id: 'victim' })).toMatchObject({ statusCode: 403 });
       expect(await stored(token)).toMatchObject({ id, user_id: 'victim' });
       expect(await stored(attacker)).toBeUndefined();
@@ -258,7 +258,7 @@ describe('identity verification', () => {
       const forged = browserSubscription(sub.json.endpoint);
       const viaPost = await post(app.keys.sdk, { platform: 'web', subscription: forged.json });
       expect(viaPost.statusCode, viaPost.body).toBe(403);
-      expect(viaPost.json().error).toMatch(/^device\.user_id_auth_hash: is required to set user_id/);
+      expect(viaPost.json().error).toMatch(/^device\.credential: is required to change subscription .*user_id_auth_hash/);
       const viaPut = await put(app.keys.sdk, id, { subscription: forged.json });
       expect(viaPut.statusCode, viaPut.body).toBe(403);
       expect(await keysOf()).toEqual({ web_push_p256dh: sub.json.keys.p256dh, web_push_auth: sub.json.keys.auth });

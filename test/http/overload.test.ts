@@ -1,7 +1,7 @@
 import net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, metricsAuth, TEST_METRICS_TOKEN, type Harness } from '../helpers/harness.js';
 
 /**
  * Load shedding on a real listening server with room for 2 API requests in progress. Two notifications are held
@@ -14,7 +14,7 @@ describe('load shedding', () => {
   let base: string;
   let key: string;
   beforeAll(async () => {
-    h = await createHarness({ env: { MAX_REQUESTS_IN_FLIGHT: '2' } });
+    h = await createHarness({ env: { MAX_REQUESTS_IN_FLIGHT: '2', METRICS_TOKEN: TEST_METRICS_TOKEN } });
     key = (await h.createApp()).keys.write;
     await h.server.listen({ host: '127.0.0.1', port: 0 });
     base = `http://127.0.0.1:${(h.server.server.address() as net.AddressInfo).port}`;
@@ -29,7 +29,7 @@ describe('load shedding', () => {
       body: JSON.stringify({ notification: { to: [{ name: 'user_id', criteria: ['u1'] }], payload: { alert } } }),
     });
   const gauge = async (name: string) => {
-    const text = await (await fetch(`${base}/metrics`)).text();
+    const text = await (await fetch(`${base}/metrics`, { headers: metricsAuth })).text();
     return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]);
   };
   const until = async (check: () => Promise<boolean>) => {
@@ -103,7 +103,7 @@ describe('connection cap', () => {
   let h: Harness;
   let port: number;
   beforeAll(async () => {
-    h = await createHarness({ env: { MAX_CONNECTIONS: '3' } });
+    h = await createHarness({ env: { MAX_CONNECTIONS: '3', METRICS_TOKEN: TEST_METRICS_TOKEN } });
     await h.server.listen({ host: '127.0.0.1', port: 0 });
     port = (h.server.server.address() as net.AddressInfo).port;
   });
@@ -118,7 +118,7 @@ describe('connection cap', () => {
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     const get = async (path: string) => {
       received = '';
-      socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n`);
+      socket.write(`GET ${path} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: ${metricsAuth.authorization}\r\n\r\n`);
       for (let i = 0; i < 250; i++) {
         const length = Number(/content-length: (\d+)/i.exec(received)?.[1] ?? NaN);
         const body = received.split('\r\n\r\n')[1];

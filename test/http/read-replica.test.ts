@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { sql } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, basic, type Harness } from '../helpers/harness.js';
+import { createHarness, basic, metricsAuth, TEST_METRICS_TOKEN, type Harness } from '../helpers/harness.js';
 import { registerDevice, waitFor } from '../helpers/gateways.js';
 import { startPrimaryWithReplica, type PrimaryWithReplica } from '../engines/pg-replica.js';
 
@@ -27,7 +27,11 @@ describe('read replica', () => {
     const harness = (maxLag: string) =>
       createHarness({
         adminDatabaseUrl: engines.primaryUrl,
-        env: (databaseUrl) => ({ DATABASE_READ_URL: engines.onReplica(databaseUrl), READ_MAX_LAG_SECONDS: maxLag }),
+        env: (databaseUrl) => ({
+          DATABASE_READ_URL: engines.onReplica(databaseUrl),
+          READ_MAX_LAG_SECONDS: maxLag,
+          METRICS_TOKEN: TEST_METRICS_TOKEN,
+        }),
       });
     patient = await harness('3600');
     strict = await harness('1');
@@ -46,7 +50,7 @@ describe('read replica', () => {
     h.server.inject({ method, url, headers: { authorization: basic(key) }, ...(body !== undefined && { payload: body as object }) });
   const count = async (h: Harness, key: string) => (await call(h, 'POST', '/v6/audiences/count', key, { filters })).json().device_count;
   const metric = async (h: Harness, name: string) => {
-    const text = (await h.server.inject({ method: 'GET', url: '/metrics' })).body;
+    const text = (await h.server.inject({ method: 'GET', url: '/metrics', headers: metricsAuth })).body;
     const line = text.split('\n').find((l) => l.startsWith(`${name} `));
     return line === undefined ? undefined : Number(line.slice(name.length + 1));
   };

@@ -1,4 +1,4 @@
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,7 +115,11 @@ describe('web push scripts', () => {
       PushManager: function PushManager() {},
       document: { currentScript: { src: `${base}/web-push/sdk.js` } },
       navigator: { serviceWorker: { register: async () => registration, ready: Promise.resolve(registration) } },
-      localStorage: { setItem: (k: string, v: string) => stored.set(k, v), getItem: (k: string) => stored.get(k) ?? null },
+      localStorage: {
+        setItem: (k: string, v: string) => stored.set(k, v),
+        getItem: (k: string) => stored.get(k) ?? null,
+        removeItem: (k: string) => stored.delete(k),
+      },
       caches,
       Response,
       fetch,
@@ -139,10 +143,22 @@ describe('web push scripts', () => {
     const row = await h.db.db.selectFrom('devices').selectAll().where('id', '=', device.id).executeTakeFirstOrThrow();
     expect(row).toMatchObject({ platform: 'web', user_id: 'u-7', tags: ['web'], notifications_allowed: 'Enabled' });
     expect(row.token).toMatch(new RegExp(`^${mock.origin}/push/`));
+    // the credential its creation answered is kept, and only its hash is in PostgreSQL
+    const credential = stored.get('pushd.credential')!;
+    expect(credential).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect(row.credential_hash).toEqual(createHash('sha256').update(credential).digest());
+    expect(row.credential_held).toBe(false);
+    // the page subscribing again (a later visit) sends it back: from then on the device's changes need it
+    expect(await pushd.subscribe({ sdkKey: app.keys.sdk })).toMatchObject({ id: device.id });
+    expect(stored.get('pushd.credential')).toBe(credential);
+    expect(
+      (await h.db.db.selectFrom('devices').select('credential_held').where('id', '=', device.id).executeTakeFirstOrThrow()).credential_held,
+    ).toBe(true);
     // what the service worker reads to report opens
     expect(JSON.parse(cacheStore.get('/pushd-web-push-device')!)).toEqual({ base, sdkKey: app.keys.sdk, device: device.id });
     await reportsOpen(device);
 
+    // the device is bound to u-7: unsubscribing clears its subscription only with its credential, which sdk.js sends
     await pushd.unsubscribe({ sdkKey: app.keys.sdk });
     await new Promise((r) => setTimeout(r, 50));
     expect(cacheStore.has('/pushd-web-push-device')).toBe(false);
@@ -152,6 +168,7 @@ describe('web push scripts', () => {
 
     // a subscription made with the app's key is kept; once the pair is rotated, the page subscribes anew
     const again = await pushd.subscribe({ sdkKey: app.keys.sdk });
+    expect(stored.get('pushd.credential')).not.toBe(credential);
     expect(await pushd.subscribe({ sdkKey: app.keys.sdk })).toMatchObject({ id: again.id });
     expect(subscribeCalls).toBe(2);
     unsubscribed = false;

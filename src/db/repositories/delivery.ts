@@ -1,8 +1,9 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import { PLAN_EACH_RUN, type Db } from '../database.js';
-import type { Database, DeliveryBatch, FanoutRangeRow, Notification, Platform } from '../schema.js';
+import type { Database, DeliveryBatch, FanoutRangeRow, Notification } from '../schema.js';
 import { CAP_WINDOWS, LONGEST_CAP_WINDOW, type FrequencyCap } from '../../domain/frequency-caps.js';
 import { parseBatchId, type BatchKey } from '../../domain/batch-id.js';
+import type { NewBatch } from '../../domain/batches.js';
 
 /** Why a batch is closed unsent: its notification canceled, or a newer generation of it (a collapse key's update). */
 export type StopReason = 'superseded' | 'canceled';
@@ -21,19 +22,6 @@ const idOf = (b: string) =>
 export interface PendingTarget {
   deviceId: string;
   token: string | null;
-}
-
-export interface NewBatch {
-  id: string;
-  seq: number;
-  platform: Platform;
-  development: boolean;
-  deviceIds: string[];
-  /** a paced batch is not sent before this */
-  notBefore?: Date | null;
-  /** an A/B test's variant, and whether the batch is of the rest (sent the winner) */
-  variant?: number | null;
-  abRest?: boolean;
 }
 
 /** A notification's batches, cut from its whole audience. */

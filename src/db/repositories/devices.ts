@@ -6,6 +6,8 @@ import type { CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
+import type { HeldDevice } from '../../domain/device-credential.js';
+import type { GatewayGroup } from '../../domain/batches.js';
 
 export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
 
@@ -14,8 +16,22 @@ export type DeviceAttributeRow = Selectable<DeviceAttributesTable>;
  * it reported notifications Disabled and the push is visible, so it is counted and not sent (`allowedOf`).
  */
 export type Deliverable = Pick<Device, 'id' | 'platform' | 'development'> & { not_allowed: boolean };
-/** What the sdk key must prove to change on the device that has a token: who it is bound to, where its pushes go. */
-export type HeldByToken = Pick<Device, 'user_id' | 'user_email' | 'token' | 'web_push_p256dh' | 'web_push_auth'>;
+/** A device as a change by the sdk key is judged (`HeldDevice`), with its id. */
+export type HeldByToken = HeldDevice & { id: string };
+/** The columns of a HeldByToken. */
+const HELD = [
+  'id',
+  'user_id',
+  'user_email',
+  'platform',
+  'token',
+  'web_push_p256dh',
+  'web_push_auth',
+  'development',
+  'notifications_allowed',
+  'credential_hash',
+  'credential_held',
+] as const;
 
 /** A deliverable device with the token it has now (what a send right after the read goes to). */
 export type DeliverableNow = Deliverable & { token: string };
@@ -39,7 +55,7 @@ export interface DeliverableGroups {
   notAllowed: number;
   /** the devices sent the push, by the gateway they need, each list in id order; `tokens` (of `tokensOf`'s
    * platforms), each device's token as read, at the same places as `ids` */
-  groups: { platform: Platform; development: boolean; ids: string[]; tokens?: string[] }[];
+  groups: GatewayGroup[];
 }
 
 export interface AudiencePage {
@@ -90,6 +106,8 @@ const ERASED: DeviceUpdate = {
   token_invalidated_at: null,
   token_invalid_reason: null,
   last_opened_at: null,
+  credential_hash: null,
+  credential_held: false,
 };
 
 export class DevicesRepository {
@@ -153,17 +171,11 @@ export class DevicesRepository {
   }
 
   /**
-   * The identity and push keys of the app's device with this push token, row-locked until the transaction ends
-   * (none: undefined).
+   * What the sdk key must prove to change the app's device with this push token, row-locked until the transaction
+   * ends (none: undefined).
    */
   async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<HeldByToken | undefined> {
-    return db
-      .selectFrom('devices')
-      .select(['user_id', 'user_email', 'token', 'web_push_p256dh', 'web_push_auth'])
-      .where('app_id', '=', appId)
-      .where(holdsToken(token))
-      .forUpdate()
-      .executeTakeFirst();
+    return db.selectFrom('devices').select(HELD).where('app_id', '=', appId).where(holdsToken(token)).forUpdate().executeTakeFirst();
   }
 
   /**
@@ -209,18 +221,20 @@ export class DevicesRepository {
   /**
    * Before moving a token to a device: the token (as lockToken), then that device and the token's current holder
    * row-locked in id order, so two devices swapping tokens at once wait for each other instead of deadlocking.
+   * Answers the holder when it is another device (it would lose the token).
    */
-  async lockTokenMove(db: Transaction<Database>, appId: string, token: string, deviceId: string): Promise<void> {
+  async lockTokenMove(db: Transaction<Database>, appId: string, token: string, deviceId: string): Promise<HeldByToken | undefined> {
     await this.lockToken(db, appId, token);
-    if (!isUuid(deviceId)) return;
-    await db
+    if (!isUuid(deviceId)) return undefined;
+    const rows = await db
       .selectFrom('devices')
-      .select('id')
+      .select(HELD)
       .where('app_id', '=', appId)
       .where((eb) => eb.or([eb('id', '=', deviceId), holdsToken(token)]))
       .orderBy('id')
       .forUpdate()
       .execute();
+    return rows.find((r) => r.id !== deviceId && r.token === token);
   }
 
   /** A token moves to the device that now reports it: the app's other device with it loses it. */

@@ -12,6 +12,7 @@ import type { Localized } from '../../domain/localized.js';
 import type { TemplateData } from '../../domain/template-data.js';
 import type { Filter } from '../../domain/filters.js';
 import type { CampaignSettings } from './apps.js';
+import type { Actor } from '../../domain/audit.js';
 
 /** The generation of a notification when it is inserted (a collapse_key update bumps it). */
 export const FIRST_GENERATION = 1;
@@ -48,6 +49,8 @@ export interface NewNotification {
   liveActivity?: LiveActivityRef | null;
   /** what its templates render with (`data`, `data_by`, a journey's events); absent: nothing */
   templateData?: TemplateData | null;
+  /** who created it (the request's key, address and id); absent: nobody's request did */
+  actor?: Actor;
 }
 
 export class NotificationsRepository {
@@ -76,7 +79,8 @@ export class NotificationsRepository {
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
         local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0,
         throttle_per_minute = excluded.throttle_per_minute,
-        pace_next_at = null, canceled_at = null, updated_at = now()`;
+        pace_next_at = null, canceled_at = null, updated_at = now(), actor_key_id = excluded.actor_key_id,
+        actor_role = excluded.actor_role, client_address = excluded.client_address, request_id = excluded.request_id`;
     const [row] = await insertRows(db, [n], collapse, { before: key, id: sql`(select notification_id from collapse_key_row)` });
     return row!;
   }
@@ -92,9 +96,8 @@ export class NotificationsRepository {
 
   /**
    * `insertMany` of notifications whose whole audience was cut into `batches` (the delivery repository's
-   * `batchesInsert` of them), in one statement with those batches, their audit rows (the audit repository's
-   * `insertStatement`) and, when given, the audiences they name by spec key (the audiences repository's `specAudiences`): atomic
-   * without a transaction, one round trip.
+   * `batchesInsert` of them), in one statement with those batches and, when given, the audiences they name by spec
+   * key (the audiences repository's `specAudiences`): atomic without a transaction, one round trip.
    * Their ids are made by the caller, since the batches are named after them. The rows come back with the
    * columns their callers use (`CutNotification`), and with the request and payload they were given, not read
    * back: on the path of every small notification, each column returned is formatted by the server and parsed
@@ -105,12 +108,11 @@ export class NotificationsRepository {
     list: (NewNotification & { id: string })[],
     batches: RawBuilder<unknown> | null,
     audiences: RawBuilder<unknown> | null = null,
-    audit: RawBuilder<unknown> | null = null,
   ): Promise<CutNotification[]> {
     if (list.some((n) => n.collapseKey !== null)) throw new Error('insertCut: a collapse_key needs insertOrCollapse');
     if (!list.length) return [];
     // rows of CUT_COLUMNS only, whatever insertRows' type says
-    const rows = await insertRows(db, list, sql``, { after: [batches, audit], returning: CUT_RETURNED, audiences });
+    const rows = await insertRows(db, list, sql``, { after: [batches], returning: CUT_RETURNED, audiences });
     const byId = new Map(rows.map((n) => [n.id, n]));
     return list.map((n) => ({
       ...byId.get(n.id)!,
@@ -162,7 +164,7 @@ export class NotificationsRepository {
   async replaceCut(
     trx: Transaction<Database>,
     id: string,
-    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options' | 'templateData'> & {
+    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options' | 'templateData' | 'actor'> & {
       cut: { batches: number; targeted: number; notAllowed: number };
     },
     batches: RawBuilder<unknown> | null,
@@ -181,7 +183,9 @@ export class NotificationsRepository {
         state = case when ${cut.targeted}::int > 0 then 'sending' else 'sent' end,
         finished_at = case when ${cut.targeted}::int = 0 then now() end, failure_reason = null,
         fanout_done = true, fanout_seq = ${cut.batches}::int, devices_targeted = devices_targeted + ${cut.targeted}::int,
-        devices_not_allowed = devices_not_allowed + ${cut.notAllowed}::int, canceled_at = null, updated_at = now()
+        devices_not_allowed = devices_not_allowed + ${cut.notAllowed}::int, canceled_at = null, updated_at = now(),
+        actor_key_id = ${n.actor?.keyId ?? null}::uuid, actor_role = ${n.actor?.role ?? null}, client_address = ${n.actor?.address ?? null},
+        request_id = ${n.actor?.requestId ?? null}
       where id = ${id}::uuid
       returning *`;
     const { rows } = await (
@@ -408,7 +412,8 @@ async function insertRows(
     insert into notifications (
       id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, transactional_key,
-      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity, template_data
+      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity, template_data,
+      actor_key_id, actor_role, client_address, request_id
     )
     select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId},
       t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
@@ -416,7 +421,8 @@ async function insertRows(
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
-      case when t.cut_targeted = 0 then now() end, t.live_activity, t.template_data
+      case when t.cut_targeted = 0 then now() end, t.live_activity, t.template_data,
+      t.actor_key_id, t.actor_role, t.client_address, t.request_id
     from unnest(
       ${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[],
       ${json((n) => n.request)}::jsonb[], ${json((n) => n.payload)}::jsonb[], ${json((n) => n.localized)}::jsonb[],
@@ -430,11 +436,13 @@ async function insertRows(
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
       ${column((n) => n.cut?.notAllowed ?? null)}::int[],
       ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[],
-      ${json((n) => n.templateData)}::jsonb[]
+      ${json((n) => n.templateData)}::jsonb[],
+      ${column((n) => n.actor?.keyId ?? null)}::uuid[], ${column((n) => n.actor?.role ?? null)}::text[],
+      ${column((n) => n.actor?.address ?? null)}::text[], ${column((n) => n.actor?.requestId ?? null)}::text[]
     ) with ordinality as t(
       id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed,
-      audience_key, live_activity, template_data, ord
+      audience_key, live_activity, template_data, actor_key_id, actor_role, client_address, request_id, ord
     )
     order by t.ord
     ${onConflict}

@@ -21,6 +21,11 @@ export function auditRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
             since: isoDateQuery.optional().describe('changes at or after this instant'),
             until: isoDateQuery.optional().describe('changes before this instant'),
             action: z.enum(AUDIT_ACTION_NAMES, { error: `must be one of ${AUDIT_ACTION_NAMES.join(', ')}` }).optional(),
+            notification_id: z
+              .string()
+              .max(64)
+              .optional()
+              .describe("one notification's rows: who created it (from its own row when it went to a few devices), canceled it, …"),
             cursor: z.string().max(512).optional(),
             per: z.coerce.number().int().min(1).max(1000).default(100),
           }),
@@ -33,7 +38,8 @@ export function auditRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         },
       },
       async (request) => {
-        const page = await ctx.services.audit.page(request.principal.appId, request.query);
+        const { notification_id, ...window } = request.query;
+        const page = await ctx.services.audit.page(request.principal.appId, { ...window, notificationId: notification_id });
         return { meta: { cursor: page.cursor }, entries: page.entries.map(auditEntryView) };
       },
     );

@@ -8,6 +8,7 @@ import {
   accepted,
   authErrors,
   bodyErrors,
+  createdDevice,
   deviceBody,
   deviceRecord,
   droppedList,
@@ -25,7 +26,8 @@ function registeredAnswer(r: WriteResult) {
   if (r.kind === 'nothing-valid') return { status: 422, body: { error: 'nothing valid to store', dropped: r.dropped } };
   // A token the app already has: the caller proved only that it knows the token, not that the record is its own.
   if (!r.created) return { status: 200, body: { device: writtenView(r.details, r.written), dropped: r.dropped } };
-  return { status: 201, body: { device: deviceView(r.details), dropped: r.dropped } };
+  const credential = r.credential === undefined ? {} : { credential: r.credential };
+  return { status: 201, body: { device: { ...deviceView(r.details), ...credential }, dropped: r.dropped } };
 }
 
 /**
@@ -50,7 +52,7 @@ export function deviceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           headers: idempotencyHeaders,
           body: deviceBody,
           response: {
-            201: z.object({ device: deviceRecord, dropped: droppedList }),
+            201: z.object({ device: createdDevice, dropped: droppedList }),
             200: z.object({ device: writtenDevice, dropped: droppedList }),
             ...bodyErrors,
             // nothing valid in the body, or an Idempotency-Key used with another request

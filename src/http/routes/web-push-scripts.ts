@@ -59,6 +59,11 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
   var script = document.currentScript;
   var base = script ? new URL(script.src).origin : '';
   var STORE = 'pushd.device';
+  // the device's credential, answered once when it was created: every later change of it sends it back
+  var CREDENTIAL = 'pushd.credential';
+  function stored(name) {
+    try { return localStorage.getItem(name); } catch (e) { return null; /* storage may be off */ }
+  }
   function call(method, path, key, body) {
     return fetch(base + path, {
       method: method,
@@ -100,9 +105,15 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
         'previous_user_email_auth_hash', 'tags', 'locale', 'time_zone', 'custom'];
       fields.forEach(function (k) { if (options[k] !== undefined) device[k] = options[k]; });
       if (device.time_zone === undefined) device.time_zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+      if (stored(CREDENTIAL)) device.credential = stored(CREDENTIAL);
       return call('POST', '/v6/devices', key, { device: device });
     }).then(function (answer) {
-      try { localStorage.setItem(STORE, answer.device.id); } catch (e) { /* storage may be off */ }
+      try {
+        // a new device (a new subscription) has a new credential; the one kept is of the device answered again
+        if (answer.device.credential) localStorage.setItem(CREDENTIAL, answer.device.credential);
+        else if (stored(STORE) !== answer.device.id) localStorage.removeItem(CREDENTIAL);
+        localStorage.setItem(STORE, answer.device.id);
+      } catch (e) { /* storage may be off */ }
       // for the service worker, which reports the opens of what it shows
       var config = JSON.stringify({ base: base, sdkKey: key, device: answer.device.id });
       return (typeof caches === 'undefined' ? Promise.resolve() : ${CONFIG}.put('/pushd-web-push-device', new Response(config)); }))
@@ -111,8 +122,7 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
     });
   }
   function unsubscribe(options) {
-    var id = null;
-    try { id = localStorage.getItem(STORE); } catch (e) { /* storage may be off */ }
+    var id = stored(STORE);
     return navigator.serviceWorker.ready.then(function (registration) {
       return registration.pushManager.getSubscription();
     }).then(function (subscription) {
@@ -120,6 +130,7 @@ export const SDK_JS = `/* pushd web push sdk: <script src="<pushd>/web-push/sdk.
     }).then(function () {
       if (typeof caches !== 'undefined') ${CONFIG}.delete('/pushd-web-push-device'); }).catch(function () {});
       var forgotten = { device: { subscription: null, notifications_allowed: 'Disabled' } };
+      if (stored(CREDENTIAL)) forgotten.device.credential = stored(CREDENTIAL);
       return id ? call('PUT', '/v6/devices/' + id, options.sdkKey, forgotten) : null;
     });
   }

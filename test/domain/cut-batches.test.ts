@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Deliverable } from '../../src/db/repositories/devices.js';
 import { batchId } from '../../src/domain/batch-id.js';
-import { cutBatches } from '../../src/delivery/fanout.js';
+import { cutBatches } from '../../src/domain/batches.js';
 
 const NID = '0199a3b2-0000-7000-8000-000000000000';
 const device = (i: number, platform: 'ios' | 'android', development = false): Deliverable => ({
