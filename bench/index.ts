@@ -18,6 +18,7 @@ const BENCHES = [
   'outside',
   'scale',
   'stats',
+  'templates',
   'unicast',
   'web-push',
 ];

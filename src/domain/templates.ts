@@ -10,7 +10,7 @@ import { Liquid, type Template } from 'liquidjs';
 /** A text longer than this is refused as a template (liquidjs's `parseLimit`). */
 export const TEMPLATE_MAX_CHARS = 8_192;
 /** One text's render may take this long before it fails (`renderLimit`): a loop cannot hold a worker. */
-export const TEMPLATE_RENDER_MS = 50;
+export const TEMPLATE_RENDER_MS = 500;
 /** What one render may allocate, in liquidjs's units (characters of strings and items of arrays). */
 export const TEMPLATE_MEMORY_LIMIT = 100_000;
 /** A rendered text past this many characters could fit no gateway (4,096 bytes): the device's push is too large. */
