@@ -10,7 +10,6 @@ import type { JourneyDefinition, JourneyState } from '../domain/journey.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
 import type { Sealed } from '../domain/secrets.js';
 import type { TemplateData, TemplateEvent } from '../domain/template-data.js';
-import type { TemplateContent } from '../domain/stored-template.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -491,24 +490,6 @@ export interface JourneyEntrantsTable {
   event: Json<TemplateEvent> | null;
 }
 
-/** A stored template (migration 055): the current version's content; earlier versions in template_versions. */
-export interface TemplatesTable {
-  id: Generated<string>;
-  app_id: string;
-  name: string;
-  version: Generated<number>;
-  content: Json<TemplateContent>;
-  created_at: Generated<Date>;
-  updated_at: Generated<Date>;
-}
-
-export interface TemplateVersionsTable {
-  template_id: string;
-  version: number;
-  content: Json<TemplateContent>;
-  created_at: Generated<Date>;
-}
-
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
@@ -540,8 +521,6 @@ export interface Database {
   journey_versions: JourneyVersionsTable;
   journey_step_counts: JourneyStepCountsTable;
   journey_entrants: JourneyEntrantsTable;
-  templates: TemplatesTable;
-  template_versions: TemplateVersionsTable;
 }
 
 export type App = Selectable<AppsTable>;

@@ -208,6 +208,27 @@ describe('templates at the gateways', () => {
     expect(refused.json().error).toBe('events[0].properties: must nest at most 5 levels deep');
   });
 
+  it('previews what each gateway would receive for a device, rendered, and its language', async () => {
+    const body = {
+      notification: {
+        to: '*',
+        payload: { alert: 'Hi {{ custom.first_name | default: "there" }} {{ data.code }}' },
+        localized: { pt: { alert: 'Oi {{ custom.first_name }} {{ data.code }}' } },
+        data: { code: '7' },
+      },
+    };
+    const forAna = (await call('POST', `/v6/notifications/preview?device_id=${d.ana!.id}`, body, keys.read)).json();
+    expect(forAna.localized).toBe('pt');
+    expect(forAna.apns.body.aps.alert).toBe('Oi Ana 7');
+    expect(forAna.fcm.body.message.android.notification.body).toBe('Oi Ana 7');
+    expect(JSON.parse(forAna.hms.message.data).alert).toBe('Oi Ana 7');
+    expect(forAna.web.document.body).toBe('Oi Ana 7');
+    const anyone = (await call('POST', '/v6/notifications/preview', body, keys.read)).json();
+    expect(anyone.apns.body.aps.alert).toBe('Hi there 7');
+    const unknown = await call('POST', '/v6/notifications/preview?device_id=00000000-0000-0000-0000-000000000000', body, keys.read);
+    expect(unknown.statusCode).toBe(404);
+  });
+
   it('refuses the sdk key data and templated sends', async () => {
     const res = await call(
       'POST',
