@@ -19,6 +19,7 @@ const BENCHES = [
   'outside',
   'scale',
   'stats',
+  'templates',
   'unicast',
   'web-push',
 ];

@@ -10,6 +10,7 @@ import type { JourneyDefinition, JourneyState } from '../domain/journey.js';
 import type { HistoryEntry } from '../domain/journey-history.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
 import type { Sealed } from '../domain/secrets.js';
+import type { TemplateData, TemplateEvent } from '../domain/template-data.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
@@ -204,6 +205,8 @@ export interface NotificationsTable {
   ab_picked_at: Date | null;
   /** devices of the holdout share (sent nothing) */
   ab_holdout: Counter;
+  /** what its templates render with (migration 055; src/domain/template-data.ts); null: no per-send data */
+  template_data: Json<TemplateData> | null;
   /** who created it (migration 057), as the audit log names an actor; null when no request did (a journey's step) */
   actor_key_id: string | null;
   actor_role: 'read' | 'write' | 'sdk' | 'cli' | null;
@@ -487,6 +490,8 @@ export interface JourneyEntrantsTable {
   outcome: 'completed' | 'converted' | 'exited' | 'failed' | null;
   entered_at: Date;
   left_at: Date | null;
+  /** the event that moved it last, which its sends' templates read (migration 055) */
+  event: Json<TemplateEvent> | null;
   /** what it did at each step and why (src/domain/journey-history.ts), appended as it moves (migration 058) */
   history: ColumnType<HistoryEntry[], string | undefined, string>;
 }

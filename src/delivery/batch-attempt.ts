@@ -210,7 +210,10 @@ async function sendAndRecord(
     const push = { notificationId: n.id, expiresAt: n.expires_at, priority: n.priority, ...(n.live_activity && { liveActivity: true }) };
     const payload = n.payload as Record<string, unknown>;
     // a push in one language goes as one send, as it always did; one with content per language, one send per language
-    const groups = n.localized ? await deps.store.byLanguage(targets, payload, n.localized) : [{ payload, targets }];
+    const languages = n.localized ? await deps.store.byLanguage(targets, payload, n.localized) : [{ payload, targets }];
+    // then by what each device's templates render to (a payload without templates stays one group)
+    const { groups, failed } = await deps.store.templates.render(n, batch.platform, languages);
+    results = results.concat(failed);
     const answers = await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
     results = results.concat(...answers);
     stop();

@@ -8,6 +8,7 @@ import { localeVariant, localizedPayload, type Localized } from '../domain/local
 import type { FrequencyCap } from '../domain/frequency-caps.js';
 import type { FollowedCache } from '../db/app-changes.js';
 import { AppsRepository } from '../db/repositories/apps.js';
+import { TemplateRenderer } from './render.js';
 
 /**
  * Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends):
@@ -33,6 +34,8 @@ export class DeliveryStore {
   private readonly completions: GroupRunner<{ id: string; generation: number; seq?: number }, boolean>;
 
   private readonly apps = new AppsRepository();
+  /** the templates of the notifications this process sends, parsed once each */
+  readonly templates: TemplateRenderer;
 
   constructor(
     readonly db: Db,
@@ -40,6 +43,7 @@ export class DeliveryStore {
     /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
     private readonly caps: FollowedCache<string, FrequencyCap[] | null> | null = null,
   ) {
+    this.templates = new TemplateRenderer(db);
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
     this.loads = new GroupRunner(async (ids) => {
       const found = await delivery.loadAttempts(db, ids);

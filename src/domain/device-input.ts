@@ -23,6 +23,9 @@ export const LIMITS = {
   events: 1000,
   /** distinct events (source and name) a device holds: an extracted sdk key must not grow one without end */
   distinctEvents: 500,
+  /** an event's properties as JSON, and how deep they nest: kept with journey entrants, read by templates */
+  eventPropertiesBytes: 4096,
+  eventPropertiesDepth: 5,
 } as const;
 
 const INT32 = { min: -(2 ** 31), max: 2 ** 31 - 1 };
@@ -395,6 +398,8 @@ export interface EventInput {
   source: string;
   name: string;
   date: Date;
+  /** what happened (`{"items": [...]}`): kept where journeys need it, never in the per-device aggregates */
+  properties?: Record<string, unknown>;
 }
 
 /** One aggregate per (source, name), as the upsert must not touch a row twice in one statement. */
@@ -409,12 +414,13 @@ export interface EventAggregate {
 const SOURCE = /^[^.]{1,255}$/;
 
 /**
- * `{"events": [{"name", "date"?, "source"?}]}`: all or nothing (400 naming the first bad field). The source
+ * `{"events": [{"name", "date"?, "source"?, "properties"?}]}`: all or nothing (400 naming the first bad field). The source
  * segment comes from the key: none for the SDK key, `Public Api` for a write key, which may also name a
  * third-party source (an analytics import).
  */
 export function parseEvents(raw: unknown, opts: { defaultSource: string; mayNameSource: boolean; now: Date }): EventInput[] {
-  if (!isPlainObject(raw) || !Array.isArray(raw.events)) throw new ValidationError('events: must be an array of {"name", "date"?}');
+  if (!isPlainObject(raw) || !Array.isArray(raw.events))
+    throw new ValidationError('events: must be an array of {"name", "date"?, "properties"?}');
   const events = raw.events as unknown[];
   if (events.length === 0) throw new ValidationError('events: must hold at least one event');
   if (events.length > LIMITS.events) throw new ValidationError(`events: at most ${LIMITS.events} events a request`);
@@ -436,8 +442,24 @@ export function parseEvents(raw: unknown, opts: { defaultSource: string; mayName
         throw new ValidationError(`${at}.source: must be 1-255 characters without dots`);
       source = e.source;
     }
-    return { source, name: e.name, date };
+    const properties = e.properties === undefined || e.properties === null ? undefined : eventProperties(e.properties, at);
+    return { source, name: e.name, date, ...(properties && { properties }) };
   });
+}
+
+function eventProperties(v: unknown, at: string): Record<string, unknown> {
+  if (!isPlainObject(v)) throw new ValidationError(`${at}.properties: must be a JSON object`);
+  if (Buffer.byteLength(JSON.stringify(v), 'utf8') > LIMITS.eventPropertiesBytes)
+    throw new ValidationError(`${at}.properties: must be at most ${LIMITS.eventPropertiesBytes} bytes as JSON`);
+  if (depthOf(v) > LIMITS.eventPropertiesDepth)
+    throw new ValidationError(`${at}.properties: must nest at most ${LIMITS.eventPropertiesDepth} levels deep`);
+  return v;
+}
+
+/** Levels of objects and arrays: {} is 1, {"a": [1]} is 2. */
+function depthOf(v: unknown): number {
+  if (typeof v !== 'object' || v === null) return 0;
+  return 1 + Math.max(0, ...Object.values(v).map(depthOf));
 }
 
 export function aggregateEvents(events: EventInput[]): EventAggregate[] {

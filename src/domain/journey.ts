@@ -4,6 +4,7 @@ import { notificationRequestSchema } from './notification-request.js';
 import { messageRequestSchema } from './message-request.js';
 import { BOTH_EXPIRIES_ERROR } from './delivery-options.js';
 import { LIMITS, parseCustomAttributes } from './device-input.js';
+import type { TemplateEvent } from './template-data.js';
 
 /**
  * A journey's definition as `POST /v6/journeys` takes it: what enters it (an event, or the API), who may enter
@@ -306,6 +307,23 @@ function checkGraph(steps: readonly JourneyStep[], ctx: z.RefinementCtx): void {
 /** The keys an event recorded with `source` and `name` answers to: its name, and its `source.name`. */
 export function eventKeys(events: readonly { source: string; name: string }[]): string[] {
   return [...new Set(events.flatMap((e) => [e.name, `${e.source}.${e.name}`]))];
+}
+
+/**
+ * Each event by every key a journey may name it by (`eventKeys`), as templates read it (`event.*`); of two events
+ * with a key the later in the request wins.
+ */
+export function eventsByKey(
+  events: readonly { source: string; name: string; date: Date; properties?: Record<string, unknown> }[],
+): Record<string, TemplateEvent> {
+  const out = new Map<string, TemplateEvent>();
+  for (const e of events) {
+    const event = { name: e.name, date: e.date.toISOString(), properties: e.properties ?? {} };
+    out.set(e.name, event);
+    out.set(`${e.source}.${e.name}`, event);
+  }
+  // own properties whatever the names (an event may be named __proto__)
+  return Object.fromEntries(out);
 }
 
 /** The events a definition waits for or exits on. */

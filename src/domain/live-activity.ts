@@ -3,6 +3,7 @@ import { deliveryOptionFields, isoInstant } from './delivery-options.js';
 import { parseIsoInstant } from './date-math.js';
 import { ValidationError } from './errors.js';
 import { toSchema } from './notification-request.js';
+import { templatedTexts, templateProblems } from './templates.js';
 
 /**
  * iOS Live Activities (ActivityKit push notifications): the tokens a device registers, the request that starts,
@@ -73,30 +74,42 @@ const jsonObject = (what: string) =>
 
 export const liveActivityRequestSchema = z.strictObject(
   {
-    live_activity: z.strictObject(
-      {
-        event: z.enum(LIVE_ACTIVITY_EVENTS, { error: 'must be "start", "update" or "end"' }),
-        activity_type: activityType.optional(),
-        activity_id: activityId.optional(),
-        to: toSchema.optional(),
-        channel: z.string({ error: 'must be a channel id string' }).min(1).max(100).optional(),
-        content_state: jsonObject('the ContentState of the activity').optional(),
-        attributes: jsonObject('the ActivityAttributes of the activity').optional(),
-        alert: z
-          .strictObject({
-            title: z.string({ error: 'must be a string' }).max(1000).optional(),
-            body: z.string({ error: 'must be a string' }).max(2000).optional(),
-            sound: z.string({ error: 'must be a string' }).max(200).optional(),
-          })
-          .optional(),
-        stale_date: isoInstant().optional(),
-        dismissal_date: isoInstant().optional(),
-        relevance_score: z.number({ error: 'must be a number' }).min(0, 'must be at least 0').optional(),
-        send_at: isoInstant().optional(),
-        ...deliveryOptionFields,
-      },
-      { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with event' : undefined) },
-    ),
+    live_activity: z
+      .strictObject(
+        {
+          event: z.enum(LIVE_ACTIVITY_EVENTS, { error: 'must be "start", "update" or "end"' }),
+          activity_type: activityType.optional(),
+          activity_id: activityId.optional(),
+          to: toSchema.optional(),
+          channel: z.string({ error: 'must be a channel id string' }).min(1).max(100).optional(),
+          content_state: jsonObject('the ContentState of the activity').optional(),
+          attributes: jsonObject('the ActivityAttributes of the activity').optional(),
+          alert: z
+            .strictObject({
+              title: z.string({ error: 'must be a string' }).max(1000).optional(),
+              body: z.string({ error: 'must be a string' }).max(2000).optional(),
+              sound: z.string({ error: 'must be a string' }).max(200).optional(),
+            })
+            .optional(),
+          stale_date: isoInstant().optional(),
+          dismissal_date: isoInstant().optional(),
+          relevance_score: z.number({ error: 'must be a number' }).min(0, 'must be at least 0').optional(),
+          send_at: isoInstant().optional(),
+          ...deliveryOptionFields,
+        },
+        { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with event' : undefined) },
+      )
+      .superRefine((r, ctx) => {
+        const texts = { content_state: r.content_state, alert: r.alert };
+        for (const { path, message } of templateProblems(texts)) ctx.addIssue({ code: 'custom', path, message });
+        // a channel's broadcast is one push APNs copies to every subscriber: there is no device to render it for
+        if (r.channel !== undefined && templatedTexts(texts).length)
+          ctx.addIssue({
+            code: 'custom',
+            path: ['channel'],
+            message: 'a channel broadcast cannot carry templates (one push for every subscriber)',
+          });
+      }),
   },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"live_activity": {"event", ...}}' : undefined) },
 );

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
 import { capField, deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
+import { templateDataFields } from './template-data.js';
 import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
 import { quietHoursField } from './quiet-hours.js';
@@ -71,6 +72,7 @@ export const notificationRequestSchema = z.strictObject(
           ...scheduleFields,
           ...deliveryOptionFields,
           ...capField,
+          ...templateDataFields,
         },
         // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { INTERRUPTION_LEVELS } from './vocabulary.js';
 import { gatewaySizeProblem } from './push-mapping.js';
+import { templateProblems } from './templates.js';
 
 /**
  * Payload rules of the contract. Known keys are typed; reserved keys are refused; every other key is a
@@ -99,6 +100,7 @@ export const payloadSchema = z
     if (payload.web?.renotify === true && payload.collapse_key === undefined)
       ctx.addIssue({ code: 'custom', path: ['web', 'renotify'], message: 'needs collapse_key (the notification tag it renotifies)' });
     if (Object.keys(payload).length === 0) ctx.addIssue({ code: 'custom', path: [], message: 'must not be empty' });
+    for (const { path, message } of templateProblems(payload)) ctx.addIssue({ code: 'custom', path, message });
     const tooLarge = gatewaySizeProblem(payload);
     if (tooLarge) ctx.addIssue({ code: 'custom', path: [], message: tooLarge });
   });

@@ -456,3 +456,18 @@ export function gatewaySizeProblem(payload: Record<string, unknown>): string | n
   ].filter(Boolean);
   return over.length ? `is too large: it maps to ${over.join(' and ')}` : null;
 }
+
+/** Whether a payload, once mapped for one platform's gateway, is within what that gateway accepts. */
+export function fitsGateway(platform: string, payload: Record<string, unknown>, liveActivity = false): boolean {
+  if (jsonBytes(payload) <= SURELY_FITS_BYTES) return true;
+  switch (platform) {
+    case 'ios':
+      return (liveActivity ? toLiveActivityRequest(payload) : toApnsRequest(payload, MEASURING_ID)).bytes <= APNS_MAX_PAYLOAD_BYTES;
+    case 'android':
+      return jsonBytes(toFcmMessage(payload, MEASURING_ID)) <= FCM_MAX_MESSAGE_BYTES;
+    case 'web':
+      return webPushRecordBytes(toWebPushMessage(payload, MEASURING_ID).body.length) <= WEB_PUSH_MAX_RECORD_BYTES;
+    default:
+      return jsonBytes(toHmsMessage(payload, MEASURING_ID)) <= HMS_MAX_MESSAGE_BYTES;
+  }
+}

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { filterListSchema, type Filter } from './filters.js';
 import { capField, deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
+import { templateDataFields } from './template-data.js';
 import { checkLocalized, localizedSchema } from './localized.js';
 
 /** `POST /v6/transactional/notifications`: one device, or one user's devices narrowed by extra filters. */
@@ -19,7 +20,7 @@ export const transactionalRequestSchema = z.strictObject(
       .regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
     notification: z
       .strictObject(
-        { payload: payloadSchema, localized: localizedSchema.optional(), ...deliveryOptionFields, ...capField },
+        { payload: payloadSchema, localized: localizedSchema.optional(), ...deliveryOptionFields, ...capField, ...templateDataFields },
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
       )
       .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),

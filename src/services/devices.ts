@@ -47,7 +47,7 @@ export interface JourneyEvents {
     appId: string,
     devices: Device[],
     userId: string | null,
-    events: readonly { source: string; name: string }[],
+    events: readonly EventInput[],
   ): Promise<void>;
 }
 

@@ -1,3 +1,4 @@
+import { templateDataOf, type TemplateData, type TemplateEvent } from '../domain/template-data.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
@@ -221,7 +222,8 @@ export class JourneyEngine {
         const { notification: fields } = notificationRequestSchema.parse({ notification: { ...sendStep.notification, to } });
         const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
         // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
-        const c = await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey });
+        const templateData = withEvents(templateDataOf(fields), due);
+        const c = await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey, templateData });
         created.push(c);
         made.set(kind, { n: c.notification.id });
       } else {
@@ -287,6 +289,19 @@ function targetsOf(due: DueEntrant[]): { kind: 'u' | 'd'; to: { name: string; cr
     ...(users.length ? [{ kind: 'u' as const, to: [{ name: 'user_id', criteria: users }] }] : []),
     ...(devices.length ? [{ kind: 'd' as const, to: [{ name: 'device_id', criteria: devices }] }] : []),
   ];
+}
+
+/** The send's data with each entrant's event, by its user id or device id (as `targetsOf` names them). */
+function withEvents(data: TemplateData | null, due: DueEntrant[]): TemplateData | null {
+  const users = new Map<string, TemplateEvent>();
+  const devices = new Map<string, TemplateEvent>();
+  for (const e of due) {
+    if (!e.event) continue;
+    if (e.entrant_key.startsWith('u:')) users.set(e.entrant_key.slice(2), e.event);
+    else devices.set(e.device_id, e.event);
+  }
+  if (!users.size && !devices.size) return data;
+  return { ...data, event_by: { user_id: Object.fromEntries(users), device_id: Object.fromEntries(devices) } };
 }
 
 function moveOf(e: DueEntrant): EntrantMove {

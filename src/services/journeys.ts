@@ -6,7 +6,16 @@ import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositori
 import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
-import { eventKeys, listenedEvents, quickSendingCycle, type JourneyDefinition, type JourneyFields } from '../domain/journey.js';
+import {
+  eventKeys,
+  eventsByKey,
+  listenedEvents,
+  quickSendingCycle,
+  type JourneyDefinition,
+  type JourneyFields,
+} from '../domain/journey.js';
+import type { EventInput } from '../domain/device-input.js';
+import type { TemplateEvent } from '../domain/template-data.js';
 import { firstStep, reEntryRule, waitingArrivals, waitingEntry, type WaitingArrival } from '../domain/journey-run.js';
 import { deliveryOutcome, historyEntry, type DeliveryOutcome } from '../domain/journey-history.js';
 import type { Clock } from '../platform/clock.js';
@@ -214,9 +223,10 @@ export class JourneyService {
     appId: string,
     devices: Device[],
     userId: string | null,
-    events: readonly { source: string; name: string }[],
+    events: readonly EventInput[],
   ): Promise<void> {
     const keys = eventKeys(events);
+    const byKey = eventsByKey(events);
     const owner = userId ?? devices[0]?.user_id ?? null;
     const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
     // the journeys a device entered before it had a user still hold it under its own key
@@ -247,7 +257,7 @@ export class JourneyService {
       }
     }
     const journeyIds = waking.map((j) => j.id);
-    const woken = await this.deps.entrants.wake(trx, { appId, entrantKeys, journeyIds, keys, arrivals }, now);
+    const woken = await this.deps.entrants.wake(trx, { appId, entrantKeys, journeyIds, events: byKey, arrivals }, now);
     for (const w of woken) counts.of(w.journey_id).move(w.left_step, w.arrived_step);
     const triggered = journeys.filter((j) => j.trigger_event !== null && keys.includes(j.trigger_event));
     for (const j of triggered) if (j.state === 'paused') counts.of(j.id).add('', 'skipped', 1);
@@ -257,6 +267,7 @@ export class JourneyService {
       key,
       devices,
       counts,
+      byKey,
     );
   }
 
@@ -271,6 +282,8 @@ export class JourneyService {
     key: string,
     devices: Device[],
     counts: Counts,
+    /** the events that entered it, by key (none: entered through the API) */
+    events: Record<string, TemplateEvent> = {},
   ): Promise<Map<string, EntryOutcome>> {
     if (journeys.length === 0) {
       await counts.write(trx, this.deps.journeys);
@@ -290,6 +303,7 @@ export class JourneyService {
         version: j.version,
         deviceId: device?.id ?? null,
         history,
+        event: j.trigger_event !== null && Object.hasOwn(events, j.trigger_event) ? events[j.trigger_event]! : null,
       });
     }
     return this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates, counts: [...counts.changes] });

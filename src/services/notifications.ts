@@ -1,3 +1,6 @@
+import { deviceData, deviceVariables, templateDataOf, type TemplateData } from '../domain/template-data.js';
+import { compilePayload, renderPayload } from '../domain/templates.js';
+type TemplateDataFields = Parameters<typeof templateDataOf>[0];
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { DeliveryRepository } from '../db/repositories/delivery.js';
@@ -5,7 +8,8 @@ import type { Deliverable } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Notification } from '../db/schema.js';
+import type { Device, Notification } from '../db/schema.js';
+import type { Payload } from '../domain/payload.js';
 import { audienceSpec, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices } from '../domain/audience-spec.js';
 import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
@@ -423,6 +427,7 @@ export class NotificationService {
           request: i.request.notification,
           payload: i.request.notification.payload,
           localized: i.request.notification.localized,
+          templateData: templateDataOf(i.request.notification),
           collapseKey: null,
           timing: timingOf(
             i.request.notification,
@@ -511,6 +516,8 @@ export class NotificationService {
       liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
       /** a journey's send: the journey, version and step, stored with the request and shown with the record */
       journey?: JourneyTag;
+      /** what its templates render with, when not only the request's (a journey's entrants' events) */
+      templateData?: TemplateData | null;
       /** who created it, kept on its row */
       actor?: Actor;
     },
@@ -560,6 +567,7 @@ export class NotificationService {
       request: at.liveActivity?.request ?? (at.journey ? { ...fields, journey: at.journey } : fields),
       payload,
       localized: fields.localized,
+      templateData: at.templateData !== undefined ? at.templateData : templateDataOf(fields),
       collapseKey,
       timing,
       options,
@@ -581,11 +589,18 @@ export class NotificationService {
    * What `create` would send, without storing or sending anything: the mapped APNs, FCM, Web Push and HMS requests, as if
    * sent now (a ttl counts from now, and FCM's ttl is the time left), to a device of `locale` when given.
    */
-  async preview(appId: string, request: NotificationRequest, locale?: string): Promise<PushPreview & { variant: string | null }> {
+  async preview(
+    appId: string,
+    request: NotificationRequest,
+    at: { locale?: string; deviceId?: string } = {},
+  ): Promise<PushPreview & { variant: string | null }> {
     const { to, localized } = request.notification;
+    const device = at.deviceId !== undefined ? await this.devices.findForApp(this.db, appId, at.deviceId) : undefined;
+    if (at.deviceId !== undefined && !device) throw new NotFoundError('device');
     // a device of this locale gets its language's entry, as a send picks it (else the payload as it is)
-    const variant = localeVariant(localized, locale);
-    const payload = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
+    const variant = localeVariant(localized, at.locale ?? device?.locale);
+    const content = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
+    const payload = await this.rendered(content, request.notification, device);
     const now = this.clock.now();
     const options = resolveDeliveryOptions(request.notification, now);
     const push = { expiresAt: expiryOf(options, now), priority: options.priority };
@@ -599,6 +614,22 @@ export class NotificationService {
       hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
       variant,
     };
+  }
+
+  /** The payload's templates rendered as a send would for this device (none: with the send's data alone). */
+  private async rendered(payload: Payload, fields: TemplateDataFields, device: Device | undefined): Promise<Payload> {
+    const compiled = compilePayload(payload);
+    if (!compiled) return payload;
+    const attributes = device ? await this.devices.attributesOf(this.db, [device.id]) : [];
+    const variables = {
+      ...(device && deviceVariables(device, attributes)),
+      ...deviceData(templateDataOf(fields), { id: device?.id ?? '', userId: device?.user_id ?? null }),
+    };
+    try {
+      return renderPayload(compiled, variables) as Payload;
+    } catch (err) {
+      throw new ValidationError(`${device ? 'device_id' : 'notification.payload'}: does not render: ${(err as Error).message}`);
+    }
   }
 }
 

@@ -1,3 +1,4 @@
+import { templateDataOf } from '../domain/template-data.js';
 import { writeThenRelease, type Db } from '../db/database.js';
 import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NotificationsRepository } from '../db/repositories/notifications.js';
@@ -218,6 +219,7 @@ export class TransactionalService {
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
         localized: s.request.notification.localized,
+        templateData: templateDataOf(s.request.notification),
         collapseKey: null,
         transactionalKey: transactionalKey(s.request),
         group: s.request.group,
@@ -257,6 +259,7 @@ export class TransactionalService {
         request: s.request as unknown as Record<string, unknown>,
         payload: s.request.notification.payload,
         localized: s.request.notification.localized,
+        templateData: templateDataOf(s.request.notification),
         group: s.request.group,
         options: s.options,
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },

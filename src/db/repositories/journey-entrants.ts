@@ -4,6 +4,8 @@ import type { Database, JourneyEntrant } from '../schema.js';
 import { countDeltas, stepCountsUpsert, type CountDelta } from './journeys.js';
 import type { HistoryEntry, HistoryKind } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
+import { jsonbArray } from '../pg-arrays.js';
+import type { TemplateEvent } from '../../domain/template-data.js';
 
 /** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
 export interface EntryCandidate {
@@ -20,6 +22,8 @@ export interface EntryCandidate {
   afterMs: number;
   /** its history's first entries */
   history: HistoryEntry[];
+  /** the event that entered it, which its sends' templates read (null: entered through the API) */
+  event: TemplateEvent | null;
 }
 
 /** What an entry did: entered, or not (the entry filters, or the re-entry rule). */
@@ -94,8 +98,8 @@ export class JourneyEntrantsRepository {
                              ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
                              ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.waitEvent)}::text[],
                              ${col((c) => c.onEvent)}::text[], ${col((c) => c.afterExit)}::boolean[], ${col((c) => c.afterMs)}::bigint[],
-                             ${col((c) => JSON.stringify(c.history))}::jsonb[])
-          as c(journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms, history)
+                             ${col((c) => JSON.stringify(c.history))}::jsonb[], ${jsonbArray(col((c) => c.event))}::jsonb[])
+          as c(journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms, history, event)
       ),
       last_entry as (
         select distinct on (journey_id) journey_id, entered_at, outcome
@@ -123,8 +127,8 @@ export class JourneyEntrantsRepository {
       ),
       inserted as (
         insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event,
-                                      history, entered_at)
-        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}
+                                      history, entered_at, event)
+        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}, event
         from decided
         where outcome = 'entered'
       ),
@@ -177,16 +181,18 @@ export class JourneyEntrantsRepository {
    * Entrants waiting at a wait_for for one of these events move to its on_event step: waiting there at once when it
    * is one of `arrivals`, else due now. Entrants due now (at a step the engine is about to run, or running: locked)
    * are locked too, so that one the engine moves to a wait_for meanwhile is read as it committed (a row locked by
-   * another transaction is read again once that commits) and woken, not left to time out.
+   * another transaction is read again once that commits) and woken, not left to time out. The event that came (by
+   * key) becomes the one their later sends' templates read.
    */
   async wake(
     db: Db,
-    wake: { appId: string; entrantKeys: string[]; journeyIds: string[]; keys: string[]; arrivals: WaitingArrival[] },
+    wake: { appId: string; entrantKeys: string[]; journeyIds: string[]; events: Record<string, TemplateEvent>; arrivals: WaitingArrival[] },
     now: Date,
   ): Promise<{ journey_id: string; left_step: string; arrived_step: string }[]> {
-    const { appId, entrantKeys, journeyIds, keys, arrivals } = wake;
+    const { appId, entrantKeys, journeyIds, events, arrivals } = wake;
     if (journeyIds.length === 0) return [];
     const a = <T>(f: (w: WaitingArrival) => T) => arrivals.map(f);
+    const keys = Object.keys(events);
     const { rows } = await sql<{ journey_id: string; left_step: string; arrived_step: string }>`
       with hit as (
         select id, entered_at, journey_id, version, step_id, phase, wait_event, on_event from journey_entrants
@@ -210,6 +216,7 @@ export class JourneyEntrantsRepository {
       set step_id = w.arrived_step, phase = case when w.waits then 'waiting' else 'arrived' end,
           due_at = ${now}::timestamptz + w.wait_ms * interval '1 millisecond',
           wait_event = w.wait_event, on_event = w.on_event, seq = e.seq + 1,
+          event = ${JSON.stringify(events)}::jsonb -> w.came,
           history = pushd_journey_history(e.history, ${entryOf(now, sql`w.left_step`, 'event', sql`w.came`, sql`, 'to', w.arrived_step`)}
             || case when w.waits
                     then ${entryOf(

@@ -9,6 +9,7 @@ import { isUuid } from '../../domain/cursor.js';
 import type { DeliveryOptions } from '../../domain/delivery-options.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
 import type { Localized } from '../../domain/localized.js';
+import type { TemplateData } from '../../domain/template-data.js';
 import type { Filter } from '../../domain/filters.js';
 import type { CampaignSettings } from './apps.js';
 import type { Actor } from '../../domain/audit.js';
@@ -46,6 +47,8 @@ export interface NewNotification {
   transactionalKey?: string | null;
   /** a Live Activity push: what it starts, updates or ends */
   liveActivity?: LiveActivityRef | null;
+  /** what its templates render with (`data`, `data_by`, a journey's events); absent: nothing */
+  templateData?: TemplateData | null;
   /** who created it (the request's key, address and id); absent: nobody's request did */
   actor?: Actor;
 }
@@ -82,6 +85,7 @@ export class NotificationsRepository {
     const collapse = sql`
       on conflict (id) do update set
         audience_id = excluded.audience_id, request = excluded.request, payload = excluded.payload, localized = excluded.localized,
+        template_data = excluded.template_data,
         expires_at = excluded.expires_at, priority = excluded.priority,
         -- the payload replaced is the one that named a message: the notification is the new request's push now
         message_id = excluded.message_id,
@@ -174,7 +178,7 @@ export class NotificationsRepository {
   async replaceCut(
     trx: Transaction<Database>,
     id: string,
-    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options' | 'actor'> & {
+    n: Pick<NewNotification, 'request' | 'payload' | 'localized' | 'group' | 'options' | 'templateData' | 'actor'> & {
       cut: { batches: number; targeted: number; notAllowed: number };
     },
     batches: RawBuilder<unknown> | null,
@@ -184,6 +188,7 @@ export class NotificationsRepository {
       update notifications set
         request = ${JSON.stringify(n.request)}::jsonb, payload = ${JSON.stringify(n.payload)}::jsonb,
         localized = ${n.localized ? JSON.stringify(n.localized) : null}::jsonb, send_group = ${n.group ?? null},
+        template_data = ${n.templateData ? JSON.stringify(n.templateData) : null}::jsonb,
         expires_at = coalesce(
           now() + make_interval(secs => ${options?.ttlSeconds ?? null}::int),
           ${options?.expiresAt ?? null}::timestamptz
@@ -441,7 +446,7 @@ async function insertRows(
     insert into notifications (
       id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, expires_at, priority, message_id, transactional_key,
-      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity,
+      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity, template_data,
       actor_key_id, actor_role, client_address, request_id
     )
     select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId},
@@ -450,7 +455,7 @@ async function insertRows(
       t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
       case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
       case when t.cut_batches is not null then now() end,
-      case when t.cut_targeted = 0 then now() end, t.live_activity,
+      case when t.cut_targeted = 0 then now() end, t.live_activity, t.template_data,
       t.actor_key_id, t.actor_role, t.client_address, t.request_id
     from unnest(
       ${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[],
@@ -465,12 +470,13 @@ async function insertRows(
       ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
       ${column((n) => n.cut?.notAllowed ?? null)}::int[],
       ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[],
+      ${json((n) => n.templateData)}::jsonb[],
       ${column((n) => n.actor?.keyId ?? null)}::uuid[], ${column((n) => n.actor?.role ?? null)}::text[],
       ${column((n) => n.actor?.address ?? null)}::text[], ${column((n) => n.actor?.requestId ?? null)}::text[]
     ) with ordinality as t(
       id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
       throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed,
-      audience_key, live_activity, actor_key_id, actor_role, client_address, request_id, ord
+      audience_key, live_activity, template_data, actor_key_id, actor_role, client_address, request_id, ord
     )
     order by t.ord
     ${onConflict}

@@ -11,8 +11,9 @@ const json = z.record(z.string(), z.unknown());
 
 /**
  * The exact APNs, FCM, Web Push (headers, the document before encryption, the record's size once encrypted) and
- * HMS requests a notification body maps to, validated like a create (same schema, same
- * messages) but neither stored nor sent. `_nid` holds a placeholder id of the real id's length.
+ * HMS requests a notification body maps to, its templates rendered for `device_id` (else with the body's data
+ * alone), validated like a create (same schema, same messages) but neither stored nor sent. `_nid` holds a
+ * placeholder id of the real id's length.
  */
 export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
@@ -30,6 +31,8 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
               .regex(/^[A-Za-z]{2}([_-][A-Za-z]{2})?$/, 'must be a language (fr) or <language>_<COUNTRY> (pt_BR)')
               .transform((l) => (l.length === 2 ? l.toLowerCase() : `${l.slice(0, 2).toLowerCase()}_${l.slice(3).toUpperCase()}`))
               .optional(),
+            // the device whose variables the templates render with, and whose locale picks the language unless given
+            device_id: z.string().optional(),
           }),
           response: {
             ...authErrors,
@@ -47,7 +50,8 @@ export function notificationPreviewRoutes(ctx: HttpContext): FastifyPluginAsyncZ
         },
       },
       async (request) => {
-        const preview = await ctx.services.notifications.preview(request.principal.appId, request.body, request.query.locale);
+        const { locale, device_id: deviceId } = request.query;
+        const preview = await ctx.services.notifications.preview(request.principal.appId, request.body, { locale, deviceId });
         return {
           apns: {
             headers: { ...preview.apns.headers },

@@ -1,0 +1,145 @@
+import type { Db } from '../db/database.js';
+import { TemplateVariablesRepository } from '../db/repositories/template-variables.js';
+import type { PushResult, PushTarget } from '../gateways/types.js';
+import { fitsGateway } from '../domain/push-mapping.js';
+import { deviceData, deviceVariables, perDeviceData, type TemplateData } from '../domain/template-data.js';
+import {
+  compilePayload,
+  renderKey,
+  renderPayload,
+  RenderedTooLargeError,
+  type CompiledPayload,
+  type TemplateVariables,
+} from '../domain/templates.js';
+
+/** Content and the devices that receive it: one gateway send each. */
+export interface ContentGroup {
+  payload: Record<string, unknown>;
+  targets: PushTarget[];
+}
+
+/** Notifications whose parsed templates a process keeps (the most recently sent). */
+const KEPT_NOTIFICATIONS = 256;
+/** Renders a notification keeps by what they read (a name, a locale), so a broadcast renders each value once. */
+const KEPT_RENDERS = 20_000;
+
+type Rendered = { payload: Record<string, unknown> } | { reason: 'payload_too_large' | 'template_error' };
+
+/** What a process keeps of one notification while it sends: its templates parsed once, its data read once. */
+interface Kept {
+  /** by the payload's JSON: its templates parsed (null: none; an Error: one does not parse), and its number */
+  compiled: Map<string, { compiled: CompiledPayload | Error | null; no: number }>;
+  data?: Promise<TemplateData | null>;
+  renders: Map<string, Rendered>;
+}
+
+/**
+ * Renders a notification's templates for the devices of a batch: parsed once per notification, rendered once when
+ * they read nothing that differs between devices, else per device, and a render reused for every device whose
+ * variables it reads are the same. Devices whose render fails, or no longer fits their gateway, fail alone.
+ */
+export class TemplateRenderer {
+  private readonly kept = new Map<string, Kept>();
+  private readonly variables = new TemplateVariablesRepository();
+
+  constructor(private readonly db: Db) {}
+
+  async render(
+    n: { id: string; generation?: number; live_activity?: unknown },
+    platform: string,
+    groups: ContentGroup[],
+  ): Promise<{ groups: ContentGroup[]; failed: PushResult[] }> {
+    const kept = this.keptFor(`${n.id}:${n.generation ?? 0}`);
+    const out: ContentGroup[] = [];
+    const failed: PushResult[] = [];
+    for (const group of groups) {
+      const { compiled, no } = compiledOf(kept, group.payload);
+      if (compiled === null) {
+        out.push(group);
+        continue;
+      }
+      if (compiled instanceof Error) {
+        failed.push(...group.targets.map((t) => failure(t, 'template_error')));
+        continue;
+      }
+      const readsData = compiled.roots.has('data') || compiled.roots.has('event');
+      const data = readsData ? await (kept.data ??= this.variables.dataOf(this.db, n.id)) : null;
+      const perDevice = ['device', 'custom', 'user'].some((r) => compiled.roots.has(r as 'device')) || (readsData && perDeviceData(data));
+      const devices = perDevice
+        ? await this.variables.devicesOf(
+            this.db,
+            group.targets.map((t) => t.deviceId),
+          )
+        : null;
+      const byKey = new Map<string, ContentGroup>();
+      for (const t of group.targets) {
+        const row = devices?.get(t.deviceId);
+        const vars: TemplateVariables = {
+          ...(row && deviceVariables(row.device, row.attributes)),
+          ...deviceData(data, { id: t.deviceId, userId: row?.device.user_id ?? null }),
+        };
+        const key = `${no}\u0000${renderKey(compiled, vars)}`;
+        const rendered = renderedOf(kept, key, () => renderFor(compiled, vars, platform, !!n.live_activity));
+        if ('reason' in rendered) failed.push(failure(t, rendered.reason));
+        else {
+          const at = byKey.get(key);
+          if (at) at.targets.push(t);
+          else byKey.set(key, { payload: rendered.payload, targets: [t] });
+        }
+      }
+      out.push(...byKey.values());
+    }
+    return { groups: out, failed };
+  }
+
+  private keptFor(id: string): Kept {
+    let kept = this.kept.get(id);
+    if (kept) {
+      // most recently used last: the first is the one to forget
+      this.kept.delete(id);
+    } else {
+      kept = { compiled: new Map(), renders: new Map() };
+      if (this.kept.size >= KEPT_NOTIFICATIONS) this.kept.delete(this.kept.keys().next().value!);
+    }
+    this.kept.set(id, kept);
+    return kept;
+  }
+}
+
+function compiledOf(kept: Kept, payload: Record<string, unknown>): { compiled: CompiledPayload | Error | null; no: number } {
+  const key = JSON.stringify(payload);
+  let found = kept.compiled.get(key);
+  if (!found) {
+    let compiled: CompiledPayload | Error | null;
+    try {
+      compiled = compilePayload(payload);
+    } catch (err) {
+      // a template stored before it was checked as now: its devices fail, the rest of the notification goes
+      compiled = err as Error;
+    }
+    found = { compiled, no: kept.compiled.size };
+    kept.compiled.set(key, found);
+  }
+  return found;
+}
+
+function renderedOf(kept: Kept, key: string, make: () => Rendered): Rendered {
+  let rendered = kept.renders.get(key);
+  if (!rendered) {
+    if (kept.renders.size >= KEPT_RENDERS) kept.renders.clear();
+    rendered = make();
+    kept.renders.set(key, rendered);
+  }
+  return rendered;
+}
+
+function renderFor(compiled: CompiledPayload, vars: TemplateVariables, platform: string, liveActivity: boolean): Rendered {
+  try {
+    const payload = renderPayload(compiled, vars);
+    return fitsGateway(platform, payload, liveActivity) ? { payload } : { reason: 'payload_too_large' };
+  } catch (err) {
+    return { reason: err instanceof RenderedTooLargeError ? 'payload_too_large' : 'template_error' };
+  }
+}
+
+const failure = (t: PushTarget, reason: string): PushResult => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason } });
