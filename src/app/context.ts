@@ -28,6 +28,8 @@ import type { DirectDelivery } from '../delivery/direct-delivery.js';
 import { retryPolicyOf } from '../delivery/retry.js';
 import { JourneyService } from '../services/journeys.js';
 import { JourneyEngine } from '../services/journey-engine.js';
+import { WebhookService } from '../services/webhooks.js';
+import type { WebhookPoster } from '../delivery/webhooks.js';
 
 /** What the composition root builds the API's services from (`src/app/start.ts` starts each of these first). */
 export interface ContextDeps {
@@ -52,6 +54,8 @@ export interface ContextDeps {
   readDb?: Db;
   /** APNs' channel API, for Live Activity broadcast channels (none: this process cannot manage them) */
   channels?: ChannelApi | null;
+  /** sends webhook requests (a test ping) from this process (none: it cannot) */
+  webhookPoster?: WebhookPoster | null;
 }
 
 /** Wires the services the API serves from, once at start-up: the shared dependencies once, each service its part. */
@@ -106,6 +110,13 @@ export function createContext(deps: ContextDeps): HttpContext {
     messageStreams: new MessageStreamService(shared),
     journeys,
     journeyEngine,
+    webhooks: new WebhookService({
+      ...shared,
+      keyring: deps.secrets,
+      poster: deps.webhookPoster ?? null,
+      allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
+      retentionDays: config.RETENTION_WEBHOOK_EVENTS_DAYS,
+    }),
     liveActivities: new LiveActivityService({
       db,
       liveActivities: repos.liveActivities,

@@ -11,6 +11,9 @@ import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type Pipeline } from '../delivery/pipeline.js';
 import { startJourneyPoller } from '../delivery/journeys.js';
+import { startWebhookSender, WebhookPoster } from '../delivery/webhooks.js';
+import { WebhookClient } from '../gateways/webhook-client.js';
+import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import { jobSpecs } from '../delivery/jobs.js';
 import { LargeBatchTurns } from '../delivery/delivery.js';
 import { DirectDelivery, DIRECT_MAX_IN_FLIGHT } from '../delivery/direct-delivery.js';
@@ -131,9 +134,22 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const clock = options.clock ?? systemClock;
   // the apps' frequency caps, read by every batch: kept while their changes are followed
   const frequencyCaps = appChanges.cache<string, FrequencyCap[] | null>();
-  const pipeline = startPipeline({ config, log, db: database.handle.db, queues, workers, clock, gateways, metrics, frequencyCaps });
+  const webhookApps = appChanges.cache<'batch', string[]>();
+  const pipeline = startPipeline({
+    config,
+    log,
+    db: database.handle.db,
+    queues,
+    workers,
+    clock,
+    gateways,
+    metrics,
+    frequencyCaps,
+    webhookApps,
+  });
   // workers finish their in-flight batches, then gateways close
   lifecycle.add('pipeline', () => pipeline.close());
+  const webhookPoster = startWebhooks(lifecycle, { config, log, db: database.handle.db, keyring: database.secrets.keyring, workers });
   // what every context is made of; the API's adds its sending, changes, replica and channels
   const shared = {
     config,
@@ -145,6 +161,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     metrics,
     clock,
     secrets: database.secrets.keyring,
+    webhookPoster,
   };
   if (config.ROLE === 'worker') {
     // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
@@ -152,7 +169,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     return { database, queues, pipeline, metrics };
   }
   const policy = retryPolicyOf(config);
-  const store = new DeliveryStore(database.handle.db, new DeliveryRepository(), frequencyCaps);
+  const store = new DeliveryStore(database.handle.db, new DeliveryRepository(), frequencyCaps, webhookApps);
   const direct = new DirectDelivery({
     log,
     metrics,
@@ -185,6 +202,35 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, pipeline, metrics, api: { ctx, server } };
+}
+
+/**
+ * The webhook client every process has (an API process sends the test ping), and the sender of the outbox where the
+ * workers run: apart from delivery, with its own concurrency and timeout.
+ */
+function startWebhooks(
+  lifecycle: Lifecycle,
+  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean },
+): WebhookPoster {
+  const { config } = deps;
+  const client = new WebhookClient({
+    allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    maxSockets: config.WEBHOOK_CONCURRENCY,
+  });
+  lifecycle.add('webhook client', async () => client.close());
+  const shared = { db: deps.db, webhooks: new WebhooksRepository(), transport: client, keyring: deps.keyring };
+  if (deps.workers) {
+    const sender = startWebhookSender({
+      ...shared,
+      log: deps.log,
+      batchSize: config.WEBHOOK_BATCH_SIZE,
+      concurrency: config.WEBHOOK_CONCURRENCY,
+      pollMs: config.WEBHOOK_POLL_MS,
+    });
+    lifecycle.add('webhook sender', () => sender.stop());
+  }
+  return new WebhookPoster(shared);
 }
 
 /** Journeys' steps run where the workers do: registered after the pipeline, so it stops before the workers close. */

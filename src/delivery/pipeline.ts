@@ -59,6 +59,8 @@ export interface PipelineDeps {
   /** needed with workers */
   metrics?: Metrics;
   frequencyCaps?: FollowedCache<string, FrequencyCap[] | null>;
+  /** the apps with webhook endpoints for batches' outcomes (DeliveryStore) */
+  webhookApps?: FollowedCache<'batch', string[]>;
 }
 
 /**
@@ -79,7 +81,7 @@ export function startPipeline(opts: PipelineDeps): Pipeline {
   const notifications = new NotificationsRepository();
   const delivery = new DeliveryRepository();
   const policy = retryPolicyOf(config);
-  const store = new DeliveryStore(db, delivery, opts.frequencyCaps);
+  const store = new DeliveryStore(db, delivery, opts.frequencyCaps, opts.webhookApps);
   const backoff = (attemptsMade: number, err: unknown) => backoffDelay(policy, attemptsMade, err);
   // one set of turns for the process's large batches, whether a delivery job or a fan-out sends them
   const largeTurns = new LargeBatchTurns(config.DELIVERY_CONCURRENCY);
