@@ -81,6 +81,83 @@ BEGIN
   END LOOP;
 END $$;
 
+-- The events of facts recorded in many places (a notification closed or canceled by any path, an open, a conversion,
+-- a journey entrant moving), written by triggers in the statement that records the fact: one place each, in its
+-- transaction. An app without an enabled endpoint costs one index probe.
+CREATE FUNCTION pushd_record_webhook_event(p_app uuid, p_type text, p_data jsonb) RETURNS void LANGUAGE sql AS $$
+  INSERT INTO webhook_events (endpoint_id, app_id, type, data)
+  SELECT e.id, e.app_id, p_type, p_data
+  FROM webhook_endpoints e
+  WHERE e.app_id = p_app AND e.enabled AND e.events && ARRAY['*', p_type]
+$$;
+
+CREATE FUNCTION pushd_notification_webhook_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE app_id = NEW.app_id AND enabled) THEN
+    RETURN NULL;
+  END IF;
+  IF NEW.state = 'canceled' THEN
+    PERFORM pushd_record_webhook_event(NEW.app_id, 'notification.canceled', jsonb_build_object('notification_id', NEW.id));
+    RETURN NULL;
+  END IF;
+  -- its counts are its batches' sums and its fan-out ranges' (NotificationsRepository.withCounters)
+  PERFORM pushd_record_webhook_event(NEW.app_id, 'notification.completed', (
+    SELECT jsonb_build_object(
+      'notification_id', NEW.id, 'state', NEW.state,
+      'devices_targeted', NEW.devices_targeted
+        + coalesce((SELECT sum(r.devices_targeted) FROM fanout_ranges r WHERE r.notification_id = NEW.id), 0),
+      'pushes_succeeded', coalesce(sum(b.succeeded), 0), 'pushes_failed', coalesce(sum(b.failed), 0),
+      'pushes_invalidated', coalesce(sum(b.invalidated), 0), 'pushes_expired', coalesce(sum(b.expired), 0))
+    FROM delivery_batches b
+    WHERE b.notification_id = NEW.id AND b.generation = NEW.generation));
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER notifications_webhook_event AFTER UPDATE OF state ON notifications
+  FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND NEW.state IN ('sent', 'failed', 'canceled'))
+  EXECUTE FUNCTION pushd_notification_webhook_event();
+
+CREATE FUNCTION pushd_open_webhook_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pushd_record_webhook_event(NEW.app_id, 'push.opened', jsonb_build_object(
+    'notification_id', NEW.notification_id, 'device_id', NEW.device_id, 'kind', NEW.kind, 'opened_at', NEW.opened_at));
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER push_opens_webhook_event AFTER INSERT ON push_opens
+  FOR EACH ROW EXECUTE FUNCTION pushd_open_webhook_event();
+
+CREATE FUNCTION pushd_conversion_webhook_event() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  app uuid;
+BEGIN
+  SELECT n.app_id INTO app FROM notifications n WHERE n.id = NEW.notification_id;
+  IF app IS NULL OR NOT EXISTS (SELECT 1 FROM webhook_endpoints WHERE app_id = app AND enabled) THEN
+    RETURN NULL;
+  END IF;
+  PERFORM pushd_record_webhook_event(app, 'conversion', jsonb_build_object(
+    'notification_id', NEW.notification_id, 'device_id', NEW.device_id, 'source', NEW.source, 'name', NEW.name,
+    'count', NEW.count - CASE WHEN TG_OP = 'UPDATE' THEN OLD.count ELSE 0 END));
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER notification_conversions_webhook_event AFTER INSERT OR UPDATE OF count ON notification_conversions
+  FOR EACH ROW EXECUTE FUNCTION pushd_conversion_webhook_event();
+
+CREATE FUNCTION pushd_journey_webhook_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pushd_record_webhook_event(NEW.app_id,
+    CASE WHEN TG_OP = 'INSERT' THEN 'journey.entered' ELSE 'journey.' || NEW.outcome END,
+    jsonb_build_object('journey_id', NEW.journey_id, 'version', NEW.version, 'device_id', NEW.device_id, 'entrant', NEW.entrant_key));
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER journey_entrants_webhook_entered AFTER INSERT ON journey_entrants
+  FOR EACH ROW EXECUTE FUNCTION pushd_journey_webhook_event();
+CREATE TRIGGER journey_entrants_webhook_left AFTER UPDATE OF outcome ON journey_entrants
+  FOR EACH ROW WHEN (OLD.outcome IS DISTINCT FROM NEW.outcome AND NEW.outcome IN ('converted', 'exited'))
+  EXECUTE FUNCTION pushd_journey_webhook_event();
+
 -- pushd itself disables an endpoint (a 410, or failing for days): its audit row's actor is the system
 ALTER TABLE audit_log DROP CONSTRAINT audit_log_actor_role_check;
 ALTER TABLE audit_log ADD CONSTRAINT audit_log_actor_role_check CHECK (actor_role IN ('read', 'write', 'sdk', 'cli', 'system'));

@@ -129,6 +129,50 @@ describe('webhooks', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('sends notification.completed and .canceled, push.opened, conversion and journey events from their transactions', async () => {
+    await deleteAll();
+    await createEndpoint();
+    const journey = await api('POST', '/v6/journeys', keys.write, {
+      journey: {
+        name: 'Cart',
+        trigger: { event: 'cart_abandoned' },
+        exit_on: ['purchase'],
+        steps: [{ id: 'wait', type: 'delay', duration: '1h' }],
+      },
+    });
+    expect(journey.statusCode, journey.body).toBe(201);
+    const device = await registerDevice(h, keys.sdk, { platform: 'ios' });
+    const id = await push();
+    const of = (type: string) => rx.events().filter((e) => e.type === type);
+    await waitFor('notification.completed', async () => of('notification.completed').find((e) => e.data.notification_id === id) ?? null);
+    const completed = of('notification.completed').find((e) => e.data.notification_id === id)!;
+    expect(completed.data).toMatchObject({ state: 'sent', pushes_succeeded: expect.any(Number) });
+    expect(completed.data.pushes_succeeded).toBeGreaterThan(0);
+
+    const opened = await api('POST', `/v6/devices/${device.id}/opens`, keys.sdk, { open: { _nid: id, tapped: true } });
+    expect(opened.statusCode, opened.body).toBeLessThan(300);
+    for (const name of ['cart_abandoned', 'purchase']) {
+      const res = await api('POST', `/v6/devices/${device.id}/events`, keys.sdk, { events: [{ name }] });
+      expect(res.statusCode, res.body).toBeLessThan(300);
+    }
+    await waitFor('push.opened, conversion and the journey events', async () =>
+      ['push.opened', 'conversion', 'journey.entered', 'journey.converted'].every((t) => of(t).some((e) => e.data.device_id === device.id))
+        ? true
+        : null,
+    );
+    expect(of('push.opened').find((e) => e.data.device_id === device.id)!.data).toMatchObject({ notification_id: id, kind: 'direct' });
+    expect(of('conversion').find((e) => e.data.name === 'purchase')!.data).toMatchObject({ notification_id: id, count: 1 });
+    expect(of('journey.converted')[0]!.data).toMatchObject({ journey_id: journey.json().journey.id, version: 1 });
+
+    const later = await api('POST', '/v6/notifications', keys.write, {
+      notification: { to: '*', payload: { alert: 'later' }, send_at: new Date(Date.now() + 3_600_000).toISOString() },
+    });
+    expect((await api('DELETE', `/v6/notifications/${later.json().id}`, keys.write)).statusCode).toBeLessThan(300);
+    await waitFor('notification.canceled', async () =>
+      of('notification.canceled').some((e) => e.data.notification_id === later.json().id) ? true : null,
+    );
+  });
+
   it('retries a failing receiver after its Retry-After, and lists the attempts', async () => {
     await deleteAll();
     const w = await createEndpoint({ events: ['push.delivered'] });
