@@ -204,25 +204,28 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   return { database, queues, pipeline, metrics, api: { ctx, server } };
 }
 
-/**
- * The webhook client every process has (an API process sends the test ping), and the sender of the outbox where the
- * workers run: apart from delivery, with its own concurrency and timeout.
- */
-function startWebhooks(
-  lifecycle: Lifecycle,
-  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean },
-): WebhookPoster {
-  const { config } = deps;
+/** The webhook client and what signs and sends through it (the sender's, an API's test ping, the command line's). */
+export function createWebhookPoster(config: Config, db: Db, keyring: SecretsKeyring) {
   const client = new WebhookClient({
     allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     maxSockets: config.WEBHOOK_CONCURRENCY,
   });
-  lifecycle.add('webhook client', async () => client.close());
-  const shared = { db: deps.db, webhooks: new WebhooksRepository(), transport: client, keyring: deps.keyring };
+  const deps = { db, webhooks: new WebhooksRepository(), transport: client, keyring };
+  return { deps, poster: new WebhookPoster(deps), close: () => client.close() };
+}
+
+/** The webhook client every process has, and the outbox's sender where the workers run: apart from delivery. */
+function startWebhooks(
+  lifecycle: Lifecycle,
+  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean },
+): WebhookPoster {
+  const { config } = deps;
+  const made = createWebhookPoster(config, deps.db, deps.keyring);
+  lifecycle.add('webhook client', async () => made.close());
   if (deps.workers) {
     const sender = startWebhookSender({
-      ...shared,
+      ...made.deps,
       log: deps.log,
       batchSize: config.WEBHOOK_BATCH_SIZE,
       concurrency: config.WEBHOOK_CONCURRENCY,
@@ -230,7 +233,7 @@ function startWebhooks(
     });
     lifecycle.add('webhook sender', () => sender.stop());
   }
-  return new WebhookPoster(shared);
+  return made.poster;
 }
 
 /** Journeys' steps run where the workers do: registered after the pipeline, so it stops before the workers close. */

@@ -11,6 +11,7 @@ import { webPushCommands } from './web-push.js';
 import { hmsCommands } from './hms.js';
 import { auditCommands } from './audit.js';
 import { secretsCommands } from './secrets.js';
+import { webhookCommands } from './webhooks.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -26,6 +27,7 @@ const commands: Record<string, Command> = {
   ...hmsCommands,
   ...auditCommands,
   ...secretsCommands,
+  ...webhookCommands,
 };
 
 const HELP = ['--help', '-h'];
