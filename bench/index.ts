@@ -20,6 +20,7 @@ const BENCHES = [
   'stats',
   'unicast',
   'web-push',
+  'webhooks',
 ];
 const [name, ...rest] = process.argv.slice(2);
 const run = (bench: string, args: string[]) =>
