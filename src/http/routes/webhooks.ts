@@ -111,7 +111,7 @@ export function webhookRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags,
           summary: 'Replace the signing secret (answered this once); the old one also signs for 24 hours',
           params: idParams,
-          response: { 200: answer, 404: errorResponse, ...authErrors },
+          response: { 200: answer, ...bodyErrors, 404: errorResponse, ...authErrors },
         },
       },
       async (request) => ({
@@ -127,7 +127,7 @@ export function webhookRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags,
           summary: 'Send one `ping` event to the endpoint now and answer what its receiver said',
           params: idParams,
-          response: { 200: testAnswer, 400: errorResponse, 404: errorResponse, ...authErrors },
+          response: { 200: testAnswer, ...bodyErrors, 404: errorResponse, ...authErrors },
         },
       },
       async (request) => {
