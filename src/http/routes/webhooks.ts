@@ -94,7 +94,7 @@ export function webhookRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           tags,
           summary: 'Delete a webhook endpoint',
           params: idParams,
-          response: { 204: z.null(), 404: errorResponse, ...authErrors },
+          response: { 204: z.null(), ...bodyErrors, 404: errorResponse, ...authErrors },
         },
       },
       async (request, reply) => {
