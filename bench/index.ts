@@ -22,6 +22,7 @@ const BENCHES = [
   'templates',
   'unicast',
   'web-push',
+  'webhooks',
 ];
 const [name, ...rest] = process.argv.slice(2);
 const run = (bench: string, args: string[]) =>

@@ -6,7 +6,7 @@ export interface AuditEntry {
   id: string;
   at: string;
   action: string;
-  actor: { key_id: string | null; role: 'read' | 'write' | 'sdk' | 'cli' };
+  actor: { key_id: string | null; role: 'read' | 'write' | 'sdk' | 'cli' | 'system' };
   client_address: string | null;
   request_id: string | null;
   details: Record<string, unknown>;
@@ -36,7 +36,15 @@ export function auditPanel(api: Api): { panel: HTMLElement; refresh: () => Promi
             { 'data-action': e.action },
             h('td', {}, when(e.at)),
             h('td', {}, e.action),
-            h('td', {}, e.actor.role === 'cli' ? 'command line' : `${e.actor.role} key ${e.actor.key_id?.slice(0, 8) ?? ''}`),
+            h(
+              'td',
+              {},
+              e.actor.role === 'cli'
+                ? 'command line'
+                : e.actor.role === 'system'
+                  ? 'pushd'
+                  : `${e.actor.role} key ${e.actor.key_id?.slice(0, 8) ?? ''}`,
+            ),
             h('td', {}, e.client_address ?? '—'),
             h('td', { class: 'details' }, detailText(e.details)),
           ),

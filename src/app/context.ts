@@ -29,6 +29,8 @@ import type { DirectDelivery } from '../delivery/direct-delivery.js';
 import { retryPolicyOf } from '../delivery/retry.js';
 import { JourneyService } from '../services/journeys.js';
 import { JourneyEngine } from '../services/journey-engine.js';
+import { WebhookService } from '../services/webhooks.js';
+import type { WebhookPoster } from '../delivery/webhooks.js';
 
 /** What the composition root builds the API's services from (`src/app/start.ts` starts each of these first). */
 export interface ContextDeps {
@@ -55,6 +57,8 @@ export interface ContextDeps {
   channels?: ChannelApi | null;
   /** refuses requests whose work cannot start within its bound (none: nothing is refused for time) */
   admission?: Admission;
+  /** sends webhook requests (a test ping) from this process (none: it cannot) */
+  webhookPoster?: WebhookPoster | null;
 }
 
 /** Wires the services the API serves from, once at start-up: the shared dependencies once, each service its part. */
@@ -112,6 +116,13 @@ export function createContext(deps: ContextDeps): HttpContext {
     messageStreams: new MessageStreamService(shared),
     journeys,
     journeyEngine,
+    webhooks: new WebhookService({
+      ...shared,
+      keyring: deps.secrets,
+      poster: deps.webhookPoster ?? null,
+      allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
+      retentionDays: config.RETENTION_WEBHOOK_EVENTS_DAYS,
+    }),
     liveActivities: new LiveActivityService({
       db,
       liveActivities: repos.liveActivities,

@@ -49,7 +49,9 @@ export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime
     credentials.lookup,
   );
   // the apps' frequency caps, read by every batch: kept while their changes are followed
-  const store = new DeliveryStore(db, new DeliveryRepository(), deps.changes.cache<string, FrequencyCap[] | null>());
+  // the apps with a webhook endpoint for batches' outcomes: the push path pays nothing for the others
+  const webhookApps = deps.changes.cache<'batch', string[]>();
+  const store = new DeliveryStore(db, new DeliveryRepository(), deps.changes.cache<string, FrequencyCap[] | null>(), webhookApps);
   const scheduler = queueScheduler(deps.queues);
   const policy = retryPolicyOf(config);
   const largeTurns = new LargeBatchTurns(config.DELIVERY_CONCURRENCY);

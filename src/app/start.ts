@@ -6,9 +6,14 @@ import type { Logger } from '../platform/logger.js';
 import { Metrics } from '../platform/metrics.js';
 import { startPipeline, type DeliveryRuntime } from '../delivery/pipeline.js';
 import { startJourneyPoller } from '../delivery/journeys.js';
+import { startWebhookSender, WebhookPoster } from '../delivery/webhooks.js';
+import { WebhookClient } from '../gateways/webhook-client.js';
+import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import { jobSpecs } from '../delivery/jobs.js';
 import { JobQueues } from '../delivery/queues.js';
 import type { HttpContext } from '../http/context.js';
+import type { Db } from '../db/database.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
 import { createContext } from './context.js';
 import { buildDeliveryRuntime, pipelineSettings } from './delivery-runtime.js';
 import { Admission } from '../platform/admission.js';
@@ -115,6 +120,8 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const clock = options.clock ?? systemClock;
   const secrets = database.secrets.keyring;
   const db = database.handle.db;
+  const workers = config.ROLE !== 'api';
+  const webhookPoster = startWebhooks(lifecycle, { config, log, db, keyring: secrets, workers });
   const delivery = buildDeliveryRuntime({
     config,
     log,
@@ -129,7 +136,6 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('gateways', () => delivery.gateways.close());
   // after the workers and the HTTP server: the sends they started finish before the gateways close
   lifecycle.add('direct deliveries', () => delivery.direct.close());
-  const workers = config.ROLE !== 'api';
   const pipeline = workers
     ? startPipeline({ log, db, queues, clock, metrics, runtime: delivery, settings: pipelineSettings(config) })
     : null;
@@ -137,7 +143,10 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   if (pipeline) lifecycle.add('pipeline', () => pipeline.close());
   // what every context is made of; the API's adds its direct sends, changes, replica and channels
   const { scheduler, gateways, store } = delivery;
-  const shared = { config, log, db, queues, scheduler, gateways, metrics, clock, secrets, sending: { store, direct: null } };
+  const shared = {
+    ...{ config, log, db, queues, scheduler, gateways, metrics, clock, secrets },
+    ...{ webhookPoster, sending: { store, direct: null } },
+  };
   if (config.ROLE === 'worker') {
     // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
     startJourneys(lifecycle, config, log, createContext(shared));
@@ -166,6 +175,38 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, delivery, metrics, api: { ctx, server } };
+}
+
+/** The webhook client and what signs and sends through it (the sender's, an API's test ping, the command line's). */
+export function createWebhookPoster(config: Config, db: Db, keyring: SecretsKeyring) {
+  const client = new WebhookClient({
+    allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
+    timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+    maxSockets: config.WEBHOOK_CONCURRENCY,
+  });
+  const deps = { db, webhooks: new WebhooksRepository(), transport: client, keyring };
+  return { deps, poster: new WebhookPoster(deps), close: () => client.close() };
+}
+
+/** The webhook client every process has, and the outbox's sender where the workers run: apart from delivery. */
+function startWebhooks(
+  lifecycle: Lifecycle,
+  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean },
+): WebhookPoster {
+  const { config } = deps;
+  const made = createWebhookPoster(config, deps.db, deps.keyring);
+  lifecycle.add('webhook client', async () => made.close());
+  if (deps.workers) {
+    const sender = startWebhookSender({
+      ...made.deps,
+      log: deps.log,
+      batchSize: config.WEBHOOK_BATCH_SIZE,
+      concurrency: config.WEBHOOK_CONCURRENCY,
+      pollMs: config.WEBHOOK_POLL_MS,
+    });
+    lifecycle.add('webhook sender', () => sender.stop());
+  }
+  return made.poster;
 }
 
 /** Journeys' steps run where the workers do: registered after the pipeline, so it stops before the workers close. */

@@ -16,6 +16,7 @@ import { hmsCommands } from './hms.js';
 import { auditCommands } from './audit.js';
 import { secretsCommands } from './secrets.js';
 import { backupCommands } from './backup.js';
+import { webhookCommands } from './webhooks.js';
 
 /**
  * pushd CLI. Every command prints one JSON document on stdout, its answer or `{"error": "…"}`; logs and messages go
@@ -32,6 +33,7 @@ const commands: Record<string, AnyCommand> = {
   ...auditCommands,
   ...secretsCommands,
   ...backupCommands,
+  ...webhookCommands,
 };
 
 const HELP = ['--help', '-h'];

@@ -424,7 +424,7 @@ export interface AuditLogTable {
   action: string;
   /** the key that made it; null from the command line */
   actor_key_id: string | null;
-  actor_role: KeyRole | 'cli';
+  actor_role: KeyRole | 'cli' | 'system';
   client_address: string | null;
   request_id: string | null;
   details: Json<Record<string, unknown>>;
@@ -503,6 +503,50 @@ export interface JourneyEnteredTable {
   last_entered_at: Date;
 }
 
+export interface WebhookEndpointsTable {
+  id: Generated<string>;
+  app_id: string;
+  url: string;
+  /** event types, or '*' (src/domain/webhooks.ts) */
+  events: string[];
+  description: Generated<string>;
+  enabled: Generated<boolean>;
+  disabled_reason: string | null;
+  /** the signing secret (`whsec_…`), sealed; the replaced one still signs until previous_secret_until */
+  secret: Sealed;
+  previous_secret: Sealed | null;
+  previous_secret_until: Date | null;
+  failures: Generated<number>;
+  failing_since: Date | null;
+  next_attempt_at: Generated<Date>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+export interface WebhookEventsTable {
+  id: Generated<string>;
+  created_at: Generated<Date>;
+  endpoint_id: string;
+  app_id: string;
+  /** an event type, or 'batch' (a batch's outcomes: BatchOutcomes) */
+  type: string;
+  data: Json<Record<string, unknown>>;
+  state: Generated<'pending' | 'sent' | 'failed'>;
+  attempts: Generated<number>;
+  due_at: Generated<Date>;
+}
+
+export interface WebhookAttemptsTable {
+  id: Generated<string>;
+  at: Generated<Date>;
+  endpoint_id: string;
+  events: number;
+  status: number | null;
+  latency_ms: number;
+  error: string | null;
+  snippet: string | null;
+}
+
 export interface Database {
   apps: AppsTable;
   api_keys: ApiKeysTable;
@@ -535,6 +579,9 @@ export interface Database {
   journey_step_counts: JourneyStepCountsTable;
   journey_entrants: JourneyEntrantsTable;
   journey_entered: JourneyEnteredTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_events: WebhookEventsTable;
+  webhook_attempts: WebhookAttemptsTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -554,3 +601,5 @@ export type LiveActivityChannel = Selectable<LiveActivityChannelsTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;
 export type Journey = Selectable<JourneysTable>;
 export type JourneyEntrant = Selectable<JourneyEntrantsTable>;
+export type WebhookEndpoint = Selectable<WebhookEndpointsTable>;
+export type WebhookAttempt = Selectable<WebhookAttemptsTable>;

@@ -9,6 +9,7 @@ import type { FrequencyCap } from '../domain/frequency-caps.js';
 import type { FollowedCache } from '../db/app-changes.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import { TemplateRenderer } from './render.js';
+import { WebhooksRepository } from '../db/repositories/webhooks.js';
 
 /**
  * Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends):
@@ -36,12 +37,15 @@ export class DeliveryStore {
   private readonly apps = new AppsRepository();
   /** the templates of the notifications this process sends, parsed once each */
   readonly templates: TemplateRenderer;
+  private readonly webhooks = new WebhooksRepository();
 
   constructor(
     readonly db: Db,
     readonly delivery: DeliveryRepository,
     /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
     private readonly caps: FollowedCache<string, FrequencyCap[] | null> | null = null,
+    /** the apps with a webhook endpoint for batches' outcomes, kept the same way (none: read for every record) */
+    private readonly eventApps: FollowedCache<'batch', string[]> | null = null,
   ) {
     this.templates = new TemplateRenderer(db);
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
@@ -55,12 +59,12 @@ export class DeliveryStore {
     }, limits);
     this.records = new GroupRunner(
       async (attempts) => {
-        const closed = await delivery.recordAttempts(db, attempts);
+        const closed = await delivery.recordAttempts(db, attempts, await this.withEvents());
         return attempts.map((a) => ({ status: 'fulfilled', value: closed.has(a.batch.notification_id) }));
       },
       limits,
       // recorded alone, one attempt the database refuses fails only itself: an attempt not recorded is sent again
-      async (a) => (await delivery.recordAttempts(db, [a])).size > 0,
+      async (a) => (await delivery.recordAttempts(db, [a], await this.withEvents())).size > 0,
     );
     this.completions = new GroupRunner(async (list) => {
       const closed = new Set(await delivery.completeIfFinished(db, list));
@@ -107,6 +111,13 @@ export class DeliveryStore {
       payload: variant === null ? payload : localizedPayload(payload, localized[variant]),
       targets: list,
     }));
+  }
+
+  /** Whether any app has a webhook endpoint for batches' outcomes: without one, recording writes no event. */
+  private async withEvents(): Promise<boolean> {
+    const read = () => this.webhooks.appsWithBatchEvents(this.db);
+    const apps = this.eventApps ? await this.eventApps.get('batch', read) : await read();
+    return (apps?.length ?? 0) > 0;
   }
 
   /** The app's frequency caps (null: none); from the cache, so a send of an app without caps reads nothing. */

@@ -55,6 +55,8 @@ export function retentionOf(config: Config): Retention {
     journey_entrants: config.RETENTION_JOURNEY_ENTRANTS_DAYS,
     notifications: config.RETENTION_NOTIFICATIONS_DAYS,
     audit_log: config.RETENTION_AUDIT_DAYS,
+    webhook_events: config.RETENTION_WEBHOOK_EVENTS_DAYS,
+    webhook_attempts: config.RETENTION_WEBHOOK_EVENTS_DAYS,
     // each message's retention is in its id (its expires_at's day): this says how far ahead a message made now goes
     messages: config.MESSAGE_RETENTION_DAYS,
   };

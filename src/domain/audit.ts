@@ -33,6 +33,13 @@ export interface AuditDetails {
   'message.created': { message_id: string };
   'live_activity_channel.created': { channel_id: string };
   'live_activity_channel.deleted': { channel_id: string };
+  'webhook.created': { endpoint_id: string; url: string; events: string[] };
+  'webhook.updated': { endpoint_id: string; changed: string[] };
+  'webhook.deleted': { endpoint_id: string; url: string };
+  'webhook.secret_rotated': { endpoint_id: string };
+  /** by pushd: the receiver answered 410, or failed for days */
+  'webhook.disabled': { endpoint_id: string; url: string; reason: string };
+  'webhook.replayed': { endpoint_id: string; since: string; until: string; events: number };
 }
 
 export type AuditAction = keyof AuditDetails;
@@ -62,6 +69,12 @@ export const AUDIT_ACTIONS: Record<AuditAction, string> = {
   'message.created': 'an in-app message was created',
   'live_activity_channel.created': 'a Live Activity broadcast channel was created',
   'live_activity_channel.deleted': 'a Live Activity broadcast channel was deleted',
+  'webhook.created': 'a webhook endpoint was created',
+  'webhook.updated': 'a webhook endpoint was changed (which fields)',
+  'webhook.deleted': 'a webhook endpoint was deleted',
+  'webhook.secret_rotated': "a webhook endpoint's signing secret was replaced (the old one signs for 24 hours more)",
+  'webhook.disabled': 'pushd disabled a webhook endpoint (its receiver answered 410, or failed for days)',
+  'webhook.replayed': "a window of a webhook endpoint's events was sent again",
 };
 
 export const AUDIT_ACTION_NAMES = Object.keys(AUDIT_ACTIONS) as [AuditAction, ...AuditAction[]];
@@ -71,16 +84,18 @@ export type AppSettingName = 'max_per_minute' | 'default_time_zone' | 'quiet_hou
 
 /**
  * Who made a change: the key of the request (its id and role), the client address and the request's id, as the
- * HTTP layer knows them; the operator's command line is `CLI_ACTOR`.
+ * HTTP layer knows them; the operator's command line is `CLI_ACTOR`, pushd itself `SYSTEM_ACTOR`.
  */
 export interface Actor {
   keyId: string | null;
-  role: KeyRole | 'cli';
+  role: KeyRole | 'cli' | 'system';
   address: string | null;
   requestId: string | null;
 }
 
 export const CLI_ACTOR: Actor = Object.freeze({ keyId: null, role: 'cli', address: null, requestId: null });
+/** pushd acting on its own (a webhook endpoint disabled because it failed). */
+export const SYSTEM_ACTOR: Actor = Object.freeze({ keyId: null, role: 'system', address: null, requestId: null });
 
 /** One change as the audit log stores it, before it has a time and an id. */
 export interface AuditEntry<A extends AuditAction = AuditAction> {

@@ -17,7 +17,14 @@ export const SECRET_COLUMNS = [
   'hms_credentials',
   'identity_secret',
 ] as const;
+/**
+ * The columns of other tables that hold secrets, named with their table (a webhook endpoint's signing secrets);
+ * sealed and opened as the apps columns, resealed by a rotation with them.
+ */
+export const OTHER_SECRET_COLUMNS = ['webhook_endpoints.secret', 'webhook_endpoints.previous_secret'] as const;
 export type SecretColumn = (typeof SECRET_COLUMNS)[number];
+/** Any column a sealed value belongs to: its name is the additional data that binds the value to it. */
+export type SealedColumn = SecretColumn | (typeof OTHER_SECRET_COLUMNS)[number];
 
 export const SECRETS_KEY_BYTES = 32;
 const PREFIX = 'pushd:v1:';
@@ -110,7 +117,7 @@ export class SecretsKeyring {
     );
   }
 
-  seal(plain: string, column: SecretColumn): Sealed {
+  seal(plain: string, column: SealedColumn): Sealed {
     this.refresh();
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', this.#current, iv);
@@ -121,7 +128,7 @@ export class SecretsKeyring {
   }
 
   /** The plain value; throws SecretsKeyError when its key is not held or it does not open (changed, or moved from another column). */
-  open(sealed: string, column: SecretColumn): string {
+  open(sealed: string, column: SealedColumn): string {
     const parts = SEALED.exec(sealed);
     if (!parts) throw new SecretsKeyError(`${column}: the stored value is not sealed`);
     const [, keyId, iv, body, tag] = parts as unknown as [string, string, string, string, string];
@@ -147,6 +154,6 @@ export class SecretsKeyring {
   }
 }
 
-function additionalData(keyId: string, column: SecretColumn): Buffer {
-  return Buffer.from(`${PREFIX}${keyId}:apps.${column}`, 'utf8');
+function additionalData(keyId: string, column: SealedColumn): Buffer {
+  return Buffer.from(`${PREFIX}${keyId}:${column.includes('.') ? column : `apps.${column}`}`, 'utf8');
 }

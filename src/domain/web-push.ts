@@ -29,6 +29,25 @@ const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
 
 /** Why an endpoint is refused, or null when pushd may send to it. `allowedOrigins` are WEB_PUSH_ALLOWED_ORIGINS. */
 export function endpointProblem(endpoint: string, allowedOrigins: readonly string[]): string | null {
+  const problem = httpsUrlProblem(endpoint);
+  if (problem) return problem;
+  const url = new URL(endpoint);
+  if (allowedOrigins.includes(url.origin)) return null;
+  const host = url.hostname;
+  if (isIP(host.replace(/^\[|\]$/g, '')) !== 0) return 'must name a push service, not an IP address';
+  if (url.port !== '') return 'must use the push service port (443)';
+  const known = PUSH_SERVICE_HOSTS.some((s) => host === s.host || (s.subdomains && host.endsWith(`.${s.host}`)));
+  return known
+    ? null
+    : `host ${host} is not a known push service ` +
+        '(fcm.googleapis.com, *.push.services.mozilla.com, *.push.apple.com, *.notify.windows.com, or WEB_PUSH_ALLOWED_ORIGINS)';
+}
+
+/**
+ * Why a URL pushd is to send to (a push service's endpoint, a webhook) is refused before its host is looked at:
+ * only https, without a user name, password or fragment; null when it passes.
+ */
+export function httpsUrlProblem(endpoint: string): string | null {
   if (endpoint.length > ENDPOINT_MAX_LENGTH) return `must be at most ${ENDPOINT_MAX_LENGTH} characters`;
   let url: URL;
   try {
@@ -39,15 +58,7 @@ export function endpointProblem(endpoint: string, allowedOrigins: readonly strin
   if (url.protocol !== 'https:') return 'must be an https URL';
   if (url.username !== '' || url.password !== '') return 'must not hold a user name or password';
   if (url.hash !== '' || endpoint.includes('#')) return 'must not hold a fragment';
-  if (allowedOrigins.includes(url.origin)) return null;
-  const host = url.hostname;
-  if (isIP(host.replace(/^\[|\]$/g, '')) !== 0) return 'must name a push service, not an IP address';
-  if (url.port !== '') return 'must use the push service port (443)';
-  const known = PUSH_SERVICE_HOSTS.some((s) => host === s.host || (s.subdomains && host.endsWith(`.${s.host}`)));
-  return known
-    ? null
-    : `host ${host} is not a known push service ` +
-        '(fcm.googleapis.com, *.push.services.mozilla.com, *.push.apple.com, *.notify.windows.com, or WEB_PUSH_ALLOWED_ORIGINS)';
+  return null;
 }
 
 /**

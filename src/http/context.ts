@@ -15,6 +15,7 @@ import type { TransactionalService } from '../services/transactional.js';
 import type { LiveActivityService } from '../services/live-activities.js';
 import type { JourneyService } from '../services/journeys.js';
 import type { JourneyEngine } from '../services/journey-engine.js';
+import type { WebhookService } from '../services/webhooks.js';
 
 /** What the HTTP layer needs, built once at start-up (src/app/context.ts): settings, logging and the services. */
 export interface HttpContext {
@@ -38,6 +39,7 @@ export interface HttpContext {
     journeys: JourneyService;
     /** runs journeys' due steps (the workers' poller calls it) */
     journeyEngine: JourneyEngine;
+    webhooks: WebhookService;
   };
   /** Whether each store the service depends on answers now (GET /ready). */
   readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;

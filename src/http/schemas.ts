@@ -280,7 +280,7 @@ export const auditEntryRecord = z.object({
   action: z.string(),
   actor: z.object({
     key_id: z.string().nullable().describe('the key that made the change; null from the command line'),
-    role: z.enum(['read', 'write', 'sdk', 'cli']),
+    role: z.enum(['read', 'write', 'sdk', 'cli', 'system']),
   }),
   client_address: z.string().nullable(),
   request_id: z.string().nullable(),
@@ -361,4 +361,29 @@ export const entrantRecord = z.object({
   outcome: z.enum(['completed', 'converted', 'exited', 'failed']).nullable(),
   left_at: timestamp.nullable(),
   history: z.array(historyRecord),
+});
+
+export const webhookRecord = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z.array(z.string()),
+  description: z.string(),
+  enabled: z.boolean(),
+  /** why pushd disabled it (a 410, failing for days); null when enabled or disabled by a key */
+  disabled_reason: z.string().nullable(),
+  /** since when its requests fail in a row, null while they succeed */
+  failing_since: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  /** the signing secret, answered once: by the create and by a rotation */
+  secret: z.string().optional(),
+});
+
+export const webhookAttemptRecord = z.object({
+  at: z.string(),
+  events: z.number().int(),
+  status: z.number().int().nullable(),
+  latency_ms: z.number().int(),
+  error: z.string().nullable(),
+  snippet: z.string().nullable(),
 });

@@ -2,7 +2,7 @@ import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { StreamRow } from '../db/repositories/messages.js';
 import type { CutNotification } from '../db/repositories/notifications.js';
-import type { Audience, AuditLogRow, Device, LiveActivityChannel, Notification } from '../db/schema.js';
+import type { Audience, AuditLogRow, Device, LiveActivityChannel, Notification, WebhookAttempt, WebhookEndpoint } from '../db/schema.js';
 import { auditRecord } from '../domain/audit.js';
 import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
@@ -491,4 +491,24 @@ export function entrantHistoryResponse({ entrant: e, deliveries }: EntrantHistor
     left_at: iso(e.left_at),
     history: e.history.map((h) => ({ ...historyView(h), ...(h.n !== undefined && { deliveries: deliveries.get(h.n) ?? [] }) })),
   };
+}
+
+/** A webhook endpoint as the API shows it: never its secret, which only a create or a rotation answers (`secret`). */
+export function webhookResponse(e: WebhookEndpoint & { plain_secret?: string }) {
+  return {
+    id: e.id,
+    url: e.url,
+    events: e.events,
+    description: e.description,
+    enabled: e.enabled,
+    disabled_reason: e.disabled_reason,
+    failing_since: iso(e.failing_since),
+    created_at: iso(e.created_at)!,
+    updated_at: iso(e.updated_at)!,
+    ...(e.plain_secret !== undefined ? { secret: e.plain_secret } : {}),
+  };
+}
+
+export function webhookAttemptResponse(a: WebhookAttempt) {
+  return { at: iso(a.at)!, events: a.events, status: a.status, latency_ms: a.latency_ms, error: a.error, snippet: a.snippet };
 }

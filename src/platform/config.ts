@@ -285,6 +285,49 @@ export const envSchema = z.object({
       "Comma list of https origins (`https://push.example.net`, `https://10.0.0.5:8443`) a web subscription's " +
         "endpoint may point to beside the browsers' push services ([Web Push](api/web-push.md)).",
     ),
+  WEBHOOK_ALLOWED_ORIGINS: z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return parseAllowedOrigins(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    })
+    .default([])
+    .describe(
+      'Comma list of https origins a [webhook](api/webhooks.md) may be sent to whatever address they resolve to ' +
+        '(`https://hooks.internal:8443`): receivers on a private network. Every other URL must reach a public address.',
+    ),
+  WEBHOOK_BATCH_SIZE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(100)
+    .describe('Events one [webhook](api/webhooks.md) request carries at most, as a JSON array (1–1000).'),
+  WEBHOOK_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(60_000)
+    .default(10_000)
+    .describe('How long a [webhook](api/webhooks.md) receiver has to answer a request before it counts as failed.'),
+  WEBHOOK_CONCURRENCY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(256)
+    .default(8)
+    .describe('[Webhook](api/webhooks.md) requests a worker has in flight at once, apart from its deliveries.'),
+  WEBHOOK_POLL_MS: z.coerce
+    .number()
+    .int()
+    .min(10)
+    .max(60_000)
+    .default(500)
+    .describe('How often workers look for [webhook](api/webhooks.md) events to send when the last look found none.'),
   GEOIP_DB_PATH: z
     .string()
     .optional()
@@ -519,6 +562,16 @@ export const envSchema = z.object({
     .describe(
       'Days app sessions are kept, from their start (8–3650): only to count a session reported again once; the daily ' +
         'statistics are counted when it is stored.',
+    ),
+  RETENTION_WEBHOOK_EVENTS_DAYS: z.coerce
+    .number()
+    .int()
+    .min(4)
+    .max(90)
+    .default(7)
+    .describe(
+      'Days the [webhook](api/webhooks.md) events and attempts are kept (4–90: at least the 3 days an event is retried), ' +
+        'by when they were recorded: what `POST /v6/webhooks/:id/replay` can send again.',
     ),
   RETENTION_AUDIT_DAYS: z.coerce
     .number()

@@ -1,5 +1,6 @@
 import type { Db } from '../db/database.js';
 import { AppsRepository, type StoredSecrets } from '../db/repositories/apps.js';
+import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import {
   isSealed,
   keyIdOf,
@@ -24,6 +25,7 @@ export interface SecretsCheck {
  */
 export class SecretsService {
   private readonly apps = new AppsRepository();
+  private readonly webhooks = new WebhooksRepository();
 
   constructor(
     private readonly db: Db,
@@ -69,10 +71,28 @@ export class SecretsService {
         count += stale;
         await this.apps.resealSecrets(trx, row.id, this.sealAll(row, rotated));
       }
-      return count;
+      return count + (await this.resealEndpoints(trx, rotated));
     });
     const apps = (await this.apps.storedSecrets(this.db, { forUpdate: false })).length;
     return { key_id: keyIdOf(newKey), previous_key_ids: rotated.keyIds.slice(1), resealed, apps };
+  }
+
+  /** Reseals the webhook endpoints' signing secrets not sealed under `rotated`'s key; answers how many. */
+  private async resealEndpoints(trx: Db, rotated: SecretsKeyring): Promise<number> {
+    let count = 0;
+    for (const e of await this.webhooks.storedSecrets(trx, { forUpdate: true })) {
+      const values = [e.secret, e.previous_secret].filter((v) => v !== null);
+      const stale = values.filter((v) => sealedKeyId(v) !== rotated.currentId).length;
+      if (!stale) continue;
+      count += stale;
+      const reseal = (value: Sealed, column: 'webhook_endpoints.secret' | 'webhook_endpoints.previous_secret') =>
+        rotated.seal(this.keyring.open(value, column), column);
+      await this.webhooks.resealSecrets(trx, e.id, {
+        secret: reseal(e.secret, 'webhook_endpoints.secret'),
+        previous_secret: e.previous_secret && reseal(e.previous_secret, 'webhook_endpoints.previous_secret'),
+      });
+    }
+    return count;
   }
 
   /** Each of the row's values sealed by `keyring`: a plain one as it is, a sealed one opened first. */

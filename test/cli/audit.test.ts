@@ -77,7 +77,9 @@ describe('pushd audit', () => {
       });
     const table = (await onTerminal('audit', '--app', created.app.id)).trimEnd().split('\n');
     expect(table[0]).toMatch(/^AT +ACTION +BY +FROM +REQUEST +DETAILS$/);
-    expect(table[1]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +app\.created +cli +\S+@\S+ +- +\{.*"bundle_id":"com\.example\.audit-table"/);
+    expect(table[1]).toMatch(
+      /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ +app\.created +cli +\S+@\S+ +- +\{.*"bundle_id":"com\.example\.audit-table"/,
+    );
     const asJson = JSON.parse(await onTerminal('audit', '--app', created.app.id, '--json')) as Printed;
     expect(asJson.entries.map((e) => e.action)).toEqual(['app.created']);
     const version = await cli('--version');

@@ -93,7 +93,10 @@ describe('the examples of the README and docs/', () => {
     await writeFile(apnsKeyFile, gw.apnsKey.credentials.keyPem);
     await writeFile(serviceAccount, JSON.stringify(gw.serviceAccount.json));
     const port = await freePort();
+    // the webhooks page runs a receiver on this port, with the test CA's certificate, as a private network's
+    const receiverPort = await freePort();
     server = Proc.server({
+      WEBHOOK_ALLOWED_ORIGINS: `https://localhost:${receiverPort}`,
       DATABASE_URL: db.url,
       REDIS_URL: '',
       PORT: String(port),
@@ -119,6 +122,9 @@ describe('the examples of the README and docs/', () => {
         APNS_KEY_ID: gw.apnsKey.credentials.keyId,
         APNS_TEAM_ID: gw.apnsKey.credentials.teamId,
         FCM_SERVICE_ACCOUNT: serviceAccount,
+        RECEIVER_PORT: String(receiverPort),
+        TLS_KEY_FILE: path.join(ROOT, 'test/fixtures/tls/server-key.pem'),
+        TLS_CERT_FILE: path.join(ROOT, 'test/fixtures/tls/server.pem'),
       },
       ROOT,
     );

@@ -34,6 +34,8 @@ export interface Fixture {
 }
 
 const unique = () => randomBytes(6).toString('hex');
+/** A webhook URL under a name that resolves nowhere (`.invalid`): a request to it fails at once. */
+const FIXTURE_HOOK = 'https://hooks.pushd.invalid/in';
 /** A journey entered through the API: one delay, then a send. */
 const fixtureJourney = () => ({
   name: 'auth matrix',
@@ -186,6 +188,22 @@ export const AUTH_ROUTES: AuthRoute[] = [
     success: 202,
     body: (fx) => ({ device_id: fx.params.deviceId }),
   },
+  // webhooks: the app's endpoints (the fixture's receiver does not exist: the test ping answers what came of it)
+  { method: 'POST', path: '/v6/webhooks', permission: 'write', success: 201, body: () => ({ url: FIXTURE_HOOK, events: ['*'] }) },
+  { method: 'GET', path: '/v6/webhooks', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/webhooks/:webhookId', permission: 'read', success: 200 },
+  { method: 'PATCH', path: '/v6/webhooks/:webhookId', permission: 'write', success: 200, body: () => ({ description: 'changed' }) },
+  { method: 'DELETE', path: '/v6/webhooks/:webhookId', permission: 'write', success: 204, fresh: true },
+  { method: 'POST', path: '/v6/webhooks/:webhookId/rotate-secret', permission: 'write', success: 200 },
+  { method: 'POST', path: '/v6/webhooks/:webhookId/test', permission: 'write', success: 200 },
+  {
+    method: 'POST',
+    path: '/v6/webhooks/:webhookId/replay',
+    permission: 'write',
+    success: 202,
+    body: () => ({ since: new Date(Date.now() - 3_600_000).toISOString(), until: new Date().toISOString() }),
+  },
+  { method: 'GET', path: '/v6/webhooks/:webhookId/attempts', permission: 'read', success: 200 },
   // a device's message stream: what the SDK does
   // Live Activities: the registry on an iPhone, the pushes, the channels
   {
@@ -326,6 +344,7 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
   const sendAt = new Date(Date.now() + 86_400_000).toISOString();
   const scheduled = await send('/v6/messages', { message: { to: '*', title: 'fixture later', send_at: sendAt } }, app.keys.write);
   const journey = await send('/v6/journeys', { journey: fixtureJourney() }, app.keys.write);
+  const webhook = await send('/v6/webhooks', { url: FIXTURE_HOOK, events: ['*'] }, app.keys.write);
   return {
     app,
     params: {
@@ -342,6 +361,7 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
       activityType: 'FixtureAttributes',
       channelId: 'no-such-channel',
       journeyId: journey.journey.id,
+      webhookId: webhook.webhook.id,
     },
   };
 }

@@ -4,6 +4,8 @@ import type { Database, DeliveryBatch, FanoutRangeRow, Notification } from '../s
 import { CAP_WINDOWS, LONGEST_CAP_WINDOW, type FrequencyCap } from '../../domain/frequency-caps.js';
 import { parseBatchId, type BatchKey } from '../../domain/batch-id.js';
 import type { NewBatch } from '../../domain/batches.js';
+import type { BatchOutcomes } from '../../domain/webhooks.js';
+import { batchEventsCte } from './webhooks.js';
 
 /** Why a batch is closed unsent: its notification canceled, or a newer generation of it (a collapse key's update). */
 export type StopReason = 'superseded' | 'canceled';
@@ -482,9 +484,10 @@ export class DeliveryRepository {
    * at most every few seconds (the sweeper's sign of progress), and a notification of one batch, which this
    * attempt finishes, is closed in the same update (as `completeIfFinished` would); answers the ids of those it
    * closed. A concurrent duplicate run of a batch (same `attempts`) records nothing. Each device that received
-   * the push gets a receipt, to which its events are attributed (ConversionsRepository).
+   * the push gets a receipt, to which its events are attributed (ConversionsRepository). `withEvents`: some app has
+   * a webhook endpoint for batches' outcomes, which the statement records for its batches' apps (`batchEventsCte`).
    */
-  async recordAttempts(db: Db, attempts: AttemptRecord[]): Promise<Set<string>> {
+  async recordAttempts(db: Db, attempts: AttemptRecord[], withEvents = false): Promise<Set<string>> {
     if (!attempts.length) return new Set();
     const input = attempts.map(({ batch, outcome, finalAttempt }) => {
       const retryLeft = finalAttempt ? [] : outcome.retry;
@@ -592,6 +595,7 @@ export class DeliveryRepository {
       ${invalidate}
       ${forget}
       ${receipts}
+      ${withEvents ? batchEventsCte(attempts.flatMap(batchOutcomes), notificationIds) : sql``}
       select id from counted where closes`.execute(db);
     return new Set(rows.map((r) => r.id));
   }
@@ -773,6 +777,27 @@ export class DeliveryRepository {
       .modifyEnd(sql.raw(PLAN_EACH_RUN))
       .execute();
   }
+}
+
+/** An attempt's outcomes as its webhook row holds them (none when it settled no device). */
+function batchOutcomes({ batch, outcome, finalAttempt }: AttemptRecord): { batchId: string; json: string }[] {
+  const failed: [string, string][] = [
+    ...outcome.failed.map((f): [string, string] => [f.deviceId, f.reason]),
+    ...(finalAttempt ? outcome.retry.map((d): [string, string] => [d, 'retries_exhausted']) : []),
+    ...outcome.expired.map((d): [string, string] => [d, 'expired']),
+    ...(outcome.capped ?? []).map((d): [string, string] => [d, 'frequency_capped']),
+  ];
+  const unregistered = outcome.invalidated.map((i): [string, string] => [i.deviceId, i.reason]);
+  if (!outcome.succeeded.length && !failed.length && !unregistered.length) return [];
+  const data: BatchOutcomes = {
+    notification_id: batch.notification_id,
+    platform: batch.platform,
+    attempt: batch.attempts + 1,
+    delivered: outcome.succeeded,
+    failed,
+    unregistered,
+  };
+  return [{ batchId: batch.id, json: JSON.stringify(data) }];
 }
 
 /** The keys of batches, from their ids; an id no batch can have is left out (as an unknown batch is absent). */

@@ -23,6 +23,7 @@ import { liveActivityRoutes } from './live-activities.js';
 import { appSettingsRoutes } from './app-settings.js';
 import { auditRoutes } from './audit.js';
 import { journeyRoutes } from './journeys.js';
+import { webhookRoutes } from './webhooks.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -49,4 +50,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   appSettingsRoutes,
   auditRoutes,
   journeyRoutes,
+  webhookRoutes,
 ];

@@ -1,0 +1,229 @@
+import { randomUUID } from 'node:crypto';
+import type { Db } from '../db/database.js';
+import { AuditRepository } from '../db/repositories/audit.js';
+import type { ClaimedEvent, EventKey, SendingEndpoint, WebhooksRepository } from '../db/repositories/webhooks.js';
+import { SYSTEM_ACTOR } from '../domain/audit.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
+import { expandEvents, parseRetryAfter, retryDelayMs, signatureHeader, type WebhookEvent } from '../domain/webhooks.js';
+import type { WebhookAnswer } from '../gateways/webhook-client.js';
+
+export type { WebhookAnswer };
+import type { Logger } from '../platform/logger.js';
+import { Semaphore } from '../platform/semaphore.js';
+
+/** How long an event is retried, and an endpoint may fail in a row before it is disabled. */
+export const WEBHOOK_RETRY_MS = 3 * 86_400_000;
+/** How often the sender gives up on events past WEBHOOK_RETRY_MS and disables endpoints failing as long. */
+const EXPIRY_EVERY_MS = 60_000;
+/** A claim's lease: events not done by then (the sender died) are taken again; a round starts no request past half of it. */
+const LEASE_MS = 300_000;
+/** Events given up in one statement at most. */
+const GIVE_UP_AT_ONCE = 10_000;
+
+/** What sends a request: the gateways' client (WebhookClient). */
+export interface WebhookTransport {
+  post(url: string, headers: Record<string, string>, body: string): Promise<WebhookAnswer>;
+}
+
+export interface WebhookPosterDeps {
+  db: Db;
+  webhooks: WebhooksRepository;
+  transport: WebhookTransport;
+  keyring: SecretsKeyring;
+}
+
+/** Signs and sends one request of events to an endpoint, and records the attempt. */
+export class WebhookPoster {
+  constructor(private readonly deps: WebhookPosterDeps) {}
+
+  async post(endpoint: SendingEndpoint, events: WebhookEvent[]): Promise<WebhookAnswer> {
+    const { keyring } = this.deps;
+    const secrets = [keyring.open(endpoint.secret, 'webhook_endpoints.secret')];
+    if (endpoint.previous_secret) secrets.push(keyring.open(endpoint.previous_secret, 'webhook_endpoints.previous_secret'));
+    const id = `msg_${randomUUID()}`;
+    const timestamp = Math.floor(Date.now() / 1000);
+    const body = JSON.stringify(events);
+    const headers = {
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signatureHeader(secrets, id, timestamp, body),
+    };
+    const answer = await this.deps.transport.post(endpoint.url, headers, body);
+    await this.deps.webhooks.recordAttempts(this.deps.db, [
+      {
+        endpoint_id: endpoint.id,
+        events: events.length,
+        status: answer.status,
+        latency_ms: answer.latencyMs,
+        error: answer.error,
+        snippet: answer.snippet,
+      },
+    ]);
+    return answer;
+  }
+}
+
+export interface WebhookSenderDeps extends WebhookPosterDeps {
+  log: Logger;
+  /** events a request carries at most (WEBHOOK_BATCH_SIZE) */
+  batchSize: number;
+  /** requests in flight at once (WEBHOOK_CONCURRENCY) */
+  concurrency: number;
+  pollMs: number;
+}
+
+/** One request of a round: an endpoint, its events, and the rows they came from. */
+interface Chunk {
+  endpoint: SendingEndpoint;
+  events: WebhookEvent[];
+  rows: Set<ClaimedEvent>;
+}
+
+/**
+ * Sends the outbox from the processes that run workers, apart from delivery: its own poll, concurrency and timeout,
+ * so a slow, failing or absent receiver holds back its own events only. Events are claimed with SKIP LOCKED (several
+ * workers share them, each sent once in the normal case) and marked sent once their receiver answered 2xx; a crash
+ * leaves them to be claimed again when their lease ends (at least once). A failed request rests its endpoint on a
+ * backoff (retryDelayMs, Retry-After honoured); a 410 disables it, and so do 3 days of failures.
+ */
+export function startWebhookSender(deps: WebhookSenderDeps) {
+  const poster = new WebhookPoster(deps);
+  const semaphore = new Semaphore(deps.concurrency);
+  let stopped = false;
+  let lastExpiry = 0;
+  let round: Promise<void> | null = null;
+  let timer: NodeJS.Timeout | undefined;
+
+  const loop = async () => {
+    try {
+      if (Date.now() - lastExpiry > EXPIRY_EVERY_MS) {
+        lastExpiry = Date.now();
+        await expire(deps);
+      }
+      // a full claim means more are due: claim again at once
+      while (!stopped && (await sendRound(deps, poster, semaphore)) === deps.batchSize);
+    } catch (err) {
+      deps.log.warn({ err }, 'webhook round failed; will try again');
+    }
+  };
+  const schedule = () => {
+    if (stopped) return;
+    timer = setTimeout(() => {
+      round = loop().finally(() => {
+        round = null;
+        schedule();
+      });
+    }, deps.pollMs);
+    timer.unref();
+  };
+  schedule();
+  return {
+    /** Stops claiming and waits for the round under way. */
+    stop: async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await round;
+    },
+  };
+}
+
+/** Claims due events, sends them in requests of up to batchSize, and records what came of each; answers how many it claimed. */
+async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semaphore: Semaphore): Promise<number> {
+  const claimed = await deps.webhooks.claim(deps.db, deps.batchSize, LEASE_MS);
+  if (!claimed.length) return 0;
+  const deadline = Date.now() + LEASE_MS / 2;
+  const endpoints = new Map(
+    (await deps.webhooks.sendingEndpoints(deps.db, [...new Set(claimed.map((c) => c.endpoint_id))])).map((e) => [e.id, e]),
+  );
+  const chunks = chunksOf(claimed, endpoints, deps.batchSize);
+  const failed = new Map<string, WebhookAnswer>();
+  const notSent = new Set<ClaimedEvent>();
+  const later = new Set<ClaimedEvent>();
+  await Promise.all(
+    chunks.map((chunk) =>
+      semaphore.run(async () => {
+        // an endpoint that failed in this round, or a round past its time: the rest waits for the next
+        if (failed.has(chunk.endpoint.id) || Date.now() > deadline) {
+          for (const r of chunk.rows) (failed.has(chunk.endpoint.id) ? notSent : later).add(r);
+          return;
+        }
+        const answer = await poster.post(chunk.endpoint, chunk.events);
+        if (answer.status === null || answer.status < 200 || answer.status >= 300) {
+          failed.set(chunk.endpoint.id, answer);
+          for (const r of chunk.rows) notSent.add(r);
+        }
+      }),
+    ),
+  );
+  const sent = claimed.filter((c) => !notSent.has(c) && !later.has(c));
+  await deps.webhooks.markSent(deps.db, sent);
+  await deps.webhooks.release(
+    deps.db,
+    [...later].filter((r) => !notSent.has(r)),
+    new Date(),
+  );
+  for (const endpoint of new Set(chunks.map((c) => c.endpoint))) {
+    const answer = failed.get(endpoint.id);
+    const rows = [...notSent].filter((r) => r.endpoint_id === endpoint.id);
+    if (answer) await endpointFailed(deps, endpoint, answer, rows);
+    else await deps.webhooks.endpointSucceeded(deps.db, endpoint.id);
+  }
+  return claimed.length;
+}
+
+/** The claimed events as requests: each endpoint's events in chunks of `size`; a row whose endpoint is gone is done. */
+function chunksOf(claimed: ClaimedEvent[], endpoints: Map<string, SendingEndpoint>, size: number): Chunk[] {
+  const chunks: Chunk[] = [];
+  const open = new Map<string, Chunk>();
+  for (const row of claimed) {
+    const endpoint = endpoints.get(row.endpoint_id);
+    if (!endpoint) continue;
+    for (const event of expandEvents(row, endpoint.events)) {
+      let chunk = open.get(endpoint.id);
+      if (!chunk || chunk.events.length >= size) {
+        chunk = { endpoint, events: [], rows: new Set() };
+        open.set(endpoint.id, chunk);
+        chunks.push(chunk);
+      }
+      chunk.events.push(event);
+      chunk.rows.add(row);
+    }
+  }
+  return chunks;
+}
+
+/** A failed request: a 410 disables the endpoint; anything else rests it and gives its events back for then. */
+async function endpointFailed(deps: WebhookSenderDeps, endpoint: SendingEndpoint, answer: WebhookAnswer, rows: EventKey[]): Promise<void> {
+  if (answer.status === 410) {
+    await disable(deps, endpoint.id, 'the receiver answered 410 Gone');
+    await deps.webhooks.release(deps.db, rows, new Date());
+    return;
+  }
+  const retryAfter = parseRetryAfter(answer.retryAfter, new Date());
+  const state = await deps.webhooks.endpointFailed(deps.db, endpoint.id, (failures) => retryDelayMs(failures, retryAfter));
+  await deps.webhooks.release(deps.db, rows, state?.next_attempt_at ?? new Date());
+  deps.log.info(
+    { endpointId: endpoint.id, status: answer.status, error: answer.error, failures: state?.failures },
+    'webhook request failed',
+  );
+}
+
+/** Disables an endpoint with its audit row (pushd's own), once. */
+async function disable(deps: WebhookSenderDeps, endpointId: string, reason: string): Promise<void> {
+  await deps.db.transaction().execute(async (trx) => {
+    const was = await deps.webhooks.disable(trx, endpointId, reason);
+    if (!was) return;
+    await new AuditRepository().record(trx, [
+      { appId: was.app_id, action: 'webhook.disabled', actor: SYSTEM_ACTOR, details: { endpoint_id: endpointId, url: was.url, reason } },
+    ]);
+    deps.log.warn({ endpointId, url: was.url, reason }, 'webhook endpoint disabled');
+  });
+}
+
+/** Gives up on events retried for WEBHOOK_RETRY_MS, and disables the endpoints that failed as long. */
+async function expire(deps: WebhookSenderDeps): Promise<void> {
+  const before = new Date(Date.now() - WEBHOOK_RETRY_MS);
+  const gaveUp = await deps.webhooks.giveUp(deps.db, before, GIVE_UP_AT_ONCE);
+  if (gaveUp) deps.log.warn({ events: gaveUp }, 'webhook events failed: retried for 3 days');
+  for (const id of await deps.webhooks.failingSince(deps.db, before)) await disable(deps, id, 'the receiver failed for 3 days');
+}
