@@ -188,6 +188,7 @@ export const AUTH_ROUTES: AuthRoute[] = [
     success: 202,
     body: (fx) => ({ device_id: fx.params.deviceId }),
   },
+  { method: 'GET', path: '/v6/journeys/:journeyId/entrants/:entrantKey', permission: 'read', success: 200 },
   // webhooks: the app's endpoints (the fixture's receiver does not exist: the test ping answers what came of it)
   { method: 'POST', path: '/v6/webhooks', permission: 'write', success: 201, body: () => ({ url: FIXTURE_HOOK, events: ['*'] }) },
   { method: 'GET', path: '/v6/webhooks', permission: 'read', success: 200 },
@@ -361,6 +362,7 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
       activityType: 'FixtureAttributes',
       channelId: 'no-such-channel',
       journeyId: journey.journey.id,
+      entrantKey: `device:${device.device.id}`,
       webhookId: webhook.webhook.id,
     },
   };
