@@ -212,7 +212,7 @@ async function insertRegistrations(db: DatabaseHandle, appId: string, from: numb
   await sql`
     with registered as (
       insert into devices (app_id, platform, token, locale, time_zone, country, os_name, os_version, app_version, sdk_version,
-                           marketing_name, badge, user_id, notifications_allowed, tags, ip_address)
+                           marketing_name, badge, user_id, notifications_allowed, tags, ip_address, credential_hash)
       select ${appId}::uuid,
         case when i % 2 = 0 then 'ios' else 'android' end,
         case when i % 2 = 0 then encode(${sha('apns')}, 'hex')
@@ -225,7 +225,9 @@ async function insertRegistrations(db: DatabaseHandle, appId: string, from: numb
         case when i % 2 = 0 then '5.1.0' else '5.0.3' end,
         case when i % 2 = 0 then ${pickOf(IOS_MODELS)} else ${pickOf(ANDROID_MODELS)} end,
         0, 'u' || i, 'Enabled', array[${pickOf(TAGS)}, ${pickOf(TAGS, 3)}],
-        inet '198.18.0.0' + i % 131072
+        inet '198.18.0.0' + i % 131072,
+        -- the hash of the credential a registration answers: random there, as large here
+        ${sha('credential')}
       from generate_series(${from}::int, ${to - 1}::int) as i
       returning id, tags, substring(user_id from 2)::int as i),
     tagged as (
