@@ -2,7 +2,7 @@ import net from 'node:net';
 import pg from 'pg';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, metricsAuth, TEST_METRICS_TOKEN, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { randomApnsToken } from '../mocks/index.js';
 
@@ -23,7 +23,7 @@ describe('admission control bounded in time', () => {
 
   beforeAll(async () => {
     gw = await startGateways();
-    h = await createHarness({ env: { ...gw.env, MAX_QUEUE_DELAY_MS: String(BOUND_MS) } });
+    h = await createHarness({ env: { ...gw.env, MAX_QUEUE_DELAY_MS: String(BOUND_MS), METRICS_TOKEN: TEST_METRICS_TOKEN } });
     const created = await h.createApp('com.example.admission');
     keys = created.keys;
     appId = created.app.id;
@@ -97,7 +97,7 @@ describe('admission control bounded in time', () => {
       }
       // health and readiness are not API requests
       expect((await fetch(`${base}/health`)).status).toBe(200);
-      expect(await (await fetch(`${base}/metrics`)).text()).toMatch(/^pushd_http_requests_shed_total 3$/m);
+      expect(await (await fetch(`${base}/metrics`, { headers: metricsAuth })).text()).toMatch(/^pushd_http_requests_shed_total 3$/m);
     } finally {
       await locker.query('rollback');
       await locker.end();
