@@ -16,7 +16,8 @@ import {
  * SDK sends back as `device.credential` to change where the device's pushes go or whether it gets them. The sdk key
  * ships in every app and a push token is no secret, so neither proves that a change comes from the device itself.
  */
-export const CREDENTIAL_FIELD = 'credential';
+export { CREDENTIAL_FIELD } from './device-input.js';
+import { CREDENTIAL_FIELD } from './device-input.js';
 
 /** A new device's credential (192 random bits, base64url: 32 characters) and the SHA-256 of it that is stored. */
 export function issueCredential(): { credential: string; hash: Buffer } {

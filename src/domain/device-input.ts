@@ -7,7 +7,9 @@ import { snapCoordinate } from './geo.js';
 import { AUTH_HASH_FIELD, IDENTITY_FIELDS, LEAVING_HASH_FIELD, type IdentityField } from './identity.js';
 import { parseSubscription } from './web-push.js';
 import { hmsTokenProblem } from './hms.js';
-import { CREDENTIAL_FIELD } from './device-credential.js';
+
+/** The request field that carries a device's credential (src/domain/device-credential.ts). */
+export const CREDENTIAL_FIELD = 'credential';
 
 /**
  * What a client may write on a device, checked field by field. Invalid parts are dropped and reported so the

@@ -1,10 +1,17 @@
 // What a device write must prove and may change, checked before anything of it is stored.
-import type { Device } from '../db/schema.js';
+import type { Device, KeyRole } from '../db/schema.js';
 import { checkHuaweiToken, type DeviceInput } from '../domain/device-input.js';
 import { refuseUnprovenDeviceChange, type HeldDevice } from '../domain/device-credential.js';
 import { ValidationError } from '../domain/errors.js';
-import { refuseUnprovenChanges, refuseUnprovenLeave, unprovenClaims, type IdentityClaim } from '../domain/identity.js';
-import type { Caller } from './devices.js';
+import { refuseUnprovenChanges, refuseUnprovenLeave, unprovenClaims, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
+
+/** Who is calling: the key's role decides the event source, whether the IP is the phone's, and what it must prove. */
+export interface Caller {
+  role: KeyRole;
+  ip: string | null;
+  /** the app's identity secret while identity verification is on (null: off) */
+  identity: IdentitySecret | null;
+}
 
 /**
  * The user id and e-mail address an sdk key sets without a hash that proves them, while the app verifies identities;

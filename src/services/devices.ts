@@ -6,7 +6,7 @@ import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/d
 import type { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
 import type { UninstalledRepository, UninstalledWindow } from '../db/repositories/uninstalled.js';
-import type { Database, Device, DeviceUpdate, KeyRole, NewDevice } from '../db/schema.js';
+import type { Database, Device, DeviceUpdate, NewDevice } from '../db/schema.js';
 import {
   admitAttributes,
   aggregateEvents,
@@ -24,10 +24,12 @@ import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.j
 import { parseIsoDate } from '../domain/date-math.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { issueCredential, normalizeApnsToken, normalizeToken, refuseTakingToken } from '../domain/device-credential.js';
-import { refuseUnprovenChanges, type IdentityClaim, type IdentitySecret } from '../domain/identity.js';
+import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
-import { checkPlatformChange, identityClaims, refuseUnprovenRebind } from './device-checks.js';
+import { checkPlatformChange, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
+
+export type { Caller } from './device-checks.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
@@ -49,14 +51,6 @@ export interface JourneyEvents {
     userId: string | null,
     events: readonly EventInput[],
   ): Promise<void>;
-}
-
-/** Who is calling: the key's role decides the event source, whether the IP is the phone's, and what it must prove. */
-export interface Caller {
-  role: KeyRole;
-  ip: string | null;
-  /** the app's identity secret while identity verification is on (null: off) */
-  identity: IdentitySecret | null;
 }
 
 /** What a request wrote: the device fields it set and the custom attributes it set or removed. */
