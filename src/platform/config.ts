@@ -14,6 +14,20 @@ const secretsKey = z.string().refine((v) => decodeSecretsKey(v) !== undefined, '
  * carries its description (and, where the default is worked out at start-up, `defaultText`): docs/configuration.md is
  * generated from them (scripts/gen-config-docs.ts).
  */
+/** A comma list of https origins, each checked: a bad one stops start-up naming it. */
+const allowedOrigins = () =>
+  z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return parseAllowedOrigins(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    })
+    .default([]);
+
 export const envSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(3000).describe('HTTP port.'),
   HOST: z.string().min(1).default('0.0.0.0').describe('HTTP bind address.'),
@@ -270,36 +284,14 @@ export const envSchema = z.object({
     .url()
     .default('https://oauth-login.cloud.huawei.com/oauth2/v3/token')
     .describe("Huawei's OAuth token endpoint (client credentials) for Push Kit."),
-  WEB_PUSH_ALLOWED_ORIGINS: z
-    .string()
-    .transform((v, ctx) => {
-      try {
-        return parseAllowedOrigins(v);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: (err as Error).message });
-        return z.NEVER;
-      }
-    })
-    .default([])
-    .describe(
-      "Comma list of https origins (`https://push.example.net`, `https://10.0.0.5:8443`) a web subscription's " +
-        "endpoint may point to beside the browsers' push services ([Web Push](api/web-push.md)).",
-    ),
-  WEBHOOK_ALLOWED_ORIGINS: z
-    .string()
-    .transform((v, ctx) => {
-      try {
-        return parseAllowedOrigins(v);
-      } catch (err) {
-        ctx.addIssue({ code: 'custom', message: (err as Error).message });
-        return z.NEVER;
-      }
-    })
-    .default([])
-    .describe(
-      'Comma list of https origins a [webhook](api/webhooks.md) may be sent to whatever address they resolve to ' +
-        '(`https://hooks.internal:8443`): receivers on a private network. Every other URL must reach a public address.',
-    ),
+  WEB_PUSH_ALLOWED_ORIGINS: allowedOrigins().describe(
+    "Comma list of https origins (`https://push.example.net`, `https://10.0.0.5:8443`) a web subscription's " +
+      "endpoint may point to beside the browsers' push services ([Web Push](api/web-push.md)).",
+  ),
+  WEBHOOK_ALLOWED_ORIGINS: allowedOrigins().describe(
+    'Comma list of https origins a [webhook](api/webhooks.md) may be sent to whatever address they resolve to ' +
+      '(`https://hooks.internal:8443`): receivers on a private network. Every other URL must reach a public address.',
+  ),
   WEBHOOK_BATCH_SIZE: z.coerce
     .number()
     .int()
