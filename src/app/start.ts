@@ -203,6 +203,7 @@ function startWebhooks(
       batchSize: config.WEBHOOK_BATCH_SIZE,
       concurrency: config.WEBHOOK_CONCURRENCY,
       pollMs: config.WEBHOOK_POLL_MS,
+      leaseMs: config.WEBHOOK_LEASE_MS,
     });
     lifecycle.add('webhook sender', () => sender.stop());
   }

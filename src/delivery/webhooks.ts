@@ -15,8 +15,6 @@ import { Semaphore } from '../platform/semaphore.js';
 export const WEBHOOK_RETRY_MS = 3 * 86_400_000;
 /** How often the sender gives up on events past WEBHOOK_RETRY_MS and disables endpoints failing as long. */
 const EXPIRY_EVERY_MS = 60_000;
-/** A claim's lease: events not done by then (the sender died) are taken again; a round starts no request past half of it. */
-const LEASE_MS = 300_000;
 /** Events given up in one statement at most. */
 const GIVE_UP_AT_ONCE = 10_000;
 
@@ -70,6 +68,8 @@ export interface WebhookSenderDeps extends WebhookPosterDeps {
   /** requests in flight at once (WEBHOOK_CONCURRENCY) */
   concurrency: number;
   pollMs: number;
+  /** a claim's lease (WEBHOOK_LEASE_MS): events not done by then (their sender died) are taken again */
+  leaseMs: number;
 }
 
 /** One request of a round: an endpoint, its events, and the rows they came from. */
@@ -129,9 +129,10 @@ export function startWebhookSender(deps: WebhookSenderDeps) {
 
 /** Claims due events, sends them in requests of up to batchSize, and records what came of each; answers how many it claimed. */
 async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semaphore: Semaphore): Promise<number> {
-  const claimed = await deps.webhooks.claim(deps.db, deps.batchSize, LEASE_MS);
+  const claimed = await deps.webhooks.claim(deps.db, deps.batchSize, deps.leaseMs);
   if (!claimed.length) return 0;
-  const deadline = Date.now() + LEASE_MS / 2;
+  // a round starts no request past half its lease, so what it sends is marked before another may take it
+  const deadline = Date.now() + deps.leaseMs / 2;
   const endpoints = new Map(
     (await deps.webhooks.sendingEndpoints(deps.db, [...new Set(claimed.map((c) => c.endpoint_id))])).map((e) => [e.id, e]),
   );

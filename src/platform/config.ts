@@ -320,6 +320,17 @@ export const envSchema = z.object({
     .max(60_000)
     .default(500)
     .describe('How often workers look for [webhook](api/webhooks.md) events to send when the last look found none.'),
+  WEBHOOK_LEASE_MS: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .max(3_600_000)
+    .default(300_000)
+    .describe(
+      'How long a worker holds the [webhook](api/webhooks.md) events it took: a worker that dies while sending them ' +
+        'leaves them to be sent again by another when this ends (at least once). A round starts no request past half of it, ' +
+        'so it is at least twice `WEBHOOK_TIMEOUT_MS`.',
+    ),
   GEOIP_DB_PATH: z
     .string()
     .optional()
@@ -594,6 +605,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `invalid configuration: QUEUE_PREFIX: on a Redis Cluster it must be in braces ({${QUEUE_PREFIX}}), ` +
         "a hash tag that keeps each queue's keys in one slot",
+    );
+  if (parsed.data.WEBHOOK_LEASE_MS < 2 * parsed.data.WEBHOOK_TIMEOUT_MS)
+    throw new ConfigError(
+      'invalid configuration: WEBHOOK_LEASE_MS: must be at least twice WEBHOOK_TIMEOUT_MS, so a request started ' +
+        'within half the lease has its answer before another worker may take its events',
     );
   const receiptsNeed = Math.ceil(parsed.data.CONVERSION_WINDOW_HOURS / 24) + REPORT_MAX_AGE_DAYS;
   const { RETENTION_RECEIPTS_DAYS = receiptsNeed } = parsed.data;

@@ -44,7 +44,10 @@ export async function startReceiver() {
         }
       });
       const answer = queued.shift() ?? fallback;
+      const received = { at: Date.now(), headers, body, events: JSON.parse(body), verifiedWith };
+      pending.add(received);
       const finish = () => {
+        pending.delete(received);
         if (answer.status >= 200 && answer.status < 300)
           requests.push({ at: Date.now(), headers, body, events: JSON.parse(body), verifiedWith });
         else failures.push({ at: Date.now(), headers, body, events: JSON.parse(body), verifiedWith });
@@ -55,6 +58,7 @@ export async function startReceiver() {
     });
   });
   const failures: ReceivedRequest[] = [];
+  const pending = new Set<ReceivedRequest>();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
@@ -64,6 +68,8 @@ export async function startReceiver() {
     requests,
     /** requests answered otherwise */
     failures,
+    /** requests read whole and not answered yet (a delayed answer) */
+    pending: () => [...pending],
     /** every event id received (2xx), in order */
     eventIds: () => requests.flatMap((r) => r.events.map((e) => e.id)),
     events: () => requests.flatMap((r) => r.events),

@@ -109,6 +109,13 @@ describe('config', () => {
     expect(() => loadConfig({ RETENTION_ACTIVE_DEVICES_DAYS: '7' })).toThrow(/RETENTION_ACTIVE_DEVICES_DAYS/);
   });
 
+  it('holds webhook events 5 minutes a claim, and refuses a lease shorter than twice the timeout', () => {
+    expect(loadConfig({})).toMatchObject({ WEBHOOK_LEASE_MS: 300_000, WEBHOOK_TIMEOUT_MS: 10_000 });
+    expect(loadConfig({ WEBHOOK_LEASE_MS: '3000', WEBHOOK_TIMEOUT_MS: '1500' }).WEBHOOK_LEASE_MS).toBe(3000);
+    expect(() => loadConfig({ WEBHOOK_LEASE_MS: '3000' })).toThrow(/WEBHOOK_LEASE_MS: must be at least twice WEBHOOK_TIMEOUT_MS/);
+    expect(() => loadConfig({ WEBHOOK_LEASE_MS: '999' })).toThrow(/WEBHOOK_LEASE_MS: /);
+  });
+
   it('keeps opens and conversions 90 days and sessions 8, and refuses less than a late report needs', () => {
     expect(loadConfig({})).toMatchObject({ RETENTION_ACTIVITY_DAYS: 90, RETENTION_SESSIONS_DAYS: 8 });
     expect(loadConfig({ RETENTION_ACTIVITY_DAYS: '8', RETENTION_SESSIONS_DAYS: '30' })).toMatchObject({
