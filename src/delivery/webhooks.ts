@@ -140,14 +140,18 @@ async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semapho
   const failed = new Map<string, WebhookAnswer>();
   const notSent = new Set<ClaimedEvent>();
   const later = new Set<ClaimedEvent>();
+  const started = new Set<ClaimedEvent>();
   await Promise.all(
     chunks.map((chunk) =>
       semaphore.run(async () => {
-        // an endpoint that failed in this round, or a round past its time: the rest waits for the next
-        if (failed.has(chunk.endpoint.id) || Date.now() > deadline) {
+        // an endpoint that failed in this round, or a round past its time: the rest waits for the next; a row whose
+        // first events went out is finished, as one given back whole would send those again
+        const late = Date.now() > deadline && ![...chunk.rows].some((r) => started.has(r));
+        if (failed.has(chunk.endpoint.id) || late) {
           for (const r of chunk.rows) (failed.has(chunk.endpoint.id) ? notSent : later).add(r);
           return;
         }
+        for (const r of chunk.rows) started.add(r);
         const answer = await poster.post(chunk.endpoint, chunk.events);
         if (answer.status === null || answer.status < 200 || answer.status >= 300) {
           failed.set(chunk.endpoint.id, answer);
