@@ -7,6 +7,7 @@ import { notificationPage, notificationsPage } from './notifications.js';
 import { overviewPage } from './overview.js';
 import { settingsPage } from './settings.js';
 import { journeyPage, journeysPage } from './journeys.js';
+import { webhooksPage } from './webhooks.js';
 import { errorBox, type Page, type Session } from './page.js';
 
 // The key lives in this tab only: sessionStorage is dropped when the tab closes and is not shared with other tabs.
@@ -23,6 +24,7 @@ const ROUTES: [RegExp, Page][] = [
   [/^#\/live-activities\/([\w-]+)$/, liveActivityPage],
   [/^#\/journeys$/, journeysPage],
   [/^#\/journeys\/([\w-]+)$/, journeyPage],
+  [/^#\/webhooks$/, webhooksPage],
   [/^#\/settings$/, settingsPage],
 ];
 
@@ -33,6 +35,7 @@ const NAV: [string, string][] = [
   ['#/notifications', 'Notifications'],
   ['#/live-activities', 'Live Activities'],
   ['#/journeys', 'Journeys'],
+  ['#/webhooks', 'Webhooks'],
   ['#/settings', 'Settings'],
 ];
 
