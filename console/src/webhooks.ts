@@ -110,7 +110,7 @@ export const webhooksPage: Page = async ({ api }, main) => {
       'p',
       { class: 'muted' },
       'Where pushd sends what happened (pushes delivered or failed, dead tokens, opens, conversions, journeys), signed. ' +
-        'Endpoints are made with a write key through the API or `pushd webhook create`.',
+        'Endpoints are made with a write key through the API or the command line (pushd webhook create).',
     ),
     list,
   );
