@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebhooksRepository } from '../../src/db/repositories/webhooks.js';
+import { startWebhookSender } from '../../src/delivery/webhooks.js';
+import type { BatchOutcomes } from '../../src/domain/webhooks.js';
+import { WebhookClient } from '../../src/gateways/webhook-client.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { basic, createHarness, type Harness } from '../helpers/harness.js';
+import { waitFor } from '../helpers/gateways.js';
+import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+
+/**
+ * The sender's round against its lease, with a sender of the test's own: a round starts no request past half its
+ * lease, yet a recorded batch whose events span several requests is finished once its first request went out, so
+ * none of its events is sent twice.
+ */
+describe('webhook sender rounds', () => {
+  let h: Harness;
+  let rx: Receiver;
+
+  beforeAll(async () => {
+    rx = await startReceiver();
+    h = await createHarness({ env: { WEBHOOK_ALLOWED_ORIGINS: rx.origin } });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await rx?.close();
+  });
+
+  it('finishes a batch split over requests that runs past half the lease, sending each event once', async () => {
+    const { keys } = await h.createApp('com.example.hookrounds');
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/webhooks',
+      headers: { authorization: basic(keys.write) },
+      payload: { url: rx.url, events: ['*'] },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const endpointId = res.json().webhook.id as string;
+    // one batch's outcomes, 6 devices: 3 requests of 2, each answered 600 ms late; half the lease (1 s) passes
+    // while the second is at the receiver
+    const outcomes: BatchOutcomes = {
+      notification_id: randomUUID(),
+      platform: 'ios',
+      attempt: 1,
+      delivered: Array.from({ length: 6 }, () => randomUUID()),
+      failed: [],
+      unregistered: [],
+    };
+    await sql`
+      insert into webhook_events (endpoint_id, app_id, type, data)
+      select id, app_id, 'batch', ${JSON.stringify(outcomes)}::jsonb from webhook_endpoints where id = ${endpointId}::uuid`.execute(
+      h.db.db,
+    );
+    rx.answerAlways({ status: 204, delayMs: 600 });
+
+    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: 1 });
+    const sender = startWebhookSender({
+      db: h.db.db,
+      webhooks: new WebhooksRepository(),
+      transport: client,
+      keyring: h.secrets,
+      log: createLogger('silent'),
+      batchSize: 2,
+      concurrency: 1,
+      pollMs: 20,
+      leaseMs: 2000,
+    });
+    try {
+      await waitFor('the batch row sent', async () => {
+        const { rows } = await sql<{ state: string }>`select state from webhook_events where endpoint_id = ${endpointId}::uuid`.execute(
+          h.db.db,
+        );
+        return rows[0]?.state === 'sent';
+      });
+      // a row given back would be taken again at once
+      await new Promise((r) => setTimeout(r, 1500));
+    } finally {
+      await sender.stop();
+      client.close();
+    }
+    expect(rx.requests.map((r) => r.events.length)).toEqual([2, 2, 2]);
+    expect(rx.events().map((e) => e.data.device_id)).toEqual(outcomes.delivered);
+  });
+});
