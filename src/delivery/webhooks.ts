@@ -205,7 +205,9 @@ async function endpointFailed(deps: WebhookSenderDeps, endpoint: SendingEndpoint
     return;
   }
   const retryAfter = parseRetryAfter(answer.retryAfter, new Date());
-  const state = await deps.webhooks.endpointFailed(deps.db, endpoint.id, (failures) => retryDelayMs(failures, retryAfter));
+  const state = await deps.webhooks.endpointFailed(deps.db, endpoint.id, (failures, failingMs) =>
+    retryDelayMs(failures, failingMs, retryAfter),
+  );
   await deps.webhooks.release(deps.db, rows, state?.next_attempt_at ?? new Date());
   deps.log.info(
     { endpointId: endpoint.id, status: answer.status, error: answer.error, failures: state?.failures },

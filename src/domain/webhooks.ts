@@ -189,12 +189,13 @@ const RETRY_MAX_MS = 3_600_000;
 const RETRY_AFTER_MAX_MS = 86_400_000;
 
 /**
- * How long an endpoint rests after its `failures`th failure in a row: doubling from a second up to an hour, with
- * jitter (half to all of it), so an outage of a minute or two is retried within seconds of its end and endpoints that
- * failed together do not come back together. A receiver's Retry-After is honoured when it asks for longer.
+ * How long an endpoint rests after its `failures`th failure in a row, `failingMs` after the first: doubling from a
+ * second up to an hour but never longer than it has been failing, so the events of an outage arrive within its length
+ * of its end (a minute's outage within a minute); with jitter (half to all of it), so endpoints that failed together
+ * do not come back together. A receiver's Retry-After is honoured when it asks for longer.
  */
-export function retryDelayMs(failures: number, retryAfterMs: number | null, random: () => number = Math.random): number {
-  const base = Math.min(RETRY_FIRST_MS * 2 ** Math.max(0, failures - 1), RETRY_MAX_MS);
+export function retryDelayMs(failures: number, failingMs: number, retryAfterMs: number | null, random: () => number = Math.random): number {
+  const base = Math.min(RETRY_FIRST_MS * 2 ** Math.max(0, failures - 1), RETRY_MAX_MS, Math.max(RETRY_FIRST_MS, failingMs));
   const jittered = Math.round(base * (0.5 + random() / 2));
   return retryAfterMs === null ? jittered : Math.max(jittered, Math.min(retryAfterMs, RETRY_AFTER_MAX_MS));
 }

@@ -190,15 +190,20 @@ export class WebhooksRepository {
   }
 
   /**
-   * A request failed: the endpoint rests until `nextAttemptAt` (given its failures so far, `delayFor`). Answers the
-   * failures in a row and since when, as now stored.
+   * A request failed: the endpoint rests for `delayFor` (given its failures in a row with this one, and the ms since the
+   * first of them). Answers the failures in a row and since when, as now stored.
    */
   async endpointFailed(
     db: Db,
     id: string,
-    delayFor: (failures: number) => number,
+    delayFor: (failures: number, failingMs: number) => number,
   ): Promise<{ failures: number; failing_since: Date; next_attempt_at: Date } | undefined> {
-    const current = await db.selectFrom('webhook_endpoints').select('failures').where('id', '=', id).executeTakeFirst();
+    const current = await db
+      .selectFrom('webhook_endpoints')
+      .select('failures')
+      .select(sql<number>`coalesce(extract(epoch from now() - failing_since) * 1000, 0)::float8`.as('failing_ms'))
+      .where('id', '=', id)
+      .executeTakeFirst();
     if (!current) return undefined;
     const failures = current.failures + 1;
     return db
@@ -206,7 +211,7 @@ export class WebhooksRepository {
       .set({
         failures: sql<number>`failures + 1`,
         failing_since: sql<Date>`coalesce(failing_since, now())`,
-        next_attempt_at: sql<Date>`now() + make_interval(secs => ${delayFor(failures) / 1000}::float8)`,
+        next_attempt_at: sql<Date>`now() + make_interval(secs => ${delayFor(failures, current.failing_ms) / 1000}::float8)`,
       })
       .where('id', '=', id)
       .returning(['failures', 'failing_since', 'next_attempt_at'])
