@@ -131,7 +131,7 @@ export function startWebhookSender(deps: WebhookSenderDeps) {
 async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semaphore: Semaphore): Promise<number> {
   const claimed = await deps.webhooks.claim(deps.db, deps.batchSize, deps.leaseMs);
   if (!claimed.length) return 0;
-  // a round starts no request past half its lease, so what it sends is marked before another may take it
+  // a round starts no row past half its lease, so what it sends is marked before another may take it
   const deadline = Date.now() + deps.leaseMs / 2;
   const endpoints = new Map(
     (await deps.webhooks.sendingEndpoints(deps.db, [...new Set(claimed.map((c) => c.endpoint_id))])).map((e) => [e.id, e]),

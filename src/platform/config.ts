@@ -328,8 +328,8 @@ export const envSchema = z.object({
     .default(300_000)
     .describe(
       'How long a worker holds the [webhook](api/webhooks.md) events it took: a worker that dies while sending them ' +
-        'leaves them to be sent again by another when this ends (at least once). A round starts no request past half of it, ' +
-        'so it is at least twice `WEBHOOK_TIMEOUT_MS`.',
+        'leaves them to be sent again by another when this ends (at least once). A round starts no batch of events past ' +
+        'half of it (one begun is finished), so it is at least twice `WEBHOOK_TIMEOUT_MS`.',
     ),
   GEOIP_DB_PATH: z
     .string()
