@@ -136,12 +136,17 @@ export class DeviceService {
       const { created } = stored;
       const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
       const { admitted, dropped } = admitAttributes(existing, input.custom);
-      // a custom attribute changed is a device update too
-      if ((await this.devices.replaceAttributes(trx, appId, device.id, admitted)) && !created)
-        device = await this.devices.touch(trx, device.id);
+      // a new device has no events, and a known one's answer shows only what was written (writtenView): no events read
+      let details: DeviceDetails;
+      if (created) details = { device, attributes: await this.devices.addAttributes(trx, appId, device.id, admitted), events: [] };
+      else {
+        // a custom attribute changed is a device update too
+        if (await this.devices.replaceAttributes(trx, appId, device.id, admitted)) device = await this.devices.touch(trx, device.id);
+        details = { device, attributes: await this.devices.attributesOf(trx, [device.id]), events: [] };
+      }
       const result: WriteResult = {
         kind: 'stored',
-        details: await this.details(trx, device),
+        details,
         created,
         written: written(input.fields, admitted),
         dropped: [...input.dropped, ...dropped],
