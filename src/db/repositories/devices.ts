@@ -283,18 +283,21 @@ export class DevicesRepository {
 
   /**
    * Rewrites the custom attributes whose values change; an attribute sent again as it is stays as it is (no write).
-   * Answers whether any changed.
+   * Answers whether any changed. `known`: the device's rows as `attributesOf` read them in this transaction, which
+   * then are not read again.
    */
-  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<boolean> {
+  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges, known?: DeviceAttributeRow[]): Promise<boolean> {
     if (changes.size === 0) return false;
-    const stored = await db
-      .selectFrom('device_attributes')
-      .selectAll()
-      .where('device_id', '=', deviceId)
-      .where('name', 'in', [...changes.keys()])
-      .orderBy('name')
-      .orderBy('position')
-      .execute();
+    const stored =
+      known ??
+      (await db
+        .selectFrom('device_attributes')
+        .selectAll()
+        .where('device_id', '=', deviceId)
+        .where('name', 'in', [...changes.keys()])
+        .orderBy('name')
+        .orderBy('position')
+        .execute());
     const rowsOf = (name: string, attr: CustomAttribute | null) => attributeRows(appId, deviceId, name, attr);
     const changed = [...changes].filter(
       ([name, attr]) =>
