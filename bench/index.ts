@@ -17,6 +17,7 @@ const BENCHES = [
   'live-activity',
   'local-time',
   'outside',
+  'registrations',
   'scale',
   'stats',
   'templates',

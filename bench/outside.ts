@@ -18,11 +18,12 @@
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { registerThroughApi } from './lib/device-fill.js';
-import { LoadClients, type Answers } from './lib/load-clients.js';
+import { LoadClients } from './lib/load-clients.js';
+import { measurePhase as phase, phaseCells, type Phase } from './lib/phases.js';
 import { mocksHere, waitReceived } from './lib/mock-gateways.js';
 import { pgbenchTps } from './lib/pgbench.js';
 import { sql } from 'kysely';
-import { arg, cpuMs, median, parentPid, percentile, printRows, serverCpuMs } from './lib/setup.js';
+import { arg, median, parentPid, printRows } from './lib/setup.js';
 import { bareBroadcast, BENCH_BUNDLE, benchApp, notificationPoster, startServices, waitFinished } from './lib/stack.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -44,40 +45,6 @@ if (warmup + unicast + transactional > devices) throw new Error('--devices must 
 const OUTSIDE_ENV = { LOG_LEVEL: 'info', RATE_LIMIT_PER_SECOND: '100000', RATE_LIMIT_BURST: '100000' };
 const LOG_FILE = path.join(tmpdir(), `pushd-bench-outside-${process.pid}.log`);
 const PAYLOAD = { alert: 'Your order has shipped', badge: 1 };
-
-interface Phase {
-  name: string;
-  perSec: number;
-  p50: number;
-  p99: number;
-  refused: number;
-  /** CPU ms per request: the service's process, the PostgreSQL server's, the clients' process */
-  cpu: [number, number, number];
-}
-
-/** Where each phase's CPU goes: the processes that take a turn on the 2 cores while the clients post. */
-interface CpuMeters {
-  service: number;
-  postmaster: number;
-  clients: number;
-}
-
-async function phase(name: string, meters: CpuMeters, expected: number, run: () => Promise<Answers>): Promise<Phase> {
-  const read = () => [cpuMs(meters.service), serverCpuMs(meters.postmaster), cpuMs(meters.clients)];
-  const before = read();
-  const answers = await run();
-  const after = read();
-  const latencies = Array.from(answers.latencies).sort((a, b) => a - b);
-  const n = latencies.length;
-  return {
-    name,
-    perSec: n / ((answers.endedAt - answers.startedAt) / 1000),
-    p50: percentile(latencies, 50),
-    p99: percentile(latencies, 99),
-    refused: answers.statuses.filter((s) => s !== expected).length,
-    cpu: [0, 1, 2].map((i) => (after[i]! - before[i]!) / n) as [number, number, number],
-  };
-}
 
 async function main() {
   const tps = await pgbenchTps();
@@ -166,16 +133,7 @@ async function main() {
   );
   printRows(
     ['phase', 'req/s', '× pgbench -N', 'p50 ms', 'p99 ms', 'refused', 'CPU ms/request: service, PostgreSQL, clients', 'cores busy'],
-    phases.map((p) => [
-      p.name,
-      p.perSec.toFixed(0),
-      Number.isFinite(pg) ? (p.perSec / pg).toFixed(2) : '–',
-      p.p50.toFixed(1),
-      p.p99.toFixed(1),
-      String(p.refused),
-      p.cpu.map((ms) => ms.toFixed(2)).join(', '),
-      ((p.cpu.reduce((a, b) => a + b, 0) * p.perSec) / 1000).toFixed(2),
-    ]),
+    phases.map((p) => [...phaseCells(p, pg), ((p.cpu.reduce((a: number, b) => a + (b ?? 0), 0) * p.perSec) / 1000).toFixed(2)]),
   );
   console.log('');
   printRows(

@@ -85,10 +85,14 @@ export function lazyRequestLogger(logger: FastifyBaseLogger, bindings: Bindings,
  * info, with the `reqId` its row stores as `request_id`, so a row leads to the log of its request.
  */
 export function logAuditedRequests(app: FastifyInstance): void {
+  // One logger for these lines, without redaction: they hold no secret, and a child per request with the redaction
+  // paths run over every line cost ~4 times the line itself.
+  const completed = app.log.child({}, { redact: [] } as ChildLoggerOptions);
   app.addHook('onResponse', async (request, reply) => {
     if (!request.audited) return;
-    request.log.info(
+    completed.info(
       {
+        reqId: request.id,
         req: { method: request.method, url: request.routeOptions.url },
         res: { statusCode: reply.statusCode },
         responseTime: reply.elapsedTime,

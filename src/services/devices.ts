@@ -134,14 +134,20 @@ export class DeviceService {
       const stored = await this.writeRegistration(trx, { appId, input, caller, unproven, set, values, country: net.country });
       let device = stored.device;
       const { created } = stored;
-      const existing = created ? [] : await this.devices.attributeNames(trx, device.id);
-      const { admitted, dropped } = admitAttributes(existing, input.custom);
-      // a custom attribute changed is a device update too
-      if ((await this.devices.replaceAttributes(trx, appId, device.id, admitted)) && !created)
+      // read once: the names admitAttributes counts, the rows a change is found against and, unchanged, the answer's
+      const held = created ? [] : await this.devices.attributesOf(trx, [device.id]);
+      const { admitted, dropped } = admitAttributes(held.map((a) => a.name), input.custom);
+      // a new device has no events, and a known one's answer shows only what was written (writtenView): no events read
+      let details: DeviceDetails;
+      if (created) details = { device, attributes: await this.devices.addAttributes(trx, appId, device.id, admitted), events: [] };
+      else if (await this.devices.replaceAttributes(trx, appId, device.id, admitted, held)) {
+        // a custom attribute changed is a device update too
         device = await this.devices.touch(trx, device.id);
+        details = { device, attributes: await this.devices.attributesOf(trx, [device.id]), events: [] };
+      } else details = { device, attributes: held, events: [] };
       const result: WriteResult = {
         kind: 'stored',
-        details: await this.details(trx, device),
+        details,
         created,
         written: written(input.fields, admitted),
         dropped: [...input.dropped, ...dropped],

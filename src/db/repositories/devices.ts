@@ -270,21 +270,34 @@ export class DevicesRepository {
     return rows.map((r) => r.name);
   }
 
-  /** Sets or removes the named attributes of a device (an attribute's rows are replaced as a whole). */
+  /**
+   * A new device's custom attributes, answered as `attributesOf` would read them: it has none yet, so nothing is
+   * read back or deleted first.
+   */
+  async addAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<DeviceAttributeRow[]> {
+    const rows = [...changes].flatMap(([name, attr]) => attributeRows(appId, deviceId, name, attr));
+    if (rows.length === 0) return [];
+    const added = await db.insertInto('device_attributes').values(rows).returningAll().execute();
+    return added.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.position - b.position));
+  }
+
   /**
    * Rewrites the custom attributes whose values change; an attribute sent again as it is stays as it is (no write).
-   * Answers whether any changed.
+   * Answers whether any changed. `known`: the device's rows as `attributesOf` read them in this transaction, which
+   * then are not read again.
    */
-  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<boolean> {
+  async replaceAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges, known?: DeviceAttributeRow[]): Promise<boolean> {
     if (changes.size === 0) return false;
-    const stored = await db
-      .selectFrom('device_attributes')
-      .selectAll()
-      .where('device_id', '=', deviceId)
-      .where('name', 'in', [...changes.keys()])
-      .orderBy('name')
-      .orderBy('position')
-      .execute();
+    const stored =
+      known ??
+      (await db
+        .selectFrom('device_attributes')
+        .selectAll()
+        .where('device_id', '=', deviceId)
+        .where('name', 'in', [...changes.keys()])
+        .orderBy('name')
+        .orderBy('position')
+        .execute());
     const rowsOf = (name: string, attr: CustomAttribute | null) => attributeRows(appId, deviceId, name, attr);
     const changed = [...changes].filter(
       ([name, attr]) =>
