@@ -101,7 +101,7 @@ export class ApnsGateway implements PushGateway {
           }),
         ),
       announcedStreams,
-      { maxConnections, maxInFlight: options.maxInFlight ?? 2000 },
+      { maxConnections, maxInFlight: options.maxInFlight ?? 2000, origin: options.origin },
     );
   }
 

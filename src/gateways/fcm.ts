@@ -62,7 +62,7 @@ export class FcmGateway implements PushGateway {
     this.connections = new StreamPool(
       () => new Http2Origin(options.origin),
       (origin) => origin.window,
-      { maxConnections: options.maxConnections ?? 4, maxInFlight: options.maxInFlight ?? 2000 },
+      { maxConnections: options.maxConnections ?? 4, maxInFlight: options.maxInFlight ?? 2000, origin: options.origin },
     );
     this.tokens = new AccessTokenCache(new ServiceAccountTokenCredential(options.serviceAccount, { tokenUrl: options.tokenUrl }));
     this.path = `/v1/projects/${encodeURIComponent(options.serviceAccount.project_id)}/messages:send`;

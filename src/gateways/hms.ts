@@ -74,6 +74,7 @@ export class HmsGateway implements PushGateway {
         maxInFlight: Math.min(options.maxInFlight ?? 100, 100),
         minInFlight: HMS_MIN_IN_FLIGHT,
         chunkSize: 1,
+        origin: options.origin,
       },
     );
     const { app_id, client_secret } = options.credentials;

@@ -14,6 +14,9 @@
  * gateway answers sooner than a busy one): the window drops to one chunk until the streams open before have
  * answered, and the first chunk sent alone gives the round trip anew (BBR's ProbeRTT). Without it, a minimum
  * learned from one-device sends at 1 ms held a later broadcast to the floor when the gateway answered in 100 ms.
+ * The widest window a gateway took without queueing, and its round trip, are kept per origin for the life of the
+ * process: a run with more chunks than the window (a broadcast) starts at half that window, not at what the sends
+ * between broadcasts left, and a gateway built anew for the same origin starts from them too.
  */
 export interface StreamPoolOptions {
   maxConnections: number;
@@ -25,7 +28,21 @@ export interface StreamPoolOptions {
   chunkSize?: number;
   /** A chunk answered slower than this waited in a queue, not on the way: the window backs off. Default 1000 ms. */
   queueingMs?: number;
+  /** The gateway's origin: what this pool learns of its window is remembered under it for the other pools. */
+  origin?: string;
 }
+
+/** A gateway's widest window answered without queueing, and its fastest round trip. */
+interface GoodWindow {
+  window: number;
+  rttMs: number;
+}
+
+/**
+ * Per process, by origin. Not kept across restarts: the first round after a restart grows from the floor in a few
+ * ticks, and a window stored beside the data would need a write per broadcast for that one round.
+ */
+const goodWindows = new Map<string, GoodWindow>();
 
 /** How often the window is recomputed. */
 const WINDOW_TICK_MS = 100;
@@ -35,7 +52,7 @@ const PROBE_WHEN_SLOWER = 2;
 const PROBE_INTERVAL_MS = 2000;
 
 /** Pushes per second × the fastest round trip seen, from the chunks that completed. */
-class WindowEstimator {
+export class WindowEstimator {
   private rate = 0;
   private completed = 0;
   private tickStart = performance.now();
@@ -53,16 +70,40 @@ class WindowEstimator {
   /** Set while probing: chunks started from then on went out with little or nothing ahead of them. */
   private probeSince: number | undefined;
   private lastProbeAt = -Infinity;
+  /** What this estimator (or another for the same origin) learned: shared by reference with `goodWindows`. */
+  private readonly good: GoodWindow;
   window: number;
 
-  constructor(
-    private readonly min: number,
-    private readonly max: number,
-    private readonly queueingMs: number,
-    private readonly probeWindow: number,
-  ) {
-    this.window = min;
-    this.ceiling = max;
+  private readonly min: number;
+  private readonly max: number;
+  private readonly queueingMs: number;
+  private readonly probeWindow: number;
+
+  constructor(bounds: { min: number; max: number; queueingMs: number; probeWindow: number; origin?: string | undefined }) {
+    ({ min: this.min, max: this.max, queueingMs: this.queueingMs, probeWindow: this.probeWindow } = bounds);
+    this.window = this.min;
+    this.ceiling = this.max;
+    const origin = bounds.origin;
+    const known = origin === undefined ? undefined : goodWindows.get(origin);
+    this.good = known ?? { window: 0, rttMs: Infinity };
+    if (origin !== undefined && !known) goodWindows.set(origin, this.good);
+    this.minRtt = this.good.rttMs;
+  }
+
+  /**
+   * More chunks are waiting than the window holds: open it to half the widest good window, as if the rate that
+   * filled it were measured now. Half, because the gateway may be busier than when it was learned; the window
+   * doubles from there while it limits the rate, and backs off as ever if answers queue.
+   */
+  burst(): void {
+    const start = Math.round(Math.min(this.ceiling, this.max, this.good.window / 2));
+    if (this.probeSince !== undefined || start <= this.window || !(this.minRtt < Infinity)) return;
+    this.rate = Math.max(this.rate, (start * 1000) / (2 * this.minRtt));
+    this.completed = 0;
+    this.slowest = 0;
+    this.fastest = Infinity;
+    this.tickStart = performance.now();
+    this.window = start;
   }
 
   record(tokens: number, rttMs: number, startedAt: number): void {
@@ -88,8 +129,13 @@ class WindowEstimator {
     // A rise is taken at once, a fall smoothed: averaged with the trickle before a burst, the window grew half as
     // fast as the rate it limits, and a broadcast spent its first round trips below a bare client's window.
     this.rate = rate > this.rate ? rate : 0.5 * this.rate + 0.5 * rate;
-    this.ceiling = this.slowest > this.queueingMs ? Math.max(this.min, this.window / 2) : Math.min(this.max, this.ceiling * 1.25);
+    const queued = this.slowest > this.queueingMs;
+    this.ceiling = queued ? Math.max(this.min, this.window / 2) : Math.min(this.max, this.ceiling * 1.25);
     this.startTick(now);
+    // Only the window this tick's own rate asks for counts as taken: the smoothed rate lags a burst's end.
+    const taken = Math.min(this.window, Math.round((2 * rate * this.minRtt) / 1000));
+    this.good.window = queued ? Math.min(this.good.window, this.window) : Math.max(this.good.window, taken);
+    this.good.rttMs = this.minRtt;
   }
 
   /** The probe's round trip is the gateway's distance now; the rate measured before it still holds. */
@@ -133,12 +179,13 @@ export class StreamPool<C> {
   ) {
     if (!(options.maxConnections >= 1 && options.maxInFlight >= 1)) throw new RangeError('maxConnections and maxInFlight must be >= 1');
     this.chunkSize = Math.max(1, Math.min(options.chunkSize ?? 10, options.maxInFlight));
-    this.estimator = new WindowEstimator(
-      Math.min(options.minInFlight ?? 200, options.maxInFlight),
-      options.maxInFlight,
-      options.queueingMs ?? 1000,
-      this.chunkSize,
-    );
+    this.estimator = new WindowEstimator({
+      min: Math.min(options.minInFlight ?? 200, options.maxInFlight),
+      max: options.maxInFlight,
+      queueingMs: options.queueingMs ?? 1000,
+      probeWindow: this.chunkSize,
+      origin: options.origin,
+    });
   }
 
   /** The streams that may be open across connections now. */
@@ -155,6 +202,7 @@ export class StreamPool<C> {
   async run(indexes: readonly number[], send: (conn: C, chunk: number[]) => Promise<void>): Promise<void> {
     const chunks: number[][] = [];
     for (let i = 0; i < indexes.length; i += this.chunkSize) chunks.push(indexes.slice(i, i + this.chunkSize));
+    if (indexes.length > this.estimator.window) this.estimator.burst();
     let next = 0;
     const lane = async () => {
       for (let c = next++; c < chunks.length; c = next++) {

@@ -151,7 +151,7 @@ export class WebPushGateway implements PushGateway {
       pool = new StreamPool(
         () => new Http2Origin(origin),
         (c) => c.window,
-        { maxConnections: this.options.maxConnections ?? 4, maxInFlight: this.options.maxInFlight ?? 2000 },
+        { maxConnections: this.options.maxConnections ?? 4, maxInFlight: this.options.maxInFlight ?? 2000, origin },
       );
       this.origins.set(origin, pool);
     }
