@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { sql, type RawBuilder, type Selectable, type SqlBool, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, namedKeys, type CompileContext } from '../filter-sql.js';
@@ -638,7 +639,17 @@ function withCountry(
 
 /** The device holds this push token, found by the unique index of (app_id, its token's key) (migration 052). */
 function holdsToken(token: string): RawBuilder<SqlBool> {
-  return sql<SqlBool>`pushd_token_key(token) = pushd_token_key(${token}) and token = ${token}`;
+  return sql<SqlBool>`pushd_token_key(token) = ${tokenKey(token)}::uuid and token = ${token}`;
+}
+
+/**
+ * pushd_token_key (migration 052) computed here, not by PostgreSQL for each statement: textsend gives the token's
+ * bytes in the session's client encoding, which for node-postgres is the server's own (it sets none), so they are
+ * the UTF-8 it sent (U+FFFD for a lone surrogate, as Buffer writes it), the bytes hashed here.
+ */
+export function tokenKey(token: string): string {
+  const h = createHash('sha256').update(token, 'utf8').digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
 /**
