@@ -131,15 +131,18 @@ export class DeviceService {
       if (replay) return replay;
       const set = columns(input.fields, net);
       const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
-      const stored = await this.writeRegistration(trx, { appId, input, caller, unproven, set, values, country: net.country });
+      // a new device holds no attributes yet: what it is admitted is written with it, in the device's insert
+      const fresh = admitAttributes([], input.custom);
+      const registration = { appId, input, caller, unproven, set, values, country: net.country, custom: fresh.admitted };
+      const stored = await this.writeRegistration(trx, registration);
       let device = stored.device;
       const { created } = stored;
       // read once: the names admitAttributes counts, the rows a change is found against and, unchanged, the answer's
       const held = created ? [] : await this.devices.attributesOf(trx, [device.id]);
-      const { admitted, dropped } = admitAttributes(held.map((a) => a.name), input.custom);
+      const { admitted, dropped } = created ? fresh : admitAttributes(names(held), input.custom);
       // a new device has no events, and a known one's answer shows only what was written (writtenView): no events read
       let details: DeviceDetails;
-      if (created) details = { device, attributes: await this.devices.addAttributes(trx, appId, device.id, admitted), events: [] };
+      if (stored.attributes) details = { device, attributes: stored.attributes, events: [] };
       else if (await this.devices.replaceAttributes(trx, appId, device.id, admitted, held)) {
         // a custom attribute changed is a device update too
         device = await this.devices.touch(trx, device.id);
@@ -165,31 +168,32 @@ export class DeviceService {
   private async writeRegistration(trx: Transaction<Database>, r: Registration): Promise<Registered> {
     const { appId, input, caller } = r;
     const token = input.fields.token;
-    if (typeof token !== 'string') return this.create(trx, r.values);
+    if (typeof token !== 'string') return this.create(trx, r.values, r.custom);
     await this.devices.lockToken(trx, appId, token);
     const update: DeviceUpdate = { ...r.set, token_invalidated_at: null, token_invalid_reason: null };
     if (caller.role !== 'sdk') {
       const issued = issueCredential();
-      const { device, inserted } = await this.devices.registerToken(
+      const { device, attributes } = await this.devices.registerToken(
         trx,
         { ...r.values, token, credential_hash: issued.hash },
         update,
         r.country,
+        r.custom,
       );
-      return inserted ? { device, created: true, credential: issued.credential } : { device, created: false };
+      return attributes ? { device, created: true, credential: issued.credential, attributes } : { device, created: false };
     }
     const held = await this.devices.lockByToken(trx, appId, token);
     const sent = refuseUnprovenRebind(caller, input, r.unproven, held);
-    if (!held) return this.create(trx, { ...r.values, token });
+    if (!held) return this.create(trx, { ...r.values, token }, r.custom);
     if (sent && !held.credential_held) update.credential_held = true;
     return { device: await this.devices.update(trx, held.id, update, r.country), created: false };
   }
 
   /** A new device, with the credential only this answer gives. */
-  private async create(trx: Transaction<Database>, values: NewDevice): Promise<Registered> {
+  private async create(trx: Transaction<Database>, values: NewDevice, custom: CustomChanges): Promise<Registered> {
     const issued = issueCredential();
-    const device = await this.devices.insert(trx, { ...values, credential_hash: issued.hash });
-    return { device, created: true, credential: issued.credential };
+    const { device, attributes } = await this.devices.insertWithAttributes(trx, { ...values, credential_hash: issued.hash }, custom);
+    return { device, created: true, credential: issued.credential, attributes };
   }
 
   /** PUT /devices/:id: merges the given fields; custom attributes key by key, null removing one. */
@@ -440,12 +444,18 @@ interface Registration {
   values: NewDevice;
   /** a country for a device that has none */
   country: string | null;
+  /** the custom attributes a new device is admitted */
+  custom: CustomChanges;
 }
+
+const names = (attributes: DeviceAttributeRow[]) => attributes.map((a) => a.name);
 
 interface Registered {
   device: Device;
   created: boolean;
   credential?: string;
+  /** a new device's attributes, as stored with it */
+  attributes?: DeviceAttributeRow[];
 }
 
 interface Network {

@@ -80,6 +80,12 @@ describe('device registry', () => {
     expect(device.user_attributes).toEqual(device.custom);
     expect(device.created_at).toBe(device.registered_at);
     expect(device.installed_at).toBe(device.created_at);
+    // the answer is what is stored: the device and its attributes, written in one statement, read back alike (the
+    // credential is answered once; the live activities only when read)
+    const { credential: _credential, ...answered } = device;
+    const read = (await call(h, 'GET', `/v6/devices/${device.id}`, app.keys.sdk)).json().device;
+    const { live_activities: _activities, live_activity_start_tokens: _starts, ...stored } = read;
+    expect(stored).toEqual(answered);
   });
 
   it('registering a known token merges into the same device; created_at stays, registered_at moves', async () => {

@@ -117,7 +117,49 @@ export class DevicesRepository {
   }
 
   /**
-   * Registers a push token: the app's device that already has it, updated with `update`, or else a new device. The
+   * A new device and its custom attributes in one statement (one round trip, not two): the rows as PostgreSQL
+   * stored them, the attributes in the order `attributesOf` reads them (it has none before, so none are read).
+   */
+  async insertWithAttributes(
+    db: Db,
+    values: NewDevice,
+    changes: CustomChanges,
+  ): Promise<{ device: Device; attributes: DeviceAttributeRow[] }> {
+    const rows = [...changes].flatMap(([name, attr]) => attributeRows(values.app_id, '', name, attr));
+    if (rows.length === 0) return { device: await this.insert(db, values), attributes: [] };
+    const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
+    const { rows: stored } = await sql<Device & AttributeColumns>`
+      with d as (${db.insertInto('devices').values(values).returningAll()}),
+      a as (
+        insert into device_attributes (device_id, app_id, name, type, position, is_array, str_value, num_value, date_value, bool_value)
+        select d.id, d.app_id, x.* from d,
+          unnest(${column('name')}::text[], ${column('type')}::text[], ${column('position')}::int2[], ${column('is_array')}::bool[],
+                 ${column('str_value')}::text[], ${column('num_value')}::float8[], ${column('date_value')}::timestamptz[],
+                 ${column('bool_value')}::bool[]) as x
+        returning name, type, position, is_array, str_value, num_value, date_value, bool_value)
+      select d.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
+        a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
+      from d cross join a`.execute(db);
+    const device: Record<string, unknown> = { ...stored[0]! };
+    for (const key of ATTRIBUTE_COLUMNS) delete device[key];
+    const attributes = stored.map((r) => ({
+      device_id: r.id,
+      app_id: r.app_id,
+      name: r.a_name,
+      type: r.a_type,
+      position: r.a_position,
+      is_array: r.a_is_array,
+      str_value: r.a_str_value,
+      num_value: r.a_num_value,
+      date_value: r.a_date_value,
+      bool_value: r.a_bool_value,
+    }));
+    return { device: device as unknown as Device, attributes: attributes.sort(byNameAndPosition) };
+  }
+
+  /**
+   * Registers a push token: the app's device that already has it, updated with `update`, or else a new device with
+   * the `custom` attributes (answered with them: a device answered without is the one updated). The
    * caller holds the token's lock (`lockToken`), which every write giving a device this token takes, so no other
    * transaction inserts it meanwhile: an UPDATE and an INSERT need neither the lock record of ON CONFLICT DO UPDATE
    * nor the confirmation record of its speculative insert.
@@ -127,7 +169,8 @@ export class DevicesRepository {
     values: NewDevice & { token: string },
     update: DeviceUpdate,
     fillCountry: string | null,
-  ): Promise<{ device: Device; inserted: boolean }> {
+    custom: CustomChanges,
+  ): Promise<{ device: Device; attributes?: DeviceAttributeRow[] }> {
     const updated = await db
       .updateTable('devices')
       .set(movingRegisteredAt(withCountry(update, fillCountry, 'devices')))
@@ -135,8 +178,8 @@ export class DevicesRepository {
       .where(holdsToken(values.token))
       .returningAll()
       .executeTakeFirst();
-    if (updated) return { device: updated, inserted: false };
-    return { device: await this.insert(db, values), inserted: true };
+    if (updated) return { device: updated };
+    return this.insertWithAttributes(db, values, custom);
   }
 
   /** The device, row-locked until the transaction ends (`share`: against erase, not against other shares). */
@@ -269,17 +312,6 @@ export class DevicesRepository {
   async attributeNames(db: Db, deviceId: string): Promise<string[]> {
     const rows = await db.selectFrom('device_attributes').select('name').distinct().where('device_id', '=', deviceId).execute();
     return rows.map((r) => r.name);
-  }
-
-  /**
-   * A new device's custom attributes, answered as `attributesOf` would read them: it has none yet, so nothing is
-   * read back or deleted first.
-   */
-  async addAttributes(db: Db, appId: string, deviceId: string, changes: CustomChanges): Promise<DeviceAttributeRow[]> {
-    const rows = [...changes].flatMap(([name, attr]) => attributeRows(appId, deviceId, name, attr));
-    if (rows.length === 0) return [];
-    const added = await db.insertInto('device_attributes').values(rows).returningAll().execute();
-    return added.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : a.position - b.position));
   }
 
   /**
@@ -635,6 +667,24 @@ function withCountry(
 ): Omit<DeviceUpdate, 'country'> & { country?: string | null | RawBuilder<string> } {
   if (fillCountry === null || set.country !== undefined) return set;
   return { ...set, country: sql<string>`coalesce(${sql.ref(`${table}.country`)}, ${fillCountry})` };
+}
+
+/** A device's attribute rows in the order `attributesOf` reads them. */
+const byNameAndPosition = (a: DeviceAttributeRow, b: DeviceAttributeRow) =>
+  a.name < b.name ? -1 : a.name > b.name ? 1 : a.position - b.position;
+
+const ATTRIBUTE_COLUMNS = ['a_name', 'a_type', 'a_position', 'a_is_array', 'a_str_value', 'a_num_value', 'a_date_value', 'a_bool_value'];
+
+/** A device attribute's columns beside its device's, in `insertWithAttributes`'s answer. */
+interface AttributeColumns {
+  a_name: string;
+  a_type: DeviceAttributeRow['type'];
+  a_position: number;
+  a_is_array: boolean;
+  a_str_value: string | null;
+  a_num_value: number | null;
+  a_date_value: Date | null;
+  a_bool_value: boolean | null;
 }
 
 /** The device holds this push token, found by the unique index of (app_id, its token's key) (migration 052). */
