@@ -12,7 +12,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function pool(
   windows: (number | undefined)[],
-  options: { maxConnections: number; maxInFlight: number; minInFlight?: number; chunkSize?: number; queueingMs?: number },
+  options: { maxConnections: number; maxInFlight: number; minInFlight?: number; chunkSize?: number; queueingMs?: number; origin?: string },
   roundTripMs = 2,
   /** Tokens the gateway answers per millisecond; beyond that, streams queue at the gateway. */
   capacityPerMs = Infinity,
@@ -87,6 +87,19 @@ describe('StreamPool', () => {
     // pinned at the floor of 200 by the 1 ms learned before, 40,000 pushes take 200 round trips (12 s)
     expect(Date.now() - t0).toBeLessThan(4500);
     expect(peak()).toBeGreaterThan(2000);
+  });
+
+  it('a broadcast on a gateway built anew for the same origin starts at half the window learned before', async () => {
+    const options = { maxConnections: 3, maxInFlight: 2500, origin: 'https://far.stream-pool.test' };
+    const first = pool([1000, 1000, 1000], options, 60);
+    await first.p.run(range(40_000), first.send);
+    expect(first.p.window).toBeGreaterThan(1000);
+
+    const again = pool([1000, 1000, 1000], options, 60);
+    expect(again.p.window).toBe(200);
+    const running = again.p.run(range(40_000), again.send);
+    expect(again.p.window).toBeGreaterThan(400); // half of over 1,000, not the floor of 200
+    await running;
   });
 
   it('backs off while answers wait in a queue: a host too busy to answer quickly does not open the window', async () => {
