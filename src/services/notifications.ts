@@ -15,7 +15,8 @@ import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domai
 import type { Filter } from '../domain/filters.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import { NotFoundError } from '../domain/errors.js';
-import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
+import { targetOf, type NotificationInput, type NotificationRequest } from '../domain/notification-request.js';
+import { resolveTemplate } from './templates.js';
 import {
   fcmSendBody,
   isVisiblePush,
@@ -47,6 +48,7 @@ import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
 import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
@@ -175,6 +177,7 @@ export class NotificationService {
   private readonly delivery: DeliveryRepository;
   private readonly apps: AppsRepository;
   private readonly abTests: AbTestsRepository;
+  private readonly templates: TemplatesRepository;
   private readonly scheduler: NotificationScheduler;
   private readonly clock: Clock;
   private readonly idempotency: IdempotencyKeys;
@@ -191,6 +194,7 @@ export class NotificationService {
     this.delivery = deps.repos.delivery;
     this.apps = deps.repos.apps;
     this.abTests = deps.repos.abTests;
+    this.templates = deps.repos.templates;
     this.scheduler = deps.scheduler;
     this.clock = deps.clock;
     this.idempotency = deps.idempotency;
@@ -282,19 +286,20 @@ export class NotificationService {
    * that transaction and the answer stored before it commits; a replay creates and enqueues nothing (the first
    * request enqueued, and the sweeper covers a lost enqueue).
    */
-  async create(appId: string, request: NotificationRequest): Promise<CutNotification>;
+  async create(appId: string, input: NotificationInput): Promise<CutNotification>;
   async create(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     idempotency?: IdempotentRequest<CutNotification>,
     actor?: Actor,
   ): Promise<CutNotification | Replay>;
   async create(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     idempotency?: IdempotentRequest<CutNotification>,
     actor: Actor = CLI_ACTOR,
   ): Promise<CutNotification | Replay> {
+    const request = await this.withTemplate(appId, input);
     const now = this.clock.now();
     const options = this.checkedOptions(request.notification, now);
     if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options, actor });
@@ -591,9 +596,10 @@ export class NotificationService {
    */
   async preview(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     at: { locale?: string; deviceId?: string } = {},
   ): Promise<PushPreview & { variant: string | null }> {
+    const request = await this.withTemplate(appId, input);
     const { to, localized } = request.notification;
     const device = at.deviceId !== undefined ? await this.devices.findForApp(this.db, appId, at.deviceId) : undefined;
     if (at.deviceId !== undefined && !device) throw new NotFoundError('device');
@@ -614,6 +620,11 @@ export class NotificationService {
       hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
       variant,
     };
+  }
+
+  /** The request with the content of the stored template it names, if it names one. */
+  private async withTemplate(appId: string, input: NotificationInput): Promise<NotificationRequest> {
+    return { notification: await resolveTemplate(this.db, this.templates, appId, input.notification) };
   }
 
   /** The payload's templates rendered as a send would for this device (none: with the send's data alone). */
