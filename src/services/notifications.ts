@@ -58,6 +58,8 @@ import { recordAudit } from './audit.js';
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
 export const PREVIEW_DEVICE_TOKEN = '<device token>';
+/** A user's devices a preview shows at most. */
+export const PREVIEW_USER_DEVICES = 50;
 
 export interface PushPreview {
   apns: ApnsRequest;
@@ -600,19 +602,54 @@ export class NotificationService {
     at: { locale?: string; deviceId?: string } = {},
   ): Promise<PushPreview & { variant: string | null }> {
     const request = await this.withTemplate(appId, input);
-    const { to, localized } = request.notification;
     const device = at.deviceId !== undefined ? await this.devices.findForApp(this.db, appId, at.deviceId) : undefined;
     if (at.deviceId !== undefined && !device) throw new NotFoundError('device');
+    const target = targetOf(request.notification.to);
+    if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
+      throw new NotFoundError('audience');
+    return this.previewFor(request, device, at.locale);
+  }
+
+  /**
+   * `preview` for each of a user's devices (the first PREVIEW_USER_DEVICES by id), its templates rendered for it; a
+   * device whose render fails, as its send would alone, has the reason instead.
+   */
+  async previewForUser(
+    appId: string,
+    input: NotificationInput,
+    userId: string,
+    locale?: string,
+  ): Promise<{ device: Device; preview: (PushPreview & { variant: string | null }) | { error: string } }[]> {
+    const request = await this.withTemplate(appId, input);
+    const ids = (await this.devices.userDeviceIds(this.db, appId, userId)).slice(0, PREVIEW_USER_DEVICES);
+    if (!ids.length) throw new NotFoundError('user');
+    const out = [];
+    for (const id of ids) {
+      const device = await this.devices.findForApp(this.db, appId, id);
+      if (!device) continue;
+      try {
+        out.push({ device, preview: await this.previewFor(request, device, locale) });
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        out.push({ device, preview: { error: err.message } });
+      }
+    }
+    return out;
+  }
+
+  private async previewFor(
+    request: NotificationRequest,
+    device: Device | undefined,
+    locale: string | undefined,
+  ): Promise<PushPreview & { variant: string | null }> {
+    const { localized } = request.notification;
     // a device of this locale gets its language's entry, as a send picks it (else the payload as it is)
-    const variant = localeVariant(localized, at.locale ?? device?.locale);
+    const variant = localeVariant(localized, locale ?? device?.locale);
     const content = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
     const payload = await this.rendered(content, request.notification, device);
     const now = this.clock.now();
     const options = resolveDeliveryOptions(request.notification, now);
     const push = { expiresAt: expiryOf(options, now), priority: options.priority };
-    const target = targetOf(to);
-    if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
-      throw new NotFoundError('audience');
     return {
       apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID, push),
       fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),

@@ -102,7 +102,13 @@ export function templateRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
     });
     app.put('/v6/templates/:id', change('Replace a template (its content a new version)', templateCreateSchema), async (request) => ({
       template: templateResponse(
-        await templates().change(request.principal.appId, request.params.id, request.body.template, actorOf(request)),
+        // a replacement without languages has none
+        await templates().change(
+          request.principal.appId,
+          request.params.id,
+          { localized: null, ...request.body.template },
+          actorOf(request),
+        ),
       ),
     }));
     app.patch(
