@@ -162,7 +162,7 @@ describe('templates at the gateways', () => {
     const res = await call('POST', '/v6/notifications', {
       notification: {
         to: to('browser', 'hwUser'),
-        payload: { alert, title: '{{ device.locale }}', web: { url: '/u/{{user.id}}' } },
+        payload: { alert, title: '{{ device.locale }}', web: { url: '/u/{{ user.id }}' } },
         data_by: { user_id: { 'u-wu': { code: 'W1' }, 'u-hu': { code: 'H1' } } },
       },
     });
