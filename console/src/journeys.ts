@@ -1,6 +1,7 @@
 import { ApiError } from './api.js';
 import { fmt, h, replace, when } from './dom.js';
 import type { Page } from './page.js';
+import { storedTemplates, templateSelect, type StoredTemplate } from './template-picker.js';
 
 type StepType = 'delay' | 'wait_for' | 'branch' | 'send';
 interface StepCount {
@@ -38,6 +39,8 @@ interface DraftStep {
   main: string;
   /** wait_for: the timeout; branch: a country the device must be in */
   extra: string;
+  /** send: the stored template sent in place of the text */
+  template?: string;
 }
 const STEP_LABELS: Record<StepType, [string, string | null]> = {
   delay: ['wait for (90s, 10m, 2h, 3d) or until (HH:MM local)', null],
@@ -57,7 +60,7 @@ function stepOf(d: DraftStep): Record<string, unknown> {
     case 'branch':
       return { ...base, filters: [{ name: 'country', criteria: [d.main] }], else: 'end' };
     case 'send':
-      return { ...base, notification: { payload: { alert: d.main } } };
+      return { ...base, notification: d.template ? { template_id: d.template } : { payload: { alert: d.main } } };
   }
 }
 
@@ -96,12 +99,12 @@ export const journeysPage: Page = async ({ api, key }, main) => {
           ),
         ),
     writable
-      ? journeyForm(api)
+      ? journeyForm(api, await storedTemplates(api))
       : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it shows journeys but cannot make them.'),
   );
 };
 
-function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
+function journeyForm(api: Parameters<Page>[0]['api'], templates: StoredTemplate[]): HTMLElement {
   const drafts: DraftStep[] = [{ type: 'delay', id: 'step1', main: '1h', extra: '' }];
   const name = h('input', { type: 'text', id: 'journey-name', placeholder: 'Cart reminder' });
   const trigger = h('input', { type: 'text', id: 'journey-trigger', placeholder: 'cart_abandoned' });
@@ -141,6 +144,9 @@ function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
           ),
           input('main', mainLabel),
           extraLabel && input('extra', extraLabel),
+          d.type === 'send' &&
+            templates.length > 0 &&
+            templateSelect(templates, d.template ?? '', (id) => (d.template = id), { 'data-field': 'template' }),
           h('button', { type: 'button', class: 'remove', onclick: () => (drafts.splice(i, 1), render()) }, '×'),
           slot(`journey.steps[${i}]`),
         );

@@ -30,6 +30,7 @@ import { retryPolicyOf } from '../delivery/retry.js';
 import { JourneyService } from '../services/journeys.js';
 import { JourneyEngine } from '../services/journey-engine.js';
 import { WebhookService } from '../services/webhooks.js';
+import { TemplateService } from '../services/templates.js';
 import type { WebhookPoster } from '../delivery/webhooks.js';
 
 /** What the composition root builds the API's services from (`src/app/start.ts` starts each of these first). */
@@ -112,6 +113,7 @@ export function createContext(deps: ContextDeps): HttpContext {
       },
     }),
     stats: new StatsService(shared),
+    templates: new TemplateService(shared),
     messages,
     messageStreams: new MessageStreamService(shared),
     journeys,

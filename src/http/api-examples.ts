@@ -115,6 +115,19 @@ export const API_EXAMPLES: Record<string, { body?: unknown[]; answers?: Record<n
       },
     ],
   },
+  'POST /v6/templates': {
+    body: [
+      {
+        template: {
+          name: 'Order shipped',
+          payload: { alert: 'Hi {{ custom.first_name | default: "there" }}, order {{ data.order }} has shipped', sound: 'default' },
+          localized: { fr: { alert: 'Bonjour {{ custom.first_name | default: "" }}, la commande {{ data.order }} est partie' } },
+        },
+      },
+    ],
+    answers: { 400: [{ error: 'template.payload.alert: line 1, col 4: undefined filter: shout' }] },
+  },
+  'PATCH /v6/templates/:id': { body: [{ template: { payload: { alert: 'Order {{ data.order }} is on its way' } } }] },
   'GET /health': { answers: { 200: [{ status: 'ok' }] } },
 };
 

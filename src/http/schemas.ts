@@ -379,6 +379,27 @@ export const webhookRecord = z.object({
   secret: z.string().optional(),
 });
 
+/** A stored template with the content of one version (its newest unless one was asked for). */
+export const templateRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  /** the newest version: what a send naming the template without a version takes */
+  version: z.number().int(),
+  /** the version whose content this is */
+  content_version: z.number().int(),
+  payload: z.record(z.string(), z.unknown()),
+  localized: z.record(z.string(), z.record(z.string(), z.unknown())).nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+export const templateVersionRecord = z.object({
+  version: z.number().int(),
+  payload: z.record(z.string(), z.unknown()),
+  localized: z.record(z.string(), z.record(z.string(), z.unknown())).nullable(),
+  created_at: z.string(),
+});
+
 export const webhookAttemptRecord = z.object({
   at: z.string(),
   events: z.number().int(),

@@ -2,7 +2,17 @@ import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { StreamRow } from '../db/repositories/messages.js';
 import type { CutNotification } from '../db/repositories/notifications.js';
-import type { Audience, AuditLogRow, Device, LiveActivityChannel, Notification, WebhookAttempt, WebhookEndpoint } from '../db/schema.js';
+import type {
+  Audience,
+  AuditLogRow,
+  Device,
+  LiveActivityChannel,
+  Notification,
+  TemplateVersionRow,
+  WebhookAttempt,
+  WebhookEndpoint,
+} from '../db/schema.js';
+import type { TemplateWithContent } from '../db/repositories/templates.js';
 import { auditRecord } from '../domain/audit.js';
 import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
@@ -511,4 +521,21 @@ export function webhookResponse(e: WebhookEndpoint & { plain_secret?: string }) 
 
 export function webhookAttemptResponse(a: WebhookAttempt) {
   return { at: iso(a.at)!, events: a.events, status: a.status, latency_ms: a.latency_ms, error: a.error, snippet: a.snippet };
+}
+
+export function templateResponse(t: TemplateWithContent) {
+  return {
+    id: t.id,
+    name: t.name,
+    version: t.version,
+    content_version: t.content_version,
+    payload: t.payload,
+    localized: t.localized,
+    created_at: iso(t.created_at)!,
+    updated_at: iso(t.updated_at)!,
+  };
+}
+
+export function templateVersionResponse(v: TemplateVersionRow) {
+  return { version: v.version, payload: v.payload, localized: v.localized, created_at: iso(v.created_at)! };
 }

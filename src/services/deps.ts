@@ -15,6 +15,7 @@ import { LiveActivitiesRepository } from '../db/repositories/live-activities.js'
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import { StatsRepository } from '../db/repositories/stats.js';
+import { TemplatesRepository } from '../db/repositories/templates.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
 import type { Clock } from '../platform/clock.js';
 import { IdempotencyKeys } from './idempotency.js';
@@ -36,6 +37,7 @@ export interface Repositories {
   messages: MessagesRepository;
   notifications: NotificationsRepository;
   stats: StatsRepository;
+  templates: TemplatesRepository;
   uninstalled: UninstalledRepository;
 }
 
@@ -56,6 +58,7 @@ export function createRepositories(): Repositories {
     messages: new MessagesRepository(),
     notifications: new NotificationsRepository(),
     stats: new StatsRepository(),
+    templates: new TemplatesRepository(),
     uninstalled: new UninstalledRepository(),
   };
 }

@@ -21,6 +21,8 @@ import { Counts, JourneyVersions } from './journey-counts.js';
 import type { ServiceDeps } from './deps.js';
 import type { MessageService } from './messages.js';
 import type { CreatedNotification, NotificationService } from './notifications.js';
+import { resolveTemplate } from './templates.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 
 /** Groups of due entrants one poll looks at before it looks again. */
 const GROUPS_AT_ONCE = 50;
@@ -45,6 +47,7 @@ interface EngineParts {
   devices: DevicesRepository;
   journeyDevices: JourneyDevicesRepository;
   apps: AppsRepository;
+  templates: TemplatesRepository;
   notifications: NotificationService;
   messages: MessageService;
   clock: Clock;
@@ -70,8 +73,8 @@ export class JourneyEngine {
 
   constructor(deps: JourneyEngineDeps) {
     const { repos } = deps;
-    const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps } = repos;
-    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps };
+    const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps, templates } = repos;
+    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps, templates };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
@@ -219,7 +222,8 @@ export class JourneyEngine {
     const journey = { id: group.journey_id, version: group.version, step: step.id };
     for (const { kind, to } of targetsOf(due)) {
       if (sendStep.type === 'send') {
-        const { notification: fields } = notificationRequestSchema.parse({ notification: { ...sendStep.notification, to } });
+        const { notification: input } = notificationRequestSchema.parse({ notification: { ...sendStep.notification, to } });
+        const fields = await resolveTemplate(trx, this.deps.templates, group.app_id, input);
         const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
         // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
         const templateData = withEvents(templateDataOf(fields), due);

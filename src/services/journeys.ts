@@ -23,6 +23,8 @@ import { Counts, JourneyVersions } from './journey-counts.js';
 import type { ServiceDeps } from './deps.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
 import { recordAudit } from './audit.js';
+import { holdJourneyTemplates } from './templates.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 
 /** A journey as the API answers it: the row and its counters per step ('' the trigger). */
 export interface JourneyRecord {
@@ -61,6 +63,7 @@ export class JourneyService {
     entrants: JourneyEntrantsRepository;
     devices: DevicesRepository;
     notifications: NotificationsRepository;
+    templates: TemplatesRepository;
     clock: Clock;
     /** JOURNEY_MIN_CYCLE: the least time round a cycle that sends */
     minCycleMs: number;
@@ -68,14 +71,15 @@ export class JourneyService {
 
   constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & { minCycleMs: number }) {
     const { repos } = deps;
-    const { journeys, journeyEntrants: entrants, devices, notifications } = repos;
-    this.deps = { ...deps, journeys, entrants, devices, notifications };
+    const { journeys, journeyEntrants: entrants, devices, notifications, templates } = repos;
+    this.deps = { ...deps, journeys, entrants, devices, notifications, templates };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
   async create(appId: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     const definition = this.checkedDefinition(fields);
     const journey = await this.deps.db.transaction().execute(async (trx) => {
+      await holdJourneyTemplates(trx, this.deps.templates, appId, fields.steps);
       const made = await this.deps.journeys.insert(trx, {
         appId,
         name: fields.name,
@@ -116,6 +120,7 @@ export class JourneyService {
     const definition = this.checkedDefinition(fields);
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'changed');
+      await holdJourneyTemplates(trx, this.deps.templates, appId, fields.steps);
       const changed = await this.deps.journeys.newVersion(trx, journey.id, {
         name: fields.name,
         definition,

@@ -15,7 +15,8 @@ import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domai
 import type { Filter } from '../domain/filters.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import { NotFoundError } from '../domain/errors.js';
-import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
+import { targetOf, type NotificationInput, type NotificationRequest } from '../domain/notification-request.js';
+import { resolveTemplate } from './templates.js';
 import {
   fcmSendBody,
   isVisiblePush,
@@ -47,6 +48,7 @@ import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
 import type { Transaction } from 'kysely';
 import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
@@ -56,6 +58,8 @@ import { recordAudit } from './audit.js';
 /** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
 export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
 export const PREVIEW_DEVICE_TOKEN = '<device token>';
+/** A user's devices a preview shows at most. */
+export const PREVIEW_USER_DEVICES = 50;
 
 export interface PushPreview {
   apns: ApnsRequest;
@@ -175,6 +179,7 @@ export class NotificationService {
   private readonly delivery: DeliveryRepository;
   private readonly apps: AppsRepository;
   private readonly abTests: AbTestsRepository;
+  private readonly templates: TemplatesRepository;
   private readonly scheduler: NotificationScheduler;
   private readonly clock: Clock;
   private readonly idempotency: IdempotencyKeys;
@@ -191,6 +196,7 @@ export class NotificationService {
     this.delivery = deps.repos.delivery;
     this.apps = deps.repos.apps;
     this.abTests = deps.repos.abTests;
+    this.templates = deps.repos.templates;
     this.scheduler = deps.scheduler;
     this.clock = deps.clock;
     this.idempotency = deps.idempotency;
@@ -282,19 +288,20 @@ export class NotificationService {
    * that transaction and the answer stored before it commits; a replay creates and enqueues nothing (the first
    * request enqueued, and the sweeper covers a lost enqueue).
    */
-  async create(appId: string, request: NotificationRequest): Promise<CutNotification>;
+  async create(appId: string, input: NotificationInput): Promise<CutNotification>;
   async create(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     idempotency?: IdempotentRequest<CutNotification>,
     actor?: Actor,
   ): Promise<CutNotification | Replay>;
   async create(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     idempotency?: IdempotentRequest<CutNotification>,
     actor: Actor = CLI_ACTOR,
   ): Promise<CutNotification | Replay> {
+    const request = await this.withTemplate(appId, input);
     const now = this.clock.now();
     const options = this.checkedOptions(request.notification, now);
     if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options, actor });
@@ -591,22 +598,58 @@ export class NotificationService {
    */
   async preview(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     at: { locale?: string; deviceId?: string } = {},
   ): Promise<PushPreview & { variant: string | null }> {
-    const { to, localized } = request.notification;
+    const request = await this.withTemplate(appId, input);
     const device = at.deviceId !== undefined ? await this.devices.findForApp(this.db, appId, at.deviceId) : undefined;
     if (at.deviceId !== undefined && !device) throw new NotFoundError('device');
+    const target = targetOf(request.notification.to);
+    if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
+      throw new NotFoundError('audience');
+    return this.previewFor(request, device, at.locale);
+  }
+
+  /**
+   * `preview` for each of a user's devices (the first PREVIEW_USER_DEVICES by id), its templates rendered for it; a
+   * device whose render fails, as its send would alone, has the reason instead.
+   */
+  async previewForUser(
+    appId: string,
+    input: NotificationInput,
+    userId: string,
+    locale?: string,
+  ): Promise<{ device: Device; preview: (PushPreview & { variant: string | null }) | { error: string } }[]> {
+    const request = await this.withTemplate(appId, input);
+    const ids = (await this.devices.userDeviceIds(this.db, appId, userId)).slice(0, PREVIEW_USER_DEVICES);
+    if (!ids.length) throw new NotFoundError('user');
+    const out = [];
+    for (const id of ids) {
+      const device = await this.devices.findForApp(this.db, appId, id);
+      if (!device) continue;
+      try {
+        out.push({ device, preview: await this.previewFor(request, device, locale) });
+      } catch (err) {
+        if (!(err instanceof ValidationError)) throw err;
+        out.push({ device, preview: { error: err.message } });
+      }
+    }
+    return out;
+  }
+
+  private async previewFor(
+    request: NotificationRequest,
+    device: Device | undefined,
+    locale: string | undefined,
+  ): Promise<PushPreview & { variant: string | null }> {
+    const { localized } = request.notification;
     // a device of this locale gets its language's entry, as a send picks it (else the payload as it is)
-    const variant = localeVariant(localized, at.locale ?? device?.locale);
+    const variant = localeVariant(localized, locale ?? device?.locale);
     const content = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
     const payload = await this.rendered(content, request.notification, device);
     const now = this.clock.now();
     const options = resolveDeliveryOptions(request.notification, now);
     const push = { expiresAt: expiryOf(options, now), priority: options.priority };
-    const target = targetOf(to);
-    if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
-      throw new NotFoundError('audience');
     return {
       apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID, push),
       fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
@@ -614,6 +657,11 @@ export class NotificationService {
       hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
       variant,
     };
+  }
+
+  /** The request with the content of the stored template it names, if it names one. */
+  private async withTemplate(appId: string, input: NotificationInput): Promise<NotificationRequest> {
+    return { notification: await resolveTemplate(this.db, this.templates, appId, input.notification) };
   }
 
   /** The payload's templates rendered as a send would for this device (none: with the send's data alone). */
