@@ -164,6 +164,13 @@ const STEP_SCHEMAS = {
     ...base,
     type: z.literal('branch'),
     filters: filterListSchema,
+    // the count of the entrant's last digest (none: 0), AND'ed with the filters
+    digest_count: z
+      .strictObject(
+        { at_least: z.number({ error: 'must be a whole number' }).int('must be a whole number').min(0, 'must be 0 or more') },
+        { error: 'must be {"at_least": N}' },
+      )
+      .optional(),
     then: nextRef.optional(),
     else: nextRef.optional(),
   }),

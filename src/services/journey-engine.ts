@@ -9,7 +9,7 @@ import type { Database } from '../db/schema.js';
 import { DomainError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import { END, type JourneyDefinition, type JourneyStep, type MessageStep, type SendStep, type UpdateStep } from '../domain/journey.js';
-import { arrival, delayEnd, splitPath, stepOf, waitingEntry, wayOn, zoneOf } from '../domain/journey-run.js';
+import { arrival, delayEnd, lastDigest, splitPath, stepOf, waitingEntry, wayOn, zoneOf } from '../domain/journey-run.js';
 import { historyEntry, type HistoryEntry } from '../domain/journey-history.js';
 import { admitAttributes, LIMITS, parseCustomAttributes } from '../domain/device-input.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
@@ -197,9 +197,14 @@ export class JourneyEngine {
         const read = await this.deps.journeyDevices.filterValues(trx, ids, filters);
         const [then, otherwise] = [wayOn(definition, step.id, 'then'), wayOn(definition, step.id, 'else')];
         const moves = due.map((e) => {
-          const matched = matching.has(e.device_id);
+          const v = { ...read.get(e.device_id) };
+          let matched = matching.has(e.device_id);
+          if (step.digest_count) {
+            v.digest_count = lastDigest(e.history)?.count ?? 0;
+            matched &&= (v.digest_count as number) >= step.digest_count.at_least;
+          }
           const to = matched ? then : otherwise;
-          return pass(e, to, [historyEntry(now, step.id, 'branch', { to, matched, v: read.get(e.device_id) ?? {} })]);
+          return pass(e, to, [historyEntry(now, step.id, 'branch', { to, matched, v })]);
         });
         return { moves, created: [] };
       }

@@ -38,15 +38,8 @@ describe('journeys: webhook and digest steps', () => {
     expect(res.statusCode, res.body).toBe(201);
     return res.json().journey as { id: string; webhook_secret?: string };
   };
-  const enter = async (journeyId: string, who: Record<string, string>) => {
-    const res = await call(h, 'POST', `/v6/journeys/${journeyId}/entries`, app.keys.write, who);
-    expect(res.json()).toEqual({ entered: true, outcome: 'entered' });
-  };
-  const history = async (journeyId: string, who: string) => {
-    const res = await call(h, 'GET', `/v6/journeys/${journeyId}/entrants/${who}`, app.keys.read);
-    expect(res.statusCode, res.body).toBe(200);
-    return res.json().entrants[0] as { step: string; phase: string; outcome: string | null; history: Record<string, unknown>[] };
-  };
+  const enter = (journeyId: string, who: { device_id: string }) => api.enter(journeyId, who.device_id);
+  const history = async (journeyId: string, who: string) => (await api.entrants(journeyId, who))[0]!;
   const sentSteps = async (journeyId: string) =>
     (
       await h.db.db
@@ -200,6 +193,7 @@ describe('journeys: webhook and digest steps', () => {
     const j = await createWithSecret({
       steps: [
         { id: 'gather', type: 'digest', event: 'like', window: '1h' },
+        { id: 'enough', type: 'branch', filters: [], digest_count: { at_least: 1 }, else: 'end' },
         { id: 'tell', type: 'send', notification: { payload: { alert: '{{ data.digest.count }} new likes' } } },
       ],
     });
@@ -224,9 +218,13 @@ describe('journeys: webhook and digest steps', () => {
       what: 'digest',
       event: 'like',
       count: 3,
-      to: 'tell',
+      to: 'enough',
     });
-    expect((await history(j.id, `device:${quiet}`)).history.find((x) => x.what === 'digest')).toMatchObject({ count: 0 });
+    expect(entry.history.find((x) => x.what === 'branch')).toMatchObject({ read: { digest_count: 3 }, matched: true, to: 'tell' });
+    const quietHistory = (await history(j.id, `device:${quiet}`)).history;
+    expect(quietHistory.find((x) => x.what === 'digest')).toMatchObject({ count: 0 });
+    // a branch reads the count: none, no push
+    expect(quietHistory.find((x) => x.what === 'branch')).toMatchObject({ read: { digest_count: 0 }, matched: false, to: 'end' });
     // the send renders each entrant's count
     const rows = await h.db.db
       .selectFrom('notifications')
@@ -234,9 +232,7 @@ describe('journeys: webhook and digest steps', () => {
       .where(sql<boolean>`request->'journey'->>'id' = ${j.id}`)
       .execute();
     expect(rows).toHaveLength(1);
-    expect(rows[0]!.template_data).toMatchObject({
-      data_by: { device_id: { [d]: { digest: { event: 'like', count: 3 } }, [quiet]: { digest: { count: 0 } } } },
-    });
+    expect(rows[0]!.template_data).toEqual({ data_by: { user_id: {}, device_id: { [d]: { digest: { event: 'like', count: 3 } } } } });
     expect((await stepCounts(j.id)).gather).toMatchObject({ entered: 2, waiting: 0, passed: 2 });
   });
 });
