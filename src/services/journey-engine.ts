@@ -29,8 +29,6 @@ const GROUPS_AT_ONCE = 50;
 const BATCHES_A_GROUP = 20;
 /** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
 const BATCHES_AT_ONCE = 2;
-/** Entrants a webhook step's batch calls at most: their rows stay locked until its requests are answered. */
-const WEBHOOK_BATCH = 50;
 /** How far back a delay until the best time reads a device's activity. */
 const BEST_TIME_HISTORY_MS = 28 * 86_400_000;
 
@@ -129,7 +127,9 @@ export class JourneyEngine {
     failed: string | null,
   ): Promise<{ n: number; created: CreatedNotification[] }> {
     const step = stepOf(definition, group.step_id);
-    const limit = step?.type === 'webhook' && failed === null ? Math.min(WEBHOOK_BATCH, this.deps.batchSize) : this.deps.batchSize;
+    // a webhook step's batch holds its rows (and an event for one of them) until its requests are answered: one round of them
+    const calls = step?.type === 'webhook' && failed === null ? (this.deps.webhooks?.concurrency ?? 1) : Infinity;
+    const limit = Math.min(calls, this.deps.batchSize);
     const due = await this.deps.entrants.lockDue(trx, group, now, limit);
     if (due.length === 0) return { n: 0, created: [] };
     const counts = new Counts(group.journey_id);

@@ -55,7 +55,7 @@ describe('journeys: a send step with web and Live Activity fields', () => {
     });
     const history = (await call(h, 'GET', `/v6/journeys/${j.id}/entrants/device:${deviceId}`, app.keys.read)).json().entrants[0].history;
     const sent = history.find((x: { what: string }) => x.what === 'sent');
-    expect(sent.notification_id).toBe(push!.document.data._nid);
+    expect(sent.notification_id).toBe((push!.document.data as { _nid: string })._nid);
   });
 
   it('Live Activity fields in a send step are a 400 naming the field, and a web field of the wrong shape too', async () => {
