@@ -80,13 +80,19 @@ export function createContext(deps: ContextDeps): HttpContext {
     changes: appChanges,
   });
   const messages = new MessageService({ ...shared, notificationService: notifications, retentionDays: config.MESSAGE_RETENTION_DAYS });
-  const journeys = new JourneyService({ ...shared, minCycleMs: config.JOURNEY_MIN_CYCLE });
+  const journeys = new JourneyService({
+    ...shared,
+    minCycleMs: config.JOURNEY_MIN_CYCLE,
+    keyring: deps.secrets,
+    webhookOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
+  });
   const journeyEngine = new JourneyEngine({
     ...shared,
     notifications,
     messages,
     log,
     batchSize: config.JOURNEY_BATCH_SIZE,
+    webhooks: deps.webhookPoster ? { poster: deps.webhookPoster, keyring: deps.secrets, concurrency: config.WEBHOOK_CONCURRENCY } : null,
   });
   const devices = new DeviceService({
     ...shared,

@@ -448,6 +448,8 @@ export interface JourneysTable {
   listens: Generated<string[]>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+  /** its webhook steps' signing secret (`whsec_…`), sealed (migration 061); null until a version has one */
+  webhook_secret: Sealed | null;
 }
 
 export interface JourneyVersionsTable {

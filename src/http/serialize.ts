@@ -440,7 +440,7 @@ export const auditEntryView = (r: AuditLogRow) => auditRecord(r);
  * A journey with its counters: the trigger's, each step's of the current version (a split's per path), then each
  * step's of earlier versions the current one no longer has (with the last version that had it).
  */
-export function journeyResponse({ journey: j, counts, retired }: JourneyRecord) {
+export function journeyResponse({ journey: j, counts, retired, webhookSecret }: JourneyRecord) {
   const of = (step: string): StepCounts =>
     counts.get(step) ?? { entered: 0, waiting: 0, passed: 0, sent: 0, failed: 0, converted: 0, exited: 0, skipped: 0, filtered: 0 };
   const trigger = of('');
@@ -457,6 +457,7 @@ export function journeyResponse({ journey: j, counts, retired }: JourneyRecord) 
     steps: d.steps as unknown as Record<string, unknown>[],
     created_at: iso(j.created_at)!,
     updated_at: iso(j.updated_at)!,
+    ...(webhookSecret !== undefined && { webhook_secret: webhookSecret }),
     counts: {
       trigger: { entered: trigger.entered, skipped: trigger.skipped, filtered: trigger.filtered, converted: trigger.converted },
       steps: [...d.steps, ...retired].map((s) => {
