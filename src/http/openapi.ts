@@ -67,7 +67,12 @@ function withExamples(schema: FastifySchema, route: RouteOptions): FastifySchema
   return { ...schema, response, ...(own?.body && schema.body ? { body: example(schema.body, own.body) } : {}) };
 }
 
-const example = (schema: unknown, examples: unknown[]) => (schema as ZodType).meta({ examples });
+/**
+ * As the media type's named examples (`x-examples`, which @fastify/swagger moves there): zod drops a plain `examples`
+ * from a schema that transforms its input, which would leave such bodies with none.
+ */
+const example = (schema: unknown, examples: unknown[]) =>
+  (schema as ZodType).meta({ 'x-examples': Object.fromEntries(examples.map((value, i) => [`example${i + 1}`, { value }])) });
 
 function permissionsOf(route: RouteOptions): readonly Permission[] {
   const hooks = [route.onRequest ?? []].flat() as (object & { permissions?: readonly Permission[] })[];
