@@ -43,6 +43,11 @@ export async function registerApiDocument(app: FastifyInstance, opts: { referenc
     transform: jsonSchemaTransform,
   });
   app.get('/documentation/json', { schema: { hide: true } }, async () => app.swagger());
+  // the document is built once and kept: built when the server starts listening, not while /docs waits for it
+  app.addHook('onListen', (done) => {
+    setImmediate(() => app.swagger());
+    done();
+  });
   if (!opts.referencePage) return;
   // swagger-ui-dist's files come from the package: the page loads nothing from elsewhere, so it works offline
   await app.register(swaggerUi, {

@@ -1,15 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from '../console/browser.js';
 import { haveChromium } from '../console/session.js';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { basic, createHarness, type Harness } from '../helpers/harness.js';
 
 /** The API reference at /docs in the real headless Chromium: every documented operation listed, nothing fetched off the server. */
 describe.skipIf(!haveChromium)('the API reference page (/docs)', () => {
   let h: Harness;
   let base: string;
   let browser: Awaited<ReturnType<typeof launchChromium>>;
+  let app: Awaited<ReturnType<Harness['createApp']>>;
   beforeAll(async () => {
     h = await createHarness();
+    app = await h.createApp();
     base = await h.server.listen({ host: '127.0.0.1', port: 0 });
     browser = await launchChromium();
   }, 120_000);
@@ -45,6 +47,28 @@ describe.skipIf(!haveChromium)('the API reference page (/docs)', () => {
     expect(await page.title()).toMatch(/Swagger UI|pushd/);
     expect(elsewhere, 'requests that left the server').toEqual([]);
     expect(failed, 'requests that failed').toEqual([]);
+    await page.close();
+  }, 120_000);
+
+  it('offers the first example as the body to try for POST /v6/notifications, so a copy of it works', async () => {
+    const doc = (await (await fetch(`${base}/documentation/json`)).json()) as {
+      paths: Record<string, Record<string, { requestBody: { content: Record<string, { examples: Record<string, { value: unknown }> }> } }>>;
+    };
+    const first = Object.values(doc.paths['/v6/notifications']!.post!.requestBody.content['application/json']!.examples)[0]!.value;
+    const page = await browser.context.newPage();
+    await page.goto(`${base}/docs#/notifications`, { waitUntil: 'networkidle' });
+    const block = page.locator('.opblock-post', { has: page.locator('.opblock-summary-path[data-path="/v6/notifications"]') });
+    await block.locator('.opblock-summary').click();
+    await block.locator('button.try-out__btn').click();
+    const sample = await block.locator('textarea.body-param__text').inputValue();
+    expect(JSON.parse(sample)).toEqual(first);
+    expect(sample).not.toContain('"string"');
+    const created = await fetch(`${base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: basic(app.keys.write), 'content-type': 'application/json' },
+      body: sample,
+    });
+    expect(created.status).toBe(201);
     await page.close();
   }, 120_000);
 
