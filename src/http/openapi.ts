@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifySchema, onSendHookHandler, RouteOptions } from 'fastify';
 import type { ZodType } from 'zod';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -19,6 +19,7 @@ const keyScheme = (who: string) => ({
 export async function registerApiDocument(app: FastifyInstance, opts: { referencePage: boolean }): Promise<void> {
   // before swagger collects the routes: a route's keys come from its requirePermission hook, not a second declaration
   app.addHook('onRoute', (route) => {
+    if (route.url === '/docs' || route.url === '/docs/') route.onSend = [route.onSend ?? [], preloadDocument].flat();
     if (route.schema?.hide) return;
     const keys = new Set(permissionsOf(route).flatMap((p) => SECURITY[p]));
     route.schema = withExamples({ ...route.schema, security: [...keys].map((key) => ({ [key]: [] })) }, route);
@@ -59,6 +60,12 @@ export async function registerApiDocument(app: FastifyInstance, opts: { referenc
     transformSpecificationClone: true,
   });
 }
+
+/** The reference page fetches the document only once its scripts have run: a preload starts the download with them. */
+const preloadDocument: onSendHookHandler = async (_request, reply, payload) => {
+  reply.header('link', '</docs/json>; rel=preload; as=fetch; crossorigin');
+  return payload;
+};
 
 /** The route's schemas with the examples of src/http/api-examples.ts attached (zod metadata, which the document carries). */
 function withExamples(schema: FastifySchema, route: RouteOptions): FastifySchema {

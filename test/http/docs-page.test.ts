@@ -30,6 +30,10 @@ describe.skipIf(!haveChromium)('the API reference page (/docs)', () => {
       if (!r.url().startsWith(base) && !r.url().startsWith('data:')) elsewhere.push(r.url());
     });
     page.on('requestfailed', (r) => failed.push(r.url()));
+    // in the order the browser asked for them and got them: the document's download starts with the page's scripts
+    const events: string[] = [];
+    page.on('request', (r) => events.push(`asked ${new URL(r.url()).pathname}`));
+    page.on('requestfinished', (r) => events.push(`got ${new URL(r.url()).pathname}`));
     page.on('response', (r) => {
       if (r.status() >= 400) failed.push(`${r.status()} ${r.url()}`);
     });
@@ -45,6 +49,8 @@ describe.skipIf(!haveChromium)('the API reference page (/docs)', () => {
     expect(operations.length).toBeGreaterThan(50);
     expect(listed.sort()).toEqual(operations.sort());
     expect(await page.title()).toMatch(/Swagger UI|pushd/);
+    expect(events.filter((e) => e === 'asked /docs/json')).toHaveLength(1);
+    expect(events.indexOf('asked /docs/json')).toBeLessThan(events.indexOf('got /docs/static/swagger-ui-bundle.js'));
     expect(elsewhere, 'requests that left the server').toEqual([]);
     expect(failed, 'requests that failed').toEqual([]);
     await page.close();
