@@ -16,8 +16,8 @@ export const EXAMPLE_IDS = {
   user: 'customer-42',
 } as const;
 /**
- * Times an example sends, as of when the server started: the API keeps a window (events of the last days, a send_at
- * in the coming year), so a fixed date would make a copied example fail once it has passed.
+ * Times an example sends, as of when the server started (the document is built once): the API keeps a window (a
+ * send_at within the coming year, a replay within the kept days), so a fixed date would fail once it has passed.
  */
 const fromNow = (hours: number) => new Date(Math.floor(Date.now() / 3_600_000 + hours) * 3_600_000).toISOString();
 const ACTIVITY_TOKEN = '7a3c9e1f5b2d8a4c6e0f2b4d6a8c0e2f4b6d8a0c2e4f6b8d0a2c4e6f8b0d2a4c6e8f0a2b4d6c8e0f2a4b6d8c0e2f4a6b';
@@ -52,7 +52,7 @@ const notificationCreate = {
           { name: 'development', criteria: [true], not_filter: true },
         ],
         payload: { alert: 'Soldes !', collapse_key: 'sale' },
-        send_at: fromNow(24 * 7),
+        send_at: fromNow(24 * 30),
         ttl: 3600,
       },
     },
@@ -107,11 +107,11 @@ export const API_EXAMPLES: Record<string, { body?: unknown[]; answers?: Record<n
     ],
   },
   'PUT /v6/devices/:id': { body: [{ device: { badge: 3, custom: { plan: { type: 'string', value: 'free' }, age: null } } }] },
-  'POST /v6/devices/:id/events': { body: [{ events: [{ name: 'purchase', date: fromNow(-1) }] }] },
+  'POST /v6/devices/:id/events': { body: [{ events: [{ name: 'purchase' }] }] },
   'POST /v6/users/:user_id/events': { body: [{ events: [{ name: 'signup' }] }] },
   'PUT /v6/users/:user_id': { body: [{ user: { custom: { plan: { type: 'string', value: 'pro' } } } }] },
   'POST /v6/devices/:id/sessions': {
-    body: [{ session: { id: '0b6f3c9e-8a41-4d7a-9f1e-3c2b5a6d7e80', started_at: fromNow(-1) } }],
+    body: [{ session: { id: '0b6f3c9e-8a41-4d7a-9f1e-3c2b5a6d7e80' } }],
   },
   'POST /v6/devices/:id/opens': { body: [{ open: { _nid: ID, tapped: true } }] },
   'POST /v6/audiences/count': {
