@@ -16,6 +16,7 @@ import type { Db } from '../db/database.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { createContext } from './context.js';
 import { buildDeliveryRuntime, pipelineSettings } from './delivery-runtime.js';
+import { createRepositories } from '../services/deps.js';
 import { Admission } from '../platform/admission.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
@@ -126,6 +127,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     config,
     log,
     db,
+    repos: createRepositories(),
     queues,
     metrics,
     clock,

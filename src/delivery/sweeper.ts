@@ -1,7 +1,10 @@
 import type { Db } from '../db/database.js';
 import type { PartitionsRepository } from '../db/repositories/partitions.js';
 import type { NotificationScheduler } from './jobs.js';
-import type { DeliveryRepository, StalledNotification } from '../db/repositories/delivery.js';
+import type { BatchesRepository } from '../db/repositories/batches.js';
+import type { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { StalledNotification } from '../db/repositories/notification-rows.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -33,7 +36,9 @@ export const SCAN_LEASE_MS = 10_000;
 export function startSweeper(deps: {
   db: Db;
   log: Logger;
-  delivery: DeliveryRepository;
+  notifications: NotificationsRepository;
+  batches: BatchesRepository;
+  frequencyCaps: FrequencyCapsRepository;
   partitions: PartitionsRepository;
   retention: Retention;
   clock: Clock;
@@ -69,7 +74,7 @@ export function startSweeper(deps: {
             id: deps.queues.jobId('fanout', { notificationId: n.id, generation: n.generation, wave: n.wave, rest: n.ab_stage === 'rest' }),
           };
     if (job && (await deps.queues.has(job.name, job.id, n.id))) return null;
-    const pending = await deps.delivery.pendingBatches(deps.db, n.id, n.generation);
+    const pending = await deps.batches.pendingBatches(deps.db, n.id, n.generation);
     // A batch is sent by the job it was stored with (job_id), or by its own (a fan-out re-enqueued it, a retry
     // went on alone, its process sent it without the queue and left it to retry): queued if one of those is in
     // the queue and still carries it. The jobs of a slice of batches are looked up at once.
@@ -82,7 +87,7 @@ export function startSweeper(deps: {
     if (pending.length === 0) return pending;
     // A job leaves the queue only after its batch is recorded: one that finished between the read above and the
     // queue's answer shows here as no longer pending, and it was progress, not a lost job.
-    const still = new Set((await deps.delivery.pendingBatches(deps.db, n.id, n.generation)).map((b) => b.id));
+    const still = new Set((await deps.batches.pendingBatches(deps.db, n.id, n.generation)).map((b) => b.id));
     const lost = pending.filter((b) => still.has(b.id));
     return lost.length ? lost : null;
   };
@@ -107,7 +112,7 @@ export function startSweeper(deps: {
   const scanStalled = async () => {
     deps.metrics?.stalledScans.inc();
     let count = 0;
-    const stalled = await deps.delivery.findStalled(
+    const stalled = await deps.notifications.findStalled(
       deps.db,
       { seconds: deps.afterSeconds, heldSeconds: deps.heldSeconds },
       { after, limit },
@@ -125,7 +130,7 @@ export function startSweeper(deps: {
           await deps.scheduler.deliver([{ notificationId: n.id, batchId: b.id }], b.not_before ? b.not_before.getTime() - now : 0);
       } else if (n.ab_stage === 'waiting') await deps.scheduler.decideWinner(n.id, n.generation);
       else await deps.scheduler.schedule(n.id, n.generation, n.wave, n.ab_stage === 'rest');
-      await deps.delivery.touch(deps.db, [n.id]);
+      await deps.notifications.touch(deps.db, [n.id]);
       count++;
     }
     if (count) deps.log.warn({ count }, 're-enqueued stalled notifications');
@@ -137,7 +142,7 @@ export function startSweeper(deps: {
     try {
       if (holding) await scanStalled();
       // the frequency caps' send times of devices whose last push left every window: none counts any more
-      const capSends = await deps.delivery.purgeCapSends(deps.db, deps.clock.now(), PURGE_BATCH);
+      const capSends = await deps.frequencyCaps.purgeCapSends(deps.db, deps.clock.now(), PURGE_BATCH);
       if (capSends) deps.log.debug({ capSends }, 'purged the frequency cap send times of devices past every window');
       // its DDL may time out waiting for a lock: the next sweep tries again, and this one goes on
       await maintainPartitions(deps, deps.retention, deps.clock.now()).catch((err: unknown) =>

@@ -3,7 +3,7 @@ import { compilePayload, renderPayload } from '../domain/templates.js';
 type TemplateDataFields = Parameters<typeof templateDataOf>[0];
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
-import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { BatchesRepository } from '../db/repositories/batches.js';
 import type { Deliverable } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -172,7 +172,7 @@ export class NotificationService {
   private readonly audiences: AudiencesRepository;
   private readonly notifications: NotificationsRepository;
   private readonly devices: DevicesRepository;
-  private readonly delivery: DeliveryRepository;
+  private readonly batches: BatchesRepository;
   private readonly apps: AppsRepository;
   private readonly abTests: AbTestsRepository;
   private readonly scheduler: NotificationScheduler;
@@ -188,7 +188,7 @@ export class NotificationService {
     this.audiences = deps.repos.audiences;
     this.notifications = deps.repos.notifications;
     this.devices = deps.repos.devices;
-    this.delivery = deps.repos.delivery;
+    this.batches = deps.repos.batches;
     this.apps = deps.repos.apps;
     this.abTests = deps.repos.abTests;
     this.scheduler = deps.scheduler;
@@ -448,7 +448,7 @@ export class NotificationService {
     const insert = this.notifications.insertCut(
       this.db,
       rows.map((r) => r.notification),
-      this.delivery.batchesInsert(
+      this.batches.batchesInsert(
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
       this.audiences.specAudiences(specs),
@@ -483,7 +483,7 @@ export class NotificationService {
       const batches = cutBatches(notification.id, notification.generation, allowedOf(devices).sendable, 0, this.batchSize);
       return { notification, batchIds: batches.map((b) => b.id), batches };
     });
-    await this.delivery.insertBatches(
+    await this.batches.insertBatches(
       trx,
       created.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
     );
