@@ -207,61 +207,13 @@ export class BatchesRepository {
    */
   async recordAttempts(db: Db, attempts: AttemptRecord[], withEvents = false): Promise<Set<string>> {
     if (!attempts.length) return new Set();
-    const input = attempts.map(({ batch, outcome, finalAttempt }) => {
-      const retryLeft = finalAttempt ? [] : outcome.retry;
-      return {
-        batch,
-        outcome,
-        retryLeft,
-        failed: outcome.failed.length + (finalAttempt ? outcome.retry.length : 0),
-        // why nothing may have been delivered: a refused push, retries run out, a dead token, the expiry
-        failureReason:
-          outcome.failed[0]?.reason ??
-          (finalAttempt && outcome.retry.length ? 'retries_exhausted' : null) ??
-          outcome.invalidated[0]?.reason ??
-          (outcome.expired.length ? 'expired' : null) ??
-          (outcome.capped?.length ? 'frequency_capped' : null),
-      };
-    });
+    const input = attemptRows(attempts);
     const all = attempts.flatMap(({ batch, outcome }) => outcome.invalidated.map((i) => ({ batchId: batch.id, ...i })));
     const invalid = all.filter((i) => i.token === undefined);
     const dead = all.filter((i) => i.token !== undefined);
-    // a dead Live Activity token is forgotten where it is (an activity's or a type's), the device keeps its own
-    const forget = dead.length
-      ? sql`, dead_tokens as (
-          select inv.id, inv.token
-          from unnest(${dead.map((i) => i.deviceId)}::uuid[], ${dead.map((i) => i.token!)}::text[], ${dead.map((i) => i.batchId)}::text[])
-            as inv(id, token, batch_id)
-          where inv.batch_id in (select id from recorded)),
-        forgot_activity as (
-          delete from live_activity_tokens t
-          using dead_tokens x
-          where t.device_id = x.id and t.token = x.token),
-        forgot_start as (
-          delete from live_activity_start_tokens s
-          using dead_tokens x
-          where s.device_id = x.id and s.token = x.token)`
-      : sql``;
-    const invalidate = invalid.length
-      ? sql`, invalidated as (
-          update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
-          from unnest(
-            ${invalid.map((i) => i.deviceId)}::uuid[],
-            ${invalid.map((i) => i.reason)}::text[],
-            ${invalid.map((i) => i.batchId)}::text[]
-          ) as inv(id, reason, batch_id)
-          where d.id = inv.id and d.token_invalidated_at is null and inv.batch_id in (select id from recorded))`
-      : sql``;
-    // each batch's received devices as one joined list (uuids hold no comma), its notification and time once: arrays
-    // of an element per device, repeating those, were the costly part to encode and to parse
-    const receipts = attempts.some(({ outcome }) => outcome.succeeded.length > 0)
-      ? sql`, received as (
-          insert into device_pushes (device_id, notification_id, received_at)
-          select distinct on (s.device_id, i.notification_id) s.device_id, i.notification_id, coalesce(i.sent_at, now())
-          from input i cross join lateral unnest(string_to_array(i.received, ',')::uuid[]) as s(device_id)
-          where i.id in (select id from recorded)
-          on conflict do nothing)`
-      : sql``;
+    const forget = forgetDeadTokens(dead);
+    const invalidate = invalidateTokens(invalid);
+    const receipts = receiptsOf(attempts);
     const notificationIds = [...new Set(input.map((i) => i.batch.notification_id))];
     // a batch is found by its key (migration 043), its seq read off its id (made from it)
     const seqOf = (id: string) => parseBatchId(id)?.seq ?? null;
@@ -331,6 +283,74 @@ export class BatchesRepository {
       .where('state', '=', 'pending')
       .execute();
   }
+}
+
+/** Each attempt's row of the record statement: what is left to retry, the failures, why nothing may have gone. */
+function attemptRows(attempts: AttemptRecord[]) {
+  return attempts.map(({ batch, outcome, finalAttempt }) => {
+    const retryLeft = finalAttempt ? [] : outcome.retry;
+    return {
+      batch,
+      outcome,
+      retryLeft,
+      failed: outcome.failed.length + (finalAttempt ? outcome.retry.length : 0),
+      // why nothing may have been delivered: a refused push, retries run out, a dead token, the expiry
+      failureReason:
+        outcome.failed[0]?.reason ??
+        (finalAttempt && outcome.retry.length ? 'retries_exhausted' : null) ??
+        outcome.invalidated[0]?.reason ??
+        (outcome.expired.length ? 'expired' : null) ??
+        (outcome.capped?.length ? 'frequency_capped' : null),
+    };
+  });
+}
+
+/** The CTEs that forget dead Live Activity tokens of recorded batches (none when there is none). */
+function forgetDeadTokens(dead: { deviceId: string; token?: string; batchId: string }[]) {
+  // a dead Live Activity token is forgotten where it is (an activity's or a type's), the device keeps its own
+  return dead.length
+    ? sql`, dead_tokens as (
+        select inv.id, inv.token
+        from unnest(${dead.map((i) => i.deviceId)}::uuid[], ${dead.map((i) => i.token!)}::text[], ${dead.map((i) => i.batchId)}::text[])
+          as inv(id, token, batch_id)
+        where inv.batch_id in (select id from recorded)),
+      forgot_activity as (
+        delete from live_activity_tokens t
+        using dead_tokens x
+        where t.device_id = x.id and t.token = x.token),
+      forgot_start as (
+        delete from live_activity_start_tokens s
+        using dead_tokens x
+        where s.device_id = x.id and s.token = x.token)`
+    : sql``;
+}
+
+/** The CTE that marks the devices' invalidated tokens of recorded batches (none when there is none). */
+function invalidateTokens(invalid: { deviceId: string; reason: string; batchId: string }[]) {
+  return invalid.length
+    ? sql`, invalidated as (
+        update devices d set token_invalidated_at = now(), token_invalid_reason = inv.reason
+        from unnest(
+          ${invalid.map((i) => i.deviceId)}::uuid[],
+          ${invalid.map((i) => i.reason)}::text[],
+          ${invalid.map((i) => i.batchId)}::text[]
+        ) as inv(id, reason, batch_id)
+        where d.id = inv.id and d.token_invalidated_at is null and inv.batch_id in (select id from recorded))`
+    : sql``;
+}
+
+/** The CTE that writes a receipt for each device that received the push (none when none did). */
+function receiptsOf(attempts: AttemptRecord[]) {
+  // each batch's received devices as one joined list (uuids hold no comma), its notification and time once: arrays
+  // of an element per device, repeating those, were the costly part to encode and to parse
+  return attempts.some(({ outcome }) => outcome.succeeded.length > 0)
+    ? sql`, received as (
+        insert into device_pushes (device_id, notification_id, received_at)
+        select distinct on (s.device_id, i.notification_id) s.device_id, i.notification_id, coalesce(i.sent_at, now())
+        from input i cross join lateral unnest(string_to_array(i.received, ',')::uuid[]) as s(device_id)
+        where i.id in (select id from recorded)
+        on conflict do nothing)`
+    : sql``;
 }
 
 /** An attempt's outcomes as its webhook row holds them (none when it settled no device). */
