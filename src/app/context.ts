@@ -21,7 +21,7 @@ import { MessageService } from '../services/messages.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
-import { serviceDeps } from '../services/deps.js';
+import { serviceDeps, type ServiceDeps } from '../services/deps.js';
 import { LiveActivityService, type ChannelApi } from '../services/live-activities.js';
 import { DeliveryStore } from '../delivery/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
@@ -68,7 +68,7 @@ export function createContext(deps: ContextDeps): HttpContext {
   const appChanges = deps.appChanges ?? null;
   const shared = serviceDeps(db, clock, deps.readDb ?? db);
   const { repos } = shared;
-  const sending = deps.sending ?? { store: new DeliveryStore(db, repos.delivery), direct: null };
+  const sending = deps.sending ?? { store: new DeliveryStore({ db, repos }), direct: null };
   const admission = deps.admission ?? NO_ADMISSION;
   const notifications = new NotificationService({
     ...shared,
@@ -131,33 +131,37 @@ export function createContext(deps: ContextDeps): HttpContext {
       allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
       retentionDays: config.RETENTION_WEBHOOK_EVENTS_DAYS,
     }),
-    liveActivities: new LiveActivityService({
-      db,
-      liveActivities: repos.liveActivities,
-      devices: repos.devices,
-      notifications: repos.notifications,
-      apps: repos.apps,
-      secrets: deps.secrets,
-      notificationService: notifications,
-      idempotency: shared.idempotency,
-      clock,
-      channels: deps.channels ?? null,
-    }),
+    liveActivities: liveActivityService(shared, deps, notifications),
   };
+  return { config, log, metrics, admission, services, readiness: readinessOf(db, queues) };
+}
+
+/** The Live Activity service: its repositories, the notifications it sends through, the channels it manages. */
+function liveActivityService(shared: ServiceDeps, deps: ContextDeps, notifications: NotificationService): LiveActivityService {
+  const { db, repos, clock } = shared;
+  return new LiveActivityService({
+    db,
+    liveActivities: repos.liveActivities,
+    devices: repos.devices,
+    notifications: repos.notifications,
+    apps: repos.apps,
+    secrets: deps.secrets,
+    notificationService: notifications,
+    idempotency: shared.idempotency,
+    clock,
+    channels: deps.channels ?? null,
+  });
+}
+
+/** Whether the database and the queue answer (`/ready`). */
+function readinessOf(db: Db, queues: JobQueues): HttpContext['readiness'] {
   const check = (probe: Promise<unknown>) =>
     probe.then(
       () => 'ok' as const,
       () => 'unreachable' as const,
     );
-  return {
-    config,
-    log,
-    metrics,
-    admission,
-    services,
-    readiness: async () => {
-      const [database, queue] = await Promise.all([check(sql`select 1`.execute(db)), check(queues.ping())]);
-      return { database, queue };
-    },
+  return async () => {
+    const [database, queue] = await Promise.all([check(sql`select 1`.execute(db)), check(queues.ping())]);
+    return { database, queue };
   };
 }

@@ -136,7 +136,10 @@ export class DeviceService {
       const { created } = stored;
       // read once: the names admitAttributes counts, the rows a change is found against and, unchanged, the answer's
       const held = created ? [] : await this.devices.attributesOf(trx, [device.id]);
-      const { admitted, dropped } = admitAttributes(held.map((a) => a.name), input.custom);
+      const { admitted, dropped } = admitAttributes(
+        held.map((a) => a.name),
+        input.custom,
+      );
       // a new device has no events, and a known one's answer shows only what was written (writtenView): no events read
       let details: DeviceDetails;
       if (created) details = { device, attributes: await this.devices.addAttributes(trx, appId, device.id, admitted), events: [] };

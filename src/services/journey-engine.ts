@@ -268,7 +268,7 @@ export class JourneyEngine {
         const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
         // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
         const templateData = withDigests(withEvents(templateDataOf(fields), due), due);
-        const c = await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey, templateData });
+        const c = await this.deps.notifications.insertForJourney(trx, group.app_id, fields, { now, options, journey, templateData });
         created.push(c);
         made.set(kind, { n: c.notification.id });
       } else {

@@ -178,7 +178,7 @@ export class LiveActivityService {
             }),
             batchIds: [],
           }
-        : await service.insert(trx, appId, fields, {
+        : await service.insertLiveActivity(trx, appId, fields, {
             audience: await service.resolveAudience(trx, appId, fields.to),
             now,
             options,

@@ -240,7 +240,7 @@ export class TransactionalService {
         cut: { batches: batches.length, targeted: s.devices.length - notAllowed, notAllowed },
         actor: s.actor,
       })),
-      this.sending.store.delivery.batchesInsert(
+      this.sending.store.batches.batchesInsert(
         cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
       ),
     );
@@ -278,7 +278,7 @@ export class TransactionalService {
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },
         actor: s.actor,
       },
-      this.sending.store.delivery.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
+      this.sending.store.batches.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
     );
     return { notification, batches, notAllowed, tokens: new Map(sendable.map((d) => [d.id, d.token])) };
   }
