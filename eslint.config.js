@@ -34,6 +34,28 @@ export default tseslint.config(
     rules: { 'layers/imports': 'error' },
   },
   {
+    // the house rules' sizes: a file of src/ at most 500 lines, a function at most 80 (blank lines and comments count)
+    files: ['src/**/*.ts'],
+    rules: { 'max-lines': ['error', { max: 500 }], 'max-lines-per-function': ['error', { max: 80 }] },
+  },
+  // not yet within those sizes: each held where it is, so none grows while it waits to be cut up
+  ...Object.entries({
+    'src/http/routes/devices.ts': 113,
+    'src/http/routes/journeys.ts': 129,
+    'src/http/routes/live-activities.ts': 231,
+    'src/http/routes/message-streams.ts': 106,
+    'src/http/routes/messages.ts': 98,
+    'src/http/routes/notifications.ts': 117,
+    'src/http/routes/webhooks.ts': 153,
+  }).map(([file, max]) => ({ files: [file], rules: { 'max-lines-per-function': ['error', { max }] } })),
+  ...Object.entries({
+    'src/db/schema.ts': 630,
+    'src/http/serialize.ts': 542,
+    'src/platform/config.ts': 679,
+    'src/db/repositories/devices.ts': 548,
+    'src/services/notifications.ts': 558,
+  }).map(([file, max]) => ({ files: [file], rules: { 'max-lines': ['error', { max }] } })),
+  {
     files: ['src/**/*.ts', 'console/src/**/*.ts'],
     // Prettier keeps code within 140 but leaves strings, templates (SQL) and comments as written
     rules: { 'max-len': ['error', { code: 140 }] },

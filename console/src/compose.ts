@@ -4,6 +4,7 @@ import { debounce, fmt, h, replace, requestPreview } from './dom.js';
 import { FilterBuilder } from './filter-builder.js';
 import type { Page } from './page.js';
 import { capsText, quietText, type AppSettings } from './settings.js';
+import { storedTemplates, templateSelect } from './template-picker.js';
 
 type FieldKind = 'text' | 'number' | 'checkbox' | 'select';
 const PAYLOAD_FIELDS: [key: string, kind: FieldKind, note: string][] = [
@@ -44,10 +45,13 @@ function customValue(text: string): unknown {
 
 /** Compose: target, filters with a live device count, every payload field, the mapped pushes, send. */
 export const composePage: Page = async ({ api, key }, main, params) => {
-  const [{ audiences }, settings] = await Promise.all([
+  const [{ audiences }, settings, templates] = await Promise.all([
     api.get<{ audiences: Audience[] }>('/v6/audiences?per=1000'),
     api.get<AppSettings>('/v6/app'),
+    storedTemplates(api),
   ]);
+  // a stored template sent in place of the payload fields (none: '')
+  let templateId = '';
   let target: 'all' | 'filters' | 'audience' = params[0] === 'audience' ? 'audience' : 'filters';
   let audienceId = params[1] ?? audiences[0]?.id ?? '';
   const values: Record<string, string | boolean> = { alert: '' };
@@ -89,6 +93,7 @@ export const composePage: Page = async ({ api, key }, main, params) => {
   // an A/B test: the payload above is variant A; B (and C, when written) are it with another alert
   const ab = { on: false, alerts: ['', ''], test: '20', holdout: '', winner: 'direct_opens', after: '4h' };
   const content = (): Record<string, unknown> => {
+    if (templateId) return { template_id: templateId };
     if (!ab.on) return { payload: payload() };
     const others = ab.alerts.filter((a) => a !== '').map((alert) => ({ ...payload(), alert }));
     return {
@@ -134,10 +139,11 @@ export const composePage: Page = async ({ api, key }, main, params) => {
             .then((r) => r.device_count);
     // The payload is previewed on its own ("*"), so filter problems (named by the count) and payload problems
     // (named by the preview) show at once, each under its own field; the send validates both together again.
-    const unwritten = !touched && Object.keys(payload()).length === 0;
+    const unwritten = !touched && !templateId && Object.keys(payload()).length === 0;
+    const what = templateId ? { template_id: templateId } : { payload: payload() };
     const previewCall = unwritten
       ? Promise.resolve(null)
-      : api.post<Preview>('/v6/notifications/preview', { notification: { to: '*', payload: payload() } });
+      : api.post<Preview>('/v6/notifications/preview', { notification: { to: '*', ...what } });
     const [counted, previewed] = await Promise.allSettled([countCall, previewCall]);
     if (mine !== seq) return newest; // a newer edit is on its way: its answer is the one that counts
     const noFilters = target === 'filters' && builder.filters().length === 0;
@@ -431,6 +437,14 @@ export const composePage: Page = async ({ api, key }, main, params) => {
       'section',
       { class: 'panel' },
       h('h2', {}, 'Payload'),
+      templates.length > 0 &&
+        h(
+          'label',
+          { class: 'field' },
+          h('span', {}, 'stored template'),
+          templateSelect(templates, templateId, (id) => ((templateId = id), editedPayload()), { id: 'template-select' }),
+          h('small', {}, 'sent in place of the fields below'),
+        ),
       payloadErr,
       h('div', { class: 'fields' }, ...PAYLOAD_FIELDS.map(field)),
       h('h3', {}, 'Custom keys'),

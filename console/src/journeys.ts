@@ -1,8 +1,9 @@
 import { ApiError } from './api.js';
 import { fmt, h, replace, when } from './dom.js';
 import type { Page } from './page.js';
+import { storedTemplates, templateSelect, type StoredTemplate } from './template-picker.js';
 
-type StepType = 'delay' | 'wait_for' | 'branch' | 'send';
+type StepType = 'delay' | 'wait_for' | 'branch' | 'send' | 'webhook' | 'digest';
 interface StepCount {
   id: string;
   type: string;
@@ -34,16 +35,20 @@ const triggerText = (j: JourneyRecord) => (j.trigger.api ? 'entered through the 
 interface DraftStep {
   type: StepType;
   id: string;
-  /** delay: "2h" or "09:00" (a time of day: until that local time); wait_for: the event; send: the alert */
+  /** delay: "2h", "09:00" (until that local time) or "best time"; wait_for, digest: the event; send: the alert; webhook: its URL */
   main: string;
-  /** wait_for: the timeout; branch: a country the device must be in */
+  /** wait_for: the timeout; digest: the window */
   extra: string;
+  /** send: the stored template sent in place of the text */
+  template?: string;
 }
 const STEP_LABELS: Record<StepType, [string, string | null]> = {
-  delay: ['wait for (90s, 10m, 2h, 3d) or until (HH:MM local)', null],
+  delay: ['wait for (90s, 10m, 2h, 3d), until (HH:MM local) or "best time" (within a day)', null],
   wait_for: ['event', 'timeout'],
   branch: ['country (ISO code) to go on; others end', null],
   send: ['push text', null],
+  webhook: ['URL (https) to POST the entrant to', null],
+  digest: ['event to count', 'window'],
 };
 
 /** The API's step for a draft: the one place the form's fields become a definition. */
@@ -51,13 +56,18 @@ function stepOf(d: DraftStep): Record<string, unknown> {
   const base = { id: d.id, type: d.type };
   switch (d.type) {
     case 'delay':
+      if (/^best[ _]time$/i.test(d.main.trim())) return { ...base, until: 'best_time' };
       return /^\d\d:\d\d$/.test(d.main) ? { ...base, until_local_time: d.main } : { ...base, duration: d.main };
     case 'wait_for':
       return { ...base, event: d.main, timeout: d.extra };
     case 'branch':
       return { ...base, filters: [{ name: 'country', criteria: [d.main] }], else: 'end' };
     case 'send':
-      return { ...base, notification: { payload: { alert: d.main } } };
+      return { ...base, notification: d.template ? { template_id: d.template } : { payload: { alert: d.main } } };
+    case 'webhook':
+      return { ...base, url: d.main };
+    case 'digest':
+      return { ...base, event: d.main, window: d.extra };
   }
 }
 
@@ -96,12 +106,12 @@ export const journeysPage: Page = async ({ api, key }, main) => {
           ),
         ),
     writable
-      ? journeyForm(api)
+      ? journeyForm(api, await storedTemplates(api))
       : h('p', { class: 'muted', id: 'read-only' }, 'This is a read key: it shows journeys but cannot make them.'),
   );
 };
 
-function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
+function journeyForm(api: Parameters<Page>[0]['api'], templates: StoredTemplate[]): HTMLElement {
   const drafts: DraftStep[] = [{ type: 'delay', id: 'step1', main: '1h', extra: '' }];
   const name = h('input', { type: 'text', id: 'journey-name', placeholder: 'Cart reminder' });
   const trigger = h('input', { type: 'text', id: 'journey-trigger', placeholder: 'cart_abandoned' });
@@ -141,6 +151,9 @@ function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
           ),
           input('main', mainLabel),
           extraLabel && input('extra', extraLabel),
+          d.type === 'send' &&
+            templates.length > 0 &&
+            templateSelect(templates, d.template ?? '', (id) => (d.template = id), { 'data-field': 'template' }),
           h('button', { type: 'button', class: 'remove', onclick: () => (drafts.splice(i, 1), render()) }, '×'),
           slot(`journey.steps[${i}]`),
         );
@@ -158,7 +171,7 @@ function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
     error.textContent = '';
     for (const el of errors.values()) el.textContent = '';
     try {
-      const created = await api.post<{ journey: JourneyRecord }>('/v6/journeys', {
+      const created = await api.post<{ journey: JourneyRecord & { webhook_secret?: string } }>('/v6/journeys', {
         journey: {
           name: name.value,
           trigger: trigger.value.trim() ? { event: trigger.value.trim() } : { api: true },
@@ -166,7 +179,15 @@ function journeyForm(api: Parameters<Page>[0]['api']): HTMLElement {
           steps: drafts.map(stepOf),
         },
       });
-      location.hash = `#/journeys/${created.journey.id}`;
+      const { id, webhook_secret: secret } = created.journey;
+      // the webhook steps' signing secret is answered once: shown here until the user goes on
+      if (secret)
+        replace(
+          error,
+          h('span', { id: 'journey-secret' }, `Webhook signing secret (shown once): ${secret} `),
+          h('a', { href: `#/journeys/${id}` }, 'open the journey'),
+        );
+      else location.hash = `#/journeys/${id}`;
     } catch (err) {
       // "journey.steps[1].duration: must be at least 1 second" goes under step 1, in words
       const m = err instanceof ApiError && err.status === 400 ? /^journey\.steps\[(\d+)\]\.?([\w.[\]]*): (.*)$/.exec(err.message) : null;
@@ -249,6 +270,7 @@ export const journeyPage: Page = async ({ api, key }, main, [id]) => {
           ),
         ),
       ),
+      entrantLookup(api),
       key.role === 'write' &&
         j.state !== 'archived' &&
         h('p', {}, j.state === 'active' ? action('pause', 'Pause') : action('resume', 'Resume'), ' ', action('archive', 'Archive')),
@@ -256,4 +278,68 @@ export const journeyPage: Page = async ({ api, key }, main, [id]) => {
     );
   draw();
   main.append(body);
+
+  /** An entrant's history: each step it took, when and why, newest entry first. */
+  function entrantLookup(client: typeof api): HTMLElement {
+    const input = h('input', { type: 'text', id: 'entrant-key', placeholder: 'device:<id> or user:<id>' });
+    const out = h('div', { id: 'entrant-history' });
+    const show = h('button', { type: 'button', id: 'entrant-show' }, 'Show history');
+    show.addEventListener('click', async () => {
+      try {
+        const { entrants } = await client.get<{ entrants: EntrantEntry[] }>(
+          `/v6/journeys/${j.id}/entrants/${encodeURIComponent(input.value.trim())}`,
+        );
+        replace(out, ...(entrants.length ? entrants.map(entryTable) : [h('p', { class: 'muted' }, 'It never entered this journey.')]));
+      } catch (err) {
+        replace(out, h('p', { class: 'error' }, err instanceof Error ? err.message : String(err)));
+      }
+    });
+    return h('section', { class: 'panel', id: 'entrant' }, h('h2', {}, 'An entrant’s history'), input, ' ', show, out);
+  }
 };
+
+/** `GET /v6/journeys/:id/entrants/:key`: one entry, the fields the console shows. */
+interface EntrantEntry {
+  entered_at: string;
+  version: number;
+  step: string;
+  phase: string;
+  outcome: string | null;
+  history: ({ at: string; step: string; what: string } & Record<string, unknown>)[];
+}
+
+/** The details of a history entry in words: what it read, where it led, what it sent. */
+const DETAILS = ['event', 'until', 'to', 'matched', 'path', 'notification_id', 'status', 'attempt', 'count', 'error'] as const;
+
+function entryTable(e: EntrantEntry): HTMLElement {
+  return h(
+    'div',
+    { class: 'entrant-entry' },
+    h('p', {}, `Entered ${when(e.entered_at)} (version ${e.version}) · ${e.outcome ?? `${e.phase} at ${e.step}`}`),
+    h(
+      'table',
+      { class: 'entrant-history' },
+      h('thead', {}, h('tr', {}, ...['At', 'Step', 'What', 'Details'].map((t) => h('th', {}, t)))),
+      h(
+        'tbody',
+        {},
+        ...e.history.map((x) =>
+          h(
+            'tr',
+            { 'data-what': x.what },
+            h('td', {}, when(x.at)),
+            h('td', {}, x.step),
+            h('td', {}, x.what),
+            h(
+              'td',
+              {},
+              DETAILS.filter((k) => x[k] !== undefined)
+                .map((k) => `${k} ${String(x[k])}`)
+                .join(' · '),
+            ),
+          ),
+        ),
+      ),
+    ),
+  );
+}

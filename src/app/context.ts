@@ -21,7 +21,7 @@ import { MessageService } from '../services/messages.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
-import { serviceDeps } from '../services/deps.js';
+import { serviceDeps, type ServiceDeps } from '../services/deps.js';
 import { LiveActivityService, type ChannelApi } from '../services/live-activities.js';
 import { DeliveryStore } from '../delivery/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
@@ -30,6 +30,7 @@ import { retryPolicyOf } from '../delivery/retry.js';
 import { JourneyService } from '../services/journeys.js';
 import { JourneyEngine } from '../services/journey-engine.js';
 import { WebhookService } from '../services/webhooks.js';
+import { TemplateService } from '../services/templates.js';
 import type { WebhookPoster } from '../delivery/webhooks.js';
 
 /** What the composition root builds the API's services from (`src/app/start.ts` starts each of these first). */
@@ -67,7 +68,7 @@ export function createContext(deps: ContextDeps): HttpContext {
   const appChanges = deps.appChanges ?? null;
   const shared = serviceDeps(db, clock, deps.readDb ?? db);
   const { repos } = shared;
-  const sending = deps.sending ?? { store: new DeliveryStore(db, repos.delivery), direct: null };
+  const sending = deps.sending ?? { store: new DeliveryStore({ db, repos }), direct: null };
   const admission = deps.admission ?? NO_ADMISSION;
   const notifications = new NotificationService({
     ...shared,
@@ -79,13 +80,19 @@ export function createContext(deps: ContextDeps): HttpContext {
     changes: appChanges,
   });
   const messages = new MessageService({ ...shared, notificationService: notifications, retentionDays: config.MESSAGE_RETENTION_DAYS });
-  const journeys = new JourneyService({ ...shared, minCycleMs: config.JOURNEY_MIN_CYCLE });
+  const journeys = new JourneyService({
+    ...shared,
+    minCycleMs: config.JOURNEY_MIN_CYCLE,
+    keyring: deps.secrets,
+    webhookOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
+  });
   const journeyEngine = new JourneyEngine({
     ...shared,
     notifications,
     messages,
     log,
     batchSize: config.JOURNEY_BATCH_SIZE,
+    webhooks: deps.webhookPoster ? { poster: deps.webhookPoster, keyring: deps.secrets, concurrency: config.WEBHOOK_CONCURRENCY } : null,
   });
   const devices = new DeviceService({
     ...shared,
@@ -112,6 +119,7 @@ export function createContext(deps: ContextDeps): HttpContext {
       },
     }),
     stats: new StatsService(shared),
+    templates: new TemplateService(shared),
     messages,
     messageStreams: new MessageStreamService(shared),
     journeys,
@@ -123,33 +131,37 @@ export function createContext(deps: ContextDeps): HttpContext {
       allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
       retentionDays: config.RETENTION_WEBHOOK_EVENTS_DAYS,
     }),
-    liveActivities: new LiveActivityService({
-      db,
-      liveActivities: repos.liveActivities,
-      devices: repos.devices,
-      notifications: repos.notifications,
-      apps: repos.apps,
-      secrets: deps.secrets,
-      notificationService: notifications,
-      idempotency: shared.idempotency,
-      clock,
-      channels: deps.channels ?? null,
-    }),
+    liveActivities: liveActivityService(shared, deps, notifications),
   };
+  return { config, log, metrics, admission, services, readiness: readinessOf(db, queues) };
+}
+
+/** The Live Activity service: its repositories, the notifications it sends through, the channels it manages. */
+function liveActivityService(shared: ServiceDeps, deps: ContextDeps, notifications: NotificationService): LiveActivityService {
+  const { db, repos, clock } = shared;
+  return new LiveActivityService({
+    db,
+    liveActivities: repos.liveActivities,
+    devices: repos.devices,
+    notifications: repos.notifications,
+    apps: repos.apps,
+    secrets: deps.secrets,
+    notificationService: notifications,
+    idempotency: shared.idempotency,
+    clock,
+    channels: deps.channels ?? null,
+  });
+}
+
+/** Whether the database and the queue answer (`/ready`). */
+function readinessOf(db: Db, queues: JobQueues): HttpContext['readiness'] {
   const check = (probe: Promise<unknown>) =>
     probe.then(
       () => 'ok' as const,
       () => 'unreachable' as const,
     );
-  return {
-    config,
-    log,
-    metrics,
-    admission,
-    services,
-    readiness: async () => {
-      const [database, queue] = await Promise.all([check(sql`select 1`.execute(db)), check(queues.ping())]);
-      return { database, queue };
-    },
+  return async () => {
+    const [database, queue] = await Promise.all([check(sql`select 1`.execute(db)), check(queues.ping())]);
+    return { database, queue };
   };
 }

@@ -1,7 +1,5 @@
 import type { Db } from '../db/database.js';
 import type { AppChanges } from '../db/app-changes.js';
-import { AppsRepository } from '../db/repositories/apps.js';
-import { DeliveryRepository } from '../db/repositories/delivery.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { LargeBatchTurns } from '../delivery/delivery.js';
@@ -10,6 +8,7 @@ import { DIRECT_MAX_IN_FLIGHT, DirectDelivery } from '../delivery/direct-deliver
 import type { JobQueues } from '../delivery/queues.js';
 import { queueScheduler, type DeliveryRuntime, type PipelineSettings } from '../delivery/pipeline.js';
 import { PushCredentials } from '../delivery/push-credentials.js';
+import type { DeliveryRepositories } from '../delivery/repositories.js';
 import { retentionOf } from '../delivery/retention.js';
 import { backoffDelay, retryPolicyOf } from '../delivery/retry.js';
 import { createGatewayProvider, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
@@ -23,6 +22,8 @@ export interface DeliveryRuntimeDeps {
   config: Config;
   log: Logger;
   db: Db;
+  /** the process's repositories (`createRepositories`) */
+  repos: DeliveryRepositories;
   queues: JobQueues;
   metrics: Metrics;
   clock: Clock;
@@ -39,9 +40,9 @@ export interface DeliveryRuntimeDeps {
  * API's services and the pipeline's workers share.
  */
 export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime {
-  const { config, log, db, metrics, clock } = deps;
+  const { config, log, db, metrics, clock, repos } = deps;
   const workers = config.ROLE !== 'api';
-  const credentials = new PushCredentials({ db, apps: new AppsRepository(), secrets: deps.secrets, changes: deps.changes });
+  const credentials = new PushCredentials({ db, apps: repos.apps, secrets: deps.secrets, changes: deps.changes });
   // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
   const gateways = createGatewayProvider(
     gatewayRuntimeOptions(config, workers ? config.GATEWAY_THREADS : 0, deps.gatewayThreadEntry),
@@ -51,7 +52,7 @@ export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime
   // the apps' frequency caps, read by every batch: kept while their changes are followed
   // the apps with a webhook endpoint for batches' outcomes: the push path pays nothing for the others
   const webhookApps = deps.changes.cache<'batch', string[]>();
-  const store = new DeliveryStore(db, new DeliveryRepository(), deps.changes.cache<string, FrequencyCap[] | null>(), webhookApps);
+  const store = new DeliveryStore({ db, repos, caps: deps.changes.cache<string, FrequencyCap[] | null>(), eventApps: webhookApps });
   const scheduler = queueScheduler(deps.queues);
   const policy = retryPolicyOf(config);
   const largeTurns = new LargeBatchTurns(config.DELIVERY_CONCURRENCY);
@@ -68,7 +69,7 @@ export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime
     leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
   });
-  return { scheduler, gateways, store, largeTurns, direct };
+  return { repos, scheduler, gateways, store, largeTurns, direct };
 }
 
 /** The settings the pipeline's workers run by. */

@@ -16,6 +16,7 @@ import type { Db } from '../db/database.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { createContext } from './context.js';
 import { buildDeliveryRuntime, pipelineSettings } from './delivery-runtime.js';
+import { createRepositories } from '../services/deps.js';
 import { Admission } from '../platform/admission.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
@@ -98,19 +99,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('database', () => database.close());
   const { embedded } = database;
   if (embedded) lifecycle.addAbort('embedded PostgreSQL', () => embedded.stop());
-  const queues = new JobQueues(
-    config.REDIS_URL
-      ? {
-          kind: 'redis',
-          redisUrl: config.REDIS_URL,
-          redisCluster: config.REDIS_CLUSTER,
-          databaseUrl: database.listenUrl,
-          prefix: config.QUEUE_PREFIX,
-          partitions: config.QUEUE_PARTITIONS,
-        }
-      : { kind: 'postgres', databaseUrl: database.listenUrl, prefix: config.QUEUE_PREFIX },
-    jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),
-  );
+  const queues = openQueues(config, database.listenUrl);
   lifecycle.add('queues', () => queues.close());
   const appChanges = new AppChanges(database.listenUrl, log);
   await appChanges.start();
@@ -126,6 +115,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     config,
     log,
     db,
+    repos: createRepositories(),
     queues,
     metrics,
     clock,
@@ -175,6 +165,23 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const server = await buildServer(ctx);
   lifecycle.add('http', () => server.close()); // stop accepting, let in-flight requests finish
   return { database, queues, delivery, metrics, api: { ctx, server } };
+}
+
+/** The job queues: on Redis when REDIS_URL is set, else on PostgreSQL; `listenUrl` is where they LISTEN for jobs. */
+function openQueues(config: Config, listenUrl: string): JobQueues {
+  return new JobQueues(
+    config.REDIS_URL
+      ? {
+          kind: 'redis',
+          redisUrl: config.REDIS_URL,
+          redisCluster: config.REDIS_CLUSTER,
+          databaseUrl: listenUrl,
+          prefix: config.QUEUE_PREFIX,
+          partitions: config.QUEUE_PARTITIONS,
+        }
+      : { kind: 'postgres', databaseUrl: listenUrl, prefix: config.QUEUE_PREFIX },
+    jobSpecs({ deliveryAttempts: config.DELIVERY_MAX_ATTEMPTS }),
+  );
 }
 
 /** The webhook client and what signs and sends through it (the sender's, an API's test ping, the command line's). */

@@ -1,5 +1,16 @@
 import { AppService } from '../services/apps.js';
-import { type Command, given, number, numberOrNone, operator, UsageError, uuid } from './command.js';
+import {
+  type Args,
+  type Command,
+  type OptionSpec,
+  given,
+  number,
+  numberOrNone,
+  operator,
+  secretOption,
+  UsageError,
+  uuid,
+} from './command.js';
 import { parseQuietHoursSetting } from '../domain/quiet-hours.js';
 import { parseFrequencyCaps } from '../domain/frequency-caps.js';
 
@@ -8,25 +19,35 @@ import { parseFrequencyCaps } from '../domain/frequency-caps.js';
  * key set-limit / key clear-limit: a rate limit of one key's own, in place of its role's default (for an sdk
  * key it applies per client address). Stored with the key; every API process applies it once it hears the change.
  */
+/** A key named by its id (`key list`) or read from a file or standard input: never the key on the command line. */
+const whichKey: Record<string, OptionSpec> = {
+  id: { value: 'ID', help: "the key's id, as key list shows it", check: uuid },
+  'key-file': { value: 'FILE', help: 'a file holding the key (- reads standard input)' },
+};
+async function keyNamed(a: Args): Promise<string | { id: string }> {
+  if ((a.id === undefined) === (a['key-file'] === undefined)) throw new UsageError('give one of --id, --key-file');
+  return a.id === undefined ? secretOption(a, 'key', true) : { id: a.id };
+}
+
 export const rateLimitCommands: Record<string, Command> = {
   'key set-limit': {
     summary: "Gives one key its own rate limit in place of its role's default (an sdk key: per client address).",
     options: {
-      key: { value: 'KEY', help: 'the key', required: true },
+      ...whichKey,
       'per-second': { value: 'N', help: 'requests a second, sustained; 0 means no limit', required: true, check: number },
       burst: { value: 'M', help: 'requests at once before the rate applies (at least 1)', required: true, check: number },
     },
     run: async (a, rt) => {
       const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
-      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), limit, operator());
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(await keyNamed(a), limit, operator());
       return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
     },
   },
   'key clear-limit': {
     summary: "Returns a key to its role's default rate limit.",
-    options: { key: { value: 'KEY', help: 'the key', required: true } },
+    options: whichKey,
     run: async (a, rt) => {
-      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(given(a, 'key'), null, operator());
+      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(await keyNamed(a), null, operator());
       return { rate_limit: null };
     },
   },

@@ -448,6 +448,8 @@ export interface JourneysTable {
   listens: Generated<string[]>;
   created_at: Generated<Date>;
   updated_at: Generated<Date>;
+  /** its webhook steps' signing secret (`whsec_…`), sealed (migration 061); null until a version has one */
+  webhook_secret: Sealed | null;
 }
 
 export interface JourneyVersionsTable {
@@ -536,6 +538,25 @@ export interface WebhookEventsTable {
   due_at: Generated<Date>;
 }
 
+/** A stored template (migration 059): its name and newest version. */
+export interface TemplatesTable {
+  id: Generated<string>;
+  app_id: string;
+  name: string;
+  version: Generated<number>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+}
+
+/** One version of a template's content, kept once made. */
+export interface TemplateVersionsTable {
+  template_id: string;
+  version: number;
+  payload: Json<Record<string, unknown>>;
+  localized: Json<Localized> | null;
+  created_at: Generated<Date>;
+}
+
 export interface WebhookAttemptsTable {
   id: Generated<string>;
   at: Generated<Date>;
@@ -582,6 +603,8 @@ export interface Database {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_events: WebhookEventsTable;
   webhook_attempts: WebhookAttemptsTable;
+  templates: TemplatesTable;
+  template_versions: TemplateVersionsTable;
 }
 
 export type App = Selectable<AppsTable>;
@@ -603,3 +626,5 @@ export type Journey = Selectable<JourneysTable>;
 export type JourneyEntrant = Selectable<JourneyEntrantsTable>;
 export type WebhookEndpoint = Selectable<WebhookEndpointsTable>;
 export type WebhookAttempt = Selectable<WebhookAttemptsTable>;
+export type TemplateRow = Selectable<TemplatesTable>;
+export type TemplateVersionRow = Selectable<TemplateVersionsTable>;

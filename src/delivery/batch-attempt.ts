@@ -1,4 +1,4 @@
-import type { AttemptInput, AttemptNotification, BatchOutcome, PendingTarget, StopReason } from '../db/repositories/delivery.js';
+import type { AttemptInput, AttemptNotification, BatchOutcome, PendingTarget, StopReason } from '../db/repositories/batches.js';
 import type { NewBatch } from '../domain/batches.js';
 import type { DeliveryStore } from './delivery-store.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
@@ -102,7 +102,7 @@ export async function attemptBatch(deps: BatchAttemptDeps, first: BatchToAttempt
     const { batch, notification: n, pending } = input;
     const stop = stopOf(input);
     if (stop) {
-      await deps.store.delivery.closeBatchUnsent(deps.store.db, batch, stop);
+      await deps.store.batches.closeBatchUnsent(deps.store.db, batch, stop);
       return { kind: 'stopped', reason: stop, pending };
     }
     await policy.beforeSend?.(input);

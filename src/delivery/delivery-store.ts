@@ -1,15 +1,15 @@
 import type { PushTarget } from '../gateways/types.js';
 import type { Db } from '../db/database.js';
-import type { AttemptInput, AttemptRecord, DeliveryRepository, LargeBatch } from '../db/repositories/delivery.js';
+import type { AttemptInput, AttemptRecord, BatchesRepository, LargeBatch } from '../db/repositories/batches.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import { DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
 import { GroupRunner } from '../platform/group-runner.js';
 import { retryWhileUnavailable } from '../platform/unavailable.js';
 import { localeVariant, localizedPayload, type Localized } from '../domain/localized.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
 import type { FollowedCache } from '../db/app-changes.js';
-import { AppsRepository } from '../db/repositories/apps.js';
 import { TemplateRenderer } from './render.js';
-import { WebhooksRepository } from '../db/repositories/webhooks.js';
+import type { DeliveryRepositories } from './repositories.js';
 
 /**
  * Statements of the delivery path at once per kind (a worker's concurrent jobs, or concurrent transactional sends):
@@ -23,6 +23,15 @@ const GROUP_MAX = 100;
  */
 const RECORD_WAITS_MS = 30_000;
 
+export interface DeliveryStoreDeps {
+  db: Db;
+  repos: Pick<DeliveryRepositories, 'apps' | 'batches' | 'devices' | 'frequencyCaps' | 'notifications' | 'webhooks'>;
+  /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
+  caps?: FollowedCache<string, FrequencyCap[] | null> | null;
+  /** the apps with a webhook endpoint for batches' outcomes, kept the same way (none: read for every record) */
+  eventApps?: FollowedCache<'batch', string[]> | null;
+}
+
 /**
  * The reads and writes of delivery attempts, each shared by the attempts that run at the same time: what a
  * worker's concurrent jobs load, record and close goes to PostgreSQL as one statement per kind, so a stream of
@@ -34,40 +43,45 @@ export class DeliveryStore {
   private readonly records: GroupRunner<AttemptRecord, boolean>;
   private readonly completions: GroupRunner<{ id: string; generation: number; seq?: number }, boolean>;
 
-  private readonly apps = new AppsRepository();
+  readonly db: Db;
+  readonly batches: BatchesRepository;
+  readonly notifications: NotificationsRepository;
+  private readonly repos: DeliveryStoreDeps['repos'];
+  private readonly caps: FollowedCache<string, FrequencyCap[] | null> | null;
+  private readonly eventApps: FollowedCache<'batch', string[]> | null;
   /** the templates of the notifications this process sends, parsed once each */
   readonly templates: TemplateRenderer;
-  private readonly webhooks = new WebhooksRepository();
 
-  constructor(
-    readonly db: Db,
-    readonly delivery: DeliveryRepository,
-    /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
-    private readonly caps: FollowedCache<string, FrequencyCap[] | null> | null = null,
-    /** the apps with a webhook endpoint for batches' outcomes, kept the same way (none: read for every record) */
-    private readonly eventApps: FollowedCache<'batch', string[]> | null = null,
-  ) {
+  constructor(deps: DeliveryStoreDeps) {
+    const { db, repos } = deps;
+    const { batches, notifications } = repos;
+    this.db = db;
+    this.repos = repos;
+    this.batches = batches;
+    this.notifications = notifications;
+    this.caps = deps.caps ?? null;
+    this.eventApps = deps.eventApps ?? null;
     this.templates = new TemplateRenderer(db);
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
     this.loads = new GroupRunner(async (ids) => {
-      const found = await delivery.loadAttempts(db, ids);
+      const found = await batches.loadAttempts(db, ids);
       return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
     }, limits);
     this.firstLoads = new GroupRunner(async (ids) => {
-      const found = await delivery.loadAttempts(db, ids, DIRECT_AUDIENCE_MAX_DEVICES);
+      const found = await batches.loadAttempts(db, ids, DIRECT_AUDIENCE_MAX_DEVICES);
       return ids.map((id) => ({ status: 'fulfilled', value: found.get(id) }));
     }, limits);
     this.records = new GroupRunner(
       async (attempts) => {
-        const closed = await delivery.recordAttempts(db, attempts, await this.withEvents());
+        const closed = await batches.recordAttempts(db, attempts, await this.withEvents());
         return attempts.map((a) => ({ status: 'fulfilled', value: closed.has(a.batch.notification_id) }));
       },
       limits,
       // recorded alone, one attempt the database refuses fails only itself: an attempt not recorded is sent again
-      async (a) => (await delivery.recordAttempts(db, [a], await this.withEvents())).size > 0,
+      async (a) => (await batches.recordAttempts(db, [a], await this.withEvents())).size > 0,
     );
     this.completions = new GroupRunner(async (list) => {
-      const closed = new Set(await delivery.completeIfFinished(db, list));
+      const closed = new Set(await notifications.completeIfFinished(db, list));
       return list.map((n) => ({ status: 'fulfilled', value: closed.has(n.id) }));
     }, limits);
   }
@@ -77,7 +91,7 @@ export class DeliveryStore {
    * went since its token was read gets no keys (it is not sent to).
    */
   async withWebPushKeys(targets: PushTarget[]): Promise<PushTarget[]> {
-    const found = await this.delivery.webPushKeysOf(
+    const found = await this.repos.devices.webPushKeysOf(
       this.db,
       targets.map((t) => t.deviceId),
     );
@@ -96,7 +110,7 @@ export class DeliveryStore {
     payload: Record<string, unknown>,
     localized: Localized,
   ): Promise<{ payload: Record<string, unknown>; targets: PushTarget[] }[]> {
-    const locales = await this.delivery.localesOf(
+    const locales = await this.repos.devices.localesOf(
       this.db,
       targets.map((t) => t.deviceId),
     );
@@ -115,20 +129,20 @@ export class DeliveryStore {
 
   /** Whether any app has a webhook endpoint for batches' outcomes: without one, recording writes no event. */
   private async withEvents(): Promise<boolean> {
-    const read = () => this.webhooks.appsWithBatchEvents(this.db);
+    const read = () => this.repos.webhooks.appsWithBatchEvents(this.db);
     const apps = this.eventApps ? await this.eventApps.get('batch', read) : await read();
     return (apps?.length ?? 0) > 0;
   }
 
   /** The app's frequency caps (null: none); from the cache, so a send of an app without caps reads nothing. */
   async capsOf(appId: string): Promise<FrequencyCap[] | null> {
-    const read = (id: string) => this.apps.frequencyCapsOf(this.db, id);
+    const read = (id: string) => this.repos.apps.frequencyCapsOf(this.db, id);
     return this.caps ? ((await this.caps.get(appId, read)) ?? null) : read(appId);
   }
 
   /** Takes a slot of the caps for each device that has one left; answers those devices. */
   takeCapSlots(caps: FrequencyCap[], deviceIds: string[], now: Date): Promise<Set<string>> {
-    return this.delivery.takeCapSlots(this.db, caps, deviceIds, now);
+    return this.repos.frequencyCaps.takeCapSlots(this.db, caps, deviceIds, now);
   }
 
   /** The batch, its notification and its still-pending devices; undefined for an unknown batch. */
@@ -156,7 +170,7 @@ export class DeliveryStore {
 
   /**
    * Closes the notification if nothing of it is left to send; whether it did. `seq`: of the batch that just
-   * finished, where the look for a pending one starts (`DeliveryRepository.completeIfFinished`).
+   * finished, where the look for a pending one starts (`NotificationsRepository.completeIfFinished`).
    */
   completeIfFinished(id: string, generation: number, seq?: number): Promise<boolean> {
     return this.completions.submit({ id, generation, seq });

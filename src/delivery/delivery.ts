@@ -1,5 +1,5 @@
 import type { Job } from 'bullmq';
-import type { AttemptInput } from '../db/repositories/delivery.js';
+import type { AttemptInput } from '../db/repositories/batches.js';
 import type { BatchRef, JobTypes } from './jobs.js';
 import { attemptBatch, type BatchAttemptDeps } from './batch-attempt.js';
 import type { Clock } from '../platform/clock.js';

@@ -1,4 +1,4 @@
-import type { StopReason } from '../db/repositories/delivery.js';
+import type { StopReason } from '../db/repositories/batches.js';
 import type { LargeBatchTurns } from './delivery.js';
 import { attemptBatch, type BatchAttemptDeps, type BatchToAttempt } from './batch-attempt.js';
 import type { NotificationScheduler } from './jobs.js';
@@ -85,7 +85,7 @@ export class DirectDelivery {
 
   /** Why the batch's notification no longer sends it; a failed check sends it (at least once). */
   private stopReason({ notification: n, batch: head }: BatchToAttempt): Promise<StopReason | null> {
-    return this.deps.store.delivery.stopReason(this.deps.store.db, n.id, head.generation).catch((err: unknown) => {
+    return this.deps.store.notifications.stopReason(this.deps.store.db, n.id, head.generation).catch((err: unknown) => {
       this.deps.log.warn({ err, notificationId: n.id, batchId: head.id }, 'could not check a waiting batch; sending it');
       return null;
     });
@@ -93,7 +93,7 @@ export class DirectDelivery {
 
   /** Closes a batch left unsent; a failed close leaves it pending, unsent, as a canceled notification's batch may stay. */
   private async closeUnsent({ notification: n, batch: head }: BatchToAttempt, reason: StopReason): Promise<void> {
-    await this.deps.store.delivery.closeBatchUnsent(this.deps.store.db, head, reason).catch((err: unknown) => {
+    await this.deps.store.batches.closeBatchUnsent(this.deps.store.db, head, reason).catch((err: unknown) => {
       this.deps.log.warn({ err, notificationId: n.id, batchId: head.id, reason }, 'could not close a batch left unsent');
     });
   }
@@ -123,7 +123,7 @@ export class DirectDelivery {
   private async markProgress(): Promise<void> {
     const before = Date.now() - this.deps.leaseMs / 3;
     const slow = [...new Set([...this.running.values()].filter((r) => r.since <= before).map((r) => r.notificationId))];
-    await this.deps.store.delivery.touch(this.deps.store.db, slow).catch((err: unknown) => {
+    await this.deps.store.notifications.touch(this.deps.store.db, slow).catch((err: unknown) => {
       this.deps.log.warn({ err, notifications: slow.length }, 'could not mark direct sends as making progress');
     });
   }

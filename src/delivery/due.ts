@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { NotificationScheduler } from './jobs.js';
@@ -12,7 +12,7 @@ import type { NotificationScheduler } from './jobs.js';
 export function startDuePoller(deps: {
   db: Db;
   log: Logger;
-  delivery: DeliveryRepository;
+  notifications: NotificationsRepository;
   scheduler: NotificationScheduler;
   clock: Clock;
   intervalMs: number;
@@ -23,7 +23,7 @@ export function startDuePoller(deps: {
     running = true;
     try {
       for (;;) {
-        const due = await deps.delivery.releaseDue(deps.db, deps.clock.now(), 500);
+        const due = await deps.notifications.releaseDue(deps.db, deps.clock.now(), 500);
         for (const n of due)
           // an A/B test waiting for its winner is due when its metric picks one
           await (n.ab_stage === 'waiting'

@@ -1,7 +1,8 @@
 import type { Job } from 'bullmq';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
-import { RANGE_SEQ_STRIDE, type DeliveryRepository } from '../db/repositories/delivery.js';
+import type { BatchesRepository } from '../db/repositories/batches.js';
+import { RANGE_SEQ_STRIDE, type FanoutRepository } from '../db/repositories/fanout.js';
 import type { Deliverable, DeliverableGroups, DeliverableNow, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
 import {
   allowedOf,
@@ -91,7 +92,8 @@ export interface FanoutDeps {
   notifications: NotificationsRepository;
   audiences: AudiencesRepository;
   devices: DevicesRepository;
-  delivery: DeliveryRepository;
+  batches: BatchesRepository;
+  fanout: FanoutRepository;
   apps: AppsRepository;
   clock: Clock;
   pageSize: number;
@@ -238,9 +240,9 @@ export function fanoutProcessor(deps: FanoutDeps) {
     }
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist. Those this run is sending itself have none.
-    for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation))
+    for (const b of await deps.batches.pendingBatches(deps.db, notificationId, generation))
       if (!run.sentHere.has(b.id)) await run.enqueue(b);
-    await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
+    await deps.notifications.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
   };
 }
 
@@ -280,7 +282,7 @@ class FanoutRun {
     this.test = abTestOf(n.request);
     this.ab = this.test && { bounds: abBounds(this.test), rest: n.ab_stage === 'rest', winner: n.ab_winner };
     this.seq = n.fanout_seq;
-    this.marking = deps.delivery.markSending(deps.db, n.id, n.generation);
+    this.marking = deps.notifications.markSending(deps.db, n.id, n.generation);
     this.marking.catch(() => undefined);
   }
 
@@ -297,10 +299,10 @@ class FanoutRun {
    */
   async resumeRanges(): Promise<void> {
     const { deps, n } = this;
-    const ranges = await deps.delivery.rangesOf(deps.db, n.id, n.generation);
+    const ranges = await deps.fanout.rangesOf(deps.db, n.id, n.generation);
     const open = ranges.filter((r) => !r.done);
     for (const r of open) await enqueueRange(deps, n.id, n.generation, r.range_no, this.now);
-    if (!open.length && ranges.length) await deps.delivery.finishRange(deps.db, n.id, n.generation, ranges[0]!.range_no);
+    if (!open.length && ranges.length) await deps.fanout.finishRange(deps.db, n.id, n.generation, ranges[0]!.range_no);
   }
 
   /** The waves of a local-time send that are due, each its zones' pages; 'waiting' for the next wave. */
@@ -309,21 +311,21 @@ class FanoutRun {
     // an A/B test's rest counts nothing again: what its test stage counted was over the whole audience
     if (n.wave === 0 && !this.ab?.rest && plan.past.length > 0) {
       const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
-      await deps.delivery.setSkippedPastLocalTime(deps.db, n.id, skipped);
+      await deps.notifications.setSkippedPastLocalTime(deps.db, n.id, skipped);
     }
     if (n.wave === 0 && !this.ab?.rest && plan.dropped?.length) {
       const dropped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
-      await deps.delivery.setSkippedQuietHours(deps.db, n.id, dropped);
+      await deps.notifications.setSkippedQuietHours(deps.db, n.id, dropped);
     }
     for (let w = n.wave; w < plan.waves.length; w++) {
       const wave = plan.waves[w]!;
       if (new Date(wave.at) > now) {
-        await deps.delivery.awaitWave(deps.db, n.id, n.generation, new Date(wave.at));
+        await deps.notifications.awaitWave(deps.db, n.id, n.generation, new Date(wave.at));
         this.log.info({ wave: w, at: wave.at }, 'waiting for the next local-time wave');
         return 'waiting';
       }
       if ((await this.pages(w === n.wave ? n.fanout_cursor : null, waveSlice(plan, wave.zones))) === 'stopped') return 'stopped';
-      await deps.delivery.finishWave(deps.db, n.id, n.generation, w + 1);
+      await deps.notifications.finishWave(deps.db, n.id, n.generation, w + 1);
     }
     return 'done';
   }
@@ -336,7 +338,7 @@ class FanoutRun {
       this.log.info({ batches: this.seq }, 'A/B test share fanned out; waiting for the winner');
       return;
     }
-    await deps.delivery.markFanoutDone(deps.db, n.id, n.generation);
+    await deps.notifications.markFanoutDone(deps.db, n.id, n.generation);
     this.log.info({ batches: this.seq }, 'fan-out done');
   }
 
@@ -357,11 +359,11 @@ class FanoutRun {
         const { batches, targeted, notAllowed, holdout } = this.cut(page);
         if (plan.paced) {
           const sizes = batches.map((b) => b.deviceIds.length);
-          const starts = await deps.delivery.reserveSlots(deps.db, n.id, n.app_id, sizes, plan.pace, deps.clock.now());
+          const starts = await deps.fanout.reserveSlots(deps.db, n.id, n.app_id, sizes, plan.pace, deps.clock.now());
           batches.forEach((b, i) => (b.notBefore = starts[i]));
         }
         const checkpoint = { cursor: page.last, nextSeq: this.seq + batches.length, targeted, notAllowed, holdout, at: deps.clock.now() };
-        if (!(await deps.delivery.saveFanoutPage(deps.db, n.id, n.generation, batches, checkpoint))) {
+        if (!(await deps.fanout.saveFanoutPage(deps.db, n.id, n.generation, batches, checkpoint))) {
           this.log.info('superseded by a newer generation, or canceled, during fan-out');
           return 'stopped';
         }
@@ -371,7 +373,7 @@ class FanoutRun {
         if (page.read < limitOf(pages)) return 'done';
         const ranges = fresh && pages === PAGES_BEFORE_SPLIT - 1 ? rangesAfter(page.last, seen, deps.rangeDevices) : [];
         if (!ranges.length) return 'next';
-        if (!(await deps.delivery.splitFanout(deps.db, n.id, n.generation, ranges))) return 'stopped';
+        if (!(await deps.fanout.splitFanout(deps.db, n.id, n.generation, ranges))) return 'stopped';
         for (let r = 0; r < ranges.length; r++) await enqueueRange(deps, n.id, n.generation, r, this.now);
         this.log.info({ ranges: ranges.length }, 'fan-out split into ranges');
         return 'split';
@@ -431,7 +433,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
     const { notificationId, generation, range: rangeNo } = job.data;
     const log = deps.log.child({ notificationId, generation, range: rangeNo, job: 'fanoutRange' });
     const n = await deps.notifications.findById(deps.db, notificationId);
-    const [range] = await deps.delivery.rangesOf(deps.db, notificationId, generation, rangeNo);
+    const [range] = await deps.fanout.rangesOf(deps.db, notificationId, generation, rangeNo);
     if (!n || n.generation !== generation || finished(n.state) || !range) {
       log.debug('nothing to fan out (superseded, finished or canceled)');
       return;
@@ -440,7 +442,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
     const block = { from: (rangeNo + 1) * RANGE_SEQ_STRIDE, to: (rangeNo + 2) * RANGE_SEQ_STRIDE };
     // batches an earlier run stored whose jobs may never have been enqueued (deterministic ids: no-ops otherwise)
     if (range.next_seq > block.from)
-      for (const b of await deps.delivery.pendingBatches(deps.db, notificationId, generation, block)) await enqueue(b);
+      for (const b of await deps.batches.pendingBatches(deps.db, notificationId, generation, block)) await enqueue(b);
     if (!range.done) {
       if (n.audience_id === null) throw new Error('a transactional send has no audience to fan out');
       const filters = await deps.audiences.filtersOf(deps.db, n.audience_id);
@@ -464,7 +466,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
         const { last, notAllowed } = page;
         const batches = batchesOfGroups(notificationId, generation, page.groups, seq, deps.batchSize);
         const checkpoint = { cursor: last, nextSeq: seq + batches.length, targeted: page.read - notAllowed, notAllowed };
-        if (!(await deps.delivery.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
+        if (!(await deps.fanout.saveRangePage(deps.db, { notificationId, generation, rangeNo }, batches, checkpoint))) {
           log.info('superseded by a newer generation, or canceled, during fan-out');
           return 'stopped';
         }
@@ -475,9 +477,9 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       if (outcome === 'stopped') return;
       log.info({ batches: seq - (rangeNo + 1) * RANGE_SEQ_STRIDE }, 'fan-out range done');
     }
-    if (await deps.delivery.finishRange(deps.db, notificationId, generation, rangeNo)) {
+    if (await deps.fanout.finishRange(deps.db, notificationId, generation, rangeNo)) {
       log.info('fan-out done (its last range)');
-      await deps.delivery.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
+      await deps.notifications.completeIfFinished(deps.db, [{ id: notificationId, generation }]);
     }
   };
 }

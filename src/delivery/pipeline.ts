@@ -1,12 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Db } from '../db/database.js';
-import { AudiencesRepository } from '../db/repositories/audiences.js';
-import { AppsRepository } from '../db/repositories/apps.js';
-import { PartitionsRepository } from '../db/repositories/partitions.js';
-import { DevicesRepository } from '../db/repositories/devices.js';
-import { LeasesRepository } from '../db/repositories/leases.js';
-import { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import { deliveryProcessor, type LargeBatchTurns } from './delivery.js';
@@ -22,7 +16,7 @@ import { startSweeper } from './sweeper.js';
 import type { Retention } from './retention.js';
 import { startDuePoller } from './due.js';
 import { abWinnerProcessor } from './ab-winner.js';
-import { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { DeliveryRepositories } from './repositories.js';
 import type { Clock } from '../platform/clock.js';
 
 /** Delivery jobs a worker runs at once, per large batch it sends at once (DELIVERY_CONCURRENCY): small ones fill the rest. */
@@ -52,6 +46,7 @@ export function queueScheduler(queues: JobQueues): NotificationScheduler {
 
 /** The process's one delivery runtime (built once by the composition root): what every send goes through. */
 export interface DeliveryRuntime {
+  repos: DeliveryRepositories;
   scheduler: NotificationScheduler;
   gateways: GatewayProvider;
   store: DeliveryStore;
@@ -95,8 +90,7 @@ export interface PipelineDeps {
  */
 export function startPipeline(opts: PipelineDeps): Pipeline {
   const { log, db, queues, settings } = opts;
-  const { scheduler, store } = opts.runtime;
-  const delivery = store.delivery;
+  const { scheduler, repos } = opts.runtime;
   const handlers = jobHandlers(opts);
   for (const name of JOB_NAMES) {
     const { process, concurrency, backoff } = handlers[name] as JobHandler<JobName>;
@@ -107,8 +101,10 @@ export function startPipeline(opts: PipelineDeps): Pipeline {
   const sweeper = startSweeper({
     db,
     log,
-    delivery,
-    partitions: new PartitionsRepository(),
+    notifications: repos.notifications,
+    batches: repos.batches,
+    frequencyCaps: repos.frequencyCaps,
+    partitions: repos.partitions,
     retention: settings.retention,
     clock: opts.clock,
     queues,
@@ -116,10 +112,17 @@ export function startPipeline(opts: PipelineDeps): Pipeline {
     afterSeconds: settings.sweepAfterSeconds,
     heldSeconds: settings.heldSeconds,
     // one worker of the deployment scans for stalled notifications for all
-    lease: { leases: new LeasesRepository(), holder: `${hostname()}:${process.pid}:${randomUUID()}` },
+    lease: { leases: repos.leases, holder: `${hostname()}:${process.pid}:${randomUUID()}` },
     metrics: opts.metrics,
   });
-  const duePoller = startDuePoller({ db, log, delivery, scheduler, clock: opts.clock, intervalMs: settings.schedulePollMs });
+  const duePoller = startDuePoller({
+    db,
+    log,
+    notifications: repos.notifications,
+    scheduler,
+    clock: opts.clock,
+    intervalMs: settings.schedulePollMs,
+  });
   const depthTimer = setInterval(async () => {
     for (const name of JOB_NAMES) {
       const counts = await queues.depth(name).catch(() => null);
@@ -146,17 +149,12 @@ function jobHandlers({ log, db, queues, clock, metrics, runtime, settings }: Pip
     db,
     log,
     queues,
-    notifications: new NotificationsRepository(),
-    audiences: new AudiencesRepository(),
-    devices: new DevicesRepository(),
-    delivery: store.delivery,
-    apps: new AppsRepository(),
+    ...runtime.repos,
     clock,
     pageSize: settings.pageSize,
     batchSize: settings.batchSize,
     rangeDevices: settings.rangeDevices,
     direct,
-    abTests: new AbTestsRepository(),
   };
   return {
     fanout: { process: fanoutProcessor(fanoutDeps), concurrency: 2 },

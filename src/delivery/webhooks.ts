@@ -38,15 +38,7 @@ export class WebhookPoster {
     const { keyring } = this.deps;
     const secrets = [keyring.open(endpoint.secret, 'webhook_endpoints.secret')];
     if (endpoint.previous_secret) secrets.push(keyring.open(endpoint.previous_secret, 'webhook_endpoints.previous_secret'));
-    const id = `msg_${randomUUID()}`;
-    const timestamp = Math.floor(Date.now() / 1000);
-    const body = JSON.stringify(events);
-    const headers = {
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': signatureHeader(secrets, id, timestamp, body),
-    };
-    const answer = await this.deps.transport.post(endpoint.url, headers, body);
+    const answer = await this.signed(endpoint.url, secrets, `msg_${randomUUID()}`, JSON.stringify(events));
     await this.deps.webhooks.recordAttempts(this.deps.db, [
       {
         endpoint_id: endpoint.id,
@@ -58,6 +50,17 @@ export class WebhookPoster {
       },
     ]);
     return answer;
+  }
+
+  /** Signs `body` under `secrets` as the Standard Webhooks request `id` and posts it (a journey's webhook step too). */
+  async signed(url: string, secrets: readonly string[], id: string, body: string): Promise<WebhookAnswer> {
+    const timestamp = Math.floor(Date.now() / 1000);
+    const headers = {
+      'webhook-id': id,
+      'webhook-timestamp': String(timestamp),
+      'webhook-signature': signatureHeader(secrets, id, timestamp, body),
+    };
+    return this.deps.transport.post(url, headers, body);
   }
 }
 

@@ -141,7 +141,7 @@ export function abBounds(test: AbTest): AbBounds {
 
 /**
  * A device's place on the hash line: the first 32 bits of md5("<notification id><device id>"), which SQL computes
- * alike (`DeliveryRepository`'s statistics), so a device's bucket is the same wherever it is read.
+ * alike (`AbTestsRepository`'s statistics), so a device's bucket is the same wherever it is read.
  */
 export function abPoint(notificationId: string, deviceId: string): number {
   return parseInt(

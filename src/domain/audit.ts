@@ -40,6 +40,10 @@ export interface AuditDetails {
   /** by pushd: the receiver answered 410, or failed for days */
   'webhook.disabled': { endpoint_id: string; url: string; reason: string };
   'webhook.replayed': { endpoint_id: string; since: string; until: string; events: number };
+  'template.created': { template_id: string; name: string };
+  /** version: the newest after the change (the same when only the name changed) */
+  'template.updated': { template_id: string; version: number; changed: string[] };
+  'template.deleted': { template_id: string; name: string };
 }
 
 export type AuditAction = keyof AuditDetails;
@@ -75,6 +79,9 @@ export const AUDIT_ACTIONS: Record<AuditAction, string> = {
   'webhook.secret_rotated': "a webhook endpoint's signing secret was replaced (the old one signs for 24 hours more)",
   'webhook.disabled': 'pushd disabled a webhook endpoint (its receiver answered 410, or failed for days)',
   'webhook.replayed': "a window of a webhook endpoint's events was sent again",
+  'template.created': 'a stored template was created',
+  'template.updated': 'a stored template was changed (a new version when its content changed)',
+  'template.deleted': 'a stored template was deleted with its versions',
 };
 
 export const AUDIT_ACTION_NAMES = Object.keys(AUDIT_ACTIONS) as [AuditAction, ...AuditAction[]];

@@ -35,6 +35,16 @@ function matches(stored: Buffer | null, sent: unknown): boolean {
   return timingSafeEqual(stored, credentialHash(sent));
 }
 
+/**
+ * Whether a request proves itself with the device's credential: false when it sent none; a credential sent that is
+ * not the device's is refused, naming `field`.
+ */
+export function credentialProven(stored: Buffer | null, sent: unknown, field: string): boolean {
+  if (sent === undefined || sent === null) return false;
+  if (matches(stored, sent)) return true;
+  throw new IdentityNotProvenError(`${field}: does not match the device's credential`);
+}
+
 const HEX = /^[0-9a-fA-F]+$/;
 
 /**
@@ -110,10 +120,7 @@ export function refuseUnprovenDeviceChange(
   proofs: DeviceProofs,
   identity: IdentitySecret | null,
 ): boolean {
-  if (proofs.credential !== undefined && proofs.credential !== null) {
-    if (matches(device.credential_hash, proofs.credential)) return true;
-    throw new IdentityNotProvenError(`device.${CREDENTIAL_FIELD}: does not match the device's credential`);
-  }
+  if (credentialProven(device.credential_hash, proofs.credential, `device.${CREDENTIAL_FIELD}`)) return true;
   const changes = deliveryChanges(device, fields);
   if (changes.length === 0) return false;
   const bound = IDENTITY_FIELDS.some((f) => device[f] !== null);

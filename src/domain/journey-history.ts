@@ -20,6 +20,10 @@ export const HISTORY_KINDS = [
   'sent',
   /** an update step changed its devices' attributes and tags (`c`: the devices changed) */
   'updated',
+  /** a webhook step's request came to the status `st` (none: no answer, `err`) at attempt `a`: on to `to`, or tried again at `u` */
+  'webhook',
+  /** a digest step's window ended with `x` events `e` of the entrant's; on to `to` */
+  'digest',
   /** left converted by the exit event `e` */
   'converted',
   /** left when the journey was archived */
@@ -43,6 +47,13 @@ export interface HistoryEntry {
   m?: string;
   c?: number;
   err?: string;
+  /** a webhook's answer status and attempt, and the entrant's seq when it arrived at the step (its request id) */
+  st?: number;
+  a?: number;
+  q?: number;
+  /** a digest's count, and (on its waiting entry) the entrant's count of the event when the window began */
+  x?: number;
+  b?: number;
 }
 
 /** An entry made at `now` for the step `step`. */
@@ -66,6 +77,9 @@ export function historyView(h: HistoryEntry) {
     ...(h.m !== undefined && { message_id: h.m }),
     ...(h.c !== undefined && { devices_changed: h.c }),
     ...(h.err !== undefined && { error: h.err }),
+    ...(h.st !== undefined && { status: h.st }),
+    ...(h.a !== undefined && { attempt: h.a }),
+    ...(h.x !== undefined && { count: h.x }),
   };
 }
 export type HistoryView = ReturnType<typeof historyView>;

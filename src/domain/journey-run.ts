@@ -1,5 +1,14 @@
 import { createHash } from 'node:crypto';
-import { END, exitsOf, parseJourneyDuration, type DelayStep, type JourneyDefinition, type JourneyStep, type SplitStep } from './journey.js';
+import {
+  BEST_TIME_WITHIN,
+  END,
+  exitsOf,
+  parseJourneyDuration,
+  type DelayStep,
+  type JourneyDefinition,
+  type JourneyStep,
+  type SplitStep,
+} from './journey.js';
 import { instantOf, isTimeZone, wallTimeAt } from './schedule.js';
 import { historyEntry, type HistoryEntry } from './journey-history.js';
 
@@ -36,10 +45,36 @@ export function nextLocalTime(hhmm: string, zone: string, now: Date): Date {
   throw new RangeError(`no ${hhmm} in ${zone} within two days of ${now.toISOString()}`);
 }
 
-/** When a delay that starts at `now` ends for a device in `zone`. */
-export function delayEnd(step: DelayStep, now: Date, zone: string): Date {
+/**
+ * When a delay that starts at `now` ends for a device in `zone`; a delay until the best time reads the device's
+ * activity by local hour (`activity`: 24 counts, absent when it has none).
+ */
+export function delayEnd(step: DelayStep, now: Date, zone: string, activity?: readonly number[]): Date {
   if (step.duration !== undefined) return new Date(now.getTime() + parseJourneyDuration(step.duration)!);
+  if (step.until !== undefined) return bestTime(now, zone, parseJourneyDuration(step.within ?? BEST_TIME_WITHIN)!, activity);
   return nextLocalTime(step.until_local_time!, zone, now);
+}
+
+/** The local hour a device with no activity is sent to at its best time. */
+export const DEFAULT_BEST_HOUR = 10;
+
+/**
+ * A device's best time within `withinMs` of `now`: the start of the local hour in which it was most often active
+ * (sessions, opens), the earliest of equals; with no activity, DEFAULT_BEST_HOUR. When no hour it was active in
+ * (or the default) falls in the window, the first hour that starts in it; when none starts in it, the window's end.
+ */
+export function bestTime(now: Date, zone: string, withinMs: number, activity?: readonly number[]): Date {
+  const end = now.getTime() + withinMs;
+  const active = activity?.some((n) => n > 0) ?? false;
+  const score = (hour: number) => (active ? activity![hour]! : hour === DEFAULT_BEST_HOUR ? 1 : 0);
+  let best: { at: Date; score: number } | null = null;
+  for (let hour = 0; hour < 24; hour++) {
+    const at = nextLocalTime(`${String(hour).padStart(2, '0')}:00`, zone, now);
+    if (at.getTime() > end) continue;
+    const candidate = { at, score: score(hour) };
+    if (!best || candidate.score > best.score || (candidate.score === best.score && at < best.at)) best = candidate;
+  }
+  return best?.at ?? new Date(end);
 }
 
 /**
@@ -122,4 +157,36 @@ export function splitPath(step: SplitStep, entrantId: string): SplitStep['paths'
     if (bucket < upTo) return path;
   }
   return step.paths.at(-1)!;
+}
+
+/** A webhook step's attempt for an entrant: its number, and the entrant's seq when it arrived (its requests' id). */
+export function webhookAttempt(history: readonly HistoryEntry[], stepId: string, seq: number): { attempt: number; arrivalSeq: number } {
+  const last = history.at(-1);
+  // an attempt that is to be made again ends the history (the entrant waits at the step for it)
+  if (last && last.s === stepId && last.k === 'webhook' && last.to === undefined && last.a !== undefined)
+    return { attempt: last.a + 1, arrivalSeq: last.q ?? seq };
+  return { attempt: 1, arrivalSeq: seq };
+}
+
+/** Whether a webhook answer (null: none came) is worth another attempt: no answer, a timeout, too many requests, a 5xx. */
+export function webhookRetryable(status: number | null): boolean {
+  return status === null || status === 408 || status === 429 || status >= 500;
+}
+
+/** The count of the digest's event the entrant had when its window began (its waiting entry at the step). */
+export function digestBaseline(history: readonly HistoryEntry[], stepId: string): number {
+  for (let i = history.length - 1; i >= 0; i--) {
+    const h = history[i]!;
+    if (h.s === stepId && h.k === 'waiting') return h.b ?? 0;
+  }
+  return 0;
+}
+
+/** The latest digest of the entrant's history: its event and count, as templates read them (`data.digest`). */
+export function lastDigest(history: readonly HistoryEntry[]): { event: string; count: number } | null {
+  for (let i = history.length - 1; i >= 0; i--) {
+    const h = history[i]!;
+    if (h.k === 'digest') return { event: h.e ?? '', count: h.x ?? 0 };
+  }
+  return null;
 }

@@ -5,6 +5,7 @@ import { messageRequestSchema } from './message-request.js';
 import { BOTH_EXPIRIES_ERROR } from './delivery-options.js';
 import { LIMITS, parseCustomAttributes } from './device-input.js';
 import type { TemplateEvent } from './template-data.js';
+import { webhookUrl } from './webhooks.js';
 
 /**
  * A journey's definition as `POST /v6/journeys` takes it: what enters it (an event, or the API), who may enter
@@ -13,7 +14,7 @@ import type { TemplateEvent } from './template-data.js';
 
 export const JOURNEY_STATES = ['active', 'paused', 'archived'] as const;
 export type JourneyState = (typeof JOURNEY_STATES)[number];
-export const STEP_TYPES = ['delay', 'wait_for', 'branch', 'send', 'message', 'update', 'split'] as const;
+export const STEP_TYPES = ['delay', 'wait_for', 'branch', 'send', 'message', 'update', 'split', 'webhook', 'digest'] as const;
 export type StepType = (typeof STEP_TYPES)[number];
 /** A step's `next` (or then/else/on_event/on_timeout) that leaves the journey. */
 export const END = 'end';
@@ -138,11 +139,19 @@ const splitPaths = z
 const base = { id: stepId, next: nextRef.optional() };
 const STEP_SCHEMAS = {
   delay: z
-    .strictObject({ ...base, type: z.literal('delay'), duration: duration.optional(), until_local_time: wallTime.optional() })
-    .refine((s) => (s.duration === undefined) !== (s.until_local_time === undefined), {
-      message: 'takes one of duration and until_local_time',
+    .strictObject({
+      ...base,
+      type: z.literal('delay'),
+      duration: duration.optional(),
+      until_local_time: wallTime.optional(),
+      until: z.literal('best_time', { error: 'must be "best_time"' }).optional(),
+      within: duration.optional(),
+    })
+    .refine((s) => [s.duration, s.until_local_time, s.until].filter((v) => v !== undefined).length === 1, {
+      message: 'takes one of duration, until_local_time and until',
       path: ['duration'],
-    }),
+    })
+    .refine((s) => s.within === undefined || s.until !== undefined, { message: 'goes with until: "best_time"', path: ['within'] }),
   wait_for: z.strictObject({
     ...base,
     type: z.literal('wait_for'),
@@ -155,6 +164,13 @@ const STEP_SCHEMAS = {
     ...base,
     type: z.literal('branch'),
     filters: filterListSchema,
+    // the count of the entrant's last digest (none: 0), AND'ed with the filters
+    digest_count: z
+      .strictObject(
+        { at_least: z.number({ error: 'must be a whole number' }).int('must be a whole number').min(0, 'must be 0 or more') },
+        { error: 'must be {"at_least": N}' },
+      )
+      .optional(),
     then: nextRef.optional(),
     else: nextRef.optional(),
   }),
@@ -173,6 +189,20 @@ const STEP_SCHEMAS = {
       path: ['custom'],
     }),
   split: z.strictObject({ ...base, type: z.literal('split'), paths: splitPaths }),
+  webhook: z.strictObject({
+    ...base,
+    type: z.literal('webhook'),
+    url: webhookUrl,
+    max_attempts: z
+      .number({ error: 'must be a whole number from 1 to 10' })
+      .int('must be a whole number from 1 to 10')
+      .min(1, 'must be a whole number from 1 to 10')
+      .max(10, 'must be a whole number from 1 to 10')
+      .optional(),
+    on_success: nextRef.optional(),
+    on_failure: nextRef.optional(),
+  }),
+  digest: z.strictObject({ ...base, type: z.literal('digest'), event: eventName, window: duration }),
 };
 
 export type DelayStep = z.output<(typeof STEP_SCHEMAS)['delay']>;
@@ -182,7 +212,13 @@ export type SendStep = z.output<(typeof STEP_SCHEMAS)['send']>;
 export type MessageStep = z.output<(typeof STEP_SCHEMAS)['message']>;
 export type UpdateStep = z.output<(typeof STEP_SCHEMAS)['update']>;
 export type SplitStep = z.output<(typeof STEP_SCHEMAS)['split']>;
-export type JourneyStep = DelayStep | WaitForStep | BranchStep | SendStep | MessageStep | UpdateStep | SplitStep;
+export type WebhookStep = z.output<(typeof STEP_SCHEMAS)['webhook']>;
+export type DigestStep = z.output<(typeof STEP_SCHEMAS)['digest']>;
+export type JourneyStep = DelayStep | WaitForStep | BranchStep | SendStep | MessageStep | UpdateStep | SplitStep | WebhookStep | DigestStep;
+/** Attempts a webhook step makes when its step names none. */
+export const WEBHOOK_STEP_ATTEMPTS = 3;
+/** How far ahead a delay until "best_time" looks when its step names no `within`. */
+export const BEST_TIME_WITHIN = '24h';
 
 /** Picks a step's schema by its type and reports that schema's own errors (an unknown type names `type`). */
 const stepSchema = z.unknown().transform((value, ctx): JourneyStep => {
@@ -254,6 +290,11 @@ export function exitsOf(steps: readonly JourneyStep[], index: number): { field: 
       ];
     case 'split':
       return step.paths.map((p, i) => ({ field: `paths.${p.name}`, to: p.next ?? next, at: ['paths', i, 'next'] }));
+    case 'webhook':
+      return [
+        { field: 'on_success', to: step.on_success ?? next, at: ['on_success'] },
+        { field: 'on_failure', to: step.on_failure ?? next, at: ['on_failure'] },
+      ];
     default:
       return [{ field: 'next', to: next, at: ['next'] }];
   }
@@ -273,8 +314,8 @@ function checkGraph(steps: readonly JourneyStep[], ctx: z.RefinementCtx): void {
     for (const { to, at } of exitsOf(steps, i))
       if (to !== END && !index.has(to))
         ctx.addIssue({ code: 'custom', path: ['steps', i, ...at], message: `names no step ("${to}"; a step id or "end")` });
-  // a cycle among the steps that move on at once (not a delay or a wait_for): depth first, by colour
-  const instant = (i: number) => steps[i]!.type !== 'delay' && steps[i]!.type !== 'wait_for';
+  // a cycle among the steps that move on at once (not a delay, a wait_for or a digest): depth first, by colour
+  const instant = (i: number) => !['delay', 'wait_for', 'digest'].includes(steps[i]!.type);
   const colour = new Map<number, 'open' | 'done'>();
   const visit = (i: number): { step: number; at: (string | number)[] } | null => {
     colour.set(i, 'open');
@@ -343,7 +384,9 @@ const LOCAL_TIME_ROUND_MS = 23 * 3_600_000;
 export function quickSendingCycle(steps: readonly JourneyStep[], minMs: number): { at: number; ms: number } | null {
   const index = new Map(steps.map((s, i) => [s.id, i]));
   const spent = (s: JourneyStep, field: string): number => {
-    if (s.type === 'delay') return s.duration !== undefined ? parseJourneyDuration(s.duration)! : LOCAL_TIME_ROUND_MS;
+    // a delay until the best time may end within the hour
+    if (s.type === 'delay') return s.duration !== undefined ? parseJourneyDuration(s.duration)! : s.until ? 0 : LOCAL_TIME_ROUND_MS;
+    if (s.type === 'digest') return parseJourneyDuration(s.window)!;
     if (s.type === 'wait_for') return field === 'on_timeout' ? parseJourneyDuration(s.timeout)! : Infinity;
     return 0;
   };

@@ -4,6 +4,7 @@ import { parseIsoInstant } from './date-math.js';
 import { ValidationError } from './errors.js';
 import { toSchema } from './notification-request.js';
 import { templatedTexts, templateProblems } from './templates.js';
+import { CREDENTIAL_FIELD } from './device-input.js';
 
 /**
  * iOS Live Activities (ActivityKit push notifications): the tokens a device registers, the request that starts,
@@ -57,6 +58,8 @@ export const activityId = z
 export const identityProofs = {
   user_id_auth_hash: z.string().max(128).optional(),
   user_email_auth_hash: z.string().max(128).optional(),
+  // the device's credential (docs/identity.md), proof in place of its user's hash
+  [CREDENTIAL_FIELD]: z.string().max(256).optional(),
 };
 export const activityTokenBody = z.strictObject(
   { activity_type: activityType, token: liveActivityToken, ...identityProofs },

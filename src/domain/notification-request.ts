@@ -7,6 +7,8 @@ import { checkLocalized, localizedSchema } from './localized.js';
 import { scheduleFields } from './schedule.js';
 import { quietHoursField } from './quiet-hours.js';
 import { abTestFields, checkAbTest } from './ab-test.js';
+import { checkTemplateRef, templateRefFields } from './stored-templates.js';
+import type { Payload } from './payload.js';
 
 /** A notification's life: waiting for its send time, going out, then one of the three ends. */
 export const NOTIFICATION_STATES = ['scheduled', 'sending', 'sent', 'failed', 'canceled'] as const;
@@ -73,22 +75,25 @@ export const notificationRequestSchema = z.strictObject(
           ...deliveryOptionFields,
           ...capField,
           ...templateDataFields,
+          ...templateRefFields,
         },
         // Only the wrong-type case gets this message; an unknown key keeps its own ("Unrecognized key: ...").
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with to and payload' : undefined) },
       )
       .superRefine((n, ctx) => {
-        checkAbTest(n, ctx);
+        if (!checkTemplateRef(n, ctx)) checkAbTest(n, ctx);
         if (n.payload) checkLocalized(n.payload, n.localized, ctx);
       })
       // an A/B test's payload is its first variant's: what is measured, previewed and stored as the payload
-      .transform(({ payload, ...n }) => ({ ...n, payload: payload ?? n.variants![0]!.payload })),
+      .transform(({ payload, ...n }) => ({ ...n, payload: payload ?? n.variants?.[0]?.payload })),
   },
   { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"notification": {"to", "payload"}}' : undefined) },
 );
 
 /** A request as the schema has parsed it: the type follows the schema, never written beside it. */
-export type NotificationRequest = z.output<typeof notificationRequestSchema>;
+export type NotificationInput = z.output<typeof notificationRequestSchema>;
+/** A request with its payload: its own, its first variant's, or the stored template's it names. */
+export type NotificationRequest = { notification: Omit<NotificationInput['notification'], 'payload'> & { payload: Payload } };
 /** When and how fast a notification goes out, as submitted. */
 export type ScheduleInput = Pick<NotificationRequest['notification'], 'send_at' | 'local_time' | 'throttle' | 'quiet_hours'>;
 

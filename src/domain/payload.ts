@@ -24,7 +24,11 @@ const flag = () => z.boolean({ error: 'must be a boolean' }).optional();
 const link = () =>
   str()
     .max(2048, 'must be at most 2048 characters')
-    .refine((v) => /^(https?:\/\/[^\s]+|\/[^\s]*)$/.test(v), 'must be an http(s) URL or a path beginning with /')
+    // a template's tags may hold spaces: the address is checked with each tag standing for what it renders
+    .refine(
+      (v) => /^(https?:\/\/[^\s]+|\/[^\s]*)$/.test(v.replace(/\{\{.*?\}\}|\{%.*?%\}/gs, 'x')),
+      'must be an http(s) URL or a path beginning with /',
+    )
     .optional();
 
 /** The browser-only fields of a push (the `web` object): what showNotification takes, and the page a click opens. */

@@ -18,10 +18,10 @@ export const SECRET_COLUMNS = [
   'identity_secret',
 ] as const;
 /**
- * The columns of other tables that hold secrets, named with their table (a webhook endpoint's signing secrets);
+ * The columns of other tables that hold secrets, named with their table (a webhook endpoint's and a journey's signing secrets);
  * sealed and opened as the apps columns, resealed by a rotation with them.
  */
-export const OTHER_SECRET_COLUMNS = ['webhook_endpoints.secret', 'webhook_endpoints.previous_secret'] as const;
+export const OTHER_SECRET_COLUMNS = ['webhook_endpoints.secret', 'webhook_endpoints.previous_secret', 'journeys.webhook_secret'] as const;
 export type SecretColumn = (typeof SECRET_COLUMNS)[number];
 /** Any column a sealed value belongs to: its name is the additional data that binds the value to it. */
 export type SealedColumn = SecretColumn | (typeof OTHER_SECRET_COLUMNS)[number];

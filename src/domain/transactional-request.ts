@@ -4,6 +4,8 @@ import { capField, deliveryOptionFields } from './delivery-options.js';
 import { payloadSchema } from './payload.js';
 import { templateDataFields } from './template-data.js';
 import { checkLocalized, localizedSchema } from './localized.js';
+import { checkTemplateRef, templateRefFields } from './stored-templates.js';
+import type { Payload } from './payload.js';
 
 /** `POST /v6/transactional/notifications`: one device, or one user's devices narrowed by extra filters. */
 export const transactionalRequestSchema = z.strictObject(
@@ -20,10 +22,21 @@ export const transactionalRequestSchema = z.strictObject(
       .regex(/^[A-Za-z0-9-]{3,64}$/, 'must be 3 to 64 letters, digits or "-"'),
     notification: z
       .strictObject(
-        { payload: payloadSchema, localized: localizedSchema.optional(), ...deliveryOptionFields, ...capField, ...templateDataFields },
+        {
+          payload: payloadSchema.optional(),
+          localized: localizedSchema.optional(),
+          ...deliveryOptionFields,
+          ...capField,
+          ...templateDataFields,
+          ...templateRefFields,
+        },
         { error: (issue) => (issue.code === 'invalid_type' ? 'must be an object with payload' : undefined) },
       )
-      .superRefine((n, ctx) => checkLocalized(n.payload, n.localized, ctx)),
+      .superRefine((n, ctx) => {
+        if (checkTemplateRef(n, ctx)) return;
+        if (n.payload) checkLocalized(n.payload, n.localized, ctx);
+        else ctx.addIssue({ code: 'custom', path: ['payload'], message: 'must be an object (or name a template_id)' });
+      }),
     extra_filters: filterListSchema.optional(),
   },
   {
@@ -32,7 +45,11 @@ export const transactionalRequestSchema = z.strictObject(
   },
 );
 
-export type TransactionalRequest = z.output<typeof transactionalRequestSchema>;
+export type TransactionalInput = z.output<typeof transactionalRequestSchema>;
+/** A send with its payload: its own or the stored template's it names. */
+export type TransactionalRequest = Omit<TransactionalInput, 'notification'> & {
+  notification: Omit<TransactionalInput['notification'], 'payload'> & { payload: Payload };
+};
 
 /** The devices a transactional send goes to, as filters: the one named, and the extra filters too. */
 export function transactionalFilters(request: TransactionalRequest): Filter[] {

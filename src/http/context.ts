@@ -16,6 +16,7 @@ import type { LiveActivityService } from '../services/live-activities.js';
 import type { JourneyService } from '../services/journeys.js';
 import type { JourneyEngine } from '../services/journey-engine.js';
 import type { WebhookService } from '../services/webhooks.js';
+import type { TemplateService } from '../services/templates.js';
 
 /** What the HTTP layer needs, built once at start-up (src/app/context.ts): settings, logging and the services. */
 export interface HttpContext {
@@ -40,6 +41,7 @@ export interface HttpContext {
     /** runs journeys' due steps (the workers' poller calls it) */
     journeyEngine: JourneyEngine;
     webhooks: WebhookService;
+    templates: TemplateService;
   };
   /** Whether each store the service depends on answers now (GET /ready). */
   readiness(): Promise<Record<'database' | 'queue', 'ok' | 'unreachable'>>;

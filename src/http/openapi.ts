@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifySchema, RouteOptions } from 'fastify';
+import type { FastifyInstance, FastifySchema, onSendHookHandler, RouteOptions } from 'fastify';
 import type { ZodType } from 'zod';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -19,6 +19,7 @@ const keyScheme = (who: string) => ({
 export async function registerApiDocument(app: FastifyInstance, opts: { referencePage: boolean }): Promise<void> {
   // before swagger collects the routes: a route's keys come from its requirePermission hook, not a second declaration
   app.addHook('onRoute', (route) => {
+    if (route.url === '/docs' || route.url === '/docs/') route.onSend = [route.onSend ?? [], preloadDocument].flat();
     if (route.schema?.hide) return;
     const keys = new Set(permissionsOf(route).flatMap((p) => SECURITY[p]));
     route.schema = withExamples({ ...route.schema, security: [...keys].map((key) => ({ [key]: [] })) }, route);
@@ -43,6 +44,11 @@ export async function registerApiDocument(app: FastifyInstance, opts: { referenc
     transform: jsonSchemaTransform,
   });
   app.get('/documentation/json', { schema: { hide: true } }, async () => app.swagger());
+  // the document is built once and kept: built when the server starts listening, not while /docs waits for it
+  app.addHook('onListen', (done) => {
+    setImmediate(() => app.swagger());
+    done();
+  });
   if (!opts.referencePage) return;
   // swagger-ui-dist's files come from the package: the page loads nothing from elsewhere, so it works offline
   await app.register(swaggerUi, {
@@ -54,6 +60,12 @@ export async function registerApiDocument(app: FastifyInstance, opts: { referenc
     transformSpecificationClone: true,
   });
 }
+
+/** The reference page fetches the document only once its scripts have run: a preload starts the download with them. */
+const preloadDocument: onSendHookHandler = async (_request, reply, payload) => {
+  reply.header('link', '</docs/json>; rel=preload; as=fetch; crossorigin');
+  return payload;
+};
 
 /** The route's schemas with the examples of src/http/api-examples.ts attached (zod metadata, which the document carries). */
 function withExamples(schema: FastifySchema, route: RouteOptions): FastifySchema {
@@ -67,7 +79,12 @@ function withExamples(schema: FastifySchema, route: RouteOptions): FastifySchema
   return { ...schema, response, ...(own?.body && schema.body ? { body: example(schema.body, own.body) } : {}) };
 }
 
-const example = (schema: unknown, examples: unknown[]) => (schema as ZodType).meta({ examples });
+/**
+ * As the media type's named examples (`x-examples`, which @fastify/swagger moves there): zod drops a plain `examples`
+ * from a schema that transforms its input, which would leave such bodies with none.
+ */
+const example = (schema: unknown, examples: unknown[]) =>
+  (schema as ZodType).meta({ 'x-examples': Object.fromEntries(examples.map((value, i) => [`example${i + 1}`, { value }])) });
 
 function permissionsOf(route: RouteOptions): readonly Permission[] {
   const hooks = [route.onRequest ?? []].flat() as (object & { permissions?: readonly Permission[] })[];

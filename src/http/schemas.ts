@@ -301,6 +301,8 @@ export const journeyRecord = z.object({
   steps: z.array(z.record(z.string(), z.unknown())),
   created_at: timestamp,
   updated_at: timestamp,
+  /** its webhook steps' signing secret: answered once, by the create or update that first has a webhook step */
+  webhook_secret: z.string().optional(),
   counts: z.object({
     /** entrants the trigger entered, skipped (paused, or a re-entry refused), filtered out, and converted (exit_on) */
     trigger: z.object({ entered: stepCount, skipped: stepCount, filtered: stepCount, converted: stepCount }),
@@ -346,6 +348,11 @@ const historyRecord = z.object({
   notification_id: z.string().optional(),
   message_id: z.string().optional(),
   error: z.string().optional(),
+  /** a webhook step's answer status (none: no answer) and attempt */
+  status: z.number().int().optional(),
+  attempt: z.number().int().optional(),
+  /** a digest step's count of events */
+  count: z.number().int().optional(),
   deliveries: z.array(deliveryOutcomeRecord).optional(),
 });
 
@@ -377,6 +384,27 @@ export const webhookRecord = z.object({
   updated_at: z.string(),
   /** the signing secret, answered once: by the create and by a rotation */
   secret: z.string().optional(),
+});
+
+/** A stored template with the content of one version (its newest unless one was asked for). */
+export const templateRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  /** the newest version: what a send naming the template without a version takes */
+  version: z.number().int(),
+  /** the version whose content this is */
+  content_version: z.number().int(),
+  payload: z.record(z.string(), z.unknown()),
+  localized: z.record(z.string(), z.record(z.string(), z.unknown())).nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+
+export const templateVersionRecord = z.object({
+  version: z.number().int(),
+  payload: z.record(z.string(), z.unknown()),
+  localized: z.record(z.string(), z.record(z.string(), z.unknown())).nullable(),
+  created_at: z.string(),
 });
 
 export const webhookAttemptRecord = z.object({

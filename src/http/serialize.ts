@@ -2,7 +2,17 @@ import type { DeviceAttributeRow } from '../db/repositories/devices.js';
 import type { DeviceEventRow } from '../db/repositories/events.js';
 import type { StreamRow } from '../db/repositories/messages.js';
 import type { CutNotification } from '../db/repositories/notifications.js';
-import type { Audience, AuditLogRow, Device, LiveActivityChannel, Notification, WebhookAttempt, WebhookEndpoint } from '../db/schema.js';
+import type {
+  Audience,
+  AuditLogRow,
+  Device,
+  LiveActivityChannel,
+  Notification,
+  TemplateVersionRow,
+  WebhookAttempt,
+  WebhookEndpoint,
+} from '../db/schema.js';
+import type { TemplateWithContent } from '../db/repositories/templates.js';
 import { auditRecord } from '../domain/audit.js';
 import type { DeviceLiveActivities } from '../db/repositories/live-activities.js';
 import { estimatedFinish } from '../domain/campaign.js';
@@ -430,7 +440,7 @@ export const auditEntryView = (r: AuditLogRow) => auditRecord(r);
  * A journey with its counters: the trigger's, each step's of the current version (a split's per path), then each
  * step's of earlier versions the current one no longer has (with the last version that had it).
  */
-export function journeyResponse({ journey: j, counts, retired }: JourneyRecord) {
+export function journeyResponse({ journey: j, counts, retired, webhookSecret }: JourneyRecord) {
   const of = (step: string): StepCounts =>
     counts.get(step) ?? { entered: 0, waiting: 0, passed: 0, sent: 0, failed: 0, converted: 0, exited: 0, skipped: 0, filtered: 0 };
   const trigger = of('');
@@ -447,6 +457,7 @@ export function journeyResponse({ journey: j, counts, retired }: JourneyRecord) 
     steps: d.steps as unknown as Record<string, unknown>[],
     created_at: iso(j.created_at)!,
     updated_at: iso(j.updated_at)!,
+    ...(webhookSecret !== undefined && { webhook_secret: webhookSecret }),
     counts: {
       trigger: { entered: trigger.entered, skipped: trigger.skipped, filtered: trigger.filtered, converted: trigger.converted },
       steps: [...d.steps, ...retired].map((s) => {
@@ -511,4 +522,21 @@ export function webhookResponse(e: WebhookEndpoint & { plain_secret?: string }) 
 
 export function webhookAttemptResponse(a: WebhookAttempt) {
   return { at: iso(a.at)!, events: a.events, status: a.status, latency_ms: a.latency_ms, error: a.error, snippet: a.snippet };
+}
+
+export function templateResponse(t: TemplateWithContent) {
+  return {
+    id: t.id,
+    name: t.name,
+    version: t.version,
+    content_version: t.content_version,
+    payload: t.payload,
+    localized: t.localized,
+    created_at: iso(t.created_at)!,
+    updated_at: iso(t.updated_at)!,
+  };
+}
+
+export function templateVersionResponse(v: TemplateVersionRow) {
+  return { version: v.version, payload: v.payload, localized: v.localized, created_at: iso(v.created_at)! };
 }

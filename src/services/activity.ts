@@ -17,6 +17,7 @@ import { ErasedError, NotFoundError, ValidationError } from '../domain/errors.js
 import type { AbTestsRepository, AbFigures, BucketAppOpens } from '../db/repositories/ab-tests.js';
 import { abBounds, abTestOf, type AbTest } from '../domain/ab-test.js';
 import type { ServiceDeps } from './deps.js';
+import type { Clock } from '../platform/clock.js';
 
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
 
@@ -32,7 +33,7 @@ export interface NotificationEngagement {
   abTest: { test: AbTest; figures: AbFigures; appOpens: BucketAppOpens[]; windowHours: number } | null;
 }
 
-export type ActivityServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos'> & {
+export type ActivityServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & {
   /** the window after a push (or an A/B holdout's start) in which an event converts and a session counts */
   conversionWindowHours: number;
 };
@@ -48,9 +49,11 @@ export class ActivityService {
   private readonly notifications: NotificationsRepository;
   private readonly abTests: AbTestsRepository;
   private readonly conversionWindowHours: number;
+  private readonly clock: Clock;
 
   constructor(deps: ActivityServiceDeps) {
     this.db = deps.db;
+    this.clock = deps.clock;
     this.readDb = deps.readDb;
     this.activity = deps.repos.activity;
     this.conversions = deps.repos.conversions;
@@ -62,7 +65,7 @@ export class ActivityService {
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
   async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {
-    const startedAt = sessionStart(report, new Date());
+    const startedAt = sessionStart(report, this.clock.now());
     await this.onLiveDevice(appId, deviceId, (trx) =>
       this.activity.recordSession(trx, appId, deviceId, { id: report.id, startedAt, durationSeconds: report.duration ?? null }),
     );
@@ -75,7 +78,7 @@ export class ActivityService {
    * notification from devices of one's own; a write key (a backend relaying its app's reports) is believed.
    */
   async recordOpen(appId: string, deviceId: string, report: OpenReport, role: KeyRole): Promise<void> {
-    const openedAt = reportedAt(report.opened_at, new Date(), 'open.opened_at');
+    const openedAt = reportedAt(report.opened_at, this.clock.now(), 'open.opened_at');
     const kind = report.tapped ? 'direct' : 'indirect';
     await this.onLiveDevice(appId, deviceId, async (trx) => {
       const notification = await this.notifications.findForApp(trx, appId, report._nid);
@@ -89,12 +92,12 @@ export class ActivityService {
 
   /** One of the daily statistics over the query's window of UTC days. */
   daily(appId: string, metric: DailyMetric, query: WindowQuery): Promise<DayCount[]> {
-    const { from, to } = statsWindow(query, new Date());
+    const { from, to } = statsWindow(query, this.clock.now());
     return this.activity.daily(this.readDb, appId, metric, from, to);
   }
 
   totalInstalls(appId: string, query: WindowQuery): Promise<number> {
-    const { from, to } = totalWindow(query, new Date());
+    const { from, to } = totalWindow(query, this.clock.now());
     return this.activity.totalInstalls(this.readDb, appId, from, to);
   }
 

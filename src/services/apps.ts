@@ -298,7 +298,11 @@ export class AppService {
    * Gives one key a rate limit of its own (an sdk key: per client address), or with null returns it to its
    * role's default. `perSecond` 0 means no limit.
    */
-  async setKeyRateLimit(key: string, limit: { perSecond: number; burst: number } | null, actor: Actor = CLI_ACTOR): Promise<void> {
+  async setKeyRateLimit(
+    key: string | { id: string },
+    limit: { perSecond: number; burst: number } | null,
+    actor: Actor = CLI_ACTOR,
+  ): Promise<void> {
     if (limit) {
       if (!Number.isFinite(limit.perSecond) || limit.perSecond < 0) throw new ValidationError('per-second must be a number >= 0');
       if (!Number.isInteger(limit.burst) || limit.burst < 1 || limit.burst > 2 ** 31 - 1) {
@@ -306,7 +310,8 @@ export class AppService {
       }
     }
     const set = await this.db.transaction().execute(async (trx) => {
-      const found = await this.keys.setRateLimitByHash(trx, hashApiKey(key), limit);
+      if (typeof key !== 'string' && !isUuid(key.id)) return undefined;
+      const found = await this.keys.setRateLimit(trx, typeof key === 'string' ? { keyHash: hashApiKey(key) } : key, limit);
       const recorded = limit && { per_second: limit.perSecond, burst: limit.burst };
       if (found) await recordAudit(trx, actor, found.app_id, 'key.limit_set', { key_id: found.id, role: found.role, limit: recorded });
       return found;

@@ -7,8 +7,9 @@ import { NotFoundError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import type { DeviceDetails, DeviceService } from './devices.js';
 import type { ServiceDeps } from './deps.js';
+import type { Clock } from '../platform/clock.js';
 
-export type AudienceServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos'> & {
+export type AudienceServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & {
   /** the devices' details, for an audience's device pages */
   deviceService: DeviceService;
 };
@@ -24,8 +25,10 @@ export class AudienceService {
   private readonly audiences: AudiencesRepository;
   private readonly devices: DevicesRepository;
   private readonly deviceDetails: DeviceService;
+  private readonly clock: Clock;
 
   constructor(deps: AudienceServiceDeps) {
+    this.clock = deps.clock;
     this.db = deps.db;
     this.readDb = deps.readDb;
     this.audiences = deps.repos.audiences;
@@ -44,7 +47,7 @@ export class AudienceService {
   }
 
   /** How many devices the filters select now (null or an empty list: every device of the app). */
-  count(appId: string, filters: Filter[] | null, now = new Date()): Promise<number> {
+  count(appId: string, filters: Filter[] | null, now = this.clock.now()): Promise<number> {
     return this.devices.countAudience(this.readDb, appId, filters?.length ? filters : null, { now });
   }
 
@@ -66,7 +69,7 @@ export class AudienceService {
       if (!position || !isUuid(position[0]!)) throw new NotFoundError('cursor');
       afterId = position[0]!;
     }
-    const now = opts.now ?? new Date();
+    const now = opts.now ?? this.clock.now();
     const [rows, total] = await Promise.all([
       this.devices.listAudience(this.readDb, appId, audience.filters, { afterId, limit: opts.per, now }),
       this.devices.countAudience(this.readDb, appId, audience.filters, { now }),

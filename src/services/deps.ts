@@ -3,19 +3,25 @@ import { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { ActivityRepository } from '../db/repositories/activity.js';
 import { AppsRepository } from '../db/repositories/apps.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { BatchesRepository } from '../db/repositories/batches.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
-import { DeliveryRepository } from '../db/repositories/delivery.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
+import { FanoutRepository } from '../db/repositories/fanout.js';
+import { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import { JourneysRepository } from '../db/repositories/journeys.js';
 import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
+import { LeasesRepository } from '../db/repositories/leases.js';
 import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
+import { PartitionsRepository } from '../db/repositories/partitions.js';
 import { StatsRepository } from '../db/repositories/stats.js';
+import { TemplatesRepository } from '../db/repositories/templates.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
+import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import type { Clock } from '../platform/clock.js';
 import { IdempotencyKeys } from './idempotency.js';
 
@@ -26,17 +32,23 @@ export interface Repositories {
   apps: AppsRepository;
   audiences: AudiencesRepository;
   conversions: ConversionsRepository;
-  delivery: DeliveryRepository;
+  batches: BatchesRepository;
   devices: DevicesRepository;
   events: EventsRepository;
+  fanout: FanoutRepository;
+  frequencyCaps: FrequencyCapsRepository;
   journeys: JourneysRepository;
   journeyEntrants: JourneyEntrantsRepository;
   journeyDevices: JourneyDevicesRepository;
+  leases: LeasesRepository;
   liveActivities: LiveActivitiesRepository;
   messages: MessagesRepository;
   notifications: NotificationsRepository;
+  partitions: PartitionsRepository;
   stats: StatsRepository;
+  templates: TemplatesRepository;
   uninstalled: UninstalledRepository;
+  webhooks: WebhooksRepository;
 }
 
 export function createRepositories(): Repositories {
@@ -46,17 +58,23 @@ export function createRepositories(): Repositories {
     apps: new AppsRepository(),
     audiences: new AudiencesRepository(),
     conversions: new ConversionsRepository(),
-    delivery: new DeliveryRepository(),
+    batches: new BatchesRepository(),
     devices: new DevicesRepository(),
     events: new EventsRepository(),
+    fanout: new FanoutRepository(),
+    frequencyCaps: new FrequencyCapsRepository(),
     journeys: new JourneysRepository(),
     journeyEntrants: new JourneyEntrantsRepository(),
     journeyDevices: new JourneyDevicesRepository(),
+    leases: new LeasesRepository(),
     liveActivities: new LiveActivitiesRepository(),
     messages: new MessagesRepository(),
     notifications: new NotificationsRepository(),
+    partitions: new PartitionsRepository(),
     stats: new StatsRepository(),
+    templates: new TemplatesRepository(),
     uninstalled: new UninstalledRepository(),
+    webhooks: new WebhooksRepository(),
   };
 }
 

@@ -9,7 +9,7 @@ import type { Database } from '../db/schema.js';
 import { DomainError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import { END, type JourneyDefinition, type JourneyStep, type MessageStep, type SendStep, type UpdateStep } from '../domain/journey.js';
-import { arrival, delayEnd, splitPath, stepOf, waitingEntry, wayOn, zoneOf } from '../domain/journey-run.js';
+import { arrival, delayEnd, lastDigest, splitPath, stepOf, waitingEntry, wayOn, zoneOf } from '../domain/journey-run.js';
 import { historyEntry, type HistoryEntry } from '../domain/journey-history.js';
 import { admitAttributes, LIMITS, parseCustomAttributes } from '../domain/device-input.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
@@ -18,9 +18,12 @@ import { notificationRequestSchema } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
+import { callWebhooks, runDigest, withDigests, type JourneyWebhooks, type StepOutcome } from './journey-calls.js';
 import type { ServiceDeps } from './deps.js';
 import type { MessageService } from './messages.js';
 import type { CreatedNotification, NotificationService } from './notifications.js';
+import { resolveTemplate } from './templates.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 
 /** Groups of due entrants one poll looks at before it looks again. */
 const GROUPS_AT_ONCE = 50;
@@ -28,6 +31,8 @@ const GROUPS_AT_ONCE = 50;
 const BATCHES_A_GROUP = 20;
 /** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
 const BATCHES_AT_ONCE = 2;
+/** How far back a delay until the best time reads a device's activity. */
+const BEST_TIME_HISTORY_MS = 28 * 86_400_000;
 
 export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   notifications: NotificationService;
@@ -35,6 +40,8 @@ export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   log: Logger;
   /** entrants moved (and sent to, by one notification) per transaction */
   batchSize: number;
+  /** what webhook steps send with (none: a webhook step fails its entrants) */
+  webhooks?: JourneyWebhooks | null;
 };
 
 /** What the engine uses of its dependencies, by name. */
@@ -45,11 +52,13 @@ interface EngineParts {
   devices: DevicesRepository;
   journeyDevices: JourneyDevicesRepository;
   apps: AppsRepository;
+  templates: TemplatesRepository;
   notifications: NotificationService;
   messages: MessageService;
   clock: Clock;
   log: Logger;
   batchSize: number;
+  webhooks: JourneyWebhooks | null;
 }
 
 /** What one step did to a batch: where each entrant goes, and the sends to release after the commit. */
@@ -70,8 +79,8 @@ export class JourneyEngine {
 
   constructor(deps: JourneyEngineDeps) {
     const { repos } = deps;
-    const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps } = repos;
-    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps };
+    const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps, templates } = repos;
+    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps, templates, webhooks: deps.webhooks ?? null };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
@@ -120,10 +129,13 @@ export class JourneyEngine {
     now: Date,
     failed: string | null,
   ): Promise<{ n: number; created: CreatedNotification[] }> {
-    const due = await this.deps.entrants.lockDue(trx, group, now, this.deps.batchSize);
+    const step = stepOf(definition, group.step_id);
+    // a webhook step's batch holds its rows (and an event for one of them) until its requests are answered: one round of them
+    const calls = step?.type === 'webhook' && failed === null ? (this.deps.webhooks?.concurrency ?? 1) : Infinity;
+    const limit = Math.min(calls, this.deps.batchSize);
+    const due = await this.deps.entrants.lockDue(trx, group, now, limit);
     if (due.length === 0) return { n: 0, created: [] };
     const counts = new Counts(group.journey_id);
-    const step = stepOf(definition, group.step_id);
     let result: StepResult;
     if (failed !== null) {
       const history = [historyEntry(now, group.step_id, 'failed', { err: failed })];
@@ -132,7 +144,9 @@ export class JourneyEngine {
     } else if (!step)
       // a way onward of "end" (a wait_for's on_event): the entrants leave
       result = { moves: due.map((e) => leaveMove(e, 'completed', [])), created: [] };
-    else if (group.phase === 'waiting') result = this.afterWait(definition, step, due, counts, now);
+    // a webhook step's entrant waits to be called again; a digest's, for its window to end: the step runs again
+    else if (group.phase === 'waiting' && step.type !== 'webhook' && step.type !== 'digest')
+      result = this.afterWait(definition, step, due, counts, now);
     else result = await this.runStep(trx, { group, definition, step, due, counts, now });
     const moved = await this.deps.entrants.advance(trx, result.moves);
     // the rows were locked: a move that did not apply means another transition ran, and this one must not commit
@@ -159,8 +173,16 @@ export class JourneyEngine {
     switch (step.type) {
       case 'delay': {
         const appZone = (await this.deps.apps.campaignSettingsOf(trx, [group.app_id])).get(group.app_id)?.default_time_zone ?? null;
+        const zones = new Map(due.map((e) => [e.device_id, zoneOf(e.time_zone, appZone)]));
+        const activity = step.until
+          ? await this.deps.journeyDevices.activityHours(
+              trx,
+              [...zones].map(([id, zone]) => ({ id, zone })),
+              new Date(now.getTime() - BEST_TIME_HISTORY_MS),
+            )
+          : new Map<string, number[]>();
         const moves = due.map((e) => {
-          const until = delayEnd(step, now, zoneOf(e.time_zone, appZone));
+          const until = delayEnd(step, now, zones.get(e.device_id)!, activity.get(e.device_id));
           return wait(e, until, [waitingEntry(now, { stepId: step.id, dueAt: until, waitEvent: null })]);
         });
         return { moves, created: [] };
@@ -178,9 +200,14 @@ export class JourneyEngine {
         const read = await this.deps.journeyDevices.filterValues(trx, ids, filters);
         const [then, otherwise] = [wayOn(definition, step.id, 'then'), wayOn(definition, step.id, 'else')];
         const moves = due.map((e) => {
-          const matched = matching.has(e.device_id);
+          const v = { ...read.get(e.device_id) };
+          let matched = matching.has(e.device_id);
+          if (step.digest_count) {
+            v.digest_count = lastDigest(e.history)?.count ?? 0;
+            matched &&= (v.digest_count as number) >= step.digest_count.at_least;
+          }
           const to = matched ? then : otherwise;
-          return pass(e, to, [historyEntry(now, step.id, 'branch', { to, matched, v: read.get(e.device_id) ?? {} })]);
+          return pass(e, to, [historyEntry(now, step.id, 'branch', { to, matched, v })]);
         });
         return { moves, created: [] };
       }
@@ -202,7 +229,24 @@ export class JourneyEngine {
         });
         return { moves, created: [] };
       }
+      case 'webhook': {
+        const [onSuccess, onFailure] = [wayOn(definition, step.id, 'on_success'), wayOn(definition, step.id, 'on_failure')];
+        const site = { journeyId: group.journey_id, version: group.version, step, onSuccess, onFailure };
+        const outcomes = await callWebhooks(trx, this.deps, site, due, now);
+        return { moves: outcomes.map((o) => this.outcomeMove(definition, step.id, o, counts, now)), created: [] };
+      }
+      case 'digest': {
+        const digest = { appId: group.app_id, step, next, waited: group.phase === 'waiting' };
+        const outcomes = await runDigest(trx, this.deps, digest, due, now);
+        return { moves: outcomes.map((o) => this.outcomeMove(definition, step.id, o, counts, now)), created: [] };
+      }
     }
+  }
+
+  /** A webhook or digest step's outcome for an entrant as its move: on to a step, or waiting at this one. */
+  private outcomeMove(definition: JourneyDefinition, from: string, o: StepOutcome, counts: Counts, now: Date): EntrantMove {
+    if ('until' in o) return wait(o.entrant, o.until, o.history);
+    return this.pass(definition, o.entrant, from, o.to, counts, now, 'passed', o.history);
   }
 
   /**
@@ -219,11 +263,12 @@ export class JourneyEngine {
     const journey = { id: group.journey_id, version: group.version, step: step.id };
     for (const { kind, to } of targetsOf(due)) {
       if (sendStep.type === 'send') {
-        const { notification: fields } = notificationRequestSchema.parse({ notification: { ...sendStep.notification, to } });
+        const { notification: input } = notificationRequestSchema.parse({ notification: { ...sendStep.notification, to } });
+        const fields = await resolveTemplate(trx, this.deps.templates, group.app_id, input);
         const options = this.deps.notifications.checkedOptions(fields, now, `journey.steps.${step.id}.notification`);
         // no audience: the batch names its devices, cut with the notification unless it needs the fan-out
-        const templateData = withEvents(templateDataOf(fields), due);
-        const c = await this.deps.notifications.insert(trx, group.app_id, fields, { now, options, journey, templateData });
+        const templateData = withDigests(withEvents(templateDataOf(fields), due), due);
+        const c = await this.deps.notifications.insertForJourney(trx, group.app_id, fields, { now, options, journey, templateData });
         created.push(c);
         made.set(kind, { n: c.notification.id });
       } else {

@@ -22,7 +22,11 @@ import type { Clock } from '../platform/clock.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
 import type { ServiceDeps } from './deps.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
+import type { SecretsKeyring } from '../domain/secrets.js';
+import { newWebhookSecret, webhookTargetProblem } from '../domain/webhooks.js';
 import { recordAudit } from './audit.js';
+import { holdJourneyTemplates } from './templates.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 
 /** A journey as the API answers it: the row and its counters per step ('' the trigger). */
 export interface JourneyRecord {
@@ -30,6 +34,8 @@ export interface JourneyRecord {
   counts: Map<string, StepCounts>;
   /** steps of earlier versions the current one no longer has, whose entrants are counted still */
   retired: RetiredStep[];
+  /** its webhook steps' signing secret, answered once: by the create or update that made it */
+  webhookSecret?: string;
 }
 
 /** Who an API entry names: a device, or a user (all of whose devices get the sends). */
@@ -61,22 +67,45 @@ export class JourneyService {
     entrants: JourneyEntrantsRepository;
     devices: DevicesRepository;
     notifications: NotificationsRepository;
+    templates: TemplatesRepository;
     clock: Clock;
     /** JOURNEY_MIN_CYCLE: the least time round a cycle that sends */
     minCycleMs: number;
+    /** seals the journeys' webhook secrets (none: a journey with a webhook step is refused) */
+    keyring: SecretsKeyring | null;
+    /** WEBHOOK_ALLOWED_ORIGINS: a webhook step may name these whatever they resolve to */
+    webhookOrigins: readonly string[];
   };
 
-  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & { minCycleMs: number }) {
+  constructor(
+    deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & {
+      minCycleMs: number;
+      keyring?: SecretsKeyring | null;
+      webhookOrigins?: readonly string[];
+    },
+  ) {
     const { repos } = deps;
-    const { journeys, journeyEntrants: entrants, devices, notifications } = repos;
-    this.deps = { ...deps, journeys, entrants, devices, notifications };
+    const { journeys, journeyEntrants: entrants, devices, notifications, templates } = repos;
+    this.deps = {
+      ...deps,
+      journeys,
+      entrants,
+      devices,
+      notifications,
+      templates,
+      keyring: deps.keyring ?? null,
+      webhookOrigins: deps.webhookOrigins ?? [],
+    };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
   async create(appId: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     const definition = this.checkedDefinition(fields);
+    const secret = this.newSecret(definition, false);
     const journey = await this.deps.db.transaction().execute(async (trx) => {
+      await holdJourneyTemplates(trx, this.deps.templates, appId, fields.steps);
       const made = await this.deps.journeys.insert(trx, {
+        ...(secret && { webhookSecret: secret.sealed }),
         appId,
         name: fields.name,
         state: fields.state,
@@ -87,7 +116,14 @@ export class JourneyService {
       await recordAudit(trx, actor, appId, 'journey.created', { journey_id: made.id, name: made.name });
       return made;
     });
-    return { journey, counts: new Map(), retired: [] };
+    return { journey, counts: new Map(), retired: [], ...(secret && { webhookSecret: secret.plain }) };
+  }
+
+  /** A new webhook secret when the definition has a webhook step and the journey none yet (`has`), plain and sealed. */
+  private newSecret(definition: JourneyDefinition, has: boolean) {
+    if (has || !definition.steps.some((s) => s.type === 'webhook')) return null;
+    const plain = newWebhookSecret();
+    return { plain, sealed: this.deps.keyring!.seal(plain, 'journeys.webhook_secret') };
   }
 
   /** The app's journeys, newest first, with their counters. */
@@ -114,17 +150,21 @@ export class JourneyService {
   /** PUT: a new version; entrants inside finish the version they entered, new ones take this one. */
   async update(appId: string, id: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     const definition = this.checkedDefinition(fields);
-    await this.deps.db.transaction().execute(async (trx) => {
+    const plain = await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'changed');
+      await holdJourneyTemplates(trx, this.deps.templates, appId, fields.steps);
+      const secret = this.newSecret(definition, journey.webhook_secret !== null);
       const changed = await this.deps.journeys.newVersion(trx, journey.id, {
+        ...(secret && { webhookSecret: secret.sealed }),
         name: fields.name,
         definition,
         triggerEvent: 'event' in definition.trigger ? definition.trigger.event : null,
         listens: listenedEvents(definition),
       });
       await recordAudit(trx, actor, appId, 'journey.updated', { journey_id: journey.id, version: changed.version });
+      return secret?.plain;
     });
-    return this.get(appId, id);
+    return { ...(await this.get(appId, id)), ...(plain && { webhookSecret: plain }) };
   }
 
   /** Pause (nothing moves, triggers are skipped) or resume. */
@@ -153,6 +193,12 @@ export class JourneyService {
 
   /** A journey's definition, refused when an entrant could be sent to round a cycle sooner than JOURNEY_MIN_CYCLE. */
   private checkedDefinition(fields: JourneyFields): JourneyDefinition {
+    for (const [i, step] of fields.steps.entries()) {
+      if (step.type !== 'webhook') continue;
+      if (!this.deps.keyring) throw new ValidationError(`journey.steps[${i}]: webhook steps cannot be signed in this process`);
+      const problem = webhookTargetProblem(step.url, this.deps.webhookOrigins);
+      if (problem) throw new ValidationError(`journey.steps[${i}].url: ${problem}`);
+    }
     const quick = quickSendingCycle(fields.steps, this.deps.minCycleMs);
     if (quick)
       throw new ValidationError(

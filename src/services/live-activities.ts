@@ -1,4 +1,4 @@
-import { normalizeApnsToken } from '../domain/device-credential.js';
+import { CREDENTIAL_FIELD, credentialProven, normalizeApnsToken } from '../domain/device-credential.js';
 import type { Actor } from '../domain/audit.js';
 import { recordAudit } from './audit.js';
 import type { Db } from '../db/database.js';
@@ -178,7 +178,7 @@ export class LiveActivityService {
             }),
             batchIds: [],
           }
-        : await service.insert(trx, appId, fields, {
+        : await service.insertLiveActivity(trx, appId, fields, {
             audience: await service.resolveAudience(trx, appId, fields.to),
             now,
             options,
@@ -316,16 +316,21 @@ export class LiveActivityService {
 
 type ActivityTokenBody = { activity_type: string; token: string } & IdentityProofs;
 type StartTokenBody = { token: string } & IdentityProofs;
-type IdentityProofs = { user_id_auth_hash?: string; user_email_auth_hash?: string };
-/** Who asks, and the proofs of the device's user it sent. */
+type IdentityProofs = { user_id_auth_hash?: string; user_email_auth_hash?: string; credential?: string };
+/** Who asks, and the proofs it sent: the device's credential or those of the device's user. */
 type Proven = { caller: Caller; proofs: IdentityProofs };
 
 /**
  * While the app verifies identities, an sdk caller changes the Live Activities of a device bound to a user only with
- * that user's proof, as it changes the device's own token: else any phone holding the device's id could take a
- * start meant for the user, or silence their activities.
+ * that user's proof or the device's credential, as it changes the device's own token: else any phone holding the
+ * device's id could take a start meant for the user, or silence their activities.
  */
-function refuseUnproven(device: { user_id: string | null; user_email: string | null }, { caller, proofs }: Proven): void {
-  if (caller.role !== 'sdk' || !caller.identity) return;
+function refuseUnproven(
+  device: { user_id: string | null; user_email: string | null; credential_hash: Buffer | null },
+  { caller, proofs }: Proven,
+): void {
+  if (caller.role !== 'sdk') return;
+  if (credentialProven(device.credential_hash, proofs.credential, CREDENTIAL_FIELD)) return;
+  if (!caller.identity) return;
   refuseUnprovenChanges(unprovenClaims(identitiesKept(device, {}), proofsIn(proofs), caller.identity), undefined, '');
 }

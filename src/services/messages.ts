@@ -133,7 +133,7 @@ export class MessageService {
     let notification: CreatedNotification | null = null;
     if (pushFields && pushOptions) {
       const fields = { ...pushFields, payload: withMessageId(pushFields.payload, message.id) };
-      notification = await this.notifications.insert(trx, appId, fields, {
+      notification = await this.notifications.insertForMessage(trx, appId, fields, {
         audience,
         now,
         options: pushOptions,

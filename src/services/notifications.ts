@@ -1,37 +1,24 @@
-import { deviceData, deviceVariables, templateDataOf, type TemplateData } from '../domain/template-data.js';
-import { compilePayload, renderPayload } from '../domain/templates.js';
-type TemplateDataFields = Parameters<typeof templateDataOf>[0];
+import { templateDataOf } from '../domain/template-data.js';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
-import type { DeliveryRepository } from '../db/repositories/delivery.js';
+import type { BatchesRepository } from '../db/repositories/batches.js';
 import type { Deliverable } from '../db/repositories/devices.js';
 import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { Device, Notification } from '../db/schema.js';
-import type { Payload } from '../domain/payload.js';
+import type { Notification } from '../db/schema.js';
 import { audienceSpec, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices } from '../domain/audience-spec.js';
 import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import { NotFoundError } from '../domain/errors.js';
-import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
-import {
-  fcmSendBody,
-  isVisiblePush,
-  toApnsRequest,
-  toFcmMessage,
-  toHmsMessage,
-  toWebPushMessage,
-  type ApnsRequest,
-  type FcmSendBody,
-  type HmsMessageTemplate,
-  type WebPushMessage,
-} from '../domain/push-mapping.js';
+import { targetOf, type NotificationInput, type NotificationRequest } from '../domain/notification-request.js';
+import { resolveTemplate } from './templates.js';
+import { isVisiblePush } from '../domain/push-mapping.js';
 import { allowedOf, cutBatches, splitIntoBatches } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
 import type { DirectDelivery } from '../delivery/direct-delivery.js';
-import { committedBatches, type BatchToAttempt } from '../delivery/batch-attempt.js';
+import { committedBatches } from '../delivery/batch-attempt.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';
@@ -42,102 +29,33 @@ import type { Admission } from '../platform/admission.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
-import { localeVariant, localizedPayload } from '../domain/localized.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import { previewPush, previewPushForUser, type PushPreviewed, type UserPreview } from './push-preview.js';
+import {
+  accepted,
+  createdDetails,
+  isAuditedCreation,
+  isUnicast,
+  NAMED_MAX_DEVICES,
+  type CreatedNotification,
+  type InsertSpec,
+  type NotificationFields,
+  type ResolvedAudience,
+  type UnicastItem,
+} from './notification-shapes.js';
+
+export type { CreatedNotification, JourneyTag, ResolvedAudience } from './notification-shapes.js';
+
+export { PREVIEW_DEVICE_TOKEN, PREVIEW_NOTIFICATION_ID, type PushPreview } from './push-preview.js';
 import type { Transaction } from 'kysely';
 import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
 import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
-import { CLI_ACTOR, type Actor, type AuditDetails } from '../domain/audit.js';
+import { CLI_ACTOR, type Actor } from '../domain/audit.js';
 import { recordAudit } from './audit.js';
-
-/** Stands for the id a notification gets when it is created; the same length, so the previewed sizes are exact. */
-export const PREVIEW_NOTIFICATION_ID = '00000000-0000-0000-0000-000000000000';
-export const PREVIEW_DEVICE_TOKEN = '<device token>';
-
-export interface PushPreview {
-  apns: ApnsRequest;
-  fcm: FcmSendBody;
-  web: WebPushMessage;
-  hms: HmsMessageTemplate;
-}
-
-type NotificationFields = NotificationRequest['notification'];
-
-/** The journey step a notification was sent by. */
-export interface JourneyTag {
-  id: string;
-  version: number;
-  step: string;
-}
-
-/** An audience a notification goes to: its id, and its filters (null: every device). */
-export interface ResolvedAudience {
-  id: string;
-  filters: Filter[] | null;
-}
-
-/** The most devices a send naming them (a journey's batch) is cut for at once, as a fan-out page would be read. */
-const NAMED_MAX_DEVICES = 10_000;
-
-/** A notification stored in its transaction, and its batches when it was cut at once (to enqueue after commit). */
-export interface CreatedNotification<N extends CutNotification = Notification> {
-  notification: N;
-  batchIds: string[] | null;
-  /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
-  sendable?: BatchToAttempt[];
-}
-
-interface UnicastItem {
-  appId: string;
-  request: NotificationRequest;
-  now: Date;
-  options: DeliveryOptions;
-  actor: Actor;
-}
-
-/** What the audit log says of a notification created: the devices it was cut for, unknown until its fan-out if not. */
-const createdDetails = (n: Pick<Notification, 'id' | 'fanout_done' | 'devices_targeted'>): AuditDetails['notification.created'] => ({
-  notification_id: n.id,
-  audience_size: n.fanout_done ? n.devices_targeted : null,
-});
-
-/**
- * Whether a creation goes in the audit log as well as on its row: a broadcast (every device, an audience, filters
- * that name no few devices) is a change of consequence; one to a few named devices or users keeps its actor on its
- * own row alone (`GET /v6/audit?notification_id=` answers from there), or every message would be copied there.
- */
-function isAuditedCreation(to: NotificationFields['to']): boolean {
-  const target = targetOf(to);
-  return target.kind !== 'filters' || !namesFewDevices(target.filters);
-}
-
-/**
- * Whether a request is the common small shape that is created in groups: to a few named devices or users
- * (filters), now, at full speed, without a collapse_key (which may replace a notification already sending).
- */
-function isUnicast(request: NotificationRequest): boolean {
-  const n = request.notification;
-  const target = targetOf(n.to);
-  return (
-    target.kind === 'filters' &&
-    namesFewDevices(target.filters) &&
-    n.send_at === undefined &&
-    !n.local_time &&
-    n.throttle === undefined &&
-    !n.quiet_hours &&
-    !n.variants &&
-    typeof n.payload.collapse_key !== 'string'
-  );
-}
-
-/**
- * The create answer: the notification as accepted, `scheduled` as the public API answers, whether it waits for its
- * send time or was cut into its batches at once (then stored `sending`).
- */
-const accepted = <T extends CutNotification>(n: T): T => ({ ...n, state: 'scheduled' });
 
 /**
  * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
@@ -172,9 +90,10 @@ export class NotificationService {
   private readonly audiences: AudiencesRepository;
   private readonly notifications: NotificationsRepository;
   private readonly devices: DevicesRepository;
-  private readonly delivery: DeliveryRepository;
+  private readonly batches: BatchesRepository;
   private readonly apps: AppsRepository;
   private readonly abTests: AbTestsRepository;
+  private readonly templates: TemplatesRepository;
   private readonly scheduler: NotificationScheduler;
   private readonly clock: Clock;
   private readonly idempotency: IdempotencyKeys;
@@ -188,9 +107,10 @@ export class NotificationService {
     this.audiences = deps.repos.audiences;
     this.notifications = deps.repos.notifications;
     this.devices = deps.repos.devices;
-    this.delivery = deps.repos.delivery;
+    this.batches = deps.repos.batches;
     this.apps = deps.repos.apps;
     this.abTests = deps.repos.abTests;
+    this.templates = deps.repos.templates;
     this.scheduler = deps.scheduler;
     this.clock = deps.clock;
     this.idempotency = deps.idempotency;
@@ -282,19 +202,20 @@ export class NotificationService {
    * that transaction and the answer stored before it commits; a replay creates and enqueues nothing (the first
    * request enqueued, and the sweeper covers a lost enqueue).
    */
-  async create(appId: string, request: NotificationRequest): Promise<CutNotification>;
+  async create(appId: string, input: NotificationInput): Promise<CutNotification>;
   async create(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     idempotency?: IdempotentRequest<CutNotification>,
     actor?: Actor,
   ): Promise<CutNotification | Replay>;
   async create(
     appId: string,
-    request: NotificationRequest,
+    input: NotificationInput,
     idempotency?: IdempotentRequest<CutNotification>,
     actor: Actor = CLI_ACTOR,
   ): Promise<CutNotification | Replay> {
+    const request = await this.withTemplate(appId, input);
     const now = this.clock.now();
     const options = this.checkedOptions(request.notification, now);
     if (!idempotency && isUnicast(request)) return this.unicast.submit({ appId, request, now, options, actor });
@@ -302,7 +223,7 @@ export class NotificationService {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
-      const stored = await this.insert(trx, appId, request.notification, { audience, now, options, actor });
+      const stored = await this.store(trx, appId, request.notification, { audience, now, options, actor });
       if (isAuditedCreation(request.notification.to))
         await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
       await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
@@ -384,13 +305,13 @@ export class NotificationService {
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
-      return this.insert(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options, actor: i.actor });
+      return this.store(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options, actor: i.actor });
     });
     await this.enqueue([created]);
     return accepted(created.notification);
   }
 
-  /** `insert` for many unicast requests: the same rows, each step one statement for the whole group. */
+  /** `store` for many unicast requests: the same rows, each step one statement for the whole group. */
   private async insertUnicastGroup(items: UnicastItem[], release: () => void): Promise<CreatedNotification<CutNotification>[]> {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
@@ -448,7 +369,7 @@ export class NotificationService {
     const insert = this.notifications.insertCut(
       this.db,
       rows.map((r) => r.notification),
-      this.delivery.batchesInsert(
+      this.batches.batchesInsert(
         rows.map((r) => ({ notificationId: r.notification.id, generation: FIRST_GENERATION, batches: r.batches })),
       ),
       this.audiences.specAudiences(specs),
@@ -483,7 +404,7 @@ export class NotificationService {
       const batches = cutBatches(notification.id, notification.generation, allowedOf(devices).sendable, 0, this.batchSize);
       return { notification, batchIds: batches.map((b) => b.id), batches };
     });
-    await this.delivery.insertBatches(
+    await this.batches.insertBatches(
       trx,
       created.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
     );
@@ -495,6 +416,39 @@ export class NotificationService {
     });
   }
 
+  /** A message's push, stored in the message's transaction (its caller runs `release` once that committed). */
+  insertForMessage(
+    trx: Transaction<Database>,
+    appId: string,
+    fields: NotificationFields,
+    at: Required<Pick<InsertSpec, 'audience' | 'now' | 'options' | 'messageId'>> & Pick<InsertSpec, 'journey'>,
+  ): Promise<CreatedNotification> {
+    return this.store(trx, appId, fields, at);
+  }
+
+  /**
+   * A journey step's send to the entrants its filters name (no audience): cut here whatever their number, with
+   * what its templates render with.
+   */
+  insertForJourney(
+    trx: Transaction<Database>,
+    appId: string,
+    fields: NotificationFields,
+    at: Required<Pick<InsertSpec, 'now' | 'options' | 'journey'>> & Pick<InsertSpec, 'templateData'>,
+  ): Promise<CreatedNotification> {
+    return this.store(trx, appId, fields, at);
+  }
+
+  /** A Live Activity push, stored with the request it came as. */
+  insertLiveActivity(
+    trx: Transaction<Database>,
+    appId: string,
+    fields: NotificationFields,
+    at: Required<Pick<InsertSpec, 'audience' | 'now' | 'options' | 'liveActivity'>>,
+  ): Promise<CreatedNotification> {
+    return this.store(trx, appId, fields, at);
+  }
+
   /**
    * Stores the notification with its audience and timing, in the caller's transaction (a message stores its push in
    * its own, with `messageId`); the caller runs `release` once it committed. An audience that names a few devices
@@ -503,25 +457,7 @@ export class NotificationService {
    * filters name the devices (a journey's batch): it is cut here whatever their number (up to NAMED_MAX_DEVICES)
    * and stores no audience, which only a send that goes through the fan-out (timed, paced, collapsing, A/B) needs.
    */
-  async insert(
-    trx: Transaction<Database>,
-    appId: string,
-    fields: NotificationFields,
-    at: {
-      audience?: ResolvedAudience;
-      now: Date;
-      options: DeliveryOptions;
-      messageId?: string;
-      /** a Live Activity push (its payload Apple's `{aps}`), stored with the request it came as */
-      liveActivity?: { ref: LiveActivityRef; request: Record<string, unknown> };
-      /** a journey's send: the journey, version and step, stored with the request and shown with the record */
-      journey?: JourneyTag;
-      /** what its templates render with, when not only the request's (a journey's entrants' events) */
-      templateData?: TemplateData | null;
-      /** who created it, kept on its row */
-      actor?: Actor;
-    },
-  ): Promise<CreatedNotification> {
+  private async store(trx: Transaction<Database>, appId: string, fields: NotificationFields, at: InsertSpec): Promise<CreatedNotification> {
     const { now } = at;
     const target = targetOf(fields.to);
     const named = !at.audience && target.kind === 'filters';
@@ -541,24 +477,13 @@ export class NotificationService {
     // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
     // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
     const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
-    let devices: Deliverable[] | undefined;
-    // a few devices' tokens read with them, the batches go out from this process as a group's do; an activity's
-    // tokens are its own, and a journey's batch (`named`) goes through the queue as a broadcast's batches do
-    let tokens: ReadonlyMap<string, string> | undefined;
     // an activity's update or end goes to the few devices holding its token, looked up by the activity
     const fewDevices = named || namesFewDevices(filters) || (liveActivity !== null && liveActivity.event !== 'start');
     // an A/B test goes through the fan-out, which cuts each device into its share
-    if (!timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants) {
-      const first = { afterId: null, limit: (named ? NAMED_MAX_DEVICES : DIRECT_AUDIENCE_MAX_DEVICES) + 1, now };
-      const visible = !liveActivity && isVisiblePush(payload);
-      if (liveActivity || named) {
-        const page = await this.devices.pageDeliverable(trx, appId, filters, { ...first, visible, liveActivity });
-        if (page.length < first.limit) devices = page;
-      } else {
-        const page = await this.devices.pageDeliverableNow(trx, appId, filters, { ...first, visible });
-        if (page.length < first.limit) [devices, tokens] = [page, new Map(page.map((d) => [d.id, d.token]))];
-      }
-    }
+    const { devices, tokens } =
+      !timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants
+        ? await this.fewDevicesOf(trx, appId, filters, { named, liveActivity, payload, now })
+        : {};
     // what is not cut here, its fan-out cuts from its stored audience
     const audience = at.audience ?? (devices ? null : await this.resolveAudience(trx, appId, fields.to));
     const inserted = await this.notifications.insertOrCollapse(trx, {
@@ -586,50 +511,44 @@ export class NotificationService {
   }
 
   /**
-   * What `create` would send, without storing or sending anything: the mapped APNs, FCM, Web Push and HMS requests, as if
-   * sent now (a ttl counts from now, and FCM's ttl is the time left), to a device of `locale` when given.
+   * The devices of a notification cut at its creation, none when more than a direct audience (or a named batch) has:
+   * a few devices' tokens read with them, the batches go out from this process as a group's do; an activity's
+   * tokens are its own, and a journey's batch (`named`) goes through the queue as a broadcast's batches do.
    */
-  async preview(
+  private async fewDevicesOf(
+    trx: Transaction<Database>,
     appId: string,
-    request: NotificationRequest,
-    at: { locale?: string; deviceId?: string } = {},
-  ): Promise<PushPreview & { variant: string | null }> {
-    const { to, localized } = request.notification;
-    const device = at.deviceId !== undefined ? await this.devices.findForApp(this.db, appId, at.deviceId) : undefined;
-    if (at.deviceId !== undefined && !device) throw new NotFoundError('device');
-    // a device of this locale gets its language's entry, as a send picks it (else the payload as it is)
-    const variant = localeVariant(localized, at.locale ?? device?.locale);
-    const content = variant === null ? request.notification.payload : localizedPayload(request.notification.payload, localized![variant]);
-    const payload = await this.rendered(content, request.notification, device);
-    const now = this.clock.now();
-    const options = resolveDeliveryOptions(request.notification, now);
-    const push = { expiresAt: expiryOf(options, now), priority: options.priority };
-    const target = targetOf(to);
-    if (target.kind === 'audience' && !(await this.audiences.findForApp(this.db, appId, target.audienceId)))
-      throw new NotFoundError('audience');
-    return {
-      apns: toApnsRequest(payload, PREVIEW_NOTIFICATION_ID, push),
-      fcm: fcmSendBody(toFcmMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }), PREVIEW_DEVICE_TOKEN),
-      web: toWebPushMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
-      hms: toHmsMessage(payload, PREVIEW_NOTIFICATION_ID, { ...push, now }),
-      variant,
-    };
+    filters: Filter[] | null,
+    n: { named: boolean; liveActivity: LiveActivityRef | null; payload: NotificationFields['payload']; now: Date },
+  ): Promise<{ devices?: Deliverable[]; tokens?: ReadonlyMap<string, string> }> {
+    const { named, liveActivity, now } = n;
+    const first = { afterId: null, limit: (named ? NAMED_MAX_DEVICES : DIRECT_AUDIENCE_MAX_DEVICES) + 1, now };
+    const visible = !liveActivity && isVisiblePush(n.payload);
+    if (liveActivity || named) {
+      const page = await this.devices.pageDeliverable(trx, appId, filters, { ...first, visible, liveActivity });
+      return page.length < first.limit ? { devices: page } : {};
+    }
+    const page = await this.devices.pageDeliverableNow(trx, appId, filters, { ...first, visible });
+    return page.length < first.limit ? { devices: page, tokens: new Map(page.map((d) => [d.id, d.token])) } : {};
   }
 
-  /** The payload's templates rendered as a send would for this device (none: with the send's data alone). */
-  private async rendered(payload: Payload, fields: TemplateDataFields, device: Device | undefined): Promise<Payload> {
-    const compiled = compilePayload(payload);
-    if (!compiled) return payload;
-    const attributes = device ? await this.devices.attributesOf(this.db, [device.id]) : [];
-    const variables = {
-      ...(device && deviceVariables(device, attributes)),
-      ...deviceData(templateDataOf(fields), { id: device?.id ?? '', userId: device?.user_id ?? null }),
-    };
-    try {
-      return renderPayload(compiled, variables) as Payload;
-    } catch (err) {
-      throw new ValidationError(`${device ? 'device_id' : 'notification.payload'}: does not render: ${(err as Error).message}`);
-    }
+  /** What `create` would send, without storing or sending anything (`previewPush`). */
+  async preview(appId: string, input: NotificationInput, at: { locale?: string; deviceId?: string } = {}): Promise<PushPreviewed> {
+    return previewPush(this.previewDeps(), appId, await this.withTemplate(appId, input), at);
+  }
+
+  /** `preview` for each of a user's devices (`previewPushForUser`). */
+  async previewForUser(appId: string, input: NotificationInput, userId: string, locale?: string): Promise<UserPreview[]> {
+    return previewPushForUser(this.previewDeps(), appId, await this.withTemplate(appId, input), { userId, locale });
+  }
+
+  private previewDeps() {
+    return { db: this.db, devices: this.devices, audiences: this.audiences, clock: this.clock };
+  }
+
+  /** The request with the content of the stored template it names, if it names one. */
+  private async withTemplate(appId: string, input: NotificationInput): Promise<NotificationRequest> {
+    return { notification: await resolveTemplate(this.db, this.templates, appId, input.notification) };
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Db } from '../db/database.js';
 import { AppsRepository, type StoredSecrets } from '../db/repositories/apps.js';
 import { WebhooksRepository } from '../db/repositories/webhooks.js';
+import { JourneysRepository } from '../db/repositories/journeys.js';
 import {
   isSealed,
   keyIdOf,
@@ -26,6 +27,7 @@ export interface SecretsCheck {
 export class SecretsService {
   private readonly apps = new AppsRepository();
   private readonly webhooks = new WebhooksRepository();
+  private readonly journeys = new JourneysRepository();
 
   constructor(
     private readonly db: Db,
@@ -71,7 +73,7 @@ export class SecretsService {
         count += stale;
         await this.apps.resealSecrets(trx, row.id, this.sealAll(row, rotated));
       }
-      return count + (await this.resealEndpoints(trx, rotated));
+      return count + (await this.resealEndpoints(trx, rotated)) + (await this.resealJourneys(trx, rotated));
     });
     const apps = (await this.apps.storedSecrets(this.db, { forUpdate: false })).length;
     return { key_id: keyIdOf(newKey), previous_key_ids: rotated.keyIds.slice(1), resealed, apps };
@@ -93,6 +95,18 @@ export class SecretsService {
       });
     }
     return count;
+  }
+
+  /** Reseals the journeys' webhook secrets not sealed under `rotated`'s key; answers how many. */
+  private async resealJourneys(trx: Db, rotated: SecretsKeyring): Promise<number> {
+    const stale = (await this.journeys.storedSecrets(trx)).filter((j) => sealedKeyId(j.webhook_secret) !== rotated.currentId);
+    for (const j of stale)
+      await this.journeys.resealSecret(
+        trx,
+        j.id,
+        rotated.seal(this.keyring.open(j.webhook_secret, 'journeys.webhook_secret'), 'journeys.webhook_secret'),
+      );
+    return stale.length;
   }
 
   /** Each of the row's values sealed by `keyring`: a plain one as it is, a sealed one opened first. */

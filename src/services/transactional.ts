@@ -6,7 +6,14 @@ import type { Notification } from '../db/schema.js';
 import type { Platform } from '../domain/device-input.js';
 import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import { ValidationError } from '../domain/errors.js';
-import { transactionalFilters, transactionalKey, type TransactionalRequest } from '../domain/transactional-request.js';
+import {
+  transactionalFilters,
+  transactionalKey,
+  type TransactionalInput,
+  type TransactionalRequest,
+} from '../domain/transactional-request.js';
+import type { TemplatesRepository } from '../db/repositories/templates.js';
+import { resolveTemplate } from './templates.js';
 import { attemptBatch, committedBatches, type BatchAttemptDeps, type BatchToAttempt } from '../delivery/batch-attempt.js';
 import { allowedOf, cutBatches, type NewBatch } from '../domain/batches.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
@@ -98,6 +105,7 @@ export class TransactionalService {
   private readonly db: Db;
   private readonly notifications: NotificationsRepository;
   private readonly devices: DevicesRepository;
+  private readonly templates: TemplatesRepository;
   private readonly idempotency: IdempotencyKeys;
   private readonly sending: BatchAttemptDeps;
   private readonly settings: { batchSize: number; timeoutMs: number; retry: RetryPolicy };
@@ -106,6 +114,7 @@ export class TransactionalService {
     this.db = deps.db;
     this.notifications = deps.repos.notifications;
     this.devices = deps.repos.devices;
+    this.templates = deps.repos.templates;
     this.idempotency = deps.idempotency;
     this.sending = deps.sending;
     this.settings = deps.settings;
@@ -125,10 +134,14 @@ export class TransactionalService {
    */
   async send(
     appId: string,
-    request: TransactionalRequest,
+    input: TransactionalInput,
     idempotency?: IdempotentRequest<TransactionalResult>,
     actor: Actor = CLI_ACTOR,
   ): Promise<TransactionalResult | Replay> {
+    const request: TransactionalRequest = {
+      ...input,
+      notification: await resolveTemplate(this.db, this.templates, appId, input.notification),
+    };
     const now = this.sending.clock.now();
     const deadline = Date.now() + this.settings.timeoutMs; // the caller waits in real time
     const options = resolveDeliveryOptions(request.notification, now);
@@ -227,7 +240,7 @@ export class TransactionalService {
         cut: { batches: batches.length, targeted: s.devices.length - notAllowed, notAllowed },
         actor: s.actor,
       })),
-      this.sending.store.delivery.batchesInsert(
+      this.sending.store.batches.batchesInsert(
         cut.map(({ id, batches }) => ({ notificationId: id, generation: FIRST_GENERATION, batches })),
       ),
     );
@@ -265,7 +278,7 @@ export class TransactionalService {
         cut: { batches: batches.length, targeted: sendable.length, notAllowed },
         actor: s.actor,
       },
-      this.sending.store.delivery.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
+      this.sending.store.batches.batchesInsert([{ notificationId: earlier.id, generation, batches }]),
     );
     return { notification, batches, notAllowed, tokens: new Map(sendable.map((d) => [d.id, d.token])) };
   }

@@ -29,7 +29,7 @@ describe('pushd audit', () => {
     };
     const app = created.app.id;
     const { key } = json(await cli('key', 'create', '--app', app, '--role', 'sdk')) as { key: string };
-    json(await cli('key', 'set-limit', '--key', key, '--per-second', '5', '--burst', '20'));
+    json(await runCli(['key', 'set-limit', '--key-file', '-', '--per-second', '5', '--burst', '20'], { DATABASE_URL: h.databaseUrl }, key));
     json(await cli('key', 'revoke', '--key', key));
     json(await cli('app', 'set-limits', '--app', app, '--max-per-minute', '1200', '--quiet-hours', '22:00-07:00'));
     const rotated = json(await cli('app', 'set-identity-verification', '--app', app, '--rotate')) as { identity_secret: string };

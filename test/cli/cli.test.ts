@@ -152,7 +152,11 @@ describe('pushd with bad arguments: exit 2, {"error": …} on stdout, the messag
     [['key', 'create', '--app', 'not-a-uuid', '--role', 'read'], /--app must be a UUID/],
     [['key', 'create', '--app', '00000000-0000-4000-8000-000000000000', '--role', 'admin'], /--role must be one of read, write, sdk/],
     [['key', 'revoke'], /give one of --id, --key-file, --key/],
-    [['key', 'set-limit', '--key', 'k', '--per-second', 'fast', '--burst', '1'], /--per-second must be a number/],
+    [
+      ['key', 'set-limit', '--id', '00000000-0000-4000-8000-000000000000', '--per-second', 'fast', '--burst', '1'],
+      /--per-second must be a number/,
+    ],
+    [['key', 'clear-limit', '--key', 'k'], /unknown option --key/],
     [['app', 'set-limits', '--app', '00000000-0000-4000-8000-000000000000'], /give --max-per-minute/],
     [
       ['app', 'set-limits', '--app', '00000000-0000-4000-8000-000000000000', '--quiet-hours', '22-8'],
@@ -240,7 +244,11 @@ describe('pushd --help', () => {
       ['--max-per-minute N|none', '--default-time-zone ZONE|none', '--quiet-hours HH:MM-HH:MM[/drop]|none'],
       'pushd app set-limits --app ID [--max-per-minute',
     ],
-    [['key', 'set-limit'], ['--key KEY', '--per-second N', '--burst M'], 'pushd key set-limit --key KEY --per-second N --burst M'],
+    [
+      ['key', 'set-limit'],
+      ['--id ID', '--key-file FILE', '--per-second N', '--burst M'],
+      'pushd key set-limit [--id ID] [--key-file FILE] --per-second N --burst M',
+    ],
   ])('pushd %j --help: its usage line and every option, exit 0', async (words, options, synopsis) => {
     // given after other options too, and with a required one missing: help wins
     const r = await runCli([...words, '--help'], {});

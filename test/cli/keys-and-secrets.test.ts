@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { hashApiKey } from '../../src/domain/keys.js';
 import { waitFor } from '../engines/engines.js';
 import { basic, useHarness, type Harness } from '../helpers/harness.js';
 import { oneDocument, runCli, type CliResult } from './run-cli.js';
@@ -144,5 +145,54 @@ describe('pushd key list and key revoke --id', () => {
   it('an unknown app is a failure (exit 1)', async () => {
     const r = await cli(['key', 'list', '--app', '00000000-0000-4000-8000-000000000000']);
     expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/app not found/)]);
+  });
+});
+
+describe('pushd key set-limit and key clear-limit name the key by id or in a file, never as an argument', () => {
+  const limitOf = async (keyId: string) =>
+    h.db.db.selectFrom('api_keys').select(['rate_limit_per_second', 'rate_limit_burst']).where('id', '=', keyId).executeTakeFirstOrThrow();
+  const made = async () => {
+    const key = (oneDocument(await cli(['key', 'create', '--app', app.app.id, '--role', 'read'])) as { key: string }).key;
+    const keys = (oneDocument(await cli(['key', 'list', '--app', app.app.id])) as { keys: { id: string; starts_with: string }[] }).keys;
+    const row = await h.db.db.selectFrom('api_keys').select('id').where('key_hash', '=', hashApiKey(key)).executeTakeFirstOrThrow();
+    expect(keys.map((k) => k.id)).toContain(row.id);
+    return { key, id: row.id };
+  };
+
+  it('set-limit --id and clear-limit --id change that key alone', async () => {
+    const { id } = await made();
+    const { id: other } = await made();
+    const set = await cli(['key', 'set-limit', '--id', id, '--per-second', '2.5', '--burst', '7']);
+    expect(oneDocument(set)).toEqual({ rate_limit: { per_second: 2.5, burst: 7 } });
+    expect(await limitOf(id)).toEqual({ rate_limit_per_second: 2.5, rate_limit_burst: 7 });
+    expect(await limitOf(other)).toEqual({ rate_limit_per_second: null, rate_limit_burst: null });
+    expect(oneDocument(await cli(['key', 'clear-limit', '--id', id]))).toEqual({ rate_limit: null });
+    expect(await limitOf(id)).toEqual({ rate_limit_per_second: null, rate_limit_burst: null });
+  });
+
+  it('--key-file - reads the key on standard input', async () => {
+    const { key, id } = await made();
+    expect(oneDocument(await cli(['key', 'set-limit', '--key-file', '-', '--per-second', '1', '--burst', '3'], `${key}\n`))).toEqual({
+      rate_limit: { per_second: 1, burst: 3 },
+    });
+    expect(await limitOf(id)).toEqual({ rate_limit_per_second: 1, rate_limit_burst: 3 });
+    expect(oneDocument(await cli(['key', 'clear-limit', '--key-file', '-'], `${key}\n`))).toEqual({ rate_limit: null });
+  });
+
+  it('refuses the key as an argument, both forms, neither, and an unknown id', async () => {
+    const { key, id } = await made();
+    for (const args of [
+      ['key', 'set-limit', '--key', key, '--per-second', '1', '--burst', '3'],
+      ['key', 'clear-limit', '--key', key],
+      ['key', 'clear-limit', '--id', id, '--key-file', '-'],
+      ['key', 'clear-limit'],
+      ['key', 'clear-limit', '--id', 'nope'],
+    ]) {
+      const r = await cli(args, `${key}\n`);
+      expect([args.join(' '), r.code, JSON.parse(r.stdout)]).toEqual([args.join(' '), 2, { error: expect.any(String) }]);
+    }
+    const unknown = await cli(['key', 'clear-limit', '--id', '00000000-0000-4000-8000-000000000000']);
+    expect([unknown.code, unknown.stderr]).toEqual([1, expect.stringMatching(/active key not found/)]);
+    expect(await limitOf(id)).toEqual({ rate_limit_per_second: null, rate_limit_burst: null });
   });
 });

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { BatchesRepository } from '../../src/db/repositories/batches.js';
 import { FIRST_GENERATION, NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { audienceSpec } from '../../src/domain/audience-spec.js';
 import { cutBatches } from '../../src/domain/batches.js';
@@ -36,7 +36,7 @@ describe('statistics of the tables every notification writes', () => {
     await new NotificationsRepository().insertCut(
       h.db.db,
       rows,
-      new DeliveryRepository().batchesInsert(
+      new BatchesRepository().batchesInsert(
         rows.map((r, k) => ({
           notificationId: r.id,
           generation: FIRST_GENERATION,

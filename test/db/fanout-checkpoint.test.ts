@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { FIRST_GENERATION, NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { cutBatches } from '../../src/domain/batches.js';
 import { useHarness } from '../helpers/harness.js';
@@ -12,7 +12,7 @@ import { useHarness } from '../helpers/harness.js';
 describe('fan-out checkpoints', () => {
   const h = useHarness();
   const notifications = new NotificationsRepository();
-  const delivery = new DeliveryRepository();
+  const repos = createRepositories();
 
   it('saves a page once from one checkpoint; the run that read an older one is told to stop', async () => {
     const { app } = await h.createApp();
@@ -37,11 +37,11 @@ describe('fan-out checkpoints', () => {
     };
     // both runs read the checkpoint at seq 0 and cut the same first page
     const [first, firstCheckpoint] = page(0, routed.slice(0, 2));
-    expect(await delivery.saveFanoutPage(db, n.id, FIRST_GENERATION, first, firstCheckpoint)).toBe(true);
-    expect(await delivery.saveFanoutPage(db, n.id, FIRST_GENERATION, first, firstCheckpoint)).toBe(false);
+    expect(await repos.fanout.saveFanoutPage(db, n.id, FIRST_GENERATION, first, firstCheckpoint)).toBe(true);
+    expect(await repos.fanout.saveFanoutPage(db, n.id, FIRST_GENERATION, first, firstCheckpoint)).toBe(false);
     // the run that saved goes on from its own checkpoint
     const [second, secondCheckpoint] = page(1, routed.slice(2));
-    expect(await delivery.saveFanoutPage(db, n.id, FIRST_GENERATION, second, secondCheckpoint)).toBe(true);
+    expect(await repos.fanout.saveFanoutPage(db, n.id, FIRST_GENERATION, second, secondCheckpoint)).toBe(true);
     const stored = await db
       .selectFrom('notifications')
       .select(['fanout_seq', 'devices_targeted'])

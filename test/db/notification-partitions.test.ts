@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { FIRST_GENERATION, NotificationsRepository, type NewNotification } from '../../src/db/repositories/notifications.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { loadConfig } from '../../src/platform/config.js';
@@ -25,7 +25,7 @@ const compact = (day: string) => day.replaceAll('-', '');
 describe('notifications kept by day', () => {
   const h = useHarness();
   const notifications = new NotificationsRepository();
-  const delivery = new DeliveryRepository();
+  const repos = createRepositories();
   const partitions = new PartitionsRepository();
   const log = createLogger('silent');
   const push = (appId: string, collapseKey: string | null, id?: string): NewNotification => ({
@@ -107,7 +107,7 @@ describe('notifications kept by day', () => {
       const batches = cutBatches(n.id, FIRST_GENERATION, [device as { id: string; platform: 'ios'; development: boolean }], 0, 500);
       await db
         .transaction()
-        .execute((trx) => delivery.insertBatches(trx, [{ notificationId: n.id, generation: FIRST_GENERATION, batches }]));
+        .execute((trx) => repos.batches.insertBatches(trx, [{ notificationId: n.id, generation: FIRST_GENERATION, batches }]));
       await db
         .insertInto('fanout_ranges')
         .values({ notification_id: n.id, generation: FIRST_GENERATION, range_no: 0, cursor_id: randomUUID(), next_seq: 1, done: true })

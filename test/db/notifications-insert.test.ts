@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { FIRST_GENERATION, NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { cutBatches } from '../../src/domain/batches.js';
 import { useHarness } from '../helpers/harness.js';
@@ -12,7 +12,7 @@ import { useHarness } from '../helpers/harness.js';
 describe('notifications inserted with their batches (insertCut)', () => {
   const h = useHarness();
   const notifications = new NotificationsRepository();
-  const delivery = new DeliveryRepository();
+  const repos = createRepositories();
 
   it('answers each row as it is stored: the columns its callers read, the request and payload as given', async () => {
     const { app } = await h.createApp();
@@ -60,7 +60,7 @@ describe('notifications inserted with their batches (insertCut)', () => {
     const answered = await notifications.insertCut(
       h.db.db,
       list,
-      delivery.batchesInsert([{ notificationId: ids[0]!, generation: FIRST_GENERATION, batches }]),
+      repos.batches.batchesInsert([{ notificationId: ids[0]!, generation: FIRST_GENERATION, batches }]),
     );
     expect(answered.map((n) => n.id)).toEqual(ids);
     expect(answered.map((n) => n.state)).toEqual(['sending', 'sent', 'scheduled']);

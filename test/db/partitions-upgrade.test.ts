@@ -10,7 +10,8 @@ import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { ConversionsRepository } from '../../src/db/repositories/conversions.js';
 import { IdempotencyRepository } from '../../src/db/repositories/idempotency.js';
 import { MessagesRepository } from '../../src/db/repositories/messages.js';
-import { DeliveryRepository, type AttemptInput } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
+import type { AttemptInput } from '../../src/db/repositories/batches.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { NotificationPartitionsRepository, uuid7Floor } from '../../src/db/repositories/partitions.js';
 import { audienceSpec, canonicalFilters, stableStringify } from '../../src/domain/audience-spec.js';
@@ -421,13 +422,13 @@ describe('migration 037 on a database of the previous schema', () => {
     // read back: each notification and its batch; the keys name the same notifications as before
     const notifications = new NotificationsRepository();
     for (const id of ids) expect(await notifications.findForApp(db, app.id, id)).toMatchObject({ id, state: 'sent' });
-    const delivery = new DeliveryRepository();
+    const repos = createRepositories();
     for (const id of ids) {
-      expect((await delivery.loadAttempts(db, [`${id}-g1-b1`])).get(`${id}-g1-b1`)?.batch).toMatchObject({
+      expect((await repos.batches.loadAttempts(db, [`${id}-g1-b1`])).get(`${id}-g1-b1`)?.batch).toMatchObject({
         notification_id: id,
         state: 'done',
       });
-      expect(await delivery.rangesOf(db, id, 1)).toMatchObject([{ range_no: 0, done: true }]);
+      expect(await repos.fanout.rangesOf(db, id, 1)).toMatchObject([{ range_no: 0, done: true }]);
     }
     const again = await notifications.insertOrCollapse(db, {
       appId: app.id,
@@ -573,9 +574,9 @@ describe('migration 043 on a database of the previous schema', () => {
       `SELECT attnotnull FROM pg_attribute WHERE attrelid = 'delivery_batches'::regclass AND attname = 'pending_device_ids'`,
     );
     expect(pendingList.rows).toEqual([{ attnotnull: false }]);
-    const delivery = new DeliveryRepository();
+    const repos = createRepositories();
     const batchIds = ids.flatMap((id) => [`${id}-g1-b0`, `${id}-g1-b1`]);
-    const loaded = await delivery.loadAttempts(db, [...batchIds, 'not-a-batch', `${ids[0]}-g1-b9`]);
+    const loaded = await repos.batches.loadAttempts(db, [...batchIds, 'not-a-batch', `${ids[0]}-g1-b9`]);
     expect([...loaded.keys()].sort()).toEqual([...batchIds].sort());
     for (const id of ids) {
       expect(loaded.get(`${id}-g1-b0`)).toMatchObject({
@@ -586,10 +587,10 @@ describe('migration 043 on a database of the previous schema', () => {
         batch: { id: `${id}-g1-b1`, seq: 1, state: 'pending' },
         pending: [{ deviceId: devices[1] }],
       });
-      expect((await delivery.pendingBatches(db, id, 1)).map((b) => b.id)).toEqual([`${id}-g1-b1`]);
+      expect((await repos.batches.pendingBatches(db, id, 1)).map((b) => b.id)).toEqual([`${id}-g1-b1`]);
     }
     // recording the pending ones (found by their key) closes their notifications, each of two batches now done
-    const recorded = await delivery.recordAttempts(
+    const recorded = await repos.batches.recordAttempts(
       db,
       ids.map((id) => ({
         batch: (loaded.get(`${id}-g1-b1`) as AttemptInput).batch,
@@ -598,10 +599,10 @@ describe('migration 043 on a database of the previous schema', () => {
       })),
     );
     expect(recorded).toEqual(new Set());
-    for (const id of ids) expect(await delivery.pendingBatches(db, id, 1)).toEqual([]);
+    for (const id of ids) expect(await repos.batches.pendingBatches(db, id, 1)).toEqual([]);
     expect(
       (
-        await delivery.completeIfFinished(
+        await repos.notifications.completeIfFinished(
           db,
           ids.map((id) => ({ id, generation: 1 })),
         )
@@ -815,13 +816,13 @@ describe('migration 045 on a database of the previous schema', () => {
     expect(btrees.rows).toEqual([{ n: 1 }]);
 
     // the publication takes a batch's recording in every partition, and the deletes of a purge
-    const delivery = new DeliveryRepository();
+    const repos = createRepositories();
     const all = [...ids, laterId];
-    const loaded = await delivery.loadAttempts(
+    const loaded = await repos.batches.loadAttempts(
       db,
       all.map((id) => `${id}-g1-b0`),
     );
-    await delivery.recordAttempts(
+    await repos.batches.recordAttempts(
       db,
       all.map((id) => ({
         batch: (loaded.get(`${id}-g1-b0`) as AttemptInput).batch,

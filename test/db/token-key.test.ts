@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { tokenKey } from '../../src/db/repositories/devices.js';
+import { tokenKey } from '../../src/db/repositories/device-queries.js';
 import { useHarness } from '../helpers/harness.js';
 
 describe('tokenKey: pushd_token_key (migration 052) computed in Node', () => {

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
-import type { BatchOutcome } from '../../src/db/repositories/delivery.js';
+import type { BatchOutcome } from '../../src/db/repositories/batches.js';
 import { logAttempt } from '../../src/delivery/batch-attempt.js';
 
 /** The lines a real pino logger at `level` writes, parsed. */

@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import type { AttemptInput } from '../../src/db/repositories/delivery.js';
+import type { AttemptInput } from '../../src/db/repositories/batches.js';
 import { DIRECT_AUDIENCE_MAX_DEVICES } from '../../src/domain/audience-spec.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
@@ -51,7 +51,7 @@ describe('the delivery job', () => {
       loadUnlessLarge: async () => firstReads.shift(),
       load: async () => reads.shift(),
       db: {},
-      delivery: { closeBatchUnsent: async (_db: unknown, _batch: unknown, reason: string) => void closed.push(reason) },
+      batches: { closeBatchUnsent: async (_db: unknown, _batch: unknown, reason: string) => void closed.push(reason) },
     } as unknown as DeliveryStore;
     const gateways = {
       send: async () => {

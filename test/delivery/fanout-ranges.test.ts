@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RANGE_SEQ_STRIDE } from '../../src/db/repositories/delivery.js';
+import { RANGE_SEQ_STRIDE } from '../../src/db/repositories/fanout.js';
 import { MAX_RANGES, rangesAfter } from '../../src/delivery/fanout.js';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 import { AppService } from '../../src/services/apps.js';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { parseFrequencyCaps } from '../../src/domain/frequency-caps.js';
 
 /**
@@ -138,10 +138,10 @@ describe('frequency caps', () => {
 
   it('takes each slot once among many concurrent takers, over rolling windows (repository)', async () => {
     const devices = [await device('takers'), await device('takers')].map((d) => d.id);
-    const repo = new DeliveryRepository();
+    const repos = createRepositories();
     const caps = parseFrequencyCaps('5/day,3/hour')!;
     const take = (at: string, n: number) =>
-      Promise.all(Array.from({ length: n }, () => repo.takeCapSlots(h.db.db, caps, devices, new Date(at))));
+      Promise.all(Array.from({ length: n }, () => repos.frequencyCaps.takeCapSlots(h.db.db, caps, devices, new Date(at))));
     const counted = (taken: Set<string>[]) => devices.map((id) => taken.filter((t) => t.has(id)).length);
     expect(counted(await take('2026-03-12T10:00:00Z', 12))).toEqual([3, 3]);
     // 10:59:59: the three are in the last hour; 11:00:00, they have left it, and the day's two remain
@@ -151,9 +151,9 @@ describe('frequency caps', () => {
     // the sweep forgets a device once its last push left the longest window (a day), not before
     const rows = async () =>
       Number((await h.db.pool.query('select count(*) from device_cap_sends where device_id = any($1::uuid[])', [devices])).rows[0].count);
-    await repo.purgeCapSends(h.db.db, new Date('2026-03-13T10:59:59Z'), 1000);
+    await repos.frequencyCaps.purgeCapSends(h.db.db, new Date('2026-03-13T10:59:59Z'), 1000);
     expect(await rows()).toBe(2);
-    await repo.purgeCapSends(h.db.db, new Date('2026-03-13T11:00:00Z'), 1000);
+    await repos.frequencyCaps.purgeCapSends(h.db.db, new Date('2026-03-13T11:00:00Z'), 1000);
     expect(await rows()).toBe(0);
     expect(counted(await take('2026-03-13T11:00:00Z', 4))).toEqual([3, 3]);
   });

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { LeasesRepository } from '../../src/db/repositories/leases.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock } from '../../src/platform/clock.js';
@@ -38,7 +38,7 @@ describe("the sweeper's scan lease", () => {
     const sweeper = startSweeper({
       db: handle.db,
       log: createLogger('silent'),
-      delivery: new DeliveryRepository(),
+      ...createRepositories(),
       partitions: new PartitionsRepository(),
       retention: retentionOf(loadConfig({})),
       clock: systemClock,

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
-import { DeliveryRepository } from '../../src/db/repositories/delivery.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock, type Clock } from '../../src/platform/clock.js';
@@ -50,7 +50,7 @@ describe('the sweeper', () => {
     const sweeper = startSweeper({
       db: h.db.db,
       log: createLogger('silent'),
-      delivery: new DeliveryRepository(),
+      ...createRepositories(),
       partitions,
       retention: RETENTION,
       clock,
@@ -237,7 +237,7 @@ describe('the sweeper', () => {
     const { app } = await h.createApp();
     const audience = await new AudiencesRepository().upsertAllDevices(h.db.db, app.id);
     const notifications = new NotificationsRepository();
-    const delivery = new DeliveryRepository();
+    const repos = createRepositories();
     /** Notifications stored together, as a group of unicast creations is, each with one batch. */
     const storeGroup = async (size: number) => {
       const stored = await Promise.all(
@@ -253,7 +253,7 @@ describe('the sweeper', () => {
       );
       const batches = stored.map((n) => ({ notificationId: n.id, batchId: `${n.id}-g${n.generation}-b0` }));
       await h.db.db.transaction().execute((trx) =>
-        delivery.insertBatches(
+        repos.batches.insertBatches(
           trx,
           stored.map((n, k) => ({
             notificationId: n.id,

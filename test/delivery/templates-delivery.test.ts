@@ -4,17 +4,21 @@ import { AppService } from '../../src/services/apps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { HmsMock } from '../mocks/hms-mock.js';
+import { WebPushMock, type MockSubscription } from '../mocks/web-push-mock.js';
 
 const HMS_APP_ID = '104000077';
 
 /**
  * Templates end to end: notifications and transactional sends posted through the API, rendered per device by the
- * real workers and the direct path, and received by the APNs, FCM and HMS mocks as rendered; each error case.
+ * real workers and the direct path, and received by the APNs, FCM, HMS and Web Push (decrypted) mocks as rendered;
+ * each error case.
  */
 describe('templates at the gateways', () => {
   let h: Harness;
   let gw: Gateways;
   let hms: HmsMock;
+  let web: WebPushMock;
+  let webSub: MockSubscription;
   let keys: { read: string; write: string; sdk: string };
   const d: Record<string, RegisteredDevice | { id: string; token: string }> = {};
   const custom = (c: Record<string, [string, unknown]>) =>
@@ -24,6 +28,7 @@ describe('templates at the gateways', () => {
     gw = await startGateways();
     hms = await HmsMock.start();
     hms.addApp(HMS_APP_ID, 'hms-client-secret');
+    web = await WebPushMock.start();
     const env = {
       ...gw.env,
       HMS_ORIGIN: hms.origin,
@@ -31,12 +36,15 @@ describe('templates at the gateways', () => {
       RETRY_BASE_MS: '40',
       RETRY_MAX_MS: '1000',
       JOURNEY_POLL_MS: '50',
+      WEB_PUSH_ALLOWED_ORIGINS: web.origin,
     };
     h = await createHarness({ workers: true, env });
     const created = await h.createApp('com.example.templates');
     keys = created.keys;
     await setCredentials(h, created.app.id, gw);
-    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-client-secret' });
+    const apps = new AppService(h.db.db, h.secrets);
+    await apps.setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-client-secret' });
+    webSub = web.subscribe((await apps.setWebPush(created.app.id, { subject: 'mailto:ops@example.com' })).public_key);
     d.ana = await registerDevice(h, keys.sdk, {
       platform: 'ios',
       locale: 'pt_BR',
@@ -63,15 +71,32 @@ describe('templates at the gateways', () => {
       expect(res.statusCode, res.body).toBe(201);
       d[name] = { id: res.json().device.id, token };
     }
+    // a browser and a Huawei phone with every per-device family: fields, custom attributes, a user
+    const family = (user: string, name: string) => ({
+      user_id: user,
+      app_version: '3.0',
+      custom: custom({ first_name: ['string', name] }),
+    });
+    const browser = { platform: 'web', subscription: webSub, locale: 'de_DE', ...family('u-wu', 'Wu') };
+    const res = await call('POST', '/v6/devices', { device: browser }, keys.sdk);
+    expect(res.statusCode, res.body).toBe(201);
+    d.browser = { id: res.json().device.id, token: webSub.endpoint };
+    const hwToken = `IQAAAACy0${randomBytes(48).toString('base64url')}`;
+    const hw = { platform: 'huawei', token: hwToken, locale: 'it_IT', ...family('u-hu', 'Hu') };
+    const hwRes = await call('POST', '/v6/devices', { device: hw }, keys.sdk);
+    expect(hwRes.statusCode, hwRes.body).toBe(201);
+    d.hwUser = { id: hwRes.json().device.id, token: hwToken };
   });
   afterAll(async () => {
     await h?.close();
     await gw?.close();
     await hms?.close();
+    await web?.close();
   });
   beforeEach(() => {
     gw.reset();
     hms.reset();
+    web.reset();
   });
 
   const call = (method: 'GET' | 'POST', url: string, payload?: unknown, key = keys.write) =>
@@ -129,6 +154,25 @@ describe('templates at the gateways', () => {
     });
     expect(tx.statusCode, tx.body).toBe(200);
     expect(shown()).toEqual({ ana: 'Your code is 493021' });
+  });
+
+  it('renders every family at HMS and at Web Push, the browser document decrypted by the push service', async () => {
+    const alert =
+      '{{ custom.first_name }} ({{ device.platform }} {{ device.language }} v{{ device.app_version }}, {{ user.id }}): {{ data.code }}';
+    const res = await call('POST', '/v6/notifications', {
+      notification: {
+        to: to('browser', 'hwUser'),
+        payload: { alert, title: '{{ device.locale }}', web: { url: '/u/{{ user.id }}' } },
+        data_by: { user_id: { 'u-wu': { code: 'W1' }, 'u-hu': { code: 'H1' } } },
+      },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(await finished(res.json().id)).toMatchObject({ state: 'sent', pushes_succeeded: 2 });
+    expect(web.pushes.map((p) => p.document)).toEqual([
+      expect.objectContaining({ title: 'de_DE', body: 'Wu (web de v3.0, u-wu): W1', url: '/u/u-wu' }),
+    ]);
+    const notification = hms.requests.map((r) => (r.message.android as { notification: Record<string, string> }).notification);
+    expect(notification).toEqual([expect.objectContaining({ title: 'it_IT', body: 'Hu (huawei it v3.0, u-hu): H1' })]);
   });
 
   it('sends HMS one request per distinct rendered payload, its tokens together', async () => {

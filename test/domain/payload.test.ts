@@ -140,6 +140,9 @@ describe('the web object (browser-only fields)', () => {
   it('refuses unknown fields, links that are not http(s) or a path, bad actions, and renotify without a tag', () => {
     expect(issue({ web: { sound: 'x' } })).toMatch(/^web: /);
     expect(issue({ web: { url: 'javascript:alert(1)' } })).toBe('web.url: must be an http(s) URL or a path beginning with /');
+    // a template's tags may hold spaces; what is written around them is still an address
+    expect(issue({ alert: 'a', web: { url: '/u/{{ user.id }}?l={% if device.language %}{{ device.language }}{% endif %}' } })).toBeNull();
+    expect(issue({ web: { url: '{{ data.scheme }}:alert(1)' } })).toBe('web.url: must be an http(s) URL or a path beginning with /');
     expect(issue({ web: { icon: 'data:image/png;base64,AAAA' } })).toMatch(/^web\.icon: /);
     expect(issue({ web: { actions: [{ title: 'no action' }] } })).toMatch(/^web\.actions\.0\.action: /);
     expect(issue({ web: { actions: Array.from({ length: 5 }, (_, i) => ({ action: `a${i}`, title: 't' })) } })).toBe(

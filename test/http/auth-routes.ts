@@ -36,6 +36,7 @@ export interface Fixture {
 const unique = () => randomBytes(6).toString('hex');
 /** A webhook URL under a name that resolves nowhere (`.invalid`): a request to it fails at once. */
 const FIXTURE_HOOK = 'https://hooks.pushd.invalid/in';
+const FIXTURE_TEMPLATE = { name: 'fixture', payload: { alert: 'Hi {{ custom.first_name | default: "there" }}' } };
 /** A journey entered through the API: one delay, then a send. */
 const fixtureJourney = () => ({
   name: 'auth matrix',
@@ -205,6 +206,21 @@ export const AUTH_ROUTES: AuthRoute[] = [
     body: () => ({ since: new Date(Date.now() - 3_600_000).toISOString(), until: new Date().toISOString() }),
   },
   { method: 'GET', path: '/v6/webhooks/:webhookId/attempts', permission: 'read', success: 200 },
+  // stored templates and their versions
+  { method: 'POST', path: '/v6/templates', permission: 'write', success: 201, body: () => ({ template: FIXTURE_TEMPLATE }) },
+  { method: 'GET', path: '/v6/templates', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/templates/:templateId', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/templates/:templateId/versions', permission: 'read', success: 200 },
+  { method: 'GET', path: '/v6/templates/:templateId/versions/:templateVersion', permission: 'read', success: 200 },
+  { method: 'PUT', path: '/v6/templates/:templateId', permission: 'write', success: 200, body: () => ({ template: FIXTURE_TEMPLATE }) },
+  {
+    method: 'PATCH',
+    path: '/v6/templates/:templateId',
+    permission: 'write',
+    success: 200,
+    body: () => ({ template: { name: 'renamed' } }),
+  },
+  { method: 'DELETE', path: '/v6/templates/:templateId', permission: 'write', success: 204, fresh: true },
   // a device's message stream: what the SDK does
   // Live Activities: the registry on an iPhone, the pushes, the channels
   {
@@ -346,6 +362,7 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
   const scheduled = await send('/v6/messages', { message: { to: '*', title: 'fixture later', send_at: sendAt } }, app.keys.write);
   const journey = await send('/v6/journeys', { journey: fixtureJourney() }, app.keys.write);
   const webhook = await send('/v6/webhooks', { url: FIXTURE_HOOK, events: ['*'] }, app.keys.write);
+  const template = await send('/v6/templates', { template: FIXTURE_TEMPLATE }, app.keys.write);
   return {
     app,
     params: {
@@ -364,6 +381,8 @@ export async function prepareFixture(h: Harness): Promise<Fixture> {
       journeyId: journey.journey.id,
       entrantKey: `device:${device.device.id}`,
       webhookId: webhook.webhook.id,
+      templateId: template.template.id,
+      templateVersion: '1',
     },
   };
 }

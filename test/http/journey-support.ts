@@ -31,6 +31,15 @@ export function journeyApi(h: Harness, app: () => App) {
       Object.fromEntries((await journey(id)).counts.steps.map((s: { id: string }) => [s.id, s])) as Record<string, Record<string, number>>,
     device: async (fields: Record<string, unknown> = {}) =>
       (await call(h, 'POST', '/v6/devices', app().keys.write, { device: { platform: 'ios', ...fields } })).json().device.id as string,
+    /** The device enters the journey through the API. */
+    enter: async (journeyId: string, deviceId: string) =>
+      expect((await call(h, 'POST', `/v6/journeys/${journeyId}/entries`, app().keys.write, { device_id: deviceId })).statusCode).toBe(202),
+    /** The entrant's entries (`device:<id>` or `user:<id>`), newest first, as GET .../entrants/:key answers them. */
+    entrants: async (journeyId: string, key: string) => {
+      const res = await call(h, 'GET', `/v6/journeys/${journeyId}/entrants/${encodeURIComponent(key)}`, app().keys.read);
+      expect(res.statusCode, res.body).toBe(200);
+      return res.json().entrants as { step: string; phase: string; due_at: string | null; history: Record<string, unknown>[] }[];
+    },
     /** An SDK event recorded for the device. */
     event: async (deviceId: string, name: string) =>
       expect((await call(h, 'POST', `/v6/devices/${deviceId}/events`, app().keys.sdk, { events: [{ name }] })).statusCode).toBe(202),

@@ -53,10 +53,22 @@ describe('journeys: the definition rules and entries', () => {
       // a delay is one of duration and until_local_time, a time of day
       [
         steps([{ id: 'd', type: 'delay', duration: '1h', until_local_time: '09:00' }]),
-        'journey.steps[0].duration: takes one of duration and until_local_time',
+        'journey.steps[0].duration: takes one of duration, until_local_time and until',
       ],
-      [steps([{ id: 'd', type: 'delay' }]), 'journey.steps[0].duration: takes one of duration and until_local_time'],
+      [steps([{ id: 'd', type: 'delay' }]), 'journey.steps[0].duration: takes one of duration, until_local_time and until'],
       [steps([{ id: 'd', type: 'delay', until_local_time: '24:00' }]), 'journey.steps[0].until_local_time: must be a time "HH:MM"'],
+      [steps([{ id: 'd', type: 'delay', until: 'soon' }]), 'journey.steps[0].until: must be "best_time"'],
+      [steps([{ id: 'd', type: 'delay', duration: '1h', within: '2h' }]), 'journey.steps[0].within: goes with until: "best_time"'],
+      [steps([{ id: 'd', type: 'delay', until: 'best_time', within: '91d' }]), 'journey.steps[0].within: must be at most 90 days'],
+      // webhook and digest steps
+      [steps([{ id: 'h', type: 'webhook' }]), 'journey.steps[0].url: must be an https URL'],
+      [steps([{ id: 'h', type: 'webhook', url: 'https://hooks.example.com/', max_attempts: 0 }]), 'journey.steps[0].max_attempts:'],
+      [
+        steps([{ id: 'h', type: 'webhook', url: 'https://hooks.example.com/', on_success: 'nowhere' }]),
+        'journey.steps[0].on_success: names no step',
+      ],
+      [steps([{ id: 'g', type: 'digest', event: 'like' }]), 'journey.steps[0].window:'],
+      [steps([{ id: 'g', type: 'digest', event: 'bad.name.', window: '1h' }]), 'journey.steps[0].event: must be an event name'],
       // types and their fields
       [steps([{ id: 'x' }]), 'journey.steps[0].type: must be one of delay, wait_for, branch, send, message'],
       [steps(['delay']), 'journey.steps[0]: must be one of delay, wait_for, branch, send, message'],

@@ -107,6 +107,37 @@ describe('Live Activities', () => {
       expect((await call('DELETE', `/v6/devices/${b.id}/live-activity-start-tokens/ScoreAttributes`, app.keys.sdk)).statusCode).toBe(204);
     });
 
+    it("takes the device's credential in place of its user's proof; a wrong one is refused", async () => {
+      const verified = await h.createApp('com.example.live.credential', { identityVerification: true });
+      const proof = createHmac('sha256', verified.identity_secret).update('u-cred').digest('hex');
+      const token = randomBytes(32).toString('hex');
+      const created = await call('POST', '/v6/devices', verified.keys.sdk, {
+        device: { platform: 'ios', token, user_id: 'u-cred', user_id_auth_hash: proof },
+      });
+      expect(created.statusCode, created.body).toBe(201);
+      const { id, credential } = created.json().device as { id: string; credential: string };
+      const startUrl = `/v6/devices/${id}/live-activity-start-tokens/Delivery`;
+      const tokenUrl = `/v6/devices/${id}/live-activities/${randomUUID()}`;
+
+      expect((await call('PUT', startUrl, verified.keys.sdk, { token: activityToken() })).statusCode).toBe(403);
+      const wrong = await call('PUT', startUrl, verified.keys.sdk, { token: activityToken(), credential: 'A'.repeat(32) });
+      expect([wrong.statusCode, wrong.json().error]).toEqual([403, expect.stringMatching(/^credential: does not match/)]);
+      expect((await call('PUT', startUrl, verified.keys.sdk, { token: activityToken(), credential })).statusCode).toBe(204);
+      const put = await call('PUT', tokenUrl, verified.keys.sdk, { activity_type: 'Delivery', token: activityToken(), credential });
+      expect(put.statusCode, put.body).toBe(204);
+      expect((await call('GET', `/v6/devices/${id}`, verified.keys.read)).json().device.live_activities).toHaveLength(1);
+
+      expect((await call('DELETE', `${tokenUrl}?credential=${'A'.repeat(32)}`, verified.keys.sdk)).statusCode).toBe(403);
+      expect((await call('DELETE', `${tokenUrl}?credential=${credential}`, verified.keys.sdk)).statusCode).toBe(204);
+      expect((await call('DELETE', `${startUrl}?credential=${credential}`, verified.keys.sdk)).statusCode).toBe(204);
+      // another device's credential proves nothing for this one
+      const other = await call('POST', '/v6/devices', verified.keys.sdk, {
+        device: { platform: 'ios', token: randomBytes(32).toString('hex') },
+      });
+      const theirs = (other.json().device as { credential: string }).credential;
+      expect((await call('PUT', startUrl, verified.keys.sdk, { token: activityToken(), credential: theirs })).statusCode).toBe(403);
+    });
+
     it("takes a user's proof, while the app verifies identities, to change the activities of that user's device", async () => {
       const verified = await h.createApp('com.example.live.verified', { identityVerification: true });
       const proof = createHmac('sha256', verified.identity_secret).update('u-live').digest('hex');

@@ -123,9 +123,10 @@ describe.each(stores)('$name', ({ queue, available }) => {
     "a key's own limit set with the CLI applies once the server hears it, and clear-limit restores the default",
     async () => {
       const { keys: own } = await h.createApp();
-      const cli = (...args: string[]) => runCli(args, { DATABASE_URL: h.databaseUrl });
+      // the key on standard input, as a secret is given to the CLI
+      const cli = (...args: string[]) => runCli([...args, '--key-file', '-'], { DATABASE_URL: h.databaseUrl }, `${own.write}\n`);
       // 0.01/s: no token comes back while a loaded machine runs the six requests
-      const set = await cli('key', 'set-limit', '--key', own.write, '--per-second', '0.01', '--burst', '5');
+      const set = await cli('key', 'set-limit', '--per-second', '0.01', '--burst', '5');
       expect(set.stderr).toBe('');
       expect(set.code).toBe(0);
       expect(JSON.parse(set.stdout)).toEqual({ rate_limit: { per_second: 0.01, burst: 5 } });
@@ -135,11 +136,11 @@ describe.each(stores)('$name', ({ queue, available }) => {
       expect(refused.json().error).toMatch(/^rate limit exceeded: 0.01 requests per second with bursts of 5;/);
 
       // 0 per second: no limit for this key, once the server has heard the change (the key is in its cache now)
-      expect((await cli('key', 'set-limit', '--key', own.write, '--per-second', '0', '--burst', '1')).code).toBe(0);
+      expect((await cli('key', 'set-limit', '--per-second', '0', '--burst', '1')).code).toBe(0);
       await waitFor('the server to hear the new limit', async () => (await readKey(h.server, own.write)).statusCode === 200, 5_000, 20);
       expect(await statuses(8, () => readKey(h.server, own.write))).toEqual(Array(8).fill(200));
 
-      const cleared = await cli('key', 'clear-limit', '--key', own.write);
+      const cleared = await cli('key', 'clear-limit');
       expect(JSON.parse(cleared.stdout)).toEqual({ rate_limit: null });
       // back to the default bucket (0.2/s, bursts of 3), which the requests above drew on under the limits before
       await waitFor('a 429 under the default again', async () => (await readKey(h.server, own.write)).statusCode === 429, 5_000, 20);
@@ -147,17 +148,21 @@ describe.each(stores)('$name', ({ queue, available }) => {
   );
 
   it.skipIf(!available)('refuses bad set-limit arguments and unknown keys', async () => {
-    const cli = (...args: string[]) => runCli(args, { DATABASE_URL: h.databaseUrl });
-    const bad = await cli('key', 'set-limit', '--key', keys.write, '--per-second=-1', '--burst', '5');
+    const cli = (...args: string[]) => runCli(args, { DATABASE_URL: h.databaseUrl }, `${keys.write}\n`);
+    const bad = await cli('key', 'set-limit', '--key-file', '-', '--per-second=-1', '--burst', '5');
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/per-second must be a number >= 0/);
-    const noBurst = await cli('key', 'set-limit', '--key', keys.write, '--per-second', '3');
+    const noBurst = await cli('key', 'set-limit', '--key-file', '-', '--per-second', '3');
     expect(noBurst.code).toBe(2);
     expect(noBurst.stderr).toMatch(/--burst is required/);
-    const badBurst = await cli('key', 'set-limit', '--key', keys.write, '--per-second', '3', '--burst', '1.5');
+    const badBurst = await cli('key', 'set-limit', '--key-file', '-', '--per-second', '3', '--burst', '1.5');
     expect(badBurst.code).not.toBe(0);
     expect(badBurst.stderr).toMatch(/burst must be an integer >= 1/);
-    const unknown = await cli('key', 'set-limit', '--key', 'no-such-key', '--per-second', '3', '--burst', '5');
+    const unknown = await runCli(
+      ['key', 'set-limit', '--key-file', '-', '--per-second', '3', '--burst', '5'],
+      { DATABASE_URL: h.databaseUrl },
+      'no-such-key\n',
+    );
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toMatch(/active key not found/);
   });

@@ -1,6 +1,7 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
+import { createHash, createHmac } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { toWebPushMessage } from '../../src/domain/push-mapping.js';
 import { AppService } from '../../src/services/apps.js';
@@ -36,11 +37,12 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
   let cdp: CDPSession;
   let registrationId: string;
   let keys: { read: string; write: string; sdk: string };
+  let pushdBase: string;
 
   beforeAll(async () => {
     mock = await WebPushMock.start();
     h = await createHarness({ workers: true, env: { WEB_PUSH_ALLOWED_ORIGINS: mock.origin, GATEWAY_THREADS: '1' } });
-    const pushdBase = await h.server.listen({ host: '127.0.0.1', port: 0 });
+    pushdBase = await h.server.listen({ host: '127.0.0.1', port: 0 });
     site = await startSite(pushdBase);
     siteOrigin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
     const created = await h.createApp('com.example.shop');
@@ -210,6 +212,119 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
     const data = toWebPushMessage({ title: 'Sign in?', web: { require_interaction: true } }, 'n-3').body.toString('utf8');
     const [notification] = await deliverUntilShown('the notification', data, (list) => (list.length ? list : null));
     expect(notification).toMatchObject({ title: 'Sign in?', body: '', requireInteraction: true });
+  });
+});
+
+/**
+ * sdk.js on a page of the site, in Chromium, against the listening server: it keeps the credential its registration
+ * answered, and sends it back with a later change and with unsubscribe, which a device bound to a user needs. The
+ * browser's push service is not reachable here, so PushManager's subscribe and getSubscription hand out a
+ * subscription of the mock push service in the page: the one stand-in; sdk.js, storage, CORS and the server are real.
+ */
+describe.skipIf(!haveChromium)('the web SDK (sdk.js) in Chromium', () => {
+  let h: Harness;
+  let mock: WebPushMock;
+  let site: HttpServer;
+  let siteOrigin: string;
+  let pushdBase: string;
+  let browser: Awaited<ReturnType<typeof launchChromium>>;
+  let page: Page;
+  let app: Awaited<ReturnType<Harness['createApp']>>;
+  const sent: { method: string; url: string; body: { device: Record<string, unknown> } }[] = [];
+
+  beforeAll(async () => {
+    mock = await WebPushMock.start();
+    h = await createHarness({ env: { WEB_PUSH_ALLOWED_ORIGINS: mock.origin } });
+    pushdBase = await h.server.listen({ host: '127.0.0.1', port: 0 });
+    site = await startSite(pushdBase);
+    siteOrigin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+    app = await h.createApp('com.example.sdk', { identityVerification: true });
+    await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    browser = await launchChromium();
+    await browser.context.grantPermissions(['notifications'], { origin: siteOrigin });
+    page = await browser.context.newPage();
+    page.on('request', (r) => {
+      if (r.url().startsWith(`${pushdBase}/v6/devices`) && r.method() !== 'OPTIONS')
+        sent.push({ method: r.method(), url: r.url(), body: r.postDataJSON() as { device: Record<string, unknown> } });
+    });
+    await page.goto(`${siteOrigin}/`);
+    await page.addScriptTag({ url: `${pushdBase}/web-push/sdk.js` });
+  }, 120_000);
+  afterAll(async () => {
+    await browser?.close();
+    await new Promise((resolve) => site?.close(resolve));
+    await h?.close();
+    await mock?.close();
+  });
+
+  /** The next subscription the page's PushManager hands out: a new one of the mock push service. */
+  const nextSubscription = async () => {
+    const { public_key } = (
+      await h.server.inject({ url: '/v6/web-push/vapid-public-key', headers: { authorization: basic(app.keys.sdk) } })
+    ).json();
+    await page.evaluate((sub) => {
+      const made = (json: PushSubscriptionJSON) => ({
+        endpoint: json.endpoint,
+        toJSON: () => json,
+        unsubscribe: async () => {
+          (window as unknown as { held: unknown }).held = null;
+          return true;
+        },
+      });
+      const w = window as unknown as { held: PushSubscriptionJSON | null };
+      w.held = null;
+      PushManager.prototype.getSubscription = async () => (w.held ? made(w.held) : null) as unknown as PushSubscription;
+      PushManager.prototype.subscribe = async () => {
+        w.held = sub;
+        return made(sub) as unknown as PushSubscription;
+      };
+    }, mock.subscribe(public_key));
+  };
+  const run = (what: 'subscribe' | 'unsubscribe', options: Record<string, unknown>) =>
+    page.evaluate(
+      async ({ what, options }) => {
+        const sdk = (window as unknown as { pushd: Record<string, (o: unknown) => Promise<{ id: string } | null>> }).pushd;
+        try {
+          return { device: await sdk[what]!(options) };
+        } catch (err) {
+          return { error: String(err) };
+        }
+      },
+      { what, options: { sdkKey: app.keys.sdk, ...options } },
+    );
+  const stored = () => page.evaluate(() => localStorage.getItem('pushd.credential'));
+  const row = (id: string) => h.db.db.selectFrom('devices').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  const proof = (user: string) => createHmac('sha256', app.identity_secret).update(user).digest('hex');
+
+  it('stores the credential its registration answered, sends it with a later change and with unsubscribe', async () => {
+    await nextSubscription();
+    const first = await run('subscribe', { user_id: 'shopper-1', user_id_auth_hash: proof('shopper-1') });
+    const id = first.device!.id;
+    const credential = await stored();
+    expect(credential).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    expect((await row(id)).credential_hash).toEqual(createHash('sha256').update(credential!).digest());
+    expect(sent.at(-1)!.body.device).not.toHaveProperty('credential');
+
+    const changed = await run('subscribe', { user_id: 'shopper-1', user_id_auth_hash: proof('shopper-1'), tags: ['vip'] });
+    expect(changed.device?.id).toBe(id);
+    expect(sent.at(-1)!.body.device.credential).toBe(credential);
+    expect(await row(id)).toMatchObject({ tags: ['vip'], credential_held: true });
+
+    // the device is bound to a user: clearing its subscription with the sdk key takes the credential
+    expect(await run('unsubscribe', {})).toEqual({ device: expect.anything() });
+    expect(sent.at(-1)).toMatchObject({ method: 'PUT', url: `${pushdBase}/v6/devices/${id}` });
+    expect(sent.at(-1)!.body.device.credential).toBe(credential);
+    expect(await row(id)).toMatchObject({ token: null, notifications_allowed: 'Disabled' });
+  });
+
+  it('without the stored credential, unsubscribe of a bound device is refused and changes nothing', async () => {
+    await nextSubscription();
+    const id = (await run('subscribe', { user_id: 'shopper-2', user_id_auth_hash: proof('shopper-2') })).device!.id;
+    const before = await row(id);
+    expect(before.token).not.toBeNull();
+    await page.evaluate(() => localStorage.removeItem('pushd.credential'));
+    expect(await run('unsubscribe', {})).toEqual({ error: expect.stringMatching(/pushd 403: device\.credential/) });
+    expect(await row(id)).toMatchObject({ token: before.token, notifications_allowed: before.notifications_allowed });
   });
 });
 

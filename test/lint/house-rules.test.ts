@@ -2,7 +2,10 @@ import path from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
-/** The house rules of eslint.config.js: constructors take one named object past four things, no line over 140. */
+/**
+ * The house rules of eslint.config.js: constructors take one named object past four things, no line over 140, no
+ * file of src/ over 500 lines and no function there over 80.
+ */
 describe('lint: the house rules', () => {
   const eslint = new ESLint({ cwd: path.resolve(import.meta.dirname, '../..') });
   const problems = async (file: string, code: string, rule: string) =>
@@ -28,5 +31,17 @@ describe('lint: the house rules', () => {
     expect(line(140).length).toBe(141);
     expect(await problems('src/db/x.ts', line(140), 'max-len')).toHaveLength(0);
     expect(await problems('src/db/x.ts', line(141), 'max-len')).toHaveLength(1);
+  });
+
+  it('refuses a file of src/ over 500 lines and a function there over 80, not in tests', async () => {
+    const file = (n: number) => Array.from({ length: n }, (_, i) => `export const c${i} = ${i};`).join('\n') + '\n';
+    expect(await problems('src/db/x.ts', file(500), 'max-lines')).toHaveLength(0);
+    expect(await problems('src/db/x.ts', file(501), 'max-lines')).toHaveLength(1);
+    expect(await problems('test/db/x.test.ts', file(501), 'max-lines')).toHaveLength(0);
+    const fn = (n: number) => `export function f(): number {\n${'  void 0;\n'.repeat(n - 3)}  return 1;\n}\n`;
+    expect(fn(80).split('\n').length - 1).toBe(80);
+    expect(await problems('src/services/x.ts', fn(80), 'max-lines-per-function')).toHaveLength(0);
+    expect(await problems('src/services/x.ts', fn(81), 'max-lines-per-function')).toHaveLength(1);
+    expect(await problems('test/services/x.test.ts', fn(81), 'max-lines-per-function')).toHaveLength(0);
   });
 });

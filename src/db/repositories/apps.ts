@@ -240,11 +240,15 @@ export class ApiKeysRepository {
   }
 
   /** Sets (or, with null, clears) the rate limit of the active key with this hash; the key, or undefined when there is none. */
-  async setRateLimitByHash(db: Db, keyHash: Buffer, limit: { perSecond: number; burst: number } | null): Promise<KeyOfApp | undefined> {
+  async setRateLimit(
+    db: Db,
+    key: { id: string } | { keyHash: Buffer },
+    limit: { perSecond: number; burst: number } | null,
+  ): Promise<KeyOfApp | undefined> {
     return db
       .updateTable('api_keys')
       .set({ rate_limit_per_second: limit?.perSecond ?? null, rate_limit_burst: limit?.burst ?? null })
-      .where('key_hash', '=', keyHash)
+      .where((w) => ('id' in key ? w('id', '=', key.id) : w('key_hash', '=', key.keyHash)))
       .where('revoked_at', 'is', null)
       .returning(['id', 'app_id', 'role'])
       .executeTakeFirst();

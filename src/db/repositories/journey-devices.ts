@@ -58,6 +58,52 @@ export class JourneyDevicesRepository {
     return new Map(rows.map((r) => [r.id, r.v]));
   }
 
+  /**
+   * Each device's sessions and push opens since `since` by the hour of its local day (in its zone, as given): 24
+   * counts; a device with none is absent.
+   */
+  async activityHours(db: Db, devices: { id: string; zone: string }[], since: Date): Promise<Map<string, number[]>> {
+    if (devices.length === 0) return new Map();
+    const { rows } = await sql<{ device_id: string; hour: number; n: number }>`
+      with device as (select * from unnest(${devices.map((d) => d.id)}::uuid[], ${devices.map((d) => d.zone)}::text[]) as t(id, zone)),
+      activity as (
+        select device_id, started_at as at from app_sessions where device_id in (select id from device) and started_at >= ${since}
+        union all
+        select device_id, opened_at from push_opens where device_id in (select id from device) and opened_at >= ${since}
+      )
+      select a.device_id, extract(hour from a.at at time zone d.zone)::int as hour, count(*)::int as n
+      from activity a join device d on d.id = a.device_id
+      group by 1, 2`.execute(db);
+    const out = new Map<string, number[]>();
+    for (const r of rows) {
+      const hours = out.get(r.device_id) ?? new Array<number>(24).fill(0);
+      hours[r.hour] = r.n;
+      out.set(r.device_id, hours);
+    }
+    return out;
+  }
+
+  /**
+   * How many times each entrant (its device, or every live device of its user) has recorded the event (`source`
+   * '' for any source), by entrant id.
+   */
+  async eventCounts(
+    db: Db,
+    appId: string,
+    entrants: { id: string; deviceId: string; userId: string | null }[],
+    event: { source: string; name: string },
+  ): Promise<Map<string, number>> {
+    if (entrants.length === 0) return new Map();
+    const source = event.source === '' ? sql`true` : sql`ev.source = ${event.source}`;
+    const { rows } = await sql<{ id: string; n: string }>`
+      select e.id, (select coalesce(sum(ev.count), 0) from devices d join device_events ev on ev.device_id = d.id
+                    where (d.id = e.device_id or d.app_id = ${appId} and d.user_id = e.user_id and d.erased_at is null)
+                      and ev.name = ${event.name} and ${source}) as n
+      from unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.deviceId)}::uuid[],
+                  ${entrants.map((e) => e.userId)}::text[]) as e(id, device_id, user_id)`.execute(db);
+    return new Map(rows.map((r) => [r.id, Number(r.n)]));
+  }
+
   /** The live devices of these entrants: each device, and every device of each user. */
   async entrantDevices(db: Db, appId: string, deviceIds: string[], userIds: string[]): Promise<string[]> {
     const { rows } = await sql<{ id: string }>`

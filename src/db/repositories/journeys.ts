@@ -3,6 +3,7 @@ import type { Db } from '../database.js';
 import type { Database, Journey } from '../schema.js';
 import type { JourneyDefinition, JourneyState } from '../../domain/journey.js';
 import { isUuid } from '../../domain/cursor.js';
+import type { Sealed } from '../../domain/secrets.js';
 
 /** The counters kept per step. */
 export const STEP_COUNTERS = ['entered', 'waiting', 'passed', 'sent', 'failed', 'converted', 'exited', 'skipped', 'filtered'] as const;
@@ -65,6 +66,8 @@ export interface NewJourney {
   definition: JourneyDefinition;
   triggerEvent: string | null;
   listens: string[];
+  /** its webhook steps' new signing secret, sealed (none: it keeps the one it has, if any) */
+  webhookSecret?: Sealed;
 }
 
 /** Journeys, their versions and counters (the entrants are `JourneyEntrantsRepository`'s). */
@@ -79,6 +82,7 @@ export class JourneysRepository {
         definition: JSON.stringify(j.definition),
         trigger_event: j.triggerEvent,
         listens: j.listens,
+        webhook_secret: j.webhookSecret ?? null,
       })
       .returningAll()
       .executeTakeFirstOrThrow();
@@ -100,6 +104,7 @@ export class JourneysRepository {
         listens: sql<string[]>`array(select distinct unnest(listens || ${j.listens}::text[]))`,
         version: sql<number>`version + 1`,
         updated_at: sql<Date>`now()`,
+        ...(j.webhookSecret && { webhook_secret: j.webhookSecret }),
       })
       .where('id', '=', id)
       .returningAll()
@@ -162,6 +167,28 @@ export class JourneysRepository {
       ) j
     `.execute(trx);
     return rows.map(({ entry_lock: _lock, locked: _locked, ...journey }) => journey);
+  }
+
+  /** The journey's webhook signing secret, sealed (null: none of its versions had a webhook step). */
+  async webhookSecret(db: Db, journeyId: string): Promise<Sealed | null> {
+    const row = await db.selectFrom('journeys').select('webhook_secret').where('id', '=', journeyId).executeTakeFirst();
+    return row?.webhook_secret ?? null;
+  }
+
+  /** The journeys' webhook secrets, for a rotation of the secrets key to reseal. */
+  async storedSecrets(db: Db): Promise<{ id: string; webhook_secret: Sealed }[]> {
+    const rows = await db
+      .selectFrom('journeys')
+      .select(['id', 'webhook_secret'])
+      .where('webhook_secret', 'is not', null)
+      .orderBy('id')
+      .forUpdate()
+      .execute();
+    return rows as { id: string; webhook_secret: Sealed }[];
+  }
+
+  async resealSecret(db: Db, id: string, sealed: Sealed): Promise<void> {
+    await db.updateTable('journeys').set({ webhook_secret: sealed }).where('id', '=', id).execute();
   }
 
   async definition(db: Db, journeyId: string, version: number): Promise<JourneyDefinition | undefined> {

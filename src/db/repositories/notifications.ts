@@ -1,71 +1,15 @@
-import type { NotificationRequest } from '../../domain/notification-request.js';
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import { PLAN_EACH_RUN, type Db } from '../database.js';
-import type { Database, Notification, NotificationState, NotificationsTable } from '../schema.js';
-import { jsonbArray } from '../pg-arrays.js';
-import { SPEC_AUDIENCES } from './audiences.js';
-import type { Timing } from '../../domain/campaign.js';
+import type { Database, Notification, NotificationState } from '../schema.js';
+import { anySucceeded, type StopReason } from './batches.js';
+import { rangesTargeted } from './fanout.js';
 import { isUuid } from '../../domain/cursor.js';
-import type { DeliveryOptions } from '../../domain/delivery-options.js';
-import type { LiveActivityRef } from '../../domain/live-activity.js';
-import type { Localized } from '../../domain/localized.js';
-import type { TemplateData } from '../../domain/template-data.js';
 import type { Filter } from '../../domain/filters.js';
 import type { CampaignSettings } from './apps.js';
-import type { Actor } from '../../domain/audit.js';
+import { CUT_RETURNED, insertRows, type CountedColumn, type CutNotification } from './notification-rows.js';
+import type { DeviceOutcomeRow, NewNotification, StalledNotification } from './notification-rows.js';
 
-/** The generation of a notification when it is inserted (a collapse_key update bumps it). */
-export const FIRST_GENERATION = 1;
-
-export interface NewNotification {
-  /** made by the caller when it must name the notification before it is stored (`insertCut`); else by PostgreSQL */
-  id?: string;
-  appId: string;
-  /** null for a transactional send, and for one whose audience the insert upserts (`audienceSpecKey`) */
-  audienceId: string | null;
-  /** the spec key of its app's audience, upserted by the same statement (`insertCut`'s `audiences`) */
-  audienceSpecKey?: string;
-  /** The request's notification as it was parsed, stored as the record's `notification`. */
-  request: NotificationRequest['notification'] | Record<string, unknown>;
-  payload: Record<string, unknown>;
-  /** content per language; absent or null: the payload in every language */
-  localized?: Localized | null;
-  collapseKey: string | null;
-  group?: string | null;
-  /** When and how fast it goes out; absent: now, as fast as the gateways take it. */
-  timing?: Timing;
-  /** expiry and priority; none when absent */
-  options?: DeliveryOptions;
-  /**
-   * Its whole audience, cut into batches before it is inserted (a few devices, to go out now): it is inserted
-   * with its fan-out done, `sending` (or `sent`, no device matched), and its batches are inserted after it.
-   */
-  cut?: { batches: number; targeted: number; notAllowed?: number };
-  /** the in-app message whose push this is (its payload carries the id) */
-  messageId?: string | null;
-  /** a transactional send's collapse_key with its recipient (`transactionalKey`) */
-  transactionalKey?: string | null;
-  /** a Live Activity push: what it starts, updates or ends */
-  liveActivity?: LiveActivityRef | null;
-  /** what its templates render with (`data`, `data_by`, a journey's events); absent: nothing */
-  templateData?: TemplateData | null;
-  /** who created it (the request's key, address and id); absent: nobody's request did */
-  actor?: Actor;
-}
-
-/** A device's outcome in a notification (NotificationsRepository.deviceOutcomes); the batch's fields null when it was in none. */
-export interface DeviceOutcomeRow {
-  notification_id: string;
-  state: NotificationState;
-  next_due_at: Date | null;
-  skipped_quiet_hours: number;
-  pushes_capped: number;
-  device_id: string;
-  batch_state: 'pending' | 'done' | 'canceled' | null;
-  unsent: boolean | null;
-  failure_reason: string | null;
-  received_at: Date | null;
-}
+export { FIRST_GENERATION, type CutNotification, type NewNotification } from './notification-rows.js';
 
 export class NotificationsRepository {
   /**
@@ -376,114 +320,178 @@ export class NotificationsRepository {
       where n.id = any(${notificationIds}::uuid[])`.execute(db);
     return rows;
   }
-}
 
-/** A notification's counters, summed from its batches and fan-out ranges on read (`withCounters`). */
-type CountedColumn =
-  | 'devices_targeted'
-  | 'devices_not_allowed'
-  | 'pushes_succeeded'
-  | 'pushes_failed'
-  | 'tokens_invalidated'
-  | 'pushes_expired'
-  | 'pushes_capped'
-  | 'failure_reason';
+  /** A local-time wave is fanned out: the next one starts from the first device again. */
+  async finishWave(db: Db, notificationId: string, generation: number, nextWave: number): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({ wave: nextWave, fanout_cursor: null, updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .where('generation', '=', generation)
+      .execute();
+  }
 
-/**
- * The columns `insertCut` returns: what its callers read of a notification just cut (the create answer, its
- * batches' first sends, its release to the pipeline).
- */
-const CUT_COLUMNS = [
-  'id',
-  'app_id',
-  'audience_id',
-  'created_at',
-  'state',
-  'generation',
-  'next_due_at',
-  'expires_at',
-  'priority',
-  'capped',
-] as const satisfies readonly Exclude<keyof NotificationsTable, Documents>[];
-type Documents = 'request' | 'payload' | 'localized';
-const CUT_RETURNED = sql.join(CUT_COLUMNS.map((c) => sql.ref(c)));
+  /** The fan-out waits for the next local-time wave: the due poller releases it at `at`. */
+  async awaitWave(db: Db, notificationId: string, generation: number, at: Date): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({ next_due_at: at, updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .where('generation', '=', generation)
+      .where('state', 'in', ['scheduled', 'sending'])
+      .execute();
+  }
 
-/** A notification as `insertCut` answers it: the columns its callers read, and the documents it was given. */
-export type CutNotification = Pick<Notification, (typeof CUT_COLUMNS)[number] | Documents>;
+  async setSkippedPastLocalTime(db: Db, notificationId: string, count: number): Promise<void> {
+    await db.updateTable('notifications').set({ skipped_past_local_time: count }).where('id', '=', notificationId).execute();
+  }
 
-/**
- * The insert of notifications: one array per column, so the statement's text is the same however many there are.
- * A cut notification (`NewNotification.cut`) is inserted with its fan-out done; a ttl counts from the statement's
- * now(): the created_at of a new row, or the moment a collapse_key update replaced the notification (an old
- * creation time would leave the update less time than it asked for).
- */
-async function insertRows(
-  db: Db,
-  list: NewNotification[],
-  onConflict: RawBuilder<unknown>,
-  also: {
-    /** statements run as parts of this one, after the rows they may refer to */
-    after?: (RawBuilder<unknown> | null)[];
-    returning?: RawBuilder<unknown>;
-    /** CTEs run first, ending with SPEC_AUDIENCES: the audiences the rows name by `audienceSpecKey` */
-    audiences?: RawBuilder<unknown> | null;
-    /** a CTE run first, and the id of the row (one) it answers (`insertOrCollapse`) */
-    before?: RawBuilder<unknown>;
-    id?: RawBuilder<unknown>;
-  } = {},
-): Promise<Notification[]> {
-  if (!also.audiences && list.some((n) => n.audienceSpecKey !== undefined))
-    throw new Error('insertRows: a notification naming its audience by spec key needs the audiences (specAudiences)');
-  const column = <T>(f: (n: NewNotification) => T) => list.map(f);
-  const json = (f: (n: NewNotification) => unknown) => jsonbArray(list.map(f));
-  const audienceId = also.audiences
-    ? sql`coalesce(
-        t.audience_id,
-        (select s.id from ${sql.table(SPEC_AUDIENCES)} s where s.app_id = t.app_id and s.spec_key = t.audience_key)
-      )`
-    : sql`t.audience_id`;
-  const insert = sql<Notification>`
-    insert into notifications (
-      id, generation, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
-      throttle_per_minute, expires_at, priority, message_id, transactional_key,
-      fanout_done, fanout_seq, devices_targeted, devices_not_allowed, state, published_at, finished_at, live_activity, template_data,
-      actor_key_id, actor_role, client_address, request_id
-    )
-    select ${also.id ?? sql`coalesce(t.id, pushd_uuid7())`}, ${FIRST_GENERATION}::int, t.app_id, ${audienceId},
-      t.request, t.payload, t.localized, t.collapse_key, t.send_group, t.send_at, t.next_due_at, t.local_plan,
-      t.throttle_per_minute, coalesce(now() + make_interval(secs => t.ttl), t.expires_at), t.priority, t.message_id, t.transactional_key,
-      t.cut_batches is not null, coalesce(t.cut_batches, 0), coalesce(t.cut_targeted, 0), coalesce(t.cut_not_allowed, 0),
-      case when t.cut_batches is null then 'scheduled' when t.cut_targeted > 0 then 'sending' else 'sent' end,
-      case when t.cut_batches is not null then now() end,
-      case when t.cut_targeted = 0 then now() end, t.live_activity, t.template_data,
-      t.actor_key_id, t.actor_role, t.client_address, t.request_id
-    from unnest(
-      ${column((n) => n.id ?? null)}::uuid[], ${column((n) => n.appId)}::uuid[], ${column((n) => n.audienceId)}::uuid[],
-      ${json((n) => n.request)}::jsonb[], ${json((n) => n.payload)}::jsonb[], ${json((n) => n.localized)}::jsonb[],
-      ${column((n) => n.collapseKey)}::text[], ${column((n) => n.group ?? null)}::text[],
-      ${column((n) => n.timing?.sendAt ?? null)}::timestamptz[], ${column((n) => n.timing?.nextDueAt ?? null)}::timestamptz[],
-      ${json((n) => n.timing?.localPlan)}::jsonb[], ${column((n) => n.timing?.throttlePerMinute ?? null)}::int[],
-      ${column((n) => n.options?.ttlSeconds ?? null)}::int[],
-      ${column((n) => (n.options?.ttlSeconds != null ? null : (n.options?.expiresAt ?? null)))}::timestamptz[],
-      ${column((n) => n.options?.priority ?? null)}::text[], ${column((n) => n.messageId ?? null)}::uuid[],
-      ${column((n) => n.transactionalKey ?? null)}::text[],
-      ${column((n) => n.cut?.batches ?? null)}::int[], ${column((n) => n.cut?.targeted ?? null)}::int[],
-      ${column((n) => n.cut?.notAllowed ?? null)}::int[],
-      ${column((n) => n.audienceSpecKey ?? null)}::uuid[], ${json((n) => n.liveActivity)}::jsonb[],
-      ${json((n) => n.templateData)}::jsonb[],
-      ${column((n) => n.actor?.keyId ?? null)}::uuid[], ${column((n) => n.actor?.role ?? null)}::text[],
-      ${column((n) => n.actor?.address ?? null)}::text[], ${column((n) => n.actor?.requestId ?? null)}::text[]
-    ) with ordinality as t(
-      id, app_id, audience_id, request, payload, localized, collapse_key, send_group, send_at, next_due_at, local_plan,
-      throttle_per_minute, ttl, expires_at, priority, message_id, transactional_key, cut_batches, cut_targeted, cut_not_allowed,
-      audience_key, live_activity, template_data, actor_key_id, actor_role, client_address, request_id, ord
-    )
-    order by t.ord
-    ${onConflict}
-    returning ${also.returning ?? sql`*`}`;
-  // the others run as parts of this one (data-modifying CTEs): the audiences before, the batches after the rows
-  const after = (also.after ?? []).flatMap((statement, k) => (statement ? [sql`${sql.raw(`after_${k}`)} as (${statement})`] : []));
-  const parts = [also.before, also.audiences, sql`inserted as (${insert})`, ...after].filter((p) => !!p);
-  const { rows } = await (parts.length > 1 ? sql<Notification>`with ${sql.join(parts)} select * from inserted` : insert).execute(db);
-  return rows;
+  /** The devices not sent to because they were due inside their quiet hours (`then: drop`). */
+  async setSkippedQuietHours(db: Db, notificationId: string, count: number): Promise<void> {
+    await db.updateTable('notifications').set({ skipped_quiet_hours: count }).where('id', '=', notificationId).execute();
+  }
+
+  async markFanoutDone(db: Db, notificationId: string, generation: number): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({ fanout_done: true, updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .where('generation', '=', generation)
+      .execute();
+  }
+
+  async markSending(db: Db, notificationId: string, generation: number): Promise<void> {
+    await db
+      .updateTable('notifications')
+      .set({ state: 'sending', published_at: sql<Date>`coalesce(published_at, now())`, updated_at: sql<Date>`now()` })
+      .where('id', '=', notificationId)
+      .where('generation', '=', generation)
+      .where('state', '=', 'scheduled')
+      .execute();
+  }
+
+  /**
+   * Why a batch of this notification's generation may no longer go out: canceled, or superseded by a newer generation
+   * (a collapse key's update); null while it still sends.
+   */
+  async stopReason(db: Db, notificationId: string, generation: number): Promise<StopReason | null> {
+    const n = await db.selectFrom('notifications').select(['state', 'generation']).where('id', '=', notificationId).executeTakeFirst();
+    // in the order a delivery job checks them
+    if (n && n.generation !== generation) return 'superseded';
+    return n?.state === 'canceled' ? 'canceled' : null;
+  }
+
+  /**
+   * Closes each notification whose fan-out is done and no batch is pending: `sent` when anything was delivered
+   * or nothing was targeted, `failed` when every push failed. Answers the ids it closed. Given the `seq` of the
+   * batch that just finished, the pending batch looked for is its nearest, above it then below it: batches
+   * finish about in order, so one is found a few rows away, not after every batch done before (a walk that cost
+   * a 25,000-batch broadcast 25,000 rows a batch); only the last batches walk them all.
+   */
+  async completeIfFinished(db: Db, notifications: { id: string; generation: number; seq?: number }[]): Promise<string[]> {
+    const unique = [...new Map(notifications.map((n) => [`${n.id}:${n.generation}`, n])).values()];
+    if (!unique.length) return [];
+    const ids = [...new Set(unique.map((n) => n.id))];
+    // scalar subqueries, each an index scan from the seq that stops at the first pending batch (an anti-join may
+    // read them all)
+    const pending = (where: RawBuilder<unknown>, order: RawBuilder<unknown>) => sql`(
+      select true from delivery_batches b
+      where b.notification_id = t.id and b.notification_id = any(${ids}::uuid[]) and b.generation = t.generation and ${where}
+        and b.state = 'pending'
+      order by ${order} limit 1) is null`;
+    const { rows } = await sql<{ id: string }>`${sql.raw(PLAN_EACH_RUN)}
+      update notifications n
+      set state = case when ${anySucceeded(ids)} or n.devices_targeted + ${rangesTargeted(ids)} = 0 then 'sent' else 'failed' end,
+          finished_at = now(), updated_at = now()
+      from unnest(${unique.map((n) => n.id)}::uuid[], ${unique.map((n) => n.generation)}::int[], ${unique.map((n) => n.seq ?? null)}::int[])
+        as t(id, generation, seq)
+      where n.id = t.id and n.id = any(${ids}::uuid[]) and n.generation = t.generation
+        and n.fanout_done and n.state in ('scheduled', 'sending')
+        and ${pending(sql`b.seq > coalesce(t.seq, -1)`, sql`b.seq`)}
+        and (t.seq is null or ${pending(sql`b.seq < t.seq`, sql`b.seq desc`)})
+      returning n.id`.execute(db);
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * Notifications whose pipeline shows no progress for a while: their jobs may be lost (queue restart, crash before
+   * enqueue). One that the process which created it sends itself has no job meanwhile: a transactional send (it
+   * has a group), and a small audience cut at creation (published the moment it was created, in the same
+   * statement). Those are stalled only once that process must have finished, `heldSeconds` after the creation.
+   * Oldest first, from after `after` (the last one a previous call returned): those still waiting in the queue do
+   * not hide the ones behind them.
+   */
+  async findStalled(
+    db: Db,
+    olderThan: { seconds: number; heldSeconds: number },
+    page: { after: StalledNotification | null; limit: number },
+  ): Promise<StalledNotification[]> {
+    const { after, limit } = page;
+    return (
+      db
+        .selectFrom('notifications')
+        .select([
+          'id',
+          'generation',
+          'wave',
+          'ab_stage',
+          sql<string>`updated_at::text`.as('position'),
+          sql<boolean>`next_due_at is not null`.as('held'),
+        ])
+        .where('state', 'in', ['scheduled', 'sending'])
+        // One waiting for its send time (or next local-time wave) is not stalled: the due poller releases it. An A/B
+        // test waiting for its winner (for ever, for a manual pick) may still have test-share batches to send.
+        .where((eb) =>
+          eb.or([
+            eb('next_due_at', 'is', null),
+            eb.and([
+              eb('ab_stage', '=', 'waiting'),
+              sql<boolean>`exists (
+                select 1 from delivery_batches b
+                where b.notification_id = notifications.id and b.generation = notifications.generation and b.state = 'pending')`,
+            ]),
+          ]),
+        )
+        .where('updated_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.seconds})`)
+        .where((eb) =>
+          eb.or([
+            eb.and([eb('send_group', 'is', null), sql<boolean>`published_at is distinct from created_at`]),
+            eb('created_at', '<', sql<Date>`now() - make_interval(secs => ${olderThan.heldSeconds})`),
+          ]),
+        )
+        .$if(after !== null, (q) => q.where(sql<boolean>`(updated_at, id) > (${after!.position}::timestamptz, ${after!.id}::uuid)`))
+        .orderBy('updated_at')
+        .orderBy('id')
+        .limit(limit)
+        .execute()
+    );
+  }
+
+  /**
+   * Takes the notifications whose send time (or next local-time wave) has come, for their fan-out to be enqueued.
+   * Clearing next_due_at claims them (SKIP LOCKED: several workers poll); a crash before the enqueue leaves them to
+   * the sweeper, as any notification whose job was lost.
+   */
+  async releaseDue(db: Db, now: Date, limit: number): Promise<Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'>[]> {
+    const { rows } = await sql<Pick<Notification, 'id' | 'generation' | 'wave' | 'ab_stage'>>`
+      update notifications n set next_due_at = null, updated_at = now()
+      from (select id from notifications
+            where next_due_at <= ${now} and state in ('scheduled', 'sending')
+            order by next_due_at limit ${limit}::int
+            for update skip locked) due
+      where n.id = due.id
+      returning n.id, n.generation, n.wave, n.ab_stage`.execute(db);
+    return rows;
+  }
+
+  /** Marks notifications as making progress now: the sweeper leaves them alone for another while. */
+  async touch(db: Db, notificationIds: string[]): Promise<void> {
+    if (!notificationIds.length) return;
+    await db
+      .updateTable('notifications')
+      .set({ updated_at: sql<Date>`now()` })
+      .where('id', 'in', notificationIds)
+      .modifyEnd(sql.raw(PLAN_EACH_RUN))
+      .execute();
+  }
 }

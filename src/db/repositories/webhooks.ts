@@ -296,7 +296,7 @@ export class WebhooksRepository {
 
 /**
  * The CTE that records a statement's batches' outcomes (`outcomes`: batch id and its BatchOutcomes as JSON) for the
- * endpoints subscribed to them, inside DeliveryRepository.recordAttempts after its `input` and `recorded` CTEs: only
+ * endpoints subscribed to them, inside BatchesRepository.recordAttempts after its `input` and `recorded` CTEs: only
  * an attempt that was recorded writes its row, in the same statement.
  */
 export function batchEventsCte(outcomes: { batchId: string; json: string }[], notificationIds: string[]): RawBuilder<unknown> {

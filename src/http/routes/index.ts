@@ -24,6 +24,7 @@ import { appSettingsRoutes } from './app-settings.js';
 import { auditRoutes } from './audit.js';
 import { journeyRoutes } from './journeys.js';
 import { webhookRoutes } from './webhooks.js';
+import { templateRoutes } from './templates.js';
 
 /** Every route module of the API, registered in this order by src/http/server.ts. */
 export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
@@ -51,4 +52,5 @@ export const routeModules: ((ctx: HttpContext) => FastifyPluginAsyncZod)[] = [
   auditRoutes,
   journeyRoutes,
   webhookRoutes,
+  templateRoutes,
 ];

@@ -24,6 +24,15 @@ const userErasure = z.object({
   }),
 });
 
+/** What merging attributes into a user's devices answers. */
+const updateAnswers = {
+  200: z.object({ user: z.object({ user_id: z.string(), device_count: z.number().int() }), dropped: droppedList }),
+  ...bodyErrors,
+  404: errorResponse,
+  422: nothingValid,
+  ...authErrors,
+};
+
 /** A user is the devices sharing a user_id: updates and events apply to each of them. Write key only. */
 export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
@@ -40,13 +49,7 @@ export function userRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: 'Merge custom attributes into every device of a user',
           params: userParams,
           body: userBody,
-          response: {
-            200: z.object({ user: z.object({ user_id: z.string(), device_count: z.number().int() }), dropped: droppedList }),
-            ...bodyErrors,
-            404: errorResponse,
-            422: nothingValid,
-            ...authErrors,
-          },
+          response: updateAnswers,
         },
       },
       async (request, reply) => {

@@ -1,0 +1,26 @@
+import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
+import type { AppsRepository } from '../db/repositories/apps.js';
+import type { AudiencesRepository } from '../db/repositories/audiences.js';
+import type { BatchesRepository } from '../db/repositories/batches.js';
+import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { FanoutRepository } from '../db/repositories/fanout.js';
+import type { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
+import type { LeasesRepository } from '../db/repositories/leases.js';
+import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { PartitionsRepository } from '../db/repositories/partitions.js';
+import type { WebhooksRepository } from '../db/repositories/webhooks.js';
+
+/** The repositories the delivery layer reads and writes through, built once by the composition root. */
+export interface DeliveryRepositories {
+  abTests: AbTestsRepository;
+  apps: AppsRepository;
+  audiences: AudiencesRepository;
+  batches: BatchesRepository;
+  devices: DevicesRepository;
+  fanout: FanoutRepository;
+  frequencyCaps: FrequencyCapsRepository;
+  leases: LeasesRepository;
+  notifications: NotificationsRepository;
+  partitions: PartitionsRepository;
+  webhooks: WebhooksRepository;
+}
