@@ -65,7 +65,7 @@ export class ActivityService {
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
   async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {
-    const startedAt = sessionStart(report, this.clock.now());
+    const startedAt = sessionStart(report, new Date());
     await this.onLiveDevice(appId, deviceId, (trx) =>
       this.activity.recordSession(trx, appId, deviceId, { id: report.id, startedAt, durationSeconds: report.duration ?? null }),
     );
@@ -78,7 +78,8 @@ export class ActivityService {
    * notification from devices of one's own; a write key (a backend relaying its app's reports) is believed.
    */
   async recordOpen(appId: string, deviceId: string, report: OpenReport, role: KeyRole): Promise<void> {
-    const openedAt = reportedAt(report.opened_at, this.clock.now(), 'open.opened_at');
+    // reports are judged against the real time, as the notification's created_at (PostgreSQL's now()) is
+    const openedAt = reportedAt(report.opened_at, new Date(), 'open.opened_at');
     const kind = report.tapped ? 'direct' : 'indirect';
     await this.onLiveDevice(appId, deviceId, async (trx) => {
       const notification = await this.notifications.findForApp(trx, appId, report._nid);
