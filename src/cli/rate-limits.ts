@@ -14,11 +14,6 @@ import {
 import { parseQuietHoursSetting } from '../domain/quiet-hours.js';
 import { parseFrequencyCaps } from '../domain/frequency-caps.js';
 
-/**
- * app set-limits: the app's ceiling on pushes a minute and its default time zone.
- * key set-limit / key clear-limit: a rate limit of one key's own, in place of its role's default (for an sdk
- * key it applies per client address). Stored with the key; every API process applies it once it hears the change.
- */
 /** A key named by its id (`key list`) or read from a file or standard input: never the key on the command line. */
 const whichKey: Record<string, OptionSpec> = {
   id: { value: 'ID', help: "the key's id, as key list shows it", check: uuid },
@@ -29,6 +24,11 @@ async function keyNamed(a: Args): Promise<string | { id: string }> {
   return a.id === undefined ? secretOption(a, 'key', true) : { id: a.id };
 }
 
+/**
+ * app set-limits: the app's ceiling on pushes a minute and its default time zone.
+ * key set-limit / key clear-limit: a rate limit of one key's own, in place of its role's default (for an sdk
+ * key it applies per client address). Stored with the key; every API process applies it once it hears the change.
+ */
 export const rateLimitCommands: Record<string, Command> = {
   'key set-limit': {
     summary: "Gives one key its own rate limit in place of its role's default (an sdk key: per client address).",

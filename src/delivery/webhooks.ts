@@ -79,6 +79,8 @@ export interface WebhookSenderDeps extends WebhookPosterDeps {
 interface Chunk {
   endpoint: SendingEndpoint;
   events: WebhookEvent[];
+  /** the row each event came from, by the event's index */
+  eventRows: ClaimedEvent[];
   rows: Set<ClaimedEvent>;
 }
 
@@ -147,18 +149,23 @@ async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semapho
   await Promise.all(
     chunks.map((chunk) =>
       semaphore.run(async () => {
-        // an endpoint that failed in this round, or a round past its time: the rest waits for the next; a row whose
-        // first events went out is finished, as one given back whole would send those again
-        const late = Date.now() > deadline && ![...chunk.rows].some((r) => started.has(r));
-        if (failed.has(chunk.endpoint.id) || late) {
-          for (const r of chunk.rows) (failed.has(chunk.endpoint.id) ? notSent : later).add(r);
+        // an endpoint that failed in this round: the rest waits for the next
+        if (failed.has(chunk.endpoint.id)) {
+          for (const r of chunk.rows) notSent.add(r);
           return;
         }
-        for (const r of chunk.rows) started.add(r);
-        const answer = await poster.post(chunk.endpoint, chunk.events);
+        // past its time a round starts no row, but finishes the rows whose first events went out (one given back
+        // whole would send those again): the request carries their events alone
+        const late = Date.now() > deadline;
+        const rows = late ? [...chunk.rows].filter((r) => started.has(r)) : [...chunk.rows];
+        if (late) for (const r of chunk.rows) if (!started.has(r)) later.add(r);
+        if (!rows.length) return;
+        for (const r of rows) started.add(r);
+        const events = late ? chunk.events.filter((_, i) => started.has(chunk.eventRows[i]!)) : chunk.events;
+        const answer = await poster.post(chunk.endpoint, events);
         if (answer.status === null || answer.status < 200 || answer.status >= 300) {
           failed.set(chunk.endpoint.id, answer);
-          for (const r of chunk.rows) notSent.add(r);
+          for (const r of rows) notSent.add(r);
         }
       }),
     ),
@@ -189,11 +196,12 @@ function chunksOf(claimed: ClaimedEvent[], endpoints: Map<string, SendingEndpoin
     for (const event of expandEvents(row, endpoint.events)) {
       let chunk = open.get(endpoint.id);
       if (!chunk || chunk.events.length >= size) {
-        chunk = { endpoint, events: [], rows: new Set() };
+        chunk = { endpoint, events: [], eventRows: [], rows: new Set() };
         open.set(endpoint.id, chunk);
         chunks.push(chunk);
       }
       chunk.events.push(event);
+      chunk.eventRows.push(row);
       chunk.rows.add(row);
     }
   }

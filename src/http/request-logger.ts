@@ -86,7 +86,7 @@ export function lazyRequestLogger(logger: FastifyBaseLogger, bindings: Bindings,
  */
 export function logAuditedRequests(app: FastifyInstance): void {
   // One logger for these lines, without redaction: they hold no secret, and a child per request with the redaction
-  // paths run over every line cost ~4 times the line itself.
+  // paths run over every line costs several times the line itself.
   const completed = app.log.child({}, { redact: [] } as ChildLoggerOptions);
   app.addHook('onResponse', async (request, reply) => {
     if (!request.audited) return;

@@ -9,7 +9,15 @@ import type { NotificationsRepository } from '../db/repositories/notifications.j
 import type { LiveActivityChannel, Notification } from '../db/schema.js';
 import { CredentialsError, parseApnsCredentials, type ApnsCredentials } from '../domain/credentials.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
-import { ConflictError, DomainError, ErasedError, NotFoundError, UnprocessableError, ValidationError } from '../domain/errors.js';
+import {
+  ConflictError,
+  DomainError,
+  ErasedError,
+  IdentityNotProvenError,
+  NotFoundError,
+  UnprocessableError,
+  ValidationError,
+} from '../domain/errors.js';
 import {
   checkLiveActivity,
   liveActivityPayload,
@@ -321,16 +329,22 @@ type IdentityProofs = { user_id_auth_hash?: string; user_email_auth_hash?: strin
 type Proven = { caller: Caller; proofs: IdentityProofs };
 
 /**
- * While the app verifies identities, an sdk caller changes the Live Activities of a device bound to a user only with
- * that user's proof or the device's credential, as it changes the device's own token: else any phone holding the
- * device's id could take a start meant for the user, or silence their activities.
+ * An sdk caller changes the Live Activities of a device whose client holds its credential only with it, and, while
+ * the app verifies identities, those of a device bound to a user only with that user's proof or the credential, as
+ * it changes the device's own token: else any phone holding the device's id could take a start meant for the user,
+ * or silence their activities.
  */
 function refuseUnproven(
-  device: { user_id: string | null; user_email: string | null; credential_hash: Buffer | null },
+  device: { user_id: string | null; user_email: string | null; credential_hash: Buffer | null; credential_held: boolean },
   { caller, proofs }: Proven,
 ): void {
   if (caller.role !== 'sdk') return;
   if (credentialProven(device.credential_hash, proofs.credential, CREDENTIAL_FIELD)) return;
-  if (!caller.identity) return;
-  refuseUnprovenChanges(unprovenClaims(identitiesKept(device, {}), proofsIn(proofs), caller.identity), undefined, '');
+  // a bound device's user proof stands for its credential, as for its token
+  if (caller.identity && (device.user_id !== null || device.user_email !== null)) {
+    refuseUnprovenChanges(unprovenClaims(identitiesKept(device, {}), proofsIn(proofs), caller.identity), undefined, '');
+    return;
+  }
+  if (device.credential_held)
+    throw new IdentityNotProvenError(`${CREDENTIAL_FIELD}: is required to change this device's Live Activities with the sdk key`);
 }

@@ -192,6 +192,11 @@ describe('stored templates', () => {
     expect(inUse.statusCode).toBe(409);
     expect(inUse.json().error).toBe(`template: used by journey "Cart reminder" (${made.json().journey.id}); change or archive it first`);
     expect((await api('POST', `/v6/journeys/${made.json().journey.id}/archive`)).statusCode).toBe(200);
+    // a journey may name the id in capitals, as any uuid may be written: it holds the template all the same
+    const shouting = await api('POST', '/v6/journeys', journey(t.id.toUpperCase()));
+    expect(shouting.statusCode, shouting.body).toBe(201);
+    expect((await api('DELETE', `/v6/templates/${t.id}`)).statusCode).toBe(409);
+    expect((await api('POST', `/v6/journeys/${shouting.json().journey.id}/archive`)).statusCode).toBe(200);
     expect((await api('DELETE', `/v6/templates/${t.id}`)).statusCode).toBe(204);
   });
 

@@ -83,4 +83,62 @@ describe('webhook sender rounds', () => {
     expect(rx.requests.map((r) => r.events.length)).toEqual([2, 2, 2]);
     expect(rx.events().map((e) => e.data.device_id)).toEqual(outcomes.delivered);
   });
+
+  it('past half the lease starts no new batch row: a request that would mix one started and one not carries the started alone', async () => {
+    const { keys } = await h.createApp('com.example.hookrounds2');
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/webhooks',
+      headers: { authorization: basic(keys.write) },
+      payload: { url: rx.url, events: ['*'] },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const endpointId = res.json().webhook.id as string;
+    // two batches of 3 devices, requests of 2: [1a 1b] [1c 2a] [2b 2c]; each answered 1.1 s late, so the second
+    // request comes past half the lease (1 s): it finishes batch 1 ([1c]) and leaves batch 2 to the next round
+    const batch = (): BatchOutcomes => ({
+      notification_id: randomUUID(),
+      platform: 'ios',
+      attempt: 1,
+      delivered: Array.from({ length: 3 }, () => randomUUID()),
+      failed: [],
+      unregistered: [],
+    });
+    const [first, second] = [batch(), batch()];
+    for (const outcomes of [first, second])
+      await sql`
+        insert into webhook_events (endpoint_id, app_id, type, data)
+        select id, app_id, 'batch', ${JSON.stringify(outcomes)}::jsonb from webhook_endpoints where id = ${endpointId}::uuid`.execute(
+        h.db.db,
+      );
+    rx.answerAlways({ status: 204, delayMs: 1100 });
+    const before = rx.requests.length;
+
+    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: 1 });
+    const sender = startWebhookSender({
+      db: h.db.db,
+      webhooks: new WebhooksRepository(),
+      transport: client,
+      keyring: h.secrets,
+      log: createLogger('silent'),
+      batchSize: 2,
+      concurrency: 1,
+      pollMs: 20,
+      leaseMs: 2000,
+    });
+    try {
+      await waitFor('both batch rows sent', async () => {
+        const { rows } = await sql<{ state: string }>`select state from webhook_events where endpoint_id = ${endpointId}::uuid`.execute(
+          h.db.db,
+        );
+        return rows.length === 2 && rows.every((r) => r.state === 'sent');
+      });
+    } finally {
+      await sender.stop();
+      client.close();
+    }
+    const requests = rx.requests.slice(before);
+    expect(requests.map((r) => r.events.length)).toEqual([2, 1, 2, 1]);
+    expect(requests.flatMap((r) => r.events.map((e) => e.data.device_id))).toEqual([...first.delivered, ...second.delivered]);
+  });
 });

@@ -138,6 +138,25 @@ describe('Live Activities', () => {
       expect((await call('PUT', startUrl, verified.keys.sdk, { token: activityToken(), credential: theirs })).statusCode).toBe(403);
     });
 
+    it("needs the device's credential once its client holds it, identities verified or not", async () => {
+      const app = await h.createApp('com.example.live.held');
+      const created = await call('POST', '/v6/devices', app.keys.sdk, {
+        device: { platform: 'ios', token: randomBytes(32).toString('hex') },
+      });
+      const { id, credential } = created.json().device as { id: string; credential: string };
+      const startUrl = `/v6/devices/${id}/live-activity-start-tokens/Delivery`;
+      // an old SDK that never sends the credential back keeps the device open
+      expect((await call('PUT', startUrl, app.keys.sdk, { token: activityToken() })).statusCode).toBe(204);
+      // the client sends it back once: from then on the device is held
+      const held = await call('PUT', `/v6/devices/${id}`, app.keys.sdk, { device: { credential, locale: 'fr_FR' } });
+      expect(held.statusCode, held.body).toBe(200);
+      const refused = await call('PUT', startUrl, app.keys.sdk, { token: activityToken() });
+      expect([refused.statusCode, refused.json().error]).toEqual([403, expect.stringMatching(/^credential: is required/)]);
+      expect((await call('DELETE', startUrl, app.keys.sdk)).statusCode).toBe(403);
+      expect((await call('PUT', startUrl, app.keys.sdk, { token: activityToken(), credential })).statusCode).toBe(204);
+      expect((await call('DELETE', startUrl, app.keys.write)).statusCode).toBe(204);
+    });
+
     it("takes a user's proof, while the app verifies identities, to change the activities of that user's device", async () => {
       const verified = await h.createApp('com.example.live.verified', { identityVerification: true });
       const proof = createHmac('sha256', verified.identity_secret).update('u-live').digest('hex');

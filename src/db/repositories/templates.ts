@@ -114,7 +114,7 @@ export class TemplatesRepository {
           selectFrom('journey_versions as v')
             .select(sql`1`.as('one'))
             .whereRef('v.journey_id', '=', 'j.id').where(sql<boolean>`exists (select 1 from jsonb_array_elements(v.definition -> 'steps') s
-              where s -> 'notification' ->> 'template_id' = ${id})`),
+              where lower(s -> 'notification' ->> 'template_id') = lower(${id}))`),
         ),
       )
       .orderBy('j.created_at')
