@@ -28,16 +28,38 @@ describe('webhook sender rounds', () => {
     await rx?.close();
   });
 
-  it('finishes a batch split over requests that runs past half the lease, sending each event once', async () => {
-    const { keys } = await h.createApp('com.example.hookrounds');
+  /** An endpoint of the app for every event type, at the test's receiver. */
+  const endpointFor = async (writeKey: string): Promise<string> => {
     const res = await h.server.inject({
       method: 'POST',
       url: '/v6/webhooks',
-      headers: { authorization: basic(keys.write) },
+      headers: { authorization: basic(writeKey) },
       payload: { url: rx.url, events: ['*'] },
     });
     expect(res.statusCode, res.body).toBe(201);
-    const endpointId = res.json().webhook.id as string;
+    return res.json().webhook.id as string;
+  };
+
+  /** The test's own sender: requests of 2 events, one at a time, a 2 s lease (half of it 1 s). */
+  const startSender = () => {
+    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: 1 });
+    const sender = startWebhookSender({
+      db: h.db.db,
+      webhooks: new WebhooksRepository(),
+      transport: client,
+      keyring: h.secrets,
+      log: createLogger('silent'),
+      batchSize: 2,
+      concurrency: 1,
+      pollMs: 20,
+      leaseMs: 2000,
+    });
+    return { client, sender };
+  };
+
+  it('finishes a batch split over requests that runs past half the lease, sending each event once', async () => {
+    const { keys } = await h.createApp('com.example.hookrounds');
+    const endpointId = await endpointFor(keys.write);
     // one batch's outcomes, 6 devices: 3 requests of 2, each answered 600 ms late; half the lease (1 s) passes
     // while the second is at the receiver
     const outcomes: BatchOutcomes = {
@@ -55,18 +77,7 @@ describe('webhook sender rounds', () => {
     );
     rx.answerAlways({ status: 204, delayMs: 600 });
 
-    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: 1 });
-    const sender = startWebhookSender({
-      db: h.db.db,
-      webhooks: new WebhooksRepository(),
-      transport: client,
-      keyring: h.secrets,
-      log: createLogger('silent'),
-      batchSize: 2,
-      concurrency: 1,
-      pollMs: 20,
-      leaseMs: 2000,
-    });
+    const { client, sender } = startSender();
     try {
       await waitFor('the batch row sent', async () => {
         const { rows } = await sql<{ state: string }>`select state from webhook_events where endpoint_id = ${endpointId}::uuid`.execute(
@@ -86,14 +97,7 @@ describe('webhook sender rounds', () => {
 
   it('past half the lease starts no new batch row: a request that would mix one started and one not carries the started alone', async () => {
     const { keys } = await h.createApp('com.example.hookrounds2');
-    const res = await h.server.inject({
-      method: 'POST',
-      url: '/v6/webhooks',
-      headers: { authorization: basic(keys.write) },
-      payload: { url: rx.url, events: ['*'] },
-    });
-    expect(res.statusCode, res.body).toBe(201);
-    const endpointId = res.json().webhook.id as string;
+    const endpointId = await endpointFor(keys.write);
     // two batches of 3 devices, requests of 2: [1a 1b] [1c 2a] [2b 2c]; each answered 1.1 s late, so the second
     // request comes past half the lease (1 s): it finishes batch 1 ([1c]) and leaves batch 2 to the next round
     const batch = (): BatchOutcomes => ({
@@ -114,18 +118,7 @@ describe('webhook sender rounds', () => {
     rx.answerAlways({ status: 204, delayMs: 1100 });
     const before = rx.requests.length;
 
-    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: 1 });
-    const sender = startWebhookSender({
-      db: h.db.db,
-      webhooks: new WebhooksRepository(),
-      transport: client,
-      keyring: h.secrets,
-      log: createLogger('silent'),
-      batchSize: 2,
-      concurrency: 1,
-      pollMs: 20,
-      leaseMs: 2000,
-    });
+    const { client, sender } = startSender();
     try {
       await waitFor('both batch rows sent', async () => {
         const { rows } = await sql<{ state: string }>`select state from webhook_events where endpoint_id = ${endpointId}::uuid`.execute(
