@@ -79,12 +79,10 @@ export async function previewPushForUser(
   request: NotificationRequest,
   at: { userId: string; locale?: string | undefined },
 ): Promise<UserPreview[]> {
-  const ids = (await deps.devices.userDeviceIds(deps.db, appId, at.userId)).slice(0, PREVIEW_USER_DEVICES);
-  if (!ids.length) throw new NotFoundError('user');
+  const devices = await deps.devices.userDevicesUpTo(deps.db, appId, at.userId, PREVIEW_USER_DEVICES);
+  if (!devices.length) throw new NotFoundError('user');
   const out: UserPreview[] = [];
-  for (const id of ids) {
-    const device = await deps.devices.findForApp(deps.db, appId, id);
-    if (!device) continue;
+  for (const device of devices) {
     try {
       out.push({ device, preview: await previewFor(deps, request, device, at.locale) });
     } catch (err) {

@@ -143,6 +143,11 @@ export class DevicesRepository {
   }
 
   /** The ids of a user's live devices, in id order. */
+  /** A user's devices in id order, the first `limit`. */
+  async userDevicesUpTo(db: Db, appId: string, userId: string, limit: number): Promise<Device[]> {
+    return userDevices(db, appId, userId).selectAll().orderBy('id').limit(limit).execute();
+  }
+
   async userDeviceIds(db: Db, appId: string, userId: string): Promise<string[]> {
     const rows = await userDevices(db, appId, userId).select('id').orderBy('id').execute();
     return rows.map((r) => r.id);
