@@ -50,8 +50,17 @@ describe("a cancel while a broadcast's Huawei batches wait for their turn", () =
     });
     expect(res.statusCode, res.body).toBe(201);
     const id = res.json().id as string;
-    // the first page's batch is answered; the next page's first batch is at the gateway, the rest wait for it
-    await waitFor('the first batch answered', async () => hms.requests.length >= 1, 20_000, 10);
+    // the first page's batch is at the gateway and the next page's 10 batches are stored behind it (on a loaded
+    // machine the cancel could otherwise come before the second page is stored, and there would be nothing waiting)
+    const stored = async () =>
+      (await sql<{ n: number }>`select count(*)::int as n from delivery_batches where notification_id = ${id}::uuid`.execute(h.db.db))
+        .rows[0]!.n;
+    await waitFor(
+      'the first batch sent, the second page stored',
+      async () => hms.requests.length >= 1 && (await stored()) >= 11,
+      20_000,
+      10,
+    );
     const canceled = await h.server.inject({
       method: 'DELETE',
       url: `/v6/notifications/${id}`,
