@@ -29,6 +29,9 @@ import type { DirectDelivery } from './direct-delivery.js';
 import { committedBatches } from './batch-attempt.js';
 import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { abBounds, abTestOf, decideAt } from '../domain/ab-test.js';
+import type { CampaignSettings } from '../db/repositories/apps.js';
+import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
+import { bestTimeCut, isBestTime, releaseBestTimeWaves } from './best-time.js';
 
 /**
  * The gateways that take many tokens a request (HMS: 1,000): a fan-out reads their devices' tokens with the page and
@@ -103,6 +106,8 @@ export interface FanoutDeps {
   /** sends a fan-out's first page, and its multicast batches, from the job that stored them, without the queue */
   direct: Pick<DirectDelivery, 'take' | 'sendInTurn'>;
   abTests: AbTestsRepository;
+  /** a best-time send's devices' zones and activity */
+  journeyDevices: JourneyDevicesRepository;
 }
 
 const finished = (state: string) => state === 'sent' || state === 'failed' || state === 'canceled';
@@ -238,6 +243,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
       if (outcome === 'stopped' || outcome === 'waiting') return;
       if (outcome === 'done') await run.finish();
     }
+    if (run.bestTime) return releaseBestTimeWaves({ ...deps, log }, n, now, run.enqueue);
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist. Those this run is sending itself have none.
     for (const b of await deps.batches.pendingBatches(deps.db, notificationId, generation))
@@ -250,7 +256,7 @@ interface FanoutRunDeps {
   deps: FanoutDeps;
   n: Notification;
   log: Logger;
-  found: { filters: Filter[] | null; settings: { max_per_minute: number | null } };
+  found: { filters: Filter[] | null; settings: CampaignSettings };
   /** date math resolves once per fan-out, the same for every page */
   now: Date;
 }
@@ -271,6 +277,9 @@ class FanoutRun {
   private readonly ab: AbShare | null;
   /** the seq of the next batch cut */
   private seq: number;
+  /** each device at its best hour: every page cut into hourly waves first (`bestTimeCut`), none sent while cutting */
+  readonly bestTime: boolean;
+  private readonly settings: CampaignSettings;
 
   constructor({ deps, n, log, found, now }: FanoutRunDeps) {
     this.deps = deps;
@@ -282,7 +291,10 @@ class FanoutRun {
     this.test = abTestOf(n.request);
     this.ab = this.test && { bounds: abBounds(this.test), rest: n.ab_stage === 'rest', winner: n.ab_winner };
     this.seq = n.fanout_seq;
-    this.marking = deps.notifications.markSending(deps.db, n.id, n.generation);
+    this.bestTime = isBestTime(n);
+    this.settings = found.settings;
+    // a best-time send stays scheduled until its first wave goes out
+    this.marking = this.bestTime ? Promise.resolve() : deps.notifications.markSending(deps.db, n.id, n.generation);
     this.marking.catch(() => undefined);
   }
 
@@ -349,15 +361,17 @@ class FanoutRun {
   async pages(cursor: string | null, zones?: ZoneSlice): Promise<'done' | 'split' | 'stopped'> {
     const { deps, n, plan } = this;
     // an A/B test is cut into its shares by one job (its stages follow its one checkpoint)
-    const fresh = cursor === null && this.seq === 0 && !zones && !plan.paced && !this.ab;
+    const fresh = cursor === null && this.seq === 0 && !zones && !plan.paced && !this.ab && !this.bestTime;
     let seen = 0;
     const limitOf = (pages: number) => Math.min(deps.pageSize, plan.batchSize * 10 ** pages, FIRST_PAGE_DEVICES * 10 ** pages);
     return pageLoop(
       (afterId, pages) => this.readPage(afterId, limitOf(pages), fresh && pages === 0, zones),
       { cursor, limitOf, after: this.marking },
       async (page, pages) => {
-        const { batches, targeted, notAllowed, holdout } = this.cut(page);
-        if (plan.paced) {
+        const { batches, targeted, notAllowed, holdout } = this.bestTime
+          ? await bestTimeCut(deps, n, page.byDevice!, { seq: this.seq, batchSize: plan.batchSize, now: this.now, settings: this.settings })
+          : this.cut(page);
+        if (plan.paced && !this.bestTime) {
           const sizes = batches.map((b) => b.deviceIds.length);
           const starts = await deps.fanout.reserveSlots(deps.db, n.id, n.app_id, sizes, plan.pace, deps.clock.now());
           batches.forEach((b, i) => (b.notBefore = starts[i]));
@@ -367,7 +381,8 @@ class FanoutRun {
           this.log.info('superseded by a newer generation, or canceled, during fan-out');
           return 'stopped';
         }
-        for (const b of await sendPage(deps, n, batches, page, this.enqueue)) this.sentHere.add(b.id);
+        // a best-time send's batches wait for their hour (`releaseBestTimeWaves`)
+        if (!this.bestTime) for (const b of await sendPage(deps, n, batches, page, this.enqueue)) this.sentHere.add(b.id);
         this.seq += batches.length;
         seen += page.read;
         if (page.read < limitOf(pages)) return 'done';
@@ -391,7 +406,7 @@ class FanoutRun {
     const read = { afterId, limit, now: this.now, zones, visible: plan.visible };
     const spec = { ...read, liveActivity: n.live_activity, tokensOf: plan.paced || ab || zones ? [] : SENT_BY_FANOUT };
     if (first && !n.live_activity) return byDevice(await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read), true);
-    if (ab) return byDevice(await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec), false);
+    if (ab || this.bestTime) return byDevice(await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec), false);
     const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec);
     return { first: null, byDevice: null, groups: page.groups, page, read: page.read, last: page.last };
   }

@@ -5,6 +5,7 @@ import type { BatchesRepository } from '../db/repositories/batches.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { FanoutRepository } from '../db/repositories/fanout.js';
 import type { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
+import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { LeasesRepository } from '../db/repositories/leases.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { PartitionsRepository } from '../db/repositories/partitions.js';
@@ -19,6 +20,8 @@ export interface DeliveryRepositories {
   devices: DevicesRepository;
   fanout: FanoutRepository;
   frequencyCaps: FrequencyCapsRepository;
+  /** the devices' zones and activity by local hour, which a best-time send reads as a journey's delay does */
+  journeyDevices: JourneyDevicesRepository;
   leases: LeasesRepository;
   notifications: NotificationsRepository;
   partitions: PartitionsRepository;

@@ -1,4 +1,4 @@
-import { isTimeZone, planLocalTime } from './schedule.js';
+import { BEST_TIME, isTimeZone, planLocalTime } from './schedule.js';
 import { quietWaves, type QuietHours } from './quiet-hours.js';
 
 /** One pass of a local-time send: the zones whose wall time falls at `at`. */
@@ -29,6 +29,8 @@ export interface Timing {
   nextDueAt: Date | null;
   localPlan: LocalPlan | null;
   throttlePerMinute: number | null;
+  /** each device at its best hour: its fan-out runs now, cutting each device's batch for that hour (a wave each) */
+  bestTime?: true;
 }
 
 export interface TimingRequest {
@@ -54,6 +56,8 @@ export function timingOf(
   quiet: QuietHours | null = null,
 ): Timing {
   const throttlePerMinute = request.throttle?.per_minute ?? null;
+  // quiet hours hold a device's best hour in its fan-out, device by device (`bestTimeCut`)
+  if (request.send_at === BEST_TIME) return { sendAt: null, nextDueAt: null, localPlan: null, throttlePerMinute, bestTime: true };
   if (quiet) return quietTiming(request, now, defaultZone ?? 'UTC', deviceZones, quiet);
   if (request.send_at === undefined) return { sendAt: null, nextDueAt: null, localPlan: null, throttlePerMinute };
   if (!request.local_time) {

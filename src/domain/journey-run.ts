@@ -1,15 +1,6 @@
 import { createHash } from 'node:crypto';
-import {
-  BEST_TIME_WITHIN,
-  END,
-  exitsOf,
-  parseJourneyDuration,
-  type DelayStep,
-  type JourneyDefinition,
-  type JourneyStep,
-  type SplitStep,
-} from './journey.js';
-import { instantOf, isTimeZone, wallTimeAt } from './schedule.js';
+import { END, exitsOf, parseJourneyDuration, type DelayStep, type JourneyDefinition, type JourneyStep, type SplitStep } from './journey.js';
+import { BEST_TIME_WITHIN_MS, bestTime, nextLocalTime } from './best-time.js';
 import { historyEntry, type HistoryEntry } from './journey-history.js';
 
 /** Where an entrant goes from a step: a step id, or END. */
@@ -24,57 +15,15 @@ export function stepOf(definition: JourneyDefinition, stepId: string): JourneySt
   return definition.steps.find((s) => s.id === stepId);
 }
 
-/** The zone a device's local times are in, as local-time sends take it: its own, else the app's default, else UTC. */
-export function zoneOf(deviceZone: string | null, appZone: string | null): string {
-  if (deviceZone && isTimeZone(deviceZone)) return deviceZone;
-  return appZone && isTimeZone(appZone) ? appZone : 'UTC';
-}
-
-/** The first instant after `now` at which the wall clock in `zone` reads `hhmm`. */
-export function nextLocalTime(hhmm: string, zone: string, now: Date): Date {
-  const [hour, minute] = hhmm.split(':').map(Number) as [number, number];
-  const today = wallTimeAt(zone, now);
-  for (let days = 0; days < 3; days++) {
-    const date = new Date(Date.UTC(today.year, today.month - 1, today.day + days));
-    const at = instantOf(
-      { year: date.getUTCFullYear(), month: date.getUTCMonth() + 1, day: date.getUTCDate(), hour, minute, second: 0 },
-      zone,
-    );
-    if (at.getTime() > now.getTime()) return at;
-  }
-  throw new RangeError(`no ${hhmm} in ${zone} within two days of ${now.toISOString()}`);
-}
-
 /**
  * When a delay that starts at `now` ends for a device in `zone`; a delay until the best time reads the device's
  * activity by local hour (`activity`: 24 counts, absent when it has none).
  */
 export function delayEnd(step: DelayStep, now: Date, zone: string, activity?: readonly number[]): Date {
   if (step.duration !== undefined) return new Date(now.getTime() + parseJourneyDuration(step.duration)!);
-  if (step.until !== undefined) return bestTime(now, zone, parseJourneyDuration(step.within ?? BEST_TIME_WITHIN)!, activity);
+  if (step.until !== undefined)
+    return bestTime(now, zone, step.within ? parseJourneyDuration(step.within)! : BEST_TIME_WITHIN_MS, activity);
   return nextLocalTime(step.until_local_time!, zone, now);
-}
-
-/** The local hour a device with no activity is sent to at its best time. */
-export const DEFAULT_BEST_HOUR = 10;
-
-/**
- * A device's best time within `withinMs` of `now`: the start of the local hour in which it was most often active
- * (sessions, opens), the earliest of equals; with no activity, DEFAULT_BEST_HOUR. When no hour it was active in
- * (or the default) falls in the window, the first hour that starts in it; when none starts in it, the window's end.
- */
-export function bestTime(now: Date, zone: string, withinMs: number, activity?: readonly number[]): Date {
-  const end = now.getTime() + withinMs;
-  const active = activity?.some((n) => n > 0) ?? false;
-  const score = (hour: number) => (active ? activity![hour]! : hour === DEFAULT_BEST_HOUR ? 1 : 0);
-  let best: { at: Date; score: number } | null = null;
-  for (let hour = 0; hour < 24; hour++) {
-    const at = nextLocalTime(`${String(hour).padStart(2, '0')}:00`, zone, now);
-    if (at.getTime() > end) continue;
-    const candidate = { at, score: score(hour) };
-    if (!best || candidate.score > best.score || (candidate.score === best.score && at < best.at)) best = candidate;
-  }
-  return best?.at ?? new Date(end);
 }
 
 /**

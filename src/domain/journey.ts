@@ -217,8 +217,6 @@ export type DigestStep = z.output<(typeof STEP_SCHEMAS)['digest']>;
 export type JourneyStep = DelayStep | WaitForStep | BranchStep | SendStep | MessageStep | UpdateStep | SplitStep | WebhookStep | DigestStep;
 /** Attempts a webhook step makes when its step names none. */
 export const WEBHOOK_STEP_ATTEMPTS = 3;
-/** How far ahead a delay until "best_time" looks when its step names no `within`. */
-export const BEST_TIME_WITHIN = '24h';
 
 /** Picks a step's schema by its type and reports that schema's own errors (an unknown type names `type`). */
 const stepSchema = z.unknown().transform((value, ctx): JourneyStep => {

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 
 /**
- * Send times: one instant (`send_at` with an offset), or a wall time in each device's own zone (`send_at` without
- * one, `local_time: true`). Pure: "now" is always a parameter.
+ * Send times: one instant (`send_at` with an offset), a wall time in each device's own zone (`send_at` without
+ * one, `local_time: true`), or each device's best hour (`send_at: "best_time"`). Pure: "now" is always a parameter.
  */
 
 const WITH_OFFSET = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,3})?)?(Z|[+-]\d{2}:\d{2})$/;
@@ -12,6 +12,10 @@ const DAY_MS = 86_400_000;
 const EARLIEST_OFFSET_MS = 14 * 3_600_000;
 const LATEST_OFFSET_MS = -12 * 3_600_000;
 export const MAX_SCHEDULE_AHEAD_MS = 366 * DAY_MS;
+/** `send_at`'s value for a send that reaches each device at its own best hour of the next day (journey-run.ts). */
+export const BEST_TIME = 'best_time';
+/** What a best-time send cannot go with: a second timing, a pace, an A/B test's stages, one expiry for a day of waves. */
+const NOT_WITH_BEST_TIME = ['local_time', 'throttle', 'variants', 'ttl', 'expires_at'] as const;
 
 /** The request fields, spread into a notification object; their cross-checks are `sendAtProblem`. */
 export const scheduleFields = {
@@ -52,11 +56,17 @@ export function parseLocalDateTime(text: string): LocalDateTime | null {
  * (`object: 'message'`) has no local time to suggest.
  */
 export function sendAtProblem(
-  request: { send_at?: string; local_time?: boolean },
+  request: { send_at?: string; local_time?: boolean } & Partial<Record<(typeof NOT_WITH_BEST_TIME)[number], unknown>>,
   now: Date,
   { object = 'notification', localTimeOption = true } = {},
 ): string | null {
-  const problem = sendAtRule(request, now, localTimeOption ? ' (or local_time: true)' : '');
+  if (request.send_at === BEST_TIME) {
+    // a message, a Live Activity or a journey's step has a time of its own to keep
+    if (object !== 'notification') return `${object}.send_at: "best_time" is for a notification's own send only`;
+    const other = NOT_WITH_BEST_TIME.find((field) => request[field] !== undefined && request[field] !== false);
+    return other ? `${object}.${other}: cannot be combined with send_at: "best_time"` : null;
+  }
+  const problem = sendAtRule(request, now, localTimeOption ? ' (or local_time: true, or "best_time")' : '');
   return problem && `${object}.send_at: ${problem}`;
 }
 

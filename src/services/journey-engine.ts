@@ -9,7 +9,8 @@ import type { Database } from '../db/schema.js';
 import { DomainError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import { END, type JourneyDefinition, type JourneyStep, type MessageStep, type SendStep, type UpdateStep } from '../domain/journey.js';
-import { arrival, delayEnd, lastDigest, splitPath, stepOf, waitingEntry, wayOn, zoneOf } from '../domain/journey-run.js';
+import { arrival, delayEnd, lastDigest, splitPath, stepOf, waitingEntry, wayOn } from '../domain/journey-run.js';
+import { BEST_TIME_HISTORY_MS, zoneOf } from '../domain/best-time.js';
 import { historyEntry, type HistoryEntry } from '../domain/journey-history.js';
 import { admitAttributes, LIMITS, parseCustomAttributes } from '../domain/device-input.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
@@ -31,8 +32,6 @@ const GROUPS_AT_ONCE = 50;
 const BATCHES_A_GROUP = 20;
 /** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
 const BATCHES_AT_ONCE = 2;
-/** How far back a delay until the best time reads a device's activity. */
-const BEST_TIME_HISTORY_MS = 28 * 86_400_000;
 
 export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   notifications: NotificationService;

@@ -481,7 +481,7 @@ export class NotificationService {
     const fewDevices = named || namesFewDevices(filters) || (liveActivity !== null && liveActivity.event !== 'start');
     // an A/B test goes through the fan-out, which cuts each device into its share
     const { devices, tokens } =
-      !timing.nextDueAt && !timing.localPlan && collapseKey === null && !paced && fewDevices && !fields.variants
+      !timing.nextDueAt && !timing.localPlan && !timing.bestTime && collapseKey === null && !paced && fewDevices && !fields.variants
         ? await this.fewDevicesOf(trx, appId, filters, { named, liveActivity, payload, now })
         : {};
     // what is not cut here, its fan-out cuts from its stored audience

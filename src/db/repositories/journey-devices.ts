@@ -58,6 +58,17 @@ export class JourneyDevicesRepository {
     return new Map(rows.map((r) => [r.id, r.v]));
   }
 
+  /** The time zone each of these devices names (null: none), by id; a best-time send takes their zones so. */
+  async timeZonesOf(db: Db, ids: string[]): Promise<Map<string, string | null>> {
+    if (ids.length === 0) return new Map();
+    const rows = await db
+      .selectFrom('devices')
+      .select(['id', 'time_zone'])
+      .where('id', '=', sql<string>`any(${ids}::uuid[])`)
+      .execute();
+    return new Map(rows.map((r) => [r.id, r.time_zone]));
+  }
+
   /**
    * Each device's sessions and push opens since `since` by the hour of its local day (in its zone, as given): 24
    * counts; a device with none is absent.

@@ -1,0 +1,166 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
+import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
+
+/**
+ * A notification sent at each device's best time (`send_at: "best_time"`), end to end: API, workers, the mock
+ * gateways. Each device's hour comes from its own sessions (stored at chosen times), as a journey's delay until the
+ * best time takes it; the waves are released on a clock the test moves.
+ */
+const POLL = { SCHEDULE_POLL_MS: '20', RATE_LIMIT_SDK_PER_SECOND: '0' };
+const T0 = '2026-06-10T10:30:00Z';
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('best-time sends', () => {
+  const clock = new ManualClock(new Date(T0));
+  let h: Harness;
+  let gw: Gateways;
+  let appId: string;
+  let keys: { read: string; write: string; sdk: string };
+  const received: string[] = [];
+
+  beforeAll(async () => {
+    gw = await startGateways();
+    h = await createHarness({ workers: true, clock, env: { ...gw.env, ...POLL } });
+    const created = await h.createApp('com.example.besttime');
+    appId = created.app.id;
+    keys = created.keys;
+    await setCredentials(h, appId, gw);
+    gw.apns.onAccept = gw.fcm.onAccept = (token) => received.push(token);
+  });
+  afterAll(async () => {
+    await h?.close();
+    await gw?.close();
+  });
+  beforeEach(() => {
+    received.length = 0;
+    clock.set(T0);
+  });
+
+  const post = (notification: Record<string, unknown>) =>
+    h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(keys.write) },
+      payload: { notification: { payload: { alert: 'at your hour' }, ...notification } },
+    });
+  const read = async (id: string) =>
+    (await h.server.inject({ method: 'GET', url: `/v6/notifications/${id}`, headers: { authorization: basic(keys.read) } })).json();
+  const device = (tag: string, extra: Record<string, unknown> = {}) =>
+    registerDevice(h, keys.sdk, { platform: Math.random() < 0.5 ? 'ios' : 'android', tags: [tag], ...extra });
+  /** A session as a report stores it, at a chosen instant. */
+  const sessions = async (d: RegisteredDevice, ...at: string[]) => {
+    for (const startedAt of at)
+      await h.db.db
+        .insertInto('app_sessions')
+        .values({ device_id: d.id, id: randomUUID(), app_id: appId, started_at: new Date(startedAt) })
+        .execute();
+  };
+  /** Moves the clock to `at` and checks what the gateways have received by then. */
+  const step = async (at: string, expected: RegisteredDevice[]) => {
+    clock.set(at);
+    const want = expected.map((d) => d.token).sort();
+    await waitFor(`the pushes due at ${at}`, async () => received.length >= want.length, 10_000, 20);
+    await sleep(200); // many polls: nothing more comes
+    expect([...received].sort()).toEqual(want);
+  };
+
+  it('sends each device at its own best hour, one wave per hour, the device without history at the default hour', async () => {
+    // mostly at 19:xx UTC, once at 08:xx
+    const evening = await device('best');
+    await sessions(evening, '2026-06-05T19:10:00Z', '2026-06-07T19:40:00Z', '2026-06-08T19:05:00Z', '2026-06-09T08:15:00Z');
+    // in Berlin (UTC+2 in June), mornings at 07:xx local
+    const morning = await device('best', { time_zone: 'Europe/Berlin' });
+    await sessions(morning, '2026-06-06T05:20:00Z', '2026-06-08T05:45:00Z');
+    // none in the last four weeks: 10:00 in its zone (UTC), and T0 is past today's
+    const fresh = await device('best');
+    await sessions(fresh, '2026-05-01T15:00:00Z');
+
+    const res = await post({ to: [{ name: 'tags', criteria: ['best'] }], send_at: 'best_time' });
+    expect(res.statusCode, res.body).toBe(201);
+    const { id } = res.json();
+    await waitFor('its waves cut', async () => (await read(id)).devices_targeted === 3, 10_000, 20);
+    expect(await read(id)).toMatchObject({ state: 'scheduled', pushes_succeeded: 0, notification: { send_at: 'best_time' } });
+    // the waves are stored with the batches: one instant each, whatever a restart does
+    const waves = await h.db.db
+      .selectFrom('delivery_batches')
+      .select(['not_before', 'device_ids'])
+      .where('notification_id', '=', id)
+      .orderBy('not_before')
+      .execute();
+    expect(waves.map((w) => [w.not_before?.toISOString(), w.device_ids])).toEqual([
+      ['2026-06-10T19:00:00.000Z', [evening.id]],
+      ['2026-06-11T05:00:00.000Z', [morning.id]],
+      ['2026-06-11T10:00:00.000Z', [fresh.id]],
+    ]);
+
+    await step('2026-06-10T18:59:59Z', []);
+    await step('2026-06-10T19:00:00Z', [evening]);
+    expect((await read(id)).state).toBe('sending');
+    await step('2026-06-11T04:59:00Z', [evening]);
+    await step('2026-06-11T05:00:00Z', [evening, morning]);
+    await step('2026-06-11T10:00:00Z', [evening, morning, fresh]);
+    await waitFor('sent', async () => (await read(id)).state === 'sent', 10_000, 20);
+    expect(await read(id)).toMatchObject({ state: 'sent', devices_targeted: 3, pushes_succeeded: 3 });
+  });
+
+  it('a cancel between waves stops the waves not yet sent', async () => {
+    const early = await device('cancel');
+    await sessions(early, '2026-06-08T12:10:00Z', '2026-06-09T12:50:00Z');
+    const late = await device('cancel'); // no history: 10:00 tomorrow
+    // to devices named by id: not cut at creation as a unicast is, but waved as a broadcast
+    const res = await post({ to: [{ name: 'device_id', criteria: [early.id, late.id] }], send_at: 'best_time' });
+    expect(res.statusCode, res.body).toBe(201);
+    const { id } = res.json();
+    await waitFor('its waves cut', async () => (await read(id)).devices_targeted === 2, 10_000, 20);
+    await step('2026-06-10T12:00:00Z', [early]);
+    const canceled = await h.server.inject({
+      method: 'DELETE',
+      url: `/v6/notifications/${id}`,
+      headers: { authorization: basic(keys.write) },
+    });
+    expect(canceled.statusCode, canceled.body).toBe(200);
+    await step('2026-06-11T10:00:00Z', [early]);
+    await step('2026-06-11T12:00:00Z', [early]);
+    expect(await read(id)).toMatchObject({ state: 'canceled', pushes_succeeded: 1 });
+  });
+
+  it('refuses best_time with another timing, a pace, an A/B test or one expiry, naming the field', async () => {
+    const to = [{ name: 'tags', criteria: ['nobody'] }];
+    for (const [extra, error] of [
+      [{ local_time: true }, 'notification.local_time: cannot be combined with send_at: "best_time"'],
+      [{ throttle: { per_minute: 100 } }, 'notification.throttle: cannot be combined with send_at: "best_time"'],
+      [{ ttl: 3600 }, 'notification.ttl: cannot be combined with send_at: "best_time"'],
+      [{ expires_at: '2026-06-12T00:00:00Z' }, 'notification.expires_at: cannot be combined with send_at: "best_time"'],
+      [
+        { payload: undefined, variants: [{ payload: { alert: 'a' } }, { payload: { alert: 'b' } }], test_fraction: 0.5, winner: 'manual' },
+        'notification.variants: cannot be combined with send_at: "best_time"',
+      ],
+    ] as const) {
+      const res = await post({ to, send_at: 'best_time', ...extra });
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json()).toEqual({ error: error });
+    }
+    const message = await h.server.inject({
+      method: 'POST',
+      url: '/v6/messages',
+      headers: { authorization: basic(keys.write) },
+      payload: { message: { to, title: 'hi', send_at: 'best_time' } },
+    });
+    expect(message.statusCode, message.body).toBe(400);
+    expect(message.json().error).toMatch(/^message\.send_at: /);
+    const transactional = await h.server.inject({
+      method: 'POST',
+      url: '/v6/transactional/notifications',
+      headers: { authorization: basic(keys.write) },
+      payload: {
+        to: { field: 'device_id', value: randomUUID() },
+        group: 'otp',
+        notification: { payload: { alert: 'x' }, send_at: 'best_time' },
+      },
+    });
+    expect(transactional.statusCode, transactional.body).toBe(400);
+    expect(transactional.json().error).toMatch(/send_at/);
+  });
+});
