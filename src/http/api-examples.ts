@@ -56,6 +56,8 @@ const notificationCreate = {
         ttl: 3600,
       },
     },
+    // each device at its best hour of the next day (docs/api/notifications.md)
+    { notification: { to: [{ name: 'tags', criteria: ['weekly'] }], payload: { alert: 'Your weekly summary' }, send_at: 'best_time' } },
   ],
   answers: {
     201: [
@@ -67,7 +69,10 @@ const notificationCreate = {
         notification: { to: '*', payload: { alert: 'Hello everyone', badge: 1, sound: 'default' } },
       },
     ],
-    400: [{ error: 'notification.payload.badge: must be an integer >= 0' }],
+    400: [
+      { error: 'notification.payload.badge: must be an integer >= 0' },
+      { error: 'notification.local_time: cannot be combined with send_at: "best_time"' },
+    ],
   },
 };
 
