@@ -1,5 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { Lifecycle, startPushd } from '../../src/app/start.js';
+import { loadConfig } from '../../src/platform/config.js';
+import { createLogger } from '../../src/platform/logger.js';
+import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 
@@ -164,3 +168,62 @@ describe('best-time sends', () => {
     expect(transactional.json().error).toMatch(/send_at/);
   });
 });
+
+describe('a best-time send across a restart of its workers', () => {
+  const clock = new ManualClock(new Date(T0));
+  let gw: Gateways;
+  let h: Harness;
+  beforeAll(async () => {
+    gw = await startGateways();
+    h = await createHarness({ workers: false, clock, env: { ...gw.env, ...POLL } }); // the API alone
+  });
+  afterAll(async () => {
+    await h?.close();
+    await gw?.close();
+  });
+  const worker = async () => {
+    const lifecycle = new Lifecycle();
+    const env = { ...gw.env, ...POLL, ROLE: 'worker', DATABASE_URL: h.databaseUrl, SECRETS_KEY: TEST_SECRETS_KEY };
+    await startPushd(loadConfig({ ...env, QUEUE_PREFIX: h.queuePrefix, LOG_LEVEL: 'silent' }), createLogger('silent'), lifecycle, {
+      clock,
+    });
+    return lifecycle;
+  };
+
+  it('keeps its waves: a worker started after one stopped sends each device at the hour cut before', async () => {
+    const { app, keys } = await h.createApp('com.example.besttime-restart');
+    await setCredentials(h, app.id, gw);
+    const d = await registerDevice(h, keys.sdk, { platform: 'ios' });
+    const res = await h.server.inject({
+      method: 'POST',
+      url: '/v6/notifications',
+      headers: { authorization: basic(keys.write) },
+      payload: { notification: { to: '*', payload: { alert: 'later' }, send_at: 'best_time' } },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    const { id } = res.json();
+    const first = await worker();
+    const batch = () => h.db.db.selectFrom('delivery_batches').select('not_before').where('notification_id', '=', id).execute();
+    await waitFor('its waves cut', async () => (await batch()).length === 1, 10_000, 20);
+    await first.close(createLogger('silent'));
+    // no history: 10:00 tomorrow; a session after the cut moves nothing, the wave is stored
+    expect((await batch())[0]!.not_before?.toISOString()).toBe('2026-06-11T10:00:00.000Z');
+    await h.db.db
+      .insertInto('app_sessions')
+      .values({ device_id: d.id, id: randomUUID(), app_id: app.id, started_at: new Date('2026-06-10T09:00:00Z') })
+      .execute();
+    clock.set('2026-06-11T11:00:00Z'); // due an hour ago, no worker was there
+    const second = await worker();
+    try {
+      await waitFor('the push', async () => gw.apns.pushes.length > 0, 20_000);
+      expect(gw.apns.pushes.map((p) => p.token)).toEqual([d.token]);
+      await waitFor('sent', async () => (await batch()).length === 1 && (await storedState(h, id)) === 'sent', 10_000, 20);
+    } finally {
+      await second.close(createLogger('silent'));
+    }
+  });
+});
+
+async function storedState(h: Harness, id: string): Promise<string | undefined> {
+  return (await h.db.db.selectFrom('notifications').select('state').where('id', '=', id).executeTakeFirst())?.state;
+}
