@@ -53,14 +53,33 @@ export async function bestTimeCut(
  * it completes once they are sent. A canceled one is not released again, so its later waves never go out.
  */
 export async function releaseBestTimeWaves(
-  deps: Pick<FanoutDeps, 'db' | 'batches' | 'notifications' | 'log'>,
+  deps: Pick<FanoutDeps, 'db' | 'batches' | 'notifications' | 'fanout' | 'log'>,
   n: Notification,
-  now: Date,
+  wave: { now: Date; appPerMinute: number | null },
   enqueue: (b: { id: string; not_before: Date | null }) => Promise<unknown>,
 ): Promise<void> {
+  const { now, appPerMinute } = wave;
   const pending = await deps.batches.pendingBatches(deps.db, n.id, n.generation);
   const due = pending.filter((b) => !b.not_before || b.not_before <= now);
   if (due.length) await deps.notifications.markSending(deps.db, n.id, n.generation);
+  if (appPerMinute !== null && due.length) {
+    // the app's ceiling holds across its notifications: a wave takes its turns from the hour it is due
+    const starts = await deps.fanout.reserveSlots(
+      deps.db,
+      n.id,
+      n.app_id,
+      due.map((b) => b.size),
+      { notification: null, app: appPerMinute },
+      now,
+    );
+    due.forEach((b, i) => (b.not_before = starts[i]!));
+    await deps.batches.holdUntil(
+      deps.db,
+      n.id,
+      n.generation,
+      due.map((b) => ({ seq: b.seq, at: b.not_before! })),
+    );
+  }
   for (const b of due) await enqueue(b);
   const next = pending.reduce<Date | null>(
     (soonest, b) => (b.not_before && b.not_before > now && !(soonest && soonest <= b.not_before) ? b.not_before : soonest),

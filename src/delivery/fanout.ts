@@ -243,7 +243,7 @@ export function fanoutProcessor(deps: FanoutDeps) {
       if (outcome === 'stopped' || outcome === 'waiting') return;
       if (outcome === 'done') await run.finish();
     }
-    if (run.bestTime) return releaseBestTimeWaves({ ...deps, log }, n, now, run.enqueue);
+    if (run.bestTime) return releaseBestTimeWaves({ ...deps, log }, n, { now, appPerMinute: found.settings.max_per_minute }, run.enqueue);
     // Batches stored by an earlier run whose jobs may never have been enqueued (crash, lost queue): the
     // deterministic job ids make this a no-op for jobs that exist. Those this run is sending itself have none.
     for (const b of await deps.batches.pendingBatches(deps.db, notificationId, generation))

@@ -4,6 +4,7 @@ import { Lifecycle, startPushd } from '../../src/app/start.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
+import { AppService } from '../../src/services/apps.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 
@@ -23,6 +24,8 @@ describe('best-time sends', () => {
   let appId: string;
   let keys: { read: string; write: string; sdk: string };
   const received: string[] = [];
+  /** when each push reached a gateway, in real time */
+  const arrivals: number[] = [];
 
   beforeAll(async () => {
     gw = await startGateways();
@@ -31,14 +34,17 @@ describe('best-time sends', () => {
     appId = created.app.id;
     keys = created.keys;
     await setCredentials(h, appId, gw);
-    gw.apns.onAccept = gw.fcm.onAccept = (token) => received.push(token);
+    gw.apns.onAccept = gw.fcm.onAccept = (token) => {
+      received.push(token);
+      arrivals.push(Date.now());
+    };
   });
   afterAll(async () => {
     await h?.close();
     await gw?.close();
   });
   beforeEach(() => {
-    received.length = 0;
+    received.length = arrivals.length = 0;
     clock.set(T0);
   });
 
@@ -128,6 +134,24 @@ describe('best-time sends', () => {
     await step('2026-06-11T10:00:00Z', [early]);
     await step('2026-06-11T12:00:00Z', [early]);
     expect(await read(id)).toMatchObject({ state: 'canceled', pushes_succeeded: 1 });
+  });
+
+  it("holds the app's ceiling within a wave: its batches start at the app's pace from their hour", async () => {
+    const devices = await Promise.all(Array.from({ length: 6 }, () => device('ceiling'))); // no history: 10:00 tomorrow
+    await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: 120 }); // 2 a second: batches of 2
+    try {
+      const { id } = (await post({ to: [{ name: 'tags', criteria: ['ceiling'] }], send_at: 'best_time' })).json();
+      await waitFor('its waves cut', async () => (await read(id)).devices_targeted === 6, 10_000, 20);
+      clock.set('2026-06-11T10:00:00Z');
+      clock.run(); // pacing is real time
+      await waitFor('the wave', async () => received.length === 6, 15_000, 20);
+      expect([...received].sort()).toEqual(devices.map((d) => d.token).sort());
+      const at = [...arrivals].sort((x, y) => x - y);
+      // three batches a second apart: the last starts two seconds after the first
+      expect(at.at(-1)! - at[0]!).toBeGreaterThanOrEqual(1800);
+    } finally {
+      await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: null });
+    }
   });
 
   it('refuses best_time with another timing, a pace, an A/B test or one expiry, naming the field', async () => {

@@ -122,10 +122,18 @@ export class BatchesRepository {
     notificationId: string,
     generation: number,
     seqs?: { from: number; to: number },
-  ): Promise<({ id: string } & Pick<DeliveryBatch, 'platform' | 'development' | 'not_before' | 'job_id'>)[]> {
+  ): Promise<({ id: string; size: number } & Pick<DeliveryBatch, 'seq' | 'platform' | 'development' | 'not_before' | 'job_id'>)[]> {
     return db
       .selectFrom('delivery_batches as b')
-      .select([idOf('b').as('id'), 'platform', 'development', 'not_before', 'job_id'])
+      .select([
+        idOf('b').as('id'),
+        'seq',
+        'platform',
+        'development',
+        'not_before',
+        'job_id',
+        sql<number>`cardinality(b.device_ids)`.as('size'),
+      ])
       .where('notification_id', '=', notificationId)
       .where('generation', '=', generation)
       .$if(seqs !== undefined, (q) => q.where('seq', '>=', seqs!.from).where('seq', '<', seqs!.to))
@@ -133,6 +141,16 @@ export class BatchesRepository {
       .orderBy('seq')
       .execute();
   }
+  /** Holds pending batches (by seq) until their reserved starts: their delivery jobs wait for them (delivery.ts). */
+  async holdUntil(db: Db, notificationId: string, generation: number, starts: { seq: number; at: Date }[]): Promise<void> {
+    if (!starts.length) return;
+    await sql`
+      update delivery_batches b set not_before = t.at
+      from unnest(${starts.map((s) => s.seq)}::int[], ${starts.map((s) => s.at)}::timestamptz[]) as t(seq, at)
+      where b.notification_id = ${notificationId}::uuid and b.generation = ${generation}::int and b.seq = t.seq
+        and b.state = 'pending'`.execute(db);
+  }
+
   /**
    * What delivery attempts need, in one query for many batches: each batch, its notification, and its
    * still-pending devices with their current token (a device that can no longer receive — erased, token
