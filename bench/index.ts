@@ -7,6 +7,7 @@ import path from 'node:path';
 
 const BENCHES = [
   'audience-count',
+  'best-time',
   'capacity',
   'cluster',
   'fanout',

@@ -36,18 +36,29 @@ export const BEST_TIME_HISTORY_MS = 28 * 86_400_000;
 /** The window a delay until the best time (with no `within`) and a notification's best-time send look ahead over. */
 export const BEST_TIME_WITHIN_MS = 86_400_000;
 
+/** The next start of each local hour (0 to 23) after `now` in `zone`: the instants a best time is chosen among. */
+export function hourStarts(now: Date, zone: string): Date[] {
+  return Array.from({ length: 24 }, (_, hour) => nextLocalTime(`${String(hour).padStart(2, '0')}:00`, zone, now));
+}
+
 /**
  * A device's best time within `withinMs` of `now`: the start of the local hour in which it was most often active
  * (sessions, opens), the earliest of equals; with no activity, DEFAULT_BEST_HOUR. When no hour it was active in
  * (or the default) falls in the window, the first hour that starts in it; when none starts in it, the window's end.
  */
-export function bestTime(now: Date, zone: string, withinMs: number, activity?: readonly number[]): Date {
+export function bestTime(
+  now: Date,
+  zone: string,
+  withinMs: number,
+  activity?: readonly number[],
+  starts: readonly Date[] = hourStarts(now, zone),
+): Date {
   const end = now.getTime() + withinMs;
   const active = activity?.some((n) => n > 0) ?? false;
   const score = (hour: number) => (active ? activity![hour]! : hour === DEFAULT_BEST_HOUR ? 1 : 0);
   let best: { at: Date; score: number } | null = null;
   for (let hour = 0; hour < 24; hour++) {
-    const at = nextLocalTime(`${String(hour).padStart(2, '0')}:00`, zone, now);
+    const at = starts[hour]!;
     if (at.getTime() > end) continue;
     const candidate = { at, score: score(hour) };
     if (!best || candidate.score > best.score || (candidate.score === best.score && at < best.at)) best = candidate;
@@ -68,9 +79,16 @@ export function bestTimeSlots(
   quiet: QuietHours | null,
 ): { at: Date; ids: string[] }[] {
   const slots = new Map<number, string[]>();
+  // the wall-clock math is per zone, not per device: a page of thousands of devices has a few hundred zones
+  const startsOf = new Map<string, Date[]>();
+  const held = new Map<string, number>();
   for (const d of devices) {
-    const best = bestTime(now, d.zone, BEST_TIME_WITHIN_MS, activity.get(d.id));
-    const at = ((quiet && quietEnd(best, d.zone, quiet)) || best).getTime();
+    let starts = startsOf.get(d.zone);
+    if (!starts) startsOf.set(d.zone, (starts = hourStarts(now, d.zone)));
+    const best = bestTime(now, d.zone, BEST_TIME_WITHIN_MS, activity.get(d.id), starts);
+    const key = `${d.zone} ${best.getTime()}`;
+    let at = held.get(key);
+    if (at === undefined) held.set(key, (at = ((quiet && quietEnd(best, d.zone, quiet)) || best).getTime()));
     const ids = slots.get(at);
     if (ids) ids.push(d.id);
     else slots.set(at, [d.id]);
