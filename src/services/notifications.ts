@@ -148,14 +148,12 @@ export class NotificationService {
     return this.notifications.withCounters(this.readDb, found);
   }
 
-  /**
-   * Cancels a notification that is waiting or sending: nothing more starts (batches in flight finish and are
-   * counted). One that has finished cannot be: 409.
-   */
+  /** Cancels a waiting or sending notification: nothing more starts (batches in flight finish, counted); else 409. */
   async cancel(appId: string, id: string, actor: Actor = CLI_ACTOR): Promise<Notification> {
     await this.get(appId, id);
     const canceled = await this.db.transaction().execute(async (trx) => {
       const row = await this.notifications.cancel(trx, appId, id);
+      if (row) await this.batches.closeHeldBatches(trx, id, this.clock.now());
       if (row) await recordAudit(trx, actor, appId, 'notification.canceled', { notification_id: id });
       return row;
     });

@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Lifecycle, startPushd } from '../../src/app/start.js';
@@ -134,6 +135,10 @@ describe('best-time sends', () => {
     await step('2026-06-11T10:00:00Z', [early]);
     await step('2026-06-11T12:00:00Z', [early]);
     expect(await read(id)).toMatchObject({ state: 'canceled', pushes_succeeded: 1 });
+    // the wave never released is closed with the notification, not left pending
+    const batches = await sql<{ state: string }>`
+      select state from delivery_batches where notification_id = ${id}::uuid order by seq`.execute(h.db.db);
+    expect(batches.rows.map((b) => b.state)).toEqual(['done', 'canceled']);
   });
 
   it("holds the app's ceiling within a wave: its batches start at the app's pace from their hour", async () => {

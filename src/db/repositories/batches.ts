@@ -301,6 +301,22 @@ export class BatchesRepository {
       .where('state', '=', 'pending')
       .execute();
   }
+
+  /**
+   * Closes a canceled notification's batches held for a later hour (a best-time send's waves not released yet):
+   * nothing would reach them again. Those due within a few seconds may already be queued or sending, so they are
+   * left to the worker's stop check, which closes them canceled.
+   */
+  async closeHeldBatches(db: Db, notificationId: string, now: Date): Promise<number> {
+    const result = await db
+      .updateTable('delivery_batches')
+      .set({ state: 'canceled', updated_at: sql<Date>`now()` })
+      .where('notification_id', '=', notificationId)
+      .where('state', '=', 'pending')
+      .where('not_before', '>', new Date(now.getTime() + 5_000))
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows);
+  }
 }
 
 /** Each attempt's row of the record statement: what is left to retry, the failures, why nothing may have gone. */
