@@ -164,7 +164,7 @@ describe('webhook sender rounds', () => {
 
     const { client, sender } = startSender({ concurrency: 8, busy: () => busy });
     try {
-      await waitFor('two requests answered while busy', () => rx.requests.length - before >= 2);
+      await waitFor('two requests answered while busy', async () => rx.requests.length - before >= 2);
       busy = false;
       await waitFor('the batch row sent', async () => {
         const { rows } = await sql<{ state: string }>`select state from webhook_events where endpoint_id = ${endpointId}::uuid`.execute(
