@@ -5,7 +5,8 @@
  * a pair alike, and the ratio taken is the pairs' median. Then the receiver down for a whole broadcast and up after
  * it; then the worker SIGKILLed while it sends the events (`--faults false` skips both). For each: pushes/s, every
  * push.delivered at the receiver (each event id once: duplicates counted), when the last event came; WAL bytes,
- * worker CPU and PostgreSQL CPU per push with the endpoint off and on.
+ * worker CPU and PostgreSQL CPU per push with the endpoint off and on (WAL and PostgreSQL CPU are the server's
+ * whole: on a server others use too they count their work).
  *
  *   npm run bench -- webhooks [--devices 100000] [--pairs 3] [--receiver-ms 50] [--faults true] [--database bench_webhooks]
  */
