@@ -110,7 +110,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const secrets = database.secrets.keyring;
   const db = database.handle.db;
   const workers = config.ROLE !== 'api';
-  const webhookPoster = startWebhooks(lifecycle, { config, log, db, keyring: secrets, workers });
+  const webhookPoster = startWebhooks(lifecycle, { config, log, db, keyring: secrets, workers, queues });
   const delivery = buildDeliveryRuntime({
     config,
     log,
@@ -198,7 +198,7 @@ export function createWebhookPoster(config: Config, db: Db, keyring: SecretsKeyr
 /** The webhook client every process has, and the outbox's sender where the workers run: apart from delivery. */
 function startWebhooks(
   lifecycle: Lifecycle,
-  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean },
+  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean; queues: JobQueues },
 ): WebhookPoster {
   const { config } = deps;
   const made = createWebhookPoster(config, deps.db, deps.keyring);
@@ -211,6 +211,7 @@ function startWebhooks(
       concurrency: config.WEBHOOK_CONCURRENCY,
       pollMs: config.WEBHOOK_POLL_MS,
       leaseMs: config.WEBHOOK_LEASE_MS,
+      busy: () => deps.queues.running > 0,
     });
     lifecycle.add('webhook sender', () => sender.stop());
   }

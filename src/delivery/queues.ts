@@ -46,6 +46,11 @@ export class JobQueues {
   private readonly prefix: string;
   readonly partitions: number;
 
+  /** Jobs this process is running now. */
+  get running(): number {
+    return this.active;
+  }
+
   constructor(
     readonly conn: QueueConnection,
     private readonly specs: JobSpecs,

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
 import { AuditRepository } from '../db/repositories/audit.js';
-import type { ClaimedEvent, EventKey, SendingEndpoint, WebhooksRepository } from '../db/repositories/webhooks.js';
+import type { ClaimedEvent, EventKey, NewAttempt, SendingEndpoint, WebhooksRepository } from '../db/repositories/webhooks.js';
 import { SYSTEM_ACTOR } from '../domain/audit.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
-import { expandEvents, parseRetryAfter, retryDelayMs, signatureHeader, type WebhookEvent } from '../domain/webhooks.js';
+import { parseRetryAfter, retryDelayMs, serializedEvents, signatureHeader, type WebhookEvent } from '../domain/webhooks.js';
 import type { WebhookAnswer } from '../gateways/webhook-client.js';
 
 export type { WebhookAnswer };
@@ -20,7 +20,7 @@ const GIVE_UP_AT_ONCE = 10_000;
 
 /** What sends a request: the gateways' client (WebhookClient). */
 export interface WebhookTransport {
-  post(url: string, headers: Record<string, string>, body: string): Promise<WebhookAnswer>;
+  post(url: string, headers: Record<string, string>, body: string | Buffer): Promise<WebhookAnswer>;
 }
 
 export interface WebhookPosterDeps {
@@ -35,25 +35,38 @@ export class WebhookPoster {
   constructor(private readonly deps: WebhookPosterDeps) {}
 
   async post(endpoint: SendingEndpoint, events: WebhookEvent[]): Promise<WebhookAnswer> {
+    const sent = await this.send(
+      endpoint,
+      this.secrets(endpoint),
+      events.map((e) => JSON.stringify(e)),
+    );
+    await this.deps.webhooks.recordAttempts(this.deps.db, [sent.attempt]);
+    return sent.answer;
+  }
+
+  /** The secrets that sign for the endpoint now, opened. */
+  secrets(endpoint: SendingEndpoint): string[] {
     const { keyring } = this.deps;
     const secrets = [keyring.open(endpoint.secret, 'webhook_endpoints.secret')];
     if (endpoint.previous_secret) secrets.push(keyring.open(endpoint.previous_secret, 'webhook_endpoints.previous_secret'));
-    const answer = await this.signed(endpoint.url, secrets, `msg_${randomUUID()}`, JSON.stringify(events));
-    await this.deps.webhooks.recordAttempts(this.deps.db, [
-      {
-        endpoint_id: endpoint.id,
-        events: events.length,
-        status: answer.status,
-        latency_ms: answer.latencyMs,
-        error: answer.error,
-        snippet: answer.snippet,
-      },
-    ]);
-    return answer;
+    return secrets;
+  }
+
+  /** Posts events already serialized as one request; answers what came of it and its attempt, for the caller to record. */
+  async send(
+    endpoint: SendingEndpoint,
+    secrets: readonly string[],
+    events: string[],
+  ): Promise<{ answer: WebhookAnswer; attempt: NewAttempt }> {
+    // the body encoded once: signed and written as these bytes
+    const body = Buffer.from(`[${events.join(',')}]`);
+    const answer = await this.signed(endpoint.url, secrets, `msg_${randomUUID()}`, body);
+    const { status, latencyMs: latency_ms, error, snippet } = answer;
+    return { answer, attempt: { endpoint_id: endpoint.id, events: events.length, status, latency_ms, error, snippet } };
   }
 
   /** Signs `body` under `secrets` as the Standard Webhooks request `id` and posts it (a journey's webhook step too). */
-  async signed(url: string, secrets: readonly string[], id: string, body: string): Promise<WebhookAnswer> {
+  async signed(url: string, secrets: readonly string[], id: string, body: string | Buffer): Promise<WebhookAnswer> {
     const timestamp = Math.floor(Date.now() / 1000);
     const headers = {
       'webhook-id': id,
@@ -73,12 +86,17 @@ export interface WebhookSenderDeps extends WebhookPosterDeps {
   pollMs: number;
   /** a claim's lease (WEBHOOK_LEASE_MS): events not done by then (their sender died) are taken again */
   leaseMs: number;
+  /** whether this process's deliveries are running now: the sender then keeps to a quarter of its concurrency */
+  busy?: () => boolean;
 }
 
 /** One request of a round: an endpoint, its events, and the rows they came from. */
 interface Chunk {
   endpoint: SendingEndpoint;
-  events: WebhookEvent[];
+  /** the endpoint's signing secrets, opened once a round */
+  secrets: readonly string[];
+  /** each event as its JSON */
+  events: string[];
   /** the row each event came from, by the event's index */
   eventRows: ClaimedEvent[];
   rows: Set<ClaimedEvent>;
@@ -93,7 +111,7 @@ interface Chunk {
  */
 export function startWebhookSender(deps: WebhookSenderDeps) {
   const poster = new WebhookPoster(deps);
-  const semaphore = new Semaphore(deps.concurrency);
+  const semaphore = new Gate(deps.concurrency, deps.busy);
   let stopped = false;
   let lastExpiry = 0;
   let round: Promise<void> | null = null;
@@ -133,7 +151,7 @@ export function startWebhookSender(deps: WebhookSenderDeps) {
 }
 
 /** Claims due events, sends them in requests of up to batchSize, and records what came of each; answers how many it claimed. */
-async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semaphore: Semaphore): Promise<number> {
+async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semaphore: Gate): Promise<number> {
   const claimed = await deps.webhooks.claim(deps.db, deps.batchSize, deps.leaseMs);
   if (!claimed.length) return 0;
   // a round starts no row past half its lease, so what it sends is marked before another may take it
@@ -141,7 +159,8 @@ async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semapho
   const endpoints = new Map(
     (await deps.webhooks.sendingEndpoints(deps.db, [...new Set(claimed.map((c) => c.endpoint_id))])).map((e) => [e.id, e]),
   );
-  const chunks = chunksOf(claimed, endpoints, deps.batchSize);
+  const chunks = chunksOf(claimed, endpoints, deps.batchSize, (e) => poster.secrets(e));
+  const attempts: NewAttempt[] = [];
   const failed = new Map<string, WebhookAnswer>();
   const notSent = new Set<ClaimedEvent>();
   const later = new Set<ClaimedEvent>();
@@ -162,7 +181,8 @@ async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semapho
         if (!rows.length) return;
         for (const r of rows) started.add(r);
         const events = late ? chunk.events.filter((_, i) => started.has(chunk.eventRows[i]!)) : chunk.events;
-        const answer = await poster.post(chunk.endpoint, events);
+        const { answer, attempt } = await poster.send(chunk.endpoint, chunk.secrets, events);
+        attempts.push(attempt);
         if (answer.status === null || answer.status < 200 || answer.status >= 300) {
           failed.set(chunk.endpoint.id, answer);
           for (const r of rows) notSent.add(r);
@@ -177,6 +197,8 @@ async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semapho
     [...later].filter((r) => !notSent.has(r)),
     new Date(),
   );
+  // the round's requests in one statement, once its events are marked: a crash before loses them with the marks
+  await deps.webhooks.recordAttempts(deps.db, attempts);
   for (const endpoint of new Set(chunks.map((c) => c.endpoint))) {
     const answer = failed.get(endpoint.id);
     const rows = [...notSent].filter((r) => r.endpoint_id === endpoint.id);
@@ -187,16 +209,23 @@ async function sendRound(deps: WebhookSenderDeps, poster: WebhookPoster, semapho
 }
 
 /** The claimed events as requests: each endpoint's events in chunks of `size`; a row whose endpoint is gone is done. */
-function chunksOf(claimed: ClaimedEvent[], endpoints: Map<string, SendingEndpoint>, size: number): Chunk[] {
+function chunksOf(
+  claimed: ClaimedEvent[],
+  endpoints: Map<string, SendingEndpoint>,
+  size: number,
+  secretsOf: (endpoint: SendingEndpoint) => string[],
+): Chunk[] {
   const chunks: Chunk[] = [];
   const open = new Map<string, Chunk>();
+  const secrets = new Map<string, string[]>();
   for (const row of claimed) {
     const endpoint = endpoints.get(row.endpoint_id);
     if (!endpoint) continue;
-    for (const event of expandEvents(row, endpoint.events)) {
+    if (!secrets.has(endpoint.id)) secrets.set(endpoint.id, secretsOf(endpoint));
+    for (const event of serializedEvents(row, endpoint.events)) {
       let chunk = open.get(endpoint.id);
       if (!chunk || chunk.events.length >= size) {
-        chunk = { endpoint, events: [], eventRows: [], rows: new Set() };
+        chunk = { endpoint, secrets: secrets.get(endpoint.id)!, events: [], eventRows: [], rows: new Set() };
         open.set(endpoint.id, chunk);
         chunks.push(chunk);
       }
@@ -206,6 +235,27 @@ function chunksOf(claimed: ClaimedEvent[], endpoints: Map<string, SendingEndpoin
     }
   }
   return chunks;
+}
+
+/**
+ * The sender's permits: `concurrency` requests at once, and a quarter of them while `busy` says deliveries run, so on
+ * a machine short of cores a broadcast's pushes go first and its events follow (the rest sent once it ends).
+ */
+class Gate {
+  private readonly all: Semaphore;
+  private readonly quiet: Semaphore;
+
+  constructor(
+    concurrency: number,
+    private readonly busy: (() => boolean) | undefined,
+  ) {
+    this.all = new Semaphore(concurrency);
+    this.quiet = new Semaphore(Math.max(1, Math.floor(concurrency / 4)));
+  }
+
+  run<T>(work: () => Promise<T>): Promise<T> {
+    return this.all.run(() => (this.busy?.() ? this.quiet.run(work) : work()));
+  }
 }
 
 /** A failed request: a 410 disables the endpoint; anything else rests it and gives its events back for then. */

@@ -67,11 +67,12 @@ export function newWebhookSecret(): string {
  * The `webhook-signature` header of a request: `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` under each secret
  * (the current one, and the one a rotation replaced while it still verifies), space-separated.
  */
-export function signatureHeader(secrets: readonly string[], id: string, timestamp: number, body: string): string {
+export function signatureHeader(secrets: readonly string[], id: string, timestamp: number, body: string | Buffer): string {
   return secrets
     .map((secret) => {
       const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
-      return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+      // the body hashed as it is, not copied into one string with its prefix
+      return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest('base64')}`;
     })
     .join(' ');
 }
@@ -163,23 +164,33 @@ export interface StoredWebhookEvent {
 }
 
 /**
- * The events a stored row holds for an endpoint subscribed to `events`: a batch row expands into one per device and
- * outcome, each numbered in the row before filtering, so its id stays the same whatever the subscription.
+ * The events a stored row holds for an endpoint subscribed to `events`, each as its JSON (what JSON.stringify makes of
+ * a WebhookEvent): a batch row expands into one per device and outcome, each numbered in the row before filtering, so
+ * its id stays the same whatever the subscription. A batch's events are written as strings around their device and
+ * reason, without an object each: a broadcast's sender writes one per push.
  */
-export function expandEvents(row: StoredWebhookEvent, events: readonly string[]): WebhookEvent[] {
-  const base = { app_id: row.app_id, timestamp: row.created_at.toISOString() };
-  if (row.type !== 'batch') return [{ id: row.id, type: row.type as WebhookEventType, ...base, data: row.data }];
+export function serializedEvents(row: StoredWebhookEvent, events: readonly string[]): string[] {
+  const timestamp = row.created_at.toISOString();
+  if (row.type !== 'batch') return [JSON.stringify({ id: row.id, type: row.type, app_id: row.app_id, timestamp, data: row.data })];
   const b = row.data as unknown as BatchOutcomes;
-  const common = { notification_id: b.notification_id, platform: b.platform, attempt: b.attempt };
-  const all: [WebhookEventType, Record<string, unknown>][] = [
-    ...b.delivered.map((d): [WebhookEventType, Record<string, unknown>] => ['push.delivered', { ...common, device_id: d }]),
-    ...b.failed.map(([d, reason]): [WebhookEventType, Record<string, unknown>] => ['push.failed', { ...common, device_id: d, reason }]),
-    ...b.unregistered.map(([d, reason]): [WebhookEventType, Record<string, unknown>] => [
-      'device.unregistered',
-      { ...common, device_id: d, reason },
-    ]),
-  ];
-  return all.flatMap(([type, data], n) => (subscribes(events, type) ? [{ id: `${row.id}.${n}`, type, ...base, data }] : []));
+  // `{"id":"<row id>.` then the event's number, its type, and what every event of the row has
+  const idStart = `{"id":${JSON.stringify(`${row.id}.`).slice(0, -1)}`;
+  const rest = `,"app_id":${JSON.stringify(row.app_id)},"timestamp":"${timestamp}","data":{"notification_id":${JSON.stringify(
+    b.notification_id,
+  )},"platform":${JSON.stringify(b.platform)},"attempt":${JSON.stringify(b.attempt)},"device_id":`;
+  const out: string[] = [];
+  let n = 0;
+  const add = (type: WebhookEventType, device: string, reason?: string) => {
+    if (subscribes(events, type)) {
+      const why = reason === undefined ? '' : `,"reason":${JSON.stringify(reason)}`;
+      out.push(`${idStart}${n}","type":"${type}"${rest}${JSON.stringify(device)}${why}}}`);
+    }
+    n++;
+  };
+  for (const d of b.delivered) add('push.delivered', d);
+  for (const [d, reason] of b.failed) add('push.failed', d, reason);
+  for (const [d, reason] of b.unregistered) add('device.unregistered', d, reason);
+  return out;
 }
 
 /** The first delay after a failure; each next one doubles, up to RETRY_MAX_MS. */

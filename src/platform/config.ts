@@ -312,7 +312,7 @@ export const envSchema = z.object({
     .min(1)
     .max(256)
     .default(8)
-    .describe('[Webhook](api/webhooks.md) requests a worker has in flight at once, apart from its deliveries.'),
+    .describe('[Webhook](api/webhooks.md) requests a worker has in flight at once, a quarter while it runs delivery jobs.'),
   WEBHOOK_POLL_MS: z.coerce
     .number()
     .int()

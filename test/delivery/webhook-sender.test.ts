@@ -40,9 +40,9 @@ describe('webhook sender rounds', () => {
     return res.json().webhook.id as string;
   };
 
-  /** The test's own sender: requests of 2 events, one at a time, a 2 s lease (half of it 1 s). */
-  const startSender = () => {
-    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: 1 });
+  /** The test's own sender: requests of 2 events, one at a time unless told, a 2 s lease (half of it 1 s). */
+  const startSender = (opts: { concurrency: number; busy?: () => boolean } = { concurrency: 1 }) => {
+    const client = new WebhookClient({ allowedOrigins: [rx.origin], timeoutMs: 5000, maxSockets: opts.concurrency });
     const sender = startWebhookSender({
       db: h.db.db,
       webhooks: new WebhooksRepository(),
@@ -50,9 +50,10 @@ describe('webhook sender rounds', () => {
       keyring: h.secrets,
       log: createLogger('silent'),
       batchSize: 2,
-      concurrency: 1,
+      concurrency: opts.concurrency,
       pollMs: 20,
       leaseMs: 2000,
+      ...(opts.busy && { busy: opts.busy }),
     });
     return { client, sender };
   };
@@ -133,5 +134,57 @@ describe('webhook sender rounds', () => {
     const requests = rx.requests.slice(before);
     expect(requests.map((r) => r.events.length)).toEqual([2, 1, 2, 1]);
     expect(requests.flatMap((r) => r.events.map((e) => e.data.device_id))).toEqual([...first.delivered, ...second.delivered]);
+  });
+
+  it('keeps to a quarter of its concurrency while deliveries run, and takes all of it once they end', async () => {
+    const { keys } = await h.createApp('com.example.hookrounds3');
+    const endpointId = await endpointFor(keys.write);
+    // 32 devices: 16 requests of 2, each answered 300 ms late; 8 at once, 2 while busy
+    const outcomes: BatchOutcomes = {
+      notification_id: randomUUID(),
+      platform: 'ios',
+      attempt: 1,
+      delivered: Array.from({ length: 32 }, () => randomUUID()),
+      failed: [],
+      unregistered: [],
+    };
+    await sql`
+      insert into webhook_events (endpoint_id, app_id, type, data)
+      select id, app_id, 'batch', ${JSON.stringify(outcomes)}::jsonb from webhook_endpoints where id = ${endpointId}::uuid`.execute(
+      h.db.db,
+    );
+    rx.answerAlways({ status: 204, delayMs: 300 });
+    const before = rx.requests.length;
+    let busy = true;
+    const inFlight = { busy: 0, idle: 0 };
+    const sampler = setInterval(() => {
+      const side = busy ? 'busy' : 'idle';
+      inFlight[side] = Math.max(inFlight[side], rx.pending().length);
+    }, 10);
+
+    const { client, sender } = startSender({ concurrency: 8, busy: () => busy });
+    try {
+      await waitFor('two requests answered while busy', async () => rx.requests.length - before >= 2);
+      busy = false;
+      await waitFor('the batch row sent', async () => {
+        const { rows } = await sql<{ state: string }>`select state from webhook_events where endpoint_id = ${endpointId}::uuid`.execute(
+          h.db.db,
+        );
+        return rows[0]?.state === 'sent';
+      });
+    } finally {
+      clearInterval(sampler);
+      await sender.stop();
+      client.close();
+    }
+    expect(inFlight.busy).toBe(2);
+    expect(inFlight.idle).toBeGreaterThan(2);
+    expect(
+      rx
+        .events()
+        .slice(-32)
+        .map((e) => e.data.device_id)
+        .sort(),
+    ).toEqual([...outcomes.delivered].sort());
   });
 });

@@ -1,6 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
-import { expandEvents, parseRetryAfter, retryDelayMs, signatureHeader, type BatchOutcomes } from '../../src/domain/webhooks.js';
+import {
+  parseRetryAfter,
+  retryDelayMs,
+  serializedEvents,
+  signatureHeader,
+  type BatchOutcomes,
+  type WebhookEvent,
+} from '../../src/domain/webhooks.js';
 
 const HOUR = 3_600_000;
 
@@ -56,8 +63,10 @@ describe('webhook events of a recorded batch', () => {
     } satisfies BatchOutcomes as unknown as Record<string, unknown>,
   };
 
+  const expand = (events: string[]) => serializedEvents(row, events).map((json) => JSON.parse(json) as WebhookEvent);
+
   it('expands into an event per device with ids that do not depend on the subscription', () => {
-    const all = expandEvents(row, ['*']);
+    const all = expand(['*']);
     expect(all.map((e) => [e.id, e.type, e.data.device_id])).toEqual([
       [`${row.id}.0`, 'push.delivered', 'd1'],
       [`${row.id}.1`, 'push.delivered', 'd2'],
@@ -65,8 +74,25 @@ describe('webhook events of a recorded batch', () => {
       [`${row.id}.3`, 'device.unregistered', 'd4'],
     ]);
     expect(all[2]!.data).toEqual({ notification_id: 'n', platform: 'ios', attempt: 2, device_id: 'd3', reason: 'payload_too_large' });
-    expect(expandEvents(row, ['device.unregistered']).map((e) => e.id)).toEqual([`${row.id}.3`]);
+    expect(expand(['device.unregistered']).map((e) => e.id)).toEqual([`${row.id}.3`]);
     expect(all.every((e) => e.timestamp === '2026-11-27T12:00:00.000Z' && e.app_id === 'app')).toBe(true);
+  });
+
+  it('writes each event as JSON.stringify writes it, strings escaped', () => {
+    const odd = { ...row, app_id: 'a"b', data: { ...row.data, failed: [['d"3', 'line\nbreak \u2028']] } };
+    const [, , failed] = serializedEvents(odd, ['*']);
+    const event = {
+      id: `${row.id}.2`,
+      type: 'push.failed',
+      app_id: 'a"b',
+      timestamp: '2026-11-27T12:00:00.000Z',
+      data: { notification_id: 'n', platform: 'ios', attempt: 2, device_id: 'd"3', reason: 'line\nbreak \u2028' },
+    };
+    expect(failed).toBe(JSON.stringify(event));
+    const ping = { ...row, type: 'ping', data: { endpoint_id: 'e' } };
+    expect(serializedEvents(ping, ['push.delivered'])).toEqual([
+      JSON.stringify({ id: row.id, type: 'ping', app_id: 'app', timestamp: '2026-11-27T12:00:00.000Z', data: { endpoint_id: 'e' } }),
+    ]);
   });
 });
 
@@ -82,5 +108,7 @@ describe('webhook signature', () => {
     };
     for (const secret of secrets) expect(new Webhook(secret).verify(body, headers)).toEqual([{ id: 'e1', type: 'ping' }]);
     expect(() => new Webhook('whsec_b3RoZXJzZWNyZXRvdGhlcnNlY3JldA==').verify(body, headers)).toThrow();
+    // the body as the bytes the sender posts signs the same
+    expect(signatureHeader(secrets, 'msg_1', timestamp, Buffer.from(body))).toBe(headers['webhook-signature']);
   });
 });

@@ -35,6 +35,9 @@ export type EventKey = Pick<ClaimedEvent, 'id' | 'created_at' | 'at'>;
 /** Types an endpoint subscribed to any of receives a recorded batch's row. */
 const BATCH_SUBSCRIPTIONS = ['*', ...BATCH_EVENT_TYPES];
 
+/** Attempts one insert writes at most: six parameters each. */
+const ATTEMPTS_AT_ONCE = 5000;
+
 /** Webhook endpoints, their outbox (migration 056) and the attempts to send it. */
 export class WebhooksRepository {
   async create(
@@ -264,8 +267,14 @@ export class WebhooksRepository {
     return Number(r.numUpdatedRows);
   }
 
+  /** Records attempts, a round's in few statements (ATTEMPTS_AT_ONCE rows each, within the bind parameters' limit). */
   async recordAttempts(db: Db, attempts: NewAttempt[]): Promise<void> {
-    if (attempts.length) await db.insertInto('webhook_attempts').values(attempts).execute();
+    for (let i = 0; i < attempts.length; i += ATTEMPTS_AT_ONCE) {
+      await db
+        .insertInto('webhook_attempts')
+        .values(attempts.slice(i, i + ATTEMPTS_AT_ONCE))
+        .execute();
+    }
   }
 
   /** An endpoint's latest attempts, newest first. */
