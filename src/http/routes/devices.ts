@@ -16,11 +16,12 @@ import {
   eventsBody,
   idempotencyHeaders,
   nothingValid,
+  pathId,
   writtenDevice,
 } from '../schemas.js';
 import { deviceLiveActivitiesView, deviceView, writtenView } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('device') });
 
 function registeredAnswer(r: WriteResult) {
   if (r.kind === 'nothing-valid') return { status: 422, body: { error: 'nothing valid to store', dropped: r.dropped } };

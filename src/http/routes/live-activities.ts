@@ -15,10 +15,19 @@ import { NotFoundError, ValidationError } from '../../domain/errors.js';
 import { APNS_MAX_PAYLOAD_BYTES } from '../../domain/push-mapping.js';
 import { actorOf, callerOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
-import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, liveActivityChannelRecord, liveActivityRecord } from '../schemas.js';
+import {
+  authErrors,
+  bodyErrors,
+  errorResponse,
+  idempotencyHeaders,
+  liveActivityChannelRecord,
+  liveActivityRecord,
+  pathId,
+} from '../schemas.js';
 import { liveActivityChannelView, liveActivityResponse } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('live activity') });
+const channelParams = z.object({ id: z.string() });
 const json = z.record(z.string(), z.unknown());
 const createdAnswer = (n: Notification) => ({ status: 201, body: { live_activity: liveActivityResponse(n) } });
 const deviceErrors = { ...bodyErrors, 404: errorResponse, 422: errorResponse, 451: errorResponse, ...authErrors };
@@ -42,8 +51,8 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
     const read = requirePermission(ctx, 'read');
     const service = ctx.services.liveActivities;
 
-    const activityParams = z.object({ id: z.string(), activity_id: z.string() });
-    const typeParams = z.object({ id: z.string(), activity_type: z.string() });
+    const activityParams = z.object({ id: pathId('device'), activity_id: z.string() });
+    const typeParams = z.object({ id: pathId('device'), activity_type: z.string() });
     // a delete has no body: the proofs of the device's user come in the query
     const proofsQuery = z.object(identityProofs);
 
@@ -221,7 +230,7 @@ export function liveActivityRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
         schema: {
           tags: ['live activities'],
           summary: 'Delete a broadcast channel at APNs and forget it',
-          params: idParams,
+          params: channelParams,
           response: { 204: z.null(), ...bodyErrors, 404: errorResponse, 422: errorResponse, 502: errorResponse, ...authErrors },
         },
       },

@@ -4,11 +4,11 @@ import type { HttpContext } from '../context.js';
 import { impressionsSchema, markReadSchema } from '../../domain/message-stream.js';
 import { requirePermission } from '../auth.js';
 import { acceptedAnswer, answerOnce } from '../idempotency.js';
-import { accepted, authErrors, bodyErrors, errorResponse, idempotencyHeaders, streamMessage } from '../schemas.js';
+import { accepted, authErrors, bodyErrors, errorResponse, idempotencyHeaders, pathId, streamMessage } from '../schemas.js';
 import { streamMessageView } from '../serialize.js';
 
-const deviceParams = z.object({ id: z.string() });
-const messageParams = z.object({ id: z.string(), messageId: z.string() });
+const deviceParams = z.object({ id: pathId('device') });
+const messageParams = z.object({ id: pathId('device'), messageId: pathId('message') });
 const unread = z.object({ unread_count: z.number().int() });
 
 /**

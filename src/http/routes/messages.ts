@@ -5,10 +5,10 @@ import { messageRequestSchema } from '../../domain/message-request.js';
 import type { MessageRecord } from '../../services/messages.js';
 import { actorOf, requirePermission } from '../auth.js';
 import { answerOnce } from '../idempotency.js';
-import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, messageRecord, pageQuery } from '../schemas.js';
+import { authErrors, bodyErrors, errorResponse, idempotencyHeaders, messageRecord, pageQuery, pathId } from '../schemas.js';
 import { messageResponse } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('message') });
 const count = z.number().int();
 const createdAnswer = (r: MessageRecord) => ({ status: 201, body: messageResponse(r) });
 
