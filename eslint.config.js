@@ -40,11 +40,7 @@ export default tseslint.config(
   },
   // not yet within those sizes: each held where it is, so none grows while it waits to be cut up
   ...Object.entries({
-    'src/http/routes/devices.ts': 113,
     'src/http/routes/journeys.ts': 129,
-    'src/http/routes/live-activities.ts': 231,
-    'src/http/routes/message-streams.ts': 106,
-    'src/http/routes/messages.ts': 98,
     'src/http/routes/notifications.ts': 117,
     'src/http/routes/webhooks.ts': 153,
   }).map(([file, max]) => ({ files: [file], rules: { 'max-lines-per-function': ['error', { max }] } })),
