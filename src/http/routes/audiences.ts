@@ -3,7 +3,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { audienceRecord, authErrors, devicePage, errorResponse, pageQuery, pathId } from '../schemas.js';
-import { audienceResponse, deviceView } from '../serialize.js';
+import { audienceResponse } from '../serialize.js';
+import { deviceView } from '../serialize-devices.js';
 
 const idParams = z.object({ id: pathId('audience') });
 

@@ -19,7 +19,8 @@ import {
   pathId,
   writtenDevice,
 } from '../schemas.js';
-import { deviceLiveActivitiesView, deviceView, writtenView } from '../serialize.js';
+import { deviceLiveActivitiesView } from '../serialize.js';
+import { deviceView, writtenView } from '../serialize-devices.js';
 
 const idParams = z.object({ id: pathId('device') });
 
