@@ -40,19 +40,12 @@ export default tseslint.config(
   },
   // not yet within those sizes: each held where it is, so none grows while it waits to be cut up
   ...Object.entries({
-    'src/http/routes/devices.ts': 113,
     'src/http/routes/journeys.ts': 129,
-    'src/http/routes/live-activities.ts': 231,
-    'src/http/routes/message-streams.ts': 106,
-    'src/http/routes/messages.ts': 98,
     'src/http/routes/notifications.ts': 117,
     'src/http/routes/webhooks.ts': 153,
   }).map(([file, max]) => ({ files: [file], rules: { 'max-lines-per-function': ['error', { max }] } })),
   ...Object.entries({
-    'src/db/schema.ts': 630,
-    'src/http/serialize.ts': 542,
-    'src/platform/config.ts': 679,
-    'src/db/repositories/devices.ts': 553,
+    'src/db/repositories/devices.ts': 519,
     'src/services/notifications.ts': 558,
   }).map(([file, max]) => ({ files: [file], rules: { 'max-lines': ['error', { max }] } })),
   {

@@ -14,6 +14,7 @@ import { DevicesRepository } from '../src/db/repositories/devices.js';
 import { compileFilters } from '../src/db/filter-sql.js';
 import type { Filter } from '../src/domain/filters.js';
 import { AppService } from '../src/services/apps.js';
+import { createRepositories } from '../src/services/deps.js';
 import { testKeyring } from '../test/engines/secrets-key.js';
 import { haversine, inPolygon, micro } from '../test/db/filter-reference.js';
 import { benchDatabaseKept } from './lib/audience-db.js';
@@ -101,7 +102,9 @@ async function ensureSeeded(pool: import('pg').Pool, db: import('../src/db/datab
   }
   await pool.query('truncate bench_seed');
   await pool.query('delete from apps');
-  const { app } = await new AppService(db, testKeyring()).createApp('com.example.audience-bench');
+  const { app } = await new AppService({ db: db, secrets: testKeyring(), repos: createRepositories() }).createApp(
+    'com.example.audience-bench',
+  );
   console.log(`seeding ${DEVICES.toLocaleString('en')} devices (seed ${SEED})`);
   await loadDevices(pool, app.id, DEVICES, SEED, NOW, (s) => console.log(s));
   await pool.query('insert into bench_seed values ($1, $2, $3, $4)', [DEVICES, SEED, GENERATOR_VERSION, app.id]);

@@ -26,6 +26,7 @@ import { arg, cpuMs, median, peakRssMb, percentile, printTable, runBenchChild } 
 import { BENCH_BUNDLE, benchStack, startServices, waitFinished } from './lib/stack.js';
 import { parseFrequencyCaps } from '../src/domain/frequency-caps.js';
 import { AppService } from '../src/services/apps.js';
+import { createRepositories } from '../src/services/deps.js';
 import { testKeyring } from '../test/engines/secrets-key.js';
 
 const devices = Number(arg('devices', '200000'));
@@ -101,7 +102,7 @@ async function main() {
   }
 
   if (caps) {
-    await new AppService(db.db, testKeyring()).setLimits(app.id, { frequencyCaps: caps });
+    await new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() }).setLimits(app.id, { frequencyCaps: caps });
     await new Promise((resolve) => setTimeout(resolve, 500)); // the processes' caches hear the change
   }
 

@@ -17,6 +17,7 @@ import { requestAccessToken } from '../src/gateways/google-oauth.js';
 import { HMS_MAX_TOKENS_PER_REQUEST } from '../src/gateways/hms.js';
 import { loadConfig } from '../src/platform/config.js';
 import { AppService } from '../src/services/apps.js';
+import { createRepositories } from '../src/services/deps.js';
 import { testKeyring } from '../test/engines/secrets-key.js';
 import { HmsMock } from '../test/mocks/index.js';
 import { arg, cpuMs, median, parentPid, printTable, runBenchChild, serverCpuMs } from './lib/setup.js';
@@ -39,7 +40,10 @@ async function main() {
   if (latencyMs > 0) hms.faults.sometimes(1, { type: 'delay', ms: latencyMs });
   const stack = await benchStack('bench_hms', { queue, redisUrl });
   const { db, app, keys } = stack;
-  await new AppService(db.db, testKeyring()).setHms(app.id, { hmsAppId: HMS_APP_ID, clientSecret: HMS_SECRET });
+  await new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() }).setHms(app.id, {
+    hmsAppId: HMS_APP_ID,
+    clientSecret: HMS_SECRET,
+  });
   const t = Date.now();
   // device i has hmsTokenOf(i): the token the bare client sends it
   const tokens = Array.from({ length: devices }, (_, i) => hmsTokenOf(i));

@@ -35,6 +35,7 @@ import { fillRegistrations } from './lib/device-fill.js';
 import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
 import { arg, cpuMs, printRows } from './lib/setup.js';
 import { BENCH_BUNDLE, bareBroadcast, benchApp, LAB_ENV, notificationPoster, startServices, waitFinished } from './lib/stack.js';
+import { createRepositories } from '../src/services/deps.js';
 
 const devices = Number(arg('devices', '50000'));
 const workerCounts = arg('workers', '1,2,4').split(',').map(Number);
@@ -274,7 +275,7 @@ async function age(stack: Stack, notificationId: string) {
   for (let day = 1; day <= ageDays; day++) {
     const now = new Date(today + day * DAY_MS + 3_600_000);
     const m0 = performance.now();
-    const results = await maintainPartitions({ db: db.db, partitions, log }, retention, now);
+    const results = await maintainPartitions({ db: db.db, repos: { ...createRepositories(), partitions }, log }, retention, now);
     const maintainMs = performance.now() - m0;
     dropped += tables.reduce((n, t) => n + results[t].dropped.length, 0);
     const t0 = performance.now();

@@ -14,6 +14,7 @@ import { sql } from 'kysely';
 import { openDatabase, type Db } from '../src/db/database.js';
 import { migrate } from '../src/db/migrate.js';
 import { AppService } from '../src/services/apps.js';
+import { createRepositories } from '../src/services/deps.js';
 import { testKeyring } from '../test/engines/secrets-key.js';
 import { benchDatabaseKept } from './lib/audience-db.js';
 import { arg, freePort, percentile, printRows, startService, waitReady } from './lib/setup.js';
@@ -40,7 +41,7 @@ async function main() {
   const db = handle.db;
   await migrate(handle.pool);
   const appId = await ensureSeeded(db);
-  const { key } = await new AppService(db, testKeyring()).createKey(appId, 'read');
+  const { key } = await new AppService({ db: db, secrets: testKeyring(), repos: createRepositories() }).createKey(appId, 'read');
   const version = (await sql<{ v: string }>`select current_setting('server_version') as v`.execute(db)).rows[0]!.v;
   console.log(
     `PostgreSQL ${version}; ${DEVICES.toLocaleString('en')} devices, ${SESSIONS.toLocaleString('en')} sessions, ` +
@@ -127,7 +128,9 @@ async function ensureSeeded(db: Db): Promise<string> {
   await sql`truncate bench_seed`.execute(db);
   await sql`delete from apps`.execute(db);
   await sql`drop table if exists bench_devices, bench_notifications`.execute(db);
-  const { app } = await new AppService(db, testKeyring()).createApp('com.example.stats-bench');
+  const { app } = await new AppService({ db: db, secrets: testKeyring(), repos: createRepositories() }).createApp(
+    'com.example.stats-bench',
+  );
   await seed(db, app.id);
   await sql`insert into bench_seed values (${DEVICES}, ${SESSIONS}, ${today}, ${GENERATOR_VERSION}, ${app.id})`.execute(db);
   return app.id;

@@ -58,6 +58,7 @@ import { loadConfig } from '../src/platform/config.js';
 import { createLogger } from '../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../src/delivery/retention.js';
 import path from 'node:path';
+import { createRepositories } from '../src/services/deps.js';
 
 const K = Number(arg('notifications', '10000'));
 const clients = Number(arg('clients', '50'));
@@ -168,7 +169,11 @@ async function runOne(target: Target, mode: 'single' | 'split', queue: string): 
   const partitions = new PartitionsRepository();
   const log = createLogger('silent');
   for (let d = notificationDays; d > 0; d--)
-    await maintainPartitions({ db: db.db, partitions, log }, retentionOf(loadConfig({})), new Date(Date.now() - d * 86_400_000));
+    await maintainPartitions(
+      { db: db.db, repos: { ...createRepositories(), partitions }, log },
+      retentionOf(loadConfig({})),
+      new Date(Date.now() - d * 86_400_000),
+    );
   let registrationWal: { first: number; again: number } | null = null;
   if (view.devices === 'api') {
     const fill = () =>

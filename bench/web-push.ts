@@ -15,6 +15,7 @@ import { sql } from 'kysely';
 import { toWebPushMessage } from '../src/domain/push-mapping.js';
 import { encryptRecord } from '../src/gateways/web-push.js';
 import { AppService } from '../src/services/apps.js';
+import { createRepositories } from '../src/services/deps.js';
 import { testKeyring } from '../test/engines/secrets-key.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
 import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
@@ -40,7 +41,7 @@ async function main() {
   const mock = await BenchWebPushMock.start({ pool, applicationServerKey: vapid.publicKey, verifyEvery });
   const stack = await benchStack('bench_web_push', { queue, redisUrl });
   const { db, app, keys } = stack;
-  await new AppService(db.db, testKeyring()).setWebPush(app.id, {
+  await new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() }).setWebPush(app.id, {
     subject: SUBJECT,
     publicKey: vapid.publicKey,
     privateKey: vapid.privateKey,

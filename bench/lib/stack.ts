@@ -3,6 +3,7 @@ import { closeSync, openSync } from 'node:fs';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { TEST_SECRETS_KEY, testKeyring } from '../../test/engines/secrets-key.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../../test/mocks/index.js';
 import type { GatewayEndpoints } from './mock-gateways.js';
@@ -102,7 +103,7 @@ export async function benchApp(
 
 /** An app in a benchmark's database, its APNs and FCM credentials those `gateways` accept. */
 export async function addApp(db: DatabaseHandle, gateways: GatewayEndpoints, bundleId = BENCH_BUNDLE) {
-  const apps = new AppService(db.db, testKeyring());
+  const apps = new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() });
   const { app, keys, identity_secret: identitySecret } = await apps.createApp(bundleId);
   await apps.setPushCredentials(app.id, 'apns', gateways.apnsCredentials);
   await apps.setPushCredentials(app.id, 'fcm', gateways.serviceAccount);

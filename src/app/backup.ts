@@ -10,8 +10,7 @@ import { clusterDirOf, PASSWORD_FILE, type EmbeddedDatabase } from '../db/embedd
 import { clusterOwner, freePort } from '../db/postmaster.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
-import { AppService } from '../services/apps.js';
-import { openDatabaseRuntime } from './runtime.js';
+import { openDatabaseRuntime, operatorServices } from './runtime.js';
 import type { SecretsKeySource } from '../platform/secrets-key.js';
 import { TarFormatError, TarReader, TarWriter } from '../platform/tar.js';
 
@@ -137,7 +136,7 @@ async function countAppsOf({ config, dataDir, log }: RestoreOptions): Promise<nu
   const settings = { ...config, DATABASE_URL: undefined, DATABASE_READ_URL: undefined, DATA_DIR: dataDir, dataDir };
   const runtime = await openDatabaseRuntime({ ...settings, EMBEDDED_PG_PORT: await freePort() }, log);
   try {
-    return (await new AppService(runtime.handle.db, runtime.secrets.keyring).listApps()).length;
+    return (await operatorServices(runtime).apps.listApps()).length;
   } finally {
     await runtime.close();
   }

@@ -103,9 +103,9 @@ export function createContext(deps: ContextDeps): HttpContext {
   });
   const services = {
     activity: new ActivityService({ ...shared, conversionWindowHours: config.CONVERSION_WINDOW_HOURS }),
-    apps: new AppService(db, deps.secrets, appChanges),
+    apps: new AppService({ ...shared, secrets: deps.secrets, changes: appChanges }),
     audiences: new AudienceService({ ...shared, deviceService: devices }),
-    audit: new AuditService(db, deps.readDb ?? db),
+    audit: new AuditService(shared),
     devices,
     notifications,
     transactional: new TransactionalService({

@@ -6,6 +6,9 @@ import { ReadReplica } from '../db/read-replica.js';
 import type { Logger } from '../platform/logger.js';
 import { loadSecretsKeys, type SecretsKeySource } from '../platform/secrets-key.js';
 import { SecretsService } from '../services/secrets.js';
+import { AppService } from '../services/apps.js';
+import { AuditService } from '../services/audit.js';
+import { createRepositories } from '../services/deps.js';
 
 export interface DatabaseRuntime {
   url: string;
@@ -47,7 +50,7 @@ export async function openDatabaseRuntime(
       if (applied.length) log.info({ applied }, 'migrations applied');
     }
     if (secrets) {
-      const check = await new SecretsService(handle.db, secrets.keyring, secrets.currentFrom).prepare();
+      const check = await secretsService(handle.db, secrets).prepare();
       if (check.sealed) log.info({ sealed: check.sealed }, 'secrets stored plain are now sealed');
     }
   } catch (err) {
@@ -82,5 +85,20 @@ export async function openDatabaseRuntime(
       })();
       return closing;
     },
+  };
+}
+
+function secretsService(db: DatabaseHandle['db'], secrets: SecretsKeySource): SecretsService {
+  return new SecretsService({ db, repos: createRepositories(), keyring: secrets.keyring, keyFrom: secrets.currentFrom });
+}
+
+/** The operator's services on a runtime's database (the command line's, a backup's): no app changes followed. */
+export function operatorServices(rt: DatabaseRuntime): { apps: AppService; audit: AuditService; secrets: SecretsService } {
+  const db = rt.handle.db;
+  const repos = createRepositories();
+  return {
+    apps: new AppService({ db, repos, secrets: rt.secrets.keyring }),
+    audit: new AuditService({ db, readDb: db, repos }),
+    secrets: secretsService(rt.handle.db, rt.secrets),
   };
 }

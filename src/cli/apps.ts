@@ -1,4 +1,4 @@
-import { AppService } from '../services/apps.js';
+import { operatorServices } from '../app/runtime.js';
 import { type Command, given, oneOf, operator, secretOption, secretOptions, UsageError, uuid } from './command.js';
 
 /** migrate, app create / list, key create / list / revoke: an app, its keys, and the schema they live in. */
@@ -11,11 +11,11 @@ export const appCommands: Record<string, Command> = {
       'bundle-id': { value: 'ID', help: "the app's bundle id (iOS) or package name (Android)", required: true },
       name: { value: 'NAME', help: 'a display name; the bundle id when not given' },
     },
-    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createApp(given(a, 'bundle-id'), a.name, operator()),
+    run: async (a, rt) => operatorServices(rt).apps.createApp(given(a, 'bundle-id'), a.name, operator()),
   },
   'app list': {
     summary: 'Lists apps (never keys).',
-    run: async (_a, rt) => ({ apps: await new AppService(rt.handle.db, rt.secrets.keyring).listApps() }),
+    run: async (_a, rt) => ({ apps: await operatorServices(rt).apps.listApps() }),
   },
   'key create': {
     summary: 'Issues another key for an app.',
@@ -23,14 +23,14 @@ export const appCommands: Record<string, Command> = {
       app: { value: 'ID', help: "the app's id", required: true, check: uuid },
       role: { value: 'ROLE', help: 'read, write or sdk', required: true, check: oneOf('read', 'write', 'sdk') },
     },
-    run: async (a, rt) => new AppService(rt.handle.db, rt.secrets.keyring).createKey(given(a, 'app'), given(a, 'role'), operator()),
+    run: async (a, rt) => operatorServices(rt).apps.createKey(given(a, 'app'), given(a, 'role'), operator()),
   },
   'key list': {
     summary: "Lists an app's keys: id, role, first characters, when created, last used (to 5 minutes) and revoked; never a key.",
     options: { app: { value: 'ID', help: "the app's id", required: true, check: uuid } },
     run: async (a, rt) => ({
       app_id: a.app,
-      keys: (await new AppService(rt.handle.db, rt.secrets.keyring).listKeys(given(a, 'app'))).map((k) => ({
+      keys: (await operatorServices(rt).apps.listKeys(given(a, 'app'))).map((k) => ({
         id: k.id,
         role: k.role,
         starts_with: k.key_hint,
@@ -50,7 +50,7 @@ export const appCommands: Record<string, Command> = {
       const named = [a.id, a.key, a['key-file']].filter((v) => v !== undefined).length;
       if (named !== 1) throw new UsageError('give one of --id, --key-file, --key');
       const key = a.id === undefined ? await secretOption(a, 'key', true) : { id: a.id };
-      await new AppService(rt.handle.db, rt.secrets.keyring).revokeKey(key, operator());
+      await operatorServices(rt).apps.revokeKey(key, operator());
       return { revoked: true };
     },
   },

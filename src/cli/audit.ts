@@ -1,6 +1,6 @@
+import { operatorServices } from '../app/runtime.js';
 import { auditRecord } from '../domain/audit.js';
 import { parseIsoDate } from '../domain/date-math.js';
-import { AuditService } from '../services/audit.js';
 import { given, uuid, type Command } from './command.js';
 
 /** audit --app ID [--since ISO] [--json]: the app's audit log, newest first: a table on a terminal, else one document. */
@@ -18,7 +18,7 @@ export const auditCommands: Record<string, Command> = {
     },
     run: async (a, rt) => {
       const since = a.since === undefined ? undefined : parseIsoDate(a.since)!;
-      const rows = await new AuditService(rt.handle.db).all(given(a, 'app'), { since });
+      const rows = await operatorServices(rt).audit.all(given(a, 'app'), { since });
       return { app_id: a.app, entries: rows.map(auditRecord) };
     },
     render: (result) => auditTable((result as { entries: ReturnType<typeof auditRecord>[] }).entries),

@@ -1,5 +1,5 @@
+import { operatorServices } from '../app/runtime.js';
 import { ValidationError } from '../domain/errors.js';
-import { AppService } from '../services/apps.js';
 import { type Command, given, operator, readOptionFile, uuid } from './command.js';
 
 /**
@@ -19,12 +19,7 @@ export const credentialCommands: Record<string, Command> = {
     run: async (a, rt) => {
       const keyPem = await readOptionFile(a, 'key-file');
       const raw = { keyPem, keyId: a['key-id'], teamId: a['team-id'], ...(a.topic ? { topic: a.topic } : {}) };
-      const credentials = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(
-        given(a, 'app'),
-        'apns',
-        raw,
-        operator(),
-      );
+      const credentials = await operatorServices(rt).apps.setPushCredentials(given(a, 'app'), 'apns', raw, operator());
       return { app: a.app, apns: { key_id: credentials.keyId, team_id: credentials.teamId, topic: credentials.topic ?? null } };
     },
   },
@@ -42,7 +37,7 @@ export const credentialCommands: Record<string, Command> = {
       } catch {
         throw new ValidationError('service-account: file is not valid JSON');
       }
-      const account = await new AppService(rt.handle.db, rt.secrets.keyring).setPushCredentials(given(a, 'app'), 'fcm', json, operator());
+      const account = await operatorServices(rt).apps.setPushCredentials(given(a, 'app'), 'fcm', json, operator());
       return { app: a.app, fcm: { project_id: account.project_id, client_email: account.client_email } };
     },
   },

@@ -1,4 +1,4 @@
-import { AppService } from '../services/apps.js';
+import { operatorServices } from '../app/runtime.js';
 import { type Command, given, operator, secretOption, secretOptions, uuid } from './command.js';
 
 /**
@@ -14,7 +14,7 @@ export const hmsCommands: Record<string, Command> = {
       ...secretOptions('client-secret', 'S', 'its app secret (the OAuth client secret)', true),
     },
     run: async (a, rt) => {
-      const set = await new AppService(rt.handle.db, rt.secrets.keyring).setHms(
+      const set = await operatorServices(rt).apps.setHms(
         given(a, 'app'),
         {
           hmsAppId: given(a, 'hms-app-id'),

@@ -1,4 +1,4 @@
-import { AppService } from '../services/apps.js';
+import { operatorServices } from '../app/runtime.js';
 import { type Command, given, operator, UsageError, uuid } from './command.js';
 
 const ACTIONS = ['on', 'off', 'rotate'] as const;
@@ -20,7 +20,7 @@ export const identityCommands: Record<string, Command> = {
     run: async (a, rt) => {
       const chosen = ACTIONS.filter((action) => a[action] !== undefined);
       if (chosen.length !== 1) throw new UsageError('give exactly one of --on, --off, --rotate');
-      return new AppService(rt.handle.db, rt.secrets.keyring).setIdentityVerification(given(a, 'app'), chosen[0]!, operator());
+      return operatorServices(rt).apps.setIdentityVerification(given(a, 'app'), chosen[0]!, operator());
     },
   },
 };

@@ -1,4 +1,4 @@
-import { AppService } from '../services/apps.js';
+import { operatorServices } from '../app/runtime.js';
 import {
   type Args,
   type Command,
@@ -39,7 +39,7 @@ export const rateLimitCommands: Record<string, Command> = {
     },
     run: async (a, rt) => {
       const limit = { perSecond: Number(given(a, 'per-second')), burst: Number(given(a, 'burst')) };
-      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(await keyNamed(a), limit, operator());
+      await operatorServices(rt).apps.setKeyRateLimit(await keyNamed(a), limit, operator());
       return { rate_limit: { per_second: limit.perSecond, burst: limit.burst } };
     },
   },
@@ -47,7 +47,7 @@ export const rateLimitCommands: Record<string, Command> = {
     summary: "Returns a key to its role's default rate limit.",
     options: whichKey,
     run: async (a, rt) => {
-      await new AppService(rt.handle.db, rt.secrets.keyring).setKeyRateLimit(await keyNamed(a), null, operator());
+      await operatorServices(rt).apps.setKeyRateLimit(await keyNamed(a), null, operator());
       return { rate_limit: null };
     },
   },
@@ -86,7 +86,7 @@ export const rateLimitCommands: Record<string, Command> = {
         quietHours: quiet === undefined || quiet === null ? quiet : parseQuietHoursSetting(quiet),
         frequencyCaps: cap === undefined || cap === null ? cap : parseFrequencyCaps(cap),
       };
-      return new AppService(rt.handle.db, rt.secrets.keyring).setLimits(given(a, 'app'), limits, operator());
+      return operatorServices(rt).apps.setLimits(given(a, 'app'), limits, operator());
     },
   },
 };

@@ -1,6 +1,6 @@
+import { operatorServices } from '../app/runtime.js';
 import { keyIdOf } from '../domain/secrets.js';
 import { installRotatedKey, readKeyFile } from '../platform/secrets-key.js';
-import { SecretsService } from '../services/secrets.js';
 import { given, UsageError, type Command } from './command.js';
 
 /**
@@ -20,7 +20,7 @@ export const secretsCommands: Record<string, Command> = {
       if (!key) throw new UsageError(`--new-key-file: there is no file ${file}`);
       const files = rt.secrets.defaultFiles;
       if (files && keyIdOf(key) !== rt.secrets.keyring.currentId) await installRotatedKey(files, key);
-      const rotated = await new SecretsService(rt.handle.db, rt.secrets.keyring, rt.secrets.currentFrom).rotate(key);
+      const rotated = await operatorServices(rt).secrets.rotate(key);
       return { ...rotated, key_file: files?.current ?? null };
     },
   },

@@ -1,4 +1,4 @@
-import { AppService } from '../services/apps.js';
+import { operatorServices } from '../app/runtime.js';
 import { type Command, given, operator, secretOption, secretOptions, uuid } from './command.js';
 
 /**
@@ -16,7 +16,7 @@ export const webPushCommands: Record<string, Command> = {
       ...secretOptions('private-key', 'P', 'its private key (base64url)'),
     },
     run: async (a, rt) => {
-      const set = await new AppService(rt.handle.db, rt.secrets.keyring).setWebPush(
+      const set = await operatorServices(rt).apps.setWebPush(
         given(a, 'app'),
         {
           subject: given(a, 'subject'),

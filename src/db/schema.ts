@@ -6,15 +6,23 @@ import type { LocalPlan } from '../domain/campaign.js';
 import type { PushPriority } from '../domain/delivery-options.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import type { Localized } from '../domain/localized.js';
-import type { JourneyDefinition, JourneyState } from '../domain/journey.js';
-import type { HistoryEntry } from '../domain/journey-history.js';
 import type { QuietHours } from '../domain/quiet-hours.js';
 import type { Sealed } from '../domain/secrets.js';
-import type { TemplateData, TemplateEvent } from '../domain/template-data.js';
+import type { TemplateData } from '../domain/template-data.js';
 import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely';
 
-type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
-type Json<T = unknown> = ColumnType<T, string | T, string | T>;
+import type { Counter, Json, Timestamp } from './tables/columns.js';
+import type { DeviceMessagesTable, MessagesTable } from './tables/messages.js';
+import type { LiveActivityChannelsTable, LiveActivityStartTokensTable, LiveActivityTokensTable } from './tables/live-activities.js';
+import type {
+  JourneyEnteredTable,
+  JourneyEntrantsTable,
+  JourneyStepCountsTable,
+  JourneysTable,
+  JourneyVersionsTable,
+} from './tables/journeys.js';
+import type { WebhookAttemptsTable, WebhookEndpointsTable, WebhookEventsTable } from './tables/webhooks.js';
+import type { TemplatesTable, TemplateVersionsTable } from './tables/templates.js';
 
 export type { KeyRole };
 export type Platform = 'ios' | 'android' | 'web' | 'huawei';
@@ -144,8 +152,6 @@ export interface AudiencesTable {
   /** when the retention found nothing naming it (migration 052): deleted a grace later if still nothing does */
   retired_at: Generated<Date | null>;
 }
-
-type Counter = ColumnType<number, number | undefined, number>;
 
 export interface NotificationsTable {
   id: Generated<string>;
@@ -348,74 +354,6 @@ export interface AppActiveDevicesTable {
   device_id: string;
 }
 
-/** An in-app message (migration 011). */
-export interface MessagesTable {
-  id: Generated<string>;
-  app_id: string;
-  audience_id: string;
-  request: Json<Record<string, unknown>>;
-  title: string;
-  text: string | null;
-  url: string | null;
-  type: string;
-  custom: Json<Record<string, unknown>>;
-  send_at: Date | null;
-  /** when it enters streams: send_at, or its creation */
-  publish_at: Date;
-  unpublish_at: Date | null;
-  /** deleted by the retention purge once past */
-  expires_at: Date;
-  /** its few devices were put in their streams when it was created; never evaluated against a device again */
-  resolved: Generated<boolean>;
-  canceled_at: Date | null;
-  created_at: Generated<Date>;
-}
-
-/** A message in a device's stream, with the device's state and impressions (migration 011). */
-export interface DeviceMessagesTable {
-  device_id: string;
-  message_id: string;
-  /** when its message's retention starts: unpublish_at, else publish_at (its partition, migration 030) */
-  retention_from: Date;
-  added_at: Generated<Date>;
-  read_at: Date | null;
-  deleted_at: Date | null;
-  stream_impressions: Counter;
-  full_screen_impressions: Counter;
-  in_app_impressions: Counter;
-}
-
-/** An activity's update token on a device (migration 027). */
-export interface LiveActivityTokensTable {
-  device_id: string;
-  activity_id: string;
-  app_id: string;
-  activity_type: string;
-  token: string;
-  created_at: Generated<Date>;
-  updated_at: Generated<Date>;
-}
-
-/** An activity type's push-to-start token on a device (migration 027). */
-export interface LiveActivityStartTokensTable {
-  device_id: string;
-  activity_type: string;
-  app_id: string;
-  token: string;
-  created_at: Generated<Date>;
-  updated_at: Generated<Date>;
-}
-
-/** A broadcast channel APNs created for the app (migration 027). */
-export interface LiveActivityChannelsTable {
-  id: Generated<string>;
-  app_id: string;
-  channel_id: string;
-  development: boolean;
-  message_storage_policy: number;
-  created_at: Generated<Date>;
-}
-
 /** One change of consequence to an app, who made it and from where (migration 047), kept by UTC day of `at`. */
 export interface AuditLogTable {
   id: Generated<string>;
@@ -434,138 +372,6 @@ export interface LeasesTable {
   name: string;
   holder: string;
   expires_at: Date;
-}
-
-/** A journey (migration 048): its current version's definition; earlier versions in journey_versions. */
-export interface JourneysTable {
-  id: Generated<string>;
-  app_id: string;
-  name: string;
-  state: JourneyState;
-  version: Generated<number>;
-  definition: Json<JourneyDefinition>;
-  trigger_event: string | null;
-  listens: Generated<string[]>;
-  created_at: Generated<Date>;
-  updated_at: Generated<Date>;
-  /** its webhook steps' signing secret (`whsec_…`), sealed (migration 061); null until a version has one */
-  webhook_secret: Sealed | null;
-}
-
-export interface JourneyVersionsTable {
-  journey_id: string;
-  version: number;
-  definition: Json<JourneyDefinition>;
-  created_at: Generated<Date>;
-}
-
-/** A journey's counters per step ('' the trigger), sharded. */
-export interface JourneyStepCountsTable {
-  journey_id: string;
-  step_id: string;
-  shard: number;
-  entered: Counter;
-  waiting: Counter;
-  passed: Counter;
-  sent: Counter;
-  failed: Counter;
-  converted: Counter;
-  exited: Counter;
-  skipped: Counter;
-  filtered: Counter;
-}
-
-/** One entrant of a journey version (partitioned by the UTC day it entered). */
-export interface JourneyEntrantsTable {
-  id: Generated<string>;
-  journey_id: string;
-  version: number;
-  app_id: string;
-  entrant_key: string;
-  device_id: string;
-  step_id: string;
-  phase: 'arrived' | 'waiting' | 'done';
-  seq: Generated<number>;
-  due_at: Date | null;
-  wait_event: string | null;
-  on_event: string | null;
-  outcome: 'completed' | 'converted' | 'exited' | 'failed' | null;
-  entered_at: Date;
-  left_at: Date | null;
-  /** the event that moved it last, which its sends' templates read (migration 055) */
-  event: Json<TemplateEvent> | null;
-  /** what it did at each step and why (src/domain/journey-history.ts), appended as it moves (migration 058) */
-  history: ColumnType<HistoryEntry[], string | undefined, string>;
-}
-
-/** Who entered which journey, kept past the entrants' retention for the re-entry rule (migration 058). */
-export interface JourneyEnteredTable {
-  journey_id: string;
-  entrant_key: string;
-  last_entered_at: Date;
-}
-
-export interface WebhookEndpointsTable {
-  id: Generated<string>;
-  app_id: string;
-  url: string;
-  /** event types, or '*' (src/domain/webhooks.ts) */
-  events: string[];
-  description: Generated<string>;
-  enabled: Generated<boolean>;
-  disabled_reason: string | null;
-  /** the signing secret (`whsec_…`), sealed; the replaced one still signs until previous_secret_until */
-  secret: Sealed;
-  previous_secret: Sealed | null;
-  previous_secret_until: Date | null;
-  failures: Generated<number>;
-  failing_since: Date | null;
-  next_attempt_at: Generated<Date>;
-  created_at: Generated<Date>;
-  updated_at: Generated<Date>;
-}
-
-export interface WebhookEventsTable {
-  id: Generated<string>;
-  created_at: Generated<Date>;
-  endpoint_id: string;
-  app_id: string;
-  /** an event type, or 'batch' (a batch's outcomes: BatchOutcomes) */
-  type: string;
-  data: Json<Record<string, unknown>>;
-  state: Generated<'pending' | 'sent' | 'failed'>;
-  attempts: Generated<number>;
-  due_at: Generated<Date>;
-}
-
-/** A stored template (migration 059): its name and newest version. */
-export interface TemplatesTable {
-  id: Generated<string>;
-  app_id: string;
-  name: string;
-  version: Generated<number>;
-  created_at: Generated<Date>;
-  updated_at: Generated<Date>;
-}
-
-/** One version of a template's content, kept once made. */
-export interface TemplateVersionsTable {
-  template_id: string;
-  version: number;
-  payload: Json<Record<string, unknown>>;
-  localized: Json<Localized> | null;
-  created_at: Generated<Date>;
-}
-
-export interface WebhookAttemptsTable {
-  id: Generated<string>;
-  at: Generated<Date>;
-  endpoint_id: string;
-  events: number;
-  status: number | null;
-  latency_ms: number;
-  error: string | null;
-  snippet: string | null;
 }
 
 export interface Database {

@@ -104,7 +104,7 @@ export function startPipeline(opts: PipelineDeps): Pipeline {
     notifications: repos.notifications,
     batches: repos.batches,
     frequencyCaps: repos.frequencyCaps,
-    partitions: repos.partitions,
+    repos,
     retention: settings.retention,
     clock: opts.clock,
     queues,

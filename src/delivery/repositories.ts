@@ -6,9 +6,12 @@ import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { FanoutRepository } from '../db/repositories/fanout.js';
 import type { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
+import type { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { LeasesRepository } from '../db/repositories/leases.js';
+import type { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
-import type { PartitionsRepository } from '../db/repositories/partitions.js';
+import type { NotificationPartitionsRepository, PartitionsRepository } from '../db/repositories/partitions.js';
+import type { TableStatisticsRepository } from '../db/repositories/table-statistics.js';
 import type { WebhooksRepository } from '../db/repositories/webhooks.js';
 
 /** The repositories the delivery layer reads and writes through, built once by the composition root. */
@@ -22,8 +25,12 @@ export interface DeliveryRepositories {
   frequencyCaps: FrequencyCapsRepository;
   /** the devices' zones and activity by local hour, which a best-time send reads as a journey's delay does */
   journeyDevices: JourneyDevicesRepository;
+  journeyEntrants: JourneyEntrantsRepository;
   leases: LeasesRepository;
+  messagePartitions: MessagePartitionsRepository;
+  notificationPartitions: NotificationPartitionsRepository;
   notifications: NotificationsRepository;
   partitions: PartitionsRepository;
+  tableStatistics: TableStatisticsRepository;
   webhooks: WebhooksRepository;
 }

@@ -1,16 +1,8 @@
 import type { Db } from '../db/database.js';
 import { IDEMPOTENCY_KEY_TTL_HOURS } from '../domain/idempotency.js';
-import {
-  DAY_PARTITIONED,
-  NotificationPartitionsRepository,
-  type DayPartition,
-  type DayPartitionedTable,
-  type PartitionsRepository,
-} from '../db/repositories/partitions.js';
-import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
-import { AudiencesRepository } from '../db/repositories/audiences.js';
-import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
-import { PLANNED_ON_STATISTICS, TableStatisticsRepository, type PlannedTable } from '../db/repositories/table-statistics.js';
+import { DAY_PARTITIONED, type DayPartition, type DayPartitionedTable } from '../db/repositories/partitions.js';
+import { PLANNED_ON_STATISTICS, type PlannedTable } from '../db/repositories/table-statistics.js';
+import type { DeliveryRepositories } from './repositories.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -28,17 +20,25 @@ export type MaintainedTable = DayPartitionedTable | 'notifications' | 'messages'
 export type Retention = Record<MaintainedTable, number>;
 /** Notifications past retention one maintenance deletes at most from the default partition (a bounded statement). */
 const PURGE_NOTIFICATIONS = 10_000;
-const notificationPartitions = new NotificationPartitionsRepository();
 /**
  * Message partitions one maintenance creates at most: the default partition's rows may name many days (messages
  * shown for years, before their days come within the retention), more tables than one transaction may lock; the next
  * sweeps make the rest (a message meanwhile in the default one).
  */
 const MESSAGE_DAYS_AT_ONCE = 31;
-const messagePartitions = new MessagePartitionsRepository();
-const audiences = new AudiencesRepository();
-const journeyEntrants = new JourneyEntrantsRepository();
-const tableStatistics = new TableStatisticsRepository();
+
+/** The repositories the maintenance works through. */
+export type MaintenanceRepositories = Pick<
+  DeliveryRepositories,
+  'audiences' | 'journeyEntrants' | 'messagePartitions' | 'notificationPartitions' | 'partitions' | 'tableStatistics'
+>;
+/** What the maintenance needs: the primary, its repositories, where it reports. */
+export interface MaintenanceDeps {
+  db: Db;
+  repos: MaintenanceRepositories;
+  log: Logger;
+  metrics?: Metrics;
+}
 
 /** Each table's retention setting. */
 export function retentionOf(config: Config): Retention {
@@ -77,7 +77,7 @@ export interface MaintenanceResult {
  * inside a transaction, so it could not be under that lock; a DROP TABLE locks the parent only for a moment.
  */
 export async function maintainPartitions(
-  deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
+  deps: MaintenanceDeps,
   retention: Retention,
   now: Date,
 ): Promise<Record<MaintainedTable, MaintenanceResult>> {
@@ -86,27 +86,27 @@ export async function maintainPartitions(
     const cutoff = retentionCutoff(table, now, retention[table]);
     results[table] = await deps.db.transaction().execute(async (trx) => {
       const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
-      if (!(await deps.partitions.claim(trx))) return result;
+      if (!(await deps.repos.partitions.claim(trx))) return result;
       result.ran = true;
-      const existing = await deps.partitions.list(trx, table);
-      const plan = planDays(existing, await deps.partitions.defaultDays(trx, table), utcDay(now), cutoff);
+      const existing = await deps.repos.partitions.list(trx, table);
+      const plan = planDays(existing, await deps.repos.partitions.defaultDays(trx, table), utcDay(now), cutoff);
       for (const day of plan.create) {
-        await deps.partitions.create(trx, table, day);
+        await deps.repos.partitions.create(trx, table, day);
         result.created.push(day);
       }
       for (const partition of plan.drop) {
-        if (table === 'journey_entrants') await journeyEntrants.keepEntered(trx, partition.name, addDays(partition.day, 1));
-        const bytes = await deps.partitions.drop(trx, table, partition);
+        if (table === 'journey_entrants') await deps.repos.journeyEntrants.keepEntered(trx, partition.name, addDays(partition.day, 1));
+        const bytes = await deps.repos.partitions.drop(trx, table, partition);
         deps.metrics?.partitionBytesDropped.inc({ table }, bytes);
         result.dropped.push(partition.day);
       }
-      if (table === 'journey_entrants') await journeyEntrants.keepEntered(trx, `${table}_default`, utcDay(cutoff));
-      await deps.partitions.purgeDefault(trx, table, utcDay(cutoff));
+      if (table === 'journey_entrants') await deps.repos.journeyEntrants.keepEntered(trx, `${table}_default`, utcDay(cutoff));
+      await deps.repos.partitions.purgeDefault(trx, table, utcDay(cutoff));
       return result;
     });
     if (results[table].created.length || results[table].dropped.length)
       deps.log.info({ table, ...results[table] }, 'partitions maintained');
-    if (deps.metrics) reportKept(deps.metrics, table, await deps.partitions.list(deps.db, table));
+    if (deps.metrics) reportKept(deps.metrics, table, await deps.repos.partitions.list(deps.db, table));
   }
   results.notifications = await maintainNotifications(deps, retention.notifications, now);
   results.messages = await maintainMessages(deps, retention.messages, now);
@@ -120,11 +120,11 @@ export async function maintainPartitions(
  * would wait for, one worker at a time under the maintenance's lock: never analyzed, a devices table filled by
  * 20,000 registrations cost 4.4 ms of PostgreSQL a one-device notification instead of 0.43.
  */
-export async function keepStatistics(deps: { db: Db; partitions: PartitionsRepository; log: Logger }): Promise<PlannedTable[]> {
+export async function keepStatistics(deps: MaintenanceDeps): Promise<PlannedTable[]> {
   return deps.db.transaction().execute(async (trx) => {
-    if (!(await deps.partitions.claim(trx))) return [];
-    const stale = await tableStatistics.staleWithoutAutovacuum(trx, PLANNED_ON_STATISTICS);
-    for (const table of stale) await tableStatistics.analyze(trx, table);
+    if (!(await deps.repos.partitions.claim(trx))) return [];
+    const stale = await deps.repos.tableStatistics.staleWithoutAutovacuum(trx, PLANNED_ON_STATISTICS);
+    for (const table of stale) await deps.repos.tableStatistics.analyze(trx, table);
     if (stale.length) deps.log.info({ tables: stale }, 'tables analyzed: autovacuum is off');
     return stale;
   });
@@ -142,12 +142,12 @@ export const AUDIENCE_RETIRED_GRACE_MS = 3_600_000;
  * all-devices audience, and any a kept notification or message names, stay.
  */
 export async function sweepAudiences(
-  deps: { db: Db; log: Logger },
+  deps: { db: Db; repos: Pick<MaintenanceRepositories, 'audiences'>; log: Logger },
   days: number,
   now: Date,
 ): Promise<{ deleted: number; retired: number }> {
-  const deleted = await audiences.deleteRetired(deps.db, new Date(now.getTime() - AUDIENCE_RETIRED_GRACE_MS));
-  const retired = await audiences.retireUnused(deps.db, new Date(now.getTime() - days * DAY_MS), now);
+  const deleted = await deps.repos.audiences.deleteRetired(deps.db, new Date(now.getTime() - AUDIENCE_RETIRED_GRACE_MS));
+  const retired = await deps.repos.audiences.retireUnused(deps.db, new Date(now.getTime() - days * DAY_MS), now);
   if (deleted || retired) deps.log.info({ deleted, retired }, 'audiences no notification names retired and deleted');
   return { deleted, retired };
 }
@@ -161,33 +161,29 @@ export async function sweepAudiences(
  * a row still in use (from before migration 040) kept in the default partition, that one made again without its rows
  * past retention once they are a day past.
  */
-async function maintainMessages(
-  deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
-  days: number,
-  now: Date,
-): Promise<MaintenanceResult> {
+async function maintainMessages(deps: MaintenanceDeps, days: number, now: Date): Promise<MaintenanceResult> {
   const today = utcDay(now);
   const result = await deps.db.transaction().execute(async (trx) => {
     const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
-    if (!(await deps.partitions.claim(trx))) return result;
+    if (!(await deps.repos.partitions.claim(trx))) return result;
     result.ran = true;
-    const defaults = await messagePartitions.defaultDays(trx, today, addDays(today, days + PARTITIONS_AHEAD_DAYS));
-    const plan = planDays(await messagePartitions.list(trx), defaults, addDays(today, days), now);
+    const defaults = await deps.repos.messagePartitions.defaultDays(trx, today, addDays(today, days + PARTITIONS_AHEAD_DAYS));
+    const plan = planDays(await deps.repos.messagePartitions.list(trx), defaults, addDays(today, days), now);
     for (const day of plan.create.slice(0, MESSAGE_DAYS_AT_ONCE)) {
-      await messagePartitions.create(trx, day);
+      await deps.repos.messagePartitions.create(trx, day);
       result.created.push(day);
     }
     let bytes = 0;
     for (const partition of plan.drop) {
-      bytes += await messagePartitions.drop(trx, partition.day, now);
+      bytes += await deps.repos.messagePartitions.drop(trx, partition.day, now);
       result.dropped.push(partition.day);
     }
-    bytes += await messagePartitions.rebuildDefault(trx, now);
+    bytes += await deps.repos.messagePartitions.rebuildDefault(trx, now);
     if (bytes) deps.metrics?.partitionBytesDropped.inc({ table: 'messages' }, bytes);
     return result;
   });
   if (result.created.length || result.dropped.length) deps.log.info({ table: 'messages', ...result }, 'partitions maintained');
-  if (deps.metrics) reportKept(deps.metrics, 'messages', await messagePartitions.list(deps.db));
+  if (deps.metrics) reportKept(deps.metrics, 'messages', await deps.repos.messagePartitions.list(deps.db));
   return result;
 }
 
@@ -197,41 +193,38 @@ async function maintainMessages(
  * dropped once the day's every id is past retention but for the notifications still in use, which stay in the
  * default partition until they are not; then the default partition's rows past retention deleted, a bounded number.
  */
-async function maintainNotifications(
-  deps: { db: Db; partitions: PartitionsRepository; log: Logger; metrics?: Metrics },
-  days: number,
-  now: Date,
-): Promise<MaintenanceResult> {
+async function maintainNotifications(deps: MaintenanceDeps, days: number, now: Date): Promise<MaintenanceResult> {
   const cutoff = new Date(now.getTime() - days * DAY_MS);
   const today = utcDay(now);
   const result = await deps.db.transaction().execute(async (trx) => {
     const result: MaintenanceResult = { ran: false, created: [], dropped: [] };
-    if (!(await deps.partitions.claim(trx))) return result;
+    if (!(await deps.repos.partitions.claim(trx))) return result;
     result.ran = true;
-    const existing = await notificationPartitions.list(trx);
-    const defaults = await notificationPartitions.defaultDays(trx, utcDay(cutoff), addDays(today, PARTITIONS_AHEAD_DAYS));
+    const existing = await deps.repos.notificationPartitions.list(trx);
+    const defaults = await deps.repos.notificationPartitions.defaultDays(trx, utcDay(cutoff), addDays(today, PARTITIONS_AHEAD_DAYS));
     const plan = planDays(existing, defaults, today, cutoff);
     for (const day of plan.create) {
-      await notificationPartitions.create(trx, day);
+      await deps.repos.notificationPartitions.create(trx, day);
       result.created.push(day);
     }
     for (const partition of plan.drop) {
-      const bytes = await notificationPartitions.drop(trx, partition.day, cutoff);
+      const bytes = await deps.repos.notificationPartitions.drop(trx, partition.day, cutoff);
       deps.metrics?.partitionBytesDropped.inc({ table: 'notifications' }, bytes);
       result.dropped.push(partition.day);
     }
     return result;
   });
   // apart: a delete of many rows need not hold the lock the drops took on the tables
-  if (result.ran) await deps.db.transaction().execute((trx) => notificationPartitions.purgeDefault(trx, cutoff, PURGE_NOTIFICATIONS));
+  if (result.ran)
+    await deps.db.transaction().execute((trx) => deps.repos.notificationPartitions.purgeDefault(trx, cutoff, PURGE_NOTIFICATIONS));
   if (result.ran) {
-    const identities = await notificationPartitions.repairReplicaIdentities(deps.db);
+    const identities = await deps.repos.notificationPartitions.repairReplicaIdentities(deps.db);
     if (identities.repaired.length)
       deps.log.info({ partitions: identities.repaired }, 'replica identity given to partitions made without it');
     for (const f of identities.failed) deps.log.warn(f, 'replica identity not given to a partition; tried again at the next sweep');
   }
   if (result.created.length || result.dropped.length) deps.log.info({ table: 'notifications', ...result }, 'partitions maintained');
-  if (deps.metrics) reportKept(deps.metrics, 'notifications', await notificationPartitions.list(deps.db));
+  if (deps.metrics) reportKept(deps.metrics, 'notifications', await deps.repos.notificationPartitions.list(deps.db));
   return result;
 }
 

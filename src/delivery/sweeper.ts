@@ -1,5 +1,4 @@
 import type { Db } from '../db/database.js';
-import type { PartitionsRepository } from '../db/repositories/partitions.js';
 import type { NotificationScheduler } from './jobs.js';
 import type { BatchesRepository } from '../db/repositories/batches.js';
 import type { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
@@ -8,7 +7,7 @@ import type { StalledNotification } from '../db/repositories/notification-rows.j
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
-import { keepStatistics, maintainPartitions, type Retention } from './retention.js';
+import { keepStatistics, maintainPartitions, type MaintenanceRepositories, type Retention } from './retention.js';
 import type { JobQueues } from './queues.js';
 import type { LeasesRepository } from '../db/repositories/leases.js';
 
@@ -30,7 +29,8 @@ export interface SweeperDeps {
   notifications: NotificationsRepository;
   batches: BatchesRepository;
   frequencyCaps: FrequencyCapsRepository;
-  partitions: PartitionsRepository;
+  /** the maintenance's repositories (src/delivery/retention.ts) */
+  repos: MaintenanceRepositories;
   retention: Retention;
   clock: Clock;
   queues: JobQueues;

@@ -52,7 +52,9 @@ export const openReportSchema = z.object(
   {
     open: z.object(
       {
-        _nid: z.string({ error: 'must be the id of a notification of this app (the push carries it)' }),
+        _nid: z
+          .string({ error: 'must be the id of a notification of this app (the push carries it)' })
+          .refine(isUuid, 'is not a notification of this app'),
         tapped: z.boolean({ error: 'must be true (the push was tapped) or false (the app was opened without a tap)' }),
         opened_at: instant.optional(),
       },

@@ -4,43 +4,49 @@
  * transport error) into a `GatewayAnswer` and call `classify`. Keep it that way so one place says
  * what kills a token, mirroring sygnal's single TOKEN_ERRORS set.
  *
- * Rows are tried in order, first match wins:
+ * Rows are tried in order, first match wins (this table is OUTCOME_TABLE below, line for line:
+ * test/gateways/outcome-docs.test.ts fails while they differ, and prints the lines to paste):
  *
- * | gateway | answer                                                   | outcome        | note                         |
- * |---------|----------------------------------------------------------|----------------|------------------------------|
- * | apns    | 200                                                      | ok             |                              |
- * | apns    | 410 (Unregistered, ExpiredToken)                         | invalid_token  |                              |
- * | apns    | 400 BadDeviceToken                                       | invalid_token  |                              |
- * | apns    | 400 DeviceTokenNotForTopic                               | invalid_token  |                              |
- * | apns    | 403 ExpiredProviderToken                                 | retry          | regenerate the JWT first     |
- * | apns    | 429 TooManyRequests                                      | retry          | Retry-After honoured (1)     |
- * | apns    | 5xx                                                      | retry          | Retry-After honoured (1)     |
- * | apns    | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
- * | apns    | other 4xx (413 PayloadTooLarge, 403 InvalidProviderToken…) | failed       | reason = APNs reason         |
- * | fcm     | 200                                                      | ok             |                              |
- * | fcm     | 404 UNREGISTERED                                         | invalid_token  |                              |
- * | fcm     | 400 INVALID_ARGUMENT about the registration token        | invalid_token  |                              |
- * | fcm     | 401 THIRD_PARTY_AUTH_ERROR                               | failed         | APNs/web-push creds in Firebase |
- * | fcm     | 401 (UNAUTHENTICATED)                                    | retry          | refresh the OAuth token first |
- * | fcm     | 429 QUOTA_EXCEEDED                                       | retry          | Retry-After honoured         |
- * | fcm     | 5xx (500 INTERNAL, 503 UNAVAILABLE…)                     | retry          | Retry-After honoured         |
- * | fcm     | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
- * | fcm     | other 4xx (400 about the message, 403 SENDER_ID_MISMATCH…)| failed         | reason = FCM errorCode       |
- * | webpush | 2xx (201 Created, 202 Accepted)                          | ok             |                              |
- * | webpush | 404 Not Found / 410 Gone (subscription expired or ended) | invalid_token  |                              |
- * | webpush | 429 / 5xx                                                | retry          | Retry-After honoured         |
- * | webpush | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
- * | webpush | other 4xx (413 too large, 401/403 VAPID refused, 400…)   | failed         | reason = status + its text   |
- * | hms     | 80000000 (success)                                       | ok             |                              |
- * | hms     | 80100000 (partial): a token it names in illegal_tokens   | invalid_token  | the others get 80000000: ok  |
- * | hms     | 80300007 (all tokens invalid)                            | invalid_token  |                              |
- * | hms     | 80200003 (OAuth token expired) / HTTP 401                | retry          | refresh the OAuth token first |
- * | hms     | 81000001 (internal error) / 429 / 5xx                    | retry          | Retry-After honoured         |
- * | hms     | connection error / timeout / GOAWAY / stream reset       | retry          |                              |
- * | hms     | 80300008 (message too big) and every other code          | failed         | reason = code + HMS's msg    |
- * | oauth   | token endpoint 429 / 5xx / connection error / timeout    | retry          | Retry-After honoured         |
- * | oauth   | token endpoint 4xx (invalid_grant: key revoked…)         | failed         | every push of the batch      |
- * | any     | anything else (1xx, 3xx, unparsable)                     | failed         |                              |
+ * | gateway | answer                                                     | outcome       | renews auth | note                            |
+ * |---------|------------------------------------------------------------|---------------|-------------|---------------------------------|
+ * | apns    | 200                                                        | ok            |             |                                 |
+ * | apns    | 410 (Unregistered, ExpiredToken)                           | invalid_token |             |                                 |
+ * | apns    | 400 BadDeviceToken                                         | invalid_token |             |                                 |
+ * | apns    | 400 DeviceTokenNotForTopic                                 | invalid_token |             |                                 |
+ * | apns    | 403 ExpiredProviderToken                                   | retry         | first       |                                 |
+ * | apns    | 429 TooManyRequests                                        | retry         |             | Retry-After honoured (1)        |
+ * | apns    | 5xx                                                        | retry         |             | Retry-After honoured (1)        |
+ * | apns    | connection error / timeout / GOAWAY / stream reset         | retry         |             |                                 |
+ * | apns    | other 4xx (413 PayloadTooLarge, 403 InvalidProviderToken…) | failed        |             | reason = APNs reason            |
+ * | fcm     | 200                                                        | ok            |             |                                 |
+ * | fcm     | 404 UNREGISTERED                                           | invalid_token |             |                                 |
+ * | fcm     | 400 INVALID_ARGUMENT about the registration token          | invalid_token |             |                                 |
+ * | fcm     | 401 THIRD_PARTY_AUTH_ERROR                                 | failed        |             | APNs/web-push creds in Firebase |
+ * | fcm     | 401 (UNAUTHENTICATED)                                      | retry         | first       |                                 |
+ * | fcm     | 429 QUOTA_EXCEEDED                                         | retry         |             | Retry-After honoured            |
+ * | fcm     | 5xx (500 INTERNAL, 503 UNAVAILABLE…)                       | retry         |             | Retry-After honoured            |
+ * | fcm     | connection error / timeout / GOAWAY / stream reset         | retry         |             |                                 |
+ * | fcm     | other 4xx (400 about the message, 403 SENDER_ID_MISMATCH…) | failed        |             | reason = FCM errorCode          |
+ * | webpush | 2xx (201 Created, 202 Accepted)                            | ok            |             |                                 |
+ * | webpush | 404 Not Found / 410 Gone (subscription expired or ended)   | invalid_token |             |                                 |
+ * | webpush | 429                                                        | retry         |             | Retry-After honoured            |
+ * | webpush | 5xx                                                        | retry         |             | Retry-After honoured            |
+ * | webpush | connection error / timeout / GOAWAY / stream reset         | retry         |             |                                 |
+ * | webpush | other 4xx (413 too large, 401/403 VAPID refused, 400…)     | failed        |             | reason = status + its text      |
+ * | hms     | 80000000 (success)                                         | ok            |             |                                 |
+ * | hms     | 80100000 (partial): a token it names in illegal_tokens     | invalid_token |             | the others get 80000000: ok     |
+ * | hms     | 80300007 (all tokens invalid)                              | invalid_token |             |                                 |
+ * | hms     | 80200003 (OAuth token expired) / HTTP 401                  | retry         | first       |                                 |
+ * | hms     | 81000001 (internal error)                                  | retry         |             | Retry-After honoured            |
+ * | hms     | 429                                                        | retry         |             | Retry-After honoured            |
+ * | hms     | 5xx                                                        | retry         |             | Retry-After honoured            |
+ * | hms     | connection error / timeout / GOAWAY / stream reset         | retry         |             |                                 |
+ * | hms     | 80300008 (message too big) and every other code            | failed        |             | reason = code + HMS's msg       |
+ * | oauth   | token endpoint 429                                         | retry         |             | Retry-After honoured            |
+ * | oauth   | token endpoint 5xx                                         | retry         |             | Retry-After honoured            |
+ * | oauth   | token endpoint connection error / timeout                  | retry         |             |                                 |
+ * | oauth   | token endpoint 4xx (invalid_grant: key revoked…)           | failed        |             | every push of the batch         |
+ * | any     | anything else (1xx, 3xx, unparsable)                       | failed        |             |                                 |
  *
  * (1) when the transport exposes it: node-apn 8 does not (see apns.ts), and APNs does not document one.
  *
@@ -99,6 +105,8 @@ export interface OutcomeRule {
   match: (f: Facts) => boolean;
   kind: PushOutcomeKind;
   refreshAuth?: boolean;
+  /** What the doc comment's table adds to the row. */
+  note?: string;
 }
 
 const is4xx = (s: Facts['status']) => typeof s === 'number' && s >= 400 && s < 500;
@@ -106,7 +114,7 @@ const is5xx = (s: Facts['status']) => typeof s === 'number' && s >= 500 && s < 6
 
 export const OUTCOME_TABLE: readonly OutcomeRule[] = [
   { gateway: 'apns', when: '200', match: (f) => f.status === 200, kind: 'ok' },
-  { gateway: 'apns', when: '410 Unregistered / ExpiredToken', match: (f) => f.status === 410, kind: 'invalid_token' },
+  { gateway: 'apns', when: '410 (Unregistered, ExpiredToken)', match: (f) => f.status === 410, kind: 'invalid_token' },
   { gateway: 'apns', when: '400 BadDeviceToken', match: (f) => f.status === 400 && f.code === 'BadDeviceToken', kind: 'invalid_token' },
   {
     gateway: 'apns',
@@ -121,16 +129,22 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
     kind: 'retry',
     refreshAuth: true,
   },
-  { gateway: 'apns', when: '429', match: (f) => f.status === 429, kind: 'retry' },
-  { gateway: 'apns', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
-  { gateway: 'apns', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
-  { gateway: 'apns', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
+  { gateway: 'apns', when: '429 TooManyRequests', match: (f) => f.status === 429, kind: 'retry', note: 'Retry-After honoured (1)' },
+  { gateway: 'apns', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry', note: 'Retry-After honoured (1)' },
+  { gateway: 'apns', when: 'connection error / timeout / GOAWAY / stream reset', match: (f) => f.status === 'transport', kind: 'retry' },
+  {
+    gateway: 'apns',
+    when: 'other 4xx (413 PayloadTooLarge, 403 InvalidProviderToken…)',
+    match: (f) => is4xx(f.status),
+    kind: 'failed',
+    note: 'reason = APNs reason',
+  },
 
   { gateway: 'fcm', when: '200', match: (f) => f.status === 200, kind: 'ok' },
   { gateway: 'fcm', when: '404 UNREGISTERED', match: (f) => f.status === 404 && f.code === 'UNREGISTERED', kind: 'invalid_token' },
   {
     gateway: 'fcm',
-    when: '400 INVALID_ARGUMENT about the token',
+    when: '400 INVALID_ARGUMENT about the registration token',
     match: (f) => f.status === 400 && f.code === 'INVALID_ARGUMENT' && f.aboutToken,
     kind: 'invalid_token',
   },
@@ -139,42 +153,89 @@ export const OUTCOME_TABLE: readonly OutcomeRule[] = [
     when: '401 THIRD_PARTY_AUTH_ERROR',
     match: (f) => f.status === 401 && f.code === 'THIRD_PARTY_AUTH_ERROR',
     kind: 'failed',
+    note: 'APNs/web-push creds in Firebase',
   },
-  { gateway: 'fcm', when: '401 UNAUTHENTICATED', match: (f) => f.status === 401, kind: 'retry', refreshAuth: true },
-  { gateway: 'fcm', when: '429 QUOTA_EXCEEDED', match: (f) => f.status === 429, kind: 'retry' },
-  { gateway: 'fcm', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
-  { gateway: 'fcm', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
-  { gateway: 'fcm', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
+  { gateway: 'fcm', when: '401 (UNAUTHENTICATED)', match: (f) => f.status === 401, kind: 'retry', refreshAuth: true },
+  { gateway: 'fcm', when: '429 QUOTA_EXCEEDED', match: (f) => f.status === 429, kind: 'retry', note: 'Retry-After honoured' },
+  {
+    gateway: 'fcm',
+    when: '5xx (500 INTERNAL, 503 UNAVAILABLE…)',
+    match: (f) => is5xx(f.status),
+    kind: 'retry',
+    note: 'Retry-After honoured',
+  },
+  { gateway: 'fcm', when: 'connection error / timeout / GOAWAY / stream reset', match: (f) => f.status === 'transport', kind: 'retry' },
+  {
+    gateway: 'fcm',
+    when: 'other 4xx (400 about the message, 403 SENDER_ID_MISMATCH…)',
+    match: (f) => is4xx(f.status),
+    kind: 'failed',
+    note: 'reason = FCM errorCode',
+  },
 
-  { gateway: 'webpush', when: '2xx', match: (f) => typeof f.status === 'number' && f.status >= 200 && f.status < 300, kind: 'ok' },
-  { gateway: 'webpush', when: '404 / 410', match: (f) => f.status === 404 || f.status === 410, kind: 'invalid_token' },
-  { gateway: 'webpush', when: '429', match: (f) => f.status === 429, kind: 'retry' },
-  { gateway: 'webpush', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
-  { gateway: 'webpush', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
-  { gateway: 'webpush', when: 'other 4xx', match: (f) => is4xx(f.status), kind: 'failed' },
+  {
+    gateway: 'webpush',
+    when: '2xx (201 Created, 202 Accepted)',
+    match: (f) => typeof f.status === 'number' && f.status >= 200 && f.status < 300,
+    kind: 'ok',
+  },
+  {
+    gateway: 'webpush',
+    when: '404 Not Found / 410 Gone (subscription expired or ended)',
+    match: (f) => f.status === 404 || f.status === 410,
+    kind: 'invalid_token',
+  },
+  { gateway: 'webpush', when: '429', match: (f) => f.status === 429, kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'webpush', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'webpush', when: 'connection error / timeout / GOAWAY / stream reset', match: (f) => f.status === 'transport', kind: 'retry' },
+  {
+    gateway: 'webpush',
+    when: 'other 4xx (413 too large, 401/403 VAPID refused, 400…)',
+    match: (f) => is4xx(f.status),
+    kind: 'failed',
+    note: 'reason = status + its text',
+  },
 
-  { gateway: 'hms', when: '80000000', match: (f) => f.code === '80000000', kind: 'ok' },
-  { gateway: 'hms', when: '80100000: a token named illegal', match: (f) => f.code === '80100000', kind: 'invalid_token' },
-  { gateway: 'hms', when: '80300007 all tokens invalid', match: (f) => f.code === '80300007', kind: 'invalid_token' },
+  { gateway: 'hms', when: '80000000 (success)', match: (f) => f.code === '80000000', kind: 'ok' },
   {
     gateway: 'hms',
-    when: '80200003 OAuth token expired / 401',
+    when: '80100000 (partial): a token it names in illegal_tokens',
+    match: (f) => f.code === '80100000',
+    kind: 'invalid_token',
+    note: 'the others get 80000000: ok',
+  },
+  { gateway: 'hms', when: '80300007 (all tokens invalid)', match: (f) => f.code === '80300007', kind: 'invalid_token' },
+  {
+    gateway: 'hms',
+    when: '80200003 (OAuth token expired) / HTTP 401',
     match: (f) => f.code === '80200003' || f.status === 401,
     kind: 'retry',
     refreshAuth: true,
   },
-  { gateway: 'hms', when: '81000001 internal error', match: (f) => f.code === '81000001', kind: 'retry' },
-  { gateway: 'hms', when: '429', match: (f) => f.status === 429, kind: 'retry' },
-  { gateway: 'hms', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
-  { gateway: 'hms', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
-  { gateway: 'hms', when: '80300008 too big, and every other code', match: () => true, kind: 'failed' },
+  { gateway: 'hms', when: '81000001 (internal error)', match: (f) => f.code === '81000001', kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'hms', when: '429', match: (f) => f.status === 429, kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'hms', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'hms', when: 'connection error / timeout / GOAWAY / stream reset', match: (f) => f.status === 'transport', kind: 'retry' },
+  {
+    gateway: 'hms',
+    when: '80300008 (message too big) and every other code',
+    match: () => true,
+    kind: 'failed',
+    note: "reason = code + HMS's msg",
+  },
 
-  { gateway: 'oauth', when: '429', match: (f) => f.status === 429, kind: 'retry' },
-  { gateway: 'oauth', when: '5xx', match: (f) => is5xx(f.status), kind: 'retry' },
-  { gateway: 'oauth', when: 'transport error', match: (f) => f.status === 'transport', kind: 'retry' },
-  { gateway: 'oauth', when: '4xx (invalid_grant: revoked or wrong key…)', match: (f) => is4xx(f.status), kind: 'failed' },
+  { gateway: 'oauth', when: 'token endpoint 429', match: (f) => f.status === 429, kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'oauth', when: 'token endpoint 5xx', match: (f) => is5xx(f.status), kind: 'retry', note: 'Retry-After honoured' },
+  { gateway: 'oauth', when: 'token endpoint connection error / timeout', match: (f) => f.status === 'transport', kind: 'retry' },
+  {
+    gateway: 'oauth',
+    when: 'token endpoint 4xx (invalid_grant: key revoked…)',
+    match: (f) => is4xx(f.status),
+    kind: 'failed',
+    note: 'every push of the batch',
+  },
 
-  { gateway: 'any', when: 'anything else', match: () => true, kind: 'failed' },
+  { gateway: 'any', when: 'anything else (1xx, 3xx, unparsable)', match: () => true, kind: 'failed' },
 ];
 
 const OK: Classification = Object.freeze({ outcome: Object.freeze({ kind: 'ok' }), refreshAuth: false });

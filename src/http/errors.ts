@@ -3,6 +3,7 @@ import { OverloadedError } from '../platform/admission.js';
 import type { FastifyError, FastifyInstance, FastifyReply } from 'fastify';
 import { hasZodFastifySchemaValidationErrors } from 'fastify-type-provider-zod';
 import { DomainError, isDatabaseUnavailable } from '../domain/errors.js';
+import { isUnknownId } from './schemas.js';
 
 /** "/notification/to/0/name" -> "notification.to[0].name": the field path a client can find in its body. */
 export function fieldPath(instancePath: string): string {
@@ -59,9 +60,9 @@ export function answerRouterError(err: FastifyError, reply: FastifyReply, maxPar
 }
 
 /**
- * One place that turns errors into HTTP answers: validation -> 400 naming the field, domain errors -> their
- * status, Fastify client errors -> their 4xx, a database that cannot serve now (isDatabaseUnavailable) -> 503 with
- * Retry-After, anything else -> 500 whose details stay in the log.
+ * One place that turns errors into HTTP answers: validation -> 400 naming the field (a malformed path id -> the 404
+ * of an unknown one), domain errors -> their status, Fastify client errors -> their 4xx, a database that cannot serve
+ * now (isDatabaseUnavailable) -> 503 with Retry-After, anything else -> 500 whose details stay in the log.
  */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
@@ -70,6 +71,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       if (err.validationContext === 'body' && request.body === undefined)
         return reply.status(400).send({ error: 'body must not be empty' });
       const first = err.validation[0]!;
+      if (err.validationContext === 'params' && isUnknownId(first)) return reply.status(404).send({ error: first.message });
       const where = [err.validationContext === 'body' ? '' : err.validationContext, fieldPath(first.instancePath)]
         .filter(Boolean)
         .join('.');

@@ -3,6 +3,8 @@ import { HISTORY_KINDS } from '../domain/journey-history.js';
 import { MESSAGE_STATES } from '../domain/message-stream.js';
 import { NOTIFICATION_STATES } from '../domain/notification-request.js';
 import { parseIsoDate } from '../domain/date-math.js';
+import { isUuid } from '../domain/cursor.js';
+import { NotFoundError } from '../domain/errors.js';
 
 /** A query's instant: an ISO 8601 date or date-time, read as a Date. */
 export const isoDateQuery = z
@@ -17,6 +19,16 @@ export const pageQuery = z.object({
 });
 
 export const errorResponse = z.object({ error: z.string() });
+
+/**
+ * A path's resource id: a UUID, or the answer is the 404 an unknown id gets (`<what> not found`, from the error
+ * handler: `isUnknownId`), so a malformed id tells a caller no more than a foreign one and never reaches a uuid column.
+ */
+export const pathId = (what: string) => z.string().refine(isUuid, { error: new NotFoundError(what).message, params: { unknownId: true } });
+
+/** Whether a validation issue is a `pathId` refusal (the provider keeps the zod issue's fields in `params`). */
+export const isUnknownId = (issue: { params?: Record<string, unknown> }): boolean =>
+  (issue.params?.params as { unknownId?: boolean } | undefined)?.unknownId === true;
 
 const timestamp = z.string();
 

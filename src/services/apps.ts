@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { ApiKeysRepository, AppsRepository, type AppSummary, type KeyListing, type KeyWithApp } from '../db/repositories/apps.js';
+import type { ApiKeysRepository, AppsRepository, AppSummary, KeyListing, KeyWithApp } from '../db/repositories/apps.js';
 import type { Database, KeyRole } from '../db/schema.js';
 import type { Transaction } from 'kysely';
 import type { Sealed, SecretsKeyring } from '../domain/secrets.js';
@@ -17,6 +17,7 @@ import type { FrequencyCap } from '../domain/frequency-caps.js';
 import { parseHmsCredentials } from '../domain/hms.js';
 import { CLI_ACTOR, type Actor, type AppSettingName } from '../domain/audit.js';
 import { recordAudit } from './audit.js';
+import type { ServiceDeps } from './deps.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
 
@@ -31,6 +32,13 @@ export interface AppLimits {
   quiet_hours: QuietHours | null;
   frequency_caps: FrequencyCap[] | null;
 }
+
+export type AppServiceDeps = Pick<ServiceDeps, 'db' | 'repos'> & {
+  /** seals what is stored, opens what is read: the apps' credentials and identity secrets */
+  secrets: SecretsKeyring;
+  /** the changes this process follows, to keep the active keys it found (none: the CLI) */
+  changes?: AppChanges | null;
+};
 
 /**
  * Apps and their keys: keys are shown once, at creation; only their hash is stored. Each change is recorded in the
@@ -48,17 +56,18 @@ export class AppService {
   /** each app's VAPID public key, by app id ('' when it has none) */
   private readonly vapidKeys: FollowedCache<string, string> | null;
 
-  constructor(
-    private readonly db: Db,
-    /** seals what is stored, opens what is read: the apps' credentials and identity secrets */
-    private readonly secrets: SecretsKeyring,
-    /** the changes this process follows, to keep the active keys it found (none: the CLI) */
-    private readonly changes: AppChanges | null = null,
-  ) {
-    this.apps = new AppsRepository();
-    this.keys = new ApiKeysRepository();
-    this.activeKeys = changes?.cache() ?? null;
-    this.vapidKeys = changes?.cache() ?? null;
+  private readonly db: Db;
+  private readonly secrets: SecretsKeyring;
+  private readonly changes: AppChanges | null;
+
+  constructor(deps: AppServiceDeps) {
+    this.db = deps.db;
+    this.secrets = deps.secrets;
+    this.changes = deps.changes ?? null;
+    this.apps = deps.repos.apps;
+    this.keys = deps.repos.apiKeys;
+    this.activeKeys = this.changes?.cache() ?? null;
+    this.vapidKeys = this.changes?.cache() ?? null;
     this.keyLookups = new GroupRunner(
       async (hashes) => {
         const found = await this.keys.findActiveByHashes(this.db, hashes);

@@ -6,7 +6,9 @@ import type { Actor, AuditAction, AuditDetails, AuditEntry } from '../domain/aud
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
 import { NotFoundError } from '../domain/errors.js';
+import type { ServiceDeps } from './deps.js';
 
+// recordAudit is called in the transactions of most services, none of which holds this repository
 const audit = new AuditRepository();
 
 /**
@@ -29,11 +31,16 @@ const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 /** Reads an app's audit log: `GET /v6/audit` and `pushd audit`. */
 export class AuditService {
-  constructor(
-    private readonly db: Db,
-    /** a replica while it keeps up: the log is a list, which need not see the caller's own writes */
-    private readonly readDb: Db = db,
-  ) {}
+  private readonly db: Db;
+  /** a replica while it keeps up: the log is a list, which need not see the caller's own writes */
+  private readonly readDb: Db;
+  private readonly audit: AuditRepository;
+
+  constructor(deps: Pick<ServiceDeps, 'db' | 'readDb' | 'repos'>) {
+    this.db = deps.db;
+    this.readDb = deps.readDb;
+    this.audit = deps.repos.audit;
+  }
 
   /**
    * The app's rows in the window, newest first, in keyset pages. Every page has a cursor; an empty one keeps the
@@ -46,7 +53,7 @@ export class AuditService {
     const after = q.cursor ? decodeAuditCursor(q.cursor) : null;
     if (q.cursor && !after) throw new NotFoundError('cursor');
     const window = { since: q.since, until: q.until, action: q.action, notificationId: q.notificationId };
-    const entries = await audit.page(this.readDb, appId, { ...window, after, limit: q.per });
+    const entries = await this.audit.page(this.readDb, appId, { ...window, after, limit: q.per });
     if (q.notificationId) entries.push(...(await this.creationOnRow(appId, { ...window, notificationId: q.notificationId }, after)));
     entries.sort(newestFirst).splice(q.per);
     const last = entries.at(-1);
@@ -62,7 +69,7 @@ export class AuditService {
   ): Promise<AuditRowAt[]> {
     if (!isUuid(q.notificationId) || (q.action && q.action !== 'notification.created')) return [];
     // by id: the primary, as a read by id is
-    const row = await audit.creationOnRow(this.db, appId, q.notificationId);
+    const row = await this.audit.creationOnRow(this.db, appId, q.notificationId);
     const inWindow =
       row &&
       (!q.since || row.at >= q.since) &&

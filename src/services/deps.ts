@@ -1,8 +1,9 @@
 import type { Db } from '../db/database.js';
 import { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { ActivityRepository } from '../db/repositories/activity.js';
-import { AppsRepository } from '../db/repositories/apps.js';
+import { ApiKeysRepository, AppsRepository } from '../db/repositories/apps.js';
 import { AudiencesRepository } from '../db/repositories/audiences.js';
+import { AuditRepository } from '../db/repositories/audit.js';
 import { BatchesRepository } from '../db/repositories/batches.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
@@ -14,11 +15,13 @@ import { JourneysRepository } from '../db/repositories/journeys.js';
 import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import { LeasesRepository } from '../db/repositories/leases.js';
+import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
 import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
-import { PartitionsRepository } from '../db/repositories/partitions.js';
+import { NotificationPartitionsRepository, PartitionsRepository } from '../db/repositories/partitions.js';
 import { StatsRepository } from '../db/repositories/stats.js';
+import { TableStatisticsRepository } from '../db/repositories/table-statistics.js';
 import { TemplatesRepository } from '../db/repositories/templates.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
 import { WebhooksRepository } from '../db/repositories/webhooks.js';
@@ -29,8 +32,10 @@ import { IdempotencyKeys } from './idempotency.js';
 export interface Repositories {
   abTests: AbTestsRepository;
   activity: ActivityRepository;
+  apiKeys: ApiKeysRepository;
   apps: AppsRepository;
   audiences: AudiencesRepository;
+  audit: AuditRepository;
   conversions: ConversionsRepository;
   batches: BatchesRepository;
   devices: DevicesRepository;
@@ -42,10 +47,13 @@ export interface Repositories {
   journeyDevices: JourneyDevicesRepository;
   leases: LeasesRepository;
   liveActivities: LiveActivitiesRepository;
+  messagePartitions: MessagePartitionsRepository;
   messages: MessagesRepository;
+  notificationPartitions: NotificationPartitionsRepository;
   notifications: NotificationsRepository;
   partitions: PartitionsRepository;
   stats: StatsRepository;
+  tableStatistics: TableStatisticsRepository;
   templates: TemplatesRepository;
   uninstalled: UninstalledRepository;
   webhooks: WebhooksRepository;
@@ -55,8 +63,10 @@ export function createRepositories(): Repositories {
   return {
     abTests: new AbTestsRepository(),
     activity: new ActivityRepository(),
+    apiKeys: new ApiKeysRepository(),
     apps: new AppsRepository(),
     audiences: new AudiencesRepository(),
+    audit: new AuditRepository(),
     conversions: new ConversionsRepository(),
     batches: new BatchesRepository(),
     devices: new DevicesRepository(),
@@ -68,10 +78,13 @@ export function createRepositories(): Repositories {
     journeyDevices: new JourneyDevicesRepository(),
     leases: new LeasesRepository(),
     liveActivities: new LiveActivitiesRepository(),
+    messagePartitions: new MessagePartitionsRepository(),
     messages: new MessagesRepository(),
+    notificationPartitions: new NotificationPartitionsRepository(),
     notifications: new NotificationsRepository(),
     partitions: new PartitionsRepository(),
     stats: new StatsRepository(),
+    tableStatistics: new TableStatisticsRepository(),
     templates: new TemplatesRepository(),
     uninstalled: new UninstalledRepository(),
     webhooks: new WebhooksRepository(),

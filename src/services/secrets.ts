@@ -1,7 +1,5 @@
 import type { Db } from '../db/database.js';
-import { AppsRepository, type StoredSecrets } from '../db/repositories/apps.js';
-import { WebhooksRepository } from '../db/repositories/webhooks.js';
-import { JourneysRepository } from '../db/repositories/journeys.js';
+import type { StoredSecrets } from '../db/repositories/apps.js';
 import {
   isSealed,
   keyIdOf,
@@ -13,6 +11,7 @@ import {
   type SecretsKeyring,
 } from '../domain/secrets.js';
 import { ConfigError } from '../platform/config.js';
+import type { Repositories, ServiceDeps } from './deps.js';
 
 /** What a start found: the plain values it sealed (a database from before migration 046), and the values it checked. */
 export interface SecretsCheck {
@@ -20,21 +19,32 @@ export interface SecretsCheck {
   checked: number;
 }
 
+export type SecretsServiceDeps = Pick<ServiceDeps, 'db' | 'repos'> & {
+  keyring: SecretsKeyring;
+  /** where this process's key came from, named when a stored value needs another one */
+  keyFrom: string;
+};
+
 /**
  * The apps' secrets as a whole: sealing the plain values an upgrade finds, checking at start-up that this process
  * opens every stored value (it never sends with what it cannot open), and resealing them under a new key.
  */
 export class SecretsService {
-  private readonly apps = new AppsRepository();
-  private readonly webhooks = new WebhooksRepository();
-  private readonly journeys = new JourneysRepository();
+  private readonly db: Db;
+  private readonly keyring: SecretsKeyring;
+  private readonly keyFrom: string;
+  private readonly apps: Repositories['apps'];
+  private readonly webhooks: Repositories['webhooks'];
+  private readonly journeys: Repositories['journeys'];
 
-  constructor(
-    private readonly db: Db,
-    private readonly keyring: SecretsKeyring,
-    /** where this process's key came from, named when a stored value needs another one */
-    private readonly keyFrom: string,
-  ) {}
+  constructor(deps: SecretsServiceDeps) {
+    this.db = deps.db;
+    this.keyring = deps.keyring;
+    this.keyFrom = deps.keyFrom;
+    this.apps = deps.repos.apps;
+    this.webhooks = deps.repos.webhooks;
+    this.journeys = deps.repos.journeys;
+  }
 
   /** Seals what is stored plain (once, by the first process to start on migration 046), then opens every value. */
   async prepare(): Promise<SecretsCheck> {

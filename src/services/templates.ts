@@ -53,7 +53,10 @@ export async function holdJourneyTemplates(
   }
 }
 
-/** The app's stored templates (`/v6/templates`): each change a new version, each audited in its transaction. */
+/**
+ * The app's stored templates (`/v6/templates`): each change a new version, each audited in its transaction. Ids come
+ * checked as UUIDs by the routes' params (`pathId`, src/http/schemas.ts).
+ */
 export class TemplateService {
   private readonly db: Db;
   private readonly readDb: Db;
@@ -79,7 +82,7 @@ export class TemplateService {
 
   /** The template with its newest content, or that of `version`. */
   async get(appId: string, id: string, version?: number): Promise<TemplateWithContent> {
-    const t = isUuid(id) ? await this.templates.get(this.db, appId, id, version) : undefined;
+    const t = await this.templates.get(this.db, appId, id, version);
     if (!t) throw new NotFoundError(version === undefined ? 'template' : `template version ${version}`);
     return t;
   }
@@ -91,7 +94,6 @@ export class TemplateService {
 
   /** PUT (the whole template) and PATCH (what is given): new content is a new version, a name alone is not. */
   async change(appId: string, id: string, change: TemplateChange, actor: Actor): Promise<TemplateWithContent> {
-    if (!isUuid(id)) throw new NotFoundError('template');
     return this.db.transaction().execute(async (trx) => {
       const current = await this.templates.lock(trx, appId, id);
       if (!current) throw new NotFoundError('template');
@@ -114,7 +116,6 @@ export class TemplateService {
 
   /** Deletes the template with its versions, unless a journey's send step names it (409 naming the journeys). */
   async delete(appId: string, id: string, actor: Actor): Promise<void> {
-    if (!isUuid(id)) throw new NotFoundError('template');
     await this.db.transaction().execute(async (trx) => {
       const current = await this.templates.lock(trx, appId, id);
       if (!current) throw new NotFoundError('template');

@@ -84,7 +84,7 @@ describe('notifications kept by day', () => {
     const past = now - 100 * DAY_MS;
     const pastDay = dayOf(past);
     // the maintenance of 100 days ago made that day's partitions, of the three tables
-    const first = await maintainPartitions({ db, partitions, log }, RETENTION, new Date(past));
+    const first = await maintainPartitions({ db, repos: { ...createRepositories(), partitions }, log }, RETENTION, new Date(past));
     expect(first.notifications.created).toContain(pastDay);
     // with the batches' storage options (migration 017's fillfactor, which a partitioned table holds per partition)
     const options = await h.db.pool.query(`SELECT reloptions FROM pg_class WHERE relname = $1`, [`delivery_batches_p${compact(pastDay)}`]);
@@ -157,7 +157,7 @@ describe('notifications kept by day', () => {
 
     // today, with 90 days of retention: the day of 100 days ago goes whole, but for the collapse key's notification
     const metrics = new Metrics();
-    const result = await maintainPartitions({ db, partitions, log, metrics }, RETENTION, new Date(now));
+    const result = await maintainPartitions({ db, repos: { ...createRepositories(), partitions }, log, metrics }, RETENTION, new Date(now));
     expect(result.notifications.dropped).toContain(pastDay);
     const gone = await h.db.pool.query(`SELECT relname FROM pg_class WHERE relname = ANY($1::text[])`, [
       ['notifications', 'delivery_batches', 'fanout_ranges'].map((t) => `${t}_p${compact(pastDay)}`),
@@ -185,11 +185,11 @@ describe('notifications kept by day', () => {
     });
 
     // still scheduled: kept whatever its age, until it is sent
-    await maintainPartitions({ db, partitions, log }, RETENTION, new Date(now + 91 * DAY_MS));
+    await maintainPartitions({ db, repos: { ...createRepositories(), partitions }, log }, RETENTION, new Date(now + 91 * DAY_MS));
     expect(await located('notifications', 'id', ids)).toEqual([{ id: collapsed.id, partition: 'notifications_default' }]);
     await db.updateTable('notifications').set({ state: 'sent', finished_at: new Date() }).where('id', '=', collapsed.id).execute();
     // sent, and 91 days on nothing re-sent it: the default partition's purge deletes it with its batch and range
-    await maintainPartitions({ db, partitions, log }, RETENTION, new Date(now + 91 * DAY_MS));
+    await maintainPartitions({ db, repos: { ...createRepositories(), partitions }, log }, RETENTION, new Date(now + 91 * DAY_MS));
     for (const [table, column] of [
       ['notifications', 'id'],
       ['delivery_batches', 'notification_id'],
@@ -204,7 +204,7 @@ describe('notifications kept by day', () => {
     const db = h.db.db;
     const now = Date.now();
     const past = now - 120 * DAY_MS;
-    await maintainPartitions({ db, partitions, log }, RETENTION, new Date(past));
+    await maintainPartitions({ db, repos: { ...createRepositories(), partitions }, log }, RETENTION, new Date(past));
     const old = timeOrderedUuid(past);
     await db.transaction().execute(async (trx) => {
       await notifications.claimTransactional(trx, app.id, 'reset', old);
@@ -226,7 +226,7 @@ describe('notifications kept by day', () => {
          ON CONFLICT (app_id, transactional_key) DO UPDATE SET notification_id = notification_transactional_keys.notification_id`,
         [app.id, timeOrderedUuid()],
       );
-      maintenance = maintainPartitions({ db, partitions, log }, RETENTION, new Date(now));
+      maintenance = maintainPartitions({ db, repos: { ...createRepositories(), partitions }, log }, RETENTION, new Date(now));
       // until the maintenance waits on the send's locks
       for (let i = 0; i < 200; i++) {
         const { rows } = await h.db.pool.query(

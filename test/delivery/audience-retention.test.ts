@@ -8,10 +8,10 @@ import { audienceSpec } from '../../src/domain/audience-spec.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { AUDIENCE_RETIRED_GRACE_MS, maintainPartitions, retentionOf, sweepAudiences } from '../../src/delivery/retention.js';
-import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { useHarness } from '../helpers/harness.js';
 import { insertMessage } from '../http/message-support.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 const DAY_MS = 86_400_000;
 const RETENTION_DAYS = 30;
@@ -30,7 +30,7 @@ describe('audiences kept while something names them', () => {
   const later = (ms: number) => new Date(now.getTime() + ms);
   let app: string;
   const user = (id: string): Filter[] => [{ name: 'user_id', criteria: [id] }];
-  const sweep = (at: Date) => sweepAudiences({ db: h.db.db, log }, RETENTION_DAYS, at);
+  const sweep = (at: Date) => sweepAudiences({ db: h.db.db, repos: createRepositories(), log }, RETENTION_DAYS, at);
   /** the audience of this user's spec, created `daysAgo` days before `now` */
   const oldAudience = async (userId: string, daysAgo = RETENTION_DAYS + 10) => {
     const { key, canonical } = audienceSpec(user(userId));
@@ -170,7 +170,7 @@ describe('audiences kept while something names them', () => {
     // 40 days on, today's notifications are past retention: their day goes, and the audiences are swept
     const at = later(40 * DAY_MS);
     const retention = { ...retentionOf(loadConfig({})), notifications: RETENTION_DAYS };
-    const results = await maintainPartitions({ db: h.db.db, partitions: new PartitionsRepository(), log }, retention, at);
+    const results = await maintainPartitions({ db: h.db.db, repos: createRepositories(), log }, retention, at);
     expect(results.notifications.dropped).toContain(now.toISOString().slice(0, 10));
     expect((await row(orphan))!.retired_at).toEqual(at);
   });

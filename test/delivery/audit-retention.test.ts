@@ -5,6 +5,7 @@ import { loadConfig } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { basic, useHarness } from '../helpers/harness.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 const DAY_MS = 86_400_000;
 const dayOf = (at: number) => new Date(at).toISOString().slice(0, 10);
@@ -36,7 +37,7 @@ describe('audit log retention', () => {
     const retention = retentionOf(h.config);
     const days = async () => (await listDays(h.db.db, 'audit_log')).map((p) => p.day);
 
-    const first = await maintainPartitions({ db: h.db.db, partitions, log }, retention, new Date(now));
+    const first = await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log }, retention, new Date(now));
     expect(first.audit_log.created).toContain(dayOf(now - 100 * DAY_MS));
     expect(await days()).toContain(dayOf(now - 100 * DAY_MS));
     expect(await days()).not.toContain(dayOf(now - 400 * DAY_MS));
@@ -49,7 +50,11 @@ describe('audit log retention', () => {
 
     // 300 days on, the day written 100 days ago is 400 days old: dropped whole; today's (now 300 days old) kept
     const later = now + 300 * DAY_MS;
-    const second = await maintainPartitions({ db: h.db.db, partitions, log }, retention, new Date(later));
+    const second = await maintainPartitions(
+      { db: h.db.db, repos: { ...createRepositories(), partitions }, log },
+      retention,
+      new Date(later),
+    );
     expect(second.audit_log.dropped).toContain(dayOf(now - 100 * DAY_MS));
     expect(second.audit_log.dropped).not.toContain(dayOf(now));
     expect(await days()).toContain(dayOf(later));

@@ -3,6 +3,7 @@ import { Lifecycle, startPushd } from '../../src/app/start.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
@@ -179,7 +180,7 @@ describe('campaign control', () => {
     clock.run(); // pacing is real time
     await tagged('ceiling-a', 50);
     await tagged('ceiling-b', 50);
-    await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: 3000 });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(appId, { maxPerMinute: 3000 });
     try {
       const a = (await post({ to: [{ name: 'tags', criteria: ['ceiling-a'] }] })).json();
       const b = (await post({ to: [{ name: 'tags', criteria: ['ceiling-b'] }] })).json();
@@ -190,7 +191,7 @@ describe('campaign control', () => {
       // 100 pushes at 50 a second: the second batch of 50 starts a second after the first
       expect(at.at(-1)! - at[0]!).toBeGreaterThanOrEqual(900);
     } finally {
-      await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: null });
+      await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(appId, { maxPerMinute: null });
     }
   });
 

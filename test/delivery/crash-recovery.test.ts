@@ -6,6 +6,7 @@ import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness
 import { setCredentials, startGateways, storedNotification, waitFor, type Gateways } from '../helpers/gateways.js';
 import { HmsMock } from '../mocks/hms-mock.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
 
 /**
@@ -131,7 +132,10 @@ for (const backend of backends) {
         const received = new Map<string, number>();
         hms.onAccept = (token) => received.set(token, (received.get(token) ?? 0) + 1);
         const { app, keys } = await h.createApp();
-        await new AppService(h.db.db, h.secrets).setHms(app.id, { hmsAppId: '10000003', clientSecret: 'hms-secret' });
+        await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setHms(app.id, {
+          hmsAppId: '10000003',
+          clientSecret: 'hms-secret',
+        });
         await sql`
           insert into devices (app_id, platform, token)
           select ${app.id}::uuid, 'huawei', 'IQAAAACy0' || md5(i::text) || md5((-i)::text)

@@ -28,7 +28,9 @@ describe('frequency caps', () => {
     keys = created.keys;
     await setCredentials(h, appId, gw);
     gw.apns.onAccept = gw.fcm.onAccept = (token) => received.push(token);
-    await new AppService(h.db.db, h.secrets).setLimits(appId, { frequencyCaps: parseFrequencyCaps('3/day,2/hour') });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(appId, {
+      frequencyCaps: parseFrequencyCaps('3/day,2/hour'),
+    });
     await sleep(300); // the servers' caches hear the change
   });
   afterAll(async () => {

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { jobSpecs } from '../../src/delivery/jobs.js';
 import { JobQueues } from '../../src/delivery/queues.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
@@ -36,7 +37,10 @@ describe("a broadcast's Huawei batches, sent by its fan-out", () => {
     const created = await h.createApp('com.example.hmsbroadcast');
     keys = created.keys;
     await setCredentials(h, created.app.id, gw);
-    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-secret' });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setHms(created.app.id, {
+      hmsAppId: HMS_APP_ID,
+      clientSecret: 'hms-secret',
+    });
     // one device in four is iOS, spread over the id space as the Huawei ones are
     await sql`
       insert into devices (app_id, platform, token)

@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
 import { HmsMock } from '../mocks/hms-mock.js';
@@ -30,7 +31,10 @@ describe("a cancel while a broadcast's Huawei batches wait for their turn", () =
     });
     const created = await h.createApp('com.example.hmscancel');
     keys = created.keys;
-    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-secret' });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setHms(created.app.id, {
+      hmsAppId: HMS_APP_ID,
+      clientSecret: 'hms-secret',
+    });
     await sql`
       insert into devices (app_id, platform, token)
       select ${created.app.id}::uuid, 'huawei', 'IQAAAACy0' || md5(i::text) || md5((-i)::text)

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
 import { HmsMock } from '../mocks/hms-mock.js';
@@ -47,7 +48,10 @@ describe('huawei push kit delivery', () => {
     });
     const created = await h.createApp('com.example.huawei');
     keys = created.keys;
-    await new AppService(h.db.db, h.secrets).setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-client-secret' });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setHms(created.app.id, {
+      hmsAppId: HMS_APP_ID,
+      clientSecret: 'hms-client-secret',
+    });
     for (const tags of [['vip'], ['vip'], []]) devices.push(await register(tags));
   });
   afterAll(async () => {

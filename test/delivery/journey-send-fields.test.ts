@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
 import { call } from '../http/device-support.js';
@@ -23,7 +24,11 @@ describe('journeys: a send step with web and Live Activity fields', () => {
 
   it("the browser gets the step's web fields: icon, url, actions, renotify with its tag", async () => {
     const app = await h.createApp('com.example.web-journey');
-    const vapidKey = (await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' })).public_key;
+    const vapidKey = (
+      await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(app.app.id, {
+        subject: 'mailto:ops@example.com',
+      })
+    ).public_key;
     const sub = mock.subscribe(vapidKey);
     const registered = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { platform: 'web', subscription: sub } });
     expect(registered.statusCode, registered.body).toBe(201);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { basic, createHarness, ManualClock, type Harness } from '../helpers/harness.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 /**
  * Quiet hours end to end, API and workers on the mock gateways, on a clock the test moves: a push due inside a
@@ -140,7 +141,7 @@ describe('quiet hours', () => {
     const app = await h.createApp('com.example.quiet-app');
     await setCredentials(h, app.app.id, gw);
     // set before the app's first notification: every process reads it then (later changes reach caches by NOTIFY)
-    const set = await new AppService(h.db.db, h.secrets).setLimits(app.app.id, {
+    const set = await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(app.app.id, {
       quietHours: { ...QUIET, then: 'hold' },
       defaultTimeZone: 'Europe/Paris',
     });
@@ -172,7 +173,7 @@ describe('quiet hours', () => {
     const app = await h.createApp('com.example.quiet-zones');
     await setCredentials(h, app.app.id, gw);
     // the default zone is at 17:00, out of quiet hours: only the device's own zone holds the push
-    await new AppService(h.db.db, h.secrets).setLimits(app.app.id, {
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(app.app.id, {
       quietHours: { ...QUIET, then: 'hold' },
       defaultTimeZone: 'America/New_York',
     });

@@ -15,6 +15,7 @@ import type { AppWithKeys } from '../http/support.js';
 import { loadConfig } from '../../src/platform/config.js';
 import { createMessage, insertMessage } from '../http/message-support.js';
 import { timeOrderedUuid } from '../../src/platform/random-id.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 const DAY_MS = 86_400_000;
 const dayOf = (at: Date | number) => new Date(at).toISOString().slice(0, 10);
@@ -113,7 +114,11 @@ describe('partitions kept by time', () => {
     // ten days on: start's day and the next are past 8 days of retention; the day after ends after the cutoff
     clock.set(new Date(start.getTime() + 10 * DAY_MS));
     const metrics = new Metrics();
-    const result = await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, clock.now());
+    const result = await maintainPartitions(
+      { db: h.db.db, repos: { ...createRepositories(), partitions }, log, metrics },
+      RETENTION,
+      clock.now(),
+    );
     expect(result.device_pushes).toEqual({
       ran: true,
       created: [0, 1, 2, 3].map((i) => dayOf(clock.now().getTime() + i * DAY_MS)),
@@ -150,7 +155,10 @@ describe('partitions kept by time', () => {
     expect(dropped).toBeGreaterThan(0);
 
     // run again: nothing to do
-    expect((await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, clock.now())).device_pushes).toEqual({
+    expect(
+      (await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log }, RETENTION, clock.now()))
+        .device_pushes,
+    ).toEqual({
       ran: true,
       created: [],
       dropped: [],
@@ -165,7 +173,7 @@ describe('partitions kept by time', () => {
     const stale = { device_id: randomUUID(), notification_id: randomUUID(), received_at: new Date(start.getTime() - 30 * DAY_MS) };
     await h.db.db.insertInto('device_pushes').values(stale).execute();
 
-    await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, clock.now());
+    await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log }, RETENTION, clock.now());
     expect(await receiptsOf(id)).toEqual([{ received_at: clock.now(), partition: `device_pushes_p${compact(dayOf(clock.now()))}` }]);
     expect(await receiptsOf(stale.notification_id)).toEqual([]);
     expect((await h.db.pool.query('SELECT count(*)::int AS n FROM device_pushes_default')).rows).toEqual([{ n: 0 }]);
@@ -178,14 +186,16 @@ describe('partitions kept by time', () => {
       // one worker inside its maintenance transaction: the others find it held and do nothing
       const held = await h.db.db.transaction().execute(async (trx) => {
         expect(await partitions.claim(trx)).toBe(true);
-        return maintainPartitions({ db: others[0]!.db, partitions, log }, RETENTION, clock.now());
+        return maintainPartitions({ db: others[0]!.db, repos: { ...createRepositories(), partitions }, log }, RETENTION, clock.now());
       });
       expect(held.device_pushes).toEqual({ ran: false, created: [], dropped: [] });
       expect(held.app_active_devices).toEqual({ ran: false, created: [], dropped: [] });
 
       // both at once, on connections of their own: each day created once, each partition dropped once
       const before = await catalog('device_pushes');
-      const runs = await Promise.all(others.map((o) => maintainPartitions({ db: o.db, partitions, log }, RETENTION, clock.now())));
+      const runs = await Promise.all(
+        others.map((o) => maintainPartitions({ db: o.db, repos: { ...createRepositories(), partitions }, log }, RETENTION, clock.now())),
+      );
       const created = runs.flatMap((r) => r.device_pushes.created);
       const dropped = runs.flatMap((r) => r.device_pushes.dropped);
       expect(created.sort()).toEqual([0, 1, 2, 3].map((i) => dayOf(clock.now().getTime() + i * DAY_MS)));
@@ -230,7 +240,7 @@ describe('partitions kept by time', () => {
       streamRows.push({ message: m.id, day: dayOf(published) });
     }
     // a maintenance of the day of the oldest row gives each row's day its partition
-    await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, at(95));
+    await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log }, RETENTION, at(95));
     // the partitions holding this test's rows (the first test converted an event of its own)
     const where = async (table: 'app_sessions' | 'push_opens' | 'notification_conversions' | 'device_messages') =>
       (
@@ -259,7 +269,7 @@ describe('partitions kept by time', () => {
       ),
     );
 
-    const result = await maintainPartitions({ db: h.db.db, partitions, log }, RETENTION, clock.now());
+    const result = await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log }, RETENTION, clock.now());
     expect(result.app_sessions.dropped).toContain(dayOf(at(9)));
     expect(result.app_sessions.dropped).not.toContain(dayOf(at(7)));
     expect(result.push_opens.dropped).toContain(dayOf(at(91)));
@@ -281,7 +291,8 @@ describe('partitions kept by time', () => {
     clock.set(new Date(now));
     const metrics = new Metrics();
     const maintain = async (at: number) =>
-      (await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, new Date(at))).messages;
+      (await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log, metrics }, RETENTION, new Date(at)))
+        .messages;
     const kept = async () => (await messagePartitions.list(h.db.db)).map((p) => p.day);
     const located = async (id: string) =>
       (await h.db.pool.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = $1`, [id])).rows[0]?.p;
@@ -407,7 +418,7 @@ describe('idempotency keys kept by day', () => {
     expect(await located()).toEqual(Object.keys(keys).map((key) => ({ key, partition: 'idempotency_keys_default' })));
 
     const metrics = new Metrics();
-    const first = await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, at);
+    const first = await maintainPartitions({ db: h.db.db, repos: { ...createRepositories(), partitions }, log, metrics }, RETENTION, at);
     // the key of 50 hours before is past its day's end + 24 hours: deleted from the default partition, no day made for it
     expect(first.idempotency_keys.created).toEqual(
       [...new Set([dayOf(keys.live), dayOf(keys.fresh), ...[0, 1, 2, 3].map((i) => dayOf(at.getTime() + i * DAY_MS))])].sort(),
@@ -423,7 +434,11 @@ describe('idempotency keys kept by day', () => {
 
     // two days on, every key of those days is past 24 hours: their partitions go whole, today's and the next are made
     const later = new Date(at.getTime() + 2 * DAY_MS);
-    const second = await maintainPartitions({ db: h.db.db, partitions, log, metrics }, RETENTION, later);
+    const second = await maintainPartitions(
+      { db: h.db.db, repos: { ...createRepositories(), partitions }, log, metrics },
+      RETENTION,
+      later,
+    );
     expect(second.idempotency_keys.dropped).toEqual(expect.arrayContaining([...new Set([dayOf(keys.live), dayOf(keys.fresh)])]));
     expect(second.idempotency_keys.created).toEqual([4, 5].map((i) => dayOf(at.getTime() + i * DAY_MS)));
     expect(await located()).toEqual([]);

@@ -2,7 +2,6 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { createRepositories } from '../../src/services/deps.js';
 import { LeasesRepository } from '../../src/db/repositories/leases.js';
-import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { systemClock } from '../../src/platform/clock.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { Metrics } from '../../src/platform/metrics.js';
@@ -39,7 +38,7 @@ describe("the sweeper's scan lease", () => {
       db: handle.db,
       log: createLogger('silent'),
       ...createRepositories(),
-      partitions: new PartitionsRepository(),
+      repos: createRepositories(),
       retention: retentionOf(loadConfig({})),
       clock: systemClock,
       queues,

@@ -51,7 +51,7 @@ describe('the sweeper', () => {
       db: h.db.db,
       log: createLogger('silent'),
       ...createRepositories(),
-      partitions,
+      repos: { ...createRepositories(), partitions },
       retention: RETENTION,
       clock,
       queues,
@@ -446,7 +446,7 @@ describe('the sweeper', () => {
         .expires_at;
       const day = expiresAt.toISOString().slice(0, 10);
       const maintain = (at: Date) =>
-        maintainPartitions({ db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') }, RETENTION, at);
+        maintainPartitions({ db: h.db.db, repos: createRepositories(), log: createLogger('silent') }, RETENTION, at);
       const partitionsOf = async () =>
         (
           await h.db.pool.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM messages WHERE id = ANY($1::uuid[])`, [ids])

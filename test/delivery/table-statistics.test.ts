@@ -1,9 +1,9 @@
 import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
-import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { keepStatistics } from '../../src/delivery/retention.js';
 import { useHarness } from '../helpers/harness.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 /**
  * The statistics the maintenance keeps where autovacuum does not: the suite's PostgreSQL runs with it off, as the
@@ -11,7 +11,7 @@ import { useHarness } from '../helpers/harness.js';
  */
 describe('table statistics without autovacuum', () => {
   const h = useHarness();
-  const deps = () => ({ db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') });
+  const deps = () => ({ db: h.db.db, repos: createRepositories(), log: createLogger('silent') });
   const analyzed = async () =>
     (
       await sql<{ at: Date | null }>`

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { HmsMock } from '../mocks/hms-mock.js';
@@ -42,7 +43,7 @@ describe('templates at the gateways', () => {
     const created = await h.createApp('com.example.templates');
     keys = created.keys;
     await setCredentials(h, created.app.id, gw);
-    const apps = new AppService(h.db.db, h.secrets);
+    const apps = new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() });
     await apps.setHms(created.app.id, { hmsAppId: HMS_APP_ID, clientSecret: 'hms-client-secret' });
     webSub = web.subscribe((await apps.setWebPush(created.app.id, { subject: 'mailto:ops@example.com' })).public_key);
     d.ana = await registerDevice(h, keys.sdk, {

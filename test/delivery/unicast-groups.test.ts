@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 
@@ -27,7 +28,7 @@ describe('unicast notifications posted concurrently', () => {
     await setCredentials(h, app.app.id, gw);
     await setCredentials(h, other.app.id, gw);
     // an app with a ceiling: its unicast notifications are paced, through the fan-out
-    await new AppService(h.db.db, h.secrets).setLimits(other.app.id, { maxPerMinute: 6000 });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(other.app.id, { maxPerMinute: 6000 });
     for (let i = 0; i < 24; i++) byId.push(await registerDevice(h, app.keys.sdk, { platform: i % 2 ? 'ios' : 'android' }));
     for (let u = 0; u < 8; u++) {
       const user = `user-${u}`;

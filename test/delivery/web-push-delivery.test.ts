@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { webPushTopic } from '../../src/domain/push-mapping.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
 import { WebPushMock, type MockSubscription } from '../mocks/web-push-mock.js';
@@ -27,7 +28,11 @@ describe('web push delivery', () => {
     const created = await h.createApp('com.example.web');
     keys = created.keys;
     appId = created.app.id;
-    vapidKey = (await new AppService(h.db.db, h.secrets).setWebPush(appId, { subject: 'mailto:ops@example.com' })).public_key;
+    vapidKey = (
+      await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(appId, {
+        subject: 'mailto:ops@example.com',
+      })
+    ).public_key;
     for (const tags of [['vip'], ['vip'], []]) {
       const sub = mock.subscribe(vapidKey);
       const res = await call('POST', '/v6/devices', keys.sdk, { device: { platform: 'web', subscription: sub, tags } });

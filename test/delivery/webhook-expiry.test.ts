@@ -10,6 +10,7 @@ import { createLogger } from '../../src/platform/logger.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../helpers/gateways.js';
 import { startReceiver, type Receiver } from '../helpers/webhook-receiver.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 const DAY_MS = 86_400_000;
 const dayOf = (at: number) => new Date(at).toISOString().slice(0, 10);
@@ -110,7 +111,11 @@ describe('webhooks over days', () => {
     const partitions = new PartitionsRepository();
     // 9 days on, today's day is past 7 days of retention: its partitions go, and the days ahead are made
     const later = Date.now() + 9 * DAY_MS;
-    const result = await maintainPartitions({ db: h.db.db, partitions, log }, retention, new Date(later));
+    const result = await maintainPartitions(
+      { db: h.db.db, repos: { ...createRepositories(), partitions }, log },
+      retention,
+      new Date(later),
+    );
     for (const table of ['webhook_events', 'webhook_attempts'] as const) {
       expect(result[table].dropped).toContain(dayOf(Date.now()));
       expect(result[table].dropped).not.toContain(dayOf(later - 6 * DAY_MS));

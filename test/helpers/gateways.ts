@@ -1,5 +1,6 @@
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount, randomApnsToken, randomFcmToken } from '../mocks/index.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import type { Db } from '../../src/db/database.js';
 import type { Harness } from './harness.js';
@@ -47,7 +48,7 @@ export async function setCredentials(
   gw: Gateways,
   which: { apns?: boolean; fcm?: boolean } = { apns: true, fcm: true },
 ) {
-  const apps = new AppService(h.db.db, h.secrets);
+  const apps = new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() });
   if (which.apns) await apps.setPushCredentials(appId, 'apns', gw.apnsKey.credentials);
   if (which.fcm) await apps.setPushCredentials(appId, 'fcm', gw.serviceAccount.json);
 }

@@ -11,6 +11,7 @@ import type { Clock } from '../../src/platform/clock.js';
 import type { DeliveryRuntime } from '../../src/delivery/pipeline.js';
 import type { QueueBackendKind } from '../../src/delivery/queues.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { GATEWAY_THREAD_ENTRY } from './gateway-thread.js';
 import type { SecretsKeyring } from '../../src/domain/secrets.js';
 import { TEST_SECRETS_KEY } from '../engines/secrets-key.js';
@@ -114,7 +115,7 @@ export async function createHarness(
     secrets: pushd.database.secrets.keyring,
     delivery: pushd.delivery,
     async createApp(bundleId = `com.test.${randomBytes(4).toString('hex')}`, { identityVerification = false } = {}) {
-      const apps = new AppService(db.db, pushd.database.secrets.keyring);
+      const apps = new AppService({ db: db.db, secrets: pushd.database.secrets.keyring, repos: createRepositories() });
       const created = await apps.createApp(bundleId);
       if (!identityVerification) await apps.setIdentityVerification(created.app.id, 'off');
       return created;

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { runCli } from '../cli/run-cli.js';
 
 /**
@@ -50,7 +51,7 @@ describe('app settings API', () => {
     const now = { app_id: appId, ...change, quiet_hours: { start: '22:00', end: '08:00', then: 'hold' }, max_per_minute: null };
     expect(changed.json()).toEqual(now);
     expect((await get(keys.read)).json()).toEqual(now);
-    expect(await new AppService(h.db.db, h.secrets).limitsOf(appId)).toEqual(now);
+    expect(await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).limitsOf(appId)).toEqual(now);
 
     // one field at a time, null removes it, the others stay
     expect((await patch(keys.write, { quiet_hours: null })).json()).toEqual({ ...now, quiet_hours: null });

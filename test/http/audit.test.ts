@@ -5,6 +5,7 @@ import { basic, useHarness } from '../helpers/harness.js';
 import { registerDevice } from '../helpers/gateways.js';
 import { generateApnsKey, generateServiceAccount } from '../mocks/index.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { CLI_ACTOR } from '../../src/domain/audit.js';
 
 /**
@@ -76,7 +77,7 @@ describe('GET /v6/audit', () => {
   });
 
   it('records each operator change by cli, naming what changed and never a secret', async () => {
-    const service = new AppService(h.db.db, h.secrets);
+    const service = new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() });
     const id = app.app.id;
     const { key } = await service.createKey(id, 'read', CLI_ACTOR);
     await service.setKeyRateLimit(key, { perSecond: 5, burst: 10 }, CLI_ACTOR);

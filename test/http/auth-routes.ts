@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import type { Permission } from '../../src/domain/keys.js';
 import { basic, type Harness } from '../helpers/harness.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import type { AppWithKeys } from './support.js';
 
 /**
@@ -311,7 +312,9 @@ export const PUBLIC_ROUTES: { method: 'GET'; path: string; url?: string }[] = [
 /** A fresh app with one notification (and so one audience) and one device of a user, for read routes to find. */
 export async function prepareFixture(h: Harness): Promise<Fixture> {
   const app = await h.createApp();
-  await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:auth@example.com' });
+  await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(app.app.id, {
+    subject: 'mailto:auth@example.com',
+  });
   const send = async (url: string, payload: unknown, key: string) => {
     const res = await h.server.inject({
       method: 'POST',

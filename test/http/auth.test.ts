@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, useHarness, type Harness } from '../helpers/harness.js';
 import {
   AUTH_ROUTES,
@@ -46,7 +47,7 @@ const CASES: Case[] = [
   {
     name: 'a revoked key',
     header: async (fx, { h, route }) => {
-      const service = new AppService(h.db.db, h.secrets);
+      const service = new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() });
       const { key } = await service.createKey(fx.app.app.id, permittedRole(route));
       await service.revokeKey(key);
       return basic(key);

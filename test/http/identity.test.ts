@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
 import { randomApnsToken, randomFcmToken } from '../mocks/index.js';
@@ -322,7 +323,7 @@ describe('identity verification', () => {
     // the key (and with it the secret) is cached from here on
     expect((await post(other.keys.sdk, { platform: 'ios', token: randomApnsToken(), user_id: 'u-sw' })).statusCode).toBe(403);
     // the CLI's service, with no cache of its own to drop: only the trigger's announcement reaches the server
-    const cli = new AppService(h.db.db, h.secrets);
+    const cli = new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() });
     await cli.setIdentityVerification(other.app.id, 'off');
     await waitFor(
       'verification off',

@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { encodeCursor } from '../../src/domain/cursor.js';
@@ -9,6 +8,7 @@ import { call, register, token } from './device-support.js';
 import { createMessage, streamOf } from './message-support.js';
 import { ISO_MS } from './support.js';
 import { loadConfig } from '../../src/platform/config.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 /**
  * A device's message stream through the SDK's routes (sdk key): which messages it holds (the stream rule of the
@@ -144,13 +144,8 @@ describe("a device's message stream", () => {
       // the workers' maintenance: messages and their stream rows dropped whole with their days; answers the days of
       // messages it dropped
       const purge = async () =>
-        (
-          await maintainPartitions(
-            { db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') },
-            RETENTION,
-            clock.now(),
-          )
-        ).messages.dropped.length;
+        (await maintainPartitions({ db: h.db.db, repos: createRepositories(), log: createLogger('silent') }, RETENTION, clock.now()))
+          .messages.dropped.length;
       clock.set(new Date(Date.parse('2026-06-01T09:00:00Z') + 100 * DAY));
       await purge();
       expect(await stream(app, d.id)).toEqual([long.id]);

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Lifecycle, startPushd, type Server } from '../../src/app/start.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { runCli } from '../cli/run-cli.js';
 import { basic, createHarness, redisUrl, type Harness } from '../helpers/harness.js';
 import { waitFor } from '../engines/engines.js';
@@ -80,7 +81,10 @@ describe.each(stores)('$name', ({ queue, available }) => {
 
   it.skipIf(!available)('refills at the sustained rate: a key of 1/s with bursts of 1 has a token again after a second', async () => {
     const { keys: own } = await h.createApp();
-    await new AppService(h.db.db, h.secrets).setKeyRateLimit(own.write, { perSecond: 1, burst: 1 });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setKeyRateLimit(own.write, {
+      perSecond: 1,
+      burst: 1,
+    });
     expect(await statuses(2, () => readKey(h.server, own.write))).toEqual([200, 429]);
     await sleep(1100);
     expect(await statuses(2, () => readKey(h.server, own.write))).toEqual([200, 429]);

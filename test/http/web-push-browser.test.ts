@@ -5,6 +5,7 @@ import { createHash, createHmac } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { toWebPushMessage } from '../../src/domain/push-mapping.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { launchChromium } from '../console/browser.js';
 import { haveChromium, problemsOf } from '../console/session.js';
 import { waitFor } from '../helpers/gateways.js';
@@ -47,7 +48,9 @@ describe.skipIf(!haveChromium)('web push service worker in Chromium', () => {
     siteOrigin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
     const created = await h.createApp('com.example.shop');
     keys = created.keys;
-    await new AppService(h.db.db, h.secrets).setWebPush(created.app.id, { subject: 'mailto:ops@example.com' });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(created.app.id, {
+      subject: 'mailto:ops@example.com',
+    });
 
     browser = await launchChromium();
     context = browser.context;
@@ -239,7 +242,9 @@ describe.skipIf(!haveChromium)('the web SDK (sdk.js) in Chromium', () => {
     site = await startSite(pushdBase);
     siteOrigin = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
     app = await h.createApp('com.example.sdk', { identityVerification: true });
-    await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(app.app.id, {
+      subject: 'mailto:ops@example.com',
+    });
     browser = await launchChromium();
     await browser.context.grantPermissions(['notifications'], { origin: siteOrigin });
     page = await browser.context.newPage();

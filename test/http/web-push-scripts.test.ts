@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { WebPushMock } from '../mocks/web-push-mock.js';
 
@@ -84,7 +85,9 @@ describe('web push scripts', () => {
   });
 
   it("sdk.js subscribes with the app's VAPID key and registers the subscription with pushd", async () => {
-    const vapid = await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    const vapid = await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(app.app.id, {
+      subject: 'mailto:ops@example.com',
+    });
     await h.server.listen({ port: 0, host: '127.0.0.1' });
     const base = `http://127.0.0.1:${(h.server.server.address() as AddressInfo).port}`;
     const stored = new Map<string, string>();
@@ -172,7 +175,9 @@ describe('web push scripts', () => {
     expect(await pushd.subscribe({ sdkKey: app.keys.sdk })).toMatchObject({ id: again.id });
     expect(subscribeCalls).toBe(2);
     unsubscribed = false;
-    const rotated = await new AppService(h.db.db, h.secrets).setWebPush(app.app.id, { subject: 'mailto:ops@example.com' });
+    const rotated = await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setWebPush(app.app.id, {
+      subject: 'mailto:ops@example.com',
+    });
     // the server's key cache hears of the rotation from PostgreSQL (LISTEN), a moment after it commits
     const authorization = `Basic ${Buffer.from(`:${app.keys.sdk}`).toString('base64')}`;
     const served = async () =>

@@ -3,9 +3,9 @@ import { sql } from 'kysely';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
 import { journeyApi } from '../http/journey-support.js';
-import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 const HOUR = 3_600_000;
@@ -127,11 +127,7 @@ describe('journeys: loose ends', () => {
     expect(await enter(j.id, d)).toBe('entered');
     await runDue();
     const maintain = (at: string) =>
-      maintainPartitions(
-        { db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') },
-        retentionOf(h.config),
-        new Date(at),
-      );
+      maintainPartitions({ db: h.db.db, repos: createRepositories(), log: createLogger('silent') }, retentionOf(h.config), new Date(at));
     await maintain('2026-05-10T12:00:00Z');
     expect((await maintain('2026-05-14T12:00:00Z')).journey_entrants.dropped).toContain('2026-05-10');
     expect(await h.db.db.selectFrom('journey_entrants').select('id').where('journey_id', '=', j.id).execute()).toEqual([]);

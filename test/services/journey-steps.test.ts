@@ -3,9 +3,9 @@ import { sql } from 'kysely';
 import { basic, ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
 import { journeyApi } from '../http/journey-support.js';
-import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
+import { createRepositories } from '../../src/services/deps.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 const MINUTE = 60_000;
@@ -316,7 +316,7 @@ describe('journeys: the steps and the life cycle', () => {
     const retention = retentionOf(h.config);
     expect(retention.journey_entrants).toBe(3);
     const maintain = (at: string) =>
-      maintainPartitions({ db: h.db.db, partitions: new PartitionsRepository(), log: createLogger('silent') }, retention, new Date(at));
+      maintainPartitions({ db: h.db.db, repos: createRepositories(), log: createLogger('silent') }, retention, new Date(at));
     const where = async () =>
       (
         await h.db.pool.query<{ p: string }>(`SELECT tableoid::regclass::text AS p FROM journey_entrants WHERE journey_id = $1`, [j.id])

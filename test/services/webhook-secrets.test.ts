@@ -6,7 +6,7 @@ import { keyIdOf, sealedKeyId } from '../../src/domain/secrets.js';
 import { SecretsService } from '../../src/services/secrets.js';
 import { WebhookService } from '../../src/services/webhooks.js';
 import { JourneyService } from '../../src/services/journeys.js';
-import { serviceDeps } from '../../src/services/deps.js';
+import { createRepositories, serviceDeps } from '../../src/services/deps.js';
 import { systemClock } from '../../src/platform/clock.js';
 
 /** A rotation of the secrets key reseals the webhook endpoints' and journeys' signing secrets with the apps' credentials. */
@@ -38,7 +38,7 @@ describe('webhook secrets at rest', () => {
     });
     expect(journey.webhookSecret).toMatch(/^whsec_/);
     const newKey = randomBytes(32);
-    const result = await new SecretsService(db, h.secrets, 'test').rotate(newKey);
+    const result = await new SecretsService({ db: db, keyring: h.secrets, keyFrom: 'test', repos: createRepositories() }).rotate(newKey);
     expect(result.resealed).toBeGreaterThanOrEqual(3);
     const row = await db.selectFrom('webhook_endpoints').select(['secret', 'previous_secret']).executeTakeFirstOrThrow();
     expect(sealedKeyId(row.secret)).toBe(keyIdOf(newKey));

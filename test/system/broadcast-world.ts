@@ -3,6 +3,7 @@ import { sql } from 'kysely';
 import { openDatabase } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { testKeyring } from '../engines/secrets-key.js';
 import { redisUrl } from '../helpers/harness.js';
 import { ApnsMock, FcmMock, generateApnsKey, generateServiceAccount } from '../mocks/index.js';
@@ -38,7 +39,7 @@ export async function broadcastWorld(
   const handle = openDatabase(database.url);
   cleanups.push(() => handle.close());
   await migrate(handle.pool);
-  const apps = new AppService(handle.db, testKeyring());
+  const apps = new AppService({ db: handle.db, secrets: testKeyring(), repos: createRepositories() });
   const { app, keys } = await apps.createApp(bundle);
   await apps.setPushCredentials(app.id, 'apns', apnsKey.credentials);
   await apps.setPushCredentials(app.id, 'fcm', account.json);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/db/database.js';
 import { migrate } from '../../src/db/migrate.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { waitFor } from '../engines/engines.js';
 import { ETCD, FAILOVER_SETTINGS, HAPROXY, PATRONI, startPatroniCluster, type PatroniCluster } from '../engines/patroni.js';
 import { testKeyring } from '../engines/secrets-key.js';
@@ -37,7 +38,9 @@ describe.skipIf(engines.length > 0)('writes inside the replication lag when the 
     cluster = await startPatroniCluster({ synchronous: false });
     const db = openDatabase(cluster.primaryUrl);
     await migrate(db.pool);
-    const { keys } = await new AppService(db.db, testKeyring()).createApp('com.example.window');
+    const { keys } = await new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() }).createApp(
+      'com.example.window',
+    );
     await db.close();
     sdkKey = keys.sdk;
     const port = await freePort();

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openDatabase, type DatabaseHandle } from '../../src/db/database.js';
 import { AppService } from '../../src/services/apps.js';
+import { createRepositories } from '../../src/services/deps.js';
 import { testKeyring } from '../engines/secrets-key.js';
 import { startGateways, waitFor, type Gateways } from '../helpers/gateways.js';
 import { startPgBouncer, type PgBouncer } from '../engines/pgbouncer.js';
@@ -51,8 +52,12 @@ describe('behind PgBouncer in transaction mode', () => {
     base = `http://127.0.0.1:${port}`;
 
     direct = openDatabase(database.url);
-    ({ app, keys } = await new AppService(direct.db, testKeyring()).createApp(BUNDLE));
-    await new AppService(direct.db, testKeyring()).setPushCredentials(app.id, 'apns', gw.apnsKey.credentials);
+    ({ app, keys } = await new AppService({ db: direct.db, secrets: testKeyring(), repos: createRepositories() }).createApp(BUNDLE));
+    await new AppService({ db: direct.db, secrets: testKeyring(), repos: createRepositories() }).setPushCredentials(
+      app.id,
+      'apns',
+      gw.apnsKey.credentials,
+    );
   }, 120_000);
 
   afterAll(async () => {
@@ -78,7 +83,7 @@ describe('behind PgBouncer in transaction mode', () => {
     // the key is read (and kept) by the API process
     expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
     expect((await call('GET', '/v6/notifications', keys.read)).status).toBe(200);
-    await new AppService(direct.db, testKeyring()).revokeKey(keys.read);
+    await new AppService({ db: direct.db, secrets: testKeyring(), repos: createRepositories() }).revokeKey(keys.read);
     const revokedAt = Date.now();
     await waitFor('the revoked key to answer 401', async () => (await call('GET', '/v6/notifications', keys.read)).status === 401, 5000);
     expect(Date.now() - revokedAt).toBeLessThan(5000); // a kept copy would answer 200 for up to 60 s
@@ -114,7 +119,11 @@ describe('behind PgBouncer in transaction mode', () => {
 
     const rotated = generateApnsKey({ teamId: gw.apnsKey.credentials.teamId });
     gw.apns.addKey(rotated);
-    await new AppService(direct.db, testKeyring()).setPushCredentials(app.id, 'apns', rotated.credentials);
+    await new AppService({ db: direct.db, secrets: testKeyring(), repos: createRepositories() }).setPushCredentials(
+      app.id,
+      'apns',
+      rotated.credentials,
+    );
     const rotatedAt = Date.now();
     // both processes sign with the new key once they hear the change, within seconds (a kept copy would sign with
     // the old one for up to 60 s)

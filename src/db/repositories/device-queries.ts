@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { sql, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Db } from '../database.js';
-import { compileFilters } from '../filter-sql.js';
+import { compileFilters, namedKeys } from '../filter-sql.js';
 import type { Device, DeviceAttributesTable, DeviceUpdate, Platform } from '../schema.js';
 import type { CustomAttribute, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
@@ -297,4 +297,50 @@ export function inZones(slice: ZoneSlice) {
   const listed = sql<boolean>`d.time_zone = any(${slice.zones}::text[])`;
   if (!slice.orOutside) return listed;
   return sql<boolean>`(${listed} or d.time_zone is null or d.time_zone <> all(${slice.orOutside}::text[]))`;
+}
+
+/**
+ * The audiences of a unicast group that name their devices (`device_id` or `user_id` keys): one statement each kind
+ * looks them all up, its rows tagged with the audience's place (`ord`); the others (`compiled`) need their filters
+ * compiled. Only the lookups needed: an empty one would make the statement look costlier planned once than for its values.
+ */
+export function keyedLookups(
+  audiences: { appId: string; filters: Filter[] | null; visible: boolean }[],
+  limit: number,
+): { lookups: RawBuilder<DeliverableNow & { ord: number }>[]; compiled: number[] } {
+  const byKey = {
+    device_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
+    user_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
+  };
+  // whether a looked-up device is not sent its audience's push (arrays count from 1)
+  const byOrd = notAllowed(sql<boolean>`(${audiences.map((a) => a.visible)}::boolean[])[t.ord + 1]`);
+  const compiled: number[] = [];
+  audiences.forEach((a, ord) => {
+    const named = namedKeys(a.filters);
+    if (!named) return void compiled.push(ord);
+    const into = byKey[named.by];
+    for (const key of new Set(named.keys)) {
+      into.ords.push(ord);
+      into.apps.push(a.appId);
+      into.keys.push(key);
+    }
+  });
+  const { device_id: ids, user_id: users } = byKey;
+  const lookups: RawBuilder<DeliverableNow & { ord: number }>[] = [];
+  if (ids.ords.length)
+    lookups.push(sql`
+      select t.ord, d.id, d.platform, d.development, d.token, ${byOrd} as not_allowed
+      from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
+      join devices d on d.id = t.id and d.app_id = t.app_id
+      where d.erased_at is null and d.token is not null and d.token_invalidated_at is null`);
+  if (users.ords.length)
+    lookups.push(sql`
+      select t.ord, d.id, d.platform, d.development, d.token, ${byOrd} as not_allowed
+      from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
+      cross join lateral (
+        select d.id, d.platform, d.development, d.token, d.notifications_allowed from devices d
+        where d.app_id = t.app_id and d.user_id = t.user_id
+          and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
+        order by d.id limit ${limit}::int) d`);
+  return { lookups, compiled };
 }

@@ -1,6 +1,6 @@
-import { sql, type RawBuilder, type Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import { compileCount, compileFilters, namedKeys, type CompileContext } from '../filter-sql.js';
+import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceUpdate, NewDevice, Platform } from '../schema.js';
 import type { CustomAttribute, CustomChanges } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
@@ -8,11 +8,11 @@ import { isUuid } from '../../domain/cursor.js';
 import {
   HELD,
   ERASED,
-  notAllowed,
   deliverablePageQuery,
   MEMBERSHIP_CHUNK,
   audiencePageQuery,
   deliverableNowQuery,
+  keyedLookups,
   userDevices,
   withCountry,
   holdsToken,
@@ -396,42 +396,8 @@ export class DevicesRepository {
     page: { limit: number; now: Date },
   ): Promise<DeliverableNow[][]> {
     const lists: DeliverableNow[][] = audiences.map(() => []);
-    const byKey = {
-      device_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
-      user_id: { ords: [] as number[], apps: [] as string[], keys: [] as string[] },
-    };
-    // whether a looked-up device is not sent its audience's push (arrays count from 1)
-    const byOrd = notAllowed(sql<boolean>`(${audiences.map((a) => a.visible)}::boolean[])[t.ord + 1]`);
-    const compiled: number[] = [];
-    audiences.forEach((a, ord) => {
-      const named = namedKeys(a.filters);
-      if (!named) return void compiled.push(ord);
-      const into = byKey[named.by];
-      for (const key of new Set(named.keys)) {
-        into.ords.push(ord);
-        into.apps.push(a.appId);
-        into.keys.push(key);
-      }
-    });
-    if (byKey.device_id.ords.length || byKey.user_id.ords.length) {
-      const { device_id: ids, user_id: users } = byKey;
-      // only the lookups needed: an empty one would make the statement look costlier planned once than for its values
-      const lookups: RawBuilder<DeliverableNow & { ord: number }>[] = [];
-      if (ids.ords.length)
-        lookups.push(sql`
-          select t.ord, d.id, d.platform, d.development, d.token, ${byOrd} as not_allowed
-          from unnest(${ids.ords}::int[], ${ids.apps}::uuid[], ${ids.keys}::uuid[]) as t(ord, app_id, id)
-          join devices d on d.id = t.id and d.app_id = t.app_id
-          where d.erased_at is null and d.token is not null and d.token_invalidated_at is null`);
-      if (users.ords.length)
-        lookups.push(sql`
-          select t.ord, d.id, d.platform, d.development, d.token, ${byOrd} as not_allowed
-          from unnest(${users.ords}::int[], ${users.apps}::uuid[], ${users.keys}::text[]) as t(ord, app_id, user_id)
-          cross join lateral (
-            select d.id, d.platform, d.development, d.token, d.notifications_allowed from devices d
-            where d.app_id = t.app_id and d.user_id = t.user_id
-              and d.erased_at is null and d.token is not null and d.token_invalidated_at is null
-            order by d.id limit ${page.limit}::int) d`);
+    const { lookups, compiled } = keyedLookups(audiences, page.limit);
+    if (lookups.length) {
       const { rows } = await sql<DeliverableNow & { ord: number }>`${sql.join(lookups, sql` union all `)}`.execute(db);
       // keys are distinct and a device has one user: no device comes twice for one audience
       const found = new Set<number>();

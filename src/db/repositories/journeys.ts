@@ -2,7 +2,6 @@ import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, Journey } from '../schema.js';
 import type { JourneyDefinition, JourneyState } from '../../domain/journey.js';
-import { isUuid } from '../../domain/cursor.js';
 import type { Sealed } from '../../domain/secrets.js';
 
 /** The counters kept per step. */
@@ -117,12 +116,10 @@ export class JourneysRepository {
   }
 
   async findForApp(db: Db, appId: string, id: string): Promise<Journey | undefined> {
-    if (!isUuid(id)) return undefined;
     return db.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
   async lock(trx: Transaction<Database>, appId: string, id: string): Promise<Journey | undefined> {
-    if (!isUuid(id)) return undefined;
     return trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).forUpdate().executeTakeFirst();
   }
 

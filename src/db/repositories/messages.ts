@@ -95,7 +95,6 @@ export class MessagesRepository {
 
   /** The app's message, unless the day its retention ended on is over at `now` (kept: readable, `unpublished`). */
   async findForApp(db: Db, appId: string, id: string, now: Date): Promise<MessageWithPush | undefined> {
-    if (!isUuid(id)) return undefined;
     return this.withPush(db).where('m.app_id', '=', appId).where('m.id', '=', id).where(kept(now)).executeTakeFirst();
   }
 
@@ -121,7 +120,6 @@ export class MessagesRepository {
 
   /** Cancels a message that is not published yet at `now`; undefined when it is unknown, published or canceled. */
   async cancelScheduled(db: Db, appId: string, id: string, now: Date): Promise<Message | undefined> {
-    if (!isUuid(id)) return undefined;
     return db
       .updateTable('messages')
       .set({ canceled_at: now })
@@ -249,7 +247,6 @@ export class MessagesRepository {
 
   /** One message of the device's stream. */
   async streamItem(db: Db, deviceId: string, messageId: string, now: Date): Promise<StreamRow | undefined> {
-    if (!isUuid(messageId)) return undefined;
     return this.stream(db, deviceId, now)
       .select(['m.id', 'm.title', 'm.text', 'm.url', 'm.type', 'm.custom', 'm.created_at', 'm.publish_at', 'm.unpublish_at', 's.read_at'])
       .where('m.id', '=', messageId)

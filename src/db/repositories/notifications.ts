@@ -3,7 +3,6 @@ import { PLAN_EACH_RUN, type Db } from '../database.js';
 import type { Database, Notification, NotificationState } from '../schema.js';
 import { anySucceeded, type StopReason } from './batches.js';
 import { rangesTargeted } from './fanout.js';
-import { isUuid } from '../../domain/cursor.js';
 import type { Filter } from '../../domain/filters.js';
 import type { CampaignSettings } from './apps.js';
 import { CUT_RETURNED, insertRows, type CountedColumn, type CutNotification } from './notification-rows.js';
@@ -153,7 +152,6 @@ export class NotificationsRepository {
   }
 
   async findForApp(db: Db, appId: string, id: string): Promise<Notification | undefined> {
-    if (!isUuid(id)) return undefined;
     return db.selectFrom('notifications').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
@@ -170,7 +168,6 @@ export class NotificationsRepository {
    * next step (batches in flight finish). Undefined when it is unknown or already finished.
    */
   async cancel(db: Db, appId: string, id: string): Promise<Notification | undefined> {
-    if (!isUuid(id)) return undefined;
     return db
       .updateTable('notifications')
       .set({

@@ -3,9 +3,9 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { DAILY_METRICS, openReportSchema, sessionReportSchema, type DailyMetric } from '../../domain/activity.js';
 import { requirePermission } from '../auth.js';
-import { accepted, authErrors, bodyErrors, errorResponse } from '../schemas.js';
+import { accepted, authErrors, bodyErrors, errorResponse, pathId } from '../schemas.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('device') });
 const day = z.string().describe('a UTC day, YYYY-MM-DD');
 const windowQuery = z.object({ from: day.optional(), to: day.optional() });
 

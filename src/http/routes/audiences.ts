@@ -2,10 +2,11 @@ import { z } from 'zod';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
-import { audienceRecord, authErrors, devicePage, errorResponse, pageQuery } from '../schemas.js';
-import { audienceResponse, deviceView } from '../serialize.js';
+import { audienceRecord, authErrors, devicePage, errorResponse, pageQuery, pathId } from '../schemas.js';
+import { audienceResponse } from '../serialize.js';
+import { deviceView } from '../serialize-devices.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('audience') });
 
 export function audienceRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {

@@ -4,17 +4,17 @@ import type { HttpContext } from '../context.js';
 import type { Actor } from '../../domain/audit.js';
 import { journeyRequestSchema } from '../../domain/journey.js';
 import { actorOf, requirePermission } from '../auth.js';
-import { authErrors, bodyErrors, entrantRecord, errorResponse, journeyRecord, pageQuery } from '../schemas.js';
+import { authErrors, bodyErrors, entrantRecord, errorResponse, journeyRecord, pageQuery, pathId } from '../schemas.js';
 import { entrantHistoryResponse, journeyResponse } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('journey') });
 const answer = z.object({ journey: journeyRecord });
 const entryBody = z.union([z.strictObject({ device_id: z.string().min(1) }), z.strictObject({ user_id: z.string().min(1) })], {
   error: 'body must be {"device_id": ID} or {"user_id": ID}',
 });
 /** An entrant as a path names it: `device:<device_id>` or `user:<user_id>`. */
 const entrantParams = z.object({
-  id: z.string(),
+  id: pathId('journey'),
   key: z
     .string()
     .regex(/^(device|user):.+$/s, 'must be device:<device_id> or user:<user_id>')

@@ -13,10 +13,11 @@ import {
   idempotencyHeaders,
   journeyTag,
   notificationRecord,
+  pathId,
 } from '../schemas.js';
 import { createdNotificationResponse, notificationEventsResponse, notificationResponse } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('notification') });
 const count = z.number().int();
 const rate = z.number();
 const shareStats = {

@@ -3,11 +3,11 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { templateChangeSchema, templateCreateSchema } from '../../domain/stored-templates.js';
 import { actorOf, requirePermission } from '../auth.js';
-import { authErrors, bodyErrors, errorResponse, pageQuery, templateRecord, templateVersionRecord } from '../schemas.js';
+import { authErrors, bodyErrors, errorResponse, pageQuery, pathId, templateRecord, templateVersionRecord } from '../schemas.js';
 import { templateResponse, templateVersionResponse } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
-const versionParams = z.object({ id: z.string(), version: z.coerce.number().int().min(1).max(2_147_483_647) });
+const idParams = z.object({ id: pathId('template') });
+const versionParams = z.object({ id: pathId('template'), version: z.coerce.number().int().min(1).max(2_147_483_647) });
 const answer = z.object({ template: templateRecord });
 
 type App = Parameters<FastifyPluginAsyncZod>[0];

@@ -3,7 +3,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { requirePermission } from '../auth.js';
 import { authErrors, devicePage, deviceRecord, errorResponse, isoDateQuery } from '../schemas.js';
-import { uninstalledView } from '../serialize.js';
+import { uninstalledView } from '../serialize-devices.js';
 
 /** Devices whose token a gateway rejected, in cursor pages, oldest invalidation first. */
 export function uninstalledRoutes(ctx: HttpContext): FastifyPluginAsyncZod {

@@ -5,7 +5,7 @@ import { actorOf, callerOf, requirePermission } from '../auth.js';
 import { acceptedAnswer, answerOnce } from '../idempotency.js';
 import { USER_ERASE_LIMIT } from '../../services/devices.js';
 import { accepted, authErrors, bodyErrors, droppedList, errorResponse, eventsBody, idempotencyHeaders, nothingValid } from '../schemas.js';
-import { userErasureResponse } from '../serialize.js';
+import { userErasureResponse } from '../serialize-devices.js';
 
 const userParams = z.object({ user_id: z.string().min(1).max(255) });
 const userBody = z.object(

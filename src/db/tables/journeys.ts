@@ -1,0 +1,75 @@
+import type { JourneyDefinition, JourneyState } from '../../domain/journey.js';
+import type { HistoryEntry } from '../../domain/journey-history.js';
+import type { Sealed } from '../../domain/secrets.js';
+import type { TemplateEvent } from '../../domain/template-data.js';
+import type { ColumnType, Generated } from 'kysely';
+import type { Counter, Json } from './columns.js';
+
+/** A journey (migration 048): its current version's definition; earlier versions in journey_versions. */
+export interface JourneysTable {
+  id: Generated<string>;
+  app_id: string;
+  name: string;
+  state: JourneyState;
+  version: Generated<number>;
+  definition: Json<JourneyDefinition>;
+  trigger_event: string | null;
+  listens: Generated<string[]>;
+  created_at: Generated<Date>;
+  updated_at: Generated<Date>;
+  /** its webhook steps' signing secret (`whsec_…`), sealed (migration 061); null until a version has one */
+  webhook_secret: Sealed | null;
+}
+
+export interface JourneyVersionsTable {
+  journey_id: string;
+  version: number;
+  definition: Json<JourneyDefinition>;
+  created_at: Generated<Date>;
+}
+
+/** A journey's counters per step ('' the trigger), sharded. */
+export interface JourneyStepCountsTable {
+  journey_id: string;
+  step_id: string;
+  shard: number;
+  entered: Counter;
+  waiting: Counter;
+  passed: Counter;
+  sent: Counter;
+  failed: Counter;
+  converted: Counter;
+  exited: Counter;
+  skipped: Counter;
+  filtered: Counter;
+}
+
+/** One entrant of a journey version (partitioned by the UTC day it entered). */
+export interface JourneyEntrantsTable {
+  id: Generated<string>;
+  journey_id: string;
+  version: number;
+  app_id: string;
+  entrant_key: string;
+  device_id: string;
+  step_id: string;
+  phase: 'arrived' | 'waiting' | 'done';
+  seq: Generated<number>;
+  due_at: Date | null;
+  wait_event: string | null;
+  on_event: string | null;
+  outcome: 'completed' | 'converted' | 'exited' | 'failed' | null;
+  entered_at: Date;
+  left_at: Date | null;
+  /** the event that moved it last, which its sends' templates read (migration 055) */
+  event: Json<TemplateEvent> | null;
+  /** what it did at each step and why (src/domain/journey-history.ts), appended as it moves (migration 058) */
+  history: ColumnType<HistoryEntry[], string | undefined, string>;
+}
+
+/** Who entered which journey, kept past the entrants' retention for the re-entry rule (migration 058). */
+export interface JourneyEnteredTable {
+  journey_id: string;
+  entrant_key: string;
+  last_entered_at: Date;
+}
