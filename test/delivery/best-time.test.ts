@@ -1,4 +1,5 @@
 import { sql } from 'kysely';
+import { createRepositories } from '../../src/services/deps.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Lifecycle, startPushd } from '../../src/app/start.js';
@@ -143,7 +144,7 @@ describe('best-time sends', () => {
 
   it("holds the app's ceiling within a wave: its batches start at the app's pace from their hour", async () => {
     const devices = await Promise.all(Array.from({ length: 6 }, () => device('ceiling'))); // no history: 10:00 tomorrow
-    await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: 120 }); // 2 a second: batches of 2
+    await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(appId, { maxPerMinute: 120 }); // 2 a second: batches of 2
     try {
       const { id } = (await post({ to: [{ name: 'tags', criteria: ['ceiling'] }], send_at: 'best_time' })).json();
       await waitFor('its waves cut', async () => (await read(id)).devices_targeted === 6, 10_000, 20);
@@ -155,7 +156,7 @@ describe('best-time sends', () => {
       // three batches a second apart: the last starts two seconds after the first
       expect(at.at(-1)! - at[0]!).toBeGreaterThanOrEqual(1800);
     } finally {
-      await new AppService(h.db.db, h.secrets).setLimits(appId, { maxPerMinute: null });
+      await new AppService({ db: h.db.db, secrets: h.secrets, repos: createRepositories() }).setLimits(appId, { maxPerMinute: null });
     }
   });
 
