@@ -1,4 +1,5 @@
 import { Liquid, type Template } from 'liquidjs';
+import { fastRenderer, type FastRender } from './template-fast.js';
 
 /**
  * Templates in a payload's texts: Liquid's safe subset (no file system, no include/render/layout, unknown filters
@@ -88,6 +89,8 @@ function positioned(err: unknown): TemplateError {
 export interface ParsedTemplate {
   templates: Template[];
   paths: string[][];
+  /** the same render without liquidjs, when the text is only text and simple outputs */
+  fast: FastRender | null;
 }
 
 /** Parses one text and checks the variables it names; a TemplateError names the position of what is wrong. */
@@ -119,16 +122,18 @@ export function parseTemplate(text: string): ParsedTemplate {
       paths.push(segments);
     }
   }
-  return { templates, paths };
+  return { templates, paths, fast: fastRenderer(text) };
 }
 
 /** Renders one parsed text; a TemplateError on a render error or an output no gateway could carry. */
 export function renderTemplate(parsed: ParsedTemplate, variables: TemplateVariables): string {
-  let out: string;
-  try {
-    out = engine.renderSync(parsed.templates, variables) as string;
-  } catch (err) {
-    throw positioned(err);
+  let out = parsed.fast?.(variables);
+  if (out === undefined) {
+    try {
+      out = engine.renderSync(parsed.templates, variables) as string;
+    } catch (err) {
+      throw positioned(err);
+    }
   }
   if (out.length > RENDERED_MAX_CHARS) throw new RenderedTooLargeError();
   return out;
