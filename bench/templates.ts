@@ -2,18 +2,24 @@
  * Templates benchmark: a broadcast whose alert is `Hi {{ custom.first_name | default: "there" }}` (names spread over
  * --names distinct values, a tenth of the devices without one) against the same broadcast untemplated, and a
  * templated transactional send against an untemplated one, through the whole pipeline to the mock gateways, in
- * alternated rounds of one run; the worker's CPU per push for each.
+ * alternated rounds of one run; the worker's CPU per push for each. Each round ends with the reference: a bare
+ * node:http2 client (bench/lib/bare-client.ts, as the fan-out benchmark's) sending the same personal alerts, one per
+ * device, to the same mocks.
  *
  *   npm run bench -- templates [--devices 100000] [--names 20000] [--rounds 3] [--sends 200] [--queue postgres|redis]
+ *                              [--bare-connections 1]
  */
 import { sql } from 'kysely';
-import { arg, cpuMs, median, printTable } from './lib/setup.js';
-import { benchStack, startServices, waitFinished } from './lib/stack.js';
+import { parseFcmServiceAccount } from '../src/gateways/fcm.js';
+import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
+import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
+import { BENCH_BUNDLE, benchStack, startServices, waitFinished } from './lib/stack.js';
 
 const devices = Number(arg('devices', '100000'));
 const names = Number(arg('names', '20000'));
 const rounds = Number(arg('rounds', '3'));
 const sends = Number(arg('sends', '200'));
+const bareConnections = Number(arg('bare-connections', '1'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PLAIN = { alert: 'Hi there', badge: 1 };
@@ -21,7 +27,7 @@ const TEMPLATED = { alert: 'Hi {{ custom.first_name | default: "there" }}', badg
 
 async function main() {
   const stack = await benchStack(arg('database', 'bench_templates'), { queue, redisUrl });
-  const { db, apns, fcm, keys, app } = stack;
+  const { db, apns, fcm, keys, app, apnsKey, serviceAccount: sa } = stack;
   await sql`
     insert into devices (app_id, platform, token, user_id)
     select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'u' || i
@@ -63,11 +69,35 @@ async function main() {
     return sends / ((performance.now() - t0) / 1000);
   };
 
+  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
+  // the reference: the same number of personal alerts (as many distinct names) from a bare client to the same mocks
+  const bare = async () => {
+    const spec = {
+      devices,
+      apnsOrigin: apns.origin,
+      fcmOrigin: fcm.origin,
+      topic: BENCH_BUNDLE,
+      apnsKey: apnsKey.credentials,
+      fcmProject: sa.json.project_id,
+      fcmAccessToken: oauth.access_token,
+      payload: PLAIN,
+      personal: { names },
+      notificationId: '00000000-0000-4000-8000-000000000000',
+      connections: bareConnections,
+      streamsPerConnection: 1000,
+    };
+    // BARE_NODE_ARGS: node flags for it (--cpu-prof)
+    const r = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>('bench/lib/bare-client.ts', spec, 'BARE_NODE_ARGS');
+    if (r.ok !== devices) throw new Error(`bare client: only ${r.ok} of ${devices} pushes accepted`);
+    return { perSecond: r.ok / (r.ms / 1000), cpuUs: (r.cpuMs * 1000) / devices };
+  };
+
   const results: {
     plain: Awaited<ReturnType<typeof broadcast>>;
     templated: Awaited<ReturnType<typeof broadcast>>;
     txPlain: number;
     txTemplated: number;
+    bare: Awaited<ReturnType<typeof bare>>;
   }[] = [];
   for (let round = 0; round < rounds; round++) {
     const before = accepted();
@@ -76,24 +106,32 @@ async function main() {
       templated: await broadcast(TEMPLATED),
       txPlain: await transactional(PLAIN),
       txTemplated: await transactional(TEMPLATED),
+      bare: await bare(),
     };
     if (accepted() - before < 2 * devices + 2 * sends)
       throw new Error(`round ${round + 1}: ${accepted() - before} pushes accepted, fewer than sent`);
     results.push(r);
     console.log(
-      `round ${round + 1}: broadcast ${r.plain.perSecond.toFixed(0)}/s untemplated, ${r.templated.perSecond.toFixed(0)}/s templated; transactional ${r.txPlain.toFixed(0)}/s, ${r.txTemplated.toFixed(0)}/s templated`,
+      `round ${round + 1}: broadcast ${r.plain.perSecond.toFixed(0)}/s untemplated, ${r.templated.perSecond.toFixed(0)}/s templated; transactional ${r.txPlain.toFixed(0)}/s, ${r.txTemplated.toFixed(0)}/s templated; bare client ${r.bare.perSecond.toFixed(0)}/s`,
     );
   }
   console.log(
-    `\ntemplates benchmark: ${devices} devices (half iOS, half Android), ${names} distinct first names, queue ${queue}, median of ${rounds} rounds\n`,
+    `\ntemplates benchmark: ${devices} devices (half iOS, half Android), ${names} distinct first names, queue ${queue}, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
   );
   const m = (f: (r: (typeof results)[number]) => number) => median(results.map(f));
   printTable([
     ['broadcast pushes/s untemplated', m((r) => r.plain.perSecond).toFixed(0)],
     ['broadcast pushes/s templated', m((r) => r.templated.perSecond).toFixed(0)],
     ['ratio templated / untemplated broadcast', m((r) => r.templated.perSecond / r.plain.perSecond).toFixed(2)],
+    ['bare client pushes/s, the same personal alerts', m((r) => r.bare.perSecond).toFixed(0)],
+    [
+      'ratio templated broadcast / bare client (per round)',
+      results.map((r) => (r.templated.perSecond / r.bare.perSecond).toFixed(2)).join(' '),
+    ],
+    ['ratio templated broadcast / bare client (median)', m((r) => r.templated.perSecond / r.bare.perSecond).toFixed(2)],
     ['worker CPU per push untemplated', `${m((r) => r.plain.cpuUs).toFixed(0)} µs`],
     ['worker CPU per push templated', `${m((r) => r.templated.cpuUs).toFixed(0)} µs`],
+    ['bare client CPU per push, all threads', `${m((r) => r.bare.cpuUs).toFixed(0)} µs`],
     ['transactional sends/s untemplated / templated', `${m((r) => r.txPlain).toFixed(0)} / ${m((r) => r.txTemplated).toFixed(0)}`],
     ['ratio templated / untemplated transactional', m((r) => r.txTemplated / r.txPlain).toFixed(2)],
   ]);

@@ -25,6 +25,11 @@ interface Spec {
   streamsPerConnection: number;
   /** 'registration': the tokens of registration(i), APNs the even i and FCM the odd, as a fill of those has them */
   tokens?: 'registration';
+  /**
+   * Personal alerts, as the templates benchmark renders them: device i's is `Hi name-<i mod names>`, a tenth of the
+   * devices `Hi there`; spliced into the body serialised once, as a well-made client of its own would.
+   */
+  personal?: { names: number };
 }
 
 const spec = JSON.parse(process.argv[2]!) as Spec;
@@ -36,9 +41,16 @@ const listed = (n: number, first: number) => Array.from({ length: n }, (_, k) =>
 const [apnsTokens, fcmTokens] = spec.tokens === 'registration' ? [listed(half, 0), listed(spec.devices - half, 1)] : [undefined, undefined];
 const apnsToken = apnsTokens ? (i: number) => apnsTokens[i]! : token;
 const fcmToken = fcmTokens ? (i: number) => fcmTokens[i]! : token;
-const apns = toApnsRequest(spec.payload, spec.notificationId);
+const MARK = 'PERSONAL_ALERT_7f3a';
+const payload = spec.personal ? { ...spec.payload, alert: MARK } : spec.payload;
+const apns = toApnsRequest(payload, spec.notificationId);
 const apnsBody = JSON.stringify(apns.body);
-const fcmBody = fcmSendBodyEncoder(toFcmMessage(spec.payload, spec.notificationId));
+const fcmBody = fcmSendBodyEncoder(toFcmMessage(payload, spec.notificationId));
+/** Device i's alert as it is inside a JSON string, spliced where the mark is (FCM carries it twice). */
+const alertOf = (i: number) => JSON.stringify(i % 10 === 0 ? 'Hi there' : `Hi name-${i % spec.personal!.names}`).slice(1, -1);
+const apnsParts = spec.personal ? apnsBody.split(MARK) : null;
+const TOKEN = 'PERSONAL_TOKEN_91c2';
+const fcmParts = spec.personal ? fcmBody(TOKEN).split(MARK) : null;
 const start = performance.now();
 const cpuStart = process.cpuUsage();
 const [a, f] = await Promise.all([
@@ -54,7 +66,7 @@ const [a, f] = await Promise.all([
         'apns-push-type': apns.headers['apns-push-type'],
         authorization: `bearer ${jwt}`,
       },
-      body: () => apnsBody,
+      body: (i) => (apnsParts ? apnsParts.join(alertOf(i)) : apnsBody),
     },
     half,
     { sessions: spec.connections, window: spec.connections * spec.streamsPerConnection },
@@ -68,7 +80,7 @@ const [a, f] = await Promise.all([
         'content-type': 'application/json; charset=UTF-8',
         accept: 'application/json',
       },
-      body: (i) => fcmBody(fcmToken(i)),
+      body: (i) => (fcmParts ? fcmParts.join(alertOf(i)).replace(TOKEN, () => fcmToken(i)) : fcmBody(fcmToken(i))),
     },
     spec.devices - half,
     { sessions: spec.connections, window: spec.connections * spec.streamsPerConnection },

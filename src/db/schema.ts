@@ -141,10 +141,7 @@ export interface AudiencesTable {
   kind: 'all' | 'filters';
   /** The canonical filter list, validated before it is stored (kind 'filters'); null for 'all'. */
   filters: Json<Filter[] | null> | null;
-  /**
-   * the key of its canonical spec (`audienceSpec`), a digest written as a uuid; the all-devices one's is the nil uuid;
-   * null once retired
-   */
+  /** the key of its canonical spec (`audienceSpec`), a digest as a uuid (the all-devices one's the nil uuid); null once retired */
   spec_key: string | null;
   test: Generated<boolean>;
   created_at: Generated<Date>;
@@ -245,6 +242,8 @@ export interface DeliveryBatchesTable {
   job_id: string | null;
   /** why a push of it was not delivered, the latest (migration 029; the notification shows its batches' latest) */
   failure_reason: string | null;
+  /** its failed pushes by reason (migration 065), summed over its attempts */
+  failed_by_reason: Json<Record<string, number>> | null;
   /** an A/B test's variant its devices are sent (migration 034), and whether they are the rest's (the winner) */
   variant: number | null;
   ab_rest: Generated<boolean>;

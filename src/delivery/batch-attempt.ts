@@ -214,7 +214,11 @@ async function sendAndRecord(
     // then by what each device's templates render to (a payload without templates stays one group)
     const { groups, failed } = await deps.store.templates.render(n, batch.platform, languages);
     results = results.concat(failed);
-    const answers = await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
+    // a templated batch's many renders go as one send where the gateway can: not a send per render
+    const answers =
+      groups.length > 1 && gateway.sendEach
+        ? [await gateway.sendEach(push, groups)]
+        : await Promise.all(groups.map((g) => gateway.send({ ...push, payload: g.payload }, g.targets)));
     results = results.concat(...answers);
     stop();
   }

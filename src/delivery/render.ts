@@ -1,12 +1,20 @@
 import type { Db } from '../db/database.js';
-import { TemplateVariablesRepository } from '../db/repositories/template-variables.js';
+import { TemplateVariablesRepository, type TemplateReads } from '../db/repositories/template-variables.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
-import { fitsGateway } from '../domain/push-mapping.js';
-import { deviceData, deviceVariables, perDeviceData, type TemplateData } from '../domain/template-data.js';
+import { fitsGateway, SURELY_FITS_BYTES } from '../domain/push-mapping.js';
+import {
+  customVariables,
+  deviceData,
+  deviceVariables,
+  perDeviceData,
+  type StoredAttribute,
+  type TemplateData,
+  type TemplateDevice,
+} from '../domain/template-data.js';
 import {
   compilePayload,
   renderKey,
-  renderPayload,
+  renderSized,
   RenderedTooLargeError,
   type CompiledPayload,
   type TemplateVariables,
@@ -23,7 +31,8 @@ const KEPT_NOTIFICATIONS = 256;
 /** Renders a notification keeps by what they read (a name, a locale), so a broadcast renders each value once. */
 const KEPT_RENDERS = 20_000;
 
-type Rendered = { payload: Record<string, unknown> } | { reason: 'payload_too_large' | 'template_error' };
+/** A render (the same for every platform) and its bytes as JSON, or why it failed. */
+type Rendered = { payload: Record<string, unknown>; bytes: number } | { reason: 'payload_too_large' | 'template_error' };
 
 /** What a process keeps of one notification while it sends: its templates parsed once, its data read once. */
 interface Kept {
@@ -64,23 +73,22 @@ export class TemplateRenderer {
       }
       const readsData = compiled.roots.has('data') || compiled.roots.has('event');
       const data = readsData ? await (kept.data ??= this.variables.dataOf(this.db, n.id)) : null;
-      const perDevice = ['device', 'custom', 'user'].some((r) => compiled.roots.has(r as 'device')) || (readsData && perDeviceData(data));
-      const devices = perDevice
+      const reads = readsOf(compiled, readsData && perDeviceData(data));
+      const devices = reads
         ? await this.variables.devicesOf(
             this.db,
             group.targets.map((t) => t.deviceId),
+            reads,
           )
         : null;
       const byKey = new Map<string, ContentGroup>();
       for (const t of group.targets) {
-        const row = devices?.get(t.deviceId);
-        const vars: TemplateVariables = {
-          ...(row && deviceVariables(row.device, row.attributes)),
-          ...deviceData(data, { id: t.deviceId, userId: row?.device.user_id ?? null }),
-        };
+        const vars = variablesOf(compiled, devices?.get(t.deviceId), data, t.deviceId);
         const key = `${no}\u0000${renderKey(compiled, vars)}`;
-        const rendered = renderedOf(kept, key, () => renderFor(compiled, vars, platform, !!n.live_activity));
+        const rendered = renderedOf(kept, key, () => renderFor(compiled, vars));
         if ('reason' in rendered) failed.push(failure(t, rendered.reason));
+        else if (rendered.bytes > SURELY_FITS_BYTES && !fitsGateway(platform, rendered.payload, !!n.live_activity))
+          failed.push(failure(t, 'payload_too_large'));
         else {
           const at = byKey.get(key);
           if (at) at.targets.push(t);
@@ -133,13 +141,40 @@ function renderedOf(kept: Kept, key: string, make: () => Rendered): Rendered {
   return rendered;
 }
 
-function renderFor(compiled: CompiledPayload, vars: TemplateVariables, platform: string, liveActivity: boolean): Rendered {
+function renderFor(compiled: CompiledPayload, vars: TemplateVariables): Rendered {
   try {
-    const payload = renderPayload(compiled, vars);
-    return fitsGateway(platform, payload, liveActivity) ? { payload } : { reason: 'payload_too_large' };
+    return renderSized(compiled, vars);
   } catch (err) {
     return { reason: err instanceof RenderedTooLargeError ? 'payload_too_large' : 'template_error' };
   }
+}
+
+/**
+ * What the devices' renders read of them (null: nothing differs between devices): their columns when `device.*` or
+ * `user.*` is named (or the data differs by user), and only the custom attributes named, unless `custom` is read whole.
+ */
+function readsOf(compiled: CompiledPayload, perDeviceData: boolean): TemplateReads | null {
+  const { roots, paths } = compiled;
+  const custom = paths.filter((p) => p[0] === 'custom');
+  const whole = custom.some((p) => p.length < 2);
+  const columns = roots.has('device') || roots.has('user') || perDeviceData || whole;
+  if (!columns && !custom.length) return null;
+  return { columns, attributes: whole ? null : [...new Set(custom.map((p) => p[1]!))] };
+}
+
+/** One device's variables: only the roots its templates name. */
+function variablesOf(
+  compiled: CompiledPayload,
+  row: { device?: TemplateDevice; attributes: StoredAttribute[] } | undefined,
+  data: TemplateData | null,
+  deviceId: string,
+): TemplateVariables {
+  const vars: TemplateVariables = row?.device
+    ? deviceVariables(row.device, row.attributes)
+    : compiled.roots.has('custom')
+      ? { custom: customVariables(row?.attributes ?? []) }
+      : {};
+  return data ? { ...vars, ...deviceData(data, { id: deviceId, userId: row?.device?.user_id ?? null }) } : vars;
 }
 
 const failure = (t: PushTarget, reason: string): PushResult => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason } });

@@ -78,19 +78,28 @@ export type TemplateDevice = { id: string; platform: string; badge: number | nul
   string | null
 >;
 
+/** A custom attribute's row as a render reads it (typed as stored; an array's values one row each, in order). */
+export interface StoredAttribute {
+  name: string;
+  is_array: boolean;
+  str_value: string | null;
+  num_value: number | null;
+  date_value: Date | null;
+  bool_value: boolean | null;
+}
+
 /** A stored device as its render reads it: its fields, its custom attributes (typed as stored) and its user. */
-export function deviceVariables(
-  d: TemplateDevice,
-  attributes: {
-    name: string;
-    is_array: boolean;
-    str_value: string | null;
-    num_value: number | null;
-    date_value: Date | null;
-    bool_value: boolean | null;
-  }[],
-): Pick<TemplateVariables, 'device' | 'custom' | 'user'> {
+export function deviceVariables(d: TemplateDevice, attributes: StoredAttribute[]): Pick<TemplateVariables, 'device' | 'custom' | 'user'> {
   const { user_id, user_email, ...fields } = d;
+  return {
+    device: { ...fields, language: d.locale?.slice(0, 2) ?? null },
+    custom: customVariables(attributes),
+    user: user_id !== null ? { id: user_id, email: user_email } : null,
+  };
+}
+
+/** A device's custom attributes as `custom.*` reads them. */
+export function customVariables(attributes: StoredAttribute[]): Record<string, unknown> {
   // a Map, then own properties: an attribute may be named __proto__
   const custom = new Map<string, unknown>();
   for (const a of attributes) {
@@ -99,9 +108,5 @@ export function deviceVariables(
     else if (custom.has(a.name)) (custom.get(a.name) as unknown[]).push(value);
     else custom.set(a.name, [value]);
   }
-  return {
-    device: { ...fields, language: d.locale?.slice(0, 2) ?? null },
-    custom: Object.fromEntries(custom),
-    user: user_id !== null ? { id: user_id, email: user_email } : null,
-  };
+  return Object.fromEntries(custom);
 }

@@ -1,4 +1,5 @@
 import { Liquid, type Template } from 'liquidjs';
+import { fastRenderer, type FastRender } from './template-fast.js';
 
 /**
  * Templates in a payload's texts: Liquid's safe subset (no file system, no include/render/layout, unknown filters
@@ -88,6 +89,8 @@ function positioned(err: unknown): TemplateError {
 export interface ParsedTemplate {
   templates: Template[];
   paths: string[][];
+  /** the same render without liquidjs, when the text is only text and simple outputs */
+  fast: FastRender | null;
 }
 
 /** Parses one text and checks the variables it names; a TemplateError names the position of what is wrong. */
@@ -119,16 +122,18 @@ export function parseTemplate(text: string): ParsedTemplate {
       paths.push(segments);
     }
   }
-  return { templates, paths };
+  return { templates, paths, fast: fastRenderer(text) };
 }
 
 /** Renders one parsed text; a TemplateError on a render error or an output no gateway could carry. */
 export function renderTemplate(parsed: ParsedTemplate, variables: TemplateVariables): string {
-  let out: string;
-  try {
-    out = engine.renderSync(parsed.templates, variables) as string;
-  } catch (err) {
-    throw positioned(err);
+  let out = parsed.fast?.(variables);
+  if (out === undefined) {
+    try {
+      out = engine.renderSync(parsed.templates, variables) as string;
+    } catch (err) {
+      throw positioned(err);
+    }
   }
   if (out.length > RENDERED_MAX_CHARS) throw new RenderedTooLargeError();
   return out;
@@ -169,7 +174,9 @@ export function templateProblems(value: unknown): { path: (string | number)[]; m
 /** A payload parsed once for a notification: its templated texts and every variable path they name. */
 export interface CompiledPayload {
   payload: Record<string, unknown>;
-  slots: { path: (string | number)[]; parsed: ParsedTemplate }[];
+  slots: { path: (string | number)[]; text: string; parsed: ParsedTemplate }[];
+  /** the payload's bytes as JSON less its templated texts', counted at the first render */
+  bytesWithoutTexts?: number;
   /** the variable paths the texts name, each once */
   paths: string[][];
   /** the roots they name: a render needs a device's variables only when one of these differs between devices */
@@ -180,7 +187,7 @@ export interface CompiledPayload {
 export function compilePayload(payload: Record<string, unknown>): CompiledPayload | null {
   const texts = templatedTexts(payload);
   if (!texts.length) return null;
-  const slots = texts.map(({ path, text }) => ({ path, parsed: parseTemplate(text) }));
+  const slots = texts.map(({ path, text }) => ({ path, text, parsed: parseTemplate(text) }));
   const unique = new Map(slots.flatMap((s) => s.parsed.paths).map((p) => [p.join('\u0000'), p]));
   const paths = [...unique.values()];
   return { payload, slots, paths, roots: new Set(paths.map((p) => p[0] as TemplateRoot)) };
@@ -188,6 +195,11 @@ export function compilePayload(payload: Record<string, unknown>): CompiledPayloa
 
 /** What the render of `compiled` reads of these variables, as a key: two devices of one key get the same payload. */
 export function renderKey(compiled: CompiledPayload, variables: TemplateVariables): string {
+  if (compiled.paths.length === 1) {
+    // the common case (one name read): the value itself, marked apart from the JSON of the general case
+    const value = valueAt(variables, compiled.paths[0]!);
+    if (typeof value === 'string') return `s${value}`;
+  }
   return JSON.stringify(compiled.paths.map((p) => valueAt(variables, p)));
 }
 
@@ -200,13 +212,36 @@ function valueAt(value: unknown, path: string[]): unknown {
   return at ?? null;
 }
 
-/** The payload with each templated text rendered; a TemplateError when one cannot be (the device fails alone). */
+/**
+ * The payload with each templated text rendered, and its size as JSON; a TemplateError when one cannot be (the
+ * device fails alone). Only the objects on a templated text's path are copied: the rest is the payload's own.
+ */
 export function renderPayload(compiled: CompiledPayload, variables: TemplateVariables): Record<string, unknown> {
-  const out = structuredClone(compiled.payload);
+  return renderSized(compiled, variables).payload;
+}
+
+/** renderPayload and the rendered payload's bytes as JSON, counted from the texts alone. */
+export function renderSized(compiled: CompiledPayload, variables: TemplateVariables): { payload: Record<string, unknown>; bytes: number } {
+  compiled.bytesWithoutTexts ??= jsonBytes(compiled.payload) - compiled.slots.reduce((sum, s) => sum + jsonBytes(s.text), 0);
+  const out = { ...compiled.payload };
+  const copied = new Set<unknown>([out]);
+  let bytes = compiled.bytesWithoutTexts;
   for (const { path, parsed } of compiled.slots) {
     let at: Record<string | number, unknown> = out;
-    for (const segment of path.slice(0, -1)) at = at[segment] as Record<string | number, unknown>;
-    at[path[path.length - 1]!] = renderTemplate(parsed, variables);
+    for (const segment of path.slice(0, -1)) {
+      let next = at[segment] as Record<string | number, unknown>;
+      if (!copied.has(next)) {
+        next = Array.isArray(next) ? ([...next] as unknown as Record<number, unknown>) : { ...next };
+        copied.add(next);
+        at[segment] = next;
+      }
+      at = next;
+    }
+    const text = renderTemplate(parsed, variables);
+    bytes += jsonBytes(text);
+    at[path[path.length - 1]!] = text;
   }
-  return out;
+  return { payload: out, bytes };
 }
+
+const jsonBytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), 'utf8');

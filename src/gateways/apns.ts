@@ -39,6 +39,7 @@ import { StreamPool } from './stream-pool.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import {
   GATEWAY_REQUEST_TIMEOUT_MS,
+  type ContentOf,
   type NotificationPush,
   type PushGateway,
   type PushOutcome,
@@ -106,18 +107,61 @@ export class ApnsGateway implements PushGateway {
   }
 
   async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
-    const run = this.drain.track(() => this.sendAll(push, targets));
-    return run ?? targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }));
+    return this.sendEach(push, [{ payload: push.payload, targets }]);
   }
 
-  private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
-    const request = push.liveActivity ? toLiveActivityRequest(push.payload, push) : toApnsRequest(push.payload, push.notificationId, push);
-    if (request.bytes > APNS_MAX_PAYLOAD_BYTES) {
-      // APNs would answer 413 PayloadTooLarge for every token; don't send what can't succeed.
-      const outcome = classify({ gateway: 'apns', status: 413, reason: 'PayloadTooLarge' }).outcome;
-      return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
-    }
+  async sendEach(push: Omit<NotificationPush, 'payload'>, groups: ContentOf[]): Promise<PushResult[]> {
+    const run = this.drain.track(() => this.sendAll(push, groups));
+    return (
+      run ?? groups.flatMap((g) => g.targets).map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }))
+    );
+  }
 
+  private async sendAll(push: Omit<NotificationPush, 'payload'>, groups: ContentOf[]): Promise<PushResult[]> {
+    const targets = groups.length === 1 ? groups[0]!.targets : groups.flatMap((g) => g.targets);
+    const outcomes = new Array<PushOutcome>(targets.length);
+    // each target's note (null: its content is too large), by its index
+    const noteOf = new Array<ApnNotification | null>(targets.length);
+    let at = 0;
+    for (const g of groups) {
+      const note = this.noteOf({ ...push, payload: g.payload });
+      noteOf.fill(note, at, (at += g.targets.length));
+    }
+    const sendable: number[] = []; // indexes into targets
+    targets.forEach((t, i) => {
+      // APNs would answer 413 PayloadTooLarge for every token; don't send what can't succeed.
+      if (!noteOf[i]) outcomes[i] = classify({ gateway: 'apns', status: 413, reason: 'PayloadTooLarge' }).outcome;
+      // APNs tokens are hex; anything else can never be delivered (and must not reach the URL path).
+      else if (HEX_TOKEN.test(t.token)) sendable.push(i);
+      else outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
+    });
+
+    await this.providers.run(sendable, async (provider, indexes) => {
+      const send = (note: ApnNotification, chunk: number[]) => this.sendNote(provider, note, targets, chunk, outcomes);
+      if (groups.length === 1) return send(noteOf[indexes[0]!]!, indexes);
+      // one node-apn send per content in the chunk
+      const byNote = new Map<ApnNotification, number[]>();
+      for (const i of indexes) {
+        const note = noteOf[i]!;
+        const same = byNote.get(note);
+        if (same) same.push(i);
+        else byNote.set(note, [i]);
+      }
+      await Promise.all([...byNote].map(([note, chunk]) => send(note, chunk)));
+    });
+
+    return targets.map((t, i) => {
+      const outcome = outcomes[i] as PushOutcome;
+      if (outcome.kind === 'retry' || outcome.kind === 'failed')
+        this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
+      return { deviceId: t.deviceId, outcome };
+    });
+  }
+
+  /** The node-apn note of one content, or null when it is larger than APNs accepts. */
+  private noteOf(push: NotificationPush): ApnNotification | null {
+    const request = push.liveActivity ? toLiveActivityRequest(push.payload, push) : toApnsRequest(push.payload, push.notificationId, push);
+    if (request.bytes > APNS_MAX_PAYLOAD_BYTES) return null;
     const note = new apn.Notification();
     note.rawPayload = request.body;
     note.topic = push.liveActivity ? liveActivityTopic(this.options.topic) : this.options.topic;
@@ -128,43 +172,30 @@ export class ApnsGateway implements PushGateway {
     // node-apn sends apns-expiration only for an expiry >= 0 (its default, -1, sends none).
     const expiration = request.headers['apns-expiration'];
     if (expiration !== undefined) note.expiry = expiration;
+    return note;
+  }
 
-    const outcomes = new Array<PushOutcome>(targets.length);
-    const sendable: number[] = []; // indexes into targets
-    targets.forEach((t, i) => {
-      // APNs tokens are hex; anything else can never be delivered (and must not reach the URL path).
-      if (HEX_TOKEN.test(t.token)) sendable.push(i);
-      else outcomes[i] = classify({ gateway: 'apns', status: 400, reason: 'BadDeviceToken' }).outcome;
+  /** One note to the targets at `indexes`, their outcomes set; a token whose JWT was just renewed is sent once more. */
+  private async sendNote(provider: Provider, note: ApnNotification, targets: PushTarget[], indexes: number[], outcomes: PushOutcome[]) {
+    const answers = await this.attempt(
+      provider,
+      note,
+      indexes.map((i) => (targets[i] as PushTarget).token),
+    );
+    const refresh: number[] = [];
+    indexes.forEach((i, k) => {
+      const { outcome, refreshAuth } = classify(answers[k] as GatewayAnswer);
+      if (refreshAuth)
+        refresh.push(i); // node-apn has just regenerated this provider's JWT: one re-send with it
+      else outcomes[i] = outcome;
     });
-
-    await this.providers.run(sendable, async (provider, indexes) => {
-      const answers = await this.attempt(
-        provider,
-        note,
-        indexes.map((i) => (targets[i] as PushTarget).token),
-      );
-      const refresh: number[] = [];
-      indexes.forEach((i, k) => {
-        const { outcome, refreshAuth } = classify(answers[k] as GatewayAnswer);
-        if (refreshAuth)
-          refresh.push(i); // node-apn has just regenerated this provider's JWT: one re-send with it
-        else outcomes[i] = outcome;
-      });
-      if (refresh.length === 0) return;
-      const again = await this.attempt(
-        provider,
-        note,
-        refresh.map((i) => (targets[i] as PushTarget).token),
-      );
-      refresh.forEach((i, k) => (outcomes[i] = classify(again[k] as GatewayAnswer).outcome));
-    });
-
-    return targets.map((t, i) => {
-      const outcome = outcomes[i] as PushOutcome;
-      if (outcome.kind === 'retry' || outcome.kind === 'failed')
-        this.options.log?.debug({ reason: outcome.reason }, 'apns push not delivered');
-      return { deviceId: t.deviceId, outcome };
-    });
+    if (refresh.length === 0) return;
+    const again = await this.attempt(
+      provider,
+      note,
+      refresh.map((i) => (targets[i] as PushTarget).token),
+    );
+    refresh.forEach((i, k) => (outcomes[i] = classify(again[k] as GatewayAnswer).outcome));
   }
 
   /** One node-apn send for a chunk of tokens; one answer per token, in order. */

@@ -26,6 +26,7 @@ import { StreamPool } from './stream-pool.js';
 import { classify, type FcmErrorBody, type GatewayAnswer } from './outcomes.js';
 import {
   GATEWAY_REQUEST_TIMEOUT_MS,
+  type ContentOf,
   type NotificationPush,
   type PushGateway,
   type PushOutcome,
@@ -70,19 +71,30 @@ export class FcmGateway implements PushGateway {
   }
 
   async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
-    const run = this.drain.track(() => this.sendAll(push, targets));
-    return run ?? targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }));
+    return this.sendEach(push, [{ payload: push.payload, targets }]);
   }
 
-  private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
+  async sendEach(push: Omit<NotificationPush, 'payload'>, groups: ContentOf[]): Promise<PushResult[]> {
+    const run = this.drain.track(() => this.sendAll(push, groups));
+    return (
+      run ?? groups.flatMap((g) => g.targets).map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }))
+    );
+  }
+
+  private async sendAll(push: Omit<NotificationPush, 'payload'>, groups: ContentOf[]): Promise<PushResult[]> {
+    const targets = groups.length === 1 ? groups[0]!.targets : groups.flatMap((g) => g.targets);
     if (targets.length === 0) return [];
     const refused = await this.tokens.refusal(this.options.log, 'fcm');
     if (refused) return targets.map((t) => ({ deviceId: t.deviceId, outcome: refused }));
-    const encoderAt = fcmEncoders(push);
+    const encoders = groups.map((g) => fcmEncoders({ ...push, payload: g.payload }));
+    // each target's content, by its index (one content: none needed)
+    const contentOf = groups.length === 1 ? null : groups.flatMap((g, k) => g.targets.map(() => k));
     const outcomes = new Array<PushOutcome>(targets.length);
     const sendChunk = (http: Http2Origin, indexes: number[]) =>
       new Promise<void>((resolve) => {
-        const encode = encoderAt(new Date());
+        const now = new Date();
+        const single = contentOf ? null : encoders[0]!(now);
+        const encode = (i: number, token: string) => (single ?? encoders[contentOf![i]!]!(now))(token);
         let left = indexes.length;
         for (const i of indexes) {
           const settle = (outcome: PushOutcome) => {
@@ -90,7 +102,7 @@ export class FcmGateway implements PushGateway {
             if (--left === 0) resolve();
           };
           // sendOne maps every failure to an outcome; a bug must still not leave the chunk hanging
-          this.sendOne(http, encode((targets[i] as PushTarget).token)).then(settle, (err: Error) =>
+          this.sendOne(http, encode(i, (targets[i] as PushTarget).token)).then(settle, (err: Error) =>
             settle({ kind: 'retry', reason: `internal: ${err.message}` }),
           );
         }

@@ -60,9 +60,20 @@ export interface NotificationPush extends PushOptions {
   liveActivity?: boolean;
 }
 
+/** One content of a push and the targets that receive it. */
+export interface ContentOf {
+  payload: Record<string, unknown>;
+  targets: PushTarget[];
+}
+
 export interface PushGateway {
   /** Sends one notification to many tokens of one platform+environment; one result per target, same order. */
   send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]>;
+  /**
+   * Sends several contents of one notification (a templated batch's renders, a few devices each) as one send: one
+   * result per target of each group, the groups' in order. Without it, each group is a send of its own.
+   */
+  sendEach?(push: Omit<NotificationPush, 'payload'>, groups: ContentOf[]): Promise<PushResult[]>;
   /** Closes connections after in-flight requests finish. Idempotent. */
   close(): Promise<void>;
 }

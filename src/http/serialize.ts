@@ -111,13 +111,12 @@ export function notificationResponse(n: Notification) {
  * tap), `influenced_opens` (the two together), `opens` (devices that opened, either way); conversions keyed as
  * events are in filter names (`<name>` for SDK events, `<source>.<name>` otherwise).
  */
-export function notificationEventsResponse({ notification: n, opens, conversions, abTest }: NotificationEngagement) {
-  const payload = n.payload as { alert?: unknown };
+export function notificationEventsResponse({ notification: n, opens, conversions, failedByReason, abTest }: NotificationEngagement) {
   return {
     id: n.id,
     audience_id: n.audience_id,
     message_id: n.message_id,
-    push_text: typeof payload.alert === 'string' ? payload.alert : null,
+    push_text: typeof (n.payload as { alert?: unknown }).alert === 'string' ? (n.payload as { alert: string }).alert : null,
     published_time: iso(n.published_at),
     direct_opens: opens.direct,
     indirect_opens: opens.indirect,
@@ -125,6 +124,7 @@ export function notificationEventsResponse({ notification: n, opens, conversions
     opens: opens.devices,
     pushes_succeeded: n.pushes_succeeded,
     pushes_rejected: n.pushes_failed,
+    pushes_rejected_by_reason: failedByReason,
     pushes_expired: n.pushes_expired,
     pushes_capped: n.pushes_capped,
     devices_not_allowed: n.devices_not_allowed,

@@ -3,6 +3,7 @@ import type { ActivityRepository, DayCount, OpenCounts } from '../db/repositorie
 import type { ConversionCount, ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
+import type { BatchesRepository } from '../db/repositories/batches.js';
 import type { KeyRole, Notification } from '../db/schema.js';
 import {
   reportedAt,
@@ -26,6 +27,8 @@ export interface NotificationEngagement {
   notification: Notification;
   opens: OpenCounts;
   conversions: ConversionCount[];
+  /** its rejected pushes by reason (`payload_too_large`, `template_error`, a gateway's, `invalid_token`) */
+  failedByReason: Record<string, number>;
   /**
    * an A/B test's figures per bucket (its variants' test shares, its rest, its holdout) and the app opens of its
    * variants and holdout within `windowHours`; null for a notification of one payload
@@ -48,6 +51,7 @@ export class ActivityService {
   private readonly devices: DevicesRepository;
   private readonly notifications: NotificationsRepository;
   private readonly abTests: AbTestsRepository;
+  private readonly batches: BatchesRepository;
   private readonly conversionWindowHours: number;
   private readonly clock: Clock;
 
@@ -60,6 +64,7 @@ export class ActivityService {
     this.devices = deps.repos.devices;
     this.notifications = deps.repos.notifications;
     this.abTests = deps.repos.abTests;
+    this.batches = deps.repos.batches;
     this.conversionWindowHours = deps.conversionWindowHours;
   }
 
@@ -108,15 +113,19 @@ export class ActivityService {
     if (!found) throw new NotFoundError('notification');
     const test = abTestOf(found.request);
     const windowHours = this.conversionWindowHours;
-    const [[notification], opens, conversions, figures, appOpens] = await Promise.all([
+    const [[notification], opens, conversions, figures, appOpens, failedByReason] = await Promise.all([
       this.notifications.withCounters(this.readDb, [found]),
       this.activity.opensOf(this.readDb, found.id),
       this.conversions.countsFor(this.readDb, found.id),
       test ? this.abTests.figures(this.readDb, found.id, abBounds(test)) : null,
       test ? this.abTests.appOpens(this.readDb, found.id, windowHours) : null,
+      this.batches.failedByReason(this.readDb, found.id),
     ]);
     const abTest = test && figures && appOpens && { test, figures, appOpens, windowHours };
-    return { notification: notification!, opens, conversions, abTest };
+    // the tokens invalidated are among the rejected pushes: by reason, they sum to them
+    const invalidated = notification!.tokens_invalidated;
+    const rejected = { ...failedByReason, ...(invalidated > 0 && { invalid_token: invalidated }) };
+    return { notification: notification!, opens, conversions, failedByReason: rejected, abTest };
   }
 
   /** Runs `write` with the device locked (404 unknown, 451 erased): it moves the device's last open. */

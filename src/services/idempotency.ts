@@ -52,6 +52,20 @@ export class IdempotencyKeys {
     return new Replay({ status: first.status, body: first.body });
   }
 
+  /**
+   * The first answer of a retry, read before the create checks anything that may have changed since (a stored
+   * template deleted): null when there is none yet, and the create goes on to claim the key as usual.
+   */
+  async answered<T>(db: Db, appId: string, idempotency: IdempotentRequest<T> | undefined): Promise<Replay | null> {
+    if (!idempotency) return null;
+    const first = await this.keys.find(db, appId, idempotency.key);
+    if (!first || first.status === null) return null;
+    if (!first.request_hash.equals(idempotency.fingerprint)) {
+      throw new UnprocessableError('Idempotency-Key: was used with another request (method, path or body) in the last 24 hours');
+    }
+    return new Replay({ status: first.status, body: first.body });
+  }
+
   /** Stores the answer of `result`; inside the create's transaction, or after it for a request that answers later. */
   async store<T>(db: Db, appId: string, idempotency: IdempotentRequest<T> | undefined, result: T): Promise<void> {
     if (idempotency) await this.keys.saveAnswer(db, appId, idempotency.key, idempotency.answer(result));

@@ -66,6 +66,9 @@ import { recordAudit } from './audit.js';
  */
 export const CREATION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
+/** A create's Idempotency-Key and how its answer is stored. */
+type KeyedCreate = IdempotentRequest<CutNotification>;
+
 export type NotificationServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock' | 'idempotency'> & {
   scheduler: NotificationScheduler;
   /** DELIVERY_BATCH_SIZE: the devices in one delivery batch */
@@ -201,18 +204,15 @@ export class NotificationService {
    * request enqueued, and the sweeper covers a lost enqueue).
    */
   async create(appId: string, input: NotificationInput): Promise<CutNotification>;
+  async create(appId: string, input: NotificationInput, idempotency?: KeyedCreate, actor?: Actor): Promise<CutNotification | Replay>;
   async create(
     appId: string,
     input: NotificationInput,
-    idempotency?: IdempotentRequest<CutNotification>,
-    actor?: Actor,
-  ): Promise<CutNotification | Replay>;
-  async create(
-    appId: string,
-    input: NotificationInput,
-    idempotency?: IdempotentRequest<CutNotification>,
+    idempotency?: KeyedCreate,
     actor: Actor = CLI_ACTOR,
   ): Promise<CutNotification | Replay> {
+    const early = input.notification.template_id && (await this.idempotency.answered(this.db, appId, idempotency));
+    if (early) return early; // a retry's first answer, even when the template it named is gone since
     const request = await this.withTemplate(appId, input);
     const now = this.clock.now();
     const options = this.checkedOptions(request.notification, now);

@@ -138,6 +138,9 @@ export class TransactionalService {
     idempotency?: IdempotentRequest<TransactionalResult>,
     actor: Actor = CLI_ACTOR,
   ): Promise<TransactionalResult | Replay> {
+    // a retry replays its first answer, even when the template it named is gone since
+    const early = input.notification.template_id ? await this.idempotency.answered(this.db, appId, idempotency) : null;
+    if (early) return early;
     const request: TransactionalRequest = {
       ...input,
       notification: await resolveTemplate(this.db, this.templates, appId, input.notification),

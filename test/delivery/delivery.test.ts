@@ -139,6 +139,7 @@ for (const backend of backends) {
         opens: 0,
         pushes_succeeded: 4,
         pushes_rejected: 0,
+        pushes_rejected_by_reason: {},
         pushes_expired: 0,
         pushes_capped: 0,
         devices_not_allowed: 0,

@@ -132,6 +132,35 @@ describe('stored templates', () => {
     expect((await api('GET', `/v6/templates/${t.id}`, undefined, keys.read)).json().template.version).toBe(1);
   });
 
+  it('replays the answer of a retry with its Idempotency-Key after the template it used was deleted', async () => {
+    const t = await make(greeting);
+    const keyed = (url: string, body: unknown, key: string) =>
+      h.server.inject({
+        method: 'POST',
+        url,
+        headers: { authorization: basic(keys.write), 'idempotency-key': key },
+        payload: body as object,
+      });
+    const post = { notification: { to: [{ name: 'device_id', criteria: [d.bo!.id] }], template_id: t.id, data: { order: '3' } } };
+    const tx = { to: { field: 'user_id', value: 'u-ana' }, group: 'replayed', notification: { template_id: t.id, data: { order: '4' } } };
+    const first = await keyed('/v6/notifications', post, 'tmpl-replay-1');
+    const firstTx = await keyed('/v6/transactional/notifications', tx, 'tmpl-replay-2');
+    expect([first.statusCode, firstTx.statusCode], first.body + firstTx.body).toEqual([201, 200]);
+    await finished(first.json().id);
+    expect((await api('DELETE', `/v6/templates/${t.id}`)).statusCode).toBe(204);
+
+    for (const [again, answer] of [
+      [await keyed('/v6/notifications', post, 'tmpl-replay-1'), first],
+      [await keyed('/v6/transactional/notifications', tx, 'tmpl-replay-2'), firstTx],
+    ] as const) {
+      expect(again.statusCode, again.body).toBe(answer.statusCode);
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.json()).toEqual(answer.json());
+    }
+    // a new key: the template is gone
+    expect((await keyed('/v6/notifications', post, 'tmpl-replay-3')).statusCode).toBe(404);
+  });
+
   it('sends a template by id from a notification (its newest or a pinned version) and a transactional send', async () => {
     const t = await make(greeting);
     await api('PATCH', `/v6/templates/${t.id}`, { template: { payload: { alert: 'Hello {{ custom.first_name }} #{{ data.order }}' } } });

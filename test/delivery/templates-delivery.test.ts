@@ -199,6 +199,9 @@ describe('templates at the gateways', () => {
     expect(await finished(big.json().id)).toMatchObject({ pushes_succeeded: 1, pushes_failed: 1 });
     expect(shown()).toEqual({ ana: '!' });
     expect(await failures(big.json().id)).toEqual([[1, 'payload_too_large']]);
+    const byReason = async (id: string) =>
+      (await call('GET', `/v6/stats/notifications/${id}/events`, undefined, keys.read)).json().pushes_rejected_by_reason;
+    expect(await byReason(big.json().id)).toEqual({ payload_too_large: 1 });
 
     gw.reset();
     const loop = await call('POST', '/v6/notifications', {
@@ -207,6 +210,7 @@ describe('templates at the gateways', () => {
     expect(await finished(loop.json().id)).toMatchObject({ pushes_succeeded: 1, pushes_failed: 1 });
     expect(shown()).toEqual({ ana: 'abab' });
     expect(await failures(loop.json().id)).toEqual([[1, 'template_error']]);
+    expect(await byReason(loop.json().id)).toEqual({ template_error: 1 });
   });
 
   it('refuses at create a template that does not parse or names an unknown variable, naming the field and the position', async () => {

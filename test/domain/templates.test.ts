@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compilePayload, parseTemplate, renderKey, renderPayload, templateProblems } from '../../src/domain/templates.js';
+import { compilePayload, parseTemplate, renderKey, renderPayload, renderSized, templateProblems } from '../../src/domain/templates.js';
 import { payloadSchema } from '../../src/domain/payload.js';
 import { deviceData, deviceVariables } from '../../src/domain/template-data.js';
 
@@ -19,6 +19,18 @@ describe('templates', () => {
       sound: '{{ not.rendered }}',
     });
     expect([...compiled.roots].sort()).toEqual(['custom', 'data', 'device', 'event', 'user']);
+  });
+
+  it('copies only what it renders into, and counts the rendered bytes as JSON', () => {
+    const payload = { alert: { title: '{{ custom.a }}', body: 'Ünï {{ custom.b }}' }, list: ['x', '{{ custom.a }}'], data: { k: 'v' } };
+    const compiled = compilePayload(structuredClone(payload))!;
+    const { payload: out, bytes } = renderSized(compiled, { custom: { a: '"é"', b: 'ok' } });
+    expect(out).toEqual({ alert: { title: '"é"', body: 'Ünï ok' }, list: ['x', '"é"'], data: { k: 'v' } });
+    expect(bytes).toBe(Buffer.byteLength(JSON.stringify(out)));
+    expect(compiled.payload).toEqual(payload);
+    expect(out.data).toBe(compiled.payload.data);
+    const one = compilePayload({ alert: '{{ custom.a }}' })!;
+    expect(renderKey(one, { custom: { a: '["x"]' } })).not.toBe(renderKey(one, { custom: { a: ['x'] } }));
   });
 
   it('keys a render by the values it reads only', () => {

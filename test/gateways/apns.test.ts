@@ -62,6 +62,22 @@ describe('ApnsGateway', () => {
     expect(jwt?.claims).toMatchObject({ iss: key.credentials.teamId });
   });
 
+  it('sends several contents as one send: each target its own, a too-large one refused alone, results in order', async () => {
+    const [a, b, c] = [targets(3), targets(2), targets(2)];
+    const results = await gateway().sendEach!({ notificationId: 'notif-1' }, [
+      { payload: { alert: 'Hi Ana' }, targets: a },
+      { payload: { alert: 'x'.repeat(5_000) }, targets: b },
+      { payload: { alert: 'Hi Bo' }, targets: c },
+    ]);
+
+    expect(results.map((r) => r.deviceId)).toEqual([...a, ...b, ...c].map((x) => x.deviceId));
+    expect(results.map((r) => r.outcome.kind)).toEqual(['ok', 'ok', 'ok', 'failed', 'failed', 'ok', 'ok']);
+    expect(results[3]!.outcome).toMatchObject({ reason: 'PayloadTooLarge' });
+    const alertOf = (t: PushTarget) => (mock.pushes.find((p) => p.token === t.token)?.payload as { aps: { alert: string } }).aps.alert;
+    expect([...a, ...c].map(alertOf)).toEqual(['Hi Ana', 'Hi Ana', 'Hi Ana', 'Hi Bo', 'Hi Bo']);
+    expect(mock.pushes).toHaveLength(5);
+  });
+
   it('sends the mapped headers: background push, priority 5, collapse id', async () => {
     const [t] = targets(1);
     await gateway().send(push({ content_available: true, collapse_key: 'sync' }), [t!]);

@@ -68,6 +68,19 @@ describe('FcmGateway', () => {
     });
   });
 
+  it('sends several contents as one send: each target its own, results in order', async () => {
+    const [a, b] = [targets(3), targets(2)];
+    const results = await gateway().sendEach!({ notificationId: 'notif-1' }, [
+      { payload: { alert: 'Hi Ana' }, targets: a },
+      { payload: { alert: 'Hi Bo' }, targets: b },
+    ]);
+
+    expect(results.map((r) => r.deviceId)).toEqual([...a, ...b].map((x) => x.deviceId));
+    expect(results.every((r) => r.outcome.kind === 'ok')).toBe(true);
+    const alertOf = (t: PushTarget) => (mock.pushes.find((p) => p.token === t.token)?.message.data as { alert?: string })?.alert;
+    expect([...a, ...b].map(alertOf)).toEqual(['Hi Ana', 'Hi Ana', 'Hi Ana', 'Hi Bo', 'Hi Bo']);
+  });
+
   it('sends android.ttl as the seconds left and the asked priority; without them, no ttl and the default priority', async () => {
     const t = targets(3);
     const expiresAt = new Date(Date.now() + 600_000);

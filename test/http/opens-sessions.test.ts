@@ -159,7 +159,7 @@ describe('opens, sessions and their statistics', () => {
       expect(Date.parse((await lastOpened(app, b.id))!)).toBeGreaterThan(Date.now() - 60_000);
     });
 
-    it('answers every documented field with its JSON type (and our extra pushes_expired, pushes_capped, devices_not_allowed)', async () => {
+    it('answers every documented field with its JSON type (and our extra pushes_expired, pushes_capped, devices_not_allowed, pushes_rejected_by_reason)', async () => {
       const app = await newApp();
       const d = await registerDevice(h, app.keys.sdk, { platform: 'ios' });
       const nid = await pushTo(app, d, 'Soldes !');
@@ -176,6 +176,7 @@ describe('opens, sessions and their statistics', () => {
         opens: 0,
         pushes_succeeded: 1,
         pushes_rejected: 0,
+        pushes_rejected_by_reason: {},
         pushes_expired: 0,
         pushes_capped: 0,
         devices_not_allowed: 0,

@@ -238,7 +238,8 @@ export class BatchesRepository {
     const { rows } = await sql<{ id: string }>`${sql.raw(PLAN_EACH_RUN)}
       with input as (
         select t.id, t.notification_id, t.generation, t.seq, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
-          t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at
+          t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at,
+          t.failed_by_reason::jsonb as failed_by_reason
         from unnest(
           ${input.map((i) => i.batch.id)}::text[], ${input.map((i) => i.batch.notification_id)}::uuid[],
           ${input.map((i) => i.batch.generation)}::int[], ${input.map((i) => seqOf(i.batch.id))}::int[],
@@ -248,17 +249,24 @@ export class BatchesRepository {
           ${input.map((i) => i.outcome.invalidated.length)}::int[], ${input.map((i) => i.outcome.expired.length)}::int[],
           ${input.map((i) => i.outcome.capped?.length ?? 0)}::int[], ${input.map((i) => i.outcome.lastError)}::text[],
           ${input.map((i) => i.failureReason)}::text[],
-          ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[]
+          ${input.map((i) => i.outcome.succeeded.join(','))}::text[], ${input.map((i) => i.outcome.sentAt ?? null)}::timestamptz[],
+          ${input.map((i) => i.failedByReason)}::text[]
         ) as t(
           id, notification_id, generation, seq, attempts, pending, state, succeeded, failed, invalidated, expired, capped,
-          last_error, failure_reason, received, sent_at
+          last_error, failure_reason, received, sent_at, failed_by_reason
         )),
       recorded as (
         update delivery_batches b
         set pending_device_ids = i.pending, state = i.state, attempts = b.attempts + 1,
             succeeded = b.succeeded + i.succeeded, failed = b.failed + i.failed, invalidated = b.invalidated + i.invalidated,
             expired = b.expired + i.expired, capped = b.capped + i.capped, last_error = i.last_error,
-            failure_reason = coalesce(i.failure_reason, b.failure_reason), updated_at = now()
+            failure_reason = coalesce(i.failure_reason, b.failure_reason), updated_at = now(),
+            failed_by_reason = case when i.failed_by_reason is null then b.failed_by_reason else (
+              select jsonb_object_agg(x.key, x.total) from (
+                select e.key, sum(e.value::int) as total
+                from (select * from jsonb_each_text(coalesce(b.failed_by_reason, '{}'))
+                      union all select * from jsonb_each_text(i.failed_by_reason)) e
+                group by e.key) x) end
         from input i
         where b.notification_id = i.notification_id and b.generation = i.generation and b.seq = i.seq and b.state = 'pending'
           and b.attempts = i.attempts and b.notification_id = any(${notificationIds}::uuid[])
@@ -287,6 +295,16 @@ export class BatchesRepository {
       select id from counted where closes`.execute(db);
     return new Set(rows.map((r) => r.id));
   }
+  /** A notification's failed pushes by reason, over its batches (those recorded since migration 065). */
+  async failedByReason(db: Db, notificationId: string): Promise<Record<string, number>> {
+    const { rows } = await sql<{ reason: string; count: number }>`
+      select e.key as reason, sum(e.value::int)::int as count
+      from delivery_batches b cross join lateral jsonb_each_text(b.failed_by_reason) e
+      where b.notification_id = ${notificationId}::uuid
+      group by e.key order by e.key`.execute(db);
+    return Object.fromEntries(rows.map((r) => [r.reason, r.count]));
+  }
+
   /** Closes a pending batch unsent: `superseded` by a newer generation, or `canceled` with its notification. */
   async closeBatchUnsent(db: Db, batch: Pick<BatchHead, 'id' | 'notification_id'>, state: StopReason): Promise<void> {
     const key = parseBatchId(batch.id);
@@ -328,6 +346,7 @@ function attemptRows(attempts: AttemptRecord[]) {
       outcome,
       retryLeft,
       failed: outcome.failed.length + (finalAttempt ? outcome.retry.length : 0),
+      failedByReason: failedByReason(outcome, finalAttempt),
       // why nothing may have been delivered: a refused push, retries run out, a dead token, the expiry
       failureReason:
         outcome.failed[0]?.reason ??
@@ -337,6 +356,14 @@ function attemptRows(attempts: AttemptRecord[]) {
         (outcome.capped?.length ? 'frequency_capped' : null),
     };
   });
+}
+
+/** The attempt's failed pushes counted by reason, as JSON (null: none failed). */
+function failedByReason(outcome: AttemptRecord['outcome'], finalAttempt: boolean): string | null {
+  const counts: Record<string, number> = Object.create(null);
+  for (const f of outcome.failed) counts[f.reason] = (counts[f.reason] ?? 0) + 1;
+  if (finalAttempt && outcome.retry.length) counts.retries_exhausted = (counts.retries_exhausted ?? 0) + outcome.retry.length;
+  return Object.keys(counts).length ? JSON.stringify(counts) : null;
 }
 
 /** The CTEs that forget dead Live Activity tokens of recorded batches (none when there is none). */

@@ -33,6 +33,17 @@ export class IdempotencyRepository {
       .executeTakeFirstOrThrow();
   }
 
+  /** The key as its first request left it, without claiming it (undefined: no live key). */
+  async find(db: Db, appId: string, key: string): Promise<Pick<IdempotencyKey, 'request_hash' | 'status' | 'body'> | undefined> {
+    return db
+      .selectFrom('idempotency_keys')
+      .select(['request_hash', 'status', 'body'])
+      .where('app_id', '=', appId)
+      .where('key', '=', key)
+      .where('created_at', '>=', expired)
+      .executeTakeFirst();
+  }
+
   /** Names what the first request created, before it has an answer to store. */
   async setResource(trx: Transaction<Database>, appId: string, key: string, resourceId: string): Promise<void> {
     await trx

@@ -29,6 +29,7 @@ const shareStats = {
   conversions: z.record(z.string(), z.number()),
   conversion_rates: z.record(z.string(), rate),
 };
+
 /** An A/B test's figures per variant (src/http/serialize.ts, abTestStats). */
 const abTestStatsRecord = z.object({
   stage: z.enum(['test', 'waiting', 'rest']),
@@ -58,6 +59,28 @@ const abTestStatsRecord = z.object({
   }),
 });
 const createdAnswer = (n: CutNotification) => ({ status: 201, body: createdNotificationResponse(n) });
+
+/** GET /v6/stats/notifications/:id/events as `notificationEventsResponse` answers it. */
+const notificationEvents = z.object({
+  id: z.string(),
+  audience_id: z.string().nullable(),
+  message_id: z.string().nullable(),
+  push_text: z.string().nullable(),
+  published_time: z.string().nullable(),
+  direct_opens: count,
+  indirect_opens: count,
+  influenced_opens: count,
+  opens: count,
+  pushes_succeeded: count,
+  pushes_rejected: count,
+  pushes_rejected_by_reason: z.record(z.string(), count),
+  pushes_expired: count,
+  pushes_capped: count,
+  devices_not_allowed: count,
+  event_conversions: z.record(z.string(), count),
+  ab_test: abTestStatsRecord.optional(),
+  journey: journeyTag,
+});
 
 export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
@@ -147,25 +170,7 @@ export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
           summary: 'Delivery statistics of a notification, its opens and event conversions',
           params: idParams,
           response: {
-            200: z.object({
-              id: z.string(),
-              audience_id: z.string().nullable(),
-              message_id: z.string().nullable(),
-              push_text: z.string().nullable(),
-              published_time: z.string().nullable(),
-              direct_opens: count,
-              indirect_opens: count,
-              influenced_opens: count,
-              opens: count,
-              pushes_succeeded: count,
-              pushes_rejected: count,
-              pushes_expired: count,
-              pushes_capped: count,
-              devices_not_allowed: count,
-              event_conversions: z.record(z.string(), count),
-              ab_test: abTestStatsRecord.optional(),
-              journey: journeyTag,
-            }),
+            200: notificationEvents,
             404: errorResponse,
             ...authErrors,
           },
