@@ -1,7 +1,7 @@
 import type { Job } from 'bullmq';
 import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { abBounds, abTestOf, parseMetric, pickWinner, restTiming } from '../domain/ab-test.js';
-import type { FanoutDeps } from './fanout.js';
+import type { FanoutDeps } from './fanout-deps.js';
 import type { JobTypes, NotificationScheduler } from './jobs.js';
 
 /** The figure a test's metric reads of each variant: its direct opens, or its conversions of one event. */

@@ -6,7 +6,7 @@ import { BEST_TIME_HISTORY_MS, bestTimeSlots, zoneOf } from '../domain/best-time
 import type { NotificationRequest } from '../domain/notification-request.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { BEST_TIME } from '../domain/schedule.js';
-import type { FanoutDeps } from './fanout.js';
+import type { FanoutDeps } from './fanout-deps.js';
 
 /** Whether a notification goes to each device at its best hour (`send_at: "best_time"`). */
 export function isBestTime(n: Pick<Notification, 'request'>): boolean {

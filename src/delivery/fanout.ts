@@ -1,9 +1,6 @@
 import type { Job } from 'bullmq';
-import type { Db } from '../db/database.js';
-import type { AudiencesRepository } from '../db/repositories/audiences.js';
-import type { BatchesRepository } from '../db/repositories/batches.js';
-import { RANGE_SEQ_STRIDE, type FanoutRepository } from '../db/repositories/fanout.js';
-import type { Deliverable, DeliverableGroups, DeliverableNow, DevicesRepository, ZoneSlice } from '../db/repositories/devices.js';
+import { RANGE_SEQ_STRIDE } from '../db/repositories/fanout.js';
+import type { Deliverable, DeliverableGroups, DeliverableNow, ZoneSlice } from '../db/repositories/devices.js';
 import {
   allowedOf,
   batchesOfGroups,
@@ -16,22 +13,16 @@ import {
 } from '../domain/batches.js';
 import type { Filter } from '../domain/filters.js';
 import type { Notification, Platform } from '../db/schema.js';
-import type { AppsRepository } from '../db/repositories/apps.js';
-import type { Clock } from '../platform/clock.js';
 import { waveSlice, type LocalPlan } from '../domain/campaign.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
 import { PACE_EARLY_MS } from './delivery.js';
-import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
-import type { JobQueues } from './queues.js';
-import type { DirectDelivery } from './direct-delivery.js';
 import { committedBatches } from './batch-attempt.js';
-import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import { abBounds, abTestOf, decideAt } from '../domain/ab-test.js';
 import type { CampaignSettings } from '../db/repositories/apps.js';
-import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import { bestTimeCut, isBestTime, releaseBestTimeWaves } from './best-time.js';
+import type { FanoutDeps } from './fanout-deps.js';
 
 /**
  * The gateways that take many tokens a request (HMS: 1,000): a fan-out reads their devices' tokens with the page and
@@ -85,29 +76,6 @@ export function rangesAfter(last: string, seen: number, perRange: number): { aft
     if (upTo) after = upTo;
   }
   return ranges;
-}
-
-/** What the fan-out jobs (a notification's and its ranges') need. */
-export interface FanoutDeps {
-  db: Db;
-  log: Logger;
-  queues: JobQueues;
-  notifications: NotificationsRepository;
-  audiences: AudiencesRepository;
-  devices: DevicesRepository;
-  batches: BatchesRepository;
-  fanout: FanoutRepository;
-  apps: AppsRepository;
-  clock: Clock;
-  pageSize: number;
-  batchSize: number;
-  /** FANOUT_RANGE_DEVICES: a broadcast larger than this is split into ranges of about so many devices */
-  rangeDevices: number;
-  /** sends a fan-out's first page, and its multicast batches, from the job that stored them, without the queue */
-  direct: Pick<DirectDelivery, 'take' | 'sendInTurn'>;
-  abTests: AbTestsRepository;
-  /** a best-time send's devices' zones and activity */
-  journeyDevices: JourneyDevicesRepository;
 }
 
 const finished = (state: string) => state === 'sent' || state === 'failed' || state === 'canceled';

@@ -779,7 +779,9 @@ describe('migration 045 on a database of the previous schema', () => {
 
     await before.upgrade();
 
-    expect(await rowsOf()).toEqual(kept);
+    // every row keeps every column it had (later migrations add columns of their own)
+    const had = Object.keys(kept[0]!);
+    expect((await rowsOf()).map((r) => Object.fromEntries(had.map((c) => [c, r[c]])))).toEqual(kept);
     // a day made after the upgrade, as the maintenance makes them, with a batch of its own
     const later = dayOf(new Date(Date.now() + 10 * DAY_MS));
     await db.transaction().execute((trx) => new NotificationPartitionsRepository().create(trx, later));
