@@ -31,6 +31,8 @@ const GROUPS_AT_ONCE = 50;
 const BATCHES_A_GROUP = 20;
 /** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
 const BATCHES_AT_ONCE = 2;
+/** Entrants' recorded events one transaction applies (JourneyService.takeEvents). */
+const EVENTS_AT_ONCE = 100;
 /** How far back a delay until the best time reads a device's activity. */
 const BEST_TIME_HISTORY_MS = 28 * 86_400_000;
 
@@ -42,7 +44,15 @@ export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   batchSize: number;
   /** what webhook steps send with (none: a webhook step fails its entrants) */
   webhooks?: JourneyWebhooks | null;
+  /** applies the events requests recorded for journeys (JourneyService.takeEvents), before the steps due */
+  intake?: JourneyIntake | null;
 };
+
+/** Where recorded events enter, wake and convert entrants. */
+export interface JourneyIntake {
+  /** Applies up to `limit` entrants' recorded events; answers how many it took. */
+  takeEvents(limit: number): Promise<number>;
+}
 
 /** What the engine uses of its dependencies, by name. */
 interface EngineParts {
@@ -59,6 +69,7 @@ interface EngineParts {
   log: Logger;
   batchSize: number;
   webhooks: JourneyWebhooks | null;
+  intake: JourneyIntake | null;
 }
 
 /** What one step did to a batch: where each entrant goes, and the sends to release after the commit. */
@@ -80,14 +91,26 @@ export class JourneyEngine {
   constructor(deps: JourneyEngineDeps) {
     const { repos } = deps;
     const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps, templates } = repos;
-    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps, templates, webhooks: deps.webhooks ?? null };
+    this.deps = {
+      ...deps,
+      journeys,
+      entrants,
+      devices,
+      journeyDevices,
+      apps,
+      templates,
+      webhooks: deps.webhooks ?? null,
+      intake: deps.intake ?? null,
+    };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
-  /** Runs every batch due now; answers how many entrants moved. */
+  /** Applies the events recorded, then runs every batch due now; answers how many entrants moved. */
   async runDue(): Promise<number> {
     let total = 0;
     for (;;) {
+      // a round takes fewer when the rest wait for another worker's (an entrant's events go in order)
+      while (this.deps.intake && (await this.deps.intake.takeEvents(EVENTS_AT_ONCE)) === EVENTS_AT_ONCE);
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;

@@ -3,6 +3,7 @@ import type { Db } from '../database.js';
 import type { CustomChanges } from '../../domain/device-input.js';
 import { parseFilterName, type Filter } from '../../domain/filters.js';
 import { attributeRows } from './devices.js';
+import type { Device } from '../schema.js';
 
 /** The device columns a filter of that name reads (geo filters, read from two columns each, are left out). */
 const COLUMNS: Record<string, string> = {
@@ -102,6 +103,13 @@ export class JourneyDevicesRepository {
       from unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.deviceId)}::uuid[],
                   ${entrants.map((e) => e.userId)}::text[]) as e(id, device_id, user_id)`.execute(db);
     return new Map(rows.map((r) => [r.id, Number(r.n)]));
+  }
+
+  /** Those of the devices that are live, by id, share-locked as an events request locks them. */
+  async liveDevices(db: Db, ids: string[]): Promise<Map<string, Device>> {
+    const { rows } = await sql<Device>`
+      select * from devices where id = any(${ids}::uuid[]) and erased_at is null order by id for share`.execute(db);
+    return new Map(rows.map((d) => [d.id, d]));
   }
 
   /** The live devices of these entrants: each device, and every device of each user. */

@@ -1,7 +1,6 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
-import { countDeltas, stepCountsUpsert, type CountDelta } from './journeys.js';
 import type { HistoryEntry, HistoryKind } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray } from '../pg-arrays.js';
@@ -80,15 +79,14 @@ export class JourneyEntrantsRepository {
   }
 
   /**
-   * Enters the entrant into each journey it may enter, in one statement with the counters: one whose last entry
-   * forbids it by the journey's re-entry rule is `not_re_entered` (counted skipped at the trigger), one without a
-   * device the entry filters match `filtered`, the others enter at their first step. `counts` are the transaction's
-   * other counter changes, written by the same statement. The entrant's entries into these journeys must be locked
+   * Enters the entrant into each journey it may enter, in one statement: one whose last entry forbids it by the
+   * journey's re-entry rule is `not_re_entered`, one without a device the entry filters match `filtered`, the others
+   * enter at their first step (the caller counts them). The entrant's entries into these journeys must be locked
    * (`lockEntrant`) by an earlier statement of the transaction, so that this one's snapshot sees every entry before.
    */
   async enter(
     trx: Transaction<Database>,
-    entry: { appId: string; entrantKey: string; now: Date; candidates: EntryCandidate[]; counts: CountDelta[] },
+    entry: { appId: string; entrantKey: string; now: Date; candidates: EntryCandidate[] },
   ): Promise<Map<string, EntryOutcome>> {
     const { appId, entrantKey, now, candidates } = entry;
     const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
@@ -131,15 +129,6 @@ export class JourneyEntrantsRepository {
         select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}, event
         from decided
         where outcome = 'entered'
-      ),
-      counted as (
-        ${stepCountsUpsert(sql`
-          ${countDeltas(entry.counts)}
-          union all
-          select journey_id, '', case outcome when 'not_re_entered' then 'skipped' else outcome end, 1 from decided
-          union all
-          select journey_id, step_id, counter, 1 from decided, unnest(array['entered', 'waiting']) as counter
-          where outcome = 'entered'`)}
       )
       select journey_id, outcome from decided
     `.execute(trx);
@@ -248,7 +237,8 @@ export class JourneyEntrantsRepository {
   }
 
   /**
-   * Up to `limit` due entrants of a group, locked; those another worker holds are skipped. They are taken before
+   * Up to `limit` due entrants of a group, locked; those another worker holds, and those with events the journey
+   * workers have still to apply (journey_events), are skipped. They are taken before
    * their devices are joined, so the plan reads the due index in order whatever the statistics say (joined first, a
    * plan made on stale ones sorted every due entrant for each batch).
    */
@@ -259,6 +249,8 @@ export class JourneyEntrantsRepository {
         from journey_entrants e
         where e.due_at <= ${now} and e.journey_id = ${g.journey_id} and e.version = ${g.version}
           and e.step_id = ${g.step_id} and e.phase = ${g.phase}
+          -- events recorded before are applied first: one may wake, convert or time out the entrant otherwise
+          and not exists (select 1 from journey_events p where p.app_id = e.app_id and p.entrant_keys @> array[e.entrant_key])
         order by e.due_at
         limit ${limit}
         for update skip locked

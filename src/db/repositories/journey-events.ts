@@ -1,0 +1,56 @@
+import { sql, type Transaction } from 'kysely';
+import type { Db } from '../database.js';
+import type { Database, JourneyEventRow } from '../schema.js';
+import type { TemplateEvent } from '../../domain/template-data.js';
+
+/** Events of one entrant as an events request recorded them, for the journey workers. */
+export interface PendingEvents {
+  appId: string;
+  entrantKey: string;
+  entrantKeys: string[];
+  deviceIds: string[];
+  userId: string | null;
+  keys: string[];
+  events: Record<string, TemplateEvent>;
+}
+
+/** Events waiting for the journey workers (journey_events). All SQL of journey_events. */
+export class JourneyEventsRepository {
+  /**
+   * Writes the events' row when a journey of the app that is not archived is entered by, waits for or exits on one
+   * of them: one statement, nothing written otherwise. Answers whether it wrote one.
+   */
+  async add(db: Db, p: PendingEvents): Promise<boolean> {
+    const { rows } = await sql<{ id: string }>`
+      insert into journey_events (app_id, entrant_key, entrant_keys, device_ids, user_id, keys, events)
+      select ${p.appId}, ${p.entrantKey}, ${p.entrantKeys}::text[], ${p.deviceIds}::uuid[], ${p.userId}, ${p.keys}::text[],
+             ${JSON.stringify(p.events)}::jsonb
+      where exists (select 1 from journeys j
+                    where j.app_id = ${p.appId} and j.state <> 'archived'
+                      and (j.trigger_event = any(${p.keys}::text[]) or j.listens && ${p.keys}::text[]))
+      returning id
+    `.execute(db);
+    return rows.length > 0;
+  }
+
+  /**
+   * Takes up to `limit` rows, oldest first, deleting them in the caller's transaction (rolled back, they are there
+   * again): rows another worker holds are skipped, and so is a row while an older one of its entrant is not taken
+   * with it, so that an entrant's events are applied in order by one worker at a time.
+   */
+  async take(trx: Transaction<Database>, limit: number): Promise<JourneyEventRow[]> {
+    const { rows } = await sql<JourneyEventRow>`
+      with pick as (
+        select id, entrant_key from journey_events order by id limit ${limit} for update skip locked
+      ),
+      mine as (
+        select p.id from pick p
+        where not exists (select 1 from journey_events q
+                          where q.entrant_key = p.entrant_key and q.id < p.id and q.id not in (select id from pick))
+      )
+      delete from journey_events e using mine m where e.id = m.id
+      returning e.*
+    `.execute(trx);
+    return rows.sort((a, b) => Number(a.id) - Number(b.id));
+  }
+}
