@@ -13,7 +13,19 @@ CREATE TABLE journey_events (
   -- the events' keys (name and source.name) and each event by key, as templates read it
   keys text[] NOT NULL,
   events jsonb NOT NULL,
+  -- how many of the events each key names (a digest step counts them)
+  counts integer[] NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX journey_events_entrant_idx ON journey_events (entrant_key, id);
 CREATE INDEX journey_events_keys_idx ON journey_events USING gin (entrant_keys);
+
+-- A digest step counts the events its entrant records in its window as the workers apply them (a user's event,
+-- recorded on each of its devices, once): the entrant's running count, which the window's start notes.
+ALTER TABLE journey_entrants ADD COLUMN digest_count integer NOT NULL DEFAULT 0;
+-- the journeys already made listen for their digest steps' events too (listenedEvents)
+UPDATE journeys j SET listens = array(
+  SELECT DISTINCT unnest(j.listens || array(
+    SELECT s->>'event' FROM journey_versions v, jsonb_array_elements(v.definition->'steps') s
+    WHERE v.journey_id = j.id AND s->>'type' = 'digest')))
+WHERE state <> 'archived';

@@ -240,9 +240,10 @@ export class JourneyEngine {
         const moves = due.map((e) => pass(e, next, [historyEntry(now, step.id, 'sent', sentTo(e))], 'sent'));
         return { moves, created };
       }
-      case 'update':
-        await this.update(trx, group.app_id, step, due);
-        return { moves: due.map((e) => pass(e, next, [historyEntry(now, step.id, 'updated')])), created: [] };
+      case 'update': {
+        const changed = await this.update(trx, group.app_id, step, due);
+        return { moves: due.map((e) => pass(e, next, [historyEntry(now, step.id, 'updated', { c: changed(e) })])), created: [] };
+      }
       case 'split': {
         const moves = due.map((e) => {
           const path = splitPath(step, e.id);
@@ -259,8 +260,7 @@ export class JourneyEngine {
         return { moves: outcomes.map((o) => this.outcomeMove(definition, step.id, o, counts, now)), created: [] };
       }
       case 'digest': {
-        const digest = { appId: group.app_id, step, next, waited: group.phase === 'waiting' };
-        const outcomes = await runDigest(trx, this.deps, digest, due, now);
+        const outcomes = runDigest({ step, next, waited: group.phase === 'waiting' }, due, now);
         return { moves: outcomes.map((o) => this.outcomeMove(definition, step.id, o, counts, now)), created: [] };
       }
     }
@@ -304,16 +304,24 @@ export class JourneyEngine {
     return { created, sentTo: (e) => made.get(e.entrant_key.startsWith('u:') ? 'u' : 'd') ?? {} };
   }
 
-  /** An update step: the attributes and tags of the batch's entrants' devices (each user's every device). */
-  private async update(trx: Transaction<Database>, appId: string, step: UpdateStep, due: DueEntrant[]): Promise<void> {
+  /**
+   * An update step: the attributes and tags of the batch's entrants' devices (each user's every device); answers
+   * how many of an entrant's devices it wrote.
+   */
+  private async update(trx: Transaction<Database>, appId: string, step: UpdateStep, due: DueEntrant[]): Promise<(e: DueEntrant) => number> {
     const deviceIds = due.filter((e) => e.entrant_key.startsWith('d:')).map((e) => e.device_id);
     const userIds = due.filter((e) => e.entrant_key.startsWith('u:')).map((e) => e.entrant_key.slice(2));
-    const ids = await this.deps.journeyDevices.entrantDevices(trx, appId, deviceIds, userIds);
+    const devices = await this.deps.journeyDevices.entrantDevices(trx, appId, deviceIds, userIds);
+    const ids = devices.map((d) => d.id);
+    const perUser = new Map<string, number>();
+    for (const d of devices) if (d.user_id !== null) perUser.set(d.user_id, (perUser.get(d.user_id) ?? 0) + 1);
     const { custom } = parseCustomAttributes(step.custom ?? {}, 'custom');
     const held = custom.size ? await this.deps.journeyDevices.attributeNames(trx, ids) : new Map<string, string[]>();
     const changes = new Map(ids.map((id) => [id, admitAttributes(held.get(id) ?? [], custom).admitted]));
     const [addTags, removeTags] = [step.add_tags ?? [], step.remove_tags ?? []];
     await this.deps.journeyDevices.update(trx, appId, { changes, addTags, removeTags, maxTags: LIMITS.tags });
+    const live = new Set(ids);
+    return (e) => (e.entrant_key.startsWith('u:') ? (perUser.get(e.entrant_key.slice(2)) ?? 0) : live.has(e.device_id) ? 1 : 0);
   }
 
   /** The entrant leaves `from` (counted as `how`) for `to`: arriving there now, or out of the journey at "end". */

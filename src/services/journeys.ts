@@ -2,7 +2,7 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, RetiredStep, StepCounts } from '../db/repositories/journeys.js';
-import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type { DigestCount, EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { JourneyEventsRepository } from '../db/repositories/journey-events.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
@@ -281,6 +281,7 @@ export class JourneyService {
   ): Promise<void> {
     const owner = userId ?? devices[0]?.user_id ?? null;
     const entrantKey = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
+    const keys = eventKeys(events);
     await this.deps.journeyEvents.add(trx, {
       appId,
       entrantKey,
@@ -288,7 +289,8 @@ export class JourneyService {
       entrantKeys: [...new Set([entrantKey, ...devices.map((d) => `d:${d.id}`)])],
       deviceIds: devices.map((d) => d.id),
       userId,
-      keys: eventKeys(events),
+      keys,
+      counts: keys.map((k) => events.filter((e) => eventKeys([e]).includes(k)).length),
       events: eventsByKey(events),
     });
   }
@@ -321,7 +323,14 @@ export class JourneyService {
    */
   private async applyEvents(
     trx: Transaction<Database>,
-    recorded: { app_id: string; devices: Device[]; user_id: string | null; keys: string[]; events: Record<string, TemplateEvent> },
+    recorded: {
+      app_id: string;
+      devices: Device[];
+      user_id: string | null;
+      keys: string[];
+      counts: number[];
+      events: Record<string, TemplateEvent>;
+    },
     counts: Counts,
   ): Promise<void> {
     const { app_id: appId, devices, user_id: userId, keys, events: byKey } = recorded;
@@ -338,13 +347,19 @@ export class JourneyService {
     const waking = active.filter((j) => j.listens.some((e) => keys.includes(e)));
     const exits: { journeyId: string; version: number; event: string }[] = [];
     const arrivals: WaitingArrival[] = [];
+    const digests: DigestCount[] = [];
     for (const j of waking)
       for (let version = 1; version <= j.version; version++) {
         const definition = await this.versions.get(trx, j.id, version);
         const event = definition.exit_on.find((e) => keys.includes(e));
         if (event !== undefined) exits.push({ journeyId: j.id, version, event });
         arrivals.push(...waitingArrivals(j.id, version, definition));
+        for (const s of definition.steps)
+          if (s.type === 'digest' && keys.includes(s.event))
+            digests.push({ journeyId: j.id, version, stepId: s.id, n: recorded.counts[keys.indexOf(s.event)]! });
       }
+    // entrants in a digest's window count the events once, however many of the user's devices recorded them
+    await this.deps.entrants.countDigests(trx, { appId, entrantKeys, digests });
     for (const left of await this.deps.entrants.convert(trx, appId, entrantKeys, exits, now)) {
       // a split path's conversions: its experiment's result
       if (left.path) counts.of(left.journey_id).add(left.step_id, 'converted', left.n);

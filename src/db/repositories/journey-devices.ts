@@ -84,27 +84,6 @@ export class JourneyDevicesRepository {
     return out;
   }
 
-  /**
-   * How many times each entrant (its device, or every live device of its user) has recorded the event (`source`
-   * '' for any source), by entrant id.
-   */
-  async eventCounts(
-    db: Db,
-    appId: string,
-    entrants: { id: string; deviceId: string; userId: string | null }[],
-    event: { source: string; name: string },
-  ): Promise<Map<string, number>> {
-    if (entrants.length === 0) return new Map();
-    const source = event.source === '' ? sql`true` : sql`ev.source = ${event.source}`;
-    const { rows } = await sql<{ id: string; n: string }>`
-      select e.id, (select coalesce(sum(ev.count), 0) from devices d join device_events ev on ev.device_id = d.id
-                    where (d.id = e.device_id or d.app_id = ${appId} and d.user_id = e.user_id and d.erased_at is null)
-                      and ev.name = ${event.name} and ${source}) as n
-      from unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.deviceId)}::uuid[],
-                  ${entrants.map((e) => e.userId)}::text[]) as e(id, device_id, user_id)`.execute(db);
-    return new Map(rows.map((r) => [r.id, Number(r.n)]));
-  }
-
   /** Those of the devices that are live, by id, share-locked as an events request locks them. */
   async liveDevices(db: Db, ids: string[]): Promise<Map<string, Device>> {
     const { rows } = await sql<Device>`
@@ -112,13 +91,13 @@ export class JourneyDevicesRepository {
     return new Map(rows.map((d) => [d.id, d]));
   }
 
-  /** The live devices of these entrants: each device, and every device of each user. */
-  async entrantDevices(db: Db, appId: string, deviceIds: string[], userIds: string[]): Promise<string[]> {
-    const { rows } = await sql<{ id: string }>`
-      select id from devices
+  /** The live devices of these entrants: each device, and every device of each user; with their user. */
+  async entrantDevices(db: Db, appId: string, deviceIds: string[], userIds: string[]): Promise<{ id: string; user_id: string | null }[]> {
+    const { rows } = await sql<{ id: string; user_id: string | null }>`
+      select id, user_id from devices
       where app_id = ${appId} and erased_at is null and (id = any(${deviceIds}::uuid[]) or user_id = any(${userIds}::text[]))
       order by id`.execute(db);
-    return rows.map((r) => r.id);
+    return rows;
   }
 
   /** The custom attribute names each device holds. */

@@ -37,8 +37,8 @@ export interface DueGroup {
   phase: 'arrived' | 'waiting';
 }
 
-/** A due entrant, locked, with what its step needs of its device. */
-export type DueEntrant = JourneyEntrant & { time_zone: string | null };
+/** A due entrant, locked, with what its step needs of its device, and its digest count (migration 063). */
+export type DueEntrant = JourneyEntrant & { time_zone: string | null; digest_count: number };
 
 /**
  * Where one entrant goes: the row is updated only if its seq is still the one read (`seq`), so a transition runs
@@ -56,6 +56,14 @@ export interface EntrantMove {
   outcome: JourneyEntrant['outcome'];
   /** what the move appends to the entrant's history */
   history: HistoryEntry[];
+}
+
+/** Events of a digest step's name an entrant recorded, as many as `n`. */
+export interface DigestCount {
+  journeyId: string;
+  version: number;
+  stepId: string;
+  n: number;
 }
 
 /** Entrants that left at once (an exit event, an archive), counted at the step they left. */
@@ -221,6 +229,20 @@ export class JourneyEntrantsRepository {
       returning e.journey_id, w.left_step, w.arrived_step
     `.execute(db);
     return rows;
+  }
+
+  /** The entrant's entries waiting in the window of one of these digest steps count `n` more of its event. */
+  async countDigests(db: Db, c: { appId: string; entrantKeys: string[]; digests: DigestCount[] }): Promise<void> {
+    if (c.digests.length === 0) return;
+    const d = <T>(f: (x: DigestCount) => T) => c.digests.map(f);
+    await sql`
+      update journey_entrants e
+      set digest_count = e.digest_count + d.n
+      from unnest(${d((x) => x.journeyId)}::uuid[], ${d((x) => x.version)}::int[], ${d((x) => x.stepId)}::text[],
+                  ${d((x) => x.n)}::int[]) as d(journey_id, version, step_id, n)
+      where e.app_id = ${c.appId} and e.entrant_key = any(${c.entrantKeys}::text[]) and e.journey_id = d.journey_id
+        and e.version = d.version and e.step_id = d.step_id and e.phase = 'waiting' and e.outcome is null
+    `.execute(db);
   }
 
   /** Journey versions, steps and phases with entrants due at `now`, of journeys that are active. */

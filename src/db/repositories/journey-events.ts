@@ -1,6 +1,6 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import type { Database, JourneyEventRow } from '../schema.js';
+import type { Database } from '../schema.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
 /** Events of one entrant as an events request recorded them, for the journey workers. */
@@ -11,7 +11,23 @@ export interface PendingEvents {
   deviceIds: string[];
   userId: string | null;
   keys: string[];
+  /** how many of the events each key names */
+  counts: number[];
   events: Record<string, TemplateEvent>;
+}
+
+/** A row of journey_events (migration 063; only this repository reads it, in SQL). */
+export interface JourneyEventRow {
+  id: string;
+  app_id: string;
+  entrant_key: string;
+  entrant_keys: string[];
+  device_ids: string[];
+  user_id: string | null;
+  keys: string[];
+  counts: number[];
+  events: Record<string, TemplateEvent>;
+  created_at: Date;
 }
 
 /** Events waiting for the journey workers (journey_events). All SQL of journey_events. */
@@ -22,9 +38,9 @@ export class JourneyEventsRepository {
    */
   async add(db: Db, p: PendingEvents): Promise<boolean> {
     const { rows } = await sql<{ id: string }>`
-      insert into journey_events (app_id, entrant_key, entrant_keys, device_ids, user_id, keys, events)
+      insert into journey_events (app_id, entrant_key, entrant_keys, device_ids, user_id, keys, counts, events)
       select ${p.appId}, ${p.entrantKey}, ${p.entrantKeys}::text[], ${p.deviceIds}::uuid[], ${p.userId}, ${p.keys}::text[],
-             ${JSON.stringify(p.events)}::jsonb
+             ${p.counts}::int[], ${JSON.stringify(p.events)}::jsonb
       where exists (select 1 from journeys j
                     where j.app_id = ${p.appId} and j.state <> 'archived'
                       and (j.trigger_event = any(${p.keys}::text[]) or j.listens && ${p.keys}::text[]))
