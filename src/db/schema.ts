@@ -505,19 +505,6 @@ export interface JourneyEnteredTable {
   last_entered_at: Date;
 }
 
-/** Events a journey listens for, waiting for the journey workers (journey-events.ts). */
-export interface JourneyEventsTable {
-  id: Generated<string>;
-  app_id: string;
-  entrant_key: string;
-  entrant_keys: string[];
-  device_ids: string[];
-  user_id: string | null;
-  keys: string[];
-  events: Json<Record<string, TemplateEvent>>;
-  created_at: Generated<Timestamp>;
-}
-
 export interface WebhookEndpointsTable {
   id: Generated<string>;
   app_id: string;
@@ -613,7 +600,6 @@ export interface Database {
   journey_step_counts: JourneyStepCountsTable;
   journey_entrants: JourneyEntrantsTable;
   journey_entered: JourneyEnteredTable;
-  journey_events: JourneyEventsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_events: WebhookEventsTable;
   webhook_attempts: WebhookAttemptsTable;
@@ -638,7 +624,6 @@ export type LiveActivityChannel = Selectable<LiveActivityChannelsTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;
 export type Journey = Selectable<JourneysTable>;
 export type JourneyEntrant = Selectable<JourneyEntrantsTable>;
-export type JourneyEventRow = Selectable<JourneyEventsTable>;
 export type WebhookEndpoint = Selectable<WebhookEndpointsTable>;
 export type WebhookAttempt = Selectable<WebhookAttemptsTable>;
 export type TemplateRow = Selectable<TemplatesTable>;
