@@ -15,7 +15,9 @@ CREATE TABLE journey_events (
   events jsonb NOT NULL,
   -- how many of the events each key names (a digest step counts them)
   counts integer[] NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now()
+  created_at timestamptz NOT NULL DEFAULT now(),
+  -- polls whose batch failed on this row alone: past a few it is dropped, so one bad row holds no one else's
+  attempts integer NOT NULL DEFAULT 0
 );
 CREATE INDEX journey_events_entrant_idx ON journey_events (entrant_key, id);
 CREATE INDEX journey_events_keys_idx ON journey_events USING gin (entrant_keys);

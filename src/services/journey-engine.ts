@@ -33,6 +33,8 @@ const BATCHES_A_GROUP = 20;
 const BATCHES_AT_ONCE = 2;
 /** Entrants' recorded events one transaction applies (JourneyService.takeEvents). */
 const EVENTS_AT_ONCE = 100;
+/** polls at which a row of recorded events failed on its own before it is dropped */
+const EVENT_ATTEMPTS = 5;
 /** How far back a delay until the best time reads a device's activity. */
 const BEST_TIME_HISTORY_MS = 28 * 86_400_000;
 
@@ -48,10 +50,20 @@ export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   intake?: JourneyIntake | null;
 };
 
+/** A row of recorded events that could not be applied on its own, and whether it was dropped for good. */
+export interface FailedEvents {
+  id: string;
+  entrantKey: string;
+  error: unknown;
+  dropped: boolean;
+}
+
 /** Where recorded events enter, wake and convert entrants. */
 export interface JourneyIntake {
   /** Applies up to `limit` entrants' recorded events; answers how many it took. */
   takeEvents(limit: number): Promise<number>;
+  /** The same one row a transaction, after a batch failed: the rows that failed alone, dropped after `maxAttempts` polls. */
+  takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }>;
 }
 
 /** What the engine uses of its dependencies, by name. */
@@ -110,7 +122,7 @@ export class JourneyEngine {
     let total = 0;
     for (;;) {
       // a round takes fewer when the rest wait for another worker's (an entrant's events go in order)
-      while (this.deps.intake && (await this.deps.intake.takeEvents(EVENTS_AT_ONCE)) === EVENTS_AT_ONCE);
+      await this.applyRecordedEvents();
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
@@ -127,6 +139,27 @@ export class JourneyEngine {
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
+    }
+  }
+
+  /**
+   * The events requests recorded, a batch at a time (a round takes fewer when the rest wait for another worker's: an
+   * entrant's events go in order). A batch that fails is applied a row at a time, so that a row that cannot be
+   * applied holds only its own entrant, and the steps due still run.
+   */
+  private async applyRecordedEvents(): Promise<void> {
+    const intake = this.deps.intake;
+    if (!intake) return;
+    try {
+      while ((await intake.takeEvents(EVENTS_AT_ONCE)) === EVENTS_AT_ONCE);
+    } catch (err) {
+      this.deps.log.warn({ err }, 'journey events: a batch failed; applying its rows one at a time');
+      const { failed } = await intake.takeEventsSingly(EVENTS_AT_ONCE, EVENT_ATTEMPTS);
+      for (const f of failed)
+        this.deps.log.error(
+          { err: f.error, eventsId: f.id, entrant: f.entrantKey, dropped: f.dropped },
+          f.dropped ? 'journey events dropped: they failed at every poll' : 'journey events failed; tried again next poll',
+        );
     }
   }
 

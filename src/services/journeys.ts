@@ -3,7 +3,8 @@ import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, RetiredStep, StepCounts } from '../db/repositories/journeys.js';
 import type { DigestCount, EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
-import type { JourneyEventsRepository } from '../db/repositories/journey-events.js';
+import type { JourneyEventRow, JourneyEventsRepository } from '../db/repositories/journey-events.js';
+import type { FailedEvents } from './journey-engine.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -300,20 +301,50 @@ export class JourneyService {
    * worker killed meanwhile leaves them for the next); answers how many rows it took.
    */
   async takeEvents(limit: number): Promise<number> {
-    return this.deps.db.transaction().execute(async (trx) => {
-      const rows = await this.deps.journeyEvents.take(trx, limit);
-      if (rows.length === 0) return 0;
-      const live = await this.deps.journeyDevices.liveDevices(trx, [...new Set(rows.flatMap((r) => r.device_ids))]);
-      // the counters of the whole batch, written once: one update of each counter row, not one an event
-      const counts = new Counts('');
-      for (const row of rows) {
-        const devices = row.device_ids.flatMap((id) => (live.has(id) ? [live.get(id)!] : []));
-        // every device erased since: nothing of it moves any more
-        if (devices.length > 0) await this.applyEvents(trx, { ...row, devices }, counts);
+    return this.deps.db.transaction().execute(async (trx) => this.applyTaken(trx, await this.deps.journeyEvents.take(trx, limit)));
+  }
+
+  /**
+   * After a batch failed: up to `limit` rows, each in its own transaction, so that one row that cannot be applied
+   * holds only its own entrant; such a row is tried again at the next polls and dropped after `maxAttempts`.
+   */
+  async takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }> {
+    const failed: FailedEvents[] = [];
+    let taken = 0;
+    while (taken + failed.length < limit) {
+      let row: JourneyEventRow | undefined;
+      try {
+        const n = await this.deps.db.transaction().execute(async (trx) => {
+          [row] = await this.deps.journeyEvents.take(
+            trx,
+            1,
+            failed.map((f) => f.id),
+          );
+          return this.applyTaken(trx, row ? [row] : []);
+        });
+        if (n === 0) break;
+        taken += n;
+      } catch (err) {
+        if (!row) throw err;
+        const dropped = await this.deps.journeyEvents.failed(this.deps.db, row.id, maxAttempts);
+        failed.push({ id: row.id, entrantKey: row.entrant_key, error: err, dropped });
       }
-      await counts.write(trx, this.deps.journeys);
-      return rows.length;
-    });
+    }
+    return { taken, failed };
+  }
+
+  private async applyTaken(trx: Transaction<Database>, rows: JourneyEventRow[]): Promise<number> {
+    if (rows.length === 0) return 0;
+    const live = await this.deps.journeyDevices.liveDevices(trx, [...new Set(rows.flatMap((r) => r.device_ids))]);
+    // the counters of the whole batch, written once: one update of each counter row, not one an event
+    const counts = new Counts('');
+    for (const row of rows) {
+      const devices = row.device_ids.flatMap((id) => (live.has(id) ? [live.get(id)!] : []));
+      // every device erased since: nothing of it moves any more
+      if (devices.length > 0) await this.applyEvents(trx, { ...row, devices }, counts);
+    }
+    await counts.write(trx, this.deps.journeys);
+    return rows.length;
   }
 
   /**

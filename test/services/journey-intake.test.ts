@@ -7,6 +7,7 @@ import { JourneyEngine } from '../../src/services/journey-engine.js';
 import { JourneyService } from '../../src/services/journeys.js';
 import { JourneysRepository } from '../../src/db/repositories/journeys.js';
 import { JourneyEventsRepository } from '../../src/db/repositories/journey-events.js';
+import { JourneyDevicesRepository } from '../../src/db/repositories/journey-devices.js';
 import { createRepositories, serviceDeps } from '../../src/services/deps.js';
 import { createLogger } from '../../src/platform/logger.js';
 
@@ -152,5 +153,41 @@ describe('journeys: recorded events applied by the workers', () => {
     const updated = async (key: string) => (await entrants(j.id, key))[0]!.history.find((x) => x.what === 'updated');
     expect(await updated('user:erin')).toMatchObject({ step: 'tag', devices_changed: 2 });
     expect(await updated(`device:${alone}`)).toMatchObject({ step: 'tag', devices_changed: 1 });
+  });
+
+  it('a row that cannot be applied holds only its own entrant, and is dropped after a few polls', async () => {
+    clock.set(T0);
+    const j = await create({ name: 'Poison', trigger: { event: 'poison' }, steps: [{ id: 'later', type: 'delay', duration: '1d' }] });
+    const [bad, good] = [await device(), await device()];
+    await post(`/v6/devices/${bad}`, 'poison');
+    await post(`/v6/devices/${good}`, 'poison');
+    expect(await pending()).toBe(2);
+    // reading the bad device's row always fails, as a row the code cannot apply would
+    class Failing extends JourneyDevicesRepository {
+      override async liveDevices(...args: Parameters<JourneyDevicesRepository['liveDevices']>) {
+        if (args[1].includes(bad)) throw new Error('cannot apply');
+        return super.liveDevices(...args);
+      }
+    }
+    const repos = { ...createRepositories(), journeyDevices: new Failing() };
+    const intake = new JourneyService({ ...serviceDeps(h.db.db, clock), repos, minCycleMs: HOUR });
+    const engine = new JourneyEngine({
+      db: h.db.db,
+      repos,
+      notifications: h.ctx.services.notifications,
+      messages: h.ctx.services.messages,
+      clock,
+      log: createLogger('silent'),
+      batchSize: 100,
+      intake,
+    });
+    await engine.runDue();
+    // the good device's row went in a row of its own; the bad one stays, tried again at the next polls
+    expect(await entrants(j.id, `device:${good}`)).toHaveLength(1);
+    expect(await entrants(j.id, `device:${bad}`)).toEqual([]);
+    expect(await pending()).toBe(1);
+    for (let poll = 2; poll <= 5; poll += 1) await engine.runDue();
+    expect(await pending()).toBe(0);
+    expect(await entrants(j.id, `device:${bad}`)).toEqual([]);
   });
 });

@@ -28,6 +28,7 @@ export interface JourneyEventRow {
   counts: number[];
   events: Record<string, TemplateEvent>;
   created_at: Date;
+  attempts: number;
 }
 
 /** Events waiting for the journey workers (journey_events). All SQL of journey_events. */
@@ -54,10 +55,14 @@ export class JourneyEventsRepository {
    * again): rows another worker holds are skipped, and so is a row while an older one of its entrant is not taken
    * with it, so that an entrant's events are applied in order by one worker at a time.
    */
-  async take(trx: Transaction<Database>, limit: number): Promise<JourneyEventRow[]> {
+  async take(trx: Transaction<Database>, limit: number, skip: readonly string[] = []): Promise<JourneyEventRow[]> {
     const { rows } = await sql<JourneyEventRow>`
       with pick as (
-        select id, entrant_key from journey_events order by id limit ${limit} for update skip locked
+        select id, entrant_key from journey_events
+        where id <> all(${skip}::bigint[])
+        order by id
+        limit ${limit}
+        for update skip locked
       ),
       mine as (
         select p.id from pick p
@@ -68,5 +73,24 @@ export class JourneyEventsRepository {
       returning e.*
     `.execute(trx);
     return rows.sort((a, b) => Number(a.id) - Number(b.id));
+  }
+
+  /**
+   * Notes that a row could not be applied on its own this poll; after `maxAttempts` such polls it is deleted.
+   * Answers whether it was.
+   */
+  async failed(db: Db, id: string, maxAttempts: number): Promise<boolean> {
+    const { rows } = await sql<{ dropped: boolean }>`
+      with noted as (
+        update journey_events set attempts = attempts + 1
+        where id = ${id}::bigint and attempts + 1 < ${maxAttempts}
+      ),
+      -- one statement sees one snapshot: the two conditions part the row's cases
+      dropped as (
+        delete from journey_events where id = ${id}::bigint and attempts + 1 >= ${maxAttempts} returning id
+      )
+      select exists (select 1 from dropped) as dropped
+    `.execute(db);
+    return rows[0]?.dropped ?? false;
   }
 }
