@@ -92,6 +92,7 @@ export function createContext(deps: ContextDeps): HttpContext {
     messages,
     log,
     batchSize: config.JOURNEY_BATCH_SIZE,
+    intake: journeys,
     webhooks: deps.webhookPoster ? { poster: deps.webhookPoster, keyring: deps.secrets, concurrency: config.WEBHOOK_CONCURRENCY } : null,
   });
   const devices = new DeviceService({

@@ -367,7 +367,7 @@ export function eventsByKey(
 
 /** The events a definition waits for or exits on. */
 export function listenedEvents(d: JourneyDefinition): string[] {
-  const waits = d.steps.flatMap((s) => (s.type === 'wait_for' ? [s.event] : []));
+  const waits = d.steps.flatMap((s) => (s.type === 'wait_for' || s.type === 'digest' ? [s.event] : []));
   return [...new Set([...d.exit_on, ...waits])];
 }
 

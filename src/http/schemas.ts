@@ -359,6 +359,8 @@ const historyRecord = z.object({
   path: z.string().optional(),
   notification_id: z.string().optional(),
   message_id: z.string().optional(),
+  /** an update step's count of the entrant's devices it wrote */
+  devices_changed: z.number().int().optional(),
   error: z.string().optional(),
   /** a webhook step's answer status (none: no answer) and attempt */
   status: z.number().int().optional(),

@@ -77,7 +77,7 @@ export const deliverySettings = {
     .min(10)
     .max(60_000)
     .default(1000)
-    .describe('How often workers look for journey entrants whose step has come due (see [journeys](api/journeys.md)).'),
+    .describe('How often workers apply events to journeys and run entrants whose step has come due (see [journeys](api/journeys.md)).'),
   JOURNEY_BATCH_SIZE: z.coerce
     .number()
     .int()

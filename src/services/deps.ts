@@ -13,6 +13,7 @@ import { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
 import { IdempotencyRepository } from '../db/repositories/idempotency.js';
 import { JourneysRepository } from '../db/repositories/journeys.js';
 import { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import { JourneyEventsRepository } from '../db/repositories/journey-events.js';
 import { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import { LeasesRepository } from '../db/repositories/leases.js';
 import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
@@ -45,6 +46,7 @@ export interface Repositories {
   journeys: JourneysRepository;
   journeyEntrants: JourneyEntrantsRepository;
   journeyDevices: JourneyDevicesRepository;
+  journeyEvents: JourneyEventsRepository;
   leases: LeasesRepository;
   liveActivities: LiveActivitiesRepository;
   messagePartitions: MessagePartitionsRepository;
@@ -76,6 +78,7 @@ export function createRepositories(): Repositories {
     journeys: new JourneysRepository(),
     journeyEntrants: new JourneyEntrantsRepository(),
     journeyDevices: new JourneyDevicesRepository(),
+    journeyEvents: new JourneyEventsRepository(),
     leases: new LeasesRepository(),
     liveActivities: new LiveActivitiesRepository(),
     messagePartitions: new MessagePartitionsRepository(),

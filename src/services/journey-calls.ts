@@ -1,10 +1,8 @@
 import type { Transaction } from 'kysely';
 import type { DueEntrant } from '../db/repositories/journey-entrants.js';
-import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { JourneysRepository } from '../db/repositories/journeys.js';
 import type { Database } from '../db/schema.js';
 import { ConflictError } from '../domain/errors.js';
-import { parseFilterName } from '../domain/filters.js';
 import { parseJourneyDuration, WEBHOOK_STEP_ATTEMPTS, type DigestStep, type WebhookStep } from '../domain/journey.js';
 import { historyEntry, type HistoryEntry } from '../domain/journey-history.js';
 import { digestBaseline, lastDigest, webhookAttempt, webhookRetryable } from '../domain/journey-run.js';
@@ -92,35 +90,22 @@ function webhookContext(site: CallSite, e: DueEntrant, attempt: number, now: Dat
 }
 
 /**
- * A digest step: arriving, each entrant's count of the event so far is noted and it waits for the window; once the
- * window is over it goes on with how many more it recorded meanwhile.
+ * A digest step: arriving, each entrant's running count of the step's events (counted as the journey workers apply
+ * them, a user's event once) is noted and it waits for the window; once the window is over it goes on with how many
+ * more it counted meanwhile.
  */
-export async function runDigest(
-  trx: Transaction<Database>,
-  parts: { journeyDevices: JourneyDevicesRepository },
-  run: { appId: string; step: DigestStep; next: string; waited: boolean },
-  due: DueEntrant[],
-  now: Date,
-): Promise<StepOutcome[]> {
+export function runDigest(run: { step: DigestStep; next: string; waited: boolean }, due: DueEntrant[], now: Date): StepOutcome[] {
   const { step } = run;
-  const target = parseFilterName(`events.${step.event}`);
-  const event = target?.type === 'event' ? { source: target.source, name: target.event } : { source: '', name: step.event };
-  const entrants = due.map((e) => ({
-    id: e.id,
-    deviceId: e.device_id,
-    userId: e.entrant_key.startsWith('u:') ? e.entrant_key.slice(2) : null,
-  }));
-  const counts = await parts.journeyDevices.eventCounts(trx, run.appId, entrants, event);
   if (!run.waited) {
     const until = new Date(now.getTime() + parseJourneyDuration(step.window)!);
     return due.map((e) => ({
       entrant: e,
       until,
-      history: [historyEntry(now, step.id, 'waiting', { u: until.getTime(), e: step.event, b: counts.get(e.id) ?? 0 })],
+      history: [historyEntry(now, step.id, 'waiting', { u: until.getTime(), e: step.event, b: e.digest_count })],
     }));
   }
   return due.map((e) => {
-    const x = Math.max(0, (counts.get(e.id) ?? 0) - digestBaseline(e.history, step.id));
+    const x = Math.max(0, e.digest_count - digestBaseline(e.history, step.id));
     return { entrant: e, to: run.next, history: [historyEntry(now, step.id, 'digest', { e: step.event, x, to: run.next })] };
   });
 }

@@ -32,6 +32,10 @@ const GROUPS_AT_ONCE = 50;
 const BATCHES_A_GROUP = 20;
 /** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
 const BATCHES_AT_ONCE = 2;
+/** Entrants' recorded events one transaction applies (JourneyService.takeEvents). */
+const EVENTS_AT_ONCE = 100;
+/** polls at which a row of recorded events failed on its own before it is dropped */
+const EVENT_ATTEMPTS = 5;
 
 export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   notifications: NotificationService;
@@ -41,7 +45,25 @@ export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   batchSize: number;
   /** what webhook steps send with (none: a webhook step fails its entrants) */
   webhooks?: JourneyWebhooks | null;
+  /** applies the events requests recorded for journeys (JourneyService.takeEvents), before the steps due */
+  intake?: JourneyIntake | null;
 };
+
+/** A row of recorded events that could not be applied on its own, and whether it was dropped for good. */
+export interface FailedEvents {
+  id: string;
+  entrantKey: string;
+  error: unknown;
+  dropped: boolean;
+}
+
+/** Where recorded events enter, wake and convert entrants. */
+export interface JourneyIntake {
+  /** Applies up to `limit` entrants' recorded events; answers how many it took. */
+  takeEvents(limit: number): Promise<number>;
+  /** The same one row a transaction, after a batch failed: the rows that failed alone, dropped after `maxAttempts` polls. */
+  takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }>;
+}
 
 /** What the engine uses of its dependencies, by name. */
 interface EngineParts {
@@ -58,6 +80,7 @@ interface EngineParts {
   log: Logger;
   batchSize: number;
   webhooks: JourneyWebhooks | null;
+  intake: JourneyIntake | null;
 }
 
 /** What one step did to a batch: where each entrant goes, and the sends to release after the commit. */
@@ -79,14 +102,26 @@ export class JourneyEngine {
   constructor(deps: JourneyEngineDeps) {
     const { repos } = deps;
     const { journeys, journeyEntrants: entrants, devices, journeyDevices, apps, templates } = repos;
-    this.deps = { ...deps, journeys, entrants, devices, journeyDevices, apps, templates, webhooks: deps.webhooks ?? null };
+    this.deps = {
+      ...deps,
+      journeys,
+      entrants,
+      devices,
+      journeyDevices,
+      apps,
+      templates,
+      webhooks: deps.webhooks ?? null,
+      intake: deps.intake ?? null,
+    };
     this.versions = new JourneyVersions(repos.journeys);
   }
 
-  /** Runs every batch due now; answers how many entrants moved. */
+  /** Applies the events recorded, then runs every batch due now; answers how many entrants moved. */
   async runDue(): Promise<number> {
     let total = 0;
     for (;;) {
+      // a round takes fewer when the rest wait for another worker's (an entrant's events go in order)
+      await this.applyRecordedEvents();
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
@@ -103,6 +138,27 @@ export class JourneyEngine {
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
+    }
+  }
+
+  /**
+   * The events requests recorded, a batch at a time (a round takes fewer when the rest wait for another worker's: an
+   * entrant's events go in order). A batch that fails is applied a row at a time, so that a row that cannot be
+   * applied holds only its own entrant, and the steps due still run.
+   */
+  private async applyRecordedEvents(): Promise<void> {
+    const intake = this.deps.intake;
+    if (!intake) return;
+    try {
+      while ((await intake.takeEvents(EVENTS_AT_ONCE)) === EVENTS_AT_ONCE);
+    } catch (err) {
+      this.deps.log.warn({ err }, 'journey events: a batch failed; applying its rows one at a time');
+      const { failed } = await intake.takeEventsSingly(EVENTS_AT_ONCE, EVENT_ATTEMPTS);
+      for (const f of failed)
+        this.deps.log.error(
+          { err: f.error, eventsId: f.id, entrant: f.entrantKey, dropped: f.dropped },
+          f.dropped ? 'journey events dropped: they failed at every poll' : 'journey events failed; tried again next poll',
+        );
     }
   }
 
@@ -216,9 +272,10 @@ export class JourneyEngine {
         const moves = due.map((e) => pass(e, next, [historyEntry(now, step.id, 'sent', sentTo(e))], 'sent'));
         return { moves, created };
       }
-      case 'update':
-        await this.update(trx, group.app_id, step, due);
-        return { moves: due.map((e) => pass(e, next, [historyEntry(now, step.id, 'updated')])), created: [] };
+      case 'update': {
+        const changed = await this.update(trx, group.app_id, step, due);
+        return { moves: due.map((e) => pass(e, next, [historyEntry(now, step.id, 'updated', { c: changed(e) })])), created: [] };
+      }
       case 'split': {
         const moves = due.map((e) => {
           const path = splitPath(step, e.id);
@@ -235,8 +292,7 @@ export class JourneyEngine {
         return { moves: outcomes.map((o) => this.outcomeMove(definition, step.id, o, counts, now)), created: [] };
       }
       case 'digest': {
-        const digest = { appId: group.app_id, step, next, waited: group.phase === 'waiting' };
-        const outcomes = await runDigest(trx, this.deps, digest, due, now);
+        const outcomes = runDigest({ step, next, waited: group.phase === 'waiting' }, due, now);
         return { moves: outcomes.map((o) => this.outcomeMove(definition, step.id, o, counts, now)), created: [] };
       }
     }
@@ -280,16 +336,24 @@ export class JourneyEngine {
     return { created, sentTo: (e) => made.get(e.entrant_key.startsWith('u:') ? 'u' : 'd') ?? {} };
   }
 
-  /** An update step: the attributes and tags of the batch's entrants' devices (each user's every device). */
-  private async update(trx: Transaction<Database>, appId: string, step: UpdateStep, due: DueEntrant[]): Promise<void> {
+  /**
+   * An update step: the attributes and tags of the batch's entrants' devices (each user's every device); answers
+   * how many of an entrant's devices it wrote.
+   */
+  private async update(trx: Transaction<Database>, appId: string, step: UpdateStep, due: DueEntrant[]): Promise<(e: DueEntrant) => number> {
     const deviceIds = due.filter((e) => e.entrant_key.startsWith('d:')).map((e) => e.device_id);
     const userIds = due.filter((e) => e.entrant_key.startsWith('u:')).map((e) => e.entrant_key.slice(2));
-    const ids = await this.deps.journeyDevices.entrantDevices(trx, appId, deviceIds, userIds);
+    const devices = await this.deps.journeyDevices.entrantDevices(trx, appId, deviceIds, userIds);
+    const ids = devices.map((d) => d.id);
+    const perUser = new Map<string, number>();
+    for (const d of devices) if (d.user_id !== null) perUser.set(d.user_id, (perUser.get(d.user_id) ?? 0) + 1);
     const { custom } = parseCustomAttributes(step.custom ?? {}, 'custom');
     const held = custom.size ? await this.deps.journeyDevices.attributeNames(trx, ids) : new Map<string, string[]>();
     const changes = new Map(ids.map((id) => [id, admitAttributes(held.get(id) ?? [], custom).admitted]));
     const [addTags, removeTags] = [step.add_tags ?? [], step.remove_tags ?? []];
     await this.deps.journeyDevices.update(trx, appId, { changes, addTags, removeTags, maxTags: LIMITS.tags });
+    const live = new Set(ids);
+    return (e) => (e.entrant_key.startsWith('u:') ? (perUser.get(e.entrant_key.slice(2)) ?? 0) : live.has(e.device_id) ? 1 : 0);
   }
 
   /** The entrant leaves `from` (counted as `how`) for `to`: arriving there now, or out of the journey at "end". */

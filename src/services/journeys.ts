@@ -2,7 +2,10 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, RetiredStep, StepCounts } from '../db/repositories/journeys.js';
-import type { EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type { DigestCount, EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type { JourneyEventRow, JourneyEventsRepository } from '../db/repositories/journey-events.js';
+import type { FailedEvents } from './journey-engine.js';
+import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
@@ -65,6 +68,8 @@ export class JourneyService {
     readDb: Db;
     journeys: JourneysRepository;
     entrants: JourneyEntrantsRepository;
+    journeyEvents: JourneyEventsRepository;
+    journeyDevices: JourneyDevicesRepository;
     devices: DevicesRepository;
     notifications: NotificationsRepository;
     templates: TemplatesRepository;
@@ -85,11 +90,13 @@ export class JourneyService {
     },
   ) {
     const { repos } = deps;
-    const { journeys, journeyEntrants: entrants, devices, notifications, templates } = repos;
+    const { journeys, journeyEntrants: entrants, journeyEvents, journeyDevices, devices, notifications, templates } = repos;
     this.deps = {
       ...deps,
       journeys,
       entrants,
+      journeyEvents,
+      journeyDevices,
       devices,
       notifications,
       templates,
@@ -232,7 +239,9 @@ export class JourneyService {
       return 'paused';
     }
     await this.deps.entrants.lockEntrant(trx, [journey.id], key);
-    return (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
+    const outcome = (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
+    await counts.write(trx, this.deps.journeys);
+    return outcome;
   }
 
   /**
@@ -261,8 +270,8 @@ export class JourneyService {
 
   /**
    * Events recorded for an entrant (one device, or every device of a user), in the transaction that records them:
-   * entrants waiting at a wait_for for one of them move on, those whose version exits on one leave converted, and
-   * journeys they trigger are entered. Nothing of a paused journey moves; its triggers are counted skipped.
+   * when a journey of the app listens for one of them, one row for the journey workers (`takeEvents`), which enter,
+   * wake and convert the entrant from it; the request does no more.
    */
   async onEvents(
     trx: Transaction<Database>,
@@ -271,8 +280,91 @@ export class JourneyService {
     userId: string | null,
     events: readonly EventInput[],
   ): Promise<void> {
+    const owner = userId ?? devices[0]?.user_id ?? null;
+    const entrantKey = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
     const keys = eventKeys(events);
-    const byKey = eventsByKey(events);
+    await this.deps.journeyEvents.add(trx, {
+      appId,
+      entrantKey,
+      // the journeys a device entered before it had a user still hold it under its own key
+      entrantKeys: [...new Set([entrantKey, ...devices.map((d) => `d:${d.id}`)])],
+      deviceIds: devices.map((d) => d.id),
+      userId,
+      keys,
+      counts: keys.map((k) => events.filter((e) => eventKeys([e]).includes(k)).length),
+      events: eventsByKey(events),
+    });
+  }
+
+  /**
+   * Applies up to `limit` entrants' recorded events, oldest first, in one transaction that deletes their rows (a
+   * worker killed meanwhile leaves them for the next); answers how many rows it took.
+   */
+  async takeEvents(limit: number): Promise<number> {
+    return this.deps.db.transaction().execute(async (trx) => this.applyTaken(trx, await this.deps.journeyEvents.take(trx, limit)));
+  }
+
+  /**
+   * After a batch failed: up to `limit` rows, each in its own transaction, so that one row that cannot be applied
+   * holds only its own entrant; such a row is tried again at the next polls and dropped after `maxAttempts`.
+   */
+  async takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }> {
+    const failed: FailedEvents[] = [];
+    let taken = 0;
+    while (taken + failed.length < limit) {
+      let row: JourneyEventRow | undefined;
+      try {
+        const n = await this.deps.db.transaction().execute(async (trx) => {
+          [row] = await this.deps.journeyEvents.take(
+            trx,
+            1,
+            failed.map((f) => f.id),
+          );
+          return this.applyTaken(trx, row ? [row] : []);
+        });
+        if (n === 0) break;
+        taken += n;
+      } catch (err) {
+        if (!row) throw err;
+        const dropped = await this.deps.journeyEvents.failed(this.deps.db, row.id, maxAttempts);
+        failed.push({ id: row.id, entrantKey: row.entrant_key, error: err, dropped });
+      }
+    }
+    return { taken, failed };
+  }
+
+  private async applyTaken(trx: Transaction<Database>, rows: JourneyEventRow[]): Promise<number> {
+    if (rows.length === 0) return 0;
+    const live = await this.deps.journeyDevices.liveDevices(trx, [...new Set(rows.flatMap((r) => r.device_ids))]);
+    // the counters of the whole batch, written once: one update of each counter row, not one an event
+    const counts = new Counts('');
+    for (const row of rows) {
+      const devices = row.device_ids.flatMap((id) => (live.has(id) ? [live.get(id)!] : []));
+      // every device erased since: nothing of it moves any more
+      if (devices.length > 0) await this.applyEvents(trx, { ...row, devices }, counts);
+    }
+    await counts.write(trx, this.deps.journeys);
+    return rows.length;
+  }
+
+  /**
+   * Events an entrant recorded, applied: entrants waiting at a wait_for for one of them move on, those whose version
+   * exits on one leave converted, and journeys they trigger are entered. Nothing of a paused journey moves; its
+   * triggers are counted skipped.
+   */
+  private async applyEvents(
+    trx: Transaction<Database>,
+    recorded: {
+      app_id: string;
+      devices: Device[];
+      user_id: string | null;
+      keys: string[];
+      counts: number[];
+      events: Record<string, TemplateEvent>;
+    },
+    counts: Counts,
+  ): Promise<void> {
+    const { app_id: appId, devices, user_id: userId, keys, events: byKey } = recorded;
     const owner = userId ?? devices[0]?.user_id ?? null;
     const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
     // the journeys a device entered before it had a user still hold it under its own key
@@ -282,18 +374,23 @@ export class JourneyService {
     if (journeys.length === 0) return;
     const now = this.deps.clock.now();
     const active = journeys.filter((j) => j.state === 'active');
-    const counts = new Counts('');
     // only journeys that wait for or exit on one of the events can have entrants it wakes or converts
     const waking = active.filter((j) => j.listens.some((e) => keys.includes(e)));
     const exits: { journeyId: string; version: number; event: string }[] = [];
     const arrivals: WaitingArrival[] = [];
+    const digests: DigestCount[] = [];
     for (const j of waking)
       for (let version = 1; version <= j.version; version++) {
         const definition = await this.versions.get(trx, j.id, version);
         const event = definition.exit_on.find((e) => keys.includes(e));
         if (event !== undefined) exits.push({ journeyId: j.id, version, event });
         arrivals.push(...waitingArrivals(j.id, version, definition));
+        for (const s of definition.steps)
+          if (s.type === 'digest' && keys.includes(s.event))
+            digests.push({ journeyId: j.id, version, stepId: s.id, n: recorded.counts[keys.indexOf(s.event)]! });
       }
+    // entrants in a digest's window count the events once, however many of the user's devices recorded them
+    await this.deps.entrants.countDigests(trx, { appId, entrantKeys, digests });
     for (const left of await this.deps.entrants.convert(trx, appId, entrantKeys, exits, now)) {
       // a split path's conversions: its experiment's result
       if (left.path) counts.of(left.journey_id).add(left.step_id, 'converted', left.n);
@@ -318,9 +415,9 @@ export class JourneyService {
   }
 
   /**
-   * Enters the entrant into each journey (at its first step) whose re-entry rule and entry filters let it, and writes
-   * the transaction's counters: one statement for all of them, whatever their number, after a query for the entry
-   * filters of those that have some. The caller locked the entrant's entries into the journeys (`lockEntrant`).
+   * Enters the entrant into each journey (at its first step) whose re-entry rule and entry filters let it, counting
+   * them in `counts`: one statement for all of them, whatever their number, after a query for the entry filters of
+   * those that have some. The caller locked the entrant's entries into the journeys (`lockEntrant`).
    */
   private async enter(
     trx: Transaction<Database>,
@@ -331,10 +428,7 @@ export class JourneyService {
     /** the events that entered it, by key (none: entered through the API) */
     events: Record<string, TemplateEvent> = {},
   ): Promise<Map<string, EntryOutcome>> {
-    if (journeys.length === 0) {
-      await counts.write(trx, this.deps.journeys);
-      return new Map();
-    }
+    if (journeys.length === 0) return new Map();
     const now = this.deps.clock.now();
     const candidates: EntryCandidate[] = [];
     for (const j of journeys) {
@@ -352,7 +446,13 @@ export class JourneyService {
         event: j.trigger_event !== null && Object.hasOwn(events, j.trigger_event) ? events[j.trigger_event]! : null,
       });
     }
-    return this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates, counts: [...counts.changes] });
+    const outcomes = await this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates });
+    for (const c of candidates) {
+      const outcome = outcomes.get(c.journeyId)!;
+      counts.of(c.journeyId).add('', outcome === 'not_re_entered' ? 'skipped' : outcome, 1);
+      if (outcome === 'entered') counts.of(c.journeyId).arrive(c.stepId);
+    }
+    return outcomes;
   }
 
   /** The device the entrant enters with: the first of its devices the entry filters match (none: it does not enter). */

@@ -40,8 +40,17 @@ export function journeyApi(h: Harness, app: () => App) {
       expect(res.statusCode, res.body).toBe(200);
       return res.json().entrants as { step: string; phase: string; due_at: string | null; history: Record<string, unknown>[] }[];
     },
-    /** An SDK event recorded for the device. */
-    event: async (deviceId: string, name: string) =>
-      expect((await call(h, 'POST', `/v6/devices/${deviceId}/events`, app().keys.sdk, { events: [{ name }] })).statusCode).toBe(202),
+    /** An SDK event recorded for the device, and applied to the journeys as a worker does. */
+    event: async (deviceId: string, name: string) => {
+      expect((await call(h, 'POST', `/v6/devices/${deviceId}/events`, app().keys.sdk, { events: [{ name }] })).statusCode).toBe(202);
+      await applyEvents(h);
+    },
   };
+}
+
+/** The events requests recorded for journeys, applied as the journey workers apply them; answers how many rows. */
+export async function applyEvents(h: Harness): Promise<number> {
+  let n = 0;
+  for (let taken = -1; taken !== 0; n += taken) taken = await h.ctx.services.journeys.takeEvents(1000);
+  return n;
 }

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { call } from './device-support.js';
-import { cartJourney } from './journey-support.js';
+import { cartJourney, applyEvents } from './journey-support.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 
@@ -246,6 +246,7 @@ describe('journeys: the definition rules and entries', () => {
     for (const url of [`/v6/devices/${phone}/events`, `/v6/devices/${tablet}/events`])
       expect((await call(h, 'POST', url, app.keys.sdk, { events: [{ name: 'cart_abandoned' }] })).statusCode).toBe(202);
     const user = await call(h, 'POST', '/v6/users/shared-user/events', app.keys.write, { events: [{ name: 'cart_abandoned' }] });
+    await applyEvents(h);
     expect(user.statusCode).toBe(202);
     const counts = (await call(h, 'GET', `/v6/journeys/${ev.id}`, app.keys.read)).json().journey.counts;
     expect(counts.trigger).toMatchObject({ entered: 1, skipped: 2 });
@@ -255,8 +256,10 @@ describe('journeys: the definition rules and entries', () => {
     const j = (await create({ ...cartJourney(), trigger: { event: 'Public Api.checkout' } })).json().journey;
     const device = (await call(h, 'POST', '/v6/devices', app.keys.write, { device: { platform: 'ios' } })).json().device.id as string;
     await call(h, 'POST', `/v6/devices/${device}/events`, app.keys.sdk, { events: [{ name: 'checkout' }] });
+    await applyEvents(h);
     expect((await call(h, 'GET', `/v6/journeys/${j.id}`, app.keys.read)).json().journey.counts.trigger.entered).toBe(0);
     await call(h, 'POST', `/v6/devices/${device}/events`, app.keys.write, { events: [{ name: 'checkout' }] });
+    await applyEvents(h);
     expect((await call(h, 'GET', `/v6/journeys/${j.id}`, app.keys.read)).json().journey.counts.trigger.entered).toBe(1);
   });
 });

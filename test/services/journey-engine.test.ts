@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
-import { journeyApi } from '../http/journey-support.js';
+import { journeyApi, applyEvents } from '../http/journey-support.js';
 import { JourneyEngine } from '../../src/services/journey-engine.js';
 import { JourneyEntrantsRepository } from '../../src/db/repositories/journey-entrants.js';
 import { createRepositories } from '../../src/services/deps.js';
@@ -68,6 +68,7 @@ describe('journeys: the engine', () => {
     const french = await device({ country: 'FR' });
     await event(a, 'cart_abandoned');
     const user = await call(h, 'POST', '/v6/users/u1/events', app.keys.write, { events: [{ name: 'cart_abandoned' }] });
+    await applyEvents(h);
     expect(user.statusCode).toBe(202);
     await event(buyer, 'cart_abandoned');
     await event(french, 'cart_abandoned');

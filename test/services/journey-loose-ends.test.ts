@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
-import { journeyApi } from '../http/journey-support.js';
+import { journeyApi, applyEvents } from '../http/journey-support.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { createRepositories } from '../../src/services/deps.js';
@@ -58,6 +58,7 @@ describe('journeys: loose ends', () => {
       expect((await call(h, 'PUT', `/v6/devices/${d}`, app.keys.write, { device: { user_id: user } })).statusCode).toBe(200);
     await event(waker, 'app_open');
     const bought = await call(h, 'POST', '/v6/users/carl/events', app.keys.write, { events: [{ name: 'purchase' }] });
+    await applyEvents(h);
     expect(bought.statusCode).toBe(202);
     await runDue();
     expect(await sentTo(j.id)).toEqual([waker]);

@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { basic, ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
-import { journeyApi } from '../http/journey-support.js';
+import { journeyApi, applyEvents } from '../http/journey-support.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { createRepositories } from '../../src/services/deps.js';
@@ -180,6 +180,7 @@ describe('journeys: the steps and the life cycle', () => {
     await runDue();
     expect((await entrants(j.id)).map((e) => [e.device_id, e.step_id, e.phase])).toEqual([[phone, 'wait', 'waiting']]);
     const bought = await call(h, 'POST', '/v6/users/grace/events', app.keys.write, { events: [{ name: 'purchase' }] });
+    await applyEvents(h);
     expect(bought.statusCode).toBe(202);
     expect((await entrants(j.id)).map((e) => e.outcome)).toEqual(['converted']);
     expect(await stepCounts(j.id)).toMatchObject({ opened: { passed: 1 }, wait: { entered: 1, converted: 1, waiting: 0 } });

@@ -3,6 +3,7 @@ import type { Db } from '../database.js';
 import type { CustomChanges } from '../../domain/device-input.js';
 import { parseFilterName, type Filter } from '../../domain/filters.js';
 import { attributeRows } from './devices.js';
+import type { Device } from '../schema.js';
 
 /** The device columns a filter of that name reads (geo filters, read from two columns each, are left out). */
 const COLUMNS: Record<string, string> = {
@@ -94,34 +95,20 @@ export class JourneyDevicesRepository {
     return out;
   }
 
-  /**
-   * How many times each entrant (its device, or every live device of its user) has recorded the event (`source`
-   * '' for any source), by entrant id.
-   */
-  async eventCounts(
-    db: Db,
-    appId: string,
-    entrants: { id: string; deviceId: string; userId: string | null }[],
-    event: { source: string; name: string },
-  ): Promise<Map<string, number>> {
-    if (entrants.length === 0) return new Map();
-    const source = event.source === '' ? sql`true` : sql`ev.source = ${event.source}`;
-    const { rows } = await sql<{ id: string; n: string }>`
-      select e.id, (select coalesce(sum(ev.count), 0) from devices d join device_events ev on ev.device_id = d.id
-                    where (d.id = e.device_id or d.app_id = ${appId} and d.user_id = e.user_id and d.erased_at is null)
-                      and ev.name = ${event.name} and ${source}) as n
-      from unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.deviceId)}::uuid[],
-                  ${entrants.map((e) => e.userId)}::text[]) as e(id, device_id, user_id)`.execute(db);
-    return new Map(rows.map((r) => [r.id, Number(r.n)]));
+  /** Those of the devices that are live, by id, share-locked as an events request locks them. */
+  async liveDevices(db: Db, ids: string[]): Promise<Map<string, Device>> {
+    const { rows } = await sql<Device>`
+      select * from devices where id = any(${ids}::uuid[]) and erased_at is null order by id for share`.execute(db);
+    return new Map(rows.map((d) => [d.id, d]));
   }
 
-  /** The live devices of these entrants: each device, and every device of each user. */
-  async entrantDevices(db: Db, appId: string, deviceIds: string[], userIds: string[]): Promise<string[]> {
-    const { rows } = await sql<{ id: string }>`
-      select id from devices
+  /** The live devices of these entrants: each device, and every device of each user; with their user. */
+  async entrantDevices(db: Db, appId: string, deviceIds: string[], userIds: string[]): Promise<{ id: string; user_id: string | null }[]> {
+    const { rows } = await sql<{ id: string; user_id: string | null }>`
+      select id, user_id from devices
       where app_id = ${appId} and erased_at is null and (id = any(${deviceIds}::uuid[]) or user_id = any(${userIds}::text[]))
       order by id`.execute(db);
-    return rows.map((r) => r.id);
+    return rows;
   }
 
   /** The custom attribute names each device holds. */

@@ -1,7 +1,6 @@
 import { sql, type RawBuilder, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
-import { countDeltas, stepCountsUpsert, type CountDelta } from './journeys.js';
 import type { HistoryEntry, HistoryKind } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray } from '../pg-arrays.js';
@@ -38,8 +37,8 @@ export interface DueGroup {
   phase: 'arrived' | 'waiting';
 }
 
-/** A due entrant, locked, with what its step needs of its device. */
-export type DueEntrant = JourneyEntrant & { time_zone: string | null };
+/** A due entrant, locked, with what its step needs of its device, and its digest count (migration 063). */
+export type DueEntrant = JourneyEntrant & { time_zone: string | null; digest_count: number };
 
 /**
  * Where one entrant goes: the row is updated only if its seq is still the one read (`seq`), so a transition runs
@@ -57,6 +56,14 @@ export interface EntrantMove {
   outcome: JourneyEntrant['outcome'];
   /** what the move appends to the entrant's history */
   history: HistoryEntry[];
+}
+
+/** Events of a digest step's name an entrant recorded, as many as `n`. */
+export interface DigestCount {
+  journeyId: string;
+  version: number;
+  stepId: string;
+  n: number;
 }
 
 /** Entrants that left at once (an exit event, an archive), counted at the step they left. */
@@ -80,15 +87,14 @@ export class JourneyEntrantsRepository {
   }
 
   /**
-   * Enters the entrant into each journey it may enter, in one statement with the counters: one whose last entry
-   * forbids it by the journey's re-entry rule is `not_re_entered` (counted skipped at the trigger), one without a
-   * device the entry filters match `filtered`, the others enter at their first step. `counts` are the transaction's
-   * other counter changes, written by the same statement. The entrant's entries into these journeys must be locked
+   * Enters the entrant into each journey it may enter, in one statement: one whose last entry forbids it by the
+   * journey's re-entry rule is `not_re_entered`, one without a device the entry filters match `filtered`, the others
+   * enter at their first step (the caller counts them). The entrant's entries into these journeys must be locked
    * (`lockEntrant`) by an earlier statement of the transaction, so that this one's snapshot sees every entry before.
    */
   async enter(
     trx: Transaction<Database>,
-    entry: { appId: string; entrantKey: string; now: Date; candidates: EntryCandidate[]; counts: CountDelta[] },
+    entry: { appId: string; entrantKey: string; now: Date; candidates: EntryCandidate[] },
   ): Promise<Map<string, EntryOutcome>> {
     const { appId, entrantKey, now, candidates } = entry;
     const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
@@ -131,15 +137,6 @@ export class JourneyEntrantsRepository {
         select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}, event
         from decided
         where outcome = 'entered'
-      ),
-      counted as (
-        ${stepCountsUpsert(sql`
-          ${countDeltas(entry.counts)}
-          union all
-          select journey_id, '', case outcome when 'not_re_entered' then 'skipped' else outcome end, 1 from decided
-          union all
-          select journey_id, step_id, counter, 1 from decided, unnest(array['entered', 'waiting']) as counter
-          where outcome = 'entered'`)}
       )
       select journey_id, outcome from decided
     `.execute(trx);
@@ -234,6 +231,20 @@ export class JourneyEntrantsRepository {
     return rows;
   }
 
+  /** The entrant's entries waiting in the window of one of these digest steps count `n` more of its event. */
+  async countDigests(db: Db, c: { appId: string; entrantKeys: string[]; digests: DigestCount[] }): Promise<void> {
+    if (c.digests.length === 0) return;
+    const d = <T>(f: (x: DigestCount) => T) => c.digests.map(f);
+    await sql`
+      update journey_entrants e
+      set digest_count = e.digest_count + d.n
+      from unnest(${d((x) => x.journeyId)}::uuid[], ${d((x) => x.version)}::int[], ${d((x) => x.stepId)}::text[],
+                  ${d((x) => x.n)}::int[]) as d(journey_id, version, step_id, n)
+      where e.app_id = ${c.appId} and e.entrant_key = any(${c.entrantKeys}::text[]) and e.journey_id = d.journey_id
+        and e.version = d.version and e.step_id = d.step_id and e.phase = 'waiting' and e.outcome is null
+    `.execute(db);
+  }
+
   /** Journey versions, steps and phases with entrants due at `now`, of journeys that are active. */
   async dueGroups(db: Db, now: Date, limit: number): Promise<DueGroup[]> {
     const { rows } = await sql<DueGroup>`
@@ -248,7 +259,8 @@ export class JourneyEntrantsRepository {
   }
 
   /**
-   * Up to `limit` due entrants of a group, locked; those another worker holds are skipped. They are taken before
+   * Up to `limit` due entrants of a group, locked; those another worker holds, and those with events the journey
+   * workers have still to apply (journey_events), are skipped. They are taken before
    * their devices are joined, so the plan reads the due index in order whatever the statistics say (joined first, a
    * plan made on stale ones sorted every due entrant for each batch).
    */
@@ -259,6 +271,8 @@ export class JourneyEntrantsRepository {
         from journey_entrants e
         where e.due_at <= ${now} and e.journey_id = ${g.journey_id} and e.version = ${g.version}
           and e.step_id = ${g.step_id} and e.phase = ${g.phase}
+          -- events recorded before are applied first: one may wake, convert or time out the entrant otherwise
+          and not exists (select 1 from journey_events p where p.app_id = e.app_id and p.entrant_keys @> array[e.entrant_key])
         order by e.due_at
         limit ${limit}
         for update skip locked
