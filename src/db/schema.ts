@@ -247,6 +247,8 @@ export interface DeliveryBatchesTable {
   /** an A/B test's variant its devices are sent (migration 034), and whether they are the rest's (the winner) */
   variant: number | null;
   ab_rest: Generated<boolean>;
+  /** a best-time wave's batch not released yet: no delivery job has it (migration 064) */
+  held: Generated<boolean>;
 }
 
 /** A range of the device id space one job fans out, with its own checkpoint (migration 029). */

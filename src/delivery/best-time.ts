@@ -42,7 +42,7 @@ export async function bestTimeCut(
       cut.seq + batches.length,
       cut.batchSize,
     );
-    for (const b of wave) batches.push({ ...b, notBefore: slot.at });
+    for (const b of wave) batches.push({ ...b, notBefore: slot.at, held: true });
   }
   return { batches, targeted: sendable.length, notAllowed, holdout: [] };
 }
@@ -59,8 +59,9 @@ export async function releaseBestTimeWaves(
   enqueue: (b: { id: string; not_before: Date | null }) => Promise<unknown>,
 ): Promise<void> {
   const { now, appPerMinute } = wave;
-  const pending = await deps.batches.pendingBatches(deps.db, n.id, n.generation);
-  const due = pending.filter((b) => !b.not_before || b.not_before <= now);
+  // only batches never released: one released before and still sending or retrying has its job and its pace
+  const held = await deps.batches.heldBatches(deps.db, n.id, n.generation);
+  const due = held.filter((b) => !b.not_before || b.not_before <= now);
   if (due.length) await deps.notifications.markSending(deps.db, n.id, n.generation);
   if (appPerMinute !== null && due.length) {
     // the app's ceiling holds across its notifications: a wave takes its turns from the hour it is due
@@ -73,15 +74,17 @@ export async function releaseBestTimeWaves(
       now,
     );
     due.forEach((b, i) => (b.not_before = starts[i]!));
-    await deps.batches.holdUntil(
-      deps.db,
-      n.id,
-      n.generation,
-      due.map((b) => ({ seq: b.seq, at: b.not_before! })),
-    );
   }
+  // enqueued before they are marked released: a crash between the two releases them again (the same job ids)
   for (const b of due) await enqueue(b);
-  const next = pending.reduce<Date | null>(
+  await deps.batches.releaseHeld(
+    deps.db,
+    n.id,
+    n.generation,
+    due.map((b) => ({ seq: b.seq, at: b.not_before })),
+  );
+  const later = held.filter((b) => !due.includes(b));
+  const next = later.reduce<Date | null>(
     (soonest, b) => (b.not_before && b.not_before > now && !(soonest && soonest <= b.not_before) ? b.not_before : soonest),
     null,
   );

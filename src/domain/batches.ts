@@ -11,6 +11,8 @@ export interface NewBatch {
   deviceIds: string[];
   /** a paced batch is not sent before this */
   notBefore?: Date | null;
+  /** held for a release that enqueues it (a best-time wave): no delivery job until then */
+  held?: boolean;
   /** an A/B test's variant, and whether the batch is of the rest (sent the winner) */
   variant?: number | null;
   abRest?: boolean;

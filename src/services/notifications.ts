@@ -156,7 +156,7 @@ export class NotificationService {
     await this.get(appId, id);
     const canceled = await this.db.transaction().execute(async (trx) => {
       const row = await this.notifications.cancel(trx, appId, id);
-      if (row) await this.batches.closeHeldBatches(trx, id, this.clock.now());
+      if (row) await this.batches.closeHeldBatches(trx, id);
       if (row) await recordAudit(trx, actor, appId, 'notification.canceled', { notification_id: id });
       return row;
     });

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
 import { createRepositories } from '../../src/services/deps.js';
+import { releaseBestTimeWaves } from '../../src/delivery/best-time.js';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Lifecycle, startPushd } from '../../src/app/start.js';
@@ -140,6 +141,33 @@ describe('best-time sends', () => {
     const batches = await sql<{ state: string }>`
       select state from delivery_batches where notification_id = ${id}::uuid order by seq`.execute(h.db.db);
     expect(batches.rows.map((b) => b.state)).toEqual(['done', 'canceled']);
+  });
+
+  it('a release takes only the batches still held: one released before is not paced or queued again', async () => {
+    const devices = await Promise.all(Array.from({ length: 3 }, () => device('again'))); // no history: 10:00 tomorrow
+    const { id } = (await post({ to: [{ name: 'tags', criteria: ['again'] }], send_at: 'best_time' })).json();
+    await waitFor('its waves cut', async () => (await read(id)).devices_targeted === devices.length, 10_000, 20);
+    const n = await h.db.db.selectFrom('notifications').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+    const repos = createRepositories();
+    const deps = {
+      db: h.db.db,
+      batches: repos.batches,
+      notifications: repos.notifications,
+      fanout: repos.fanout,
+      log: createLogger('silent'),
+    };
+    const wave = { now: new Date('2026-06-11T10:00:00Z'), appPerMinute: 600 };
+    const enqueued: string[] = [];
+    // this test's own release, as the due poller's fan-out job would run it, with a queue that only records
+    await releaseBestTimeWaves(deps, n, wave, async (b) => enqueued.push(b.id));
+    const first = enqueued.length;
+    expect(first).toBeGreaterThan(0);
+    // again, its batches still pending (not sent): nothing is queued or paced a second time
+    await releaseBestTimeWaves(deps, { ...n, wave: n.wave + 1 }, wave, async (b) => enqueued.push(b.id));
+    expect(enqueued).toHaveLength(first);
+    const held = await sql<{ held: boolean }>`select held from delivery_batches where notification_id = ${id}::uuid`.execute(h.db.db);
+    expect(held.rows.every((b) => !b.held)).toBe(true);
+    await h.server.inject({ method: 'DELETE', url: `/v6/notifications/${id}`, headers: { authorization: basic(keys.write) } });
   });
 
   it("holds the app's ceiling within a wave: its batches start at the app's pace from their hour", async () => {

@@ -141,15 +141,6 @@ export class BatchesRepository {
       .orderBy('seq')
       .execute();
   }
-  /** Holds pending batches (by seq) until their reserved starts: their delivery jobs wait for them (delivery.ts). */
-  async holdUntil(db: Db, notificationId: string, generation: number, starts: { seq: number; at: Date }[]): Promise<void> {
-    if (!starts.length) return;
-    await sql`
-      update delivery_batches b set not_before = t.at
-      from unnest(${starts.map((s) => s.seq)}::int[], ${starts.map((s) => s.at)}::timestamptz[]) as t(seq, at)
-      where b.notification_id = ${notificationId}::uuid and b.generation = ${generation}::int and b.seq = t.seq
-        and b.state = 'pending'`.execute(db);
-  }
 
   /**
    * What delivery attempts need, in one query for many batches: each batch, its notification, and its
@@ -321,19 +312,45 @@ export class BatchesRepository {
   }
 
   /**
-   * Closes a canceled notification's batches held for a later hour (a best-time send's waves not released yet):
-   * nothing would reach them again. Those due within a few seconds may already be queued or sending, so they are
-   * left to the worker's stop check, which closes them canceled.
+   * Closes a canceled notification's batches held for a later wave (a best-time send's, not released yet): no job
+   * has them, so nothing else would. Those released are closed by the worker's stop check, as any batch.
    */
-  async closeHeldBatches(db: Db, notificationId: string, now: Date): Promise<number> {
+  async closeHeldBatches(db: Db, notificationId: string): Promise<number> {
     const result = await db
       .updateTable('delivery_batches')
       .set({ state: 'canceled', updated_at: sql<Date>`now()` })
       .where('notification_id', '=', notificationId)
       .where('state', '=', 'pending')
-      .where('not_before', '>', new Date(now.getTime() + 5_000))
+      .where('held', '=', true)
       .executeTakeFirst();
     return Number(result.numUpdatedRows);
+  }
+
+  /** A best-time send's batches still held for their wave, earliest first. */
+  async heldBatches(
+    db: Db,
+    notificationId: string,
+    generation: number,
+  ): Promise<{ id: string; seq: number; size: number; not_before: Date | null }[]> {
+    return db
+      .selectFrom('delivery_batches as b')
+      .select([idOf('b').as('id'), 'seq', 'not_before', sql<number>`cardinality(b.device_ids)`.as('size')])
+      .where('notification_id', '=', notificationId)
+      .where('generation', '=', generation)
+      .where('state', '=', 'pending')
+      .where('held', '=', true)
+      .orderBy('seq')
+      .execute();
+  }
+
+  /** Releases held batches (by seq), each from its start: their delivery jobs are enqueued next. */
+  async releaseHeld(db: Db, notificationId: string, generation: number, starts: { seq: number; at: Date | null }[]): Promise<void> {
+    if (!starts.length) return;
+    await sql`
+      update delivery_batches b set held = false, not_before = t.at
+      from unnest(${starts.map((s) => s.seq)}::int[], ${starts.map((s) => s.at)}::timestamptz[]) as t(seq, at)
+      where b.notification_id = ${notificationId}::uuid and b.generation = ${generation}::int and b.seq = t.seq
+        and b.state = 'pending' and b.held`.execute(db);
   }
 }
 
@@ -466,13 +483,13 @@ export function storeBatches(notificationId: string, generation: number, batches
     (b) =>
       sql`(
         ${b.seq}::int, ${b.platform}, ${b.development}::boolean, string_to_array(${b.deviceIds.join(',')}, ',')::uuid[],
-        ${b.notBefore ?? null}::timestamptz, ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean
+        ${b.notBefore ?? null}::timestamptz, ${b.variant ?? null}::smallint, ${b.abRest ?? false}::boolean, ${b.held ?? false}::boolean
       )`,
   );
   return sql`, stored as (
-    insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, not_before, variant, ab_rest)
-    select ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.not_before, v.variant, v.ab_rest
-    from (values ${sql.join(rows)}) as v(seq, platform, development, ids, not_before, variant, ab_rest)
+    insert into delivery_batches (notification_id, generation, seq, platform, development, device_ids, not_before, variant, ab_rest, held)
+    select ${notificationId}::uuid, ${generation}::int, v.seq, v.platform, v.development, v.ids, v.not_before, v.variant, v.ab_rest, v.held
+    from (values ${sql.join(rows)}) as v(seq, platform, development, ids, not_before, variant, ab_rest, held)
     where exists (select 1 from moved)
     on conflict (notification_id, generation, seq) do nothing)`;
 }
