@@ -119,9 +119,11 @@ export class JourneyEngine {
   /** Applies the events recorded, then runs every batch due now; answers how many entrants moved. */
   async runDue(): Promise<number> {
     let total = 0;
+    let fellBack = false;
     for (;;) {
       // a round takes fewer when the rest wait for another worker's (an entrant's events go in order)
-      await this.applyRecordedEvents();
+      // a row that fails is tried alone once a poll, so its attempts count polls
+      fellBack = (await this.applyRecordedEvents(!fellBack)) || fellBack;
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
@@ -146,19 +148,22 @@ export class JourneyEngine {
    * entrant's events go in order). A batch that fails is applied a row at a time, so that a row that cannot be
    * applied holds only its own entrant, and the steps due still run.
    */
-  private async applyRecordedEvents(): Promise<void> {
+  private async applyRecordedEvents(singly: boolean): Promise<boolean> {
     const intake = this.deps.intake;
-    if (!intake) return;
+    if (!intake) return false;
     try {
       while ((await intake.takeEvents(EVENTS_AT_ONCE)) === EVENTS_AT_ONCE);
+      return false;
     } catch (err) {
       this.deps.log.warn({ err }, 'journey events: a batch failed; applying its rows one at a time');
+      if (!singly) return false;
       const { failed } = await intake.takeEventsSingly(EVENTS_AT_ONCE, EVENT_ATTEMPTS);
       for (const f of failed)
         this.deps.log.error(
           { err: f.error, eventsId: f.id, entrant: f.entrantKey, dropped: f.dropped },
           f.dropped ? 'journey events dropped: they failed at every poll' : 'journey events failed; tried again next poll',
         );
+      return true;
     }
   }
 

@@ -310,16 +310,13 @@ export class JourneyService {
    */
   async takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }> {
     const failed: FailedEvents[] = [];
+    const skipKeys: string[] = [];
     let taken = 0;
     while (taken + failed.length < limit) {
       let row: JourneyEventRow | undefined;
       try {
         const n = await this.deps.db.transaction().execute(async (trx) => {
-          [row] = await this.deps.journeyEvents.take(
-            trx,
-            1,
-            failed.map((f) => f.id),
-          );
+          row = await this.deps.journeyEvents.takeOne(trx, skipKeys);
           return this.applyTaken(trx, row ? [row] : []);
         });
         if (n === 0) break;
@@ -328,6 +325,7 @@ export class JourneyService {
         if (!row) throw err;
         const dropped = await this.deps.journeyEvents.failed(this.deps.db, row.id, maxAttempts);
         failed.push({ id: row.id, entrantKey: row.entrant_key, error: err, dropped });
+        skipKeys.push(...row.entrant_keys);
       }
     }
     return { taken, failed };

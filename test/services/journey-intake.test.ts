@@ -88,6 +88,37 @@ describe('journeys: recorded events applied by the workers', () => {
     await applyEvents(h);
   });
 
+  it('a row recorded after its device got a user waits for the rows the device recorded before', async () => {
+    const [d, other] = [await device(), await device()];
+    await create({ name: 'Identified', trigger: { event: 'browse' }, steps: [{ id: 'w', type: 'wait_for', event: 'buy', timeout: '1d' }] });
+    await post(`/v6/devices/${d}`, 'browse');
+    // the device is identified between its two events: the second row is the user's, and holds the device's key too
+    await h.db.db
+      .updateTable('devices')
+      .set({ user_id: `ana-${d}` })
+      .where('id', '=', d)
+      .execute();
+    await post(`/v6/devices/${d}`, 'buy');
+    await post(`/v6/devices/${other}`, 'browse');
+    const repo = new JourneyEventsRepository();
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let taken!: () => void;
+    const tookFirst = new Promise<void>((r) => (taken = r));
+    const first = h.db.db.transaction().execute(async (trx) => {
+      const rows = await repo.take(trx, 1);
+      taken();
+      await held;
+      return rows.map((r) => r.entrant_key);
+    });
+    await tookFirst;
+    const second = await h.db.db.transaction().execute(async (trx) => (await repo.take(trx, 10)).map((r) => r.entrant_key));
+    release();
+    expect(await first).toEqual([`d:${d}`]);
+    expect(second).toEqual([`d:${other}`]);
+    await applyEvents(h);
+  });
+
   it("a wait_for's timeout waits for the entrant's events recorded before it: the event wins", async () => {
     clock.set(T0);
     const j = await create({
@@ -159,9 +190,11 @@ describe('journeys: recorded events applied by the workers', () => {
     clock.set(T0);
     const j = await create({ name: 'Poison', trigger: { event: 'poison' }, steps: [{ id: 'later', type: 'delay', duration: '1d' }] });
     const [bad, good] = [await device(), await device()];
+    // the bad entrant's two rows come before the good one's: its second waits behind its first, the good one does not
+    await post(`/v6/devices/${bad}`, 'poison');
     await post(`/v6/devices/${bad}`, 'poison');
     await post(`/v6/devices/${good}`, 'poison');
-    expect(await pending()).toBe(2);
+    expect(await pending()).toBe(3);
     // reading the bad device's row always fails, as a row the code cannot apply would
     class Failing extends JourneyDevicesRepository {
       override async liveDevices(...args: Parameters<JourneyDevicesRepository['liveDevices']>) {
@@ -181,12 +214,17 @@ describe('journeys: recorded events applied by the workers', () => {
       batchSize: 100,
       intake,
     });
+    const attempts = async () =>
+      (await sql<{ attempts: number }>`select attempts from journey_events order by id`.execute(h.db.db)).rows.map((r) => r.attempts);
     await engine.runDue();
-    // the good device's row went in a row of its own; the bad one stays, tried again at the next polls
+    // the good device's row went in a transaction of its own; the bad one's first is tried once a poll, its second waits
     expect(await entrants(j.id, `device:${good}`)).toHaveLength(1);
     expect(await entrants(j.id, `device:${bad}`)).toEqual([]);
-    expect(await pending()).toBe(1);
+    expect(await attempts()).toEqual([1, 0]);
     for (let poll = 2; poll <= 5; poll += 1) await engine.runDue();
+    // the first dropped at its fifth poll; the second is tried from the next
+    expect(await attempts()).toEqual([0]);
+    for (let poll = 1; poll <= 5; poll += 1) await engine.runDue();
     expect(await pending()).toBe(0);
     expect(await entrants(j.id, `device:${bad}`)).toEqual([]);
   });

@@ -52,14 +52,14 @@ export class JourneyEventsRepository {
 
   /**
    * Takes up to `limit` rows, oldest first, deleting them in the caller's transaction (rolled back, they are there
-   * again): rows another worker holds are skipped, and so is a row while an older one of its entrant is not taken
-   * with it, so that an entrant's events are applied in order by one worker at a time.
+   * again): rows another worker holds are skipped, and so is a row while an older one of an entrant it shares a key
+   * with (a device that since got a user holds both) is not taken with it, so that an entrant's events are applied
+   * in order by one worker at a time.
    */
-  async take(trx: Transaction<Database>, limit: number, skip: readonly string[] = []): Promise<JourneyEventRow[]> {
+  async take(trx: Transaction<Database>, limit: number): Promise<JourneyEventRow[]> {
     const { rows } = await sql<JourneyEventRow>`
       with pick as (
-        select id, entrant_key from journey_events
-        where id <> all(${skip}::bigint[])
+        select id, entrant_keys from journey_events
         order by id
         limit ${limit}
         for update skip locked
@@ -67,12 +67,32 @@ export class JourneyEventsRepository {
       mine as (
         select p.id from pick p
         where not exists (select 1 from journey_events q
-                          where q.entrant_key = p.entrant_key and q.id < p.id and q.id not in (select id from pick))
+                          where q.entrant_keys && p.entrant_keys and q.id < p.id and q.id not in (select id from pick))
       )
       delete from journey_events e using mine m where e.id = m.id
       returning e.*
     `.execute(trx);
     return rows.sort((a, b) => Number(a.id) - Number(b.id));
+  }
+
+  /**
+   * Takes the oldest row that has no older row of its entrants and shares no key with `skipKeys` (the entrants of
+   * rows that failed this poll), deleting it in the caller's transaction.
+   */
+  async takeOne(trx: Transaction<Database>, skipKeys: readonly string[]): Promise<JourneyEventRow | undefined> {
+    const { rows } = await sql<JourneyEventRow>`
+      with pick as (
+        select e.id from journey_events e
+        where not (e.entrant_keys && ${skipKeys}::text[])
+          and not exists (select 1 from journey_events q where q.entrant_keys && e.entrant_keys and q.id < e.id)
+        order by e.id
+        limit 1
+        for update skip locked
+      )
+      delete from journey_events e using pick p where e.id = p.id
+      returning e.*
+    `.execute(trx);
+    return rows[0];
   }
 
   /**
