@@ -39,7 +39,15 @@ interface Kept {
   /** by the payload's JSON: its templates parsed (null: none; an Error: one does not parse), and its number */
   compiled: Map<string, { compiled: CompiledPayload | Error | null; no: number }>;
   data?: Promise<TemplateData | null>;
-  renders: Map<string, Rendered>;
+  /** by the payload's number, then by what its render reads: the value itself when one string, else its JSON */
+  renders: Map<number, Renders>;
+}
+
+/** One payload's renders: keyed by the one string value it reads (no key to build per device), else by renderKey. */
+interface Renders {
+  byValue: Map<string, Rendered>;
+  byKey: Map<string, Rendered>;
+  size: number;
 }
 
 /**
@@ -81,21 +89,27 @@ export class TemplateRenderer {
             reads,
           )
         : null;
-      const byKey = new Map<string, ContentGroup>();
+      const renders = rendersOf(kept, no);
+      const attribute = soleAttribute(compiled, data);
+      // by the render itself (one object per content): no key string is built or hashed per device
+      const byRender = new Map<Rendered, ContentGroup>();
       for (const t of group.targets) {
-        const vars = variablesOf(compiled, devices?.get(t.deviceId), data, t.deviceId);
-        const key = `${no}\u0000${renderKey(compiled, vars)}`;
-        const rendered = renderedOf(kept, key, () => renderFor(compiled, vars));
+        const row = devices?.get(t.deviceId);
+        const value = attribute === null ? undefined : stringAttribute(row?.attributes, attribute);
+        const rendered =
+          value !== undefined
+            ? renderedOf(renders, renders.byValue, value, () => renderFor(compiled, variablesOf(compiled, row, data, t.deviceId)))
+            : renderedByKey(renders, compiled, variablesOf(compiled, row, data, t.deviceId));
         if ('reason' in rendered) failed.push(failure(t, rendered.reason));
         else if (rendered.bytes > SURELY_FITS_BYTES && !fitsGateway(platform, rendered.payload, !!n.live_activity))
           failed.push(failure(t, 'payload_too_large'));
         else {
-          const at = byKey.get(key);
+          const at = byRender.get(rendered);
           if (at) at.targets.push(t);
-          else byKey.set(key, { payload: rendered.payload, targets: [t] });
+          else byRender.set(rendered, { payload: rendered.payload, targets: [t] });
         }
       }
-      out.push(...byKey.values());
+      for (const g of byRender.values()) out.push(g);
     }
     return { groups: out, failed };
   }
@@ -131,14 +145,49 @@ function compiledOf(kept: Kept, payload: Record<string, unknown>): { compiled: C
   return found;
 }
 
-function renderedOf(kept: Kept, key: string, make: () => Rendered): Rendered {
-  let rendered = kept.renders.get(key);
+function rendersOf(kept: Kept, no: number): Renders {
+  let renders = kept.renders.get(no);
+  if (!renders) kept.renders.set(no, (renders = { byValue: new Map(), byKey: new Map(), size: 0 }));
+  return renders;
+}
+
+function renderedOf(renders: Renders, map: Map<string, Rendered>, key: string, make: () => Rendered): Rendered {
+  let rendered = map.get(key);
   if (!rendered) {
-    if (kept.renders.size >= KEPT_RENDERS) kept.renders.clear();
+    if (renders.size >= KEPT_RENDERS) {
+      renders.byValue.clear();
+      renders.byKey.clear();
+      renders.size = 0;
+    }
     rendered = make();
-    kept.renders.set(key, rendered);
+    map.set(key, rendered);
+    renders.size++;
   }
   return rendered;
+}
+
+function renderedByKey(renders: Renders, compiled: CompiledPayload, vars: TemplateVariables): Rendered {
+  return renderedOf(renders, renders.byKey, renderKey(compiled, vars), () => renderFor(compiled, vars));
+}
+
+/** The custom attribute that is all the payload reads (`custom.first_name`, the common case), or null. */
+function soleAttribute(compiled: CompiledPayload, data: TemplateData | null): string | null {
+  const [path, ...more] = compiled.paths;
+  return !more.length && !data && path?.length === 2 && path[0] === 'custom' ? path[1]! : null;
+}
+
+/**
+ * The attribute's value when it is stored once as a string (what `custom.<name>` then reads), else undefined: the
+ * device's variables are built and keyed as any other's.
+ */
+function stringAttribute(attributes: StoredAttribute[] | undefined, name: string): string | undefined {
+  let value: string | undefined;
+  for (const a of attributes ?? []) {
+    if (a.name !== name) continue;
+    if (value !== undefined || a.is_array || a.str_value === null) return undefined;
+    value = a.str_value;
+  }
+  return value;
 }
 
 function renderFor(compiled: CompiledPayload, vars: TemplateVariables): Rendered {

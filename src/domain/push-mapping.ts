@@ -256,10 +256,13 @@ export function fcmSendBody(template: FcmMessageTemplate, token: string): FcmSen
  * each token is spliced in, instead of serialising the whole message once per device.
  */
 export function fcmSendBodyEncoder(template: FcmMessageTemplate): (token: string) => string {
-  // `{"data":…,"android":…}` without its opening brace; the template always has keys, so it starts with `"`.
-  const rest = JSON.stringify(template).slice(1);
-  return (token) => `{"message":{"token":${JSON.stringify(token)},${rest}}`;
+  const json = JSON.stringify(template);
+  return (token) => fcmSendBodyJson(json, token);
 }
+
+/** The JSON of `fcmSendBody` from the template's JSON (which always has keys: after its brace comes `"`). */
+export const fcmSendBodyJson = (templateJson: string, token: string) =>
+  `{"message":{"token":${JSON.stringify(token)},${templateJson.slice(1)}}`;
 
 /** FCM data values must be strings: strings as they are, anything else JSON-encoded. */
 export function fcmDataValue(value: unknown): string {

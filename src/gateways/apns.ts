@@ -28,7 +28,8 @@
  */
 import apn from '@parse/node-apn';
 import type { Notification as ApnNotification, Provider } from '@parse/node-apn';
-import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest, toLiveActivityRequest } from '../domain/push-mapping.js';
+import { contentsJson } from '../domain/json-splice.js';
+import { APNS_MAX_PAYLOAD_BYTES, toApnsRequest, toLiveActivityRequest, type ApnsHeaders } from '../domain/push-mapping.js';
 import { liveActivityTopic } from '../domain/live-activity.js';
 import type { Logger } from '../platform/logger.js';
 import type { ApnsCredentials } from '../domain/credentials.js';
@@ -122,11 +123,12 @@ export class ApnsGateway implements PushGateway {
     const outcomes = new Array<PushOutcome>(targets.length);
     // each target's note (null: its content is too large), by its index
     const noteOf = new Array<ApnNotification | null>(targets.length);
+    const notes = this.notesOf(
+      push,
+      groups.map((g) => g.payload),
+    );
     let at = 0;
-    for (const g of groups) {
-      const note = this.noteOf({ ...push, payload: g.payload });
-      noteOf.fill(note, at, (at += g.targets.length));
-    }
+    groups.forEach((g, k) => noteOf.fill(notes[k]!, at, (at += g.targets.length)));
     const sendable: number[] = []; // indexes into targets
     targets.forEach((t, i) => {
       // APNs would answer 413 PayloadTooLarge for every token; don't send what can't succeed.
@@ -158,19 +160,28 @@ export class ApnsGateway implements PushGateway {
     });
   }
 
-  /** The node-apn note of one content, or null when it is larger than APNs accepts. */
-  private noteOf(push: NotificationPush): ApnNotification | null {
-    const request = push.liveActivity ? toLiveActivityRequest(push.payload, push) : toApnsRequest(push.payload, push.notificationId, push);
-    if (request.bytes > APNS_MAX_PAYLOAD_BYTES) return null;
+  /** The node-apn note of each content, or null when it is larger than APNs accepts. */
+  private notesOf(push: Omit<NotificationPush, 'payload'>, payloads: Record<string, unknown>[]): (ApnNotification | null)[] {
+    const requestOf = (payload: Record<string, unknown>) =>
+      push.liveActivity ? toLiveActivityRequest(payload, push) : toApnsRequest(payload, push.notificationId, push);
+    // contents that differ only in texts have the same headers: the first's
+    const { json, spliced } = contentsJson(payloads, (p) => JSON.stringify(requestOf(p).body));
+    const headers = spliced ? requestOf(payloads[0]!).headers : null;
+    return payloads.map((p, k) => this.noteOf(push, headers ?? requestOf(p).headers, json(k)));
+  }
+
+  private noteOf(push: Omit<NotificationPush, 'payload'>, headers: ApnsHeaders, json: string): ApnNotification | null {
+    if (Buffer.byteLength(json, 'utf8') > APNS_MAX_PAYLOAD_BYTES) return null;
     const note = new apn.Notification();
-    note.rawPayload = request.body;
+    // node-apn sends what compile() answers, which is this once set: the body is not serialised again
+    (note as unknown as { compiled: string }).compiled = json;
     note.topic = push.liveActivity ? liveActivityTopic(this.options.topic) : this.options.topic;
-    note.pushType = request.headers['apns-push-type'];
-    note.priority = request.headers['apns-priority'];
-    const collapseId = request.headers['apns-collapse-id'];
+    note.pushType = headers['apns-push-type'];
+    note.priority = headers['apns-priority'];
+    const collapseId = headers['apns-collapse-id'];
     if (collapseId !== undefined) note.collapseId = collapseId;
     // node-apn sends apns-expiration only for an expiry >= 0 (its default, -1, sends none).
-    const expiration = request.headers['apns-expiration'];
+    const expiration = headers['apns-expiration'];
     if (expiration !== undefined) note.expiry = expiration;
     return note;
   }

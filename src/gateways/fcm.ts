@@ -16,7 +16,8 @@
  * - A push with an expiry carries `android.ttl` = the seconds left as each chunk of tokens starts.
  */
 import { secondsLeft } from '../domain/delivery-options.js';
-import { fcmSendBodyEncoder, toFcmMessage } from '../domain/push-mapping.js';
+import { contentsJson } from '../domain/json-splice.js';
+import { fcmSendBodyJson, toFcmMessage } from '../domain/push-mapping.js';
 import type { Logger } from '../platform/logger.js';
 import type { FcmServiceAccount } from '../domain/credentials.js';
 import { AccessTokenCache, oauthAnswer, ServiceAccountTokenCredential } from './google-oauth.js';
@@ -86,15 +87,17 @@ export class FcmGateway implements PushGateway {
     if (targets.length === 0) return [];
     const refused = await this.tokens.refusal(this.options.log, 'fcm');
     if (refused) return targets.map((t) => ({ deviceId: t.deviceId, outcome: refused }));
-    const encoders = groups.map((g) => fcmEncoders({ ...push, payload: g.payload }));
+    const contents = fcmContents(
+      push,
+      groups.map((g) => g.payload),
+    );
     // each target's content, by its index (one content: none needed)
     const contentOf = groups.length === 1 ? null : groups.flatMap((g, k) => g.targets.map(() => k));
     const outcomes = new Array<PushOutcome>(targets.length);
     const sendChunk = (http: Http2Origin, indexes: number[]) =>
       new Promise<void>((resolve) => {
-        const now = new Date();
-        const single = contentOf ? null : encoders[0]!(now);
-        const encode = (i: number, token: string) => (single ?? encoders[contentOf![i]!]!(now))(token);
+        const json = contents(new Date());
+        const encode = (i: number, token: string) => fcmSendBodyJson(json(contentOf ? contentOf[i]! : 0), token);
         let left = indexes.length;
         for (const i of indexes) {
           const settle = (outcome: PushOutcome) => {
@@ -153,16 +156,16 @@ export class FcmGateway implements PushGateway {
 }
 
 /**
- * The body encoder of a push as of a chunk's start. With an expiry, android.ttl is the time left then, so the
- * message is mapped again when that whole number of seconds has changed (at most once a second), not per token.
+ * Each content's message JSON as of a chunk's start. With an expiry, android.ttl is the time left then, so the
+ * messages are mapped again when that whole number of seconds has changed (at most once a second), not per token.
  */
-function fcmEncoders(push: NotificationPush): (now: Date) => (token: string) => string {
-  let cached: { left: number | null; encode: (token: string) => string } | undefined;
+function fcmContents(push: Omit<NotificationPush, 'payload'>, payloads: Record<string, unknown>[]): (now: Date) => (k: number) => string {
+  let cached: { left: number | null; json: (k: number) => string } | undefined;
   return (now) => {
     const left = push.expiresAt ? secondsLeft(push.expiresAt, now) : null;
     if (!cached || cached.left !== left)
-      cached = { left, encode: fcmSendBodyEncoder(toFcmMessage(push.payload, push.notificationId, { ...push, now })) };
-    return cached.encode;
+      cached = { left, json: contentsJson(payloads, (p) => JSON.stringify(toFcmMessage(p, push.notificationId, { ...push, now }))).json };
+    return cached.json;
   };
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { parseTemplate, renderTemplate } from '../../src/domain/templates.js';
 import { AppService } from '../../src/services/apps.js';
 import { createRepositories } from '../../src/services/deps.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
@@ -133,6 +134,28 @@ describe('templates at the gateways', () => {
     expect(shown()).toEqual({ ana: 'Hi Ana (pt_BR/pt, u-ana)', bo: 'Hi Bo (en_US/en, u-bo)' });
     expect(gw.apns.pushes[0]!.payload).toMatchObject({ ref: '121' });
     expect((gw.fcm.pushes[0]!.message as { data: Record<string, string> }).data.ref).toBe('1');
+  });
+
+  it('renders a one-attribute template by the value itself, an array, a number or a missing one as any other', async () => {
+    d.cara = await registerDevice(h, keys.sdk, { platform: 'ios', custom: custom({ first_name: ['string', ['Cara', 'C']] }) });
+    d.dan = await registerDevice(h, keys.sdk, { platform: 'android', custom: custom({ first_name: ['integer', 7] }) });
+    d.ana2 = await registerDevice(h, keys.sdk, { platform: 'android', custom: custom({ first_name: ['string', 'Ana'] }) });
+    const alert = 'Hi {{ custom.first_name | default: "there" }} \u2028"\\';
+    const res = await call('POST', '/v6/notifications', {
+      notification: { to: to('ana', 'bo', 'anon', 'cara', 'dan', 'ana2'), payload: { alert } },
+    });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(await finished(res.json().id)).toMatchObject({ state: 'sent', pushes_succeeded: 6 });
+    const as = (first_name: unknown) => renderTemplate(parseTemplate(alert), { custom: { first_name } });
+    expect(shown()).toEqual({
+      ana: as('Ana'),
+      ana2: as('Ana'),
+      bo: as('Bo'),
+      anon: as(undefined),
+      cara: as(['Cara', 'C']),
+      dan: as(7),
+    });
+    expect(new Set(Object.values(shown())).size).toBe(5);
   });
 
   it('renders data, and data_by per user id and device id, in a broadcast and a transactional send', async () => {
