@@ -174,6 +174,9 @@ async function main() {
   const dueAt = performance.now() + 2000;
   // what autovacuum would do after such a fill (it is off on the machine these ran on), within the 2 s
   await sql`analyze journey_entrants`.execute(db.db);
+  // and after the events rounds' deleted journey_events rows (a queue's churn, which autovacuum takes at 50 dead
+  // rows; left, every due batch's look for its entrants' events reads them all: 0.39 of bare instead of 0.72)
+  await sql`vacuum analyze journey_events`.execute(db.db);
   const timeout = new Promise<number>((resolve) => setTimeout(() => resolve(-1), 600_000));
   const doneAt = await Promise.race([all, timeout]);
   apns.onAccept = fcm.onAccept = undefined;

@@ -271,15 +271,21 @@ export class JourneyEntrantsRepository {
         from journey_entrants e
         where e.due_at <= ${now} and e.journey_id = ${g.journey_id} and e.version = ${g.version}
           and e.step_id = ${g.step_id} and e.phase = ${g.phase}
-          -- events recorded before are applied first: one may wake, convert or time out the entrant otherwise
-          and not exists (select 1 from journey_events p where p.app_id = e.app_id and p.entrant_keys @> array[e.entrant_key])
         order by e.due_at
         limit ${limit}
         for update skip locked
+      ),
+      -- events recorded before are applied first (one may wake, convert or time out the entrant): looked up once a
+      -- batch, as a probe an entrant cost the due path half its rate
+      held as (
+        select distinct p.app_id, k.key
+        from journey_events p, unnest(p.entrant_keys) as k(key)
+        where p.entrant_keys && (select array_agg(entrant_key) from due)
       )
       select due.*, d.time_zone
       from due
       join devices d on d.id = due.device_id
+      where (due.app_id, due.entrant_key) not in (select app_id, key from held)
     `.execute(trx);
     return rows;
   }
