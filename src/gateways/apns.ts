@@ -39,6 +39,8 @@ import './lean-async-bind.js';
 import { StreamPool } from './stream-pool.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import {
+  answerAll,
+  GATEWAY_CLOSED,
   GATEWAY_REQUEST_TIMEOUT_MS,
   type ContentOf,
   type NotificationPush,
@@ -114,7 +116,11 @@ export class ApnsGateway implements PushGateway {
   async sendEach(push: Omit<NotificationPush, 'payload'>, groups: ContentOf[]): Promise<PushResult[]> {
     const run = this.drain.track(() => this.sendAll(push, groups));
     return (
-      run ?? groups.flatMap((g) => g.targets).map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }))
+      run ??
+      answerAll(
+        groups.flatMap((g) => g.targets),
+        GATEWAY_CLOSED,
+      )
     );
   }
 

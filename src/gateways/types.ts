@@ -82,3 +82,11 @@ export interface PushGateway {
 export type PushEnvironment = 'production' | 'development';
 
 export type PushPlatform = 'ios' | 'android' | 'web' | 'huawei';
+
+/** The same outcome for every target: a gateway that cannot send them now. */
+export function answerAll(targets: readonly PushTarget[], outcome: PushOutcome): PushResult[] {
+  return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
+}
+
+/** What a gateway closing for shutdown answers the sends it no longer takes: they are tried again elsewhere. */
+export const GATEWAY_CLOSED: PushOutcome = { kind: 'retry', reason: 'gateway closed' };

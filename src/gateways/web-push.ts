@@ -17,6 +17,8 @@ import { Http2Origin, type Http2Response } from './http2-client.js';
 import { classify, type GatewayAnswer } from './outcomes.js';
 import { StreamPool } from './stream-pool.js';
 import {
+  answerAll,
+  GATEWAY_CLOSED,
   GATEWAY_REQUEST_TIMEOUT_MS,
   type NotificationPush,
   type PushGateway,
@@ -70,7 +72,7 @@ export class WebPushGateway implements PushGateway {
 
   async send(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {
     const run = this.drain.track(() => this.sendAll(push, targets));
-    return run ?? targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'retry', reason: 'gateway closed' } }));
+    return run ?? answerAll(targets, GATEWAY_CLOSED);
   }
 
   private async sendAll(push: NotificationPush, targets: PushTarget[]): Promise<PushResult[]> {

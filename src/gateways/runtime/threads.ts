@@ -10,7 +10,17 @@
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import type { AppPushCredentials } from '../pool.js';
-import type { NotificationPush, PushEnvironment, PushGateway, PushOutcome, PushPlatform, PushResult, PushTarget } from '../types.js';
+import {
+  answerAll,
+  GATEWAY_CLOSED,
+  type NotificationPush,
+  type PushEnvironment,
+  type PushGateway,
+  type PushOutcome,
+  type PushPlatform,
+  type PushResult,
+  type PushTarget,
+} from '../types.js';
 import type { Logger } from '../../platform/logger.js';
 import type { FromGatewayThread, GatewayThreadData, ToGatewayThread } from './thread-protocol.js';
 
@@ -75,7 +85,7 @@ class GatewayThread {
     targets: PushTarget[],
   ): Promise<PushResult[]> {
     const worker = this.worker;
-    if (this.closing) return Promise.resolve(answerAll(targets, { kind: 'retry', reason: 'gateway closed' }));
+    if (this.closing) return Promise.resolve(answerAll(targets, GATEWAY_CLOSED));
     if (!worker) return Promise.resolve(answerAll(targets, { kind: 'retry', reason: 'gateway thread restarting' }));
     const id = ++this.nextId;
     const { app, ...send } = what;
@@ -139,8 +149,4 @@ class GatewayThread {
     });
     return worker;
   }
-}
-
-function answerAll(targets: PushTarget[], outcome: PushOutcome): PushResult[] {
-  return targets.map((t) => ({ deviceId: t.deviceId, outcome }));
 }
