@@ -62,12 +62,8 @@ describe('journeys: recorded events applied by the workers', () => {
     expect(await entrants(j.id, `device:${d}`)).toHaveLength(1);
   });
 
-  it("an entrant's later row is not taken while another worker holds an earlier one", async () => {
-    const [d, other] = [await device(), await device()];
-    await create({ name: 'Order', trigger: { event: 'first' }, steps: [{ id: 'w', type: 'wait_for', event: 'second', timeout: '1d' }] });
-    await post(`/v6/devices/${d}`, 'first');
-    await post(`/v6/devices/${d}`, 'second');
-    await post(`/v6/devices/${other}`, 'first');
+  /** Two workers at once: one takes the oldest row and holds it; what each took, by entrant key. */
+  const takeWhileOneIsHeld = async () => {
     const repo = new JourneyEventsRepository();
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
@@ -82,8 +78,18 @@ describe('journeys: recorded events applied by the workers', () => {
     await tookFirst;
     const second = await h.db.db.transaction().execute(async (trx) => (await repo.take(trx, 10)).map((r) => r.entrant_key));
     release();
+    return { first: await first, second };
+  };
+
+  it("an entrant's later row is not taken while another worker holds an earlier one", async () => {
+    const [d, other] = [await device(), await device()];
+    await create({ name: 'Order', trigger: { event: 'first' }, steps: [{ id: 'w', type: 'wait_for', event: 'second', timeout: '1d' }] });
+    await post(`/v6/devices/${d}`, 'first');
+    await post(`/v6/devices/${d}`, 'second');
+    await post(`/v6/devices/${other}`, 'first');
+    const { first, second } = await takeWhileOneIsHeld();
     // the other transaction took d's first row: d's second waits; the other device's is taken
-    expect(await first).toEqual([`d:${d}`]);
+    expect(first).toEqual([`d:${d}`]);
     expect(second).toEqual([`d:${other}`]);
     await applyEvents(h);
   });
@@ -100,21 +106,8 @@ describe('journeys: recorded events applied by the workers', () => {
       .execute();
     await post(`/v6/devices/${d}`, 'buy');
     await post(`/v6/devices/${other}`, 'browse');
-    const repo = new JourneyEventsRepository();
-    let release!: () => void;
-    const held = new Promise<void>((r) => (release = r));
-    let taken!: () => void;
-    const tookFirst = new Promise<void>((r) => (taken = r));
-    const first = h.db.db.transaction().execute(async (trx) => {
-      const rows = await repo.take(trx, 1);
-      taken();
-      await held;
-      return rows.map((r) => r.entrant_key);
-    });
-    await tookFirst;
-    const second = await h.db.db.transaction().execute(async (trx) => (await repo.take(trx, 10)).map((r) => r.entrant_key));
-    release();
-    expect(await first).toEqual([`d:${d}`]);
+    const { first, second } = await takeWhileOneIsHeld();
+    expect(first).toEqual([`d:${d}`]);
     expect(second).toEqual([`d:${other}`]);
     await applyEvents(h);
   });
