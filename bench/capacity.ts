@@ -74,7 +74,7 @@ function row(p: PhaseResult): string[] {
     p.offered === null ? 'as answered' : p.offered.toFixed(0),
     (accepted.length / wallS).toFixed(0),
     `${((100 * accepted.length) / n).toFixed(1)} %`,
-    [...byStatus].map(([s, c]) => `${s}: ${c}`).join(', '),
+    [...byStatus].map(([s, c]) => `${s === 0 ? 'connection error' : s}: ${c}`).join(', '),
     accepted.length ? percentile(accepted, 50).toFixed(1) : '–',
     accepted.length ? percentile(accepted, 99).toFixed(1) : '–',
     `${slowest.toFixed(0)}${slowest > ANSWER_BOUND_MS ? ' (over 2 s)' : ''}`,

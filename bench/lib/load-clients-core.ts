@@ -72,7 +72,8 @@ export function clientsPosting(options: ClientsOptions, onAnswered: () => void) 
             if (wait > 0) await new Promise((r) => setTimeout(r, wait));
             // a timer may fire up to a millisecond early: then the post counts from when it went
             const start = perSecond > 0 ? Math.min(dueAt, performance.now()) : performance.now();
-            statuses[i] = await poster.postOne(list[i]!);
+            // a connection closed or reset unanswered counts as status 0, as a client's error: the run goes on
+            statuses[i] = await poster.postOne(list[i]!).catch(() => 0);
             latencies[i] = performance.now() - start;
             onAnswered();
           }
