@@ -1,5 +1,6 @@
 import { Lifecycle, startPushd } from './app/start.js';
 import { listenForMetrics } from './http/metrics-access.js';
+import { LISTEN_BACKLOG } from './http/overload.js';
 import { ConfigError, loadConfig, redactedConfig, type Config } from './platform/config.js';
 import { createLogger, type Logger } from './platform/logger.js';
 
@@ -37,7 +38,7 @@ async function main(): Promise<void> {
       log.info({ role: config.ROLE, queue }, 'worker running');
       return;
     }
-    const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST });
+    const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG });
     log.info({ address, role: config.ROLE, queue }, 'listening');
   } catch (err) {
     // what did start is closed as on a signal (the embedded PostgreSQL last), then the process exits 1

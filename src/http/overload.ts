@@ -42,7 +42,8 @@ export const shedLoad = fp<{ maxInFlight: number; metrics: Metrics }>(
  * Admission control bounded in time (src/platform/admission.ts): while work in this process has waited past its
  * bound, a new API request is answered 503 with Retry-After at once, on arrival, before its key is checked or its
  * body read: a refusal costs next to nothing, so the requests taken in keep their pace and each of the others knows
- * at once when to come back. What waits past the bound inside (a group's turn) is refused there.
+ * at once when to come back. What waits past the bound inside (a group's turn) is refused there. Every answer's time
+ * is told to the admission, which refuses new requests while even the fastest answers are slow (a standing queue).
  */
 export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
   async (app, { admission, metrics }) => {
@@ -54,9 +55,20 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
       reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
       return reply;
     });
+    // what the requests taken in took, queueing included: a wait no queue of ours reports shows there
+    app.addHook('onResponse', async (request, reply) => {
+      if (reply.statusCode !== 503 && API_ROUTE.test(request.url)) admission.answered(reply.elapsedTime);
+    });
   },
   { name: 'admit-in-time' },
 );
+
+/**
+ * How many new connections wait in the kernel for the event loop to accept them (Linux caps it at somaxconn). Node's
+ * 511 overflows when a busy loop meets a burst of clients connecting at once, and a dropped connection is retried by
+ * its client 1, 3, 7 s later: seconds of delay that no queue of the server sees, so admission control cannot refuse it.
+ */
+export const LISTEN_BACKLOG = 4096;
 
 /**
  * Past `max` open client connections a new one is closed at once (Node's `maxConnections`): clients that open a

@@ -15,13 +15,26 @@ export class OverloadedError extends DomainError {
 /** How often the event loop's delay is sampled. */
 const LOOP_SAMPLE_MS = 10;
 
+/** The window whose fastest answer tells whether a queue stands: long enough that a burst alone is no queue. */
+export const ANSWER_WINDOW_MS = 500;
+
+/** A window with fewer answers says nothing of a queue: one slow request on an idle server is no overload. */
+export const ANSWERS_PER_WINDOW = 20;
+
+/** Two windows in a row whose fastest answer took more than half the bound: a queue stands somewhere. */
+export const STANDING_SHARE = 0.5;
+
 /**
  * Admission control bounded in time. Each queue a request's work waits in (a group's turn, a database connection)
  * reports when its oldest waiting item came, and the event loop's delay counts as one more when it lasts (a request
  * read late has waited in the socket, where no queue of ours sees it): past `maxDelayMs` of the longest, new requests
  * are refused at once (`overloaded`), and a queue drops what has waited that long (`OverloadedError`). Offered more
  * than it absorbs, the server then answers the excess at once and the rest within the bound, instead of queueing all
- * of it longer and longer. 0 turns it off.
+ * of it longer and longer. A wait no queue reports (a gateway slow to answer, many stages each a little late) shows in
+ * the answers themselves: when even the fastest answer of a window (`ANSWER_WINDOW_MS`) took more than
+ * `STANDING_SHARE` of the bound, two windows in a row, a queue stands somewhere and new requests are refused until a
+ * window is fast again (CoDel's reading of the minimum, not the mean: a burst answered at once is no overload). 0 turns
+ * it off.
  */
 export class Admission {
   private readonly queues: (() => number | undefined)[] = [];
@@ -29,6 +42,11 @@ export class Admission {
   /** how late the last two samples of the event loop came, in ms */
   private late: [number, number] = [0, 0];
   private timer: NodeJS.Timeout | null = null;
+  private windowStart = performance.now();
+  private windowFastest = Infinity;
+  private windowAnswers = 0;
+  /** the fastest answer of each of the last two windows, in ms; 0 for one with too few answers to tell */
+  private standing: [number, number] = [0, 0];
 
   constructor(readonly maxDelayMs: number) {}
 
@@ -52,9 +70,32 @@ export class Admission {
     return delay;
   }
 
-  /** Whether a new request is refused: what waits already has waited past the bound. */
-  overloaded(): boolean {
-    return this.on && this.delayMs() > this.maxDelayMs;
+  /** An API request taken in (not refused) was answered `ms` after it came. */
+  answered(ms: number, now = performance.now()): void {
+    this.rollWindow(now);
+    this.windowAnswers += 1;
+    if (ms < this.windowFastest) this.windowFastest = ms;
+  }
+
+  /** What every request answered in the last two windows spent at least, in ms (0: too few answers to tell). */
+  standingMs(now = performance.now()): number {
+    this.rollWindow(now);
+    return Math.min(...this.standing);
+  }
+
+  /** Whether a new request is refused: what waits already has waited past the bound, or a queue stands. */
+  overloaded(now = performance.now()): boolean {
+    return this.on && (this.delayMs(now) > this.maxDelayMs || this.standingMs(now) > this.maxDelayMs * STANDING_SHARE);
+  }
+
+  private rollWindow(now: number): void {
+    if (now - this.windowStart < ANSWER_WINDOW_MS) return;
+    const fastest = this.windowAnswers >= ANSWERS_PER_WINDOW ? this.windowFastest : 0;
+    // windows that passed with no answer at all (refused requests do not count) leave no standing queue
+    this.standing = now - this.windowStart >= 2 * ANSWER_WINDOW_MS ? [0, 0] : [this.standing[1], fastest];
+    this.windowFastest = Infinity;
+    this.windowAnswers = 0;
+    this.windowStart = now;
   }
 
   /** Samples the event loop's delay until the returned function is called. */

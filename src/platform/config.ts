@@ -220,7 +220,9 @@ export const envSchema = z.object({
         'loop is busy. A request that has waited this long for its turn is answered 503 with `Retry-After: 1` at once, ' +
         'and while anything has waited this long a new API request is too, before its body is read: offered more than ' +
         'the server absorbs, it refuses the excess at once and answers the rest within the bound instead of making ' +
-        "every request wait longer and longer. The default leaves room for bursts and a busy machine's pauses; a " +
+        'every request wait longer and longer. A wait no queue shows (a starved CPU, a slow flush) counts too: while ' +
+        'even the fastest API answers of one second took more than half the bound, new requests are refused the same ' +
+        "way. The default leaves room for bursts and a busy machine's pauses; a " +
         'lower bound (150 ms) keeps the accepted requests faster past capacity. Metric: ' +
         '`pushd_http_requests_shed_total`. `0` turns it off.',
     ),
