@@ -2,6 +2,7 @@ import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { BatchesRepository } from '../db/repositories/batches.js';
+import type { DeliverableDevicesRepository } from '../db/repositories/deliverable-devices.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { FanoutRepository } from '../db/repositories/fanout.js';
 import type { FrequencyCapsRepository } from '../db/repositories/frequency-caps.js';
@@ -20,6 +21,7 @@ export interface DeliveryRepositories {
   apps: AppsRepository;
   audiences: AudiencesRepository;
   batches: BatchesRepository;
+  deliverableDevices: DeliverableDevicesRepository;
   devices: DevicesRepository;
   fanout: FanoutRepository;
   frequencyCaps: FrequencyCapsRepository;

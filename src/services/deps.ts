@@ -6,6 +6,7 @@ import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { AuditRepository } from '../db/repositories/audit.js';
 import { BatchesRepository } from '../db/repositories/batches.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
+import { DeliverableDevicesRepository } from '../db/repositories/deliverable-devices.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
 import { FanoutRepository } from '../db/repositories/fanout.js';
@@ -39,6 +40,7 @@ export interface Repositories {
   audit: AuditRepository;
   conversions: ConversionsRepository;
   batches: BatchesRepository;
+  deliverableDevices: DeliverableDevicesRepository;
   devices: DevicesRepository;
   events: EventsRepository;
   fanout: FanoutRepository;
@@ -71,6 +73,7 @@ export function createRepositories(): Repositories {
     audit: new AuditRepository(),
     conversions: new ConversionsRepository(),
     batches: new BatchesRepository(),
+    deliverableDevices: new DeliverableDevicesRepository(),
     devices: new DevicesRepository(),
     events: new EventsRepository(),
     fanout: new FanoutRepository(),
