@@ -13,6 +13,7 @@ import type { MessagePartitionsRepository } from '../db/repositories/message-par
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { NotificationPartitionsRepository, PartitionsRepository } from '../db/repositories/partitions.js';
 import type { TableStatisticsRepository } from '../db/repositories/table-statistics.js';
+import type { TemplateVariablesRepository } from '../db/repositories/template-variables.js';
 import type { WebhooksRepository } from '../db/repositories/webhooks.js';
 
 /** The repositories the delivery layer reads and writes through, built once by the composition root. */
@@ -34,5 +35,7 @@ export interface DeliveryRepositories {
   notifications: NotificationsRepository;
   partitions: PartitionsRepository;
   tableStatistics: TableStatisticsRepository;
+  /** what a notification's templates render with: its devices' attributes, the app's custom variables */
+  templateVariables: TemplateVariablesRepository;
   webhooks: WebhooksRepository;
 }

@@ -25,6 +25,7 @@ import { NotificationPartitionsRepository, PartitionsRepository } from '../db/re
 import { StatsRepository } from '../db/repositories/stats.js';
 import { TableStatisticsRepository } from '../db/repositories/table-statistics.js';
 import { TemplatesRepository } from '../db/repositories/templates.js';
+import { TemplateVariablesRepository } from '../db/repositories/template-variables.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
 import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import type { Clock } from '../platform/clock.js';
@@ -59,6 +60,7 @@ export interface Repositories {
   stats: StatsRepository;
   tableStatistics: TableStatisticsRepository;
   templates: TemplatesRepository;
+  templateVariables: TemplateVariablesRepository;
   uninstalled: UninstalledRepository;
   webhooks: WebhooksRepository;
 }
@@ -92,6 +94,7 @@ export function createRepositories(): Repositories {
     stats: new StatsRepository(),
     tableStatistics: new TableStatisticsRepository(),
     templates: new TemplatesRepository(),
+    templateVariables: new TemplateVariablesRepository(),
     uninstalled: new UninstalledRepository(),
     webhooks: new WebhooksRepository(),
   };
@@ -111,8 +114,7 @@ export interface ServiceDeps {
   idempotency: IdempotencyKeys;
 }
 
-/** The shared part on one database (its primary read for everything), with the system's repositories. */
-export function serviceDeps(db: Db, clock: Clock, readDb: Db = db): ServiceDeps {
-  const repos = createRepositories();
+/** The shared part on one database (its primary read for everything), with the process's repositories. */
+export function serviceDeps(db: Db, clock: Clock, readDb: Db = db, repos: Repositories = createRepositories()): ServiceDeps {
   return { db, readDb, repos, clock, idempotency: new IdempotencyKeys(new IdempotencyRepository()) };
 }

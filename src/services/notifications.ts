@@ -1,3 +1,4 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import { templateDataOf } from '../domain/template-data.js';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
@@ -54,7 +55,6 @@ import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
-import { recordAudit } from './audit.js';
 
 /**
  * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
@@ -97,6 +97,7 @@ export class NotificationService {
   private readonly apps: AppsRepository;
   private readonly abTests: AbTestsRepository;
   private readonly templates: TemplatesRepository;
+  private readonly audit: AuditRepository;
   private readonly scheduler: NotificationScheduler;
   private readonly clock: Clock;
   private readonly idempotency: IdempotencyKeys;
@@ -117,6 +118,7 @@ export class NotificationService {
     this.apps = deps.repos.apps;
     this.abTests = deps.repos.abTests;
     this.templates = deps.repos.templates;
+    this.audit = deps.repos.audit;
     this.scheduler = deps.scheduler;
     this.clock = deps.clock;
     this.idempotency = deps.idempotency;
@@ -166,7 +168,7 @@ export class NotificationService {
     const canceled = await this.db.transaction().execute(async (trx) => {
       const row = await this.notifications.cancel(trx, appId, id);
       if (row) await this.batches.closeHeldBatches(trx, id);
-      if (row) await recordAudit(trx, actor, appId, 'notification.canceled', { notification_id: id });
+      if (row) await this.audit.recordChange(trx, actor, appId, 'notification.canceled', { notification_id: id });
       return row;
     });
     if (canceled) return (await this.notifications.withCounters(this.db, [canceled]))[0]!;
@@ -188,7 +190,7 @@ export class NotificationService {
     const settings = (await this.campaignSettingsOf(this.db, [appId])).get(appId);
     const picked = await this.db.transaction().execute(async (trx) => {
       const row = await this.abTests.pick(trx, n.id, variant, now, restTiming(n, settings?.quiet_hours ?? null, now));
-      if (row) await recordAudit(trx, actor, appId, 'notification.winner_picked', { notification_id: n.id, variant });
+      if (row) await this.audit.recordChange(trx, actor, appId, 'notification.winner_picked', { notification_id: n.id, variant });
       return row;
     });
     if (!picked) {
@@ -232,7 +234,7 @@ export class NotificationService {
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
       const stored = await storeNotification(this.storing, trx, appId, request.notification, { audience, now, options, actor });
       if (isAuditedCreation(request.notification.to))
-        await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
+        await this.audit.recordChange(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
       await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
       return stored;
     });
