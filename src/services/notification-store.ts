@@ -2,10 +2,9 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { CampaignSettings } from '../db/repositories/apps.js';
 import type { Deliverable } from '../db/repositories/deliverable-devices.js';
-import type { NewNotification } from '../db/repositories/notifications.js';
 import type { Database, Notification } from '../db/schema.js';
 import { DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices } from '../domain/audience-spec.js';
-import { allowedOf, cutBatches, splitIntoBatches } from '../domain/batches.js';
+import { allowedOf, cutBatches, cutOf } from '../domain/batches.js';
 import { timingOf } from '../domain/campaign.js';
 import { expiryOf } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
@@ -149,11 +148,4 @@ async function storeBatches(
       ? { notification, batchIds, sendable: committedBatches(notification, batches, tokens) }
       : { notification, batchIds };
   });
-}
-
-/** How a notification whose whole audience is these devices is inserted (none: its fan-out will cut it). */
-export function cutOf(devices: Deliverable[] | undefined, batchSize: number): NewNotification['cut'] {
-  if (!devices) return undefined;
-  const { sendable, notAllowed } = allowedOf(devices);
-  return { batches: splitIntoBatches(sendable, batchSize).length, targeted: sendable.length, notAllowed };
 }

@@ -15,7 +15,7 @@ import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationInput, type NotificationRequest } from '../domain/notification-request.js';
 import { resolveTemplate } from './templates.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
-import { allowedOf, cutBatches } from '../domain/batches.js';
+import { allowedOf, cutBatches, cutOf } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
 import type { DirectDelivery } from '../delivery/direct-delivery.js';
 import { committedBatches } from '../delivery/batch-attempt.js';
@@ -31,7 +31,7 @@ import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
-import { cutOf, storeNotification, type NotificationStoreDeps } from './notification-store.js';
+import { storeNotification, type NotificationStoreDeps } from './notification-store.js';
 import { previewPush, previewPushForUser, type PushPreviewed, type UserPreview } from './push-preview.js';
 import {
   accepted,
