@@ -38,16 +38,6 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     rules: { 'max-lines': ['error', { max: 500 }], 'max-lines-per-function': ['error', { max: 80 }] },
   },
-  // not yet within those sizes: each held where it is, so none grows while it waits to be cut up
-  ...Object.entries({
-    'src/http/routes/journeys.ts': 129,
-    'src/http/routes/notifications.ts': 117,
-    'src/http/routes/webhooks.ts': 153,
-  }).map(([file, max]) => ({ files: [file], rules: { 'max-lines-per-function': ['error', { max }] } })),
-  ...Object.entries({
-    'src/db/repositories/devices.ts': 519,
-    'src/services/notifications.ts': 558,
-  }).map(([file, max]) => ({ files: [file], rules: { 'max-lines': ['error', { max }] } })),
   {
     files: ['src/**/*.ts', 'console/src/**/*.ts'],
     // Prettier keeps code within 140 but leaves strings, templates (SQL) and comments as written

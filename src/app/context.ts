@@ -21,7 +21,7 @@ import { MessageService } from '../services/messages.js';
 import { NotificationService } from '../services/notifications.js';
 import { StatsService } from '../services/stats.js';
 import { TransactionalService } from '../services/transactional.js';
-import { serviceDeps, type ServiceDeps } from '../services/deps.js';
+import { serviceDeps, type Repositories, type ServiceDeps } from '../services/deps.js';
 import { LiveActivityService, type ChannelApi } from '../services/live-activities.js';
 import { DeliveryStore } from '../delivery/delivery-store.js';
 import type { GatewayProvider } from '../gateways/provider.js';
@@ -38,6 +38,8 @@ export interface ContextDeps {
   config: Config;
   log: Logger;
   db: Db;
+  /** the process's repositories, one of each (none: the context builds its own) */
+  repos?: Repositories;
   queues: JobQueues;
   scheduler: NotificationScheduler;
   gateways: GatewayProvider;
@@ -66,7 +68,7 @@ export interface ContextDeps {
 export function createContext(deps: ContextDeps): HttpContext {
   const { config, log, db, queues, metrics, clock } = deps;
   const appChanges = deps.appChanges ?? null;
-  const shared = serviceDeps(db, clock, deps.readDb ?? db);
+  const shared = serviceDeps(db, clock, deps.readDb ?? db, deps.repos);
   const { repos } = shared;
   const sending = deps.sending ?? { store: new DeliveryStore({ db, repos }), direct: null };
   const admission = deps.admission ?? NO_ADMISSION;
@@ -146,6 +148,7 @@ function liveActivityService(shared: ServiceDeps, deps: ContextDeps, notificatio
     devices: repos.devices,
     notifications: repos.notifications,
     apps: repos.apps,
+    audit: repos.audit,
     secrets: deps.secrets,
     notificationService: notifications,
     idempotency: shared.idempotency,

@@ -8,7 +8,6 @@ import { startPipeline, type DeliveryRuntime } from '../delivery/pipeline.js';
 import { startJourneyPoller } from '../delivery/journeys.js';
 import { startWebhookSender, WebhookPoster } from '../delivery/webhooks.js';
 import { WebhookClient } from '../gateways/webhook-client.js';
-import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import { jobSpecs } from '../delivery/jobs.js';
 import { JobQueues } from '../delivery/queues.js';
 import type { HttpContext } from '../http/context.js';
@@ -16,7 +15,7 @@ import type { Db } from '../db/database.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { createContext } from './context.js';
 import { buildDeliveryRuntime, pipelineSettings } from './delivery-runtime.js';
-import { createRepositories } from '../services/deps.js';
+import { createRepositories, type Repositories } from '../services/deps.js';
 import { Admission } from '../platform/admission.js';
 import { ApnsChannels } from '../gateways/apns-channels.js';
 import { openDatabaseRuntime, type DatabaseRuntime } from './runtime.js';
@@ -110,12 +109,14 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const secrets = database.secrets.keyring;
   const db = database.handle.db;
   const workers = config.ROLE !== 'api';
-  const webhookPoster = startWebhooks(lifecycle, { config, log, db, keyring: secrets, workers, queues });
+  // one of each repository for the process: its delivery, its webhooks and its services'
+  const repos = createRepositories();
+  const webhookPoster = startWebhooks(lifecycle, { config, log, db, repos, keyring: secrets, workers, queues });
   const delivery = buildDeliveryRuntime({
     config,
     log,
     db,
-    repos: createRepositories(),
+    repos,
     queues,
     metrics,
     clock,
@@ -134,7 +135,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   // what every context is made of; the API's adds its direct sends, changes, replica and channels
   const { scheduler, gateways, store } = delivery;
   const shared = {
-    ...{ config, log, db, queues, scheduler, gateways, metrics, clock, secrets },
+    ...{ config, log, db, repos, queues, scheduler, gateways, metrics, clock, secrets },
     ...{ webhookPoster, sending: { store, direct: null } },
   };
   if (config.ROLE === 'worker') {
@@ -185,23 +186,26 @@ function openQueues(config: Config, listenUrl: string): JobQueues {
 }
 
 /** The webhook client and what signs and sends through it (the sender's, an API's test ping, the command line's). */
-export function createWebhookPoster(config: Config, db: Db, keyring: SecretsKeyring) {
+export function createWebhookPoster(
+  config: Config,
+  { db, repos, keyring }: { db: Db; repos: Pick<Repositories, 'webhooks' | 'audit'>; keyring: SecretsKeyring },
+) {
   const client = new WebhookClient({
     allowedOrigins: config.WEBHOOK_ALLOWED_ORIGINS,
     timeoutMs: config.WEBHOOK_TIMEOUT_MS,
     maxSockets: config.WEBHOOK_CONCURRENCY,
   });
-  const deps = { db, webhooks: new WebhooksRepository(), transport: client, keyring };
+  const deps = { db, webhooks: repos.webhooks, audit: repos.audit, transport: client, keyring };
   return { deps, poster: new WebhookPoster(deps), close: () => client.close() };
 }
 
 /** The webhook client every process has, and the outbox's sender where the workers run: apart from delivery. */
 function startWebhooks(
   lifecycle: Lifecycle,
-  deps: { config: Config; log: Logger; db: Db; keyring: SecretsKeyring; workers: boolean; queues: JobQueues },
+  deps: { config: Config; log: Logger; db: Db; repos: Repositories; keyring: SecretsKeyring; workers: boolean; queues: JobQueues },
 ): WebhookPoster {
   const { config } = deps;
-  const made = createWebhookPoster(config, deps.db, deps.keyring);
+  const made = createWebhookPoster(config, deps);
   lifecycle.add('webhook client', async () => made.close());
   if (deps.workers) {
     const sender = startWebhookSender({

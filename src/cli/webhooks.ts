@@ -6,18 +6,21 @@ import { ValidationError } from '../domain/errors.js';
 import { loadConfig } from '../platform/config.js';
 import { systemClock } from '../platform/clock.js';
 import { WebhookService } from '../services/webhooks.js';
+import { createRepositories } from '../services/deps.js';
 import { given, uuid, type Command } from './command.js';
 
 /** The service on the command line's database, with a client of its own to send a test ping. */
 async function withService<T>(rt: DatabaseRuntime, work: (s: WebhookService) => Promise<T>): Promise<T> {
   const config = loadConfig(process.env);
   const db = rt.handle.db;
-  const made = createWebhookPoster(config, db, rt.secrets.keyring);
+  const repos = createRepositories();
+  const made = createWebhookPoster(config, { db, repos, keyring: rt.secrets.keyring });
   try {
     return await work(
       new WebhookService({
         db,
         readDb: db,
+        repos,
         clock: systemClock,
         keyring: rt.secrets.keyring,
         poster: made.poster,

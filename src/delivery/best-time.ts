@@ -1,5 +1,5 @@
 import type { CampaignSettings } from '../db/repositories/apps.js';
-import type { Deliverable } from '../db/repositories/devices.js';
+import type { Deliverable } from '../db/repositories/deliverable-devices.js';
 import type { Notification } from '../db/schema.js';
 import { allowedOf, cutBatches, type CutPage, type NewBatch } from '../domain/batches.js';
 import { BEST_TIME_HISTORY_MS, bestTimeSlots, zoneOf } from '../domain/best-time.js';

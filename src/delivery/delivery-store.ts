@@ -25,7 +25,7 @@ const RECORD_WAITS_MS = 30_000;
 
 export interface DeliveryStoreDeps {
   db: Db;
-  repos: Pick<DeliveryRepositories, 'apps' | 'batches' | 'devices' | 'frequencyCaps' | 'notifications' | 'webhooks'>;
+  repos: Pick<DeliveryRepositories, 'apps' | 'batches' | 'devices' | 'frequencyCaps' | 'notifications' | 'templateVariables' | 'webhooks'>;
   /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
   caps?: FollowedCache<string, FrequencyCap[] | null> | null;
   /** the apps with a webhook endpoint for batches' outcomes, kept the same way (none: read for every record) */
@@ -61,7 +61,7 @@ export class DeliveryStore {
     this.notifications = notifications;
     this.caps = deps.caps ?? null;
     this.eventApps = deps.eventApps ?? null;
-    this.templates = new TemplateRenderer(db);
+    this.templates = new TemplateRenderer(db, repos.templateVariables);
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
     this.loads = new GroupRunner(async (ids) => {
       const found = await batches.loadAttempts(db, ids);

@@ -3,7 +3,7 @@ import type { AbTestsRepository } from '../db/repositories/ab-tests.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { BatchesRepository } from '../db/repositories/batches.js';
-import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { DeliverableDevicesRepository } from '../db/repositories/deliverable-devices.js';
 import type { FanoutRepository } from '../db/repositories/fanout.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -19,7 +19,7 @@ export interface FanoutDeps {
   queues: JobQueues;
   notifications: NotificationsRepository;
   audiences: AudiencesRepository;
-  devices: DevicesRepository;
+  deliverableDevices: DeliverableDevicesRepository;
   batches: BatchesRepository;
   fanout: FanoutRepository;
   apps: AppsRepository;

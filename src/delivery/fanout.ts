@@ -1,6 +1,6 @@
 import type { Job } from 'bullmq';
 import { RANGE_SEQ_STRIDE } from '../db/repositories/fanout.js';
-import type { Deliverable, DeliverableGroups, DeliverableNow, ZoneSlice } from '../db/repositories/devices.js';
+import type { Deliverable, DeliverableGroups, DeliverableNow, ZoneSlice } from '../db/repositories/deliverable-devices.js';
 import {
   allowedOf,
   batchesOfGroups,
@@ -290,11 +290,11 @@ class FanoutRun {
     const { deps, n, now, filters } = this;
     // an A/B test's rest counts nothing again: what its test stage counted was over the whole audience
     if (n.wave === 0 && !this.ab?.rest && plan.past.length > 0) {
-      const skipped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
+      const skipped = await deps.deliverableDevices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.past));
       await deps.notifications.setSkippedPastLocalTime(deps.db, n.id, skipped);
     }
     if (n.wave === 0 && !this.ab?.rest && plan.dropped?.length) {
-      const dropped = await deps.devices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
+      const dropped = await deps.deliverableDevices.countDeliverableIn(deps.db, n.app_id, filters, now, waveSlice(plan, plan.dropped));
       await deps.notifications.setSkippedQuietHours(deps.db, n.id, dropped);
     }
     for (let w = n.wave; w < plan.waves.length; w++) {
@@ -373,9 +373,10 @@ class FanoutRun {
     const { deps, n, plan, ab, filters } = this;
     const read = { afterId, limit, now: this.now, zones, visible: plan.visible };
     const spec = { ...read, liveActivity: n.live_activity, tokensOf: plan.paced || ab || zones ? [] : SENT_BY_FANOUT };
-    if (first && !n.live_activity) return byDevice(await deps.devices.pageDeliverableNow(deps.db, n.app_id, filters, read), true);
-    if (ab || this.bestTime) return byDevice(await deps.devices.pageDeliverable(deps.db, n.app_id, filters, spec), false);
-    const page = await deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, spec);
+    if (first && !n.live_activity)
+      return byDevice(await deps.deliverableDevices.pageDeliverableNow(deps.db, n.app_id, filters, read), true);
+    if (ab || this.bestTime) return byDevice(await deps.deliverableDevices.pageDeliverable(deps.db, n.app_id, filters, spec), false);
+    const page = await deps.deliverableDevices.pageDeliverableGroups(deps.db, n.app_id, filters, spec);
     return { first: null, byDevice: null, groups: page.groups, page, read: page.read, last: page.last };
   }
 
@@ -435,7 +436,7 @@ export function fanoutRangeProcessor(deps: FanoutDeps) {
       const now = new Date(job.data.at);
       let seq = range.next_seq;
       const readPage = (afterId: string | null) =>
-        deps.devices.pageDeliverableGroups(deps.db, n.app_id, filters, {
+        deps.deliverableDevices.pageDeliverableGroups(deps.db, n.app_id, filters, {
           afterId,
           upToId: range.up_to_id,
           limit: deps.pageSize,

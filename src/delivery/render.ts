@@ -1,5 +1,5 @@
 import type { Db } from '../db/database.js';
-import { TemplateVariablesRepository, type TemplateReads } from '../db/repositories/template-variables.js';
+import type { TemplateReads, TemplateVariablesRepository } from '../db/repositories/template-variables.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
 import { fitsGateway, SURELY_FITS_BYTES } from '../domain/push-mapping.js';
 import {
@@ -57,9 +57,11 @@ interface Renders {
  */
 export class TemplateRenderer {
   private readonly kept = new Map<string, Kept>();
-  private readonly variables = new TemplateVariablesRepository();
 
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly variables: TemplateVariablesRepository,
+  ) {}
 
   async render(
     n: { id: string; generation?: number; live_activity?: unknown },

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db/database.js';
-import { AuditRepository } from '../db/repositories/audit.js';
+import type { AuditRepository } from '../db/repositories/audit.js';
 import type { ClaimedEvent, EventKey, NewAttempt, SendingEndpoint, WebhooksRepository } from '../db/repositories/webhooks.js';
 import { SYSTEM_ACTOR } from '../domain/audit.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
@@ -79,6 +79,8 @@ export class WebhookPoster {
 
 export interface WebhookSenderDeps extends WebhookPosterDeps {
   log: Logger;
+  /** where an endpoint the sender disables gets its audit row */
+  audit: AuditRepository;
   /** events a request carries at most (WEBHOOK_BATCH_SIZE) */
   batchSize: number;
   /** requests in flight at once (WEBHOOK_CONCURRENCY) */
@@ -281,9 +283,7 @@ async function disable(deps: WebhookSenderDeps, endpointId: string, reason: stri
   await deps.db.transaction().execute(async (trx) => {
     const was = await deps.webhooks.disable(trx, endpointId, reason);
     if (!was) return;
-    await new AuditRepository().record(trx, [
-      { appId: was.app_id, action: 'webhook.disabled', actor: SYSTEM_ACTOR, details: { endpoint_id: endpointId, url: was.url, reason } },
-    ]);
+    await deps.audit.recordChange(trx, SYSTEM_ACTOR, was.app_id, 'webhook.disabled', { endpoint_id: endpointId, url: was.url, reason });
     deps.log.warn({ endpointId, url: was.url, reason }, 'webhook endpoint disabled');
   });
 }

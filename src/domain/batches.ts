@@ -59,6 +59,19 @@ export function splitIntoBatches<T extends Routed>(page: T[], batchSize: number)
   return batches;
 }
 
+/**
+ * What a notification whose whole audience is these devices is inserted with: its batches, devices targeted and
+ * not allowed (none: its fan-out will cut it).
+ */
+export function cutOf(
+  devices: Candidate[] | undefined,
+  batchSize: number,
+): { batches: number; targeted: number; notAllowed: number } | undefined {
+  if (!devices) return undefined;
+  const { sendable, notAllowed } = allowedOf(devices);
+  return { batches: splitIntoBatches(sendable, batchSize).length, targeted: sendable.length, notAllowed };
+}
+
 /** `splitIntoBatches`, as the batches of a notification (ids and sequence numbers from `firstSeq`). */
 export function cutBatches(notificationId: string, generation: number, page: Routed[], firstSeq: number, batchSize: number): NewBatch[] {
   const groups = splitIntoBatches(page, batchSize).map((devices) => ({

@@ -1,3 +1,4 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import type { Db } from '../db/database.js';
 import type { ApiKeysRepository, AppsRepository, AppSummary, KeyListing, KeyWithApp } from '../db/repositories/apps.js';
 import type { Database, KeyRole } from '../db/schema.js';
@@ -16,7 +17,6 @@ import type { QuietHours } from '../domain/quiet-hours.js';
 import type { FrequencyCap } from '../domain/frequency-caps.js';
 import { parseHmsCredentials } from '../domain/hms.js';
 import { CLI_ACTOR, type Actor, type AppSettingName } from '../domain/audit.js';
-import { recordAudit } from './audit.js';
 import type { ServiceDeps } from './deps.js';
 
 const BUNDLE_ID = /^[A-Za-z0-9][A-Za-z0-9.-]{0,254}$/;
@@ -47,6 +47,7 @@ export type AppServiceDeps = Pick<ServiceDeps, 'db' | 'repos'> & {
 export class AppService {
   private readonly apps: AppsRepository;
   private readonly keys: ApiKeysRepository;
+  private readonly audit: AuditRepository;
 
   private readonly keyLookups: GroupRunner<Buffer, KeyWithApp | undefined>;
   /** when this process last noted each key's use, by key id */
@@ -66,6 +67,7 @@ export class AppService {
     this.changes = deps.changes ?? null;
     this.apps = deps.repos.apps;
     this.keys = deps.repos.apiKeys;
+    this.audit = deps.repos.audit;
     this.activeKeys = this.changes?.cache() ?? null;
     this.vapidKeys = this.changes?.cache() ?? null;
     this.keyLookups = new GroupRunner(
@@ -109,7 +111,7 @@ export class AppService {
         keyIds[role] = (await this.keys.create(trx, app.id, role, hashApiKey(key), keyHint(key))).id;
         keys[role] = key;
       }
-      await recordAudit(trx, actor, app.id, 'app.created', { bundle_id: app.bundle_id, name: app.name, key_ids: keyIds });
+      await this.audit.recordChange(trx, actor, app.id, 'app.created', { bundle_id: app.bundle_id, name: app.name, key_ids: keyIds });
       return { app, keys, identity_secret: identitySecret };
     });
   }
@@ -134,7 +136,13 @@ export class AppService {
     const now = await this.inTransaction(appId, async (trx) => {
       const set = await this.apps.setIdentityVerification(trx, appId, change);
       if (set)
-        await recordAudit(trx, actor, appId, action === 'rotate' ? 'identity_verification.rotated' : `identity_verification.${action}`, {});
+        await this.audit.recordChange(
+          trx,
+          actor,
+          appId,
+          action === 'rotate' ? 'identity_verification.rotated' : `identity_verification.${action}`,
+          {},
+        );
       return set;
     });
     this.changes?.changed();
@@ -169,7 +177,7 @@ export class AppService {
       .map((k) => SETTING_NAMES[k]);
     await this.inTransaction(appId, async (trx) => {
       const set = await this.apps.setLimits(trx, appId, limits);
-      if (set) await recordAudit(trx, actor, appId, 'settings.changed', { changed });
+      if (set) await this.audit.recordChange(trx, actor, appId, 'settings.changed', { changed });
       return set;
     });
     this.changes?.changed();
@@ -195,7 +203,7 @@ export class AppService {
     await this.inTransaction(appId, async (trx) => {
       if (!(await this.apps.findById(trx, appId))) return undefined;
       const { id } = await this.keys.create(trx, appId, role as KeyRole, hashApiKey(key), keyHint(key));
-      await recordAudit(trx, actor, appId, 'key.created', { key_id: id, role: role as KeyRole });
+      await this.audit.recordChange(trx, actor, appId, 'key.created', { key_id: id, role: role as KeyRole });
       return id;
     });
     return { app_id: appId, role: role as KeyRole, key };
@@ -296,7 +304,7 @@ export class AppService {
       // an id that is not a UUID names no key, and the statement would fail the transaction
       if (typeof key !== 'string' && !isUuid(key.id)) return undefined;
       const found = await this.keys.revoke(trx, typeof key === 'string' ? { keyHash: hashApiKey(key) } : key);
-      if (found) await recordAudit(trx, actor, found.app_id, 'key.revoked', { key_id: found.id, role: found.role });
+      if (found) await this.audit.recordChange(trx, actor, found.app_id, 'key.revoked', { key_id: found.id, role: found.role });
       return found;
     });
     this.changes?.changed();
@@ -322,7 +330,8 @@ export class AppService {
       if (typeof key !== 'string' && !isUuid(key.id)) return undefined;
       const found = await this.keys.setRateLimit(trx, typeof key === 'string' ? { keyHash: hashApiKey(key) } : key, limit);
       const recorded = limit && { per_second: limit.perSecond, burst: limit.burst };
-      if (found) await recordAudit(trx, actor, found.app_id, 'key.limit_set', { key_id: found.id, role: found.role, limit: recorded });
+      if (found)
+        await this.audit.recordChange(trx, actor, found.app_id, 'key.limit_set', { key_id: found.id, role: found.role, limit: recorded });
       return found;
     });
     this.changes?.changed();
@@ -342,7 +351,7 @@ export class AppService {
   ): Promise<void> {
     await this.inTransaction(appId, async (trx) => {
       const set = await this.apps.setCredentials(trx, appId, platform, credentials);
-      if (set) await recordAudit(trx, actor, appId, 'credentials.set', { platform });
+      if (set) await this.audit.recordChange(trx, actor, appId, 'credentials.set', { platform });
       return set;
     });
     this.changes?.changed();

@@ -1,29 +1,16 @@
-import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import { AuditRepository, type AuditRowAt, type AuditWindow } from '../db/repositories/audit.js';
-import type { Database } from '../db/schema.js';
-import type { Actor, AuditAction, AuditDetails, AuditEntry } from '../domain/audit.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
 import { NotFoundError } from '../domain/errors.js';
 import type { ServiceDeps } from './deps.js';
 
-// recordAudit is called in the transactions of most services, none of which holds this repository
-const audit = new AuditRepository();
-
 /**
- * Records one change in the transaction that makes it, so a change rolled back leaves no row and one committed
- * always has its row: `await recordAudit(trx, actor, appId, 'key.revoked', { key_id, role })`.
+ * `AuditRepository.recordChange` for a service that holds no audit repository: DeviceService's, until it takes
+ * the audit repository from its deps as the other services do.
  */
-export function recordAudit<A extends AuditAction>(
-  trx: Transaction<Database>,
-  actor: Actor,
-  appId: string,
-  action: A,
-  details: AuditDetails[A],
-): Promise<void> {
-  return audit.record(trx, [{ appId, action, actor, details } as AuditEntry]);
-}
+const audit = new AuditRepository();
+export const recordAudit = audit.recordChange.bind(audit);
 
 const LISTING = 'audit';
 /** The form a position's time is written in: one PostgreSQL reads back exactly (it has no year 0). */

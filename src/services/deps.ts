@@ -6,6 +6,7 @@ import { AudiencesRepository } from '../db/repositories/audiences.js';
 import { AuditRepository } from '../db/repositories/audit.js';
 import { BatchesRepository } from '../db/repositories/batches.js';
 import { ConversionsRepository } from '../db/repositories/conversions.js';
+import { DeliverableDevicesRepository } from '../db/repositories/deliverable-devices.js';
 import { DevicesRepository } from '../db/repositories/devices.js';
 import { EventsRepository } from '../db/repositories/events.js';
 import { FanoutRepository } from '../db/repositories/fanout.js';
@@ -24,6 +25,7 @@ import { NotificationPartitionsRepository, PartitionsRepository } from '../db/re
 import { StatsRepository } from '../db/repositories/stats.js';
 import { TableStatisticsRepository } from '../db/repositories/table-statistics.js';
 import { TemplatesRepository } from '../db/repositories/templates.js';
+import { TemplateVariablesRepository } from '../db/repositories/template-variables.js';
 import { UninstalledRepository } from '../db/repositories/uninstalled.js';
 import { WebhooksRepository } from '../db/repositories/webhooks.js';
 import type { Clock } from '../platform/clock.js';
@@ -39,6 +41,7 @@ export interface Repositories {
   audit: AuditRepository;
   conversions: ConversionsRepository;
   batches: BatchesRepository;
+  deliverableDevices: DeliverableDevicesRepository;
   devices: DevicesRepository;
   events: EventsRepository;
   fanout: FanoutRepository;
@@ -57,6 +60,7 @@ export interface Repositories {
   stats: StatsRepository;
   tableStatistics: TableStatisticsRepository;
   templates: TemplatesRepository;
+  templateVariables: TemplateVariablesRepository;
   uninstalled: UninstalledRepository;
   webhooks: WebhooksRepository;
 }
@@ -71,6 +75,7 @@ export function createRepositories(): Repositories {
     audit: new AuditRepository(),
     conversions: new ConversionsRepository(),
     batches: new BatchesRepository(),
+    deliverableDevices: new DeliverableDevicesRepository(),
     devices: new DevicesRepository(),
     events: new EventsRepository(),
     fanout: new FanoutRepository(),
@@ -89,6 +94,7 @@ export function createRepositories(): Repositories {
     stats: new StatsRepository(),
     tableStatistics: new TableStatisticsRepository(),
     templates: new TemplatesRepository(),
+    templateVariables: new TemplateVariablesRepository(),
     uninstalled: new UninstalledRepository(),
     webhooks: new WebhooksRepository(),
   };
@@ -108,8 +114,7 @@ export interface ServiceDeps {
   idempotency: IdempotencyKeys;
 }
 
-/** The shared part on one database (its primary read for everything), with the system's repositories. */
-export function serviceDeps(db: Db, clock: Clock, readDb: Db = db): ServiceDeps {
-  const repos = createRepositories();
+/** The shared part on one database (its primary read for everything), with the process's repositories. */
+export function serviceDeps(db: Db, clock: Clock, readDb: Db = db, repos: Repositories = createRepositories()): ServiceDeps {
   return { db, readDb, repos, clock, idempotency: new IdempotencyKeys(new IdempotencyRepository()) };
 }

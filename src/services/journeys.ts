@@ -1,3 +1,4 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -27,7 +28,6 @@ import type { ServiceDeps } from './deps.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { newWebhookSecret, webhookTargetProblem } from '../domain/webhooks.js';
-import { recordAudit } from './audit.js';
 import { holdJourneyTemplates } from './templates.js';
 import type { TemplatesRepository } from '../db/repositories/templates.js';
 
@@ -73,6 +73,7 @@ export class JourneyService {
     devices: DevicesRepository;
     notifications: NotificationsRepository;
     templates: TemplatesRepository;
+    audit: AuditRepository;
     clock: Clock;
     /** JOURNEY_MIN_CYCLE: the least time round a cycle that sends */
     minCycleMs: number;
@@ -100,6 +101,7 @@ export class JourneyService {
       devices,
       notifications,
       templates,
+      audit: repos.audit,
       keyring: deps.keyring ?? null,
       webhookOrigins: deps.webhookOrigins ?? [],
     };
@@ -120,7 +122,7 @@ export class JourneyService {
         triggerEvent: 'event' in definition.trigger ? definition.trigger.event : null,
         listens: listenedEvents(definition),
       });
-      await recordAudit(trx, actor, appId, 'journey.created', { journey_id: made.id, name: made.name });
+      await this.deps.audit.recordChange(trx, actor, appId, 'journey.created', { journey_id: made.id, name: made.name });
       return made;
     });
     return { journey, counts: new Map(), retired: [], ...(secret && { webhookSecret: secret.plain }) };
@@ -168,7 +170,7 @@ export class JourneyService {
         triggerEvent: 'event' in definition.trigger ? definition.trigger.event : null,
         listens: listenedEvents(definition),
       });
-      await recordAudit(trx, actor, appId, 'journey.updated', { journey_id: journey.id, version: changed.version });
+      await this.deps.audit.recordChange(trx, actor, appId, 'journey.updated', { journey_id: journey.id, version: changed.version });
       return secret?.plain;
     });
     return { ...(await this.get(appId, id)), ...(plain && { webhookSecret: plain }) };
@@ -179,7 +181,7 @@ export class JourneyService {
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, active ? 'resumed' : 'paused');
       await this.deps.journeys.setState(trx, journey.id, active ? 'active' : 'paused');
-      await recordAudit(trx, actor, appId, active ? 'journey.resumed' : 'journey.paused', { journey_id: journey.id });
+      await this.deps.audit.recordChange(trx, actor, appId, active ? 'journey.resumed' : 'journey.paused', { journey_id: journey.id });
     });
     return this.get(appId, id);
   }
@@ -189,7 +191,7 @@ export class JourneyService {
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'archived');
       await this.deps.journeys.setState(trx, journey.id, 'archived');
-      await recordAudit(trx, actor, appId, 'journey.archived', { journey_id: journey.id });
+      await this.deps.audit.recordChange(trx, actor, appId, 'journey.archived', { journey_id: journey.id });
       const counts = new Counts(journey.id);
       for (const left of await this.deps.entrants.exitAll(trx, journey.id, this.deps.clock.now()))
         counts.leave(left.step_id, 'exited', left.n);
@@ -220,7 +222,7 @@ export class JourneyService {
   async enterByApi(appId: string, id: string, who: ApiEntrant, actor: Actor): Promise<EntryOutcome> {
     return this.deps.db.transaction().execute(async (trx) => {
       const outcome = await this.enterOne(trx, appId, id, who);
-      await recordAudit(trx, actor, appId, 'journey.entered', { journey_id: id, outcome });
+      await this.deps.audit.recordChange(trx, actor, appId, 'journey.entered', { journey_id: id, outcome });
       return outcome;
     });
   }

@@ -1,6 +1,6 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import { CREDENTIAL_FIELD, credentialProven, normalizeApnsToken } from '../domain/device-credential.js';
 import type { Actor } from '../domain/audit.js';
-import { recordAudit } from './audit.js';
 import type { Db } from '../db/database.js';
 import type { AppsRepository } from '../db/repositories/apps.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -86,6 +86,7 @@ export class LiveActivityService {
       devices: DevicesRepository;
       notifications: NotificationsRepository;
       apps: AppsRepository;
+      audit: AuditRepository;
       /** opens the app's APNs credentials, which its channels are managed with */
       secrets: SecretsKeyring;
       notificationService: NotificationService;
@@ -267,7 +268,7 @@ export class LiveActivityService {
         development: body.development,
         messageStoragePolicy: body.message_storage_policy,
       });
-      await recordAudit(trx, actor, appId, 'live_activity_channel.created', { channel_id: channelId });
+      await this.deps.audit.recordChange(trx, actor, appId, 'live_activity_channel.created', { channel_id: channelId });
       return row;
     });
   }
@@ -286,7 +287,7 @@ export class LiveActivityService {
     }
     await this.deps.db.transaction().execute(async (trx) => {
       if (await this.deps.liveActivities.deleteChannel(trx, appId, channelId))
-        await recordAudit(trx, actor, appId, 'live_activity_channel.deleted', { channel_id: channelId });
+        await this.deps.audit.recordChange(trx, actor, appId, 'live_activity_channel.deleted', { channel_id: channelId });
     });
   }
 

@@ -1,5 +1,5 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import type { Actor } from '../domain/audit.js';
-import { recordAudit } from './audit.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -37,6 +37,7 @@ export class MessageService {
   private readonly db: Db;
   private readonly readDb: Db;
   private readonly messages: MessagesRepository;
+  private readonly audit: AuditRepository;
   private readonly devices: DevicesRepository;
   private readonly notificationRows: NotificationsRepository;
   private readonly notifications: NotificationService;
@@ -48,6 +49,7 @@ export class MessageService {
     this.db = deps.db;
     this.readDb = deps.readDb;
     this.messages = deps.repos.messages;
+    this.audit = deps.repos.audit;
     this.devices = deps.repos.devices;
     this.notificationRows = deps.repos.notifications;
     this.notifications = deps.notificationService;
@@ -74,7 +76,7 @@ export class MessageService {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const stored = await this.insert(trx, appId, request.message, now, checked);
-      await recordAudit(trx, actor, appId, 'message.created', { message_id: stored.record.message.id });
+      await this.audit.recordChange(trx, actor, appId, 'message.created', { message_id: stored.record.message.id });
       await this.idempotency.store(trx, appId, idempotency, stored.record);
       return stored;
     });

@@ -1,21 +1,21 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import { templateDataOf } from '../domain/template-data.js';
 import type { Db } from '../db/database.js';
 import type { AudiencesRepository } from '../db/repositories/audiences.js';
 import type { BatchesRepository } from '../db/repositories/batches.js';
-import type { Deliverable } from '../db/repositories/devices.js';
-import { FIRST_GENERATION, type CutNotification, type NewNotification } from '../db/repositories/notifications.js';
+import type { DeliverableDevicesRepository } from '../db/repositories/deliverable-devices.js';
+import { FIRST_GENERATION, type CutNotification } from '../db/repositories/notifications.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
-import { audienceSpec, DIRECT_AUDIENCE_MAX_DEVICES, namesFewDevices } from '../domain/audience-spec.js';
-import { expiryOf, resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
+import { audienceSpec, DIRECT_AUDIENCE_MAX_DEVICES } from '../domain/audience-spec.js';
+import { resolveDeliveryOptions, type DeliveryOptions } from '../domain/delivery-options.js';
 import type { Filter } from '../domain/filters.js';
-import type { LiveActivityRef } from '../domain/live-activity.js';
 import { NotFoundError } from '../domain/errors.js';
 import { targetOf, type NotificationInput, type NotificationRequest } from '../domain/notification-request.js';
 import { resolveTemplate } from './templates.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
-import { allowedOf, cutBatches, splitIntoBatches } from '../domain/batches.js';
+import { allowedOf, cutBatches, cutOf } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
 import type { DirectDelivery } from '../delivery/direct-delivery.js';
 import { committedBatches } from '../delivery/batch-attempt.js';
@@ -25,19 +25,19 @@ import { timingOf } from '../domain/campaign.js';
 import type { NotificationState } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import { GroupRunner } from '../platform/group-runner.js';
-import type { Admission } from '../platform/admission.js';
 import { timeOrderedUuid } from '../platform/random-id.js';
+import type { Admission } from '../platform/admission.js';
 import { ConflictError, ValidationError } from '../domain/errors.js';
 import { sendAtProblem } from '../domain/schedule.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { Replay, type IdempotencyKeys, type IdempotentRequest } from './idempotency.js';
+import { storeNotification, type NotificationStoreDeps } from './notification-store.js';
 import { previewPush, previewPushForUser, type PushPreviewed, type UserPreview } from './push-preview.js';
 import {
   accepted,
   createdDetails,
   isAuditedCreation,
   isUnicast,
-  NAMED_MAX_DEVICES,
   type CreatedNotification,
   type InsertSpec,
   type NotificationFields,
@@ -55,7 +55,6 @@ import type { ServiceDeps } from './deps.js';
 import { abTestOf, restTiming } from '../domain/ab-test.js';
 import type { Database } from '../db/schema.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
-import { recordAudit } from './audit.js';
 
 /**
  * Small creations (unicast notifications, transactional sends) run as one group at a time: what comes while it
@@ -93,16 +92,20 @@ export class NotificationService {
   private readonly audiences: AudiencesRepository;
   private readonly notifications: NotificationsRepository;
   private readonly devices: DevicesRepository;
+  private readonly deliverable: DeliverableDevicesRepository;
   private readonly batches: BatchesRepository;
   private readonly apps: AppsRepository;
   private readonly abTests: AbTestsRepository;
   private readonly templates: TemplatesRepository;
+  private readonly audit: AuditRepository;
   private readonly scheduler: NotificationScheduler;
   private readonly clock: Clock;
   private readonly idempotency: IdempotencyKeys;
   private readonly batchSize: number;
   private readonly onScheduleError: (err: unknown, id: string) => void;
   private readonly direct: DirectDelivery | null;
+  /** what `storeNotification` reads and writes through */
+  private readonly storing: NotificationStoreDeps;
 
   constructor(deps: NotificationServiceDeps) {
     this.db = deps.db;
@@ -110,10 +113,12 @@ export class NotificationService {
     this.audiences = deps.repos.audiences;
     this.notifications = deps.repos.notifications;
     this.devices = deps.repos.devices;
+    this.deliverable = deps.repos.deliverableDevices;
     this.batches = deps.repos.batches;
     this.apps = deps.repos.apps;
     this.abTests = deps.repos.abTests;
     this.templates = deps.repos.templates;
+    this.audit = deps.repos.audit;
     this.scheduler = deps.scheduler;
     this.clock = deps.clock;
     this.idempotency = deps.idempotency;
@@ -121,6 +126,12 @@ export class NotificationService {
     this.onScheduleError = deps.onScheduleError;
     this.direct = deps.direct ?? null;
     this.settings = deps.changes?.cache() ?? null;
+    this.storing = {
+      repos: deps.repos,
+      batchSize: deps.batchSize,
+      campaignSettingsOf: (db, appIds) => this.campaignSettingsOf(db, appIds),
+      resolveAudience: (trx, appId, to) => this.resolveAudience(trx, appId, to),
+    };
     this.unicast = new GroupRunner(
       (items, release) => this.createUnicastGroup(items, release),
       { ...CREATION_GROUPS, admission: deps.admission },
@@ -157,7 +168,7 @@ export class NotificationService {
     const canceled = await this.db.transaction().execute(async (trx) => {
       const row = await this.notifications.cancel(trx, appId, id);
       if (row) await this.batches.closeHeldBatches(trx, id);
-      if (row) await recordAudit(trx, actor, appId, 'notification.canceled', { notification_id: id });
+      if (row) await this.audit.recordChange(trx, actor, appId, 'notification.canceled', { notification_id: id });
       return row;
     });
     if (canceled) return (await this.notifications.withCounters(this.db, [canceled]))[0]!;
@@ -179,7 +190,7 @@ export class NotificationService {
     const settings = (await this.campaignSettingsOf(this.db, [appId])).get(appId);
     const picked = await this.db.transaction().execute(async (trx) => {
       const row = await this.abTests.pick(trx, n.id, variant, now, restTiming(n, settings?.quiet_hours ?? null, now));
-      if (row) await recordAudit(trx, actor, appId, 'notification.winner_picked', { notification_id: n.id, variant });
+      if (row) await this.audit.recordChange(trx, actor, appId, 'notification.winner_picked', { notification_id: n.id, variant });
       return row;
     });
     if (!picked) {
@@ -221,9 +232,9 @@ export class NotificationService {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
       const audience = await this.resolveAudience(trx, appId, request.notification.to);
-      const stored = await this.store(trx, appId, request.notification, { audience, now, options, actor });
+      const stored = await storeNotification(this.storing, trx, appId, request.notification, { audience, now, options, actor });
       if (isAuditedCreation(request.notification.to))
-        await recordAudit(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
+        await this.audit.recordChange(trx, actor, appId, 'notification.created', createdDetails(stored.notification));
       await this.idempotency.store(trx, appId, idempotency, accepted(stored.notification));
       return stored;
     });
@@ -303,7 +314,12 @@ export class NotificationService {
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
-      return this.store(trx, i.appId, i.request.notification, { audience, now: i.now, options: i.options, actor: i.actor });
+      return storeNotification(this.storing, trx, i.appId, i.request.notification, {
+        audience,
+        now: i.now,
+        options: i.options,
+        actor: i.actor,
+      });
     });
     await this.enqueue([created]);
     return accepted(created.notification);
@@ -316,7 +332,7 @@ export class NotificationService {
     // the devices of a spec are those of its stored audience: the same canonical filters
     const [settings, found] = await Promise.all([
       this.campaignSettingsOf(this.db, [...new Set(items.map((i) => i.appId))]),
-      this.devices.deliverableOfEach(
+      this.deliverable.deliverableOfEach(
         this.db,
         specs.map((s, k) => ({ appId: s.appId, filters: s.canonical, visible: isVisiblePush(items[k]!.request.notification.payload) })),
         { limit: DIRECT_AUDIENCE_MAX_DEVICES + 1, now },
@@ -356,7 +372,7 @@ export class NotificationService {
             quietOf(k),
           ),
           options: i.options,
-          cut: this.cutOf(devices),
+          cut: cutOf(devices, this.batchSize),
           actor: i.actor,
         },
         batches: devices ? cutBatches(id, FIRST_GENERATION, allowedOf(devices).sendable, 0, this.batchSize) : [],
@@ -382,38 +398,6 @@ export class NotificationService {
     });
   }
 
-  /** How a notification whose whole audience is these devices is inserted (none: its fan-out will cut it). */
-  private cutOf(devices: Deliverable[] | undefined): NewNotification['cut'] {
-    if (!devices) return undefined;
-    const { sendable, notAllowed } = allowedOf(devices);
-    return { batches: splitIntoBatches(sendable, this.batchSize).length, targeted: sendable.length, notAllowed };
-  }
-
-  /** Stores the batches of the notifications just inserted with their whole audience cut (`cutOf`). */
-  private async storeBatches(
-    trx: Transaction<Database>,
-    inserted: Notification[],
-    devicesOf: (k: number) => Deliverable[] | undefined,
-    tokensOf: (k: number) => ReadonlyMap<string, string> | undefined,
-  ): Promise<CreatedNotification[]> {
-    const created = inserted.map((notification, k) => {
-      const devices = devicesOf(k);
-      if (!devices) return { notification, batchIds: null, batches: [] };
-      const batches = cutBatches(notification.id, notification.generation, allowedOf(devices).sendable, 0, this.batchSize);
-      return { notification, batchIds: batches.map((b) => b.id), batches };
-    });
-    await this.batches.insertBatches(
-      trx,
-      created.map(({ notification, batches }) => ({ notificationId: notification.id, generation: notification.generation, batches })),
-    );
-    return created.map(({ notification, batchIds, batches }, k) => {
-      const tokens = tokensOf(k);
-      return batchIds && tokens
-        ? { notification, batchIds, sendable: committedBatches(notification, batches, tokens) }
-        : { notification, batchIds };
-    });
-  }
-
   /** A message's push, stored in the message's transaction (its caller runs `release` once that committed). */
   insertForMessage(
     trx: Transaction<Database>,
@@ -421,7 +405,7 @@ export class NotificationService {
     fields: NotificationFields,
     at: Required<Pick<InsertSpec, 'audience' | 'now' | 'options' | 'messageId'>> & Pick<InsertSpec, 'journey'>,
   ): Promise<CreatedNotification> {
-    return this.store(trx, appId, fields, at);
+    return storeNotification(this.storing, trx, appId, fields, at);
   }
 
   /**
@@ -434,7 +418,7 @@ export class NotificationService {
     fields: NotificationFields,
     at: Required<Pick<InsertSpec, 'now' | 'options' | 'journey'>> & Pick<InsertSpec, 'templateData'>,
   ): Promise<CreatedNotification> {
-    return this.store(trx, appId, fields, at);
+    return storeNotification(this.storing, trx, appId, fields, at);
   }
 
   /** A Live Activity push, stored with the request it came as. */
@@ -444,90 +428,7 @@ export class NotificationService {
     fields: NotificationFields,
     at: Required<Pick<InsertSpec, 'audience' | 'now' | 'options' | 'liveActivity'>>,
   ): Promise<CreatedNotification> {
-    return this.store(trx, appId, fields, at);
-  }
-
-  /**
-   * Stores the notification with its audience and timing, in the caller's transaction (a message stores its push in
-   * its own, with `messageId`); the caller runs `release` once it committed. An audience that names a few devices
-   * (by device_id or user_id), to go out now at full speed, is cut into its batches here, so its delivery is
-   * enqueued directly and no fan-out job runs: most notifications are this shape. Without `audience`, `fields.to`'s
-   * filters name the devices (a journey's batch): it is cut here whatever their number (up to NAMED_MAX_DEVICES)
-   * and stores no audience, which only a send that goes through the fan-out (timed, paced, collapsing, A/B) needs.
-   */
-  private async store(trx: Transaction<Database>, appId: string, fields: NotificationFields, at: InsertSpec): Promise<CreatedNotification> {
-    const { now } = at;
-    const target = targetOf(fields.to);
-    const named = !at.audience && target.kind === 'filters';
-    const filters = at.audience ? at.audience.filters : target.kind === 'filters' ? target.filters : null;
-    const liveActivity = at.liveActivity?.ref ?? null;
-    let { options } = at;
-    const { payload } = fields;
-    const collapseKey = typeof payload.collapse_key === 'string' ? payload.collapse_key : null;
-    const settings = (await this.campaignSettingsOf(trx, [appId])).get(appId)!;
-    // a Live Activity shows what is happening now (a score, a delivery): the app's quiet hours would show it stale
-    const quiet = liveActivity ? null : quietHoursOf(fields.quiet_hours, settings.quiet_hours);
-    const deviceZones = fields.local_time || quiet ? await this.devices.timeZonesOf(trx, appId) : [];
-    const timing = timingOf(fields, now, settings.default_time_zone, deviceZones, quiet);
-    // a ttl counts from when it goes out
-    if (timing.sendAt && options.ttlSeconds !== null)
-      options = { ...options, expiresAt: expiryOf(options, timing.sendAt), ttlSeconds: null };
-    // Cut now only what goes out now, at full speed and once: a collapse_key may replace a notification that is
-    // already sending (the fan-out's generations handle that), and a pace needs the fan-out's reservations.
-    const paced = timing.throttlePerMinute !== null || settings.max_per_minute !== null;
-    // an activity's update or end goes to the few devices holding its token, looked up by the activity
-    const fewDevices = named || namesFewDevices(filters) || (liveActivity !== null && liveActivity.event !== 'start');
-    // an A/B test goes through the fan-out, which cuts each device into its share
-    const { devices, tokens } =
-      !timing.nextDueAt && !timing.localPlan && !timing.bestTime && collapseKey === null && !paced && fewDevices && !fields.variants
-        ? await this.fewDevicesOf(trx, appId, filters, { named, liveActivity, payload, now })
-        : {};
-    // what is not cut here, its fan-out cuts from its stored audience
-    const audience = at.audience ?? (devices ? null : await this.resolveAudience(trx, appId, fields.to));
-    const inserted = await this.notifications.insertOrCollapse(trx, {
-      appId,
-      audienceId: audience?.id ?? null,
-      request: at.liveActivity?.request ?? (at.journey ? { ...fields, journey: at.journey } : fields),
-      payload,
-      localized: fields.localized,
-      templateData: at.templateData !== undefined ? at.templateData : templateDataOf(fields),
-      collapseKey,
-      timing,
-      options,
-      messageId: at.messageId ?? null,
-      cut: this.cutOf(devices),
-      liveActivity,
-      actor: at.actor,
-    });
-    const [created] = await this.storeBatches(
-      trx,
-      [inserted],
-      () => devices,
-      () => tokens,
-    );
-    return created!;
-  }
-
-  /**
-   * The devices of a notification cut at its creation, none when more than a direct audience (or a named batch) has:
-   * a few devices' tokens read with them, the batches go out from this process as a group's do; an activity's
-   * tokens are its own, and a journey's batch (`named`) goes through the queue as a broadcast's batches do.
-   */
-  private async fewDevicesOf(
-    trx: Transaction<Database>,
-    appId: string,
-    filters: Filter[] | null,
-    n: { named: boolean; liveActivity: LiveActivityRef | null; payload: NotificationFields['payload']; now: Date },
-  ): Promise<{ devices?: Deliverable[]; tokens?: ReadonlyMap<string, string> }> {
-    const { named, liveActivity, now } = n;
-    const first = { afterId: null, limit: (named ? NAMED_MAX_DEVICES : DIRECT_AUDIENCE_MAX_DEVICES) + 1, now };
-    const visible = !liveActivity && isVisiblePush(n.payload);
-    if (liveActivity || named) {
-      const page = await this.devices.pageDeliverable(trx, appId, filters, { ...first, visible, liveActivity });
-      return page.length < first.limit ? { devices: page } : {};
-    }
-    const page = await this.devices.pageDeliverableNow(trx, appId, filters, { ...first, visible });
-    return page.length < first.limit ? { devices: page, tokens: new Map(page.map((d) => [d.id, d.token])) } : {};
+    return storeNotification(this.storing, trx, appId, fields, at);
   }
 
   /** What `create` would send, without storing or sending anything (`previewPush`). */

@@ -1,3 +1,4 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { TemplatesRepository, TemplateWithContent } from '../db/repositories/templates.js';
@@ -7,7 +8,6 @@ import { isUuid } from '../domain/cursor.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import type { Payload } from '../domain/payload.js';
 import { changedContent, withContent, type TemplateChange, type TemplateCreate } from '../domain/stored-templates.js';
-import { recordAudit } from './audit.js';
 import type { ServiceDeps } from './deps.js';
 
 export type TemplateServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos'>;
@@ -61,17 +61,19 @@ export class TemplateService {
   private readonly db: Db;
   private readonly readDb: Db;
   private readonly templates: TemplatesRepository;
+  private readonly audit: AuditRepository;
 
   constructor(deps: TemplateServiceDeps) {
     this.db = deps.db;
     this.readDb = deps.readDb;
     this.templates = deps.repos.templates;
+    this.audit = deps.repos.audit;
   }
 
   create(appId: string, input: TemplateCreate, actor: Actor): Promise<TemplateWithContent> {
     return this.db.transaction().execute(async (trx) => {
       const t = await this.templates.create(trx, appId, input.name, input);
-      await recordAudit(trx, actor, appId, 'template.created', { template_id: t.id, name: t.name });
+      await this.audit.recordChange(trx, actor, appId, 'template.created', { template_id: t.id, name: t.name });
       return t;
     });
   }
@@ -100,7 +102,7 @@ export class TemplateService {
       const made = changedContent({ payload: current.payload as Payload, localized: current.localized ?? undefined }, change);
       if (made && 'problem' in made) throw new ValidationError(made.problem);
       const t = await this.templates.change(trx, current, { name: change.name, content: made?.content ?? null });
-      await recordAudit(trx, actor, appId, 'template.updated', {
+      await this.audit.recordChange(trx, actor, appId, 'template.updated', {
         template_id: id,
         version: t.version,
         changed: Object.keys(change).sort(),
@@ -125,7 +127,7 @@ export class TemplateService {
           `template: used by ${users.map((j) => `journey "${j.name}" (${j.id})`).join(', ')}; change or archive it first`,
         );
       await this.templates.delete(trx, id);
-      await recordAudit(trx, actor, appId, 'template.deleted', { template_id: id, name: current.name });
+      await this.audit.recordChange(trx, actor, appId, 'template.deleted', { template_id: id, name: current.name });
     });
   }
 }

@@ -1,6 +1,6 @@
 import { templateDataOf } from '../domain/template-data.js';
 import { writeThenRelease, type Db } from '../db/database.js';
-import type { DeliverableNow, DevicesRepository } from '../db/repositories/devices.js';
+import type { DeliverableDevicesRepository, DeliverableNow } from '../db/repositories/deliverable-devices.js';
 import { FIRST_GENERATION, type CutNotification, type NotificationsRepository } from '../db/repositories/notifications.js';
 import type { Notification } from '../db/schema.js';
 import type { Platform } from '../domain/device-input.js';
@@ -104,7 +104,7 @@ export class TransactionalService {
 
   private readonly db: Db;
   private readonly notifications: NotificationsRepository;
-  private readonly devices: DevicesRepository;
+  private readonly devices: DeliverableDevicesRepository;
   private readonly templates: TemplatesRepository;
   private readonly idempotency: IdempotencyKeys;
   private readonly sending: BatchAttemptDeps;
@@ -113,7 +113,7 @@ export class TransactionalService {
   constructor(deps: TransactionalServiceDeps) {
     this.db = deps.db;
     this.notifications = deps.repos.notifications;
-    this.devices = deps.repos.devices;
+    this.devices = deps.repos.deliverableDevices;
     this.templates = deps.repos.templates;
     this.idempotency = deps.idempotency;
     this.sending = deps.sending;

@@ -1,4 +1,5 @@
-import { WebhooksRepository } from '../db/repositories/webhooks.js';
+import type { AuditRepository } from '../db/repositories/audit.js';
+import type { WebhooksRepository } from '../db/repositories/webhooks.js';
 import type { WebhookAttempt, WebhookEndpoint } from '../db/schema.js';
 import type { Actor } from '../domain/audit.js';
 import { isUuid } from '../domain/cursor.js';
@@ -6,7 +7,6 @@ import { NotFoundError, ValidationError } from '../domain/errors.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { newWebhookSecret, PING, webhookTargetProblem, type WebhookChange, type WebhookCreate } from '../domain/webhooks.js';
 import type { WebhookAnswer, WebhookPoster } from '../delivery/webhooks.js';
-import { recordAudit } from './audit.js';
 import type { ServiceDeps } from './deps.js';
 
 /** How long a replaced signing secret still signs. */
@@ -14,7 +14,7 @@ export const PREVIOUS_SECRET_MS = 86_400_000;
 /** Attempts GET /v6/webhooks/:id/attempts shows at most. */
 export const ATTEMPTS_SHOWN = 100;
 
-export type WebhookServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'clock'> & {
+export type WebhookServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & {
   keyring: SecretsKeyring;
   /** sends the test ping (none: this process cannot send one) */
   poster: Pick<WebhookPoster, 'post'> | null;
@@ -29,7 +29,8 @@ export type EndpointWithSecret = WebhookEndpoint & { plain_secret: string };
 
 /** An app's webhook endpoints: `/v6/webhooks` and `pushd webhook`. Each change is audited in its transaction. */
 export class WebhookService {
-  private readonly webhooks = new WebhooksRepository();
+  private readonly webhooks: WebhooksRepository;
+  private readonly audit: AuditRepository;
   private readonly db: WebhookServiceDeps['db'];
   private readonly readDb: WebhookServiceDeps['readDb'];
   private readonly clock: WebhookServiceDeps['clock'];
@@ -39,6 +40,8 @@ export class WebhookService {
   private readonly retentionDays: number;
 
   constructor(deps: WebhookServiceDeps) {
+    this.webhooks = deps.repos.webhooks;
+    this.audit = deps.repos.audit;
     ({
       db: this.db,
       readDb: this.readDb,
@@ -61,7 +64,11 @@ export class WebhookService {
         enabled: input.enabled ?? true,
         secret: this.keyring.seal(plain, 'webhook_endpoints.secret'),
       });
-      await recordAudit(trx, actor, appId, 'webhook.created', { endpoint_id: endpoint.id, url: endpoint.url, events: endpoint.events });
+      await this.audit.recordChange(trx, actor, appId, 'webhook.created', {
+        endpoint_id: endpoint.id,
+        url: endpoint.url,
+        events: endpoint.events,
+      });
       return { ...endpoint, plain_secret: plain };
     });
   }
@@ -82,7 +89,7 @@ export class WebhookService {
     return this.db.transaction().execute(async (trx) => {
       const endpoint = await this.webhooks.update(trx, appId, id, change);
       if (!endpoint) throw new NotFoundError('webhook');
-      await recordAudit(trx, actor, appId, 'webhook.updated', { endpoint_id: id, changed: Object.keys(change).sort() });
+      await this.audit.recordChange(trx, actor, appId, 'webhook.updated', { endpoint_id: id, changed: Object.keys(change).sort() });
       return endpoint;
     });
   }
@@ -91,7 +98,7 @@ export class WebhookService {
     const endpoint = await this.get(appId, id);
     await this.db.transaction().execute(async (trx) => {
       if (!(await this.webhooks.delete(trx, appId, id))) throw new NotFoundError('webhook');
-      await recordAudit(trx, actor, appId, 'webhook.deleted', { endpoint_id: id, url: endpoint.url });
+      await this.audit.recordChange(trx, actor, appId, 'webhook.deleted', { endpoint_id: id, url: endpoint.url });
     });
   }
 
@@ -110,7 +117,7 @@ export class WebhookService {
         keepUntil,
       });
       if (!endpoint) throw new NotFoundError('webhook');
-      await recordAudit(trx, actor, appId, 'webhook.secret_rotated', { endpoint_id: id });
+      await this.audit.recordChange(trx, actor, appId, 'webhook.secret_rotated', { endpoint_id: id });
       return { ...endpoint, plain_secret: plain };
     });
   }
@@ -136,7 +143,7 @@ export class WebhookService {
     return this.db.transaction().execute(async (trx) => {
       const events = await this.webhooks.replay(trx, id, since, until);
       const details = { endpoint_id: id, since: since.toISOString(), until: until.toISOString(), events };
-      await recordAudit(trx, actor, appId, 'webhook.replayed', details);
+      await this.audit.recordChange(trx, actor, appId, 'webhook.replayed', details);
       return events;
     });
   }

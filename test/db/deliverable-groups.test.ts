@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DevicesRepository, type Deliverable, type DeliverablePageSpec } from '../../src/db/repositories/devices.js';
+import { DeliverableDevicesRepository, type Deliverable, type DeliverablePageSpec } from '../../src/db/repositories/deliverable-devices.js';
 import type { LiveActivityRef } from '../../src/domain/live-activity.js';
 import { useHarness } from '../helpers/harness.js';
 
@@ -11,7 +11,7 @@ import { useHarness } from '../helpers/harness.js';
  */
 describe('a fan-out page grouped by gateway', () => {
   const h = useHarness();
-  const devices = new DevicesRepository();
+  const devices = new DeliverableDevicesRepository();
   const activity = 'match-1';
   let app: string;
   let ids: string[];

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DevicesRepository } from '../../src/db/repositories/devices.js';
+import { DeliverableDevicesRepository } from '../../src/db/repositories/deliverable-devices.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { useHarness } from '../helpers/harness.js';
 
@@ -11,7 +11,7 @@ import { useHarness } from '../helpers/harness.js';
  */
 describe('the deliverable devices of many audiences at once', () => {
   const h = useHarness();
-  const devices = new DevicesRepository();
+  const devices = new DeliverableDevicesRepository();
   const ids: Record<string, string> = {};
   let app: string;
   let other: string;

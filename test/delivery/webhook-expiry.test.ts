@@ -1,6 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PartitionsRepository } from '../../src/db/repositories/partitions.js';
+import { AuditRepository } from '../../src/db/repositories/audit.js';
 import { WebhooksRepository } from '../../src/db/repositories/webhooks.js';
 import { startWebhookSender } from '../../src/delivery/webhooks.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
@@ -71,6 +72,7 @@ describe('webhooks over days', () => {
     const sender = startWebhookSender({
       db: h.db.db,
       webhooks: new WebhooksRepository(),
+      audit: new AuditRepository(),
       transport: client,
       keyring: h.secrets,
       log,

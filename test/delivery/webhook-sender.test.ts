@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuditRepository } from '../../src/db/repositories/audit.js';
 import { WebhooksRepository } from '../../src/db/repositories/webhooks.js';
 import { startWebhookSender } from '../../src/delivery/webhooks.js';
 import type { BatchOutcomes } from '../../src/domain/webhooks.js';
@@ -46,6 +47,7 @@ describe('webhook sender rounds', () => {
     const sender = startWebhookSender({
       db: h.db.db,
       webhooks: new WebhooksRepository(),
+      audit: new AuditRepository(),
       transport: client,
       keyring: h.secrets,
       log: createLogger('silent'),

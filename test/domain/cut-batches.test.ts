@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Deliverable } from '../../src/db/repositories/devices.js';
+import type { Deliverable } from '../../src/db/repositories/deliverable-devices.js';
 import { batchId } from '../../src/domain/batch-id.js';
 import { cutBatches } from '../../src/domain/batches.js';
 

@@ -1,3 +1,4 @@
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
@@ -43,5 +44,19 @@ describe('lint: the house rules', () => {
     expect(await problems('src/services/x.ts', fn(80), 'max-lines-per-function')).toHaveLength(0);
     expect(await problems('src/services/x.ts', fn(81), 'max-lines-per-function')).toHaveLength(1);
     expect(await problems('test/services/x.test.ts', fn(81), 'max-lines-per-function')).toHaveLength(0);
+  });
+
+  it('holds every file of src/ to those sizes, with no exception for one', async () => {
+    const root = path.resolve(import.meta.dirname, '../..');
+    const files = readdirSync(path.join(root, 'src'), { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts'));
+    expect(files.length).toBeGreaterThan(100);
+    const excepted: string[] = [];
+    for (const file of files) {
+      const { rules } = await eslint.calculateConfigForFile(path.join(root, 'src', file));
+      const [, lines] = rules['max-lines'] as [unknown, { max: number }];
+      const [, fn] = rules['max-lines-per-function'] as [unknown, { max: number }];
+      if (lines.max !== 500 || fn.max !== 80) excepted.push(file);
+    }
+    expect(excepted).toEqual([]);
   });
 });

@@ -19,6 +19,7 @@ describe('webhook secrets at rest', () => {
     const webhooks = new WebhookService({
       db,
       readDb: db,
+      repos: createRepositories(),
       clock: systemClock,
       keyring: h.secrets,
       poster: null,

@@ -1,8 +1,8 @@
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { jsonbArray } from '../pg-arrays.js';
-import type { AuditAction, AuditEntry } from '../../domain/audit.js';
-import type { AuditLogRow } from '../schema.js';
+import type { Actor, AuditAction, AuditDetails, AuditEntry } from '../../domain/audit.js';
+import type { AuditLogRow, Database } from '../schema.js';
 
 /** Which of an app's rows a page reads: at or after `since`, before `until`, of one action, of one notification. */
 export interface AuditWindow {
@@ -28,6 +28,20 @@ export class AuditRepository {
         ${column((e) => e.appId)}::uuid[], ${column((e) => e.action)}::text[], ${column((e) => e.actor.keyId)}::uuid[],
         ${column((e) => e.actor.role)}::text[], ${column((e) => e.actor.address)}::text[], ${column((e) => e.actor.requestId)}::text[],
         ${jsonbArray(column((e) => e.details))}::jsonb[])`.execute(db);
+  }
+
+  /**
+   * Records one change in the transaction that makes it, so a change rolled back leaves no row and one committed
+   * always has its row: `await audit.recordChange(trx, actor, appId, 'key.revoked', { key_id, role })`.
+   */
+  recordChange<A extends AuditAction>(
+    trx: Transaction<Database>,
+    actor: Actor,
+    appId: string,
+    action: A,
+    details: AuditDetails[A],
+  ): Promise<void> {
+    return this.record(trx, [{ appId, action, actor, details } as AuditEntry]);
   }
 
   /** The app's rows in the window, newest first, after `after` (a position a page ended on). */

@@ -82,102 +82,117 @@ const notificationEvents = z.object({
   journey: journeyTag,
 });
 
+type App = Parameters<FastifyPluginAsyncZod>[0];
+
 export function notificationRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
   return async (app) => {
-    const write = requirePermission(ctx, 'write');
-    const read = requirePermission(ctx, 'read');
+    createRoutes(app, ctx);
+    recordRoutes(app, ctx);
+    engagementRoutes(app, ctx);
+  };
+}
 
-    // v3, v5 and v6 behave identically: existing clients of every version keep working.
-    for (const version of ['v3', 'v5', 'v6']) {
-      app.post(
-        `/${version}/notifications`,
-        {
-          onRequest: write,
-          schema: {
-            tags: ['notifications'],
-            summary: 'Create a notification',
-            headers: idempotencyHeaders,
-            body: notificationRequestSchema,
-            response: { 201: createdNotificationRecord, ...bodyErrors, 404: errorResponse, 422: errorResponse, ...authErrors },
-          },
-        },
-        async (request, reply) =>
-          answerOnce(request, reply, createdAnswer, (idempotency) =>
-            ctx.services.notifications.create(request.principal.appId, request.body, idempotency, actorOf(request)),
-          ),
-      );
-    }
-
-    app.get(
-      '/v6/notifications/:id',
-      {
-        onRequest: read,
-        schema: {
-          tags: ['notifications'],
-          summary: 'Read a notification with its delivery state',
-          params: idParams,
-          response: { 200: notificationRecord, 404: errorResponse, ...authErrors },
-        },
-      },
-      async (request) => {
-        return notificationResponse(await ctx.services.notifications.get(request.principal.appId, request.params.id));
-      },
-    );
-
-    app.delete(
-      '/v6/notifications/:id',
-      {
-        onRequest: write,
-        schema: {
-          tags: ['notifications'],
-          summary: 'Cancel a notification that is scheduled or sending',
-          params: idParams,
-          response: { 200: notificationRecord, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
-        },
-      },
-      async (request) => {
-        return notificationResponse(await ctx.services.notifications.cancel(request.principal.appId, request.params.id, actorOf(request)));
-      },
-    );
-
+function createRoutes(app: App, ctx: HttpContext) {
+  const write = requirePermission(ctx, 'write');
+  // v3, v5 and v6 behave identically: existing clients of every version keep working.
+  for (const version of ['v3', 'v5', 'v6']) {
     app.post(
-      '/v6/notifications/:id/winner',
+      `/${version}/notifications`,
       {
         onRequest: write,
         schema: {
           tags: ['notifications'],
-          summary: "Pick an A/B test's winner: the rest of its audience is sent that variant",
-          params: idParams,
-          body: z.strictObject(
-            { variant: z.number({ error: 'must be a number' }).int('must be an integer').min(0, 'must be at least 0') },
-            { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"variant": N}' : undefined) },
-          ),
-          response: { 200: notificationRecord, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
+          summary: 'Create a notification',
+          headers: idempotencyHeaders,
+          body: notificationRequestSchema,
+          response: { 201: createdNotificationRecord, ...bodyErrors, 404: errorResponse, 422: errorResponse, ...authErrors },
         },
       },
-      async (request) =>
-        notificationResponse(
-          await ctx.services.notifications.pickWinner(request.principal.appId, request.params.id, request.body.variant, actorOf(request)),
+      async (request, reply) =>
+        answerOnce(request, reply, createdAnswer, (idempotency) =>
+          ctx.services.notifications.create(request.principal.appId, request.body, idempotency, actorOf(request)),
         ),
     );
+  }
+}
 
-    app.get(
-      '/v6/stats/notifications/:id/events',
-      {
-        onRequest: read,
-        schema: {
-          tags: ['notifications'],
-          summary: 'Delivery statistics of a notification, its opens and event conversions',
-          params: idParams,
-          response: {
-            200: notificationEvents,
-            404: errorResponse,
-            ...authErrors,
-          },
+/** One notification by id: read, canceled, its A/B test's winner picked. */
+function recordRoutes(app: App, ctx: HttpContext) {
+  const write = requirePermission(ctx, 'write');
+  const read = requirePermission(ctx, 'read');
+  app.get(
+    '/v6/notifications/:id',
+    {
+      onRequest: read,
+      schema: {
+        tags: ['notifications'],
+        summary: 'Read a notification with its delivery state',
+        params: idParams,
+        response: { 200: notificationRecord, 404: errorResponse, ...authErrors },
+      },
+    },
+    async (request) => {
+      return notificationResponse(await ctx.services.notifications.get(request.principal.appId, request.params.id));
+    },
+  );
+
+  app.delete(
+    '/v6/notifications/:id',
+    {
+      onRequest: write,
+      schema: {
+        tags: ['notifications'],
+        summary: 'Cancel a notification that is scheduled or sending',
+        params: idParams,
+        response: { 200: notificationRecord, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
+      },
+    },
+    async (request) => {
+      return notificationResponse(await ctx.services.notifications.cancel(request.principal.appId, request.params.id, actorOf(request)));
+    },
+  );
+
+  app.post(
+    '/v6/notifications/:id/winner',
+    {
+      onRequest: write,
+      schema: {
+        tags: ['notifications'],
+        summary: "Pick an A/B test's winner: the rest of its audience is sent that variant",
+        params: idParams,
+        body: z.strictObject(
+          { variant: z.number({ error: 'must be a number' }).int('must be an integer').min(0, 'must be at least 0') },
+          { error: (issue) => (issue.code === 'invalid_type' ? 'body must be {"variant": N}' : undefined) },
+        ),
+        response: { 200: notificationRecord, ...bodyErrors, 404: errorResponse, 409: errorResponse, ...authErrors },
+      },
+    },
+    async (request) =>
+      notificationResponse(
+        await ctx.services.notifications.pickWinner(request.principal.appId, request.params.id, request.body.variant, actorOf(request)),
+      ),
+  );
+}
+
+/** A notification's delivery figures, opens and conversions. */
+function engagementRoutes(app: App, ctx: HttpContext) {
+  const read = requirePermission(ctx, 'read');
+  app.get(
+    '/v6/stats/notifications/:id/events',
+    {
+      onRequest: read,
+      schema: {
+        tags: ['notifications'],
+        summary: 'Delivery statistics of a notification, its opens and event conversions',
+        params: idParams,
+        response: {
+          200: notificationEvents,
+          404: errorResponse,
+          ...authErrors,
         },
       },
-      async (request) =>
-        notificationEventsResponse(await ctx.services.activity.notificationEngagement(request.principal.appId, request.params.id)),
-    );
-  };
+    },
+    async (request) =>
+      notificationEventsResponse(await ctx.services.activity.notificationEngagement(request.principal.appId, request.params.id)),
+  );
 }
