@@ -45,7 +45,15 @@ export function stepCountsUpsert(deltas: RawBuilder<unknown>): RawBuilder<unknow
 
 /** Counter deltas as a query for `stepCountsUpsert`. */
 export function countDeltas(deltas: CountDelta[]): RawBuilder<unknown> {
-  const kept = deltas.filter((d) => d.n !== 0);
+  // summed here: a batch of entries is thousands of deltas of a few counters, sent as those few
+  const sums = new Map<string, CountDelta>();
+  for (const d of deltas) {
+    const key = `${d.journeyId} ${d.step} ${d.counter}`;
+    const sum = sums.get(key);
+    if (sum) sum.n += d.n;
+    else sums.set(key, { ...d });
+  }
+  const kept = [...sums.values()].filter((d) => d.n !== 0);
   return sql`
     select * from unnest(${kept.map((d) => d.journeyId)}::uuid[], ${kept.map((d) => d.step)}::text[],
       ${kept.map((d) => d.counter)}::text[], ${kept.map((d) => d.n)}::bigint[])`;
