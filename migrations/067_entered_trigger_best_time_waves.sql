@@ -15,3 +15,7 @@ END
 $$;
 CREATE TRIGGER journey_entrants_webhook_entered AFTER INSERT ON journey_entrants
   REFERENCING NEW TABLE AS entered FOR EACH STATEMENT EXECUTE FUNCTION pushd_journey_entered_webhook_events();
+
+-- A best-time send's first and last wave, noted once it is cut (its batches hold the waves): what its record answers
+-- as its send_at and estimated finish, which it has no schedule of its own to give.
+ALTER TABLE notifications ADD COLUMN best_time_first_at timestamptz, ADD COLUMN best_time_last_at timestamptz;
