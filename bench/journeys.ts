@@ -68,6 +68,7 @@ async function main() {
     const end = next + events;
     const api0 = cpuMs(services.api.pid!);
     const pg0 = serverCpuMs(postmaster);
+    const db0 = await databaseCpu();
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
@@ -96,6 +97,7 @@ async function main() {
       // CPU an event costs the API process and PostgreSQL (all its processes: other work on the server counts too)
       apiMs: (cpuMs(services.api.pid!) - api0) / events,
       pgMs: (serverCpuMs(postmaster) - pg0) / events,
+      pgDbMs: (await databaseCpuSince(db0)) / events,
     };
   };
   const browse = (k: number) => ({
@@ -144,6 +146,10 @@ async function main() {
       'CPU an event, PostgreSQL without / with',
       `${median(without.map((r) => r.pgMs)).toFixed(2)} / ${median(withJourneys.map((r) => r.pgMs)).toFixed(2)} ms`,
     ],
+    [
+      "  this database's backends alone (a shared server's other work left out)",
+      `${median(without.map((r) => r.pgDbMs)).toFixed(2)} / ${median(withJourneys.map((r) => r.pgDbMs)).toFixed(2)} ms`,
+    ],
   ];
   if (onlyEvents) {
     console.log(
@@ -172,6 +178,7 @@ async function main() {
            ${JSON.stringify(ENTERED_HISTORY.slice(0, 1))}::jsonb
     from (select id from devices where app_id = ${app.id}::uuid order by id limit ${entrants}) d`.execute(db.db);
   const dueAt = performance.now() + 2000;
+  const dueCpu0 = { worker: cpuMs(worker.pid!), db: await databaseCpu() };
   // what autovacuum would do after such a fill (it is off on the machine these ran on), within the 2 s
   await sql`analyze journey_entrants`.execute(db.db);
   // and after the events rounds' deleted journey_events rows (a queue's churn, which autovacuum takes at 50 dead
@@ -179,6 +186,8 @@ async function main() {
   await sql`vacuum analyze journey_events`.execute(db.db);
   const timeout = new Promise<number>((resolve) => setTimeout(() => resolve(-1), 600_000));
   const doneAt = await Promise.race([all, timeout]);
+  // CPU a due entrant: the worker's and this database's backends' (the fill's and analyze's statements included)
+  const dueCpu = { worker: (cpuMs(worker.pid!) - dueCpu0.worker) / entrants, db: (await databaseCpuSince(dueCpu0.db)) / entrants };
   apns.onAccept = fcm.onAccept = undefined;
   const pipelineRate = doneAt > 0 ? entrants / ((doneAt - dueAt) / 1000) : 0;
   const missed = entrants - received.size;
@@ -271,6 +280,7 @@ async function main() {
     [`${entrants} due at once: pushes/s (due -> last push)`, pipelineRate.toFixed(0)],
     ['bare node:http2 pushes/s', bareRate.toFixed(0)],
     ['  ratio (issue: >= 0.8)', ratio(pipelineRate, bareRate)],
+    ['  CPU a due entrant: worker / PostgreSQL (this database)', `${dueCpu.worker.toFixed(3)} / ${dueCpu.db.toFixed(3)} ms`],
     ['  notifications made (batches of JOURNEY_BATCH_SIZE)', String(notifications.rows[0]!.n)],
     ['  devices missed / pushed twice', `${missed} / ${twice}`],
     ['worker CPU idle, no entrants / with them waiting', `${idleBefore.toFixed(2)} % / ${idleAfter.toFixed(2)} % of a core`],
@@ -286,6 +296,28 @@ async function main() {
   await services.stop();
   await stack.close();
   process.exit(missed > 0 || twice > 0 ? 1 : 0);
+
+  /** The CPU so far of each backend connected to this database, by pid. */
+  async function databaseCpu(): Promise<Map<number, number>> {
+    const { rows } = await sql<{ pid: number }>`
+      select pid from pg_stat_activity where datname = current_database()`.execute(db.db);
+    const out = new Map<number, number>();
+    for (const { pid } of rows) {
+      try {
+        out.set(pid, cpuMs(pid));
+      } catch {
+        // ended meanwhile
+      }
+    }
+    return out;
+  }
+
+  /** This database's backends' CPU since `before` (a backend that ended meanwhile is not counted). */
+  async function databaseCpuSince(before: Map<number, number>): Promise<number> {
+    let total = 0;
+    for (const [pid, ms] of await databaseCpu()) total += ms - (before.get(pid) ?? 0);
+    return total;
+  }
 
   async function entrantBytes(): Promise<number> {
     const { rows } = await sql<{ bytes: string }>`

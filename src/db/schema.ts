@@ -177,6 +177,9 @@ export interface NotificationsTable {
   fanout_done: Generated<boolean>;
   send_at: Date | null;
   next_due_at: Date | null;
+  /** a best-time send's first and last wave, once cut (migration 067) */
+  best_time_first_at: Date | null;
+  best_time_last_at: Date | null;
   local_plan: Json<LocalPlan> | null;
   wave: Generated<number>;
   skipped_past_local_time: Counter;

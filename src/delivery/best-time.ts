@@ -62,6 +62,13 @@ export async function releaseBestTimeWaves(
   // only batches never released: one released before and still sending or retrying has its job and its pace
   const held = await deps.batches.heldBatches(deps.db, n.id, n.generation);
   const due = held.filter((b) => !b.not_before || b.not_before <= now);
+  const hours = held.flatMap((b) => (b.not_before ? [b.not_before.getTime()] : []));
+  // the first release holds every wave: the span its record answers
+  if (n.wave === 0 && hours.length)
+    await deps.notifications.setBestTimeWaves(deps.db, n.id, n.generation, {
+      first: new Date(Math.min(...hours)),
+      last: new Date(Math.max(...hours)),
+    });
   if (due.length) await deps.notifications.markSending(deps.db, n.id, n.generation);
   if (appPerMinute !== null && due.length) {
     // the app's ceiling holds across its notifications: a wave takes its turns from the hour it is due

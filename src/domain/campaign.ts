@@ -111,8 +111,8 @@ export function waveSlice(plan: LocalPlan, zones: readonly string[]): { zones: s
 
 /**
  * When the last push of a notification should be out: for a paced one whose fan-out is done, the end of its
- * reserved schedule; one still waiting for local-time waves, the last wave (or later, by its pace). Null when it
- * has finished or nothing bounds it (unpaced sends go as fast as the gateways take them).
+ * reserved schedule; one still waiting for local-time or best-time waves, the last wave (or later, by its pace).
+ * Null when it has finished or nothing bounds it (unpaced sends go as fast as the gateways take them).
  */
 export function estimatedFinish(n: {
   state: string;
@@ -120,9 +120,11 @@ export function estimatedFinish(n: {
   pace_next_at: Date | null;
   local_plan: LocalPlan | null;
   send_at: Date | null;
+  best_time_last_at: Date | null;
 }): Date | null {
   if (n.state !== 'scheduled' && n.state !== 'sending') return null;
-  const lastWave = n.local_plan?.waves.at(-1)?.at;
+  // a local-time send's last wave, or a best-time send's
+  const lastWave = n.local_plan?.waves.at(-1)?.at ?? n.best_time_last_at;
   const candidates = [n.fanout_done ? n.pace_next_at : null, lastWave ? new Date(lastWave) : null, n.send_at].filter(
     (d): d is Date => d !== null,
   );

@@ -96,7 +96,8 @@ export function notificationResponse(n: Notification) {
     finished_at: iso(n.finished_at),
     failure_reason: n.failure_reason,
     group: n.send_group,
-    send_at: iso(n.send_at),
+    // a best-time send's: its first wave, once cut
+    send_at: iso(n.send_at ?? n.best_time_first_at),
     local_time: n.local_plan !== null && n.local_plan.wallTime !== null,
     skipped_past_local_time: n.skipped_past_local_time,
     skipped_quiet_hours: n.skipped_quiet_hours,

@@ -3,8 +3,8 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, RetiredStep, StepCounts } from '../db/repositories/journeys.js';
-import type { DigestCount, EntryCandidate, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
-import type { JourneyEventRow, JourneyEventsRepository } from '../db/repositories/journey-events.js';
+import type { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type { JourneyEventsRepository } from '../db/repositories/journey-events.js';
 import type { FailedEvents } from './journey-engine.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
@@ -19,11 +19,10 @@ import {
   type JourneyFields,
 } from '../domain/journey.js';
 import type { EventInput } from '../domain/device-input.js';
-import type { TemplateEvent } from '../domain/template-data.js';
-import { firstStep, reEntryRule, waitingArrivals, waitingEntry, type WaitingArrival } from '../domain/journey-run.js';
-import { deliveryOutcome, historyEntry, type DeliveryOutcome } from '../domain/journey-history.js';
+import { deliveryOutcome, type DeliveryOutcome } from '../domain/journey-history.js';
 import type { Clock } from '../platform/clock.js';
-import { Counts, JourneyVersions } from './journey-counts.js';
+import { Counts } from './journey-counts.js';
+import { enterJourneys, JourneyEventIntake } from './journey-intake.js';
 import type { ServiceDeps } from './deps.js';
 import { CLI_ACTOR, type Actor } from '../domain/audit.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
@@ -61,7 +60,7 @@ const spoken = (ms: number): string =>
  * `JourneyEngine` (journey-engine.ts), from the workers' poller.
  */
 export class JourneyService {
-  private readonly versions: JourneyVersions;
+  private readonly intake: JourneyEventIntake;
 
   private readonly deps: {
     db: Db;
@@ -105,7 +104,7 @@ export class JourneyService {
       keyring: deps.keyring ?? null,
       webhookOrigins: deps.webhookOrigins ?? [],
     };
-    this.versions = new JourneyVersions(repos.journeys);
+    this.intake = new JourneyEventIntake(this.deps);
   }
 
   async create(appId: string, fields: JourneyFields, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
@@ -240,10 +239,10 @@ export class JourneyService {
       await counts.write(trx, this.deps.journeys);
       return 'paused';
     }
-    await this.deps.entrants.lockEntrant(trx, [journey.id], key);
-    const outcome = (await this.enter(trx, [journey], key, devices, counts)).get(journey.id)!;
+    await this.deps.entrants.lockEntrants(trx, [{ journeyId: journey.id, entrantKey: key }]);
+    const [outcome] = await enterJourneys(trx, this.deps, [{ journey, key, devices, events: {} }], counts, this.deps.clock.now());
     await counts.write(trx, this.deps.journeys);
-    return outcome;
+    return outcome!;
   }
 
   /**
@@ -298,175 +297,14 @@ export class JourneyService {
     });
   }
 
-  /**
-   * Applies up to `limit` entrants' recorded events, oldest first, in one transaction that deletes their rows (a
-   * worker killed meanwhile leaves them for the next); answers how many rows it took.
-   */
-  async takeEvents(limit: number): Promise<number> {
-    return this.deps.db.transaction().execute(async (trx) => this.applyTaken(trx, await this.deps.journeyEvents.take(trx, limit)));
+  /** Applies up to `limit` entrants' recorded events (JourneyEventIntake.takeEvents); answers how many rows it took. */
+  takeEvents(limit: number): Promise<number> {
+    return this.intake.takeEvents(limit);
   }
 
-  /**
-   * After a batch failed: up to `limit` rows, each in its own transaction, so that one row that cannot be applied
-   * holds only its own entrant; such a row is tried again at the next polls and dropped after `maxAttempts`.
-   */
-  async takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }> {
-    const failed: FailedEvents[] = [];
-    const skipKeys: string[] = [];
-    let taken = 0;
-    while (taken + failed.length < limit) {
-      let row: JourneyEventRow | undefined;
-      try {
-        const n = await this.deps.db.transaction().execute(async (trx) => {
-          row = await this.deps.journeyEvents.takeOne(trx, skipKeys);
-          return this.applyTaken(trx, row ? [row] : []);
-        });
-        if (n === 0) break;
-        taken += n;
-      } catch (err) {
-        if (!row) throw err;
-        const dropped = await this.deps.journeyEvents.failed(this.deps.db, row.id, maxAttempts);
-        failed.push({ id: row.id, entrantKey: row.entrant_key, error: err, dropped });
-        skipKeys.push(...row.entrant_keys);
-      }
-    }
-    return { taken, failed };
-  }
-
-  private async applyTaken(trx: Transaction<Database>, rows: JourneyEventRow[]): Promise<number> {
-    if (rows.length === 0) return 0;
-    const live = await this.deps.journeyDevices.liveDevices(trx, [...new Set(rows.flatMap((r) => r.device_ids))]);
-    // the counters of the whole batch, written once: one update of each counter row, not one an event
-    const counts = new Counts('');
-    for (const row of rows) {
-      const devices = row.device_ids.flatMap((id) => (live.has(id) ? [live.get(id)!] : []));
-      // every device erased since: nothing of it moves any more
-      if (devices.length > 0) await this.applyEvents(trx, { ...row, devices }, counts);
-    }
-    await counts.write(trx, this.deps.journeys);
-    return rows.length;
-  }
-
-  /**
-   * Events an entrant recorded, applied: entrants waiting at a wait_for for one of them move on, those whose version
-   * exits on one leave converted, and journeys they trigger are entered. Nothing of a paused journey moves; its
-   * triggers are counted skipped.
-   */
-  private async applyEvents(
-    trx: Transaction<Database>,
-    recorded: {
-      app_id: string;
-      devices: Device[];
-      user_id: string | null;
-      keys: string[];
-      counts: number[];
-      events: Record<string, TemplateEvent>;
-    },
-    counts: Counts,
-  ): Promise<void> {
-    const { app_id: appId, devices, user_id: userId, keys, events: byKey } = recorded;
-    const owner = userId ?? devices[0]?.user_id ?? null;
-    const key = owner !== null ? `u:${owner}` : `d:${devices[0]!.id}`;
-    // the journeys a device entered before it had a user still hold it under its own key
-    const entrantKeys = [...new Set([key, ...devices.map((d) => `d:${d.id}`)])];
-    // the entrant's entries into the journeys it triggers are locked by the same statement
-    const journeys = await this.deps.journeys.listening(trx, appId, keys, key);
-    if (journeys.length === 0) return;
-    const now = this.deps.clock.now();
-    const active = journeys.filter((j) => j.state === 'active');
-    // only journeys that wait for or exit on one of the events can have entrants it wakes or converts
-    const waking = active.filter((j) => j.listens.some((e) => keys.includes(e)));
-    const exits: { journeyId: string; version: number; event: string }[] = [];
-    const arrivals: WaitingArrival[] = [];
-    const digests: DigestCount[] = [];
-    for (const j of waking)
-      for (let version = 1; version <= j.version; version++) {
-        const definition = await this.versions.get(trx, j.id, version);
-        const event = definition.exit_on.find((e) => keys.includes(e));
-        if (event !== undefined) exits.push({ journeyId: j.id, version, event });
-        arrivals.push(...waitingArrivals(j.id, version, definition));
-        for (const s of definition.steps)
-          if (s.type === 'digest' && keys.includes(s.event))
-            digests.push({ journeyId: j.id, version, stepId: s.id, n: recorded.counts[keys.indexOf(s.event)]! });
-      }
-    // entrants in a digest's window count the events once, however many of the user's devices recorded them
-    await this.deps.entrants.countDigests(trx, { appId, entrantKeys, digests });
-    for (const left of await this.deps.entrants.convert(trx, appId, entrantKeys, exits, now)) {
-      // a split path's conversions: its experiment's result
-      if (left.path) counts.of(left.journey_id).add(left.step_id, 'converted', left.n);
-      else {
-        counts.of(left.journey_id).leave(left.step_id, 'converted', left.n);
-        counts.of(left.journey_id).add('', 'converted', left.n);
-      }
-    }
-    const journeyIds = waking.map((j) => j.id);
-    const woken = await this.deps.entrants.wake(trx, { appId, entrantKeys, journeyIds, events: byKey, arrivals }, now);
-    for (const w of woken) counts.of(w.journey_id).move(w.left_step, w.arrived_step);
-    const triggered = journeys.filter((j) => j.trigger_event !== null && keys.includes(j.trigger_event));
-    for (const j of triggered) if (j.state === 'paused') counts.of(j.id).add('', 'skipped', 1);
-    await this.enter(
-      trx,
-      triggered.filter((j) => j.state === 'active'),
-      key,
-      devices,
-      counts,
-      byKey,
-    );
-  }
-
-  /**
-   * Enters the entrant into each journey (at its first step) whose re-entry rule and entry filters let it, counting
-   * them in `counts`: one statement for all of them, whatever their number, after a query for the entry filters of
-   * those that have some. The caller locked the entrant's entries into the journeys (`lockEntrant`).
-   */
-  private async enter(
-    trx: Transaction<Database>,
-    journeys: Journey[],
-    key: string,
-    devices: Device[],
-    counts: Counts,
-    /** the events that entered it, by key (none: entered through the API) */
-    events: Record<string, TemplateEvent> = {},
-  ): Promise<Map<string, EntryOutcome>> {
-    if (journeys.length === 0) return new Map();
-    const now = this.deps.clock.now();
-    const candidates: EntryCandidate[] = [];
-    for (const j of journeys) {
-      const device = await this.entryDevice(trx, j, devices, now);
-      const first = firstStep(j.definition, now);
-      const history = [historyEntry(now, first.stepId, 'entered', j.trigger_event === null ? {} : { e: j.trigger_event })];
-      if (first.phase === 'waiting') history.push(waitingEntry(now, first));
-      candidates.push({
-        ...first,
-        ...reEntryRule(j.definition.re_entry),
-        journeyId: j.id,
-        version: j.version,
-        deviceId: device?.id ?? null,
-        history,
-        event: j.trigger_event !== null && Object.hasOwn(events, j.trigger_event) ? events[j.trigger_event]! : null,
-      });
-    }
-    const outcomes = await this.deps.entrants.enter(trx, { appId: journeys[0]!.app_id, entrantKey: key, now, candidates });
-    for (const c of candidates) {
-      const outcome = outcomes.get(c.journeyId)!;
-      counts.of(c.journeyId).add('', outcome === 'not_re_entered' ? 'skipped' : outcome, 1);
-      if (outcome === 'entered') counts.of(c.journeyId).arrive(c.stepId);
-    }
-    return outcomes;
-  }
-
-  /** The device the entrant enters with: the first of its devices the entry filters match (none: it does not enter). */
-  private async entryDevice(trx: Transaction<Database>, j: Journey, devices: Device[], now: Date): Promise<Device | undefined> {
-    const filters = j.definition.entry_filters;
-    if (!filters?.length) return devices[0];
-    const matching = await this.deps.devices.matchingIds(
-      trx,
-      j.app_id,
-      devices.map((d) => d.id),
-      filters,
-      now,
-    );
-    return devices.find((d) => matching.has(d.id));
+  /** After a batch failed: the rows one a transaction (JourneyEventIntake.takeEventsSingly). */
+  takeEventsSingly(limit: number, maxAttempts: number): Promise<{ taken: number; failed: FailedEvents[] }> {
+    return this.intake.takeEventsSingly(limit, maxAttempts);
   }
 
   private async entrantOf(trx: Transaction<Database>, appId: string, who: ApiEntrant): Promise<{ devices: Device[]; key: string }> {

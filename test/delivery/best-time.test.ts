@@ -93,8 +93,16 @@ describe('best-time sends', () => {
     const res = await post({ to: [{ name: 'tags', criteria: ['best'] }], send_at: 'best_time' });
     expect(res.statusCode, res.body).toBe(201);
     const { id } = res.json();
-    await waitFor('its waves cut', async () => (await read(id)).devices_targeted === 3, 10_000, 20);
-    expect(await read(id)).toMatchObject({ state: 'scheduled', pushes_succeeded: 0, notification: { send_at: 'best_time' } });
+    await waitFor('its waves cut', async () => (await read(id)).estimated_finish_at !== null, 10_000, 20);
+    // its record: the submitted "best_time", and the first and last wave it was cut into
+    expect(await read(id)).toMatchObject({
+      state: 'scheduled',
+      devices_targeted: 3,
+      pushes_succeeded: 0,
+      notification: { send_at: 'best_time' },
+      send_at: '2026-06-10T19:00:00.000Z',
+      estimated_finish_at: '2026-06-11T10:00:00.000Z',
+    });
     // the waves are stored with the batches: one instant each, whatever a restart does
     const waves = await h.db.db
       .selectFrom('delivery_batches')
@@ -115,7 +123,7 @@ describe('best-time sends', () => {
     await step('2026-06-11T05:00:00Z', [evening, morning]);
     await step('2026-06-11T10:00:00Z', [evening, morning, fresh]);
     await waitFor('sent', async () => (await read(id)).state === 'sent', 10_000, 20);
-    expect(await read(id)).toMatchObject({ state: 'sent', devices_targeted: 3, pushes_succeeded: 3 });
+    expect(await read(id)).toMatchObject({ state: 'sent', devices_targeted: 3, pushes_succeeded: 3, estimated_finish_at: null });
   });
 
   it('a cancel between waves stops the waves not yet sent', async () => {

@@ -81,6 +81,34 @@ describe('journeys: recorded events applied by the workers', () => {
     return { first: await first, second };
   };
 
+  it("one batch enters every entrant's journeys at once, and an entrant's rows in their order", async () => {
+    clock.set(T0);
+    const later = [{ id: 'later', type: 'delay', duration: '1d' }];
+    const j = await create({ name: 'Batch', trigger: { event: 'shop' }, exit_on: ['paid'], re_entry: 'after_exit', steps: later });
+    const us = await create({
+      name: 'Batch US',
+      trigger: { event: 'shop' },
+      entry_filters: [{ name: 'country', criteria: ['US'] }],
+      steps: later,
+    });
+    const ds = [await device({ country: 'US' }), await device({ country: 'FR' }), await device({ country: 'US' }), await device()];
+    for (const d of ds) await post(`/v6/devices/${d}`, 'shop');
+    // the first device's next rows come in the same batch: converted out of the first entry, then in again
+    await post(`/v6/devices/${ds[0]}`, 'paid');
+    await post(`/v6/devices/${ds[0]}`, 'shop');
+    expect(await h.ctx.services.journeys.takeEvents(100)).toBe(6);
+    const first = await entrants(j.id, `device:${ds[0]}`);
+    // both entered at the one instant of the clock: in no order
+    expect(first.map((e) => e.history.map((x) => x.what).join(' ')).sort()).toEqual(['entered waiting', 'entered waiting converted']);
+    for (const d of ds.slice(1)) expect(await entrants(j.id, `device:${d}`)).toHaveLength(1);
+    // the US journey: the first device entered once (its second shop is no re-entry), the third too; the others filtered
+    expect(await entrants(us.id, `device:${ds[0]}`)).toHaveLength(1);
+    expect(await entrants(us.id, `device:${ds[1]}`)).toEqual([]);
+    expect(await entrants(us.id, `device:${ds[2]}`)).toHaveLength(1);
+    expect((await journey(j.id)).counts.trigger).toMatchObject({ entered: 5, converted: 1 });
+    expect((await journey(us.id)).counts.trigger).toMatchObject({ entered: 2, filtered: 2, skipped: 1 });
+  });
+
   it("an entrant's later row is not taken while another worker holds an earlier one", async () => {
     const [d, other] = [await device(), await device()];
     await create({ name: 'Order', trigger: { event: 'first' }, steps: [{ id: 'w', type: 'wait_for', event: 'second', timeout: '1d' }] });

@@ -8,6 +8,8 @@ import type { TemplateEvent } from '../../domain/template-data.js';
 
 /** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
 export interface EntryCandidate {
+  appId: string;
+  entrantKey: string;
   journeyId: string;
   version: number;
   /** the device it enters with: the first its entry filters match (null: none, it does not enter) */
@@ -76,48 +78,58 @@ export interface LeftAt {
 /** The entrants of journeys: entering, the due poll, transitions, exits. All SQL of journey_entrants. */
 export class JourneyEntrantsRepository {
   /**
-   * Serializes entries of one entrant into these journeys until the commit (in a fixed order: no deadlock): the table
+   * Serializes entries of these entrants into these journeys until the commit (in a fixed order: no deadlock): the table
    * is partitioned by the day an entrant entered, so no unique index can say one entrant is inside at most once.
    */
-  async lockEntrant(trx: Transaction<Database>, journeyIds: string[], entrantKey: string): Promise<void> {
+  async lockEntrants(trx: Transaction<Database>, entries: { journeyId: string; entrantKey: string }[]): Promise<void> {
+    if (entries.length === 0) return;
     await sql`
       select pg_advisory_xact_lock(k)
-      from (select hashtextextended('journey:' || j || ':' || ${entrantKey}, 0) as k from unnest(${journeyIds}::text[]) as j order by 1) s
+      from (select distinct hashtextextended('journey:' || j || ':' || e, 0) as k
+            from unnest(${entries.map((x) => x.journeyId)}::text[], ${entries.map((x) => x.entrantKey)}::text[]) as x(j, e)
+            order by 1) s
     `.execute(trx);
   }
 
   /**
-   * Enters the entrant into each journey it may enter, in one statement: one whose last entry forbids it by the
-   * journey's re-entry rule is `not_re_entered`, one without a device the entry filters match `filtered`, the others
-   * enter at their first step (the caller counts them). The entrant's entries into these journeys must be locked
-   * (`lockEntrant`) by an earlier statement of the transaction, so that this one's snapshot sees every entry before.
+   * Enters entrants into the journeys they may enter, in one statement whatever their number: an entry whose
+   * entrant's last entry forbids it by the journey's re-entry rule is `not_re_entered`, one without a device the
+   * entry filters match `filtered`, the others enter at their first step (the caller counts them). Answers each
+   * candidate's outcome, in their order. Each entrant's entries into its journeys must be locked (`lockEntrants`)
+   * by an earlier statement of the transaction, so that this one's snapshot sees every entry before; a candidate
+   * names each (entrant, journey) once.
    */
-  async enter(
-    trx: Transaction<Database>,
-    entry: { appId: string; entrantKey: string; now: Date; candidates: EntryCandidate[] },
-  ): Promise<Map<string, EntryOutcome>> {
-    const { appId, entrantKey, now, candidates } = entry;
+  async enter(trx: Transaction<Database>, entry: { now: Date; candidates: EntryCandidate[] }): Promise<EntryOutcome[]> {
+    const { now, candidates } = entry;
+    if (candidates.length === 0) return [];
     const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
-    const { rows } = await sql<{ journey_id: string; outcome: EntryOutcome }>`
+    const { rows } = await sql<{ i: number; outcome: EntryOutcome }>`
       with candidate as (
-        select * from unnest(${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
+        select * from unnest(${col((c) => c.appId)}::uuid[], ${col((c) => c.entrantKey)}::text[],
+                             ${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
                              ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
                              ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.waitEvent)}::text[],
                              ${col((c) => c.onEvent)}::text[], ${col((c) => c.afterExit)}::boolean[], ${col((c) => c.afterMs)}::bigint[],
                              ${col((c) => JSON.stringify(c.history))}::jsonb[], ${jsonbArray(col((c) => c.event))}::jsonb[])
-          as c(journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms, history, event)
+          with ordinality
+          as c(app_id, entrant_key, journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms,
+               history, event, i)
+      ),
+      -- each entrant's entries looked up once, for all the journeys it may enter
+      entrant as (
+        select app_id, entrant_key, array_agg(journey_id) as journeys from candidate group by app_id, entrant_key
       ),
       last_entry as (
-        select distinct on (journey_id) journey_id, entered_at, outcome
-        from journey_entrants
-        where app_id = ${appId} and entrant_key = ${entrantKey} and journey_id = any(${col((c) => c.journeyId)}::uuid[])
-        order by journey_id, entered_at desc
+        select distinct on (e.entrant_key, e.journey_id) e.entrant_key, e.journey_id, e.entered_at, e.outcome
+        from entrant x
+        join journey_entrants e on e.app_id = x.app_id and e.entrant_key = x.entrant_key and e.journey_id = any(x.journeys)
+        order by e.entrant_key, e.journey_id, e.entered_at desc
       ),
       -- entries whose rows retention dropped (JourneyEntrantsRepository.keepEntered): left, at their last entry
       kept_entry as (
-        select journey_id, last_entered_at as entered_at, 'completed' as outcome
-        from journey_entered
-        where entrant_key = ${entrantKey} and journey_id = any(${col((c) => c.journeyId)}::uuid[])
+        select k.entrant_key, k.journey_id, k.last_entered_at as entered_at, 'completed' as outcome
+        from entrant x
+        join journey_entered k on k.entrant_key = x.entrant_key and k.journey_id = any(x.journeys)
       ),
       decided as (
         select c.*,
@@ -129,18 +141,21 @@ export class JourneyEntrantsRepository {
                     else 'entered' end as outcome
         from candidate c
         left join (select * from last_entry union all select * from kept_entry k
-                   where not exists (select 1 from last_entry l where l.journey_id = k.journey_id)) l using (journey_id)
+                   where not exists (select 1 from last_entry l where (l.entrant_key, l.journey_id) = (k.entrant_key, k.journey_id))) l
+          using (entrant_key, journey_id)
       ),
       inserted as (
         insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event,
                                       history, entered_at, event)
-        select journey_id, version, ${appId}, ${entrantKey}, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}, event
+        select journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}, event
         from decided
         where outcome = 'entered'
       )
-      select journey_id, outcome from decided
+      select i::int as i, outcome from decided
     `.execute(trx);
-    return new Map(rows.map((r) => [r.journey_id, r.outcome]));
+    const outcomes = new Array<EntryOutcome>(candidates.length);
+    for (const r of rows) outcomes[r.i - 1] = r.outcome;
+    return outcomes;
   }
 
   /**

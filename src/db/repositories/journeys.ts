@@ -45,7 +45,15 @@ export function stepCountsUpsert(deltas: RawBuilder<unknown>): RawBuilder<unknow
 
 /** Counter deltas as a query for `stepCountsUpsert`. */
 export function countDeltas(deltas: CountDelta[]): RawBuilder<unknown> {
-  const kept = deltas.filter((d) => d.n !== 0);
+  // summed here: a batch of entries is thousands of deltas of a few counters, sent as those few
+  const sums = new Map<string, CountDelta>();
+  for (const d of deltas) {
+    const key = `${d.journeyId} ${d.step} ${d.counter}`;
+    const sum = sums.get(key);
+    if (sum) sum.n += d.n;
+    else sums.set(key, { ...d });
+  }
+  const kept = [...sums.values()].filter((d) => d.n !== 0);
   return sql`
     select * from unnest(${kept.map((d) => d.journeyId)}::uuid[], ${kept.map((d) => d.step)}::text[],
       ${kept.map((d) => d.counter)}::text[], ${kept.map((d) => d.n)}::bigint[])`;
@@ -146,24 +154,16 @@ export class JourneysRepository {
   }
 
   /**
-   * The app's journeys that are not archived and that an event of these keys enters, or that wait for or exit on
-   * one; in the same statement, the entrant's entries into the active ones it enters are serialized until the commit
-   * (JourneyEntrantsRepository.lockEntrant's locks, taken in their order: no deadlock).
+   * The apps' journeys that are not archived and that an event of these keys enters, or that wait for or exit on
+   * one: those a batch of recorded events may move (the caller sorts them to each entrant by app and keys).
    */
-  async listening(trx: Transaction<Database>, appId: string, keys: string[], entrantKey: string): Promise<Journey[]> {
-    const { rows } = await sql<Journey & { entry_lock: string | null; locked: unknown }>`
-      select j.*, case when j.entry_lock is not null then pg_advisory_xact_lock(j.entry_lock) end as locked
-      from (
-        select j.*,
-               case when j.state = 'active' and j.trigger_event = any(${keys}::text[])
-                    then hashtextextended('journey:' || j.id || ':' || ${entrantKey}::text, 0) end as entry_lock
-        from journeys j
-        where j.app_id = ${appId} and j.state <> 'archived'
-          and (j.trigger_event = any(${keys}::text[]) or j.listens && ${keys}::text[])
-        order by entry_lock
-      ) j
-    `.execute(trx);
-    return rows.map(({ entry_lock: _lock, locked: _locked, ...journey }) => journey);
+  async listening(db: Db, appIds: string[], keys: string[]): Promise<Journey[]> {
+    const { rows } = await sql<Journey>`
+      select j.* from journeys j
+      where j.app_id = any(${appIds}::uuid[]) and j.state <> 'archived'
+        and (j.trigger_event = any(${keys}::text[]) or j.listens && ${keys}::text[])
+    `.execute(db);
+    return rows;
   }
 
   /** The journey's webhook signing secret, sealed (null: none of its versions had a webhook step). */

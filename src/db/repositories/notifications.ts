@@ -328,6 +328,12 @@ export class NotificationsRepository {
       .execute();
   }
 
+  /** A best-time send's first and last wave, as its record answers them. */
+  async setBestTimeWaves(db: Db, id: string, generation: number, waves: { first: Date; last: Date }): Promise<void> {
+    await sql`update notifications set best_time_first_at = ${waves.first}, best_time_last_at = ${waves.last}
+      where id = ${id} and generation = ${generation}`.execute(db);
+  }
+
   /** The fan-out waits for the next local-time wave: the due poller releases it at `at`. */
   async awaitWave(db: Db, notificationId: string, generation: number, at: Date): Promise<void> {
     await db
