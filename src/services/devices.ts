@@ -186,7 +186,7 @@ export class DeviceService {
     const sent = refuseUnprovenRebind(caller, input, r.unproven, held);
     if (!held) return this.create(trx, { ...r.values, token }, r.custom);
     if (sent && !held.credential_held) update.credential_held = true;
-    return { device: await this.devices.update(trx, held.id, update, r.country), created: false };
+    return { device: await this.devices.updateLocked(trx, held, update, r.country), created: false };
   }
 
   /** A new device, with the credential only this answer gives. */

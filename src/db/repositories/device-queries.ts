@@ -208,16 +208,26 @@ export function tokenKey(token: string): string {
 export const byNameAndPosition = (a: DeviceAttributeRow, b: DeviceAttributeRow) =>
   a.name < b.name ? -1 : a.name > b.name ? 1 : a.position - b.position;
 
-export const ATTRIBUTE_COLUMNS = [
-  'a_name',
-  'a_type',
-  'a_position',
-  'a_is_array',
-  'a_str_value',
-  'a_num_value',
-  'a_date_value',
-  'a_bool_value',
-];
+/** `insertWithAttributes`'s joined rows (the device beside each of its attributes) as the device and its attributes. */
+export function deviceAndAttributes(stored: (Device & AttributeColumns)[]): { device: Device; attributes: DeviceAttributeRow[] } {
+  const device: Record<string, unknown> = { ...stored[0]! };
+  for (const key of ATTRIBUTE_COLUMNS) delete device[key];
+  const attributes = stored.map((r) => ({
+    device_id: r.id,
+    app_id: r.app_id,
+    name: r.a_name,
+    type: r.a_type,
+    position: r.a_position,
+    is_array: r.a_is_array,
+    str_value: r.a_str_value,
+    num_value: r.a_num_value,
+    date_value: r.a_date_value,
+    bool_value: r.a_bool_value,
+  }));
+  return { device: device as unknown as Device, attributes: attributes.sort(byNameAndPosition) };
+}
+
+const ATTRIBUTE_COLUMNS = ['a_name', 'a_type', 'a_position', 'a_is_array', 'a_str_value', 'a_num_value', 'a_date_value', 'a_bool_value'];
 
 /** A device attribute's columns beside its device's, in `insertWithAttributes`'s answer. */
 export interface AttributeColumns {
@@ -237,13 +247,17 @@ export interface AttributeColumns {
  * update (no index entries, a fraction of the WAL).
  */
 export function movingRegisteredAt<T extends Record<string, unknown>>(set: T): T & { registered_at: RawBuilder<Date> } {
+  const changed = changedFrom(set);
+  const moved = changed ? sql<Date>`case when ${changed} then now() else devices.registered_at end` : sql<Date>`devices.registered_at`;
+  return { ...set, registered_at: moved };
+}
+
+/** Whether the stored row (`devices`) differs from the set in one of its columns; null when it sets none. */
+export function changedFrom(set: Record<string, unknown>): RawBuilder<SqlBool> | null {
   const changed = Object.entries(set)
     .filter(([, v]) => v !== undefined)
     .map(([column, v]) => sql`${sql.ref(`devices.${column}`)} is distinct from ${v}`);
-  const moved = changed.length
-    ? sql<Date>`case when ${sql.join(changed, sql` or `)} then now() else devices.registered_at end`
-    : sql<Date>`devices.registered_at`;
-  return { ...set, registered_at: moved };
+  return changed.length ? sql<SqlBool>`(${sql.join(changed, sql` or `)})` : null;
 }
 
 type StoredAttribute = Omit<DeviceAttributeRow, 'position' | 'is_array'> & { position: number; is_array: boolean };

@@ -14,10 +14,10 @@ import {
   withCountry,
   holdsToken,
   movingRegisteredAt,
+  changedFrom,
   sameRows,
   attributeRows,
-  byNameAndPosition,
-  ATTRIBUTE_COLUMNS,
+  deviceAndAttributes,
   type AttributeColumns,
   type DeviceAttributeRow,
   type HeldByToken,
@@ -56,21 +56,7 @@ export class DevicesRepository {
       select d.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
         a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
       from d cross join a`.execute(db);
-    const device: Record<string, unknown> = { ...stored[0]! };
-    for (const key of ATTRIBUTE_COLUMNS) delete device[key];
-    const attributes = stored.map((r) => ({
-      device_id: r.id,
-      app_id: r.app_id,
-      name: r.a_name,
-      type: r.a_type,
-      position: r.a_position,
-      is_array: r.a_is_array,
-      str_value: r.a_str_value,
-      num_value: r.a_num_value,
-      date_value: r.a_date_value,
-      bool_value: r.a_bool_value,
-    }));
-    return { device: device as unknown as Device, attributes: attributes.sort(byNameAndPosition) };
+    return deviceAndAttributes(stored);
   }
 
   /**
@@ -124,23 +110,34 @@ export class DevicesRepository {
     return (mode === 'update' ? q.forUpdate() : q.forShare()).execute();
   }
 
-  /** The ids of a user's live devices, in id order. */
   /** A user's devices in id order, the first `limit`. */
   async userDevicesUpTo(db: Db, appId: string, userId: string, limit: number): Promise<Device[]> {
     return userDevices(db, appId, userId).selectAll().orderBy('id').limit(limit).execute();
   }
 
+  /** The ids of a user's live devices, in id order. */
   async userDeviceIds(db: Db, appId: string, userId: string): Promise<string[]> {
     const rows = await userDevices(db, appId, userId).select('id').orderBy('id').execute();
     return rows.map((r) => r.id);
   }
 
   /**
-   * What the sdk key must prove to change the app's device with this push token, row-locked until the transaction
-   * ends (none: undefined).
+   * The app's device with this push token (what the sdk key must prove to change it), row-locked until the
+   * transaction ends (none: undefined).
    */
-  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<HeldByToken | undefined> {
-    return db.selectFrom('devices').select(HELD).where('app_id', '=', appId).where(holdsToken(token)).forUpdate().executeTakeFirst();
+  async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Device | undefined> {
+    return db.selectFrom('devices').selectAll().where('app_id', '=', appId).where(holdsToken(token)).forUpdate().executeTakeFirst();
+  }
+
+  /**
+   * `update` of a device read and row-locked in this transaction (`current`), written only when a column changes:
+   * a device registering again as it was writes no row version, index entry or WAL, and is answered as it is.
+   */
+  async updateLocked(db: Transaction<Database>, current: Device, set: DeviceUpdate, fillCountry: string | null): Promise<Device> {
+    const values = withCountry(set, fillCountry, 'devices');
+    const changed = changedFrom(values);
+    const q = db.updateTable('devices').set({ ...values, registered_at: sql<Date>`now()` });
+    return (changed && (await q.where('id', '=', current.id).where(changed).returningAll().executeTakeFirst())) || current;
   }
 
   /**
