@@ -16,7 +16,9 @@
  * learned from one-device sends at 1 ms held a later broadcast to the floor when the gateway answered in 100 ms.
  * The widest window a gateway took without queueing, and its round trip, are kept per origin for the life of the
  * process: a run with more chunks than the window (a broadcast) starts at half that window, not at what the sends
- * between broadcasts left, and a gateway built anew for the same origin starts from them too.
+ * between broadcasts left, and a gateway built anew for the same origin starts from them too. A broadcast on a
+ * connection whose peer has announced its streams starts at least at what the gateway offers (that many streams on
+ * each of `maxConnections` connections, within `maxInFlight`), as a bare HTTP/2 client would: see `burst`.
  */
 export interface StreamPoolOptions {
   maxConnections: number;
@@ -94,9 +96,12 @@ export class WindowEstimator {
    * More chunks are waiting than the window holds: open it to half the widest good window, as if the rate that
    * filled it were measured now. Half, because the gateway may be busier than when it was learned; the window
    * doubles from there while it limits the rate, and backs off as ever if answers queue.
+   * `offered` is the streams the gateway's SETTINGS allow over the connections the pool may open: the window opens
+   * to it at least, because a peer's SETTINGS_MAX_CONCURRENT_STREAMS is what it says it accepts, and starting below
+   * it cost a first broadcast the round trips of doubling up (0.6–0.7 of a bare client that opens them all at once).
    */
-  burst(): void {
-    const start = Math.round(Math.min(this.ceiling, this.max, this.good.window / 2));
+  burst(offered = 0): void {
+    const start = Math.round(Math.min(this.ceiling, this.max, Math.max(this.good.window / 2, offered)));
     if (this.probeSince !== undefined || start <= this.window || !(this.minRtt < Infinity)) return;
     this.rate = Math.max(this.rate, (start * 1000) / (2 * this.minRtt));
     this.completed = 0;
@@ -202,7 +207,7 @@ export class StreamPool<C> {
   async run(indexes: readonly number[], send: (conn: C, chunk: number[]) => Promise<void>): Promise<void> {
     const chunks: number[][] = [];
     for (let i = 0; i < indexes.length; i += this.chunkSize) chunks.push(indexes.slice(i, i + this.chunkSize));
-    if (indexes.length > this.estimator.window) this.estimator.burst();
+    if (indexes.length > this.estimator.window) this.estimator.burst(this.offered());
     let next = 0;
     const lane = async () => {
       for (let c = next++; c < chunks.length; c = next++) {
@@ -220,6 +225,13 @@ export class StreamPool<C> {
     // Lanes for the widest window; those beyond the current one wait in acquire().
     const lanes = Math.min(chunks.length, Math.ceil(this.options.maxInFlight / this.chunkSize));
     await Promise.all(Array.from({ length: lanes }, lane));
+  }
+
+  /** The streams the gateway offers: as many on each connection the pool may open as the open ones' peers allow. */
+  private offered(): number {
+    let most = 0;
+    for (const slot of this.slots) most = Math.max(most, this.windowOf(slot.conn) ?? 0);
+    return most * this.options.maxConnections;
   }
 
   private acquire(n: number): Promise<Slot<C>> {
