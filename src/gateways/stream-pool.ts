@@ -41,8 +41,8 @@ interface GoodWindow {
 }
 
 /**
- * Per process, by origin. Not kept across restarts: the first round after a restart grows from the floor in a few
- * ticks, and a window stored beside the data would need a write per broadcast for that one round.
+ * Per process, by origin. Not kept across restarts: once a connection is up a broadcast starts at what the gateway
+ * offers (`burst`), which a stored window would not raise at the default bounds, for a write per broadcast.
  */
 const goodWindows = new Map<string, GoodWindow>();
 
