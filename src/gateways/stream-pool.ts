@@ -16,8 +16,8 @@
  * learned from one-device sends at 1 ms held a later broadcast to the floor when the gateway answered in 100 ms.
  * The widest window a gateway took without queueing, and its round trip, are kept per origin for the life of the
  * process: a run with more chunks than the window (a broadcast) starts at half that window, not at what the sends
- * between broadcasts left, and a gateway built anew for the same origin starts from them too. A broadcast on a
- * connection whose peer has announced its streams starts at least at what the gateway offers (that many streams on
+ * between broadcasts left, and a gateway built anew for the same origin starts from them too. The first broadcast,
+ * on a connection whose peer has announced its streams, starts at what the gateway offers (that many streams on
  * each of `maxConnections` connections, within `maxInFlight`), as a bare HTTP/2 client would: see `burst`.
  */
 export interface StreamPoolOptions {
@@ -38,6 +38,8 @@ export interface StreamPoolOptions {
 interface GoodWindow {
   window: number;
   rttMs: number;
+  /** A broadcast was measured here: later ones start from `window`, even when the gateway needed less than the floor. */
+  measured: boolean;
 }
 
 /**
@@ -72,6 +74,8 @@ export class WindowEstimator {
   /** Set while probing: chunks started from then on went out with little or nothing ahead of them. */
   private probeSince: number | undefined;
   private lastProbeAt = -Infinity;
+  /** Set from a burst until a tick after it is measured (a probe's tick is not). */
+  private bursting = false;
   /** What this estimator (or another for the same origin) learned: shared by reference with `goodWindows`. */
   private readonly good: GoodWindow;
   window: number;
@@ -87,21 +91,23 @@ export class WindowEstimator {
     this.ceiling = this.max;
     const origin = bounds.origin;
     const known = origin === undefined ? undefined : goodWindows.get(origin);
-    this.good = known ?? { window: 0, rttMs: Infinity };
+    this.good = known ?? { window: 0, rttMs: Infinity, measured: false };
     if (origin !== undefined && !known) goodWindows.set(origin, this.good);
     this.minRtt = this.good.rttMs;
   }
 
   /**
-   * More chunks are waiting than the window holds: open it to half the widest good window, as if the rate that
-   * filled it were measured now. Half, because the gateway may be busier than when it was learned; the window
-   * doubles from there while it limits the rate, and backs off as ever if answers queue.
-   * `offered` is the streams the gateway's SETTINGS allow over the connections the pool may open: the window opens
-   * to it at least, because a peer's SETTINGS_MAX_CONCURRENT_STREAMS is what it says it accepts, and starting below
-   * it cost a first broadcast the round trips of doubling up (0.6–0.7 of a bare client that opens them all at once).
+   * More chunks are waiting than the window holds. With a window learned (a broadcast before), open it to half the
+   * widest good one, as if the rate that filled it were measured now: half, because the gateway may be busier than
+   * when it was learned; the window doubles from there while it limits the rate, and backs off if answers queue.
+   * With none (one-device sends only), open it to `offered`, the streams the gateway's SETTINGS allow on the
+   * connections the pool may open, because a peer's SETTINGS_MAX_CONCURRENT_STREAMS is what it says it accepts
+   * (growing from the floor instead held a first broadcast to 0.6–0.7 of a bare client that opens them at once);
+   * not once one is learned, or each batch of a broadcast would reopen the window past what its rate needs.
    */
   burst(offered = 0): void {
-    const start = Math.round(Math.min(this.ceiling, this.max, Math.max(this.good.window / 2, offered)));
+    const learned = this.good.measured || this.good.window >= this.min;
+    const start = Math.round(Math.min(this.ceiling, this.max, learned ? this.good.window / 2 : offered));
     if (this.probeSince !== undefined || start <= this.window || !(this.minRtt < Infinity)) return;
     this.rate = Math.max(this.rate, (start * 1000) / (2 * this.minRtt));
     this.completed = 0;
@@ -109,6 +115,7 @@ export class WindowEstimator {
     this.fastest = Infinity;
     this.tickStart = performance.now();
     this.window = start;
+    this.bursting = true;
   }
 
   record(tokens: number, rttMs: number, startedAt: number): void {
@@ -141,6 +148,8 @@ export class WindowEstimator {
     const taken = Math.min(this.window, Math.round((2 * rate * this.minRtt) / 1000));
     this.good.window = queued ? Math.min(this.good.window, this.window) : Math.max(this.good.window, taken);
     this.good.rttMs = this.minRtt;
+    this.good.measured ||= this.bursting;
+    this.bursting = false;
   }
 
   /** The probe's round trip is the gateway's distance now; the rate measured before it still holds. */

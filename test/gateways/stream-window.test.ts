@@ -2,7 +2,7 @@
  * Where a broadcast's stream window starts, seen from a real HTTP/2 gateway (the FCM mock over TLS): one-device
  * sends answered at once, then a broadcast the gateway answers far later, as in `bench/outside`.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FcmGateway, parseFcmServiceAccount } from '../../src/gateways/fcm.js';
 import type { PushTarget } from '../../src/gateways/types.js';
 import { generateServiceAccount, type TestServiceAccount } from '../mocks/credentials.js';
@@ -43,19 +43,19 @@ async function streamsBeforeFirstAnswer(g: FcmGateway, devices: number, delayMs:
   return atFirstAnswer!;
 }
 
-beforeAll(async () => {
+beforeAll(() => {
   requireTestCa();
   account = generateServiceAccount({ projectId: 'pushd-window-test' });
+});
+
+// a mock of its own each test: what a gateway's window was is remembered by origin for the process
+beforeEach(async () => {
   mock = await FcmMock.start({ record: false });
   mock.addServiceAccount(account);
 });
 
 afterEach(async () => {
   await Promise.all(open.splice(0).map((g) => g.close()));
-  mock.reset();
-});
-
-afterAll(async () => {
   await mock.close();
 });
 

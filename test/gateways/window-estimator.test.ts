@@ -102,6 +102,17 @@ describe('WindowEstimator', () => {
     expect(wide.window).toBe(1250);
   });
 
+  it('opens to the offer only until a broadcast is measured: its later batches do not reopen the window', () => {
+    const e = estimator('https://near.test');
+    trickle(e, 20);
+    e.burst(2000);
+    expect(e.window).toBe(2000);
+    busyTick(e, 1); // a gateway 1 ms away needs 40 streams for this rate: the floor
+    expect(e.window).toBe(MIN);
+    e.burst(2000);
+    expect(e.window).toBe(MIN);
+  });
+
   it('does not open the window for a burst while it probes the round trip', () => {
     const e = estimator('https://probe.test');
     broadcastToMax(e);
