@@ -7,11 +7,12 @@
  *
  *   npm run bench -- outside [--devices 20000] [--rounds 2] [--clients 50] [--warmup 2000] [--unicast 3000]
  *                            [--transactional 1000] [--gateway-latency-ms 100] [--unicast-latency-ms 0]
- *                            [--queue redis|postgres] [--bare-connections 2] [--analyze no|yes]
+ *                            [--queue redis|postgres] [--bare-connections 2] [--analyze no|yes] [--database bench_outside]
  *
  * The mocks answer the one-device phases --unicast-latency-ms late and the broadcasts --gateway-latency-ms late,
  * as the outside check's did (its transactional rate, 638–836/s from 50 clients, is above the 500/s a 100 ms
  * answer would allow): a gateway whose round trip changes between quiet and busy times.
+ * --database: a name of its own, for runs side by side on one PostgreSQL (the database is dropped and made anew).
  * --analyze yes: the devices' table analyzed after the fill, as autovacuum would have by then; by default not, as on
  * the machine's PostgreSQL, whose autovacuum is off.
  */
@@ -49,7 +50,7 @@ const PAYLOAD = { alert: 'Your order has shipped', badge: 1 };
 async function main() {
   const tps = await pgbenchTps();
   const gateways = await mocksHere(BENCH_BUNDLE);
-  const stack = await benchApp('bench_outside', { queue, redisUrl, gateways });
+  const stack = await benchApp(arg('database', 'bench_outside'), { queue, redisUrl, gateways });
   const { db, keys } = stack;
   const t = performance.now();
   await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, identitySecret: stack.identitySecret, count: devices, clients });

@@ -16,7 +16,9 @@
  * learned from one-device sends at 1 ms held a later broadcast to the floor when the gateway answered in 100 ms.
  * The widest window a gateway took without queueing, and its round trip, are kept per origin for the life of the
  * process: a run with more chunks than the window (a broadcast) starts at half that window, not at what the sends
- * between broadcasts left, and a gateway built anew for the same origin starts from them too.
+ * between broadcasts left, and a gateway built anew for the same origin starts from them too. The first broadcast,
+ * on a connection whose peer has announced its streams, starts at what the gateway offers (that many streams on
+ * each of `maxConnections` connections, within `maxInFlight`), as a bare HTTP/2 client would: see `burst`.
  */
 export interface StreamPoolOptions {
   maxConnections: number;
@@ -36,11 +38,13 @@ export interface StreamPoolOptions {
 interface GoodWindow {
   window: number;
   rttMs: number;
+  /** A broadcast was measured here: later ones start from `window`, even when the gateway needed less than the floor. */
+  measured: boolean;
 }
 
 /**
- * Per process, by origin. Not kept across restarts: the first round after a restart grows from the floor in a few
- * ticks, and a window stored beside the data would need a write per broadcast for that one round.
+ * Per process, by origin. Not kept across restarts: once a connection is up a broadcast starts at what the gateway
+ * offers (`burst`), which a stored window would not raise at the default bounds, for a write per broadcast.
  */
 const goodWindows = new Map<string, GoodWindow>();
 
@@ -70,6 +74,8 @@ export class WindowEstimator {
   /** Set while probing: chunks started from then on went out with little or nothing ahead of them. */
   private probeSince: number | undefined;
   private lastProbeAt = -Infinity;
+  /** Set from a burst until a tick after it is measured (a probe's tick is not). */
+  private bursting = false;
   /** What this estimator (or another for the same origin) learned: shared by reference with `goodWindows`. */
   private readonly good: GoodWindow;
   window: number;
@@ -85,18 +91,23 @@ export class WindowEstimator {
     this.ceiling = this.max;
     const origin = bounds.origin;
     const known = origin === undefined ? undefined : goodWindows.get(origin);
-    this.good = known ?? { window: 0, rttMs: Infinity };
+    this.good = known ?? { window: 0, rttMs: Infinity, measured: false };
     if (origin !== undefined && !known) goodWindows.set(origin, this.good);
     this.minRtt = this.good.rttMs;
   }
 
   /**
-   * More chunks are waiting than the window holds: open it to half the widest good window, as if the rate that
-   * filled it were measured now. Half, because the gateway may be busier than when it was learned; the window
-   * doubles from there while it limits the rate, and backs off as ever if answers queue.
+   * More chunks are waiting than the window holds. With a window learned (a broadcast before), open it to half the
+   * widest good one, as if the rate that filled it were measured now: half, because the gateway may be busier than
+   * when it was learned; the window doubles from there while it limits the rate, and backs off if answers queue.
+   * With none (one-device sends only), open it to `offered`, the streams the gateway's SETTINGS allow on the
+   * connections the pool may open, because a peer's SETTINGS_MAX_CONCURRENT_STREAMS is what it says it accepts
+   * (growing from the floor instead held a first broadcast to 0.6–0.7 of a bare client that opens them at once);
+   * not once one is learned, or each batch of a broadcast would reopen the window past what its rate needs.
    */
-  burst(): void {
-    const start = Math.round(Math.min(this.ceiling, this.max, this.good.window / 2));
+  burst(offered = 0): void {
+    const learned = this.good.measured || this.good.window >= this.min;
+    const start = Math.round(Math.min(this.ceiling, this.max, learned ? this.good.window / 2 : offered));
     if (this.probeSince !== undefined || start <= this.window || !(this.minRtt < Infinity)) return;
     this.rate = Math.max(this.rate, (start * 1000) / (2 * this.minRtt));
     this.completed = 0;
@@ -104,6 +115,7 @@ export class WindowEstimator {
     this.fastest = Infinity;
     this.tickStart = performance.now();
     this.window = start;
+    this.bursting = true;
   }
 
   record(tokens: number, rttMs: number, startedAt: number): void {
@@ -136,6 +148,8 @@ export class WindowEstimator {
     const taken = Math.min(this.window, Math.round((2 * rate * this.minRtt) / 1000));
     this.good.window = queued ? Math.min(this.good.window, this.window) : Math.max(this.good.window, taken);
     this.good.rttMs = this.minRtt;
+    this.good.measured ||= this.bursting;
+    this.bursting = false;
   }
 
   /** The probe's round trip is the gateway's distance now; the rate measured before it still holds. */
@@ -202,7 +216,7 @@ export class StreamPool<C> {
   async run(indexes: readonly number[], send: (conn: C, chunk: number[]) => Promise<void>): Promise<void> {
     const chunks: number[][] = [];
     for (let i = 0; i < indexes.length; i += this.chunkSize) chunks.push(indexes.slice(i, i + this.chunkSize));
-    if (indexes.length > this.estimator.window) this.estimator.burst();
+    if (indexes.length > this.estimator.window) this.estimator.burst(this.offered());
     let next = 0;
     const lane = async () => {
       for (let c = next++; c < chunks.length; c = next++) {
@@ -220,6 +234,13 @@ export class StreamPool<C> {
     // Lanes for the widest window; those beyond the current one wait in acquire().
     const lanes = Math.min(chunks.length, Math.ceil(this.options.maxInFlight / this.chunkSize));
     await Promise.all(Array.from({ length: lanes }, lane));
+  }
+
+  /** The streams the gateway offers: as many on each connection the pool may open as the open ones' peers allow. */
+  private offered(): number {
+    let most = 0;
+    for (const slot of this.slots) most = Math.max(most, this.windowOf(slot.conn) ?? 0);
+    return most * this.options.maxConnections;
   }
 
   private acquire(n: number): Promise<Slot<C>> {

@@ -78,6 +78,41 @@ describe('WindowEstimator', () => {
     expect(e.window).toBe(625);
   });
 
+  it('opens a broadcast to what the gateway offers, within max and the ceiling queueing left', () => {
+    const e = estimator('https://offered.test');
+    trickle(e, 20); // one-device sends: a round trip known, no window learned
+    e.burst();
+    expect(e.window).toBe(MIN);
+    e.burst(1000);
+    expect(e.window).toBe(1000);
+    busyTick(e);
+    expect(e.window).toBe(2000);
+
+    const wide = estimator('https://offered-wide.test');
+    trickle(wide, 20);
+    wide.burst(4000);
+    expect(wide.window).toBe(MAX);
+    // answers queued: the window halves, and an offer does not open it past the ceiling that left
+    vi.advanceTimersByTime(50);
+    wide.record(1250, 100, performance.now() - 100);
+    vi.advanceTimersByTime(50);
+    wide.record(1250, QUEUEING_MS + 500, performance.now() - QUEUEING_MS - 500);
+    expect(wide.window).toBe(1250);
+    wide.burst(4000);
+    expect(wide.window).toBe(1250);
+  });
+
+  it('opens to the offer only until a broadcast is measured: its later batches do not reopen the window', () => {
+    const e = estimator('https://near.test');
+    trickle(e, 20);
+    e.burst(2000);
+    expect(e.window).toBe(2000);
+    busyTick(e, 1); // a gateway 1 ms away needs 40 streams for this rate: the floor
+    expect(e.window).toBe(MIN);
+    e.burst(2000);
+    expect(e.window).toBe(MIN);
+  });
+
   it('does not open the window for a burst while it probes the round trip', () => {
     const e = estimator('https://probe.test');
     broadcastToMax(e);
