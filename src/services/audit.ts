@@ -1,16 +1,9 @@
 import type { Db } from '../db/database.js';
-import { AuditRepository, type AuditRowAt, type AuditWindow } from '../db/repositories/audit.js';
+import type { AuditRepository, AuditRowAt, AuditWindow } from '../db/repositories/audit.js';
 import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { parseIsoDate } from '../domain/date-math.js';
 import { NotFoundError } from '../domain/errors.js';
 import type { ServiceDeps } from './deps.js';
-
-/**
- * `AuditRepository.recordChange` for a service that holds no audit repository: DeviceService's, until it takes
- * the audit repository from its deps as the other services do.
- */
-const audit = new AuditRepository();
-export const recordAudit = audit.recordChange.bind(audit);
 
 const LISTING = 'audit';
 /** The form a position's time is written in: one PostgreSQL reads back exactly (it has no year 0). */

@@ -1,5 +1,5 @@
+import type { AuditRepository } from '../db/repositories/audit.js';
 import type { Actor } from '../domain/audit.js';
-import { recordAudit } from './audit.js';
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
@@ -94,6 +94,7 @@ export class DeviceService {
   private readonly events: EventsRepository;
   private readonly conversions: ConversionsRepository;
   private readonly uninstalled: UninstalledRepository;
+  private readonly audit: AuditRepository;
   private readonly idempotency: IdempotencyKeys;
   private readonly geoip: GeoIp;
   private readonly conversionWindowHours: number;
@@ -106,6 +107,7 @@ export class DeviceService {
     this.events = deps.repos.events;
     this.conversions = deps.repos.conversions;
     this.uninstalled = deps.repos.uninstalled;
+    this.audit = deps.repos.audit;
     this.idempotency = deps.idempotency;
     this.geoip = deps.geoip;
     this.conversionWindowHours = deps.conversionWindowHours;
@@ -248,7 +250,7 @@ export class DeviceService {
       if (!current) throw new NotFoundError('device');
       if (current.erased_at) return this.details(trx, current);
       const erased = await this.devices.erase(trx, id);
-      await recordAudit(trx, actor, appId, 'device.erased', { device_id: id });
+      await this.audit.recordChange(trx, actor, appId, 'device.erased', { device_id: id });
       return this.details(trx, erased);
     });
   }
@@ -265,7 +267,7 @@ export class DeviceService {
       const devices = await this.devices.lockUserDevices(trx, appId, userId, 'update', ids.slice(0, USER_ERASE_LIMIT));
       for (const d of devices) await this.devices.erase(trx, d.id);
       // the devices it erased, never the user id: the row must not keep what the erasure removed
-      if (devices.length) await recordAudit(trx, actor, appId, 'user.erased', { device_ids: devices.map((d) => d.id) });
+      if (devices.length) await this.audit.recordChange(trx, actor, appId, 'user.erased', { device_ids: devices.map((d) => d.id) });
       return new Set(devices.map((d) => d.id));
     });
     return ids.map((id, i) => ({ id, outcome: i >= USER_ERASE_LIMIT ? 'out_of_range' : erased.has(id) ? 'erased' : 'gone' }));
