@@ -3,6 +3,13 @@ import fp from 'fastify-plugin';
 import { OverloadedError, type Admission } from '../platform/admission.js';
 import type { Metrics } from '../platform/metrics.js';
 
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** the answer waits for a gateway or a receiver elsewhere: its time tells nothing of this server's queues */
+    answersAfterRemote?: true;
+  }
+}
+
 /** The public API's routes (/v3, /v5, /v6): what load shedding applies to; health, readiness and metrics answer always. */
 const API_ROUTE = /^\/v\d+\//;
 
@@ -57,7 +64,8 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
     });
     // what the requests taken in took, queueing included: a wait no queue of ours reports shows there
     app.addHook('onResponse', async (request, reply) => {
-      if (reply.statusCode !== 503 && API_ROUTE.test(request.url)) admission.answered(reply.elapsedTime);
+      if (reply.statusCode === 503 || request.routeOptions.config.answersAfterRemote || !API_ROUTE.test(request.url)) return;
+      admission.answered(reply.elapsedTime);
     });
   },
   { name: 'admit-in-time' },

@@ -83,13 +83,18 @@ describe('admission: the answers of a real server', () => {
       await new Promise((r) => setTimeout(r, 600 + Math.random() * 300));
       return { ok: true };
     });
+    // as a transactional send's answer waits for its gateway
+    app.post('/v6/remote', { config: { answersAfterRemote: true } }, async () => {
+      await new Promise((r) => setTimeout(r, 600 + Math.random() * 300));
+      return { ok: true };
+    });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
   });
   afterAll(() => app.close());
 
-  const timedPost = async () => {
+  const timedPost = async (path = '/v6/slow') => {
     const t0 = performance.now();
-    const res = await fetch(`${base}/v6/slow`, { method: 'POST' });
+    const res = await fetch(`${base}${path}`, { method: 'POST' });
     const body = await res.json();
     return { res, body, ms: performance.now() - t0 };
   };
@@ -122,5 +127,18 @@ describe('admission: the answers of a real server', () => {
     // windows without answers take the refusal back
     await new Promise((r) => setTimeout(r, 2 * ANSWER_WINDOW_MS + 100));
     expect((await timedPost()).res.status).toBe(200);
+  });
+
+  it('does not count answers that wait for a gateway or a receiver elsewhere', async () => {
+    const statuses: number[] = [];
+    const until = performance.now() + 2500;
+    await Promise.all(
+      Array.from({ length: 40 }, async (_, i) => {
+        await new Promise((r) => setTimeout(r, i * 20));
+        while (performance.now() < until) statuses.push((await timedPost('/v6/remote')).res.status);
+      }),
+    );
+    expect(statuses.length).toBeGreaterThanOrEqual(80);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
   });
 });

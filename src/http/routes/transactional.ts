@@ -41,6 +41,7 @@ export function transactionalRoutes(ctx: HttpContext): FastifyPluginAsyncZod {
       '/v6/transactional/notifications',
       {
         onRequest: requirePermission(ctx, 'write'),
+        config: { answersAfterRemote: true },
         schema: {
           tags: ['notifications'],
           summary: 'Send to one device or one user now, and answer with the outcome',

@@ -144,6 +144,7 @@ function sendingRoutes(app: App, ctx: HttpContext) {
     '/v6/webhooks/:id/test',
     {
       onRequest: write,
+      config: { answersAfterRemote: true },
       schema: {
         tags,
         summary: 'Send one `ping` event to the endpoint now and answer what its receiver said',
