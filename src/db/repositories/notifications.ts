@@ -5,8 +5,8 @@ import { anySucceeded, type StopReason } from './batches.js';
 import { rangesTargeted } from './fanout.js';
 import type { Filter } from '../../domain/filters.js';
 import type { CampaignSettings } from './apps.js';
-import { CUT_RETURNED, insertRows, type CountedColumn, type CutNotification } from './notification-rows.js';
-import type { DeviceOutcomeRow, NewNotification, StalledNotification } from './notification-rows.js';
+import { CUT_RETURNED, insertRows, type CountedColumn, type CutNotification, type DeviceOutcomeRow } from './notification-rows.js';
+import type { NewNotification, StalledNotification } from './notification-rows.js';
 
 export { FIRST_GENERATION, type CutNotification, type NewNotification } from './notification-rows.js';
 
@@ -17,9 +17,8 @@ export class NotificationsRepository {
    */
   async insertOrCollapse(db: Db, n: NewNotification): Promise<Notification> {
     if (n.collapseKey === null) return (await insertRows(db, [n], sql``))[0]!;
-    // The key's row names its notification (migration 037: the partitioned table cannot hold a unique index on the
-    // key): its upsert answers the earlier one's id, or records the new one's, and row-locks the key until the
-    // commit, so a concurrent send with it waits and then takes the same id.
+    // The key's row names its notification (a partitioned table holds no unique index on the key): its upsert
+    // answers the earlier one's id, or records the new one's, and row-locks the key until the commit.
     const key = sql`collapse_key_row as (
       insert into notification_collapse_keys (app_id, collapse_key, notification_id)
       values (${n.appId}::uuid, ${n.collapseKey}, coalesce(${n.id ?? null}::uuid, pushd_uuid7()))
@@ -35,6 +34,7 @@ export class NotificationsRepository {
         state = 'scheduled', generation = notifications.generation + 1, failure_reason = null, finished_at = null,
         fanout_cursor = null, fanout_seq = 0, fanout_done = false, send_at = excluded.send_at, next_due_at = excluded.next_due_at,
         local_plan = excluded.local_plan, wave = 0, skipped_past_local_time = 0, skipped_quiet_hours = 0,
+        best_time_first_at = null, best_time_last_at = null,
         throttle_per_minute = excluded.throttle_per_minute,
         pace_next_at = null, canceled_at = null, updated_at = now(), actor_key_id = excluded.actor_key_id,
         actor_role = excluded.actor_role, client_address = excluded.client_address, request_id = excluded.request_id`;
@@ -141,6 +141,7 @@ export class NotificationsRepository {
         finished_at = case when ${cut.targeted}::int = 0 then now() end, failure_reason = null,
         fanout_done = true, fanout_seq = ${cut.batches}::int, devices_targeted = devices_targeted + ${cut.targeted}::int,
         devices_not_allowed = devices_not_allowed + ${cut.notAllowed}::int, canceled_at = null, updated_at = now(),
+        best_time_first_at = null, best_time_last_at = null,
         actor_key_id = ${n.actor?.keyId ?? null}::uuid, actor_role = ${n.actor?.role ?? null}, client_address = ${n.actor?.address ?? null},
         request_id = ${n.actor?.requestId ?? null}
       where id = ${id}::uuid
@@ -163,10 +164,7 @@ export class NotificationsRepository {
     return q.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit).offset(offset).execute();
   }
 
-  /**
-   * Cancels a notification that has not finished: it leaves the due list, and fan-out and delivery stop at their
-   * next step (batches in flight finish). Undefined when it is unknown or already finished.
-   */
+  /** Cancels an unfinished notification: fan-out and delivery stop at their next step (undefined: unknown or done). */
   async cancel(db: Db, appId: string, id: string): Promise<Notification | undefined> {
     return db
       .updateTable('notifications')
@@ -330,7 +328,9 @@ export class NotificationsRepository {
 
   /** A best-time send's first and last wave, as its record answers them. */
   async setBestTimeWaves(db: Db, id: string, generation: number, waves: { first: Date; last: Date }): Promise<void> {
-    await sql`update notifications set best_time_first_at = ${waves.first}, best_time_last_at = ${waves.last}
+    // a release run again after a crash no longer holds the waves that went: the span first written stands
+    await sql`update notifications set best_time_first_at = coalesce(best_time_first_at, ${waves.first}),
+        best_time_last_at = coalesce(best_time_last_at, ${waves.last})
       where id = ${id} and generation = ${generation}`.execute(db);
   }
 
