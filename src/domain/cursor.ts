@@ -1,3 +1,5 @@
+import { parseIsoDate } from './date-math.js';
+
 /**
  * The one cursor format of the API: opaque base64url of a versioned JSON tuple, bound to the listing it pages
  * (a cursor of one audience is refused by another) and carrying the keyset position of the last row. A cursor
@@ -28,3 +30,12 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Ids are UUIDs; anything else is a 404 like an unknown id, and never reaches a uuid column. */
 export const isUuid = (s: string): boolean => UUID.test(s);
+
+/** The form a listing writes a position's time in: one PostgreSQL reads back exactly (it has no year 0). */
+const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+/** A time-ordered listing's position: a time (ISO 8601, to the microsecond) and an id for ties; null if not one. */
+export function decodeTimeCursor(cursor: string, listing: string): { at: string; id: string } | null {
+  const [at, id] = decodeCursor(cursor, listing, 2) ?? [];
+  return at && POSITION_AT.test(at) && parseIsoDate(at) && id && isUuid(id) ? { at, id } : null;
+}

@@ -1,13 +1,10 @@
 import type { Db } from '../db/database.js';
 import type { AuditRepository, AuditRowAt, AuditWindow } from '../db/repositories/audit.js';
-import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
-import { parseIsoDate } from '../domain/date-math.js';
+import { decodeTimeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
 import { NotFoundError } from '../domain/errors.js';
 import type { ServiceDeps } from './deps.js';
 
 const LISTING = 'audit';
-/** The form a position's time is written in: one PostgreSQL reads back exactly (it has no year 0). */
-const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 /** Reads an app's audit log: `GET /v6/audit` and `pushd audit`. */
 export class AuditService {
@@ -30,7 +27,7 @@ export class AuditService {
     appId: string,
     q: AuditWindow & { cursor?: string | undefined; per: number },
   ): Promise<{ entries: AuditRowAt[]; cursor: string }> {
-    const after = q.cursor ? decodeAuditCursor(q.cursor) : null;
+    const after = q.cursor ? decodeTimeCursor(q.cursor, LISTING) : null;
     if (q.cursor && !after) throw new NotFoundError('cursor');
     const window = { since: q.since, until: q.until, action: q.action, notificationId: q.notificationId };
     const entries = await this.audit.page(this.readDb, appId, { ...window, after, limit: q.per });
@@ -78,8 +75,3 @@ function newestFirst(a: Pick<AuditRowAt, 'position_at' | 'id'>, b: Pick<AuditRow
 
 /** The position after every id, newest first: where the listing starts. */
 const LAST_ID = FIRST_ID.replaceAll('0', 'f');
-
-function decodeAuditCursor(cursor: string): { at: string; id: string } | null {
-  const [at, id] = decodeCursor(cursor, LISTING, 2) ?? [];
-  return at && POSITION_AT.test(at) && parseIsoDate(at) && id && isUuid(id) ? { at, id } : null;
-}

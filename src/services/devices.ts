@@ -20,14 +20,14 @@ import {
   type Dropped,
   type EventInput,
 } from '../domain/device-input.js';
-import { decodeCursor, encodeCursor, FIRST_ID, isUuid } from '../domain/cursor.js';
-import { parseIsoDate } from '../domain/date-math.js';
+import { decodeTimeCursor, encodeCursor, FIRST_ID } from '../domain/cursor.js';
 import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { issueCredential, normalizeApnsToken, normalizeToken, refuseTakingToken } from '../domain/device-credential.js';
 import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
 import { checkPlatformChange, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
+import { registeredAsIs } from './device-as-is.js';
 
 export type { Caller } from './device-checks.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
@@ -128,6 +128,20 @@ export class DeviceService {
     // a new device holds no identity yet: only the device of a token it already has may hold the one claimed
     if (typeof input.fields.token !== 'string') refuseUnprovenChanges(unproven, undefined);
     const net = await this.network(caller, input.fields);
+    const asIs = await registeredAsIs(
+      this.db,
+      this.devices,
+      { appId, input, caller, unproven, idempotency, country: net.country },
+      {
+        ...columns(input.fields, net),
+        ...TOKEN_VALID,
+      },
+    );
+    if (asIs) {
+      const { device, attributes, admitted, dropped } = asIs;
+      const details = { device, attributes, events: [] };
+      return { kind: 'stored', details, created: false, written: written(input.fields, admitted), dropped: [...input.dropped, ...dropped] };
+    }
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
@@ -172,7 +186,7 @@ export class DeviceService {
     const token = input.fields.token;
     if (typeof token !== 'string') return this.create(trx, r.values, r.custom);
     await this.devices.lockToken(trx, appId, token);
-    const update: DeviceUpdate = { ...r.set, token_invalidated_at: null, token_invalid_reason: null };
+    const update: DeviceUpdate = { ...r.set, ...TOKEN_VALID };
     if (caller.role !== 'sdk') {
       const issued = issueCredential();
       const { device, attributes } = await this.devices.registerToken(
@@ -281,7 +295,7 @@ export class DeviceService {
     appId: string,
     q: UninstalledWindow & { cursor?: string; per: number },
   ): Promise<{ devices: DeviceDetails[]; total: number; cursor: string }> {
-    const after = q.cursor ? decodeUninstalledCursor(q.cursor) : null;
+    const after = q.cursor ? decodeTimeCursor(q.cursor, UNINSTALLED) : null;
     if (q.cursor && !after) throw new NotFoundError('cursor');
     const window = { from: q.from, to: q.to };
     const [rows, total] = await Promise.all([
@@ -452,6 +466,9 @@ interface Registration {
 
 const names = (attributes: DeviceAttributeRow[]) => attributes.map((a) => a.name);
 
+/** A token registered is a token that works: what a rejection noted of it is cleared. */
+const TOKEN_VALID = { token_invalidated_at: null, token_invalid_reason: null };
+
 interface Registered {
   device: Device;
   created: boolean;
@@ -467,15 +484,6 @@ interface Network {
 }
 
 const UNINSTALLED = 'uninstalled';
-
-/** The uninstalled listing's position: when the token was rejected (ISO 8601, to the microsecond), and the device id (ties). */
-function decodeUninstalledCursor(cursor: string): { at: string; id: string } | null {
-  const [at, id] = decodeCursor(cursor, UNINSTALLED, 2) ?? [];
-  return at && POSITION_AT.test(at) && parseIsoDate(at) && id && isUuid(id) ? { at, id } : null;
-}
-
-/** The form the listing writes a position's time in: one PostgreSQL reads back exactly (it has no year 0). */
-const POSITION_AT = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 function eventOptions(caller: Caller) {
   return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };

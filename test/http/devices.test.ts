@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useHarness, type Harness } from '../helpers/harness.js';
 import { call, countVia, register, token } from './device-support.js';
@@ -109,6 +110,35 @@ describe('device registry', () => {
     expect(Object.keys(again.custom).sort()).toEqual(['a', 'b']);
     expect(again.created_at).toBe(first.created_at);
     expect(Date.parse(again.registered_at)).toBeGreaterThan(Date.parse(first.registered_at as string));
+  });
+
+  it('registering again as it was takes no lock: answered while the token is locked, where a change waits', async () => {
+    const t = token();
+    const device = { platform: 'android', token: t, locale: 'de_DE', custom: { plan: { type: 'string', value: 'pro' } } };
+    await register(h, app.keys.sdk, device);
+    // the lock a registration of this token takes first (DevicesRepository.lockToken), held by another session
+    const lockKey = `${app.app.id}:${t}`;
+    const locker = new pg.Client({ connectionString: h.databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey]);
+      const same = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device });
+      expect(same.statusCode).toBe(200);
+      expect(same.json().device.custom).toEqual({ plan: { type: 'string', value: 'pro' } });
+      let answered = false;
+      const changed = call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { ...device, locale: 'es_ES' } }).then((res) => {
+        answered = true;
+        return res;
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(false);
+      await locker.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]);
+      expect((await changed).statusCode).toBe(200);
+      const read = (await call(h, 'GET', `/v6/devices/${same.json().device.id}`, app.keys.sdk)).json().device;
+      expect(read.locale).toBe('es_ES');
+    } finally {
+      await locker.end();
+    }
   });
 
   it('registering again as it was changes nothing: registered_at stays and no row version is written; a change moves it', async () => {

@@ -3,7 +3,7 @@ import { sql, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Db } from '../database.js';
 import { compileFilters, namedKeys } from '../filter-sql.js';
 import type { Device, DeviceAttributesTable, DeviceUpdate, Platform } from '../schema.js';
-import type { CustomAttribute, CustomValue } from '../../domain/device-input.js';
+import type { CustomAttribute, CustomChanges, CustomValue } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import type { LiveActivityRef } from '../../domain/live-activity.js';
 import type { HeldDevice } from '../../domain/device-credential.js';
@@ -261,6 +261,22 @@ export function changedFrom(set: Record<string, unknown>): RawBuilder<SqlBool> |
 }
 
 type StoredAttribute = Omit<DeviceAttributeRow, 'position' | 'is_array'> & { position: number; is_array: boolean };
+
+/** The custom attributes whose rows `changes` would replace: those whose new rows differ from the stored ones. */
+export function changedAttributes(
+  appId: string,
+  deviceId: string,
+  changes: CustomChanges,
+  stored: DeviceAttributeRow[],
+): [string, CustomAttribute | null][] {
+  return [...changes].filter(
+    ([name, attr]) =>
+      !sameRows(
+        attributeRows(appId, deviceId, name, attr),
+        stored.filter((r) => r.name === name),
+      ),
+  );
+}
 
 /** Whether an attribute's new rows hold what its stored rows hold (position order on both sides). */
 export function sameRows(next: StoredAttribute[], stored: StoredAttribute[]): boolean {

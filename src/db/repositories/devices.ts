@@ -1,8 +1,8 @@
-import { sql, type Transaction } from 'kysely';
+import { sql, type SqlBool, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceUpdate, NewDevice } from '../schema.js';
-import type { CustomAttribute, CustomChanges } from '../../domain/device-input.js';
+import type { CustomChanges } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
 import {
@@ -15,7 +15,7 @@ import {
   holdsToken,
   movingRegisteredAt,
   changedFrom,
-  sameRows,
+  changedAttributes,
   attributeRows,
   deviceAndAttributes,
   type AttributeColumns,
@@ -24,7 +24,7 @@ import {
   type AudiencePage,
 } from './device-queries.js';
 
-export { attributeRows } from './device-queries.js';
+export { attributeRows, changedAttributes } from './device-queries.js';
 export type { DeviceAttributeRow, AudiencePage, HeldByToken } from './device-queries.js';
 
 export class DevicesRepository {
@@ -125,6 +125,30 @@ export class DevicesRepository {
    * The app's device with this push token (what the sdk key must prove to change it), row-locked until the
    * transaction ends (none: undefined).
    */
+  /**
+   * The device holding a token, read without a lock, with whether `set` would change it (as `updateLocked` decides)
+   * and its custom attributes: what a registration needs to tell that it changes nothing.
+   */
+  async readForUpdate(
+    db: Db,
+    appId: string,
+    token: string,
+    set: DeviceUpdate,
+    fillCountry: string | null,
+  ): Promise<{ device: Device; changes: boolean; attributes: DeviceAttributeRow[] } | undefined> {
+    const changed = changedFrom(withCountry(set, fillCountry, 'devices')) ?? sql<SqlBool>`false`;
+    const row = await db
+      .selectFrom('devices')
+      .selectAll()
+      .select(changed.as('pushd_changes'))
+      .where('app_id', '=', appId)
+      .where(holdsToken(token))
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const { pushd_changes, ...device } = row;
+    return { device, changes: Boolean(pushd_changes), attributes: await this.attributesOf(db, [device.id]) };
+  }
+
   async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Device | undefined> {
     return db.selectFrom('devices').selectAll().where('app_id', '=', appId).where(holdsToken(token)).forUpdate().executeTakeFirst();
   }
@@ -249,14 +273,7 @@ export class DevicesRepository {
         .orderBy('name')
         .orderBy('position')
         .execute());
-    const rowsOf = (name: string, attr: CustomAttribute | null) => attributeRows(appId, deviceId, name, attr);
-    const changed = [...changes].filter(
-      ([name, attr]) =>
-        !sameRows(
-          rowsOf(name, attr),
-          stored.filter((r) => r.name === name),
-        ),
-    );
+    const changed = changedAttributes(appId, deviceId, changes, stored);
     if (changed.length === 0) return false;
     await db
       .deleteFrom('device_attributes')
@@ -267,7 +284,7 @@ export class DevicesRepository {
         changed.map(([name]) => name),
       )
       .execute();
-    const rows = changed.flatMap(([name, attr]) => rowsOf(name, attr));
+    const rows = changed.flatMap(([name, attr]) => attributeRows(appId, deviceId, name, attr));
     if (rows.length) await db.insertInto('device_attributes').values(rows).execute();
     return true;
   }

@@ -1,0 +1,51 @@
+import type { Db } from '../db/database.js';
+import { changedAttributes, type DeviceAttributeRow, type DevicesRepository } from '../db/repositories/devices.js';
+import type { Device, DeviceUpdate } from '../db/schema.js';
+import { admitAttributes, type CustomChanges, type DeviceInput, type Dropped } from '../domain/device-input.js';
+import type { IdentityClaim } from '../domain/identity.js';
+import { refuseUnprovenRebind, type Caller } from './device-checks.js';
+
+/** A registration as `registeredAsIs` reads it. */
+interface AsIsRequest {
+  appId: string;
+  input: DeviceInput;
+  caller: Caller;
+  unproven: IdentityClaim[];
+  /** a request with an Idempotency-Key stores its answer: it goes the locked way */
+  idempotency: unknown;
+  /** a country for a device that has none */
+  country: string | null;
+}
+
+/**
+ * A phone registering again exactly as it is (every launch of an app does): told by one read outside any
+ * transaction, and answered as stored, without a lock, a transaction id or a flush. Null when anything would be
+ * written, a check refuses, or the request is not a phone's with a token: the locked way then decides, on the row as
+ * it is then. Writing nothing, it is the locked registration that found nothing changed, read a moment earlier.
+ */
+export async function registeredAsIs(
+  db: Db,
+  devices: DevicesRepository,
+  r: AsIsRequest,
+  update: DeviceUpdate,
+): Promise<{ device: Device; attributes: DeviceAttributeRow[]; admitted: CustomChanges; dropped: Dropped[] } | null> {
+  const token = r.input.fields.token;
+  if (r.idempotency || r.caller.role !== 'sdk' || typeof token !== 'string') return null;
+  const found = await devices.readForUpdate(db, r.appId, token, update, r.country);
+  if (!found || found.changes || !provenAsIs(r, found.device)) return null;
+  const { admitted, dropped } = admitAttributes(
+    found.attributes.map((a) => a.name),
+    r.input.custom,
+  );
+  if (changedAttributes(r.appId, found.device.id, admitted, found.attributes).length) return null;
+  return { device: found.device, attributes: found.attributes, admitted, dropped };
+}
+
+/** The sdk key's checks pass on the device as read, and prove nothing new (a credential shown the first time is written). */
+function provenAsIs({ caller, input, unproven }: AsIsRequest, current: Device): boolean {
+  try {
+    return !refuseUnprovenRebind(caller, input, unproven, current) || current.credential_held;
+  } catch {
+    return false;
+  }
+}
