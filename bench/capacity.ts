@@ -64,7 +64,8 @@ async function phase(name: string, pid: number, offered: number | null, run: () 
 /** The service's own view of a phase: its answers' times as its log has them (a one-device notification's line). */
 function serverSide(p: PhaseResult, lines: { time: number; responseTime: number }[]): string {
   const times = lines
-    .filter((l) => l.time >= p.answers.startedAt && l.time <= p.answers.endedAt)
+    // the answers' times are this process's performance.now(); the log's are epoch ms
+    .filter((l) => l.time >= performance.timeOrigin + p.answers.startedAt && l.time <= performance.timeOrigin + p.answers.endedAt)
     .map((l) => l.responseTime)
     .sort((a, b) => a - b);
   return times.length ? `${percentile(times, 99).toFixed(0)} / ${times[times.length - 1]!.toFixed(0)}` : '–';
