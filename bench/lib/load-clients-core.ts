@@ -25,7 +25,9 @@ function undiciPoster({ base, authorization, clients }: ClientsOptions): { postO
 
 /** What most backends post with: node:http over a keep-alive http.Agent of `clients` sockets (HTTP/1.1). */
 function httpPoster({ base, authorization, clients }: ClientsOptions): { postOne: PostOne; close(): Promise<void> } {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: clients });
+  // every socket kept open between posts (Node keeps 256 idle by default and closes the rest): a client that
+  // reconnects for most posts measures its own and the kernel's connection setup, not the service
+  const agent = new http.Agent({ keepAlive: true, maxSockets: clients, maxFreeSockets: clients });
   const url = new URL(base);
   return {
     postOne: ({ path, body }) =>
