@@ -62,14 +62,18 @@ describe('WindowEstimator', () => {
     expect(elsewhere.window).toBe(MIN); // nothing learned for this origin: the floor, as before
   });
 
-  it('halves the window when answers queue, and remembers the smaller window as the good one', () => {
-    const e = estimator('https://queueing.test');
-    broadcastToMax(e);
-    // half the tick's chunks answered past queueingMs: they waited in a queue
+  /** Half a tick's chunks answered past queueingMs: they waited in a queue. */
+  const queueAnswers = (e: ReturnType<typeof estimator>) => {
     vi.advanceTimersByTime(50);
     e.record(1250, 100, performance.now() - 100);
     vi.advanceTimersByTime(50);
     e.record(1250, QUEUEING_MS + 500, performance.now() - QUEUEING_MS - 500);
+  };
+
+  it('halves the window when answers queue, and remembers the smaller window as the good one', () => {
+    const e = estimator('https://queueing.test');
+    broadcastToMax(e);
+    queueAnswers(e);
     expect(e.window).toBe(1250);
 
     vi.advanceTimersByTime(30_000);
@@ -93,10 +97,7 @@ describe('WindowEstimator', () => {
     wide.burst(4000);
     expect(wide.window).toBe(MAX);
     // answers queued: the window halves, and an offer does not open it past the ceiling that left
-    vi.advanceTimersByTime(50);
-    wide.record(1250, 100, performance.now() - 100);
-    vi.advanceTimersByTime(50);
-    wide.record(1250, QUEUEING_MS + 500, performance.now() - QUEUEING_MS - 500);
+    queueAnswers(wide);
     expect(wide.window).toBe(1250);
     wide.burst(4000);
     expect(wide.window).toBe(1250);
