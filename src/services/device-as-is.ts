@@ -22,6 +22,7 @@ interface AsIsRequest {
  * transaction, and answered as stored, without a lock, a transaction id or a flush. Null when anything would be
  * written, a check refuses, or the request is not a phone's with a token: the locked way then decides, on the row as
  * it is then. Writing nothing, it is the locked registration that found nothing changed, read a moment earlier.
+ * A new token pays this one read more, before the locked way inserts it.
  */
 export async function registeredAsIs(
   db: Db,
@@ -31,7 +32,7 @@ export async function registeredAsIs(
 ): Promise<{ device: Device; attributes: DeviceAttributeRow[]; admitted: CustomChanges; dropped: Dropped[] } | null> {
   const token = r.input.fields.token;
   if (r.idempotency || r.caller.role !== 'sdk' || typeof token !== 'string') return null;
-  const found = await devices.readForUpdate(db, r.appId, token, update, r.country);
+  const found = await devices.findUnlockedByToken(db, r.appId, token, update, r.country);
   if (!found || found.changes || !provenAsIs(r, found.device)) return null;
   const { admitted, dropped } = admitAttributes(
     found.attributes.map((a) => a.name),

@@ -127,9 +127,9 @@ export class DevicesRepository {
    */
   /**
    * The device holding a token, read without a lock, with whether `set` would change it (as `updateLocked` decides)
-   * and its custom attributes: what a registration needs to tell that it changes nothing.
+   * and, when it would not, its custom attributes: what a registration needs to tell that it changes nothing.
    */
-  async readForUpdate(
+  async findUnlockedByToken(
     db: Db,
     appId: string,
     token: string,
@@ -146,7 +146,8 @@ export class DevicesRepository {
       .executeTakeFirst();
     if (!row) return undefined;
     const { pushd_changes, ...device } = row;
-    return { device, changes: Boolean(pushd_changes), attributes: await this.attributesOf(db, [device.id]) };
+    if (pushd_changes) return { device, changes: true, attributes: [] };
+    return { device, changes: false, attributes: await this.attributesOf(db, [device.id]) };
   }
 
   async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Device | undefined> {
