@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import { Lifecycle, startPushd } from './app/start.js';
 import { listenForMetrics } from './http/metrics-access.js';
 import { LISTEN_BACKLOG } from './http/overload.js';
@@ -39,6 +40,7 @@ async function main(): Promise<void> {
       return;
     }
     const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG });
+    pushd.api.ctx.admission.watchSockets((pushd.api.server.server.address() as AddressInfo).port);
     log.info({ address, role: config.ROLE, queue }, 'listening');
   } catch (err) {
     // what did start is closed as on a signal (the embedded PostgreSQL last), then the process exits 1

@@ -56,7 +56,13 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
   async (app, { admission, metrics }) => {
     if (!admission.on) return;
     app.addHook('onRequest', async (request, reply) => {
-      if (!API_ROUTE.test(request.url) || !admission.overloaded()) return;
+      if (!API_ROUTE.test(request.url)) return;
+      const taken = admission.admit();
+      if (taken) {
+        // 'close' comes once the answer is sent or the connection is gone, whichever comes first
+        reply.raw.once('close', taken);
+        return;
+      }
       metrics.requestsShed.inc();
       const refused = new OverloadedError(admission.maxDelayMs);
       reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
