@@ -298,19 +298,6 @@ export class NotificationService {
     ]);
   }
 
-  /**
-   * Creates a group of unicast notifications (see `isUnicast`) with two statements, however many there are, and
-   * enqueues them with one call: the shape most traffic has, created at the cost of a few. One statement reads
-   * the devices (the apps' settings are kept, or read at once with it); then one inserts the notifications with
-   * their batches and the audiences they name, atomically. If the group fails, the runner creates each one again
-   * on its own (`createUnicastAlone`), so a request the database refuses fails alone.
-   */
-  private async createUnicastGroup(items: UnicastItem[], release: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
-    const created = await this.insertUnicastGroup(items, release);
-    await this.enqueue(created);
-    return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
-  }
-
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
@@ -325,8 +312,14 @@ export class NotificationService {
     return accepted(created.notification);
   }
 
-  /** `store` for many unicast requests: the same rows, each step one statement for the whole group. */
-  private async insertUnicastGroup(items: UnicastItem[], release: () => void): Promise<CreatedNotification<CutNotification>[]> {
+  /**
+   * Creates a group of unicast notifications (see `isUnicast`) with two statements, however many there are, and
+   * enqueues them with one call: the shape most traffic has, created at the cost of a few. One statement reads
+   * the devices (the apps' settings are kept, or read at once with it); then one inserts the notifications with
+   * their batches and the audiences they name, atomically (the rows `store` writes). If the group fails, the runner
+   * creates each one again on its own (`createUnicastAlone`), so a request the database refuses fails alone.
+   */
+  private async createUnicastGroup(items: UnicastItem[], release: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
@@ -389,13 +382,14 @@ export class NotificationService {
       this.audiences.specAudiences(specs),
     );
     release();
-    const inserted = await insert;
-    return inserted.map((notification, k) => {
+    const created = (await insert).map((notification, k): CreatedNotification<CutNotification> => {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };
       const { batches } = rows[k]!;
       const tokens = new Map(found[k]!.map((d) => [d.id, d.token]));
       return { notification, batchIds: batches.map((b) => b.id), sendable: committedBatches(notification, batches, tokens) };
     });
+    await this.enqueue(created);
+    return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
   }
 
   /** A message's push, stored in the message's transaction (its caller runs `release` once that committed). */
