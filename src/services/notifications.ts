@@ -18,7 +18,6 @@ import { isVisiblePush } from '../domain/push-mapping.js';
 import { allowedOf, cutBatches, cutOf } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
 import type { DirectDelivery } from '../delivery/direct-delivery.js';
-import { committedBatches } from '../delivery/batch-attempt.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';
@@ -284,7 +283,7 @@ export class NotificationService {
    * now. If an enqueue fails the sweeper re-enqueues the notification.
    */
   private async enqueue(created: CreatedNotification<CutNotification>[]): Promise<void> {
-    const sendable = created.flatMap((c) => c.sendable ?? []);
+    const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length ? [{ notification, ...s }] : []));
     const sentHere = sendable.length > 0 && this.direct !== null && this.direct.take(sendable);
     const batches: BatchRef[] = created.flatMap(({ notification, batchIds, sendable }) =>
       sentHere && sendable ? [] : (batchIds ?? []).map((batchId) => ({ notificationId: notification.id, batchId })),
@@ -386,7 +385,7 @@ export class NotificationService {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };
       const { batches } = rows[k]!;
       const tokens = new Map(found[k]!.map((d) => [d.id, d.token]));
-      return { notification, batchIds: batches.map((b) => b.id), sendable: committedBatches(notification, batches, tokens) };
+      return { notification, batchIds: batches.map((b) => b.id), sendable: { batches, tokens } };
     });
     await this.enqueue(created);
     return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
