@@ -179,7 +179,9 @@ async function sendAndRecord(
     for (const t of keyed) if (!t.keys) results.push({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
   }
 
-  const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
+  // the app's credentials as stored now, and the long-lived gateway kept for them (none: an unknown app)
+  const app = targets.length ? await deps.store.credentialsOf(n.app_id) : null;
+  const gateway = app && deps.gateways.get(app, batch.platform, batch.development ? 'development' : 'production');
   if (targets.length && !gateway) {
     results = results.concat(
       targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),
