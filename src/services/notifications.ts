@@ -132,7 +132,7 @@ export class NotificationService {
       resolveAudience: (trx, appId, to) => this.resolveAudience(trx, appId, to),
     };
     this.unicast = new GroupRunner(
-      (items, release) => this.createUnicastGroup(items, release),
+      (items, giveTurn) => this.createUnicastGroup(items, giveTurn),
       { ...CREATION_GROUPS, admission: deps.admission },
       (item) => this.createUnicastAlone(item),
     );
@@ -270,19 +270,12 @@ export class NotificationService {
   }
 
   /**
-   * After the notification's transaction committed: enqueues its fan-out or its batches, unless it waits for its
-   * send time (the due poller releases it). If the enqueue fails the sweeper re-enqueues it.
+   * After the notifications' transaction committed, hands them to the pipeline: the delivery of those cut at creation
+   * (sent from here when their tokens were read with them and there is room, else one enqueue for all), the fan-out
+   * of the others that go out now; one that waits for its send time is left to the due poller. If an enqueue fails
+   * the sweeper re-enqueues the notification.
    */
-  release(created: CreatedNotification<CutNotification>): Promise<void> {
-    return this.enqueue([created]);
-  }
-
-  /**
-   * Hands committed notifications to the pipeline: the delivery of those cut at creation (sent from here when their
-   * tokens were read with them and there is room, else one enqueue for all), the fan-out of the others that go out
-   * now. If an enqueue fails the sweeper re-enqueues the notification.
-   */
-  private async enqueue(created: CreatedNotification<CutNotification>[]): Promise<void> {
+  async release(...created: CreatedNotification<CutNotification>[]): Promise<void> {
     const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length ? [{ notification, ...s }] : []));
     const sentHere = sendable.length > 0 && this.direct !== null && this.direct.take(sendable);
     const batches: BatchRef[] = created.flatMap(({ notification, batchIds, sendable }) =>
@@ -307,7 +300,7 @@ export class NotificationService {
         actor: i.actor,
       });
     });
-    await this.enqueue([created]);
+    await this.release(created);
     return accepted(created.notification);
   }
 
@@ -318,7 +311,7 @@ export class NotificationService {
    * their batches and the audiences they name, atomically (the rows `store` writes). If the group fails, the runner
    * creates each one again on its own (`createUnicastAlone`), so a request the database refuses fails alone.
    */
-  private async createUnicastGroup(items: UnicastItem[], release: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
+  private async createUnicastGroup(items: UnicastItem[], giveTurn: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
@@ -380,14 +373,14 @@ export class NotificationService {
       ),
       this.audiences.specAudiences(specs),
     );
-    release();
+    giveTurn();
     const created = (await insert).map((notification, k): CreatedNotification<CutNotification> => {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };
       const { batches } = rows[k]!;
       const tokens = new Map(found[k]!.map((d) => [d.id, d.token]));
       return { notification, batchIds: batches.map((b) => b.id), sendable: { batches, tokens } };
     });
-    await this.enqueue(created);
+    await this.release(...created);
     return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
   }
 
