@@ -70,7 +70,7 @@ export function createContext(deps: ContextDeps): HttpContext {
   const appChanges = deps.appChanges ?? null;
   const shared = serviceDeps(db, clock, deps.readDb ?? db, deps.repos);
   const { repos } = shared;
-  const sending = deps.sending ?? { store: new DeliveryStore({ db, repos }), direct: null };
+  const sending = deps.sending ?? { store: new DeliveryStore({ db, repos, secrets: deps.secrets }), direct: null };
   const admission = deps.admission ?? NO_ADMISSION;
   const notifications = new NotificationService({
     ...shared,

@@ -7,12 +7,12 @@ import { DeliveryStore } from '../delivery/delivery-store.js';
 import { DIRECT_MAX_IN_FLIGHT, DirectDelivery } from '../delivery/direct-delivery.js';
 import type { JobQueues } from '../delivery/queues.js';
 import { queueScheduler, type DeliveryRuntime, type PipelineSettings } from '../delivery/pipeline.js';
-import { PushCredentials } from '../delivery/push-credentials.js';
 import type { DeliveryRepositories } from '../delivery/repositories.js';
 import { retentionOf } from '../delivery/retention.js';
 import { backoffDelay, retryPolicyOf } from '../delivery/retry.js';
 import { createGatewayProvider, type GatewayRuntimeOptions } from '../gateways/runtime/create-provider.js';
 import { GATEWAY_REQUEST_TIMEOUT_MS } from '../gateways/types.js';
+import type { AppPushCredentials } from '../gateways/pool.js';
 import type { Clock } from '../platform/clock.js';
 import type { Config } from '../platform/config.js';
 import type { Logger } from '../platform/logger.js';
@@ -42,17 +42,21 @@ export interface DeliveryRuntimeDeps {
 export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime {
   const { config, log, db, metrics, clock, repos } = deps;
   const workers = config.ROLE !== 'api';
-  const credentials = new PushCredentials({ db, apps: repos.apps, secrets: deps.secrets, changes: deps.changes });
   // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
   const gateways = createGatewayProvider(
     gatewayRuntimeOptions(config, workers ? config.GATEWAY_THREADS : 0, deps.gatewayThreadEntry),
     log,
-    credentials.lookup,
   );
-  // the apps' frequency caps, read by every batch: kept while their changes are followed
-  // the apps with a webhook endpoint for batches' outcomes: the push path pays nothing for the others
-  const webhookApps = deps.changes.cache<'batch', string[]>();
-  const store = new DeliveryStore({ db, repos, caps: deps.changes.cache<string, FrequencyCap[] | null>(), eventApps: webhookApps });
+  // what every batch reads of its app is kept while the app's changes are followed: its push credentials, its
+  // frequency caps, and whether it has a webhook endpoint for batches' outcomes (the push path pays nothing without)
+  const store = new DeliveryStore({
+    db,
+    repos,
+    secrets: deps.secrets,
+    credentials: deps.changes.cache<string, AppPushCredentials>(),
+    caps: deps.changes.cache<string, FrequencyCap[] | null>(),
+    eventApps: deps.changes.cache<'batch', string[]>(),
+  });
   const scheduler = queueScheduler(deps.queues);
   const policy = retryPolicyOf(config);
   const largeTurns = new LargeBatchTurns(config.DELIVERY_CONCURRENCY);

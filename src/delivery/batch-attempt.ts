@@ -1,5 +1,4 @@
 import type { AttemptInput, AttemptNotification, BatchOutcome, PendingTarget, StopReason } from '../db/repositories/batches.js';
-import type { NewBatch } from '../domain/batches.js';
 import type { DeliveryStore } from './delivery-store.js';
 import type { PushResult, PushTarget } from '../gateways/types.js';
 import type { Logger } from '../platform/logger.js';
@@ -28,29 +27,12 @@ export type AttemptSubject = Pick<
 
 /**
  * A batch to attempt: as read with its notification and pending devices (`DeliveryStore.load`), or as just committed,
- * its devices with the tokens read to cut it (`committedBatches`).
+ * its devices with the tokens read to cut it (`committedBatches`, `direct-delivery.ts`).
  */
 export interface BatchToAttempt {
   batch: Omit<AttemptInput['batch'], 'seq' | 'not_before'> & Partial<Pick<AttemptInput['batch'], 'seq' | 'not_before'>>;
   notification: AttemptSubject;
   pending: PendingTarget[];
-}
-
-/** The batches of a notification just stored, as its first attempt sends them: to the tokens read to cut them. */
-export function committedBatches(notification: AttemptSubject, batches: NewBatch[], tokens: ReadonlyMap<string, string>): BatchToAttempt[] {
-  return batches.map((b) => ({
-    notification,
-    batch: {
-      id: b.id,
-      notification_id: notification.id,
-      generation: notification.generation,
-      platform: b.platform,
-      development: b.development,
-      state: 'pending',
-      attempts: 0,
-    },
-    pending: b.deviceIds.map((deviceId) => ({ deviceId, token: tokens.get(deviceId)! })),
-  }));
 }
 
 export type AttemptSummary = BatchOutcome & { retryAfterMs?: number };
@@ -197,7 +179,9 @@ async function sendAndRecord(
     for (const t of keyed) if (!t.keys) results.push({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'device_unavailable' } });
   }
 
-  const gateway = targets.length ? await deps.gateways.gatewayFor(n.app_id, batch.platform, batch.development) : null;
+  // the app's credentials as stored now, and the long-lived gateway kept for them (none: an unknown app)
+  const app = targets.length ? await deps.store.credentialsOf(n.app_id) : null;
+  const gateway = app && deps.gateways.get(app, batch.platform, batch.development ? 'development' : 'production');
   if (targets.length && !gateway) {
     results = results.concat(
       targets.map((t) => ({ deviceId: t.deviceId, outcome: { kind: 'failed', reason: 'no_credentials' } as const })),

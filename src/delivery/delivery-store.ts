@@ -1,4 +1,6 @@
 import type { PushTarget } from '../gateways/types.js';
+import type { AppPushCredentials } from '../gateways/pool.js';
+import type { Sealed, SecretColumn, SecretsKeyring } from '../domain/secrets.js';
 import type { Db } from '../db/database.js';
 import type { AttemptInput, AttemptRecord, BatchesRepository, LargeBatch } from '../db/repositories/batches.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -26,6 +28,13 @@ const RECORD_WAITS_MS = 30_000;
 export interface DeliveryStoreDeps {
   db: Db;
   repos: Pick<DeliveryRepositories, 'apps' | 'batches' | 'devices' | 'frequencyCaps' | 'notifications' | 'templateVariables' | 'webhooks'>;
+  /** opens the apps' sealed push credentials (`SECRET_COLUMNS`) */
+  secrets: SecretsKeyring;
+  /**
+   * the apps' push credentials as opened, kept while their changes are followed, so that each batch of an app gets
+   * the same object until it changes (what the gateways key their connections and threads by; none: read each batch)
+   */
+  credentials?: FollowedCache<string, AppPushCredentials> | null;
   /** the apps' caps as kept while their changes are followed (none: read for every batch of a capped notification) */
   caps?: FollowedCache<string, FrequencyCap[] | null> | null;
   /** the apps with a webhook endpoint for batches' outcomes, kept the same way (none: read for every record) */
@@ -42,6 +51,7 @@ export class DeliveryStore {
   private readonly firstLoads: GroupRunner<string, AttemptInput | LargeBatch | undefined>;
   private readonly records: GroupRunner<AttemptRecord, boolean>;
   private readonly completions: GroupRunner<{ id: string; generation: number; seq?: number }, boolean>;
+  private readonly credentialReads: GroupRunner<string, AppPushCredentials | null>;
 
   readonly db: Db;
   readonly batches: BatchesRepository;
@@ -49,6 +59,8 @@ export class DeliveryStore {
   private readonly repos: DeliveryStoreDeps['repos'];
   private readonly caps: FollowedCache<string, FrequencyCap[] | null> | null;
   private readonly eventApps: FollowedCache<'batch', string[]> | null;
+  private readonly credentials: FollowedCache<string, AppPushCredentials> | null;
+  private readonly secrets: SecretsKeyring;
   /** the templates of the notifications this process sends, parsed once each */
   readonly templates: TemplateRenderer;
 
@@ -61,6 +73,8 @@ export class DeliveryStore {
     this.notifications = notifications;
     this.caps = deps.caps ?? null;
     this.eventApps = deps.eventApps ?? null;
+    this.credentials = deps.credentials ?? null;
+    this.secrets = deps.secrets;
     this.templates = new TemplateRenderer(db, repos.templateVariables);
     const limits = { maxInFlight: GROUPS_IN_FLIGHT, maxGroup: GROUP_MAX };
     this.loads = new GroupRunner(async (ids) => {
@@ -84,6 +98,41 @@ export class DeliveryStore {
       const closed = new Set(await notifications.completeIfFinished(db, list));
       return list.map((n) => ({ status: 'fulfilled', value: closed.has(n.id) }));
     }, limits);
+    this.credentialReads = new GroupRunner((ids) => this.readCredentials(ids), limits);
+  }
+
+  /**
+   * The app's push credentials as stored, opened (null: an unknown app), read for every batch so a change applies to
+   * the next one: from the kept ones while the app's changes are followed, else in one statement with the reads of
+   * the batches that ask meanwhile (each still sees what was stored when it asked).
+   */
+  async credentialsOf(appId: string): Promise<AppPushCredentials | null> {
+    const read = async () => (await this.credentialReads.submit(appId)) ?? undefined;
+    return ((this.credentials ? await this.credentials.get(appId, read) : await read()) ?? null);
+  }
+
+  private async readCredentials(ids: string[]): Promise<PromiseSettledResult<AppPushCredentials | null>[]> {
+    const found = await this.repos.apps.pushCredentialsOf(this.db, [...new Set(ids)]);
+    const open = (sealed: Sealed | null, column: SecretColumn) => sealed && this.secrets.openJson(sealed, column);
+    return ids.map((id) => {
+      const app = found.get(id);
+      try {
+        const value = app
+          ? {
+              id: app.id,
+              bundleId: app.bundle_id,
+              apnsCredentials: open(app.apns_credentials, 'apns_credentials'),
+              fcmCredentials: open(app.fcm_credentials, 'fcm_credentials'),
+              webPushCredentials: open(app.web_push_credentials, 'web_push_credentials'),
+              hmsCredentials: open(app.hms_credentials, 'hms_credentials'),
+            }
+          : null;
+        return { status: 'fulfilled', value };
+      } catch (err) {
+        // a value this process cannot open (sealed under a key it was not given): no send, never one with garbage
+        return { status: 'rejected', reason: err };
+      }
+    });
   }
 
   /**

@@ -1,10 +1,39 @@
 import type { StopReason } from '../db/repositories/batches.js';
 import type { LargeBatchTurns } from './delivery.js';
-import { attemptBatch, type BatchAttemptDeps, type BatchToAttempt } from './batch-attempt.js';
+import type { NewBatch } from '../domain/batches.js';
+import { attemptBatch, type AttemptPolicy, type AttemptSubject, type BatchAttemptDeps, type BatchToAttempt } from './batch-attempt.js';
 import type { NotificationScheduler } from './jobs.js';
+import type { RetryLaterError } from './retry.js';
 
 /** A large batch that waited this long for its turn checks that its notification still sends before it goes. */
 const RECHECK_AFTER_WAIT_MS = 50;
+
+/** A notification's batches just stored, with the tokens read to cut them: what its first attempt sends to. */
+export interface JustCommitted {
+  notification: AttemptSubject;
+  batches: NewBatch[];
+  tokens: ReadonlyMap<string, string>;
+}
+
+/** The batches of a notification just stored, as its first attempt sends them: to the tokens read to cut them. */
+export function committedBatches({ notification, batches, tokens }: JustCommitted): BatchToAttempt[] {
+  return batches.map((b) => ({
+    notification,
+    batch: {
+      id: b.id,
+      notification_id: notification.id,
+      generation: notification.generation,
+      platform: b.platform,
+      development: b.development,
+      state: 'pending',
+      attempts: 0,
+    },
+    pending: b.deviceIds.map((deviceId) => ({ deviceId, token: tokens.get(deviceId)! })),
+  }));
+}
+
+/** The direct path's attempt policy, and whether its attempt was recorded (what becomes of a failure: `handOff`). */
+type FirstAttempt = AttemptPolicy & { wasRecorded: boolean };
 
 /** Batches a process sends itself at once at most (each of a few devices); more go to the queue. */
 export const DIRECT_MAX_IN_FLIGHT = 1000;
@@ -55,10 +84,10 @@ export class DirectDelivery {
    * jobs would wait for their turn. As for `take`, a batch whose send or record fails goes to the queue, and one
    * cut off by a crash is found pending with no job by the sweeper, or by the fan-out's next run.
    */
-  async sendInTurn(batches: BatchToAttempt[]): Promise<void> {
+  async sendInTurn(committed: JustCommitted): Promise<void> {
     // the batches of one page of one notification: once one finds it canceled or superseded, so do the rest
     let stopped: StopReason | null = null;
-    for (const batch of batches) {
+    for (const batch of committedBatches(committed)) {
       if (stopped) {
         await this.closeUnsent(batch, stopped);
         continue;
@@ -79,7 +108,12 @@ export class DirectDelivery {
         await this.closeUnsent(batch, stopped);
         continue;
       }
-      this.track(batch.notification.id, this.send(batch, turn.sent).finally(turn.done));
+      const policy = this.firstAttempt(batch, turn.sent);
+      const sending = attemptBatch(this.deps, batch, policy).then(
+        () => undefined,
+        (err: unknown) => this.handOff(err, batch, policy),
+      );
+      this.track(batch.notification.id, sending.finally(turn.done));
     }
   }
 
@@ -102,9 +136,18 @@ export class DirectDelivery {
    * Starts sending batches stored together, all of them or none (false: at its bound, they go to the queue as one
    * job, the one their rows name).
    */
-  take(batches: BatchToAttempt[]): boolean {
+  take(committed: JustCommitted[]): boolean {
     if (this.running.size >= this.deps.maxInFlight) return false;
-    for (const batch of batches) this.track(batch.notification.id, this.send(batch));
+    for (const input of committed.flatMap(committedBatches)) {
+      const policy = this.firstAttempt(input);
+      this.track(
+        input.notification.id,
+        attemptBatch(this.deps, input, policy).then(
+          () => undefined,
+          (err: unknown) => this.handOff(err, input, policy),
+        ),
+      );
+    }
     return true;
   }
 
@@ -129,33 +172,39 @@ export class DirectDelivery {
   }
 
   /**
-   * The batch's first attempt; what is left to retry goes to the queue with its backoff. One not sent, or not
-   * recorded, goes to the queue at once; one recorded whose follow-up failed is left to the sweeper.
+   * The batch's first attempt, from here: what is left to retry goes to the queue with its backoff (a job's retry).
    */
-  private async send(input: BatchToAttempt, sent?: () => void): Promise<void> {
-    const ref = { notificationId: input.notification.id, batchId: input.batch.id };
-    let recorded = false;
-    try {
-      await attemptBatch(this.deps, input, {
-        via: 'direct',
-        maxAttempts: this.deps.maxAttempts,
-        sent,
-        recorded: () => void (recorded = true),
-        retry: async (left) => {
-          await this.deps.scheduler.deliver([ref], this.deps.backoff(1, left));
-          return false;
-        },
-        completes: true,
-      });
-    } catch (err) {
-      if (recorded) {
-        // the sweeper enqueues what is left to retry, or closes the notification, once it sees no progress
-        this.deps.log.warn({ err, ...ref }, 'direct send recorded, its follow-up failed; left to the sweeper');
-        return;
-      }
-      // not sent, or not recorded: the queue sends it again, at least once
-      this.deps.log.warn({ err, ...ref }, 'direct send failed; handed to the queue');
-      await this.deps.scheduler.deliver([ref]).catch(() => undefined); // else the sweeper finds it
+  private firstAttempt(input: BatchToAttempt, sent?: () => void): FirstAttempt {
+    const policy: FirstAttempt = {
+      via: 'direct',
+      maxAttempts: this.deps.maxAttempts,
+      sent,
+      wasRecorded: false,
+      recorded: () => void (policy.wasRecorded = true),
+      retry: async (left: RetryLaterError) => {
+        await this.deps.scheduler.deliver([refOf(input)], this.deps.backoff(1, left));
+        return false;
+      },
+      completes: true,
+    };
+    return policy;
+  }
+
+  /**
+   * A first attempt that threw: one not sent, or not recorded, goes to the queue at once; one recorded whose
+   * follow-up failed is left to the sweeper.
+   */
+  private async handOff(err: unknown, input: BatchToAttempt, policy: FirstAttempt): Promise<void> {
+    const ref = refOf(input);
+    if (policy.wasRecorded) {
+      // the sweeper enqueues what is left to retry, or closes the notification, once it sees no progress
+      this.deps.log.warn({ err, ...ref }, 'direct send recorded, its follow-up failed; left to the sweeper');
+      return;
     }
+    // not sent, or not recorded: the queue sends it again, at least once
+    this.deps.log.warn({ err, ...ref }, 'direct send failed; handed to the queue');
+    await this.deps.scheduler.deliver([ref]).catch(() => undefined); // else the sweeper finds it
   }
 }
+
+const refOf = (input: BatchToAttempt) => ({ notificationId: input.notification.id, batchId: input.batch.id });

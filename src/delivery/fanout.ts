@@ -18,7 +18,6 @@ import { isVisiblePush } from '../domain/push-mapping.js';
 import { PACE_EARLY_MS } from './delivery.js';
 import type { Logger } from '../platform/logger.js';
 import type { JobTypes } from './jobs.js';
-import { committedBatches } from './batch-attempt.js';
 import { abBounds, abTestOf, decideAt } from '../domain/ab-test.js';
 import type { CampaignSettings } from '../db/repositories/apps.js';
 import { bestTimeCut, isBestTime, releaseBestTimeWaves } from './best-time.js';
@@ -161,10 +160,10 @@ async function sendPage(
   enqueue: (b: NewBatch) => Promise<unknown>,
 ): Promise<NewBatch[]> {
   const tokens = read.first && new Map(read.first.map((d) => [d.id, d.token]));
-  if (tokens && deps.direct.take(committedBatches(n, batches, tokens))) return batches;
+  if (tokens && deps.direct.take([{ notification: n, batches, tokens }])) return batches;
   const direct = withTokens(batches, read.groups);
   await Promise.all(batches.filter((b) => !direct.sent.includes(b)).map(enqueue));
-  await deps.direct.sendInTurn(committedBatches(n, direct.sent, direct.tokens));
+  await deps.direct.sendInTurn({ notification: n, batches: direct.sent, tokens: direct.tokens });
   return direct.sent;
 }
 

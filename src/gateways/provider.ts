@@ -1,8 +1,11 @@
-import type { PushGateway, PushPlatform } from './types.js';
+import type { AppPushCredentials } from './pool.js';
+import type { PushEnvironment, PushGateway, PushPlatform } from './types.js';
 
-/** Gives the delivery worker the long-lived gateway of an app, platform and environment. */
+/**
+ * The process's long-lived gateways, one per app's credentials, platform and environment: a `GatewayPool` on the
+ * calling thread, or `GatewayThreads` over the pools of worker threads.
+ */
 export interface GatewayProvider {
-  /** null when the app has no credentials for that platform. */
-  gatewayFor(appId: string, platform: PushPlatform, development: boolean): Promise<PushGateway | null>;
+  get(app: AppPushCredentials, platform: PushPlatform, environment: PushEnvironment): PushGateway;
   close(): Promise<void>;
 }

@@ -7,7 +7,7 @@ import type { Filter } from '../domain/filters.js';
 import type { LiveActivityRef } from '../domain/live-activity.js';
 import { targetOf, type NotificationRequest } from '../domain/notification-request.js';
 import type { TemplateData } from '../domain/template-data.js';
-import type { BatchToAttempt } from '../delivery/batch-attempt.js';
+import type { NewBatch } from '../domain/batches.js';
 
 /** The shapes a notification is created in, and the rules that sort a creation (grouped, audited). */
 
@@ -34,7 +34,7 @@ export interface CreatedNotification<N extends CutNotification = Notification> {
   notification: N;
   batchIds: string[] | null;
   /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
-  sendable?: BatchToAttempt[];
+  sendable?: { batches: NewBatch[]; tokens: ReadonlyMap<string, string> };
 }
 
 export interface UnicastItem {

@@ -13,7 +13,6 @@ import { targetOf } from '../domain/notification-request.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
 import { quietHoursOf } from '../domain/quiet-hours.js';
 import { templateDataOf } from '../domain/template-data.js';
-import { committedBatches } from '../delivery/batch-attempt.js';
 import type { Repositories } from './deps.js';
 import {
   NAMED_MAX_DEVICES,
@@ -145,7 +144,7 @@ async function storeBatches(
   return created.map(({ notification, batchIds, batches }, k) => {
     const tokens = tokensOf(k);
     return batchIds && tokens
-      ? { notification, batchIds, sendable: committedBatches(notification, batches, tokens) }
+      ? { notification, batchIds, sendable: { batches, tokens } }
       : { notification, batchIds };
   });
 }

@@ -18,7 +18,6 @@ import { isVisiblePush } from '../domain/push-mapping.js';
 import { allowedOf, cutBatches, cutOf } from '../domain/batches.js';
 import type { BatchRef, NotificationScheduler } from '../delivery/jobs.js';
 import type { DirectDelivery } from '../delivery/direct-delivery.js';
-import { committedBatches } from '../delivery/batch-attempt.js';
 import type { AppsRepository, CampaignSettings } from '../db/repositories/apps.js';
 import type { AppChanges, FollowedCache } from '../db/app-changes.js';
 import { timingOf } from '../domain/campaign.js';
@@ -133,7 +132,7 @@ export class NotificationService {
       resolveAudience: (trx, appId, to) => this.resolveAudience(trx, appId, to),
     };
     this.unicast = new GroupRunner(
-      (items, release) => this.createUnicastGroup(items, release),
+      (items, giveTurn) => this.createUnicastGroup(items, giveTurn),
       { ...CREATION_GROUPS, admission: deps.admission },
       (item) => this.createUnicastAlone(item),
     );
@@ -271,20 +270,13 @@ export class NotificationService {
   }
 
   /**
-   * After the notification's transaction committed: enqueues its fan-out or its batches, unless it waits for its
-   * send time (the due poller releases it). If the enqueue fails the sweeper re-enqueues it.
+   * After the notifications' transaction committed, hands them to the pipeline: the delivery of those cut at creation
+   * (sent from here when their tokens were read with them and there is room, else one enqueue for all), the fan-out
+   * of the others that go out now; one that waits for its send time is left to the due poller. If an enqueue fails
+   * the sweeper re-enqueues the notification.
    */
-  release(created: CreatedNotification<CutNotification>): Promise<void> {
-    return this.enqueue([created]);
-  }
-
-  /**
-   * Hands committed notifications to the pipeline: the delivery of those cut at creation (sent from here when their
-   * tokens were read with them and there is room, else one enqueue for all), the fan-out of the others that go out
-   * now. If an enqueue fails the sweeper re-enqueues the notification.
-   */
-  private async enqueue(created: CreatedNotification<CutNotification>[]): Promise<void> {
-    const sendable = created.flatMap((c) => c.sendable ?? []);
+  async release(...created: CreatedNotification<CutNotification>[]): Promise<void> {
+    const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length ? [{ notification, ...s }] : []));
     const sentHere = sendable.length > 0 && this.direct !== null && this.direct.take(sendable);
     const batches: BatchRef[] = created.flatMap(({ notification, batchIds, sendable }) =>
       sentHere && sendable ? [] : (batchIds ?? []).map((batchId) => ({ notificationId: notification.id, batchId })),
@@ -298,19 +290,6 @@ export class NotificationService {
     ]);
   }
 
-  /**
-   * Creates a group of unicast notifications (see `isUnicast`) with two statements, however many there are, and
-   * enqueues them with one call: the shape most traffic has, created at the cost of a few. One statement reads
-   * the devices (the apps' settings are kept, or read at once with it); then one inserts the notifications with
-   * their batches and the audiences they name, atomically. If the group fails, the runner creates each one again
-   * on its own (`createUnicastAlone`), so a request the database refuses fails alone.
-   */
-  private async createUnicastGroup(items: UnicastItem[], release: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
-    const created = await this.insertUnicastGroup(items, release);
-    await this.enqueue(created);
-    return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
-  }
-
   private async createUnicastAlone(i: UnicastItem): Promise<CutNotification> {
     const created = await this.db.transaction().execute(async (trx) => {
       const audience = await this.resolveAudience(trx, i.appId, i.request.notification.to);
@@ -321,12 +300,18 @@ export class NotificationService {
         actor: i.actor,
       });
     });
-    await this.enqueue([created]);
+    await this.release(created);
     return accepted(created.notification);
   }
 
-  /** `store` for many unicast requests: the same rows, each step one statement for the whole group. */
-  private async insertUnicastGroup(items: UnicastItem[], release: () => void): Promise<CreatedNotification<CutNotification>[]> {
+  /**
+   * Creates a group of unicast notifications (see `isUnicast`) with two statements, however many there are, and
+   * enqueues them with one call: the shape most traffic has, created at the cost of a few. One statement reads
+   * the devices (the apps' settings are kept, or read at once with it); then one inserts the notifications with
+   * their batches and the audiences they name, atomically (the rows `store` writes). If the group fails, the runner
+   * creates each one again on its own (`createUnicastAlone`), so a request the database refuses fails alone.
+   */
+  private async createUnicastGroup(items: UnicastItem[], giveTurn: () => void): Promise<PromiseSettledResult<CutNotification>[]> {
     const now = this.clock.now();
     const specs = items.map((i) => ({ appId: i.appId, ...audienceSpec(i.request.notification.to as Filter[]) }));
     // the devices of a spec are those of its stored audience: the same canonical filters
@@ -388,14 +373,15 @@ export class NotificationService {
       ),
       this.audiences.specAudiences(specs),
     );
-    release();
-    const inserted = await insert;
-    return inserted.map((notification, k) => {
+    giveTurn();
+    const created = (await insert).map((notification, k): CreatedNotification<CutNotification> => {
       if (!rows[k]!.notification.cut) return { notification, batchIds: null };
       const { batches } = rows[k]!;
       const tokens = new Map(found[k]!.map((d) => [d.id, d.token]));
-      return { notification, batchIds: batches.map((b) => b.id), sendable: committedBatches(notification, batches, tokens) };
+      return { notification, batchIds: batches.map((b) => b.id), sendable: { batches, tokens } };
     });
+    await this.release(...created);
+    return created.map((c) => ({ status: 'fulfilled', value: accepted(c.notification) }));
   }
 
   /** A message's push, stored in the message's transaction (its caller runs `release` once that committed). */

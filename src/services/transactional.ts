@@ -14,7 +14,8 @@ import {
 } from '../domain/transactional-request.js';
 import type { TemplatesRepository } from '../db/repositories/templates.js';
 import { resolveTemplate } from './templates.js';
-import { attemptBatch, committedBatches, type BatchAttemptDeps, type BatchToAttempt } from '../delivery/batch-attempt.js';
+import { attemptBatch, type BatchAttemptDeps, type BatchToAttempt } from '../delivery/batch-attempt.js';
+import { committedBatches } from '../delivery/direct-delivery.js';
 import { allowedOf, cutBatches, type NewBatch } from '../domain/batches.js';
 import { isVisiblePush } from '../domain/push-mapping.js';
 import type { Transaction } from 'kysely';
@@ -172,7 +173,7 @@ export class TransactionalService {
     const { notification, batches, tokens, notAllowed } = committed;
 
     // the first attempt goes to the devices as read in the transaction that stored the send, a moment ago
-    const outcomes = await Promise.all(committedBatches(notification, batches, tokens).map((b) => this.sendUntil(b, deadline)));
+    const outcomes = await Promise.all(committedBatches({ notification, batches, tokens }).map((b) => this.sendUntil(b, deadline)));
     // a send of one batch is closed by recording its last attempt; one of several when all are recorded
     if (!outcomes.some((o) => o.closed)) await this.sending.store.completeIfFinished(notification.id, notification.generation);
     const result = {

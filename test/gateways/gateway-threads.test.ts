@@ -69,8 +69,8 @@ describe('GatewayThreads', () => {
       const ios = apnsTargets(30);
       const android = fcmTargets(30);
       const [iosResults, androidResults] = await Promise.all([
-        t.gateway(a, 'ios', 'production').send(push, ios),
-        t.gateway(a, 'android', 'production').send(push, android),
+        t.get(a, 'ios', 'production').send(push, ios),
+        t.get(a, 'android', 'production').send(push, android),
       ]);
       expect(iosResults.map((r) => r.deviceId)).toEqual(ios.map((x) => x.deviceId));
       expect(androidResults.map((r) => r.deviceId)).toEqual(android.map((x) => x.deviceId));
@@ -91,9 +91,9 @@ describe('GatewayThreads', () => {
     const t = threads();
     try {
       const a = app();
-      await t.gateway(a, 'android', 'production').send(push, fcmTargets(5));
+      await t.get(a, 'android', 'production').send(push, fcmTargets(5));
       const sessions = fcm.sessionCount;
-      for (let i = 0; i < 3; i++) await t.gateway(a, 'android', 'production').send(push, fcmTargets(5));
+      for (let i = 0; i < 3; i++) await t.get(a, 'android', 'production').send(push, fcmTargets(5));
       expect(fcm.sessionCount).toBe(sessions);
     } finally {
       await t.close();
@@ -104,7 +104,7 @@ describe('GatewayThreads', () => {
   it('answers no_credentials for an app without credentials, without retrying', async () => {
     const t = threads(1);
     try {
-      const results = await t.gateway(app(false), 'ios', 'production').send(push, apnsTargets(3));
+      const results = await t.get(app(false), 'ios', 'production').send(push, apnsTargets(3));
       expect(results.map((r) => r.outcome)).toEqual(Array(3).fill({ kind: 'failed', reason: 'no_credentials' }));
       expect(apns.pushes).toHaveLength(0);
     } finally {
@@ -117,10 +117,10 @@ describe('GatewayThreads', () => {
     const a = app();
     const targets = fcmTargets(3);
     fcm.faults.forToken(targets[0]!.token, { type: 'delay', ms: 400 });
-    const inFlight = t.gateway(a, 'android', 'production').send(push, targets);
+    const inFlight = t.get(a, 'android', 'production').send(push, targets);
     await new Promise((r) => setTimeout(r, 100));
     const closing = t.close();
-    const late = await t.gateway(a, 'android', 'production').send(push, fcmTargets(2));
+    const late = await t.get(a, 'android', 'production').send(push, fcmTargets(2));
     expect(late.every((r) => r.outcome.kind === 'retry')).toBe(true);
     expect((await inFlight).every((r) => r.outcome.kind === 'ok')).toBe(true);
     await closing;
@@ -133,10 +133,10 @@ describe('GatewayThreads', () => {
     try {
       const a = app();
       const results = [];
-      for (let i = 0; i < 5; i++) results.push(...(await t.gateway(a, 'ios', 'production').send(push, apnsTargets(1))));
+      for (let i = 0; i < 5; i++) results.push(...(await t.get(a, 'ios', 'production').send(push, apnsTargets(1))));
       // a change is a new object from the credentials lookup
       const changed = { ...a, apnsCredentials: { ...(a.apnsCredentials as object) } };
-      for (let i = 0; i < 3; i++) results.push(...(await t.gateway(changed, 'android', 'production').send(push, fcmTargets(1))));
+      for (let i = 0; i < 3; i++) results.push(...(await t.get(changed, 'android', 'production').send(push, fcmTargets(1))));
       expect(results.map((r) => r.outcome.kind)).toEqual(Array(8).fill('ok'));
       const messages = posted.mock.calls.map(([m]) => m as { type: string; app?: unknown });
       expect(messages.filter((m) => m.type === 'send')).toHaveLength(8);

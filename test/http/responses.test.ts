@@ -265,7 +265,7 @@ describe('GET /ready when the database and queue store are unreachable', () => {
       db: db.db,
       queues,
       scheduler: { schedule: async () => undefined, deliver: async () => undefined, decideWinner: async () => undefined },
-      gateways: { gatewayFor: async () => null, close: async () => undefined },
+      gateways: { get: () => ({ send: async () => [], close: async () => undefined }), close: async () => undefined },
       metrics: h.ctx.metrics,
       clock: systemClock,
       secrets: h.secrets,

@@ -42,7 +42,7 @@ export class GatewayThreads {
   }
 
   /** The gateway of one app, platform and environment, in the thread that owns it. */
-  gateway(app: AppPushCredentials, platform: PushPlatform, environment: PushEnvironment): PushGateway {
+  get(app: AppPushCredentials, platform: PushPlatform, environment: PushEnvironment): PushGateway {
     const key = `${app.id}|${platform}|${environment}`;
     const thread = this.threads[createHash('sha1').update(key).digest().readUInt32BE(0) % this.threads.length] as GatewayThread;
     return {
@@ -67,8 +67,9 @@ class GatewayThread {
   private nextId = 0;
   private closing: Promise<void> | undefined;
   /**
-   * The credentials object last posted to the thread, by app: the lookup answers the same object until the app
-   * changes, so they are posted once per change, not with every send (a new thread is posted them again).
+   * The credentials object last posted to the thread, by app: delivery's read of them (`DeliveryStore.credentialsOf`)
+   * answers the same object until the app changes, so they are posted once per change, not with every send (a new
+   * thread is posted them again).
    */
   private readonly posted = new Map<string, AppPushCredentials>();
 
