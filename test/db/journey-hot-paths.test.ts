@@ -2,8 +2,11 @@ import { sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { useHarness } from '../helpers/harness.js';
 
-/** An entrant's history as migration 058 keeps it: appended, and cut to its first entry and its last 99. */
-describe('pushd_journey_history', () => {
+/**
+ * The SQL the journeys' hot paths run (migration 069): an entrant's history as migration 058 keeps it (appended, and
+ * cut to its first entry and its last 99), inlined; and the recorded events' key index without a pending list.
+ */
+describe('journeys: the hot paths in SQL', () => {
   const h = useHarness();
   const entries = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ t: from + i }));
   const append = async (history: unknown[], added: unknown[]) =>
@@ -29,5 +32,11 @@ describe('pushd_journey_history', () => {
     const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
     expect(plan).toContain('CASE WHEN');
     expect(plan).not.toContain('pushd_journey_history(');
+  });
+
+  it("searches journey_events' keys without a GIN pending list, which every search would read whole", async () => {
+    const { rows } = await sql<{ options: string[] | null }>`
+      select reloptions as options from pg_class where oid = 'journey_events_keys_idx'::regclass`.execute(h.db.db);
+    expect(rows[0]!.options).toContain('fastupdate=off');
   });
 });
