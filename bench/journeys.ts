@@ -7,12 +7,14 @@
  *   3. with `waiting` entrants waiting (nothing due): the worker's CPU over a quiet window before and after they are
  *      there, and the poller's due query's time; the bytes of entrant state per entrant (with a history of two
  *      entries); the WAL of one step transition (EXPLAIN's WAL bytes of the engine's UPDATE over a batch), without
- *      and with a history entry appended; the history's bytes per entrant of (2).
+ *      and with a history entry appended, and once the history is 20 entries long; the history's bytes per entrant
+ *      of (2).
  *
  *   npm run bench -- journeys [--devices 100000] [--entrants 100000] [--waiting 1000000] [--events 4000] [--rounds 2]
  *                             [--concurrency 16] [--quiet-seconds 10] [--only events]
  * `--only events` runs (1) alone.
  */
+import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
@@ -37,6 +39,8 @@ const ENTERED_HISTORY = [
   { t: Date.now(), s: 'wait', k: 'waiting', u: Date.now() + 30 * 86_400_000 },
 ];
 const SENT_ENTRY = { t: Date.now(), s: 'wait', k: 'sent', n: '0195f1a2-7c4e-7d3b-9a61-2f0c8e4b5d17' };
+/** A history as an entrant that went through 20 steps has it: what each of its steps writes again. */
+const LONG_HISTORY = 20;
 
 async function main() {
   const stack = await benchStack(arg('database', 'bench_journeys'), { queue, redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379' });
@@ -268,6 +272,26 @@ async function main() {
       where e.id = t.id and e.entered_at = t.entered_at and e.seq = t.seq`.execute(db.db)
   ).rows[0]!['QUERY PLAN'];
   const walPerTransitionWithHistory = planWithHistory.Plan['WAL Bytes'] / batch;
+  // the same once the history is LONG_HISTORY entries: a step writes the row again, its whole history with it
+  const someParked = sql`(select id, entered_at from journey_entrants where journey_id = ${parked.journey.id}::uuid order by id limit ${batch})`;
+  // each entry its own time, step and notification, as a real one has (entries alike would compress to nothing)
+  const longHistory = Array.from({ length: LONG_HISTORY }, (_, i) => ({
+    ...SENT_ENTRY,
+    t: SENT_ENTRY.t + i * 3_600_917,
+    s: `step ${i}`,
+    n: randomUUID(),
+  }));
+  await sql`
+    update journey_entrants e set history = ${JSON.stringify(longHistory)}::jsonb
+    from ${someParked} t where e.id = t.id and e.entered_at = t.entered_at`.execute(db.db);
+  const [planLongHistory] = (
+    await sql<{ 'QUERY PLAN': [{ Plan: { 'WAL Bytes': number } }] }>`
+      explain (analyze, wal, format json)
+      update journey_entrants e set phase = 'arrived', due_at = now(), seq = e.seq + 1,
+             history = pushd_journey_history(e.history, ${JSON.stringify([SENT_ENTRY])}::jsonb)
+      from ${someParked} t where e.id = t.id and e.entered_at = t.entered_at`.execute(db.db)
+  ).rows[0]!['QUERY PLAN'];
+  const walPerTransitionLongHistory = planLongHistory.Plan['WAL Bytes'] / batch;
   // the history the entrants of (2) wrote going through the engine (entered, sent), and one entry's bytes
   const historyBytes = await sql<{ bytes: number }>`
     select avg(pg_column_size(history))::float8 as bytes from journey_entrants where journey_id = ${due.journey.id}::uuid`.execute(db.db);
@@ -290,6 +314,7 @@ async function main() {
     ['entrant state per entrant (heap + indexes)', `${bytesPerEntrant.toFixed(0)} bytes`],
     ['WAL per step transition (batch of 1000)', `${walPerTransition.toFixed(0)} bytes`],
     ['  with history on: a send entry appended', `${walPerTransitionWithHistory.toFixed(0)} bytes`],
+    [`  the same with a history of ${LONG_HISTORY} entries`, `${walPerTransitionLongHistory.toFixed(0)} bytes`],
     [`history per entrant, (2)'s after its send (jsonb)`, `${Number(historyBytes.rows[0]!.bytes ?? 0).toFixed(0)} bytes`],
   ]);
 
