@@ -40,7 +40,8 @@ async function main(): Promise<void> {
       return;
     }
     const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG });
-    pushd.api.ctx.admission.watchSockets((pushd.api.server.server.address() as AddressInfo).port);
+    const listening = pushd.api.server.server.address() as AddressInfo;
+    pushd.api.ctx.admission.watchSockets(listening.port, listening.family === 'IPv6' ? 'IPv6' : 'IPv4');
     log.info({ address, role: config.ROLE, queue }, 'listening');
   } catch (err) {
     // what did start is closed as on a signal (the embedded PostgreSQL last), then the process exits 1

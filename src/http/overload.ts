@@ -1,4 +1,5 @@
 import type { Server } from 'node:http';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { OverloadedError, type Admission } from '../platform/admission.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -38,8 +39,7 @@ export const shedLoad = fp<{ maxInFlight: number; metrics: Metrics }>(
         return reply;
       }
       metrics.requestsInFlight.set(++inFlight);
-      // 'close' comes once the answer is sent or the connection is gone, whichever comes first
-      reply.raw.once('close', () => metrics.requestsInFlight.set(--inFlight));
+      whenDone(request, reply, () => metrics.requestsInFlight.set(--inFlight));
     });
   },
   { name: 'shed-load' },
@@ -47,25 +47,23 @@ export const shedLoad = fp<{ maxInFlight: number; metrics: Metrics }>(
 
 /**
  * Admission control bounded in time (src/platform/admission.ts): while work in this process has waited past its
- * bound, a new API request is answered 503 with Retry-After at once, on arrival, before its key is checked or its
- * body read: a refusal costs next to nothing, so the requests taken in keep their pace and each of the others knows
- * at once when to come back. What waits past the bound inside (a group's turn) is refused there. Every answer's time
- * is told to the admission, which refuses new requests while even the fastest answers are slow (a standing queue).
+ * bound, or the CPU is saturated past capacity and a request falls outside the share taken in, a new API request is
+ * answered 503 with Retry-After at once, on arrival, before its key is checked or its body read: a refusal costs next
+ * to nothing, so the requests taken in keep their pace and each of the others knows at once when to come back. What
+ * waits past the bound inside (a group's turn) is refused there. Every answer's time is told to the admission, which
+ * refuses new requests while even the fastest answers are slow (a standing queue).
  */
 export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
   async (app, { admission, metrics }) => {
     if (!admission.on) return;
     app.addHook('onRequest', async (request, reply) => {
       if (!API_ROUTE.test(request.url)) return;
-      const taken = admission.admit();
-      if (taken) {
-        // 'close' comes once the answer is sent or the connection is gone, whichever comes first
-        reply.raw.once('close', taken);
-        return;
-      }
+      // one that waits on a gateway or a receiver elsewhere holds no CPU meanwhile
+      const taken = admission.admit(!request.routeOptions.config.answersAfterRemote);
+      metrics.admissionShare.set(admission.share);
+      if (!(taken instanceof OverloadedError)) return whenDone(request, reply, taken);
       metrics.requestsShed.inc();
-      const refused = new OverloadedError(admission.maxDelayMs);
-      reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
+      reply.code(taken.status).header('retry-after', String(taken.retryAfterSeconds)).send({ error: taken.message });
       return reply;
     });
     // what the requests taken in took, queueing included: a wait no queue of ours reports shows there
@@ -76,6 +74,21 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
   },
   { name: 'admit-in-time' },
 );
+
+/**
+ * Calls `done` once, when the request is answered or its connection is gone: a pipelined request still queued when
+ * its socket closes gets no 'close' of its own answer.
+ */
+function whenDone(request: FastifyRequest, reply: FastifyReply, done: () => void): void {
+  const socket = request.raw.socket;
+  const once = () => {
+    reply.raw.off('close', once);
+    socket.off('close', once);
+    done();
+  };
+  reply.raw.once('close', once);
+  socket.once('close', once);
+}
 
 /**
  * How many new connections wait in the kernel for the event loop to accept them (Linux caps it at somaxconn). Node's

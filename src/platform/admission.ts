@@ -1,6 +1,6 @@
-import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { DomainError } from '../domain/errors.js';
-import { connectionsWithUnread } from './unread-requests.js';
+import { CpuShare } from './cpu-share.js';
+import type { SocketFamily } from './unread-requests.js';
 
 /** What a request refused for capacity is told: come back after this many seconds. */
 export const RETRY_AFTER_SECONDS = 1;
@@ -9,10 +9,18 @@ export const RETRY_AFTER_SECONDS = 1;
 export class OverloadedError extends DomainError {
   readonly retryAfterSeconds = RETRY_AFTER_SECONDS;
 
-  constructor(maxDelayMs: number) {
-    super(`overloaded: work waits more than ${maxDelayMs} ms on this server; retry after ${RETRY_AFTER_SECONDS} s`, 503);
+  /** `why`: what the server cannot do now, e.g. "work waits more than 1000 ms on this server" */
+  constructor(why: string) {
+    super(`overloaded: ${why}; retry after ${RETRY_AFTER_SECONDS} s`, 503);
+  }
+
+  static waitedPast(maxDelayMs: number): OverloadedError {
+    return new OverloadedError(`work waits more than ${maxDelayMs} ms on this server`);
   }
 }
+
+/** What a request outside the CPU's share is told. */
+const SATURATED = new OverloadedError("this server's CPU is saturated past capacity");
 
 /** How often the event loop's delay is sampled. */
 const LOOP_SAMPLE_MS = 10;
@@ -25,22 +33,6 @@ export const ANSWERS_PER_WINDOW = 20;
 
 /** Two windows in a row whose fastest answer took more than half the bound: a queue stands somewhere. */
 export const STANDING_SHARE = 0.5;
-
-/** How often the event loop's utilisation is read and the share of new requests taken in is set anew. */
-export const SHARE_WINDOW_MS = 250;
-
-/** A loop busy this much of a window has no CPU left to read what waits in its sockets. */
-export const SATURATED_UTILISATION = 0.95;
-
-/**
- * Requests held (in progress, or unread in the kernel's socket buffers) below which a busy loop is at capacity, not
- * past it: what a closed set of clients keeps, each sending when answered (50 in an outside check). Past capacity,
- * offered work piles up beyond it.
- */
-export const HELD_FLOOR = 100;
-
-/** The least share of new requests taken in: some still go through, to tell when the CPU is free again. */
-export const MIN_SHARE = 0.05;
 
 /**
  * Admission control bounded in time. Each queue a request's work waits in (a group's turn, a database connection)
@@ -71,13 +63,7 @@ export class Admission {
   private windowAnswers = 0;
   /** the fastest answer of each of the last two windows, in ms; 0 for one with too few answers to tell */
   private standing: [number, number] = [0, 0];
-  /** the share of new requests taken in (1: all), and what the ones refused so far have earned towards the next */
-  private shareTaken = 1;
-  private credit = 0;
-  private shareWindowStart = performance.now();
-  private utilisationMark: EventLoopUtilization = performance.eventLoopUtilization();
-  private inFlight = 0;
-  private listeningPort: number | undefined;
+  private readonly cpu = new CpuShare();
 
   constructor(readonly maxDelayMs: number) {}
 
@@ -119,53 +105,34 @@ export class Admission {
     return this.on && (this.delayMs(now) > this.maxDelayMs || this.standingMs(now) > this.maxDelayMs * STANDING_SHARE);
   }
 
-  /** The port the API listens on: the requests unread in its connections count as held. */
-  watchSockets(port: number): void {
-    this.listeningPort = port;
+  /** The API's listening socket: the requests unread in its connections count as held (`CpuShare`). */
+  watchSockets(port: number, family: SocketFamily): void {
+    this.cpu.watchSockets(port, family);
   }
 
   /** The share of new requests taken in while the CPU is saturated (1: all of them). */
   get share(): number {
-    return this.shareTaken;
+    return this.cpu.value;
+  }
+
+  /** Requests taken in and not yet answered. */
+  get inProgress(): number {
+    return this.cpu.inProgress;
+  }
+
+  /** Requests held as last seen: in progress, and unread in the API's connections (`CpuShare`). */
+  get held(): number {
+    return this.cpu.held;
   }
 
   /**
-   * Whether a new request is refused (`overloaded`, or outside the share taken in); one taken in counts as in
-   * progress until the returned function is called. Spread evenly: a share of 0.25 takes every fourth request.
+   * Takes a new request in, or tells why not: `overloaded`, or outside the CPU's share. One that `holds` the CPU
+   * counts as in progress until the returned function is called (one that waits on a remote server does not).
    */
-  admit(now = performance.now()): (() => void) | null {
+  admit(holds = true, now = performance.now()): (() => void) | OverloadedError {
     if (!this.on) return () => undefined;
-    if (this.overloaded(now)) return null;
-    if (this.shareTaken < 1) {
-      this.credit += this.shareTaken;
-      // a hair below 1 counts as 1: shares such as 0.7 do not add up exactly in floating point
-      if (this.credit < 1 - 1e-9) return null;
-      this.credit -= 1;
-    }
-    this.inFlight += 1;
-    let done = false;
-    return () => {
-      if (!done) this.inFlight -= 1;
-      done = true;
-    };
-  }
-
-  /** The requests in progress and those waiting unread in the API's connections. */
-  private held(): number {
-    if (this.inFlight >= HELD_FLOOR || this.listeningPort === undefined) return this.inFlight;
-    return this.inFlight + (connectionsWithUnread(this.listeningPort) ?? 0);
-  }
-
-  /** Sets the share taken in from how busy the loop was over the last window and what is in progress now. */
-  private adjustShare(now: number): void {
-    if (now - this.shareWindowStart < SHARE_WINDOW_MS) return;
-    const { utilization } = performance.eventLoopUtilization(this.utilisationMark);
-    this.utilisationMark = performance.eventLoopUtilization();
-    this.shareWindowStart = now;
-    if (utilization < SATURATED_UTILISATION) this.shareTaken = Math.min(1, this.shareTaken + 0.1);
-    else if (this.held() >= HELD_FLOOR) this.shareTaken = Math.max(MIN_SHARE, this.shareTaken * 0.7);
-    // saturated with few in progress: at capacity, not past it; the share holds
-    if (this.shareTaken === 1) this.credit = 0;
+    if (this.overloaded(now)) return OverloadedError.waitedPast(this.maxDelayMs);
+    return this.cpu.take(holds) ?? SATURATED;
   }
 
   private rollWindow(now: number): void {
@@ -182,19 +149,17 @@ export class Admission {
   start(): () => void {
     if (!this.on || this.timer) return () => undefined;
     this.lastTick = performance.now();
-    this.shareWindowStart = this.lastTick;
-    this.utilisationMark = performance.eventLoopUtilization();
     this.timer = setInterval(() => {
       const now = performance.now();
       this.late = [this.late[1], Math.max(0, now - this.lastTick - LOOP_SAMPLE_MS)];
       this.lastTick = now;
-      this.adjustShare(now);
+      this.cpu.tick(now);
     }, LOOP_SAMPLE_MS).unref();
     return () => {
       clearInterval(this.timer!);
       this.timer = null;
       this.late = [0, 0];
-      this.shareTaken = 1;
+      this.cpu.reset();
     };
   }
 }

@@ -58,7 +58,7 @@ export class GroupRunner<I, O> {
         this.expiry = null;
         const now = performance.now();
         while (this.waiting.length && now - this.waiting[0]!.since >= admission.maxDelayMs)
-          this.waiting.shift()!.reject(new OverloadedError(admission.maxDelayMs));
+          this.waiting.shift()!.reject(OverloadedError.waitedPast(admission.maxDelayMs));
         this.armExpiry();
       },
       Math.max(0, due),

@@ -38,9 +38,16 @@ export class Metrics {
     help: 'Client connections closed unanswered because MAX_CONNECTIONS were open',
     registers: [this.registry],
   });
+  readonly admissionShare = new Gauge({
+    name: 'pushd_admission_share',
+    help: 'The share of new API requests taken in while the CPU is saturated past capacity (1: all; MAX_QUEUE_DELAY_MS)',
+    registers: [this.registry],
+  });
   readonly requestsShed = new Counter({
     name: 'pushd_http_requests_shed_total',
-    help: 'API requests answered 503 on arrival: MAX_REQUESTS_IN_FLIGHT were in progress, or work had waited past MAX_QUEUE_DELAY_MS',
+    help:
+      'API requests answered 503 on arrival: MAX_REQUESTS_IN_FLIGHT were in progress, work had waited past ' +
+      'MAX_QUEUE_DELAY_MS, or the CPU was saturated past capacity',
     registers: [this.registry],
   });
 

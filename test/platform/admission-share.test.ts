@@ -1,8 +1,11 @@
-import { connect, createServer, type Server, type Socket } from 'node:net';
-import type { AddressInfo } from 'node:net';
+import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import Fastify from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { Admission, HELD_FLOOR, SHARE_WINDOW_MS } from '../../src/platform/admission.js';
+import { admitInTime } from '../../src/http/overload.js';
+import { Admission, OverloadedError } from '../../src/platform/admission.js';
+import { HELD_FLOOR, SHARE_WINDOW_MS } from '../../src/platform/cpu-share.js';
+import { Metrics } from '../../src/platform/metrics.js';
 import { connectionsWithUnread } from '../../src/platform/unread-requests.js';
 
 /** Keeps the event loop busy for `ms`, as work that takes the whole CPU does. */
@@ -11,9 +14,12 @@ function busy(ms: number): void {
   while (performance.now() < until);
 }
 
-/** A window of the loop saturated, then one turn for the admission's timer to read it. */
-async function saturatedWindow(): Promise<void> {
-  busy(4 * SHARE_WINDOW_MS);
+/**
+ * Windows of the loop saturated, then one turn for the admission's timer to read them. Long enough that a short wait
+ * of a loaded machine's before it (the window starts at the timer's last turn) leaves the window saturated.
+ */
+async function saturated(): Promise<void> {
+  busy(8 * SHARE_WINDOW_MS);
   await sleep(1);
 }
 
@@ -23,12 +29,12 @@ async function until(check: () => boolean, ms = 5000): Promise<void> {
   while (!check() && Date.now() < by) await sleep(20);
 }
 
-/** How many of `n` new requests the admission takes in; each taken one stays in progress in `held`. */
-function offer(a: Admission, n: number, held: (() => void)[]): number {
+/** How many of `n` new requests the admission takes in; each taken one stays held until released via `held`. */
+function offer(a: Admission, n: number, held: (() => void)[], holds = true): number {
   let taken = 0;
   for (let i = 0; i < n; i++) {
-    const release = a.admit();
-    if (release) {
+    const release = a.admit(holds);
+    if (!(release instanceof OverloadedError)) {
       taken += 1;
       held.push(release);
     }
@@ -37,10 +43,11 @@ function offer(a: Admission, n: number, held: (() => void)[]): number {
 }
 
 /**
- * A listening server that reads nothing from its connections, and clients that each sent it a request: what the
- * kernel holds unread while an event loop is too busy to read.
+ * The share of new requests taken in while the CPU is saturated past capacity: a listening server that reads
+ * nothing from its connections and clients that each sent it a request stand for what the kernel holds unread while
+ * an event loop is too busy to read.
  */
-describe('admission: the share taken in while the CPU is saturated', () => {
+describe.skipIf(process.platform !== 'linux')('admission: the share taken in while the CPU is saturated', () => {
   let unread: Server;
   let port: number;
   const clients: Socket[] = [];
@@ -65,34 +72,47 @@ describe('admission: the share taken in while the CPU is saturated', () => {
     await new Promise((resolve) => unread.close(resolve));
   });
 
+  /** A bound past the saturated windows' own pauses of the loop: what is refused here is refused for the share. */
+  const BOUND_MS = 5000;
+
   afterEach(() => {
     stop();
     for (const release of held.splice(0)) release();
   });
 
-  it('counts the connections whose requests wait unread, as the kernel does, and none on a port nobody reads', async () => {
-    await until(() => connectionsWithUnread(port)! >= clients.length);
-    expect(connectionsWithUnread(port)).toBe(clients.length);
+  it('counts the connections whose requests wait unread, as the kernel does, and none where all is read', async () => {
+    let count: number | undefined;
+    for (let i = 0; i < 50 && count !== clients.length; i++) count = await connectionsWithUnread(port, 'IPv4');
+    expect(count).toBe(clients.length);
+    expect(await connectionsWithUnread(port, 'IPv4', 10)).toBe(10);
     const quiet = createServer((socket) => socket.resume());
     await new Promise<void>((resolve) => quiet.listen(0, '127.0.0.1', resolve));
     const quietPort = (quiet.address() as AddressInfo).port;
     const sent = connect(quietPort, '127.0.0.1', () => sent.write('GET / HTTP/1.1\r\n\r\n'));
     await sleep(100);
-    expect(connectionsWithUnread(quietPort)).toBe(0);
+    expect(await connectionsWithUnread(quietPort, 'IPv4')).toBe(0);
     sent.destroy();
     await new Promise((resolve) => quiet.close(resolve));
   });
 
-  it('takes in a share of new requests while the loop is saturated with requests unread, then all once it has room', async () => {
-    const a = new Admission(1000);
+  it('takes in a share while the loop is saturated with requests unread, then all once it has room', async () => {
+    const a = new Admission(BOUND_MS);
     stop = a.start();
-    a.watchSockets(port);
-    await saturatedWindow();
-    expect(a.share).toBeCloseTo(0.7);
-    // spread evenly: 7 of every 10
+    a.watchSockets(port, 'IPv4');
+    // the first saturated window reads the kernel's count (off the loop), the next one acts on it
+    await saturated();
+    await until(() => a.held > HELD_FLOOR);
+    // counted up to what tells: past the floor
+    expect(a.held).toBe(HELD_FLOOR + 1);
+    await saturated();
+    expect(a.share).toBe(0.7);
+    // spread evenly: 7 of every 10, the others told why
     expect(offer(a, 10, held)).toBe(7);
-    await saturatedWindow();
-    expect(a.share).toBeCloseTo(0.49);
+    const refused = a.admit();
+    expect(refused).toBeInstanceOf(OverloadedError);
+    expect((refused as OverloadedError).message).toMatch(/^overloaded: this server's CPU is saturated past capacity; retry/);
+    await saturated();
+    expect(a.share).toBe(0.49);
     // the loop has room: 10 points back a window, up to all
     await until(() => a.share === 1);
     expect(a.share).toBe(1);
@@ -100,26 +120,66 @@ describe('admission: the share taken in while the CPU is saturated', () => {
   });
 
   it('counts requests in progress as held: past the floor they are cut, within it the loop is at capacity', async () => {
-    const a = new Admission(1000);
+    const a = new Admission(BOUND_MS);
     stop = a.start();
     // what a closed set of clients keeps: a busy loop, every request taken in
-    expect(offer(a, HELD_FLOOR - 1, held)).toBe(HELD_FLOOR - 1);
-    await saturatedWindow();
+    expect(offer(a, HELD_FLOOR, held)).toBe(HELD_FLOOR);
+    await saturated();
+    expect(a.share).toBe(1);
+    // ones that wait on a remote server hold no CPU: not counted
+    expect(offer(a, 50, held, false)).toBe(50);
+    await saturated();
     expect(a.share).toBe(1);
     expect(offer(a, 1, held)).toBe(1);
-    await saturatedWindow();
-    expect(a.share).toBeCloseTo(0.7);
-    // answered (or their connections gone): the share comes back
+    await saturated();
+    expect(a.share).toBe(0.7);
+    // answered: still saturated (a closed set of clients sending again as soon as answered), and the share comes back
     for (const release of held.splice(0)) release();
-    await until(() => a.share === 1);
+    expect(a.inProgress).toBe(0);
+    for (let i = 0; i < 3; i++) await saturated();
     expect(a.share).toBe(1);
   });
 
   it('takes everything with a bound of 0', async () => {
     const a = new Admission(0);
     stop = a.start();
-    a.watchSockets(port);
-    await saturatedWindow();
+    a.watchSockets(port, 'IPv4');
+    await saturated();
     expect(offer(a, 10, held)).toBe(10);
+  });
+});
+
+/** Through the plugin: a request counts as in progress until its answer is sent or its connection is gone. */
+describe('admission: requests in progress through the plugin', () => {
+  it('releases pipelined requests whose connection closed before their answer, and never counts health', async () => {
+    const admission = new Admission(1000);
+    const stop = admission.start();
+    const app = Fastify();
+    await app.register(admitInTime, { admission, metrics: new Metrics() });
+    app.post('/v6/slow', async () => {
+      await sleep(300);
+      return { ok: true };
+    });
+    app.get('/health', async () => ({ ok: true }));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const { port } = app.server.address() as AddressInfo;
+      const socket = connect(port, '127.0.0.1');
+      await new Promise((resolve) => socket.once('connect', resolve));
+      const request = 'POST /v6/slow HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}';
+      socket.write(request + request + request + 'GET /health HTTP/1.1\r\nhost: x\r\n\r\n');
+      // each pipelined request is taken in as it is read; only the first has its answer on the way
+      await until(() => admission.inProgress >= 3);
+      expect(admission.inProgress).toBe(3);
+      socket.destroy();
+      await until(() => admission.inProgress === 0, 3000);
+      expect(admission.inProgress).toBe(0);
+      const health = await fetch(`http://127.0.0.1:${port}/health`);
+      expect(health.status).toBe(200);
+      expect(admission.inProgress).toBe(0);
+    } finally {
+      stop();
+      await app.close();
+    }
   });
 });

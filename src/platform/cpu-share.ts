@@ -1,0 +1,113 @@
+import { performance, type EventLoopUtilization } from 'node:perf_hooks';
+import { connectionsWithUnread, type SocketFamily } from './unread-requests.js';
+
+/** How often the event loop's utilisation is read and the share of new requests taken in is set anew. */
+export const SHARE_WINDOW_MS = 250;
+
+/** A loop busy this much of a window has no CPU left to read what waits in its sockets. */
+export const SATURATED_UTILISATION = 0.95;
+
+/**
+ * Requests held (in progress, or unread in the kernel's socket buffers) past which a busy loop is past capacity, not
+ * at it: a closed set of clients, each sending when answered, holds at most two a client (one in progress, the next
+ * unread), 100 for the 50 of an outside check. Past capacity, offered work piles up beyond it.
+ */
+export const HELD_FLOOR = 128;
+
+/** The least share of new requests taken in: some still go through, to tell when the CPU is free again. */
+export const MIN_SHARE = 0.05;
+
+/**
+ * The share of new requests taken in while the CPU is saturated past capacity. Past capacity the taken-in work has
+ * the whole CPU, and refusing costs CPU too: the excess waits unread in the kernel's socket buffers, where no queue
+ * of the process sees it, for as long as the clients keep sending. So while the loop is saturated
+ * (`SATURATED_UTILISATION`) holding more requests than clients at capacity keep (`HELD_FLOOR`), only a share of new
+ * requests is taken in, cut by 30 % a window (`SHARE_WINDOW_MS`) and given back 10 points a window otherwise (TCP's
+ * AIMD): the taken-in work then leaves the CPU to read and refuse the rest at once.
+ */
+export class CpuShare {
+  private share = 1;
+  /** what the requests refused so far have earned towards the next one taken in */
+  private credit = 0;
+  private inFlight = 0;
+  private windowStart = performance.now();
+  private mark: EventLoopUtilization = performance.eventLoopUtilization();
+  private sockets: { port: number; family: SocketFamily } | undefined;
+  /** connections with unread bytes at the last read of the kernel's table (read while saturated only) */
+  private unread = 0;
+  private reading = false;
+
+  /** The share of new requests taken in (1: all of them). */
+  get value(): number {
+    return this.share;
+  }
+
+  /** Requests taken in and not yet answered. */
+  get inProgress(): number {
+    return this.inFlight;
+  }
+
+  /** Requests held as last seen: in progress, and unread in the API's connections at the last read while saturated. */
+  get held(): number {
+    return this.inFlight + this.unread;
+  }
+
+  /** The API's listening socket: the requests unread in its connections count as held. */
+  watchSockets(port: number, family: SocketFamily): void {
+    this.sockets = { port, family };
+  }
+
+  /**
+   * Takes a new request in, or not (null) when outside the share; spread evenly: a share of 0.25 takes every fourth.
+   * One that `holds` counts as held until the returned function is called (one that waits on a remote server uses
+   * no CPU meanwhile and does not).
+   */
+  take(holds: boolean): (() => void) | null {
+    if (this.share < 1) {
+      this.credit += this.share;
+      // a hair below 1 counts as 1: shares such as 0.7 do not add up exactly in floating point
+      if (this.credit < 1 - 1e-9) return null;
+      this.credit -= 1;
+    }
+    if (!holds) return () => undefined;
+    this.inFlight += 1;
+    let done = false;
+    return () => {
+      if (!done) this.inFlight -= 1;
+      done = true;
+    };
+  }
+
+  /** Sets the share anew once a window has passed: how busy the loop was over it, and what is held now. */
+  tick(now: number): void {
+    if (now - this.windowStart < SHARE_WINDOW_MS) return;
+    const { utilization } = performance.eventLoopUtilization(this.mark);
+    this.mark = performance.eventLoopUtilization();
+    this.windowStart = now;
+    const saturated = utilization >= SATURATED_UTILISATION;
+    if (saturated) this.readUnread();
+    else this.unread = 0;
+    const past = saturated && this.inFlight + this.unread > HELD_FLOOR;
+    // whole hundredths, so that the share comes back to exactly 1
+    this.share = past ? Math.max(MIN_SHARE, Math.round(this.share * 70) / 100) : Math.min(1, Math.round(this.share * 100 + 10) / 100);
+    if (this.share === 1) this.credit = 0;
+  }
+
+  /** Back to taking everything in (the admission stopped). */
+  reset(): void {
+    this.share = 1;
+    this.credit = 0;
+    this.unread = 0;
+  }
+
+  /** Reads the kernel's count off the loop, for the next window (its walk of the socket table takes milliseconds). */
+  private readUnread(): void {
+    if (!this.sockets || this.reading || this.inFlight > HELD_FLOOR) return;
+    this.reading = true;
+    const { port, family } = this.sockets;
+    connectionsWithUnread(port, family, HELD_FLOOR + 1 - this.inFlight)
+      .then((count) => (this.unread = count ?? 0))
+      .catch(() => (this.unread = 0))
+      .finally(() => (this.reading = false));
+  }
+}
