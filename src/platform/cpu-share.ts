@@ -7,12 +7,18 @@ export const SHARE_WINDOW_MS = 250;
 /** A loop busy this much of a window has no CPU left to read what waits in its sockets. */
 export const SATURATED_UTILISATION = 0.95;
 
+/** A loop busy less than this much of a window has room to spare: the share comes back twice as fast. */
+export const ROOMY_UTILISATION = 0.75;
+
 /**
  * Requests held (in progress, or unread in the kernel's socket buffers) past which a busy loop is past capacity, not
  * at it: a closed set of clients, each sending when answered, holds at most two a client (one in progress, the next
  * unread), 100 for the 50 of an outside check. Past capacity, offered work piles up beyond it.
  */
 export const HELD_FLOOR = 128;
+
+/** How far past the floor the kernel's table is read: the cut is deepest there. */
+const READ_UP_TO = 16;
 
 /** The least share of new requests taken in: some still go through, to tell when the CPU is free again. */
 export const MIN_SHARE = 0.05;
@@ -22,8 +28,9 @@ export const MIN_SHARE = 0.05;
  * the whole CPU, and refusing costs CPU too: the excess waits unread in the kernel's socket buffers, where no queue
  * of the process sees it, for as long as the clients keep sending. So while the loop is saturated
  * (`SATURATED_UTILISATION`) holding more requests than clients at capacity keep (`HELD_FLOOR`), only a share of new
- * requests is taken in, cut by 30 % a window (`SHARE_WINDOW_MS`) and given back 10 points a window otherwise (TCP's
- * AIMD): the taken-in work then leaves the CPU to read and refuse the rest at once.
+ * requests is taken in, cut a window (`SHARE_WINDOW_MS`) by 30 % or by what is held past the floor if more, and
+ * given back 10 points a window otherwise (TCP's AIMD; doubled with room to spare): the taken-in work then leaves the
+ * CPU to read and refuse the rest at once.
  */
 export class CpuShare {
   private share = 1;
@@ -87,9 +94,16 @@ export class CpuShare {
     const saturated = utilization >= SATURATED_UTILISATION;
     if (saturated) this.readUnread();
     else this.unread = 0;
-    const past = saturated && this.inFlight + this.unread > HELD_FLOOR;
+    const held = this.inFlight + this.unread;
+    // the further past the floor, the deeper the cut; with room to spare, the share comes back faster
+    const next =
+      saturated && held > HELD_FLOOR
+        ? this.share * Math.min(0.7, HELD_FLOOR / held)
+        : utilization < ROOMY_UTILISATION
+          ? this.share * 2 + 0.1
+          : this.share + 0.1;
     // whole hundredths, so that the share comes back to exactly 1
-    this.share = past ? Math.max(MIN_SHARE, Math.round(this.share * 70) / 100) : Math.min(1, Math.round(this.share * 100 + 10) / 100);
+    this.share = Math.max(MIN_SHARE, Math.min(1, Math.round(next * 100) / 100));
     if (this.share === 1) this.credit = 0;
   }
 
@@ -102,10 +116,10 @@ export class CpuShare {
 
   /** Reads the kernel's count off the loop, for the next window (its walk of the socket table takes milliseconds). */
   private readUnread(): void {
-    if (!this.sockets || this.reading || this.inFlight > HELD_FLOOR) return;
+    if (!this.sockets || this.reading || this.inFlight > READ_UP_TO * HELD_FLOOR) return;
     this.reading = true;
     const { port, family } = this.sockets;
-    connectionsWithUnread(port, family, HELD_FLOOR + 1 - this.inFlight)
+    connectionsWithUnread(port, family, READ_UP_TO * HELD_FLOOR - this.inFlight)
       .then((count) => (this.unread = count ?? 0))
       .catch(() => (this.unread = 0))
       .finally(() => (this.reading = false));
