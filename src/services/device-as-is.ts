@@ -5,6 +5,20 @@ import { admitAttributes, type CustomChanges, type DeviceInput, type Dropped } f
 import type { IdentityClaim } from '../domain/identity.js';
 import { refuseUnprovenRebind, type Caller } from './device-checks.js';
 
+/** What `registeredAsIs` answers when the app has no device with the token (as read without a lock). */
+export const NEW_TOKEN = 'new-token';
+
+/** A registration answered without the locked way: the device as stored, what it was admitted, whether it is new. */
+export interface QuickRegistration {
+  device: Device;
+  attributes: DeviceAttributeRow[];
+  admitted: CustomChanges;
+  dropped: Dropped[];
+  created: boolean;
+  /** the new device's credential, answered once */
+  credential?: string;
+}
+
 /** A registration as `registeredAsIs` reads it. */
 interface AsIsRequest {
   appId: string;
@@ -22,24 +36,25 @@ interface AsIsRequest {
  * transaction, and answered as stored, without a lock, a transaction id or a flush. Null when anything would be
  * written, a check refuses, or the request is not a phone's with a token: the locked way then decides, on the row as
  * it is then. Writing nothing, it is the locked registration that found nothing changed, read a moment earlier.
- * A new token pays this one read more, before the locked way inserts it.
+ * NEW_TOKEN when the read found no device with the token (device-new-token.ts then inserts one).
  */
 export async function registeredAsIs(
   db: Db,
   devices: DevicesRepository,
   r: AsIsRequest,
   update: DeviceUpdate,
-): Promise<{ device: Device; attributes: DeviceAttributeRow[]; admitted: CustomChanges; dropped: Dropped[] } | null> {
+): Promise<QuickRegistration | typeof NEW_TOKEN | null> {
   const token = r.input.fields.token;
   if (r.idempotency || r.caller.role !== 'sdk' || typeof token !== 'string') return null;
   const found = await devices.findUnlockedByToken(db, r.appId, token, update, r.country);
-  if (!found || found.changes || !provenAsIs(r, found.device)) return null;
+  if (!found) return NEW_TOKEN;
+  if (found.changes || !provenAsIs(r, found.device)) return null;
   const { admitted, dropped } = admitAttributes(
     found.attributes.map((a) => a.name),
     r.input.custom,
   );
   if (changedAttributes(r.appId, found.device.id, admitted, found.attributes).length) return null;
-  return { device: found.device, attributes: found.attributes, admitted, dropped };
+  return { device: found.device, attributes: found.attributes, admitted, dropped, created: false };
 }
 
 /** The sdk key's checks pass on the device as read, and prove nothing new (a credential shown the first time is written). */

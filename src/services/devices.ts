@@ -27,7 +27,8 @@ import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
 import { checkPlatformChange, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
-import { registeredAsIs } from './device-as-is.js';
+import { NEW_TOKEN, registeredAsIs } from './device-as-is.js';
+import { registeredNew } from './device-new-token.js';
 
 export type { Caller } from './device-checks.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
@@ -128,27 +129,26 @@ export class DeviceService {
     // a new device holds no identity yet: only the device of a token it already has may hold the one claimed
     if (typeof input.fields.token !== 'string') refuseUnprovenChanges(unproven, undefined);
     const net = await this.network(caller, input.fields);
+    const set = columns(input.fields, net);
+    const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
+    // a new device holds no attributes yet: what it is admitted is written with it, in the device's insert
+    const fresh = admitAttributes([], input.custom);
     const asIs = await registeredAsIs(
       this.db,
       this.devices,
       { appId, input, caller, unproven, idempotency, country: net.country },
-      {
-        ...columns(input.fields, net),
-        ...TOKEN_VALID,
-      },
+      { ...set, ...TOKEN_VALID },
     );
-    if (asIs) {
-      const { device, attributes, admitted, dropped } = asIs;
-      const details = { device, attributes, events: [] };
-      return { kind: 'stored', details, created: false, written: written(input.fields, admitted), dropped: [...input.dropped, ...dropped] };
+    // a token read as new is inserted by one statement; one read as it is stored is answered as stored
+    const quick = asIs === NEW_TOKEN ? await registeredNew(this.db, this.devices, { input, caller, unproven, values, fresh }) : asIs;
+    if (quick) {
+      const { device, attributes, admitted, dropped, created, credential } = quick;
+      const answer = { details: { device, attributes, events: [] }, written: written(input.fields, admitted) };
+      return { kind: 'stored', ...answer, created, dropped: [...input.dropped, ...dropped], ...(credential ? { credential } : {}) };
     }
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
       if (replay) return replay;
-      const set = columns(input.fields, net);
-      const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
-      // a new device holds no attributes yet: what it is admitted is written with it, in the device's insert
-      const fresh = admitAttributes([], input.custom);
       const registration = { appId, input, caller, unproven, set, values, country: net.country, custom: fresh.admitted };
       const stored = await this.writeRegistration(trx, registration);
       let device = stored.device;

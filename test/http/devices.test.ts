@@ -197,6 +197,36 @@ describe('device registry', () => {
     expect(rows).toHaveLength(1);
   });
 
+  it("a new token is written by the statement that takes the token's lock; two at once make one device, the second 200", async () => {
+    const t = token();
+    const device = { platform: 'android', token: t, locale: 'de_DE', custom: { plan: { type: 'string', value: 'pro' } } };
+    // the lock every write giving a device this token takes (DevicesRepository.lockToken), held by another session
+    const lockKey = `${app.app.id}:${t}`;
+    const locker = new pg.Client({ connectionString: h.databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('select pg_advisory_lock(hashtextextended($1, 0))', [lockKey]);
+      const both = Promise.all([1, 2].map(() => call(h, 'POST', '/v6/devices', app.keys.sdk, { device })));
+      const waiting = async () =>
+        (await locker.query(`select query from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`)).rows;
+      let rows = await waiting();
+      for (let i = 0; rows.length < 2 && i < 400; i++) rows = await new Promise((r) => setTimeout(r, 25)).then(waiting);
+      // both read no device, and each waits in its insert itself: no transaction of its own took the lock first
+      expect(rows.map((r) => r.query.trim().slice(0, 30))).toEqual(['with d as (insert into "device', 'with d as (insert into "device']);
+      await locker.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]);
+      const [first, second] = (await both).sort((a, b) => a.statusCode - b.statusCode);
+      // the second found the token taken and went the locked way: the device as it is, its credential not shown again
+      expect([first!.statusCode, second!.statusCode]).toEqual([200, 201]);
+      expect(second!.json().device.credential).toMatch(/\S{20}/);
+      expect(first!.json().device).toMatchObject({ id: second!.json().device.id, custom: { plan: { type: 'string', value: 'pro' } } });
+      expect(first!.json().device.credential).toBeUndefined();
+      const rowsOfToken = await h.db.db.selectFrom('devices').select('id').where('token', '=', t).execute();
+      expect(rowsOfToken).toHaveLength(1);
+    } finally {
+      await locker.end();
+    }
+  });
+
   it('platform missing or invalid -> 400 naming it; malformed JSON -> 400; not an object -> 400', async () => {
     const missing = await call(h, 'POST', '/v6/devices', app.keys.sdk, { device: { token: token() } });
     expect(missing.statusCode).toBe(400);

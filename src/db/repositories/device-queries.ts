@@ -194,6 +194,17 @@ export function holdsToken(token: string): RawBuilder<SqlBool> {
   return sql<SqlBool>`pushd_token_key(token) = ${tokenKey(token)}::uuid and token = ${token}`;
 }
 
+/** The transaction's lock on an app's push token, which every write giving a device that token takes first. */
+export function tokenLock(appId: string, token: string): RawBuilder<void> {
+  return sql<void>`pg_advisory_xact_lock(hashtextextended(${`${appId}:${token}`}, 0))`;
+}
+
+/** The error of a row refused because another device of its app has its push token (migration 052's index). */
+export function tokenTaken(err: unknown): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23505' && e.constraint === 'devices_app_token_uidx';
+}
+
 /**
  * pushd_token_key (migration 052) computed here, not by PostgreSQL for each statement: textsend gives the token's
  * bytes in the session's client encoding, which for node-postgres is the server's own (it sets none), so they are

@@ -1,4 +1,4 @@
-import { sql, type SqlBool, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type SqlBool, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceUpdate, NewDevice } from '../schema.js';
@@ -13,6 +13,8 @@ import {
   userDevices,
   withCountry,
   holdsToken,
+  tokenLock,
+  tokenTaken,
   movingRegisteredAt,
   changedFrom,
   changedAttributes,
@@ -27,8 +29,11 @@ import {
 export { attributeRows, changedAttributes } from './device-queries.js';
 export type { DeviceAttributeRow, AudiencePage, HeldByToken } from './device-queries.js';
 
+/** A new device's columns; its app id may be an expression (`insertNewToken`'s, read through the token's lock). */
+type DeviceValues = NewDevice | (Omit<NewDevice, 'app_id'> & { app_id: RawBuilder<string> });
+
 export class DevicesRepository {
-  async insert(db: Db, values: NewDevice): Promise<Device> {
+  async insert(db: Db, values: DeviceValues): Promise<Device> {
     return db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow();
   }
 
@@ -38,10 +43,10 @@ export class DevicesRepository {
    */
   async insertWithAttributes(
     db: Db,
-    values: NewDevice,
+    values: DeviceValues,
     changes: CustomChanges,
   ): Promise<{ device: Device; attributes: DeviceAttributeRow[] }> {
-    const rows = [...changes].flatMap(([name, attr]) => attributeRows(values.app_id, '', name, attr));
+    const rows = [...changes].flatMap(([name, attr]) => attributeRows('', '', name, attr));
     if (rows.length === 0) return { device: await this.insert(db, values), attributes: [] };
     const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
     const { rows: stored } = await sql<Device & AttributeColumns>`
@@ -57,6 +62,27 @@ export class DevicesRepository {
         a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
       from d cross join a`.execute(db);
     return deviceAndAttributes(stored);
+  }
+
+  /**
+   * A new device for a token the app had no device with a moment ago, with its custom attributes, in one autocommit
+   * statement (no transaction) that takes the token's lock (`lockToken`) itself before its row is inserted: it is
+   * serialised with every other write giving a device this token, as the locked way is. Undefined when a device got
+   * the token meanwhile (the unique index refuses the row, and the statement commits nothing): the locked way decides.
+   */
+  async insertNewToken(
+    db: Db,
+    values: NewDevice & { token: string },
+    changes: CustomChanges,
+  ): Promise<{ device: Device; attributes: DeviceAttributeRow[] } | undefined> {
+    // the app id is read through the lock, so the lock is held before the row exists
+    const appId = sql<string>`(select ${values.app_id}::uuid from ${tokenLock(values.app_id, values.token)})`;
+    try {
+      return await this.insertWithAttributes(db, { ...values, app_id: appId }, changes);
+    } catch (err) {
+      if (tokenTaken(err)) return undefined;
+      throw err;
+    }
   }
 
   /**
@@ -202,7 +228,7 @@ export class DevicesRepository {
    * otherwise two devices taking it at once both find no holder to release and one hits the unique index.
    */
   async lockToken(db: Transaction<Database>, appId: string, token: string): Promise<void> {
-    await sql`select pg_advisory_xact_lock(hashtextextended(${`${appId}:${token}`}, 0))`.execute(db);
+    await sql`select ${tokenLock(appId, token)}`.execute(db);
   }
 
   /**
