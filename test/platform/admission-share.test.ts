@@ -102,8 +102,7 @@ describe.skipIf(process.platform !== 'linux')('admission: the share taken in whi
     // the first saturated window reads the kernel's count (off the loop), the next one acts on it
     await saturated();
     await until(() => a.held > HELD_FLOOR);
-    // counted up to what tells: past the floor
-    expect(a.held).toBe(HELD_FLOOR + 1);
+    expect(a.held).toBe(clients.length);
     await saturated();
     expect(a.share).toBe(0.7);
     // spread evenly: 7 of every 10, the others told why
@@ -138,6 +137,10 @@ describe.skipIf(process.platform !== 'linux')('admission: the share taken in whi
     expect(a.inProgress).toBe(0);
     for (let i = 0; i < 3; i++) await saturated();
     expect(a.share).toBe(1);
+    // four times the floor held: a cut to a quarter, not by 30 %
+    expect(offer(a, 4 * HELD_FLOOR, held)).toBe(4 * HELD_FLOOR);
+    await saturated();
+    expect(a.share).toBe(0.25);
   });
 
   it('takes everything with a bound of 0', async () => {
