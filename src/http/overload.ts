@@ -1,5 +1,5 @@
-import type { Server } from 'node:http';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import { createServer, type IncomingMessage, type Server, type ServerOptions } from 'node:http';
+import type { FastifyReply, FastifyRequest, FastifyServerFactory } from 'fastify';
 import fp from 'fastify-plugin';
 import { OverloadedError, type Admission } from '../platform/admission.js';
 import type { Metrics } from '../platform/metrics.js';
@@ -58,12 +58,13 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
     if (!admission.on) return;
     app.addHook('onRequest', async (request, reply) => {
       if (!API_ROUTE.test(request.url)) return;
-      // one that waits on a gateway or a receiver elsewhere holds no CPU meanwhile
-      const taken = admission.admit(!request.routeOptions.config.answersAfterRemote);
+      // decided before Fastify when the server is `admittingServer`'s (a browser's refusal comes here for its CORS)
+      const refused = verdicts.has(request.raw) ? verdicts.get(request.raw) : admission.verdict();
       metrics.admissionShare.set(admission.share);
-      if (!(taken instanceof OverloadedError)) return whenDone(request, reply, taken);
+      // one that waits on a gateway or a receiver elsewhere holds no CPU meanwhile
+      if (!refused) return whenDone(request, reply, admission.hold(!request.routeOptions.config.answersAfterRemote));
       metrics.requestsShed.inc();
-      reply.code(taken.status).header('retry-after', String(taken.retryAfterSeconds)).send({ error: taken.message });
+      reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
       return reply;
     });
     // what the requests taken in took, queueing included: a wait no queue of ours reports shows there
@@ -74,6 +75,52 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
   },
   { name: 'admit-in-time' },
 );
+
+interface ServerTimeouts {
+  keepAliveTimeout: number;
+  requestTimeout: number;
+  connectionTimeout: number;
+  maxRequestsPerSocket: number;
+}
+
+/** The admission's verdict on each API request the server read, for the hook (keyed by the request, gone with it). */
+const verdicts = new WeakMap<IncomingMessage, OverloadedError | null>();
+
+/**
+ * The HTTP server (Fastify's `serverFactory`, with the settings Fastify gives its own) with admission control in
+ * front of Fastify: past capacity, refusing must cost next to nothing, as the CPU is what is short. A refused API
+ * request is answered from here, from its head alone, without Fastify's request, hooks, schemas and logging; one
+ * from a browser (an Origin) goes on to the hook, which answers it with its CORS headers.
+ */
+export function admittingServer(admission: Admission, metrics: Metrics): FastifyServerFactory {
+  return (handler, fastifyOptions) => {
+    // what Fastify has filled in with its defaults by now
+    const options = fastifyOptions as unknown as ServerTimeouts & { http?: ServerOptions };
+    const server = createServer(options.http ?? {}, (req, res) => {
+      if (admission.on && API_ROUTE.test(req.url ?? '')) {
+        const refused = admission.verdict();
+        if (refused && !req.headers.origin) {
+          metrics.requestsShed.inc();
+          const body = JSON.stringify({ error: refused.message });
+          res.writeHead(refused.status, {
+            'content-type': 'application/json; charset=utf-8',
+            'content-length': Buffer.byteLength(body),
+            'retry-after': String(refused.retryAfterSeconds),
+          });
+          res.end(body);
+          return;
+        }
+        verdicts.set(req, refused);
+      }
+      handler(req, res);
+    });
+    server.keepAliveTimeout = options.keepAliveTimeout;
+    server.requestTimeout = options.requestTimeout;
+    server.setTimeout(options.connectionTimeout);
+    if (options.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = options.maxRequestsPerSocket;
+    return server;
+  };
+}
 
 /**
  * Calls `done` once, when the request is answered or its connection is gone: a pipelined request still queued when

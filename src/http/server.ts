@@ -8,7 +8,7 @@ import { answerRouterError, registerErrorHandling } from './errors.js';
 import { registerInputGuard } from './input-guard.js';
 import { registerApiDocument } from './openapi.js';
 import { registerBrowserCors } from './browser-cors.js';
-import { admitInTime, capConnections, shedLoad } from './overload.js';
+import { admitInTime, admittingServer, capConnections, shedLoad } from './overload.js';
 import { rateLimit } from './rate-limit.js';
 import { lazyRequestLogger, logAuditedRequests } from './request-logger.js';
 import { routeModules } from './routes/index.js';
@@ -39,6 +39,7 @@ export async function buildServer(
     // what the HTTP parser refuses, and a request without Host, in the answer shape of every other error (transport.ts)
     clientErrorHandler: answerClientError,
     http: { requireHostHeader: false },
+    serverFactory: admittingServer(ctx.admission, ctx.metrics),
   }).withTypeProvider<ZodTypeProvider>();
   guardTransport(app);
   capConnections(app.server, ctx.config.MAX_CONNECTIONS, ctx.metrics);

@@ -125,14 +125,25 @@ export class Admission {
     return this.cpu.held;
   }
 
-  /**
-   * Takes a new request in, or tells why not: `overloaded`, or outside the CPU's share. One that `holds` the CPU
-   * counts as in progress until the returned function is called (one that waits on a remote server does not).
-   */
-  admit(holds = true, now = performance.now()): (() => void) | OverloadedError {
-    if (!this.on) return () => undefined;
+  /** Why a new request is refused (`overloaded`, or outside the CPU's share), or null when it is taken in. */
+  verdict(now = performance.now()): OverloadedError | null {
+    if (!this.on) return null;
     if (this.overloaded(now)) return OverloadedError.waitedPast(this.maxDelayMs);
-    return this.cpu.take(holds) ?? SATURATED;
+    // the timer turns every few ms: since its last turn, the loop has been in this one
+    return this.cpu.refuses(now - this.lastTick) ? SATURATED : null;
+  }
+
+  /**
+   * A request taken in: one that `holds` the CPU counts as in progress until the returned function is called (one
+   * that waits on a remote server does not).
+   */
+  hold(holds = true): () => void {
+    return this.on && holds ? this.cpu.hold() : () => undefined;
+  }
+
+  /** `verdict`, then `hold` when taken in. */
+  admit(holds = true, now = performance.now()): (() => void) | OverloadedError {
+    return this.verdict(now) ?? this.hold(holds);
   }
 
   private rollWindow(now: number): void {

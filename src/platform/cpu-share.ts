@@ -17,6 +17,12 @@ export const ROOMY_UTILISATION = 0.75;
  */
 export const HELD_FLOOR = 128;
 
+/**
+ * Requests in progress past which a saturated loop takes no more at once: twice what clients at capacity hold, so
+ * that a turn that reads a burst of thousands does not take them all before the next window cuts the share.
+ */
+export const IN_PROGRESS_CAP = 2 * HELD_FLOOR;
+
 /** How far past the floor the kernel's table is read: the cut is deepest there. */
 const READ_UP_TO = 16;
 
@@ -43,6 +49,8 @@ export class CpuShare {
   /** connections with unread bytes at the last read of the kernel's table (read while saturated only) */
   private unread = 0;
   private reading = false;
+  /** whether the last window was saturated */
+  private saturated = false;
 
   /** The share of new requests taken in (1: all of them). */
   get value(): number {
@@ -65,18 +73,23 @@ export class CpuShare {
   }
 
   /**
-   * Takes a new request in, or not (null) when outside the share; spread evenly: a share of 0.25 takes every fourth.
-   * One that `holds` counts as held until the returned function is called (one that waits on a remote server uses
-   * no CPU meanwhile and does not).
+   * Whether a new request is refused: outside the share (spread evenly: a share of 0.25 takes every fourth), or
+   * `IN_PROGRESS_CAP` are in progress while the loop is saturated (or this turn of it, `turnMs` long so far).
    */
-  take(holds: boolean): (() => void) | null {
+  refuses(turnMs = 0): boolean {
+    // within one long turn the window's share comes too late: what the turn reads at once is bounded here
+    if (this.inFlight >= IN_PROGRESS_CAP && (this.saturated || turnMs >= SHARE_WINDOW_MS)) return true;
     if (this.share < 1) {
       this.credit += this.share;
       // a hair below 1 counts as 1: shares such as 0.7 do not add up exactly in floating point
-      if (this.credit < 1 - 1e-9) return null;
+      if (this.credit < 1 - 1e-9) return true;
       this.credit -= 1;
     }
-    if (!holds) return () => undefined;
+    return false;
+  }
+
+  /** A request taken in that holds the CPU: counted as held until the returned function is called. */
+  hold(): () => void {
     this.inFlight += 1;
     let done = false;
     return () => {
@@ -91,7 +104,7 @@ export class CpuShare {
     const { utilization } = performance.eventLoopUtilization(this.mark);
     this.mark = performance.eventLoopUtilization();
     this.windowStart = now;
-    const saturated = utilization >= SATURATED_UTILISATION;
+    const saturated = (this.saturated = utilization >= SATURATED_UTILISATION);
     if (saturated) this.readUnread();
     else this.unread = 0;
     const held = this.inFlight + this.unread;
@@ -110,6 +123,7 @@ export class CpuShare {
   /** Back to taking everything in (the admission stopped). */
   reset(): void {
     this.share = 1;
+    this.saturated = false;
     this.credit = 0;
     this.unread = 0;
   }

@@ -2,9 +2,9 @@ import { connect, createServer, type AddressInfo, type Server, type Socket } fro
 import { setTimeout as sleep } from 'node:timers/promises';
 import Fastify from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { admitInTime } from '../../src/http/overload.js';
+import { admitInTime, admittingServer } from '../../src/http/overload.js';
 import { Admission, OverloadedError } from '../../src/platform/admission.js';
-import { HELD_FLOOR, SHARE_WINDOW_MS } from '../../src/platform/cpu-share.js';
+import { HELD_FLOOR, IN_PROGRESS_CAP, SHARE_WINDOW_MS } from '../../src/platform/cpu-share.js';
 import { Metrics } from '../../src/platform/metrics.js';
 import { connectionsWithUnread } from '../../src/platform/unread-requests.js';
 
@@ -137,10 +137,10 @@ describe.skipIf(process.platform !== 'linux')('admission: the share taken in whi
     expect(a.inProgress).toBe(0);
     for (let i = 0; i < 3; i++) await saturated();
     expect(a.share).toBe(1);
-    // four times the floor held: a cut to a quarter, not by 30 %
-    expect(offer(a, 4 * HELD_FLOOR, held)).toBe(4 * HELD_FLOOR);
+    // a burst while saturated: taken up to the cap at once, then a cut by what is held past the floor
+    expect(offer(a, 4 * HELD_FLOOR, held)).toBe(IN_PROGRESS_CAP);
     await saturated();
-    expect(a.share).toBe(0.25);
+    expect(a.share).toBe(Math.round(100 * (HELD_FLOOR / IN_PROGRESS_CAP)) / 100);
   });
 
   it('takes everything with a bound of 0', async () => {
@@ -180,6 +180,60 @@ describe('admission: requests in progress through the plugin', () => {
       const health = await fetch(`http://127.0.0.1:${port}/health`);
       expect(health.status).toBe(200);
       expect(admission.inProgress).toBe(0);
+    } finally {
+      stop();
+      await app.close();
+    }
+  });
+});
+
+/** Refused before Fastify: a refusal must cost next to nothing when the CPU is what is short. */
+describe('admission: refusals answered by the server in front of Fastify', () => {
+  it("answers a refused request from its head alone, and a browser's through Fastify's hooks (its CORS headers)", async () => {
+    const admission = new Admission(5000);
+    const stop = admission.start();
+    const metrics = new Metrics();
+    const app = Fastify({ serverFactory: admittingServer(admission, metrics) });
+    // stands for the browser CORS hook: a header only Fastify's hooks give
+    app.addHook('onRequest', async (_request, reply) => void reply.header('x-through-fastify', 'yes'));
+    await app.register(admitInTime, { admission, metrics });
+    app.post('/v6/notifications', async () => ({ ok: true }));
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const held: (() => void)[] = [];
+    try {
+      const { port } = app.server.address() as AddressInfo;
+      // past capacity: more in progress than the floor while the loop is saturated; the share holds for a window
+      const pastCapacity = async () => {
+        await until(() => admission.share === 1);
+        for (let i = 0; i <= HELD_FLOOR; i++) held.push(admission.hold());
+        await saturated();
+        for (const release of held.splice(0)) release();
+        expect(admission.share).toBe(0.7);
+      };
+      const post = (headers: Record<string, string> = {}) =>
+        fetch(`http://127.0.0.1:${port}/v6/notifications`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: '{}',
+        });
+      await pastCapacity();
+      const answers = await Promise.all(Array.from({ length: 10 }, () => post()));
+      const refused = answers.filter((a) => a.status === 503);
+      expect(refused).toHaveLength(3);
+      for (const a of refused) {
+        expect(a.headers.get('retry-after')).toBe('1');
+        expect(a.headers.get('x-through-fastify')).toBeNull();
+        expect(await a.json()).toEqual({ error: "overloaded: this server's CPU is saturated past capacity; retry after 1 s" });
+      }
+      expect(answers.filter((a) => a.status === 200).every((a) => a.headers.get('x-through-fastify') === 'yes')).toBe(true);
+      await pastCapacity();
+      const fromBrowser = await Promise.all(Array.from({ length: 10 }, () => post({ origin: 'https://app.example' })));
+      const refusedInBrowser = fromBrowser.filter((a) => a.status === 503);
+      expect(refusedInBrowser).toHaveLength(3);
+      for (const a of refusedInBrowser) expect(a.headers.get('x-through-fastify')).toBe('yes');
+      expect((await metrics.registry.getSingleMetric('pushd_http_requests_shed_total')!.get()).values[0]!.value).toBe(
+        refused.length + refusedInBrowser.length,
+      );
     } finally {
       stop();
       await app.close();
