@@ -43,10 +43,7 @@ export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime
   const { config, log, db, metrics, clock, repos } = deps;
   const workers = config.ROLE !== 'api';
   // The API sends transactional notifications itself: an API-only process has gateways of its own (on its thread).
-  const gateways = createGatewayProvider(
-    gatewayRuntimeOptions(config, workers ? config.GATEWAY_THREADS : 0, deps.gatewayThreadEntry),
-    log,
-  );
+  const gateways = createGatewayProvider(gatewayRuntimeOptions(config, workers ? config.GATEWAY_THREADS : 0, deps.gatewayThreadEntry), log);
   // what every batch reads of its app is kept while the app's changes are followed: its push credentials, its
   // frequency caps, and whether it has a webhook endpoint for batches' outcomes (the push path pays nothing without)
   const store = new DeliveryStore({

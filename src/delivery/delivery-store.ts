@@ -108,7 +108,7 @@ export class DeliveryStore {
    */
   async credentialsOf(appId: string): Promise<AppPushCredentials | null> {
     const read = async () => (await this.credentialReads.submit(appId)) ?? undefined;
-    return ((this.credentials ? await this.credentials.get(appId, read) : await read()) ?? null);
+    return (this.credentials ? await this.credentials.get(appId, read) : await read()) ?? null;
   }
 
   private async readCredentials(ids: string[]): Promise<PromiseSettledResult<AppPushCredentials | null>[]> {

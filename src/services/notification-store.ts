@@ -143,8 +143,6 @@ async function storeBatches(
   );
   return created.map(({ notification, batchIds, batches }, k) => {
     const tokens = tokensOf(k);
-    return batchIds && tokens
-      ? { notification, batchIds, sendable: { batches, tokens } }
-      : { notification, batchIds };
+    return batchIds && tokens ? { notification, batchIds, sendable: { batches, tokens } } : { notification, batchIds };
   });
 }
