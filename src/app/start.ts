@@ -153,6 +153,7 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   const admission = new Admission(config.MAX_QUEUE_DELAY_MS);
   admission.watch(database.handle.waitingSince);
   const stopAdmission = admission.start();
+  metrics.followAdmission(admission);
   lifecycle.add('admission', async () => stopAdmission());
   const ctx = createContext({
     ...shared,

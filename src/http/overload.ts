@@ -30,14 +30,8 @@ export const shedLoad = fp<{ maxInFlight: number; metrics: Metrics }>(
     let inFlight = 0;
     app.addHook('preValidation', async (request, reply) => {
       if (!API_ROUTE.test(request.url)) return;
-      if (inFlight >= maxInFlight) {
-        metrics.requestsShed.inc();
-        reply
-          .code(503)
-          .header('retry-after', '1')
-          .send({ error: `overloaded: ${maxInFlight} requests are in progress on this server; retry after 1 s` });
-        return reply;
-      }
+      if (inFlight >= maxInFlight)
+        return refuse(reply, new OverloadedError(`${maxInFlight} requests are in progress on this server`), metrics);
       metrics.requestsInFlight.set(++inFlight);
       whenDone(request, reply, () => metrics.requestsInFlight.set(--inFlight));
     });
@@ -60,12 +54,9 @@ export const admitInTime = fp<{ admission: Admission; metrics: Metrics }>(
       if (!API_ROUTE.test(request.url)) return;
       // decided before Fastify when the server is `admittingServer`'s (a browser's refusal comes here for its CORS)
       const refused = verdicts.has(request.raw) ? verdicts.get(request.raw) : admission.verdict();
-      metrics.admissionShare.set(admission.share);
+      if (refused) return refuse(reply, refused, metrics);
       // one that waits on a gateway or a receiver elsewhere holds no CPU meanwhile
-      if (!refused) return whenDone(request, reply, admission.hold(!request.routeOptions.config.answersAfterRemote));
-      metrics.requestsShed.inc();
-      reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
-      return reply;
+      whenDone(request, reply, admission.hold(!request.routeOptions.config.answersAfterRemote));
     });
     // what the requests taken in took, queueing included: a wait no queue of ours reports shows there
     app.addHook('onResponse', async (request, reply) => {
@@ -120,6 +111,12 @@ export function admittingServer(admission: Admission, metrics: Metrics): Fastify
     if (options.maxRequestsPerSocket > 0) server.maxRequestsPerSocket = options.maxRequestsPerSocket;
     return server;
   };
+}
+
+/** Answers a request refused for capacity: 503 with Retry-After, counted as shed. */
+function refuse(reply: FastifyReply, refused: OverloadedError, metrics: Metrics): FastifyReply {
+  metrics.requestsShed.inc();
+  return reply.code(refused.status).header('retry-after', String(refused.retryAfterSeconds)).send({ error: refused.message });
 }
 
 /**

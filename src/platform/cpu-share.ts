@@ -101,17 +101,17 @@ export class CpuShare {
   /** Sets the share anew once a window has passed: how busy the loop was over it, and what is held now. */
   tick(now: number): void {
     if (now - this.windowStart < SHARE_WINDOW_MS) return;
-    const { utilization } = performance.eventLoopUtilization(this.mark);
-    this.mark = performance.eventLoopUtilization();
+    const mark = performance.eventLoopUtilization();
+    const { utilization } = performance.eventLoopUtilization(mark, this.mark);
+    this.mark = mark;
     this.windowStart = now;
     const saturated = (this.saturated = utilization >= SATURATED_UTILISATION);
     if (saturated) this.readUnread();
     else this.unread = 0;
-    const held = this.inFlight + this.unread;
     // the further past the floor, the deeper the cut; with room to spare, the share comes back faster
     const next =
-      saturated && held > HELD_FLOOR
-        ? this.share * Math.min(0.7, HELD_FLOOR / held)
+      saturated && this.held > HELD_FLOOR
+        ? this.share * Math.min(0.7, HELD_FLOOR / this.held)
         : utilization < ROOMY_UTILISATION
           ? this.share * 2 + 0.1
           : this.share + 0.1;

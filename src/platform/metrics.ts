@@ -38,11 +38,6 @@ export class Metrics {
     help: 'Client connections closed unanswered because MAX_CONNECTIONS were open',
     registers: [this.registry],
   });
-  readonly admissionShare = new Gauge({
-    name: 'pushd_admission_share',
-    help: 'The share of new API requests taken in while the CPU is saturated past capacity (1: all; MAX_QUEUE_DELAY_MS)',
-    registers: [this.registry],
-  });
   readonly requestsShed = new Counter({
     name: 'pushd_http_requests_shed_total',
     help:
@@ -73,6 +68,18 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'pushd_' });
+  }
+
+  /** Reports the share of new API requests admission takes in, as read at each scrape. */
+  followAdmission(admission: { share: number }): void {
+    new Gauge({
+      name: 'pushd_admission_share',
+      help: 'The share of new API requests taken in while the CPU is saturated past capacity (1: all; MAX_QUEUE_DELAY_MS)',
+      registers: [this.registry],
+      collect() {
+        this.set(admission.share);
+      },
+    });
   }
 
   /** Reports a read replica's state, as read at each scrape (only a process with DATABASE_READ_URL has one). */

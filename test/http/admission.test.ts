@@ -97,7 +97,10 @@ describe('admission control bounded in time', () => {
       }
       // health and readiness are not API requests
       expect((await fetch(`${base}/health`)).status).toBe(200);
-      expect(await (await fetch(`${base}/metrics`, { headers: metricsAuth })).text()).toMatch(/^pushd_http_requests_shed_total 3$/m);
+      const scraped = await (await fetch(`${base}/metrics`, { headers: metricsAuth })).text();
+      expect(scraped).toMatch(/^pushd_http_requests_shed_total 3$/m);
+      // refused for time, not for the CPU: every request was in the share
+      expect(scraped).toMatch(/^pushd_admission_share 1$/m);
     } finally {
       await locker.query('rollback');
       await locker.end();

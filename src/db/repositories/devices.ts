@@ -148,10 +148,6 @@ export class DevicesRepository {
   }
 
   /**
-   * The app's device with this push token (what the sdk key must prove to change it), row-locked until the
-   * transaction ends (none: undefined).
-   */
-  /**
    * The device holding a token, read without a lock, with whether `set` would change it (as `updateLocked` decides)
    * and, when it would not, its custom attributes: what a registration needs to tell that it changes nothing.
    */
@@ -176,6 +172,10 @@ export class DevicesRepository {
     return { device, changes: false, attributes: await this.attributesOf(db, [device.id]) };
   }
 
+  /**
+   * The app's device with this push token (what the sdk key must prove to change it), row-locked until the
+   * transaction ends (none: undefined).
+   */
   async lockByToken(db: Transaction<Database>, appId: string, token: string): Promise<Device | undefined> {
     return db.selectFrom('devices').selectAll().where('app_id', '=', appId).where(holdsToken(token)).forUpdate().executeTakeFirst();
   }
