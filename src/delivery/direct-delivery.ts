@@ -108,12 +108,7 @@ export class DirectDelivery {
         await this.closeUnsent(batch, stopped);
         continue;
       }
-      const policy = this.firstAttempt(batch, turn.sent);
-      const sending = attemptBatch(this.deps, batch, policy).then(
-        () => undefined,
-        (err: unknown) => this.handOff(err, batch, policy),
-      );
-      this.track(batch.notification.id, sending.finally(turn.done));
+      this.track(batch.notification.id, this.attemptFirst(batch, turn.sent).finally(turn.done));
     }
   }
 
@@ -138,16 +133,7 @@ export class DirectDelivery {
    */
   take(committed: JustCommitted[]): boolean {
     if (this.running.size >= this.deps.maxInFlight) return false;
-    for (const input of committed.flatMap(committedBatches)) {
-      const policy = this.firstAttempt(input);
-      this.track(
-        input.notification.id,
-        attemptBatch(this.deps, input, policy).then(
-          () => undefined,
-          (err: unknown) => this.handOff(err, input, policy),
-        ),
-      );
-    }
+    for (const input of committed.flatMap(committedBatches)) this.track(input.notification.id, this.attemptFirst(input));
     return true;
   }
 
@@ -169,6 +155,15 @@ export class DirectDelivery {
     await this.deps.store.notifications.touch(this.deps.store.db, slow).catch((err: unknown) => {
       this.deps.log.warn({ err, notifications: slow.length }, 'could not mark direct sends as making progress');
     });
+  }
+
+  /** The batch's first attempt, from here; one that throws is handed off (`handOff`). */
+  private attemptFirst(input: BatchToAttempt, sent?: () => void): Promise<void> {
+    const policy = this.firstAttempt(input, sent);
+    return attemptBatch(this.deps, input, policy).then(
+      () => undefined,
+      (err: unknown) => this.handOff(err, input, policy),
+    );
   }
 
   /**
