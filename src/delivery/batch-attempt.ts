@@ -5,6 +5,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../platform/metrics.js';
 import type { GatewayProvider } from '../gateways/provider.js';
 import { isExpired, msLeft } from '../domain/delivery-options.js';
+import { hasTemplates } from '../domain/templates.js';
 import { RetryLaterError } from './retry.js';
 import type { Clock } from '../platform/clock.js';
 
@@ -195,8 +196,10 @@ async function sendAndRecord(
     const payload = n.payload as Record<string, unknown>;
     // a push in one language goes as one send, as it always did; one with content per language, one send per language
     const languages = n.localized ? await deps.store.byLanguage(targets, payload, n.localized) : [{ payload, targets }];
-    // then by what each device's templates render to (a payload without templates stays one group)
-    const { groups, failed } = await deps.store.templates.render(n, batch.platform, languages);
+    // then by what each device's templates render to; a payload without templates is sent as it is
+    const { groups, failed } = languages.some((l) => hasTemplates(l.payload))
+      ? await deps.store.templates.render(n, batch.platform, languages)
+      : { groups: languages, failed: [] };
     results = results.concat(failed);
     // a templated batch's many renders go as one send where the gateway can: not a send per render
     const answers =

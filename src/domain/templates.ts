@@ -158,6 +158,15 @@ export function templatedTexts(value: unknown, path: (string | number)[] = []): 
   return [];
 }
 
+/** Whether a JSON value has a templated text: what a send checks before it renders (most payloads have none). */
+export function hasTemplates(value: unknown): boolean {
+  if (typeof value === 'string') return isTemplate(value);
+  if (Array.isArray(value)) return value.some(hasTemplates);
+  if (typeof value === 'object' && value !== null)
+    for (const [k, v] of Object.entries(value)) if (!NOT_TEXT.has(k) && hasTemplates(v)) return true;
+  return false;
+}
+
 /** The problems of each templated text of a value, at its path: what a request's validation reports. */
 export function templateProblems(value: unknown): { path: (string | number)[]; message: string }[] {
   const problems = [];

@@ -1,5 +1,14 @@
 import { describe, expect, it } from 'vitest';
-import { compilePayload, parseTemplate, renderKey, renderPayload, renderSized, templateProblems } from '../../src/domain/templates.js';
+import {
+  compilePayload,
+  hasTemplates,
+  parseTemplate,
+  renderKey,
+  renderPayload,
+  renderSized,
+  templateProblems,
+  templatedTexts,
+} from '../../src/domain/templates.js';
 import { payloadSchema } from '../../src/domain/payload.js';
 import { deviceData, deviceVariables } from '../../src/domain/template-data.js';
 
@@ -80,5 +89,20 @@ describe('templates', () => {
     const stored = { data: { a: 1, b: 1, c: 1 }, data_by: { user_id: { u1: { b: 2, c: 2 } }, device_id: { d1: { c: 3 } } } };
     expect(deviceData(stored, { id: 'd1', userId: 'u1' }).data).toEqual({ a: 1, b: 2, c: 3 });
     expect(deviceData(stored, { id: 'd2', userId: 'constructor' }).data).toEqual({ a: 1, b: 1, c: 1 });
+  });
+});
+
+describe('hasTemplates', () => {
+  // the send skips the renderer on this answer: it must agree with the texts the renderer would find
+  it.each([
+    [{ title: 'Hi', body: 'plain' }, false],
+    [{ title: 'Hi {{ custom.name }}' }, true],
+    [{ data: { deep: ['a', { b: '{% if x %}y{% endif %}' }] } }, true],
+    [{ sound: '{{ not.a.text }}', body: 'plain' }, false],
+    [{ headings: { en: 'x', fr: 'Salut {{ user.id }}' } }, true],
+    [{ n: 1, b: true, z: null, list: [1, 2] }, false],
+  ])('%j: %s', (payload, expected) => {
+    expect(hasTemplates(payload)).toBe(expected);
+    expect(templatedTexts(payload).length > 0).toBe(expected);
   });
 });
