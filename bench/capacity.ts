@@ -95,8 +95,19 @@ function row(p: PhaseResult, lines: { time: number; responseTime: number }[]): s
     accepted.length ? percentile(accepted, 99).toFixed(1) : '–',
     `${slowest.toFixed(0)}${slowest > ANSWER_BOUND_MS ? ' (over 2 s)' : ''}`,
     serverSide(p, lines),
+    clientsLate(p.answers),
     p.maxRssMb.toFixed(0),
   ];
+}
+
+/**
+ * How late the clients sent their posts after they were due (their own lag, part of every latency above): what a
+ * client process short of CPU adds, which the clients of a real deployment, on other hosts, would not.
+ */
+function clientsLate(answers: Answers): string {
+  const late = Array.from(answers.late ?? []).sort((a, b) => a - b);
+  if (!late.length) return '–';
+  return `${percentile(late, 99).toFixed(0)} / ${late[late.length - 1]!.toFixed(0)}`;
 }
 
 async function main() {
@@ -164,6 +175,7 @@ async function main() {
       'accepted p99 ms',
       'slowest answer ms',
       'in the service: p99 / slowest ms',
+      'clients late: p99 / most ms',
       'service RSS MB (max)',
     ],
     results.map((p) => row(p, lines)),

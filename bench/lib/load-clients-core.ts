@@ -62,6 +62,7 @@ export function clientsPosting(options: ClientsOptions, onAnswered: () => void) 
     async postAll(list: Post[], perSecond: number): Promise<Answers> {
       const latencies = new Float64Array(list.length);
       const statuses = new Uint16Array(list.length);
+      const late = new Float64Array(list.length);
       let next = 0;
       const t0 = performance.now();
       await Promise.all(
@@ -74,6 +75,7 @@ export function clientsPosting(options: ClientsOptions, onAnswered: () => void) 
             if (wait > 0) await new Promise((r) => setTimeout(r, wait));
             // a timer may fire up to a millisecond early: then the post counts from when it went
             const start = perSecond > 0 ? Math.min(dueAt, performance.now()) : performance.now();
+            late[i] = performance.now() - start;
             // a connection closed or reset unanswered counts as status 0, as a client's error: the run goes on
             statuses[i] = await poster.postOne(list[i]!).catch(() => 0);
             latencies[i] = performance.now() - start;
@@ -82,7 +84,7 @@ export function clientsPosting(options: ClientsOptions, onAnswered: () => void) 
         }),
       );
       // epoch ms: each process's and thread's performance.now() counts from when it started
-      return { latencies, statuses, startedAt: performance.timeOrigin + t0, endedAt: performance.timeOrigin + performance.now() };
+      return { latencies, statuses, late, startedAt: performance.timeOrigin + t0, endedAt: performance.timeOrigin + performance.now() };
     },
     close: () => poster.close(),
   };

@@ -15,7 +15,14 @@ process.on('message', ({ list, perSecond }: { list: Post[]; perSecond: number })
   void clients.postAll(list, perSecond).then((answers) => {
     clearInterval(progress);
     // typed arrays do not survive IPC's JSON: plain arrays, turned back by the parent
-    process.send!({ answers: { ...answers, latencies: Array.from(answers.latencies), statuses: Array.from(answers.statuses) } });
+    process.send!({
+      answers: {
+        ...answers,
+        latencies: Array.from(answers.latencies),
+        statuses: Array.from(answers.statuses),
+        late: Array.from(answers.late ?? []),
+      },
+    });
   });
 });
 process.on('SIGTERM', () => void clients.close().then(() => process.exit(0)));

@@ -9,5 +9,11 @@ const clients = clientsPosting(options, () => Atomics.add(answered, 0, 1));
 parentPort!.on('message', ({ list, perSecond }: { list: Post[]; perSecond: number }) => {
   void clients
     .postAll(list, perSecond)
-    .then((answers) => parentPort!.postMessage(answers, [answers.latencies.buffer as ArrayBuffer, answers.statuses.buffer as ArrayBuffer]));
+    .then((answers) =>
+      parentPort!.postMessage(answers, [
+        answers.latencies.buffer as ArrayBuffer,
+        answers.statuses.buffer as ArrayBuffer,
+        answers.late!.buffer as ArrayBuffer,
+      ]),
+    );
 });

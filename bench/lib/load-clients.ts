@@ -14,6 +14,8 @@ export interface Post {
 export interface Answers {
   latencies: Float64Array;
   statuses: Uint16Array;
+  /** paced: how late each post went out after it was due (the clients' own lag, counted in its latency) */
+  late?: Float64Array;
   startedAt: number;
   endedAt: number;
 }
@@ -74,6 +76,7 @@ export class LoadClients {
     const onCaller = (answers: Answers): Answers => ({
       latencies: Float64Array.from(answers.latencies),
       statuses: Uint16Array.from(answers.statuses),
+      late: Float64Array.from(answers.late ?? []),
       startedAt: answers.startedAt - performance.timeOrigin,
       endedAt: answers.endedAt - performance.timeOrigin,
     });
