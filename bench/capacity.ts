@@ -26,6 +26,7 @@ import path from 'node:path';
 import { registerThroughApi } from './lib/device-fill.js';
 import { LoadClients, type Answers, type Post } from './lib/load-clients.js';
 import { mocksHere, waitReceived } from './lib/mock-gateways.js';
+import { startFrontProxy } from './lib/front-proxy.js';
 import { arg, percentile, printRows } from './lib/setup.js';
 import { BENCH_BUNDLE, benchApp, startServices } from './lib/stack.js';
 
@@ -34,6 +35,10 @@ const clients = Number(arg('clients', '50'));
 const sustain = Number(arg('sustain', '5000'));
 const seconds = Number(arg('seconds', '60'));
 const queue = arg('queue', 'redis');
+/** `haproxy`: the clients post through HAProxy in front (bench/lib/front-proxy.ts), as a deployment's load balancer */
+const front = arg('front', 'none');
+const frontMaxConn = Number(arg('front-maxconn', '64'));
+const frontQueueMs = Number(arg('front-queue-ms', '150'));
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /** production's settings but the rate limits, raised as an outside check raises them by environment */
 const SERVICE_ENV = { LOG_LEVEL: 'info', RATE_LIMIT_PER_SECOND: '100000', RATE_LIMIT_BURST: '100000' };
@@ -124,8 +129,10 @@ async function main() {
 
   const services = await startServices({ ...stack.env, ...SERVICE_ENV }, { mode: 'single', logFile: LOG_FILE });
   const pid = services.api.pid!;
+  const proxy = front === 'haproxy' ? await startFrontProxy(services.base, { maxConn: frontMaxConn, queueMs: frontQueueMs }) : null;
+  const base = proxy?.base ?? services.base;
   const authorization = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
-  const closed = new LoadClients({ base: services.base, authorization, clients, agent: 'http', where: 'process' });
+  const closed = new LoadClients({ base, authorization, clients, agent: 'http', where: 'process' });
   // warm-up (JIT, connections, plans), not counted but for what it had pushed
   const warm = await closed.post(posts(Math.min(sustain, 2000)));
   const results: PhaseResult[] = [];
@@ -136,7 +143,7 @@ async function main() {
 
   // enough connections that a post due finds one free while answers take up to the bound
   const open = new LoadClients({
-    base: services.base,
+    base,
     authorization,
     clients: Math.min(4000, Math.ceil((2 * rate * ANSWER_BOUND_MS) / 1000) + 50),
     agent: arg('open-agent', 'http') as 'http' | 'undici',
@@ -145,6 +152,7 @@ async function main() {
   results.push(await phase('offered 2 × R', pid, 2 * rate, () => open.post(posts(Math.round(2 * rate * seconds)), 2 * rate)));
   results.push(await phase('then R / 2', pid, rate / 2, () => open.post(posts(Math.round((rate / 2) * seconds)), rate / 2)));
   await open.close();
+  await proxy?.close();
 
   // nothing accepted is lost: every 201 is pushed (warm-up included)
   const accepted = [warm, ...results.map((p) => p.answers)].reduce((sum, a) => sum + a.statuses.filter((s) => s === 201).length, 0);
@@ -161,7 +169,7 @@ async function main() {
   console.log(
     `\ncapacity: one ROLE=all process (npm start's flags, production settings, rate limits raised, queue ${queue}, ` +
       `MAX_QUEUE_DELAY_MS ${process.env.MAX_QUEUE_DELAY_MS ?? 'default'}), ${devices} devices registered through the API, ` +
-      `one-device notifications; R = ${rate.toFixed(0)} accepted/s from ${clients} clients; then ${seconds} s at 2 × R and ` +
+      `one-device notifications${proxy ? `, posted through HAProxy (maxconn ${frontMaxConn} at the service, queue ${frontQueueMs} ms)` : ''}; R = ${rate.toFixed(0)} accepted/s from ${clients} clients; then ${seconds} s at 2 × R and ` +
       `${seconds} s at R / 2 on a schedule (latency from when each post was due)\n`,
   );
   printRows(
