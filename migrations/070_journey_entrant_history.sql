@@ -2,14 +2,15 @@
 -- history again (WAL a step 727 bytes bare, 1,787 with a history of 20 entries). Each move now appends one row of
 -- the entries it adds, written by the statement that moves the entrants; the entrant's row stays the same size.
 -- Partitioned by the entrant's entered_at, as journey_entrants, so retention drops a day's histories whole with its
--- entrants (DAY_PARTITIONED). Keyed by the entrant's seq after the move: a move appends once however often it runs.
+-- entrants (DAY_PARTITIONED). Keyed by the entrant's seq after the move: a move appends once however often it runs;
+-- entered_at first, so a batch of entrants that entered together writes its rows into neighbouring index pages.
 CREATE TABLE journey_entrant_history (
   entrant_id uuid NOT NULL,
   entered_at timestamptz NOT NULL,
   seq        integer NOT NULL,
   -- the move's entries in order (src/domain/journey-history.ts), one or more
   entries    jsonb NOT NULL,
-  PRIMARY KEY (entrant_id, seq, entered_at)
+  PRIMARY KEY (entered_at, entrant_id, seq)
 ) PARTITION BY RANGE (entered_at);
 CREATE TABLE journey_entrant_history_default PARTITION OF journey_entrant_history DEFAULT;
 
