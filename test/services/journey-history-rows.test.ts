@@ -7,6 +7,7 @@ import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { createRepositories } from '../../src/services/deps.js';
 import type { HistoryEntry } from '../../src/domain/journey-history.js';
+import { keptHistory } from '../../src/db/repositories/journey-entrant-history.js';
 
 type App = Awaited<ReturnType<Harness['createApp']>>;
 
@@ -78,6 +79,28 @@ describe('journeys: the history table', () => {
       })),
     );
     expect(shown!.history.at(1)).toMatchObject({ devices_changed: 151 });
+  });
+
+  it('shows a history of 100 entries whole; of 101, the first entry and the last 99, across rows of any size', async () => {
+    const kept = async (sizes: number[]) => {
+      const entrant = { id: crypto.randomUUID(), enteredAt: new Date('2026-05-10T12:00:00Z') };
+      let t = 0;
+      for (const [seq, n] of sizes.entries()) {
+        const entries = Array.from({ length: n }, () => ({ t: t++ }));
+        await sql`insert into journey_entrant_history values (${entrant.id}, ${entrant.enteredAt}, ${seq}, ${JSON.stringify(entries)})`.execute(
+          h.db.db,
+        );
+      }
+      const { rows } = await sql<{
+        h: { t: number }[];
+      }>`select ${keptHistory(sql`${entrant.id}::uuid`, sql`${entrant.enteredAt}::timestamptz`)} as h`.execute(h.db.db);
+      return rows[0]!.h.map((e) => e.t);
+    };
+    const upTo = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
+    expect(await kept([])).toEqual([]);
+    expect(await kept([2, 48, 50])).toEqual(upTo(0, 100));
+    expect(await kept([2, 49, 50])).toEqual([0, ...upTo(2, 101)]);
+    expect(await kept([1, 300, 1])).toEqual([0, ...upTo(203, 302)]);
   });
 
   it('an archive and an exit write the leaving entry as a row; retention drops the rows with their day', async () => {

@@ -4,20 +4,23 @@ import type { HistoryKind } from '../../domain/journey-history.js';
 
 /** The entries of an entrant's history that are kept and shown: its first (the entry) and its last HISTORY_LAST. */
 export const HISTORY_LAST = 99;
+/** The last HISTORY_LAST elements of an array, as a JSON path. */
+const LAST_ENTRIES = `$[last - ${HISTORY_LAST - 1} to last]`;
 /** An entrant's older history rows are deleted each time this many more moves went by (its seq a multiple of it). */
 export const HISTORY_PRUNE_EVERY = 100;
 
 /**
  * The entrant's history as a jsonb array (`id`, `enteredAt` SQL naming its row): its rows' entries in order, cut to
- * the first and the last HISTORY_LAST, whatever rows pruning left (it leaves every entry of that cut).
+ * the first and the last HISTORY_LAST, whatever rows pruning left (it leaves every entry of that cut). Flattened by a
+ * JSON path rather than a set-returning function, whose 100-row guess made a batch's plan costly enough for JIT.
  */
 export function keptHistory(id: RawBuilder<unknown>, enteredAt: RawBuilder<unknown>): RawBuilder<unknown> {
   return sql`(
-    select coalesce(jsonb_agg(k.x order by k.n), '[]'::jsonb)
-    from (select a.x, row_number() over (order by h.seq, a.i) as n, count(*) over () as total
-          from journey_entrant_history h, jsonb_array_elements(h.entries) with ordinality as a(x, i)
-          where h.entrant_id = ${id} and h.entered_at = ${enteredAt}) k
-    where k.n = 1 or k.n > k.total - ${HISTORY_LAST})`;
+    select case when jsonb_array_length(a.entries) <= ${HISTORY_LAST + 1} then a.entries
+                else jsonb_build_array(a.entries -> 0) || jsonb_path_query_array(a.entries, ${LAST_ENTRIES}::jsonpath) end
+    from (select coalesce(jsonb_path_query_array(jsonb_agg(h.entries order by h.seq), '$[*][*]'), '[]'::jsonb) as entries
+          from journey_entrant_history h
+          where h.entrant_id = ${id} and h.entered_at = ${enteredAt}) a)`;
 }
 
 /** The moved entrants whose history rows are due for pruning: those whose seq reached a multiple of HISTORY_PRUNE_EVERY. */
