@@ -16,6 +16,7 @@ import type { DeviceMessagesTable, MessagesTable } from './tables/messages.js';
 import type { LiveActivityChannelsTable, LiveActivityStartTokensTable, LiveActivityTokensTable } from './tables/live-activities.js';
 import type {
   JourneyEnteredTable,
+  JourneyEntrantHistoryTable,
   JourneyEntrantsTable,
   JourneyStepCountsTable,
   JourneysTable,
@@ -410,6 +411,7 @@ export interface Database {
   journey_step_counts: JourneyStepCountsTable;
   journey_entrants: JourneyEntrantsTable;
   journey_entered: JourneyEnteredTable;
+  journey_entrant_history: JourneyEntrantHistoryTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_events: WebhookEventsTable;
   webhook_attempts: WebhookAttemptsTable;

@@ -53,6 +53,8 @@ export function retentionOf(config: Config): Retention {
     // a key answers again for its 24 hours, then is free: nothing reads it after
     idempotency_keys: Math.ceil(IDEMPOTENCY_KEY_TTL_HOURS / 24),
     journey_entrants: config.RETENTION_JOURNEY_ENTRANTS_DAYS,
+    // an entrant's history goes with its day's entrants
+    journey_entrant_history: config.RETENTION_JOURNEY_ENTRANTS_DAYS,
     notifications: config.RETENTION_NOTIFICATIONS_DAYS,
     audit_log: config.RETENTION_AUDIT_DAYS,
     webhook_events: config.RETENTION_WEBHOOK_EVENTS_DAYS,

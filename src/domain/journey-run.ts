@@ -108,6 +108,17 @@ export function splitPath(step: SplitStep, entrantId: string): SplitStep['paths'
   return step.paths.at(-1)!;
 }
 
+/**
+ * Whether running `step` reads its entrants' histories: a webhook's attempts, a digest's window, a branch on the
+ * digest count, and a send's `data.digest` when the journey has a digest step.
+ */
+export function stepReadsHistory(definition: JourneyDefinition, step: JourneyStep | undefined): boolean {
+  if (!step) return false;
+  if (step.type === 'webhook' || step.type === 'digest') return true;
+  if (step.type === 'branch') return step.digest_count !== undefined;
+  return step.type === 'send' && definition.steps.some((s) => s.type === 'digest');
+}
+
 /** A webhook step's attempt for an entrant: its number, and the entrant's seq when it arrived (its requests' id). */
 export function webhookAttempt(history: readonly HistoryEntry[], stepId: string, seq: number): { attempt: number; arrivalSeq: number } {
   const last = history.at(-1);

@@ -9,7 +9,7 @@ import type { Database } from '../db/schema.js';
 import { DomainError } from '../domain/errors.js';
 import type { Filter } from '../domain/filters.js';
 import { END, type JourneyDefinition, type JourneyStep, type MessageStep, type SendStep, type UpdateStep } from '../domain/journey.js';
-import { arrival, delayEnd, lastDigest, splitPath, stepOf, waitingEntry, wayOn } from '../domain/journey-run.js';
+import { arrival, delayEnd, lastDigest, splitPath, stepOf, stepReadsHistory, waitingEntry, wayOn } from '../domain/journey-run.js';
 import { BEST_TIME_HISTORY_MS, zoneOf } from '../domain/best-time.js';
 import { historyEntry, type HistoryEntry } from '../domain/journey-history.js';
 import { admitAttributes, LIMITS, parseCustomAttributes } from '../domain/device-input.js';
@@ -193,7 +193,7 @@ export class JourneyEngine {
     // a webhook step's batch holds its rows (and an event for one of them) until its requests are answered: one round of them
     const calls = step?.type === 'webhook' && failed === null ? (this.deps.webhooks?.concurrency ?? 1) : Infinity;
     const limit = Math.min(calls, this.deps.batchSize);
-    const due = await this.deps.entrants.lockDue(trx, group, now, limit);
+    const due = await this.deps.entrants.lockDue(trx, group, now, limit, failed === null && stepReadsHistory(definition, step));
     if (due.length === 0) return { n: 0, created: [] };
     const counts = new Counts(group.journey_id);
     let result: StepResult;

@@ -3,11 +3,11 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository, RetiredStep, StepCounts } from '../db/repositories/journeys.js';
-import type { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type { EntrantWithHistory, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { JourneyEventsRepository } from '../db/repositories/journey-events.js';
 import type { FailedEvents } from './journey-engine.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
-import type { Database, Device, Journey, JourneyEntrant } from '../db/schema.js';
+import type { Database, Device, Journey } from '../db/schema.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
 import { ConflictError, NotFoundError, ValidationError } from '../domain/errors.js';
 import {
@@ -329,6 +329,6 @@ export class JourneyService {
 
 /** An entry into a journey with its history, and the deliveries of the notifications its history names. */
 export interface EntrantHistory {
-  entrant: JourneyEntrant;
+  entrant: EntrantWithHistory;
   deliveries: Map<string, DeliveryOutcome[]>;
 }

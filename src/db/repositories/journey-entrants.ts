@@ -1,9 +1,10 @@
-import { sql, type RawBuilder, type Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
-import type { HistoryEntry, HistoryKind } from '../../domain/journey-history.js';
+import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray } from '../pg-arrays.js';
+import { duePruning, entryOf, keptHistory, pruneHistory } from './journey-entrant-history.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
 /** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
@@ -39,8 +40,14 @@ export interface DueGroup {
   phase: 'arrived' | 'waiting';
 }
 
-/** A due entrant, locked, with what its step needs of its device, and its digest count (migration 063). */
-export type DueEntrant = JourneyEntrant & { time_zone: string | null; digest_count: number };
+/** An entry into a journey with its history (journey_entrant_history: its first entry and its last 99). */
+export type EntrantWithHistory = JourneyEntrant & { history: HistoryEntry[] };
+
+/**
+ * A due entrant, locked, with what its step needs of its device, its digest count (migration 063), and its history
+ * when the step reads it (`lockDue`; else empty).
+ */
+export type DueEntrant = EntrantWithHistory & { time_zone: string | null; digest_count: number };
 
 /**
  * Where one entrant goes: the row is updated only if its seq is still the one read (`seq`), so a transition runs
@@ -131,8 +138,8 @@ export class JourneyEntrantsRepository {
         from entrant x
         join journey_entered k on k.entrant_key = x.entrant_key and k.journey_id = any(x.journeys)
       ),
-      decided as (
-        select c.*,
+      decided as materialized (
+        select gen_random_uuid() as id, c.*,
                case when l.journey_id is not null
                          and (not c.after_exit or l.outcome is null
                               or ${now}::timestamptz - l.entered_at < c.after_ms * interval '1 millisecond')
@@ -145,11 +152,16 @@ export class JourneyEntrantsRepository {
           using (entrant_key, journey_id)
       ),
       inserted as (
-        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event,
-                                      history, entered_at, event)
-        select journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event, history, ${now}, event
+        insert into journey_entrants (id, journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event,
+                                      on_event, entered_at, event)
+        select id, journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event, ${now}, event
         from decided
         where outcome = 'entered'
+      ),
+      -- its history's first row: seq 0, the entered_at of its row
+      entered_history as (
+        insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
+        select id, ${now}, 0, history from decided where outcome = 'entered' and jsonb_array_length(history) > 0
       )
       select i::int as i, outcome from decided
     `.execute(trx);
@@ -174,17 +186,25 @@ export class JourneyEntrantsRepository {
       with left_now as (
         update journey_entrants e
         set phase = 'done', outcome = 'converted', due_at = null, wait_event = null, on_event = null, left_at = ${now},
-            seq = e.seq + 1, history = pushd_journey_history(e.history, ${entryOf(now, sql`e.step_id`, 'converted', sql`v.event`)})
+            seq = e.seq + 1
         from unnest(${versions.map((v) => v.journeyId)}::uuid[], ${versions.map((v) => v.version)}::int[],
                     ${versions.map((v) => v.event)}::text[]) as v(journey_id, version, event)
         where e.app_id = ${appId} and e.entrant_key = any(${entrantKeys}::text[])
           and e.journey_id = v.journey_id and e.version = v.version and e.outcome is null
-        returning e.journey_id, e.step_id,
-          array(select (x->>'s') || '/' || (x->>'p') from jsonb_array_elements(e.history) as x where x->>'k' = 'split') as paths
+        returning e.id, e.entered_at, e.seq, e.journey_id, e.step_id, v.event
+      ),
+      written as (
+        insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
+        select id, entered_at, seq, ${entryOf(now, sql`step_id`, 'converted', sql`event`)} from left_now
+      ),
+      path as (
+        select l.journey_id, (x->>'s') || '/' || (x->>'p') as p
+        from left_now l, jsonb_array_elements(${keptHistory(sql`l.id`, sql`l.entered_at`)}) as x
+        where x->>'k' = 'split'
       )
       select journey_id, step_id, false as path, count(*)::int as n from left_now group by journey_id, step_id
       union all
-      select journey_id, p, true, count(*)::int from left_now, unnest(paths) as p group by journey_id, p
+      select journey_id, p, true, count(*)::int from path group by journey_id, p
     `.execute(db);
     return rows;
   }
@@ -205,7 +225,9 @@ export class JourneyEntrantsRepository {
     if (journeyIds.length === 0) return [];
     const a = <T>(f: (w: WaitingArrival) => T) => arrivals.map(f);
     const keys = Object.keys(events);
-    const { rows } = await sql<{ journey_id: string; left_step: string; arrived_step: string }>`
+    type Woken = { journey_id: string; left_step: string; arrived_step: string; id: string; entered_at: Date; seq: number };
+    const waitingEntry = entryOf(now, sql`arrived_step`, 'waiting', sql`wait_event`, sql`, 'u', ${now.getTime()}::bigint + wait_ms`);
+    const { rows } = await sql<Woken>`
       with hit as (
         select id, entered_at, journey_id, version, step_id, phase, wait_event, on_event from journey_entrants
         where app_id = ${appId} and entrant_key = any(${entrantKeys}::text[]) and journey_id = any(${journeyIds}::uuid[])
@@ -223,27 +245,27 @@ export class JourneyEntrantsRepository {
         from hit
         left join arrival w on (w.journey_id, w.version, w.step_id) = (hit.journey_id, hit.version, hit.on_event)
         where hit.phase = 'waiting' and hit.wait_event = any(${keys}::text[])
+      ),
+      moved as (
+        update journey_entrants e
+        set step_id = w.arrived_step, phase = case when w.waits then 'waiting' else 'arrived' end,
+            due_at = ${now}::timestamptz + w.wait_ms * interval '1 millisecond',
+            wait_event = w.wait_event, on_event = w.on_event, seq = e.seq + 1,
+            event = ${JSON.stringify(events)}::jsonb -> w.came
+        from woken w
+        where e.id = w.id and e.entered_at = w.entered_at
+        returning e.id, e.entered_at, e.seq, e.journey_id, w.left_step, w.arrived_step, w.came, w.waits, w.wait_event, w.wait_ms
+      ),
+      written as (
+        insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
+        select id, entered_at, seq, ${entryOf(now, sql`left_step`, 'event', sql`came`, sql`, 'to', arrived_step`)}
+          || case when waits then ${waitingEntry} else '[]'::jsonb end
+        from moved
       )
-      update journey_entrants e
-      set step_id = w.arrived_step, phase = case when w.waits then 'waiting' else 'arrived' end,
-          due_at = ${now}::timestamptz + w.wait_ms * interval '1 millisecond',
-          wait_event = w.wait_event, on_event = w.on_event, seq = e.seq + 1,
-          event = ${JSON.stringify(events)}::jsonb -> w.came,
-          history = pushd_journey_history(e.history, ${entryOf(now, sql`w.left_step`, 'event', sql`w.came`, sql`, 'to', w.arrived_step`)}
-            || case when w.waits
-                    then ${entryOf(
-                      now,
-                      sql`w.arrived_step`,
-                      'waiting',
-                      sql`w.wait_event`,
-                      sql`, 'u', ${now.getTime()}::bigint + w.wait_ms`,
-                    )}
-                    else '[]'::jsonb end)
-      from woken w
-      where e.id = w.id and e.entered_at = w.entered_at
-      returning e.journey_id, w.left_step, w.arrived_step
+      select journey_id, left_step, arrived_step, id, entered_at, seq from moved
     `.execute(db);
-    return rows;
+    await pruneHistory(db, duePruning(rows));
+    return rows.map(({ journey_id, left_step, arrived_step }) => ({ journey_id, left_step, arrived_step }));
   }
 
   /** The entrant's entries waiting in the window of one of these digest steps count `n` more of its event. */
@@ -277,9 +299,10 @@ export class JourneyEntrantsRepository {
    * Up to `limit` due entrants of a group, locked; those another worker holds, and those with events the journey
    * workers have still to apply (journey_events), are skipped. They are taken before
    * their devices are joined, so the plan reads the due index in order whatever the statistics say (joined first, a
-   * plan made on stale ones sorted every due entrant for each batch).
+   * plan made on stale ones sorted every due entrant for each batch). Their history is read only `withHistory` (the
+   * steps that read it: `stepReadsHistory`).
    */
-  async lockDue(trx: Transaction<Database>, g: DueGroup, now: Date, limit: number): Promise<DueEntrant[]> {
+  async lockDue(trx: Transaction<Database>, g: DueGroup, now: Date, limit: number, withHistory: boolean): Promise<DueEntrant[]> {
     const { rows } = await sql<DueEntrant>`
       with due as (
         select *
@@ -297,7 +320,7 @@ export class JourneyEntrantsRepository {
         from journey_events p, unnest(p.entrant_keys) as k(key)
         where p.entrant_keys && (select array_agg(entrant_key) from due)
       )
-      select due.*, d.time_zone
+      select due.*, d.time_zone, ${withHistory ? keptHistory(sql`due.id`, sql`due.entered_at`) : sql`'[]'::jsonb`} as history
       from due
       join devices d on d.id = due.device_id
       where (due.app_id, due.entrant_key) not in (select app_id, key from held)
@@ -305,33 +328,48 @@ export class JourneyEntrantsRepository {
     return rows;
   }
 
-  /** The moves, each only if its entrant's seq is still the one read; answers the ids moved. */
+  /**
+   * The moves, each only if its entrant's seq is still the one read, with the entries each appends to its history
+   * (one row a move that adds any, in the same statement); answers the ids moved.
+   */
   async advance(db: Db, moves: EntrantMove[]): Promise<Set<string>> {
     if (moves.length === 0) return new Set();
     const col = <T>(f: (m: EntrantMove) => T) => moves.map(f);
-    const { rows } = await sql<{ id: string }>`
-      update journey_entrants e
-      set step_id = t.step_id, phase = t.phase, due_at = t.due_at, wait_event = t.wait_event, on_event = t.on_event,
-          outcome = t.outcome, left_at = case when t.outcome is null then null else now() end, seq = e.seq + 1,
-          history = pushd_journey_history(e.history, t.history)
-      from unnest(${col((m) => m.id)}::uuid[], ${col((m) => m.enteredAt.toISOString())}::timestamptz[], ${col((m) => m.seq)}::int[],
-                  ${col((m) => m.stepId)}::text[], ${col((m) => m.phase)}::text[],
-                  ${col((m) => m.dueAt?.toISOString() ?? null)}::timestamptz[], ${col((m) => m.waitEvent)}::text[],
-                  ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[], ${col((m) => JSON.stringify(m.history))}::jsonb[])
-        as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome, history)
-      -- the partition key as read back to the millisecond (JavaScript's precision); the id names the row
-      where e.id = t.id and e.entered_at >= t.entered_at and e.entered_at < t.entered_at + interval '1 millisecond'
-        and e.seq = t.seq
-      returning e.id
+    const { rows } = await sql<{ id: string; entered_at: Date; seq: number }>`
+      with moved as (
+        update journey_entrants e
+        set step_id = t.step_id, phase = t.phase, due_at = t.due_at, wait_event = t.wait_event, on_event = t.on_event,
+            outcome = t.outcome, left_at = case when t.outcome is null then null else now() end, seq = e.seq + 1
+        from unnest(${col((m) => m.id)}::uuid[], ${col((m) => m.enteredAt.toISOString())}::timestamptz[], ${col((m) => m.seq)}::int[],
+                    ${col((m) => m.stepId)}::text[], ${col((m) => m.phase)}::text[],
+                    ${col((m) => m.dueAt?.toISOString() ?? null)}::timestamptz[], ${col((m) => m.waitEvent)}::text[],
+                    ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[], ${jsonbArray(col((m) => m.history))}::jsonb[])
+          as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome, history)
+        -- the partition key as read back to the millisecond (JavaScript's precision); the id names the row
+        where e.id = t.id and e.entered_at >= t.entered_at and e.entered_at < t.entered_at + interval '1 millisecond'
+          and e.seq = t.seq
+        returning e.id, e.entered_at, e.seq, t.history
+      ),
+      written as (
+        insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
+        select id, entered_at, seq, history from moved where jsonb_array_length(history) > 0
+      )
+      select id, entered_at, seq from moved
     `.execute(db);
+    await pruneHistory(db, duePruning(rows));
     return new Set(rows.map((r) => r.id));
   }
 
   /** The entries of one of these entrant keys into a journey, newest first, with their history. */
-  async entriesOf(db: Db, appId: string, journeyId: string, entrantKeys: string[]): Promise<JourneyEntrant[]> {
+  async entriesOf(db: Db, appId: string, journeyId: string, entrantKeys: string[]): Promise<EntrantWithHistory[]> {
     return db
-      .selectFrom('journey_entrants')
+      .selectFrom('journey_entrants as e')
       .selectAll()
+      .select(
+        keptHistory(sql`e.id`, sql`e.entered_at`)
+          .$castTo<HistoryEntry[]>()
+          .as('history'),
+      )
       .where('app_id', '=', appId)
       .where('entrant_key', 'in', entrantKeys)
       .where('journey_id', '=', journeyId)
@@ -364,28 +402,16 @@ export class JourneyEntrantsRepository {
     const { rows } = await sql<LeftAt>`
       with left_now as (
         update journey_entrants
-        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now}, seq = seq + 1,
-            history = pushd_journey_history(history, ${entryOf(now, sql`step_id`, 'exited')})
+        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now}, seq = seq + 1
         where journey_id = ${journeyId} and outcome is null
-        returning journey_id, step_id
+        returning id, entered_at, seq, journey_id, step_id
+      ),
+      written as (
+        insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
+        select id, entered_at, seq, ${entryOf(now, sql`step_id`, 'exited')} from left_now
       )
       select journey_id, step_id, count(*)::int as n from left_now group by journey_id, step_id
     `.execute(db);
     return rows;
   }
-}
-
-/**
- * A one-entry history array made in SQL: at `now`, of the step `step`, `k` what happened, `event` its `e` (a SQL
- * expression), `more` further `'key', value` pairs (each pair preceded by a comma).
- */
-function entryOf(
-  now: Date,
-  step: RawBuilder<unknown>,
-  k: HistoryKind,
-  event?: RawBuilder<unknown>,
-  more?: RawBuilder<unknown>,
-): RawBuilder<unknown> {
-  return sql`jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('t', ${now.getTime()}::bigint, 's', ${step}, 'k', ${k}::text,
-    'e', ${event ?? sql`null::text`}${more ?? sql``})))`;
 }

@@ -3,7 +3,7 @@ import type { Db } from '../database.js';
 import type { Database } from '../schema.js';
 
 /**
- * The tables partitioned by UTC day (migrations 023, 030, 034, 047 and 056), with their partition key. Each day's partition is
+ * The tables partitioned by UTC day (migrations 023, 030, 034, 047, 056 and 070), with their partition key. Each day's partition is
  * named <table>_pYYYYMMDD and holds [day, day + 1); <table>_default holds rows no partition covers.
  */
 export const DAY_PARTITIONED = {
@@ -16,6 +16,7 @@ export const DAY_PARTITIONED = {
   idempotency_keys: { column: 'created_at', type: 'timestamptz' },
   audit_log: { column: 'at', type: 'timestamptz' },
   journey_entrants: { column: 'entered_at', type: 'timestamptz' },
+  journey_entrant_history: { column: 'entered_at', type: 'timestamptz' },
   webhook_events: { column: 'created_at', type: 'timestamptz' },
   webhook_attempts: { column: 'at', type: 'timestamptz' },
 } as const;

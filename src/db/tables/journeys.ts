@@ -1,8 +1,8 @@
 import type { JourneyDefinition, JourneyState } from '../../domain/journey.js';
-import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { Sealed } from '../../domain/secrets.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
-import type { ColumnType, Generated } from 'kysely';
+import type { Generated } from 'kysely';
+import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { Counter, Json } from './columns.js';
 
 /** A journey (migration 048): its current version's definition; earlier versions in journey_versions. */
@@ -63,8 +63,15 @@ export interface JourneyEntrantsTable {
   left_at: Date | null;
   /** the event that moved it last, which its sends' templates read (migration 055) */
   event: Json<TemplateEvent> | null;
-  /** what it did at each step and why (src/domain/journey-history.ts), appended as it moves (migration 058) */
-  history: ColumnType<HistoryEntry[], string | undefined, string>;
+}
+
+/** An entrant's history, one row a move that added entries, keyed by its seq after the move (migration 070). */
+export interface JourneyEntrantHistoryTable {
+  entrant_id: string;
+  entered_at: Date;
+  seq: number;
+  /** the entries in order (src/domain/journey-history.ts) */
+  entries: HistoryEntry[];
 }
 
 /** Who entered which journey, kept past the entrants' retention for the re-entry rule (migration 058). */

@@ -1,0 +1,63 @@
+import { sql, type RawBuilder } from 'kysely';
+import type { Db } from '../database.js';
+import type { HistoryKind } from '../../domain/journey-history.js';
+
+/** The entries of an entrant's history that are kept and shown: its first (the entry) and its last HISTORY_LAST. */
+export const HISTORY_LAST = 99;
+/** The last HISTORY_LAST elements of an array, as a JSON path. */
+const LAST_ENTRIES = `$[last - ${HISTORY_LAST - 1} to last]`;
+/** An entrant's older history rows are deleted each time this many more moves went by (its seq a multiple of it). */
+export const HISTORY_PRUNE_EVERY = 100;
+
+/**
+ * The entrant's history as a jsonb array (`id`, `enteredAt` SQL naming its row): its rows' entries in order, cut to
+ * the first and the last HISTORY_LAST, whatever rows pruning left (it leaves every entry of that cut). Flattened by a
+ * JSON path rather than a set-returning function, whose 100-row guess made a batch's plan costly enough for JIT.
+ */
+export function keptHistory(id: RawBuilder<unknown>, enteredAt: RawBuilder<unknown>): RawBuilder<unknown> {
+  return sql`(
+    select case when jsonb_array_length(a.entries) <= ${HISTORY_LAST + 1} then a.entries
+                else jsonb_build_array(a.entries -> 0) || jsonb_path_query_array(a.entries, ${LAST_ENTRIES}::jsonpath) end
+    from (select coalesce(jsonb_path_query_array(jsonb_agg(h.entries order by h.seq), '$[*][*]'), '[]'::jsonb) as entries
+          from journey_entrant_history h
+          where h.entrant_id = ${id} and h.entered_at = ${enteredAt}) a)`;
+}
+
+/** The moved entrants whose history rows are due for pruning: those whose seq reached a multiple of HISTORY_PRUNE_EVERY. */
+export function duePruning<T extends { seq: number }>(moved: readonly T[]): T[] {
+  return moved.filter((m) => m.seq % HISTORY_PRUNE_EVERY === 0);
+}
+
+/**
+ * Deletes the entrants' history rows but their first and their last HISTORY_LAST: every row holds an entry at least,
+ * so those hold the whole kept cut (`keptHistory`), and an entrant going round a loop for months keeps at most
+ * 1 + HISTORY_LAST + HISTORY_PRUNE_EVERY rows. `enteredAt` as read back, to the millisecond.
+ */
+export async function pruneHistory(db: Db, entrants: readonly { id: string; entered_at: Date }[]): Promise<void> {
+  if (entrants.length === 0) return;
+  await sql`
+    delete from journey_entrant_history h
+    using unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.entered_at.toISOString())}::timestamptz[])
+      as p(id, entered_at)
+    where h.entrant_id = p.id and h.entered_at >= p.entered_at and h.entered_at < p.entered_at + interval '1 millisecond'
+      and h.seq > (select min(f.seq) from journey_entrant_history f where f.entrant_id = h.entrant_id and f.entered_at = h.entered_at)
+      and h.seq < (select min(l.seq) from (select k.seq from journey_entrant_history k
+                                           where k.entrant_id = h.entrant_id and k.entered_at = h.entered_at
+                                           order by k.seq desc limit ${HISTORY_LAST}) l)
+  `.execute(db);
+}
+
+/**
+ * A one-entry history array made in SQL: at `now`, of the step `step`, `k` what happened, `event` its `e` (a SQL
+ * expression), `more` further `'key', value` pairs (each pair preceded by a comma).
+ */
+export function entryOf(
+  now: Date,
+  step: RawBuilder<unknown>,
+  k: HistoryKind,
+  event?: RawBuilder<unknown>,
+  more?: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  return sql`jsonb_build_array(jsonb_strip_nulls(jsonb_build_object('t', ${now.getTime()}::bigint, 's', ${step}, 'k', ${k}::text,
+    'e', ${event ?? sql`null::text`}${more ?? sql``})))`;
+}
