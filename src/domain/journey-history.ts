@@ -1,7 +1,7 @@
 /**
- * An entrant's history: what it did at each step and why, one entry a thing that happened, appended to its row by the
- * statement that moves it. Stored compact (`t` epoch ms, `s` the step, `k` what happened, a few short fields); the
- * API names them in full (`historyView`).
+ * An entrant's history: what it did at each step and why, one entry a thing that happened, written beside it
+ * (`journey_entrant_history`) by the statement that moves it. Stored compact (`t` epoch ms, `s` the step, `k` what
+ * happened, a few short fields); the API names them in full (`historyView`).
  */
 export const HISTORY_KINDS = [
   /** entered the journey at `s`, by the trigger event `e` (none: through the API) */

@@ -35,15 +35,25 @@ export function duePruning<T extends { seq: number }>(moved: readonly T[]): T[] 
  */
 export async function pruneHistory(db: Db, entrants: readonly { id: string; entered_at: Date }[]): Promise<void> {
   if (entrants.length === 0) return;
+  // each entrant's bounds read once (its first row, the oldest of its last HISTORY_LAST), not again per row
   await sql`
+    with pruned as (
+      select p.id, p.entered_at, p.entered_at + interval '1 millisecond' as entered_before,
+             (select min(f.seq) from journey_entrant_history f
+              where f.entrant_id = p.id and f.entered_at >= p.entered_at
+                and f.entered_at < p.entered_at + interval '1 millisecond') as first_seq,
+             (select k.seq from journey_entrant_history k
+              where k.entrant_id = p.id and k.entered_at >= p.entered_at
+                and k.entered_at < p.entered_at + interval '1 millisecond'
+              order by k.seq desc
+              offset ${HISTORY_LAST - 1} limit 1) as oldest_kept
+      from unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.entered_at.toISOString())}::timestamptz[])
+        as p(id, entered_at)
+    )
     delete from journey_entrant_history h
-    using unnest(${entrants.map((e) => e.id)}::uuid[], ${entrants.map((e) => e.entered_at.toISOString())}::timestamptz[])
-      as p(id, entered_at)
-    where h.entrant_id = p.id and h.entered_at >= p.entered_at and h.entered_at < p.entered_at + interval '1 millisecond'
-      and h.seq > (select min(f.seq) from journey_entrant_history f where f.entrant_id = h.entrant_id and f.entered_at = h.entered_at)
-      and h.seq < (select min(l.seq) from (select k.seq from journey_entrant_history k
-                                           where k.entrant_id = h.entrant_id and k.entered_at = h.entered_at
-                                           order by k.seq desc limit ${HISTORY_LAST}) l)
+    using pruned b
+    where h.entrant_id = b.id and h.entered_at >= b.entered_at and h.entered_at < b.entered_before
+      and h.seq > b.first_seq and h.seq < b.oldest_kept
   `.execute(db);
 }
 
