@@ -70,7 +70,7 @@ export class ActivityService {
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
   async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {
-    const startedAt = sessionStart(report, new Date());
+    const startedAt = sessionStart(report, this.clock.now());
     await this.onLiveDevice(appId, deviceId, (trx) =>
       this.activity.recordSession(trx, appId, deviceId, { id: report.id, startedAt, durationSeconds: report.duration ?? null }),
     );
@@ -83,7 +83,7 @@ export class ActivityService {
    * notification from devices of one's own; a write key (a backend relaying its app's reports) is believed.
    */
   async recordOpen(appId: string, deviceId: string, report: OpenReport, role: KeyRole): Promise<void> {
-    // reports are judged against the real time, as the notification's created_at (PostgreSQL's now()) is
+    // judged against the real time, not the Clock: the notification's created_at it must follow is PostgreSQL's now()
     const openedAt = reportedAt(report.opened_at, new Date(), 'open.opened_at');
     const kind = report.tapped ? 'direct' : 'indirect';
     await this.onLiveDevice(appId, deviceId, async (trx) => {

@@ -280,7 +280,7 @@ export class AppService {
    * write is tried again at the next use, and never fails the request.
    */
   private noteUse(keyId: string): void {
-    const now = Date.now();
+    const now = Date.now(); // real time, not the Clock: markUsed's own check is PostgreSQL's now()
     if (now - (this.usesNoted.get(keyId) ?? -Infinity) < KEY_USE_EVERY_SECONDS * 1000) return;
     this.usesNoted.set(keyId, now);
     this.keys.markUsed(this.db, [keyId], KEY_USE_EVERY_SECONDS).catch(() => this.usesNoted.delete(keyId));

@@ -53,3 +53,8 @@ export function checkPlatformChange(current: Device, input: DeviceInput): void {
   // the token as it will be, on the platform as it will be: a Huawei device holds only an HMS token
   if ((input.fields.platform ?? current.platform) === 'huawei') checkHuaweiToken(input.fields.token ?? current.token);
 }
+
+/** How events parse for this caller: their source by key role, and `now` for an event without a date. */
+export function eventOptions(caller: Caller, now: Date) {
+  return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now };
+}

@@ -26,7 +26,7 @@ import { issueCredential, normalizeApnsToken, normalizeToken, refuseTakingToken 
 import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
-import { checkPlatformChange, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
+import { checkPlatformChange, eventOptions, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
 import { NEW_TOKEN, registeredAsIs } from './device-as-is.js';
 import { registeredNew } from './device-new-token.js';
 
@@ -79,7 +79,7 @@ export interface UserDeviceErasure {
 export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dropped[] } | { kind: 'nothing-valid'; dropped: Dropped[] };
 
 /** Devices, their custom attributes and events, users (the devices sharing a user_id), the uninstalled listing. */
-export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency'> & {
+export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency' | 'clock'> & {
   geoip: GeoIp;
   /** how long after receiving a push a device's events count as its conversions */
   conversionWindowHours: number;
@@ -101,6 +101,7 @@ export class DeviceService {
   private readonly conversionWindowHours: number;
   private readonly webPushOrigins: readonly string[];
   private readonly journeys: JourneyEvents | null;
+  private readonly clock: ServiceDeps['clock'];
 
   constructor(deps: DeviceServiceDeps) {
     this.db = deps.db;
@@ -114,6 +115,7 @@ export class DeviceService {
     this.conversionWindowHours = deps.conversionWindowHours;
     this.webPushOrigins = deps.webPushOrigins ?? [];
     this.journeys = deps.journeys ?? null;
+    this.clock = deps.clock;
   }
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -319,7 +321,7 @@ export class DeviceService {
     caller: Caller,
     idempotency?: IdempotentRequest<void>,
   ): Promise<Replay | void> {
-    const events = parseEvents(raw, eventOptions(caller));
+    const events = parseEvents(raw, eventOptions(caller, this.clock.now()));
     const aggregates = aggregateEvents(events);
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
@@ -376,7 +378,7 @@ export class DeviceService {
     caller: Caller,
     idempotency?: IdempotentRequest<void>,
   ): Promise<Replay | void> {
-    const events = parseEvents(raw, eventOptions(caller));
+    const events = parseEvents(raw, eventOptions(caller, this.clock.now()));
     const aggregates = aggregateEvents(events);
     return this.db.transaction().execute(async (trx) => {
       const replay = await this.idempotency.claim(trx, appId, idempotency);
@@ -484,10 +486,6 @@ interface Network {
 }
 
 const UNINSTALLED = 'uninstalled';
-
-function eventOptions(caller: Caller) {
-  return { defaultSource: caller.role === 'sdk' ? '' : 'Public Api', mayNameSource: caller.role === 'write', now: new Date() };
-}
 
 function written(fields: DeviceFields, custom: CustomChanges): Written {
   return { fields: (Object.keys(fields) as (keyof DeviceFields)[]).filter((f) => fields[f] !== undefined), custom: [...custom.keys()] };

@@ -2,7 +2,6 @@ import type { AuditRepository } from '../db/repositories/audit.js';
 import type { WebhooksRepository } from '../db/repositories/webhooks.js';
 import type { WebhookAttempt, WebhookEndpoint } from '../db/schema.js';
 import type { Actor } from '../domain/audit.js';
-import { isUuid } from '../domain/cursor.js';
 import { NotFoundError, ValidationError } from '../domain/errors.js';
 import type { SecretsKeyring } from '../domain/secrets.js';
 import { newWebhookSecret, PING, webhookTargetProblem, type WebhookChange, type WebhookCreate } from '../domain/webhooks.js';
@@ -27,7 +26,10 @@ export type WebhookServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | '
 /** An endpoint with its plain secret: what a create or a rotation answers, once. */
 export type EndpointWithSecret = WebhookEndpoint & { plain_secret: string };
 
-/** An app's webhook endpoints: `/v6/webhooks` and `pushd webhook`. Each change is audited in its transaction. */
+/**
+ * An app's webhook endpoints: `/v6/webhooks` and `pushd webhook`. Each change is audited in its transaction. Ids come
+ * checked as UUIDs by the routes' params (`pathId`, src/http/schemas.ts) and the command's options (`uuid`).
+ */
 export class WebhookService {
   private readonly webhooks: WebhooksRepository;
   private readonly audit: AuditRepository;
@@ -78,7 +80,7 @@ export class WebhookService {
   }
 
   async get(appId: string, id: string): Promise<WebhookEndpoint> {
-    const endpoint = isUuid(id) ? await this.webhooks.get(this.db, appId, id) : undefined;
+    const endpoint = await this.webhooks.get(this.db, appId, id);
     if (!endpoint) throw new NotFoundError('webhook');
     return endpoint;
   }

@@ -155,15 +155,16 @@ describe('A/B tests', () => {
   });
 
   it("measures the holdout as the baseline: its app opens and conversions in the window, and each variant's lift over it", async () => {
-    // sessions are reported against the real clock (at most 7 days back): the test runs two days ago, to the minute
     const t0 = new Date(Math.floor((Date.now() - 2 * 86_400_000) / 60_000) * 60_000);
     const at = (hours: number) => new Date(t0.getTime() + hours * 3_600_000).toISOString();
     clock.set(t0.toISOString());
-    const test = { test_fraction: 0.5, holdout_fraction: 0.3, winner: { metric: 'conversions:purchase', after: '4h' } } as const;
+    const test = { test_fraction: 0.5, holdout_fraction: 0.3, winner: { metric: 'conversions:purchase', after: '48h' } } as const;
     const { id, buckets } = await create(test);
     const [a, b, holdout] = [buckets.get(0)!, buckets.get(1)!, buckets.get(HOLDOUT)!];
     if (a.length < 2 || b.length < 2 || holdout.length < 4) throw new Error('this test needs two devices per variant and four held out');
     await waiting(id, a.length + b.length);
+    // sessions are judged against the Clock (none ahead of it): the reports come after the window, before the winner
+    clock.set(at(26));
 
     const session = (d: RegisteredDevice, hours: number) =>
       call('POST', `/v6/devices/${d.id}/sessions`, { session: { id: randomUUID(), started_at: at(hours) } }, keys.sdk).then((r) =>

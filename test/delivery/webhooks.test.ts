@@ -99,6 +99,23 @@ describe('webhooks', () => {
     expect((await api('POST', '/v6/webhooks', keys.write, { url: rx.url, events: ['*'], secret: 'x' })).statusCode).toBe(400);
   });
 
+  it('answers a malformed id as it answers an unknown one: 404 "webhook not found", on every route', async () => {
+    const window = { since: '2026-01-01T00:00:00Z', until: '2026-01-02T00:00:00Z' };
+    const calls = [
+      ['GET', '', keys.read],
+      ['PATCH', '', keys.write, { enabled: true }],
+      ['DELETE', '', keys.write],
+      ['POST', '/rotate-secret', keys.write],
+      ['POST', '/test', keys.write],
+      ['POST', '/replay', keys.write, window],
+      ['GET', '/attempts', keys.read],
+    ] as const;
+    for (const [method, tail, key, body] of calls) {
+      const res = await api(method, `/v6/webhooks/not-a-uuid${tail}`, key, body);
+      expect([res.statusCode, res.json()], `${method} ${tail}`).toEqual([404, { error: 'webhook not found' }]);
+    }
+  });
+
   it('records no event while the app has no endpoint', async () => {
     await deleteAll();
     await registerDevice(h, keys.sdk, { platform: 'ios' });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHarness, type Harness } from '../helpers/harness.js';
+import { createHarness, ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice, setCredentials, startGateways, type Gateways, type RegisteredDevice } from '../helpers/gateways.js';
 import { call } from './device-support.js';
 import { ISO_MS, type AppWithKeys } from './support.js';
@@ -441,6 +441,27 @@ describe('opens, sessions and their statistics', () => {
       expect((await session(app, d.id, { id: randomUUID() }, app.keys.write)).statusCode).toBe(202);
       expect((await session(app, d.id, { id: randomUUID() }, app.keys.read)).statusCode).toBe(403);
       expect((await call(h, 'GET', '/v6/stats/sessions', app.keys.sdk)).statusCode).toBe(403);
+    });
+  });
+
+  describe('on a moved clock', () => {
+    // the server's Clock stands three days back at noon: a report without a date is dated by it, not by the machine
+    const moved = new Date(`${daysAgo(3)}T12:00:00Z`);
+    const hc = useHarness({ clock: new ManualClock(moved) });
+
+    it("a session and an event reported without a date take the Clock's now", async () => {
+      const app = await hc.createApp();
+      const d = await registerDevice(hc, app.keys.sdk, { platform: 'android' });
+      expect((await call(hc, 'POST', `/v6/devices/${d.id}/sessions`, app.keys.sdk, { session: { id: randomUUID() } })).statusCode).toBe(
+        202,
+      );
+      expect((await call(hc, 'POST', `/v6/devices/${d.id}/events`, app.keys.sdk, { events: [{ name: 'purchase' }] })).statusCode).toBe(202);
+
+      const sessions = await call(hc, 'GET', `/v6/stats/sessions?from=${daysAgo(3)}&to=${daysAgo(3)}`, app.keys.read);
+      expect(sessions.json()).toEqual([{ date: daysAgo(3), count: 1 }]);
+      const device = (await call(hc, 'GET', `/v6/devices/${d.id}`, app.keys.read)).json().device;
+      expect(device.last_opened).toBe(moved.toISOString());
+      expect(device.user_events.purchase.first_happened_at).toBe(moved.toISOString());
     });
   });
 });

@@ -3,10 +3,10 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type { HttpContext } from '../context.js';
 import { webhookChangeSchema, webhookCreateSchema } from '../../domain/webhooks.js';
 import { actorOf, requirePermission } from '../auth.js';
-import { authErrors, bodyErrors, errorResponse, isoDateQuery, webhookAttemptRecord, webhookRecord } from '../schemas.js';
+import { authErrors, bodyErrors, errorResponse, isoDateQuery, pathId, webhookAttemptRecord, webhookRecord } from '../schemas.js';
 import { webhookAttemptResponse, webhookResponse } from '../serialize.js';
 
-const idParams = z.object({ id: z.string() });
+const idParams = z.object({ id: pathId('webhook') });
 const answer = z.object({ webhook: webhookRecord });
 const replayBody = z.strictObject({ since: isoDateQuery, until: isoDateQuery });
 const testAnswer = z.object({
