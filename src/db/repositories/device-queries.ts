@@ -191,12 +191,27 @@ export function withCountry(
 
 /** The device holds this push token, found by the unique index of (app_id, its token's key) (migration 052). */
 export function holdsToken(token: string): RawBuilder<SqlBool> {
-  return sql<SqlBool>`pushd_token_key(token) = ${tokenKey(token)}::uuid and token = ${token}`;
+  return holdsTokenOfKey(tokenKey(token), token);
+}
+
+/** holdsToken with the token's key given (a shaped statement's placeholders: ShapedStatements). */
+export function holdsTokenOfKey(key: string, token: string): RawBuilder<SqlBool> {
+  return sql<SqlBool>`pushd_token_key(token) = ${key}::uuid and token = ${token}`;
 }
 
 /** The transaction's lock on an app's push token, which every write giving a device that token takes first. */
 export function tokenLock(appId: string, token: string): RawBuilder<void> {
-  return sql<void>`pg_advisory_xact_lock(hashtextextended(${`${appId}:${token}`}, 0))`;
+  return lockOfName(tokenLockName(appId, token));
+}
+
+/** What tokenLock locks, by name. */
+export function tokenLockName(appId: string, token: string): string {
+  return `${appId}:${token}`;
+}
+
+/** tokenLock by its name (tokenLockName). */
+export function lockOfName(name: string): RawBuilder<void> {
+  return sql<void>`pg_advisory_xact_lock(hashtextextended(${name}, 0))`;
 }
 
 /** The error of a row refused because another device of its app has its push token (migration 052's index). */

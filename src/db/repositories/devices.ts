@@ -5,6 +5,7 @@ import type { Database, Device, DeviceUpdate, NewDevice } from '../schema.js';
 import type { CustomChanges } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
 import { isUuid } from '../../domain/cursor.js';
+import { ShapedStatements } from '../shaped-statements.js';
 import {
   HELD,
   ERASED,
@@ -13,7 +14,11 @@ import {
   userDevices,
   withCountry,
   holdsToken,
+  holdsTokenOfKey,
+  tokenKey,
   tokenLock,
+  tokenLockName,
+  lockOfName,
   tokenTaken,
   movingRegisteredAt,
   changedFrom,
@@ -33,6 +38,8 @@ export type { DeviceAttributeRow, AudiencePage, HeldByToken } from './device-que
 type DeviceValues = NewDevice | (Omit<NewDevice, 'app_id'> & { app_id: RawBuilder<string> });
 
 export class DevicesRepository {
+  private readonly shaped = new ShapedStatements();
+
   async insert(db: Db, values: DeviceValues): Promise<Device> {
     return db.insertInto('devices').values(values).returningAll().executeTakeFirstOrThrow();
   }
@@ -43,25 +50,12 @@ export class DevicesRepository {
    */
   async insertWithAttributes(
     db: Db,
-    values: DeviceValues,
+    values: NewDevice,
     changes: CustomChanges,
   ): Promise<{ device: Device; attributes: DeviceAttributeRow[] }> {
-    const rows = [...changes].flatMap(([name, attr]) => attributeRows('', '', name, attr));
-    if (rows.length === 0) return { device: await this.insert(db, values), attributes: [] };
-    const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
-    const { rows: stored } = await sql<Device & AttributeColumns>`
-      with d as (${db.insertInto('devices').values(values).returningAll()}),
-      a as (
-        insert into device_attributes (device_id, app_id, name, type, position, is_array, str_value, num_value, date_value, bool_value)
-        select d.id, d.app_id, x.* from d,
-          unnest(${column('name')}::text[], ${column('type')}::text[], ${column('position')}::int2[], ${column('is_array')}::bool[],
-                 ${column('str_value')}::text[], ${column('num_value')}::float8[], ${column('date_value')}::timestamptz[],
-                 ${column('bool_value')}::bool[]) as x
-        returning name, type, position, is_array, str_value, num_value, date_value, bool_value)
-      select d.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
-        a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
-      from d cross join a`.execute(db);
-    return deviceAndAttributes(stored);
+    const attributes = attributeColumns(changes);
+    const { rows } = await deviceInsert(db, values, attributes).execute(db);
+    return attributes ? deviceAndAttributes(rows) : { device: rows[0]!, attributes: [] };
   }
 
   /**
@@ -69,16 +63,31 @@ export class DevicesRepository {
    * statement (no transaction) that takes the token's lock (`lockToken`) itself before its row is inserted: it is
    * serialised with every other write giving a device this token, as the locked way is. Undefined when a device got
    * the token meanwhile (the unique index refuses the row, and the statement commits nothing): the locked way decides.
+   * Each phone that installs the app runs it: compiled once a shape (ShapedStatements).
    */
   async insertNewToken(
     db: Db,
     values: NewDevice & { token: string },
     changes: CustomChanges,
   ): Promise<{ device: Device; attributes: DeviceAttributeRow[] } | undefined> {
-    // the app id is read through the lock, so the lock is held before the row exists
-    const appId = sql<string>`(select ${values.app_id}::uuid from ${tokenLock(values.app_id, values.token)})`;
+    const { app_id: appId, ...columns } = values;
+    const attributes = attributeColumns(changes);
+    const shape = `insertNewToken ${!!attributes} ${definedKeys(columns)}`;
+    const query = this.shaped.query(
+      db,
+      shape,
+      (b) => ({
+        appId: b.slot(appId),
+        lock: b.slot(tokenLockName(appId, values.token)),
+        columns: b.slots(columns),
+        attributes: attributes && b.slots(attributes),
+      }),
+      // the app id is read through the lock, so the lock is held before the row exists
+      (p) => deviceInsert(db, { ...p.columns, app_id: sql<string>`(select ${p.appId}::uuid from ${lockOfName(p.lock)})` }, p.attributes),
+    );
     try {
-      return await this.insertWithAttributes(db, { ...values, app_id: appId }, changes);
+      const { rows } = await db.executeQuery(query);
+      return attributes ? deviceAndAttributes(rows) : { device: rows[0]!, attributes: [] };
     } catch (err) {
       if (tokenTaken(err)) return undefined;
       throw err;
@@ -158,14 +167,26 @@ export class DevicesRepository {
     set: DeviceUpdate,
     fillCountry: string | null,
   ): Promise<{ device: Device; changes: boolean; attributes: DeviceAttributeRow[] } | undefined> {
-    const changed = changedFrom(withCountry(set, fillCountry, 'devices')) ?? sql<SqlBool>`false`;
-    const row = await db
-      .selectFrom('devices')
-      .selectAll()
-      .select(changed.as('pushd_changes'))
-      .where('app_id', '=', appId)
-      .where(holdsToken(token))
-      .executeTakeFirst();
+    const fill = fillCountry !== null && set.country === undefined ? fillCountry : null;
+    const query = this.shaped.query(
+      db,
+      `findUnlockedByToken ${fill !== null} ${definedKeys(set)}`,
+      (b) => ({
+        set: b.slots(set),
+        fill: fill === null ? null : b.slot(fill),
+        appId: b.slot(appId),
+        key: b.slot(tokenKey(token)),
+        token: b.slot(token),
+      }),
+      (p) =>
+        db
+          .selectFrom('devices')
+          .selectAll()
+          .select((changedFrom(withCountry(p.set, p.fill, 'devices')) ?? sql<SqlBool>`false`).as('pushd_changes'))
+          .where('app_id', '=', p.appId)
+          .where(holdsTokenOfKey(p.key, p.token)),
+    );
+    const row = (await db.executeQuery(query)).rows[0];
     if (!row) return undefined;
     const { pushd_changes, ...device } = row;
     if (pushd_changes) return { device, changes: true, attributes: [] };
@@ -423,4 +444,45 @@ export class DevicesRepository {
       where id = any(${deviceIds}::uuid[]) and locale is not null`.execute(db);
     return new Map(rows.map((r) => [r.id, r.locale]));
   }
+}
+
+/** A new device's custom attributes as the columns of their rows, one array each (none: null). */
+function attributeColumns(changes: CustomChanges) {
+  const rows = [...changes].flatMap(([name, attr]) => attributeRows('', '', name, attr));
+  if (rows.length === 0) return null;
+  const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
+  return {
+    name: column('name'),
+    type: column('type'),
+    position: column('position'),
+    is_array: column('is_array'),
+    str_value: column('str_value'),
+    num_value: column('num_value'),
+    date_value: column('date_value'),
+    bool_value: column('bool_value'),
+  };
+}
+
+/** The insert of a device, with its attributes' rows (`attributeColumns`) when it has some, answering what it stored. */
+function deviceInsert(db: Db, values: DeviceValues, a: ReturnType<typeof attributeColumns>) {
+  if (!a) return sql<Device & AttributeColumns>`${db.insertInto('devices').values(values).returningAll()}`;
+  return sql<Device & AttributeColumns>`
+    with d as (${db.insertInto('devices').values(values).returningAll()}),
+    a as (
+      insert into device_attributes (device_id, app_id, name, type, position, is_array, str_value, num_value, date_value, bool_value)
+      select d.id, d.app_id, x.* from d,
+        unnest(${a.name}::text[], ${a.type}::text[], ${a.position}::int2[], ${a.is_array}::bool[],
+               ${a.str_value}::text[], ${a.num_value}::float8[], ${a.date_value}::timestamptz[],
+               ${a.bool_value}::bool[]) as x
+      returning name, type, position, is_array, str_value, num_value, date_value, bool_value)
+    select d.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
+      a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
+    from d cross join a`;
+}
+
+/** The keys of a row whose values are given, in order: what a shaped statement's text depends on. */
+function definedKeys(row: Record<string, unknown>): string {
+  let keys = '';
+  for (const key in row) if (row[key] !== undefined) keys += `${key},`;
+  return keys;
 }
