@@ -22,6 +22,8 @@ describe('table statistics without autovacuum', () => {
 
   it('analyzes a devices table filled since its last analyze, and only when autovacuum is off', async () => {
     const { app } = await h.createApp();
+    // the migrations analyze devices once (071: its token key's statistics), before the fill
+    const before = (await analyzed())?.getTime() ?? 0;
     await sql`
       insert into devices (app_id, platform, token)
       select ${app.id}::uuid, 'ios', encode(sha256(int4send(i)), 'hex')
@@ -29,18 +31,16 @@ describe('table statistics without autovacuum', () => {
     // this backend's counts reach the shared statistics at once, not at its next idle second
     await sql`select pg_stat_force_next_flush()`.execute(h.db.db);
     const autovacuum = (await sql<{ on: string }>`select current_setting('autovacuum') as on`.execute(h.db.db)).rows[0]!.on;
-    expect(await analyzed()).toBeNull();
-
     const tables = await keepStatistics(deps());
     if (autovacuum === 'off') {
       expect(tables).toContain('devices');
-      expect(await analyzed()).toBeInstanceOf(Date);
+      expect((await analyzed())!.getTime()).toBeGreaterThan(before);
       // nothing changed since: the next sweep leaves it
       await sql`select pg_stat_force_next_flush()`.execute(h.db.db);
       expect(await keepStatistics(deps())).not.toContain('devices');
     } else {
       expect(tables).toEqual([]);
-      expect(await analyzed()).toBeNull();
+      expect((await analyzed())?.getTime() ?? 0).toBe(before);
     }
   });
 });
