@@ -214,14 +214,14 @@ export class JourneyEventIntake implements JourneyIntake {
   private async wakeAndConvert(trx: Transaction<Database>, r: Recorded, waking: Journey[], counts: Counts, now: Date): Promise<void> {
     const { app_id: appId, keys, events: byKey } = r.row;
     const { entrantKeys } = r;
-    const exits: { journeyId: string; version: number; event: string }[] = [];
+    const exits: { journeyId: string; version: number; event: string; splits: boolean }[] = [];
     const arrivals: WaitingArrival[] = [];
     const digests: DigestCount[] = [];
     for (const j of waking)
       for (let version = 1; version <= j.version; version++) {
         const definition = await this.versions.get(trx, j.id, version);
         const event = definition.exit_on.find((e) => keys.includes(e));
-        if (event !== undefined) exits.push({ journeyId: j.id, version, event });
+        if (event !== undefined) exits.push({ journeyId: j.id, version, event, splits: definition.steps.some((s) => s.type === 'split') });
         arrivals.push(...waitingArrivals(j.id, version, definition));
         for (const s of definition.steps)
           if (s.type === 'digest' && keys.includes(s.event))

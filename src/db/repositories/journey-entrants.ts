@@ -178,10 +178,12 @@ export class JourneyEntrantsRepository {
     db: Db,
     appId: string,
     entrantKeys: string[],
-    versions: { journeyId: string; version: number; event: string }[],
+    versions: { journeyId: string; version: number; event: string; splits: boolean }[],
     now: Date,
   ): Promise<(LeftAt & { path: boolean })[]> {
     if (versions.length === 0) return [];
+    // the split paths the converted took are read from their history only where a version has a split step
+    const splitting = versions.filter((v) => v.splits).map((v) => v.journeyId);
     const { rows } = await sql<LeftAt & { path: boolean }>`
       with left_now as (
         update journey_entrants e
@@ -200,7 +202,7 @@ export class JourneyEntrantsRepository {
       path as (
         select l.journey_id, (x->>'s') || '/' || (x->>'p') as p
         from left_now l, jsonb_array_elements(${keptHistory(sql`l.id`, sql`l.entered_at`)}) as x
-        where x->>'k' = 'split'
+        where l.journey_id = any(${splitting}::uuid[]) and x->>'k' = 'split'
       )
       select journey_id, step_id, false as path, count(*)::int as n from left_now group by journey_id, step_id
       union all
