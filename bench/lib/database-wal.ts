@@ -31,7 +31,7 @@ export async function databaseWalSince(db: DatabaseHandle, from: WalMark): Promi
   const to = await walMark(db);
   let out: string;
   try {
-    out = execFileSync('pg_waldump', ['-p', from.walDir, '-s', from.lsn, '-e', to.lsn], {
+    out = execFileSync(waldump(), ['-p', from.walDir, '-s', from.lsn, '-e', to.lsn], {
       encoding: 'utf8',
       maxBuffer: 1 << 30,
       stdio: ['ignore', 'pipe', 'ignore'],
@@ -42,6 +42,15 @@ export async function databaseWalSince(db: DatabaseHandle, from: WalMark): Promi
     if (!out) return null;
   }
   return sumOfDatabase(out, from.databaseOid);
+}
+
+/** pg_waldump: on the PATH, else in PostgreSQL's bindir (Debian's packages keep it there). */
+function waldump(): string {
+  try {
+    return path.join(execFileSync('pg_config', ['--bindir'], { encoding: 'utf8' }).trim(), 'pg_waldump');
+  } catch {
+    return 'pg_waldump';
+  }
 }
 
 const RECORD = /len \(rec\/tot\):\s*\d+\/\s*(\d+), tx:\s*(\d+)/;
