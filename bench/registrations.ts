@@ -19,7 +19,7 @@ import { measurePhase as measured, phaseCells, type CpuMeters, type Phase } from
 import { mocksHere } from './lib/mock-gateways.js';
 import { pgbenchTps } from './lib/pgbench.js';
 import { arg, parentPid, printRows } from './lib/setup.js';
-import { databaseWalSince, walMark } from './lib/database-wal.js';
+import { backendsCpuSince, databaseBackendsCpu, databaseWalSince, walMark } from './lib/database-wal.js';
 import { BENCH_BUNDLE, benchApp, startServices } from './lib/stack.js';
 
 const devices = Number(arg('devices', '20000'));
@@ -119,10 +119,21 @@ async function main() {
     Array.from({ length: devices }, (_, i) => ({ path: '/v6/devices', body: registration(from + i, stack.identitySecret) }));
   const rows: Phase[] = [];
   const wal: (number | null)[] = [];
-  /** the phase measured, and the WAL bytes of its registrations (this database's, told from the others' by pg_waldump) */
+  const backendsCpu: number[] = [];
+  /**
+   * the phase measured, with the WAL bytes of its registrations (this database's, told from the others' by
+   * pg_waldump) and the CPU of this database's backends alone (the server's includes what other benches run on it)
+   */
   const measuredWithWal = async (name: string, meters: CpuMeters, expected: number, run: () => Promise<Answers>) => {
     const from = await walMark(stack.db);
-    rows.push(await measured(name, meters, expected, run));
+    let backends = new Map<number, number>();
+    rows.push(
+      await measured(name, meters, expected, async () => {
+        backends = await databaseBackendsCpu(stack.db);
+        return run();
+      }),
+    );
+    backendsCpu.push(backendsCpuSince(backends) / devices);
     const bytes = await databaseWalSince(stack.db, from);
     wal.push(bytes === null ? null : bytes / devices);
   };
@@ -150,8 +161,18 @@ async function main() {
       `rate limits raised, log to ${LOG_FILE}); the floor from ${clients} connections of this process; pgbench -N ${tps} tps\n`,
   );
   printRows(
-    ['registrations', 'per s', '× pgbench -N', 'p50 ms', 'p99 ms', 'refused', 'CPU ms each: service, PostgreSQL, clients', 'WAL B each'],
-    rows.map((r, i) => [...phaseCells(r, pgTps), wal[i] == null ? '–' : wal[i]!.toFixed(0)]),
+    [
+      'registrations',
+      'per s',
+      '× pgbench -N',
+      'p50 ms',
+      'p99 ms',
+      'refused',
+      'CPU ms each: service, PostgreSQL, clients',
+      'its backends',
+      'WAL B each',
+    ],
+    rows.map((r, i) => [...phaseCells(r, pgTps), backendsCpu[i]!.toFixed(2), wal[i] == null ? '–' : wal[i]!.toFixed(0)]),
   );
   process.exit(rows.some((r) => r.refused > 0) ? 1 : 0);
 }

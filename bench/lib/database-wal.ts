@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { sql } from 'kysely';
 import type { DatabaseHandle } from '../../src/db/database.js';
+import { cpuMs } from './setup.js';
 
 export interface WalMark {
   lsn: string;
@@ -63,4 +64,35 @@ function sumOfDatabase(dump: string, oid: string): number {
   });
   const transactions = new Set(records.filter((r) => r.ours && r.tx !== '0').map((r) => r.tx));
   return records.reduce((sum, r) => sum + (r.ours || transactions.has(r.tx) ? r.bytes : 0), 0);
+}
+
+/**
+ * The CPU ms the backends connected to the database have used so far, by pid: on a server other benches share, the
+ * postmaster's children are theirs too. A backend that exits between two readings loses its time (the pools keep theirs).
+ */
+export async function databaseBackendsCpu(db: DatabaseHandle): Promise<Map<number, number>> {
+  const { rows } = await sql<{ pid: number }>`
+    select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`.execute(db.db);
+  const cpu = new Map<number, number>();
+  for (const { pid } of rows) {
+    try {
+      cpu.set(pid, cpuMs(pid));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  return cpu;
+}
+
+/** The CPU ms the backends of `before` (databaseBackendsCpu) used since. */
+export function backendsCpuSince(before: Map<number, number>): number {
+  let ms = 0;
+  for (const [pid, was] of before) {
+    try {
+      ms += cpuMs(pid) - was;
+    } catch {
+      // exited meanwhile: its time since is lost
+    }
+  }
+  return ms;
 }
