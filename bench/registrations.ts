@@ -19,6 +19,7 @@ import { measurePhase as measured, phaseCells, type CpuMeters, type Phase } from
 import { mocksHere } from './lib/mock-gateways.js';
 import { pgbenchTps } from './lib/pgbench.js';
 import { arg, parentPid, printRows } from './lib/setup.js';
+import { backendsCpuSince, databaseBackendsCpu, databaseWalSince, walMark } from './lib/database-wal.js';
 import { BENCH_BUNDLE, benchApp, startServices } from './lib/stack.js';
 
 const devices = Number(arg('devices', '20000'));
@@ -117,20 +118,37 @@ async function main() {
   const posts = (from: number) =>
     Array.from({ length: devices }, (_, i) => ({ path: '/v6/devices', body: registration(from + i, stack.identitySecret) }));
   const rows: Phase[] = [];
+  const wal: (number | null)[] = [];
+  const backendsCpu: number[] = [];
+  /**
+   * the phase measured, with the WAL bytes of its registrations (this database's, told from the others' by
+   * pg_waldump) and the CPU of this database's backends alone (the server's includes what other benches run on it)
+   */
+  const measuredWithWal = async (name: string, meters: CpuMeters, expected: number, run: () => Promise<Answers>) => {
+    const from = await walMark(stack.db);
+    let backends = new Map<number, number>();
+    rows.push(
+      await measured(name, meters, expected, async () => {
+        backends = await databaseBackendsCpu(stack.db);
+        return run();
+      }),
+    );
+    backendsCpu.push(backendsCpuSince(backends) / devices);
+    const bytes = await databaseWalSince(stack.db, from);
+    wal.push(bytes === null ? null : bytes / devices);
+  };
   // a warm-up of other tokens, so the measured phases run on a warm process (its JIT, its connections)
   await load.post(posts(3 * devices).slice(0, Math.min(2000, devices)));
-  rows.push(await measured('new token', meters, 201, () => load.post(posts(0))));
-  rows.push(await measured('same device again', meters, 200, () => load.post(posts(0))));
+  await measuredWithWal('new token', meters, 201, () => load.post(posts(0)));
+  await measuredWithWal('same device again', meters, 200, () => load.post(posts(0)));
   await load.close();
   await services.stop();
   const floorMeters = { service: null, postmaster: meters.postmaster, clients: process.pid };
   const pool = new pg.Pool({ connectionString: stack.database.url, max: clients });
   // warmed as the service was: its connections opened, their caches filled
   await bareInserts(pool, stack.app.id, 4 * devices, Math.min(2000, devices), stack.identitySecret);
-  rows.push(
-    await measured('floor: the same rows by a bare client', floorMeters, 201, () =>
-      bareInserts(pool, stack.app.id, devices, devices, stack.identitySecret),
-    ),
+  await measuredWithWal('floor: the same rows by a bare client', floorMeters, 201, () =>
+    bareInserts(pool, stack.app.id, devices, devices, stack.identitySecret),
   );
   await pool.end();
   await stack.close();
@@ -143,8 +161,18 @@ async function main() {
       `rate limits raised, log to ${LOG_FILE}); the floor from ${clients} connections of this process; pgbench -N ${tps} tps\n`,
   );
   printRows(
-    ['registrations', 'per s', '× pgbench -N', 'p50 ms', 'p99 ms', 'refused', 'CPU ms each: service, PostgreSQL, clients'],
-    rows.map((r) => phaseCells(r, pgTps)),
+    [
+      'registrations',
+      'per s',
+      '× pgbench -N',
+      'p50 ms',
+      'p99 ms',
+      'refused',
+      'CPU ms each: service, PostgreSQL, clients',
+      'its backends',
+      'WAL B each',
+    ],
+    rows.map((r, i) => [...phaseCells(r, pgTps), backendsCpu[i]!.toFixed(2), wal[i] == null ? '–' : wal[i]!.toFixed(0)]),
   );
   process.exit(rows.some((r) => r.refused > 0) ? 1 : 0);
 }

@@ -16,7 +16,9 @@ export function arg(name: string, fallback: string): string {
 }
 
 /** A database for a benchmark: on DATABASE_URL's server, or the embedded PostgreSQL under .bench-data. */
-export async function benchDatabase(name: string): Promise<{ url: string; close(): Promise<void> }> {
+export async function benchDatabase(benchName: string): Promise<{ url: string; close(): Promise<void> }> {
+  // BENCH_DB_SUFFIX keeps the databases of runs side by side on one server (two checkouts) apart
+  const name = `${benchName}${process.env.BENCH_DB_SUFFIX ?? ''}`;
   const log = createLogger('warn');
   const config = loadConfig({ ...process.env, DATA_DIR: process.env.DATA_DIR ?? '.bench-data', LOG_LEVEL: 'warn' });
   const runtime = await openDatabaseRuntime(config, log, { migrate: false });
