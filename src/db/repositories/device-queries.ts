@@ -264,15 +264,15 @@ export interface AttributeArrays {
   a_bool_values: (boolean | null)[] | null;
 }
 
-/**
- * The select list that aggregates attribute rows (alias `a`) into `AttributeArrays`, from a subquery that sorts them
- * by name and position: PostgreSQL aggregates its rows in that order, one sort for the eight arrays where an ORDER BY
- * in each aggregate sorts eight times (0.07 ms of its CPU for 5 attributes).
- */
+/** The select list that aggregates attribute rows (alias `a`) into `AttributeArrays`, by name and position. */
 export const attributeArrays = sql<AttributeArrays>`
-  array_agg(a.name) as a_names, array_agg(a.type) as a_types, array_agg(a.position) as a_positions,
-  array_agg(a.is_array) as a_is_arrays, array_agg(a.str_value) as a_str_values, array_agg(a.num_value) as a_num_values,
-  array_agg(a.date_value) as a_date_values, array_agg(a.bool_value) as a_bool_values`;
+  array_agg(a.name order by a.name, a.position) as a_names, array_agg(a.type order by a.name, a.position) as a_types,
+  array_agg(a.position order by a.name, a.position) as a_positions,
+  array_agg(a.is_array order by a.name, a.position) as a_is_arrays,
+  array_agg(a.str_value order by a.name, a.position) as a_str_values,
+  array_agg(a.num_value order by a.name, a.position) as a_num_values,
+  array_agg(a.date_value order by a.name, a.position) as a_date_values,
+  array_agg(a.bool_value order by a.name, a.position) as a_bool_values`;
 
 /**
  * The set with registered_at moved to now only when one of its columns changes (compared with the stored row,

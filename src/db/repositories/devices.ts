@@ -183,10 +183,7 @@ export class DevicesRepository {
       (p) => sql<Device & AttributeArrays & { pushd_changes: boolean }>`
         select devices.*, ${changedFrom(withCountry(p.set, p.fill, 'devices')) ?? sql`false`} as pushd_changes, x.*
         from devices
-          left join lateral (
-            select ${attributeArrays}
-            from (select * from device_attributes a where a.device_id = devices.id order by name, position) as a
-          ) as x on true
+          left join lateral (select ${attributeArrays} from device_attributes a where a.device_id = devices.id) as x on true
         where devices.app_id = ${p.appId} and ${holdsTokenOfKey(p.key, p.token)}`,
     );
     const row = (await db.executeQuery(query)).rows[0];
@@ -478,7 +475,7 @@ function deviceInsert(db: Db, values: DeviceValues, a: ReturnType<typeof attribu
                ${a.str_value}::text[], ${a.num_value}::float8[], ${a.date_value}::timestamptz[],
                ${a.bool_value}::bool[]) as x
       returning name, type, position, is_array, str_value, num_value, date_value, bool_value)
-    select d.*, x.* from d, (select ${attributeArrays} from (select * from a order by name, position) as a) as x`;
+    select d.*, x.* from d, (select ${attributeArrays} from a) as x`;
 }
 
 /** The keys of a row whose values are given, in order: what a shaped statement's text depends on. */
