@@ -230,49 +230,42 @@ export function tokenKey(token: string): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
-/**
- * A device's attributes as one row of arrays (`attributeArrays`, ordered as `attributesOf` reads them) beside the
- * device's columns: one answer row, not the device's 37 columns again for each attribute, for PostgreSQL to send
- * and node-postgres to parse.
- */
-export function deviceAndAttributes(stored: Device & AttributeArrays): { device: Device; attributes: DeviceAttributeRow[] } {
-  const { a_names, a_types, a_positions, a_is_arrays, a_str_values, a_num_values, a_date_values, a_bool_values, ...device } = stored;
-  const attributes = (a_names ?? []).map((name, i) => ({
-    device_id: device.id,
-    app_id: device.app_id,
-    name,
-    type: a_types![i]!,
-    position: a_positions![i]!,
-    is_array: a_is_arrays![i]!,
-    str_value: a_str_values![i]!,
-    num_value: a_num_values![i]!,
-    date_value: a_date_values![i]!,
-    bool_value: a_bool_values![i]!,
+/** A device's attribute rows in the order `attributesOf` reads them. */
+export const byNameAndPosition = (a: DeviceAttributeRow, b: DeviceAttributeRow) =>
+  a.name < b.name ? -1 : a.name > b.name ? 1 : a.position - b.position;
+
+/** `insertWithAttributes`'s joined rows (the device beside each of its attributes) as the device and its attributes. */
+export function deviceAndAttributes(stored: (Device & AttributeColumns)[]): { device: Device; attributes: DeviceAttributeRow[] } {
+  const device: Record<string, unknown> = { ...stored[0]! };
+  for (const key of ATTRIBUTE_COLUMNS) delete device[key];
+  const attributes = stored.map((r) => ({
+    device_id: r.id,
+    app_id: r.app_id,
+    name: r.a_name,
+    type: r.a_type,
+    position: r.a_position,
+    is_array: r.a_is_array,
+    str_value: r.a_str_value,
+    num_value: r.a_num_value,
+    date_value: r.a_date_value,
+    bool_value: r.a_bool_value,
   }));
-  return { device, attributes };
+  return { device: device as unknown as Device, attributes: attributes.sort(byNameAndPosition) };
 }
 
-/** The columns of `attributeArrays`: null when the device has no attribute. */
-export interface AttributeArrays {
-  a_names: string[] | null;
-  a_types: DeviceAttributeRow['type'][] | null;
-  a_positions: number[] | null;
-  a_is_arrays: boolean[] | null;
-  a_str_values: (string | null)[] | null;
-  a_num_values: (number | null)[] | null;
-  a_date_values: (Date | null)[] | null;
-  a_bool_values: (boolean | null)[] | null;
-}
+const ATTRIBUTE_COLUMNS = ['a_name', 'a_type', 'a_position', 'a_is_array', 'a_str_value', 'a_num_value', 'a_date_value', 'a_bool_value'];
 
-/** The select list that aggregates attribute rows (alias `a`) into `AttributeArrays`, by name and position. */
-export const attributeArrays = sql<AttributeArrays>`
-  array_agg(a.name order by a.name, a.position) as a_names, array_agg(a.type order by a.name, a.position) as a_types,
-  array_agg(a.position order by a.name, a.position) as a_positions,
-  array_agg(a.is_array order by a.name, a.position) as a_is_arrays,
-  array_agg(a.str_value order by a.name, a.position) as a_str_values,
-  array_agg(a.num_value order by a.name, a.position) as a_num_values,
-  array_agg(a.date_value order by a.name, a.position) as a_date_values,
-  array_agg(a.bool_value order by a.name, a.position) as a_bool_values`;
+/** A device attribute's columns beside its device's, in `insertWithAttributes`'s answer. */
+export interface AttributeColumns {
+  a_name: string;
+  a_type: DeviceAttributeRow['type'];
+  a_position: number;
+  a_is_array: boolean;
+  a_str_value: string | null;
+  a_num_value: number | null;
+  a_date_value: Date | null;
+  a_bool_value: boolean | null;
+}
 
 /**
  * The set with registered_at moved to now only when one of its columns changes (compared with the stored row,

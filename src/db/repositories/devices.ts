@@ -1,4 +1,4 @@
-import { sql, type RawBuilder, type Transaction } from 'kysely';
+import { sql, type RawBuilder, type SqlBool, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
 import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceUpdate, NewDevice } from '../schema.js';
@@ -25,8 +25,7 @@ import {
   changedAttributes,
   attributeRows,
   deviceAndAttributes,
-  attributeArrays,
-  type AttributeArrays,
+  type AttributeColumns,
   type DeviceAttributeRow,
   type HeldByToken,
   type AudiencePage,
@@ -56,7 +55,7 @@ export class DevicesRepository {
   ): Promise<{ device: Device; attributes: DeviceAttributeRow[] }> {
     const attributes = attributeColumns(changes);
     const { rows } = await deviceInsert(db, values, attributes).execute(db);
-    return attributes ? deviceAndAttributes(rows[0]!) : { device: rows[0]!, attributes: [] };
+    return attributes ? deviceAndAttributes(rows) : { device: rows[0]!, attributes: [] };
   }
 
   /**
@@ -88,7 +87,7 @@ export class DevicesRepository {
     );
     try {
       const { rows } = await db.executeQuery(query);
-      return attributes ? deviceAndAttributes(rows[0]!) : { device: rows[0]!, attributes: [] };
+      return attributes ? deviceAndAttributes(rows) : { device: rows[0]!, attributes: [] };
     } catch (err) {
       if (tokenTaken(err)) return undefined;
       throw err;
@@ -159,8 +158,7 @@ export class DevicesRepository {
 
   /**
    * The device holding a token, read without a lock, with whether `set` would change it (as `updateLocked` decides)
-   * and its custom attributes (read by the same statement, one round trip: what a registration needs to tell that it
-   * changes nothing; none when `set` changes the device, which the locked way then reads again).
+   * and, when it would not, its custom attributes: what a registration needs to tell that it changes nothing.
    */
   async findUnlockedByToken(
     db: Db,
@@ -180,17 +178,19 @@ export class DevicesRepository {
         key: b.slot(tokenKey(token)),
         token: b.slot(token),
       }),
-      (p) => sql<Device & AttributeArrays & { pushd_changes: boolean }>`
-        select devices.*, ${changedFrom(withCountry(p.set, p.fill, 'devices')) ?? sql`false`} as pushd_changes, x.*
-        from devices
-          left join lateral (select ${attributeArrays} from device_attributes a where a.device_id = devices.id) as x on true
-        where devices.app_id = ${p.appId} and ${holdsTokenOfKey(p.key, p.token)}`,
+      (p) =>
+        db
+          .selectFrom('devices')
+          .selectAll()
+          .select((changedFrom(withCountry(p.set, p.fill, 'devices')) ?? sql<SqlBool>`false`).as('pushd_changes'))
+          .where('app_id', '=', p.appId)
+          .where(holdsTokenOfKey(p.key, p.token)),
     );
     const row = (await db.executeQuery(query)).rows[0];
     if (!row) return undefined;
-    const { pushd_changes, ...stored } = row;
-    const { device, attributes } = deviceAndAttributes(stored);
-    return pushd_changes ? { device, changes: true, attributes: [] } : { device, changes: false, attributes };
+    const { pushd_changes, ...device } = row;
+    if (pushd_changes) return { device, changes: true, attributes: [] };
+    return { device, changes: false, attributes: await this.attributesOf(db, [device.id]) };
   }
 
   /**
@@ -465,8 +465,8 @@ function attributeColumns(changes: CustomChanges) {
 
 /** The insert of a device, with its attributes' rows (`attributeColumns`) when it has some, answering what it stored. */
 function deviceInsert(db: Db, values: DeviceValues, a: ReturnType<typeof attributeColumns>) {
-  if (!a) return sql<Device & AttributeArrays>`${db.insertInto('devices').values(values).returningAll()}`;
-  return sql<Device & AttributeArrays>`
+  if (!a) return sql<Device & AttributeColumns>`${db.insertInto('devices').values(values).returningAll()}`;
+  return sql<Device & AttributeColumns>`
     with d as (${db.insertInto('devices').values(values).returningAll()}),
     a as (
       insert into device_attributes (device_id, app_id, name, type, position, is_array, str_value, num_value, date_value, bool_value)
@@ -475,7 +475,9 @@ function deviceInsert(db: Db, values: DeviceValues, a: ReturnType<typeof attribu
                ${a.str_value}::text[], ${a.num_value}::float8[], ${a.date_value}::timestamptz[],
                ${a.bool_value}::bool[]) as x
       returning name, type, position, is_array, str_value, num_value, date_value, bool_value)
-    select d.*, x.* from d, (select ${attributeArrays} from a) as x`;
+    select d.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
+      a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
+    from d cross join a`;
 }
 
 /** The keys of a row whose values are given, in order: what a shaped statement's text depends on. */
