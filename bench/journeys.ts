@@ -19,6 +19,7 @@ import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { JourneyEntrantsRepository } from '../src/db/repositories/journey-entrants.js';
+import { backendsCpuSince, databaseBackendsCpu } from './lib/database-wal.js';
 import { arg, cpuMs, median, parentPid, percentile, printTable, serverCpuMs } from './lib/setup.js';
 import { BENCH_BUNDLE, bareBroadcast, benchStack, startServices } from './lib/stack.js';
 
@@ -72,7 +73,7 @@ async function main() {
     const end = next + events;
     const api0 = cpuMs(services.api.pid!);
     const pg0 = serverCpuMs(postmaster);
-    const db0 = await databaseCpu();
+    const db0 = await databaseBackendsCpu(db);
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
@@ -101,7 +102,7 @@ async function main() {
       // CPU an event costs the API process and PostgreSQL (all its processes: other work on the server counts too)
       apiMs: (cpuMs(services.api.pid!) - api0) / events,
       pgMs: (serverCpuMs(postmaster) - pg0) / events,
-      pgDbMs: (await databaseCpuSince(db0)) / events,
+      pgDbMs: (await backendsCpuSince(db, db0)) / events,
     };
   };
   const browse = (k: number) => ({
@@ -185,7 +186,7 @@ async function main() {
     insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
     select id, entered_at, 0, ${JSON.stringify(ENTERED_HISTORY.slice(0, 1))}::jsonb from entered`.execute(db.db);
   const dueAt = performance.now() + 2000;
-  const dueCpu0 = { worker: cpuMs(worker.pid!), db: await databaseCpu() };
+  const dueCpu0 = { worker: cpuMs(worker.pid!), db: await databaseBackendsCpu(db) };
   // what autovacuum would do after such a fill (it is off on the machine these ran on), within the 2 s
   await sql`analyze journey_entrants`.execute(db.db);
   // and after the events rounds' deleted journey_events rows (a queue's churn, which autovacuum takes at 50 dead
@@ -194,7 +195,7 @@ async function main() {
   const timeout = new Promise<number>((resolve) => setTimeout(() => resolve(-1), 600_000));
   const doneAt = await Promise.race([all, timeout]);
   // CPU a due entrant: the worker's and this database's backends' (the fill's and analyze's statements included)
-  const dueCpu = { worker: (cpuMs(worker.pid!) - dueCpu0.worker) / entrants, db: (await databaseCpuSince(dueCpu0.db)) / entrants };
+  const dueCpu = { worker: (cpuMs(worker.pid!) - dueCpu0.worker) / entrants, db: (await backendsCpuSince(db, dueCpu0.db)) / entrants };
   apns.onAccept = fcm.onAccept = undefined;
   const pipelineRate = doneAt > 0 ? entrants / ((doneAt - dueAt) / 1000) : 0;
   const missed = entrants - received.size;
@@ -340,28 +341,6 @@ async function main() {
   await services.stop();
   await stack.close();
   process.exit(missed > 0 || twice > 0 ? 1 : 0);
-
-  /** The CPU so far of each backend connected to this database, by pid. */
-  async function databaseCpu(): Promise<Map<number, number>> {
-    const { rows } = await sql<{ pid: number }>`
-      select pid from pg_stat_activity where datname = current_database()`.execute(db.db);
-    const out = new Map<number, number>();
-    for (const { pid } of rows) {
-      try {
-        out.set(pid, cpuMs(pid));
-      } catch {
-        // ended meanwhile
-      }
-    }
-    return out;
-  }
-
-  /** This database's backends' CPU since `before` (a backend that ended meanwhile is not counted). */
-  async function databaseCpuSince(before: Map<number, number>): Promise<number> {
-    let total = 0;
-    for (const [pid, ms] of await databaseCpu()) total += ms - (before.get(pid) ?? 0);
-    return total;
-  }
 
   async function entrantBytes(): Promise<number> {
     const { rows } = await sql<{ bytes: string }>`

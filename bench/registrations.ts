@@ -133,7 +133,7 @@ async function main() {
         return run();
       }),
     );
-    backendsCpu.push(backendsCpuSince(backends) / devices);
+    backendsCpu.push((await backendsCpuSince(stack.db, backends)) / devices);
     const bytes = await databaseWalSince(stack.db, from);
     wal.push(bytes === null ? null : bytes / devices);
   };

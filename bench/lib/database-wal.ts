@@ -68,11 +68,11 @@ function sumOfDatabase(dump: string, oid: string): number {
 
 /**
  * The CPU ms the backends connected to the database have used so far, by pid: on a server other benches share, the
- * postmaster's children are theirs too. A backend that exits between two readings loses its time (the pools keep theirs).
+ * postmaster's children are theirs too.
  */
 export async function databaseBackendsCpu(db: DatabaseHandle): Promise<Map<number, number>> {
   const { rows } = await sql<{ pid: number }>`
-    select pid from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`.execute(db.db);
+    select pid from pg_stat_activity where datname = current_database()`.execute(db.db);
   const cpu = new Map<number, number>();
   for (const { pid } of rows) {
     try {
@@ -84,15 +84,12 @@ export async function databaseBackendsCpu(db: DatabaseHandle): Promise<Map<numbe
   return cpu;
 }
 
-/** The CPU ms the backends of `before` (databaseBackendsCpu) used since. */
-export function backendsCpuSince(before: Map<number, number>): number {
+/**
+ * The CPU ms the database's backends used since `before` (databaseBackendsCpu): a backend started since counts whole,
+ * one that exited meanwhile loses its time (the pools keep theirs).
+ */
+export async function backendsCpuSince(db: DatabaseHandle, before: Map<number, number>): Promise<number> {
   let ms = 0;
-  for (const [pid, was] of before) {
-    try {
-      ms += cpuMs(pid) - was;
-    } catch {
-      // exited meanwhile: its time since is lost
-    }
-  }
+  for (const [pid, now] of await databaseBackendsCpu(db)) ms += now - (before.get(pid) ?? 0);
   return ms;
 }
