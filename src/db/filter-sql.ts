@@ -104,7 +104,10 @@ function compileDeviceAttribute(attribute: DeviceAttribute, criteria: Criterion[
   switch (attribute) {
     case 'device_id': {
       const ids = (criteria as string[]).filter(isUuid).map((s) => s.toLowerCase());
-      return { pred: ids.length ? anyOf(sql.ref('d.id'), ids, 'uuid') : FALSE, nullable: false };
+      if (ids.length <= 1) return { pred: ids.length ? anyOf(sql.ref('d.id'), ids, 'uuid') : FALSE, nullable: false };
+      // a list handed over as an InitPlan's array, whose size the planner cannot see: it reads each id through the
+      // primary key, where 1,000 ids it could count among an app's 100,000 devices made it scan them all (20 ms, not 3)
+      return { pred: sql<SqlBool>`d.id = any(array(select unnest(${ids.sort()}::uuid[])))`, nullable: false };
     }
     case 'tags': {
       // device_tags mirrors d.tags (migration 002's trigger) and is the index a tag is found by (migration 052)
