@@ -1,6 +1,6 @@
 import { sql, type RawBuilder, type SqlBool, type Transaction } from 'kysely';
 import type { Db } from '../database.js';
-import { compileCount, compileFilters, type CompileContext } from '../filter-sql.js';
+import { compileCount, compileFilters, deviceIdIn, type CompileContext } from '../filter-sql.js';
 import type { Database, Device, DeviceUpdate, NewDevice } from '../schema.js';
 import type { CustomChanges } from '../../domain/device-input.js';
 import type { Filter } from '../../domain/filters.js';
@@ -370,7 +370,7 @@ export class DevicesRepository {
       .selectFrom('devices as d')
       .select('d.id')
       .where('d.app_id', '=', appId)
-      .where('d.id', '=', sql<string>`any(${ids}::uuid[])`)
+      .where(deviceIdIn(ids))
       .where('d.erased_at', 'is', null)
       .where(compileFilters(filters, { now }))
       .execute();
