@@ -193,7 +193,10 @@ export class JourneyEngine {
     // a webhook step's batch holds its rows (and an event for one of them) until its requests are answered: one round of them
     const calls = step?.type === 'webhook' && failed === null ? (this.deps.webhooks?.concurrency ?? 1) : Infinity;
     const limit = Math.min(calls, this.deps.batchSize);
-    const due = await this.deps.entrants.lockDue(trx, group, now, limit, failed === null && stepReadsHistory(definition, step));
+    // a delay's end reads the device's time zone, when the entrants arrive at it (runStep)
+    const zone = failed === null && group.phase === 'arrived' && step?.type === 'delay';
+    const reads = { history: failed === null && stepReadsHistory(definition, step), zone };
+    const due = await this.deps.entrants.lockDue(trx, { group, now, limit }, reads);
     if (due.length === 0) return { n: 0, created: [] };
     const counts = new Counts(group.journey_id);
     let result: StepResult;

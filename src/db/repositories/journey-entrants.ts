@@ -44,8 +44,8 @@ export interface DueGroup {
 export type EntrantWithHistory = JourneyEntrant & { history: HistoryEntry[] };
 
 /**
- * A due entrant, locked, with what its step needs of its device, its digest count (migration 063), and its history
- * when the step reads it (`lockDue`; else empty).
+ * A due entrant, locked, with its digest count (migration 063), and its device's time zone and its history when the
+ * step reads them (`lockDue`; else null and empty).
  */
 export type DueEntrant = EntrantWithHistory & { time_zone: string | null; digest_count: number };
 
@@ -301,10 +301,15 @@ export class JourneyEntrantsRepository {
    * Up to `limit` due entrants of a group, locked; those another worker holds, and those with events the journey
    * workers have still to apply (journey_events), are skipped. They are taken before
    * their devices are joined, so the plan reads the due index in order whatever the statistics say (joined first, a
-   * plan made on stale ones sorted every due entrant for each batch). Their history is read only `withHistory` (the
-   * steps that read it: `stepReadsHistory`).
+   * plan made on stale ones sorted every due entrant for each batch). Their history is read only `reads.history` (the
+   * steps that read it: `stepReadsHistory`), their device's time zone only `reads.zone` (a delay's end).
    */
-  async lockDue(trx: Transaction<Database>, g: DueGroup, now: Date, limit: number, withHistory: boolean): Promise<DueEntrant[]> {
+  async lockDue(
+    trx: Transaction<Database>,
+    due: { group: DueGroup; now: Date; limit: number },
+    reads: { history: boolean; zone: boolean },
+  ): Promise<DueEntrant[]> {
+    const { group: g, now, limit } = due;
     const { rows } = await sql<DueEntrant>`
       with due as (
         select *
@@ -322,9 +327,10 @@ export class JourneyEntrantsRepository {
         from journey_events p, unnest(p.entrant_keys) as k(key)
         where p.entrant_keys && (select array_agg(entrant_key) from due)
       )
-      select due.*, d.time_zone, ${withHistory ? keptHistory(sql`due.id`, sql`due.entered_at`) : sql`'[]'::jsonb`} as history
+      select due.*, ${reads.zone ? sql`d.time_zone` : sql`null::text`} as time_zone,
+        ${reads.history ? keptHistory(sql`due.id`, sql`due.entered_at`) : sql`'[]'::jsonb`} as history
       from due
-      join devices d on d.id = due.device_id
+      ${reads.zone ? sql`join devices d on d.id = due.device_id` : sql``}
       where (due.app_id, due.entrant_key) not in (select app_id, key from held)
     `.execute(trx);
     return rows;
