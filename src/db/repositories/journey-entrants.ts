@@ -110,17 +110,25 @@ export class JourneyEntrantsRepository {
     const { now, candidates } = entry;
     if (candidates.length === 0) return [];
     const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
+    // a batch's histories and events repeat (a journey's first entries, an event entering 10 journeys): each is sent
+    // and parsed once, a candidate naming it by its place
+    const histories = new Distinct<HistoryEntry[]>((h) => JSON.stringify(h));
+    const events = new Distinct<TemplateEvent>((e) => e);
     const { rows } = await sql<{ i: number; outcome: EntryOutcome }>`
       with candidate as (
-        select * from unnest(${col((c) => c.appId)}::uuid[], ${col((c) => c.entrantKey)}::text[],
-                             ${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
-                             ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
-                             ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.waitEvent)}::text[],
-                             ${col((c) => c.onEvent)}::text[], ${col((c) => c.afterExit)}::boolean[], ${col((c) => c.afterMs)}::bigint[],
-                             ${col((c) => JSON.stringify(c.history))}::jsonb[], ${jsonbArray(col((c) => c.event))}::jsonb[])
+        select c.app_id, c.entrant_key, c.journey_id, c.version, c.device_id, c.step_id, c.phase, c.due_at, c.wait_event,
+               c.on_event, c.after_exit, c.after_ms, h.history, e.event, c.i
+        from unnest(${col((c) => c.appId)}::uuid[], ${col((c) => c.entrantKey)}::text[],
+                    ${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
+                    ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
+                    ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.waitEvent)}::text[],
+                    ${col((c) => c.onEvent)}::text[], ${col((c) => c.afterExit)}::boolean[], ${col((c) => c.afterMs)}::bigint[],
+                    ${col((c) => histories.placeOf(c.history))}::int[], ${col((c) => (c.event ? events.placeOf(c.event) : null))}::int[])
           with ordinality
           as c(app_id, entrant_key, journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms,
-               history, event, i)
+               history_at, event_at, i)
+        join unnest(${jsonbArray(histories.values)}::jsonb[]) with ordinality as h(history, at) on h.at = c.history_at
+        left join unnest(${jsonbArray(events.values)}::jsonb[]) with ordinality as e(event, at) on e.at = c.event_at
       ),
       -- each entrant's entries looked up once, for all the journeys it may enter
       entrant as (
@@ -421,5 +429,23 @@ export class JourneyEntrantsRepository {
       select journey_id, step_id, count(*)::int as n from left_now group by journey_id, step_id
     `.execute(db);
     return rows;
+  }
+}
+
+/** Values told apart by a key, each given its place (from 1, as a PostgreSQL array's) the first time it is seen. */
+class Distinct<T> {
+  readonly values: T[] = [];
+  private readonly places = new Map<unknown, number>();
+  constructor(private readonly keyOf: (value: T) => unknown) {}
+
+  placeOf(value: T): number {
+    const key = this.keyOf(value);
+    let place = this.places.get(key);
+    if (place === undefined) {
+      this.values.push(value);
+      place = this.values.length;
+      this.places.set(key, place);
+    }
+    return place;
   }
 }
