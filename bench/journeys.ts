@@ -72,6 +72,7 @@ async function main() {
     const latencies: number[] = [];
     const end = next + events;
     const api0 = cpuMs(services.api.pid!);
+    const worker0 = cpuMs(worker.pid!);
     const pg0 = serverCpuMs(postmaster);
     const db0 = await databaseBackendsCpu(db);
     const t0 = performance.now();
@@ -101,6 +102,8 @@ async function main() {
       p99: percentile(latencies, 99),
       // CPU an event costs the API process and PostgreSQL (all its processes: other work on the server counts too)
       apiMs: (cpuMs(services.api.pid!) - api0) / events,
+      // the worker applies the events after their requests (the round waits for it)
+      workerMs: (cpuMs(worker.pid!) - worker0) / events,
       pgMs: (serverCpuMs(postmaster) - pg0) / events,
       pgDbMs: (await backendsCpuSince(db, db0)) / events,
     };
@@ -146,6 +149,10 @@ async function main() {
     [
       'CPU an event, API process without / with',
       `${median(without.map((r) => r.apiMs)).toFixed(2)} / ${median(withJourneys.map((r) => r.apiMs)).toFixed(2)} ms`,
+    ],
+    [
+      'CPU an event, the worker without / with',
+      `${median(without.map((r) => r.workerMs)).toFixed(2)} / ${median(withJourneys.map((r) => r.workerMs)).toFixed(2)} ms`,
     ],
     [
       'CPU an event, PostgreSQL without / with',

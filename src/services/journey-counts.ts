@@ -4,21 +4,26 @@ import { END, type JourneyDefinition } from '../domain/journey.js';
 
 /**
  * The counter changes of one transaction, written with it in one statement: an entrant at a step is counted
- * `entered` and `waiting` there, and leaving takes it off `waiting` and adds it to how it left.
+ * `entered` and `waiting` there, and leaving takes it off `waiting` and adds it to how it left. Summed as they
+ * come (a due batch is thousands of changes of a few counters), by journey, step and counter.
  */
 export class Counts {
-  /** `journeyId`: the journey counted; `of` counts another into the same statement. */
+  /** `journeyId`: the journey counted; `of` counts another into the same sums. */
   constructor(
     private readonly journeyId: string,
-    private readonly deltas: CountDelta[] = [],
+    private readonly sums: Map<string, Map<string, Map<StepCounter, number>>> = new Map(),
   ) {}
 
   of(journeyId: string): Counts {
-    return new Counts(journeyId, this.deltas);
+    return new Counts(journeyId, this.sums);
   }
 
   add(step: string, counter: StepCounter, n: number): void {
-    this.deltas.push({ journeyId: this.journeyId, step, counter, n });
+    let steps = this.sums.get(this.journeyId);
+    if (!steps) this.sums.set(this.journeyId, (steps = new Map()));
+    let counters = steps.get(step);
+    if (!counters) steps.set(step, (counters = new Map()));
+    counters.set(counter, (counters.get(counter) ?? 0) + n);
   }
 
   arrive(step: string, n = 1): void {
@@ -38,13 +43,16 @@ export class Counts {
     this.arrive(to);
   }
 
-  /** The changes so far, for a statement that writes them with its own (JourneyEntrantsRepository.enter). */
-  get changes(): readonly CountDelta[] {
-    return this.deltas;
+  /** The sums so far, those that are not 0. */
+  get changes(): CountDelta[] {
+    const out: CountDelta[] = [];
+    for (const [journeyId, steps] of this.sums)
+      for (const [step, counters] of steps) for (const [counter, n] of counters) if (n !== 0) out.push({ journeyId, step, counter, n });
+    return out;
   }
 
   write(db: Db, journeys: JourneysRepository): Promise<void> {
-    return journeys.bump(db, this.deltas);
+    return journeys.bump(db, this.changes);
   }
 }
 

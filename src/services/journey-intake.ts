@@ -41,19 +41,15 @@ export async function enterJourneys(
 ): Promise<EntryOutcome[]> {
   if (entries.length === 0) return [];
   const devices = await entryDevices(trx, parts.devices, entries, now);
+  // a journey's start is the same for each of its entrants: made once, its history one object the entering sends once
+  const starts = new Map<Journey, JourneyStart>();
   const candidates = entries.map(({ journey: j, key, events }, i): EntryCandidate => {
-    const first = firstStep(j.definition, now);
-    const history = [historyEntry(now, first.stepId, 'entered', j.trigger_event === null ? {} : { e: j.trigger_event })];
-    if (first.phase === 'waiting') history.push(waitingEntry(now, first));
+    let start = starts.get(j);
+    if (!start) starts.set(j, (start = journeyStart(j, now)));
     return {
-      ...first,
-      ...reEntryRule(j.definition.re_entry),
-      appId: j.app_id,
+      ...start,
       entrantKey: key,
-      journeyId: j.id,
-      version: j.version,
       deviceId: devices[i]?.id ?? null,
-      history,
       event: j.trigger_event !== null && Object.hasOwn(events, j.trigger_event) ? events[j.trigger_event]! : null,
     };
   });
@@ -64,6 +60,16 @@ export async function enterJourneys(
     if (outcome === 'entered') counts.of(c.journeyId).arrive(c.stepId);
   });
   return outcomes;
+}
+
+/** What every entrant of a journey entering at `now` starts with. */
+type JourneyStart = Omit<EntryCandidate, 'entrantKey' | 'deviceId' | 'event'>;
+
+function journeyStart(j: Journey, now: Date): JourneyStart {
+  const first = firstStep(j.definition, now);
+  const history = [historyEntry(now, first.stepId, 'entered', j.trigger_event === null ? {} : { e: j.trigger_event })];
+  if (first.phase === 'waiting') history.push(waitingEntry(now, first));
+  return { ...first, ...reEntryRule(j.definition.re_entry), appId: j.app_id, journeyId: j.id, version: j.version, history };
 }
 
 /** The device each entry enters with: the first of its devices its journey's entry filters match (none: it does not enter). */

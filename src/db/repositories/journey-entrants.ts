@@ -111,9 +111,9 @@ export class JourneyEntrantsRepository {
     if (candidates.length === 0) return [];
     const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
     // a batch's histories and events repeat (a journey's first entries, an event entering 10 journeys): each is sent
-    // and parsed once, a candidate naming it by its place
-    const histories = new Distinct<HistoryEntry[]>((h) => JSON.stringify(h));
-    const events = new Distinct<TemplateEvent>((e) => e);
+    // and parsed once, a candidate naming it by its place (candidates that share one share the object)
+    const histories = new Distinct<HistoryEntry[]>();
+    const events = new Distinct<TemplateEvent>();
     const { rows } = await sql<{ i: number; outcome: EntryOutcome }>`
       with candidate as (
         select c.app_id, c.entrant_key, c.journey_id, c.version, c.device_id, c.step_id, c.phase, c.due_at, c.wait_event,
@@ -432,19 +432,17 @@ export class JourneyEntrantsRepository {
   }
 }
 
-/** Values told apart by a key, each given its place (from 1, as a PostgreSQL array's) the first time it is seen. */
+/** Objects, each given its place (from 1, as a PostgreSQL array's) the first time it is seen. */
 class Distinct<T> {
   readonly values: T[] = [];
-  private readonly places = new Map<unknown, number>();
-  constructor(private readonly keyOf: (value: T) => unknown) {}
+  private readonly places = new Map<T, number>();
 
   placeOf(value: T): number {
-    const key = this.keyOf(value);
-    let place = this.places.get(key);
+    let place = this.places.get(value);
     if (place === undefined) {
       this.values.push(value);
       place = this.values.length;
-      this.places.set(key, place);
+      this.places.set(value, place);
     }
     return place;
   }
