@@ -6,8 +6,12 @@
  * is written `null`, which an array literal reads as NULL.
  */
 export function jsonbArray(values: readonly unknown[]): string {
-  const literal = JSON.stringify(values.map((v) => (v == null ? null : JSON.stringify(v))));
-  return `{${literal.slice(1, -1)}}`;
+  return jsonTextArray(values.map((v) => (v == null ? null : JSON.stringify(v))));
+}
+
+/** The same of JSON texts already written (null: NULL). */
+export function jsonTextArray(texts: readonly (string | null)[]): string {
+  return `{${JSON.stringify(texts).slice(1, -1)}}`;
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Db } from '../database.js';
 import type { Database, JourneyEntrant } from '../schema.js';
 import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
-import { jsonbArray } from '../pg-arrays.js';
+import { jsonbArray, jsonTextArray } from '../pg-arrays.js';
 import { duePruning, entryOf, keptHistory, pruneHistory } from './journey-entrant-history.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
@@ -351,6 +351,8 @@ export class JourneyEntrantsRepository {
   async advance(db: Db, moves: EntrantMove[]): Promise<Set<string>> {
     if (moves.length === 0) return new Set();
     const col = <T>(f: (m: EntrantMove) => T) => moves.map(f);
+    // a batch's moves append the same few entries (a send's, a delay's): each text is sent and parsed once
+    const histories = new Distinct<string>();
     const { rows } = await sql<{ id: string; entered_at: Date; seq: number }>`
       with moved as (
         update journey_entrants e
@@ -359,16 +361,20 @@ export class JourneyEntrantsRepository {
         from unnest(${col((m) => m.id)}::uuid[], ${col((m) => m.enteredAt.toISOString())}::timestamptz[], ${col((m) => m.seq)}::int[],
                     ${col((m) => m.stepId)}::text[], ${col((m) => m.phase)}::text[],
                     ${col((m) => m.dueAt?.toISOString() ?? null)}::timestamptz[], ${col((m) => m.waitEvent)}::text[],
-                    ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[], ${jsonbArray(col((m) => m.history))}::jsonb[])
-          as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome, history)
+                    ${col((m) => m.onEvent)}::text[], ${col((m) => m.outcome)}::text[],
+                    ${col((m) => (m.history.length > 0 ? histories.placeOf(JSON.stringify(m.history)) : null))}::int[])
+          as t(id, entered_at, seq, step_id, phase, due_at, wait_event, on_event, outcome, history_at)
         -- the partition key as read back to the millisecond (JavaScript's precision); the id names the row
         where e.id = t.id and e.entered_at >= t.entered_at and e.entered_at < t.entered_at + interval '1 millisecond'
           and e.seq = t.seq
-        returning e.id, e.entered_at, e.seq, t.history
+        returning e.id, e.entered_at, e.seq, t.history_at
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
-        select id, entered_at, seq, history from moved where jsonb_array_length(history) > 0
+        select m.id, m.entered_at, m.seq, h.entries
+        from moved m
+        join unnest(${jsonTextArray(histories.values)}::jsonb[]) with ordinality as h(entries, at)
+          on h.at = m.history_at
       )
       select id, entered_at, seq from moved
     `.execute(db);
