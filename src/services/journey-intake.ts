@@ -2,7 +2,13 @@ import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { JourneysRepository } from '../db/repositories/journeys.js';
-import type { DigestCount, EntryCandidate, EntryOutcome, JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
+import type {
+  DigestCount,
+  EntryCandidate,
+  EntryOutcome,
+  EntryStart,
+  JourneyEntrantsRepository,
+} from '../db/repositories/journey-entrants.js';
 import type { JourneyEventRow, JourneyEventsRepository } from '../db/repositories/journey-events.js';
 import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
 import type { Database, Device, Journey } from '../db/schema.js';
@@ -41,31 +47,29 @@ export async function enterJourneys(
 ): Promise<EntryOutcome[]> {
   if (entries.length === 0) return [];
   const devices = await entryDevices(trx, parts.devices, entries, now);
-  // a journey's start is the same for each of its entrants: made once, its history one object the entering sends once
-  const starts = new Map<Journey, JourneyStart>();
+  // a journey's start is the same for each of its entrants: made once, one object the entering sends once
+  const starts = new Map<Journey, EntryStart>();
   const candidates = entries.map(({ journey: j, key, events }, i): EntryCandidate => {
     let start = starts.get(j);
     if (!start) starts.set(j, (start = journeyStart(j, now)));
     return {
-      ...start,
+      start,
       entrantKey: key,
       deviceId: devices[i]?.id ?? null,
       event: j.trigger_event !== null && Object.hasOwn(events, j.trigger_event) ? events[j.trigger_event]! : null,
     };
   });
   const outcomes = await parts.entrants.enter(trx, { now, candidates });
-  candidates.forEach((c, i) => {
+  candidates.forEach(({ start }, i) => {
     const outcome = outcomes[i]!;
-    counts.of(c.journeyId).add('', outcome === 'not_re_entered' ? 'skipped' : outcome, 1);
-    if (outcome === 'entered') counts.of(c.journeyId).arrive(c.stepId);
+    counts.of(start.journeyId).add('', outcome === 'not_re_entered' ? 'skipped' : outcome, 1);
+    if (outcome === 'entered') counts.of(start.journeyId).arrive(start.stepId);
   });
   return outcomes;
 }
 
 /** What every entrant of a journey entering at `now` starts with. */
-type JourneyStart = Omit<EntryCandidate, 'entrantKey' | 'deviceId' | 'event'>;
-
-function journeyStart(j: Journey, now: Date): JourneyStart {
+function journeyStart(j: Journey, now: Date): EntryStart {
   const first = firstStep(j.definition, now);
   const history = [historyEntry(now, first.stepId, 'entered', j.trigger_event === null ? {} : { e: j.trigger_event })];
   if (first.phase === 'waiting') history.push(waitingEntry(now, first));

@@ -7,14 +7,11 @@ import { jsonbArray, jsonTextArray } from '../pg-arrays.js';
 import { duePruning, entryOf, keptHistory, pruneHistory } from './journey-entrant-history.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
-/** A journey an entrant may enter, at its first step, with its re-entry rule as `reEntryRule` gives it. */
-export interface EntryCandidate {
+/** How every entrant of a journey version starts, at its first step, with its re-entry rule as `reEntryRule` gives it. */
+export interface EntryStart {
   appId: string;
-  entrantKey: string;
   journeyId: string;
   version: number;
-  /** the device it enters with: the first its entry filters match (null: none, it does not enter) */
-  deviceId: string | null;
   stepId: string;
   phase: 'arrived' | 'waiting';
   dueAt: Date;
@@ -24,6 +21,14 @@ export interface EntryCandidate {
   afterMs: number;
   /** its history's first entries */
   history: HistoryEntry[];
+}
+
+/** An entrant that may enter a journey: candidates of one journey share its start (one object, sent once). */
+export interface EntryCandidate {
+  start: EntryStart;
+  entrantKey: string;
+  /** the device it enters with: the first its entry filters match (null: none, it does not enter) */
+  deviceId: string | null;
   /** the event that entered it, which its sends' templates read (null: entered through the API) */
   event: TemplateEvent | null;
 }
@@ -110,24 +115,29 @@ export class JourneyEntrantsRepository {
     const { now, candidates } = entry;
     if (candidates.length === 0) return [];
     const col = <T>(f: (c: EntryCandidate) => T) => candidates.map(f);
-    // a batch's histories and events repeat (a journey's first entries, an event entering 10 journeys): each is sent
-    // and parsed once, a candidate naming it by its place (candidates that share one share the object)
-    const histories = new Distinct<HistoryEntry[]>();
+    // what a journey's entrants share (its start, an event entering 10 journeys) is sent and parsed once, a candidate
+    // naming it by its place
+    const starts = new Distinct<EntryStart>();
     const events = new Distinct<TemplateEvent>();
+    const places = col((c) => starts.placeOf(c.start));
+    const s = <T>(f: (x: EntryStart) => T) => starts.values.map(f);
     const { rows } = await sql<{ i: number; outcome: EntryOutcome }>`
-      with candidate as (
-        select c.app_id, c.entrant_key, c.journey_id, c.version, c.device_id, c.step_id, c.phase, c.due_at, c.wait_event,
-               c.on_event, c.after_exit, c.after_ms, h.history, e.event, c.i
-        from unnest(${col((c) => c.appId)}::uuid[], ${col((c) => c.entrantKey)}::text[],
-                    ${col((c) => c.journeyId)}::uuid[], ${col((c) => c.version)}::int[], ${col((c) => c.deviceId)}::uuid[],
-                    ${col((c) => c.stepId)}::text[], ${col((c) => c.phase)}::text[],
-                    ${col((c) => c.dueAt.toISOString())}::timestamptz[], ${col((c) => c.waitEvent)}::text[],
-                    ${col((c) => c.onEvent)}::text[], ${col((c) => c.afterExit)}::boolean[], ${col((c) => c.afterMs)}::bigint[],
-                    ${col((c) => histories.placeOf(c.history))}::int[], ${col((c) => (c.event ? events.placeOf(c.event) : null))}::int[])
+      with start as (
+        select *
+        from unnest(${s((x) => x.appId)}::uuid[], ${s((x) => x.journeyId)}::uuid[], ${s((x) => x.version)}::int[],
+                    ${s((x) => x.stepId)}::text[], ${s((x) => x.phase)}::text[], ${s((x) => x.dueAt.toISOString())}::timestamptz[],
+                    ${s((x) => x.waitEvent)}::text[], ${s((x) => x.onEvent)}::text[], ${s((x) => x.afterExit)}::boolean[],
+                    ${s((x) => x.afterMs)}::bigint[], ${jsonbArray(s((x) => x.history))}::jsonb[])
           with ordinality
-          as c(app_id, entrant_key, journey_id, version, device_id, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms,
-               history_at, event_at, i)
-        join unnest(${jsonbArray(histories.values)}::jsonb[]) with ordinality as h(history, at) on h.at = c.history_at
+          as s(app_id, journey_id, version, step_id, phase, due_at, wait_event, on_event, after_exit, after_ms, history, at)
+      ),
+      candidate as (
+        select s.app_id, c.entrant_key, s.journey_id, s.version, c.device_id, s.step_id, s.phase, s.due_at, s.wait_event,
+               s.on_event, s.after_exit, s.after_ms, s.history, e.event, c.i
+        from unnest(${places}::int[], ${col((c) => c.entrantKey)}::text[], ${col((c) => c.deviceId)}::uuid[],
+                    ${col((c) => (c.event ? events.placeOf(c.event) : null))}::int[])
+          with ordinality as c(start_at, entrant_key, device_id, event_at, i)
+        join start s on s.at = c.start_at
         left join unnest(${jsonbArray(events.values)}::jsonb[]) with ordinality as e(event, at) on e.at = c.event_at
       ),
       -- each entrant's entries looked up once, for all the journeys it may enter
