@@ -200,6 +200,41 @@ describe('webhooks', () => {
     );
   });
 
+  it('sends journey.exited for each entrant an archive takes out, from its statement, to endpoints that take it', async () => {
+    await deleteAll();
+    await createEndpoint({ events: ['journey.exited'] });
+    const journey = await api('POST', '/v6/journeys', keys.write, {
+      journey: { name: 'Parked', trigger: { event: 'parked' }, steps: [{ id: 'wait', type: 'delay', duration: '1d' }] },
+    });
+    expect(journey.statusCode, journey.body).toBe(201);
+    const journeyId = journey.json().journey.id as string;
+    const devices = [await registerDevice(h, keys.sdk, { platform: 'ios' }), await registerDevice(h, keys.sdk, { platform: 'ios' })];
+    for (const d of devices) {
+      const res = await api('POST', `/v6/devices/${d.id}/events`, keys.sdk, { events: [{ name: 'parked' }] });
+      expect(res.statusCode, res.body).toBeLessThan(300);
+    }
+    const inside = async () =>
+      (
+        await sql<{
+          n: number;
+        }>`select count(*)::int as n from journey_entrants where journey_id = ${journeyId} and outcome is null`.execute(h.db.db)
+      ).rows[0]!.n;
+    await waitFor('both entered', async () => ((await inside()) === 2 ? true : null));
+    expect((await api('POST', `/v6/journeys/${journeyId}/archive`, keys.write)).statusCode).toBeLessThan(300);
+    const exited = () => rx.events().filter((e) => e.type === 'journey.exited' && e.data.journey_id === journeyId);
+    await waitFor('journey.exited for both', async () => (exited().length === 2 ? true : null));
+    expect(
+      exited()
+        .map((e) => e.data.device_id)
+        .sort(),
+    ).toEqual(devices.map((d) => d.id).sort());
+    expect(exited()[0]!.data).toMatchObject({ version: 1, entrant: expect.stringMatching(/^d:/) });
+    // the endpoint takes journey.exited only: the entries wrote no event for it
+    const { rows } = await sql<{ type: string }>`
+      select distinct type from webhook_events where data->>'journey_id' = ${journeyId}`.execute(h.db.db);
+    expect(rows.map((r) => r.type)).toEqual(['journey.exited']);
+  });
+
   it('retries a failing receiver after its Retry-After, and lists the attempts', async () => {
     await deleteAll();
     const w = await createEndpoint({ events: ['push.delivered'] });

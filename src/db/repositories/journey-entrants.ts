@@ -5,6 +5,7 @@ import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray, jsonTextArray } from '../pg-arrays.js';
 import { duePruning, entryOf, keptHistory, pruneHistory } from './journey-entrant-history.js';
+import { journeyLeftEventsCte } from './webhooks.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
 /** How every entrant of a journey version starts, at its first step, with its re-entry rule as `reEntryRule` gives it. */
@@ -211,12 +212,12 @@ export class JourneyEntrantsRepository {
                     ${versions.map((v) => v.event)}::text[]) as v(journey_id, version, event)
         where e.app_id = ${appId} and e.entrant_key = any(${entrantKeys}::text[])
           and e.journey_id = v.journey_id and e.version = v.version and e.outcome is null
-        returning e.id, e.entered_at, e.seq, e.journey_id, e.step_id, v.event
+        returning e.id, e.entered_at, e.seq, e.journey_id, e.step_id, v.event, e.app_id, e.version, e.device_id, e.entrant_key
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
         select id, entered_at, seq, ${entryOf(now, sql`step_id`, 'converted', sql`event`)} from left_now
-      ),
+      )${journeyLeftEventsCte('left_now', 'journey.converted')},
       path as (
         select l.journey_id, (x->>'s') || '/' || (x->>'p') as p
         from left_now l, jsonb_array_elements(${keptHistory(sql`l.id`, sql`l.entered_at`)}) as x
@@ -436,12 +437,12 @@ export class JourneyEntrantsRepository {
         update journey_entrants
         set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now}, seq = seq + 1
         where journey_id = ${journeyId} and outcome is null
-        returning id, entered_at, seq, journey_id, step_id
+        returning id, entered_at, seq, journey_id, step_id, app_id, version, device_id, entrant_key
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
         select id, entered_at, seq, ${entryOf(now, sql`step_id`, 'exited')} from left_now
-      )
+      )${journeyLeftEventsCte('left_now', 'journey.exited')}
       select journey_id, step_id, count(*)::int as n from left_now group by journey_id, step_id
     `.execute(db);
     return rows;
