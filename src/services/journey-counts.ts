@@ -44,7 +44,7 @@ export class Counts {
   }
 
   /** The sums so far, those that are not 0. */
-  get changes(): CountDelta[] {
+  private get changes(): CountDelta[] {
     const out: CountDelta[] = [];
     for (const [journeyId, steps] of this.sums)
       for (const [step, counters] of steps) for (const [counter, n] of counters) if (n !== 0) out.push({ journeyId, step, counter, n });

@@ -43,20 +43,11 @@ export function stepCountsUpsert(deltas: RawBuilder<unknown>): RawBuilder<unknow
       ${sql.join(STEP_COUNTERS.map((c) => sql`${sql.ref(c)} = journey_step_counts.${sql.ref(c)} + excluded.${sql.ref(c)}`))}`;
 }
 
-/** Counter deltas as a query for `stepCountsUpsert`. */
+/** Counter deltas as a query for `stepCountsUpsert`, which sums them by step (`Counts` sends each sum once). */
 export function countDeltas(deltas: CountDelta[]): RawBuilder<unknown> {
-  // summed here: a batch of entries is thousands of deltas of a few counters, sent as those few
-  const sums = new Map<string, CountDelta>();
-  for (const d of deltas) {
-    const key = `${d.journeyId} ${d.step} ${d.counter}`;
-    const sum = sums.get(key);
-    if (sum) sum.n += d.n;
-    else sums.set(key, { ...d });
-  }
-  const kept = [...sums.values()].filter((d) => d.n !== 0);
   return sql`
-    select * from unnest(${kept.map((d) => d.journeyId)}::uuid[], ${kept.map((d) => d.step)}::text[],
-      ${kept.map((d) => d.counter)}::text[], ${kept.map((d) => d.n)}::bigint[])`;
+    select * from unnest(${deltas.map((d) => d.journeyId)}::uuid[], ${deltas.map((d) => d.step)}::text[],
+      ${deltas.map((d) => d.counter)}::text[], ${deltas.map((d) => d.n)}::bigint[])`;
 }
 
 /** A step of an earlier version that the current one no longer has, with the last version that had it. */
@@ -235,7 +226,7 @@ export class JourneysRepository {
 
   /** Adds the deltas to the counters of this connection's shard, in one statement. */
   async bump(db: Db, deltas: CountDelta[]): Promise<void> {
-    if (!deltas.some((d) => d.n !== 0)) return;
+    if (deltas.length === 0) return;
     await stepCountsUpsert(countDeltas(deltas)).execute(db);
   }
 }
