@@ -20,6 +20,8 @@ export interface JourneyRecord {
   id: string;
   name: string;
   state: 'active' | 'paused' | 'archived';
+  /** archived, and its entrants are still leaving (the workers exit them in batches) */
+  exiting: boolean;
   version: number;
   trigger: { event?: string; api?: true };
   exit_on: string[];
@@ -29,6 +31,7 @@ export interface JourneyRecord {
 }
 
 const COUNTS = ['entered', 'waiting', 'passed', 'sent', 'failed', 'converted', 'exited'] as const;
+const stateText = (j: JourneyRecord) => (j.exiting ? 'archived, entrants leaving' : j.state);
 const triggerText = (j: JourneyRecord) => (j.trigger.api ? 'entered through the API' : `on event ${j.trigger.event}`);
 
 /** One step as the form edits it: its type and the text of each field. */
@@ -96,7 +99,7 @@ export const journeysPage: Page = async ({ api, key }, main) => {
                 { 'data-journey': j.id },
                 h('td', {}, h('a', { href: `#/journeys/${j.id}` }, j.name)),
                 h('td', {}, triggerText(j)),
-                h('td', { 'data-field': 'state' }, j.state),
+                h('td', { 'data-field': 'state' }, stateText(j)),
                 h('td', {}, j.version),
                 h('td', { 'data-field': 'entered' }, fmt(j.counts.trigger.entered)),
                 h('td', { 'data-field': 'waiting' }, fmt(j.counts.steps.reduce((n, s) => n + s.waiting, 0))),
@@ -243,7 +246,7 @@ export const journeyPage: Page = async ({ api, key }, main, [id]) => {
       h(
         'p',
         { id: 'journey-summary' },
-        `${triggerText(j)} · ${j.state} · version ${j.version} · changed ${when(j.updated_at)}`,
+        `${triggerText(j)} · ${stateText(j)} · version ${j.version} · changed ${when(j.updated_at)}`,
         j.exit_on.length ? ` · exits on ${j.exit_on.join(', ')}` : '',
       ),
       h(

@@ -305,6 +305,8 @@ export const journeyRecord = z.object({
   id: z.string(),
   name: z.string(),
   state: z.enum(['active', 'paused', 'archived']),
+  /** archived, and its entrants are still leaving: the workers exit them a batch at a time */
+  exiting: z.boolean(),
   version: z.number().int(),
   trigger: z.unknown(),
   entry_filters: z.unknown().optional(),

@@ -326,6 +326,7 @@ export function journeyResponse({ journey: j, counts, retired, webhookSecret }: 
     id: j.id,
     name: j.name,
     state: j.state,
+    exiting: j.exiting,
     version: j.version,
     trigger: d.trigger,
     entry_filters: d.entry_filters,

@@ -19,6 +19,7 @@ import { notificationRequestSchema } from '../domain/notification-request.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
+import { exitArchived } from './journey-exits.js';
 import { callWebhooks, runDigest, withDigests, type JourneyWebhooks, type StepOutcome } from './journey-calls.js';
 import type { ServiceDeps } from './deps.js';
 import type { MessageService } from './messages.js';
@@ -116,8 +117,12 @@ export class JourneyEngine {
     this.versions = new JourneyVersions(repos.journeys);
   }
 
-  /** Applies the events recorded, then runs every batch due now; answers how many entrants moved. */
+  /**
+   * Exits a turn's worth of archived journeys' entrants, applies the events recorded, then runs every batch due now;
+   * answers how many entrants moved.
+   */
   async runDue(): Promise<number> {
+    await exitArchived(this.deps, () => this.deps.clock.now());
     let total = 0;
     let fellBack = false;
     for (;;) {

@@ -21,6 +21,7 @@ import {
 import type { EventInput } from '../domain/device-input.js';
 import { deliveryOutcome, type DeliveryOutcome } from '../domain/journey-history.js';
 import type { Clock } from '../platform/clock.js';
+import { exitSomeOf } from './journey-exits.js';
 import { Counts } from './journey-counts.js';
 import { enterJourneys, JourneyEventIntake } from './journey-intake.js';
 import type { ServiceDeps } from './deps.js';
@@ -185,16 +186,16 @@ export class JourneyService {
     return this.get(appId, id);
   }
 
-  /** Archive: the journey stops for good and every entrant still inside leaves, counted as exited. */
+  /**
+   * Archive: the journey stops for good and every entrant still inside leaves, counted as exited: up to
+   * EXITS_AT_ONCE with the archive, the rest by the workers' journey polls (`exiting` until they have).
+   */
   async archive(appId: string, id: string, actor: Actor = CLI_ACTOR): Promise<JourneyRecord> {
     await this.deps.db.transaction().execute(async (trx) => {
       const journey = await this.lockLive(trx, appId, id, 'archived');
       await this.deps.journeys.setState(trx, journey.id, 'archived');
       await this.deps.audit.recordChange(trx, actor, appId, 'journey.archived', { journey_id: journey.id });
-      const counts = new Counts(journey.id);
-      for (const left of await this.deps.entrants.exitAll(trx, journey.id, this.deps.clock.now()))
-        counts.leave(left.step_id, 'exited', left.n);
-      await counts.write(trx, this.deps.journeys);
+      await exitSomeOf(trx, this.deps, journey.id, this.deps.clock.now());
     });
     return this.get(appId, id);
   }

@@ -4,6 +4,7 @@ import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
 import { journeyApi, applyEvents } from '../http/journey-support.js';
 import { JourneyEngine } from '../../src/services/journey-engine.js';
+import { EXITS_AT_ONCE } from '../../src/services/journey-exits.js';
 import { JourneyEntrantsRepository } from '../../src/db/repositories/journey-entrants.js';
 import { createRepositories } from '../../src/services/deps.js';
 import { createLogger } from '../../src/platform/logger.js';
@@ -200,6 +201,53 @@ describe('journeys: the engine', () => {
     expect(await engine().runDue()).toBe(0);
     await event(d3, 'signup');
     expect((await journey(j.id)).counts.trigger).toMatchObject({ entered: 2, skipped: 1 });
+  });
+
+  it('an archive exits a batch of entrants with its answer and the workers the rest, a batch a transaction', async () => {
+    clock.set(T0);
+    const j = await create({ name: 'Crowded', trigger: { event: 'crowd' }, steps: [{ id: 'wait', type: 'delay', duration: '3d' }] });
+    const d = await device();
+    await event(d, 'crowd');
+    // more entrants than a batch, as many entering would leave them (their rows and counts), written at once
+    const more = EXITS_AT_ONCE + 500;
+    await sql`
+      insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+      select ${j.id}::uuid, 1, ${app.app.id}::uuid, 'd:' || x.id, x.id, 'wait', 'waiting', ${new Date(clock.now().getTime() + 3 * 24 * HOUR)},
+             ${clock.now()}
+      from (select gen_random_uuid() as id from generate_series(1, ${more})) x`.execute(h.db.db);
+    await createRepositories().journeys.bump(h.db.db, [
+      { journeyId: j.id, step: 'wait', counter: 'entered', n: more },
+      { journeyId: j.id, step: 'wait', counter: 'waiting', n: more },
+    ]);
+    const inside = async () =>
+      (
+        await sql<{ n: number }>`select count(*)::int as n from journey_entrants where journey_id = ${j.id} and outcome is null`.execute(
+          h.db.db,
+        )
+      ).rows[0]!.n;
+
+    const archived = await call(h, 'POST', `/v6/journeys/${j.id}/archive`, app.keys.write);
+    expect(archived.statusCode).toBe(200);
+    expect(archived.json().journey).toMatchObject({ state: 'archived', exiting: true });
+    expect(await inside()).toBe(more + 1 - EXITS_AT_ONCE);
+    expect((await stepCounts(j.id)).wait).toMatchObject({ entered: more + 1, waiting: more + 1 - EXITS_AT_ONCE, exited: EXITS_AT_ONCE });
+
+    // the next poll exits the rest (a journey's due steps are not run: it is archived)
+    expect(await engine().runDue()).toBe(0);
+    expect(await inside()).toBe(0);
+    expect(await journey(j.id)).toMatchObject({ state: 'archived', exiting: false });
+    expect((await stepCounts(j.id)).wait).toMatchObject({ entered: more + 1, waiting: 0, exited: more + 1 });
+    const history = await call(h, 'GET', `/v6/journeys/${j.id}/entrants/device:${d}`, app.keys.read);
+    expect(history.json().entrants[0].history.map((e: { what: string }) => e.what)).toEqual(['entered', 'waiting', 'exited']);
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n
+      from journey_entrant_history x
+      join journey_entrants e on e.id = x.entrant_id and e.entered_at = x.entered_at
+      where e.journey_id = ${j.id} and x.entries @> '[{"k": "exited"}]'`.execute(h.db.db);
+    expect(rows[0]!.n).toBe(more + 1);
+    expect((await call(h, 'GET', `/v6/journeys`, app.keys.read)).json().journeys.find((x: { id: string }) => x.id === j.id)).toMatchObject({
+      exiting: false,
+    });
   });
 
   it('versions: entrants inside finish the version they entered, new ones take the new one', async () => {

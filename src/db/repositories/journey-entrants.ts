@@ -430,22 +430,34 @@ export class JourneyEntrantsRepository {
     `.execute(trx);
   }
 
-  /** Every entrant still inside the journey leaves it (archived), counted at its step. */
-  async exitAll(db: Db, journeyId: string, now: Date): Promise<LeftAt[]> {
-    const { rows } = await sql<LeftAt>`
-      with left_now as (
-        update journey_entrants
-        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now}, seq = seq + 1
-        where journey_id = ${journeyId} and outcome is null
-        returning id, entered_at, seq, journey_id, step_id, app_id, version, device_id, entrant_key
+  /**
+   * Up to `limit` entrants still inside the journey leave it (archived), counted at their step; `more` when as many
+   * were inside, so that some may be left. An entrant the engine holds meanwhile is waited for and read again.
+   */
+  async exitSome(db: Db, exit: { journeyId: string; now: Date; limit: number }): Promise<{ left: LeftAt[]; more: boolean }> {
+    const { journeyId, now, limit } = exit;
+    const { rows } = await sql<LeftAt & { inside: boolean }>`
+      with inside as (
+        select id from journey_entrants where journey_id = ${journeyId} and outcome is null limit ${limit}
+      ),
+      -- by their ids, which the primary keys find (joined, the plan read the whole table a second time)
+      left_now as (
+        update journey_entrants e
+        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = ${now},
+            seq = e.seq + 1
+        where e.id = any(array(select id from inside)) and e.journey_id = ${journeyId} and e.outcome is null
+        returning e.id, e.entered_at, e.seq, e.journey_id, e.step_id, e.app_id, e.version, e.device_id, e.entrant_key
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
         select id, entered_at, seq, ${entryOf(now, sql`step_id`, 'exited')} from left_now
       )${journeyLeftEventsCte('left_now', 'journey.exited')}
-      select journey_id, step_id, count(*)::int as n from left_now group by journey_id, step_id
+      select journey_id, step_id, count(*)::int as n, false as inside from left_now group by journey_id, step_id
+      union all
+      select ${journeyId}::uuid, '', count(*)::int, true from inside
     `.execute(db);
-    return rows;
+    const left = rows.filter((r) => !r.inside).map(({ journey_id, step_id, n }) => ({ journey_id, step_id, n }));
+    return { left, more: rows.find((r) => r.inside)!.n === limit };
   }
 }
 

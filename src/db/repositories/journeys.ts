@@ -135,13 +135,38 @@ export class JourneysRepository {
       .execute();
   }
 
+  /** Its new state; archived, its entrants still inside are to leave (`exiting`, until `doneExiting`). */
   async setState(db: Db, id: string, state: JourneyState): Promise<Journey> {
     return db
       .updateTable('journeys')
-      .set({ state, updated_at: sql<Date>`now()` })
+      .set({ state, updated_at: sql<Date>`now()`, ...(state === 'archived' && { exiting: true }) })
       .where('id', '=', id)
       .returningAll()
       .executeTakeFirstOrThrow();
+  }
+
+  /** Archived journeys whose entrants are still leaving. */
+  async exitingIds(db: Db): Promise<string[]> {
+    const rows = await db.selectFrom('journeys').select('id').where('exiting', '=', true).execute();
+    return rows.map((r) => r.id);
+  }
+
+  /** The journey locked while its entrants still leave, unless another worker holds it: answers whether it is. */
+  async lockExiting(trx: Transaction<Database>, id: string): Promise<boolean> {
+    const row = await trx
+      .selectFrom('journeys')
+      .select('id')
+      .where('id', '=', id)
+      .where('exiting', '=', true)
+      .forUpdate()
+      .skipLocked()
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Every entrant of the archived journey has left. */
+  async doneExiting(trx: Transaction<Database>, id: string): Promise<void> {
+    await trx.updateTable('journeys').set({ exiting: false }).where('id', '=', id).execute();
   }
 
   /**

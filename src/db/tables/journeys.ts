@@ -19,6 +19,8 @@ export interface JourneysTable {
   updated_at: Generated<Date>;
   /** its webhook steps' signing secret (`whsec_…`), sealed (migration 061); null until a version has one */
   webhook_secret: Sealed | null;
+  /** archived, and its entrants are still leaving: the workers exit them a batch at a time (migration 073) */
+  exiting: Generated<boolean>;
 }
 
 export interface JourneyVersionsTable {
