@@ -303,14 +303,22 @@ export class JourneyEntrantsRepository {
     `.execute(db);
   }
 
-  /** Journey versions, steps and phases with entrants due at `now`, of journeys that are active. */
+  /**
+   * Journey versions, steps and phases with entrants due at `now`, of journeys that are active. The due entrants are
+   * read first, through the due index: joined first, a plan made while 10 journeys were active read the whole key
+   * index once a journey at every poll (4,858 pages a poll; 0.2 ms of PostgreSQL CPU an event recorded).
+   */
   async dueGroups(db: Db, now: Date, limit: number): Promise<DueGroup[]> {
     const { rows } = await sql<DueGroup>`
-      select e.journey_id, j.app_id, e.version, e.step_id, e.phase
-      from journey_entrants e
-      join journeys j on j.id = e.journey_id and j.state = 'active'
-      where e.due_at <= ${now}
-      group by e.journey_id, j.app_id, e.version, e.step_id, e.phase
+      with due as materialized (
+        select journey_id, version, step_id, phase
+        from journey_entrants
+        where due_at <= ${now}
+        group by journey_id, version, step_id, phase
+      )
+      select due.journey_id, j.app_id, due.version, due.step_id, due.phase
+      from due
+      join journeys j on j.id = due.journey_id and j.state = 'active'
       limit ${limit}
     `.execute(db);
     return rows;
