@@ -8,14 +8,17 @@
  *      there, and the poller's due query's time; the bytes of entrant state per entrant (with a history of two
  *      entries, its row of journey_entrant_history counted); the WAL of one step transition (EXPLAIN's WAL bytes of
  *      the engine's statement over a batch), without and with a history entry appended, and once the history is 20
- *      entries long; the history's bytes per entrant of (2).
+ *      entries long; the history's bytes per entrant of (2);
+ *   4. archiving the journey of (3): its answer, and the time until the worker's polls have exited the rest, beside the
+ *      one statement that exited them all before, rolled back.
  *
  *   npm run bench -- journeys [--devices 100000] [--entrants 100000] [--waiting 1000000] [--events 4000] [--rounds 2]
  *                             [--concurrency 16] [--quiet-seconds 10] [--only events]
  * `--only events` runs (1) alone.
  */
 import { randomUUID } from 'node:crypto';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../src/db/schema.js';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { JourneyEntrantsRepository } from '../src/db/repositories/journey-entrants.js';
@@ -323,6 +326,9 @@ async function main() {
     from journey_entrant_history h join journey_entrants e on e.id = h.entrant_id and e.entered_at = h.entered_at
     where e.journey_id = ${due.journey.id}::uuid`.execute(db.db);
 
+  // (4) archiving the parked journey: its answer and the workers' exits of the rest, beside one statement
+  const archiving = await archiveTimes(db.db, () => call('POST', `/v6/journeys/${parked.journey.id}/archive`), parked.journey.id);
+
   console.log(
     `\njourneys benchmark: ${devices} devices, events ${events} a round x ${rounds} rounds at concurrency ${concurrency}, ${entrants} entrants due at once, ${waiting} waiting; queue ${queue}; bundle ${BENCH_BUNDLE}\n`,
   );
@@ -343,6 +349,11 @@ async function main() {
     ['  with history on: a send entry appended (its row of journey_entrant_history)', `${walPerTransitionWithHistory.toFixed(0)} bytes`],
     [`  the same with a history of ${LONG_HISTORY} entries`, `${walPerTransitionLongHistory.toFixed(0)} bytes`],
     [`history per entrant, (2)'s after its send (its rows' jsonb)`, `${Number(historyBytes.rows[0]!.bytes ?? 0).toFixed(0)} bytes`],
+    [
+      `archiving ${waiting} waiting: the answer / the rest, by the worker's polls`,
+      `${(archiving.answerMs / 1000).toFixed(2)} / ${(archiving.restMs / 1000).toFixed(1)} s`,
+    ],
+    ['  one statement exiting them all (rolled back)', `${(archiving.oneStatementMs / 1000).toFixed(1)} s`],
   ]);
 
   await services.stop();
@@ -355,6 +366,39 @@ async function main() {
       where inhparent in ('journey_entrants'::regclass, 'journey_entrant_history'::regclass)`.execute(db.db);
     return Number(rows[0]!.bytes);
   }
+}
+
+/**
+ * Archiving a journey: its answer, then until the workers have exited the entrants it left inside; beside the one
+ * statement that exited them all within the answer before (its update and history rows), in a transaction rolled back.
+ */
+async function archiveTimes(db: Kysely<Database>, archive: () => Promise<unknown>, journeyId: string) {
+  const oneStatementMs = await db.connection().execute(async (conn) => {
+    await sql`begin`.execute(conn);
+    const t = performance.now();
+    await sql`
+      with left_now as (
+        update journey_entrants
+        set phase = 'done', outcome = 'exited', due_at = null, wait_event = null, on_event = null, left_at = now(), seq = seq + 1
+        where journey_id = ${journeyId}::uuid and outcome is null
+        returning id, entered_at, seq, step_id)
+      insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
+      select id, entered_at, seq, jsonb_build_array(jsonb_build_object('t', 0, 's', step_id, 'k', 'exited')) from left_now`.execute(conn);
+    const ms = performance.now() - t;
+    await sql`rollback`.execute(conn);
+    return ms;
+  });
+  // the rolled-back versions gone, as autovacuum would take them
+  await sql`vacuum journey_entrants, journey_entrant_history`.execute(db);
+  const t0 = performance.now();
+  await archive();
+  const answerMs = performance.now() - t0;
+  for (;;) {
+    const { rows } = await sql<{ exiting: boolean }>`select exiting from journeys where id = ${journeyId}::uuid`.execute(db);
+    if (!rows[0]!.exiting) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { oneStatementMs, answerMs, restMs: performance.now() - t0 - answerMs };
 }
 
 main().catch((err) => {
