@@ -250,6 +250,25 @@ describe('journeys: the engine', () => {
     });
   });
 
+  it("a paused journey's due entrants, however many, do not hold back an active one's", async () => {
+    clock.set(T0);
+    const paused = await create({ name: 'Held', trigger: { event: 'held' }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] });
+    const active = await create({ name: 'Moving', trigger: { event: 'moving' }, steps: [{ id: 'wait', type: 'delay', duration: '2h' }] });
+    const d = await device();
+    await event(d, 'moving');
+    expect((await call(h, 'POST', `/v6/journeys/${paused.id}/pause`, app.keys.write)).statusCode).toBe(200);
+    // more due before it than a poll looks at
+    await sql`
+      insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+      select ${paused.id}::uuid, 1, ${app.app.id}::uuid, 'd:' || x.id, x.id, 'wait', 'waiting', ${new Date(clock.now().getTime() + HOUR)},
+             ${clock.now()}
+      from (select gen_random_uuid() as id from generate_series(1, 6000)) x`.execute(h.db.db);
+    clock.advance(3 * HOUR);
+    await engine().runDue();
+    expect((await stepCounts(active.id)).wait).toMatchObject({ entered: 1, waiting: 0, passed: 1 });
+    await sql`delete from journey_entrants where journey_id = ${paused.id}`.execute(h.db.db);
+  });
+
   it('versions: entrants inside finish the version they entered, new ones take the new one', async () => {
     clock.set(T0);
     const v1 = {

@@ -81,6 +81,9 @@ export interface DigestCount {
   n: number;
 }
 
+/** Due entrants a poll looks at for their groups: the earliest due first. */
+const DUE_ROWS_SEEN = 5000;
+
 /** Entrants that left at once (an exit event, an archive), counted at the step they left. */
 export interface LeftAt {
   journey_id: string;
@@ -304,21 +307,24 @@ export class JourneyEntrantsRepository {
   }
 
   /**
-   * Journey versions, steps and phases with entrants due at `now`, of journeys that are active. The due entrants are
-   * read first, through the due index: joined first, a plan made while 10 journeys were active read the whole key
-   * index once a journey at every poll (4,858 pages a poll; 0.2 ms of PostgreSQL CPU an event recorded).
+   * Journey versions, steps and phases with entrants due at `now`, of journeys that are active, among the first
+   * DUE_ROWS_SEEN due (the rest are seen as those move). The due entrants are read first, in due order through the due
+   * index: joined first, a plan made while 10 journeys were active read the whole key index once a journey at every
+   * poll (4,858 pages), and grouping every due entrant read 100,000 rows a poll while they were due.
    */
   async dueGroups(db: Db, now: Date, limit: number): Promise<DueGroup[]> {
     const { rows } = await sql<DueGroup>`
       with due as materialized (
         select journey_id, version, step_id, phase
         from journey_entrants
-        where due_at <= ${now}
-        group by journey_id, version, step_id, phase
+        where due_at <= ${now} and journey_id = any(array(select id from journeys where state = 'active'))
+        order by due_at
+        limit ${DUE_ROWS_SEEN}
       )
       select due.journey_id, j.app_id, due.version, due.step_id, due.phase
       from due
-      join journeys j on j.id = due.journey_id and j.state = 'active'
+      join journeys j on j.id = due.journey_id
+      group by due.journey_id, j.app_id, due.version, due.step_id, due.phase
       limit ${limit}
     `.execute(db);
     return rows;
