@@ -132,7 +132,7 @@ export class JourneyEngine {
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
-      // a group runs batch after batch while it has full ones (the due query groups every due entrant: once a round);
+      // a group runs batch after batch while it has full ones (the due query sees the earliest due entrants only);
       // after a first full one, BATCHES_AT_ONCE at a time, each its own transaction (SKIP LOCKED parts them)
       for (const group of groups) {
         let last = [await this.runGroup(group, now)];

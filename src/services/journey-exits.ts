@@ -3,6 +3,7 @@ import type { Db } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import type { JourneyEntrantsRepository } from '../db/repositories/journey-entrants.js';
 import type { JourneysRepository } from '../db/repositories/journeys.js';
+import type { Logger } from '../platform/logger.js';
 import { Counts } from './journey-counts.js';
 
 /**
@@ -34,15 +35,20 @@ export async function exitSomeOf(trx: Transaction<Database>, parts: ExitParts, j
 
 /**
  * The entrants archived journeys still hold leave, a batch a transaction, for at most EXIT_TURN_MS (the next poll
- * goes on); a journey another worker is exiting is left to it.
+ * goes on); a journey another worker is exiting is left to it. A journey whose batch fails is logged and tried again
+ * next poll: the other journeys' exits and steps go on.
  */
-export async function exitArchived(parts: ExitParts, now: () => Date): Promise<void> {
+export async function exitArchived(parts: ExitParts & { log: Logger }, now: () => Date): Promise<void> {
   const until = Date.now() + EXIT_TURN_MS;
   for (const id of await parts.journeys.exitingIds(parts.db)) {
     let more = true;
-    while (more && Date.now() < until)
-      more = await parts.db
-        .transaction()
-        .execute(async (trx) => (await parts.journeys.lockExiting(trx, id)) && exitSomeOf(trx, parts, id, now()));
+    try {
+      while (more && Date.now() < until)
+        more = await parts.db
+          .transaction()
+          .execute(async (trx) => (await parts.journeys.lockExiting(trx, id)) && exitSomeOf(trx, parts, id, now()));
+    } catch (err) {
+      parts.log.error({ err, journeyId: id }, 'archived journey: a batch of its entrants could not leave; tried again next poll');
+    }
   }
 }

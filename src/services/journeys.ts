@@ -228,7 +228,7 @@ export class JourneyService {
   }
 
   private async enterOne(trx: Transaction<Database>, appId: string, id: string, who: ApiEntrant): Promise<EntryOutcome> {
-    const journey = await this.deps.journeys.findForApp(trx, appId, id);
+    const journey = await this.deps.journeys.toEnter(trx, appId, id);
     if (!journey) throw new NotFoundError('journey');
     if (journey.trigger_event !== null)
       throw new ConflictError(`journey: it is entered by the event "${journey.trigger_event}", not through the API`);

@@ -250,6 +250,83 @@ describe('journeys: the engine', () => {
     });
   });
 
+  it('a batch of a journey paused or archived after the poll saw it does not run', async () => {
+    clock.set(T0);
+    const j = await create({
+      name: 'Stopped',
+      trigger: { event: 'stop' },
+      steps: [{ id: 'hi', type: 'send', notification: { payload: { alert: 'hi' } } }],
+    });
+    await event(await device(), 'stop');
+    const [group] = (await new JourneyEntrantsRepository().dueGroups(h.db.db, clock.now(), 50)).filter((g) => g.journey_id === j.id);
+    expect(group).toBeDefined();
+    expect((await call(h, 'POST', `/v6/journeys/${j.id}/pause`, app.keys.write)).statusCode).toBe(200);
+    expect(await engine().runGroup(group!, clock.now())).toBe(0);
+    expect(await sends(j.id)).toEqual([]);
+    await call(h, 'POST', `/v6/journeys/${j.id}/resume`, app.keys.write);
+    expect(await engine().runGroup(group!, clock.now())).toBe(1);
+    expect(await sends(j.id)).toHaveLength(1);
+  });
+
+  it('an archive waits for the entering that read its journey, and its entrant leaves with the rest', async () => {
+    clock.set(T0);
+    const j = await create({ name: 'Fenced', trigger: { event: 'fence' }, steps: [{ id: 'wait', type: 'delay', duration: '3d' }] });
+    const repos = createRepositories();
+    let archived: Promise<{ statusCode: number }> | undefined;
+    let settled = false;
+    const id = await device();
+    await h.db.db.transaction().execute(async (trx) => {
+      // as a batch of recorded events does: the journeys listening, then the entrant written
+      expect((await repos.journeys.listening(trx, [app.app.id], ['fence'])).map((x) => x.id)).toEqual([j.id]);
+      archived = call(h, 'POST', `/v6/journeys/${j.id}/archive`, app.keys.write).then((r) => ((settled = true), r));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(settled).toBe(false);
+      await sql`
+        insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at)
+        values (${j.id}::uuid, 1, ${app.app.id}::uuid, ${'d:' + id}, ${id}::uuid, 'wait', 'waiting', ${new Date(clock.now().getTime() + HOUR)}, ${clock.now()})
+      `.execute(trx);
+    });
+    expect((await archived!).statusCode).toBe(200);
+    const { rows } = await sql<{ outcome: string | null }>`select outcome from journey_entrants where journey_id = ${j.id}`.execute(
+      h.db.db,
+    );
+    expect(rows).toEqual([{ outcome: 'exited' }]);
+    expect(await journey(j.id)).toMatchObject({ state: 'archived', exiting: false });
+  });
+
+  it("an archived journey whose entrants cannot leave holds back neither the others' exits nor their steps", async () => {
+    clock.set(T0);
+    const stuck = await create({ name: 'Stuck', trigger: { event: 'stuck' }, steps: [{ id: 'wait', type: 'delay', duration: '3d' }] });
+    const gone = await create({ name: 'Gone', trigger: { event: 'gone' }, steps: [{ id: 'wait', type: 'delay', duration: '3d' }] });
+    const moving = await create({ name: 'On', trigger: { event: 'on' }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] });
+    const d = await device();
+    for (const name of ['stuck', 'gone', 'on']) await event(d, name);
+    await engine().runDue();
+    // archived as a request whose exits did not finish leaves them (exiting, entrants inside)
+    await sql`update journeys set state = 'archived', exiting = true where id in (${stuck.id}, ${gone.id})`.execute(h.db.db);
+    await sql`
+      create function pushd_test_refuse_exit() returns trigger language plpgsql as $$
+      begin
+        if new.journey_id = ${sql.lit(stuck.id)}::uuid and new.outcome = 'exited' then raise exception 'refused'; end if;
+        return new;
+      end $$`.execute(h.db.db);
+    await sql`create trigger pushd_test_refuse_exit before update on journey_entrants for each row execute function pushd_test_refuse_exit()`.execute(
+      h.db.db,
+    );
+    try {
+      clock.advance(2 * HOUR);
+      await engine().runDue();
+    } finally {
+      await sql`drop trigger pushd_test_refuse_exit on journey_entrants`.execute(h.db.db);
+      await sql`drop function pushd_test_refuse_exit()`.execute(h.db.db);
+    }
+    expect((await stepCounts(moving.id)).wait).toMatchObject({ entered: 1, waiting: 0, passed: 1 });
+    expect(await journey(gone.id)).toMatchObject({ exiting: false });
+    expect(await journey(stuck.id)).toMatchObject({ exiting: true });
+    await engine().runDue();
+    expect(await journey(stuck.id)).toMatchObject({ exiting: false });
+  });
+
   it("a paused journey's due entrants, however many, do not hold back an active one's", async () => {
     clock.set(T0);
     const paused = await create({ name: 'Held', trigger: { event: 'held' }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] });

@@ -331,8 +331,8 @@ export class JourneyEntrantsRepository {
   }
 
   /**
-   * Up to `limit` due entrants of a group, locked; those another worker holds, and those with events the journey
-   * workers have still to apply (journey_events), are skipped. They are taken before
+   * Up to `limit` due entrants of a group, locked, while its journey is active; those another worker holds, and those
+   * with events the journey workers have still to apply (journey_events), are skipped. They are taken before
    * their devices are joined, so the plan reads the due index in order whatever the statistics say (joined first, a
    * plan made on stale ones sorted every due entrant for each batch). Their history is read only `reads.history` (the
    * steps that read it: `stepReadsHistory`), their device's time zone only `reads.zone` (a delay's end).
@@ -349,6 +349,8 @@ export class JourneyEntrantsRepository {
         from journey_entrants e
         where e.due_at <= ${now} and e.journey_id = ${g.journey_id} and e.version = ${g.version}
           and e.step_id = ${g.step_id} and e.phase = ${g.phase}
+          -- a journey paused or archived since the poll saw it runs no more batches
+          and exists (select 1 from journeys j where j.id = ${g.journey_id} and j.state = 'active')
         order by e.due_at
         limit ${limit}
         for update skip locked

@@ -118,8 +118,17 @@ export class JourneysRepository {
     return db.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).executeTakeFirst();
   }
 
+  /**
+   * The journey locked for a change of its definition or state: it waits for the entering that read it (`toEnter`,
+   * `listening`), and they for it. Not FOR UPDATE: the counters' foreign keys (FOR KEY SHARE) go on meanwhile.
+   */
   async lock(trx: Transaction<Database>, appId: string, id: string): Promise<Journey | undefined> {
-    return trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).forUpdate().executeTakeFirst();
+    return trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).forNoKeyUpdate().executeTakeFirst();
+  }
+
+  /** The journey, held until the entry commits: a pause or an archive waits for it, so nobody enters once it is archived. */
+  async toEnter(trx: Transaction<Database>, appId: string, id: string): Promise<Journey | undefined> {
+    return trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).forShare().executeTakeFirst();
   }
 
   /** The app's journeys, newest first. */
@@ -158,7 +167,7 @@ export class JourneysRepository {
       .select('id')
       .where('id', '=', id)
       .where('exiting', '=', true)
-      .forUpdate()
+      .forNoKeyUpdate()
       .skipLocked()
       .executeTakeFirst();
     return row !== undefined;
@@ -171,14 +180,16 @@ export class JourneysRepository {
 
   /**
    * The apps' journeys that are not archived and that an event of these keys enters, or that wait for or exit on
-   * one: those a batch of recorded events may move (the caller sorts them to each entrant by app and keys).
+   * one: those a batch of recorded events may move (the caller sorts them to each entrant by app and keys). Held
+   * until the batch commits, as `toEnter`.
    */
-  async listening(db: Db, appIds: string[], keys: string[]): Promise<Journey[]> {
+  async listening(trx: Transaction<Database>, appIds: string[], keys: string[]): Promise<Journey[]> {
     const { rows } = await sql<Journey>`
       select j.* from journeys j
       where j.app_id = any(${appIds}::uuid[]) and j.state <> 'archived'
         and (j.trigger_event = any(${keys}::text[]) or j.listens && ${keys}::text[])
-    `.execute(db);
+      for share of j
+    `.execute(trx);
     return rows;
   }
 
