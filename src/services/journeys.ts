@@ -228,7 +228,7 @@ export class JourneyService {
   }
 
   private async enterOne(trx: Transaction<Database>, appId: string, id: string, who: ApiEntrant): Promise<EntryOutcome> {
-    const journey = await this.deps.journeys.toEnter(trx, appId, id);
+    const journey = await this.deps.journeys.lock(trx, appId, id, 'share');
     if (!journey) throw new NotFoundError('journey');
     if (journey.trigger_event !== null)
       throw new ConflictError(`journey: it is entered by the event "${journey.trigger_event}", not through the API`);
@@ -321,7 +321,7 @@ export class JourneyService {
 
   /** The journey, locked, unless it is archived (409: nothing of it changes any more). */
   private async lockLive(trx: Transaction<Database>, appId: string, id: string, doing: string): Promise<Journey> {
-    const journey = await this.deps.journeys.lock(trx, appId, id);
+    const journey = await this.deps.journeys.lock(trx, appId, id, 'update');
     if (!journey) throw new NotFoundError('journey');
     if (journey.state === 'archived') throw new ConflictError(`journey: it is archived and cannot be ${doing}`);
     return journey;

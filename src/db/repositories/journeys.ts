@@ -119,16 +119,13 @@ export class JourneysRepository {
   }
 
   /**
-   * The journey locked for a change of its definition or state: it waits for the entering that read it (`toEnter`,
-   * `listening`), and they for it. Not FOR UPDATE: the counters' foreign keys (FOR KEY SHARE) go on meanwhile.
+   * The journey locked: `update` for a change of its definition or state, `share` by an entry until it commits (as
+   * `listening` does), so a pause or an archive waits for the entries under way and nobody enters once it is archived.
+   * `update` is FOR NO KEY UPDATE: the counters' foreign keys (FOR KEY SHARE) go on meanwhile.
    */
-  async lock(trx: Transaction<Database>, appId: string, id: string): Promise<Journey | undefined> {
-    return trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).forNoKeyUpdate().executeTakeFirst();
-  }
-
-  /** The journey, held until the entry commits: a pause or an archive waits for it, so nobody enters once it is archived. */
-  async toEnter(trx: Transaction<Database>, appId: string, id: string): Promise<Journey | undefined> {
-    return trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id).forShare().executeTakeFirst();
+  async lock(trx: Transaction<Database>, appId: string, id: string, mode: 'update' | 'share'): Promise<Journey | undefined> {
+    const q = trx.selectFrom('journeys').selectAll().where('app_id', '=', appId).where('id', '=', id);
+    return (mode === 'update' ? q.forNoKeyUpdate() : q.forShare()).executeTakeFirst();
   }
 
   /** The app's journeys, newest first. */
@@ -181,7 +178,7 @@ export class JourneysRepository {
   /**
    * The apps' journeys that are not archived and that an event of these keys enters, or that wait for or exit on
    * one: those a batch of recorded events may move (the caller sorts them to each entrant by app and keys). Held
-   * until the batch commits, as `toEnter`.
+   * until the batch commits, as `lock`'s `share`.
    */
   async listening(trx: Transaction<Database>, appIds: string[], keys: string[]): Promise<Journey[]> {
     const { rows } = await sql<Journey>`
