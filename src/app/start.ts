@@ -132,14 +132,15 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
     : null;
   // workers finish their in-flight jobs first
   if (pipeline) lifecycle.add('pipeline', () => pipeline.close());
-  // what every context is made of; the API's adds its direct sends, changes, replica and channels
+  // what every context is made of (sends cut at creation go out from this process); the API's adds changes, replica
+  // and channels
   const { scheduler, gateways, store } = delivery;
   const shared = {
     ...{ config, log, db, repos, queues, scheduler, gateways, metrics, clock, secrets },
-    ...{ webhookPoster, sending: { store, direct: null } },
+    ...{ webhookPoster, sending: { store, direct: delivery.direct } },
   };
   if (config.ROLE === 'worker') {
-    // a worker serves no API: its context only runs journeys' steps, its sends going through the queue
+    // a worker serves no API: its context only runs journeys' steps, whose batches it sends itself in turns
     startJourneys(lifecycle, config, log, createContext(shared));
     return { database, queues, delivery, metrics };
   }
@@ -157,7 +158,6 @@ export async function startPushd(config: Config, log: Logger, lifecycle: Lifecyc
   lifecycle.add('admission', async () => stopAdmission());
   const ctx = createContext({
     ...shared,
-    sending: { store, direct: delivery.direct },
     appChanges,
     readDb: database.replica?.db,
     channels,

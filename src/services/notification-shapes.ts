@@ -33,8 +33,11 @@ export const NAMED_MAX_DEVICES = 10_000;
 export interface CreatedNotification<N extends CutNotification = Notification> {
   notification: N;
   batchIds: string[] | null;
-  /** its batches with their devices' tokens, when the statement that cut them read those: sent without the queue */
-  sendable?: { batches: NewBatch[]; tokens: ReadonlyMap<string, string> };
+  /**
+   * its batches with their devices' tokens, when the statement that cut them read those: sent without the queue, all
+   * at once, or (`inTurn`, a journey's batch of up to NAMED_MAX_DEVICES) in the process's turns of large batches
+   */
+  sendable?: { batches: NewBatch[]; tokens: ReadonlyMap<string, string>; inTurn?: boolean };
 }
 
 export interface UnicastItem {

@@ -97,13 +97,13 @@ export async function storeNotification(
     () => devices,
     () => tokens,
   );
-  return created!;
+  return named && created!.sendable ? { ...created!, sendable: { ...created!.sendable, inTurn: true } } : created!;
 }
 
 /**
- * The devices of a notification cut at its creation, none when more than a direct audience (or a named batch) has:
- * a few devices' tokens read with them, the batches go out from this process as a group's do; an activity's
- * tokens are its own, and a journey's batch (`named`) goes through the queue as a broadcast's batches do.
+ * The devices of a notification cut at its creation, none when more than a direct audience (or a named batch) has,
+ * with their tokens as read: its batches go out from this process, a journey's batch (`named`) in the turns of large
+ * batches as a fan-out's pages do; an activity's tokens are its own, so its batches go through the queue.
  */
 async function fewDevicesOf(
   deps: NotificationStoreDeps,
@@ -115,7 +115,7 @@ async function fewDevicesOf(
   const { named, liveActivity, now } = n;
   const first = { afterId: null, limit: (named ? NAMED_MAX_DEVICES : DIRECT_AUDIENCE_MAX_DEVICES) + 1, now };
   const visible = !liveActivity && isVisiblePush(n.payload);
-  if (liveActivity || named) {
+  if (liveActivity) {
     const page = await deps.repos.deliverableDevices.pageDeliverable(trx, appId, filters, { ...first, visible, liveActivity });
     return page.length < first.limit ? { devices: page } : {};
   }

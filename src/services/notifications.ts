@@ -276,13 +276,19 @@ export class NotificationService {
    * the sweeper re-enqueues the notification.
    */
   async release(...created: CreatedNotification<CutNotification>[]): Promise<void> {
-    const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length ? [{ notification, ...s }] : []));
-    const sentHere = sendable.length > 0 && this.direct !== null && this.direct.take(sendable);
-    const batches: BatchRef[] = created.flatMap(({ notification, batchIds, sendable }) =>
-      sentHere && sendable ? [] : (batchIds ?? []).map((batchId) => ({ notificationId: notification.id, batchId })),
+    const direct = this.direct;
+    // a journey's batch waits for this process's turns of large batches: its engine moves no faster than they send
+    const inTurn = direct ? created.filter(({ sendable: s }) => s?.inTurn && s.batches.length) : [];
+    const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length && !s.inTurn ? [{ notification, ...s }] : []));
+    const sentHere = sendable.length > 0 && direct !== null && direct.take(sendable);
+    const batches: BatchRef[] = created.flatMap((c) =>
+      (sentHere && c.sendable && !c.sendable.inTurn) || inTurn.includes(c)
+        ? []
+        : (c.batchIds ?? []).map((batchId) => ({ notificationId: c.notification.id, batchId })),
     );
     const fanouts = created.filter(({ notification, batchIds }) => !batchIds && !notification.next_due_at);
     await Promise.all([
+      ...inTurn.map(({ notification, sendable: s }) => direct!.sendInTurn({ notification, batches: s!.batches, tokens: s!.tokens })),
       batches.length
         ? this.scheduler.deliver(batches).catch((err) => batches.forEach((b) => this.onScheduleError(err, b.notificationId)))
         : null,
