@@ -40,7 +40,7 @@ describe('journeys: a batch is sent by the process that moved it', () => {
       steps: [{ id: 'hello', type: 'send', notification: { payload: { alert: 'Hello' } } }],
     };
     const j = (await call(h, 'POST', '/v6/journeys', app.keys.write, { journey })).json().journey;
-    const devices = [];
+    const devices: Awaited<ReturnType<typeof registerDevice>>[] = [];
     for (const platform of ['ios', 'android', 'ios'] as const) devices.push(await registerDevice(h, app.keys.sdk, { platform }));
     for (const d of devices)
       expect((await call(h, 'POST', `/v6/journeys/${j.id}/entries`, app.keys.write, { device_id: d.id })).statusCode).toBe(202);
