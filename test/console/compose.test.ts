@@ -114,7 +114,8 @@ describe.skipIf(!haveChromium)('compose in Chromium', () => {
     await page.keyboard.press('Escape');
     await page.waitForSelector('#confirm:not([open])', { state: 'attached' });
     expect(page.url()).toMatch(/#\/compose$/);
-    expect(await page.isEnabled('#send')).toBe(true);
+    // the dialog's close event, which gives Send back, is a task queued after the open attribute goes
+    await expect.poll(() => page.isEnabled('#send')).toBe(true);
     expect(await notificationCount()).toBe(before);
 
     // Send: created once, to the devices it named
