@@ -67,6 +67,7 @@ export function buildDeliveryRuntime(deps: DeliveryRuntimeDeps): DeliveryRuntime
     maxAttempts: policy.attempts,
     maxInFlight: DIRECT_MAX_IN_FLIGHT,
     largeTurns,
+    journeyTurns: new LargeBatchTurns(config.DELIVERY_CONCURRENCY),
     leaseMs: config.SWEEP_AFTER_SECONDS * 1000,
     backoff: (attemptsMade, err) => backoffDelay(policy, attemptsMade, err),
   });

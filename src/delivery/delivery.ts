@@ -5,6 +5,12 @@ import { attemptBatch, type BatchAttemptDeps } from './batch-attempt.js';
 import type { Clock } from '../platform/clock.js';
 import { Semaphore } from '../platform/semaphore.js';
 
+/** A large batch's turn (`LargeBatchTurns.take`). */
+export interface Turn {
+  sent: () => void;
+  done: () => void;
+}
+
 /**
  * The turns of the large batches: `atOnce` of them send at a time, and as many more may be sent and not yet recorded
  * (the recording of a batch's results is not on the way of the next send). What a crash re-sends is at most the
@@ -20,7 +26,7 @@ export class LargeBatchTurns {
   }
 
   /** Waits for a turn; `sent` once the gateway has answered, `done` once the results are recorded (or not sent). */
-  async take(): Promise<{ sent: () => void; done: () => void }> {
+  async take(): Promise<Turn> {
     await this.unrecorded.acquire();
     await this.sending.acquire();
     let sending = true;

@@ -1,5 +1,5 @@
 import type { StopReason } from '../db/repositories/batches.js';
-import type { LargeBatchTurns } from './delivery.js';
+import type { LargeBatchTurns, Turn } from './delivery.js';
 import type { NewBatch } from '../domain/batches.js';
 import { attemptBatch, type AttemptPolicy, type AttemptSubject, type BatchAttemptDeps, type BatchToAttempt } from './batch-attempt.js';
 import type { NotificationScheduler } from './jobs.js';
@@ -7,6 +7,10 @@ import type { RetryLaterError } from './retry.js';
 
 /** A large batch that waited this long for its turn checks that its notification still sends before it goes. */
 const RECHECK_AFTER_WAIT_MS = 50;
+/** How long a journey's batch waits for one of the journeys' turns before it goes to the queue. */
+const JOURNEY_TURN_WAIT_MS = 1000;
+/** After a journey's batch found no turn in time, the next ones go to the queue for this long unless one is free at once. */
+const JOURNEY_CONGESTED_MS = 5000;
 
 /** A notification's batches just stored, with the tokens read to cut them: what its first attempt sends to. */
 export interface JustCommitted {
@@ -55,6 +59,8 @@ export class DirectDelivery {
   private readonly heartbeat: NodeJS.Timeout;
   /** the turns of the large batches a fan-out sends itself (`sendInTurn`) */
   private readonly largeTurns: LargeBatchTurns;
+  /** until when journeys' batches find their turns held (`sendJourneyBatches`) */
+  private congestedUntil = 0;
 
   constructor(
     private readonly deps: BatchAttemptDeps & {
@@ -66,6 +72,8 @@ export class DirectDelivery {
        * crash re-sends is bounded by the process's turns, not by each user's
        */
       largeTurns: LargeBatchTurns;
+      /** the turns of journeys' large batches, their own: a broadcast's batches never hold them (`sendJourneyBatches`) */
+      journeyTurns: LargeBatchTurns;
       /** how long the sweeper waits for a notification's progress (SWEEP_AFTER_SECONDS) */
       leaseMs: number;
       /** the delay before a batch's next attempt, as the delivery jobs' retries have it */
@@ -103,6 +111,40 @@ export class DirectDelivery {
       const turn = await waiting;
       // one that waited for its turn may have been canceled or superseded meanwhile, as a delivery job's large batch
       if (Date.now() - since >= RECHECK_AFTER_WAIT_MS) stopped = await this.stopReason(batch);
+      if (stopped) {
+        turn.done();
+        await this.closeUnsent(batch, stopped);
+        continue;
+      }
+      this.track(batch.notification.id, this.attemptFirst(batch, turn.sent).finally(turn.done));
+    }
+  }
+
+  /**
+   * Sends a journey's large batches just stored, each when one of the journeys' turns is free; answers once the last
+   * has started, so the engine moves entrants no faster than their pushes leave. A batch that finds no turn within
+   * JOURNEY_TURN_WAIT_MS (a gateway slow to answer holds them) goes to the queue with the rest, and for
+   * JOURNEY_CONGESTED_MS the next ones too unless a turn is free at once: the engine, which every journey of the
+   * process shares, waits on one slow gateway at most that long. The notification is marked as making progress for
+   * the whole call (the heartbeat), not only while one batch waits or sends: no delivery job covers it meanwhile.
+   */
+  async sendJourneyBatches(committed: JustCommitted): Promise<void> {
+    const whole = this.journeyBatches(committedBatches(committed));
+    this.track(committed.notification.id, whole);
+    await whole;
+  }
+
+  private async journeyBatches(batches: BatchToAttempt[]): Promise<void> {
+    for (const [k, batch] of batches.entries()) {
+      const since = Date.now();
+      const turn = await turnWithin(this.deps.journeyTurns, since < this.congestedUntil ? 0 : JOURNEY_TURN_WAIT_MS);
+      if (!turn) {
+        this.congestedUntil = Date.now() + JOURNEY_CONGESTED_MS;
+        // else the sweeper finds them pending with no job, once the heartbeat stops
+        await this.deps.scheduler.deliver(batches.slice(k).map(refOf)).catch(() => undefined);
+        return;
+      }
+      const stopped = Date.now() - since >= RECHECK_AFTER_WAIT_MS ? await this.stopReason(batch) : null;
       if (stopped) {
         turn.done();
         await this.closeUnsent(batch, stopped);
@@ -203,3 +245,14 @@ export class DirectDelivery {
 }
 
 const refOf = (input: BatchToAttempt) => ({ notificationId: input.notification.id, batchId: input.batch.id });
+
+/** A turn if one comes within `ms` (0: only one free at once), else null; one that comes later is given back. */
+async function turnWithin(turns: LargeBatchTurns, ms: number): Promise<Turn | null> {
+  const waiting = turns.take();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), ms)));
+  const turn = await Promise.race([waiting, late]);
+  clearTimeout(timer);
+  if (!turn) void waiting.then((t) => t.done());
+  return turn;
+}

@@ -183,7 +183,8 @@ export class JourneyEngine {
       this.deps.log.warn({ err: err.message, journeyId: group.journey_id, step: group.step_id }, 'journey step failed');
       result = await this.deps.db.transaction().execute((trx) => this.runBatch(trx, group, definition, now, err.message));
     }
-    for (const c of result.created) await this.deps.notifications.release(c);
+    // all at once: each is marked as making progress from now until its batches have started (DirectDelivery)
+    await this.deps.notifications.release(...result.created);
     return result.n;
   }
 

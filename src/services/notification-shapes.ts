@@ -35,9 +35,9 @@ export interface CreatedNotification<N extends CutNotification = Notification> {
   batchIds: string[] | null;
   /**
    * its batches with their devices' tokens, when the statement that cut them read those: sent without the queue, all
-   * at once, or (`inTurn`, a journey's batch of up to NAMED_MAX_DEVICES) in the process's turns of large batches
+   * at once, or (`journey`, a journey's batch of more than DIRECT_AUDIENCE_MAX_DEVICES) in the journeys' turns
    */
-  sendable?: { batches: NewBatch[]; tokens: ReadonlyMap<string, string>; inTurn?: boolean };
+  sendable?: { batches: NewBatch[]; tokens: ReadonlyMap<string, string>; journey?: boolean };
 }
 
 export interface UnicastItem {

@@ -97,13 +97,15 @@ export async function storeNotification(
     () => devices,
     () => tokens,
   );
-  return named && created!.sendable ? { ...created!, sendable: { ...created!.sendable, inTurn: true } } : created!;
+  // a journey's batch of more devices than a direct audience has takes the journeys' turns; a smaller one goes at once
+  const large = named && created!.sendable && devices!.length > DIRECT_AUDIENCE_MAX_DEVICES;
+  return large ? { ...created!, sendable: { ...created!.sendable!, journey: true } } : created!;
 }
 
 /**
  * The devices of a notification cut at its creation, none when more than a direct audience (or a named batch) has,
- * with their tokens as read: its batches go out from this process, a journey's batch (`named`) in the turns of large
- * batches as a fan-out's pages do; an activity's tokens are its own, so its batches go through the queue.
+ * with their tokens as read: its batches go out from this process, a journey's large batch (`named`) in the journeys'
+ * turns of large batches; an activity's tokens are its own, so its batches go through the queue.
  */
 async function fewDevicesOf(
   deps: NotificationStoreDeps,

@@ -277,18 +277,20 @@ export class NotificationService {
    */
   async release(...created: CreatedNotification<CutNotification>[]): Promise<void> {
     const direct = this.direct;
-    // a journey's batch waits for this process's turns of large batches: its engine moves no faster than they send
-    const inTurn = direct ? created.filter(({ sendable: s }) => s?.inTurn && s.batches.length) : [];
-    const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length && !s.inTurn ? [{ notification, ...s }] : []));
+    // a journey's large batch waits for the journeys' turns: its engine moves no faster than they send
+    const journeys = direct ? created.filter(({ sendable: s }) => s?.journey && s.batches.length) : [];
+    const sendable = created.flatMap(({ notification, sendable: s }) => (s?.batches.length && !s.journey ? [{ notification, ...s }] : []));
     const sentHere = sendable.length > 0 && direct !== null && direct.take(sendable);
     const batches: BatchRef[] = created.flatMap((c) =>
-      (sentHere && c.sendable && !c.sendable.inTurn) || inTurn.includes(c)
+      (sentHere && c.sendable && !c.sendable.journey) || journeys.includes(c)
         ? []
         : (c.batchIds ?? []).map((batchId) => ({ notificationId: c.notification.id, batchId })),
     );
     const fanouts = created.filter(({ notification, batchIds }) => !batchIds && !notification.next_due_at);
     await Promise.all([
-      ...inTurn.map(({ notification, sendable: s }) => direct!.sendInTurn({ notification, batches: s!.batches, tokens: s!.tokens })),
+      ...journeys.map(({ notification, sendable: s }) =>
+        direct!.sendJourneyBatches({ notification, batches: s!.batches, tokens: s!.tokens }),
+      ),
       batches.length
         ? this.scheduler.deliver(batches).catch((err) => batches.forEach((b) => this.onScheduleError(err, b.notificationId)))
         : null,
