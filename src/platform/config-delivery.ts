@@ -10,9 +10,10 @@ export const deliverySettings = {
     .max(256)
     .default(8)
     .describe(
-      'Batches of more than 100 devices one worker process sends at once (1–256); it runs 8 times as many jobs at ' +
-        'once, the rest for small batches (one-device notifications, whose statements are grouped across the jobs ' +
-        'running at once). A batch interrupted by a crash is sent again whole, so this bounds what a crash re-sends.',
+      "Batches of more than 100 devices one worker process sends at once (1–256), and as many more of its journeys' " +
+        '(turns of their own); it runs 8 times as many jobs at once, the rest for small batches (one-device ' +
+        'notifications, whose statements are grouped across the jobs running at once). A batch interrupted by a crash ' +
+        'is sent again whole, so this bounds what a crash re-sends.',
     ),
   DELIVERY_BATCH_SIZE: z.coerce.number().int().min(1).max(10000).default(2000).describe('Devices per delivery batch, at most (1–10000).'),
   FANOUT_PAGE_SIZE: z.coerce
