@@ -59,7 +59,7 @@ export class DirectDelivery {
   private readonly heartbeat: NodeJS.Timeout;
   /** the turns of the large batches a fan-out sends itself (`sendInTurn`) */
   private readonly largeTurns: LargeBatchTurns;
-  /** until when journeys' batches find their turns held (`sendJourneyBatches`) */
+  /** until when journeys' batches find their turns held (`sendJourneyBatches`; only they wait with a bound) */
   private congestedUntil = 0;
 
   constructor(
@@ -93,58 +93,49 @@ export class DirectDelivery {
    * cut off by a crash is found pending with no job by the sweeper, or by the fan-out's next run.
    */
   async sendInTurn(committed: JustCommitted): Promise<void> {
-    // the batches of one page of one notification: once one finds it canceled or superseded, so do the rest
-    let stopped: StopReason | null = null;
-    for (const batch of committedBatches(committed)) {
-      if (stopped) {
-        await this.closeUnsent(batch, stopped);
-        continue;
-      }
-      // a batch waiting for its turn is progress too: the heartbeat marks its notification meanwhile, or the sweeper
-      // would find it pending with no job and enqueue it while it waits here
-      const waiting = this.largeTurns.take();
-      this.track(
-        batch.notification.id,
-        waiting.then(() => undefined),
-      );
-      const since = Date.now();
-      const turn = await waiting;
-      // one that waited for its turn may have been canceled or superseded meanwhile, as a delivery job's large batch
-      if (Date.now() - since >= RECHECK_AFTER_WAIT_MS) stopped = await this.stopReason(batch);
-      if (stopped) {
-        turn.done();
-        await this.closeUnsent(batch, stopped);
-        continue;
-      }
-      this.track(batch.notification.id, this.attemptFirst(batch, turn.sent).finally(turn.done));
-    }
+    await this.eachInTurn(committed, this.largeTurns, null);
   }
 
   /**
-   * Sends a journey's large batches just stored, each when one of the journeys' turns is free; answers once the last
-   * has started, so the engine moves entrants no faster than their pushes leave. A batch that finds no turn within
-   * JOURNEY_TURN_WAIT_MS (a gateway slow to answer holds them) goes to the queue with the rest, and for
-   * JOURNEY_CONGESTED_MS the next ones too unless a turn is free at once: the engine, which every journey of the
-   * process shares, waits on one slow gateway at most that long. The notification is marked as making progress for
-   * the whole call (the heartbeat), not only while one batch waits or sends: no delivery job covers it meanwhile.
+   * `sendInTurn` for a journey's large batches, in the journeys' own turns (a broadcast never holds them), so the
+   * engine moves entrants no faster than their pushes leave. A batch that finds no turn within JOURNEY_TURN_WAIT_MS
+   * (a gateway slow to answer holds them) goes to the queue with the rest, and for JOURNEY_CONGESTED_MS the next ones
+   * too unless a turn is free at once: the engine, which every journey of the process shares, waits on one slow
+   * gateway at most that long.
    */
   async sendJourneyBatches(committed: JustCommitted): Promise<void> {
-    const whole = this.journeyBatches(committedBatches(committed));
+    await this.eachInTurn(committed, this.deps.journeyTurns, JOURNEY_TURN_WAIT_MS);
+  }
+
+  /**
+   * The batches, each when a turn of `turns` is free, waiting at most `waitMs` (null: as long as it takes). The
+   * whole call is progress: the heartbeat marks the notification while its batches wait, or the sweeper would find
+   * them pending with no job and enqueue them while they wait here.
+   */
+  private async eachInTurn(committed: JustCommitted, turns: LargeBatchTurns, waitMs: number | null): Promise<void> {
+    const whole = this.eachBatchInTurn(committedBatches(committed), turns, waitMs);
     this.track(committed.notification.id, whole);
     await whole;
   }
 
-  private async journeyBatches(batches: BatchToAttempt[]): Promise<void> {
+  private async eachBatchInTurn(batches: BatchToAttempt[], turns: LargeBatchTurns, waitMs: number | null): Promise<void> {
+    // the batches of one notification: once one finds it canceled or superseded, so do the rest
+    let stopped: StopReason | null = null;
     for (const [k, batch] of batches.entries()) {
+      if (stopped) {
+        await this.closeUnsent(batch, stopped);
+        continue;
+      }
       const since = Date.now();
-      const turn = await turnWithin(this.deps.journeyTurns, since < this.congestedUntil ? 0 : JOURNEY_TURN_WAIT_MS);
+      const turn = waitMs === null ? await turns.take() : await turnWithin(turns, since < this.congestedUntil ? 0 : waitMs);
       if (!turn) {
         this.congestedUntil = Date.now() + JOURNEY_CONGESTED_MS;
         // else the sweeper finds them pending with no job, once the heartbeat stops
         await this.deps.scheduler.deliver(batches.slice(k).map(refOf)).catch(() => undefined);
         return;
       }
-      const stopped = Date.now() - since >= RECHECK_AFTER_WAIT_MS ? await this.stopReason(batch) : null;
+      // one that waited for its turn may have been canceled or superseded meanwhile, as a delivery job's large batch
+      if (Date.now() - since >= RECHECK_AFTER_WAIT_MS) stopped = await this.stopReason(batch);
       if (stopped) {
         turn.done();
         await this.closeUnsent(batch, stopped);
