@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'kysely';
 import { ManualClock, useHarness, type Harness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
-import { journeyApi } from '../http/journey-support.js';
+import { applyEvents, journeyApi } from '../http/journey-support.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { maintainPartitions, retentionOf } from '../../src/delivery/retention.js';
 import { createRepositories } from '../../src/services/deps.js';
@@ -31,11 +31,12 @@ describe('journeys: the history table', () => {
   const repos = createRepositories();
   const entrantOf = async (journeyId: string) =>
     h.db.db.selectFrom('journey_entrants').selectAll().where('journey_id', '=', journeyId).executeTakeFirstOrThrow();
-  const historyRows = async (entrantId: string) =>
+  /** The entrant's own rows, after its start's (seq 0, shared by all who entered with it) when it names one. */
+  const historyRows = async (entrant: { id: string; start_id: string | null }) =>
     (
       await sql<{ seq: number; entries: HistoryEntry[]; partition: string }>`
         select seq, entries, tableoid::regclass::text as partition from journey_entrant_history
-        where entrant_id = ${entrantId} order by seq`.execute(h.db.db)
+        where entrant_id in (${entrant.id}, ${entrant.start_id}) order by seq`.execute(h.db.db)
     ).rows;
 
   it('appends a row a move, keeps the first and the last 99 rows or more, and the API shows the first entry and the last 99', async () => {
@@ -43,7 +44,7 @@ describe('journeys: the history table', () => {
     const d = await api.device();
     await api.enter(j.id, d);
     const entrant = await entrantOf(j.id);
-    const entered = await historyRows(entrant.id);
+    const entered = await historyRows(entrant);
     expect(entered.map((r) => [r.seq, r.entries.map((e) => e.k)])).toEqual([[0, ['entered', 'waiting']]]);
     expect(entrant).not.toHaveProperty('history');
 
@@ -59,7 +60,7 @@ describe('journeys: the history table', () => {
       ]);
       expect(moved.size).toBe(1);
     }
-    const rows = await historyRows(entrant.id);
+    const rows = await historyRows(entrant);
     // pruned at seq 200: the first row and the 99 before it kept, then 201..250
     expect(rows.length).toBe(1 + 99 + 50);
     expect(rows[0]!.seq).toBe(0);
@@ -81,6 +82,51 @@ describe('journeys: the history table', () => {
     expect(shown!.history.at(1)).toMatchObject({ devices_changed: 151 });
   });
 
+  it('entrants that enter by one start together share its first row, and each shows it as its own', async () => {
+    const j = await api.create({ name: 'shared', trigger: { event: 'joined' }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] });
+    const devices = [await api.device(), await api.device(), await api.device()];
+    for (const d of devices)
+      expect((await call(h, 'POST', `/v6/devices/${d}/events`, app.keys.sdk, { events: [{ name: 'joined' }] })).statusCode).toBe(202);
+    expect(await applyEvents(h)).toBe(3);
+    const entrants = await h.db.db.selectFrom('journey_entrants').selectAll().where('journey_id', '=', j.id).execute();
+    expect(entrants).toHaveLength(3);
+    const starts = new Set(entrants.map((e) => e.start_id));
+    expect(starts.size).toBe(1);
+    expect([...starts][0]).not.toBeNull();
+    // one row for the three, none of their own until they move
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n from journey_entrant_history
+      where entrant_id = any(${[...entrants.map((e) => e.id), entrants[0]!.start_id]}::uuid[])`.execute(h.db.db);
+    expect(rows[0]!.n).toBe(1);
+    for (const d of devices) {
+      const [shown] = await api.entrants(j.id, `device:${d}`);
+      expect(shown!.history.map((x) => [x.step, x.what])).toEqual([
+        ['wait', 'entered'],
+        ['wait', 'waiting'],
+      ]);
+    }
+    // a move appends the entrant's own row after the shared one
+    const first = entrants[0]!;
+    await repos.journeyEntrants.advance(h.db.db, [
+      {
+        id: first.id,
+        enteredAt: first.entered_at,
+        seq: 0,
+        stepId: 'wait',
+        phase: 'done',
+        dueAt: null,
+        waitEvent: null,
+        onEvent: null,
+        outcome: 'completed',
+        history: [{ t: Date.parse('2026-05-10T13:00:00Z'), s: 'wait', k: 'exited' }],
+      },
+    ]);
+    expect((await historyRows(first)).map((r) => [r.seq, r.entries.map((e) => e.k)])).toEqual([
+      [0, ['entered', 'waiting']],
+      [1, ['exited']],
+    ]);
+  });
+
   it('shows a history of 100 entries whole; of 101, the first entry and the last 99, across rows of any size', async () => {
     const kept = async (sizes: number[]) => {
       const entrant = { id: crypto.randomUUID(), enteredAt: new Date('2026-05-10T12:00:00Z') };
@@ -93,7 +139,7 @@ describe('journeys: the history table', () => {
       }
       const { rows } = await sql<{
         h: { t: number }[];
-      }>`select ${keptHistory(sql`${entrant.id}::uuid`, sql`${entrant.enteredAt}::timestamptz`)} as h`.execute(h.db.db);
+      }>`select ${keptHistory(sql`${entrant.id}::uuid`, sql`${entrant.enteredAt}::timestamptz`, sql`null::uuid`)} as h`.execute(h.db.db);
       return rows[0]!.h.map((e) => e.t);
     };
     const upTo = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
@@ -109,7 +155,7 @@ describe('journeys: the history table', () => {
     await api.enter(j.id, d);
     const entrant = await entrantOf(j.id);
     expect((await call(h, 'POST', `/v6/journeys/${j.id}/archive`, app.keys.write)).statusCode).toBe(200);
-    const rows = await historyRows(entrant.id);
+    const rows = await historyRows(entrant);
     expect(rows.map((r) => [r.seq, r.entries.map((e) => e.k), r.partition])).toEqual([
       [0, ['entered', 'waiting'], 'journey_entrant_history_p20260510'],
       [1, ['exited'], 'journey_entrant_history_p20260510'],
@@ -117,10 +163,10 @@ describe('journeys: the history table', () => {
     expect((await api.entrants(j.id, `device:${d}`))[0]!.history.map((x) => x.what)).toEqual(['entered', 'waiting', 'exited']);
 
     expect((await maintain('2026-05-13T12:00:00Z')).journey_entrant_history.dropped).not.toContain('2026-05-10');
-    expect(await historyRows(entrant.id)).toHaveLength(2);
+    expect(await historyRows(entrant)).toHaveLength(2);
     const dropped = await maintain('2026-05-14T12:00:00Z');
     expect(dropped.journey_entrants.dropped).toContain('2026-05-10');
     expect(dropped.journey_entrant_history.dropped).toContain('2026-05-10');
-    expect(await historyRows(entrant.id)).toEqual([]);
+    expect(await historyRows(entrant)).toEqual([]);
   });
 });

@@ -4,7 +4,7 @@ import type { Database, JourneyEntrant } from '../schema.js';
 import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray, jsonTextArray } from '../pg-arrays.js';
-import { duePruning, entryOf, keptHistory, pruneHistory } from './journey-entrant-history.js';
+import { duePruning, entryOf, keptHistory, pruneHistory, type HistoryRowOf } from './journey-entrant-history.js';
 import { journeyLeftEventsCte } from './webhooks.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
@@ -127,7 +127,8 @@ export class JourneyEntrantsRepository {
     const s = <T>(f: (x: EntryStart) => T) => starts.values.map(f);
     const { rows } = await sql<{ i: number; outcome: EntryOutcome }>`
       with start as (
-        select *
+        -- a start's first history entries are the same for all who enter by it: one row, which they name (start_id)
+        select *, gen_random_uuid() as start_id
         from unnest(${s((x) => x.appId)}::uuid[], ${s((x) => x.journeyId)}::uuid[], ${s((x) => x.version)}::int[],
                     ${s((x) => x.stepId)}::text[], ${s((x) => x.phase)}::text[], ${s((x) => x.dueAt.toISOString())}::timestamptz[],
                     ${s((x) => x.waitEvent)}::text[], ${s((x) => x.onEvent)}::text[], ${s((x) => x.afterExit)}::boolean[],
@@ -137,7 +138,8 @@ export class JourneyEntrantsRepository {
       ),
       candidate as (
         select s.app_id, c.entrant_key, s.journey_id, s.version, c.device_id, s.step_id, s.phase, s.due_at, s.wait_event,
-               s.on_event, s.after_exit, s.after_ms, s.history, e.event, c.i
+               s.on_event, s.after_exit, s.after_ms, case when jsonb_array_length(s.history) > 0 then s.start_id end as start_id,
+               e.event, c.i
         from unnest(${places}::int[], ${col((c) => c.entrantKey)}::text[], ${col((c) => c.deviceId)}::uuid[],
                     ${col((c) => (c.event ? events.placeOf(c.event) : null))}::int[])
           with ordinality as c(start_at, entrant_key, device_id, event_at, i)
@@ -175,15 +177,17 @@ export class JourneyEntrantsRepository {
       ),
       inserted as (
         insert into journey_entrants (id, journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event,
-                                      on_event, entered_at, event)
-        select id, journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event, ${now}, event
+                                      on_event, entered_at, event, start_id)
+        select id, journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, wait_event, on_event, ${now}, event,
+               start_id
         from decided
         where outcome = 'entered'
       ),
-      -- its history's first row: seq 0, the entered_at of its row
+      -- the history's first row of each start someone entered by: seq 0, the entered_at of their rows
       entered_history as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
-        select id, ${now}, 0, history from decided where outcome = 'entered' and jsonb_array_length(history) > 0
+        select s.start_id, ${now}, 0, s.history from start s
+        where exists (select 1 from decided d where d.start_id = s.start_id and d.outcome = 'entered')
       )
       select i::int as i, outcome from decided
     `.execute(trx);
@@ -215,7 +219,7 @@ export class JourneyEntrantsRepository {
                     ${versions.map((v) => v.event)}::text[]) as v(journey_id, version, event)
         where e.app_id = ${appId} and e.entrant_key = any(${entrantKeys}::text[])
           and e.journey_id = v.journey_id and e.version = v.version and e.outcome is null
-        returning e.id, e.entered_at, e.seq, e.journey_id, e.step_id, v.event, e.app_id, e.version, e.device_id, e.entrant_key
+        returning e.id, e.entered_at, e.seq, e.journey_id, e.step_id, v.event, e.app_id, e.version, e.device_id, e.entrant_key, e.start_id
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
@@ -223,7 +227,7 @@ export class JourneyEntrantsRepository {
       )${journeyLeftEventsCte('left_now', 'journey.converted')},
       path as (
         select l.journey_id, (x->>'s') || '/' || (x->>'p') as p
-        from left_now l, jsonb_array_elements(${keptHistory(sql`l.id`, sql`l.entered_at`)}) as x
+        from left_now l, jsonb_array_elements(${keptHistory(sql`l.id`, sql`l.entered_at`, sql`l.start_id`)}) as x
         where l.journey_id = any(${splitting}::uuid[]) and x->>'k' = 'split'
       )
       select journey_id, step_id, false as path, count(*)::int as n from left_now group by journey_id, step_id
@@ -249,7 +253,7 @@ export class JourneyEntrantsRepository {
     if (journeyIds.length === 0) return [];
     const a = <T>(f: (w: WaitingArrival) => T) => arrivals.map(f);
     const keys = Object.keys(events);
-    type Woken = { journey_id: string; left_step: string; arrived_step: string; id: string; entered_at: Date; seq: number };
+    type Woken = { journey_id: string; left_step: string; arrived_step: string } & HistoryRowOf;
     const waitingEntry = entryOf(now, sql`arrived_step`, 'waiting', sql`wait_event`, sql`, 'u', ${now.getTime()}::bigint + wait_ms`);
     const { rows } = await sql<Woken>`
       with hit as (
@@ -278,7 +282,7 @@ export class JourneyEntrantsRepository {
             event = ${JSON.stringify(events)}::jsonb -> w.came
         from woken w
         where e.id = w.id and e.entered_at = w.entered_at
-        returning e.id, e.entered_at, e.seq, e.journey_id, w.left_step, w.arrived_step, w.came, w.waits, w.wait_event, w.wait_ms
+        returning e.id, e.entered_at, e.seq, e.journey_id, e.start_id, w.left_step, w.arrived_step, w.came, w.waits, w.wait_event, w.wait_ms
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
@@ -286,7 +290,7 @@ export class JourneyEntrantsRepository {
           || case when waits then ${waitingEntry} else '[]'::jsonb end
         from moved
       )
-      select journey_id, left_step, arrived_step, id, entered_at, seq from moved
+      select journey_id, left_step, arrived_step, id, entered_at, seq, start_id from moved
     `.execute(db);
     await pruneHistory(db, duePruning(rows));
     return rows.map(({ journey_id, left_step, arrived_step }) => ({ journey_id, left_step, arrived_step }));
@@ -363,7 +367,7 @@ export class JourneyEntrantsRepository {
         where p.entrant_keys && (select array_agg(entrant_key) from due)
       )
       select due.*, ${reads.zone ? sql`d.time_zone` : sql`null::text`} as time_zone,
-        ${reads.history ? keptHistory(sql`due.id`, sql`due.entered_at`) : sql`'[]'::jsonb`} as history
+        ${reads.history ? keptHistory(sql`due.id`, sql`due.entered_at`, sql`due.start_id`) : sql`'[]'::jsonb`} as history
       from due
       ${reads.zone ? sql`join devices d on d.id = due.device_id` : sql``}
       where (due.app_id, due.entrant_key) not in (select app_id, key from held)
@@ -380,7 +384,7 @@ export class JourneyEntrantsRepository {
     const col = <T>(f: (m: EntrantMove) => T) => moves.map(f);
     // a batch's moves append the same few entries (a send's, a delay's): each text is sent and parsed once
     const histories = new Distinct<string>();
-    const { rows } = await sql<{ id: string; entered_at: Date; seq: number }>`
+    const { rows } = await sql<HistoryRowOf>`
       with moved as (
         update journey_entrants e
         set step_id = t.step_id, phase = t.phase, due_at = t.due_at, wait_event = t.wait_event, on_event = t.on_event,
@@ -394,7 +398,7 @@ export class JourneyEntrantsRepository {
         -- the partition key as read back to the millisecond (JavaScript's precision); the id names the row
         where e.id = t.id and e.entered_at >= t.entered_at and e.entered_at < t.entered_at + interval '1 millisecond'
           and e.seq = t.seq
-        returning e.id, e.entered_at, e.seq, t.history_at
+        returning e.id, e.entered_at, e.seq, e.start_id, t.history_at
       ),
       written as (
         insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
@@ -403,7 +407,7 @@ export class JourneyEntrantsRepository {
         join unnest(${jsonTextArray(histories.values)}::jsonb[]) with ordinality as h(entries, at)
           on h.at = m.history_at
       )
-      select id, entered_at, seq from moved
+      select id, entered_at, seq, start_id from moved
     `.execute(db);
     await pruneHistory(db, duePruning(rows));
     return new Set(rows.map((r) => r.id));
@@ -415,7 +419,7 @@ export class JourneyEntrantsRepository {
       .selectFrom('journey_entrants as e')
       .selectAll()
       .select(
-        keptHistory(sql`e.id`, sql`e.entered_at`)
+        keptHistory(sql`e.id`, sql`e.entered_at`, sql`e.start_id`)
           .$castTo<HistoryEntry[]>()
           .as('history'),
       )

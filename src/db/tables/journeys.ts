@@ -65,10 +65,13 @@ export interface JourneyEntrantsTable {
   left_at: Date | null;
   /** the event that moved it last, which its sends' templates read (migration 055) */
   event: Json<TemplateEvent> | null;
+  /** its history's first row, shared by all who entered by the same start (migration 074); null: none or its own */
+  start_id: string | null;
 }
 
 /** An entrant's history, one row a move that added entries, keyed by its seq after the move (migration 070). */
 export interface JourneyEntrantHistoryTable {
+  /** the entrant's id, or for the first row (seq 0) the start's its entrants name (migration 074) */
   entrant_id: string;
   entered_at: Date;
   seq: number;
