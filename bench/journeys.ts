@@ -78,6 +78,7 @@ async function main() {
     const worker0 = cpuMs(worker.pid!);
     const pg0 = serverCpuMs(postmaster);
     const db0 = await databaseBackendsCpu(db);
+    const wal0 = await walLsn(db.db);
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
@@ -109,6 +110,8 @@ async function main() {
       workerMs: (cpuMs(worker.pid!) - worker0) / events,
       pgMs: (serverCpuMs(postmaster) - pg0) / events,
       pgDbMs: (await backendsCpuSince(db, db0)) / events,
+      // the server's WAL position: every database on it counts, so a quiet server's
+      walBytes: (await walSince(db.db, wal0)) / events,
     };
   };
   const browse = (k: number) => ({
@@ -127,6 +130,8 @@ async function main() {
     for (let k = 0; k < JOURNEYS; k++) made.push((await call('POST', '/v6/journeys', { journey: browse(k) })).journey.id);
     withJourneys.push(await eventRound());
     for (const id of made) await call('POST', `/v6/journeys/${id}/archive`);
+    // the archived journeys' entrants leave by the worker's polls: the next round without journeys must not pay for it
+    await untilExited(db.db, made);
     console.log(
       `events round ${round + 1}: without ${without.at(-1)!.perSecond.toFixed(0)}/s, with ${withJourneys.at(-1)!.perSecond.toFixed(0)}/s`,
     );
@@ -164,6 +169,10 @@ async function main() {
     [
       "  this database's backends alone (a shared server's other work left out)",
       `${median(without.map((r) => r.pgDbMs)).toFixed(2)} / ${median(withJourneys.map((r) => r.pgDbMs)).toFixed(2)} ms`,
+    ],
+    [
+      'WAL an event without / with (the whole server)',
+      `${median(without.map((r) => r.walBytes)).toFixed(0)} / ${median(withJourneys.map((r) => r.walBytes)).toFixed(0)} bytes`,
     ],
   ];
   if (onlyEvents) {
@@ -365,6 +374,25 @@ async function main() {
       select coalesce(sum(pg_total_relation_size(inhrelid)), 0) as bytes from pg_inherits
       where inhparent in ('journey_entrants'::regclass, 'journey_entrant_history'::regclass)`.execute(db.db);
     return Number(rows[0]!.bytes);
+  }
+}
+
+async function walLsn(db: Kysely<Database>): Promise<string> {
+  return (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db)).rows[0]!.lsn;
+}
+
+async function walSince(db: Kysely<Database>, lsn: string): Promise<number> {
+  const { rows } = await sql<{ bytes: string }>`select pg_wal_lsn_diff(pg_current_wal_lsn(), ${lsn}::pg_lsn) as bytes`.execute(db);
+  return Number(rows[0]!.bytes);
+}
+
+/** Until the worker's polls have exited every entrant the archived journeys left inside. */
+async function untilExited(db: Kysely<Database>, journeyIds: string[]): Promise<void> {
+  for (;;) {
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n from journeys where id = any(${journeyIds}::uuid[]) and exiting`.execute(db);
+    if (rows[0]!.n === 0) return;
+    await new Promise((r) => setTimeout(r, 100));
   }
 }
 
