@@ -209,10 +209,7 @@ export class JourneyEventIntake implements JourneyIntake {
         else if (j.state === 'active') entries.push({ journey: j, key: r.key, devices: r.devices, events: r.row.events });
       }
     // the entries serialized with any other entry of the same entrant (a user's other device's worker, the API)
-    await this.deps.entrants.lockEntrants(
-      trx,
-      entries.map((e) => ({ journeyId: e.journey.id, entrantKey: e.key })),
-    );
+    await this.deps.entrants.lockEntrants(trx, [...new Set(entries.map((e) => e.key))]);
     for (const { r, journeys: js } of theirs) {
       const waking = js.filter((j) => j.state === 'active' && j.listens.some((e) => r.row.keys.includes(e)));
       if (waking.length > 0) await this.wakeAndConvert(trx, r, waking, counts, now);

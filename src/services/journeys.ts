@@ -240,7 +240,7 @@ export class JourneyService {
       await counts.write(trx, this.deps.journeys);
       return 'paused';
     }
-    await this.deps.entrants.lockEntrants(trx, [{ journeyId: journey.id, entrantKey: key }]);
+    await this.deps.entrants.lockEntrants(trx, [key]);
     const [outcome] = await enterJourneys(trx, this.deps, [{ journey, key, devices, events: {} }], counts, this.deps.clock.now());
     await counts.write(trx, this.deps.journeys);
     return outcome!;

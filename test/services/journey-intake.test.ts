@@ -249,4 +249,22 @@ describe('journeys: recorded events applied by the workers', () => {
     expect(await pending()).toBe(0);
     expect(await entrants(j.id, `device:${bad}`)).toEqual([]);
   });
+
+  it('a batch whose events enter many journeys each takes a lock an entrant, not one an entry', async () => {
+    clock.set(T0);
+    // 100 events entering 150 journeys each: 15,000 entries, past what PostgreSQL's lock table holds by default
+    const journeys = [];
+    for (let k = 0; k < 150; k++)
+      journeys.push(
+        await create({ name: `Crowd ${k}`, trigger: { event: 'crowd' }, steps: [{ id: 'later', type: 'delay', duration: '1d' }] }),
+      );
+    const ds = [];
+    for (let k = 0; k < 100; k++) ds.push(await device());
+    for (const d of ds) await post(`/v6/devices/${d}`, 'crowd');
+    expect(await h.ctx.services.journeys.takeEvents(100)).toBe(100);
+    const { rows } = await sql<{ n: number }>`
+      select count(*)::int as n from journey_entrants where journey_id = any(${journeys.map((j) => j.id)}::uuid[])`.execute(h.db.db);
+    expect(rows[0]!.n).toBe(15_000);
+    for (const j of [journeys[0]!, journeys[149]!]) expect((await journey(j.id)).counts.trigger.entered).toBe(100);
+  });
 });

@@ -94,16 +94,16 @@ export interface LeftAt {
 /** The entrants of journeys: entering, the due poll, transitions, exits. All SQL of journey_entrants. */
 export class JourneyEntrantsRepository {
   /**
-   * Serializes entries of these entrants into these journeys until the commit (in a fixed order: no deadlock): the table
-   * is partitioned by the day an entrant entered, so no unique index can say one entrant is inside at most once.
+   * Serializes entries of these entrants into any journey until the commit (in a fixed order: no deadlock): the table
+   * is partitioned by the day an entrant entered, so no unique index can say one entrant is inside at most once. A
+   * lock an entrant, not an entrant and journey: a batch of 100 events each entering 150 journeys took 15,000, past
+   * what PostgreSQL's shared lock table holds by default (out of shared memory).
    */
-  async lockEntrants(trx: Transaction<Database>, entries: { journeyId: string; entrantKey: string }[]): Promise<void> {
-    if (entries.length === 0) return;
+  async lockEntrants(trx: Transaction<Database>, entrantKeys: string[]): Promise<void> {
+    if (entrantKeys.length === 0) return;
     await sql`
       select pg_advisory_xact_lock(k)
-      from (select distinct hashtextextended('journey:' || j || ':' || e, 0) as k
-            from unnest(${entries.map((x) => x.journeyId)}::text[], ${entries.map((x) => x.entrantKey)}::text[]) as x(j, e)
-            order by 1) s
+      from (select distinct hashtextextended('journey entrant:' || e, 0) as k from unnest(${entrantKeys}::text[]) as x(e) order by 1) s
     `.execute(trx);
   }
 
