@@ -111,9 +111,9 @@ export class JourneyEntrantsRepository {
    * Enters entrants into the journeys they may enter, in one statement whatever their number: an entry whose
    * entrant's last entry forbids it by the journey's re-entry rule is `not_re_entered`, one without a device the
    * entry filters match `filtered`, the others enter at their first step (the caller counts them). Answers each
-   * candidate's outcome, in their order. Each entrant's entries into its journeys must be locked (`lockEntrants`)
-   * by an earlier statement of the transaction, so that this one's snapshot sees every entry before; a candidate
-   * names each (entrant, journey) once.
+   * candidate's outcome, in their order (only those not entered are read back: most enter). Each entrant's entries
+   * into its journeys must be locked (`lockEntrants`) by an earlier statement of the transaction, so that this one's
+   * snapshot sees every entry before; a candidate names each (entrant, journey) once.
    */
   async enter(trx: Transaction<Database>, entry: { now: Date; candidates: EntryCandidate[] }): Promise<EntryOutcome[]> {
     const { now, candidates } = entry;
@@ -189,9 +189,9 @@ export class JourneyEntrantsRepository {
         select s.start_id, ${now}, 0, s.history from start s
         where exists (select 1 from decided d where d.start_id = s.start_id and d.outcome = 'entered')
       )
-      select i::int as i, outcome from decided
+      select i::int as i, outcome from decided where outcome <> 'entered'
     `.execute(trx);
-    const outcomes = new Array<EntryOutcome>(candidates.length);
+    const outcomes = new Array<EntryOutcome>(candidates.length).fill('entered');
     for (const r of rows) outcomes[r.i - 1] = r.outcome;
     return outcomes;
   }
