@@ -25,11 +25,14 @@ export interface EntryParts {
   devices: DevicesRepository;
 }
 
+/** A device as entering reads it: which one, and its user. */
+export type EntrantDevice = Pick<Device, 'id' | 'user_id'>;
+
 /** An entrant that may enter a journey: its key, its devices, and the events that brought it (none: the API). */
 export interface Entry {
   journey: Journey;
   key: string;
-  devices: Device[];
+  devices: EntrantDevice[];
   events: Record<string, TemplateEvent>;
 }
 
@@ -82,7 +85,7 @@ async function entryDevices(
   devices: DevicesRepository,
   entries: Entry[],
   now: Date,
-): Promise<(Device | undefined)[]> {
+): Promise<(EntrantDevice | undefined)[]> {
   const filtered = new Map<Journey, Set<string>>();
   for (const e of entries) if (e.journey.definition.entry_filters?.length) filtered.set(e.journey, new Set());
   for (const e of entries) for (const d of e.devices) filtered.get(e.journey)?.add(d.id);
@@ -98,7 +101,7 @@ async function entryDevices(
 /** A row of recorded events with what applying it reads: its live devices, its entrant's key and every key it is held under. */
 interface Recorded {
   row: JourneyEventRow;
-  devices: Device[];
+  devices: EntrantDevice[];
   key: string;
   entrantKeys: string[];
 }

@@ -95,10 +95,10 @@ export class JourneyDevicesRepository {
     return out;
   }
 
-  /** Those of the devices that are live, by id, share-locked as an events request locks them. */
-  async liveDevices(db: Db, ids: string[]): Promise<Map<string, Device>> {
-    const { rows } = await sql<Device>`
-      select * from devices where id = any(${ids}::uuid[]) and erased_at is null order by id for share`.execute(db);
+  /** Those of the devices that are live, by id, with their user (all entering reads), share-locked as an events request locks them. */
+  async liveDevices(db: Db, ids: string[]): Promise<Map<string, Pick<Device, 'id' | 'user_id'>>> {
+    const { rows } = await sql<Pick<Device, 'id' | 'user_id'>>`
+      select id, user_id from devices where id = any(${ids}::uuid[]) and erased_at is null order by id for share`.execute(db);
     return new Map(rows.map((d) => [d.id, d]));
   }
 
