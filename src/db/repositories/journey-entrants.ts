@@ -163,7 +163,7 @@ export class JourneyEntrantsRepository {
         join journey_entered k on k.entrant_key = x.entrant_key and k.journey_id = any(x.journeys)
       ),
       decided as materialized (
-        select pushd_uuid7() as id, c.*,
+        select gen_random_uuid() as id, c.*,
                case when l.journey_id is not null
                          and (not c.after_exit or l.outcome is null
                               or ${now}::timestamptz - l.entered_at < c.after_ms * interval '1 millisecond')
