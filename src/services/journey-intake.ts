@@ -10,8 +10,8 @@ import type {
   JourneyEntrantsRepository,
 } from '../db/repositories/journey-entrants.js';
 import type { JourneyEventRow, JourneyEventsRepository } from '../db/repositories/journey-events.js';
-import type { JourneyDevicesRepository } from '../db/repositories/journey-devices.js';
-import type { Database, Device, Journey } from '../db/schema.js';
+import type { JourneyDevicesRepository, LiveDevice } from '../db/repositories/journey-devices.js';
+import type { Database, Journey } from '../db/schema.js';
 import type { TemplateEvent } from '../domain/template-data.js';
 import { firstStep, reEntryRule, waitingArrivals, waitingEntry, type WaitingArrival } from '../domain/journey-run.js';
 import { historyEntry } from '../domain/journey-history.js';
@@ -25,14 +25,11 @@ export interface EntryParts {
   devices: DevicesRepository;
 }
 
-/** A device as entering reads it: which one, and its user. */
-export type EntrantDevice = Pick<Device, 'id' | 'user_id'>;
-
 /** An entrant that may enter a journey: its key, its devices, and the events that brought it (none: the API). */
 export interface Entry {
   journey: Journey;
   key: string;
-  devices: EntrantDevice[];
+  devices: LiveDevice[];
   events: Record<string, TemplateEvent>;
 }
 
@@ -85,7 +82,7 @@ async function entryDevices(
   devices: DevicesRepository,
   entries: Entry[],
   now: Date,
-): Promise<(EntrantDevice | undefined)[]> {
+): Promise<(LiveDevice | undefined)[]> {
   const filtered = new Map<Journey, Set<string>>();
   for (const e of entries) if (e.journey.definition.entry_filters?.length) filtered.set(e.journey, new Set());
   for (const e of entries) for (const d of e.devices) filtered.get(e.journey)?.add(d.id);
@@ -101,7 +98,7 @@ async function entryDevices(
 /** A row of recorded events with what applying it reads: its live devices, its entrant's key and every key it is held under. */
 interface Recorded {
   row: JourneyEventRow;
-  devices: EntrantDevice[];
+  devices: LiveDevice[];
   key: string;
   entrantKeys: string[];
 }
@@ -212,7 +209,10 @@ export class JourneyEventIntake implements JourneyIntake {
         else if (j.state === 'active') entries.push({ journey: j, key: r.key, devices: r.devices, events: r.row.events });
       }
     // the entries serialized with any other entry of the same entrant (a user's other device's worker, the API)
-    await this.deps.entrants.lockEntrants(trx, [...new Set(entries.map((e) => e.key))]);
+    await this.deps.entrants.lockEntrants(
+      trx,
+      entries.map((e) => e.key),
+    );
     for (const { r, journeys: js } of theirs) {
       const waking = js.filter((j) => j.state === 'active' && j.listens.some((e) => r.row.keys.includes(e)));
       if (waking.length > 0) await this.wakeAndConvert(trx, r, waking, counts, now);

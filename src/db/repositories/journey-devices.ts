@@ -28,6 +28,9 @@ const COLUMNS: Record<string, string> = {
 };
 
 /** What a journey's steps read and write of the entrants' devices: the values a branch read, an update's writes. */
+/** A device as entering reads it: which one, and its user. */
+export type LiveDevice = Pick<Device, 'id' | 'user_id'>;
+
 export class JourneyDevicesRepository {
   /**
    * The value of each thing the filters name, per device, as the device holds it now: a column, a custom attribute
@@ -96,8 +99,8 @@ export class JourneyDevicesRepository {
   }
 
   /** Those of the devices that are live, by id, with their user (all entering reads), share-locked as an events request locks them. */
-  async liveDevices(db: Db, ids: string[]): Promise<Map<string, Pick<Device, 'id' | 'user_id'>>> {
-    const { rows } = await sql<Pick<Device, 'id' | 'user_id'>>`
+  async liveDevices(db: Db, ids: string[]): Promise<Map<string, LiveDevice>> {
+    const { rows } = await sql<LiveDevice>`
       select id, user_id from devices where id = any(${ids}::uuid[]) and erased_at is null order by id for share`.execute(db);
     return new Map(rows.map((d) => [d.id, d]));
   }

@@ -128,7 +128,7 @@ export class JourneyEntrantsRepository {
     const { rows } = await sql<{ i: number; outcome: EntryOutcome }>`
       with start as (
         -- a start's first history entries are the same for all who enter by it: one row, which they name (start_id)
-        select *, gen_random_uuid() as start_id
+        select *, case when jsonb_array_length(s.history) > 0 then gen_random_uuid() end as start_id
         from unnest(${s((x) => x.appId)}::uuid[], ${s((x) => x.journeyId)}::uuid[], ${s((x) => x.version)}::int[],
                     ${s((x) => x.stepId)}::text[], ${s((x) => x.phase)}::text[], ${s((x) => x.dueAt.toISOString())}::timestamptz[],
                     ${s((x) => x.waitEvent)}::text[], ${s((x) => x.onEvent)}::text[], ${s((x) => x.afterExit)}::boolean[],
@@ -138,8 +138,7 @@ export class JourneyEntrantsRepository {
       ),
       candidate as (
         select s.app_id, c.entrant_key, s.journey_id, s.version, c.device_id, s.step_id, s.phase, s.due_at, s.wait_event,
-               s.on_event, s.after_exit, s.after_ms, case when jsonb_array_length(s.history) > 0 then s.start_id end as start_id,
-               e.event, c.i
+               s.on_event, s.after_exit, s.after_ms, s.start_id, e.event, c.i
         from unnest(${places}::int[], ${col((c) => c.entrantKey)}::text[], ${col((c) => c.deviceId)}::uuid[],
                     ${col((c) => (c.event ? events.placeOf(c.event) : null))}::int[])
           with ordinality as c(start_at, entrant_key, device_id, event_at, i)
