@@ -22,7 +22,7 @@ import type { Database } from '../src/db/schema.js';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { JourneyEntrantsRepository } from '../src/db/repositories/journey-entrants.js';
-import { backendsCpuSince, databaseBackendsCpu } from './lib/database-wal.js';
+import { backendsCpuSince, databaseBackendsCpu, databaseWalSince, walMark } from './lib/database-wal.js';
 import { arg, cpuMs, median, parentPid, percentile, printTable, serverCpuMs } from './lib/setup.js';
 import { BENCH_BUNDLE, bareBroadcast, benchStack, startServices } from './lib/stack.js';
 
@@ -78,7 +78,7 @@ async function main() {
     const worker0 = cpuMs(worker.pid!);
     const pg0 = serverCpuMs(postmaster);
     const db0 = await databaseBackendsCpu(db);
-    const wal0 = await walLsn(db.db);
+    const wal0 = await walMark(db);
     const t0 = performance.now();
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
@@ -110,8 +110,8 @@ async function main() {
       workerMs: (cpuMs(worker.pid!) - worker0) / events,
       pgMs: (serverCpuMs(postmaster) - pg0) / events,
       pgDbMs: (await backendsCpuSince(db, db0)) / events,
-      // the server's WAL position: every database on it counts, so a quiet server's
-      walBytes: (await walSince(db.db, wal0)) / events,
+      // this database's WAL (pg_waldump; null where it cannot read the server's WAL)
+      walBytes: ((await databaseWalSince(db, wal0)) ?? NaN) / events,
     };
   };
   const browse = (k: number) => ({
@@ -171,7 +171,7 @@ async function main() {
       `${median(without.map((r) => r.pgDbMs)).toFixed(2)} / ${median(withJourneys.map((r) => r.pgDbMs)).toFixed(2)} ms`,
     ],
     [
-      'WAL an event without / with (the whole server)',
+      'WAL an event without / with (this database)',
       `${median(without.map((r) => r.walBytes)).toFixed(0)} / ${median(withJourneys.map((r) => r.walBytes)).toFixed(0)} bytes`,
     ],
   ];
@@ -390,15 +390,6 @@ async function main() {
   }
 }
 
-async function walLsn(db: Kysely<Database>): Promise<string> {
-  return (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db)).rows[0]!.lsn;
-}
-
-async function walSince(db: Kysely<Database>, lsn: string): Promise<number> {
-  const { rows } = await sql<{ bytes: string }>`select pg_wal_lsn_diff(pg_current_wal_lsn(), ${lsn}::pg_lsn) as bytes`.execute(db);
-  return Number(rows[0]!.bytes);
-}
-
 /** Until the worker's polls have exited every entrant the archived journeys left inside. */
 async function untilExited(db: Kysely<Database>, journeyIds: string[]): Promise<void> {
   for (;;) {
@@ -434,11 +425,7 @@ async function archiveTimes(db: Kysely<Database>, archive: () => Promise<unknown
   const t0 = performance.now();
   await archive();
   const answerMs = performance.now() - t0;
-  for (;;) {
-    const { rows } = await sql<{ exiting: boolean }>`select exiting from journeys where id = ${journeyId}::uuid`.execute(db);
-    if (!rows[0]!.exiting) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await untilExited(db, [journeyId]);
   return { oneStatementMs, answerMs, restMs: performance.now() - t0 - answerMs };
 }
 
