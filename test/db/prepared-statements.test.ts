@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { openDatabase, PLAN_EACH_RUN, StatementNames, WARM_CONNECTIONS } from '../../src/db/database.js';
 import { useHarness } from '../helpers/harness.js';
 
@@ -109,8 +109,9 @@ describe('prepared statements on a real connection', () => {
   });
 
   it('plans again after its plan lifetime, on the same connection', async () => {
-    // 10 s: the 100,000-row insert below must come and go within the first plan's life on a loaded machine (the
-    // whole suite beside it once took it past 5 s, and the plan was made again before the first check)
+    // The pool's clock is stopped, then moved past the plan's life: on a loaded machine the 100,000-row insert below
+    // once outlived a real 5 s, and once a real 10 s, and the plan was made again before the first check.
+    vi.useFakeTimers({ toFake: ['Date'] });
     const handle = openDatabase(h.databaseUrl, 1, 1, { minSeconds: 10, maxSeconds: 10 });
     const backend = async () => (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(handle.db)).rows[0]!.pid;
     // a table analyzed with one row: the generic plan scans it whole, and keeps scanning once it has grown
@@ -131,13 +132,14 @@ describe('prepared statements on a real connection', () => {
       for (let i = 0; i < 8; i++) await count();
       await sql`insert into replanned select g from generate_series(2, 100000) g`.execute(handle.db);
       expect(await plan()).toContain('Seq Scan');
-      await new Promise((r) => setTimeout(r, preparedAt + 10_100 - Date.now()));
+      vi.setSystemTime(preparedAt + 10_100);
       expect((await count()).rows[0]!.n).toBe(1);
       expect(await plan()).not.toContain('Seq Scan');
       expect(await backend()).toBe(first);
     } finally {
       await sql`drop table if exists replanned`.execute(handle.db);
       await handle.close();
+      vi.useRealTimers();
     }
   });
 });
