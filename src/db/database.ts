@@ -2,9 +2,13 @@ import { Kysely, PostgresDialect, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { withArrayLiterals } from './pg-arrays.js';
+import { timestamptzParser } from './timestamps.js';
 
 // int8 (counts, counters) as JS numbers: every counter we keep stays far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
+/** pg's own timestamptz parser, which ours falls back to (and is tested against) */
+export const PG_TIMESTAMPTZ_PARSER = pg.types.getTypeParser(pg.types.builtins.TIMESTAMPTZ);
+pg.types.setTypeParser(pg.types.builtins.TIMESTAMPTZ, timestamptzParser(PG_TIMESTAMPTZ_PARSER));
 
 /**
  * A connection the server ends (a restart: 57P01, or the socket closing) emits 'error' on its pg.Client. pg-pool
