@@ -27,10 +27,10 @@ const COLUMNS: Record<string, string> = {
   platform: 'platform',
 };
 
-/** What a journey's steps read and write of the entrants' devices: the values a branch read, an update's writes. */
 /** A device as entering reads it: which one, and its user. */
 export type LiveDevice = Pick<Device, 'id' | 'user_id'>;
 
+/** What a journey's steps read and write of the entrants' devices: the values a branch read, an update's writes. */
 export class JourneyDevicesRepository {
   /**
    * The value of each thing the filters name, per device, as the device holds it now: a column, a custom attribute
