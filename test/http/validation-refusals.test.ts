@@ -1,28 +1,19 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { basic, useHarness } from '../helpers/harness.js';
+import { useHarness } from '../helpers/harness.js';
+import { alert, circle, manyFilters, near, pt, triangle, UNITS, withPayload, withTo } from './notification-bodies.js';
 import { countRows, postNotification, type AppWithKeys } from './support.js';
 
 /**
  * POST /v<N>/notifications validation: one bad body per rule, each answered 400 with the exact error naming
- * the field path, and nothing stored. Accepted boundary values are checked next to the refusals, so a rule
- * that refused everything would fail here too.
+ * the field path, and nothing stored. Accepted boundary values are checked in validation-accepted.test.ts, so a
+ * rule that refused everything would fail there.
  */
 
-const alert = { alert: 'hi' };
-const withTo = (to: unknown) => ({ notification: { to, payload: alert } });
-const withPayload = (payload: unknown) => ({ notification: { to: '*', payload } });
 const filter = (name: string, criteria: unknown[], extra: Record<string, unknown> = {}) => withTo([{ name, criteria, ...extra }]);
-const pt = (latitude: unknown, longitude: unknown) => ({ latitude, longitude });
-const near = (point: unknown, distance: unknown = 10, unit: unknown = 'km') => ({ point, distance, unit });
-const triangle = [pt(0, 0), pt(0, 1), pt(1, 1)];
-const circle = (n: number) =>
-  Array.from({ length: n }, (_, i) => pt(45 + Math.sin((2 * Math.PI * i) / n), 5 + Math.cos((2 * Math.PI * i) / n)));
-const manyFilters = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `custom.string.a${i}`, criteria: ['x'] }));
 
 const TO_FORMS = 'notification.to: must be "*", {"audience": "<id>"} or an array of filters';
 const NAME_ERR =
   'notification.to[0].name: must be a device attribute, custom.<string|integer|float|date|boolean>.<name>, events.<name> or events.<source>.<name>';
-const UNITS = 'in, inch, yd, yards, ft, feet, km, kilometers, nauticalmiles, mi, miles, m, meters';
 const GEO_ONLY = 'notification.to[0].criteria[0]: distance and polygon criteria only apply to location and sdk_location';
 const RANGE_KEYS = 'notification.to[0].criteria[0]: a range object needs at least one of gt, gte, lt, lte';
 const BAD_DATE_RANGE = (key: string) =>
@@ -32,8 +23,6 @@ const RESERVED_PREFIX = (key: string) =>
   `notification.payload.${key}: is reserved (keys beginning google. or gcm. belong to the push gateway)`;
 
 type Row = [rule: string, body: unknown, error: string];
-
-const UTF8_ONLY = 'content-type: JSON must be UTF-8 (charset=utf-8, or none)';
 
 const TO_ROWS: Row[] = [
   ['to missing', { notification: { payload: alert } }, TO_FORMS],
@@ -334,233 +323,5 @@ describe('POST /v6/notifications validation', () => {
       expect(res.statusCode).toBe(400);
       expect(res.json()).toEqual({ error });
     }
-  });
-});
-
-describe('accepted bodies (the boundaries of each rule)', () => {
-  const h = useHarness();
-  let app: AppWithKeys;
-  beforeAll(async () => {
-    app = await h.createApp();
-  });
-
-  const accepted: [string, unknown][] = [
-    ['to *', withTo('*')],
-    ['50 filters', withTo(manyFilters(50))],
-    [
-      'polygons of 1,000 points in all',
-      withTo([
-        { name: 'location', criteria: [{ polygon: circle(600) }] },
-        { name: 'sdk_location', criteria: [{ polygon: circle(400) }] },
-      ]),
-    ],
-    [
-      'every device attribute',
-      withTo([
-        { name: 'locale', criteria: ['fr_FR', 'en_US'] },
-        { name: 'time_zone', criteria: ['Europe/Paris'] },
-        { name: 'created_at', criteria: [{ gte: 'now-7d/d' }] },
-        { name: 'registered_at', criteria: ['2024-01-01T10:00:00Z', { lt: '2024-01-01||+1M/d' }] },
-        { name: 'badge', criteria: [0, { gt: 1, lte: 5 }] },
-        { name: 'os_name', criteria: ['iOS'] },
-        { name: 'os_version', criteria: ['17.1'] },
-        { name: 'app_version', criteria: ['2.0'] },
-        { name: 'sdk_version', criteria: ['4.2'] },
-        { name: 'device_id', criteria: ['00000000-0000-0000-0000-000000000000'] },
-        { name: 'country', criteria: ['FR'] },
-        { name: 'marketing_name', criteria: ['iPhone 15'] },
-        { name: 'user_id', criteria: ['u1'] },
-        { name: 'user_email', criteria: ['a@example.com'] },
-        { name: 'development', criteria: [true] },
-        { name: 'location', criteria: [near(pt(48.85, 2.35), 5, 'km')] },
-        { name: 'sdk_location', criteria: [{ polygon: triangle }] },
-        { name: 'notifications_allowed', criteria: ['Enabled', 'Disabled', 'Unknown'] },
-        { name: 'tags', criteria: ['vip'], not_filter: true },
-      ]),
-    ],
-    [
-      'custom attributes of each type',
-      withTo([
-        { name: 'custom.string.colour', criteria: ['red'] },
-        { name: 'custom.integer.age', criteria: [30, { gte: 18 }] },
-        { name: 'custom.float.score', criteria: [{ gt: 0.5 }] },
-        { name: 'custom.date.birthday', criteria: [{ gte: 'now+1h+1m' }, '2000-01-01'] },
-        { name: 'custom.boolean.vip', criteria: [false] },
-      ]),
-    ],
-    [
-      'event names with and without source',
-      withTo([
-        { name: 'events.purchase', criteria: [true, 3, { gte: 2 }, { gt: 'now-7d/d' }] },
-        { name: 'events.Public Api.signup', criteria: [{ lt: '2024-01-01||+1M/d' }] },
-        { name: 'events.Mixpanel.opened_app', criteria: [{ lte: 'now+1h+1m' }] },
-      ]),
-    ],
-    [
-      'every distance unit, latitude/longitude at their bounds, distance and polygon mixed',
-      withTo([
-        {
-          name: 'location',
-          criteria: [
-            ...UNITS.split(', ').map((unit) => near(pt(90, 180), 1, unit)),
-            near(pt(-90, -180), 0, 'm'),
-            { polygon: [pt(0, 0), pt(0, 1), pt(1, 1), pt(1, 0)] },
-          ],
-        },
-      ]),
-    ],
-    [
-      'typed payload keys at their bounds',
-      withPayload({
-        alert: 'a',
-        title: 't',
-        subtitle: 's',
-        sound: 'default',
-        category: 'REPLY',
-        _channel_id: 'news',
-        collapse_key: 'k'.repeat(64),
-        badge: 0,
-        content_available: false,
-        mutable_content: true,
-        interruption_level: 'time-sensitive',
-        relevance_score: 0.29,
-      }),
-    ],
-    ...(['passive', 'active', 'critical'] as const).map((level): [string, unknown] => [
-      `interruption_level ${level}`,
-      withPayload({ interruption_level: level }),
-    ]),
-    ...([0, 1, 0.5, 0.57, 0.07] as const).map((v): [string, unknown] => [`relevance_score ${v}`, withPayload({ relevance_score: v })]),
-    ['keys that only look reserved', withPayload({ googleplay: 1, gcm_x: 2, from_user: 'a', Available: true, nid: 4 })],
-  ];
-
-  it.each(accepted)('%s -> 201', async (_name, body) => {
-    const res = await postNotification(h, app.keys.write, body);
-    expect(res.json()).toMatchObject({ state: 'scheduled' });
-    expect(res.statusCode).toBe(201);
-  });
-
-  it('passes custom keys through untouched, in the answer and in the stored record', async () => {
-    const payload = {
-      alert: 'Sale',
-      _u: 'https://example.com/sale?x=1&y=2',
-      _st: { image_url: 'https://example.com/i.png', mid: 42 },
-      deep: { a: [1, 'two', { three: null }], b: { c: { d: true } } },
-      'with space': 'ok',
-      emoji: '🎉 ünïcødé',
-      nothing: null,
-      big: 12345678901234,
-      negative: -0.5,
-      list: [],
-      empty: {},
-    };
-    const res = await postNotification(h, app.keys.write, { notification: { to: '*', payload } });
-    expect(res.statusCode).toBe(201);
-    const body = res.json();
-    expect(body.notification.payload).toStrictEqual(payload);
-
-    const row = await h.db.db
-      .selectFrom('notifications')
-      .select(['payload', 'request'])
-      .where('id', '=', body.id)
-      .executeTakeFirstOrThrow();
-    expect(row.payload).toStrictEqual(payload);
-    expect(row.request).toStrictEqual({ to: '*', payload });
-
-    const read = await h.server.inject({
-      method: 'GET',
-      url: `/v6/notifications/${body.id}`,
-      headers: { authorization: basic(app.keys.read) },
-    });
-    expect(read.json().notification.payload).toStrictEqual(payload);
-  });
-});
-
-describe('bodies that are not a JSON object: a 4xx, never a 500', () => {
-  const h = useHarness();
-  let write: string;
-  beforeAll(async () => {
-    write = (await h.createApp()).keys.write;
-  });
-
-  const raw = (payload: string | Buffer | undefined, contentType?: string) =>
-    h.server.inject({
-      method: 'POST',
-      url: '/v6/notifications',
-      headers: { authorization: basic(write), ...(contentType ? { 'content-type': contentType } : {}) },
-      ...(payload === undefined ? {} : { payload }),
-    });
-
-  it.each([
-    ['malformed JSON', '{"notification": {', 'application/json', 400, 'body is not valid JSON'],
-    ['trailing garbage', '{"notification": {}} x', 'application/json', 400, 'body is not valid JSON'],
-    [
-      '__proto__ key',
-      '{"__proto__": {"admin": true}, "notification": {"to": "*", "payload": {"alert": "x"}}}',
-      'application/json',
-      400,
-      'key "__proto__" is not allowed (it would reach the prototype of what it is copied into)',
-    ],
-    ['empty body declared as JSON', '', 'application/json', 400, 'body must not be empty'],
-    ['text/plain', '{"notification": {"to": "*", "payload": {"alert": "x"}}}', 'text/plain', 415, 'content-type must be application/json'],
-    [
-      'JSON declared latin-1',
-      '{"notification": {"to": "*", "payload": {"alert": "x"}}}',
-      'application/json; charset=iso-8859-1',
-      415,
-      UTF8_ONLY,
-    ],
-    [
-      'JSON declared UTF-16',
-      '{"notification": {"to": "*", "payload": {"alert": "x"}}}',
-      'application/json;charset="utf-16"',
-      415,
-      UTF8_ONLY,
-    ],
-    [
-      'bytes that are not UTF-8 (é in latin-1)',
-      Buffer.concat([Buffer.from('{"notification": {"to": "*", "payload": {"alert": "caf'), Buffer.from([0xe9]), Buffer.from('"}}}')]),
-      'application/json',
-      400,
-      'body: is not valid UTF-8',
-    ],
-    ['form encoded', 'notification=1', 'application/x-www-form-urlencoded', 415, 'content-type must be application/json'],
-    ['xml', '<notification/>', 'application/xml', 415, 'content-type must be application/json'],
-  ] as const)('%s -> %i', async (_name, payload, contentType, status, error) => {
-    const res = await raw(payload, contentType);
-    expect(res.json()).toEqual({ error });
-    expect(res.statusCode).toBe(status);
-  });
-
-  it('no body and no content type -> 400', async () => {
-    const res = await raw(undefined);
-    expect(res.json()).toEqual({ error: 'body must not be empty' });
-    expect(res.statusCode).toBe(400);
-  });
-
-  it('a body over BODY_LIMIT_BYTES (1 MiB by default) -> 413', async () => {
-    const res = await raw(JSON.stringify(withPayload({ alert: 'x'.repeat(1024 * 1024) })), 'application/json');
-    expect(res.json()).toEqual({ error: 'body is too large' });
-    expect(res.statusCode).toBe(413);
-  });
-
-  it('a body just under the limit is read, then validated (an alert this long is more than the gateways take)', async () => {
-    const res = await raw(JSON.stringify(withPayload({ alert: 'x'.repeat(1000 * 1024) })), 'application/json');
-    expect(res.statusCode).toBe(400);
-    expect(res.json().error).toMatch(/^notification\.payload: is too large: it maps to an APNs payload of 1024066 bytes/);
-  });
-
-  it('application/json with a UTF-8 charset parameter is JSON', async () => {
-    const res = await raw(JSON.stringify(withPayload(alert)), 'application/json; charset=utf-8');
-    expect(res.statusCode).toBe(201);
-    expect((await raw(JSON.stringify(withPayload(alert)), "application/json; charset='utf8'")).statusCode).toBe(201);
-    const upper = await raw(JSON.stringify(withPayload({ alert: 'café ☕' })), 'application/json; charset="UTF-8"');
-    expect(upper.statusCode).toBe(201);
-    expect(upper.json().notification.payload.alert).toBe('café ☕');
-  });
-
-  it('stored nothing for the refused bodies', async () => {
-    // The three accepted bodies above are the only rows.
-    expect(await countRows(h, 'notifications')).toBe(3);
   });
 });
