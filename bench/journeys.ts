@@ -3,7 +3,8 @@
  *   1. POST /v6/devices/:id/events throughput and p99 without journeys and with 10 active journeys triggered by the
  *      event, in alternating rounds of the same run (the machine drifts);
  *   2. `entrants` entrants whose delay ends at one moment: from that moment to the last push at the mocks, against
- *      the bare node:http2 client sending as many pushes (bench/lib/bare-client.ts), every device once;
+ *      the bare node:http2 client sending as many pushes (bench/lib/bare-client.ts), every device once; the CPU a push
+ *      of this process (the mock gateways) in both, and the ratio those CPU costs allow on the machine's cores;
  *   3. with `waiting` entrants waiting (nothing due): the worker's CPU over a quiet window before and after they are
  *      there, and the poller's due query's time; the bytes of entrant state per entrant (with a history of two
  *      entries, its row of journey_entrant_history counted); the WAL of one step transition (EXPLAIN's WAL bytes of
@@ -16,6 +17,7 @@
  *                             [--concurrency 16] [--quiet-seconds 10] [--only events]
  * `--only events` runs (1) alone.
  */
+import { cpus } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../src/db/schema.js';
@@ -210,7 +212,7 @@ async function main() {
     db.db,
   );
   const dueAt = performance.now() + 2000;
-  const dueCpu0 = { worker: cpuMs(worker.pid!), db: await databaseBackendsCpu(db) };
+  const dueCpu0 = { worker: cpuMs(worker.pid!), db: await databaseBackendsCpu(db), mocks: cpuMs(process.pid) };
   // what autovacuum would do after such a fill (it is off on the machine these ran on), within the 2 s
   await sql`analyze journey_entrants`.execute(db.db);
   // and after the events rounds' deleted journey_events rows (a queue's churn, which autovacuum takes at 50 dead
@@ -219,13 +221,18 @@ async function main() {
   const timeout = new Promise<number>((resolve) => setTimeout(() => resolve(-1), 600_000));
   const doneAt = await Promise.race([all, timeout]);
   // CPU a due entrant: the worker's and this database's backends' (the fill's and analyze's statements included)
-  const dueCpu = { worker: (cpuMs(worker.pid!) - dueCpu0.worker) / entrants, db: (await backendsCpuSince(db, dueCpu0.db)) / entrants };
+  const dueCpu = {
+    worker: (cpuMs(worker.pid!) - dueCpu0.worker) / entrants,
+    db: (await backendsCpuSince(db, dueCpu0.db)) / entrants,
+    mocks: (cpuMs(process.pid) - dueCpu0.mocks) / entrants,
+  };
   apns.onAccept = fcm.onAccept = undefined;
   const pipelineRate = doneAt > 0 ? entrants / ((doneAt - dueAt) / 1000) : 0;
   const missed = entrants - received.size;
   const twice = [...received.values()].filter((n) => n > 1).length;
   const sa = stack.serviceAccount;
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
+  const bareMocks0 = cpuMs(process.pid);
   const bare = await bareBroadcast(
     {
       apnsOrigin: apns.origin,
@@ -238,6 +245,7 @@ async function main() {
     { devices: entrants, payload: PAYLOAD, notificationId: due.journey.id },
   );
   const bareRate = bare.ok / (bare.ms / 1000);
+  const bareMocksMs = (cpuMs(process.pid) - bareMocks0) / entrants;
   const notifications = await sql<{ n: number }>`
     select count(*)::int as n from notifications where request->'journey'->>'id' = ${due.journey.id}`.execute(db.db);
 
@@ -357,6 +365,12 @@ async function main() {
     ['bare node:http2 pushes/s', bareRate.toFixed(0)],
     ['  ratio (issue: >= 0.8)', ratio(pipelineRate, bareRate)],
     ['  CPU a due entrant: worker / PostgreSQL (this database)', `${dueCpu.worker.toFixed(3)} / ${dueCpu.db.toFixed(3)} ms`],
+    ['  CPU a push of this process (the mock gateways): due / bare', `${dueCpu.mocks.toFixed(3)} / ${bareMocksMs.toFixed(3)} ms`],
+    // the bare client's rate is the mocks' (one thread each), while the due phase's three share the machine's cores
+    [
+      `  ratio the CPU allows on ${cpus().length} cores: cores x mocks(bare) / (worker + PostgreSQL + mocks(due))`,
+      ratio((cpus().length * bareMocksMs) / (dueCpu.worker + dueCpu.db + dueCpu.mocks), 1),
+    ],
     ['  notifications made (batches of JOURNEY_BATCH_SIZE)', String(notifications.rows[0]!.n)],
     ['  devices missed / pushed twice', `${missed} / ${twice}`],
     ['worker CPU idle, no entrants / with them waiting', `${idleBefore.toFixed(2)} % / ${idleAfter.toFixed(2)} % of a core`],
