@@ -39,6 +39,11 @@ export default tseslint.config(
     rules: { 'max-lines': ['error', { max: 500 }], 'max-lines-per-function': ['error', { max: 80 }] },
   },
   {
+    // the benchmarks and tests keep the file size; their describe blocks and runs are longer than a function of src/
+    files: ['bench/**/*.ts', 'test/**/*.ts'],
+    rules: { 'max-lines': ['error', { max: 500 }] },
+  },
+  {
     files: ['src/**/*.ts', 'console/src/**/*.ts'],
     // Prettier keeps code within 140 but leaves strings, templates (SQL) and comments as written
     rules: { 'max-len': ['error', { code: 140 }] },
