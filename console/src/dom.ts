@@ -34,6 +34,21 @@ export function s(tag: string, props: Props = {}, ...children: Child[]): SVGElem
   return el;
 }
 
+/** A panel of a page: a section under its heading. */
+export const panel = (title: string, ...children: Child[]): HTMLElement =>
+  h('section', { class: 'panel' }, h('h2', {}, title), ...children);
+
+/** A radio button and its label, inline; `onPick` runs when the user picks it. */
+export const radioChoice = (name: string, value: string, label: string, checked: boolean, onPick: () => void): HTMLLabelElement =>
+  h('label', { class: 'inline' }, h('input', { type: 'radio', name, value, checked, onchange: onPick }), ` ${label}`);
+
+/** An empty slot under a field for the API's message about `path`, filed in `slots` by that path. */
+export function errorSlot(slots: Map<string, HTMLElement>, path: string): HTMLDivElement {
+  const el = h('div', { class: 'field-error', 'data-error': path });
+  slots.set(path, el);
+  return el;
+}
+
 export function replace(el: Element, ...children: Child[]): void {
   el.replaceChildren();
   append(el, children);

@@ -1,5 +1,5 @@
-import { ApiError } from './api.js';
-import { fmt, h, replace, when } from './dom.js';
+import { ApiError, type Api } from './api.js';
+import { errorSlot, fmt, h, replace, when } from './dom.js';
 import type { Page } from './page.js';
 import { storedTemplates, templateSelect, type StoredTemplate } from './template-picker.js';
 
@@ -114,7 +114,8 @@ export const journeysPage: Page = async ({ api, key }, main) => {
   );
 };
 
-function journeyForm(api: Parameters<Page>[0]['api'], templates: StoredTemplate[]): HTMLElement {
+/** The form that makes a journey: its name, trigger, exit events and steps, and the button that creates it. */
+function journeyForm(api: Api, templates: StoredTemplate[]): HTMLElement {
   const drafts: DraftStep[] = [{ type: 'delay', id: 'step1', main: '1h', extra: '' }];
   const name = h('input', { type: 'text', id: 'journey-name', placeholder: 'Cart reminder' });
   const trigger = h('input', { type: 'text', id: 'journey-trigger', placeholder: 'cart_abandoned' });
@@ -122,46 +123,7 @@ function journeyForm(api: Parameters<Page>[0]['api'], templates: StoredTemplate[
   const list = h('ol', { id: 'step-list' });
   const error = h('p', { class: 'error', id: 'journey-error', role: 'alert' });
   const errors = new Map<string, HTMLElement>();
-  const slot = (path: string) => {
-    const el = h('div', { class: 'field-error', 'data-error': path });
-    errors.set(path, el);
-    return el;
-  };
-  const render = () =>
-    replace(
-      list,
-      ...drafts.map((d, i) => {
-        const [mainLabel, extraLabel] = STEP_LABELS[d.type];
-        const input = (field: 'main' | 'extra', label: string) =>
-          h(
-            'label',
-            { class: 'field' },
-            h('span', {}, label),
-            h('input', {
-              type: 'text',
-              'data-field': field,
-              value: d[field],
-              oninput: (e: Event) => (d[field] = (e.target as HTMLInputElement).value),
-            }),
-          );
-        return h(
-          'li',
-          { 'data-step': i },
-          h(
-            'select',
-            { 'data-field': 'type', onchange: (e: Event) => ((d.type = (e.target as HTMLSelectElement).value as StepType), render()) },
-            ...(Object.keys(STEP_LABELS) as StepType[]).map((t) => h('option', { value: t, selected: t === d.type }, t)),
-          ),
-          input('main', mainLabel),
-          extraLabel && input('extra', extraLabel),
-          d.type === 'send' &&
-            templates.length > 0 &&
-            templateSelect(templates, d.template ?? '', (id) => (d.template = id), { 'data-field': 'template' }),
-          h('button', { type: 'button', class: 'remove', onclick: () => (drafts.splice(i, 1), render()) }, '×'),
-          slot(`journey.steps[${i}]`),
-        );
-      }),
-    );
+  const render = () => renderSteps(list, drafts, templates, errors);
   render();
   const add = h('button', { type: 'button', id: 'add-step' }, '+ step');
   add.addEventListener('click', () => {
@@ -171,32 +133,18 @@ function journeyForm(api: Parameters<Page>[0]['api'], templates: StoredTemplate[
   const save = h('button', { type: 'button', id: 'save-journey', class: 'primary' }, 'Create journey');
   save.addEventListener('click', async () => {
     save.disabled = true;
-    error.textContent = '';
-    for (const el of errors.values()) el.textContent = '';
     try {
-      const created = await api.post<{ journey: JourneyRecord & { webhook_secret?: string } }>('/v6/journeys', {
-        journey: {
+      await createJourney(
+        api,
+        {
           name: name.value,
           trigger: trigger.value.trim() ? { event: trigger.value.trim() } : { api: true },
           exit_on: exitOn.value.trim() ? exitOn.value.split(',').map((e) => e.trim()) : [],
           steps: drafts.map(stepOf),
         },
-      });
-      const { id, webhook_secret: secret } = created.journey;
-      // the webhook steps' signing secret is answered once: shown here until the user goes on
-      if (secret)
-        replace(
-          error,
-          h('span', { id: 'journey-secret' }, `Webhook signing secret (shown once): ${secret} `),
-          h('a', { href: `#/journeys/${id}` }, 'open the journey'),
-        );
-      else location.hash = `#/journeys/${id}`;
-    } catch (err) {
-      // "journey.steps[1].duration: must be at least 1 second" goes under step 1, in words
-      const m = err instanceof ApiError && err.status === 400 ? /^journey\.steps\[(\d+)\]\.?([\w.[\]]*): (.*)$/.exec(err.message) : null;
-      const at = m && errors.get(`journey.steps[${m[1]}]`);
-      if (at) at.textContent = `${m![2] ? `${m![2]}: ` : ''}${m![3]}`;
-      else error.textContent = err instanceof Error ? err.message : String(err);
+        error,
+        errors,
+      );
     } finally {
       save.disabled = false;
     }
@@ -214,6 +162,69 @@ function journeyForm(api: Parameters<Page>[0]['api'], templates: StoredTemplate[
     error,
     h('p', {}, save),
   );
+}
+
+/** The steps as written, a row each: its type, its fields, a template for a send, and the slot for its errors. */
+function renderSteps(list: HTMLElement, drafts: DraftStep[], templates: StoredTemplate[], errors: Map<string, HTMLElement>): void {
+  const render = () => renderSteps(list, drafts, templates, errors);
+  replace(
+    list,
+    ...drafts.map((d, i) => {
+      const [mainLabel, extraLabel] = STEP_LABELS[d.type];
+      const input = (field: 'main' | 'extra', label: string) =>
+        h(
+          'label',
+          { class: 'field' },
+          h('span', {}, label),
+          h('input', {
+            type: 'text',
+            'data-field': field,
+            value: d[field],
+            oninput: (e: Event) => (d[field] = (e.target as HTMLInputElement).value),
+          }),
+        );
+      return h(
+        'li',
+        { 'data-step': i },
+        h(
+          'select',
+          { 'data-field': 'type', onchange: (e: Event) => ((d.type = (e.target as HTMLSelectElement).value as StepType), render()) },
+          ...(Object.keys(STEP_LABELS) as StepType[]).map((t) => h('option', { value: t, selected: t === d.type }, t)),
+        ),
+        input('main', mainLabel),
+        extraLabel && input('extra', extraLabel),
+        d.type === 'send' &&
+          templates.length > 0 &&
+          templateSelect(templates, d.template ?? '', (id) => (d.template = id), { 'data-field': 'template' }),
+        h('button', { type: 'button', class: 'remove', onclick: () => (drafts.splice(i, 1), render()) }, '×'),
+        errorSlot(errors, `journey.steps[${i}]`),
+      );
+    }),
+  );
+}
+
+/** Creates the journey: shows its webhook secret once, else opens it; an error goes under the step it names. */
+async function createJourney(api: Api, journey: Record<string, unknown>, error: HTMLElement, errors: Map<string, HTMLElement>) {
+  error.textContent = '';
+  for (const el of errors.values()) el.textContent = '';
+  try {
+    const created = await api.post<{ journey: JourneyRecord & { webhook_secret?: string } }>('/v6/journeys', { journey });
+    const { id, webhook_secret: secret } = created.journey;
+    // the webhook steps' signing secret is answered once: shown here until the user goes on
+    if (secret)
+      replace(
+        error,
+        h('span', { id: 'journey-secret' }, `Webhook signing secret (shown once): ${secret} `),
+        h('a', { href: `#/journeys/${id}` }, 'open the journey'),
+      );
+    else location.hash = `#/journeys/${id}`;
+  } catch (err) {
+    // "journey.steps[1].duration: must be at least 1 second" goes under step 1, in words
+    const m = err instanceof ApiError && err.status === 400 ? /^journey\.steps\[(\d+)\]\.?([\w.[\]]*): (.*)$/.exec(err.message) : null;
+    const at = m && errors.get(`journey.steps[${m[1]}]`);
+    if (at) at.textContent = `${m![2] ? `${m![2]}: ` : ''}${m![3]}`;
+    else error.textContent = err instanceof Error ? err.message : String(err);
+  }
 }
 
 /** One journey: its definition in words, its counters per step, and pause, resume and archive. */
@@ -273,7 +284,7 @@ export const journeyPage: Page = async ({ api, key }, main, [id]) => {
           ),
         ),
       ),
-      entrantLookup(api),
+      entrantLookup(api, j.id),
       key.role === 'write' &&
         j.state !== 'archived' &&
         h('p', {}, j.state === 'active' ? action('pause', 'Pause') : action('resume', 'Resume'), ' ', action('archive', 'Archive')),
@@ -281,24 +292,6 @@ export const journeyPage: Page = async ({ api, key }, main, [id]) => {
     );
   draw();
   main.append(body);
-
-  /** An entrant's history: each step it took, when and why, newest entry first. */
-  function entrantLookup(client: typeof api): HTMLElement {
-    const input = h('input', { type: 'text', id: 'entrant-key', placeholder: 'device:<id> or user:<id>' });
-    const out = h('div', { id: 'entrant-history' });
-    const show = h('button', { type: 'button', id: 'entrant-show' }, 'Show history');
-    show.addEventListener('click', async () => {
-      try {
-        const { entrants } = await client.get<{ entrants: EntrantEntry[] }>(
-          `/v6/journeys/${j.id}/entrants/${encodeURIComponent(input.value.trim())}`,
-        );
-        replace(out, ...(entrants.length ? entrants.map(entryTable) : [h('p', { class: 'muted' }, 'It never entered this journey.')]));
-      } catch (err) {
-        replace(out, h('p', { class: 'error' }, err instanceof Error ? err.message : String(err)));
-      }
-    });
-    return h('section', { class: 'panel', id: 'entrant' }, h('h2', {}, 'An entrant’s history'), input, ' ', show, out);
-  }
 };
 
 /** `GET /v6/journeys/:id/entrants/:key`: one entry, the fields the console shows. */
@@ -309,6 +302,24 @@ interface EntrantEntry {
   phase: string;
   outcome: string | null;
   history: ({ at: string; step: string; what: string } & Record<string, unknown>)[];
+}
+
+/** An entrant's history: each step it took, when and why, newest entry first. */
+function entrantLookup(api: Api, journeyId: string): HTMLElement {
+  const input = h('input', { type: 'text', id: 'entrant-key', placeholder: 'device:<id> or user:<id>' });
+  const out = h('div', { id: 'entrant-history' });
+  const show = h('button', { type: 'button', id: 'entrant-show' }, 'Show history');
+  show.addEventListener('click', async () => {
+    try {
+      const { entrants } = await api.get<{ entrants: EntrantEntry[] }>(
+        `/v6/journeys/${journeyId}/entrants/${encodeURIComponent(input.value.trim())}`,
+      );
+      replace(out, ...(entrants.length ? entrants.map(entryTable) : [h('p', { class: 'muted' }, 'It never entered this journey.')]));
+    } catch (err) {
+      replace(out, h('p', { class: 'error' }, err instanceof Error ? err.message : String(err)));
+    }
+  });
+  return h('section', { class: 'panel', id: 'entrant' }, h('h2', {}, 'An entrant’s history'), input, ' ', show, out);
 }
 
 /** The details of a history entry in words: what it read, where it led, what it sent. */

@@ -1,5 +1,5 @@
 import type { Audience } from './api.js';
-import { debounce, fmt, h, replace, requestPreview, when } from './dom.js';
+import { debounce, fmt, h, panel, radioChoice, replace, requestPreview, when } from './dom.js';
 import { FilterBuilder } from './filter-builder.js';
 import { errorBox, every, type Page } from './page.js';
 
@@ -38,59 +38,45 @@ const jsonOr = (text: string): unknown => {
 /** A datetime-local value as an instant in this browser's zone; what does not parse goes as typed. */
 const instant = (local: string): string => (Number.isNaN(new Date(local).getTime()) ? local : new Date(local).toISOString());
 
-/** Compose a Live Activity start, update, end or channel broadcast, with the APNs request it becomes. */
-export const liveActivityComposePage: Page = async ({ api, key }, main) => {
-  const [{ audiences }, { channels }] = await Promise.all([
-    api.get<{ audiences: Audience[] }>('/v6/audiences?per=1000'),
-    api.get<{ channels: { id: string; development: boolean }[] }>('/v6/live-activities/channels'),
-  ]);
-  let event: 'start' | 'update' | 'end' = 'update';
-  let by: 'activity' | 'channel' = 'activity';
-  let target: 'all' | 'audience' | 'filters' = 'all';
-  const v: Record<string, string> = { priority: 'high', audience: audiences[0]?.id ?? '', channel: channels[0]?.id ?? '' };
-  const builder = new FilterBuilder(() => update());
+/** The Live Activity form as the user sets it: what its request is made from. */
+interface LiveActivityDraft {
+  event: 'start' | 'update' | 'end';
+  /** update and end: one activity by its id, or a broadcast channel */
+  by: 'activity' | 'channel';
+  /** start: to whom */
+  target: 'all' | 'audience' | 'filters';
+  /** each field's text by name: priority, audience, channel, activity_id, content_state, alert_title, … */
+  v: Record<string, string>;
+}
 
-  const body = () => {
-    const la: Record<string, unknown> = { event };
-    const set = (k: string, value: unknown) => void (la[k] = value);
-    if (event === 'start') {
-      set('to', target === 'all' ? '*' : target === 'audience' ? { audience: v.audience } : builder.filters());
-      set('activity_type', v.activity_type ?? '');
-      set('attributes', jsonOr(v.attributes ?? ''));
-    } else if (by === 'channel') set('channel', v.channel);
-    else set('activity_id', v.activity_id ?? '');
-    if (v.content_state) set('content_state', jsonOr(v.content_state));
-    const alert = Object.fromEntries(['title', 'body', 'sound'].filter((k) => v[`alert_${k}`]).map((k) => [k, v[`alert_${k}`]]));
-    if (Object.keys(alert).length > 0) set('alert', alert);
-    if (v.stale_date) set('stale_date', instant(v.stale_date));
-    if (event === 'end' && v.dismissal_date) set('dismissal_date', instant(v.dismissal_date));
-    set('priority', v.priority);
-    return { live_activity: la };
-  };
+interface Channel {
+  id: string;
+  development: boolean;
+}
 
-  const preview = h('pre', { id: 'la-preview' });
-  const error = h('p', { class: 'error', id: 'la-error', role: 'alert' });
-  const send = h('button', { type: 'button', id: 'la-send', class: 'primary' }, 'Send');
-  let touched = false;
-  let seq = 0;
-  // nothing is checked before the user writes: an empty form is not an error
-  const check = async () => {
-    if (!touched) return;
-    const mine = ++seq;
-    const answer = await api.post<ApnsPreview>('/v6/live-activities/preview', body()).then(
-      (p) => ({ p }),
-      (err: unknown) => ({ err }),
-    );
-    if (mine !== seq) return;
-    error.textContent = 'err' in answer ? String((answer.err as Error).message) : '';
-    preview.textContent =
-      'p' in answer
-        ? requestPreview(answer.p.apns.headers, answer.p.apns.body, `${fmt(answer.p.apns.bytes)} of ${fmt(answer.p.apns.max_bytes)} bytes`)
-        : '';
-  };
-  const update = debounce(() => void check(), 250);
-  const edited = () => ((touched = true), update());
+/** The request a draft makes: the one place the form's fields become a `live_activity`. */
+function requestOf(d: LiveActivityDraft, builder: FilterBuilder): { live_activity: Record<string, unknown> } {
+  const { event, v } = d;
+  const la: Record<string, unknown> = { event };
+  const set = (k: string, value: unknown) => void (la[k] = value);
+  if (event === 'start') {
+    set('to', d.target === 'all' ? '*' : d.target === 'audience' ? { audience: v.audience } : builder.filters());
+    set('activity_type', v.activity_type ?? '');
+    set('attributes', jsonOr(v.attributes ?? ''));
+  } else if (d.by === 'channel') set('channel', v.channel);
+  else set('activity_id', v.activity_id ?? '');
+  if (v.content_state) set('content_state', jsonOr(v.content_state));
+  const alert = Object.fromEntries(['title', 'body', 'sound'].filter((k) => v[`alert_${k}`]).map((k) => [k, v[`alert_${k}`]]));
+  if (Object.keys(alert).length > 0) set('alert', alert);
+  if (v.stale_date) set('stale_date', instant(v.stale_date));
+  if (event === 'end' && v.dismissal_date) set('dismissal_date', instant(v.dismissal_date));
+  set('priority', v.priority);
+  return { live_activity: la };
+}
 
+/** The form's controls, bound to a draft: an edit writes `d.v` and checks the form again; a radio also redraws it. */
+function controls(d: LiveActivityDraft, edited: () => void, redraw: () => void) {
+  const { v } = d;
   const field = (k: string, label: string, note = '', type = 'text') =>
     h(
       'label',
@@ -107,98 +93,134 @@ export const liveActivityComposePage: Page = async ({ api, key }, main) => {
       { name: k, onchange: (e: Event) => ((v[k] = (e.target as HTMLSelectElement).value), edited()) },
       ...options.map(([value, label]) => h('option', { value, selected: v[k] === value }, label)),
     );
-  const radio = <T extends string>(name: string, value: T, label: string, current: () => T, pick: (x: T) => void) =>
-    h(
-      'label',
-      { class: 'inline' },
-      h('input', { type: 'radio', name, value, checked: current() === value, onchange: () => (pick(value), render(), edited()) }),
-      ` ${label}`,
-    );
+  // a choice of the draft's `key` (its radio group is named after it): the form redraws, as the choice reshapes it
+  const radio = <K extends 'event' | 'by' | 'target'>(key: K, value: LiveActivityDraft[K], label: string) =>
+    radioChoice(`la-${key}`, value, label, d[key] === value, () => ((d[key] = value), redraw(), edited()));
+  return { field, choose, radio };
+}
+type Controls = ReturnType<typeof controls>;
 
-  const who = h('section', { class: 'panel', id: 'la-to' });
-  const dismissal = field('dismissal_date', 'dismissal date', 'end only: when iOS removes it', 'datetime-local');
-  const render = () => {
-    dismissal.hidden = event !== 'end';
-    if (event === 'start') {
-      const detail =
-        target === 'filters'
-          ? builder.element
-          : target === 'audience'
-            ? choose(
-                'audience',
-                audiences.map((a) => [a.id, a.name]),
-              )
-            : h('p', {}, 'Every device with a push-to-start token for the type.');
-      return replace(
-        who,
-        h('h2', {}, 'To'),
-        h(
-          'div',
-          { class: 'row' },
-          radio(
-            'la-target',
-            'all',
-            'all devices',
-            () => target,
-            (x) => (target = x),
-          ),
-          audiences.length > 0 &&
-            radio(
-              'la-target',
+/** What the push goes to: for a start, the devices and the type and attributes; else the activity or channel. */
+function drawWho(who: HTMLElement, d: LiveActivityDraft, c: Controls, audiences: Audience[], channels: Channel[], builder: FilterBuilder) {
+  if (d.event === 'start') {
+    const detail =
+      d.target === 'filters'
+        ? builder.element
+        : d.target === 'audience'
+          ? c.choose(
               'audience',
-              'a stored audience',
-              () => target,
-              (x) => (target = x),
-            ),
-          radio(
-            'la-target',
-            'filters',
-            'devices matching filters',
-            () => target,
-            (x) => (target = x),
-          ),
-        ),
-        detail,
-        field('activity_type', 'activity type', 'the ActivityAttributes type, e.g. DeliveryAttributes'),
-        field('attributes', 'attributes', 'JSON object', 'textarea'),
-      );
-    }
-    replace(
+              audiences.map((a) => [a.id, a.name]),
+            )
+          : h('p', {}, 'Every device with a push-to-start token for the type.');
+    return replace(
       who,
-      h('h2', {}, 'Activity'),
+      h('h2', {}, 'To'),
       h(
         'div',
         { class: 'row' },
-        radio(
-          'la-by',
-          'activity',
-          'one activity (its id)',
-          () => by,
-          (x) => (by = x),
-        ),
-        channels.length > 0 &&
-          radio(
-            'la-by',
-            'channel',
-            'a broadcast channel',
-            () => by,
-            (x) => (by = x),
-          ),
+        c.radio('target', 'all', 'all devices'),
+        audiences.length > 0 && c.radio('target', 'audience', 'a stored audience'),
+        c.radio('target', 'filters', 'devices matching filters'),
       ),
-      by === 'channel'
-        ? choose(
-            'channel',
-            channels.map((c) => [c.id, `${c.id}${c.development ? ' (sandbox)' : ''}`]),
-          )
-        : field('activity_id', 'activity id', "ActivityKit's Activity.id (a UUID)"),
+      detail,
+      c.field('activity_type', 'activity type', 'the ActivityAttributes type, e.g. DeliveryAttributes'),
+      c.field('attributes', 'attributes', 'JSON object', 'textarea'),
     );
+  }
+  replace(
+    who,
+    h('h2', {}, 'Activity'),
+    h(
+      'div',
+      { class: 'row' },
+      c.radio('by', 'activity', 'one activity (its id)'),
+      channels.length > 0 && c.radio('by', 'channel', 'a broadcast channel'),
+    ),
+    d.by === 'channel'
+      ? c.choose(
+          'channel',
+          channels.map((ch) => [ch.id, `${ch.id}${ch.development ? ' (sandbox)' : ''}`]),
+        )
+      : c.field('activity_id', 'activity id', "ActivityKit's Activity.id (a UUID)"),
+  );
+}
+
+/** The panels that do not change with the event: which event, and the content (`dismissal`: the end's own field). */
+function eventAndContent(d: LiveActivityDraft, c: Controls, dismissal: HTMLElement): { event: HTMLElement; content: HTMLElement } {
+  const event = panel('Event', h('div', { class: 'row' }, ...(['start', 'update', 'end'] as const).map((e) => c.radio('event', e, e))));
+  const content = panel(
+    'Content',
+    h(
+      'div',
+      { class: 'fields' },
+      c.field('content_state', 'content state', 'JSON object: the ContentState (start and update need one)', 'textarea'),
+      c.field('alert_title', 'alert title'),
+      c.field('alert_body', 'alert body'),
+      c.field('alert_sound', 'alert sound'),
+      c.field('stale_date', 'stale date', 'when iOS shows it as out of date', 'datetime-local'),
+      dismissal,
+      h(
+        'label',
+        { class: 'field' },
+        h('span', {}, 'priority'),
+        c.choose('priority', [
+          ['high', 'high (10)'],
+          ['normal', 'normal (5)'],
+        ]),
+      ),
+    ),
+  );
+  return { event, content };
+}
+
+/** Compose a Live Activity start, update, end or channel broadcast, with the APNs request it becomes. */
+export const liveActivityComposePage: Page = async ({ api, key }, main) => {
+  const [{ audiences }, { channels }] = await Promise.all([
+    api.get<{ audiences: Audience[] }>('/v6/audiences?per=1000'),
+    api.get<{ channels: Channel[] }>('/v6/live-activities/channels'),
+  ]);
+  const d: LiveActivityDraft = {
+    event: 'update',
+    by: 'activity',
+    target: 'all',
+    v: { priority: 'high', audience: audiences[0]?.id ?? '', channel: channels[0]?.id ?? '' },
+  };
+  const builder = new FilterBuilder(() => update());
+  const preview = h('pre', { id: 'la-preview' });
+  const error = h('p', { class: 'error', id: 'la-error', role: 'alert' });
+  const send = h('button', { type: 'button', id: 'la-send', class: 'primary' }, 'Send');
+  let touched = false;
+  let seq = 0;
+  // nothing is checked before the user writes: an empty form is not an error
+  const check = async () => {
+    if (!touched) return;
+    const mine = ++seq;
+    const answer = await api.post<ApnsPreview>('/v6/live-activities/preview', requestOf(d, builder)).then(
+      (p) => ({ p }),
+      (err: unknown) => ({ err }),
+    );
+    if (mine !== seq) return;
+    error.textContent = 'err' in answer ? String((answer.err as Error).message) : '';
+    preview.textContent =
+      'p' in answer
+        ? requestPreview(answer.p.apns.headers, answer.p.apns.body, `${fmt(answer.p.apns.bytes)} of ${fmt(answer.p.apns.max_bytes)} bytes`)
+        : '';
+  };
+  const update = debounce(() => void check(), 250);
+  const edited = () => ((touched = true), update());
+  const c = controls(d, edited, () => render());
+  const who = h('section', { class: 'panel', id: 'la-to' });
+  const dismissal = c.field('dismissal_date', 'dismissal date', 'end only: when iOS removes it', 'datetime-local');
+  const render = () => {
+    dismissal.hidden = d.event !== 'end';
+    drawWho(who, d, c, audiences, channels, builder);
   };
 
   send.addEventListener('click', async () => {
     touched = true;
     send.disabled = true;
     try {
-      const { live_activity } = await api.post<{ live_activity: LiveActivityRecord }>('/v6/live-activities', body());
+      const { live_activity } = await api.post<{ live_activity: LiveActivityRecord }>('/v6/live-activities', requestOf(d, builder));
       location.hash = `#/live-activities/${live_activity.id}`;
     } catch (err) {
       error.textContent = err instanceof Error ? err.message : String(err);
@@ -208,51 +230,12 @@ export const liveActivityComposePage: Page = async ({ api, key }, main) => {
   });
 
   render();
+  const { event, content } = eventAndContent(d, c, dismissal);
   main.append(
     h('h1', {}, 'Live Activity'),
-    h(
-      'section',
-      { class: 'panel' },
-      h('h2', {}, 'Event'),
-      h(
-        'div',
-        { class: 'row' },
-        ...(['start', 'update', 'end'] as const).map((e) =>
-          radio(
-            'la-event',
-            e,
-            e,
-            () => event,
-            (x) => (event = x),
-          ),
-        ),
-      ),
-    ),
+    event,
     who,
-    h(
-      'section',
-      { class: 'panel' },
-      h('h2', {}, 'Content'),
-      h(
-        'div',
-        { class: 'fields' },
-        field('content_state', 'content state', 'JSON object: the ContentState (start and update need one)', 'textarea'),
-        field('alert_title', 'alert title'),
-        field('alert_body', 'alert body'),
-        field('alert_sound', 'alert sound'),
-        field('stale_date', 'stale date', 'when iOS shows it as out of date', 'datetime-local'),
-        dismissal,
-        h(
-          'label',
-          { class: 'field' },
-          h('span', {}, 'priority'),
-          choose('priority', [
-            ['high', 'high (10)'],
-            ['normal', 'normal (5)'],
-          ]),
-        ),
-      ),
-    ),
+    content,
     error,
     h('section', { class: 'panel previews' }, h('div', {}, h('h2', {}, 'APNs'), preview)),
     key.role === 'write' ? h('p', {}, send) : h('p', { class: 'muted' }, 'This is a read key: it can preview but not send.'),

@@ -112,6 +112,191 @@ export const notificationsPage: Page = async ({ api }, main, [pageParam]) => {
   return every(LIST_REFRESH_MS, async () => void (await load()));
 };
 
+/** The delivery at a glance: its state and progress, a bar of succeeded / failed / invalidated, and their counts. */
+function progressView(n: NotificationRecord): HTMLElement[] {
+  const invalidated = n.tokens_invalidated;
+  const failed = n.pushes_failed - invalidated;
+  const done = n.pushes_succeeded + n.pushes_failed;
+  const whole = Math.max(n.devices_targeted, done, 1);
+  const share = (v: number) => `${((v / whole) * 100).toFixed(2)}%`;
+  const progress = n.devices_targeted === 0 ? (finished(n) ? 100 : 0) : Math.min(100, Math.floor((done / n.devices_targeted) * 100));
+  return [
+    h(
+      'p',
+      {},
+      h('span', { class: `state ${n.state}`, id: 'state' }, n.state),
+      ' ',
+      h('strong', { id: 'progress' }, `${progress} %`),
+      ` of ${fmt(n.devices_targeted)} devices targeted`,
+      n.devices_not_allowed
+        ? h('span', { id: 'not-allowed' }, ` (${fmt(n.devices_not_allowed)} more with notifications Disabled: not sent)`)
+        : null,
+    ),
+    h(
+      'div',
+      { class: 'progress', role: 'progressbar', 'aria-valuenow': progress, 'aria-valuemin': 0, 'aria-valuemax': 100 },
+      h('div', { class: 'succeeded', style: { width: share(n.pushes_succeeded) } }),
+      h('div', { class: 'failed', style: { width: share(failed) } }),
+      h('div', { class: 'invalidated', style: { width: share(invalidated) } }),
+    ),
+    h(
+      'div',
+      { class: 'legend' },
+      h('span', { class: 'key succeeded', id: 'succeeded' }, `${fmt(n.pushes_succeeded)} succeeded`),
+      h('span', { class: 'key failed', id: 'failed' }, `${fmt(failed)} failed`),
+      h('span', { class: 'key invalidated', id: 'invalidated' }, `${fmt(invalidated)} invalidated`),
+    ),
+  ];
+}
+
+/** How it was sent: when, under which quiet hours, caps and pace, how it ended, and to whom. */
+function deliveryDetails(n: NotificationRecord): HTMLElement {
+  return h(
+    'dl',
+    {},
+    h('dt', {}, 'created'),
+    h('dd', {}, when(n.created_at)),
+    h('dt', {}, 'published'),
+    h('dd', {}, when(n.published_at)),
+    n.send_at && h('dt', {}, n.local_time ? 'first zone at' : 'send at'),
+    n.send_at && h('dd', { id: 'send-at' }, when(n.send_at)),
+    n.local_time && h('dt', {}, 'skipped (time already past)'),
+    n.local_time && h('dd', {}, fmt(n.skipped_past_local_time)),
+    h('dt', {}, 'quiet hours'),
+    h(
+      'dd',
+      { id: 'quiet-hours' },
+      n.notification.quiet_hours === undefined ? "the app's, if any" : quietText(n.notification.quiet_hours),
+      n.skipped_quiet_hours ? ` (${fmt(n.skipped_quiet_hours)} dropped)` : '',
+    ),
+    h('dt', {}, 'frequency caps'),
+    h('dd', { id: 'capped' }, n.notification.cap === false ? 'not applied' : `${fmt(n.pushes_capped ?? 0)} devices at a cap, not sent to`),
+    n.throttle && h('dt', {}, 'pace'),
+    n.throttle && h('dd', {}, `${fmt(n.throttle.per_minute)} a minute`),
+    n.estimated_finish_at && h('dt', {}, 'estimated finish'),
+    n.estimated_finish_at && h('dd', {}, when(n.estimated_finish_at)),
+    h('dt', {}, n.state === 'canceled' ? 'canceled' : 'finished'),
+    h('dd', {}, when(n.finished_at)),
+    n.failure_reason && h('dt', {}, 'failure'),
+    n.failure_reason && h('dd', {}, n.failure_reason),
+    h('dt', {}, 'to'),
+    h('dd', { id: 'notification-to' }, targetOf(n).summary),
+    n.group && h('dt', {}, 'group'),
+    n.group && h('dd', { id: 'notification-group' }, n.group),
+    // a transactional send stores no audience
+    n.to?.id && h('dt', {}, 'audience'),
+    n.to?.id && h('dd', {}, h('a', { href: `#/audiences/${n.to.id}` }, n.to.id)),
+  );
+}
+
+// a rate of the test's figures, to two decimals (dom's `pct` is a part of a whole, to one)
+const percent = (r: number) => `${(r * 100).toFixed(2)} %`;
+const signed = (r: number | null) => (r === null ? '—' : `${r >= 0 ? '+' : ''}${(r * 100).toFixed(2)} %`);
+const letter = (i: number) => String.fromCharCode(65 + i);
+const conversionsText = (c: Record<string, number>) =>
+  Object.entries(c)
+    .map(([k, v]) => `${k}: ${fmt(v)}`)
+    .join(', ') || '—';
+const liftText = (v: AbVariantStats) =>
+  [`app opens ${signed(v.lift.app_opens)}`, ...Object.entries(v.lift.conversions).map(([k, r]) => `${k} ${signed(r)}`)].join(', ');
+const appOpens = (opened: number, rate: number) => `${fmt(opened)} (${percent(rate)})`;
+
+/** One share of the test (a variant, or the rest) as a row; a variant's also has its app opens and lift. */
+const abRow = (label: string, attrs: Record<string, string>, s: AbShareStats, pick: HTMLElement | null = null, v?: AbVariantStats) =>
+  h(
+    'tr',
+    attrs,
+    h('td', {}, label),
+    h('td', { class: 'num' }, fmt(s.sent)),
+    h('td', { class: 'num' }, fmt(s.direct_opens)),
+    h('td', { class: 'num' }, percent(s.direct_open_rate)),
+    h('td', { class: 'num' }, v ? appOpens(v.app_opened, v.app_open_rate) : '—'),
+    h('td', {}, conversionsText(s.conversions)),
+    h('td', { class: 'lift' }, v ? liftText(v) : '—'),
+    h('td', {}, pick),
+  );
+
+// the baseline: sent nothing, so no opens of a push; its app opens and conversions in the same window
+const holdoutRow = (ab: AbTestStats) =>
+  h(
+    'tr',
+    { 'data-variant': 'holdout' },
+    h('td', {}, `holdout (${percent(ab.holdout_fraction)}, sent nothing)`),
+    h('td', { class: 'num' }, `${fmt(ab.holdout.devices)} devices`),
+    h('td', { class: 'num' }, '—'),
+    h('td', { class: 'num' }, '—'),
+    h('td', { class: 'num' }, appOpens(ab.holdout.app_opened, ab.holdout.app_open_rate)),
+    h('td', {}, conversionsText(ab.holdout.conversions)),
+    h('td', { class: 'lift' }, 'baseline'),
+    h('td', {}, null),
+  );
+
+/** Where the test stands, in words: its test share going out, waiting for a winner, or the winner going to the rest. */
+const abStage = (ab: AbTestStats) =>
+  ab.stage === 'test'
+    ? 'sending the test share'
+    : ab.stage === 'waiting'
+      ? ab.winner_due_at
+        ? `waiting: the winner by ${ab.metric} is picked at ${when(ab.winner_due_at)}`
+        : 'waiting for a winner to be picked'
+      : `variant ${letter(ab.winner ?? 0)} won (${when(ab.winner_picked_at)}) and goes to the rest`;
+
+/** An A/B test's figures per variant, the rest and the holdout; `pickButton` (null: none) picks a variant as the winner. */
+function abTestView(ab: AbTestStats, pickButton: ((variant: number) => HTMLElement) | null): HTMLElement[] {
+  return [
+    h('h2', {}, 'A/B test'),
+    h('p', { id: 'ab-stage' }, abStage(ab)),
+    h(
+      'table',
+      { id: 'ab-variants' },
+      h(
+        'thead',
+        {},
+        h(
+          'tr',
+          {},
+          h('th', {}, 'variant'),
+          ...['sent', 'direct opens', 'open rate', `app opens in ${ab.window_hours} h`].map((t) => h('th', { class: 'num' }, t)),
+          ...['conversions', 'lift over the holdout', ''].map((t) => h('th', {}, t)),
+        ),
+      ),
+      h(
+        'tbody',
+        {},
+        ...ab.variants.map((v) =>
+          abRow(
+            `${letter(v.variant)} (test, ${percent(ab.test_fraction / ab.variants.length)})`,
+            { 'data-variant': String(v.variant) },
+            v,
+            pickButton ? pickButton(v.variant) : null,
+            v,
+          ),
+        ),
+        abRow(`rest${ab.rest.variant === null ? '' : `: ${letter(ab.rest.variant)}`}`, { 'data-variant': 'rest' }, ab.rest),
+        holdoutRow(ab),
+      ),
+    ),
+    h(
+      'p',
+      { class: 'muted', id: 'ab-holdout' },
+      `holdout: ${fmt(ab.holdout.devices)} devices sent nothing (${percent(ab.holdout_fraction)}); app opens and conversions ` +
+        `count within ${ab.window_hours} h of the push, or, for the holdout, of when the test met it`,
+    ),
+  ];
+}
+
+/** Pushes per second as a line, with its peak; with no rate yet, a note why. */
+function rateView(rates: { t: number; v: number }[], firstSeenFinished: boolean): Node[] {
+  if (rates.length === 0) {
+    const note = firstSeenFinished
+      ? 'It had finished before this page opened: the rate is drawn only while a delivery is watched.'
+      : 'Waiting for pushes…';
+    return [h('p', { class: 'muted' }, note)];
+  }
+  const peak = Math.max(...rates.map((r) => r.v));
+  return [line(rates, 'pushes per second'), h('p', { class: 'muted' }, `peak ${fmt(Math.round(peak))} pushes/s`)];
+}
+
 /**
  * One notification's delivery, live: a progress bar of succeeded / failed / invalidated against targeted, and
  * pushes per second (from the counters between two polls), polled until the notification finishes.
@@ -124,87 +309,16 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
   const rates: { t: number; v: number }[] = [];
   let firstSeenFinished = false;
 
-  const draw = (n: NotificationRecord) => {
-    const invalidated = n.tokens_invalidated;
-    const failed = n.pushes_failed - invalidated;
-    const done = n.pushes_succeeded + n.pushes_failed;
-    const whole = Math.max(n.devices_targeted, done, 1);
-    const share = (v: number) => `${((v / whole) * 100).toFixed(2)}%`;
-    const target = targetOf(n);
-    const progress = n.devices_targeted === 0 ? (finished(n) ? 100 : 0) : Math.min(100, Math.floor((done / n.devices_targeted) * 100));
+  const draw = (n: NotificationRecord) =>
     replace(
       status,
-      h(
-        'p',
-        {},
-        h('span', { class: `state ${n.state}`, id: 'state' }, n.state),
-        ' ',
-        h('strong', { id: 'progress' }, `${progress} %`),
-        ` of ${fmt(n.devices_targeted)} devices targeted`,
-        n.devices_not_allowed
-          ? h('span', { id: 'not-allowed' }, ` (${fmt(n.devices_not_allowed)} more with notifications Disabled: not sent)`)
-          : null,
-      ),
-      h(
-        'div',
-        { class: 'progress', role: 'progressbar', 'aria-valuenow': progress, 'aria-valuemin': 0, 'aria-valuemax': 100 },
-        h('div', { class: 'succeeded', style: { width: share(n.pushes_succeeded) } }),
-        h('div', { class: 'failed', style: { width: share(failed) } }),
-        h('div', { class: 'invalidated', style: { width: share(invalidated) } }),
-      ),
-      h(
-        'div',
-        { class: 'legend' },
-        h('span', { class: 'key succeeded', id: 'succeeded' }, `${fmt(n.pushes_succeeded)} succeeded`),
-        h('span', { class: 'key failed', id: 'failed' }, `${fmt(failed)} failed`),
-        h('span', { class: 'key invalidated', id: 'invalidated' }, `${fmt(invalidated)} invalidated`),
-      ),
-      h(
-        'dl',
-        {},
-        h('dt', {}, 'created'),
-        h('dd', {}, when(n.created_at)),
-        h('dt', {}, 'published'),
-        h('dd', {}, when(n.published_at)),
-        n.send_at && h('dt', {}, n.local_time ? 'first zone at' : 'send at'),
-        n.send_at && h('dd', { id: 'send-at' }, when(n.send_at)),
-        n.local_time && h('dt', {}, 'skipped (time already past)'),
-        n.local_time && h('dd', {}, fmt(n.skipped_past_local_time)),
-        h('dt', {}, 'quiet hours'),
-        h(
-          'dd',
-          { id: 'quiet-hours' },
-          n.notification.quiet_hours === undefined ? "the app's, if any" : quietText(n.notification.quiet_hours),
-          n.skipped_quiet_hours ? ` (${fmt(n.skipped_quiet_hours)} dropped)` : '',
-        ),
-        h('dt', {}, 'frequency caps'),
-        h(
-          'dd',
-          { id: 'capped' },
-          n.notification.cap === false ? 'not applied' : `${fmt(n.pushes_capped ?? 0)} devices at a cap, not sent to`,
-        ),
-        n.throttle && h('dt', {}, 'pace'),
-        n.throttle && h('dd', {}, `${fmt(n.throttle.per_minute)} a minute`),
-        n.estimated_finish_at && h('dt', {}, 'estimated finish'),
-        n.estimated_finish_at && h('dd', {}, when(n.estimated_finish_at)),
-        h('dt', {}, n.state === 'canceled' ? 'canceled' : 'finished'),
-        h('dd', {}, when(n.finished_at)),
-        n.failure_reason && h('dt', {}, 'failure'),
-        n.failure_reason && h('dd', {}, n.failure_reason),
-        h('dt', {}, 'to'),
-        h('dd', { id: 'notification-to' }, target.summary),
-        n.group && h('dt', {}, 'group'),
-        n.group && h('dd', { id: 'notification-group' }, n.group),
-        // a transactional send stores no audience
-        n.to?.id && h('dt', {}, 'audience'),
-        n.to?.id && h('dd', {}, h('a', { href: `#/audiences/${n.to.id}` }, n.to.id)),
-      ),
+      ...progressView(n),
+      deliveryDetails(n),
       key.role === 'write' && !finished(n) ? h('p', {}, cancel) : null,
       h('h2', {}, 'Payload'),
       h('p', { id: 'notification-text' }, textOf(n)),
       h('pre', { id: 'payload' }, JSON.stringify(payloadOf(n), null, 2)),
     );
-  };
   const cancel = h('button', { type: 'button', id: 'cancel' }, 'Cancel');
   cancel.addEventListener('click', async () => {
     cancel.disabled = true;
@@ -215,58 +329,11 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
     );
   });
 
-  const drawRate = () => {
-    if (rates.length === 0) {
-      const note = firstSeenFinished
-        ? 'It had finished before this page opened: the rate is drawn only while a delivery is watched.'
-        : 'Waiting for pushes…';
-      return replace(rateBox, h('p', { class: 'muted' }, note));
-    }
-    const peak = Math.max(...rates.map((r) => r.v));
-    replace(rateBox, line(rates, 'pushes per second'), h('p', { class: 'muted' }, `peak ${fmt(Math.round(peak))} pushes/s`));
-  };
-
   /** An A/B test's figures per variant, and (write key, while it waits) a button to pick each as the winner. */
   const drawAbTest = async (n: NotificationRecord) => {
     const ab = (await api.get<{ ab_test?: AbTestStats }>(`/v6/stats/notifications/${id}/events`)).ab_test;
     if (!ab) return;
     const canPick = key.role === 'write' && ab.stage === 'waiting' && !finished(n);
-    const pct = (r: number) => `${(r * 100).toFixed(2)} %`;
-    const conversions = (c: Record<string, number>) =>
-      Object.entries(c)
-        .map(([k, v]) => `${k}: ${fmt(v)}`)
-        .join(', ') || '—';
-    const signed = (r: number | null) => (r === null ? '—' : `${r >= 0 ? '+' : ''}${(r * 100).toFixed(2)} %`);
-    const lift = (v: AbVariantStats) =>
-      [`app opens ${signed(v.lift.app_opens)}`, ...Object.entries(v.lift.conversions).map(([k, r]) => `${k} ${signed(r)}`)].join(', ');
-    const appOpens = (opened: number, rate: number) => `${fmt(opened)} (${pct(rate)})`;
-    const row = (label: string, attrs: Record<string, string>, s: AbShareStats, pick: HTMLElement | null = null, v?: AbVariantStats) =>
-      h(
-        'tr',
-        attrs,
-        h('td', {}, label),
-        h('td', { class: 'num' }, fmt(s.sent)),
-        h('td', { class: 'num' }, fmt(s.direct_opens)),
-        h('td', { class: 'num' }, pct(s.direct_open_rate)),
-        h('td', { class: 'num' }, v ? appOpens(v.app_opened, v.app_open_rate) : '—'),
-        h('td', {}, conversions(s.conversions)),
-        h('td', { class: 'lift' }, v ? lift(v) : '—'),
-        h('td', {}, pick),
-      );
-    // the baseline: sent nothing, so no opens of a push; its app opens and conversions in the same window
-    const holdoutRow = h(
-      'tr',
-      { 'data-variant': 'holdout' },
-      h('td', {}, `holdout (${pct(ab.holdout_fraction)}, sent nothing)`),
-      h('td', { class: 'num' }, `${fmt(ab.holdout.devices)} devices`),
-      h('td', { class: 'num' }, '—'),
-      h('td', { class: 'num' }, '—'),
-      h('td', { class: 'num' }, appOpens(ab.holdout.app_opened, ab.holdout.app_open_rate)),
-      h('td', {}, conversions(ab.holdout.conversions)),
-      h('td', { class: 'lift' }, 'baseline'),
-      h('td', {}, null),
-    );
-    const letter = (i: number) => String.fromCharCode(65 + i);
     const pickButton = (i: number) => {
       const b = h('button', { type: 'button', 'data-pick': String(i) }, `Send ${letter(i)} to the rest`);
       b.addEventListener('click', async () => {
@@ -276,60 +343,7 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
       });
       return b;
     };
-    const stage =
-      ab.stage === 'test'
-        ? 'sending the test share'
-        : ab.stage === 'waiting'
-          ? ab.winner_due_at
-            ? `waiting: the winner by ${ab.metric} is picked at ${when(ab.winner_due_at)}`
-            : 'waiting for a winner to be picked'
-          : `variant ${letter(ab.winner ?? 0)} won (${when(ab.winner_picked_at)}) and goes to the rest`;
-    replace(
-      abBox,
-      h('h2', {}, 'A/B test'),
-      h('p', { id: 'ab-stage' }, stage),
-      h(
-        'table',
-        { id: 'ab-variants' },
-        h(
-          'thead',
-          {},
-          h(
-            'tr',
-            {},
-            h('th', {}, 'variant'),
-            h('th', { class: 'num' }, 'sent'),
-            h('th', { class: 'num' }, 'direct opens'),
-            h('th', { class: 'num' }, 'open rate'),
-            h('th', { class: 'num' }, `app opens in ${ab.window_hours} h`),
-            h('th', {}, 'conversions'),
-            h('th', {}, 'lift over the holdout'),
-            h('th', {}, ''),
-          ),
-        ),
-        h(
-          'tbody',
-          {},
-          ...ab.variants.map((v) =>
-            row(
-              `${letter(v.variant)} (test, ${pct(ab.test_fraction / ab.variants.length)})`,
-              { 'data-variant': String(v.variant) },
-              v,
-              canPick ? pickButton(v.variant) : null,
-              v,
-            ),
-          ),
-          row(`rest${ab.rest.variant === null ? '' : `: ${letter(ab.rest.variant)}`}`, { 'data-variant': 'rest' }, ab.rest),
-          holdoutRow,
-        ),
-      ),
-      h(
-        'p',
-        { class: 'muted', id: 'ab-holdout' },
-        `holdout: ${fmt(ab.holdout.devices)} devices sent nothing (${pct(ab.holdout_fraction)}); app opens and conversions ` +
-          `count within ${ab.window_hours} h of the push, or, for the holdout, of when the test met it`,
-      ),
-    );
+    replace(abBox, ...abTestView(ab, canPick ? pickButton : null));
   };
 
   const poll = async () => {
@@ -343,7 +357,7 @@ export const notificationPage: Page = async ({ api, key }, main, [id]) => {
     else if (!firstSeenFinished) rates.push({ t: 0, v: 0 });
     samples.push({ t: now, done });
     draw(n);
-    drawRate();
+    replace(rateBox, ...rateView(rates, firstSeenFinished));
     return !finished(n);
   };
 

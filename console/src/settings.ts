@@ -1,5 +1,5 @@
 import { ApiError } from './api.js';
-import { h, replace } from './dom.js';
+import { errorSlot, h, panel, replace } from './dom.js';
 import { auditPanel } from './audit.js';
 import type { Page } from './page.js';
 
@@ -25,29 +25,13 @@ export const quietText = (q: QuietHours | null | false | undefined): string =>
 
 const WINDOWS: CapWindow[] = ['minute', 'hour', 'day'];
 
-/**
- * App settings: the frequency caps and quiet hours every notification goes under, and the default time zone; a
- * write key changes them (`PATCH /v6/app`), a read key sees them. The operator's pushes a minute is shown only. A
- * write key also sees the app's audit log.
- */
-export const settingsPage: Page = async ({ api, key }, main) => {
-  let now = await api.get<AppSettings>('/v6/app');
-  const writable = key.role === 'write';
-  const audit = writable ? auditPanel(api) : null;
+/** The "Frequency caps" panel: a row per cap, editable with a write key; `body` is its part of the PATCH. */
+function capsPanel(now: AppSettings, writable: boolean, errors: Map<string, HTMLElement>) {
   const caps = (now.frequency_caps ?? []).map((c) => ({ ...c }));
-  const errors = new Map<string, HTMLElement>();
-  const errorSlot = (path: string) => {
-    const el = h('div', { class: 'field-error', 'data-error': path });
-    errors.set(path, el);
-    return el;
-  };
-  const general = h('p', { class: 'error', id: 'settings-error', role: 'alert' });
-  const saved = h('span', { class: 'muted', id: 'settings-saved' });
-
-  const capList = h('div', { id: 'cap-list' });
-  const renderCaps = () =>
+  const list = h('div', { id: 'cap-list' });
+  const render = () =>
     replace(
-      capList,
+      list,
       ...caps.map((c, i) =>
         h(
           'div',
@@ -70,17 +54,29 @@ export const settingsPage: Page = async ({ api, key }, main) => {
             },
             ...WINDOWS.map((w) => h('option', { value: w, selected: w === c.window }, w)),
           ),
-          writable && h('button', { type: 'button', class: 'remove', onclick: () => (caps.splice(i, 1), renderCaps()) }, '×'),
-          errorSlot(`frequency_caps[${i}].limit`),
-          errorSlot(`frequency_caps[${i}].window`),
+          writable && h('button', { type: 'button', class: 'remove', onclick: () => (caps.splice(i, 1), render()) }, '×'),
+          errorSlot(errors, `frequency_caps[${i}].limit`),
+          errorSlot(errors, `frequency_caps[${i}].window`),
         ),
       ),
     );
+  render();
+  const element = panel(
+    'Frequency caps',
+    h('p', { class: 'muted' }, 'At most this many pushes to one device in any rolling minute, hour or day, across all notifications.'),
+    list,
+    errorSlot(errors, 'frequency_caps'),
+    writable && h('button', { type: 'button', id: 'add-cap', onclick: () => (caps.push({ limit: 3, window: 'day' }), render()) }, '+ cap'),
+  );
+  return { element, body: () => ({ frequency_caps: caps.length ? caps : null }) };
+}
 
-  const quietOn = h('input', { type: 'checkbox', id: 'quiet-on', checked: now.quiet_hours !== null, disabled: !writable });
-  const quietStart = h('input', { type: 'time', id: 'quiet-start', value: now.quiet_hours?.start ?? '22:00', disabled: !writable });
-  const quietEnd = h('input', { type: 'time', id: 'quiet-end', value: now.quiet_hours?.end ?? '08:00', disabled: !writable });
-  const quietThen = h(
+/** The "Quiet hours" panel, with the default time zone; `body` is its part of the PATCH. */
+function quietPanel(now: AppSettings, writable: boolean, errors: Map<string, HTMLElement>) {
+  const on = h('input', { type: 'checkbox', id: 'quiet-on', checked: now.quiet_hours !== null, disabled: !writable });
+  const start = h('input', { type: 'time', id: 'quiet-start', value: now.quiet_hours?.start ?? '22:00', disabled: !writable });
+  const end = h('input', { type: 'time', id: 'quiet-end', value: now.quiet_hours?.end ?? '08:00', disabled: !writable });
+  const then = h(
     'select',
     { id: 'quiet-then', disabled: !writable },
     h('option', { value: 'hold', selected: now.quiet_hours?.then !== 'drop' }, 'held to the end'),
@@ -93,6 +89,43 @@ export const settingsPage: Page = async ({ api, key }, main) => {
     placeholder: 'UTC',
     disabled: !writable,
   });
+  const element = panel(
+    'Quiet hours',
+    h('label', { class: 'inline' }, on, ' no push arrives between'),
+    h('div', { class: 'row' }, start, ' and ', end, ' : ', then),
+    errorSlot(errors, 'quiet_hours.start'),
+    errorSlot(errors, 'quiet_hours.end'),
+    errorSlot(errors, 'quiet_hours'),
+    h(
+      'label',
+      { class: 'field' },
+      h('span', {}, 'default time zone'),
+      zone,
+      h('small', {}, 'of devices that have none'),
+      errorSlot(errors, 'default_time_zone'),
+    ),
+  );
+  const body = () => ({
+    quiet_hours: on.checked ? { start: start.value, end: end.value, then: then.value } : null,
+    default_time_zone: zone.value.trim() || null,
+  });
+  return { element, body };
+}
+
+/**
+ * App settings: the frequency caps and quiet hours every notification goes under, and the default time zone; a
+ * write key changes them (`PATCH /v6/app`), a read key sees them. The operator's pushes a minute is shown only. A
+ * write key also sees the app's audit log.
+ */
+export const settingsPage: Page = async ({ api, key }, main) => {
+  let now = await api.get<AppSettings>('/v6/app');
+  const writable = key.role === 'write';
+  const audit = writable ? auditPanel(api) : null;
+  const errors = new Map<string, HTMLElement>();
+  const general = h('p', { class: 'error', id: 'settings-error', role: 'alert' });
+  const saved = h('span', { class: 'muted', id: 'settings-saved' });
+  const caps = capsPanel(now, writable, errors);
+  const quiet = quietPanel(now, writable, errors);
 
   const save = h('button', { type: 'button', id: 'save-settings', class: 'primary' }, 'Save');
   save.addEventListener('click', async () => {
@@ -100,11 +133,7 @@ export const settingsPage: Page = async ({ api, key }, main) => {
     general.textContent = saved.textContent = '';
     for (const slot of errors.values()) slot.textContent = '';
     try {
-      now = await api.patch<AppSettings>('/v6/app', {
-        frequency_caps: caps.length ? caps : null,
-        quiet_hours: quietOn.checked ? { start: quietStart.value, end: quietEnd.value, then: quietThen.value } : null,
-        default_time_zone: zone.value.trim() || null,
-      });
+      now = await api.patch<AppSettings>('/v6/app', { ...caps.body(), ...quiet.body() });
       saved.textContent = ` saved: caps ${capsText(now.frequency_caps)}; quiet hours ${quietText(now.quiet_hours)}`;
       await audit?.refresh();
     } catch (err) {
@@ -117,37 +146,10 @@ export const settingsPage: Page = async ({ api, key }, main) => {
     }
   });
 
-  renderCaps();
   main.append(
     h('h1', {}, 'App settings'),
-    h(
-      'section',
-      { class: 'panel' },
-      h('h2', {}, 'Frequency caps'),
-      h('p', { class: 'muted' }, 'At most this many pushes to one device in any rolling minute, hour or day, across all notifications.'),
-      capList,
-      errorSlot('frequency_caps'),
-      writable &&
-        h('button', { type: 'button', id: 'add-cap', onclick: () => (caps.push({ limit: 3, window: 'day' }), renderCaps()) }, '+ cap'),
-    ),
-    h(
-      'section',
-      { class: 'panel' },
-      h('h2', {}, 'Quiet hours'),
-      h('label', { class: 'inline' }, quietOn, ' no push arrives between'),
-      h('div', { class: 'row' }, quietStart, ' and ', quietEnd, ' : ', quietThen),
-      errorSlot('quiet_hours.start'),
-      errorSlot('quiet_hours.end'),
-      errorSlot('quiet_hours'),
-      h(
-        'label',
-        { class: 'field' },
-        h('span', {}, 'default time zone'),
-        zone,
-        h('small', {}, 'of devices that have none'),
-        errorSlot('default_time_zone'),
-      ),
-    ),
+    caps.element,
+    quiet.element,
     h(
       'p',
       { class: 'muted', id: 'max-per-minute' },
