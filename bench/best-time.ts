@@ -10,34 +10,31 @@
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
-import { Lifecycle, startPushd } from '../src/app/start.js';
 import { wallTimeAt } from '../src/domain/schedule.js';
-import { loadConfig } from '../src/platform/config.js';
-import { createLogger } from '../src/platform/logger.js';
 import { ManualClock } from '../test/helpers/harness.js';
-import { benchStack } from './lib/stack.js';
+import { benchStack, type BenchStack } from './lib/stack.js';
 import { arg } from './lib/setup.js';
+import {
+  type ClockedServer,
+  countReceived,
+  printMeasures,
+  type Received,
+  sendWaves,
+  seedZonedDevices,
+  startClockedService,
+} from './lib/clocked-sends.js';
 
 const DEVICES = Number(arg('devices', '100000'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const START = new Date('2026-12-23T19:30:00Z');
 const ZONES = Intl.supportedValuesOf('timeZone');
 
-async function main() {
-  const stack = await benchStack('bench_best_time', { queue, redisUrl: process.env.REDIS_URL ?? '' });
-  const clock = new ManualClock(START);
-  const received = new Map<string, { count: number; at: Date }>();
-  stack.apns.onAccept = stack.fcm.onAccept = (token) => {
-    const seen = received.get(token);
-    received.set(token, { count: (seen?.count ?? 0) + 1, at: seen?.at ?? clock.now() });
-  };
+type Held = { at: Date; zone: string; sessions: boolean };
 
-  let t = performance.now();
-  await sql`
-    insert into devices (app_id, platform, token, time_zone)
-    select ${stack.app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'),
-           case when i % 100 = 0 then null else (${ZONES}::text[])[1 + i % ${ZONES.length}] end
-    from generate_series(1, ${DEVICES}) as i`.execute(stack.db.db);
+/** The devices over every zone, and three sessions a device on the three days before (every fifth device none). */
+async function seed(stack: BenchStack): Promise<void> {
+  const t = performance.now();
+  await seedZonedDevices(stack, DEVICES, ZONES);
   // three sessions a device on the three days before, at an hour (UTC) of its own; every fifth device none
   await sql`
     insert into app_sessions (device_id, id, app_id, started_at)
@@ -48,15 +45,11 @@ async function main() {
   await sql`analyze devices`.execute(stack.db.db);
   await sql`analyze app_sessions`.execute(stack.db.db);
   console.log(`seeded ${DEVICES} devices and their sessions in ${Math.round(performance.now() - t)} ms`);
+}
 
-  const lifecycle = new Lifecycle();
-  const log = createLogger('warn');
-  const config = loadConfig({ ...stack.env, ROLE: 'all', LOG_LEVEL: 'warn', SCHEDULE_POLL_MS: '20' });
-  const pushd = await startPushd(config, log, lifecycle, { clock });
-  const server = pushd.api!.server;
-  await server.ready();
-
-  t = performance.now();
+/** POSTs the best-time notification and waits until its waves are cut; `state` reads the notification's row. */
+async function postAndCut(stack: BenchStack, server: ClockedServer) {
+  const t = performance.now();
   const res = await server.inject({
     method: 'POST',
     url: '/v6/notifications',
@@ -72,10 +65,12 @@ async function main() {
     ).rows[0]!;
   for (let deadline = Date.now() + 600_000; !(await state()).cut; await new Promise((r) => setTimeout(r, 20)))
     if (Date.now() > deadline) throw new Error('the waves were not cut in 10 minutes');
-  const cutMs = performance.now() - t;
+  return { id, state, cutMs: performance.now() - t };
+}
 
-  // each device's instant, as its batch holds it
-  const heldFor = new Map<string, { at: Date; zone: string; sessions: boolean }>();
+/** Each device's instant, as its batch holds it. */
+async function heldForEach(stack: BenchStack, id: string): Promise<Map<string, Held>> {
+  const heldFor = new Map<string, Held>();
   for (const row of (
     await sql<{ token: string; at: Date; zone: string | null; sessions: boolean }>`
       select d.token, b.not_before as at, d.time_zone as zone, abs(hashtext(d.token)) % 5 <> 0 as sessions
@@ -83,27 +78,19 @@ async function main() {
       where b.notification_id = ${id}::uuid`.execute(stack.db.db)
   ).rows)
     heldFor.set(row.token, { at: row.at, zone: row.zone ?? 'UTC', sessions: row.sessions });
+  return heldFor;
+}
+
+/** The waves: each distinct instant a batch is held for, and how many devices are due then. */
+function wavesOf(heldFor: Map<string, Held>): { at: Date; due: number }[] {
   const waves = [...new Set([...heldFor.values()].map((h) => h.at.getTime()))].sort((a, b) => a - b);
   const wanted = new Map<number, number>();
   for (const h of heldFor.values()) wanted.set(h.at.getTime(), (wanted.get(h.at.getTime()) ?? 0) + 1);
+  return waves.map((at) => ({ at: new Date(at), due: wanted.get(at)! }));
+}
 
-  let due = 0;
-  let peakRss = process.memoryUsage().rss;
-  const sendStart = performance.now();
-  for (const at of waves) {
-    clock.set(new Date(at));
-    due += wanted.get(at)!;
-    const deadline = Date.now() + 600_000;
-    while (received.size < due) {
-      if (Date.now() > deadline) throw new Error(`wave ${new Date(at).toISOString()}: ${received.size} of ${due} pushes`);
-      await new Promise((r) => setTimeout(r, 20));
-      peakRss = Math.max(peakRss, process.memoryUsage().rss);
-    }
-  }
-  const sendMs = performance.now() - sendStart;
-  for (let deadline = Date.now() + 60_000; (await state()).state !== 'sent'; await new Promise((r) => setTimeout(r, 100)))
-    if (Date.now() > deadline) throw new Error(`notification still ${(await state()).state}`);
-
+/** Prints the table; sets a failing exit code when a device was missed, pushed twice, early or held wrong. */
+function report(received: Received, heldFor: Map<string, Held>, m: { waves: number; cutMs: number; sendMs: number; peakRss: number }) {
   let twice = 0;
   let early = 0;
   let notAtTen = 0;
@@ -116,20 +103,35 @@ async function main() {
   const missed = [...heldFor.keys()].filter((token) => !received.has(token)).length;
   const rows: [string, string][] = [
     ['devices (four in five with sessions)', String(DEVICES)],
-    ['waves (distinct instants)', String(waves.length)],
-    ['POST and cut, each device its hour (ms)', cutMs.toFixed(0)],
-    ['cut (devices/s)', String(Math.round(DEVICES / (cutMs / 1000)))],
+    ['waves (distinct instants)', String(m.waves)],
+    ['POST and cut, each device its hour (ms)', m.cutMs.toFixed(0)],
+    ['cut (devices/s)', String(Math.round(DEVICES / (m.cutMs / 1000)))],
     ['pushes sent', String(received.size)],
-    ['send time, all waves (s)', (sendMs / 1000).toFixed(1)],
-    ['process peak RSS (service, mocks and this bookkeeping) (MB)', String(Math.round(peakRss / 1e6))],
+    ['send time, all waves (s)', (m.sendMs / 1000).toFixed(1)],
+    ['process peak RSS (service, mocks and this bookkeeping) (MB)', String(Math.round(m.peakRss / 1e6))],
     ['devices missed / pushed twice / before their wave', `${missed} / ${twice} / ${early}`],
     ['devices without sessions not held for 10:00 local', String(notAtTen)],
   ];
-  console.log(`\nbest-time benchmark: queue backend ${queue}\n`);
-  console.log('| measure | value |\n|---|---|');
-  for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
+  printMeasures(`best-time benchmark: queue backend ${queue}`, rows);
   if (missed || twice || early || notAtTen || received.size !== DEVICES) process.exitCode = 1;
-  await lifecycle.close(log);
+}
+
+async function main() {
+  const stack = await benchStack('bench_best_time', { queue, redisUrl: process.env.REDIS_URL ?? '' });
+  const clock = new ManualClock(START);
+  const received = countReceived(stack, clock);
+  await seed(stack);
+  const service = await startClockedService(stack, clock);
+
+  const { id, state, cutMs } = await postAndCut(stack, service.server);
+  const heldFor = await heldForEach(stack, id);
+  const waves = wavesOf(heldFor);
+  const sent = await sendWaves(clock, received, waves);
+  for (let deadline = Date.now() + 60_000; (await state()).state !== 'sent'; await new Promise((r) => setTimeout(r, 100)))
+    if (Date.now() > deadline) throw new Error(`notification still ${(await state()).state}`);
+
+  report(received, heldFor, { ...sent, waves: waves.length, cutMs });
+  await service.close();
   await stack.close();
 }
 

@@ -23,7 +23,7 @@ import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { arg, cpuMs, median, peakRssMb, percentile, printTable, runBenchChild } from './lib/setup.js';
-import { BENCH_BUNDLE, benchStack, startServices, waitFinished } from './lib/stack.js';
+import { BENCH_BUNDLE, benchStack, type BenchStack, type Services, startServices, waitFinished } from './lib/stack.js';
 import { parseFrequencyCaps } from '../src/domain/frequency-caps.js';
 import { AppService } from '../src/services/apps.js';
 import { createRepositories } from '../src/services/deps.js';
@@ -47,11 +47,28 @@ const caps = capText ? parseFrequencyCaps(capText) : null;
 if (capText && !caps) throw new Error(`--cap ${capText}: must be N/minute, N/hour or N/day, comma-separated`);
 if (caps && rounds > Math.min(...caps.map((c) => c.limit))) throw new Error(`--rounds ${rounds}: more than --cap ${capText} admits`);
 
-async function main() {
-  // --database: a name of its own, for runs side by side on one PostgreSQL (the database is dropped and made anew)
-  const stack = await benchStack(arg('database', 'bench_fanout'), { queue, redisUrl });
-  const { db, apns, fcm, apnsKey, keys, app } = stack;
-  const sa = stack.serviceAccount;
+interface RoundResult {
+  pipeline: number;
+  bare: number;
+  firstMs: number;
+  /** POST to the first request at a mock: the pipeline's part of firstMs (the rest is the mock's delay and turn) */
+  requestMs: number;
+  workerUs: number;
+  bareUs: number;
+  missed: number;
+  twice: number;
+}
+
+/** What the rounds share: the world, the services and the POST of the notification to `to`. */
+interface Fanout {
+  stack: BenchStack;
+  services: Services;
+  auth: string;
+  post: (to: unknown, headers?: Record<string, string>) => Promise<Response>;
+}
+
+/** The devices, half iOS, each with one of LOCALES. */
+async function seed({ db, app }: BenchStack): Promise<void> {
   const t = Date.now();
   await sql`
     insert into devices (app_id, platform, token, locale)
@@ -60,19 +77,14 @@ async function main() {
     from generate_series(1, ${devices}) as i`.execute(db.db);
   await sql`analyze devices`.execute(db.db);
   console.log(`seeded ${devices} devices in ${Date.now() - t} ms`);
-  if (latencyMs > 0) for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: latencyMs });
+}
 
-  const services = await startServices(stack.env, { mode: 'split', workers: Number(arg('workers', '1')) });
-  const { base, workers } = services;
-  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
-  const post = (to: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${base}/v6/notifications`, {
-      method: 'POST',
-      headers: { authorization: auth, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify({ notification: { to, payload: PAYLOAD, localized: LOCALIZED } }),
-    });
-
-  // (1) time to first push, one-device audiences (warm: connections and JWT/OAuth tokens are reused)
+/**
+ * (1) Time to first push, one-device audiences (warm: connections and JWT/OAuth tokens are reused), sorted; then
+ * the worker warmed by the same sends through the queue, and the warm-up broadcasts.
+ */
+async function firstPushesAndWarmUp({ stack, services, auth, post }: Fanout): Promise<number[]> {
+  const { db, apns, fcm } = stack;
   const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(31).execute();
   const firstPush: number[] = [];
   /** Posts a notification to one device and waits for its push at the gateway. */
@@ -98,8 +110,127 @@ async function main() {
   for (let i = 0; i < warmupRounds; i++) {
     const res = await post('*');
     if (res.status !== 201) throw new Error(`warm-up POST failed: ${res.status} ${await res.text()}`);
-    await waitFinished(base, auth, ((await res.json()) as { id: string }).id);
+    await waitFinished(services.base, auth, ((await res.json()) as { id: string }).id);
   }
+  return firstPush;
+}
+
+/** (2) The whole pipeline to every device (a new notification each round): its times, CPU and tally. */
+async function pipelineBroadcast({ stack, services, auth, post }: Fanout) {
+  const { apns, fcm } = stack;
+  const { workers } = services;
+  apns.resetStats();
+  fcm.resetStats();
+  let firstAt = 0;
+  // pushes per token: the round ends when every device has one, and a device pushed twice is a bug
+  const received = new Map<string, number>();
+  const all = new Promise<number>((resolve) => {
+    const seen = (token: string) => {
+      if (received.size === 0) firstAt = performance.now();
+      received.set(token, (received.get(token) ?? 0) + 1);
+      if (received.size === devices) resolve(performance.now());
+    };
+    apns.onAccept = seen;
+    fcm.onAccept = seen;
+  });
+  const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
+  const t0 = performance.now();
+  const res = await post('*');
+  if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
+  const { id } = (await res.json()) as { id: string };
+  // a device missed never completes `all`: the round then ends when the notification is sent
+  const sent = waitFinished(services.base, auth, id).then(() => performance.now());
+  const tEnd = await Promise.race([all, sent]);
+  const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
+  await sent;
+  apns.onAccept = fcm.onAccept = undefined;
+  return {
+    id,
+    t0,
+    tEnd,
+    firstAt,
+    workerCpu,
+    connections: `${apns.openSessions} + ${fcm.openSessions}`,
+    firstRequestAt: Math.min(...[apns.firstRequestAt, fcm.firstRequestAt].filter((at) => at > 0)),
+    missed: devices - received.size,
+    twice: [...received.values()].filter((n) => n > 1).length,
+  };
+}
+
+/** One round: (2) the pipeline, then (3) the ceiling, a bare HTTP/2 client sending the same pushes; prints its line. */
+async function runRound(fanout: Fanout, spec: object, round: number): Promise<RoundResult> {
+  const { apns, fcm } = fanout.stack;
+  const p = await pipelineBroadcast(fanout);
+
+  // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
+  apns.resetStats();
+  fcm.resetStats();
+  // the same requests, byte for byte; BARE_NODE_ARGS: node flags for it (--cpu-prof, to compare its profile with the worker's)
+  const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
+    'bench/lib/bare-client.ts',
+    { ...spec, notificationId: p.id },
+    'BARE_NODE_ARGS',
+  );
+  if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
+  const r: RoundResult = {
+    pipeline: devices / ((p.tEnd - p.t0) / 1000),
+    bare: bare.ok / (bare.ms / 1000),
+    firstMs: p.firstAt - p.t0,
+    requestMs: p.firstRequestAt - p.t0,
+    workerUs: (p.workerCpu * 1000) / devices,
+    bareUs: (bare.cpuMs * 1000) / devices,
+    missed: p.missed,
+    twice: p.twice,
+  };
+  console.log(
+    `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; POST -> first push ${r.firstMs.toFixed(0)} ms (first request at the gateway ${r.requestMs.toFixed(0)} ms); connections APNs + FCM: pipeline ${p.connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${p.missed}, pushed twice ${p.twice}`,
+  );
+  return r;
+}
+
+/** The medians over the rounds, the one-device times to first push and the workers' peak RSS. */
+function printSummary(results: RoundResult[], firstPush: number[], workerRss: string): void {
+  const ratios = results.map((r) => r.pipeline / r.bare);
+  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+
+  console.log(
+    `\nfan-out benchmark: ${devices} devices (half iOS, half Android) in ${languages.length + 1} language(s), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, frequency caps ${capText || 'none'}, median of ${rounds} rounds after ${warmupRounds} warm-up broadcast(s)\n`,
+  );
+  printTable([
+    ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],
+    ['pipeline: POST -> first push (full audience), median', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
+    ['pipeline: POST -> first push (per round)', results.map((r) => `${r.firstMs.toFixed(0)} ms`).join(' ')],
+    ['pipeline: POST -> first request at the gateway (per round)', results.map((r) => `${r.requestMs.toFixed(1)} ms`).join(' ')],
+    ['bare node:http2 pushes/s (ceiling)', median(results.map((r) => r.bare)).toFixed(0)],
+    ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
+    ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],
+    ['worker CPU per push, all threads (median)', `${median(results.map((r) => r.workerUs)).toFixed(0)} µs`],
+    ['bare client CPU per push, all threads (median)', `${median(results.map((r) => r.bareUs)).toFixed(0)} µs`],
+    ['time to first push, 1-device audience, p50', `${percentile(firstPush, 50).toFixed(1)} ms`],
+    ['time to first push, 1-device audience, p95', `${percentile(firstPush, 95).toFixed(1)} ms`],
+    ['worker peak RSS', `${workerRss} MB`],
+    ['devices missed / pushed twice (all rounds)', `${sum(results.map((r) => r.missed))} / ${sum(results.map((r) => r.twice))}`],
+  ]);
+}
+
+async function main() {
+  // --database: a name of its own, for runs side by side on one PostgreSQL (the database is dropped and made anew)
+  const stack = await benchStack(arg('database', 'bench_fanout'), { queue, redisUrl });
+  const { db, apns, fcm, apnsKey, keys, app } = stack;
+  const sa = stack.serviceAccount;
+  await seed(stack);
+  if (latencyMs > 0) for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: latencyMs });
+
+  const services = await startServices(stack.env, { mode: 'split', workers: Number(arg('workers', '1')) });
+  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
+  const post = (to: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${services.base}/v6/notifications`, {
+      method: 'POST',
+      headers: { authorization: auth, 'content-type': 'application/json', ...headers },
+      body: JSON.stringify({ notification: { to, payload: PAYLOAD, localized: LOCALIZED } }),
+    });
+  const fanout: Fanout = { stack, services, auth, post };
+  const firstPush = await firstPushesAndWarmUp(fanout);
 
   if (caps) {
     await new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() }).setLimits(app.id, { frequencyCaps: caps });
@@ -122,96 +253,10 @@ async function main() {
 
   // (2) and (3), alternated for `rounds` rounds: this machine's speed drifts by tens of percent over a
   // minute, so each round compares the pipeline with the ceiling measured right after it.
-  const results: {
-    pipeline: number;
-    bare: number;
-    firstMs: number;
-    /** POST to the first request at a mock: the pipeline's part of firstMs (the rest is the mock's delay and turn) */
-    requestMs: number;
-    workerUs: number;
-    bareUs: number;
-    missed: number;
-    twice: number;
-  }[] = [];
-  for (let round = 0; round < rounds; round++) {
-    // (2) the whole pipeline to every device (a new notification each round)
-    apns.resetStats();
-    fcm.resetStats();
-    let firstAt = 0;
-    // pushes per token: the round ends when every device has one, and a device pushed twice is a bug
-    const received = new Map<string, number>();
-    const all = new Promise<number>((resolve) => {
-      const seen = (token: string) => {
-        if (received.size === 0) firstAt = performance.now();
-        received.set(token, (received.get(token) ?? 0) + 1);
-        if (received.size === devices) resolve(performance.now());
-      };
-      apns.onAccept = seen;
-      fcm.onAccept = seen;
-    });
-    const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
-    const t0 = performance.now();
-    const res = await post('*');
-    if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
-    const { id } = (await res.json()) as { id: string };
-    // a device missed never completes `all`: the round then ends when the notification is sent
-    const sent = waitFinished(base, auth, id).then(() => performance.now());
-    const tEnd = await Promise.race([all, sent]);
-    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
-    await sent;
-    apns.onAccept = fcm.onAccept = undefined;
-    const connections = `${apns.openSessions} + ${fcm.openSessions}`;
-    const firstRequestAt = Math.min(...[apns.firstRequestAt, fcm.firstRequestAt].filter((at) => at > 0));
-    const missed = devices - received.size;
-    const twice = [...received.values()].filter((n) => n > 1).length;
-
-    // (3) the ceiling: a bare HTTP/2 client, same number of pushes to the same mocks
-    apns.resetStats();
-    fcm.resetStats();
-    // the same requests, byte for byte; BARE_NODE_ARGS: node flags for it (--cpu-prof, to compare its profile with the worker's)
-    const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
-      'bench/lib/bare-client.ts',
-      { ...spec, notificationId: id },
-      'BARE_NODE_ARGS',
-    );
-    if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
-    const r = {
-      pipeline: devices / ((tEnd - t0) / 1000),
-      bare: bare.ok / (bare.ms / 1000),
-      firstMs: firstAt - t0,
-      requestMs: firstRequestAt - t0,
-      workerUs: (workerCpu * 1000) / devices,
-      bareUs: (bare.cpuMs * 1000) / devices,
-      missed,
-      twice,
-    };
-    results.push(r);
-    console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}; POST -> first push ${r.firstMs.toFixed(0)} ms (first request at the gateway ${r.requestMs.toFixed(0)} ms); connections APNs + FCM: pipeline ${connections}, bare ${bareConnections} + ${bareConnections}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare client ${r.bareUs.toFixed(0)} µs; devices missed ${missed}, pushed twice ${twice}`,
-    );
-  }
-  const workerRss = workers.map((w) => peakRssMb(w.pid!)).join(' + ');
-  const ratios = results.map((r) => r.pipeline / r.bare);
-  const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
-
-  console.log(
-    `\nfan-out benchmark: ${devices} devices (half iOS, half Android) in ${languages.length + 1} language(s), queue backend ${queue}, mocks on loopback TLS HTTP/2 answering ${latencyMs} ms late, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, frequency caps ${capText || 'none'}, median of ${rounds} rounds after ${warmupRounds} warm-up broadcast(s)\n`,
-  );
-  printTable([
-    ['pipeline pushes/s (POST -> last push received)', median(results.map((r) => r.pipeline)).toFixed(0)],
-    ['pipeline: POST -> first push (full audience), median', `${median(results.map((r) => r.firstMs)).toFixed(0)} ms`],
-    ['pipeline: POST -> first push (per round)', results.map((r) => `${r.firstMs.toFixed(0)} ms`).join(' ')],
-    ['pipeline: POST -> first request at the gateway (per round)', results.map((r) => `${r.requestMs.toFixed(1)} ms`).join(' ')],
-    ['bare node:http2 pushes/s (ceiling)', median(results.map((r) => r.bare)).toFixed(0)],
-    ['ratio pipeline / bare (per round)', ratios.map((x) => x.toFixed(2)).join(' ')],
-    ['ratio pipeline / bare (median)', median(ratios).toFixed(2)],
-    ['worker CPU per push, all threads (median)', `${median(results.map((r) => r.workerUs)).toFixed(0)} µs`],
-    ['bare client CPU per push, all threads (median)', `${median(results.map((r) => r.bareUs)).toFixed(0)} µs`],
-    ['time to first push, 1-device audience, p50', `${percentile(firstPush, 50).toFixed(1)} ms`],
-    ['time to first push, 1-device audience, p95', `${percentile(firstPush, 95).toFixed(1)} ms`],
-    ['worker peak RSS', `${workerRss} MB`],
-    ['devices missed / pushed twice (all rounds)', `${sum(results.map((r) => r.missed))} / ${sum(results.map((r) => r.twice))}`],
-  ]);
+  const results: RoundResult[] = [];
+  for (let round = 0; round < rounds; round++) results.push(await runRound(fanout, spec, round));
+  const workerRss = services.workers.map((w) => peakRssMb(w.pid!)).join(' + ');
+  printSummary(results, firstPush, workerRss);
 
   await services.stop();
   await stack.close();

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from 'kysely';
 import { liveActivityTopic } from '../src/domain/live-activity.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
-import { BENCH_BUNDLE, benchStack, startServices } from './lib/stack.js';
+import { BENCH_BUNDLE, benchStack, type BenchStack, type Services, startServices } from './lib/stack.js';
 import { activityTokenOf } from './lib/live-activity-tokens.js';
 
 const tokens = Number(arg('tokens', '20000'));
@@ -20,10 +20,18 @@ const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const bareConnections = Number(arg('bare-connections', '1'));
 
-async function main() {
-  const stack = await benchStack('bench_live_activity', { queue, redisUrl });
-  const { db, apns, apnsKey, keys, app } = stack;
-  apns.addTopic(liveActivityTopic(BENCH_BUNDLE));
+interface RoundResult {
+  pipeline: number;
+  bare: number;
+  firstMs: number;
+  workerUs: number;
+  bareUs: number;
+  missed: number;
+  twice: number;
+}
+
+/** N devices holding the activity's token, and one more holding the warm-up activity's; returns both activity ids. */
+async function seed({ db, app }: BenchStack): Promise<{ activity: string; warm: string }> {
   const activity = randomUUID();
   const warm = randomUUID();
   const t = Date.now();
@@ -45,10 +53,12 @@ async function main() {
   await sql`analyze devices`.execute(db.db);
   await sql`analyze live_activity_tokens`.execute(db.db);
   console.log(`seeded ${tokens} devices with the activity's token in ${Date.now() - t} ms`);
+  return { activity, warm };
+}
 
-  const services = await startServices(stack.env, { mode: 'split', workers: 1 });
-  const { base, workers } = services;
-  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
+/** POSTs an update to an activity (returns the send's id) and waits for a send to end, through the service's API. */
+function liveActivityApi(base: string, writeKey: string) {
+  const auth = `Basic ${Buffer.from(`:${writeKey}`).toString('base64')}`;
   const post = async (activityId: string, round: number) => {
     const res = await fetch(`${base}/v6/live-activities`, {
       method: 'POST',
@@ -66,65 +76,69 @@ async function main() {
       await new Promise((res) => setTimeout(res, 100));
     }
   };
-  // the worker's APNs connection and JWT are warm before the rounds, as a long-running worker's are
-  await finished(await post(warm, -1));
+  return { post, finished };
+}
 
-  const results: { pipeline: number; bare: number; firstMs: number; workerUs: number; bareUs: number; missed: number; twice: number }[] =
-    [];
-  for (let round = 0; round < rounds; round++) {
-    apns.resetStats();
-    const received = new Map<string, number>();
-    let firstAt = 0;
-    const all = new Promise<number>((resolve) => {
-      apns.onAccept = (token) => {
-        if (received.size === 0) firstAt = performance.now();
-        received.set(token, (received.get(token) ?? 0) + 1);
-        if (received.size === tokens) resolve(performance.now());
-      };
-    });
-    const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
-    const t0 = performance.now();
-    const id = await post(activity, round);
-    const done = finished(id).then(() => performance.now());
-    const tEnd = await Promise.race([all, done]);
-    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
-    await done;
-    apns.onAccept = undefined;
-    const missed = tokens - received.size;
-    const twice = [...received.values()].filter((n) => n > 1).length;
-
-    apns.resetStats();
-    const stored = await db.db.selectFrom('notifications').select('payload').where('id', '=', id).executeTakeFirstOrThrow();
-    const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
-      'bench/lib/bare-live-activity.ts',
-      {
-        tokens,
-        apnsOrigin: apns.origin,
-        topic: BENCH_BUNDLE,
-        apnsKey: apnsKey.credentials,
-        payload: stored.payload,
-        connections: bareConnections,
-        streamsPerConnection: 1000,
-      },
-      'BARE_NODE_ARGS',
-    );
-    if (bare.ok !== tokens) throw new Error(`bare client: only ${bare.ok} of ${tokens} pushes accepted`);
-    const r = {
-      pipeline: tokens / ((tEnd - t0) / 1000),
-      bare: bare.ok / (bare.ms / 1000),
-      firstMs: firstAt - t0,
-      workerUs: (workerCpu * 1000) / tokens,
-      bareUs: (bare.cpuMs * 1000) / tokens,
-      missed,
-      twice,
+/** One round: the update through the pipeline, then the bare client sending the same pushes; prints its line. */
+async function runRound(stack: BenchStack, services: Services, api: ReturnType<typeof liveActivityApi>, activity: string, round: number) {
+  const { db, apns, apnsKey } = stack;
+  const { workers } = services;
+  apns.resetStats();
+  const received = new Map<string, number>();
+  let firstAt = 0;
+  const all = new Promise<number>((resolve) => {
+    apns.onAccept = (token) => {
+      if (received.size === 0) firstAt = performance.now();
+      received.set(token, (received.get(token) ?? 0) + 1);
+      if (received.size === tokens) resolve(performance.now());
     };
-    results.push(r);
-    console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (first push ${r.firstMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s, ` +
-        `ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(1)} µs, bare client ${r.bareUs.toFixed(1)} µs; ` +
-        `tokens missed ${missed}, pushed twice ${twice}`,
-    );
-  }
+  });
+  const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
+  const t0 = performance.now();
+  const id = await api.post(activity, round);
+  const done = api.finished(id).then(() => performance.now());
+  const tEnd = await Promise.race([all, done]);
+  const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
+  await done;
+  apns.onAccept = undefined;
+  const missed = tokens - received.size;
+  const twice = [...received.values()].filter((n) => n > 1).length;
+
+  apns.resetStats();
+  const stored = await db.db.selectFrom('notifications').select('payload').where('id', '=', id).executeTakeFirstOrThrow();
+  const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
+    'bench/lib/bare-live-activity.ts',
+    {
+      tokens,
+      apnsOrigin: apns.origin,
+      topic: BENCH_BUNDLE,
+      apnsKey: apnsKey.credentials,
+      payload: stored.payload,
+      connections: bareConnections,
+      streamsPerConnection: 1000,
+    },
+    'BARE_NODE_ARGS',
+  );
+  if (bare.ok !== tokens) throw new Error(`bare client: only ${bare.ok} of ${tokens} pushes accepted`);
+  const r: RoundResult = {
+    pipeline: tokens / ((tEnd - t0) / 1000),
+    bare: bare.ok / (bare.ms / 1000),
+    firstMs: firstAt - t0,
+    workerUs: (workerCpu * 1000) / tokens,
+    bareUs: (bare.cpuMs * 1000) / tokens,
+    missed,
+    twice,
+  };
+  console.log(
+    `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s (first push ${r.firstMs.toFixed(0)} ms), bare ${r.bare.toFixed(0)}/s, ` +
+      `ratio ${(r.pipeline / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(1)} µs, bare client ${r.bareUs.toFixed(1)} µs; ` +
+      `tokens missed ${missed}, pushed twice ${twice}`,
+  );
+  return r;
+}
+
+/** The medians over the rounds. */
+function printSummary(results: RoundResult[]): void {
   const ratios = results.map((r) => r.pipeline / r.bare);
   console.log(
     `\nLive Activity benchmark: one update to ${tokens} activity tokens, queue backend ${queue}, mock APNs on loopback TLS HTTP/2, bare client ${bareConnections} connection(s) x 1,000 streams, median of ${rounds} rounds\n`,
@@ -142,6 +156,21 @@ async function main() {
       `${results.reduce((s, r) => s + r.missed, 0)} / ${results.reduce((s, r) => s + r.twice, 0)}`,
     ],
   ]);
+}
+
+async function main() {
+  const stack = await benchStack('bench_live_activity', { queue, redisUrl });
+  stack.apns.addTopic(liveActivityTopic(BENCH_BUNDLE));
+  const { activity, warm } = await seed(stack);
+
+  const services = await startServices(stack.env, { mode: 'split', workers: 1 });
+  const api = liveActivityApi(services.base, stack.keys.write);
+  // the worker's APNs connection and JWT are warm before the rounds, as a long-running worker's are
+  await api.finished(await api.post(warm, -1));
+
+  const results: RoundResult[] = [];
+  for (let round = 0; round < rounds; round++) results.push(await runRound(stack, services, api, activity, round));
+  printSummary(results);
   await services.stop();
   await stack.close();
   process.exit(results.some((r) => r.missed > 0 || r.twice > 0) ? 1 : 0);

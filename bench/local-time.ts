@@ -9,13 +9,19 @@
  */
 import { performance } from 'node:perf_hooks';
 import { sql } from 'kysely';
-import { Lifecycle, startPushd } from '../src/app/start.js';
 import { planLocalTime, isInLocalMinute, parseLocalDateTime } from '../src/domain/schedule.js';
-import { loadConfig } from '../src/platform/config.js';
-import { createLogger } from '../src/platform/logger.js';
 import { ManualClock } from '../test/helpers/harness.js';
-import { benchStack } from './lib/stack.js';
+import { benchStack, type BenchStack } from './lib/stack.js';
 import { arg } from './lib/setup.js';
+import {
+  type ClockedServer,
+  countReceived,
+  printMeasures,
+  type Received,
+  sendWaves,
+  seedZonedDevices,
+  startClockedService,
+} from './lib/clocked-sends.js';
 
 const DEVICES = Number(arg('devices', '1000000'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
@@ -25,42 +31,23 @@ const WALL = '2026-12-24T09:00';
 const START = new Date('2026-12-23T19:30:00Z');
 const ZONES = Intl.supportedValuesOf('timeZone');
 
-async function main() {
-  const stack = await benchStack('bench_local_time', { queue, redisUrl: process.env.REDIS_URL ?? '' });
-  const clock = new ManualClock(START);
-  const received = new Map<string, { count: number; at: Date }>();
-  stack.apns.onAccept = stack.fcm.onAccept = (token) => {
-    const seen = received.get(token);
-    received.set(token, { count: (seen?.count ?? 0) + 1, at: seen?.at ?? clock.now() });
-  };
-
-  let t = performance.now();
+/** Seeds the devices; returns each device's zone by token (UTC for the devices with none). */
+async function seed(stack: BenchStack): Promise<Map<string, string>> {
+  const t = performance.now();
   // every 100th device has no zone (the app's default, UTC); the rest go round the zones
-  await sql`
-    insert into devices (app_id, platform, token, time_zone)
-    select ${stack.app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'),
-           case when i % 100 = 0 then null else (${ZONES}::text[])[1 + i % ${ZONES.length}] end
-    from generate_series(1, ${DEVICES}) as i`.execute(stack.db.db);
+  await seedZonedDevices(stack, DEVICES, ZONES);
   await sql`analyze devices`.execute(stack.db.db);
   const zoneOf = new Map<string, string>();
   for (const row of (await sql<{ token: string; time_zone: string | null }>`select token, time_zone from devices`.execute(stack.db.db))
     .rows)
     zoneOf.set(row.token, row.time_zone ?? 'UTC');
   console.log(`seeded ${DEVICES} devices over ${ZONES.length} zones in ${Math.round(performance.now() - t)} ms`);
+  return zoneOf;
+}
 
-  const lifecycle = new Lifecycle();
-  const log = createLogger('warn');
-  const config = loadConfig({ ...stack.env, ROLE: 'all', LOG_LEVEL: 'warn', SCHEDULE_POLL_MS: '20' });
-  const pushd = await startPushd(config, log, lifecycle, { clock });
-  const server = pushd.api!.server;
-  await server.ready();
-
-  // the plan the service should make, to know which devices each wave must reach
-  const expected = planLocalTime(WALL, [...new Set([...ZONES, 'UTC'])], START);
-  const past = new Set(expected.past);
-  const expectedSkipped = [...zoneOf.values()].filter((z) => past.has(z)).length;
-
-  t = performance.now();
+/** POSTs the local-time notification (which plans it); returns its id, the POST's time and the stored plan's size. */
+async function postAndPlan(stack: BenchStack, server: ClockedServer) {
+  const t = performance.now();
   const res = await server.inject({
     method: 'POST',
     url: '/v6/notifications',
@@ -82,67 +69,88 @@ async function main() {
     select pg_column_size(local_plan) as bytes, jsonb_array_length(local_plan->'waves') as waves from notifications where id = ${id}::uuid`.execute(
     stack.db.db,
   );
-  const { bytes, waves } = stored.rows[0]!;
+  return { id, planMs, ...stored.rows[0]! };
+}
 
-  // move the clock to each wave's instant and wait for its devices before the next
-  const wanted = new Map<number, number>(); // wave instant -> devices due then
-  const zoneWave = new Map(expected.waves.flatMap((w) => w.zones.map((z) => [z, w.at.getTime()] as const)));
-  for (const z of zoneOf.values()) if (!past.has(z)) wanted.set(zoneWave.get(z)!, (wanted.get(zoneWave.get(z)!) ?? 0) + 1);
-  let due = 0;
-  let peakRss = process.memoryUsage().rss;
-  const sendStart = performance.now();
-  for (const wave of expected.waves) {
-    clock.set(wave.at);
-    due += wanted.get(wave.at.getTime()) ?? 0;
-    const deadline = Date.now() + 600_000;
-    while (received.size < due) {
-      if (Date.now() > deadline) throw new Error(`wave ${wave.at.toISOString()}: ${received.size} of ${due} pushes`);
-      await new Promise((r) => setTimeout(r, 20));
-      peakRss = Math.max(peakRss, process.memoryUsage().rss);
-    }
-  }
-  const sendMs = performance.now() - sendStart;
-  clock.set(new Date(expected.waves.at(-1)!.at.getTime() + 60_000));
+/** Waits (a minute at most) until the notification is sent; returns how many devices it skipped as past 09:00. */
+async function waitSent(stack: BenchStack, id: string): Promise<number> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const n = (
       await sql<{ state: string; skipped: number }>`
       select state, skipped_past_local_time as skipped from notifications where id = ${id}::uuid`.execute(stack.db.db)
     ).rows[0]!;
-    if (n.state === 'sent') {
-      const local = parseLocalDateTime(WALL)!;
-      let twice = 0;
-      let outside = 0;
-      for (const [token, r] of received) {
-        if (r.count > 1) twice++;
-        if (!isInLocalMinute(r.at, zoneOf.get(token)!, local)) outside++;
-      }
-      const missed = [...zoneOf].filter(([token, z]) => !past.has(z) && !received.has(token)).length;
-      const rows: [string, string][] = [
-        ['devices / zones (some devices with none: UTC)', `${DEVICES} / ${ZONES.length}`],
-        ['waves (distinct instants of 09:00)', String(waves)],
-        ['POST, planning included (ms)', planMs.toFixed(0)],
-        ['plan stored (bytes, compressed)', String(bytes)],
-        ['skipped: 09:00 already past (counted / expected)', `${n.skipped} / ${expectedSkipped}`],
-        ['pushes sent', String(received.size)],
-        ['send time, all waves (s)', (sendMs / 1000).toFixed(1)],
-        ['pushes/s while sending', String(Math.round(received.size / (sendMs / 1000)))],
-        ['process peak RSS (service, mocks and this bookkeeping) (MB)', String(Math.round(peakRss / 1e6))],
-        ['devices missed / pushed twice', `${missed} / ${twice}`],
-        ["pushes received outside the device's own 09:00 minute", String(outside)],
-      ];
-      console.log(
-        `\nlocal-time benchmark: ${WALL} on each device's clock, queue backend ${queue}${perMinute ? `, ${perMinute}/minute` : ''}\n`,
-      );
-      console.log('| measure | value |\n|---|---|');
-      for (const [k, v] of rows) console.log(`| ${k} | ${v} |`);
-      if (missed || twice || outside || n.skipped !== expectedSkipped) process.exitCode = 1;
-      break;
-    }
+    if (n.state === 'sent') return n.skipped;
     if (Date.now() > deadline) throw new Error(`notification still ${n.state}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  await lifecycle.close(log);
+}
+
+interface Outcome {
+  zoneOf: Map<string, string>;
+  past: Set<string>;
+  received: Received;
+  posted: Awaited<ReturnType<typeof postAndPlan>>;
+  sent: { sendMs: number; peakRss: number };
+  skipped: number;
+  expectedSkipped: number;
+}
+
+/** Prints the table; sets a failing exit code when a device was missed, pushed twice, pushed outside 09:00 or skipped wrongly. */
+function report({ zoneOf, past, received, posted, sent, skipped, expectedSkipped }: Outcome): void {
+  const local = parseLocalDateTime(WALL)!;
+  let twice = 0;
+  let outside = 0;
+  for (const [token, r] of received) {
+    if (r.count > 1) twice++;
+    if (!isInLocalMinute(r.at, zoneOf.get(token)!, local)) outside++;
+  }
+  const missed = [...zoneOf].filter(([token, z]) => !past.has(z) && !received.has(token)).length;
+  const rows: [string, string][] = [
+    ['devices / zones (some devices with none: UTC)', `${DEVICES} / ${ZONES.length}`],
+    ['waves (distinct instants of 09:00)', String(posted.waves)],
+    ['POST, planning included (ms)', posted.planMs.toFixed(0)],
+    ['plan stored (bytes, compressed)', String(posted.bytes)],
+    ['skipped: 09:00 already past (counted / expected)', `${skipped} / ${expectedSkipped}`],
+    ['pushes sent', String(received.size)],
+    ['send time, all waves (s)', (sent.sendMs / 1000).toFixed(1)],
+    ['pushes/s while sending', String(Math.round(received.size / (sent.sendMs / 1000)))],
+    ['process peak RSS (service, mocks and this bookkeeping) (MB)', String(Math.round(sent.peakRss / 1e6))],
+    ['devices missed / pushed twice', `${missed} / ${twice}`],
+    ["pushes received outside the device's own 09:00 minute", String(outside)],
+  ];
+  printMeasures(
+    `local-time benchmark: ${WALL} on each device's clock, queue backend ${queue}${perMinute ? `, ${perMinute}/minute` : ''}`,
+    rows,
+  );
+  if (missed || twice || outside || skipped !== expectedSkipped) process.exitCode = 1;
+}
+
+async function main() {
+  const stack = await benchStack('bench_local_time', { queue, redisUrl: process.env.REDIS_URL ?? '' });
+  const clock = new ManualClock(START);
+  const received = countReceived(stack, clock);
+  const zoneOf = await seed(stack);
+  const service = await startClockedService(stack, clock);
+
+  // the plan the service should make, to know which devices each wave must reach
+  const expected = planLocalTime(WALL, [...new Set([...ZONES, 'UTC'])], START);
+  const past = new Set(expected.past);
+  const expectedSkipped = [...zoneOf.values()].filter((z) => past.has(z)).length;
+
+  const posted = await postAndPlan(stack, service.server);
+
+  // move the clock to each wave's instant and wait for its devices before the next
+  const wanted = new Map<number, number>(); // wave instant -> devices due then
+  const zoneWave = new Map(expected.waves.flatMap((w) => w.zones.map((z) => [z, w.at.getTime()] as const)));
+  for (const z of zoneOf.values()) if (!past.has(z)) wanted.set(zoneWave.get(z)!, (wanted.get(zoneWave.get(z)!) ?? 0) + 1);
+  const waves = expected.waves.map((wave) => ({ at: wave.at, due: wanted.get(wave.at.getTime()) ?? 0 }));
+  const sent = await sendWaves(clock, received, waves);
+  clock.set(new Date(expected.waves.at(-1)!.at.getTime() + 60_000));
+  const skipped = await waitSent(stack, posted.id);
+
+  report({ zoneOf, past, received, posted, sent, skipped, expectedSkipped });
+  await service.close();
   await stack.close();
 }
 

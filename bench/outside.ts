@@ -21,11 +21,11 @@ import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { registerThroughApi } from './lib/device-fill.js';
 import { LoadClients } from './lib/load-clients.js';
 import { measurePhase as phase, phaseCells, type Phase } from './lib/phases.js';
-import { mocksHere, waitReceived } from './lib/mock-gateways.js';
+import { mocksHere, type MockGateways, waitReceived } from './lib/mock-gateways.js';
 import { pgbenchTps } from './lib/pgbench.js';
 import { sql } from 'kysely';
 import { arg, median, parentPid, printRows } from './lib/setup.js';
-import { bareBroadcast, BENCH_BUNDLE, benchApp, notificationPoster, startServices, waitFinished } from './lib/stack.js';
+import { bareBroadcast, BENCH_BUNDLE, benchApp, notificationPoster, type Services, startServices, waitFinished } from './lib/stack.js';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -47,10 +47,19 @@ const OUTSIDE_ENV = { LOG_LEVEL: 'info', RATE_LIMIT_PER_SECOND: '100000', RATE_L
 const LOG_FILE = path.join(tmpdir(), `pushd-bench-outside-${process.pid}.log`);
 const PAYLOAD = { alert: 'Your order has shipped', badge: 1 };
 
-async function main() {
-  const tps = await pgbenchTps();
-  const gateways = await mocksHere(BENCH_BUNDLE);
-  const stack = await benchApp(arg('database', 'bench_outside'), { queue, redisUrl, gateways });
+type App = Awaited<ReturnType<typeof benchApp>>;
+type Row = { id: string; user_id: string | null };
+interface RoundResult {
+  pipeline: number;
+  bare: number;
+  firstMs: number;
+  missed: number;
+  twice: number;
+  inFlight: string;
+}
+
+/** Registers the devices through the API, as phones do; returns them in the order they were registered. */
+async function registerDevices(stack: App): Promise<Row[]> {
   const { db, keys } = stack;
   const t = performance.now();
   await registerThroughApi({ env: stack.env, sdkKey: keys.sdk, identitySecret: stack.identitySecret, count: devices, clients });
@@ -58,20 +67,22 @@ async function main() {
   if (analyze) await sql`analyze devices`.execute(db.db);
   const rows = await db.db.selectFrom('devices').select(['id', 'user_id']).execute();
   rows.sort((a, b) => Number(a.user_id!.slice(1)) - Number(b.user_id!.slice(1)));
+  return rows;
+}
 
-  if (unicastLatencyMs > 0) await gateways.delay(unicastLatencyMs);
-  const services = await startServices({ ...stack.env, ...OUTSIDE_ENV }, { mode: 'single', logFile: LOG_FILE });
-  const { auth, post } = notificationPoster(services.base, keys.write, PAYLOAD);
+/** The one-device phases from the clients: a warm-up, the counted ones, the transactional sends; each measured. */
+async function oneDevicePhases(stack: App, services: Services, gateways: MockGateways, rows: Row[]): Promise<Phase[]> {
+  const { auth } = notificationPoster(services.base, stack.keys.write, PAYLOAD);
   const load = new LoadClients({ base: services.base, authorization: auth, clients, agent: 'http', where: 'process' });
-  const toDevice = (row: (typeof rows)[number]) => ({
+  const toDevice = (row: Row) => ({
     path: '/v6/notifications',
     body: { notification: { to: [{ name: 'device_id', criteria: [row.id] }], payload: PAYLOAD } },
   });
-  const toUser = (row: (typeof rows)[number]) => ({
+  const toUser = (row: Row) => ({
     path: '/v6/transactional/notifications',
     body: { to: { field: 'user_id', value: row.user_id }, group: 'order-shipped', notification: { payload: PAYLOAD } },
   });
-  const backend = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db.db)).rows[0]!.pid;
+  const backend = (await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(stack.db.db)).rows[0]!.pid;
   const meters = { service: services.api.pid!, postmaster: parentPid(backend), clients: load.pid! };
   const phases: Phase[] = [];
   const tx = rows.slice(warmup + unicast, warmup + unicast + transactional);
@@ -80,50 +91,48 @@ async function main() {
   phases.push(await phase('transactional', meters, 200, () => load.post(tx.map(toUser))));
   await waitReceived(gateways, warmup + unicast + transactional, 120_000);
   await load.close();
+  return phases;
+}
 
-  await gateways.delay(broadcastLatencyMs);
-  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(gateways.serviceAccount), {
-    tokenUrl: gateways.fcmTokenUrl,
-  }).getAccessToken();
-  const results: { pipeline: number; bare: number; firstMs: number; missed: number; twice: number; inFlight: string }[] = [];
-  for (let round = 0; round < rounds; round++) {
-    await gateways.reset();
-    const t0 = performance.now();
-    const { id } = await post('*');
-    await waitReceived(gateways, devices, 300_000);
-    const got = await gateways.received();
-    await waitFinished(services.base, auth, id);
-    const { distinct, twice } = await gateways.summary();
-    const seconds = (got.lastAtEpochMs - (performance.timeOrigin + t0)) / 1000;
-    const firstMs = got.firstAtEpochMs - (performance.timeOrigin + t0);
+/** One broadcast round: the pipeline's broadcast to every device, then the bare client's same pushes; prints its line. */
+async function broadcastRound(stack: App, services: Services, gateways: MockGateways, fcmAccessToken: string, round: number) {
+  const { auth, post } = notificationPoster(services.base, stack.keys.write, PAYLOAD);
+  await gateways.reset();
+  const t0 = performance.now();
+  const { id } = await post('*');
+  await waitReceived(gateways, devices, 300_000);
+  const got = await gateways.received();
+  await waitFinished(services.base, auth, id);
+  const { distinct, twice } = await gateways.summary();
+  const seconds = (got.lastAtEpochMs - (performance.timeOrigin + t0)) / 1000;
+  const firstMs = got.firstAtEpochMs - (performance.timeOrigin + t0);
 
-    await gateways.reset();
-    const bare = await bareBroadcast(gateways, oauth.access_token, {
-      devices,
-      payload: PAYLOAD,
-      notificationId: id,
-      tokens: 'registration',
-      connections: bareConnections,
-    });
-    const bareInFlight = (await gateways.received()).peakInFlight;
-    const r = {
-      pipeline: devices / seconds,
-      bare: bare.ok / (bare.ms / 1000),
-      firstMs,
-      missed: devices - distinct,
-      twice,
-      inFlight: `${got.peakInFlight.join(' + ')} / ${bareInFlight.join(' + ')}`,
-    };
-    results.push(r);
-    console.log(
-      `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}, ` +
-        `POST -> first push ${firstMs.toFixed(0)} ms, most in flight APNs + FCM: pipeline / bare ${r.inFlight}, missed ${r.missed}, twice ${twice}`,
-    );
-  }
-  await services.stop();
-  await stack.close();
-  await gateways.close();
+  await gateways.reset();
+  const bare = await bareBroadcast(gateways, fcmAccessToken, {
+    devices,
+    payload: PAYLOAD,
+    notificationId: id,
+    tokens: 'registration',
+    connections: bareConnections,
+  });
+  const bareInFlight = (await gateways.received()).peakInFlight;
+  const r: RoundResult = {
+    pipeline: devices / seconds,
+    bare: bare.ok / (bare.ms / 1000),
+    firstMs,
+    missed: devices - distinct,
+    twice,
+    inFlight: `${got.peakInFlight.join(' + ')} / ${bareInFlight.join(' + ')}`,
+  };
+  console.log(
+    `round ${round + 1}: pipeline ${r.pipeline.toFixed(0)}/s, bare ${r.bare.toFixed(0)}/s, ratio ${(r.pipeline / r.bare).toFixed(2)}, ` +
+      `POST -> first push ${firstMs.toFixed(0)} ms, most in flight APNs + FCM: pipeline / bare ${r.inFlight}, missed ${r.missed}, twice ${twice}`,
+  );
+  return r;
+}
 
+/** The phases' table and the broadcast rounds' table. */
+function printReport(tps: string, phases: Phase[], results: RoundResult[]): void {
   const pg = Number(tps);
   console.log(
     `\noutside sequence: ${devices} devices registered through POST /v6/devices, one ROLE=all process (npm start's flags, ` +
@@ -160,6 +169,29 @@ async function main() {
     ]),
   );
   console.log(`median ratio ${median(results.map((r) => r.pipeline / r.bare)).toFixed(2)}`);
+}
+
+async function main() {
+  const tps = await pgbenchTps();
+  const gateways = await mocksHere(BENCH_BUNDLE);
+  const stack = await benchApp(arg('database', 'bench_outside'), { queue, redisUrl, gateways });
+  const rows = await registerDevices(stack);
+
+  if (unicastLatencyMs > 0) await gateways.delay(unicastLatencyMs);
+  const services = await startServices({ ...stack.env, ...OUTSIDE_ENV }, { mode: 'single', logFile: LOG_FILE });
+  const phases = await oneDevicePhases(stack, services, gateways, rows);
+
+  await gateways.delay(broadcastLatencyMs);
+  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(gateways.serviceAccount), {
+    tokenUrl: gateways.fcmTokenUrl,
+  }).getAccessToken();
+  const results: RoundResult[] = [];
+  for (let round = 0; round < rounds; round++) results.push(await broadcastRound(stack, services, gateways, oauth.access_token, round));
+  await services.stop();
+  await stack.close();
+  await gateways.close();
+
+  printReport(tps, phases, results);
   process.exit(results.some((r) => r.missed > 0 || r.twice > 0) ? 1 : 0);
 }
 

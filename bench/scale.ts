@@ -34,7 +34,16 @@ import { maintainPartitions, retentionOf } from '../src/delivery/retention.js';
 import { fillRegistrations } from './lib/device-fill.js';
 import { mocksInProcess, waitReceived, type MockGateways } from './lib/mock-gateways.js';
 import { arg, cpuMs, printRows } from './lib/setup.js';
-import { BENCH_BUNDLE, bareBroadcast, benchApp, LAB_ENV, notificationPoster, startServices, waitFinished } from './lib/stack.js';
+import {
+  BENCH_BUNDLE,
+  bareBroadcast,
+  benchApp,
+  LAB_ENV,
+  notificationPoster,
+  type Services,
+  startServices,
+  waitFinished,
+} from './lib/stack.js';
 import { createRepositories } from '../src/services/deps.js';
 
 const devices = Number(arg('devices', '50000'));
@@ -121,6 +130,16 @@ interface Round {
   twice: number;
 }
 
+/** What a worker count's broadcast needs beside its services. */
+interface BroadcastContext {
+  stack: Stack;
+  mocks: MockGateways;
+  /** the bare client's FCM access token */
+  accessToken: string;
+  /** the rounds so far: with --bare once, the first one's bare run serves them all */
+  rounds: Round[];
+}
+
 /** One broadcast to every device for each worker count, each beside the bare client's same pushes. */
 async function broadcasts(stack: Stack, mocks: MockGateways): Promise<{ status: number; notificationId: string }> {
   const { db } = stack;
@@ -137,71 +156,91 @@ async function broadcasts(stack: Stack, mocks: MockGateways): Promise<{ status: 
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(mocks.serviceAccount), {
     tokenUrl: mocks.fcmTokenUrl,
   }).getAccessToken();
-  const lsn = async () => (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn;
-  const rounds: Round[] = [];
+  const ctx: BroadcastContext = { stack, mocks, accessToken: oauth.access_token, rounds: [] };
   let notificationId = '';
   for (const workers of workerCounts) {
     const services = await startServices(env, { mode: 'split', workers, logFile: LOG_FILE });
-    const { auth, post } = notificationPoster(services.base, stack.keys.write, PAYLOAD);
+    const poster = notificationPoster(services.base, stack.keys.write, PAYLOAD);
     try {
       // warm, not counted: one-device notifications through the queue (a create with an Idempotency-Key is not sent
       // by the API itself), so each worker has its gateway connections and credentials, as a long-running one has
       const warm = warmIds.slice(0, WARM_PER_WORKER * workers);
-      await Promise.all(warm.map((id, i) => post([{ name: 'device_id', criteria: [id] }], { 'idempotency-key': `warm-${workers}-${i}` })));
+      await Promise.all(
+        warm.map((id, i) => poster.post([{ name: 'device_id', criteria: [id] }], { 'idempotency-key': `warm-${workers}-${i}` })),
+      );
       await waitReceived(mocks, warm.length, 60_000);
       await sleep(500);
       await mocks.reset();
       step(`${workers} worker(s) started and warm`);
-
-      const wal0 = await lsn();
-      const cpu0 = services.workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
-      const t0 = performance.timeOrigin + performance.now();
-      const { id } = await post('*');
+      const { round, id } = await broadcastRound(ctx, workers, services, poster);
       notificationId = id;
-      const finished = waitFinished(services.base, auth, id);
-      await Promise.race([waitReceived(mocks, devices, 3_600_000), finished]);
-      const { firstAtEpochMs, lastAtEpochMs } = await mocks.received();
-      const workerCpu = services.workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - cpu0;
-      // the last batches' records written too
-      await finished;
-      const { rows } = await sql<{ bytes: string }>`select pg_wal_lsn_diff(pg_current_wal_lsn(), ${wal0}::pg_lsn)::text as bytes`.execute(
-        db.db,
-      );
-      await sleep(1000); // a push sent twice would arrive now
-      const counted = await mocks.summary();
-      const ranges = await db.db
-        .selectFrom('fanout_ranges')
-        .select(sql<string>`count(*)::text`.as('n'))
-        .where('notification_id', '=', id)
-        .executeTakeFirstOrThrow();
-      await mocks.reset();
-      step(`${workers} worker(s): broadcast to ${devices} devices done in ${((lastAtEpochMs - t0) / 1000).toFixed(1)} s`);
-
-      const bare =
-        (bareOnce ? rounds[0]?.bareRun : undefined) ??
-        (await bareBroadcast(mocks, oauth.access_token, { devices, payload: PAYLOAD, notificationId: id, tokens: 'registration' }));
-      await mocks.reset();
-      if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
-      const seconds = (lastAtEpochMs - t0) / 1000;
-      rounds.push({
-        workers,
-        seconds,
-        bare: bare.ok / (bare.ms / 1000),
-        bareRun: bare,
-        walBytes: Number(rows[0]!.bytes) / devices,
-        workerCpuUs: (workerCpu * 1000) / devices,
-        firstMs: firstAtEpochMs - t0,
-        lastMs: lastAtEpochMs - t0,
-        ranges: Number(ranges.n),
-        missed: devices - counted.distinct,
-        twice: counted.twice,
-      });
-      step(`${workers} worker(s): ${rate(devices, seconds * 1000)}/s, bare ${rate(bare.ok, bare.ms)}/s`);
+      ctx.rounds.push(round);
     } finally {
       await services.stop();
     }
   }
+  printBroadcasts(ctx.rounds);
+  const bad = ctx.rounds.filter((r) => r.missed > 0 || r.twice > 0);
+  for (const r of bad) console.error(`FAIL ${r.workers} worker(s): ${r.missed} devices missed, ${r.twice} pushed twice`);
+  return { status: bad.length ? 1 : 0, notificationId };
+}
 
+/** The broadcast to every device on `workers` warm workers, then the bare client's same pushes; its round and notification. */
+async function broadcastRound(
+  { stack, mocks, accessToken, rounds }: BroadcastContext,
+  workers: number,
+  services: Services,
+  { auth, post }: ReturnType<typeof notificationPoster>,
+): Promise<{ round: Round; id: string }> {
+  const { db } = stack;
+  const wal0 = (await sql<{ lsn: string }>`select pg_current_wal_lsn()::text as lsn`.execute(db.db)).rows[0]!.lsn;
+  const cpu0 = services.workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
+  const t0 = performance.timeOrigin + performance.now();
+  const { id } = await post('*');
+  const finished = waitFinished(services.base, auth, id);
+  await Promise.race([waitReceived(mocks, devices, 3_600_000), finished]);
+  const { firstAtEpochMs, lastAtEpochMs } = await mocks.received();
+  const workerCpu = services.workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - cpu0;
+  // the last batches' records written too
+  await finished;
+  const { rows } = await sql<{ bytes: string }>`select pg_wal_lsn_diff(pg_current_wal_lsn(), ${wal0}::pg_lsn)::text as bytes`.execute(
+    db.db,
+  );
+  await sleep(1000); // a push sent twice would arrive now
+  const counted = await mocks.summary();
+  const ranges = await db.db
+    .selectFrom('fanout_ranges')
+    .select(sql<string>`count(*)::text`.as('n'))
+    .where('notification_id', '=', id)
+    .executeTakeFirstOrThrow();
+  await mocks.reset();
+  step(`${workers} worker(s): broadcast to ${devices} devices done in ${((lastAtEpochMs - t0) / 1000).toFixed(1)} s`);
+
+  const bare =
+    (bareOnce ? rounds[0]?.bareRun : undefined) ??
+    (await bareBroadcast(mocks, accessToken, { devices, payload: PAYLOAD, notificationId: id, tokens: 'registration' }));
+  await mocks.reset();
+  if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
+  const seconds = (lastAtEpochMs - t0) / 1000;
+  step(`${workers} worker(s): ${rate(devices, seconds * 1000)}/s, bare ${rate(bare.ok, bare.ms)}/s`);
+  const round: Round = {
+    workers,
+    seconds,
+    bare: bare.ok / (bare.ms / 1000),
+    bareRun: bare,
+    walBytes: Number(rows[0]!.bytes) / devices,
+    workerCpuUs: (workerCpu * 1000) / devices,
+    firstMs: firstAtEpochMs - t0,
+    lastMs: lastAtEpochMs - t0,
+    ranges: Number(ranges.n),
+    missed: devices - counted.distinct,
+    twice: counted.twice,
+  };
+  return { round, id };
+}
+
+/** The table: a row per worker count. */
+function printBroadcasts(rounds: Round[]): void {
   console.log(
     `\nscale benchmark: one app of ${devices} devices (half iOS, half Android, filled as registered), one broadcast to all ` +
       `per worker count; 1 API process + N worker processes (compiled, production node flags), Redis queue, ` +
@@ -236,9 +275,6 @@ async function broadcasts(stack: Stack, mocks: MockGateways): Promise<{ status: 
       `${r.missed} / ${r.twice}`,
     ]),
   );
-  const bad = rounds.filter((r) => r.missed > 0 || r.twice > 0);
-  for (const r of bad) console.error(`FAIL ${r.workers} worker(s): ${r.missed} devices missed, ${r.twice} pushed twice`);
-  return { status: bad.length ? 1 : 0, notificationId };
 }
 
 /**

@@ -13,7 +13,7 @@ import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/gateways/fcm.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
-import { BENCH_BUNDLE, benchStack, startServices, waitFinished } from './lib/stack.js';
+import { BENCH_BUNDLE, benchStack, type BenchStack, type Services, startServices, waitFinished } from './lib/stack.js';
 
 const devices = Number(arg('devices', '100000'));
 const names = Number(arg('names', '20000'));
@@ -25,9 +25,20 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const PLAIN = { alert: 'Hi there', badge: 1 };
 const TEMPLATED = { alert: 'Hi {{ custom.first_name | default: "there" }}', badge: 1 };
 
-async function main() {
-  const stack = await benchStack(arg('database', 'bench_templates'), { queue, redisUrl });
-  const { db, apns, fcm, keys, app, apnsKey, serviceAccount: sa } = stack;
+interface Rate {
+  perSecond: number;
+  cpuUs: number;
+}
+interface RoundResult {
+  plain: Rate;
+  templated: Rate;
+  txPlain: number;
+  txTemplated: number;
+  bare: Rate;
+}
+
+/** The devices (user id `u<i>`) and their first names: `names` distinct ones, a tenth of the devices without one. */
+async function seed({ db, app }: BenchStack): Promise<void> {
   await sql`
     insert into devices (app_id, platform, token, user_id)
     select ${app.id}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex'), 'u' || i
@@ -37,9 +48,12 @@ async function main() {
     select id, app_id, 'first_name', 'string', 'name-' || (abs(hashtext(id::text)) % ${names})
     from devices where app_id = ${app.id}::uuid and abs(hashtext(id::text)) % 10 <> 0`.execute(db.db);
   await sql`analyze devices`.execute(db.db);
-  const services = await startServices(stack.env, { mode: 'split', workers: 1 });
+}
+
+/** The pipeline's two sends, through the service's API: a broadcast (rate and worker CPU) and `sends` transactional ones. */
+function pipelineSends(stack: BenchStack, services: Services) {
   const { base, workers } = services;
-  const auth = `Basic ${Buffer.from(`:${keys.write}`).toString('base64')}`;
+  const auth = `Basic ${Buffer.from(`:${stack.keys.write}`).toString('base64')}`;
   const post = async (url: string, body: unknown) => {
     const res = await fetch(`${base}${url}`, {
       method: 'POST',
@@ -50,9 +64,8 @@ async function main() {
     return (await res.json()) as { id: string };
   };
   const workerCpu = () => workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
-  const accepted = () => apns.accepted + fcm.accepted;
 
-  const broadcast = async (payload: Record<string, unknown>) => {
+  const broadcast = async (payload: Record<string, unknown>): Promise<Rate> => {
     const [cpu0, t0] = [workerCpu(), performance.now()];
     const { id } = await post('/v6/notifications', { notification: { to: '*', payload } });
     await waitFinished(base, auth, id);
@@ -68,57 +81,37 @@ async function main() {
       });
     return sends / ((performance.now() - t0) / 1000);
   };
+  return { broadcast, transactional };
+}
 
-  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
-  // the reference: the same number of personal alerts (as many distinct names) from a bare client to the same mocks
-  const bare = async () => {
-    const spec = {
-      devices,
-      apnsOrigin: apns.origin,
-      fcmOrigin: fcm.origin,
-      topic: BENCH_BUNDLE,
-      apnsKey: apnsKey.credentials,
-      fcmProject: sa.json.project_id,
-      fcmAccessToken: oauth.access_token,
-      payload: PLAIN,
-      personal: { names },
-      notificationId: '00000000-0000-4000-8000-000000000000',
-      connections: bareConnections,
-      streamsPerConnection: 1000,
-    };
-    // BARE_NODE_ARGS: node flags for it (--cpu-prof)
-    const r = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>('bench/lib/bare-client.ts', spec, 'BARE_NODE_ARGS');
-    if (r.ok !== devices) throw new Error(`bare client: only ${r.ok} of ${devices} pushes accepted`);
-    return { perSecond: r.ok / (r.ms / 1000), cpuUs: (r.cpuMs * 1000) / devices };
+/** The reference: the same number of personal alerts (as many distinct names) from a bare client to the same mocks. */
+async function bareReference({ apns, fcm, apnsKey, serviceAccount: sa }: BenchStack, fcmAccessToken: string): Promise<Rate> {
+  const spec = {
+    devices,
+    apnsOrigin: apns.origin,
+    fcmOrigin: fcm.origin,
+    topic: BENCH_BUNDLE,
+    apnsKey: apnsKey.credentials,
+    fcmProject: sa.json.project_id,
+    fcmAccessToken,
+    payload: PLAIN,
+    personal: { names },
+    notificationId: '00000000-0000-4000-8000-000000000000',
+    connections: bareConnections,
+    streamsPerConnection: 1000,
   };
+  // BARE_NODE_ARGS: node flags for it (--cpu-prof)
+  const r = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>('bench/lib/bare-client.ts', spec, 'BARE_NODE_ARGS');
+  if (r.ok !== devices) throw new Error(`bare client: only ${r.ok} of ${devices} pushes accepted`);
+  return { perSecond: r.ok / (r.ms / 1000), cpuUs: (r.cpuMs * 1000) / devices };
+}
 
-  const results: {
-    plain: Awaited<ReturnType<typeof broadcast>>;
-    templated: Awaited<ReturnType<typeof broadcast>>;
-    txPlain: number;
-    txTemplated: number;
-    bare: Awaited<ReturnType<typeof bare>>;
-  }[] = [];
-  for (let round = 0; round < rounds; round++) {
-    const before = accepted();
-    const r = {
-      plain: await broadcast(PLAIN),
-      templated: await broadcast(TEMPLATED),
-      txPlain: await transactional(PLAIN),
-      txTemplated: await transactional(TEMPLATED),
-      bare: await bare(),
-    };
-    if (accepted() - before < 2 * devices + 2 * sends)
-      throw new Error(`round ${round + 1}: ${accepted() - before} pushes accepted, fewer than sent`);
-    results.push(r);
-    console.log(
-      `round ${round + 1}: broadcast ${r.plain.perSecond.toFixed(0)}/s untemplated, ${r.templated.perSecond.toFixed(0)}/s templated; transactional ${r.txPlain.toFixed(0)}/s, ${r.txTemplated.toFixed(0)}/s templated; bare client ${r.bare.perSecond.toFixed(0)}/s`,
-    );
-  }
+/** The medians over the rounds. */
+function printSummary(results: RoundResult[]): void {
   console.log(
     `\ntemplates benchmark: ${devices} devices (half iOS, half Android), ${names} distinct first names, queue ${queue}, bare client ${bareConnections} connection(s) x 1,000 streams per gateway, median of ${rounds} rounds\n`,
   );
-  const m = (f: (r: (typeof results)[number]) => number) => median(results.map(f));
+  const m = (f: (r: RoundResult) => number) => median(results.map(f));
   printTable([
     ['broadcast pushes/s untemplated', m((r) => r.plain.perSecond).toFixed(0)],
     ['broadcast pushes/s templated', m((r) => r.templated.perSecond).toFixed(0)],
@@ -135,6 +128,35 @@ async function main() {
     ['transactional sends/s untemplated / templated', `${m((r) => r.txPlain).toFixed(0)} / ${m((r) => r.txTemplated).toFixed(0)}`],
     ['ratio templated / untemplated transactional', m((r) => r.txTemplated / r.txPlain).toFixed(2)],
   ]);
+}
+
+async function main() {
+  const stack = await benchStack(arg('database', 'bench_templates'), { queue, redisUrl });
+  const { apns, fcm, serviceAccount: sa } = stack;
+  await seed(stack);
+  const services = await startServices(stack.env, { mode: 'split', workers: 1 });
+  const { broadcast, transactional } = pipelineSends(stack, services);
+  const accepted = () => apns.accepted + fcm.accepted;
+  const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
+
+  const results: RoundResult[] = [];
+  for (let round = 0; round < rounds; round++) {
+    const before = accepted();
+    const r: RoundResult = {
+      plain: await broadcast(PLAIN),
+      templated: await broadcast(TEMPLATED),
+      txPlain: await transactional(PLAIN),
+      txTemplated: await transactional(TEMPLATED),
+      bare: await bareReference(stack, oauth.access_token),
+    };
+    if (accepted() - before < 2 * devices + 2 * sends)
+      throw new Error(`round ${round + 1}: ${accepted() - before} pushes accepted, fewer than sent`);
+    results.push(r);
+    console.log(
+      `round ${round + 1}: broadcast ${r.plain.perSecond.toFixed(0)}/s untemplated, ${r.templated.perSecond.toFixed(0)}/s templated; transactional ${r.txPlain.toFixed(0)}/s, ${r.txTemplated.toFixed(0)}/s templated; bare client ${r.bare.perSecond.toFixed(0)}/s`,
+    );
+  }
+  printSummary(results);
   await services.stop();
   await stack.close();
   process.exit(0);

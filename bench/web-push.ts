@@ -18,7 +18,7 @@ import { AppService } from '../src/services/apps.js';
 import { createRepositories } from '../src/services/deps.js';
 import { testKeyring } from '../test/engines/secrets-key.js';
 import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
-import { benchStack, notificationPoster, startServices, waitFinished, warmWorker } from './lib/stack.js';
+import { benchStack, type BenchStack, notificationPoster, type Services, startServices, waitFinished, warmWorker } from './lib/stack.js';
 import { BenchWebPushMock, browserKeyPool } from './lib/web-push-mock.js';
 import type { WebPushSenderSpec } from './lib/web-push-senders.js';
 
@@ -35,12 +35,21 @@ const KEY_POOL_SIZE = Math.min(1000, devices);
 const ENCRYPT_SAMPLE = 10_000;
 const SUBJECT = 'mailto:bench@example.com';
 
-async function main() {
-  const pool = browserKeyPool(KEY_POOL_SIZE);
-  const vapid = vapidPair();
-  const mock = await BenchWebPushMock.start({ pool, applicationServerKey: vapid.publicKey, verifyEvery });
-  const stack = await benchStack('bench_web_push', { queue, redisUrl });
-  const { db, app, keys } = stack;
+type Vapid = ReturnType<typeof vapidPair>;
+type KeyPool = ReturnType<typeof browserKeyPool>;
+interface RoundResult {
+  pushd: number;
+  bare: number;
+  lib: number;
+  firstMs: number;
+  workerUs: number;
+  bareUs: number;
+  libUs: number;
+}
+
+/** The app's VAPID keys, and the web devices: device i's endpoint on the mock, its browser keys pair i % pool size. */
+async function seed(stack: BenchStack, mock: BenchWebPushMock, pool: KeyPool, vapid: Vapid): Promise<void> {
+  const { db, app } = stack;
   await new AppService({ db: db.db, secrets: testKeyring(), repos: createRepositories() }).setWebPush(app.id, {
     subject: SUBJECT,
     publicKey: vapid.publicKey,
@@ -55,101 +64,109 @@ async function main() {
     from generate_series(1, ${devices}) as i`.execute(db.db);
   await sql`analyze devices`.execute(db.db);
   console.log(`seeded ${devices} web devices (${KEY_POOL_SIZE} browser key pairs) in ${Date.now() - t} ms`);
+}
 
-  const encryptUs = encryptionCpuUs(pool);
-
-  const services = await startServices({ ...stack.env, WEB_PUSH_ALLOWED_ORIGINS: mock.origin }, { mode: 'split', workers: 1 });
-  const { base, workers } = services;
-  const { auth, post } = notificationPoster(base, keys.write, PAYLOAD);
-
-  // the worker's connection and VAPID JWT warm, as a long-running worker's are (an Idempotency-Key sends through the queue)
-  const sample = await db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
-  await warmWorker(
-    post,
-    sample.map((d) => d.id),
-    mock,
+/** The bare sender or the web-push package's loop, in a process of its own, sending every device the same push. */
+function runSender(mock: BenchWebPushMock, vapid: Vapid, name: WebPushSenderSpec['sender'], notificationId: string) {
+  return runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
+    'bench/lib/web-push-senders.ts',
+    {
+      sender: name,
+      devices,
+      origin: mock.origin,
+      keyPoolSize: KEY_POOL_SIZE,
+      vapid: { subject: SUBJECT, ...vapid },
+      payload: PAYLOAD,
+      notificationId,
+      connections: bareConnections,
+      streamsPerConnection: 1000,
+      concurrency,
+    } satisfies WebPushSenderSpec,
+    name === 'bare' ? 'BARE_NODE_ARGS' : 'WEB_PUSH_NODE_ARGS',
   );
+}
 
-  const sender = (name: WebPushSenderSpec['sender'], notificationId: string) =>
-    runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
-      'bench/lib/web-push-senders.ts',
-      {
-        sender: name,
-        devices,
-        origin: mock.origin,
-        keyPoolSize: KEY_POOL_SIZE,
-        vapid: { subject: SUBJECT, ...vapid },
-        payload: PAYLOAD,
-        notificationId,
-        connections: bareConnections,
-        streamsPerConnection: 1000,
-        concurrency,
-      } satisfies WebPushSenderSpec,
-      name === 'bare' ? 'BARE_NODE_ARGS' : 'WEB_PUSH_NODE_ARGS',
-    );
+/** What the mock saw, summed over every sender and round: every device once, nothing refused. */
+class MockTally {
+  missed = 0;
+  twice = 0;
+  verified = 0;
+  refused = 0;
+  refusedWhy: string[] = [];
+  constructor(private readonly mock: BenchWebPushMock) {}
 
-  const results: { pushd: number; bare: number; lib: number; firstMs: number; workerUs: number; bareUs: number; libUs: number }[] = [];
-  let missed = 0;
-  let twice = 0;
-  let verified = 0;
-  let refused = 0;
-  const refusedWhy: string[] = [];
-  /** What the mock saw since its reset: every device once, nothing refused. */
-  const check = (who: string) => {
-    const tally = mock.tally(devices);
-    missed += tally.missed;
-    twice += tally.twice;
-    verified += mock.verified;
-    refused += mock.refused;
-    refusedWhy.push(...mock.refusedWhy);
+  /** What the mock saw since its reset, added to the sums; returns the round line's words for `who`. */
+  check(who: string): string {
+    const tally = this.mock.tally(devices);
+    this.missed += tally.missed;
+    this.twice += tally.twice;
+    this.verified += this.mock.verified;
+    this.refused += this.mock.refused;
+    this.refusedWhy.push(...this.mock.refusedWhy);
     return `${who} missed ${tally.missed}, twice ${tally.twice}`;
-  };
-  for (let round = 0; round < rounds; round++) {
-    // pushd: the whole pipeline to every device (a new notification each round)
-    mock.reset();
-    let firstAt = 0;
-    const all = new Promise<number>((resolve) => {
-      mock.onAccept = () => {
-        if (firstAt === 0) firstAt = performance.now();
-        if (mock.counts.size === devices) resolve(performance.now());
-      };
-    });
-    const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
-    const t0 = performance.now();
-    const { id } = await post('*');
-    // a device missed never completes `all`: the round then ends when the notification is sent
-    const sent = waitFinished(base, auth, id).then(() => performance.now());
-    const tEnd = await Promise.race([all, sent]);
-    const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
-    await sent;
-    mock.onAccept = undefined;
-    const connections = mock.openSessions;
-    const pushdTally = check('pushd');
-
-    mock.reset();
-    const bare = await sender('bare', id);
-    const bareTally = check('bare');
-    mock.reset();
-    const lib = await sender('web-push', id);
-    const libTally = check('web-push');
-    const r = {
-      pushd: devices / ((tEnd - t0) / 1000),
-      bare: bare.ok / (bare.ms / 1000),
-      lib: lib.ok / (lib.ms / 1000),
-      firstMs: firstAt - t0,
-      workerUs: (workerCpu * 1000) / devices,
-      bareUs: (bare.cpuMs * 1000) / devices,
-      libUs: (lib.cpuMs * 1000) / devices,
-    };
-    results.push(r);
-    console.log(
-      `round ${round + 1}: pushd ${r.pushd.toFixed(0)}/s (${connections} connections), bare ${r.bare.toFixed(0)}/s, web-push package ${r.lib.toFixed(0)}/s; ` +
-        `ratio pushd/bare ${(r.pushd / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare ${r.bareUs.toFixed(0)} µs, ` +
-        `web-push ${r.libUs.toFixed(0)} µs; ${pushdTally}; ${bareTally}; ${libTally}`,
-    );
   }
+}
+
+/** pushd: the whole pipeline to every device (a new notification each round); its rate, first push and worker CPU. */
+async function pushdBroadcast(mock: BenchWebPushMock, services: Services, poster: ReturnType<typeof notificationPoster>) {
+  const { base, workers } = services;
+  mock.reset();
+  let firstAt = 0;
+  const all = new Promise<number>((resolve) => {
+    mock.onAccept = () => {
+      if (firstAt === 0) firstAt = performance.now();
+      if (mock.counts.size === devices) resolve(performance.now());
+    };
+  });
+  const workerCpu0 = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0);
+  const t0 = performance.now();
+  const { id } = await poster.post('*');
+  // a device missed never completes `all`: the round then ends when the notification is sent
+  const sent = waitFinished(base, poster.auth, id).then(() => performance.now());
+  const tEnd = await Promise.race([all, sent]);
+  const workerCpu = workers.reduce((sum, w) => sum + cpuMs(w.pid!), 0) - workerCpu0;
+  await sent;
+  mock.onAccept = undefined;
+  return { id, t0, tEnd, firstAt, workerCpu };
+}
+
+/** One round: pushd, then the bare sender, then the web-push package, each to every device; prints its line. */
+async function runRound(
+  ctx: { mock: BenchWebPushMock; vapid: Vapid; services: Services; poster: ReturnType<typeof notificationPoster>; tally: MockTally },
+  round: number,
+): Promise<RoundResult> {
+  const { mock, vapid, tally } = ctx;
+  const { id, t0, tEnd, firstAt, workerCpu } = await pushdBroadcast(mock, ctx.services, ctx.poster);
+  const connections = mock.openSessions;
+  const pushdTally = tally.check('pushd');
+
+  mock.reset();
+  const bare = await runSender(mock, vapid, 'bare', id);
+  const bareTally = tally.check('bare');
+  mock.reset();
+  const lib = await runSender(mock, vapid, 'web-push', id);
+  const libTally = tally.check('web-push');
+  const r: RoundResult = {
+    pushd: devices / ((tEnd - t0) / 1000),
+    bare: bare.ok / (bare.ms / 1000),
+    lib: lib.ok / (lib.ms / 1000),
+    firstMs: firstAt - t0,
+    workerUs: (workerCpu * 1000) / devices,
+    bareUs: (bare.cpuMs * 1000) / devices,
+    libUs: (lib.cpuMs * 1000) / devices,
+  };
+  console.log(
+    `round ${round + 1}: pushd ${r.pushd.toFixed(0)}/s (${connections} connections), bare ${r.bare.toFixed(0)}/s, web-push package ${r.lib.toFixed(0)}/s; ` +
+      `ratio pushd/bare ${(r.pushd / r.bare).toFixed(2)}; CPU per push: worker ${r.workerUs.toFixed(0)} µs, bare ${r.bareUs.toFixed(0)} µs, ` +
+      `web-push ${r.libUs.toFixed(0)} µs; ${pushdTally}; ${bareTally}; ${libTally}`,
+  );
+  return r;
+}
+
+/** The medians over the rounds, the encryption's CPU and the mock's checks. */
+function printSummary(results: RoundResult[], encryptUs: number, tally: MockTally): void {
   const ratios = results.map((r) => r.pushd / r.bare);
-  const med = (pick: (r: (typeof results)[number]) => number) => median(results.map(pick));
+  const med = (pick: (r: RoundResult) => number) => median(results.map(pick));
 
   console.log(
     `\nweb push benchmark: ${devices} web devices on one loopback TLS push service (HTTP/2, HTTP/1.1 for the web-push package), ` +
@@ -168,15 +185,41 @@ async function main() {
     ['pushd worker CPU per push, all threads (median)', `${med((r) => r.workerUs).toFixed(0)} µs`],
     ['bare sender CPU per push, all threads (median)', `${med((r) => r.bareUs).toFixed(0)} µs`],
     ['web-push package CPU per push, all threads (median)', `${med((r) => r.libUs).toFixed(0)} µs`],
-    ['pushes verified (JWT + decrypted) / refused by the mock', `${verified} / ${refused}`],
-    ['devices missed / pushed twice (all rounds, all senders)', `${missed} / ${twice}`],
+    ['pushes verified (JWT + decrypted) / refused by the mock', `${tally.verified} / ${tally.refused}`],
+    ['devices missed / pushed twice (all rounds, all senders)', `${tally.missed} / ${tally.twice}`],
   ]);
-  for (const why of refusedWhy.slice(0, 5)) console.error(`refused: ${why}`);
+  for (const why of tally.refusedWhy.slice(0, 5)) console.error(`refused: ${why}`);
+}
+
+async function main() {
+  const pool = browserKeyPool(KEY_POOL_SIZE);
+  const vapid = vapidPair();
+  const mock = await BenchWebPushMock.start({ pool, applicationServerKey: vapid.publicKey, verifyEvery });
+  const stack = await benchStack('bench_web_push', { queue, redisUrl });
+  await seed(stack, mock, pool, vapid);
+
+  const encryptUs = encryptionCpuUs(pool);
+
+  const services = await startServices({ ...stack.env, WEB_PUSH_ALLOWED_ORIGINS: mock.origin }, { mode: 'split', workers: 1 });
+  const poster = notificationPoster(services.base, stack.keys.write, PAYLOAD);
+
+  // the worker's connection and VAPID JWT warm, as a long-running worker's are (an Idempotency-Key sends through the queue)
+  const sample = await stack.db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
+  await warmWorker(
+    poster.post,
+    sample.map((d) => d.id),
+    mock,
+  );
+
+  const tally = new MockTally(mock);
+  const results: RoundResult[] = [];
+  for (let round = 0; round < rounds; round++) results.push(await runRound({ mock, vapid, services, poster, tally }, round));
+  printSummary(results, encryptUs, tally);
 
   await services.stop();
   await stack.close();
   await mock.close();
-  process.exit(missed > 0 || twice > 0 || refused > 0 ? 1 : 0);
+  process.exit(tally.missed > 0 || tally.twice > 0 || tally.refused > 0 ? 1 : 0);
 }
 
 /** The app's VAPID key pair: as stored (base64url point and scalar) and as PEM for the bare sender's signer. */

@@ -160,6 +160,60 @@ export interface SeedDevice {
 
 const DAY = 86_400_000;
 
+/** The random draws a device is built from; every draw comes from one seeded stream, so call order matters. */
+interface Draws {
+  r: () => number;
+  pick: <T>(xs: T[]) => T;
+  gauss: () => number;
+}
+
+/** Custom attributes: most devices have a plan; fewer have an age, a lifetime value, teams and so on. */
+function randomAttributes({ r, pick, gauss }: Draws, t0: number): SeedDevice['attributes'] {
+  const attributes: SeedDevice['attributes'] = [];
+  const attr = (name: string, type: string, values: (string | number | boolean | Date)[]) =>
+    values.forEach((v, position) =>
+      attributes.push({
+        name,
+        type,
+        position,
+        is_array: values.length > 1,
+        str: typeof v === 'string' ? v : null,
+        num: typeof v === 'number' ? v : null,
+        date: v instanceof Date ? v : null,
+        bool: typeof v === 'boolean' ? v : null,
+      }),
+    );
+  if (r() < 0.95) attr('plan', 'string', [r() < 0.7 ? 'free' : pick(PLANS.slice(1))]);
+  if (r() < 0.6) attr('age', 'integer', [18 + Math.floor(r() * 62)]);
+  if (r() < 0.5) attr('ltv', 'float', [Math.round(Math.exp(gauss() * 1.2 + 3) * 100) / 100]);
+  if (r() < 0.3) attr('last_purchase', 'date', [new Date(t0 - Math.floor(r() * 365 * DAY))]);
+  if (r() < 0.8) attr('newsletter', 'boolean', [r() < 0.4]);
+  if (r() < 0.25)
+    attr('favorite_teams', 'string', [
+      ...new Set(Array.from({ length: 1 + Math.floor(r() * 3) }, () => `team_${Math.floor(r() * r() * 100)}`)),
+    ]);
+  if (r() < 0.4) attr('level', 'integer', [1 + Math.floor(r() * r() * 100)]);
+  return attributes;
+}
+
+/** Tracked events between the device's creation and now: nearly all open the app, few buy. */
+function randomEvents({ r }: Draws, created: Date, t0: number): SeedDevice['events'] {
+  const events: SeedDevice['events'] = [];
+  const event = (source: string, name: string, p: number, meanCount: number, recentDays: number) => {
+    if (r() >= p) return;
+    const last = new Date(Math.max(created.getTime(), t0 - Math.floor(-Math.log(r() || 1e-12) * recentDays * DAY)));
+    const first = new Date(created.getTime() + Math.floor(r() * (last.getTime() - created.getTime())));
+    events.push({ source, name, count: 1 + Math.floor(-Math.log(r() || 1e-12) * meanCount), first, last });
+  };
+  event('', 'app_open', 0.97, 40, 12);
+  event('', 'add_to_cart', 0.3, 4, 30);
+  event('', 'level_up', 0.2, 8, 20);
+  event('', 'tutorial_complete', 0.5, 1, 200);
+  event('Public Api', 'purchase', 0.15, 2, 60);
+  return events;
+}
+
+/** Returns a function that builds device i; the same seed and now give the same devices in the same order. */
 export function deviceGenerator(seed: number, now: Date) {
   const r = rng(seed);
   const city = zipf(CITIES.length, 0.9);
@@ -173,6 +227,7 @@ export function deviceGenerator(seed: number, now: Date) {
     Math.max(-90, Math.min(90, c[1] + (gauss() * km) / 111)),
     Math.max(-180, Math.min(180, c[2] + (gauss() * km) / (111 * Math.cos((c[1] * Math.PI) / 180)))),
   ];
+  const draws: Draws = { r, pick: (xs) => pick(xs), gauss };
   const t0 = now.getTime();
 
   return (i: number): SeedDevice => {
@@ -182,43 +237,8 @@ export function deviceGenerator(seed: number, now: Date) {
     const registered = new Date(t0 - Math.floor(Math.min(t0 - created.getTime(), -Math.log(r() || 1e-12) * 20 * DAY)));
     const tags = new Set<string>();
     for (let k = Math.floor(r() * r() * 6); k > 0; k--) tags.add(TAGS[tag(r())]!);
-    const attributes: SeedDevice['attributes'] = [];
-    const attr = (name: string, type: string, values: (string | number | boolean | Date)[]) =>
-      values.forEach((v, position) =>
-        attributes.push({
-          name,
-          type,
-          position,
-          is_array: values.length > 1,
-          str: typeof v === 'string' ? v : null,
-          num: typeof v === 'number' ? v : null,
-          date: v instanceof Date ? v : null,
-          bool: typeof v === 'boolean' ? v : null,
-        }),
-      );
-    if (r() < 0.95) attr('plan', 'string', [r() < 0.7 ? 'free' : pick(PLANS.slice(1))]);
-    if (r() < 0.6) attr('age', 'integer', [18 + Math.floor(r() * 62)]);
-    if (r() < 0.5) attr('ltv', 'float', [Math.round(Math.exp(gauss() * 1.2 + 3) * 100) / 100]);
-    if (r() < 0.3) attr('last_purchase', 'date', [new Date(t0 - Math.floor(r() * 365 * DAY))]);
-    if (r() < 0.8) attr('newsletter', 'boolean', [r() < 0.4]);
-    if (r() < 0.25)
-      attr('favorite_teams', 'string', [
-        ...new Set(Array.from({ length: 1 + Math.floor(r() * 3) }, () => `team_${Math.floor(r() * r() * 100)}`)),
-      ]);
-    if (r() < 0.4) attr('level', 'integer', [1 + Math.floor(r() * r() * 100)]);
-
-    const events: SeedDevice['events'] = [];
-    const event = (source: string, name: string, p: number, meanCount: number, recentDays: number) => {
-      if (r() >= p) return;
-      const last = new Date(Math.max(created.getTime(), t0 - Math.floor(-Math.log(r() || 1e-12) * recentDays * DAY)));
-      const first = new Date(created.getTime() + Math.floor(r() * (last.getTime() - created.getTime())));
-      events.push({ source, name, count: 1 + Math.floor(-Math.log(r() || 1e-12) * meanCount), first, last });
-    };
-    event('', 'app_open', 0.97, 40, 12);
-    event('', 'add_to_cart', 0.3, 4, 30);
-    event('', 'level_up', 0.2, 8, 20);
-    event('', 'tutorial_complete', 0.5, 1, 200);
-    event('Public Api', 'purchase', 0.15, 2, 60);
+    const attributes = randomAttributes(draws, t0);
+    const events = randomEvents(draws, created, t0);
 
     const gps = r() < 0.55;
     const hasToken = r() < 0.92;
