@@ -12,16 +12,24 @@ const run = promisify(execFile);
  * with its streaming replica, PgBouncer): nothing here imports vitest, so bench/ may start them too.
  */
 
-/** A port nobody listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
+/** Ports this process has handed out: the kernel may offer a closed one again at once. */
+const handedOut = new Set<number>();
+
+/** A port nobody listens on right now, and not one this process handed out before (a server it has yet to start). */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = await new Promise<number>((resolve, reject) => {
+      const srv = net.createServer();
+      srv.once('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const { port } = srv.address() as net.AddressInfo;
+        srv.close(() => resolve(port));
+      });
     });
-  });
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
 }
 
 export function portAnswers(port: number): Promise<boolean> {
