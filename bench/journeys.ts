@@ -365,6 +365,8 @@ async function main() {
     ['bare node:http2 pushes/s', bareRate.toFixed(0)],
     ['  ratio (issue: >= 0.8)', ratio(pipelineRate, bareRate)],
     ['  CPU a due entrant: worker / PostgreSQL (this database)', `${dueCpu.worker.toFixed(3)} / ${dueCpu.db.toFixed(3)} ms`],
+    // what sending alone costs a Node process: the worker's CPU above it is the engine's and the delivery's
+    ['  CPU a push of the bare client', `${(bare.cpuMs / entrants).toFixed(3)} ms`],
     ['  CPU a push of this process (the mock gateways): due / bare', `${dueCpu.mocks.toFixed(3)} / ${bareMocksMs.toFixed(3)} ms`],
     // the bare client's rate is the mocks' (one thread each), while the due phase's three share the machine's cores
     [
