@@ -132,20 +132,39 @@ export class JourneyEngine {
       const now = this.deps.clock.now();
       const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
       let moved = 0;
-      // a group runs batch after batch while it has full ones (the due query sees the earliest due entrants only);
-      // after a first full one, BATCHES_AT_ONCE at a time, each its own transaction (SKIP LOCKED parts them)
-      for (const group of groups) {
-        let last = [await this.runGroup(group, now)];
-        moved += last[0]!;
-        for (let batches = 1; batches < BATCHES_A_GROUP && last.every((n) => n === this.deps.batchSize); batches += last.length) {
-          last = await Promise.all(Array.from({ length: BATCHES_AT_ONCE }, () => this.runGroup(group, now)));
-          for (const n of last) moved += n;
-        }
-      }
+      for (const group of groups) moved += await this.runGroupBatches(group, now);
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
     }
+  }
+
+  /**
+   * A group's batches while it has full ones (the due query sees the earliest due entrants only), BATCHES_A_GROUP at
+   * most: after a first full one, BATCHES_AT_ONCE at a time, each its own transaction (SKIP LOCKED parts them), the
+   * next begun as soon as one ends so that one waiting for its sends' turns does not hold the other; answers how many
+   * entrants moved.
+   */
+  private async runGroupBatches(group: DueGroup, now: Date): Promise<number> {
+    let moved = await this.runGroup(group, now);
+    let begun = 1;
+    let full = moved === this.deps.batchSize;
+    const runner = async () => {
+      while (full && begun < BATCHES_A_GROUP) {
+        begun++;
+        try {
+          const n = await this.runGroup(group, now);
+          moved += n;
+          full &&= n === this.deps.batchSize;
+        } catch (err) {
+          // the other runner begins no more: the poll fails as a whole, as it did with the batches at once
+          full = false;
+          throw err;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: BATCHES_AT_ONCE }, runner));
+    return moved;
   }
 
   /**
