@@ -16,12 +16,13 @@
  * restarted, and the machine's shared ones must not be.
  */
 import { type ChildProcess } from 'node:child_process';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../src/db/schema.js';
 import { NotificationsRepository } from '../src/db/repositories/notifications.js';
 import type { ApnsMock, Fault, FcmMock } from '../test/mocks/index.js';
 import { startPrivatePostgres, startPrivateRedis, type RestartableService } from './lib/private-services.js';
 import { arg, freePort, startService, waitReady } from './lib/setup.js';
-import { benchStack } from './lib/stack.js';
+import { benchStack, type BenchStack } from './lib/stack.js';
 import { duplicateBound, faultSettings } from './lib/fault-settings.js';
 
 const devices = Number(arg('devices', '100000'));
@@ -164,17 +165,63 @@ async function runScenario(
   scenario: Scenario,
   env: { redis: RestartableService; postgres: RestartableService; processes: Supervised[] },
 ): Promise<Row> {
-  const { redis, postgres } = env;
-  const stack = await benchStack(`faults_${scenario}`, { queue: 'redis', redisUrl: redis.url });
+  const stack = await benchStack(`faults_${scenario}`, { queue: 'redis', redisUrl: env.redis.url });
+  const db = stack.db.db;
+  const counter = new PushCounter([stack.apns, stack.fcm]);
+  const seeded = await seed(stack, scenario);
+  const { api, worker, base } = await startProcesses(stack);
+  env.processes.push(api, worker);
+
+  const t0 = performance.now();
+  const id = await postBroadcast(base, stack.keys.write, scenario);
+  let over = false;
+  const finished = untilFinished(db, id, t0 + timeoutMs);
+  const fault: FaultRun = { scenario, counter, worker, env, valid: seeded.tokens.length - seeded.invalid.size, done: () => over };
+  const [finishedAt, injected] = await Promise.all([finished.then((at) => ((over = true), at)), inject(fault)]);
+  const { faulted, invalid, tokens } = seeded;
+  if (scenario === 'gateways')
+    injected.text = `${faulted.refused} answered 503/429 (Retry-After 1), ${faulted.goaway} GOAWAYs, ${faulted.reset} streams reset`;
+  if (scenario === 'unregistered') injected.text = `${invalid.size} tokens unregistered`;
+
+  // Stopped before counting, so a push still in flight (a duplicate run) is counted too.
+  await Promise.all([api.stop(), worker.stop()]);
+  const { missed, twice } = countPushes(counter, tokens, invalid);
+  const dropped = await droppedTokens(db, stack.app.id);
+  // its counters are its batches' sums, as the API reads them
+  const notifications = new NotificationsRepository();
+  const [n] = await notifications.withCounters(db, [(await notifications.findById(db, id))!]);
+  await stack.close();
+  const ms = finishedAt === null ? null : finishedAt - t0;
+  const row: Row = {
+    scenario,
+    injected: injected.text || '-',
+    missed,
+    twice,
+    bound: duplicateBound(SETTINGS, injected.processFaults, faulted.goaway),
+    dropped,
+    seeded: invalid.size,
+    ms,
+    crashes: api.crashes + worker.crashes,
+  };
+  console.log(
+    `${scenario}: ${row.injected}; notification ${n!.state}, ${n!.pushes_succeeded} pushes recorded as succeeded, ` +
+      `${n!.tokens_invalidated} tokens invalidated; ${counter.reached} devices reached` +
+      (ms === null ? '; did not finish' : ` in ${(ms / 1000).toFixed(1)} s`),
+  );
+  return row;
+}
+
+/**
+ * The scenario's devices; for `unregistered` a share of their tokens marked unregistered at the mocks, for `gateways`
+ * the mocks' refusals, GOAWAYs and resets (counted as they happen).
+ */
+async function seed(stack: BenchStack, scenario: Scenario) {
   const { db, apns, fcm } = stack;
   const appId = stack.app.id;
-  const auth = `Basic ${Buffer.from(`:${stack.keys.write}`).toString('base64')}`;
-  const counter = new PushCounter([apns, fcm]);
   await sql`
     insert into devices (app_id, platform, token)
     select ${appId}::uuid, case when i % 2 = 0 then 'ios' else 'android' end, encode(sha256(int4send(i)), 'hex')
     from generate_series(1, ${devices}) as i`.execute(db.db);
-
   const tokens = await db.db.selectFrom('devices').select(['token', 'platform']).where('app_id', '=', appId).execute();
   const invalid = new Set<string>();
   if (scenario === 'unregistered') {
@@ -196,7 +243,11 @@ async function runScenario(
         .sometimes(0.003, () => (faulted.reset++, { type: 'reset' }));
     }
   }
+  return { tokens, invalid, faulted };
+}
 
+/** An API and a worker process, each restarted whenever it exits, with the benchmark's settings. */
+async function startProcesses(stack: BenchStack) {
   const port = await freePort();
   const common = {
     ...stack.env,
@@ -205,86 +256,81 @@ async function runScenario(
   };
   const api = new Supervised('api', { ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
   const worker = new Supervised('worker', { ...common, ROLE: 'worker' });
-  env.processes.push(api, worker);
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
+  return { api, worker, base };
+}
 
-  const t0 = performance.now();
+/** A notification to every device; answers its id. */
+async function postBroadcast(base: string, writeKey: string, scenario: Scenario): Promise<string> {
   const res = await fetch(`${base}/v6/notifications`, {
     method: 'POST',
-    headers: { authorization: auth, 'content-type': 'application/json' },
+    headers: { authorization: `Basic ${Buffer.from(`:${writeKey}`).toString('base64')}`, 'content-type': 'application/json' },
     body: JSON.stringify({ notification: { to: '*', payload: { alert: `faults: ${scenario}` } } }),
   });
   if (res.status !== 201) throw new Error(`POST failed: ${res.status} ${await res.text()}`);
-  const { id } = (await res.json()) as { id: string };
+  return ((await res.json()) as { id: string }).id;
+}
 
-  let finishedAt: number | null = null;
-  const finished = (async () => {
-    const deadline = t0 + timeoutMs;
-    while (performance.now() < deadline) {
-      // the database may be restarting: a failed poll is just retried
-      const n = await db.db
-        .selectFrom('notifications')
-        .select('state')
-        .where('id', '=', id)
-        .executeTakeFirst()
-        .catch(() => undefined);
-      if (n?.state === 'sent' || n?.state === 'failed') {
-        finishedAt = performance.now();
-        return;
-      }
-      await sleep(100);
-    }
-  })();
-  let over = false;
-  const done = () => over;
-  const valid = tokens.length - invalid.size;
+/** When the notification was sent or failed (performance.now()); null when the deadline came first. */
+async function untilFinished(db: Kysely<Database>, id: string, deadline: number): Promise<number | null> {
+  while (performance.now() < deadline) {
+    // the database may be restarting: a failed poll is just retried
+    const n = await db
+      .selectFrom('notifications')
+      .select('state')
+      .where('id', '=', id)
+      .executeTakeFirst()
+      .catch(() => undefined);
+    if (n?.state === 'sent' || n?.state === 'failed') return performance.now();
+    await sleep(100);
+  }
+  return null;
+}
+
+/** What a scenario's faults act on. */
+interface FaultRun {
+  scenario: Scenario;
+  counter: PushCounter;
+  worker: Supervised;
+  env: { redis: RestartableService; postgres: RestartableService };
+  /** devices with a valid token */
+  valid: number;
+  /** the notification has finished */
+  done: () => boolean;
+}
+
+/** The scenario's faults of processes (kill, redis, postgres), each at a random moment; what was done and how many. */
+async function inject(run: FaultRun): Promise<{ text: string; processFaults: number }> {
+  const { scenario, counter, valid, done } = run;
   // a random moment: when a random share (10-90 %) of the devices has been reached
   const moment = () => Math.floor(valid * (0.1 + Math.random() * 0.8));
-
-  let injected = '';
-  let processFaults = 0;
-  const inject = async () => {
-    switch (scenario) {
-      case 'kill': {
-        const moments = Array.from({ length: KILLS }, moment).sort((a, b) => a - b);
-        const at: string[] = [];
-        for (const m of moments) {
-          // each kill after the restarted worker has sent something, so no two kills hit the same worker
-          const since = counter.reached;
-          if (!(await counter.reach(Math.max(m, since + 1), done))) break;
-          worker.kill();
-          processFaults += 1;
-          at.push(`${Math.round((100 * counter.reached) / valid)}%`);
-        }
-        injected = `${processFaults} SIGKILLs (at ${at.join(', ')} reached)`;
-        break;
-      }
-      case 'redis':
-      case 'postgres': {
-        const m = moment();
-        if (!(await counter.reach(m, done))) break;
-        const pct = Math.round((100 * counter.reached) / valid);
-        const t = performance.now();
-        await (scenario === 'redis' ? redis : postgres).restart(1000);
-        processFaults += 1;
-        injected = `restarted at ${pct}% reached, down ${((performance.now() - t) / 1000).toFixed(1)} s`;
-        break;
-      }
-      case 'gateways': // injected by the mocks all along
-        break;
-      case 'unregistered':
-        injected = `${invalid.size} tokens unregistered`;
-        break;
+  const reachedPct = () => `${Math.round((100 * counter.reached) / valid)}%`;
+  if (scenario === 'kill') {
+    const moments = Array.from({ length: KILLS }, moment).sort((a, b) => a - b);
+    const at: string[] = [];
+    for (const m of moments) {
+      // each kill after the restarted worker has sent something, so no two kills hit the same worker
+      const since = counter.reached;
+      if (!(await counter.reach(Math.max(m, since + 1), done))) break;
+      run.worker.kill();
+      at.push(reachedPct());
     }
-  };
-  await Promise.all([finished.then(() => (over = true)), inject()]);
-  if (scenario === 'gateways')
-    injected = `${faulted.refused} answered 503/429 (Retry-After 1), ${faulted.goaway} GOAWAYs, ${faulted.reset} streams reset`;
+    return { text: `${at.length} SIGKILLs (at ${at.join(', ')} reached)`, processFaults: at.length };
+  }
+  if (scenario === 'redis' || scenario === 'postgres') {
+    if (!(await counter.reach(moment(), done))) return { text: '', processFaults: 0 };
+    const pct = reachedPct();
+    const t = performance.now();
+    await (scenario === 'redis' ? run.env.redis : run.env.postgres).restart(1000);
+    return { text: `restarted at ${pct} reached, down ${((performance.now() - t) / 1000).toFixed(1)} s`, processFaults: 1 };
+  }
+  // gateways: injected by the mocks all along; unregistered: seeded
+  return { text: '', processFaults: 0 };
+}
 
-  // Stopped before counting, so a push still in flight (a duplicate run) is counted too.
-  await Promise.all([api.stop(), worker.stop()]);
-
+/** Devices with a valid token never reached, and pushes beyond the first; none may have reached an unregistered token. */
+function countPushes(counter: PushCounter, tokens: { token: string | null }[], invalid: Set<string>) {
   let missed = 0;
   let twice = 0;
   let invalidAccepted = 0;
@@ -295,34 +341,17 @@ async function runScenario(
     else twice += n - 1;
   }
   if (invalidAccepted) throw new Error(`the mocks accepted ${invalidAccepted} pushes to unregistered tokens`);
-  const { count: dropped } = await db.db
+  return { missed, twice };
+}
+
+async function droppedTokens(db: Kysely<Database>, appId: string): Promise<number> {
+  const { count } = await db
     .selectFrom('devices')
     .select((eb) => eb.fn.countAll<number>().as('count'))
     .where('app_id', '=', appId)
     .where('token_invalidated_at', 'is not', null)
     .executeTakeFirstOrThrow();
-  // its counters are its batches' sums, as the API reads them
-  const notifications = new NotificationsRepository();
-  const [n] = await notifications.withCounters(db.db, [(await notifications.findById(db.db, id))!]);
-  await stack.close();
-  const ms = finishedAt === null ? null : finishedAt - t0;
-  const row: Row = {
-    scenario,
-    injected: injected || '-',
-    missed,
-    twice,
-    bound: duplicateBound(SETTINGS, processFaults, faulted.goaway),
-    dropped: Number(dropped),
-    seeded: invalid.size,
-    ms,
-    crashes: api.crashes + worker.crashes,
-  };
-  console.log(
-    `${scenario}: ${row.injected}; notification ${n!.state}, ${n!.pushes_succeeded} pushes recorded as succeeded, ` +
-      `${n!.tokens_invalidated} tokens invalidated; ${counter.reached} devices reached` +
-      (ms === null ? '; did not finish' : ` in ${(ms / 1000).toFixed(1)} s`),
-  );
-  return row;
+  return Number(count);
 }
 
 const APNS_REFUSALS: Fault[] = [
