@@ -27,6 +27,18 @@ import { arg, percentile, printRows } from './lib/setup.js';
 import { mocksInProcess } from './lib/mock-gateways.js';
 import { addApp, BENCH_BUNDLE, benchApp, LAB_ENV, startServices } from './lib/stack.js';
 import { faultSettings } from './lib/fault-settings.js';
+import {
+  CLIENT_PATIENCE_MS,
+  cpuShare,
+  measureCeiling,
+  postBroadcast,
+  poster,
+  sleep,
+  summary,
+  UnicastLoad,
+  type Attempt,
+  type Post,
+} from './lib/failover-load.js';
 
 const devices = Number(arg('devices', '100000'));
 const rate = Number(arg('rate', '500'));
@@ -36,34 +48,7 @@ const ceilingSeconds = Number(arg('ceiling-seconds', '20'));
 const CEILING_CLIENTS = 50;
 /** the one-device notifications' load runs this long at most before the faults (each target gets one) */
 const LOAD_SECONDS = 300;
-/** a request's answer is given up on after this long: it counts as unanswered */
-const ANSWER_TIMEOUT_MS = 30_000;
-/** a client retries a 503 this long after the request first went out, then gives up (counted, not lost) */
-const CLIENT_PATIENCE_MS = 60_000;
 const P99_TARGET_MS = 100;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-interface Attempt {
-  at: number;
-  ms: number;
-  /** the HTTP status, or 0 for no answer (an error or the timeout) */
-  status: number;
-}
-
-/** Answered 201 a second, the answers' p50 and p99, and the rest. */
-function summary(xs: Attempt[], seconds: number): string {
-  const ms = xs.map((a) => a.ms).sort((a, b) => a - b);
-  const ok = xs.filter((a) => a.status === 201).length;
-  return (
-    `${(ok / seconds).toFixed(0)} answered 201 a second, answers p50 ${percentile(ms, 50).toFixed(0)} ms / ` +
-    `p99 ${percentile(ms, 99).toFixed(0)} ms, ${xs.filter((a) => a.status === 503).length} answered 503, ` +
-    `${xs.filter((a) => a.status !== 201 && a.status !== 503).length} other or none`
-  );
-}
-
-/** The clients run on this machine: what they take of its cores is not the service's. */
-const cpuShare = (cpuSeconds: number, seconds: number) => `the clients' own CPU ${((100 * cpuSeconds) / seconds).toFixed(0)} % of a core`;
 
 /** Each outage of the read-write port: from the first probe that found no primary to the next that found one. */
 function probePrimary(url: string): { outages: { from: number; to: number | null }[]; stop(): void } {
@@ -99,7 +84,8 @@ async function seed(stack: { db: DatabaseHandle }, appId: string, count: number,
   return stack.db.db.selectFrom('devices').select(['id', 'token']).where('app_id', '=', appId).orderBy('token').execute();
 }
 
-async function main() {
+/** The Patroni pair behind HAProxy and a private Redis, stopped however the benchmark ends. */
+async function startEngines() {
   const t0 = performance.now();
   const cluster = await startPatroniCluster();
   const redis = await startPrivateRedis();
@@ -111,16 +97,23 @@ async function main() {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => process.exit(1));
   console.log(`failover benchmark: Patroni cluster up in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   process.env.DATABASE_URL = cluster.primaryUrl;
-  // the mock gateways in a process of their own: the clients' load does not slow their answers, nor they the clients
+  return { cluster, redis };
+}
+
+/**
+ * The mock gateways in a process of their own (the clients' load does not slow their answers, nor they the clients);
+ * a broadcast app per fault (so each device's pushes are those of one broadcast), one for the unicasts, one for the
+ * ceiling; their devices.
+ */
+async function setUpApps(redisUrl: string) {
   const mocks = await mocksInProcess([BENCH_BUNDLE, 'com.example.bench.second']);
-  const stack = await benchApp('failover', { queue: 'redis', redisUrl: redis.url, gateways: mocks });
-  // a broadcast app per fault (so each device's pushes are those of one broadcast) and one for the unicasts
+  const stack = await benchApp('failover', { queue: 'redis', redisUrl, gateways: mocks });
   const second = await addApp(stack.db, mocks, 'com.example.bench.second');
   const unicast = await addApp(stack.db, mocks, 'com.example.bench.unicast');
   const ceilingApp = await addApp(stack.db, mocks, 'com.example.bench.ceiling');
   const broadcasts = [
-    { fault: 'switchover', app: stack.app, key: stack.keys.write },
-    { fault: 'kill', app: second.app, key: second.keys.write },
+    { fault: 'switchover', key: stack.keys.write },
+    { fault: 'kill', key: second.keys.write },
   ];
   const fillStart = performance.now();
   const audience = [await seed(stack, stack.app.id, devices, 'mixed', 'a'), await seed(stack, second.app.id, devices, 'mixed', 'b')];
@@ -128,7 +121,12 @@ async function main() {
   const ceilingTargets = ceilingSeconds > 0 ? await seed(stack, ceilingApp.app.id, 3000 * ceilingSeconds, 'android', 'c') : [];
   const filled = 2 * devices + targets.length + ceilingTargets.length;
   console.log(`${filled} devices inserted (one SQL statement a set) in ${((performance.now() - fillStart) / 1000).toFixed(1)} s`);
+  return { mocks, stack, unicastKey: unicast.keys.write, ceilingKey: ceilingApp.keys.write, broadcasts, audience, targets, ceilingTargets };
+}
+type Apps = Awaited<ReturnType<typeof setUpApps>>;
 
+/** One API and one worker process, reading through HAProxy's read-only port, with the faults' settings. */
+function startFailoverServices(cluster: PatroniCluster, stack: Apps['stack']) {
   const settings = faultSettings(devices);
   const env = {
     ...stack.env,
@@ -136,128 +134,29 @@ async function main() {
     DATABASE_READ_URL: cluster.through(stack.database.url, 'ro'),
     ...Object.fromEntries(Object.entries(settings).map(([k, v]) => [k, String(v)])),
   };
-  const services = await startServices(env, { mode: 'split', workers: 1 });
-  const post = (key: string, body: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${services.base}/v6/notifications`, {
-      method: 'POST',
-      headers: { authorization: `Basic ${Buffer.from(`:${key}`).toString('base64')}`, 'content-type': 'application/json', ...headers },
-      body: JSON.stringify(body),
-      signal: AbortSignal.timeout(ANSWER_TIMEOUT_MS),
-    });
+  return startServices(env, { mode: 'split', workers: 1 });
+}
 
-  // one-device notifications at `rate`, each to a device of its own, retried after a 503 as Retry-After says
-  const attempts: Attempt[] = [];
-  const accepted: string[] = [];
-  const gaveUp: number[] = [];
-  let sending = true;
-  let sent = 0;
-  const inFlight = new Set<Promise<void>>();
-  const unicastOne = async (i: number) => {
-    const started = performance.now();
-    const target = targets[i]!;
-    for (;;) {
-      const at = performance.now();
-      let status = 0;
-      let retryAfter = 1;
-      try {
-        const res = await post(
-          unicast.keys.write,
-          { notification: { to: [{ name: 'device_id', criteria: [target.id] }], payload: { alert: `unicast ${i}` } } },
-          { 'idempotency-key': `failover-${i}` },
-        );
-        status = res.status;
-        retryAfter = Number(res.headers.get('retry-after') ?? 1);
-        await res.arrayBuffer();
-      } catch {
-        status = 0;
-      }
-      attempts.push({ at, ms: performance.now() - at, status });
-      if (status === 201) return void accepted.push(target.token!);
-      if (status !== 503 || performance.now() - started > CLIENT_PATIENCE_MS) return void gaveUp.push(i);
-      await sleep(retryAfter * 1000);
-    }
-  };
+interface FaultWindow {
+  fault: string;
+  at: number;
+  until: number;
+  notification: string;
+}
 
-  // the ceiling: as many clients as the outside sequence's, each posting its next as soon as answered
-  const ceiling: Attempt[] = [];
-  const ceilingAccepted: string[] = [];
-  if (ceilingSeconds > 0) {
-    const cpuBefore = process.cpuUsage();
-    let next = 0;
-    const until = performance.now() + ceilingSeconds * 1000;
-    await Promise.all(
-      Array.from({ length: CEILING_CLIENTS }, async () => {
-        while (performance.now() < until && next < ceilingTargets.length) {
-          const target = ceilingTargets[next++]!;
-          const at = performance.now();
-          let status = 0;
-          try {
-            const res = await post(ceilingApp.keys.write, {
-              notification: { to: [{ name: 'device_id', criteria: [target.id] }], payload: { alert: 'ceiling' } },
-            });
-            status = res.status;
-            await res.arrayBuffer();
-          } catch {
-            status = 0;
-          }
-          ceiling.push({ at, ms: performance.now() - at, status });
-          if (status === 201) ceilingAccepted.push(target.token!);
-        }
-      }),
-    );
-    const cpu = process.cpuUsage(cpuBefore);
-    const seconds = (ceiling.reduce((end, a) => Math.max(end, a.at + a.ms), 0) - ceiling[0]!.at) / 1000;
-    console.log(
-      `ceiling (${CEILING_CLIENTS} clients as fast as answered, no broadcast, no fault, ${seconds.toFixed(1)} s): ` +
-        `${summary(ceiling, seconds)}; ${cpuShare((cpu.user + cpu.system) / 1e6, seconds)}`,
-    );
-  }
-  const loadCpuBefore = process.cpuUsage();
-  const loadWallBefore = performance.now();
-
-  // a broadcast is posted as the one-device notifications are: with a key, again after a 503 or no answer, counted
-  const postBroadcast = async (key: string, fault: string): Promise<string> => {
-    const started = performance.now();
-    for (;;) {
-      const at = performance.now();
-      const res = await post(
-        key,
-        { notification: { to: '*', payload: { alert: `broadcast ${fault}` } } },
-        { 'idempotency-key': fault },
-      ).catch(() => undefined);
-      attempts.push({ at, ms: performance.now() - at, status: res?.status ?? 0 });
-      if (res?.status === 201) return ((await res.json()) as { id: string }).id;
-      const why = res ? `${res.status}: ${await res.text()}` : 'no answer';
-      if ((res && res.status !== 503) || performance.now() - started > CLIENT_PATIENCE_MS)
-        throw new Error(`the ${fault} broadcast: ${why}`);
-      await sleep(1000);
-    }
-  };
-
-  const load = (async () => {
-    const start = performance.now();
-    while (sending && sent < targets.length) {
-      const due = Math.floor(((performance.now() - start) / 1000) * rate);
-      while (sent < due && sent < targets.length) {
-        const p = unicastOne(sent++);
-        inFlight.add(p);
-        void p.finally(() => inFlight.delete(p));
-      }
-      await sleep(5);
-    }
-  })();
-  const probe = probePrimary(cluster.primaryUrl);
-
-  // a fault's figures are those of the requests from it until the next broadcast is posted
-  const faults: { fault: string; at: number; until: number; notification: string }[] = [];
-  for (const [i, b] of broadcasts.entries()) {
+/**
+ * Per broadcast, once the cluster is healthy: the broadcast, then its fault once a fifth of its devices were reached
+ * (the broadcast is in flight). A fault's figures are those of the requests from it until the next broadcast is posted.
+ */
+async function runFaults(cluster: PatroniCluster, apps: Apps, post: Post, attempts: Attempt[]): Promise<FaultWindow[]> {
+  const faults: FaultWindow[] = [];
+  for (const [i, b] of apps.broadcasts.entries()) {
     await sleep(3000);
     await cluster.untilHealthy(180_000);
     if (i > 0) faults[i - 1]!.until = performance.now();
-    const id = await postBroadcast(b.key, b.fault);
-    // the fault comes once a fifth of its devices were reached: the broadcast is in flight
-    const reachedBefore = (await mocks.received()).count;
-    while ((await mocks.received()).count - reachedBefore < devices / 5) await sleep(50);
+    const id = await postBroadcast(post, attempts, b.key, b.fault);
+    const reachedBefore = (await apps.mocks.received()).count;
+    while ((await apps.mocks.received()).count - reachedBefore < devices / 5) await sleep(50);
     const at = performance.now();
     if (b.fault === 'switchover') {
       const { from, to } = await cluster.switchover();
@@ -270,61 +169,112 @@ async function main() {
     }
     faults.push({ fault: b.fault, at, until: Infinity, notification: id });
   }
+  return faults;
+}
+
+async function main() {
+  const { cluster, redis } = await startEngines();
+  const apps = await setUpApps(redis.url);
+  const { mocks, stack } = apps;
+  const services = await startFailoverServices(cluster, stack);
+  const post = poster(services.base);
+  // the ceiling: as many clients as the outside sequence's, each posting its next as soon as answered
+  const ceiling =
+    ceilingSeconds > 0
+      ? await measureCeiling(post, apps.ceilingKey, apps.ceilingTargets, { seconds: ceilingSeconds, clients: CEILING_CLIENTS })
+      : { attempts: [], accepted: [] };
+  const loadCpuBefore = process.cpuUsage();
+  const loadWallBefore = performance.now();
+  const load = new UnicastLoad({ post, key: apps.unicastKey, targets: apps.targets, rate });
+  load.start();
+  const probe = probePrimary(cluster.primaryUrl);
+  const faults = await runFaults(cluster, apps, post, load.attempts);
   await sleep(afterSeconds * 1000);
   const loadCpu = process.cpuUsage(loadCpuBefore);
   const loadWall = (performance.now() - loadWallBefore) / 1000;
-  const ranOut = sent >= targets.length;
-  sending = false;
-  await load;
-  await Promise.all(inFlight);
+  const ranOut = load.ranOut;
+  await load.stop();
   probe.stop();
 
   // what was accepted is delivered within moments of the primary's return; then nothing more arrives
   const deadline = performance.now() + 120_000;
-  const acceptedTokens = [...accepted, ...ceilingAccepted];
-  const audienceTokens = audience.map((devicesOf) => devicesOf.map((d) => d.token!));
+  const acceptedTokens = [...load.accepted, ...ceiling.accepted];
+  const audienceTokens = apps.audience.map((devicesOf) => devicesOf.map((d) => d.token!));
   const undelivered = async () => (await mocks.tally([...acceptedTokens, ...audienceTokens.flat()])).missed;
   while ((await undelivered()) > 0 && performance.now() < deadline) await sleep(1000);
   await sleep(2000);
   await services.stop();
 
   const broadcastTallies = await Promise.all(audienceTokens.map((tokens) => mocks.tally(tokens)));
-  const rows = faults.map((f, i) => {
-    const inWindow = (at: number) => at >= f.at && at < f.until;
-    const mine = attempts.filter((a) => inWindow(a.at));
-    const outage = probe.outages.filter((o) => inWindow(o.from)).reduce((s, o) => s + ((o.to ?? performance.now()) - o.from), 0);
-    const { missed: missedBroadcast, twice: twiceBroadcast } = broadcastTallies[i]!;
-    return {
-      fault: f.fault,
-      noPrimary: outage / 1000,
-      s503: mine.filter((a) => a.status === 503).length,
-      other5xx: mine.filter((a) => a.status >= 500 && a.status !== 503).length,
-      unanswered: mine.filter((a) => a.status === 0).length,
-      // reduce, not a spread: a fault's window holds more attempts than a call takes arguments
-      slowest: mine.reduce((most, a) => Math.max(most, a.ms), 0),
-      p99Back: p99BackAfter(mine, f.at),
-      missedBroadcast,
-      twiceBroadcast,
-    };
-  });
-  if (samplesFile) await writeFile(samplesFile, JSON.stringify({ attempts, faults, outages: probe.outages }));
+  const rows = faults.map((f, i) => faultRow(f, load.attempts, probe.outages, broadcastTallies[i]!));
+  if (samplesFile) await writeFile(samplesFile, JSON.stringify({ attempts: load.attempts, faults, outages: probe.outages }));
   const lost = (await mocks.tally(acceptedTokens)).missed;
-  const unicastTwice = (await mocks.tally([...ceilingTargets, ...targets].map((d) => d.token!))).twice;
-  const other4xx = attempts.filter((a) => a.status >= 400 && a.status < 500).length;
+  const unicastTwice = (await mocks.tally([...apps.ceilingTargets, ...apps.targets].map((d) => d.token!))).twice;
+  const clientsCpu = `the whole load (${loadWall.toFixed(0)} s): ${cpuShare((loadCpu.user + loadCpu.system) / 1e6, loadWall)}`;
+  report({ load, faults, rows, clientsCpu, ranOut, ceilingAccepted: ceiling.accepted.length, lost, unicastTwice });
+  const failures = failuresOf(rows, lost, load.gaveUp.length);
+  for (const f of failures) console.error(`FAIL ${f}`);
+  await stack.close();
+  await mocks.close();
+  await redis.stop();
+  await cluster.stop();
+  process.exit(failures.length ? 1 : 0);
+}
 
+type FaultRow = ReturnType<typeof faultRow>;
+
+/** A fault's figures: those of the attempts and outages in its window, and its broadcast's tally. */
+function faultRow(
+  f: FaultWindow,
+  attempts: Attempt[],
+  outages: { from: number; to: number | null }[],
+  tally: { missed: number; twice: number },
+) {
+  const inWindow = (at: number) => at >= f.at && at < f.until;
+  const mine = attempts.filter((a) => inWindow(a.at));
+  const outage = outages.filter((o) => inWindow(o.from)).reduce((s, o) => s + ((o.to ?? performance.now()) - o.from), 0);
+  return {
+    fault: f.fault,
+    noPrimary: outage / 1000,
+    s503: mine.filter((a) => a.status === 503).length,
+    other5xx: mine.filter((a) => a.status >= 500 && a.status !== 503).length,
+    unanswered: mine.filter((a) => a.status === 0).length,
+    // reduce, not a spread: a fault's window holds more attempts than a call takes arguments
+    slowest: mine.reduce((most, a) => Math.max(most, a.ms), 0),
+    p99Back: p99BackAfter(mine, f.at),
+    missedBroadcast: tally.missed,
+    twiceBroadcast: tally.twice,
+  };
+}
+
+/** The load before the faults, the totals, and a row per fault. */
+function report(r: {
+  load: UnicastLoad;
+  faults: FaultWindow[];
+  rows: FaultRow[];
+  /** the clients' own CPU over the load, and whether its targets ran out */
+  clientsCpu: string;
+  ranOut: boolean;
+  ceilingAccepted: number;
+  lost: number;
+  unicastTwice: number;
+}) {
+  const { attempts } = r.load;
+  const other4xx = attempts.filter((a) => a.status >= 400 && a.status < 500).length;
+  const firstFault = r.faults[0]?.at ?? 0;
   const loadStart = attempts.length ? Math.min(...attempts.slice(0, 1000).map((a) => a.at)) : 0;
-  const beforeFaults = attempts.filter((a) => a.at < (faults[0]?.at ?? 0));
-  const beforeSeconds = ((faults[0]?.at ?? 0) - loadStart) / 1000;
+  const beforeFaults = attempts.filter((a) => a.at < firstFault);
+  const beforeSeconds = (firstFault - loadStart) / 1000;
   console.log(
     `before the faults (${rate}/s offered, the first broadcast posted after 3 s, ${beforeSeconds.toFixed(1)} s): ${summary(beforeFaults, beforeSeconds)}`,
   );
-  console.log(`the whole load (${loadWall.toFixed(0)} s): ${cpuShare((loadCpu.user + loadCpu.system) / 1e6, loadWall)}`);
-  if (ranOut) console.log(`the ${targets.length} one-device targets ran out before the end: the load stopped early`);
+  console.log(r.clientsCpu);
+  if (r.ranOut) console.log(`the ${r.load.sent} one-device targets ran out before the end: the load stopped early`);
   console.log(
-    `\n${devices} devices per broadcast; ${sent} one-device notifications at ${rate}/s (${accepted.length} answered 201, ` +
-      `${gaveUp.length} given up by their client, ${other4xx} answered 4xx; ${ceilingAccepted.length} more in the ceiling); ` +
-      `${lost} answered 201 and never delivered; ` +
-      `${unicastTwice} one-device targets pushed more than once\n`,
+    `\n${devices} devices per broadcast; ${r.load.sent} one-device notifications at ${rate}/s (${r.load.accepted.length} answered 201, ` +
+      `${r.load.gaveUp.length} given up by their client, ${other4xx} answered 4xx; ${r.ceilingAccepted} more in the ceiling); ` +
+      `${r.lost} answered 201 and never delivered; ` +
+      `${r.unicastTwice} one-device targets pushed more than once\n`,
   );
   printRows(
     [
@@ -338,33 +288,30 @@ async function main() {
       'broadcast missed',
       'broadcast sent twice',
     ],
-    rows.map((r) => [
-      r.fault,
-      r.noPrimary.toFixed(1),
-      String(r.s503),
-      String(r.other5xx),
-      String(r.unanswered),
-      `${(r.slowest / 1000).toFixed(2)} s`,
-      r.p99Back === null ? 'never' : `${r.p99Back.toFixed(0)} s`,
-      String(r.missedBroadcast),
-      String(r.twiceBroadcast),
+    r.rows.map((row) => [
+      row.fault,
+      row.noPrimary.toFixed(1),
+      String(row.s503),
+      String(row.other5xx),
+      String(row.unanswered),
+      `${(row.slowest / 1000).toFixed(2)} s`,
+      row.p99Back === null ? 'never' : `${row.p99Back.toFixed(0)} s`,
+      String(row.missedBroadcast),
+      String(row.twiceBroadcast),
     ]),
   );
-  const failures = [
+}
+
+function failuresOf(rows: FaultRow[], lost: number, gaveUp: number): string[] {
+  return [
     ...rows.flatMap((r) => [
       ...(r.other5xx ? [`${r.fault}: ${r.other5xx} 5xx other than 503`] : []),
       ...(r.unanswered ? [`${r.fault}: ${r.unanswered} requests without an answer`] : []),
       ...(r.missedBroadcast ? [`${r.fault}: ${r.missedBroadcast} devices of its broadcast never reached`] : []),
     ]),
     ...(lost ? [`${lost} notifications answered 201 and never delivered`] : []),
-    ...(gaveUp.length ? [`${gaveUp.length} notifications still refused after ${CLIENT_PATIENCE_MS / 1000} s of retries`] : []),
+    ...(gaveUp ? [`${gaveUp} notifications still refused after ${CLIENT_PATIENCE_MS / 1000} s of retries`] : []),
   ];
-  for (const f of failures) console.error(`FAIL ${f}`);
-  await stack.close();
-  await mocks.close();
-  await redis.stop();
-  await cluster.stop();
-  process.exit(failures.length ? 1 : 0);
 }
 
 async function waitForLeader(cluster: PatroniCluster, not: string): Promise<string> {
