@@ -22,8 +22,17 @@
 import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/domain/credentials.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
-import { arg, cpuMs, median, peakRssMb, percentile, printTable, runBenchChild } from './lib/setup.js';
-import { BENCH_BUNDLE, benchStack, type BenchStack, type Services, startServices, waitFinished } from './lib/stack.js';
+import { arg, cpuMs, median, peakRssMb, percentile, printTable } from './lib/setup.js';
+import {
+  bareBroadcast,
+  type BareSpec,
+  benchStack,
+  type BenchStack,
+  gatewaysOf,
+  type Services,
+  startServices,
+  waitFinished,
+} from './lib/stack.js';
 import { parseFrequencyCaps } from '../src/domain/frequency-caps.js';
 import { AppService } from '../src/services/apps.js';
 import { createRepositories } from '../src/services/deps.js';
@@ -158,7 +167,7 @@ async function pipelineBroadcast({ stack, services, auth, post }: Fanout) {
 }
 
 /** One round: (2) the pipeline, then (3) the ceiling, a bare HTTP/2 client sending the same pushes; prints its line. */
-async function runRound(fanout: Fanout, spec: object, round: number): Promise<RoundResult> {
+async function runRound(fanout: Fanout, bareClient: { spec: BareSpec; fcmAccessToken: string }, round: number): Promise<RoundResult> {
   const { apns, fcm } = fanout.stack;
   const p = await pipelineBroadcast(fanout);
 
@@ -166,11 +175,7 @@ async function runRound(fanout: Fanout, spec: object, round: number): Promise<Ro
   apns.resetStats();
   fcm.resetStats();
   // the same requests, byte for byte; BARE_NODE_ARGS: node flags for it (--cpu-prof, to compare its profile with the worker's)
-  const bare = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>(
-    'bench/lib/bare-client.ts',
-    { ...spec, notificationId: p.id },
-    'BARE_NODE_ARGS',
-  );
+  const bare = await bareBroadcast(gatewaysOf(fanout.stack), bareClient.fcmAccessToken, { ...bareClient.spec, notificationId: p.id });
   if (bare.ok !== devices) throw new Error(`bare client: only ${bare.ok} of ${devices} pushes accepted`);
   const r: RoundResult = {
     pipeline: devices / ((p.tEnd - p.t0) / 1000),
@@ -216,7 +221,7 @@ function printSummary(results: RoundResult[], firstPush: number[], workerRss: st
 async function main() {
   // --database: a name of its own, for runs side by side on one PostgreSQL (the database is dropped and made anew)
   const stack = await benchStack(arg('database', 'bench_fanout'), { queue, redisUrl });
-  const { db, apns, fcm, apnsKey, keys, app } = stack;
+  const { db, apns, fcm, keys, app } = stack;
   const sa = stack.serviceAccount;
   await seed(stack);
   if (latencyMs > 0) for (const mock of [apns, fcm]) mock.faults.sometimes(1, { type: 'delay', ms: latencyMs });
@@ -238,23 +243,12 @@ async function main() {
   }
 
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
-  const spec = {
-    devices,
-    apnsOrigin: apns.origin,
-    fcmOrigin: fcm.origin,
-    topic: BENCH_BUNDLE,
-    apnsKey: apnsKey.credentials,
-    fcmProject: sa.json.project_id,
-    fcmAccessToken: oauth.access_token,
-    payload: PAYLOAD,
-    connections: bareConnections,
-    streamsPerConnection: 1000,
-  };
+  const bareClient = { spec: { devices, payload: PAYLOAD, connections: bareConnections }, fcmAccessToken: oauth.access_token };
 
   // (2) and (3), alternated for `rounds` rounds: this machine's speed drifts by tens of percent over a
   // minute, so each round compares the pipeline with the ceiling measured right after it.
   const results: RoundResult[] = [];
-  for (let round = 0; round < rounds; round++) results.push(await runRound(fanout, spec, round));
+  for (let round = 0; round < rounds; round++) results.push(await runRound(fanout, bareClient, round));
   const workerRss = services.workers.map((w) => peakRssMb(w.pid!)).join(' + ');
   printSummary(results, firstPush, workerRss);
 

@@ -228,12 +228,7 @@ async function main() {
   const poster = notificationPoster(services.base, stack.keys.write, PAYLOAD);
 
   // the worker's connection and access token warm; each round then counts its own pushes
-  const sample = await stack.db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
-  await warmWorker(
-    poster.post,
-    sample.map((d) => d.id),
-    hms,
-  );
+  await warmWorker(stack, poster.post, hms);
   // the bare client's access token, fetched before it starts as the worker's was
   const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: HMS_APP_ID, client_secret: HMS_SECRET });
   const { access_token: accessToken } = await requestAccessToken(hms.tokenUrl, form);

@@ -12,8 +12,8 @@
 import { sql } from 'kysely';
 import { parseFcmServiceAccount } from '../src/gateways/fcm.js';
 import { ServiceAccountTokenCredential } from '../src/gateways/google-oauth.js';
-import { arg, cpuMs, median, printTable, runBenchChild } from './lib/setup.js';
-import { BENCH_BUNDLE, benchStack, type BenchStack, type Services, startServices, waitFinished } from './lib/stack.js';
+import { arg, cpuMs, median, printTable } from './lib/setup.js';
+import { bareBroadcast, benchStack, type BenchStack, gatewaysOf, type Services, startServices, waitFinished } from './lib/stack.js';
 
 const devices = Number(arg('devices', '100000'));
 const names = Number(arg('names', '20000'));
@@ -85,23 +85,14 @@ function pipelineSends(stack: BenchStack, services: Services) {
 }
 
 /** The reference: the same number of personal alerts (as many distinct names) from a bare client to the same mocks. */
-async function bareReference({ apns, fcm, apnsKey, serviceAccount: sa }: BenchStack, fcmAccessToken: string): Promise<Rate> {
-  const spec = {
+async function bareReference(stack: BenchStack, fcmAccessToken: string): Promise<Rate> {
+  const r = await bareBroadcast(gatewaysOf(stack), fcmAccessToken, {
     devices,
-    apnsOrigin: apns.origin,
-    fcmOrigin: fcm.origin,
-    topic: BENCH_BUNDLE,
-    apnsKey: apnsKey.credentials,
-    fcmProject: sa.json.project_id,
-    fcmAccessToken,
     payload: PLAIN,
     personal: { names },
     notificationId: '00000000-0000-4000-8000-000000000000',
     connections: bareConnections,
-    streamsPerConnection: 1000,
-  };
-  // BARE_NODE_ARGS: node flags for it (--cpu-prof)
-  const r = await runBenchChild<{ ms: number; ok: number; cpuMs: number }>('bench/lib/bare-client.ts', spec, 'BARE_NODE_ARGS');
+  });
   if (r.ok !== devices) throw new Error(`bare client: only ${r.ok} of ${devices} pushes accepted`);
   return { perSecond: r.ok / (r.ms / 1000), cpuUs: (r.cpuMs * 1000) / devices };
 }

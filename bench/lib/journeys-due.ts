@@ -11,7 +11,7 @@ import { backendsCpuSince, databaseBackendsCpu } from './database-wal.js';
 import { ENTERED_HISTORY, PAYLOAD, ratio, type JourneysRun } from './journeys-run.js';
 import { machineCpu } from './proc-cpu.js';
 import { cpuMs } from './setup.js';
-import { bareBroadcast } from './stack.js';
+import { bareBroadcast, gatewaysOf } from './stack.js';
 
 /** How long before their due moment the due entrants are written (the fill, analyze and vacuum fit in it). */
 const DUE_LEAD_MS = 4000;
@@ -104,17 +104,10 @@ export interface BareRun {
 
 /** The bare node:http2 client sending the phase's pushes (bench/lib/bare-client.ts), every device once. */
 export async function bareAfter(run: JourneysRun, phase: DuePhase): Promise<BareRun> {
-  const { apns, fcm, apnsKey, serviceAccount: sa } = run.stack;
+  const { fcm, serviceAccount: sa } = run.stack;
   const oauth = await new ServiceAccountTokenCredential(parseFcmServiceAccount(sa.json), { tokenUrl: fcm.tokenUrl }).getAccessToken();
   const mocks0 = cpuMs(process.pid);
-  const gateways = {
-    apnsOrigin: apns.origin,
-    fcmOrigin: fcm.origin,
-    fcmTokenUrl: fcm.tokenUrl,
-    apnsCredentials: apnsKey.credentials,
-    serviceAccount: sa.json,
-  };
-  const bare = await bareBroadcast(gateways, oauth.access_token, {
+  const bare = await bareBroadcast(gatewaysOf(run.stack), oauth.access_token, {
     devices: phase.entrants,
     payload: PAYLOAD,
     notificationId: phase.journeyId,

@@ -222,20 +222,42 @@ export function notificationPoster(base: string, writeKey: string, payload: Reco
 }
 
 /**
- * Warms the worker's gateway connection and credentials, as a long-running worker's are: one-device sends through
- * the queue (a create with an Idempotency-Key is not sent by the API itself), each awaited at the mock.
+ * Warms the worker's gateway connection and credentials, as a long-running worker's are: one-device sends to five of
+ * the stack's devices through the queue (a create with an Idempotency-Key is not sent by the API itself), each
+ * awaited at the mock.
  */
 export async function warmWorker(
+  stack: Pick<BenchStack, 'db'>,
   post: ReturnType<typeof notificationPoster>['post'],
-  deviceIds: string[],
   mock: { onAccept: ((token: string) => void) | undefined },
 ): Promise<void> {
-  for (const [i, id] of deviceIds.entries()) {
+  const sample = await stack.db.db.selectFrom('devices').select('id').orderBy('id').limit(5).execute();
+  for (const [i, { id }] of sample.entries()) {
     const arrived = new Promise<void>((resolve) => (mock.onAccept = () => resolve()));
     await post([{ name: 'device_id', criteria: [id] }], { 'idempotency-key': `warm-worker-${i}` });
     await arrived;
   }
   mock.onAccept = undefined;
+}
+
+/** What the bare client sends: `devices` pushes of `payload`; personal alerts as the templates benchmark renders them. */
+export interface BareSpec {
+  devices: number;
+  payload: Record<string, unknown>;
+  tokens?: 'registration';
+  personal?: { names: number };
+  connections?: number;
+}
+
+/** The endpoints and credentials of a stack's mock gateways, as a client of its own reaches them. */
+export function gatewaysOf({ apns, fcm, apnsKey, serviceAccount }: BenchStack): GatewayEndpoints {
+  return {
+    apnsOrigin: apns.origin,
+    fcmOrigin: fcm.origin,
+    fcmTokenUrl: fcm.tokenUrl,
+    apnsCredentials: apnsKey.credentials,
+    serviceAccount: serviceAccount.json,
+  };
 }
 
 /**
@@ -246,7 +268,7 @@ export async function warmWorker(
 export function bareBroadcast(
   gateways: GatewayEndpoints,
   fcmAccessToken: string,
-  spec: { devices: number; payload: Record<string, unknown>; notificationId: string; tokens?: 'registration'; connections?: number },
+  spec: BareSpec & { notificationId: string },
 ): Promise<{ ms: number; ok: number; cpuMs: number }> {
   return runBenchChild(
     'bench/lib/bare-client.ts',
