@@ -169,8 +169,7 @@ async function runScenario(
   const db = stack.db.db;
   const counter = new PushCounter([stack.apns, stack.fcm]);
   const seeded = await seed(stack, scenario);
-  const { api, worker, base } = await startProcesses(stack);
-  env.processes.push(api, worker);
+  const { api, worker, base } = await startProcesses(stack, env.processes);
 
   const t0 = performance.now();
   const id = await postBroadcast(base, stack.keys.write, scenario);
@@ -246,8 +245,11 @@ async function seed(stack: BenchStack, scenario: Scenario) {
   return { tokens, invalid, faulted };
 }
 
-/** An API and a worker process, each restarted whenever it exits, with the benchmark's settings. */
-async function startProcesses(stack: BenchStack) {
+/**
+ * An API and a worker process, each restarted whenever it exits, with the benchmark's settings; added to `processes`
+ * (killed however the benchmark ends) before they are waited for.
+ */
+async function startProcesses(stack: BenchStack, processes: Supervised[]) {
   const port = await freePort();
   const common = {
     ...stack.env,
@@ -256,6 +258,7 @@ async function startProcesses(stack: BenchStack) {
   };
   const api = new Supervised('api', { ...common, ROLE: 'api', PORT: String(port), HOST: '127.0.0.1' });
   const worker = new Supervised('worker', { ...common, ROLE: 'worker' });
+  processes.push(api, worker);
   const base = `http://127.0.0.1:${port}`;
   await waitReady(`${base}/ready`);
   return { api, worker, base };

@@ -44,7 +44,7 @@ export async function dueAtOnce(run: JourneysRun, entrants: number): Promise<Due
       if (received.size === entrants) resolve(performance.now());
     };
   });
-  // the due moment is the bench's, on the one clock PostgreSQL and this process read: the rows cannot be due before it
+  // the due moment is the bench's, on the machine's one clock the worker's polls read too: the rows cannot be due before it
   const dueWall = new Date(Date.now() + DUE_LEAD_MS);
   const dueAt = performance.now() + (dueWall.getTime() - Date.now());
   await fillDue(run, { journeyId: due.journey.id, entrants, dueWall });
