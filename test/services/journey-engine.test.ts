@@ -327,54 +327,6 @@ describe('journeys: the engine', () => {
     expect(await journey(stuck.id)).toMatchObject({ exiting: false });
   });
 
-  it("a group's batches: the first alone, then two at once, the next begun as soon as one ends, 20 a round", async () => {
-    clock.set(T0);
-    const j = await create({ name: 'Runners', trigger: { api: true }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] });
-    const ids = await Promise.all(Array.from({ length: 41 }, () => device()));
-    for (const id of ids) await enter(j.id, { device_id: id });
-    clock.advance(2 * HOUR);
-    // batches of 2: the second batch (the first of the two runners') is held until the other runner has begun three
-    // more after its own, which two batches at a time in lockstep would never do
-    let begun = 0;
-    let running = 0;
-    let most = 0;
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    const log: number[] = [];
-    class Watched extends JourneyEngine {
-      override async runGroup(...args: Parameters<JourneyEngine['runGroup']>): Promise<number> {
-        const k = ++begun;
-        log.push(running);
-        most = Math.max(most, ++running);
-        if (k === 5) release();
-        if (k === 2)
-          await Promise.race([
-            held,
-            new Promise((_, reject) => setTimeout(() => reject(new Error('batch 2 held: no batch began while it waited')), 10_000)),
-          ]);
-        try {
-          return await super.runGroup(...args);
-        } finally {
-          running--;
-        }
-      }
-    }
-    const base = {
-      db: h.db.db,
-      repos: createRepositories(),
-      notifications: h.ctx.services.notifications,
-      messages: h.ctx.services.messages,
-    };
-    const moved = await new Watched({ ...base, clock, log: createLogger('silent'), batchSize: 2 }).runDue();
-    expect(moved).toBe(41);
-    // the first batch of a round alone; never more than two at once
-    expect(log[0]).toBe(0);
-    expect(most).toBe(2);
-    // a round of 20 full batches, then the one left alone (it is not full: no more begin)
-    expect(begun).toBe(20 + 1);
-    expect((await stepCounts(j.id)).wait).toMatchObject({ entered: 41, waiting: 0, passed: 41 });
-  });
-
   it("a paused journey's due entrants, however many, do not hold back an active one's", async () => {
     clock.set(T0);
     const paused = await create({ name: 'Held', trigger: { event: 'held' }, steps: [{ id: 'wait', type: 'delay', duration: '1h' }] });
