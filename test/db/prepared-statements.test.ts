@@ -123,7 +123,8 @@ describe('prepared statements on a real connection', () => {
       return explained.rows.map((row) => row['QUERY PLAN']).join('\n');
     };
     // a stale generic plan, made on one row and kept after the table grew; PostgreSQL itself may drop every cached
-    // plan of a backend that fell behind the shared invalidation queue (a loaded machine's DDL), so up to three tries
+    // plan of a backend that fell behind the shared invalidation queue (other tests' migrations at once: three tries
+    // in a row were all dropped once in CI), so up to ten tries, spread over a few seconds
     const stalePlan = async () => {
       await sql`drop table if exists replanned`.execute(handle.db);
       await sql`create table replanned (k int) with (autovacuum_enabled = off)`.execute(handle.db);
@@ -138,7 +139,10 @@ describe('prepared statements on a real connection', () => {
       const first = await backend();
       const preparedAt = Date.now();
       let stale = false;
-      for (let tries = 0; tries < 3 && !stale; tries++) stale = await stalePlan();
+      for (let tries = 0; tries < 10 && !stale; tries++) {
+        if (tries > 0) await new Promise((r) => setTimeout(r, 300));
+        stale = await stalePlan();
+      }
       expect(stale).toBe(true);
       vi.setSystemTime(preparedAt + 10_100);
       expect((await count()).rows[0]!.n).toBe(1);
