@@ -4,7 +4,7 @@
  *      event, in alternating rounds of the same run (the machine drifts);
  *   2. `entrants` entrants whose send step comes due at one moment (written 4 s before it): from that moment to the
  *      last push at the mocks, against the bare node:http2 client sending as many pushes (bench/lib/bare-client.ts),
- *      every device once; the CPU a push of the worker, PostgreSQL and this process (the mock gateways), the bare
+ *      every device once, just before the phase and again after it (their mean); the CPU a push of the worker, PostgreSQL and this process (the mock gateways), the bare
  *      client's, the share of the cores busy, and the ratio those CPU costs allow on the machine's cores;
  *   3. with `waiting` entrants waiting (nothing due): the worker's CPU over a quiet window before and after they are
  *      there, and the poller's due query's time; the bytes of entrant state per entrant (with a history of two
@@ -19,7 +19,7 @@
  * `--only events` runs (1) alone.
  */
 import { sql } from 'kysely';
-import { bareAfter, dueAtOnce, dueRows } from './lib/journeys-due.js';
+import { bareAround, bareRun, dueAtOnce, dueRows } from './lib/journeys-due.js';
 import { eventRounds, eventRows } from './lib/journeys-events.js';
 import { startJourneysRun } from './lib/journeys-run.js';
 import { archiveTimes, historyBytes, parkEntrants, pollAlone, transitionWal } from './lib/journeys-waiting.js';
@@ -52,8 +52,9 @@ async function main() {
     process.exit(0);
   }
   // (2) `entrants` entrants due at one moment: their pushes against the bare client's
+  const bareBefore = await bareRun(run, entrants);
   const due = await dueAtOnce(run, entrants);
-  const bare = await bareAfter(run, due);
+  const bare = bareAround(bareBefore, await bareRun(run, entrants));
   const notifications = await sql<{ n: number }>`
     select count(*)::int as n from notifications where request->'journey'->>'id' = ${due.journeyId}`.execute(db);
   // (3) `waiting` entrants waiting 30 days on a journey's delay: the poller when nothing is due, and their size
