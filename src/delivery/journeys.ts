@@ -4,30 +4,57 @@ import type { Logger } from '../platform/logger.js';
 export interface JourneySteps {
   /** Runs every batch of entrants due now; answers how many moved. */
   runDue(): Promise<number>;
+  /** ms until the next entrant comes due, as the last poll read it (none waiting: null). */
+  msUntilNextDue(): number | null;
 }
 
 /**
- * Runs journeys' due steps every `intervalMs`: entrant state and due times live in PostgreSQL, found through
- * the due index and taken with SKIP LOCKED, so any number of workers poll, none keeps a timer per entrant, and
- * entrants due while every worker was down move when one comes back.
+ * Runs journeys' due steps every `intervalMs`, and at the moment the next entrant comes due when that is sooner (a
+ * delay ends on time, not up to an interval late): entrant state and due times live in PostgreSQL, found through the
+ * due index and taken with SKIP LOCKED, so any number of workers poll, none keeps a timer per entrant, and entrants
+ * due while every worker was down move when one comes back.
  */
 export function startJourneyPoller(deps: { steps: JourneySteps; log: Logger; intervalMs: number }) {
   let running: Promise<void> | null = null;
-  const poll = () => {
-    running ??= deps.steps
-      .runDue()
-      .then((moved) => {
-        if (moved) deps.log.debug({ moved }, 'journey entrants moved');
-      })
-      .catch((err: unknown) => deps.log.warn({ err }, 'journey poll failed; will try again'))
-      .finally(() => (running = null));
+  let wake: NodeJS.Timeout | undefined;
+  // a tick or wake-up while a poll runs: one more poll after it, since what came due meanwhile may not have been seen
+  let again = false;
+  let stopped = false;
+  const wakeIn = (ms: number) => {
+    clearTimeout(wake);
+    // a millisecond past the due moment: the poll's clock must have reached it
+    wake = setTimeout(poll, Math.max(0, ms) + 1);
+    wake.unref();
   };
+  const run = async () => {
+    const moved = await deps.steps.runDue();
+    if (moved) deps.log.debug({ moved }, 'journey entrants moved');
+    const next = deps.steps.msUntilNextDue();
+    if (next !== null && next < deps.intervalMs && !stopped) wakeIn(next);
+  };
+  function poll() {
+    if (running) {
+      again = true;
+      return;
+    }
+    running = run()
+      .catch((err: unknown) => deps.log.warn({ err }, 'journey poll failed; will try again'))
+      .finally(() => {
+        running = null;
+        if (again && !stopped) {
+          again = false;
+          poll();
+        }
+      });
+  }
   const timer = setInterval(poll, deps.intervalMs);
   timer.unref();
   return {
     /** Stops polling and waits for the poll under way, whose batch commits or rolls back whole. */
     stop: async () => {
+      stopped = true;
       clearInterval(timer);
+      clearTimeout(wake);
       await running;
     },
   };

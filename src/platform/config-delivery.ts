@@ -78,7 +78,10 @@ export const deliverySettings = {
     .min(10)
     .max(60_000)
     .default(1000)
-    .describe('How often workers apply events to journeys and run entrants whose step has come due (see [journeys](api/journeys.md)).'),
+    .describe(
+      'How often workers apply events to journeys and run entrants whose step has come due; one due sooner is run at its ' +
+        'moment (see [journeys](api/journeys.md)).',
+    ),
   JOURNEY_BATCH_SIZE: z.coerce
     .number()
     .int()

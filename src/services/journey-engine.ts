@@ -99,6 +99,8 @@ interface StepResult {
 export class JourneyEngine {
   private readonly versions: JourneyVersions;
   private readonly deps: EngineParts;
+  /** when the next entrant comes due, as the last round of the last poll read it */
+  private nextDue: Date | null = null;
 
   constructor(deps: JourneyEngineDeps) {
     const { repos } = deps;
@@ -130,13 +132,19 @@ export class JourneyEngine {
       // a row that fails is tried alone once a poll, so its attempts count polls
       fellBack = (await this.applyRecordedEvents(!fellBack)) || fellBack;
       const now = this.deps.clock.now();
-      const groups = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
+      const { groups, nextDue } = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
+      this.nextDue = nextDue;
       let moved = 0;
       for (const group of groups) moved += await this.runGroupBatches(group, now);
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
     }
+  }
+
+  /** ms until the next entrant comes due, by this engine's clock, as the last poll read it (none waiting: null). */
+  msUntilNextDue(): number | null {
+    return this.nextDue === null ? null : this.nextDue.getTime() - this.deps.clock.now().getTime();
   }
 
   /**

@@ -6,36 +6,10 @@ import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray, jsonTextArray } from '../pg-arrays.js';
 import { duePruning, entryOf, keptHistory, pruneHistory, type HistoryRowOf } from './journey-entrant-history.js';
 import { journeyLeftEventsCte } from './webhooks.js';
+import type { DigestCount, EntryCandidate, EntryOutcome, EntryStart, LeftAt } from './journey-entrant-inputs.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
-/** How every entrant of a journey version starts, at its first step, with its re-entry rule as `reEntryRule` gives it. */
-export interface EntryStart {
-  appId: string;
-  journeyId: string;
-  version: number;
-  stepId: string;
-  phase: 'arrived' | 'waiting';
-  dueAt: Date;
-  waitEvent: string | null;
-  onEvent: string | null;
-  afterExit: boolean;
-  afterMs: number;
-  /** its history's first entries */
-  history: HistoryEntry[];
-}
-
-/** An entrant that may enter a journey: candidates of one journey share its start (one object, sent once). */
-export interface EntryCandidate {
-  start: EntryStart;
-  entrantKey: string;
-  /** the device it enters with: the first its entry filters match (null: none, it does not enter) */
-  deviceId: string | null;
-  /** the event that entered it, which its sends' templates read (null: entered through the API) */
-  event: TemplateEvent | null;
-}
-
-/** What an entry did: entered, or not (the entry filters, or the re-entry rule). */
-export type EntryOutcome = 'entered' | 'filtered' | 'not_re_entered';
+export type { DigestCount, EntryCandidate, EntryOutcome, EntryStart, LeftAt } from './journey-entrant-inputs.js';
 
 /** Entrants of one journey version at one step and phase: what the poller runs together. */
 export interface DueGroup {
@@ -73,23 +47,8 @@ export interface EntrantMove {
   history: HistoryEntry[];
 }
 
-/** Events of a digest step's name an entrant recorded, as many as `n`. */
-export interface DigestCount {
-  journeyId: string;
-  version: number;
-  stepId: string;
-  n: number;
-}
-
 /** Due entrants a poll looks at for their groups: the earliest due first. */
 const DUE_ROWS_SEEN = 5000;
-
-/** Entrants that left at once (an exit event, an archive), counted at the step they left. */
-export interface LeftAt {
-  journey_id: string;
-  step_id: string;
-  n: number;
-}
 
 /** The entrants of journeys: entering, the due poll, transitions, exits. All SQL of journey_entrants. */
 export class JourneyEntrantsRepository {
@@ -313,24 +272,32 @@ export class JourneyEntrantsRepository {
    * Journey versions, steps and phases with entrants due at `now`, of journeys that are active, among the first
    * DUE_ROWS_SEEN due (the rest are seen as those move). The due entrants are read first, in due order through the due
    * index: joined first, a plan made while 10 journeys were active read the whole key index once a journey at every
-   * poll (4,858 pages), and grouping every due entrant read 100,000 rows a poll while they were due.
+   * poll (4,858 pages), and grouping every due entrant read 100,000 rows a poll while they were due. With them, when
+   * the next entrant comes due after `now` (of any journey: one paused only wakes a poll early; none waiting: null).
    */
-  async dueGroups(db: Db, now: Date, limit: number): Promise<DueGroup[]> {
-    const { rows } = await sql<DueGroup>`
+  async dueGroups(db: Db, now: Date, limit: number): Promise<{ groups: DueGroup[]; nextDue: Date | null }> {
+    const { rows } = await sql<{ [K in keyof DueGroup]: DueGroup[K] | null } & { next_due: Date | null }>`
       with due as materialized (
         select journey_id, version, step_id, phase
         from journey_entrants
         where due_at <= ${now} and journey_id = any(array(select id from journeys where state = 'active'))
         order by due_at
         limit ${DUE_ROWS_SEEN}
+      ),
+      grouped as (
+        select due.journey_id, j.app_id, due.version, due.step_id, due.phase
+        from due
+        join journeys j on j.id = due.journey_id
+        group by due.journey_id, j.app_id, due.version, due.step_id, due.phase
+        limit ${limit}
       )
-      select due.journey_id, j.app_id, due.version, due.step_id, due.phase
-      from due
-      join journeys j on j.id = due.journey_id
-      group by due.journey_id, j.app_id, due.version, due.step_id, due.phase
-      limit ${limit}
+      -- a row at least, with when the first entrant not due yet comes due (the due index's next entry)
+      select g.*, n.next_due
+      from (select (select due_at from journey_entrants where due_at > ${now} order by due_at limit 1) as next_due) n
+      left join grouped g on true
     `.execute(db);
-    return rows;
+    const groups = rows.flatMap(({ next_due: _, ...g }) => (g.journey_id === null ? [] : [g as DueGroup]));
+    return { groups, nextDue: rows[0]?.next_due ?? null };
   }
 
   /**
