@@ -18,36 +18,38 @@ export function startJourneyPoller(deps: { steps: JourneySteps; log: Logger; int
   let running: Promise<void> | null = null;
   let wake: NodeJS.Timeout | undefined;
   // a tick or wake-up while a poll runs: one more poll after it, since what came due meanwhile may not have been seen
-  let again = false;
+  let again: 'tick' | 'wake' | null = null;
   let stopped = false;
   const wakeIn = (ms: number) => {
     clearTimeout(wake);
     // a millisecond past the due moment: the poll's clock must have reached it
-    wake = setTimeout(poll, Math.max(0, ms) + 1);
+    wake = setTimeout(() => poll(false), Math.max(0, ms) + 1);
     wake.unref();
   };
-  const run = async () => {
+  const run = async (byTick: boolean) => {
     const moved = await deps.steps.runDue();
     if (moved) deps.log.debug({ moved }, 'journey entrants moved');
+    // a wake-up's poll sets none: one a tick at most, so entrants coming due one after another still move a tick's
+    // worth at a time, and those of a paused journey wake a worker once a tick at most
+    if (!byTick) return;
     const next = deps.steps.msUntilNextDue();
     if (next !== null && next < deps.intervalMs && !stopped) wakeIn(next);
   };
-  function poll() {
+  function poll(byTick: boolean) {
     if (running) {
-      again = true;
+      again = byTick || again === 'tick' ? 'tick' : 'wake';
       return;
     }
-    running = run()
+    running = run(byTick)
       .catch((err: unknown) => deps.log.warn({ err }, 'journey poll failed; will try again'))
       .finally(() => {
         running = null;
-        if (again && !stopped) {
-          again = false;
-          poll();
-        }
+        const next = again;
+        again = null;
+        if (next && !stopped) poll(next === 'tick');
       });
   }
-  const timer = setInterval(poll, deps.intervalMs);
+  const timer = setInterval(() => poll(true), deps.intervalMs);
   timer.unref();
   return {
     /** Stops polling and waits for the poll under way, whose batch commits or rolls back whole. */

@@ -103,4 +103,17 @@ describe('the journey poller', () => {
     expect(began[1]! - began[0]!).toBeLessThan(400);
     expect(began.length).toBe(stoppedAt);
   });
+
+  it("sets no wake-up from a wake-up's poll: one a tick at most", async () => {
+    const began: number[] = [];
+    const t0 = performance.now();
+    // something always comes due 50 ms on (a stream of entrants, or a paused journey's)
+    const steps: JourneySteps = { runDue: async () => (began.push(performance.now() - t0), 0), msUntilNextDue: () => 50 };
+    const poller = startJourneyPoller({ steps, log, intervalMs: 1000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    await poller.stop();
+    // the tick at 1 s and its wake-up 50 ms on; a chain of them would have polled every 50 ms since
+    expect(began).toHaveLength(2);
+    expect(began[1]! - began[0]!).toBeLessThan(300);
+  });
 });
