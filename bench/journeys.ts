@@ -4,8 +4,9 @@
  *      event, in alternating rounds of the same run (the machine drifts);
  *   2. `entrants` entrants whose send step comes due at one moment (written 4 s before it): from that moment to the
  *      last push at the mocks, against the bare node:http2 client sending as many pushes (bench/lib/bare-client.ts),
- *      every device once, just before the phase and again after it (their mean); the CPU a push of the worker, PostgreSQL and this process (the mock gateways), the bare
- *      client's, the share of the cores busy, and the ratio those CPU costs allow on the machine's cores;
+ *      every device once, just before the phase and again after it (the mean of their rates); the CPU a push of the
+ *      worker, PostgreSQL and this process (the mock gateways), the bare client's, the share of the cores busy, and the
+ *      ratio those CPU costs allow on the machine's cores;
  *   3. with `waiting` entrants waiting (nothing due): the worker's CPU over a quiet window before and after they are
  *      there, and the poller's due query's time; the bytes of entrant state per entrant (with a history of two
  *      entries, its row of journey_entrant_history counted); the WAL of one step transition (EXPLAIN's WAL bytes of

@@ -94,6 +94,7 @@ export function createContext(deps: ContextDeps): HttpContext {
     messages,
     log,
     batchSize: config.JOURNEY_BATCH_SIZE,
+    dueAheadMs: config.JOURNEY_POLL_MS,
     intake: journeys,
     webhooks: deps.webhookPoster ? { poster: deps.webhookPoster, keyring: deps.secrets, concurrency: config.WEBHOOK_CONCURRENCY } : null,
   });

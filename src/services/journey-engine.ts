@@ -48,6 +48,8 @@ export type JourneyEngineDeps = Pick<ServiceDeps, 'db' | 'repos' | 'clock'> & {
   webhooks?: JourneyWebhooks | null;
   /** applies the events requests recorded for journeys (JourneyService.takeEvents), before the steps due */
   intake?: JourneyIntake | null;
+  /** how far past now a poll looks for the next entrant due (the poller's interval; none given: 0, it looks for none) */
+  dueAheadMs?: number;
 };
 
 /** A row of recorded events that could not be applied on its own, and whether it was dropped for good. */
@@ -82,6 +84,7 @@ interface EngineParts {
   batchSize: number;
   webhooks: JourneyWebhooks | null;
   intake: JourneyIntake | null;
+  dueAheadMs: number;
 }
 
 /** What one step did to a batch: where each entrant goes, and the sends to release after the commit. */
@@ -115,6 +118,7 @@ export class JourneyEngine {
       templates,
       webhooks: deps.webhooks ?? null,
       intake: deps.intake ?? null,
+      dueAheadMs: deps.dueAheadMs ?? 0,
     };
     this.versions = new JourneyVersions(repos.journeys);
   }
@@ -132,7 +136,8 @@ export class JourneyEngine {
       // a row that fails is tried alone once a poll, so its attempts count polls
       fellBack = (await this.applyRecordedEvents(!fellBack)) || fellBack;
       const now = this.deps.clock.now();
-      const { groups, nextDue } = await this.deps.entrants.dueGroups(this.deps.db, now, GROUPS_AT_ONCE);
+      const due = { now, aheadMs: this.deps.dueAheadMs, limit: GROUPS_AT_ONCE };
+      const { groups, nextDue } = await this.deps.entrants.dueGroups(this.deps.db, due);
       this.nextDue = nextDue;
       let moved = 0;
       for (const group of groups) moved += await this.runGroupBatches(group, now);
@@ -142,7 +147,10 @@ export class JourneyEngine {
     }
   }
 
-  /** ms until the next entrant comes due, by this engine's clock, as the last poll read it (none waiting: null). */
+  /**
+   * ms until the next entrant of an active journey comes due, by this engine's clock, as the last poll read it (none
+   * within `dueAheadMs`: null).
+   */
   msUntilNextDue(): number | null {
     return this.nextDue === null ? null : this.nextDue.getTime() - this.deps.clock.now().getTime();
   }

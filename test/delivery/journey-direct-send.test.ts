@@ -91,10 +91,11 @@ describe("journeys: a batch that finds the journeys' turns held goes to the queu
     await waitFor('every entrant pushed', async () => devices.every((d) => pushesTo(d.token) >= 1), 30_000);
     const attempts = await j.attempts(300);
     expect(devices.filter((d) => pushesTo(d.token) !== 1)).toEqual([]);
-    // sorted: the queued one is recorded first, the direct one's first push being answered late
-    expect(attempts.sort()).toEqual([
-      ['delivery', 150],
-      ['direct', 150],
-    ]);
+    // the first batch sent directly; the 150 after it, which the engine's two runners may part between them, went
+    // through a delivery job where they found the one turn held
+    const direct = attempts.filter(([job]) => job === 'direct');
+    expect(direct).toContainEqual(['direct', 150]);
+    expect(attempts.some(([job]) => job === 'delivery')).toBe(true);
+    expect(attempts.reduce((n, [, sent]) => n + (sent as number), 0)).toBe(300);
   });
 });

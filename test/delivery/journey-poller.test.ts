@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { sql } from 'kysely';
 import { useHarness } from '../helpers/harness.js';
 import { call } from '../http/device-support.js';
@@ -59,61 +59,85 @@ describe('journeys: a step due before the next poll', () => {
 
 describe('the journey poller', () => {
   const log = createLogger('silent');
+  beforeEach(() => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
-  it('polls once more, at once, after a poll that a tick came during', async () => {
+  /** Steps whose polls are recorded (ms on the fake clock); `hold` keeps a poll running until its release is called. */
+  const recorded = (next: (polls: number) => number | null, hold = (_poll: number) => false) => {
     const began: number[] = [];
-    let finish!: () => void;
+    const releases: (() => void)[] = [];
     const steps: JourneySteps = {
       runDue: async () => {
-        began.push(performance.now());
-        // the first poll runs until the test lets it end, past the next tick
-        if (began.length === 1) await new Promise<void>((resolve) => (finish = resolve));
+        began.push(Date.now());
+        if (hold(began.length)) await new Promise<void>((resolve) => releases.push(resolve));
         return 0;
       },
-      msUntilNextDue: () => null,
+      msUntilNextDue: () => next(began.length),
     };
+    return { steps, began, release: () => releases.shift()!() };
+  };
+
+  it('polls once more, at once, after a poll that a tick came during', async () => {
+    const { steps, began, release } = recorded(
+      () => null,
+      (poll) => poll === 1,
+    );
+    const t0 = Date.now();
     const poller = startJourneyPoller({ steps, log, intervalMs: 200 });
-    await new Promise((r) => setTimeout(r, 500));
+    await vi.advanceTimersByTimeAsync(500);
     // the tick at 400 ms came while the first poll (from 200 ms) ran: it began none of its own
-    expect(began).toHaveLength(1);
-    const finishedAt = performance.now();
-    finish();
-    await new Promise((r) => setTimeout(r, 50));
+    expect(began.map((t) => t - t0)).toEqual([200]);
+    release();
+    await vi.advanceTimersByTimeAsync(0);
     // the poll the tick asked for, right after the first ended, not at the next tick (600 ms)
-    expect(began).toHaveLength(2);
-    expect(began[1]! - finishedAt).toBeLessThan(50);
+    expect(began.map((t) => t - t0)).toEqual([200, 500]);
     await poller.stop();
   });
 
-  it('wakes at the next due moment when it comes before the next tick, and not after stop', async () => {
-    const began: number[] = [];
-    const t0 = performance.now();
-    const steps: JourneySteps = {
-      runDue: async () => (began.push(performance.now() - t0), 0),
-      msUntilNextDue: () => (began.length === 1 ? 150 : null),
-    };
+  it('wakes at the next due moment when it comes before the next tick', async () => {
+    const { steps, began } = recorded((polls) => (polls === 1 ? 150 : null));
+    const t0 = Date.now();
     const poller = startJourneyPoller({ steps, log, intervalMs: 1000 });
-    await new Promise((r) => setTimeout(r, 1400));
+    await vi.advanceTimersByTimeAsync(1500);
+    // the tick at 1 s, and the wake-up 150 ms (and its margin) after it
+    expect(began.map((t) => t - t0)).toEqual([1000, 1155]);
     await poller.stop();
-    const stoppedAt = began.length;
-    await new Promise((r) => setTimeout(r, 1100));
-    // the tick at 1 s, the wake-up 150 ms after it, the tick at 2 s never (stopped at 1.4 s)
-    expect(began).toHaveLength(2);
-    expect(began[1]! - began[0]!).toBeGreaterThanOrEqual(150);
-    expect(began[1]! - began[0]!).toBeLessThan(400);
-    expect(began.length).toBe(stoppedAt);
   });
 
-  it("sets no wake-up from a wake-up's poll: one a tick at most", async () => {
-    const began: number[] = [];
-    const t0 = performance.now();
-    // something always comes due 50 ms on (a stream of entrants, or a paused journey's)
-    const steps: JourneySteps = { runDue: async () => (began.push(performance.now() - t0), 0), msUntilNextDue: () => 50 };
+  it('begins nothing after stop: not the wake-up set, nor the poll a tick asked for', async () => {
+    const woken = recorded(() => 300);
+    const t0 = Date.now();
+    const first = startJourneyPoller({ steps: woken.steps, log, intervalMs: 1000 });
+    await vi.advanceTimersByTimeAsync(1100);
+    await first.stop();
+    await vi.advanceTimersByTimeAsync(2000);
+    expect(woken.began.map((t) => t - t0)).toEqual([1000]);
+
+    const held = recorded(
+      () => null,
+      (poll) => poll === 1,
+    );
+    const second = startJourneyPoller({ steps: held.steps, log, intervalMs: 200 });
+    await vi.advanceTimersByTimeAsync(500);
+    const stopped = second.stop();
+    held.release();
+    await stopped;
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(held.began).toHaveLength(1);
+  });
+
+  it("sets a wake-up's next no sooner than a quarter interval on", async () => {
+    // something comes due 50 ms on, every time (a stream of entrants)
+    const { steps, began } = recorded(() => 50);
+    const t0 = Date.now();
     const poller = startJourneyPoller({ steps, log, intervalMs: 1000 });
-    await new Promise((r) => setTimeout(r, 1500));
+    await vi.advanceTimersByTimeAsync(1999);
     await poller.stop();
-    // the tick at 1 s and its wake-up 50 ms on; a chain of them would have polled every 50 ms since
-    expect(began).toHaveLength(2);
-    expect(began[1]! - began[0]!).toBeLessThan(300);
+    // the tick at 1 s, its wake-up 50 ms on, then one every 250 ms: not a poll every 50
+    expect(began.map((t) => t - t0)).toEqual([1000, 1055, 1310, 1565, 1820]);
   });
 });

@@ -258,7 +258,9 @@ describe('journeys: the engine', () => {
       steps: [{ id: 'hi', type: 'send', notification: { payload: { alert: 'hi' } } }],
     });
     await event(await device(), 'stop');
-    const [group] = (await new JourneyEntrantsRepository().dueGroups(h.db.db, clock.now(), 50)).groups.filter((g) => g.journey_id === j.id);
+    const [group] = (await new JourneyEntrantsRepository().dueGroups(h.db.db, { now: clock.now(), aheadMs: 0, limit: 50 })).groups.filter(
+      (g) => g.journey_id === j.id,
+    );
     expect(group).toBeDefined();
     expect((await call(h, 'POST', `/v6/journeys/${j.id}/pause`, app.keys.write)).statusCode).toBe(200);
     expect(await engine().runGroup(group!, clock.now())).toBe(0);

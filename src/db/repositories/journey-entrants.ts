@@ -6,10 +6,10 @@ import type { WaitingArrival } from '../../domain/journey-run.js';
 import { jsonbArray, jsonTextArray } from '../pg-arrays.js';
 import { duePruning, entryOf, keptHistory, pruneHistory, type HistoryRowOf } from './journey-entrant-history.js';
 import { journeyLeftEventsCte } from './webhooks.js';
-import type { DigestCount, EntryCandidate, EntryOutcome, EntryStart, LeftAt } from './journey-entrant-inputs.js';
+import type { DigestCount, EntryCandidate, EntryOutcome, EntryStart, LeftAt } from './journey-entrant-types.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
-export type { DigestCount, EntryCandidate, EntryOutcome, EntryStart, LeftAt } from './journey-entrant-inputs.js';
+export type { DigestCount, EntryCandidate, EntryOutcome, EntryStart, LeftAt } from './journey-entrant-types.js';
 
 /** Entrants of one journey version at one step and phase: what the poller runs together. */
 export interface DueGroup {
@@ -272,15 +272,17 @@ export class JourneyEntrantsRepository {
    * Journey versions, steps and phases with entrants due at `now`, of journeys that are active, among the first
    * DUE_ROWS_SEEN due (the rest are seen as those move). The due entrants are read first, in due order through the due
    * index: joined first, a plan made while 10 journeys were active read the whole key index once a journey at every
-   * poll (4,858 pages), and grouping every due entrant read 100,000 rows a poll while they were due. With them, when
-   * the next entrant comes due after `now` (of any journey: one paused only wakes a poll early; none waiting: null).
+   * poll (4,858 pages), and grouping every due entrant read 100,000 rows a poll while they were due. The same read
+   * looks `aheadMs` further, for when the next entrant of an active journey comes due (null: none that soon).
    */
-  async dueGroups(db: Db, now: Date, limit: number): Promise<{ groups: DueGroup[]; nextDue: Date | null }> {
+  async dueGroups(db: Db, due: { now: Date; aheadMs: number; limit: number }): Promise<{ groups: DueGroup[]; nextDue: Date | null }> {
+    const { now, aheadMs, limit } = due;
     const { rows } = await sql<{ [K in keyof DueGroup]: DueGroup[K] | null } & { next_due: Date | null }>`
       with due as materialized (
-        select journey_id, version, step_id, phase
+        select journey_id, version, step_id, phase, due_at
         from journey_entrants
-        where due_at <= ${now} and journey_id = any(array(select id from journeys where state = 'active'))
+        where due_at <= ${new Date(now.getTime() + aheadMs)}
+          and journey_id = any(array(select id from journeys where state = 'active'))
         order by due_at
         limit ${DUE_ROWS_SEEN}
       ),
@@ -288,12 +290,13 @@ export class JourneyEntrantsRepository {
         select due.journey_id, j.app_id, due.version, due.step_id, due.phase
         from due
         join journeys j on j.id = due.journey_id
+        where due.due_at <= ${now}
         group by due.journey_id, j.app_id, due.version, due.step_id, due.phase
         limit ${limit}
       )
-      -- a row at least, with when the first entrant not due yet comes due (the due index's next entry)
+      -- a row at least, with the next due moment
       select g.*, n.next_due
-      from (select (select due_at from journey_entrants where due_at > ${now} order by due_at limit 1) as next_due) n
+      from (select min(due_at) filter (where due_at > ${now}) as next_due from due) n
       left join grouped g on true
     `.execute(db);
     const groups = rows.flatMap(({ next_due: _, ...g }) => (g.journey_id === null ? [] : [g as DueGroup]));

@@ -1,3 +1,4 @@
+/** What JourneyEntrantsRepository takes and answers about entries, exits and digest counts. */
 import type { HistoryEntry } from '../../domain/journey-history.js';
 import type { TemplateEvent } from '../../domain/template-data.js';
 
