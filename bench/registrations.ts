@@ -6,7 +6,10 @@
  * each registration, its tags made by the devices' trigger as the service's are) for as many other new tokens.
  * CPU per registration of the service, of the PostgreSQL server and of the clients, beside `pgbench -N`.
  *
- *   npm run bench -- registrations [--devices 20000] [--clients 50]
+ *   npm run bench -- registrations [--devices 20000] [--clients 50] [--flush-delay-ms N]
+ *
+ * `--flush-delay-ms N`: everything, pgbench included, on a PostgreSQL of the benchmark's own whose WAL flush takes N ms
+ * longer (bench/lib/slow-flush.ts), as on the disk the `pgbench -N` targets were set on (`unicast` has the same).
  */
 import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -21,9 +24,12 @@ import { pgbenchTps } from './lib/pgbench.js';
 import { arg, parentPid, printRows } from './lib/setup.js';
 import { backendsCpuSince, databaseBackendsCpu, databaseWalSince, walMark } from './lib/database-wal.js';
 import { BENCH_BUNDLE, benchApp, startServices } from './lib/stack.js';
+import { startSlowFlushPostgres } from './lib/slow-flush.js';
+import type { RestartableService } from './lib/private-services.js';
 
 const devices = Number(arg('devices', '20000'));
 const clients = Number(arg('clients', '50'));
+const flushDelayMs = Number(arg('flush-delay-ms', '0'));
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /**
  * production's settings but the rate limits, raised (the sdk key's too: every client posts from this machine), and
@@ -101,7 +107,18 @@ const FLOOR_INSERT = `
          case when a.type = 'boolean' then (a.value #>> '{}')::boolean end
   from device, jsonb_to_recordset($18::jsonb) as a(name text, type text, value jsonb)`;
 
+/** With `--flush-delay-ms`, a PostgreSQL of the benchmark's own whose flush is that much slower, made DATABASE_URL. */
+async function slowFlushAsked(): Promise<RestartableService | null> {
+  if (!Number.isFinite(flushDelayMs) || flushDelayMs < 0) throw new Error('--flush-delay-ms takes a number of 0 or more');
+  if (flushDelayMs === 0) return null;
+  const slowFlush = await startSlowFlushPostgres(flushDelayMs);
+  process.on('exit', () => slowFlush.kill());
+  process.env.DATABASE_URL = slowFlush.url;
+  return slowFlush;
+}
+
 async function main() {
+  const slowFlush = await slowFlushAsked();
   const tps = await pgbenchTps();
   const gateways = await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_registrations', { queue: 'redis', redisUrl, gateways });
@@ -153,12 +170,14 @@ async function main() {
   await pool.end();
   await stack.close();
   await gateways.close();
+  await slowFlush?.stop();
 
   const pgTps = Number(tps);
   console.log(
     `\nregistrations: ${devices} devices posted to POST /v6/devices with the sdk key by ${clients} clients in a process of ` +
       `their own (node:http keep-alive), then the same again; one ROLE=all process (npm start's flags, production settings, ` +
-      `rate limits raised, log to ${LOG_FILE}); the floor from ${clients} connections of this process; pgbench -N ${tps} tps\n`,
+      `rate limits raised, log to ${LOG_FILE}); the floor from ${clients} connections of this process; pgbench -N ${tps} tps` +
+      `${slowFlush ? `; a PostgreSQL of its own whose WAL flush takes ${flushDelayMs} ms longer` : ''}\n`,
   );
   printRows(
     [
