@@ -43,7 +43,7 @@ export async function openDatabaseRuntime(
     embedded = await startEmbeddedPostgres(config.dataDir, config.EMBEDDED_PG_PORT, log);
     url = embedded.url;
   }
-  const handle = openDatabase(url, 10, config.DATABASE_PREPARE_THRESHOLD);
+  const handle = openDatabase(url, config.DATABASE_POOL_SIZE, config.DATABASE_PREPARE_THRESHOLD);
   try {
     if (opts.migrate) {
       const applied = await migrate(handle.pool);
@@ -61,7 +61,7 @@ export async function openDatabaseRuntime(
   let replica: ReadReplica | null = null;
   // only the API reads there: a worker keeps no replica connection
   if (config.DATABASE_READ_URL && config.ROLE !== 'worker') {
-    const replicaHandle = openDatabase(config.DATABASE_READ_URL, 10, config.DATABASE_PREPARE_THRESHOLD);
+    const replicaHandle = openDatabase(config.DATABASE_READ_URL, config.DATABASE_POOL_SIZE, config.DATABASE_PREPARE_THRESHOLD);
     replica = new ReadReplica({ replica: replicaHandle, primary: handle.pool, maxLagSeconds: config.READ_MAX_LAG_SECONDS, log });
     await replica.start();
   }

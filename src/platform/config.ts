@@ -40,7 +40,7 @@ export const envSchema = z.object({
     .optional()
     .describe(
       'PostgreSQL URL (`postgres://user:password@host:5432/db`, password URL-encoded). Unset: embedded PostgreSQL ' +
-        'under `DATA_DIR`. Each process holds a pool of 10 connections and one that LISTENs for changes to keys and ' +
+        'under `DATA_DIR`. Each process holds a pool of `DATABASE_POOL_SIZE` connections and one that LISTENs for changes to keys and ' +
         "apps (through a pooler, that one needs session mode: `DATABASE_LISTEN_URL`). Keep autovacuum on (PostgreSQL's " +
         'default): the queries plan on its statistics, and a `devices` table that has grown without them (never ' +
         'analyzed) is read in thousands of rows to find one device.',
@@ -56,6 +56,18 @@ export const envSchema = z.object({
         '`DATABASE_URL` goes through PgBouncer ([PgBouncer](deploying.md#at-scale-pgbouncer-and-read-replicas)).',
       defaultText: '`DATABASE_URL`',
     }),
+  DATABASE_POOL_SIZE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(500)
+    .default(10)
+    .describe(
+      'Connections a process opens to PostgreSQL at most (and as many to `DATABASE_READ_URL`), as its load asks. A ' +
+        'request that commits on its own (a new device) waits for its WAL flush on its connection, so where flushes ' +
+        'are slow (a synchronous standby, a disk slow to flush) such requests go no faster than this many a flush: ' +
+        'raise it there ([performance](performance.md)). `max_connections` must hold it for every process.',
+    ),
   DATABASE_READ_URL: z
     .string()
     .url()
@@ -63,7 +75,7 @@ export const envSchema = z.object({
     .meta({
       description:
         "A streaming replica of the database, for the reads that need not see the caller's own writes: audience counts " +
-        'and device pages, statistics, the notification and message lists. Another pool of 10 connections.',
+        'and device pages, statistics, the notification and message lists. Another pool of `DATABASE_POOL_SIZE` connections.',
       defaultText: '— (the primary)',
     }),
   READ_MAX_LAG_SECONDS: z.coerce
