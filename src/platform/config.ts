@@ -59,14 +59,16 @@ export const envSchema = z.object({
   DATABASE_POOL_SIZE: z.coerce
     .number()
     .int()
-    .min(1)
+    .min(2)
     .max(500)
     .default(10)
     .describe(
-      'Connections a process opens to PostgreSQL at most (and as many to `DATABASE_READ_URL`), as its load asks. A ' +
-        'request that commits on its own (a new device) waits for its WAL flush on its connection, so where flushes ' +
-        'are slow (a synchronous standby, a disk slow to flush) such requests go no faster than this many a flush: ' +
-        'raise it there ([performance](performance.md)). `max_connections` must hold it for every process.',
+      'Connections a process opens to `DATABASE_URL` at most, as its load asks (2–500: with one, every request ' +
+        'would queue behind the background work of the process). A request that commits on its own (a new device) ' +
+        'waits for its WAL flush on its connection, so where flushes are slow (a synchronous standby, a disk slow ' +
+        'to flush) such requests go no faster than this many a flush: raise it there ' +
+        '([performance](performance.md)), within `max_connections` for every process. Through PgBouncer it counts ' +
+        "against `max_client_conn`, and the pooler's `default_pool_size` is the bound to raise.",
     ),
   DATABASE_READ_URL: z
     .string()
@@ -75,7 +77,8 @@ export const envSchema = z.object({
     .meta({
       description:
         "A streaming replica of the database, for the reads that need not see the caller's own writes: audience counts " +
-        'and device pages, statistics, the notification and message lists. Another pool of `DATABASE_POOL_SIZE` connections.',
+        'and device pages, statistics, the notification and message lists. API processes hold another pool of ' +
+        '`DATABASE_POOL_SIZE` connections to it.',
       defaultText: '— (the primary)',
     }),
   READ_MAX_LAG_SECONDS: z.coerce

@@ -11,7 +11,7 @@ describe('DATABASE_POOL_SIZE', () => {
 
   it('is 10 by default, and a value that is not a positive whole number is refused by name', () => {
     expect(loadConfig({}).DATABASE_POOL_SIZE).toBe(10);
-    for (const bad of ['0', '-1', '2.5', 'many', '501'])
+    for (const bad of ['1', '0', '-1', '2.5', 'many', '501'])
       expect(() => loadConfig({ DATABASE_POOL_SIZE: bad })).toThrow(/DATABASE_POOL_SIZE/);
     expect(() => loadConfig({ DATABASE_POOL_SIZE: '0' })).toThrow(ConfigError);
   });
@@ -21,17 +21,16 @@ describe('DATABASE_POOL_SIZE', () => {
     const rt = await openDatabaseRuntime(config, createLogger('silent'), { migrate: false });
     try {
       const tag = `pool-size-${process.pid}-${Date.now()}`;
-      // eight statements of 300 ms each: on three connections they take three turns
+      // eight statements of 300 ms each: on three connections they take three turns; each connection keeps the tag
       const started = performance.now();
       const sleeps = Array.from({ length: 8 }, () =>
         sql`select set_config('application_name', ${tag}, false), pg_sleep(0.3)`.execute(rt.handle.db),
       );
-      await new Promise((r) => setTimeout(r, 150));
+      await Promise.all(sleeps);
+      const elapsed = performance.now() - started;
       const { rows } = await h.db.pool.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where application_name = $1`, [
         tag,
       ]);
-      await Promise.all(sleeps);
-      const elapsed = performance.now() - started;
       expect(rows[0]!.n).toBe(3);
       expect(rt.handle.pool.totalCount).toBe(3);
       expect(elapsed).toBeGreaterThanOrEqual(850);
