@@ -174,6 +174,13 @@ async function main() {
   await gateways.close();
   await slowFlush?.stop();
 
+  printTable({ tps, slowFlush: slowFlush !== null, rows, backendsCpu, wal });
+  process.exit(rows.some((r) => r.refused > 0) ? 1 : 0);
+}
+
+/** The header and the table: each phase's rate against `pgbench -N`, its latencies, CPU and WAL a registration. */
+function printTable(table: { tps: string; slowFlush: boolean; rows: Phase[]; backendsCpu: number[]; wal: (number | null)[] }) {
+  const { tps, slowFlush, rows, backendsCpu, wal } = table;
   const pgTps = Number(tps);
   console.log(
     `\nregistrations: ${devices} devices posted to POST /v6/devices with the sdk key by ${clients} clients in a process of ` +
@@ -195,7 +202,6 @@ async function main() {
     ],
     rows.map((r, i) => [...phaseCells(r, pgTps), backendsCpu[i]!.toFixed(2), wal[i] == null ? '–' : wal[i]!.toFixed(0)]),
   );
-  process.exit(rows.some((r) => r.refused > 0) ? 1 : 0);
 }
 
 main().catch((err) => {
