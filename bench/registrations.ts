@@ -24,12 +24,12 @@ import { pgbenchTps } from './lib/pgbench.js';
 import { arg, parentPid, printRows } from './lib/setup.js';
 import { backendsCpuSince, databaseBackendsCpu, databaseWalSince, walMark } from './lib/database-wal.js';
 import { BENCH_BUNDLE, benchApp, startServices } from './lib/stack.js';
-import { startSlowFlushPostgres } from './lib/slow-flush.js';
-import type { RestartableService } from './lib/private-services.js';
+import { slowFlushDatabase } from './lib/slow-flush.js';
 
 const devices = Number(arg('devices', '20000'));
 const clients = Number(arg('clients', '50'));
 const flushDelayMs = Number(arg('flush-delay-ms', '0'));
+if (!Number.isFinite(flushDelayMs) || flushDelayMs < 0) throw new Error('--flush-delay-ms takes a number of 0 or more');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /**
  * production's settings but the rate limits, raised (the sdk key's too: every client posts from this machine), and
@@ -107,18 +107,8 @@ const FLOOR_INSERT = `
          case when a.type = 'boolean' then (a.value #>> '{}')::boolean end
   from device, jsonb_to_recordset($18::jsonb) as a(name text, type text, value jsonb)`;
 
-/** With `--flush-delay-ms`, a PostgreSQL of the benchmark's own whose flush is that much slower, made DATABASE_URL. */
-async function slowFlushAsked(): Promise<RestartableService | null> {
-  if (!Number.isFinite(flushDelayMs) || flushDelayMs < 0) throw new Error('--flush-delay-ms takes a number of 0 or more');
-  if (flushDelayMs === 0) return null;
-  const slowFlush = await startSlowFlushPostgres(flushDelayMs);
-  process.on('exit', () => slowFlush.kill());
-  process.env.DATABASE_URL = slowFlush.url;
-  return slowFlush;
-}
-
 async function main() {
-  const slowFlush = await slowFlushAsked();
+  const slowFlush = await slowFlushDatabase(flushDelayMs);
   const tps = await pgbenchTps();
   const gateways = await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_registrations', { queue: 'redis', redisUrl, gateways });

@@ -39,7 +39,7 @@
  *   standby; its WAL segments made and recycled before, as a server that has run a while has them)
  */
 import { pgbenchTps } from './lib/pgbench.js';
-import { startSlowFlushPostgres } from './lib/slow-flush.js';
+import { slowFlushDatabase } from './lib/slow-flush.js';
 import { measureFloor } from './lib/unicast-floor.js';
 import { unicastOptions } from './lib/unicast-options.js';
 import { printReport } from './lib/unicast-report.js';
@@ -49,11 +49,7 @@ const options = unicastOptions();
 
 async function main() {
   const { flushDelayMs, rateOfPgbench } = options;
-  const slowFlush = flushDelayMs > 0 ? await startSlowFlushPostgres(flushDelayMs) : null;
-  if (slowFlush) {
-    process.on('exit', () => slowFlush.kill());
-    process.env.DATABASE_URL = slowFlush.url;
-  }
+  const slowFlush = await slowFlushDatabase(flushDelayMs);
   const tps = await pgbenchTps();
   if (rateOfPgbench > 0) {
     if (!/^[\d.]+$/.test(tps)) throw new Error(`--rate-of-pgbench needs pgbench's figure, got: ${tps}`);

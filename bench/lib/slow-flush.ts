@@ -15,7 +15,7 @@ const run = promisify(execFile);
  * (bench/lib/slow-flush.c, preloaded), as on a disk slow to flush or with a synchronous standby: the targets that
  * are read against `pgbench -N` were set on such a machine. The machine's PostgreSQL 15 binaries, default settings.
  */
-export async function startSlowFlushPostgres(delayMs: number): Promise<RestartableService> {
+async function startSlowFlushPostgres(delayMs: number): Promise<RestartableService> {
   // the library's directory is not the cluster's (startPrivatePostgres empties that), and every user may read it
   const libraryDir = mkdtempSync(path.join(tmpdir(), 'pushd-slow-flush-'));
   chmodSync(libraryDir, 0o755);
@@ -40,6 +40,18 @@ export async function startSlowFlushPostgres(delayMs: number): Promise<Restartab
       rmSync(libraryDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * `--flush-delay-ms`'s server for a benchmark: none at 0; else started, made the process's DATABASE_URL (every database
+ * the benchmark makes, pgbench's too, lands on it) and killed when the process exits however it ends.
+ */
+export async function slowFlushDatabase(delayMs: number): Promise<RestartableService | null> {
+  if (delayMs === 0) return null;
+  const server = await startSlowFlushPostgres(delayMs);
+  process.on('exit', () => server.kill());
+  process.env.DATABASE_URL = server.url;
+  return server;
 }
 
 /**
