@@ -9,7 +9,7 @@ import { useHarness } from '../helpers/harness.js';
 describe('DATABASE_POOL_SIZE', () => {
   const h = useHarness();
 
-  it('is 10 by default, and a value that is not a positive whole number is refused by name', () => {
+  it('is 10 by default, and a value that is not a whole number from 2 to 500 is refused by name', () => {
     expect(loadConfig({}).DATABASE_POOL_SIZE).toBe(10);
     for (const bad of ['1', '0', '-1', '2.5', 'many', '501'])
       expect(() => loadConfig({ DATABASE_POOL_SIZE: bad })).toThrow(/DATABASE_POOL_SIZE/);
