@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { addressBucket } from '../../src/http/rate-limit.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { leaseOf, RedisTokenBuckets, takeToken, takeTokens } from '../../src/platform/token-bucket.js';
+import { once } from 'node:events';
+import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { redisUrl } from '../helpers/harness.js';
 
@@ -115,17 +117,35 @@ describe('RedisTokenBuckets', () => {
 
   /**
    * The bucket's script calls MONITOR saw; `settled` waits until it has reported every command run before it (an
-   * ECHO it sends: MONITOR reports in the order Redis ran them).
+   * ECHO it sends: MONITOR reports in the order Redis ran them). MONITOR is read on a plain socket: ioredis's
+   * `monitor()` enters its monitoring mode a microtask after MONITOR's OK, so a line of a busy server's traffic in the
+   * same read as the OK found no command waiting and threw "Command queue state error" (ioredis issue 1981).
    */
   async function scriptCalls(prefix: string) {
     const watcher = new Redis(url!);
     const calls: string[][] = [];
     const markers = new Map<string, () => void>();
-    const monitor = await watcher.monitor();
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((a) => a.startsWith(`${prefix}:ratelimit:`))) calls.push(args);
-      if (args[0]?.toLowerCase() === 'echo') markers.get(args[1] ?? '')?.();
+    const { hostname, port } = new URL(url!);
+    const socket = connect({ host: hostname, port: Number(port || 6379) });
+    await once(socket, 'connect');
+    let pending = '';
+    let monitoring!: () => void;
+    const ok = new Promise<void>((resolve) => (monitoring = resolve));
+    socket.setEncoding('utf8').on('data', (chunk: string) => {
+      const lines = (pending + chunk).split('\r\n');
+      pending = lines.pop()!;
+      for (const line of lines) {
+        if (line === '+OK') monitoring();
+        // +<time> [<db> <client>] "<command>" "<arg>" ...
+        const quoted = line.startsWith('+') ? line.indexOf(' "') : -1;
+        if (quoted < 0) continue;
+        const args = line.slice(quoted + 2, -1).split('" "');
+        if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((a) => a.startsWith(`${prefix}:ratelimit:`))) calls.push(args);
+        if (args[0]?.toLowerCase() === 'echo') markers.get(args[1] ?? '')?.();
+      }
     });
+    socket.write('MONITOR\r\n');
+    await ok;
     return {
       calls,
       settled: async () => {
@@ -134,7 +154,7 @@ describe('RedisTokenBuckets', () => {
         await watcher.echo(marker);
         await seen;
       },
-      close: () => (monitor.disconnect(), watcher.disconnect()),
+      close: () => (socket.destroy(), watcher.disconnect()),
     };
   }
 
