@@ -20,6 +20,7 @@ import { LeasesRepository } from '../db/repositories/leases.js';
 import { MessagePartitionsRepository } from '../db/repositories/message-partitions.js';
 import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
+import { NewDevicesRepository } from '../db/repositories/new-devices.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import { NotificationPartitionsRepository, PartitionsRepository } from '../db/repositories/partitions.js';
 import { StatsRepository } from '../db/repositories/stats.js';
@@ -54,6 +55,7 @@ export interface Repositories {
   liveActivities: LiveActivitiesRepository;
   messagePartitions: MessagePartitionsRepository;
   messages: MessagesRepository;
+  newDevices: NewDevicesRepository;
   notificationPartitions: NotificationPartitionsRepository;
   notifications: NotificationsRepository;
   partitions: PartitionsRepository;
@@ -88,6 +90,7 @@ export function createRepositories(): Repositories {
     liveActivities: new LiveActivitiesRepository(),
     messagePartitions: new MessagePartitionsRepository(),
     messages: new MessagesRepository(),
+    newDevices: new NewDevicesRepository(),
     notificationPartitions: new NotificationPartitionsRepository(),
     notifications: new NotificationsRepository(),
     partitions: new PartitionsRepository(),

@@ -1,14 +1,17 @@
-import type { Db } from '../db/database.js';
+import { writeThenRelease, type Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
+import type { NewDevicesRepository, NewTokenDevice, StoredNewDevice } from '../db/repositories/new-devices.js';
 import type { NewDevice } from '../db/schema.js';
 import type { DeviceInput, Dropped, CustomChanges } from '../domain/device-input.js';
 import { issueCredential } from '../domain/device-credential.js';
 import type { IdentityClaim } from '../domain/identity.js';
+import type { Admission } from '../platform/admission.js';
+import { GroupRunner } from '../platform/group-runner.js';
 import type { QuickRegistration } from './device-as-is.js';
 import { refuseUnprovenRebind, type Caller } from './device-checks.js';
 
-/** A phone's registration of a token its app had no device with, as `registeredNew` writes it. */
-interface NewTokenRequest {
+/** A phone's registration of a token its app had no device with, as `NewTokenWrites.registered` writes it. */
+export interface NewTokenRequest {
   input: DeviceInput;
   caller: Caller;
   unproven: IdentityClaim[];
@@ -18,19 +21,42 @@ interface NewTokenRequest {
   fresh: { admitted: CustomChanges; dropped: Dropped[] };
 }
 
+/** Groups of new devices written at once: one writing at a time, the next gathered meanwhile (as one-device sends). */
+const NEW_TOKEN_GROUPS = { maxInFlight: 1, maxGroup: 200 };
+
 /**
- * A phone registering a token that `registeredAsIs` just read no device of: the new device, with its attributes and
- * the credential only this answer gives, inserted by one autocommit statement that takes the token's lock itself
- * (DevicesRepository.insertNewToken) instead of a transaction of five round trips. Null when the checks of a new
- * device refuse it or a device got the token meanwhile: the locked way then decides (and refuses), on the row as
- * it is under the lock, as it did before.
+ * Phones registering tokens that `registeredAsIs` just read no device of: each new device, with its attributes and
+ * the credential only this answer gives, inserted without a transaction of five round trips. The registrations that
+ * arrive together are written by one statement (NewDevicesRepository.insertNewTokens) that takes each token's lock
+ * itself, and whose turn is given up before its commit flushes. A group the database refused is written again one
+ * device at a time (DevicesRepository.insertNewToken), so one bad row fails alone.
  */
-export async function registeredNew(db: Db, devices: DevicesRepository, r: NewTokenRequest): Promise<QuickRegistration | null> {
-  const token = r.input.fields.token;
-  if (typeof token !== 'string' || !provenNew(r)) return null;
-  const issued = issueCredential();
-  const stored = await devices.insertNewToken(db, { ...r.values, token, credential_hash: issued.hash }, r.fresh.admitted);
-  return stored ? { ...stored, ...r.fresh, created: true, credential: issued.credential } : null;
+export class NewTokenWrites {
+  private readonly groups: GroupRunner<NewTokenDevice, StoredNewDevice | undefined>;
+
+  constructor(deps: { db: Db; devices: DevicesRepository; newDevices: NewDevicesRepository; admission?: Admission | undefined }) {
+    const { db, devices, newDevices } = deps;
+    this.groups = new GroupRunner(
+      async (group, release) => {
+        const stored = await writeThenRelease(db, release, (trx) => newDevices.insertNewTokens(trx, group));
+        return stored.map((value) => ({ status: 'fulfilled', value }));
+      },
+      { ...NEW_TOKEN_GROUPS, admission: deps.admission },
+      (d) => devices.insertNewToken(db, d.values, d.changes),
+    );
+  }
+
+  /**
+   * The new device, or null when the checks of a new device refuse it or a device got the token meanwhile: the
+   * locked way then decides (and refuses), on the row as it is under the lock, as it did before.
+   */
+  async registered(r: NewTokenRequest): Promise<QuickRegistration | null> {
+    const token = r.input.fields.token;
+    if (typeof token !== 'string' || !provenNew(r)) return null;
+    const issued = issueCredential();
+    const stored = await this.groups.submit({ values: { ...r.values, token, credential_hash: issued.hash }, changes: r.fresh.admitted });
+    return stored ? { ...stored, ...r.fresh, created: true, credential: issued.credential } : null;
+  }
 }
 
 /** The sdk key's checks of a device that has no row yet pass (the identities it binds are proven). */

@@ -25,10 +25,11 @@ import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { issueCredential, normalizeApnsToken, normalizeToken, refuseTakingToken } from '../domain/device-credential.js';
 import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
+import type { Admission } from '../platform/admission.js';
 import type { ServiceDeps } from './deps.js';
 import { checkPlatformChange, eventOptions, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
 import { NEW_TOKEN, registeredAsIs } from './device-as-is.js';
-import { registeredNew } from './device-new-token.js';
+import { NewTokenWrites } from './device-new-token.js';
 
 export type { Caller } from './device-checks.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
@@ -80,6 +81,7 @@ export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dr
 
 /** Devices, their custom attributes and events, users (the devices sharing a user_id), the uninstalled listing. */
 export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency' | 'clock'> & {
+  admission?: Admission;
   geoip: GeoIp;
   /** how long after receiving a push a device's events count as its conversions */
   conversionWindowHours: number;
@@ -102,6 +104,7 @@ export class DeviceService {
   private readonly webPushOrigins: readonly string[];
   private readonly journeys: JourneyEvents | null;
   private readonly clock: ServiceDeps['clock'];
+  private readonly newTokens: NewTokenWrites;
 
   constructor(deps: DeviceServiceDeps) {
     this.db = deps.db;
@@ -116,6 +119,7 @@ export class DeviceService {
     this.webPushOrigins = deps.webPushOrigins ?? [];
     this.journeys = deps.journeys ?? null;
     this.clock = deps.clock;
+    this.newTokens = new NewTokenWrites({ ...deps.repos, db: deps.db, admission: deps.admission });
   }
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -142,7 +146,7 @@ export class DeviceService {
       { ...set, ...TOKEN_VALID },
     );
     // a token read as new is inserted by one statement; one read as it is stored is answered as stored
-    const quick = asIs === NEW_TOKEN ? await registeredNew(this.db, this.devices, { input, caller, unproven, values, fresh }) : asIs;
+    const quick = asIs === NEW_TOKEN ? await this.newTokens.registered({ input, caller, unproven, values, fresh }) : asIs;
     if (quick) {
       const { device, attributes, admitted, dropped, created, credential } = quick;
       const answer = { details: { device, attributes, events: [] }, written: written(input.fields, admitted) };
@@ -484,7 +488,6 @@ interface Network {
   /** A country for a device that has none. */
   country: string | null;
 }
-
 const UNINSTALLED = 'uninstalled';
 
 function written(fields: DeviceFields, custom: CustomChanges): Written {

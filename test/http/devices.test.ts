@@ -197,7 +197,7 @@ describe('device registry', () => {
     expect(rows).toHaveLength(1);
   });
 
-  it("a new token is written by the statement that takes the token's lock; two at once make one device, the second 200", async () => {
+  it('a new token whose lock is held goes the locked way, which waits for it; two at once make one device, the second 200', async () => {
     const t = token();
     const device = { platform: 'android', token: t, locale: 'de_DE', custom: { plan: { type: 'string', value: 'pro' } } };
     // the lock every write giving a device this token takes (DevicesRepository.lockToken), held by another session
@@ -211,8 +211,11 @@ describe('device registry', () => {
         (await locker.query(`select query from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`)).rows;
       let rows = await waiting();
       for (let i = 0; rows.length < 2 && i < 400; i++) rows = await new Promise((r) => setTimeout(r, 25)).then(waiting);
-      // both read no device, and each waits in its insert itself: no transaction of its own took the lock first
-      expect(rows.map((r) => r.query.trim().slice(0, 30))).toEqual(['with d as (insert into "device', 'with d as (insert into "device']);
+      // both read no device; the group's insert does not wait for a lock, so each waits in its own locked transaction
+      expect(rows.map((r) => r.query.trim())).toEqual([
+        'select pg_advisory_xact_lock(hashtextextended($1, 0))',
+        'select pg_advisory_xact_lock(hashtextextended($1, 0))',
+      ]);
       await locker.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]);
       const [first, second] = (await both).sort((a, b) => a.statusCode - b.statusCode);
       // the second found the token taken and went the locked way: the device as it is, its credential not shown again

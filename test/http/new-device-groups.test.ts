@@ -1,0 +1,144 @@
+import pg from 'pg';
+import { sql } from 'kysely';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { DevicesRepository } from '../../src/db/repositories/devices.js';
+import { NewDevicesRepository, type NewTokenDevice } from '../../src/db/repositories/new-devices.js';
+import { tokenKey } from '../../src/db/repositories/device-queries.js';
+import { credentialHash } from '../../src/domain/device-credential.js';
+import type { CustomChanges } from '../../src/domain/device-input.js';
+import { useHarness } from '../helpers/harness.js';
+import { call, token } from './device-support.js';
+
+/**
+ * New devices of registrations that arrive together, written by one statement (NewDevicesRepository.insertNewTokens):
+ * stored exactly as the one-device statement stores them, each token's lock taken without waiting for it.
+ */
+describe('new devices written in groups', () => {
+  const h = useHarness();
+  const repo = new NewDevicesRepository();
+  afterEach(() => vi.restoreAllMocks());
+
+  const custom: CustomChanges = new Map([
+    ['plan', { type: 'string', isArray: false, values: ['pro'] }],
+    ['scores', { type: 'float', isArray: true, values: [1.5, -2.25, 1e21] }],
+    ['signed_up', { type: 'date', isArray: false, values: [new Date('2024-02-29T12:34:56.789Z')] }],
+    ['newsletter', { type: 'boolean', isArray: false, values: [false] }],
+  ]);
+
+  const fullDevice = (appId: string, t: string): NewTokenDevice['values'] => ({
+    app_id: appId,
+    platform: 'android',
+    token: t,
+    locale: 'de_DE',
+    time_zone: 'Europe/Berlin',
+    os_version: '15',
+    badge: 3,
+    user_id: 'ü-user "quoted" \\ back',
+    tags: ['news', 'a,b', 'x"y'],
+    sdk_latitude: 52.520008,
+    sdk_longitude: 13.404954,
+    ip_address: '2001:db8::1',
+    notifications_allowed: 'Enabled',
+    last_opened_at: new Date('2026-01-02T03:04:05.678Z'),
+    credential_hash: credentialHash('the credential'),
+  });
+
+  it('stores each device and its attributes as the one-device statement does', async () => {
+    const { app } = await h.createApp();
+    const [grouped, alone] = [token(), token()];
+    const [stored] = await repo.insertNewTokens(h.db.db, [{ values: fullDevice(app.id, grouped), changes: custom }]);
+    const single = await new DevicesRepository().insertNewToken(h.db.db, fullDevice(app.id, alone), custom);
+    const comparable = (d: Record<string, unknown>) => {
+      const { id: _id, token: _token, created_at: _c, registered_at: _r, ...rest } = d;
+      return rest;
+    };
+    expect(stored!.device.token).toBe(grouped);
+    expect(comparable(stored!.device)).toEqual(comparable(single!.device));
+    const attributes = (list: Record<string, unknown>[]) => list.map(({ device_id: _d, ...a }) => a);
+    expect(stored!.attributes).toHaveLength(6);
+    expect(attributes(stored!.attributes)).toEqual(attributes(single!.attributes));
+    expect(stored!.attributes.every((a) => a.device_id === stored!.device.id)).toBe(true);
+    // what the answer says is what a read finds
+    const row = await h.db.db.selectFrom('devices').selectAll().where('id', '=', stored!.device.id).executeTakeFirstOrThrow();
+    expect(row).toEqual(stored!.device);
+    const tags = await h.db.db.selectFrom('device_tags').select('tag').where('device_id', '=', row.id).orderBy('tag').execute();
+    expect(tags.map((t) => t.tag)).toEqual(['a,b', 'news', 'x"y']);
+  });
+
+  it('answers undefined for a token repeated in the group, one already stored and one whose lock is held, without waiting', async () => {
+    const { app } = await h.createApp();
+    const [stored, repeated, held, plain] = [token(), token(), token(), token()];
+    await repo.insertNewTokens(h.db.db, [{ values: { app_id: app.id, platform: 'ios', token: stored }, changes: new Map() }]);
+    const locker = new pg.Client({ connectionString: h.databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('select pg_advisory_lock(hashtextextended($1, 0))', [`${app.id}:${held}`]);
+      const ios = (t: string, badge: number) => ({
+        values: { app_id: app.id, platform: 'ios' as const, token: t, badge },
+        changes: new Map(),
+      });
+      const started = performance.now();
+      const answers = await repo.insertNewTokens(h.db.db, [
+        ios(repeated, 1),
+        ios(stored, 2),
+        ios(repeated, 3),
+        ios(held, 4),
+        ios(plain, 5),
+      ]);
+      expect(performance.now() - started).toBeLessThan(2000);
+      expect(answers.map((a) => a?.device.badge)).toEqual([1, undefined, undefined, undefined, 5]);
+    } finally {
+      await locker.end();
+    }
+    const rows = await h.db.db.selectFrom('devices').select(['token', 'badge']).where('app_id', '=', app.id).orderBy('badge').execute();
+    expect(rows).toEqual([
+      { token: repeated, badge: 1 },
+      { token: plain, badge: 5 },
+      { token: stored, badge: null },
+    ]);
+  });
+
+  it('stores a token with a lone surrogate as a parameter sends it, under the key Node computes', async () => {
+    const { app } = await h.createApp();
+    const lone = `lone \ud800 ${token()}`;
+    const [stored] = await repo.insertNewTokens(h.db.db, [
+      { values: { app_id: app.id, platform: 'android', token: lone }, changes: new Map() },
+    ]);
+    const sent = Buffer.from(lone, 'utf8').toString('utf8');
+    expect(stored!.device.token).toBe(sent);
+    const { rows } = await sql<{
+      key: string;
+    }>`select pushd_token_key(token)::text as key from devices where id = ${stored!.device.id}`.execute(h.db.db);
+    expect(rows[0]!.key).toBe(tokenKey(lone));
+  });
+
+  it('registrations that arrive together are written by one statement, each answered with its own device and credential', async () => {
+    const { keys } = await h.createApp();
+    const grouped = vi.spyOn(NewDevicesRepository.prototype, 'insertNewTokens');
+    const single = vi.spyOn(DevicesRepository.prototype, 'insertNewToken');
+    const tokens = Array.from({ length: 40 }, () => token());
+    const answers = await Promise.all(
+      tokens.map((t, i) =>
+        call(h, 'POST', '/v6/devices', keys.sdk, {
+          device: { platform: 'ios', token: t, badge: i, tags: [`t${i}`], custom: { n: { type: 'integer', value: i } } },
+        }),
+      ),
+    );
+    expect(answers.map((a) => a.statusCode)).toEqual(tokens.map(() => 201));
+    answers.forEach((a, i) =>
+      expect(a.json().device).toMatchObject({ token: tokens[i], badge: i, tags: [`t${i}`], custom: { n: { type: 'integer', value: i } } }),
+    );
+    // fewer statements than registrations, and none fell back to one at a time
+    const sizes = grouped.mock.calls.map(([, devices]) => devices.length);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(40);
+    expect(Math.max(...sizes)).toBeGreaterThan(1);
+    expect(single).not.toHaveBeenCalled();
+    // each device keeps the credential its own answer gave
+    for (const [i, a] of answers.entries()) {
+      const { id, credential } = a.json().device as { id: string; credential: string };
+      const row = await h.db.db.selectFrom('devices').select(['token', 'credential_hash']).where('id', '=', id).executeTakeFirstOrThrow();
+      expect(row.token).toBe(tokens[i]);
+      expect(row.credential_hash).toEqual(credentialHash(credential));
+    }
+  });
+});
