@@ -113,7 +113,7 @@ describe('new devices written in groups', () => {
   });
 
   it('registrations that arrive together are written by one statement, each answered with its own device and credential', async () => {
-    const { keys } = await h.createApp();
+    const { app, keys } = await h.createApp();
     const grouped = vi.spyOn(NewDevicesRepository.prototype, 'insertNewTokens');
     const single = vi.spyOn(DevicesRepository.prototype, 'insertNewToken');
     const tokens = Array.from({ length: 40 }, () => token());
@@ -133,6 +133,14 @@ describe('new devices written in groups', () => {
     expect(sizes.reduce((a, b) => a + b, 0)).toBe(40);
     expect(Math.max(...sizes)).toBeGreaterThan(1);
     expect(single).not.toHaveBeenCalled();
+    // a statement counts its devices' installs in one counter of the day (migration 075), not one counter each
+    const counters = await h.db.db
+      .selectFrom('app_daily_stats')
+      .select([sql<number>`count(*)::int`.as('rows'), sql<number>`sum(installs)::int`.as('installs')])
+      .where('app_id', '=', app.id)
+      .executeTakeFirstOrThrow();
+    expect(counters.installs).toBe(40);
+    expect(counters.rows).toBeLessThanOrEqual(sizes.length);
     // each device keeps the credential its own answer gave
     for (const [i, a] of answers.entries()) {
       const { id, credential } = a.json().device as { id: string; credential: string };
