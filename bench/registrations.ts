@@ -6,7 +6,11 @@
  * each registration, its tags made by the devices' trigger as the service's are) for as many other new tokens.
  * CPU per registration of the service, of the PostgreSQL server and of the clients, beside `pgbench -N`.
  *
- *   npm run bench -- registrations [--devices 20000] [--clients 50] [--flush-delay-ms N]
+ *   npm run bench -- registrations [--devices 20000] [--clients 50] [--flush-delay-ms N] [--rate-of-pgbench F]
+ *
+ * `--rate-of-pgbench F`: the service's phases posted at F times the same run's `pgbench -N` a second (open loop, each
+ * latency from when its post was due), where by default each client posts its next once answered: the target's "≥ 0.5
+ * × `pgbench -N` at p99 ≤ 50 ms" read at that rate. The floor is posted as fast as answered either way.
  *
  * `--flush-delay-ms N`: everything, pgbench included, on a PostgreSQL of the benchmark's own whose WAL flush takes N ms
  * longer (bench/lib/slow-flush.ts), as on the disk the `pgbench -N` targets were set on (`unicast` has the same).
@@ -30,6 +34,8 @@ const devices = Number(arg('devices', '20000'));
 const clients = Number(arg('clients', '50'));
 const flushDelayMs = Number(arg('flush-delay-ms', '0'));
 if (!Number.isFinite(flushDelayMs) || flushDelayMs < 0) throw new Error('--flush-delay-ms takes a number of 0 or more');
+const rateOfPgbench = Number(arg('rate-of-pgbench', '0'));
+if (!Number.isFinite(rateOfPgbench) || rateOfPgbench < 0) throw new Error('--rate-of-pgbench takes a number of 0 or more');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /**
  * production's settings but the rate limits, raised (the sdk key's too: every client posts from this machine), and
@@ -110,6 +116,8 @@ const FLOOR_INSERT = `
 async function main() {
   const slowFlush = await slowFlushDatabase(flushDelayMs);
   const tps = await pgbenchTps();
+  const perSecond = Math.round(rateOfPgbench * Number(tps));
+  if (rateOfPgbench > 0 && !(perSecond > 0)) throw new Error(`--rate-of-pgbench needs pgbench's figure, got: ${tps}`);
   const gateways = await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_registrations', { queue: 'redis', redisUrl, gateways });
   const services = await startServices({ ...stack.env, ...OUTSIDE_ENV }, { mode: 'single', logFile: LOG_FILE });
@@ -146,8 +154,8 @@ async function main() {
   };
   // a warm-up of other tokens, so the measured phases run on a warm process (its JIT, its connections)
   await load.post(posts(3 * devices).slice(0, Math.min(2000, devices)));
-  await measuredWithWal('new token', meters, 201, () => load.post(posts(0)));
-  await measuredWithWal('same device again', meters, 200, () => load.post(posts(0)));
+  await measuredWithWal('new token', meters, 201, () => load.post(posts(0), perSecond));
+  await measuredWithWal('same device again', meters, 200, () => load.post(posts(0), perSecond));
   await load.close();
   await services.stop();
   const floorMeters = { service: null, postmaster: meters.postmaster, clients: process.pid };
@@ -164,16 +172,24 @@ async function main() {
   await gateways.close();
   await slowFlush?.stop();
 
-  printTable({ tps, slowFlush: slowFlush !== null, rows, backendsCpu, wal });
+  printTable({ tps, perSecond, slowFlush: slowFlush !== null, rows, backendsCpu, wal });
   process.exit(rows.some((r) => r.refused > 0) ? 1 : 0);
 }
 
 /** The header and the table: each phase's rate against `pgbench -N`, its latencies, CPU and WAL a registration. */
-function printTable(table: { tps: string; slowFlush: boolean; rows: Phase[]; backendsCpu: number[]; wal: (number | null)[] }) {
-  const { tps, slowFlush, rows, backendsCpu, wal } = table;
+function printTable(table: {
+  tps: string;
+  perSecond: number;
+  slowFlush: boolean;
+  rows: Phase[];
+  backendsCpu: number[];
+  wal: (number | null)[];
+}) {
+  const { tps, perSecond, slowFlush, rows, backendsCpu, wal } = table;
+  const paced = perSecond > 0 ? `, ${perSecond} a second (${rateOfPgbench} × pgbench -N; latency from when each was due)` : '';
   const pgTps = Number(tps);
   console.log(
-    `\nregistrations: ${devices} devices posted to POST /v6/devices with the sdk key by ${clients} clients in a process of ` +
+    `\nregistrations: ${devices} devices posted to POST /v6/devices with the sdk key by ${clients} clients${paced} in a process of ` +
       `their own (node:http keep-alive), then the same again; one ROLE=all process (npm start's flags, production settings, ` +
       `rate limits raised, log to ${LOG_FILE}); the floor from ${clients} connections of this process; pgbench -N ${tps} tps` +
       `${slowFlush ? `; a PostgreSQL of its own whose WAL flush takes ${flushDelayMs} ms longer` : ''}\n`,
