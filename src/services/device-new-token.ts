@@ -25,6 +25,12 @@ export interface NewTokenRequest {
 const NEW_TOKEN_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
 /**
+ * A device with more attribute values than this is written alone, so that a group's parameters stay a few MB: an SDK
+ * sends a handful, and the API takes up to 50 attributes of up to 50 values each.
+ */
+const GROUPED_MAX_VALUES = 50;
+
+/**
  * Phones registering tokens that `registeredAsIs` just read no device of: each new device, with its attributes and
  * the credential only this answer gives, inserted without a transaction of five round trips. The registrations that
  * arrive together are written by one statement (NewDevicesRepository.insertNewTokens) that takes each token's lock
@@ -33,16 +39,18 @@ const NEW_TOKEN_GROUPS = { maxInFlight: 1, maxGroup: 200 };
  */
 export class NewTokenWrites {
   private readonly groups: GroupRunner<NewTokenDevice, StoredNewDevice | undefined>;
+  private readonly alone: (d: NewTokenDevice) => Promise<StoredNewDevice | undefined>;
 
   constructor(deps: { db: Db; devices: DevicesRepository; newDevices: NewDevicesRepository; admission?: Admission | undefined }) {
     const { db, devices, newDevices } = deps;
+    this.alone = (d) => devices.insertNewToken(db, d.values, d.changes);
     this.groups = new GroupRunner(
       async (group, release) => {
         const stored = await writeThenRelease(db, release, (trx) => newDevices.insertNewTokens(trx, group));
         return stored.map((value) => ({ status: 'fulfilled', value }));
       },
       { ...NEW_TOKEN_GROUPS, admission: deps.admission },
-      (d) => devices.insertNewToken(db, d.values, d.changes),
+      this.alone,
     );
   }
 
@@ -54,7 +62,10 @@ export class NewTokenWrites {
     const token = r.input.fields.token;
     if (typeof token !== 'string' || !provenNew(r)) return null;
     const issued = issueCredential();
-    const stored = await this.groups.submit({ values: { ...r.values, token, credential_hash: issued.hash }, changes: r.fresh.admitted });
+    const device = { values: { ...r.values, token, credential_hash: issued.hash }, changes: r.fresh.admitted };
+    let values = 0;
+    for (const attr of device.changes.values()) values += attr?.values.length ?? 0;
+    const stored = await (values > GROUPED_MAX_VALUES ? this.alone(device) : this.groups.submit(device));
     return stored ? { ...stored, ...r.fresh, created: true, credential: issued.credential } : null;
   }
 }

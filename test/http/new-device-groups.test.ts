@@ -81,7 +81,7 @@ describe('new devices written in groups', () => {
       const answers = await repo.insertNewTokens(h.db.db, [
         ios(repeated, 1),
         ios(stored, 2),
-        ios(repeated, 3),
+        { ...ios(repeated, 3), values: { ...ios(repeated, 3).values, locale: 'fr_FR' } },
         ios(held, 4),
         ios(plain, 5),
       ]);
@@ -96,6 +96,57 @@ describe('new devices written in groups', () => {
       { token: plain, badge: 5 },
       { token: stored, badge: null },
     ]);
+  });
+
+  it('writes devices of several apps and columns in one statement, each with its own attributes', async () => {
+    const [one, two] = [(await h.createApp()).app, (await h.createApp()).app];
+    const [shared, other] = [token(), token()];
+    const plan = (value: string): CustomChanges => new Map([['plan', { type: 'string', isArray: false, values: [value] }]]);
+    const answers = await repo.insertNewTokens(h.db.db, [
+      { values: { app_id: one.id, platform: 'ios', token: shared }, changes: plan('pro') },
+      {
+        values: { app_id: two.id, platform: 'android', token: shared, locale: 'fr_FR' },
+        changes: new Map([...plan('free'), ['n', { type: 'integer', isArray: true, values: [1, 2] }]]),
+      },
+      { values: { app_id: one.id, platform: 'android', token: other, tags: ['x'] }, changes: new Map() },
+    ]);
+    expect(answers.map((a) => [a!.device.app_id, a!.device.token, a!.device.locale, a!.device.tags])).toEqual([
+      [one.id, shared, null, []],
+      [two.id, shared, 'fr_FR', []],
+      [one.id, other, null, ['x']],
+    ]);
+    const values = answers.map((a) => a!.attributes.map((r) => [r.device_id === a!.device.id, r.name, r.str_value ?? r.num_value]));
+    expect(values).toEqual([
+      [[true, 'plan', 'pro']],
+      [
+        [true, 'n', 1],
+        [true, 'n', 2],
+        [true, 'plan', 'free'],
+      ],
+      [],
+    ]);
+    const stored = await h.db.db.selectFrom('device_attributes').select(['device_id', 'name']).where('app_id', '=', two.id).execute();
+    expect(stored.map((r) => r.device_id)).toEqual([answers[1]!.device.id, answers[1]!.device.id, answers[1]!.device.id]);
+  });
+
+  it("one device alone (a group's fallback) waits in its insert for a held lock, then writes", async () => {
+    const { app } = await h.createApp();
+    const t = token();
+    const locker = new pg.Client({ connectionString: h.databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('select pg_advisory_lock(hashtextextended($1, 0))', [`${app.id}:${t}`]);
+      const alone = new DevicesRepository().insertNewToken(h.db.db, { app_id: app.id, platform: 'ios', token: t }, new Map());
+      const waiting = async () =>
+        (await locker.query(`select query from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`)).rows;
+      let rows = await waiting();
+      for (let i = 0; rows.length < 1 && i < 400; i++) rows = await new Promise((r) => setTimeout(r, 25)).then(waiting);
+      expect(rows.map((r) => r.query.trim().slice(0, 30))).toEqual(['insert into "devices" ("platfo']);
+      await locker.query('select pg_advisory_unlock(hashtextextended($1, 0))', [`${app.id}:${t}`]);
+      expect((await alone)!.device.token).toBe(t);
+    } finally {
+      await locker.end();
+    }
   });
 
   it('stores a token with a lone surrogate as a parameter sends it, under the key Node computes', async () => {
@@ -148,5 +199,19 @@ describe('new devices written in groups', () => {
       expect(row.token).toBe(tokens[i]);
       expect(row.credential_hash).toEqual(credentialHash(credential));
     }
+  });
+  it('a device of more attribute values than a group takes is written alone', async () => {
+    const { keys } = await h.createApp();
+    const grouped = vi.spyOn(NewDevicesRepository.prototype, 'insertNewTokens');
+    const single = vi.spyOn(DevicesRepository.prototype, 'insertNewToken');
+    const many = {
+      a: { type: 'string', value: Array.from({ length: 40 }, (_, i) => `a${i}`) },
+      b: { type: 'integer', value: Array.from({ length: 11 }, (_, i) => i) },
+    };
+    const res = await call(h, 'POST', '/v6/devices', keys.sdk, { device: { platform: 'ios', token: token(), custom: many } });
+    expect(res.statusCode).toBe(201);
+    expect(res.json().device.custom).toEqual(many);
+    expect(single).toHaveBeenCalledTimes(1);
+    expect(grouped).not.toHaveBeenCalled();
   });
 });

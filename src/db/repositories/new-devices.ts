@@ -1,8 +1,7 @@
-import { sql } from 'kysely';
+import { CompiledQuery, sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { Device, NewDevice } from '../schema.js';
 import type { CustomChanges } from '../../domain/device-input.js';
-import { ShapedStatements } from '../shaped-statements.js';
 import { attributeRows, byNameAndPosition, tokenLockName, type AttributeColumns, type DeviceAttributeRow } from './device-queries.js';
 
 /** A phone's new device for a token its app had no device with a moment ago, and its custom attributes. */
@@ -23,55 +22,39 @@ export interface StoredNewDevice {
  * took PostgreSQL 0.25 ms of CPU a device in groups of 20 against 0.9 ms alone.
  */
 export class NewDevicesRepository {
-  private readonly shaped = new ShapedStatements();
+  private statement: string | null = null;
 
   /**
    * Each device in one statement that takes its token's lock (`lockToken`) before the device's row is inserted, as
    * `DevicesRepository.insertNewToken` does for one, but only if the lock is free: a group never waits for one phone's
    * lock (nor deadlocks with another group). Undefined for a device whose lock was held, whose token another device got
    * meanwhile (the unique index skips its row), or that an earlier one of the group also registers: the locked way
-   * decides for those.
+   * decides for those. One statement whatever columns each device gives, so its installs counters are locked in the
+   * trigger's one order (two statements of one transaction could lock them against another's order).
    */
   async insertNewTokens(db: Db, devices: readonly NewTokenDevice[]): Promise<(StoredNewDevice | undefined)[]> {
-    const answers: (StoredNewDevice | undefined)[] = devices.map(() => undefined);
     const first = new Map<string, number>();
-    const byShape = new Map<string, NewTokenDevice[]>();
+    const rows: { lock: string; device: Record<string, unknown> }[] = [];
+    const attributes = attributeArrays();
     devices.forEach((d, i) => {
       const lock = lockOf(d.values.app_id, d.values.token);
       if (first.has(lock)) return;
       first.set(lock, i);
-      const shape = shapeOf(d.values);
-      byShape.set(shape, [...(byShape.get(shape) ?? []), d]);
+      rows.push({ lock, device: jsonReady(d.values) });
+      for (const [name, attr] of d.changes) for (const a of attributeRows('', '', name, attr)) attributes.add(rows.length, a);
     });
-    for (const [shape, group] of byShape) {
-      for (const s of await this.insertShape(db, shape, group)) {
-        const index = first.get(lockOf(s.device.app_id, s.device.token!));
-        if (index === undefined) throw new Error('a new device stored without a registration of its token');
-        answers[index] = s;
-      }
+    const query = CompiledQuery.raw((this.statement ??= newDevicesInsert().compile(db).sql), [
+      JSON.stringify(rows),
+      ...attributes.columns(),
+    ]);
+    const { rows: stored } = await db.executeQuery<Device & Partial<AttributeColumns>>(query);
+    const answers: (StoredNewDevice | undefined)[] = devices.map(() => undefined);
+    for (const s of devicesAndAttributes(stored)) {
+      const index = first.get(lockOf(s.device.app_id, s.device.token!));
+      if (index === undefined) throw new Error('a new device stored without a registration of its token');
+      answers[index] = s;
     }
     return answers;
-  }
-
-  /** Devices that give the same columns, in one statement compiled once for those columns. */
-  private async insertShape(db: Db, shape: string, devices: NewTokenDevice[]): Promise<StoredNewDevice[]> {
-    const columns = shape.split(',').filter((c) => c !== '');
-    const rows = devices.map((d) => ({
-      lock: lockOf(d.values.app_id, d.values.token),
-      device: jsonReady(d.values),
-      // the device's ids come from its row as inserted
-      attributes: [...d.changes]
-        .flatMap(([name, attr]) => attributeRows('', '', name, attr))
-        .map(({ device_id: _deviceId, app_id: _appId, ...a }) => jsonReady(a)),
-    }));
-    const query = this.shaped.query(
-      db,
-      `insertNewTokens ${shape}`,
-      (b) => b.slot(JSON.stringify(rows)),
-      (json) => newDevicesInsert(columns, json),
-    );
-    const { rows: stored } = await db.executeQuery(query);
-    return devicesAndAttributes(stored);
   }
 }
 
@@ -80,20 +63,27 @@ function lockOf(appId: string, token: string): string {
   return wellFormed(tokenLockName(appId, token)) as string;
 }
 
-/** The rows read from the JSON with the devices' own column types (jsonb_populate_record), each inserted once locked. */
-function newDevicesInsert(columns: string[], json: string) {
-  const into = sql.join(columns.map((c) => sql.ref(c)));
-  const from = sql.join(columns.map((c) => sql.ref(`v.${c}`)));
-  return sql<Device & Partial<AttributeColumns>>`
+/**
+ * What a device does not give, as the table's defaults give it (every column with a default is NOT NULL, so a device
+ * never gives null for one): jsonb_populate_record fills from the JSON the device's own keys only.
+ */
+const DEVICE_DEFAULTS = sql`jsonb_build_object('id', gen_random_uuid(), 'development', false, 'tags', '{}'::text[],
+  'created_at', now(), 'registered_at', now(), 'credential_held', false)`;
+
+/**
+ * The devices read from the JSON ($1) with their own column types, each inserted once its lock is taken, and their
+ * attributes from columns of arrays ($2–$10, as `attributeArrays` lays them out) by the device's place in the JSON.
+ */
+function newDevicesInsert() {
+  const [json, ord, name, type, position, isArray, str, num, date, bool] = Array.from({ length: 10 }, (_, i) => sql.raw(`$${i + 1}`));
+  return sql`
     with v as materialized (
-      select r.value ->> 'lock' as lock, r.value -> 'attributes' as attributes, d.*
-      from jsonb_array_elements(${json}::jsonb) as r(value)
-      cross join jsonb_populate_record(null::devices, r.value -> 'device') as d
+      select r.ord, r.value ->> 'lock' as lock, jsonb_populate_record(null::devices, ${DEVICE_DEFAULTS} || (r.value -> 'device')) as d
+      from jsonb_array_elements(${json}::jsonb) with ordinality as r(value, ord)
     ),
     device as (
-      insert into devices (app_id, ${into})
-      select v.app_id, ${from}
-      from v
+      insert into devices
+      select (v.d).* from v
       where pg_try_advisory_xact_lock(hashtextextended(v.lock, 0))
       on conflict do nothing
       returning *
@@ -102,8 +92,10 @@ function newDevicesInsert(columns: string[], json: string) {
       insert into device_attributes (device_id, app_id, name, type, position, is_array, str_value, num_value, date_value, bool_value)
       select device.id, device.app_id, a.name, a.type, a.position, a.is_array, a.str_value, a.num_value, a.date_value, a.bool_value
       from device
-      join v on v.app_id = device.app_id and v.token = device.token
-      cross join jsonb_populate_recordset(null::device_attributes, v.attributes) as a
+      join v on (v.d).app_id = device.app_id and (v.d).token = device.token
+      join unnest(${ord}::int8[], ${name}::text[], ${type}::text[], ${position}::int2[], ${isArray}::bool[], ${str}::text[],
+                  ${num}::float8[], ${date}::timestamptz[], ${bool}::bool[])
+        as a(ord, name, type, position, is_array, str_value, num_value, date_value, bool_value) on a.ord = v.ord
       returning device_id, name, type, position, is_array, str_value, num_value, date_value, bool_value
     )
     select device.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
@@ -112,11 +104,30 @@ function newDevicesInsert(columns: string[], json: string) {
     left join attribute as a on a.device_id = device.id`;
 }
 
-/** The columns a device gives besides its app id, in order: what the statement's text depends on. */
-function shapeOf(values: NewDevice): string {
-  let keys = '';
-  for (const key in values) if (key !== 'app_id' && values[key as keyof NewDevice] !== undefined) keys += `${key},`;
-  return keys;
+/** The group's attribute rows as one array a column, each row with its device's place (1-based) in the JSON. */
+function attributeArrays() {
+  const ord: number[] = [];
+  const rows: ReturnType<typeof attributeRows> = [];
+  return {
+    add(place: number, row: ReturnType<typeof attributeRows>[number]) {
+      ord.push(place);
+      rows.push(row);
+    },
+    columns() {
+      const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
+      return [
+        ord,
+        column('name'),
+        column('type'),
+        column('position'),
+        column('is_array'),
+        column('str_value'),
+        column('num_value'),
+        column('date_value'),
+        column('bool_value'),
+      ];
+    },
+  };
 }
 
 /**
