@@ -6,11 +6,12 @@
  * each registration, its tags made by the devices' trigger as the service's are) for as many other new tokens.
  * CPU per registration of the service, of the PostgreSQL server and of the clients, beside `pgbench -N`.
  *
- *   npm run bench -- registrations [--devices 20000] [--clients 50] [--flush-delay-ms N] [--rate-of-pgbench F]
+ *   npm run bench -- registrations [--devices 20000] [--clients 50] [--flush-delay-ms N] [--rate-of-pgbench F | --rate R]
  *
  * `--rate-of-pgbench F`: the service's phases posted at F times the same run's `pgbench -N` a second (open loop, each
  * latency from when its post was due), where by default each client posts its next once answered: the target's "≥ 0.5
- * × `pgbench -N` at p99 ≤ 50 ms" read at that rate. The floor is posted as fast as answered either way.
+ * × `pgbench -N` at p99 ≤ 50 ms" read at that rate. `--rate R`: at R a second (two variants at one rate). The floor is
+ * posted as fast as answered either way.
  *
  * `--flush-delay-ms N`: everything, pgbench included, on a PostgreSQL of the benchmark's own whose WAL flush takes N ms
  * longer (bench/lib/slow-flush.ts), as on the disk the `pgbench -N` targets were set on (`unicast` has the same).
@@ -36,6 +37,8 @@ const flushDelayMs = Number(arg('flush-delay-ms', '0'));
 if (!Number.isFinite(flushDelayMs) || flushDelayMs < 0) throw new Error('--flush-delay-ms takes a number of 0 or more');
 const rateOfPgbench = Number(arg('rate-of-pgbench', '0'));
 if (!Number.isFinite(rateOfPgbench) || rateOfPgbench < 0) throw new Error('--rate-of-pgbench takes a number of 0 or more');
+const rate = Number(arg('rate', '0'));
+if (!Number.isFinite(rate) || rate < 0) throw new Error('--rate takes a number of 0 or more');
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 /**
  * production's settings but the rate limits, raised (the sdk key's too: every client posts from this machine), and
@@ -116,7 +119,7 @@ const FLOOR_INSERT = `
 async function main() {
   const slowFlush = await slowFlushDatabase(flushDelayMs);
   const tps = await pgbenchTps();
-  const perSecond = Math.round(rateOfPgbench * Number(tps));
+  const perSecond = rate || Math.round(rateOfPgbench * Number(tps));
   if (rateOfPgbench > 0 && !(perSecond > 0)) throw new Error(`--rate-of-pgbench needs pgbench's figure, got: ${tps}`);
   const gateways = await mocksHere(BENCH_BUNDLE);
   const stack = await benchApp('bench_registrations', { queue: 'redis', redisUrl, gateways });
@@ -186,7 +189,8 @@ function printTable(table: {
   wal: (number | null)[];
 }) {
   const { tps, perSecond, slowFlush, rows, backendsCpu, wal } = table;
-  const paced = perSecond > 0 ? `, ${perSecond} a second (${rateOfPgbench} × pgbench -N; latency from when each was due)` : '';
+  const share = rate ? '' : ` (${rateOfPgbench} × pgbench -N)`;
+  const paced = perSecond > 0 ? `, ${perSecond} a second${share}; latency from when each was due` : '';
   const pgTps = Number(tps);
   console.log(
     `\nregistrations: ${devices} devices posted to POST /v6/devices with the sdk key by ${clients} clients${paced} in a process of ` +

@@ -1,4 +1,4 @@
-import { writeThenRelease, type Db } from '../db/database.js';
+import type { Db } from '../db/database.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NewDevicesRepository, NewTokenDevice, StoredNewDevice } from '../db/repositories/new-devices.js';
 import type { NewDevice } from '../db/schema.js';
@@ -21,7 +21,11 @@ export interface NewTokenRequest {
   fresh: { admitted: CustomChanges; dropped: Dropped[] };
 }
 
-/** Groups of new devices written at once: one writing at a time, the next gathered meanwhile (as one-device sends). */
+/**
+ * Groups of new devices written at once: one writing at a time, to its commit, the next gathered meanwhile. A turn that
+ * gave itself up before its commit (as a transactional send's does) made smaller groups: paced at 850 a second on a
+ * slow flush, those fell behind (766/s, PostgreSQL 0.66 ms a device) where these kept up (0.48 ms).
+ */
 const NEW_TOKEN_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
 /**
@@ -33,9 +37,9 @@ const GROUPED_MAX_VALUES = 50;
 /**
  * Phones registering tokens that `registeredAsIs` just read no device of: each new device, with its attributes and
  * the credential only this answer gives, inserted without a transaction of five round trips. The registrations that
- * arrive together are written by one statement (NewDevicesRepository.insertNewTokens) that takes each token's lock
- * itself, and whose turn is given up before its commit flushes. A group the database refused is written again one
- * device at a time (DevicesRepository.insertNewToken), so one bad row fails alone.
+ * arrive together are written by one autocommit statement (NewDevicesRepository.insertNewTokens) that takes each
+ * token's lock itself. A group the database refused is written again one device at a time
+ * (DevicesRepository.insertNewToken), so one bad row fails alone.
  */
 export class NewTokenWrites {
   private readonly groups: GroupRunner<NewTokenDevice, StoredNewDevice | undefined>;
@@ -45,8 +49,8 @@ export class NewTokenWrites {
     const { db, devices, newDevices } = deps;
     this.alone = (d) => devices.insertNewToken(db, d.values, d.changes);
     this.groups = new GroupRunner(
-      async (group, release) => {
-        const stored = await writeThenRelease(db, release, (trx) => newDevices.insertNewTokens(trx, group));
+      async (group) => {
+        const stored = await newDevices.insertNewTokens(db, group);
         return stored.map((value) => ({ status: 'fulfilled', value }));
       },
       { ...NEW_TOKEN_GROUPS, admission: deps.admission },
