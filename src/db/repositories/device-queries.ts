@@ -324,6 +324,21 @@ export function sameRows(next: StoredAttribute[], stored: StoredAttribute[]): bo
   );
 }
 
+/** Attribute rows (`attributeRows`) as the columns of their rows, one array each, as an insert's unnest reads them. */
+export function attributeArrays(rows: Omit<DeviceAttributeRow, 'device_id' | 'app_id'>[]) {
+  const column = <K extends keyof DeviceAttributeRow>(k: Exclude<K, 'device_id' | 'app_id'>) => rows.map((r) => r[k]);
+  return {
+    name: column('name'),
+    type: column('type'),
+    position: column('position'),
+    is_array: column('is_array'),
+    str_value: column('str_value'),
+    num_value: column('num_value'),
+    date_value: column('date_value'),
+    bool_value: column('bool_value'),
+  };
+}
+
 /** The rows of a custom attribute of a device (none: removed). */
 export function attributeRows(appId: string, deviceId: string, name: string, attr: CustomAttribute | null) {
   return attr === null

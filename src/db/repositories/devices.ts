@@ -24,6 +24,7 @@ import {
   changedFrom,
   changedAttributes,
   attributeRows,
+  attributeArrays,
   deviceAndAttributes,
   type AttributeColumns,
   type DeviceAttributeRow,
@@ -449,18 +450,7 @@ export class DevicesRepository {
 /** A new device's custom attributes as the columns of their rows, one array each (none: null). */
 function attributeColumns(changes: CustomChanges) {
   const rows = [...changes].flatMap(([name, attr]) => attributeRows('', '', name, attr));
-  if (rows.length === 0) return null;
-  const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
-  return {
-    name: column('name'),
-    type: column('type'),
-    position: column('position'),
-    is_array: column('is_array'),
-    str_value: column('str_value'),
-    num_value: column('num_value'),
-    date_value: column('date_value'),
-    bool_value: column('bool_value'),
-  };
+  return rows.length === 0 ? null : attributeArrays(rows);
 }
 
 /** The insert of a device, with its attributes' rows (`attributeColumns`) when it has some, answering what it stored. */

@@ -2,7 +2,14 @@ import { CompiledQuery, sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { Device, NewDevice } from '../schema.js';
 import type { CustomChanges } from '../../domain/device-input.js';
-import { attributeRows, byNameAndPosition, tokenLockName, type AttributeColumns, type DeviceAttributeRow } from './device-queries.js';
+import {
+  attributeArrays,
+  attributeRows,
+  deviceAndAttributes,
+  tokenLockName,
+  type AttributeColumns,
+  type DeviceAttributeRow,
+} from './device-queries.js';
 
 /** A phone's new device for a token its app had no device with a moment ago, and its custom attributes. */
 export interface NewTokenDevice {
@@ -35,17 +42,23 @@ export class NewDevicesRepository {
   async insertNewTokens(db: Db, devices: readonly NewTokenDevice[]): Promise<(StoredNewDevice | undefined)[]> {
     const first = new Map<string, number>();
     const rows: { lock: string; device: Record<string, unknown> }[] = [];
-    const attributes = attributeArrays();
+    // each attribute row beside its device's place (1-based) in the JSON
+    const places: number[] = [];
+    const attributes: ReturnType<typeof attributeRows> = [];
     devices.forEach((d, i) => {
       const lock = lockOf(d.values.app_id, d.values.token);
       if (first.has(lock)) return;
       first.set(lock, i);
       rows.push({ lock, device: jsonReady(d.values) });
-      for (const [name, attr] of d.changes) for (const a of attributeRows('', '', name, attr)) attributes.add(rows.length, a);
+      const own = [...d.changes].flatMap(([name, attr]) => attributeRows('', '', name, attr));
+      attributes.push(...own);
+      places.push(...own.map(() => rows.length));
     });
+    const a = attributeArrays(attributes);
     const query = CompiledQuery.raw((this.statement ??= newDevicesInsert().compile(db).sql), [
       JSON.stringify(rows),
-      ...attributes.columns(),
+      places,
+      ...[a.name, a.type, a.position, a.is_array, a.str_value, a.num_value, a.date_value, a.bool_value],
     ]);
     const { rows: stored } = await db.executeQuery<Device & Partial<AttributeColumns>>(query);
     const answers: (StoredNewDevice | undefined)[] = devices.map(() => undefined);
@@ -72,7 +85,7 @@ const DEVICE_DEFAULTS = sql`jsonb_build_object('id', gen_random_uuid(), 'develop
 
 /**
  * The devices read from the JSON ($1) with their own column types, each inserted once its lock is taken, and their
- * attributes from columns of arrays ($2–$10, as `attributeArrays` lays them out) by the device's place in the JSON.
+ * attributes from columns of arrays ($2 their devices' places in the JSON, $3–$10 as `attributeArrays` lays them out).
  */
 function newDevicesInsert() {
   const [json, ord, name, type, position, isArray, str, num, date, bool] = Array.from({ length: 10 }, (_, i) => sql.raw(`$${i + 1}`));
@@ -104,32 +117,6 @@ function newDevicesInsert() {
     left join attribute as a on a.device_id = device.id`;
 }
 
-/** The group's attribute rows as one array a column, each row with its device's place (1-based) in the JSON. */
-function attributeArrays() {
-  const ord: number[] = [];
-  const rows: ReturnType<typeof attributeRows> = [];
-  return {
-    add(place: number, row: ReturnType<typeof attributeRows>[number]) {
-      ord.push(place);
-      rows.push(row);
-    },
-    columns() {
-      const column = <K extends keyof DeviceAttributeRow>(k: K) => rows.map((r) => r[k]);
-      return [
-        ord,
-        column('name'),
-        column('type'),
-        column('position'),
-        column('is_array'),
-        column('str_value'),
-        column('num_value'),
-        column('date_value'),
-        column('bool_value'),
-      ];
-    },
-  };
-}
-
 /**
  * A row as its column types read it from JSON: bytes as bytea's hex text, and text as the UTF-8 a parameter sends (a
  * lone surrogate as U+FFFD, which JSON would keep as an escape PostgreSQL refuses).
@@ -153,25 +140,10 @@ function wellFormed(value: unknown): unknown {
 
 /** The joined rows (each device beside each of its attributes, or beside none) as each device and its attributes. */
 function devicesAndAttributes(rows: (Device & Partial<AttributeColumns>)[]): StoredNewDevice[] {
-  const stored = new Map<string, StoredNewDevice>();
-  for (const row of rows) {
-    const { a_name, a_type, a_position, a_is_array, a_str_value, a_num_value, a_date_value, a_bool_value, ...device } = row;
-    let entry = stored.get(device.id);
-    if (!entry) stored.set(device.id, (entry = { device, attributes: [] }));
-    if (a_name == null) continue;
-    entry.attributes.push({
-      device_id: device.id,
-      app_id: device.app_id,
-      name: a_name,
-      type: a_type!,
-      position: a_position!,
-      is_array: a_is_array!,
-      str_value: a_str_value ?? null,
-      num_value: a_num_value ?? null,
-      date_value: a_date_value ?? null,
-      bool_value: a_bool_value ?? null,
-    });
-  }
-  for (const entry of stored.values()) entry.attributes.sort(byNameAndPosition);
-  return [...stored.values()];
+  const byDevice = new Map<string, (Device & AttributeColumns)[]>();
+  for (const row of rows) byDevice.set(row.id, [...(byDevice.get(row.id) ?? []), row as Device & AttributeColumns]);
+  return [...byDevice.values()].map((joined) => {
+    const stored = deviceAndAttributes(joined);
+    return joined[0]!.a_name == null ? { ...stored, attributes: [] } : stored;
+  });
 }
