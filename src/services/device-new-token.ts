@@ -11,7 +11,7 @@ import type { QuickRegistration } from './device-as-is.js';
 import { refuseUnprovenRebind, type Caller } from './device-checks.js';
 
 /** A phone's registration of a token its app had no device with, as `NewTokenWrites.registered` writes it. */
-export interface NewTokenRequest {
+interface NewTokenRequest {
   input: DeviceInput;
   caller: Caller;
   unproven: IdentityClaim[];
