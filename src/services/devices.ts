@@ -25,7 +25,6 @@ import { ErasedError, NotFoundError } from '../domain/errors.js';
 import { issueCredential, normalizeApnsToken, normalizeToken, refuseTakingToken } from '../domain/device-credential.js';
 import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js';
 import { storableIp, type GeoIp } from '../platform/geoip.js';
-import type { Admission } from '../platform/admission.js';
 import type { ServiceDeps } from './deps.js';
 import { checkPlatformChange, eventOptions, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
 import { NEW_TOKEN, registeredAsIs } from './device-as-is.js';
@@ -81,7 +80,6 @@ export type UserWriteResult = { kind: 'stored'; deviceCount: number; dropped: Dr
 
 /** Devices, their custom attributes and events, users (the devices sharing a user_id), the uninstalled listing. */
 export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency' | 'clock'> & {
-  admission?: Admission;
   geoip: GeoIp;
   /** how long after receiving a push a device's events count as its conversions */
   conversionWindowHours: number;
@@ -119,7 +117,7 @@ export class DeviceService {
     this.webPushOrigins = deps.webPushOrigins ?? [];
     this.journeys = deps.journeys ?? null;
     this.clock = deps.clock;
-    this.newTokens = new NewTokenWrites({ ...deps.repos, db: deps.db, admission: deps.admission });
+    this.newTokens = new NewTokenWrites({ ...deps.repos, db: deps.db });
   }
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
