@@ -100,6 +100,7 @@ export function createContext(deps: ContextDeps): HttpContext {
   });
   const devices = new DeviceService({
     ...shared,
+    admission,
     journeys,
     geoip: createGeoIp(config.GEOIP_DB_PATH, log),
     conversionWindowHours: config.CONVERSION_WINDOW_HOURS,

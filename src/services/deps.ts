@@ -21,6 +21,7 @@ import { MessagePartitionsRepository } from '../db/repositories/message-partitio
 import { LiveActivitiesRepository } from '../db/repositories/live-activities.js';
 import { MessagesRepository } from '../db/repositories/messages.js';
 import { NewDevicesRepository } from '../db/repositories/new-devices.js';
+import { TokenReadsRepository } from '../db/repositories/token-reads.js';
 import { NotificationsRepository } from '../db/repositories/notifications.js';
 import { NotificationPartitionsRepository, PartitionsRepository } from '../db/repositories/partitions.js';
 import { StatsRepository } from '../db/repositories/stats.js';
@@ -56,6 +57,7 @@ export interface Repositories {
   messagePartitions: MessagePartitionsRepository;
   messages: MessagesRepository;
   newDevices: NewDevicesRepository;
+  tokenReads: TokenReadsRepository;
   notificationPartitions: NotificationPartitionsRepository;
   notifications: NotificationsRepository;
   partitions: PartitionsRepository;
@@ -91,6 +93,7 @@ export function createRepositories(): Repositories {
     messagePartitions: new MessagePartitionsRepository(),
     messages: new MessagesRepository(),
     newDevices: new NewDevicesRepository(),
+    tokenReads: new TokenReadsRepository(),
     notificationPartitions: new NotificationPartitionsRepository(),
     notifications: new NotificationsRepository(),
     partitions: new PartitionsRepository(),

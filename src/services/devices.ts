@@ -27,11 +27,11 @@ import { refuseUnprovenChanges, type IdentityClaim } from '../domain/identity.js
 import { storableIp, type GeoIp } from '../platform/geoip.js';
 import type { ServiceDeps } from './deps.js';
 import { checkPlatformChange, eventOptions, identityClaims, refuseUnprovenRebind, type Caller } from './device-checks.js';
-import { NEW_TOKEN, registeredAsIs } from './device-as-is.js';
+import { AsIsRegistrations, NEW_TOKEN } from './device-as-is.js';
+import type { Admission } from '../platform/admission.js';
 import { NewTokenWrites } from './device-new-token.js';
-
-export type { Caller } from './device-checks.js';
 import type { IdempotencyKeys, IdempotentRequest, Replay } from './idempotency.js';
+export type { Caller } from './device-checks.js';
 
 /** Devices one DELETE /users/:id/devices call erases at most (as the public API does). */
 export const USER_ERASE_LIMIT = 10;
@@ -87,6 +87,8 @@ export type DeviceServiceDeps = Pick<ServiceDeps, 'db' | 'repos' | 'idempotency'
   webPushOrigins?: readonly string[];
   /** the journeys events enter, wake and convert entrants of, in the events' transaction (none: no journeys) */
   journeys?: JourneyEvents | null;
+  /** refuses a registration whose read waited past its bound for a turn (none: nothing is refused for time) */
+  admission?: Admission;
 };
 
 export class DeviceService {
@@ -103,6 +105,7 @@ export class DeviceService {
   private readonly journeys: JourneyEvents | null;
   private readonly clock: ServiceDeps['clock'];
   private readonly newTokens: NewTokenWrites;
+  private readonly asIs: AsIsRegistrations;
 
   constructor(deps: DeviceServiceDeps) {
     this.db = deps.db;
@@ -118,6 +121,7 @@ export class DeviceService {
     this.journeys = deps.journeys ?? null;
     this.clock = deps.clock;
     this.newTokens = new NewTokenWrites({ ...deps.repos, db: deps.db });
+    this.asIs = new AsIsRegistrations({ ...deps.repos, db: deps.db, admission: deps.admission });
   }
 
   /** POST /devices: a new device, or the one that already has this token (then merged like an update). */
@@ -137,9 +141,7 @@ export class DeviceService {
     const values: NewDevice = { ...set, app_id: appId, platform: input.fields.platform!, country: input.fields.country ?? net.country };
     // a new device holds no attributes yet: what it is admitted is written with it, in the device's insert
     const fresh = admitAttributes([], input.custom);
-    const asIs = await registeredAsIs(
-      this.db,
-      this.devices,
+    const asIs = await this.asIs.registered(
       { appId, input, caller, unproven, idempotency, country: net.country },
       { ...set, ...TOKEN_VALID },
     );

@@ -1,7 +1,31 @@
 import { AudiencesRepository } from '../../src/db/repositories/audiences.js';
 import { canonicalFilters, specKey } from '../../src/domain/audience-spec.js';
+import type { CustomChanges } from '../../src/domain/device-input.js';
 import type { Filter } from '../../src/domain/filters.js';
 import { basic, type Harness } from '../helpers/harness.js';
+
+/** Custom attributes of each kind a device's rows store (a string, floats as an array, a date, a boolean). */
+export const SAMPLE_CUSTOM: CustomChanges = new Map([
+  ['plan', { type: 'string', isArray: false, values: ['pro'] }],
+  ['scores', { type: 'float', isArray: true, values: [1.5, -2.25, 1e21] }],
+  ['signed_up', { type: 'date', isArray: false, values: [new Date('2024-02-29T12:34:56.789Z')] }],
+  ['newsletter', { type: 'boolean', isArray: false, values: [false] }],
+]);
+
+/** A device's columns of each type a phone gives (text with quotes and commas, an array, floats, an address). */
+export const SAMPLE_COLUMNS = {
+  platform: 'android' as const,
+  locale: 'de_DE',
+  time_zone: 'Europe/Berlin',
+  os_version: '15',
+  badge: 3,
+  user_id: 'ü-user "quoted" \\ back',
+  tags: ['news', 'a,b', 'x"y'],
+  sdk_latitude: 52.520008,
+  sdk_longitude: 13.404954,
+  ip_address: '2001:db8::1',
+  notifications_allowed: 'Enabled' as const,
+};
 
 /** HTTP helpers for the device API tests: JSON in, the real server, a Basic credential. */
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';

@@ -7,7 +7,7 @@ import { tokenKey } from '../../src/db/repositories/device-queries.js';
 import { credentialHash } from '../../src/domain/device-credential.js';
 import type { CustomChanges } from '../../src/domain/device-input.js';
 import { useHarness } from '../helpers/harness.js';
-import { call, token } from './device-support.js';
+import { call, SAMPLE_COLUMNS, SAMPLE_CUSTOM, token } from './device-support.js';
 
 /**
  * New devices of registrations that arrive together, written by one statement (NewDevicesRepository.insertNewTokens):
@@ -18,27 +18,12 @@ describe('new devices written in groups', () => {
   const repo = new NewDevicesRepository();
   afterEach(() => vi.restoreAllMocks());
 
-  const custom: CustomChanges = new Map([
-    ['plan', { type: 'string', isArray: false, values: ['pro'] }],
-    ['scores', { type: 'float', isArray: true, values: [1.5, -2.25, 1e21] }],
-    ['signed_up', { type: 'date', isArray: false, values: [new Date('2024-02-29T12:34:56.789Z')] }],
-    ['newsletter', { type: 'boolean', isArray: false, values: [false] }],
-  ]);
+  const custom = SAMPLE_CUSTOM;
 
   const fullDevice = (appId: string, t: string): NewTokenDevice['values'] => ({
+    ...SAMPLE_COLUMNS,
     app_id: appId,
-    platform: 'android',
     token: t,
-    locale: 'de_DE',
-    time_zone: 'Europe/Berlin',
-    os_version: '15',
-    badge: 3,
-    user_id: 'ü-user "quoted" \\ back',
-    tags: ['news', 'a,b', 'x"y'],
-    sdk_latitude: 52.520008,
-    sdk_longitude: 13.404954,
-    ip_address: '2001:db8::1',
-    notifications_allowed: 'Enabled',
     last_opened_at: new Date('2026-01-02T03:04:05.678Z'),
     credential_hash: credentialHash('the credential'),
   });

@@ -121,7 +121,7 @@ function newDevicesInsert() {
  * A row as its column types read it from JSON: bytes as bytea's hex text, and text as the UTF-8 a parameter sends (a
  * lone surrogate as U+FFFD, which JSON would keep as an escape PostgreSQL refuses).
  */
-function jsonReady(row: object): Record<string, unknown> {
+export function jsonReady(row: object): Record<string, unknown> {
   const ready: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(row)) {
     if (value === undefined) continue;
@@ -132,7 +132,7 @@ function jsonReady(row: object): Record<string, unknown> {
 
 const SURROGATE = /[\uD800-\uDFFF]/;
 
-function wellFormed(value: unknown): unknown {
+export function wellFormed(value: unknown): unknown {
   if (typeof value === 'string') return SURROGATE.test(value) ? Buffer.from(value, 'utf8').toString('utf8') : value;
   if (Array.isArray(value)) return value.map(wellFormed);
   return value;
