@@ -114,6 +114,49 @@ describe('new devices written in groups', () => {
     expect(stored.map((r) => r.device_id)).toEqual([answers[1]!.device.id, answers[1]!.device.id, answers[1]!.device.id]);
   });
 
+  it('gives each device of a statement its tags once (migration 076), none to one inserted erased, and syncs them on update', async () => {
+    const { app } = await h.createApp();
+    const ios = (t: string, tags: string[]) => ({
+      values: { app_id: app.id, platform: 'ios' as const, token: t, tags },
+      changes: new Map(),
+    });
+    const [a, b, c] = await repo.insertNewTokens(h.db.db, [ios(token(), ['x', 'y', 'x']), ios(token(), []), ios(token(), ['y'])]);
+    const erased = await new DevicesRepository().insertNewToken(
+      h.db.db,
+      { app_id: app.id, platform: 'ios', token: token(), tags: ['x'], erased_at: new Date() },
+      new Map(),
+    );
+    const tagsOf = async () =>
+      (
+        await h.db.db
+          .selectFrom('device_tags')
+          .select(['device_id', 'tag'])
+          .where('app_id', '=', app.id)
+          .orderBy('tag')
+          .orderBy('device_id')
+          .execute()
+      ).map((r) => [r.device_id, r.tag]);
+    const [ida, idc] = [a!.device.id, c!.device.id];
+    expect(b!.device.tags).toEqual([]);
+    expect(erased!.device.erased_at).not.toBeNull();
+    expect(await tagsOf()).toEqual([
+      [ida, 'x'],
+      ...[
+        [ida, 'y'],
+        [idc, 'y'],
+      ].sort(),
+    ]);
+    await h.db.db
+      .updateTable('devices')
+      .set({ tags: ['z'] })
+      .where('id', '=', ida)
+      .execute();
+    expect(await tagsOf()).toEqual([
+      [idc, 'y'],
+      [ida, 'z'],
+    ]);
+  });
+
   it("one device alone (a group's fallback) waits in its insert for a held lock, then writes", async () => {
     const { app } = await h.createApp();
     const t = token();

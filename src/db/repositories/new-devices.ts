@@ -98,7 +98,7 @@ function newDevicesInsert() {
       insert into devices
       select (v.d).* from v
       where pg_try_advisory_xact_lock(hashtextextended(v.lock, 0))
-      on conflict do nothing
+      on conflict (app_id, pushd_token_key(token)) where token is not null do nothing
       returning *
     ),
     attribute as (
