@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DevicesRepository } from '../../src/db/repositories/devices.js';
 import { NewDevicesRepository, type NewTokenDevice } from '../../src/db/repositories/new-devices.js';
-import { tokenKey } from '../../src/db/repositories/device-queries.js';
+import { byNameAndPosition, tokenKey } from '../../src/db/repositories/device-queries.js';
 import { credentialHash } from '../../src/domain/device-credential.js';
 import type { CustomChanges } from '../../src/domain/device-input.js';
 import { useHarness } from '../helpers/harness.js';
@@ -189,6 +189,26 @@ describe('new devices written in groups', () => {
       key: string;
     }>`select pushd_token_key(token)::text as key from devices where id = ${stored!.device.id}`.execute(h.db.db);
     expect(rows[0]!.key).toBe(tokenKey(lone));
+  });
+
+  it("answers each device's attributes as a read of them finds them, without reading them back", async () => {
+    const { app } = await h.createApp();
+    const custom: CustomChanges = new Map([
+      ...SAMPLE_CUSTOM,
+      ['lone \ud800 name', { type: 'string', isArray: true, values: ['b \udfff', 'a'] }],
+      ['count', { type: 'integer', isArray: false, values: [9_007_199_254_740_991] }],
+      ['removed', null],
+    ]);
+    const answers = await repo.insertNewTokens(h.db.db, [
+      { values: { app_id: app.id, platform: 'ios', token: token() }, changes: custom },
+      { values: { app_id: app.id, platform: 'ios', token: token() }, changes: new Map() },
+    ]);
+    for (const answer of answers) {
+      const read = await h.db.db.selectFrom('device_attributes').selectAll().where('device_id', '=', answer!.device.id).execute();
+      expect(answer!.attributes).toEqual(read.sort(byNameAndPosition));
+    }
+    expect(answers[0]!.attributes.map((a) => a.name)).toContain('lone \ufffd name');
+    expect(answers[1]!.attributes).toEqual([]);
   });
 
   it('registrations that arrive together are written by one statement, each answered with its own device and credential', async () => {

@@ -2,14 +2,7 @@ import { CompiledQuery, sql } from 'kysely';
 import type { Db } from '../database.js';
 import type { Device, NewDevice } from '../schema.js';
 import type { CustomChanges } from '../../domain/device-input.js';
-import {
-  attributeArrays,
-  attributeRows,
-  deviceAndAttributes,
-  tokenLockName,
-  type AttributeColumns,
-  type DeviceAttributeRow,
-} from './device-queries.js';
+import { attributeArrays, attributeRows, byNameAndPosition, tokenLockName, type DeviceAttributeRow } from './device-queries.js';
 
 /** A phone's new device for a token its app had no device with a moment ago, and its custom attributes. */
 export interface NewTokenDevice {
@@ -45,12 +38,14 @@ export class NewDevicesRepository {
     // each attribute row beside its device's place (1-based) in the JSON
     const places: number[] = [];
     const attributes: ReturnType<typeof attributeRows> = [];
+    const ownAttributes: ReturnType<typeof attributeRows>[] = [];
     devices.forEach((d, i) => {
       const lock = lockOf(d.values.app_id, d.values.token);
       if (first.has(lock)) return;
       first.set(lock, i);
       rows.push({ lock, device: jsonReady(d.values) });
       const own = [...d.changes].flatMap(([name, attr]) => attributeRows('', '', name, attr));
+      ownAttributes[i] = own;
       attributes.push(...own);
       places.push(...own.map(() => rows.length));
     });
@@ -60,12 +55,12 @@ export class NewDevicesRepository {
       places,
       ...[a.name, a.type, a.position, a.is_array, a.str_value, a.num_value, a.date_value, a.bool_value],
     ]);
-    const { rows: stored } = await db.executeQuery<Device & Partial<AttributeColumns>>(query);
+    const { rows: stored } = await db.executeQuery<Device>(query);
     const answers: (StoredNewDevice | undefined)[] = devices.map(() => undefined);
-    for (const s of devicesAndAttributes(stored)) {
-      const index = first.get(lockOf(s.device.app_id, s.device.token!));
+    for (const device of stored) {
+      const index = first.get(lockOf(device.app_id, device.token!));
       if (index === undefined) throw new Error('a new device stored without a registration of its token');
-      answers[index] = s;
+      answers[index] = { device, attributes: storedAttributes(device, ownAttributes[index]!) };
     }
     return answers;
   }
@@ -109,12 +104,8 @@ function newDevicesInsert() {
       join unnest(${ord}::int8[], ${name}::text[], ${type}::text[], ${position}::int2[], ${isArray}::bool[], ${str}::text[],
                   ${num}::float8[], ${date}::timestamptz[], ${bool}::bool[])
         as a(ord, name, type, position, is_array, str_value, num_value, date_value, bool_value) on a.ord = v.ord
-      returning device_id, name, type, position, is_array, str_value, num_value, date_value, bool_value
     )
-    select device.*, a.name as a_name, a.type as a_type, a.position as a_position, a.is_array as a_is_array,
-      a.str_value as a_str_value, a.num_value as a_num_value, a.date_value as a_date_value, a.bool_value as a_bool_value
-    from device
-    left join attribute as a on a.device_id = device.id`;
+    select device.* from device`;
 }
 
 /**
@@ -138,12 +129,18 @@ export function wellFormed(value: unknown): unknown {
   return value;
 }
 
-/** The joined rows (each device beside each of its attributes, or beside none) as each device and its attributes. */
-function devicesAndAttributes(rows: (Device & Partial<AttributeColumns>)[]): StoredNewDevice[] {
-  const byDevice = new Map<string, (Device & AttributeColumns)[]>();
-  for (const row of rows) byDevice.set(row.id, [...(byDevice.get(row.id) ?? []), row as Device & AttributeColumns]);
-  return [...byDevice.values()].map((joined) => {
-    const stored = deviceAndAttributes(joined);
-    return joined[0]!.a_name == null ? { ...stored, attributes: [] } : stored;
-  });
+/**
+ * A new device's attributes as the statement stored them: the rows it was sent, in `attributesOf`'s order, their text
+ * as a parameter sends it. Each device's rows are inserted by the statement that inserts it, so they are not read back.
+ */
+function storedAttributes(device: Device, sent: ReturnType<typeof attributeRows>): DeviceAttributeRow[] {
+  return sent
+    .map((r) => ({
+      ...r,
+      device_id: device.id,
+      app_id: device.app_id,
+      name: wellFormed(r.name) as string,
+      str_value: wellFormed(r.str_value) as string | null,
+    }))
+    .sort(byNameAndPosition);
 }
