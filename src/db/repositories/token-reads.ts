@@ -65,7 +65,8 @@ export class TokenReadsRepository {
  * The lookups from the JSON ($1), each joined to the device of its token by the unique index of (app_id, its token's
  * key), and, where its set would change nothing, to that device's attributes. Each device and its attributes are read
  * in subqueries the planner keeps (offset 0), so by an index probe a lookup: joined plainly, a table of a few thousand
- * devices was hashed whole, its token keys computed for every row.
+ * devices was hashed whole, its token keys computed for every row. Whether the set changes the device is kept the same
+ * way, so it is computed once a device rather than once an attribute row.
  */
 function tokenReads() {
   return sql`
@@ -82,6 +83,7 @@ function tokenReads() {
       select jsonb_populate_record(d, l.set || case when l.fill is null then '{}'::jsonb
                                                     else jsonb_build_object('country', coalesce(d.country, l.fill)) end)
              is distinct from d as changes
+      offset 0
     ) as c
     left join lateral (select * from device_attributes where not c.changes and device_id = d.id offset 0) as a on true
     order by l.ord, a.name, a.position`;
