@@ -122,9 +122,10 @@ describe('prepared statements on a real connection', () => {
       const explained = await sql<{ 'QUERY PLAN': string }>`explain execute ${sql.raw(rows[0]!.name)}(1)`.execute(handle.db);
       return explained.rows.map((row) => row['QUERY PLAN']).join('\n');
     };
-    // a stale generic plan, made on one row and kept after the table grew; PostgreSQL itself may drop every cached
-    // plan of a backend that fell behind the shared invalidation queue (other tests' migrations at once: three tries
-    // in a row were all dropped once in CI), so up to ten tries, spread over a few seconds
+    // a stale generic plan, made on one row and kept after the table grew. PostgreSQL drops every cached plan of a
+    // backend that fell behind the shared invalidation queue, which a backend busy in a long statement does while
+    // other tests' migrations fill it (all ten tries of a CI run were dropped so): the table grows from another
+    // connection, so this one stays idle and reads the queue as it fills; still up to ten tries
     const stalePlan = async () => {
       await sql`drop table if exists replanned`.execute(handle.db);
       await sql`create table replanned (k int) with (autovacuum_enabled = off)`.execute(handle.db);
@@ -132,7 +133,7 @@ describe('prepared statements on a real connection', () => {
       await sql`insert into replanned values (1)`.execute(handle.db);
       await sql`analyze replanned`.execute(handle.db);
       for (let i = 0; i < 8; i++) await count();
-      await sql`insert into replanned select g from generate_series(2, 100000) g`.execute(handle.db);
+      await sql`insert into replanned select g from generate_series(2, 100000) g`.execute(h.db.db);
       return (await plan()).includes('Seq Scan');
     };
     try {
