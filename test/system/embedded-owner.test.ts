@@ -6,6 +6,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/db/embedded.js';
+import { memoryOfThisMachine, settingsFor, SETTINGS_FILE } from '../../src/db/embedded-settings.js';
 import { createLogger } from '../../src/platform/logger.js';
 import { randomApnsToken } from '../mocks/index.js';
 import { startGateways, type Gateways } from '../helpers/gateways.js';
@@ -87,6 +88,57 @@ describe('the CLI next to a running embedded PostgreSQL', () => {
     // and the app the CLI created is in it
     const listed = await cli(['app', 'list'], {});
     expect(JSON.parse(listed.stdout).apps.map((a: { id: string }) => a.id)).toContain(JSON.parse(created.stdout).app.id);
+  });
+});
+
+describe("the embedded PostgreSQL's settings", () => {
+  async function settings(names: string[]): Promise<Record<string, string>> {
+    const client = new pg.Client({ connectionString: db!.url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ name: string; value: string }>(
+        'SELECT name, current_setting(name) AS value FROM unnest($1::text[]) AS name',
+        [names],
+      );
+      return Object.fromEntries(rows.map((r) => [r.name, r.value]));
+    } finally {
+      await client.end();
+    }
+  }
+  const bytes = async (size: string) => {
+    const client = new pg.Client({ connectionString: db!.url });
+    await client.connect();
+    try {
+      return Number((await client.query<{ b: string }>('SELECT pg_size_bytes($1) AS b', [size])).rows[0]!.b);
+    } finally {
+      await client.end();
+    }
+  };
+
+  it('are sized to this machine, included once in postgresql.conf', async () => {
+    const wanted = settingsFor(memoryOfThisMachine());
+    const running = await settings(['shared_buffers', 'effective_cache_size', 'max_wal_size', 'checkpoint_timeout']);
+    expect(await bytes(running.shared_buffers!)).toBe(await bytes(wanted.shared_buffers!));
+    expect(await bytes(running.effective_cache_size!)).toBe(await bytes(wanted.effective_cache_size!));
+    expect(await bytes(running.max_wal_size!)).toBe(await bytes('4GB'));
+    expect(running.checkpoint_timeout).toBe('15min');
+    const conf = await readFile(path.join(dataDir, 'postgres', 'postgresql.conf'), 'utf8');
+    expect(conf.split('\n').filter((l) => l === `include_if_exists = '${SETTINGS_FILE}'`)).toHaveLength(1);
+  });
+
+  it('give way to ALTER SYSTEM', async () => {
+    const client = new pg.Client({ connectionString: db!.url });
+    await client.connect();
+    try {
+      await client.query("ALTER SYSTEM SET checkpoint_timeout = '20min'");
+      await client.query('SELECT pg_reload_conf()');
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await settings(['checkpoint_timeout'])).checkpoint_timeout).toBe('20min');
+    } finally {
+      await client.query('ALTER SYSTEM RESET checkpoint_timeout');
+      await client.query('SELECT pg_reload_conf()');
+      await client.end();
+    }
   });
 });
 
