@@ -209,13 +209,13 @@ describe('device registry', () => {
       const both = Promise.all([1, 2].map(() => call(h, 'POST', '/v6/devices', app.keys.sdk, { device })));
       const waiting = async () =>
         (await locker.query(`select query from pg_stat_activity where datname = current_database() and wait_event = 'advisory'`)).rows;
-      let rows = await waiting();
-      for (let i = 0; rows.length < 2 && i < 400; i++) rows = await new Promise((r) => setTimeout(r, 25)).then(waiting);
       // both read no device; the group's insert does not wait for a lock, so each waits in its own locked transaction
-      expect(rows.map((r) => r.query.trim())).toEqual([
-        'select pg_advisory_xact_lock(hashtextextended($1, 0))',
-        'select pg_advisory_xact_lock(hashtextextended($1, 0))',
-      ]);
+      // (polled until both are there: on a loaded machine another session may show an advisory wait in passing)
+      const locked = 'select pg_advisory_xact_lock(hashtextextended($1, 0))';
+      const bothLocked = (rows: { query: string }[]) => rows.length === 2 && rows.every((r) => r.query.trim() === locked);
+      let rows = await waiting();
+      for (let i = 0; !bothLocked(rows) && i < 400; i++) rows = await new Promise((r) => setTimeout(r, 25)).then(waiting);
+      expect(rows.map((r) => r.query.trim())).toEqual([locked, locked]);
       await locker.query('select pg_advisory_unlock(hashtextextended($1, 0))', [lockKey]);
       const [first, second] = (await both).sort((a, b) => a.statusCode - b.statusCode);
       // the second found the token taken and went the locked way: the device as it is, its credential not shown again
