@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerOptions } from 'node:http';
 import type { FastifyReply, FastifyRequest, FastifyServerFactory } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Socket } from 'node:net';
 import { OverloadedError, type Admission } from '../platform/admission.js';
 import type { Metrics } from '../platform/metrics.js';
 
@@ -142,12 +143,21 @@ function whenDone(request: FastifyRequest, reply: FastifyReply, done: () => void
 export const LISTEN_BACKLOG = 4096;
 
 /**
- * Past `max` open client connections a new one is closed at once (Node's `maxConnections`): clients that open a
- * connection per request while answers are slow would otherwise take every file descriptor, and the next connection
- * to the database fails (EMFILE). 0 turns it off.
+ * Past `max` open client connections a new one is closed at once, unanswered: clients that open a connection per
+ * request while answers are slow would otherwise take every file descriptor, and the next connection to the database
+ * fails (EMFILE). Counted here rather than by Node's `maxConnections`, which sees only the connections its own
+ * descriptor accepted (acceptOnMoreDescriptors adds others). 0 turns it off.
  */
 export function capConnections(server: Server, max: number, metrics: Metrics): void {
   if (max === 0) return;
-  server.maxConnections = max;
-  server.on('drop', () => metrics.connectionsDropped.inc());
+  let open = 0;
+  server.on('connection', (socket: Socket) => {
+    if (open >= max) {
+      socket.destroy();
+      metrics.connectionsDropped.inc();
+      return;
+    }
+    open++;
+    socket.once('close', () => open--);
+  });
 }

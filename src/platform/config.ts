@@ -252,10 +252,22 @@ export const envSchema = z.object({
     .min(0)
     .default(10000)
     .describe(
-      'Client connections one process holds open at most; past it a new connection is closed at once, unanswered ' +
-        "(Node's `server.maxConnections`), so clients that open more and more while answers are slow cannot take the " +
+      'Client connections one process holds open at most, on all its listening descriptors; past it a new ' +
+        'connection is closed at once, unanswered, so clients that open more and more while answers are slow cannot take the ' +
         'file descriptors and memory the database and gateway connections need. Keep it under the open-file limit ' +
         '(`ulimit -n`). Metric: `pushd_http_connections_dropped_total`. `0` turns it off.',
+    ),
+  LISTEN_DESCRIPTORS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(64)
+    .default(16)
+    .describe(
+      'Descriptors of the HTTP listening socket one process polls, each accepting one new connection a turn of the ' +
+        'event loop (libuv accepts one at a time). With one, a process whose loop is saturated takes in a few new ' +
+        'connections a second, and clients that connect during an overload wait seconds in the kernel before admission ' +
+        'control can answer them. Each extra descriptor costs a failed `accept` a new connection while the process is idle.',
     ),
   RATE_LIMIT_PER_SECOND: z.coerce
     .number()

@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisUrl } from '../helpers/harness.js';
 import { freePort, freshDatabase, portAnswers, Proc } from './proc.js';
@@ -51,6 +52,8 @@ describe('server roles', () => {
 
       const health = await fetch(`http://127.0.0.1:${port}/health`);
       expect(health.status).toBe(200);
+      // LISTEN_DESCRIPTORS' default: the listening socket polled through 16 descriptors
+      expect(listeningDescriptors(p.child.pid!, port)).toBe(16);
       const ready = await fetch(`http://127.0.0.1:${port}/ready`);
       expect(await ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', queue: 'ok' } });
       // a request with a credential, logged at debug: the credential stays out of the log
@@ -102,3 +105,21 @@ describe('server roles', () => {
     }
   });
 });
+
+/** How many descriptors process `pid` holds of the socket listening on `port` (the socket's inode, from /proc). */
+function listeningDescriptors(pid: number, port: number): number {
+  const localPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const inodes = ['/proc/net/tcp', '/proc/net/tcp6']
+    .flatMap((table) => readFileSync(table, 'utf8').split('\n').slice(1))
+    .map((line) => line.trim().split(/\s+/))
+    .filter((fields) => fields[1]?.endsWith(localPort) && fields[3] === '0A')
+    .map((fields) => `socket:[${fields[9]}]`);
+  const targets = readdirSync(`/proc/${pid}/fd`).map((fd) => {
+    try {
+      return readlinkSync(`/proc/${pid}/fd/${fd}`);
+    } catch {
+      return '';
+    }
+  });
+  return targets.filter((target) => inodes.includes(target)).length;
+}
