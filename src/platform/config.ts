@@ -261,13 +261,15 @@ export const envSchema = z.object({
     .number()
     .int()
     .min(1)
-    .max(64)
-    .default(16)
+    .max(256)
+    .default(64)
     .describe(
-      'Descriptors of the HTTP listening socket one process polls, each accepting one new connection a turn of the ' +
-        'event loop (libuv accepts one at a time). With one, a process whose loop is saturated takes in a few new ' +
-        'connections a second, and clients that connect during an overload wait seconds in the kernel before admission ' +
-        'control can answer them. Each extra descriptor costs a failed `accept` a new connection while the process is idle.',
+      'Descriptors of the HTTP listening socket one process polls while its event loop is busy, each accepting one ' +
+        'new connection a turn of the loop (libuv accepts one at a time). With one, a process whose loop is saturated ' +
+        'takes in a few new connections a second, and clients that connect during an overload wait seconds in the ' +
+        'kernel before admission control can answer them. The extra ones are polled from when three turns of the loop ' +
+        'in a row last 20 ms or more until it has been on time for 5 s (polled, each costs a new connection a failed ' +
+        '`accept`, about 3 µs).',
     ),
   RATE_LIMIT_PER_SECOND: z.coerce
     .number()

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { acceptOnMoreDescriptors } from '../../src/http/accept-handles.js';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ListeningDescriptors } from '../../src/http/accept-handles.js';
 
 /** A listening HTTP server on a free port, and the connections it has accepted so far. */
 async function listening(): Promise<{ server: http.Server; port: number; accepted: () => number }> {
@@ -37,17 +37,37 @@ async function acceptedPerTurn(
   return { counts, sockets };
 }
 
+/** Turns of the event loop each busy for `busyMs` until `done` holds (at most `max`); answers how many ran. */
+async function busyTurnsUntil(done: () => boolean, busyMs: number, max: number): Promise<number> {
+  let turns = 0;
+  await new Promise<void>((resolve) => {
+    const turn = () => {
+      const until = performance.now() + busyMs;
+      while (performance.now() < until);
+      turns++;
+      if (done() || turns >= max) resolve();
+      else setImmediate(turn);
+    };
+    setImmediate(turn);
+  });
+  return turns;
+}
+
 describe('the listening socket polled through more descriptors', () => {
-  const opened: { close(): void }[] = [];
-  afterEach(() => {
-    for (const o of opened.splice(0)) o.close();
+  const opened: { close(): unknown }[] = [];
+  afterEach(async () => {
+    for (const o of opened.splice(0).reverse()) await o.close();
   });
 
-  it('lets a saturated event loop accept a connection a descriptor each turn, where one took one a turn', async () => {
+  it('while the event loop is busy, accepts a connection a descriptor each turn, where one took one a turn', async () => {
     const one = await listening();
     const eight = await listening();
-    opened.push(one.server, eight.server);
-    await acceptOnMoreDescriptors(eight.server, 8);
+    const descriptors = (await ListeningDescriptors.open(eight.server, 8))!;
+    opened.push(one.server, eight.server, descriptors);
+    expect(descriptors.polled).toBe(1);
+    // turns of 50 ms make the lateness check see a busy loop within a few of its 100 ms checks
+    await busyTurnsUntil(() => descriptors.polled === 8, 50, 40);
+    expect(descriptors.polled).toBe(8);
 
     const load = { turns: 6, busyMs: 20, connections: 40 };
     const withOne = await acceptedPerTurn(one, load);
@@ -60,10 +80,30 @@ describe('the listening socket polled through more descriptors', () => {
     expect(withEight.counts.at(-1)).toBe(load.connections);
   });
 
-  it('serves the connections the extra descriptors take, and stops taking them when told', async () => {
+  it('stops polling the extra ones once the loop has been on time for 5 s, and holds new ones for the next time', async () => {
+    const target = await listening();
+    const descriptors = (await ListeningDescriptors.open(target.server, 4))!;
+    opened.push(target.server, descriptors);
+    descriptors.pollAll();
+    expect(descriptors.polled).toBe(4);
+    await new Promise((r) => setTimeout(r, 4000));
+    expect(descriptors.polled).toBe(4);
+    await vi.waitFor(() => expect(descriptors.polled).toBe(1), { timeout: 3000, interval: 100 });
+    // a new set of descriptors comes from the child while the loop is idle, ready for the next busy turn
+    await vi.waitFor(
+      () => {
+        descriptors.pollAll();
+        expect(descriptors.polled).toBe(4);
+      },
+      { timeout: 5000, interval: 100 },
+    );
+  });
+
+  it('serves the connections the extra descriptors take, and stops taking them when closed', async () => {
     const target = await listening();
     opened.push(target.server);
-    const stop = await acceptOnMoreDescriptors(target.server, 4);
+    const descriptors = (await ListeningDescriptors.open(target.server, 4))!;
+    descriptors.pollAll();
     const answers = await Promise.all(
       Array.from({ length: 20 }, () =>
         fetch(`http://127.0.0.1:${target.port}/`, { headers: { connection: 'close' } }).then((r) => r.text()),
@@ -71,7 +111,8 @@ describe('the listening socket polled through more descriptors', () => {
     );
     expect(answers).toEqual(Array(20).fill('ok'));
 
-    await stop();
+    await descriptors.close();
+    expect(descriptors.polled).toBe(1);
     // the server's own descriptor still serves: one more connection, answered
     const again = await fetch(`http://127.0.0.1:${target.port}/`, { headers: { connection: 'close' } });
     expect(await again.text()).toBe('ok');
@@ -81,9 +122,7 @@ describe('the listening socket polled through more descriptors', () => {
   it('is nothing for one descriptor, or a server not listening', async () => {
     const target = await listening();
     opened.push(target.server);
-    const stop = await acceptOnMoreDescriptors(target.server, 1);
-    await stop();
-    const idle = http.createServer();
-    await expect(acceptOnMoreDescriptors(idle, 8)).resolves.toBeTypeOf('function');
+    expect(await ListeningDescriptors.open(target.server, 1)).toBeNull();
+    expect(await ListeningDescriptors.open(http.createServer(), 8)).toBeNull();
   });
 });

@@ -52,8 +52,8 @@ describe('server roles', () => {
 
       const health = await fetch(`http://127.0.0.1:${port}/health`);
       expect(health.status).toBe(200);
-      // LISTEN_DESCRIPTORS' default: the listening socket polled through 16 descriptors
-      expect(listeningDescriptors(p.child.pid!, port)).toBe(16);
+      // LISTEN_DESCRIPTORS' default: the listening socket held as 64 descriptors
+      expect(listeningDescriptors(p.child.pid!, port)).toBe(64);
       const ready = await fetch(`http://127.0.0.1:${port}/ready`);
       expect(await ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', queue: 'ok' } });
       // a request with a credential, logged at debug: the credential stays out of the log
