@@ -45,6 +45,16 @@ export async function databaseWalSince(db: DatabaseHandle, from: WalMark): Promi
   return sumOfDatabase(out, from.databaseOid);
 }
 
+/**
+ * The WAL bytes the whole server wrote from `from` to now: what stands for the database's on a server of the bench's
+ * own (the embedded one) when pg_waldump cannot read its WAL (Debian's is PostgreSQL 15's; the embedded is 18).
+ */
+export async function serverWalSince(db: DatabaseHandle, from: WalMark): Promise<number> {
+  const { rows } = await sql<{ bytes: string }>`
+    select pg_wal_lsn_diff(pg_current_wal_lsn(), ${from.lsn}::pg_lsn)::text as bytes`.execute(db.db);
+  return Number(rows[0]!.bytes);
+}
+
 /** pg_waldump: on the PATH, else in PostgreSQL's bindir (Debian's packages keep it there). */
 function waldump(): string {
   try {
