@@ -41,7 +41,11 @@ async function main(): Promise<void> {
       return;
     }
     const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG });
-    const descriptors = await ListeningDescriptors.open(pushd.api.server.server, config.LISTEN_DESCRIPTORS);
+    // without them the server still serves, only slower to take in connections past capacity
+    const descriptors = await ListeningDescriptors.open(pushd.api.server.server, config.LISTEN_DESCRIPTORS).catch((err) => {
+      log.warn({ err }, 'the listening socket is polled through one descriptor');
+      return null;
+    });
     // added after the API, so closed before it: no connection is taken in on them once it stops
     if (descriptors) lifecycle.add('listening descriptors', () => descriptors.close());
     const listening = pushd.api.server.server.address() as AddressInfo;
