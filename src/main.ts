@@ -1,6 +1,5 @@
 import type { AddressInfo } from 'node:net';
 import { Lifecycle, startPushd } from './app/start.js';
-import { ListeningDescriptors } from './http/accept-handles.js';
 import { listenForMetrics } from './http/metrics-access.js';
 import { LISTEN_BACKLOG } from './http/overload.js';
 import { ConfigError, loadConfig, redactedConfig, type Config } from './platform/config.js';
@@ -41,13 +40,6 @@ async function main(): Promise<void> {
       return;
     }
     const address = await pushd.api.server.listen({ port: config.PORT, host: config.HOST, backlog: LISTEN_BACKLOG });
-    // without them the server still serves, only slower to take in connections past capacity
-    const descriptors = await ListeningDescriptors.open(pushd.api.server.server, config.LISTEN_DESCRIPTORS).catch((err) => {
-      log.warn({ err }, 'the listening socket is polled through one descriptor');
-      return null;
-    });
-    // added after the API, so closed before it: no connection is taken in on them once it stops
-    if (descriptors) lifecycle.add('listening descriptors', () => descriptors.close());
     const listening = pushd.api.server.server.address() as AddressInfo;
     pushd.api.ctx.admission.watchSockets(listening.port, listening.family === 'IPv6' ? 'IPv6' : 'IPv4');
     log.info({ address, role: config.ROLE, queue }, 'listening');

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import net from 'node:net';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { LISTEN_BACKLOG } from './overload.js';
 
 /**
@@ -21,9 +22,16 @@ const BUSY_LATE_MS = 10;
 const BUSY_CHECKS = 3;
 /** The extra descriptors stop being polled once the loop has been on time this long. */
 const QUIET_MS = 5000;
+/** A child that has not handed the socket back by then is stopped. */
+const HAND_BACK_TIMEOUT_MS = 10_000;
+/** After a failed fetch of descriptors, the next waits this long. */
+const RETRY_MS = 30_000;
 
 /** A raw libuv handle of a listening socket, as Node passes it between processes. */
 type RawHandle = object & { close(): void };
+
+/** The socket options of Node's HTTP server, which its own accepted connections get. */
+type SocketOptions = Pick<net.ServerOpts, 'allowHalfOpen' | 'noDelay' | 'keepAlive' | 'keepAliveInitialDelay' | 'highWaterMark'>;
 
 /**
  * Polls the listening socket of `server` through `count` descriptors instead of one while the event loop is busy,
@@ -37,27 +45,29 @@ type RawHandle = object & { close(): void };
 export class ListeningDescriptors {
   private reserve: RawHandle[] = [];
   private acquiring: Promise<void> | null = null;
+  private lastFailure = -Infinity;
   private polling: net.Server[] = [];
-  private lastBusy = 0;
+  private readonly taken = new Set<net.Socket>();
+  private closed = false;
+  private lastBusy = -Infinity;
   private lateInARow = 0;
-  private expected = performance.now() + CHECK_MS;
-  private readonly timer: NodeJS.Timeout;
+  private expected = 0;
+  private timer: NodeJS.Timeout | null = null;
 
-  private constructor(
+  constructor(
     private readonly server: net.Server,
-    private readonly handle: object,
     private readonly extra: number,
-  ) {
-    this.timer = setInterval(() => this.check(), CHECK_MS).unref();
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  /** Connections open that the extra descriptors took in. */
+  get takenIn(): number {
+    return this.taken.size;
   }
 
-  /** Descriptors for `server` (listening), `count` in all; one is its own, and with one nothing is added. */
-  static async open(server: net.Server, count: number): Promise<ListeningDescriptors | null> {
-    const handle = (server as unknown as { _handle: object | null })._handle;
-    if (count <= 1 || !handle) return null;
-    const descriptors = new ListeningDescriptors(server, handle, count - 1);
-    await descriptors.acquire();
-    return descriptors;
+  /** Whether an extra descriptor took `socket` in (while it is open). */
+  took(socket: net.Socket): boolean {
+    return this.taken.has(socket);
   }
 
   /** How many descriptors are polled now, the server's own included. */
@@ -65,24 +75,68 @@ export class ListeningDescriptors {
     return 1 + this.polling.length;
   }
 
-  /** Polls every extra descriptor now, as the loop falling behind does. */
-  pollAll(): void {
-    this.lastBusy = performance.now();
-    for (const handle of this.reserve.splice(0)) {
-      const listener = new net.Server();
-      listener.on('connection', (socket) => this.server.emit('connection', socket));
-      // listen() on a socket already listening keeps it so; it resets the backlog, which stays the server's
-      listener.listen(handle, LISTEN_BACKLOG);
-      this.polling.push(listener);
+  /** Fetches the extra descriptors; rejects when the child could not hand them all back. */
+  acquire(): Promise<void> {
+    const handle = (this.server as unknown as { _handle: object | null })._handle;
+    if (!handle) return Promise.reject(new Error('the server is not listening'));
+    if (!this.timer && !this.closed) {
+      this.expected = performance.now() + CHECK_MS;
+      this.timer = setInterval(() => this.check(), CHECK_MS).unref();
     }
+    this.acquiring ??= descriptorsOf(handle, this.extra, (extra) => this.arrived(extra))
+      .catch((err: unknown) => {
+        this.lastFailure = performance.now();
+        throw err;
+      })
+      .finally(() => (this.acquiring = null));
+    return this.acquiring;
   }
 
-  /** Stops polling the extra descriptors and closes them; the server's own is the server's to close. */
-  async close(): Promise<void> {
-    clearInterval(this.timer);
-    await this.acquiring?.catch(() => undefined);
+  /** Polls every extra descriptor held now, as the loop falling behind does. */
+  pollAll(): void {
+    this.lastBusy = performance.now();
+    for (const handle of this.reserve.splice(0)) this.poll(handle);
+  }
+
+  /** Stops polling the extra descriptors and closes them: no connection is taken in on them after. */
+  stopTaking(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
     this.stopPolling();
     for (const handle of this.reserve.splice(0)) handle.close();
+  }
+
+  /** Once the server has closed: waits until the connections taken in on the extra descriptors have ended too. */
+  async drained(): Promise<void> {
+    this.stopTaking();
+    while (this.taken.size > 0) {
+      // the server closes its idle connections once when it closes; these may have become idle since
+      (this.server as Partial<{ closeIdleConnections(): void }>).closeIdleConnections?.();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    await this.acquiring?.catch(() => undefined);
+  }
+
+  private arrived(handle: RawHandle): void {
+    if (this.closed) handle.close();
+    else if (performance.now() - this.lastBusy < QUIET_MS) this.poll(handle);
+    else this.reserve.push(handle);
+  }
+
+  private poll(handle: RawHandle): void {
+    const listener = new net.Server(socketOptionsOf(this.server));
+    listener.on('connection', (socket: net.Socket) => {
+      this.taken.add(socket);
+      socket.once('close', () => this.taken.delete(socket));
+      this.server.emit('connection', socket);
+    });
+    listener.on('error', (err) => {
+      this.log.warn({ err }, 'an extra descriptor of the listening socket failed; it is closed');
+      listener.close();
+    });
+    // listen() on a socket already listening keeps it so; it resets the backlog, which stays the server's
+    listener.listen(handle, LISTEN_BACKLOG);
+    this.polling.push(listener);
   }
 
   private check(): void {
@@ -90,41 +144,72 @@ export class ListeningDescriptors {
     const late = now - this.expected;
     this.expected = now + CHECK_MS;
     this.lateInARow = late >= BUSY_LATE_MS ? this.lateInARow + 1 : 0;
-    if (this.lateInARow >= BUSY_CHECKS) this.pollAll();
-    else if (this.polling.length > 0 && now - this.lastBusy >= QUIET_MS) {
+    if (this.lateInARow >= BUSY_CHECKS) {
+      this.pollAll();
+      if (this.polling.length === 0 && !this.acquiring && now - this.lastFailure >= RETRY_MS) this.refetch();
+    } else if (this.polling.length > 0 && now - this.lastBusy >= QUIET_MS) {
       this.stopPolling();
-      void this.acquire().catch(() => undefined);
+      this.refetch();
     }
+  }
+
+  private refetch(): void {
+    this.acquire().catch((err: unknown) => this.log.warn({ err }, 'no extra descriptors of the listening socket for now'));
   }
 
   // close() stops the polling at once; its callback would wait for the connections, which are the server's to end
   private stopPolling(): void {
     for (const listener of this.polling.splice(0)) listener.close();
   }
-
-  private acquire(): Promise<void> {
-    this.acquiring ??= descriptorsOf(this.handle, this.extra)
-      .then((handles) => void this.reserve.push(...handles))
-      .finally(() => (this.acquiring = null));
-    return this.acquiring;
-  }
 }
 
-/** `count` more descriptors of the socket behind `handle`, by way of the child that hands it back. */
-function descriptorsOf(handle: object, count: number): Promise<RawHandle[]> {
-  const child = spawn(process.execPath, ['-e', HAND_BACK], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+/**
+ * On an API server: the extra descriptors fetched once it listens (`count` in all, its own included), no longer
+ * polled once it starts closing, and its close waiting for the connections they took in, as for its own.
+ */
+export function pollListeningSocketWhenBusy(app: FastifyInstance, count: number): ListeningDescriptors | null {
+  if (count <= 1) return null;
+  const descriptors = new ListeningDescriptors(app.server, count - 1, app.log);
+  let opening: Promise<void> = Promise.resolve();
+  app.addHook('onListen', async () => {
+    opening = descriptors.acquire().catch((err: unknown) => {
+      // without them the server still serves, only slower to take in connections past capacity
+      app.log.warn({ err }, 'the listening socket is polled through one descriptor');
+      descriptors.stopTaking();
+    });
+  });
+  app.addHook('preClose', async () => descriptors.stopTaking());
+  app.addHook('onClose', async () => {
+    await opening;
+    await descriptors.drained();
+  });
+  return descriptors;
+}
+
+function socketOptionsOf(server: net.Server): SocketOptions {
+  const { allowHalfOpen, noDelay, keepAlive, keepAliveInitialDelay, highWaterMark } = server as net.Server & SocketOptions;
+  return { allowHalfOpen, noDelay, keepAlive, keepAliveInitialDelay, highWaterMark };
+}
+
+/** `count` more descriptors of the socket behind `handle`, each given to `arrived`, from the child that hands it back. */
+function descriptorsOf(handle: object, count: number, arrived: (extra: RawHandle) => void): Promise<void> {
   return new Promise((resolve, reject) => {
-    const received: RawHandle[] = [];
+    // the child runs no preloaded module of this process's (an agent, an inspector) that could keep it alive
+    const child = spawn(process.execPath, ['-e', HAND_BACK], {
+      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      env: { ...process.env, NODE_OPTIONS: '' },
+    });
+    let received = 0;
+    const timeout = setTimeout(() => child.kill('SIGKILL'), HAND_BACK_TIMEOUT_MS).unref();
     child.on('message', (_message, extra) => {
-      if (extra) received.push(extra as unknown as RawHandle);
+      if (!extra) return;
+      arrived(extra as unknown as RawHandle);
+      if (++received === count) resolve();
     });
     child.once('error', reject);
-    child.once('exit', (code) => {
-      if (received.length === count) resolve(received);
-      else {
-        for (const h of received) h.close();
-        reject(new Error(`the listening socket came back ${received.length} times of ${count} (exit ${code})`));
-      }
+    child.once('exit', (code, signal) => {
+      clearTimeout(timeout);
+      if (received < count) reject(new Error(`the listening socket came back ${received} times of ${count} (exit ${code ?? signal})`));
     });
     child.send(count, handle as net.Server);
   });

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type RawServerDefault } from 'fastify';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { HttpContext } from './context.js';
+import { pollListeningSocketWhenBusy } from './accept-handles.js';
 import { consoleRoutes } from './console.js';
 import { DomainError, ValidationError } from '../domain/errors.js';
 import { answerRouterError, registerErrorHandling } from './errors.js';
@@ -43,6 +44,7 @@ export async function buildServer(
   }).withTypeProvider<ZodTypeProvider>();
   guardTransport(app);
   capConnections(app.server, ctx.config.MAX_CONNECTIONS, ctx.metrics);
+  pollListeningSocketWhenBusy(app, ctx.config.LISTEN_DESCRIPTORS);
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   registerErrorHandling(app);

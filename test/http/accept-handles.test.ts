@@ -1,7 +1,9 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ListeningDescriptors } from '../../src/http/accept-handles.js';
+import Fastify, { type FastifyBaseLogger } from 'fastify';
+import pino from 'pino';
+import { ListeningDescriptors, pollListeningSocketWhenBusy } from '../../src/http/accept-handles.js';
 
 /** A listening HTTP server on a free port, and the connections it has accepted so far. */
 async function listening(): Promise<{ server: http.Server; port: number; accepted: () => number }> {
@@ -53,6 +55,28 @@ async function busyTurnsUntil(done: () => boolean, busyMs: number, max: number):
   return turns;
 }
 
+const silent = pino({ level: 'silent' }) as unknown as FastifyBaseLogger;
+
+/** The extra descriptors of `server`'s socket, `count` in all, fetched. */
+async function descriptorsOf(server: net.Server, count: number): Promise<ListeningDescriptors> {
+  const descriptors = new ListeningDescriptors(server, count - 1, silent);
+  await descriptors.acquire();
+  return descriptors;
+}
+
+/** A GET on `agent`'s connections, answered with its body. */
+function get(port: number, path: string, agent: http.Agent): Promise<string> {
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path, agent }, (res) => {
+        let body = '';
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve(body));
+      })
+      .on('error', reject);
+  });
+}
+
 describe('the listening socket polled through more descriptors', () => {
   const opened: { close(): unknown }[] = [];
   afterEach(async () => {
@@ -62,10 +86,10 @@ describe('the listening socket polled through more descriptors', () => {
   it('while the event loop is busy, accepts a connection a descriptor each turn, where one took one a turn', async () => {
     const one = await listening();
     const eight = await listening();
-    const descriptors = (await ListeningDescriptors.open(eight.server, 8))!;
-    opened.push(one.server, eight.server, descriptors);
+    const descriptors = await descriptorsOf(eight.server, 8);
+    opened.push(one.server, eight.server, { close: () => descriptors.stopTaking() });
     expect(descriptors.polled).toBe(1);
-    // turns of 50 ms make the lateness check see a busy loop within a few of its 100 ms checks
+    // turns of 50 ms: the 10 ms checks of the loop's lateness see it busy
     await busyTurnsUntil(() => descriptors.polled === 8, 50, 40);
     expect(descriptors.polled).toBe(8);
 
@@ -82,8 +106,8 @@ describe('the listening socket polled through more descriptors', () => {
 
   it('stops polling the extra ones once the loop has been on time for 5 s, and holds new ones for the next time', async () => {
     const target = await listening();
-    const descriptors = (await ListeningDescriptors.open(target.server, 4))!;
-    opened.push(target.server, descriptors);
+    const descriptors = await descriptorsOf(target.server, 4);
+    opened.push(target.server, { close: () => descriptors.stopTaking() });
     descriptors.pollAll();
     expect(descriptors.polled).toBe(4);
     await new Promise((r) => setTimeout(r, 4000));
@@ -99,19 +123,19 @@ describe('the listening socket polled through more descriptors', () => {
     );
   });
 
-  it('serves the connections the extra descriptors take, and stops taking them when closed', async () => {
+  it('serves the connections the extra descriptors take, and takes none once stopped', async () => {
     const target = await listening();
     opened.push(target.server);
-    const descriptors = (await ListeningDescriptors.open(target.server, 4))!;
+    const descriptors = await descriptorsOf(target.server, 4);
     descriptors.pollAll();
-    const answers = await Promise.all(
-      Array.from({ length: 20 }, () =>
-        fetch(`http://127.0.0.1:${target.port}/`, { headers: { connection: 'close' } }).then((r) => r.text()),
-      ),
-    );
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 20 });
+    const answers = await Promise.all(Array.from({ length: 20 }, () => get(target.port, '/', agent)));
     expect(answers).toEqual(Array(20).fill('ok'));
+    // 20 connecting at once: each turn of the loop, each descriptor took one
+    expect(descriptors.takenIn).toBeGreaterThan(0);
+    agent.destroy();
 
-    await descriptors.close();
+    descriptors.stopTaking();
     expect(descriptors.polled).toBe(1);
     // the server's own descriptor still serves: one more connection, answered
     const again = await fetch(`http://127.0.0.1:${target.port}/`, { headers: { connection: 'close' } });
@@ -119,10 +143,41 @@ describe('the listening socket polled through more descriptors', () => {
     expect(target.accepted()).toBe(21);
   });
 
-  it('is nothing for one descriptor, or a server not listening', async () => {
-    const target = await listening();
-    opened.push(target.server);
-    expect(await ListeningDescriptors.open(target.server, 1)).toBeNull();
-    expect(await ListeningDescriptors.open(http.createServer(), 8)).toBeNull();
+  it("an API server's close waits for the requests on connections the extra descriptors took", async () => {
+    const app = Fastify();
+    const descriptors = pollListeningSocketWhenBusy(app, 4)!;
+    // the requests on a connection an extra descriptor took are the slow ones
+    app.get('/slow', async (request) => {
+      await new Promise((r) => setTimeout(r, descriptors.took(request.raw.socket) ? 1000 : 50));
+      return 'done';
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (app.server.address() as net.AddressInfo).port;
+    await vi.waitFor(() => {
+      descriptors.pollAll();
+      expect(descriptors.polled).toBe(4);
+    });
+    const agent = new http.Agent({ keepAlive: false, maxSockets: 20 });
+    let lastAnswer = 0;
+    const answers = Array.from({ length: 20 }, () =>
+      get(port, '/slow', agent).then((body) => {
+        lastAnswer = performance.now();
+        return body;
+      }),
+    );
+    await vi.waitFor(() => expect(descriptors.takenIn).toBeGreaterThan(0));
+    await new Promise((r) => setTimeout(r, 100));
+
+    await app.close();
+    const closedAt = performance.now();
+    expect(await Promise.all(answers)).toEqual(Array(20).fill('done'));
+    expect(closedAt).toBeGreaterThanOrEqual(lastAnswer);
+    expect(descriptors.takenIn).toBe(0);
+  });
+
+  it('is nothing for one descriptor, and fails to fetch for a server not listening', async () => {
+    expect(pollListeningSocketWhenBusy(Fastify(), 1)).toBeNull();
+    const idle = new ListeningDescriptors(http.createServer(), 7, silent);
+    await expect(idle.acquire()).rejects.toThrow('the server is not listening');
   });
 });

@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { redisUrl } from '../helpers/harness.js';
 import { freePort, freshDatabase, portAnswers, Proc } from './proc.js';
 
@@ -52,8 +52,8 @@ describe('server roles', () => {
 
       const health = await fetch(`http://127.0.0.1:${port}/health`);
       expect(health.status).toBe(200);
-      // LISTEN_DESCRIPTORS' default: the listening socket held as 64 descriptors
-      expect(listeningDescriptors(p.child.pid!, port)).toBe(64);
+      // LISTEN_DESCRIPTORS' default: the listening socket held as 64 descriptors, fetched once it listens
+      await vi.waitFor(() => expect(listeningDescriptors(p.child.pid!, port)).toBe(64), { timeout: 10_000, interval: 100 });
       const ready = await fetch(`http://127.0.0.1:${port}/ready`);
       expect(await ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', queue: 'ok' } });
       // a request with a credential, logged at debug: the credential stays out of the log
