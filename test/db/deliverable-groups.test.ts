@@ -20,22 +20,28 @@ describe('a fan-out page grouped by gateway', () => {
     app = (await h.createApp()).app.id;
     const other = (await h.createApp()).app.id;
     const platforms = ['ios', 'android', 'web', 'huawei'];
-    for (let i = 0; i < 60; i++) {
+    for (let i = 0; i < 60; i++) await sql`insert into devices (app_id, platform) values (${app}::uuid, 'ios')`.execute(h.db.db);
+    ids = (await h.db.db.selectFrom('devices').select('id').where('app_id', '=', app).orderBy('id').execute()).map((r) => r.id);
+    // each device's kind by its place in id order, so that every range of the pages below holds each kind
+    for (const [i, id] of ids.entries()) {
       await sql`
-        insert into devices (app_id, platform, development, token, notifications_allowed, erased_at)
-        values (${app}::uuid, ${platforms[i % 4]}, ${i % 3 === 0}, ${i % 11 === 5 ? null : `token-${i}`},
-          ${i % 7 === 0 ? 'Disabled' : null}, ${i % 13 === 12 ? new Date() : null})`.execute(h.db.db);
+        update devices
+        set platform = ${platforms[i % 4]}, development = ${i % 3 === 0}, token = ${i % 11 === 5 ? null : `token-${i}`},
+          notifications_allowed = ${i % 7 === 0 ? 'Disabled' : null}, erased_at = ${i % 13 === 12 ? new Date() : null}
+        where id = ${id}::uuid`.execute(h.db.db);
     }
-    // another app's devices, one of them holding the same activity id: never in this app's pages
-    await sql`insert into devices (app_id, platform, token) values (${other}::uuid, 'ios', 'token-other')`.execute(h.db.db);
-    const rows = await h.db.db.selectFrom('devices').select(['id', 'app_id', 'platform', 'erased_at']).orderBy('id').execute();
-    ids = rows.filter((r) => r.app_id === app).map((r) => r.id);
+    // another app's device holding the same activity id: never in this app's pages
+    const [otherDevice] = (
+      await sql<{
+        id: string;
+      }>`insert into devices (app_id, platform, token) values (${other}::uuid, 'ios', 'token-other') returning id`.execute(h.db.db)
+    ).rows;
     // every other iOS device of the app holds the activity's token (a device's own token plays no part)
-    const holders = rows.filter((r, i) => r.platform === 'ios' && !r.erased_at && (r.app_id === other || i % 2 === 0));
+    const holders = [...ids.filter((_, i) => i % 8 === 0 && i % 13 !== 12).map((id) => ({ id, app })), { id: otherDevice!.id, app: other }];
     for (const r of holders)
       await sql`
         insert into live_activity_tokens (device_id, activity_id, app_id, activity_type, token)
-        values (${r.id}::uuid, ${activity}, ${r.app_id}::uuid, 'Score', ${`la-${r.id}`})`.execute(h.db.db);
+        values (${r.id}::uuid, ${activity}, ${r.app}::uuid, 'Score', ${`la-${r.id}`})`.execute(h.db.db);
   });
 
   /** `pageDeliverable`'s page as the groups read it: sendable ids per gateway, in id order, and the counts. */
