@@ -105,7 +105,6 @@ async function eventRound(run: JourneysRun, opts: { events: number; concurrency:
   };
 }
 
-/** The events phase's rows of the table: medians of the rounds, without / with journeys. */
 /** A round's WAL an event: this database's, or the whole server's where pg_waldump cannot read its WAL. */
 async function walOfRound(db: DatabaseHandle, from: WalMark, events: number): Promise<{ walBytes: number; walOfServer: boolean }> {
   const ofDatabase = await databaseWalSince(db, from);
@@ -113,6 +112,7 @@ async function walOfRound(db: DatabaseHandle, from: WalMark, events: number): Pr
   return { walBytes: (await serverWalSince(db, from)) / events, walOfServer: true };
 }
 
+/** The events phase's rows of the table: medians of the rounds, without / with journeys. */
 export function eventRows({ without, withJourneys }: EventRounds): [string, string][] {
   const mid = (rounds: EventRound[], f: (r: EventRound) => number) => median(rounds.map(f));
   const pair = (f: (r: EventRound) => number, digits: number, unit: string) =>

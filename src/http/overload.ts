@@ -146,7 +146,7 @@ export const LISTEN_BACKLOG = 4096;
  * Past `max` open client connections a new one is closed at once, unanswered: clients that open a connection per
  * request while answers are slow would otherwise take every file descriptor, and the next connection to the database
  * fails (EMFILE). Counted here rather than by Node's `maxConnections`, which sees only the connections its own
- * descriptor accepted (acceptOnMoreDescriptors adds others). 0 turns it off.
+ * descriptor accepted (ListeningDescriptors adds others). 0 turns it off.
  */
 export function capConnections(server: Server, max: number, metrics: Metrics): void {
   if (max === 0) return;
