@@ -13,6 +13,8 @@ import { NOT_FOUND, parserRefusal } from './errors.js';
 export const LINGER_IDLE_MS = 2_000;
 export const LINGER_MAX_MS = 10_000;
 const LINGER_CHECK_MS = 250;
+/** How often a closing server looks for keep-alive connections that have become idle. */
+const CLOSING_IDLE_CHECK_MS = 50;
 
 interface Exchange {
   req: IncomingMessage;
@@ -35,7 +37,8 @@ const brokenBodies = new WeakMap<IncomingMessage, DomainError>();
 /**
  * The edges of HTTP/1.1 below the routes, which Node and Fastify otherwise answer in shapes of their own (or by
  * closing): every refusal is `{"error": "..."}` with its status, a HEAD answer has no body, a connection gets exactly
- * one answer per request it sent, and a closed connection is closed without resetting the answer away.
+ * one answer per request it sent, a closed connection is closed without resetting the answer away, and a closing
+ * server does not wait for keep-alive connections.
  */
 export function guardTransport(app: FastifyInstance): void {
   const server: Server = app.server;
@@ -65,6 +68,13 @@ export function guardTransport(app: FastifyInstance): void {
     writeAnswer(socket, 404, NOT_FOUND, 'body');
     closeGently(socket);
     socket.resume(); // Node's parser has let go of it: what comes is read (and dropped) here
+  });
+  // Node's close ends the idle keep-alive connections once; one busy then stays open for its keepAliveTimeout (72 s)
+  // after its answer, holding the shutdown that long: while closing, each is ended as soon as it is idle.
+  app.addHook('preClose', async () => {
+    if (!server.listening) return;
+    const idle = setInterval(() => server.closeIdleConnections(), CLOSING_IDLE_CHECK_MS).unref();
+    server.once('close', () => clearInterval(idle));
   });
   app.addHook('preParsing', async (request) => {
     const broken = brokenBodies.get(request.raw);

@@ -1,6 +1,8 @@
+import http from 'node:http';
 import net from 'node:net';
+import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LINGER_IDLE_MS, LINGER_MAX_MS } from '../../src/http/transport.js';
+import { guardTransport, LINGER_IDLE_MS, LINGER_MAX_MS } from '../../src/http/transport.js';
 import { basic, createHarness, type Harness } from '../helpers/harness.js';
 import { rawExchange, requestHead as head, type RawExchange } from './raw-http.js';
 
@@ -237,4 +239,43 @@ describe('HTTP transport edges', () => {
       expect(x.errorAfterMs).toBeGreaterThanOrEqual(1500 + LINGER_IDLE_MS);
     });
   });
+});
+
+describe('a closing server', () => {
+  it('does not wait for keep-alive connections busy when it began closing: each ends once answered', async () => {
+    const app = Fastify({ keepAliveTimeout: 30_000 });
+    guardTransport(app);
+    app.get('/slow', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return 'done';
+    });
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (app.server.address() as net.AddressInfo).port;
+    const agent = new http.Agent({ keepAlive: true });
+    let lastAnswer = 0;
+    const answers = Array.from(
+      { length: 5 },
+      () =>
+        new Promise<string>((resolve, reject) => {
+          http
+            .get({ port, path: '/slow', agent }, (res) => {
+              let body = '';
+              res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+              res.on('end', () => {
+                lastAnswer = performance.now();
+                resolve(body);
+              });
+            })
+            .on('error', reject);
+        }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+
+    await app.close();
+    const closedAt = performance.now();
+    expect(await Promise.all(answers)).toEqual(Array(5).fill('done'));
+    // Node's own close alone waits out the 30 s keepAliveTimeout
+    expect(closedAt - lastAnswer).toBeLessThan(1_000);
+    agent.destroy();
+  }, 15_000);
 });
