@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { eventLoop } from '../platform/loop-lateness.js';
 import { LISTEN_BACKLOG } from './overload.js';
 
 /**
@@ -14,11 +15,12 @@ process.on('message', (count, handle) => {
   next();
 });`;
 
-/** How often the event loop's lateness is read: shorter than the turns it tells apart, which it cannot see below. */
-const CHECK_MS = 10;
-/** A check this late means turns of the loop of 20 ms or more: a connection a descriptor a turn is then too few. */
+/**
+ * A sample of the loop (due every 10 ms) this late means turns of 20 ms or more: a connection a descriptor a turn is
+ * then too few.
+ */
 const BUSY_LATE_MS = 10;
-/** Checks late in a row that make a busy loop, not one pause (a full garbage collection). */
+/** Samples late in a row that make a busy loop, not one pause (a full garbage collection). */
 const BUSY_CHECKS = 3;
 /** The extra descriptors stop being polled once the loop has been on time this long. */
 const QUIET_MS = 5000;
@@ -51,8 +53,7 @@ export class ListeningDescriptors {
   private closed = false;
   private lastBusy = -Infinity;
   private lateInARow = 0;
-  private expected = 0;
-  private timer: NodeJS.Timeout | null = null;
+  private stopSampling: (() => void) | null = null;
 
   constructor(
     private readonly server: net.Server,
@@ -79,10 +80,7 @@ export class ListeningDescriptors {
   acquire(): Promise<void> {
     const handle = (this.server as unknown as { _handle: object | null })._handle;
     if (!handle) return Promise.reject(new Error('the server is not listening'));
-    if (!this.timer && !this.closed) {
-      this.expected = performance.now() + CHECK_MS;
-      this.timer = setInterval(() => this.check(), CHECK_MS).unref();
-    }
+    if (!this.stopSampling && !this.closed) this.stopSampling = eventLoop.follow((now, lateMs) => this.check(now, lateMs));
     this.acquiring ??= descriptorsOf(handle, this.extra, (extra) => this.arrived(extra))
       .catch((err: unknown) => {
         this.lastFailure = performance.now();
@@ -101,7 +99,8 @@ export class ListeningDescriptors {
   /** Stops polling the extra descriptors and closes them: no connection is taken in on them after. */
   stopTaking(): void {
     this.closed = true;
-    if (this.timer) clearInterval(this.timer);
+    this.stopSampling?.();
+    this.stopSampling = null;
     this.stopPolling();
     for (const handle of this.reserve.splice(0)) handle.close();
   }
@@ -139,11 +138,8 @@ export class ListeningDescriptors {
     this.polling.push(listener);
   }
 
-  private check(): void {
-    const now = performance.now();
-    const late = now - this.expected;
-    this.expected = now + CHECK_MS;
-    this.lateInARow = late >= BUSY_LATE_MS ? this.lateInARow + 1 : 0;
+  private check(now: number, lateMs: number): void {
+    this.lateInARow = lateMs >= BUSY_LATE_MS ? this.lateInARow + 1 : 0;
     if (this.lateInARow >= BUSY_CHECKS) {
       this.pollAll();
       if (this.polling.length === 0 && !this.acquiring && now - this.lastFailure >= RETRY_MS) this.refetch();

@@ -1,5 +1,6 @@
 import { DomainError } from '../domain/errors.js';
 import { CpuShare } from './cpu-share.js';
+import { eventLoop } from './loop-lateness.js';
 import type { SocketFamily } from './unread-requests.js';
 
 /** What a request refused for capacity is told: come back after this many seconds. */
@@ -21,9 +22,6 @@ export class OverloadedError extends DomainError {
 
 /** What a request outside the CPU's share is told. */
 const SATURATED = new OverloadedError("this server's CPU is saturated past capacity");
-
-/** How often the event loop's delay is sampled. */
-const LOOP_SAMPLE_MS = 10;
 
 /** The window whose fastest answer tells whether a queue stands: long enough that a burst alone is no queue. */
 export const ANSWER_WINDOW_MS = 500;
@@ -57,7 +55,7 @@ export class Admission {
   private lastTick = performance.now();
   /** how late the last two samples of the event loop came, in ms */
   private late: [number, number] = [0, 0];
-  private timer: NodeJS.Timeout | null = null;
+  private stopSampling: (() => void) | null = null;
   private windowStart = performance.now();
   private windowFastest = Infinity;
   private windowAnswers = 0;
@@ -158,17 +156,16 @@ export class Admission {
 
   /** Samples the event loop's delay until the returned function is called. */
   start(): () => void {
-    if (!this.on || this.timer) return () => undefined;
+    if (!this.on || this.stopSampling) return () => undefined;
     this.lastTick = performance.now();
-    this.timer = setInterval(() => {
-      const now = performance.now();
-      this.late = [this.late[1], Math.max(0, now - this.lastTick - LOOP_SAMPLE_MS)];
+    this.stopSampling = eventLoop.follow((now, lateMs) => {
+      this.late = [this.late[1], lateMs];
       this.lastTick = now;
       this.cpu.tick(now);
-    }, LOOP_SAMPLE_MS).unref();
+    });
     return () => {
-      clearInterval(this.timer!);
-      this.timer = null;
+      this.stopSampling?.();
+      this.stopSampling = null;
       this.late = [0, 0];
       this.cpu.reset();
     };
