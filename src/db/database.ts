@@ -1,4 +1,4 @@
-import { Kysely, PostgresDialect, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { withArrayLiterals } from './pg-arrays.js';
@@ -45,6 +45,17 @@ export function writeThenRelease<T>(db: Db, release: () => void, write: (trx: Tr
  * (the plan cache takes one while they are empty or small), a custom one those of its ids.
  */
 export const PLAN_EACH_RUN = '/* planned each run */';
+
+/**
+ * Runs the rest of `trx`'s statements on generic plans. A statement that takes its rows as arrays (`unnest($1)`) is
+ * estimated at 10 rows in its generic plan and at its arrays' length in a custom one, so the plan cache finds the
+ * custom plan cheaper every time and plans it anew on every run, where both read the same indexes: an event's
+ * statements took 0.6 ms of planning a request against 0.2 ms of execution. For transactions whose statements read
+ * no day-partitioned table by a list of keys (PLAN_EACH_RUN), which need their custom plans.
+ */
+export async function onGenericPlans(trx: Transaction<Database>): Promise<void> {
+  await sql`set local plan_cache_mode = force_generic_plan`.execute(trx);
+}
 
 /**
  * Names the statements this process runs often, so each connection prepares them once (as pgjdbc does with its

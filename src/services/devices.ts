@@ -1,7 +1,7 @@
 import type { AuditRepository } from '../db/repositories/audit.js';
 import type { Actor } from '../domain/audit.js';
 import type { Transaction } from 'kysely';
-import type { Db } from '../db/database.js';
+import { onGenericPlans, type Db } from '../db/database.js';
 import type { DeviceAttributeRow, DevicesRepository } from '../db/repositories/devices.js';
 import type { ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DeviceEventRow, EventsRepository } from '../db/repositories/events.js';
@@ -326,21 +326,7 @@ export class DeviceService {
     idempotency?: IdempotentRequest<void>,
   ): Promise<Replay | void> {
     const events = parseEvents(raw, eventOptions(caller, this.clock.now()));
-    const aggregates = aggregateEvents(events);
-    return this.db.transaction().execute(async (trx) => {
-      const replay = await this.idempotency.claim(trx, appId, idempotency);
-      if (replay) return replay;
-      const device = await this.lockLive(trx, appId, id, 'share');
-      await this.events.record(
-        trx,
-        appId,
-        aggregates.map((event) => ({ deviceId: id, event })),
-        LIMITS.distinctEvents,
-      );
-      await this.attributeConversions(trx, [id], events);
-      await this.journeys?.onEvents(trx, appId, [device], null, events);
-      await this.idempotency.store(trx, appId, idempotency, undefined);
-    });
+    return this.writeEvents(appId, events, idempotency, null, async (trx) => [await this.lockLive(trx, appId, id, 'share')]);
   }
 
   /** PUT /users/:user_id: the custom attributes go to every live device of the user. */
@@ -383,18 +369,32 @@ export class DeviceService {
     idempotency?: IdempotentRequest<void>,
   ): Promise<Replay | void> {
     const events = parseEvents(raw, eventOptions(caller, this.clock.now()));
-    const aggregates = aggregateEvents(events);
-    return this.db.transaction().execute(async (trx) => {
-      const replay = await this.idempotency.claim(trx, appId, idempotency);
-      if (replay) return replay;
+    return this.writeEvents(appId, events, idempotency, userId, async (trx) => {
       const devices = await this.devices.lockUserDevices(trx, appId, userId, 'share');
       if (devices.length === 0) throw new NotFoundError('user');
-      await this.events.record(
-        trx,
-        appId,
-        devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event }))),
-        LIMITS.distinctEvents,
-      );
+      return devices;
+    });
+  }
+
+  /**
+   * Records events on the devices `lockDevices` locks (of `userId`, or one device), in one transaction: their
+   * aggregates, the conversions they make, and the journeys that listen for them.
+   */
+  private writeEvents(
+    appId: string,
+    events: EventInput[],
+    idempotency: IdempotentRequest<void> | undefined,
+    userId: string | null,
+    lockDevices: (trx: Transaction<Database>) => Promise<Device[]>,
+  ): Promise<Replay | void> {
+    const aggregates = aggregateEvents(events);
+    return this.db.transaction().execute(async (trx) => {
+      await onGenericPlans(trx);
+      const replay = await this.idempotency.claim(trx, appId, idempotency);
+      if (replay) return replay;
+      const devices = await lockDevices(trx);
+      const rows = devices.flatMap((d) => aggregates.map((event) => ({ deviceId: d.id, event })));
+      await this.events.record(trx, appId, rows, LIMITS.distinctEvents);
       await this.attributeConversions(
         trx,
         devices.map((d) => d.id),

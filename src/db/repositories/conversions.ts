@@ -33,6 +33,9 @@ export class ConversionsRepository {
    */
   async attribute(db: Db, events: DeviceEvent[], windowHours: number): Promise<void> {
     if (events.length === 0) return;
+    // a probe of the key an event, whatever the generic plan (`onGenericPlans`) estimates the input to hold
+    const heldEvent = sql`select 1 from device_events held
+      where held.device_id = e.device_id and held.source = e.source and held.name = e.name offset 0`;
     // An A/B test's holdout device received nothing: its events count, in the same window after the moment its
     // test's fan-out met it, as the baseline its variants' conversions are set beside (ab_holdout_conversions).
     await sql`
@@ -45,9 +48,12 @@ export class ConversionsRepository {
         insert into ab_holdout_conversions as c (notification_id, device_id, source, name, count)
         select h.notification_id, e.device_id, e.source, e.name, count(*)
         from input e
-        join ab_holdout_devices h on h.device_id = e.device_id
-          and h.since <= e.at and h.since >= e.at - make_interval(hours => ${windowHours}::int)
-        join device_events held on held.device_id = e.device_id and held.source = e.source and held.name = e.name
+        cross join lateral (
+          select h.notification_id from ab_holdout_devices h
+          where h.device_id = e.device_id
+            and h.since <= e.at and h.since >= e.at - make_interval(hours => ${windowHours}::int)
+          offset 0) h
+        cross join lateral (${heldEvent}) held
         group by 1, 2, 3, 4
         order by 1, 2, 3, 4
         on conflict (notification_id, device_id, source, name) do update set count = c.count + excluded.count
@@ -61,7 +67,7 @@ export class ConversionsRepository {
         where r.device_id = e.device_id
           and r.received_at <= e.at and r.received_at >= e.at - make_interval(hours => ${windowHours}::int)) p
       -- only the events the device holds (it holds a bounded number: EventsRepository.record)
-      join device_events held on held.device_id = e.device_id and held.source = e.source and held.name = e.name
+      cross join lateral (${heldEvent}) held
       group by 1, 2, 3, 4, 5
       order by 1, 2, 3, 4, 5
       on conflict (notification_id, source, name, device_id, day) do update set count = c.count + excluded.count`.execute(db);
