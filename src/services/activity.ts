@@ -1,4 +1,4 @@
-import type { Db } from '../db/database.js';
+import { onGenericPlans, type Db } from '../db/database.js';
 import type { ActivityRepository, DayCount, OpenCounts } from '../db/repositories/activity.js';
 import type { ConversionCount, ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
@@ -131,6 +131,8 @@ export class ActivityService {
   /** Runs `write` with the device locked (404 unknown, 451 erased): it moves the device's last open. */
   private async onLiveDevice(appId: string, deviceId: string, write: (trx: Db) => Promise<void>): Promise<void> {
     await this.db.transaction().execute(async (trx) => {
+      // the day-partitioned tables are read by keys that name no day (every partition), or by the notification's id
+      await onGenericPlans(trx);
       const device = await this.devices.lock(trx, appId, deviceId, 'update');
       if (!device) throw new NotFoundError('device');
       if (device.erased_at) throw new ErasedError();
