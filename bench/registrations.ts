@@ -1,8 +1,9 @@
 /**
  * Registrations: what an app release does, every phone posting `POST /v6/devices` with the sdk key as its SDK sends
  * it (bench/lib/device-fill.ts), from many clients at once. One ROLE=all process with production's settings (rate
- * limits raised, LOG_LEVEL info, its log to a file); first new tokens (201), then the same devices again (200); then
- * the floor: a bare PostgreSQL client writing the same rows (the device and its custom attributes, one statement
+ * limits raised, LOG_LEVEL info, its log to a file); first new tokens (201), then the same devices again (200), then
+ * what each phone reports when its app opens and closes (`POST /v6/devices/:id/sessions`, a session's start and its
+ * end, 202); then the floor: a bare PostgreSQL client writing the same rows (the device and its custom attributes, one statement
  * each registration, its tags made by the devices' trigger as the service's are) for as many other new tokens.
  * CPU per registration of the service, of the PostgreSQL server and of the clients, beside `pgbench -N`.
  *
@@ -16,11 +17,12 @@
  * `--flush-delay-ms N`: everything, pgbench included, on a PostgreSQL of the benchmark's own whose WAL flush takes N ms
  * longer (bench/lib/slow-flush.ts), as on the disk the `pgbench -N` targets were set on (`unicast` has the same).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { sql } from 'kysely';
+import type { DatabaseHandle } from '../src/db/database.js';
 import { registration } from './lib/device-fill.js';
 import { LoadClients, type Answers } from './lib/load-clients.js';
 import { measurePhase as measured, phaseCells, type CpuMeters, type Phase } from './lib/phases.js';
@@ -116,6 +118,16 @@ const FLOOR_INSERT = `
          case when a.type = 'boolean' then (a.value #>> '{}')::boolean end
   from device, jsonb_to_recordset($18::jsonb) as a(name text, type text, value jsonb)`;
 
+/** Each device of the app reports a session's start, then its end (the same id, with its duration). */
+async function sessionPosts(db: DatabaseHandle, appId: string) {
+  const { rows } = await sql<{ id: string }>`select id from devices where app_id = ${appId} order by created_at, id`.execute(db.db);
+  const phones = rows.slice(0, devices).map(({ id }) => ({ device: id, session: randomUUID() }));
+  return {
+    starts: phones.map((p) => ({ path: `/v6/devices/${p.device}/sessions`, body: { session: { id: p.session } } })),
+    ends: phones.map((p) => ({ path: `/v6/devices/${p.device}/sessions`, body: { session: { id: p.session, duration: 95 } } })),
+  };
+}
+
 async function main() {
   const slowFlush = await slowFlushDatabase(flushDelayMs);
   const tps = await pgbenchTps();
@@ -159,6 +171,9 @@ async function main() {
   await load.post(posts(3 * devices).slice(0, Math.min(2000, devices)));
   await measuredWithWal('new token', meters, 201, () => load.post(posts(0), perSecond));
   await measuredWithWal('same device again', meters, 200, () => load.post(posts(0), perSecond));
+  const sessions = await sessionPosts(stack.db, stack.app.id);
+  await measuredWithWal('session start', meters, 202, () => load.post(sessions.starts, perSecond));
+  await measuredWithWal('session end', meters, 202, () => load.post(sessions.ends, perSecond));
   await load.close();
   await services.stop();
   const floorMeters = { service: null, postmaster: meters.postmaster, clients: process.pid };
@@ -179,7 +194,7 @@ async function main() {
   process.exit(rows.some((r) => r.refused > 0) ? 1 : 0);
 }
 
-/** The header and the table: each phase's rate against `pgbench -N`, its latencies, CPU and WAL a registration. */
+/** The header and the table: each phase's rate against `pgbench -N`, its latencies, CPU and WAL a post. */
 function printTable(table: {
   tps: string;
   perSecond: number;
@@ -200,7 +215,7 @@ function printTable(table: {
   );
   printRows(
     [
-      'registrations',
+      'posts',
       'per s',
       '× pgbench -N',
       'p50 ms',
