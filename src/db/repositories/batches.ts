@@ -5,6 +5,7 @@ import { parseBatchId, type BatchKey } from '../../domain/batch-id.js';
 import type { NewBatch } from '../../domain/batches.js';
 import type { BatchOutcomes } from '../../domain/webhooks.js';
 import { batchEventsCte } from './webhooks.js';
+import { withinIds } from './partitions.js';
 
 /** Why a batch is closed unsent: its notification canceled, or a newer generation of it (a collapse key's update). */
 export type StopReason = 'superseded' | 'canceled';
@@ -80,12 +81,13 @@ export const PROGRESS_TOUCH_SECONDS = 10;
 
 /**
  * Whether any batch of notification `n` delivered a push (its pushes_succeeded > 0); `n` is one of `ids`, which
- * lets PostgreSQL plan for their day partitions only (migration 037), in a statement planned each run (PLAN_EACH_RUN).
+ * lets PostgreSQL read their day partitions only (migration 037).
  */
 export const anySucceeded = (ids: string[]) =>
   sql<boolean>`exists (
     select 1 from delivery_batches s
-    where s.notification_id = n.id and s.notification_id = any(${ids}::uuid[]) and s.succeeded > 0
+    where s.notification_id = n.id and s.notification_id = any(${ids}::uuid[]) and ${withinIds('s.notification_id', ids)}
+      and s.succeeded > 0
   )`;
 
 /** The SQL of delivery batches: stored when cut, read for an attempt, each attempt's results recorded. */
@@ -226,7 +228,8 @@ export class BatchesRepository {
     const notificationIds = [...new Set(input.map((i) => i.batch.notification_id))];
     // a batch is found by its key (migration 043), its seq read off its id (made from it)
     const seqOf = (id: string) => parseBatchId(id)?.seq ?? null;
-    const { rows } = await sql<{ id: string }>`${sql.raw(PLAN_EACH_RUN)}
+    // planned once a connection: the day partitions pruned by the ids' range as the plan starts
+    const { rows } = await sql<{ id: string }>`
       with input as (
         select t.id, t.notification_id, t.generation, t.seq, t.attempts, string_to_array(t.pending, ',')::uuid[] as pending, t.state,
           t.succeeded, t.failed, t.invalidated, t.expired, t.capped, t.last_error, t.failure_reason, t.received, t.sent_at,
@@ -261,6 +264,7 @@ export class BatchesRepository {
         from input i
         where b.notification_id = i.notification_id and b.generation = i.generation and b.seq = i.seq and b.state = 'pending'
           and b.attempts = i.attempts and b.notification_id = any(${notificationIds}::uuid[])
+          and ${withinIds('b.notification_id', notificationIds)}
         returning i.id),
       counted as (
         update notifications n
@@ -275,8 +279,9 @@ export class BatchesRepository {
           from input i
           join recorded r on r.id = i.id
           join notifications n1 on n1.id = i.notification_id and n1.id = any(${notificationIds}::uuid[])
+            and ${withinIds('n1.id', notificationIds)}
           group by i.notification_id, n1.id) c
-        where n.id = c.notification_id and n.id = any(${notificationIds}::uuid[])
+        where n.id = c.notification_id and n.id = any(${notificationIds}::uuid[]) and ${withinIds('n.id', notificationIds)}
           and (c.closes or n.updated_at < now() - make_interval(secs => ${PROGRESS_TOUCH_SECONDS}::int))
         returning n.id, c.closes and n.state in ('sent', 'failed') as closes)
       ${invalidate}

@@ -148,6 +148,20 @@ function checkedDay(day: string): string {
 export const NOTIFICATION_FAMILY = ['notifications', 'delivery_batches', 'fanout_ranges'] as const;
 const REFERRING = ['delivery_batches', 'fanout_ranges'] as const;
 /**
+ * `column`, a notification's id, within the least and greatest of `ids` (time-ordered, so within a few days'
+ * partitions): a plan made for any values prunes the others as it starts, which it cannot do by the list itself
+ * (`= any(…)`, PLAN_EACH_RUN).
+ */
+export function withinIds(column: string, ids: string[]) {
+  // compared as PostgreSQL orders uuids: their bytes, which lower-case hex text orders alike
+  let [least, greatest] = [ids[0]!.toLowerCase(), ids[0]!.toLowerCase()];
+  for (const id of ids.map((i) => i.toLowerCase())) {
+    if (id < least) least = id;
+    if (id > greatest) greatest = id;
+  }
+  return sql<boolean>`${sql.ref(column)} between ${least}::uuid and ${greatest}::uuid`;
+}
+/**
  * The small tables keyed by notification_id, deleted with a dropped day: an A/B test's holdout (migration 039), and
  * the transactional and collapse keys naming the day's notifications (migrations 041, 042).
  */
