@@ -13,7 +13,7 @@ export class EventsRepository {
    * multi-row upserts cannot deadlock. An event a device does not hold yet is added only while the device holds
    * fewer than `maxPerDevice` (requests running at once may each take the last places). The device's events are
    * read by a probe of the key an input row (a subquery the planner keeps, `offset 0`), whatever it estimates the
-   * input to hold: the statement runs on its generic plan (`onGenericPlans`), which takes the arrays for 100 rows.
+   * input to hold: the statement runs on its generic plan (`onGenericPlans`), which takes the arrays for 10 rows.
    */
   async record(db: Db, appId: string, rows: { deviceId: string; event: EventAggregate }[], maxPerDevice: number): Promise<void> {
     if (rows.length === 0) return;
