@@ -153,13 +153,9 @@ const REFERRING = ['delivery_batches', 'fanout_ranges'] as const;
  * (`= any(…)`, PLAN_EACH_RUN).
  */
 export function withinIds(column: string, ids: string[]) {
-  // compared as PostgreSQL orders uuids: their bytes, which lower-case hex text orders alike
-  let [least, greatest] = [ids[0]!.toLowerCase(), ids[0]!.toLowerCase()];
-  for (const id of ids.map((i) => i.toLowerCase())) {
-    if (id < least) least = id;
-    if (id > greatest) greatest = id;
-  }
-  return sql<boolean>`${sql.ref(column)} between ${least}::uuid and ${greatest}::uuid`;
+  // in the order PostgreSQL gives uuids, their bytes', which lower-case hex text sorts alike
+  const sorted = ids.map((id) => id.toLowerCase()).sort();
+  return sql<boolean>`${sql.ref(column)} between ${sorted[0]}::uuid and ${sorted.at(-1)}::uuid`;
 }
 /**
  * The small tables keyed by notification_id, deleted with a dropped day: an A/B test's holdout (migration 039), and
