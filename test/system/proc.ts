@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { PRODUCTION_NODE_ARGS } from '../../bench/lib/setup.js';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { withTestSecretsKey } from '../engines/secrets-key.js';
@@ -58,7 +60,11 @@ export class Proc {
     };
     this.child.stdout!.on('data', collect('stdout'));
     this.child.stderr!.on('data', collect('stderr'));
-    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+    // 'exit' can come before the pipes' last bytes are read; wait for both to end, but not for a grandchild
+    // (an embedded PostgreSQL) that may hold them open.
+    const ended = (s: Readable) => new Promise<void>((r) => (s.readableEnded ? r() : s.once('end', r)));
+    const drained = () => Promise.race([Promise.all([ended(this.child.stdout!), ended(this.child.stderr!)]), sleep(2_000)]);
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => void drained().then(() => resolve({ code, signal }))));
     void this.exited.then(() => this.waiters.forEach((w) => w()));
   }
 
