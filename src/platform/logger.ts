@@ -20,8 +20,8 @@ export const redactPaths = [
 
 /**
  * JSON lines on stdout (the server's log stream), or on stderr where stdout carries a program's answer (the CLI).
- * Lines wait in chunks of 2 KiB while a write is under way, not pino's 16: each line appended measures its chunk's
- * bytes, which copies the chunk whole, and under unicast load that was 5.6 KB allocated a request for a 250-byte line.
+ * While a write is under way, lines wait in chunks of 2 KiB, not sonic-boom's 16: appending a line measures its
+ * chunk's bytes, which copies the chunk whole (docs/performance.md, note 32).
  */
 export function createLogger(level: string, to: 'stdout' | 'stderr' = 'stdout'): Logger {
   const options = { level, redact: { paths: redactPaths, censor: '[redacted]' } };
