@@ -63,7 +63,8 @@ export class Proc {
     // 'exit' can come before the pipes' last bytes are read; wait for both to end, but not for a grandchild
     // (an embedded PostgreSQL) that may hold them open.
     const ended = (s: Readable) => new Promise<void>((r) => (s.readableEnded ? r() : s.once('end', r)));
-    const drained = () => Promise.race([Promise.all([ended(this.child.stdout!), ended(this.child.stderr!)]), sleep(2_000)]);
+    const drained = () =>
+      Promise.race([Promise.all([ended(this.child.stdout!), ended(this.child.stderr!)]), sleep(2_000, undefined, { ref: false })]);
     this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => void drained().then(() => resolve({ code, signal }))));
     void this.exited.then(() => this.waiters.forEach((w) => w()));
   }
