@@ -101,7 +101,7 @@ export class BatchesRepository {
     await this.batchesInsert(audiences)?.execute(trx);
   }
 
-  /** The statement of `insertBatches`, to run on its own or inside another (null when there is no batch). */
+  /** `insertBatches`' statement (null: no batch); its notification or generation is new, so no ON CONFLICT's cost. */
   batchesInsert(audiences: CutAudience[]): RawBuilder<unknown> | null {
     const rows = audiences.flatMap((a) => a.batches.map((b) => ({ ...b, notificationId: a.notificationId, generation: a.generation })));
     if (!rows.length) return null;
@@ -115,8 +115,7 @@ export class BatchesRepository {
         from unnest(${rows.map((b) => b.id)}::text[], ${rows.map((b) => b.notificationId)}::uuid[], ${rows.map((b) => b.generation)}::int[],
           ${rows.map((b) => b.seq)}::int[], ${rows.map((b) => b.platform)}::text[], ${rows.map((b) => b.development)}::boolean[],
           ${rows.map((b) => b.deviceIds.join(','))}::text[]) as u(id, notification_id, generation, seq, platform, development, ids)
-      ) as t
-      on conflict (notification_id, generation, seq) do nothing`;
+      ) as t`;
   }
   /** A notification's pending batches; of `seqs` only (one range's block: from inclusive, to exclusive) when given. */
   async pendingBatches(
