@@ -129,6 +129,21 @@ export interface PlanLifetime {
   maxSeconds: number;
 }
 
+const DAY_MS = 86_400_000;
+
+/**
+ * When a connection that planned at `now` forgets its plans: after as long as its plans' tables have been growing,
+ * within `lifetime`. That is since the pool opened, or since UTC midnight, when the notifications' new day
+ * partitions start empty (migration 037): a plan made on them before midnight scans them whole, so the day starts
+ * its plans again as a new pool does, `minSeconds` after midnight at the latest.
+ */
+export function replanAfter(openedAt: number, now: number, { minSeconds, maxSeconds }: PlanLifetime): number {
+  const growingSince = Math.max(openedAt, now - (now % DAY_MS));
+  const keptMs = 1000 * Math.min(maxSeconds, Math.max(minSeconds, (now - growingSince) / 1000));
+  const nextDay = now - (now % DAY_MS) + DAY_MS;
+  return Math.min(now + keptMs, nextDay + 1000 * minSeconds);
+}
+
 /**
  * `prepareThreshold`: uses of a statement before its connections prepare it (StatementNames); 0 prepares none.
  *
@@ -137,8 +152,9 @@ export interface PlanLifetime {
  * has grown, and a burst can grow it a lot before autovacuum's next analyze. So a connection that prepares forgets
  * its plans (DISCARD PLANS, before its borrower's first statement) once it has kept them as long as the pool had
  * been open when it made them (within `lifetime`), and plans again: soon while everything is new, every few
- * minutes later on. The connection itself is kept: a new backend reads the catalogs afresh, which made its
- * borrowers' first statements ~19 ms slower, and the pool's connections, opened together, were renewed together.
+ * minutes later on, and soon again after UTC midnight (`replanAfter`). The connection itself is kept: a new backend
+ * reads the catalogs afresh, which made its borrowers' first statements ~19 ms slower, and the pool's connections,
+ * opened together, were renewed together.
  */
 export function openDatabase(
   url: string,
@@ -147,8 +163,7 @@ export function openDatabase(
   lifetime: PlanLifetime = { minSeconds: 5, maxSeconds: 600 },
 ): DatabaseHandle {
   const openedAt = Date.now();
-  // when a connection forgets its plans next: after as long as the pool has been open, within `lifetime`
-  const nextReplan = (now: number) => now + 1000 * Math.min(lifetime.maxSeconds, Math.max(lifetime.minSeconds, (now - openedAt) / 1000));
+  const nextReplan = (now: number) => replanAfter(openedAt, now, lifetime);
   const replanAt = new WeakMap<pg.PoolClient, number>();
   // a few connections stay open through a quiet spell: a broadcast after one would open them on its way to the
   // first push (3-10 ms each here, and a new backend reads its catalogs on its first statements)

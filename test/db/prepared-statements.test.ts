@@ -1,6 +1,6 @@
 import { sql } from 'kysely';
 import { describe, expect, it, vi } from 'vitest';
-import { onGenericPlans, openDatabase, PLAN_EACH_RUN, StatementNames, WARM_CONNECTIONS } from '../../src/db/database.js';
+import { onGenericPlans, openDatabase, PLAN_EACH_RUN, replanAfter, StatementNames, WARM_CONNECTIONS } from '../../src/db/database.js';
 import { EventsRepository } from '../../src/db/repositories/events.js';
 import { useHarness } from '../helpers/harness.js';
 import { register } from '../http/device-support.js';
@@ -29,6 +29,29 @@ describe('statement names', () => {
   it('never names a statement marked to be planned each run', () => {
     const names = new StatementNames(1);
     for (let i = 0; i < 10; i++) expect(names.nameOf(`select ${PLAN_EACH_RUN} $1`)).toBeUndefined();
+  });
+});
+
+describe('plan lifetime', () => {
+  const lifetime = { minSeconds: 5, maxSeconds: 600 };
+  const at = (iso: string) => Date.parse(iso);
+  const seconds = (from: number, to: number) => (to - from) / 1000;
+
+  it('keeps plans as long as the pool had been open, within the bounds', () => {
+    const opened = at('2026-11-30T10:00:00Z');
+    expect(seconds(opened + 1_000, replanAfter(opened, opened + 1_000, lifetime))).toBe(5);
+    expect(seconds(opened + 60_000, replanAfter(opened, opened + 60_000, lifetime))).toBe(60);
+    expect(seconds(opened + 7_200_000, replanAfter(opened, opened + 7_200_000, lifetime))).toBe(600);
+  });
+
+  it('plans again soon after UTC midnight, when the new day partitions start empty, as a new pool does', () => {
+    const opened = at('2026-11-29T08:00:00Z');
+    // planned at 23:58 for 600 s: forgotten 5 s into the new day instead of at 00:08
+    expect(replanAfter(opened, at('2026-11-30T23:58:00Z'), lifetime)).toBe(at('2026-12-01T00:00:05Z'));
+    // and from then on kept as long as the day is old
+    expect(replanAfter(opened, at('2026-12-01T00:00:05Z'), lifetime)).toBe(at('2026-12-01T00:00:10Z'));
+    expect(replanAfter(opened, at('2026-12-01T00:00:40Z'), lifetime)).toBe(at('2026-12-01T00:01:20Z'));
+    expect(replanAfter(opened, at('2026-12-01T03:00:00Z'), lifetime)).toBe(at('2026-12-01T03:10:00Z'));
   });
 });
 
