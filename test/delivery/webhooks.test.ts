@@ -165,6 +165,14 @@ describe('webhooks', () => {
     const completed = of('notification.completed').find((e) => e.data.notification_id === id)!;
     expect(completed.data).toMatchObject({ state: 'sent', pushes_succeeded: expect.any(Number) });
     expect(completed.data.pushes_succeeded).toBeGreaterThan(0);
+    // only a change of state to an end writes one: later updates of the row, its state kept, write none
+    await sql`update notifications set updated_at = now() where id = ${id}::uuid`.execute(h.db.db);
+    await sql`update notifications set state = state, finished_at = now() where id = ${id}::uuid`.execute(h.db.db);
+    const { rows: ends } = await sql<{ n: number }>`
+      select count(*)::int as n from webhook_events where type = 'notification.completed' and data->>'notification_id' = ${id}`.execute(
+      h.db.db,
+    );
+    expect(ends[0]!.n).toBe(1);
 
     // the SDK reports the open twice (a retry): one event
     for (let i = 0; i < 2; i++) {
