@@ -138,10 +138,9 @@ const DAY_MS = 86_400_000;
  * its plans again as a new pool does, `minSeconds` after midnight at the latest.
  */
 export function replanAfter(openedAt: number, now: number, { minSeconds, maxSeconds }: PlanLifetime): number {
-  const growingSince = Math.max(openedAt, now - (now % DAY_MS));
-  const keptMs = 1000 * Math.min(maxSeconds, Math.max(minSeconds, (now - growingSince) / 1000));
-  const nextDay = now - (now % DAY_MS) + DAY_MS;
-  return Math.min(now + keptMs, nextDay + 1000 * minSeconds);
+  const today = now - (now % DAY_MS);
+  const keptMs = 1000 * Math.min(maxSeconds, Math.max(minSeconds, (now - Math.max(openedAt, today)) / 1000));
+  return Math.min(now + keptMs, today + DAY_MS + 1000 * minSeconds);
 }
 
 /**
