@@ -18,10 +18,10 @@ export const ROOMY_UTILISATION = 0.75;
 export const HELD_FLOOR = 128;
 
 /**
- * Requests in progress past which a saturated loop takes no more at once: twice what clients at capacity hold, so
- * that a turn that reads a burst of thousands does not take them all before the next window cuts the share.
+ * Requests in progress past which a saturated loop takes no more at once: what clients at capacity hold. Each one more
+ * in progress only lengthens every other's wait for the loop's turns; the excess is refused at once instead.
  */
-export const IN_PROGRESS_CAP = 2 * HELD_FLOOR;
+export const IN_PROGRESS_CAP = HELD_FLOOR;
 
 /** How far past the floor the kernel's table is read: the cut is deepest there. */
 const READ_UP_TO = 16;

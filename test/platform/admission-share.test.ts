@@ -118,29 +118,38 @@ describe.skipIf(process.platform !== 'linux')('admission: the share taken in whi
     expect(offer(a, 10, held)).toBe(10);
   });
 
-  it('counts requests in progress as held: past the floor they are cut, within it the loop is at capacity', async () => {
+  it('counts requests in progress as held, up to the cap at the floor: within it the loop is at capacity', async () => {
     const a = new Admission(BOUND_MS);
     stop = a.start();
     // what a closed set of clients keeps: a busy loop, every request taken in
-    expect(offer(a, HELD_FLOOR, held)).toBe(HELD_FLOOR);
+    expect(offer(a, HELD_FLOOR - 1, held)).toBe(HELD_FLOOR - 1);
     await saturated();
     expect(a.share).toBe(1);
     // ones that wait on a remote server hold no CPU: not counted
     expect(offer(a, 50, held, false)).toBe(50);
     await saturated();
     expect(a.share).toBe(1);
-    expect(offer(a, 1, held)).toBe(1);
+    // a burst while saturated: taken up to the cap, the floor, and the rest refused at once; at the floor, no cut
+    expect(offer(a, 10, held)).toBe(1);
+    expect(a.inProgress).toBe(IN_PROGRESS_CAP);
+    expect(IN_PROGRESS_CAP).toBe(HELD_FLOOR);
     await saturated();
-    expect(a.share).toBe(0.7);
-    // answered: still saturated (a closed set of clients sending again as soon as answered), and the share comes back
+    expect(a.share).toBe(1);
+    // answered: the burst's place is free again
     for (const release of held.splice(0)) release();
     expect(a.inProgress).toBe(0);
-    for (let i = 0; i < 3; i++) await saturated();
-    expect(a.share).toBe(1);
-    // a burst while saturated: taken up to the cap at once, then a cut by what is held past the floor
-    expect(offer(a, 4 * HELD_FLOOR, held)).toBe(IN_PROGRESS_CAP);
+    expect(offer(a, 10, held)).toBe(10);
+  });
+
+  it('cuts the share by what is held past the floor, as a burst taken in before the loop saturated', async () => {
+    const a = new Admission(BOUND_MS);
+    stop = a.start();
+    // the loop not saturated yet: the cap does not apply
+    expect(offer(a, 2 * HELD_FLOOR, held)).toBe(2 * HELD_FLOOR);
     await saturated();
-    expect(a.share).toBe(Math.round(100 * (HELD_FLOOR / IN_PROGRESS_CAP)) / 100);
+    expect(a.share).toBe(0.5);
+    // past the cap while saturated: every new one refused
+    expect(offer(a, 10, held)).toBe(0);
   });
 
   it('takes everything with a bound of 0', async () => {
