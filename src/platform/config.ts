@@ -6,7 +6,7 @@ import { REPORT_MAX_AGE_DAYS } from '../domain/activity.js';
 import { decodeSecretsKey } from '../domain/secrets.js';
 import { deliverySettings } from './config-delivery.js';
 import { retentionSettings } from './config-retention.js';
-import { HELD_FLOOR, SHARE_WINDOW_MS } from './cpu-share.js';
+import { HELD_FLOOR, IN_PROGRESS_CAP, SHARE_WINDOW_MS } from './cpu-share.js';
 
 /** A key-encryption key given in the environment: 32 random bytes in base64 (`openssl rand -base64 32`). */
 const secretsKey = z.string().refine((v) => decodeSecretsKey(v) !== undefined, 'must be 32 bytes in base64 (openssl rand -base64 32)');
@@ -241,8 +241,8 @@ export const envSchema = z.object({
         'way. And while the event loop is busy all the time with more requests held (in progress, or unread in its ' +
         `connections) than ${HELD_FLOOR / 2} clients at capacity keep, only a share of new requests is taken in, cut by 30 % every ` +
         `${SHARE_WINDOW_MS} ms until ` +
-        'the loop has room to read and refuse the rest at once. ' +
-        "The default leaves room for bursts and a busy machine's pauses; a " +
+        `the loop has room to read and refuse the rest at once, and past ${IN_PROGRESS_CAP} in progress the rest is ` +
+        "refused at once. The default leaves room for bursts and a busy machine's pauses; a " +
         'lower bound (150 ms) keeps the accepted requests faster past capacity. Metrics: ' +
         '`pushd_http_requests_shed_total`, `pushd_admission_share`. `0` turns it off.',
     ),
