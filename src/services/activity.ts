@@ -1,5 +1,5 @@
 import { onGenericPlans, type Db } from '../db/database.js';
-import type { ActivityRepository, DayCount, OpenCounts } from '../db/repositories/activity.js';
+import type { ActivityRepository, DayCount, OpenCounts, SessionRow } from '../db/repositories/activity.js';
 import type { ConversionCount, ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -19,8 +19,15 @@ import type { AbTestsRepository, AbFigures, BucketAppOpens } from '../db/reposit
 import { abBounds, abTestOf, type AbTest } from '../domain/ab-test.js';
 import type { ServiceDeps } from './deps.js';
 import type { Clock } from '../platform/clock.js';
+import { GroupRunner } from '../platform/group-runner.js';
 
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
+
+/**
+ * Session reports that arrive together are written in one transaction: a phone reports each time its app opens and
+ * closes, and one transaction a report held a database connection for its commit's flush each time.
+ */
+const SESSION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
 /** A notification with what devices did after receiving it. */
 export interface NotificationEngagement {
@@ -54,6 +61,7 @@ export class ActivityService {
   private readonly batches: BatchesRepository;
   private readonly conversionWindowHours: number;
   private readonly clock: Clock;
+  private readonly sessions: GroupRunner<SessionRow, void>;
 
   constructor(deps: ActivityServiceDeps) {
     this.db = deps.db;
@@ -66,14 +74,48 @@ export class ActivityService {
     this.abTests = deps.repos.abTests;
     this.batches = deps.repos.batches;
     this.conversionWindowHours = deps.conversionWindowHours;
+    this.sessions = new GroupRunner(
+      (group) => this.writeSessions(group),
+      SESSION_GROUPS,
+      (row) => this.writeSession(row),
+    );
   }
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
   async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {
     const startedAt = sessionStart(report, this.clock.now());
-    await this.onLiveDevice(appId, deviceId, (trx) =>
-      this.activity.recordSession(trx, appId, deviceId, { id: report.id, startedAt, durationSeconds: report.duration ?? null }),
-    );
+    await this.sessions.submit({ appId, deviceId, id: report.id, startedAt, durationSeconds: report.duration ?? null });
+  }
+
+  /**
+   * A group of session reports: their devices locked (404 unknown, 451 erased, each its own), then one statement for
+   * the live ones. A device's second report in the group would not see its first in that statement: it goes after,
+   * alone.
+   */
+  private async writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<void>[]> {
+    const seen = new Set<string>();
+    const firsts: SessionRow[] = [];
+    const later: SessionRow[] = [];
+    for (const row of group) {
+      (seen.has(row.deviceId) ? later : firsts).push(row);
+      seen.add(row.deviceId);
+    }
+    const results = await this.db.transaction().execute(async (trx) => {
+      await onGenericPlans(trx);
+      const erased = await this.devices.lockForReports(trx, firsts);
+      await this.activity.recordSessions(
+        trx,
+        firsts.filter((row) => erased.get(row.deviceId) === false),
+      );
+      return new Map(firsts.map((row) => [row, liveDeviceResult(erased.get(row.deviceId))]));
+    });
+    for (const row of later) results.set(row, await this.writeSession(row).then(fulfilled, rejected));
+    return group.map((row) => results.get(row)!);
+  }
+
+  /** One session report in a transaction of its own. */
+  private async writeSession(row: SessionRow): Promise<void> {
+    await this.onLiveDevice(row.appId, row.deviceId, (trx) => this.activity.recordSession(trx, row.appId, row.deviceId, row));
   }
 
   /**
@@ -139,4 +181,13 @@ export class ActivityService {
       await write(trx);
     });
   }
+}
+
+const fulfilled = (): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined });
+const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
+
+/** A device's report as its lock found the device: unknown (404), erased (451), or live. */
+function liveDeviceResult(erased: boolean | undefined): PromiseSettledResult<void> {
+  if (erased === undefined) return rejected(new NotFoundError('device'));
+  return erased ? rejected(new ErasedError()) : fulfilled();
 }

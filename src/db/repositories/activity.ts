@@ -8,6 +8,15 @@ export interface DayCount {
   count: number;
 }
 
+/** A session report of a device, as `recordSessions` stores it. */
+export interface SessionRow {
+  appId: string;
+  deviceId: string;
+  id: string;
+  startedAt: Date;
+  durationSeconds: number | null;
+}
+
 export interface OpenCounts {
   direct: number;
   indirect: number;
@@ -49,6 +58,42 @@ export class ActivityRepository {
       update devices set last_opened_at = greatest(last_opened_at, stored.started_at)
       from stored where devices.id = ${deviceId}::uuid
         and last_opened_at is distinct from greatest(last_opened_at, stored.started_at)`.execute(db);
+  }
+
+  /**
+   * `recordSession` for sessions of distinct devices in one statement: each stored the first time its id is
+   * reported, its duration from the first report that carries one, each device's last open moved to its session's
+   * start. The caller holds every device's row lock (`DevicesRepository.lockForReports`); a device twice would not
+   * see its own first report (one snapshot), so the caller passes each device once.
+   */
+  async recordSessions(db: Db, sessions: readonly SessionRow[]): Promise<void> {
+    if (sessions.length === 0) return;
+    const col = <T>(f: (s: SessionRow) => T) => sessions.map(f);
+    await sql`
+      with input as (
+        select * from unnest(
+          ${col((s) => s.deviceId)}::uuid[], ${col((s) => s.id)}::uuid[], ${col((s) => s.appId)}::uuid[],
+          ${col((s) => s.startedAt.toISOString())}::timestamptz[], ${col((s) => s.durationSeconds)}::int[]
+        ) as t(device_id, id, app_id, started_at, duration_seconds)),
+      known as (
+        select s.device_id, s.id
+        from app_sessions s
+        join input i on s.device_id = i.device_id and s.id = i.id),
+      completed as (
+        update app_sessions s set duration_seconds = i.duration_seconds
+        from input i
+        where s.device_id = i.device_id and s.id = i.id
+          and s.duration_seconds is null and i.duration_seconds is not null),
+      stored as (
+        insert into app_sessions (device_id, id, app_id, started_at, duration_seconds)
+        select i.device_id, i.id, i.app_id, i.started_at, i.duration_seconds
+        from input i
+        where not exists (select 1 from known k where k.device_id = i.device_id and k.id = i.id)
+        returning device_id, started_at)
+      update devices d set last_opened_at = greatest(d.last_opened_at, s.started_at)
+      from stored s
+      where d.id = s.device_id
+        and d.last_opened_at is distinct from greatest(d.last_opened_at, s.started_at)`.execute(db);
   }
 
   /**

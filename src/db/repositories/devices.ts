@@ -128,6 +128,23 @@ export class DevicesRepository {
   }
 
   /**
+   * These devices, each of its app, locked in id order (a fixed order: two groups cannot deadlock), each with
+   * whether it is erased; those not found are not in the map.
+   */
+  async lockForReports(db: Transaction<Database>, devices: readonly { appId: string; deviceId: string }[]): Promise<Map<string, boolean>> {
+    const known = devices.filter((d) => isUuid(d.deviceId));
+    if (known.length === 0) return new Map();
+    const { rows } = await sql<{ id: string; erased: boolean }>`
+      select d.id, d.erased_at is not null as erased
+      from devices d
+      join unnest(${known.map((d) => d.appId)}::uuid[], ${known.map((d) => d.deviceId)}::uuid[]) as k(app_id, id)
+        on d.app_id = k.app_id and d.id = k.id
+      order by d.id
+      for update of d`.execute(db);
+    return new Map(rows.map((r) => [r.id, r.erased]));
+  }
+
+  /**
    * The live devices of a user (only those `among` these ids, when given), locked in id order (a fixed order, so
    * concurrent user updates cannot deadlock).
    */
