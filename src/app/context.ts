@@ -107,7 +107,7 @@ export function createContext(deps: ContextDeps): HttpContext {
     webPushOrigins: config.WEB_PUSH_ALLOWED_ORIGINS,
   });
   const services = {
-    activity: new ActivityService({ ...shared, conversionWindowHours: config.CONVERSION_WINDOW_HOURS }),
+    activity: new ActivityService({ ...shared, admission, conversionWindowHours: config.CONVERSION_WINDOW_HOURS }),
     apps: new AppService({ ...shared, secrets: deps.secrets, changes: appChanges }),
     audiences: new AudienceService({ ...shared, deviceService: devices }),
     audit: new AuditService(shared),

@@ -20,6 +20,7 @@ import { abBounds, abTestOf, type AbTest } from '../domain/ab-test.js';
 import type { ServiceDeps } from './deps.js';
 import type { Clock } from '../platform/clock.js';
 import { GroupRunner } from '../platform/group-runner.js';
+import type { Admission } from '../platform/admission.js';
 
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
 
@@ -28,6 +29,9 @@ type WindowQuery = { from?: string | undefined; to?: string | undefined };
  * closes, and one transaction a report held a database connection for its commit's flush each time.
  */
 const SESSION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
+
+/** What became of a session report in its group: written, or left to its request to write alone. */
+type SessionWrite = 'written' | 'alone';
 
 /** A notification with what devices did after receiving it. */
 export interface NotificationEngagement {
@@ -46,6 +50,8 @@ export interface NotificationEngagement {
 export type ActivityServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & {
   /** the window after a push (or an A/B holdout's start) in which an event converts and a session counts */
   conversionWindowHours: number;
+  /** bounds how long a session report waits for its group's turn */
+  admission?: Admission | undefined;
 };
 
 /** App sessions and push opens the SDK reports, and the statistics counted from them. */
@@ -61,7 +67,7 @@ export class ActivityService {
   private readonly batches: BatchesRepository;
   private readonly conversionWindowHours: number;
   private readonly clock: Clock;
-  private readonly sessions: GroupRunner<SessionRow, void>;
+  private readonly sessions: GroupRunner<SessionRow, SessionWrite>;
 
   constructor(deps: ActivityServiceDeps) {
     this.db = deps.db;
@@ -76,41 +82,43 @@ export class ActivityService {
     this.conversionWindowHours = deps.conversionWindowHours;
     this.sessions = new GroupRunner(
       (group) => this.writeSessions(group),
-      SESSION_GROUPS,
-      (row) => this.writeSession(row),
+      { ...SESSION_GROUPS, admission: deps.admission },
+      (row) => this.writeSession(row).then(() => 'written' as const),
     );
   }
 
   /** POST /devices/:id/sessions: a session starts, or (the same id with a duration) ends; a retry changes nothing. */
   async recordSession(appId: string, deviceId: string, report: SessionReport): Promise<void> {
     const startedAt = sessionStart(report, this.clock.now());
-    await this.sessions.submit({ appId, deviceId, id: report.id, startedAt, durationSeconds: report.duration ?? null });
+    // the path takes a uuid in either case; the group tells a device's reports apart by its id as stored
+    const row = { appId, deviceId: deviceId.toLowerCase(), id: report.id, startedAt, durationSeconds: report.duration ?? null };
+    if ((await this.sessions.submit(row)) === 'alone') await this.writeSession(row);
   }
 
   /**
-   * A group of session reports: their devices locked (404 unknown, 451 erased, each its own), then one statement for
-   * the live ones. A device's second report in the group would not see its first in that statement: it goes after,
-   * alone.
+   * A group of session reports: the devices no other transaction holds are locked (451 for an erased one) and the
+   * live ones' sessions written in one statement. The others are told to go alone, each by its own request once
+   * the group has answered: a device not found (404) or held by other work (its report waits for it, the rest of
+   * the group does not), and a device's second report in the group, which would not see its first in that statement.
    */
-  private async writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<void>[]> {
-    const seen = new Set<string>();
-    const firsts: SessionRow[] = [];
-    const later: SessionRow[] = [];
-    for (const row of group) {
-      (seen.has(row.deviceId) ? later : firsts).push(row);
-      seen.add(row.deviceId);
-    }
-    const results = await this.db.transaction().execute(async (trx) => {
+  private async writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<SessionWrite>[]> {
+    const first = new Map<string, SessionRow>();
+    for (const row of group) if (!first.has(row.deviceId)) first.set(row.deviceId, row);
+    const firsts = [...first.values()];
+    const locked = await this.db.transaction().execute(async (trx) => {
+      // each device locked: whether it is erased
       await onGenericPlans(trx);
-      const erased = await this.devices.lockForReports(trx, firsts);
+      const erasedOf = await this.devices.lockForReports(trx, firsts);
       await this.activity.recordSessions(
         trx,
-        firsts.filter((row) => erased.get(row.deviceId) === false),
+        firsts.filter((row) => erasedOf.get(row.deviceId) === false),
       );
-      return new Map(firsts.map((row) => [row, liveDeviceResult(erased.get(row.deviceId))]));
+      return erasedOf;
     });
-    for (const row of later) results.set(row, await this.writeSession(row).then(fulfilled, rejected));
-    return group.map((row) => results.get(row)!);
+    return group.map((row): PromiseSettledResult<SessionWrite> => {
+      if (first.get(row.deviceId) !== row || !locked.has(row.deviceId)) return { status: 'fulfilled', value: 'alone' };
+      return locked.get(row.deviceId) ? { status: 'rejected', reason: new ErasedError() } : { status: 'fulfilled', value: 'written' };
+    });
   }
 
   /** One session report in a transaction of its own. */
@@ -181,13 +189,4 @@ export class ActivityService {
       await write(trx);
     });
   }
-}
-
-const fulfilled = (): PromiseSettledResult<void> => ({ status: 'fulfilled', value: undefined });
-const rejected = (reason: unknown): PromiseSettledResult<void> => ({ status: 'rejected', reason });
-
-/** A device's report as its lock found the device: unknown (404), erased (451), or live. */
-function liveDeviceResult(erased: boolean | undefined): PromiseSettledResult<void> {
-  if (erased === undefined) return rejected(new NotFoundError('device'));
-  return erased ? rejected(new ErasedError()) : fulfilled();
 }

@@ -128,8 +128,8 @@ export class DevicesRepository {
   }
 
   /**
-   * These devices, each of its app, locked in id order (a fixed order: two groups cannot deadlock), each with
-   * whether it is erased; those not found are not in the map.
+   * Those of these devices, each of its app, that no other transaction holds, locked, each with whether it is
+   * erased: the map leaves out the unknown ones and those held (waiting for none, a group cannot deadlock or stall).
    */
   async lockForReports(db: Transaction<Database>, devices: readonly { appId: string; deviceId: string }[]): Promise<Map<string, boolean>> {
     const known = devices.filter((d) => isUuid(d.deviceId));
@@ -139,8 +139,7 @@ export class DevicesRepository {
       from devices d
       join unnest(${known.map((d) => d.appId)}::uuid[], ${known.map((d) => d.deviceId)}::uuid[]) as k(app_id, id)
         on d.app_id = k.app_id and d.id = k.id
-      order by d.id
-      for update of d`.execute(db);
+      for update of d skip locked`.execute(db);
     return new Map(rows.map((r) => [r.id, r.erased]));
   }
 
