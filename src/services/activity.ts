@@ -123,7 +123,7 @@ export class ActivityService {
 
   /** One session report in a transaction of its own. */
   private async writeSession(row: SessionRow): Promise<void> {
-    await this.onLiveDevice(row.appId, row.deviceId, (trx) => this.activity.recordSession(trx, row.appId, row.deviceId, row));
+    await this.onLiveDevice(row.appId, row.deviceId, (trx) => this.activity.recordSessions(trx, [row]));
   }
 
   /**

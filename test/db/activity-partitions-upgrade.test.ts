@@ -186,8 +186,12 @@ describe('migration 030 on a database of the previous schema', () => {
     // reports sent again with another date (no started_at, no opened_at: now) find the rows from before the upgrade:
     // the session that had no duration takes it, and nothing is stored or counted twice
     await db.transaction().execute(async (trx) => {
-      await activity.recordSession(trx, app.id, devices[0]!, { id: sessions[1]!.id, startedAt: new Date(now), durationSeconds: 60 });
-      await activity.recordSession(trx, app.id, devices[0]!, { id: sessions[0]!.id, startedAt: new Date(now), durationSeconds: 99 });
+      await activity.recordSessions(trx, [
+        { appId: app.id, deviceId: devices[0]!, id: sessions[1]!.id, startedAt: new Date(now), durationSeconds: 60 },
+      ]);
+      await activity.recordSessions(trx, [
+        { appId: app.id, deviceId: devices[0]!, id: sessions[0]!.id, startedAt: new Date(now), durationSeconds: 99 },
+      ]);
       await activity.recordOpen(trx, app.id, devices[0]!, { notificationId: notification.id, kind: 'direct', openedAt: new Date(now) });
     });
     expect((await pool.query(`SELECT id, duration_seconds FROM app_sessions ORDER BY started_at`)).rows).toEqual(

@@ -31,40 +31,11 @@ export interface OpenCounts {
  */
 export class ActivityRepository {
   /**
-   * Stores a session the first time its id is reported (the trigger counts it), and its duration from the first
-   * report that carries one; the device's last open moves to the session's start, never backwards. A resent report
-   * may give another start, so the session is found by its id in any day's partition; the caller holds the device's
-   * row lock, so two reports of one device cannot both find none and insert.
-   */
-  async recordSession(
-    db: Db,
-    appId: string,
-    deviceId: string,
-    session: { id: string; startedAt: Date; durationSeconds: number | null },
-  ): Promise<void> {
-    await sql`
-      with known as (
-        select 1 from app_sessions
-        where device_id = ${deviceId}::uuid and id = ${session.id}::uuid),
-      completed as (
-        update app_sessions set duration_seconds = ${session.durationSeconds}::int
-        where device_id = ${deviceId}::uuid and id = ${session.id}::uuid
-          and duration_seconds is null and ${session.durationSeconds}::int is not null),
-      stored as (
-        insert into app_sessions (device_id, id, app_id, started_at, duration_seconds)
-        select ${deviceId}::uuid, ${session.id}::uuid, ${appId}::uuid, ${session.startedAt}::timestamptz, ${session.durationSeconds}::int
-        where not exists (select 1 from known)
-        returning started_at)
-      update devices set last_opened_at = greatest(last_opened_at, stored.started_at)
-      from stored where devices.id = ${deviceId}::uuid
-        and last_opened_at is distinct from greatest(last_opened_at, stored.started_at)`.execute(db);
-  }
-
-  /**
-   * `recordSession` for sessions of distinct devices in one statement: each stored the first time its id is
-   * reported, its duration from the first report that carries one, each device's last open moved to its session's
-   * start. The caller holds every device's row lock (`DevicesRepository.lockForReports`); a device twice would not
-   * see its own first report (one snapshot), so the caller passes each device once.
+   * Stores each session the first time its id is reported (the trigger counts it), and its duration from the first
+   * report that carries one; each device's last open moves to its session's start, never backwards. A resent report
+   * may give another start, so a session is found by its id in any day's partition (a probe of its key each). The
+   * caller holds every device's row lock, so two reports of one device cannot both find none and insert, and passes
+   * each device once: a device twice would not see its own first report (one statement, one snapshot).
    */
   async recordSessions(db: Db, sessions: readonly SessionRow[]): Promise<void> {
     if (sessions.length === 0) return;
@@ -76,14 +47,18 @@ export class ActivityRepository {
           ${col((s) => s.startedAt.toISOString())}::timestamptz[], ${col((s) => s.durationSeconds)}::int[]
         ) as t(device_id, id, app_id, started_at, duration_seconds)),
       known as (
-        select s.device_id, s.id
-        from app_sessions s
-        join input i on s.device_id = i.device_id and s.id = i.id),
-      completed as (
-        update app_sessions s set duration_seconds = i.duration_seconds
+        select i.device_id, i.id, k.started_at, i.duration_seconds,
+          k.duration_seconds is null and i.duration_seconds is not null as ends
         from input i
-        where s.device_id = i.device_id and s.id = i.id
-          and s.duration_seconds is null and i.duration_seconds is not null),
+        join lateral (
+          select s.started_at, s.duration_seconds
+          from app_sessions s
+          where s.device_id = i.device_id and s.id = i.id
+          offset 0) k on true),
+      completed as (
+        update app_sessions s set duration_seconds = k.duration_seconds
+        from known k
+        where s.device_id = k.device_id and s.id = k.id and s.started_at = k.started_at and k.ends),
       stored as (
         insert into app_sessions (device_id, id, app_id, started_at, duration_seconds)
         select i.device_id, i.id, i.app_id, i.started_at, i.duration_seconds

@@ -136,10 +136,13 @@ export class DevicesRepository {
     if (known.length === 0) return new Map();
     const { rows } = await sql<{ id: string; erased: boolean }>`
       select d.id, d.erased_at is not null as erased
-      from devices d
-      join unnest(${known.map((d) => d.appId)}::uuid[], ${known.map((d) => d.deviceId)}::uuid[]) as k(app_id, id)
-        on d.app_id = k.app_id and d.id = k.id
-      for update of d skip locked`.execute(db);
+      from unnest(${known.map((d) => d.appId)}::uuid[], ${known.map((d) => d.deviceId)}::uuid[]) as k(app_id, id)
+      join lateral (
+        select id, erased_at
+        from devices
+        where id = k.id and app_id = k.app_id
+        offset 0
+        for update skip locked) d on true`.execute(db);
     return new Map(rows.map((r) => [r.id, r.erased]));
   }
 
