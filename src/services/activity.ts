@@ -105,19 +105,20 @@ export class ActivityService {
     const first = new Map<string, SessionRow>();
     for (const row of group) if (!first.has(row.deviceId)) first.set(row.deviceId, row);
     const firsts = [...first.values()];
-    const locked = await this.db.transaction().execute(async (trx) => {
-      // each device locked: whether it is erased
+    // the devices locked here, each with whether it is erased
+    const erasedOf = await this.db.transaction().execute(async (trx) => {
       await onGenericPlans(trx);
-      const erasedOf = await this.devices.lockForReports(trx, firsts);
+      const locked = await this.devices.lockForReports(trx, firsts);
       await this.activity.recordSessions(
         trx,
-        firsts.filter((row) => erasedOf.get(row.deviceId) === false),
+        firsts.filter((row) => locked.get(row.deviceId) === false),
       );
-      return erasedOf;
+      return locked;
     });
     return group.map((row): PromiseSettledResult<SessionWrite> => {
-      if (first.get(row.deviceId) !== row || !locked.has(row.deviceId)) return { status: 'fulfilled', value: 'alone' };
-      return locked.get(row.deviceId) ? { status: 'rejected', reason: new ErasedError() } : { status: 'fulfilled', value: 'written' };
+      const erased = first.get(row.deviceId) === row ? erasedOf.get(row.deviceId) : undefined;
+      if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
+      return erased ? { status: 'rejected', reason: new ErasedError() } : { status: 'fulfilled', value: 'written' };
     });
   }
 
