@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { hash, randomFillSync, timingSafeEqual } from 'node:crypto';
 import type { DeviceFields, Platform } from './device-input.js';
 import { IdentityNotProvenError } from './errors.js';
 import {
@@ -19,14 +19,27 @@ import {
 export { CREDENTIAL_FIELD } from './device-input.js';
 import { CREDENTIAL_FIELD } from './device-input.js';
 
+const CREDENTIAL_BYTES = 24;
+/**
+ * Credentials' random bytes, drawn from the system's generator 170 credentials at a time, as `randomUUID` draws its
+ * own: a call into it cost 5–9 µs of a new registration's 250. Each credential's bytes are wiped once read.
+ */
+const pool = Buffer.alloc(CREDENTIAL_BYTES * 170);
+let drawn = pool.length;
+
 /** A new device's credential (192 random bits, base64url: 32 characters) and the SHA-256 of it that is stored. */
 export function issueCredential(): { credential: string; hash: Buffer } {
-  const credential = randomBytes(24).toString('base64url');
+  if (drawn === pool.length) {
+    randomFillSync(pool);
+    drawn = 0;
+  }
+  const credential = pool.toString('base64url', drawn, drawn + CREDENTIAL_BYTES);
+  pool.fill(0, drawn, (drawn += CREDENTIAL_BYTES));
   return { credential, hash: credentialHash(credential) };
 }
 
 export function credentialHash(credential: string): Buffer {
-  return createHash('sha256').update(credential, 'utf8').digest();
+  return hash('sha256', credential, 'buffer');
 }
 
 /** Whether `sent` is the credential whose hash is stored, compared in constant time. */

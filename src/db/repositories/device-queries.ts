@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { sql, type RawBuilder, type Selectable, type SqlBool } from 'kysely';
 import type { Db } from '../database.js';
 import { compileFilters, namedKeys } from '../filter-sql.js';
@@ -226,7 +226,7 @@ export function tokenTaken(err: unknown): boolean {
  * the UTF-8 it sent (U+FFFD for a lone surrogate, as Buffer writes it), the bytes hashed here.
  */
 export function tokenKey(token: string): string {
-  const h = createHash('sha256').update(token, 'utf8').digest('hex');
+  const h = hash('sha256', token, 'hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20, 32)}`;
 }
 
