@@ -36,18 +36,28 @@ export interface EventRounds {
 export async function eventRounds(run: JourneysRun, opts: { events: number; rounds: number; concurrency: number }): Promise<EventRounds> {
   const counter = { next: 0 };
   const result: EventRounds = { without: [], withJourneys: [] };
-  await eventRound(run, opts, counter); // warm-up: connections, JIT
+  // warm-up, not counted: connections, JIT and plans, of the way without journeys and of the way with them alike
+  await eventRound(run, opts, counter);
+  await withJourneys(run, () => eventRound(run, opts, counter));
   for (let round = 0; round < opts.rounds; round++) {
     result.without.push(await eventRound(run, opts, counter));
-    const made = [];
-    for (let k = 0; k < JOURNEYS; k++) made.push((await run.call('POST', '/v6/journeys', { journey: browse(k) })).journey.id);
-    result.withJourneys.push(await eventRound(run, opts, counter));
-    for (const id of made) await run.call('POST', `/v6/journeys/${id}/archive`);
-    // the archived journeys' entrants leave by the worker's polls: the next round without journeys must not pay for it
-    await untilExited(run.stack.db.db, made);
+    result.withJourneys.push(await withJourneys(run, () => eventRound(run, opts, counter)));
     const last = (rounds: EventRound[]) => rounds.at(-1)!.perSecond.toFixed(0);
     console.log(`events round ${round + 1}: without ${last(result.without)}/s, with ${last(result.withJourneys)}/s`);
   }
+  return result;
+}
+
+/**
+ * A round with `JOURNEYS` journeys made before it and archived after it; the archived journeys' entrants leave by the
+ * worker's polls, waited for, so that the next round without journeys does not pay for it.
+ */
+async function withJourneys(run: JourneysRun, round: () => Promise<EventRound>): Promise<EventRound> {
+  const made = [];
+  for (let k = 0; k < JOURNEYS; k++) made.push((await run.call('POST', '/v6/journeys', { journey: browse(k) })).journey.id);
+  const result = await round();
+  for (const id of made) await run.call('POST', `/v6/journeys/${id}/archive`);
+  await untilExited(run.stack.db.db, made);
   return result;
 }
 
