@@ -1,5 +1,5 @@
 import { onGenericPlans, type Db } from '../db/database.js';
-import type { ActivityRepository, DayCount, OpenCounts, SessionRow } from '../db/repositories/activity.js';
+import type { ActivityRepository, DayCount, OpenCounts, OpenRow, OpenTarget, SessionRow } from '../db/repositories/activity.js';
 import type { ConversionCount, ConversionsRepository } from '../db/repositories/conversions.js';
 import type { DevicesRepository } from '../db/repositories/devices.js';
 import type { NotificationsRepository } from '../db/repositories/notifications.js';
@@ -25,13 +25,19 @@ import type { Admission } from '../platform/admission.js';
 type WindowQuery = { from?: string | undefined; to?: string | undefined };
 
 /**
- * Session reports that arrive together are written in one transaction: a phone reports each time its app opens and
- * closes, and one transaction a report held a database connection for its commit's flush each time.
+ * Session and open reports that arrive together are written in one transaction: a phone reports each time its app
+ * opens and closes, the taps on a broadcast's push come in a burst, and one transaction a report held a database
+ * connection for its commit's flush each time.
  */
-const SESSION_GROUPS = { maxInFlight: 1, maxGroup: 200 };
+const REPORT_GROUPS = { maxInFlight: 1, maxGroup: 200 };
 
-/** What became of a session report in its group: written, or left to its request to write alone. */
-type SessionWrite = 'written' | 'alone';
+/** What became of a report in its group: written, or left to its request to write alone. */
+type ReportWrite = 'written' | 'alone';
+
+/** A push open as its group checks it: with the role of the key that reported it. */
+interface OpenReportRow extends OpenRow {
+  role: KeyRole;
+}
 
 /** A notification with what devices did after receiving it. */
 export interface NotificationEngagement {
@@ -67,7 +73,8 @@ export class ActivityService {
   private readonly batches: BatchesRepository;
   private readonly conversionWindowHours: number;
   private readonly clock: Clock;
-  private readonly sessions: GroupRunner<SessionRow, SessionWrite>;
+  private readonly sessions: GroupRunner<SessionRow, ReportWrite>;
+  private readonly opens: GroupRunner<OpenReportRow, ReportWrite>;
 
   constructor(deps: ActivityServiceDeps) {
     this.db = deps.db;
@@ -82,8 +89,13 @@ export class ActivityService {
     this.conversionWindowHours = deps.conversionWindowHours;
     this.sessions = new GroupRunner(
       (group) => this.writeSessions(group),
-      { ...SESSION_GROUPS, admission: deps.admission },
+      { ...REPORT_GROUPS, admission: deps.admission },
       (row) => this.writeSession(row).then(() => 'written' as const),
+    );
+    this.opens = new GroupRunner(
+      (group) => this.writeOpens(group),
+      { ...REPORT_GROUPS, admission: deps.admission },
+      (row) => this.writeOpen(row).then(() => 'written' as const),
     );
   }
 
@@ -101,9 +113,8 @@ export class ActivityService {
    * the group has answered: a device not found (404) or held by other work (its report waits for it, the rest of
    * the group does not), and a device's second report in the group, which would not see its first in that statement.
    */
-  private async writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<SessionWrite>[]> {
-    const first = new Map<string, SessionRow>();
-    for (const row of group) if (!first.has(row.deviceId)) first.set(row.deviceId, row);
+  private async writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<ReportWrite>[]> {
+    const first = firstOfEachDevice(group);
     const firsts = [...first.values()];
     // the devices locked here, each with whether it is erased
     const erasedOf = await this.db.transaction().execute(async (trx) => {
@@ -115,7 +126,7 @@ export class ActivityService {
       );
       return locked;
     });
-    return group.map((row): PromiseSettledResult<SessionWrite> => {
+    return group.map((row): PromiseSettledResult<ReportWrite> => {
       const erased = first.get(row.deviceId) === row ? erasedOf.get(row.deviceId) : undefined;
       if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
       return erased ? { status: 'rejected', reason: new ErasedError() } : { status: 'fulfilled', value: 'written' };
@@ -137,13 +148,46 @@ export class ActivityService {
     // judged against the real time, not the Clock: the notification's created_at it must follow is PostgreSQL's now()
     const openedAt = reportedAt(report.opened_at, new Date(), 'open.opened_at');
     const kind = report.tapped ? 'direct' : 'indirect';
-    await this.onLiveDevice(appId, deviceId, async (trx) => {
-      const notification = await this.notifications.findForApp(trx, appId, report._nid);
-      if (!notification) throw new ValidationError('open._nid: is not a notification of this app');
-      if (openedAt < notification.created_at) throw new ValidationError('open.opened_at: is before the notification was created');
-      if (role === 'sdk' && !(await this.conversions.hasReceived(trx, deviceId, notification.id)))
-        throw new ValidationError('open._nid: was not delivered to this device');
-      await this.activity.recordOpen(trx, appId, deviceId, { notificationId: notification.id, kind, openedAt });
+    const row = { appId, deviceId: deviceId.toLowerCase(), notificationId: report._nid, kind, openedAt, role } as const;
+    if ((await this.opens.submit(row)) === 'alone') await this.writeOpen(row);
+  }
+
+  /**
+   * A group of open reports, as `writeSessions` writes sessions: the devices no other transaction holds are locked,
+   * each live one's open checked (its notification and receipt read in one statement for all) and those that pass
+   * written in one statement; an open refused is refused alone. The others go alone, as sessions do.
+   */
+  private async writeOpens(group: OpenReportRow[]): Promise<PromiseSettledResult<ReportWrite>[]> {
+    const first = firstOfEachDevice(group);
+    const firsts = [...first.values()];
+    const { locked, refused } = await this.db.transaction().execute(async (trx) => {
+      await onGenericPlans(trx);
+      const locked = await this.devices.lockForReports(trx, firsts);
+      const live = firsts.filter((row) => locked.get(row.deviceId) === false);
+      const targets = await this.activity.openTargets(trx, live);
+      const refused = new Map(live.map((row, i) => [row, openRefusal(row, targets[i])]));
+      await this.activity.recordOpens(
+        trx,
+        live.filter((row) => refused.get(row) === null),
+      );
+      return { locked, refused };
+    });
+    return group.map((row): PromiseSettledResult<ReportWrite> => {
+      const erased = first.get(row.deviceId) === row ? locked.get(row.deviceId) : undefined;
+      if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
+      if (erased) return { status: 'rejected', reason: new ErasedError() };
+      const refusal = refused.get(row);
+      return refusal ? { status: 'rejected', reason: refusal } : { status: 'fulfilled', value: 'written' };
+    });
+  }
+
+  /** One open report in a transaction of its own. */
+  private async writeOpen(row: OpenReportRow): Promise<void> {
+    await this.onLiveDevice(row.appId, row.deviceId, async (trx) => {
+      const [target] = await this.activity.openTargets(trx, [row]);
+      const refusal = openRefusal(row, target);
+      if (refusal) throw refusal;
+      await this.activity.recordOpens(trx, [row]);
     });
   }
 
@@ -190,4 +234,19 @@ export class ActivityService {
       await write(trx);
     });
   }
+}
+
+/** Each device's first report of a group, by device id: a device's second would not see its first in one statement. */
+function firstOfEachDevice<R extends { deviceId: string }>(group: R[]): Map<string, R> {
+  const first = new Map<string, R>();
+  for (const row of group) if (!first.has(row.deviceId)) first.set(row.deviceId, row);
+  return first;
+}
+
+/** Why an open is refused (null: it is not), its notification as `openTargets` read it (undefined: not the app's). */
+function openRefusal(row: OpenReportRow, target: OpenTarget | undefined): ValidationError | null {
+  if (!target) return new ValidationError('open._nid: is not a notification of this app');
+  if (row.openedAt < target.createdAt) return new ValidationError('open.opened_at: is before the notification was created');
+  if (row.role === 'sdk' && !target.received) return new ValidationError('open._nid: was not delivered to this device');
+  return null;
 }

@@ -192,7 +192,9 @@ describe('migration 030 on a database of the previous schema', () => {
       await activity.recordSessions(trx, [
         { appId: app.id, deviceId: devices[0]!, id: sessions[0]!.id, startedAt: new Date(now), durationSeconds: 99 },
       ]);
-      await activity.recordOpen(trx, app.id, devices[0]!, { notificationId: notification.id, kind: 'direct', openedAt: new Date(now) });
+      await activity.recordOpens(trx, [
+        { appId: app.id, deviceId: devices[0]!, notificationId: notification.id, kind: 'direct', openedAt: new Date(now) },
+      ]);
     });
     expect((await pool.query(`SELECT id, duration_seconds FROM app_sessions ORDER BY started_at`)).rows).toEqual(
       [...sessions]

@@ -3,8 +3,9 @@ import { AppService } from '../../src/services/apps.js';
 import { createRepositories } from '../../src/services/deps.js';
 import { NotificationsRepository } from '../../src/db/repositories/notifications.js';
 import type { Db } from '../../src/db/database.js';
+import { afterAll, beforeAll } from 'vitest';
 import type { Harness } from './harness.js';
-import { basic } from './harness.js';
+import { basic, createHarness } from './harness.js';
 
 /** Mock APNs (production and sandbox, told apart by origin) and FCM with its OAuth endpoint. */
 export async function startGateways() {
@@ -40,6 +41,33 @@ export async function startGateways() {
   };
 }
 export type Gateways = Awaited<ReturnType<typeof startGateways>>;
+
+/**
+ * Mock gateways and a harness whose production gateways point at them (`env` added to its settings), started before
+ * the file's tests and closed after them: `useHarness` with its own mocks.
+ */
+export function useGatewaysHarness(env: Record<string, string> = {}): { h: Harness; gw: Gateways } {
+  let gw: Gateways | undefined;
+  let h: Harness | undefined;
+  beforeAll(async () => {
+    gw = await startGateways();
+    h = await createHarness({ env: { ...gw.env, ...env } });
+  });
+  afterAll(async () => {
+    await h?.close();
+    await gw?.close();
+  });
+  const late = <T extends object>(get: () => T | undefined) =>
+    new Proxy({} as T, {
+      get(_target, key) {
+        const value = get();
+        if (!value) throw new Error('used before its beforeAll ran');
+        const member = value[key as keyof T];
+        return typeof member === 'function' ? member.bind(value) : member;
+      },
+    });
+  return { h: late(() => h), gw: late(() => gw) };
+}
 
 /** Stores both credentials the way `app set-apns` / `app set-fcm` do (same parsers). */
 export async function setCredentials(

@@ -61,3 +61,26 @@ export async function countVia(h: Harness, appId: string, readKey: string, filte
   if (res.statusCode !== 200) throw new Error(`count failed: ${res.statusCode} ${res.body}`);
   return res.json().audience.device_count as number;
 }
+
+/**
+ * Holds the device's row lock in a transaction of the test's own, as other work on the device would, until `release`;
+ * answers once the lock is taken.
+ */
+export async function holdDevice(h: Harness, deviceId: string): Promise<{ release: () => Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let locked!: () => void;
+  const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+  const holder = h.db.db.transaction().execute(async (trx) => {
+    await trx.selectFrom('devices').select('id').where('id', '=', deviceId).forUpdate().execute();
+    locked();
+    await released;
+  });
+  await lockTaken;
+  return {
+    release: async () => {
+      release();
+      await holder;
+    },
+  };
+}

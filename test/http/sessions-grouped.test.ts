@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../helpers/harness.js';
 import { registerDevice } from '../helpers/gateways.js';
-import { call } from './device-support.js';
+import { call, holdDevice } from './device-support.js';
 
 /**
  * Session reports that arrive together are written in one transaction (`ActivityService.writeSessions`): each is
@@ -79,23 +79,13 @@ describe('session reports that arrive together', () => {
     const free = await registerDevice(h, app.keys.sdk, { platform: 'android' });
     const session = (deviceId: string) =>
       call(h, 'POST', `/v6/devices/${deviceId}/sessions`, app.keys.sdk, { session: { id: randomUUID() } });
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    let locked!: () => void;
-    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
-    const holder = h.db.db.transaction().execute(async (trx) => {
-      await trx.selectFrom('devices').select('id').where('id', '=', held.id).forUpdate().execute();
-      locked();
-      await released;
-    });
-    await lockTaken;
+    const holder = await holdDevice(h, held.id);
     let heldAnswered = false;
     const heldAnswer = session(held.id).finally(() => (heldAnswered = true));
     const [freeAnswer] = await Promise.all([session(free.id), new Promise((resolve) => setTimeout(resolve, 300))]);
     expect(freeAnswer.statusCode, freeAnswer.body).toBe(202);
     expect(heldAnswered).toBe(false);
-    release();
-    await holder;
+    await holder.release();
     expect((await heldAnswer).statusCode).toBe(202);
     const stored = await h.db.db.selectFrom('app_sessions').select('device_id').where('app_id', '=', app.app.id).execute();
     expect(stored.map((s) => s.device_id).sort()).toEqual([held.id, free.id].sort());

@@ -17,6 +17,22 @@ export interface SessionRow {
   durationSeconds: number | null;
 }
 
+/** A push open of a device, as `recordOpens` stores it. */
+export interface OpenRow {
+  appId: string;
+  deviceId: string;
+  notificationId: string;
+  kind: 'direct' | 'indirect';
+  openedAt: Date;
+}
+
+/** The notification an open names, as its checks read it (`openTargets`). */
+export interface OpenTarget {
+  createdAt: Date;
+  /** whether delivery recorded it as received by the device */
+  received: boolean;
+}
+
 export interface OpenCounts {
   direct: number;
   indirect: number;
@@ -72,26 +88,61 @@ export class ActivityRepository {
   }
 
   /**
-   * Stores a push open the first time this device reports this kind for this notification (the trigger counts it),
-   * looked up in any day's partition under the device's row lock the caller holds, as a session is.
+   * For each open, the notification it names if that is one of its app's, with when it was created and whether the
+   * device received it (delivery's receipt): a probe of each table's key an open, the receipts in any day's partition.
    */
-  async recordOpen(
-    db: Db,
-    appId: string,
-    deviceId: string,
-    open: { notificationId: string; kind: 'direct' | 'indirect'; openedAt: Date },
-  ): Promise<void> {
+  async openTargets(db: Db, opens: readonly OpenRow[]): Promise<(OpenTarget | undefined)[]> {
+    if (opens.length === 0) return [];
+    const col = <T>(f: (o: OpenRow, i: number) => T) => opens.map(f);
+    const { rows } = await sql<{ ord: number; created_at: Date; received: boolean }>`
+      select k.ord, n.created_at, r.found is not null as received
+      from unnest(
+        ${col((_, i) => i)}::int[], ${col((o) => o.appId)}::uuid[], ${col((o) => o.notificationId)}::uuid[],
+        ${col((o) => o.deviceId)}::uuid[]
+      ) as k(ord, app_id, notification_id, device_id)
+      join lateral (
+        select created_at
+        from notifications
+        where id = k.notification_id and app_id = k.app_id
+        offset 0) n on true
+      left join lateral (
+        select 1 as found
+        from device_pushes
+        where device_id = k.device_id and notification_id = k.notification_id
+        limit 1) r on true`.execute(db);
+    const found = new Map(rows.map((r) => [r.ord, { createdAt: r.created_at, received: r.received }]));
+    return opens.map((_, i) => found.get(i));
+  }
+
+  /**
+   * Stores each push open the first time its device reports this kind for this notification (the trigger counts
+   * it), looked up in any day's partition (a probe of its key each); each device's last open moves to it, never
+   * backwards. As for sessions, the caller holds every device's row lock and passes each device once.
+   */
+  async recordOpens(db: Db, opens: readonly OpenRow[]): Promise<void> {
+    if (opens.length === 0) return;
+    const col = <T>(f: (o: OpenRow) => T) => opens.map(f);
     await sql`
-      with stored as (
+      with input as (
+        select * from unnest(
+          ${col((o) => o.notificationId)}::uuid[], ${col((o) => o.kind)}::text[], ${col((o) => o.deviceId)}::uuid[],
+          ${col((o) => o.appId)}::uuid[], ${col((o) => o.openedAt.toISOString())}::timestamptz[]
+        ) as t(notification_id, kind, device_id, app_id, opened_at)),
+      stored as (
         insert into push_opens (notification_id, kind, device_id, app_id, opened_at)
-        select ${open.notificationId}::uuid, ${open.kind}, ${deviceId}::uuid, ${appId}::uuid, ${open.openedAt}::timestamptz
-        where not exists (
-          select 1 from push_opens
-          where notification_id = ${open.notificationId}::uuid and kind = ${open.kind} and device_id = ${deviceId}::uuid)
-        returning opened_at)
-      update devices set last_opened_at = greatest(last_opened_at, stored.opened_at)
-      from stored where devices.id = ${deviceId}::uuid
-        and last_opened_at is distinct from greatest(last_opened_at, stored.opened_at)`.execute(db);
+        select i.notification_id, i.kind, i.device_id, i.app_id, i.opened_at
+        from input i
+        left join lateral (
+          select 1 as found
+          from push_opens o
+          where o.notification_id = i.notification_id and o.kind = i.kind and o.device_id = i.device_id
+          limit 1) o on true
+        where o.found is null
+        returning device_id, opened_at)
+      update devices d set last_opened_at = greatest(d.last_opened_at, s.opened_at)
+      from stored s
+      where d.id = s.device_id
+        and d.last_opened_at is distinct from greatest(d.last_opened_at, s.opened_at)`.execute(db);
   }
 
   /** One row a day from `from` to `to` (YYYY-MM-DD, both included), oldest first; days without data count 0. */

@@ -81,12 +81,4 @@ export class ConversionsRepository {
       group by source, name order by source, name`.execute(db);
     return rows;
   }
-
-  /** Whether delivery recorded that this device received this notification (a receipt not yet dropped past retention). */
-  async hasReceived(db: Db, deviceId: string, notificationId: string): Promise<boolean> {
-    const { rows } = await sql`
-      select 1 from device_pushes
-      where device_id = ${deviceId}::uuid and notification_id = ${notificationId}::uuid`.execute(db);
-    return rows.length > 0;
-  }
 }
