@@ -3,8 +3,9 @@
  * it (bench/lib/device-fill.ts), from many clients at once. One ROLE=all process with production's settings (rate
  * limits raised, LOG_LEVEL info, its log to a file); first new tokens (201), then the same devices again (200), then
  * what each phone reports when its app opens and closes (`POST /v6/devices/:id/sessions`, a session's start and its
- * end, 202); then the floor: a bare PostgreSQL client writing the same rows (the device and its custom attributes, one statement
- * each registration, its tags made by the devices' trigger as the service's are) for as many other new tokens.
+ * end, 202), and each device's tap on a broadcast's push (`POST /v6/devices/:id/opens`, 202); then the floor: a bare
+ * PostgreSQL client writing the same rows (the device and its custom attributes, one statement each registration, its
+ * tags made by the devices' trigger as the service's are) for as many other new tokens.
  * CPU per registration of the service, of the PostgreSQL server and of the clients, beside `pgbench -N`.
  *
  *   npm run bench -- registrations [--devices 20000] [--clients 50] [--flush-delay-ms N] [--rate-of-pgbench F | --rate R]
@@ -30,7 +31,7 @@ import { mocksHere } from './lib/mock-gateways.js';
 import { pgbenchTps } from './lib/pgbench.js';
 import { arg, parentPid, printRows } from './lib/setup.js';
 import { backendsCpuSince, databaseBackendsCpu, databaseWalSince, walMark } from './lib/database-wal.js';
-import { BENCH_BUNDLE, benchApp, startServices } from './lib/stack.js';
+import { BENCH_BUNDLE, benchApp, notificationPoster, startServices, waitFinished } from './lib/stack.js';
 import { slowFlushDatabase } from './lib/slow-flush.js';
 
 const devices = Number(arg('devices', '20000'));
@@ -123,9 +124,18 @@ async function sessionPosts(db: DatabaseHandle, appId: string) {
   const { rows } = await sql<{ id: string }>`select id from devices where app_id = ${appId} order by created_at, id`.execute(db.db);
   const phones = rows.slice(0, devices).map(({ id }) => ({ device: id, session: randomUUID() }));
   return {
+    devices: phones.map((p) => p.device),
     starts: phones.map((p) => ({ path: `/v6/devices/${p.device}/sessions`, body: { session: { id: p.session } } })),
     ends: phones.map((p) => ({ path: `/v6/devices/${p.device}/sessions`, body: { session: { id: p.session, duration: 95 } } })),
   };
+}
+
+/** A broadcast to every device, sent; then each device reports the push tapped, as phones do after one. */
+async function openPosts(base: string, writeKey: string, devices: string[]) {
+  const poster = notificationPoster(base, writeKey, { alert: 'Back in stock' });
+  const { id } = await poster.post('*');
+  await waitFinished(base, poster.auth, id);
+  return devices.map((device) => ({ path: `/v6/devices/${device}/opens`, body: { open: { _nid: id, tapped: true } } }));
 }
 
 async function main() {
@@ -174,6 +184,8 @@ async function main() {
   const sessions = await sessionPosts(stack.db, stack.app.id);
   await measuredWithWal('session start', meters, 202, () => load.post(sessions.starts, perSecond));
   await measuredWithWal('session end', meters, 202, () => load.post(sessions.ends, perSecond));
+  const opens = await openPosts(services.base, stack.keys.write, sessions.devices);
+  await measuredWithWal('push open (a broadcast tapped)', meters, 202, () => load.post(opens, perSecond));
   await load.close();
   await services.stop();
   const floorMeters = { service: null, postmaster: meters.postmaster, clients: process.pid };
