@@ -100,11 +100,12 @@ export class ActivityRepository {
         ${col((_, i) => i)}::int[], ${col((o) => o.appId)}::uuid[], ${col((o) => o.notificationId)}::uuid[],
         ${col((o) => o.deviceId)}::uuid[]
       ) as k(ord, app_id, notification_id, device_id)
+      -- by its id alone, a probe of the primary key: with the app in it, a plan took the app's index of the day
       join lateral (
-        select created_at
+        select app_id, created_at
         from notifications
-        where id = k.notification_id and app_id = k.app_id
-        offset 0) n on true
+        where id = k.notification_id
+        offset 0) n on n.app_id = k.app_id
       left join lateral (
         select 1 as found
         from device_pushes
