@@ -126,11 +126,7 @@ export class ActivityService {
       );
       return locked;
     });
-    return group.map((row): PromiseSettledResult<ReportWrite> => {
-      const erased = first.get(row.deviceId) === row ? erasedOf.get(row.deviceId) : undefined;
-      if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
-      return erased ? { status: 'rejected', reason: new ErasedError() } : { status: 'fulfilled', value: 'written' };
-    });
+    return group.map((row) => reportAnswer(row, first, erasedOf));
   }
 
   /** One session report in a transaction of its own. */
@@ -172,13 +168,7 @@ export class ActivityService {
       );
       return { locked, refused };
     });
-    return group.map((row): PromiseSettledResult<ReportWrite> => {
-      const erased = first.get(row.deviceId) === row ? locked.get(row.deviceId) : undefined;
-      if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
-      if (erased) return { status: 'rejected', reason: new ErasedError() };
-      const refusal = refused.get(row);
-      return refusal ? { status: 'rejected', reason: refusal } : { status: 'fulfilled', value: 'written' };
-    });
+    return group.map((row) => reportAnswer(row, first, locked, refused.get(row)));
   }
 
   /** One open report in a transaction of its own. */
@@ -243,7 +233,26 @@ function firstOfEachDevice<R extends { deviceId: string }>(group: R[]): Map<stri
   return first;
 }
 
-/** Why an open is refused (null: it is not), its notification as `openTargets` read it (undefined: not the app's). */
+/**
+ * A report's answer from its group: alone when it is not its device's first there or its device was not locked (held
+ * or unknown), 451 for an erased device, its refusal, else written.
+ */
+function reportAnswer<R extends { deviceId: string }>(
+  row: R,
+  first: Map<string, R>,
+  erasedOf: Map<string, boolean>,
+  refusal: Error | null = null,
+): PromiseSettledResult<ReportWrite> {
+  const erased = first.get(row.deviceId) === row ? erasedOf.get(row.deviceId) : undefined;
+  if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
+  if (erased) return { status: 'rejected', reason: new ErasedError() };
+  return refusal ? { status: 'rejected', reason: refusal } : { status: 'fulfilled', value: 'written' };
+}
+
+/**
+ * Why an open is refused (null: it is not), its notification as `openTargets` read it (undefined: not the app's):
+ * opens count toward a notification's figures, so the sdk key, which anyone may hold, counts only pushes it received.
+ */
 function openRefusal(row: OpenReportRow, target: OpenTarget | undefined): ValidationError | null {
   if (!target) return new ValidationError('open._nid: is not a notification of this app');
   if (row.openedAt < target.createdAt) return new ValidationError('open.opened_at: is before the notification was created');
