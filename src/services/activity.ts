@@ -56,7 +56,7 @@ export interface NotificationEngagement {
 export type ActivityServiceDeps = Pick<ServiceDeps, 'db' | 'readDb' | 'repos' | 'clock'> & {
   /** the window after a push (or an A/B holdout's start) in which an event converts and a session counts */
   conversionWindowHours: number;
-  /** bounds how long a session report waits for its group's turn */
+  /** bounds how long a session or open report waits for its group's turn */
   admission?: Admission | undefined;
 };
 
@@ -107,26 +107,44 @@ export class ActivityService {
     if ((await this.sessions.submit(row)) === 'alone') await this.writeSession(row);
   }
 
+  /** A group of session reports, as `writeGroup` writes them: the live devices' sessions in one statement. */
+  private writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<ReportWrite>[]> {
+    return this.writeGroup(group, async (trx, live) => {
+      await this.activity.recordSessions(trx, live);
+      return new Map();
+    });
+  }
+
   /**
-   * A group of session reports: the devices no other transaction holds are locked (451 for an erased one) and the
-   * live ones' sessions written in one statement. The others are told to go alone, each by its own request once
-   * the group has answered: a device not found (404) or held by other work (its report waits for it, the rest of
-   * the group does not), and a device's second report in the group, which would not see its first in that statement.
+   * A group of reports: the devices no other transaction holds are locked (451 for an erased one) and the live ones'
+   * reports written by `writeLive`, which answers those it refuses. The others are told to go alone, each by its own
+   * request once the group has answered: a device not found (404) or held by other work (its report waits for it, the
+   * rest of the group does not), and a device's second report in the group, which would not see its first in the
+   * group's statement.
    */
-  private async writeSessions(group: SessionRow[]): Promise<PromiseSettledResult<ReportWrite>[]> {
-    const first = firstOfEachDevice(group);
+  private async writeGroup<R extends { appId: string; deviceId: string }>(
+    group: R[],
+    writeLive: (trx: Db, live: R[]) => Promise<Map<R, Error | null>>,
+  ): Promise<PromiseSettledResult<ReportWrite>[]> {
+    const first = new Map<string, R>();
+    for (const row of group) if (!first.has(row.deviceId)) first.set(row.deviceId, row);
     const firsts = [...first.values()];
-    // the devices locked here, each with whether it is erased
-    const erasedOf = await this.db.transaction().execute(async (trx) => {
+    const { locked, refused } = await this.db.transaction().execute(async (trx) => {
       await onGenericPlans(trx);
       const locked = await this.devices.lockForReports(trx, firsts);
-      await this.activity.recordSessions(
+      const refused = await writeLive(
         trx,
         firsts.filter((row) => locked.get(row.deviceId) === false),
       );
-      return locked;
+      return { locked, refused };
     });
-    return group.map((row) => reportAnswer(row, first, erasedOf));
+    return group.map((row): PromiseSettledResult<ReportWrite> => {
+      const erased = first.get(row.deviceId) === row ? locked.get(row.deviceId) : undefined;
+      if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
+      if (erased) return { status: 'rejected', reason: new ErasedError() };
+      const refusal = refused.get(row);
+      return refusal ? { status: 'rejected', reason: refusal } : { status: 'fulfilled', value: 'written' };
+    });
   }
 
   /** One session report in a transaction of its own. */
@@ -149,26 +167,19 @@ export class ActivityService {
   }
 
   /**
-   * A group of open reports, as `writeSessions` writes sessions: the devices no other transaction holds are locked,
-   * each live one's open checked (its notification and receipt read in one statement for all) and those that pass
-   * written in one statement; an open refused is refused alone. The others go alone, as sessions do.
+   * A group of open reports, as `writeGroup` writes them: each live device's open checked (their notifications and
+   * receipts read in one statement) and those that pass written in one; an open refused is refused alone.
    */
-  private async writeOpens(group: OpenReportRow[]): Promise<PromiseSettledResult<ReportWrite>[]> {
-    const first = firstOfEachDevice(group);
-    const firsts = [...first.values()];
-    const { locked, refused } = await this.db.transaction().execute(async (trx) => {
-      await onGenericPlans(trx);
-      const locked = await this.devices.lockForReports(trx, firsts);
-      const live = firsts.filter((row) => locked.get(row.deviceId) === false);
+  private writeOpens(group: OpenReportRow[]): Promise<PromiseSettledResult<ReportWrite>[]> {
+    return this.writeGroup(group, async (trx, live) => {
       const targets = await this.activity.openTargets(trx, live);
       const refused = new Map(live.map((row, i) => [row, openRefusal(row, targets[i])]));
       await this.activity.recordOpens(
         trx,
         live.filter((row) => refused.get(row) === null),
       );
-      return { locked, refused };
+      return refused;
     });
-    return group.map((row) => reportAnswer(row, first, locked, refused.get(row)));
   }
 
   /** One open report in a transaction of its own. */
@@ -224,29 +235,6 @@ export class ActivityService {
       await write(trx);
     });
   }
-}
-
-/** Each device's first report of a group, by device id: a device's second would not see its first in one statement. */
-function firstOfEachDevice<R extends { deviceId: string }>(group: R[]): Map<string, R> {
-  const first = new Map<string, R>();
-  for (const row of group) if (!first.has(row.deviceId)) first.set(row.deviceId, row);
-  return first;
-}
-
-/**
- * A report's answer from its group: alone when it is not its device's first there or its device was not locked (held
- * or unknown), 451 for an erased device, its refusal, else written.
- */
-function reportAnswer<R extends { deviceId: string }>(
-  row: R,
-  first: Map<string, R>,
-  erasedOf: Map<string, boolean>,
-  refusal: Error | null = null,
-): PromiseSettledResult<ReportWrite> {
-  const erased = first.get(row.deviceId) === row ? erasedOf.get(row.deviceId) : undefined;
-  if (erased === undefined) return { status: 'fulfilled', value: 'alone' };
-  if (erased) return { status: 'rejected', reason: new ErasedError() };
-  return refusal ? { status: 'rejected', reason: refusal } : { status: 'fulfilled', value: 'written' };
 }
 
 /**
