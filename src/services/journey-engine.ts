@@ -20,6 +20,7 @@ import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { Counts, JourneyVersions } from './journey-counts.js';
 import { exitArchived } from './journey-exits.js';
+import { runGroupsInTurn } from './journey-turns.js';
 import { callWebhooks, runDigest, withDigests, type JourneyWebhooks, type StepOutcome } from './journey-calls.js';
 import type { ServiceDeps } from './deps.js';
 import type { MessageService } from './messages.js';
@@ -29,10 +30,6 @@ import type { TemplatesRepository } from '../db/repositories/templates.js';
 
 /** Groups of due entrants one poll looks at before it looks again. */
 const GROUPS_AT_ONCE = 50;
-/** Batches of one group a round runs before the others' turn. */
-const BATCHES_A_GROUP = 20;
-/** Batches of one group run at once: one waits on PostgreSQL while the other's sends are cut and released. */
-const BATCHES_AT_ONCE = 2;
 /** Entrants' recorded events one transaction applies (JourneyService.takeEvents). */
 const EVENTS_AT_ONCE = 100;
 /** polls at which a row of recorded events failed on its own before it is dropped */
@@ -137,10 +134,10 @@ export class JourneyEngine {
       fellBack = (await this.applyRecordedEvents(!fellBack)) || fellBack;
       const now = this.deps.clock.now();
       const due = { now, aheadMs: this.deps.dueAheadMs, limit: GROUPS_AT_ONCE };
-      const { groups, nextDue } = await this.deps.entrants.dueGroups(this.deps.db, due);
+      const { groups, nextDue, cut } = await this.deps.entrants.dueGroups(this.deps.db, due);
       this.nextDue = nextDue;
-      let moved = 0;
-      for (const group of groups) moved += await this.runGroupBatches(group, now);
+      const runBatch = (group: DueGroup) => this.runGroup(group, now);
+      const moved = await runGroupsInTurn(groups, { batchSize: this.deps.batchSize, cut, runBatch });
       total += moved;
       // nothing moved: nothing was due, or other workers hold it
       if (moved === 0) return total;
@@ -153,34 +150,6 @@ export class JourneyEngine {
    */
   msUntilNextDue(): number | null {
     return this.nextDue === null ? null : this.nextDue.getTime() - this.deps.clock.now().getTime();
-  }
-
-  /**
-   * A group's batches while it has full ones (the due query sees the earliest due entrants only), BATCHES_A_GROUP at
-   * most: after a first full one, BATCHES_AT_ONCE at a time, each its own transaction (SKIP LOCKED parts them), the
-   * next begun as soon as one ends so that one waiting for its sends' turns does not hold the other; answers how many
-   * entrants moved.
-   */
-  private async runGroupBatches(group: DueGroup, now: Date): Promise<number> {
-    let moved = await this.runGroup(group, now);
-    let begun = 1;
-    let full = moved === this.deps.batchSize;
-    const runner = async () => {
-      while (full && begun < BATCHES_A_GROUP) {
-        begun++;
-        try {
-          const n = await this.runGroup(group, now);
-          moved += n;
-          full &&= n === this.deps.batchSize;
-        } catch (err) {
-          // the other runner begins no more: the poll fails as a whole, as it did with the batches at once
-          full = false;
-          throw err;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: BATCHES_AT_ONCE }, runner));
-    return moved;
   }
 
   /**

@@ -10,8 +10,9 @@ type App = Awaited<ReturnType<Harness['createApp']>>;
 const HOUR = 3_600_000;
 
 /**
- * How the engine runs a group's due batches (JourneyEngine.runGroupBatches): the first of a round alone, then two at
- * once, each runner beginning the next as soon as its own ends, 20 a round, only while they come full.
+ * How the engine runs the due batches of a poll (JourneyEngine.runGroups): two at once, of one group or of several,
+ * each runner beginning the next as soon as its own ends; a group's 20 a round at most, only while they come full,
+ * and before one has come back only as many at once as the poll saw entrants for.
  */
 describe("journeys: a group's due batches", () => {
   const clock = new ManualClock(new Date('2026-06-01T10:00:00Z'));
@@ -44,9 +45,9 @@ describe("journeys: a group's due batches", () => {
     return { engine: new Watched(deps), begun: () => begun };
   };
 
-  it('the first alone, never more than two at once, the next begun as soon as one ends, 20 a round', async () => {
+  it('two at once from the first, never more, the next begun as soon as one ends, 20 a round', async () => {
     const j = await dueEntrants('Runners', 41);
-    // the second batch (the first of the two runners') is held until the other runner has begun three more after its
+    // the second batch (the other runner's first) is held until the first runner has begun three more after its
     // own, which two batches at a time in lockstep never do
     let running = 0;
     let most = 0;
@@ -65,11 +66,33 @@ describe("journeys: a group's due batches", () => {
       }
     });
     expect(await engine.runDue()).toBe(41);
-    expect(atBegin[0]).toBe(0);
+    // the poll saw 41 due: the second begins beside the first
+    expect(atBegin.slice(0, 2)).toEqual([0, 1]);
     expect(most).toBe(2);
     // a round of 20 full batches, then the one left alone (it is not full: no more begin)
     expect(begun()).toBe(20 + 1);
     expect((await stepCounts(j.id)).wait).toMatchObject({ entered: 41, waiting: 0, passed: 41 });
+  });
+
+  it('groups of a few entrants run at once, and a group begins no batch beside its first for entrants it has not', async () => {
+    const [a, b] = [await dueEntrants('Few A', 1), await dueEntrants('Few B', 3)];
+    // the first batch is held until another begins: run group by group, none would
+    let release!: () => void;
+    const second = new Promise<void>((resolve) => (release = resolve));
+    const ran: number[] = [];
+    const { engine, begun } = watched(async (k, run) => {
+      if (k === 2) release();
+      if (k === 1) await Promise.race([second, rejectAfter(10_000, 'batch 1 held: no other batch began beside it')]);
+      const n = await run();
+      ran.push(n);
+      return n;
+    });
+    expect(await engine.runDue()).toBe(4);
+    // A's one entrant in one batch; B's 3 in two (2 and 1), and no third begun beside them for entrants not seen
+    expect(begun()).toBe(3);
+    expect(ran.sort()).toEqual([1, 1, 2]);
+    expect((await stepCounts(a.id)).wait).toMatchObject({ entered: 1, waiting: 0, passed: 1 });
+    expect((await stepCounts(b.id)).wait).toMatchObject({ entered: 3, waiting: 0, passed: 3 });
   });
 
   it('a batch that fails ends the poll: the other runner begins no more', async () => {

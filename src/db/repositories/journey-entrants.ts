@@ -18,6 +18,8 @@ export interface DueGroup {
   version: number;
   step_id: string;
   phase: 'arrived' | 'waiting';
+  /** how many of its entrants the poll saw due (it reads the earliest DUE_ROWS_SEEN of all groups: `cut`, there may be more) */
+  due: number;
 }
 
 /** An entry into a journey with its history (journey_entrant_history: its first entry and its last 99). */
@@ -275,9 +277,12 @@ export class JourneyEntrantsRepository {
    * poll (4,858 pages), and grouping every due entrant read 100,000 rows a poll while they were due. The same read
    * looks `aheadMs` further, for when the next entrant of an active journey comes due (null: none that soon).
    */
-  async dueGroups(db: Db, due: { now: Date; aheadMs: number; limit: number }): Promise<{ groups: DueGroup[]; nextDue: Date | null }> {
+  async dueGroups(
+    db: Db,
+    due: { now: Date; aheadMs: number; limit: number },
+  ): Promise<{ groups: DueGroup[]; nextDue: Date | null; cut: boolean }> {
     const { now, aheadMs, limit } = due;
-    const { rows } = await sql<{ [K in keyof DueGroup]: DueGroup[K] | null } & { next_due: Date | null }>`
+    const { rows } = await sql<{ [K in keyof DueGroup]: DueGroup[K] | null } & { next_due: Date | null; seen: number }>`
       with due as materialized (
         select journey_id, version, step_id, phase, due_at
         from journey_entrants
@@ -287,7 +292,7 @@ export class JourneyEntrantsRepository {
         limit ${DUE_ROWS_SEEN}
       ),
       grouped as (
-        select due.journey_id, j.app_id, due.version, due.step_id, due.phase
+        select due.journey_id, j.app_id, due.version, due.step_id, due.phase, count(*)::int as due
         from due
         join journeys j on j.id = due.journey_id
         where due.due_at <= ${now}
@@ -295,12 +300,12 @@ export class JourneyEntrantsRepository {
         limit ${limit}
       )
       -- a row at least, with the next due moment
-      select g.*, n.next_due
-      from (select min(due_at) filter (where due_at > ${now}) as next_due from due) n
+      select g.*, n.next_due, n.seen
+      from (select min(due_at) filter (where due_at > ${now}) as next_due, count(*)::int as seen from due) n
       left join grouped g on true
     `.execute(db);
-    const groups = rows.flatMap(({ next_due: _, ...g }) => (g.journey_id === null ? [] : [g as DueGroup]));
-    return { groups, nextDue: rows[0]?.next_due ?? null };
+    const groups = rows.flatMap(({ next_due: _, seen: __, ...g }) => (g.journey_id === null ? [] : [g as DueGroup]));
+    return { groups, nextDue: rows[0]?.next_due ?? null, cut: rows[0]?.seen === DUE_ROWS_SEEN };
   }
 
   /**
