@@ -17,8 +17,8 @@
  *      one statement that exited them all before, rolled back.
  *
  *   npm run bench -- journeys [--devices 100000] [--entrants 100000] [--waiting 1000000] [--events 4000] [--rounds 2]
- *                             [--concurrency 16] [--quiet-seconds 10] [--only events]
- * `--only events` runs (1) alone.
+ *                             [--concurrency 16] [--quiet-seconds 10] [--only events|due] [--due-journeys 1]
+ * `--only events` runs (1) alone, `--only due` (2) alone; `--due-journeys N` spreads (2)'s entrants over N journeys.
  */
 import { sql } from 'kysely';
 import { bareAround, bareRun, dueAtOnce, dueRows } from './lib/journeys-due.js';
@@ -35,7 +35,8 @@ const events = Number(arg('events', '4000'));
 const rounds = Number(arg('rounds', '2'));
 const concurrency = Number(arg('concurrency', '16'));
 const quietSeconds = Number(arg('quiet-seconds', '10'));
-const onlyEvents = arg('only', '') === 'events';
+const only = arg('only', '');
+const dueJourneys = Number(arg('due-journeys', '1'));
 const queue = arg('queue', process.env.REDIS_URL ? 'redis' : 'postgres');
 const DUE_WARM_UP = 2000;
 
@@ -44,8 +45,8 @@ async function main() {
   const { stack, services } = run;
   const db = stack.db.db;
   // (1) events, alternating rounds without and with 10 journeys the event enters (each device enters each once)
-  const eventsPhase = await eventRounds(run, { events, rounds, concurrency });
-  if (onlyEvents) {
+  const eventsPhase = only === 'due' ? null : await eventRounds(run, { events, rounds, concurrency });
+  if (eventsPhase && only === 'events') {
     console.log(
       `\njourneys benchmark, events alone: ${devices} devices, ${events} a round x ${rounds} rounds at concurrency ${concurrency}\n`,
     );
@@ -56,23 +57,30 @@ async function main() {
   }
   // (2) `entrants` entrants due at one moment: their pushes against the bare client's, after a few due at once not
   // counted (the worker's connections to the gateways, its due path's JIT and plans, as a running worker has them)
-  await dueAtOnce(run, Math.min(DUE_WARM_UP, entrants));
+  await dueAtOnce(run, Math.min(DUE_WARM_UP, entrants), dueJourneys);
   const bareBefore = await bareRun(run, entrants);
-  const due = await dueAtOnce(run, entrants);
+  const due = await dueAtOnce(run, entrants, dueJourneys);
   const bare = bareAround(bareBefore, await bareRun(run, entrants));
   const notifications = await sql<{ n: number }>`
-    select count(*)::int as n from notifications where request->'journey'->>'id' = ${due.journeyId}`.execute(db);
+    select count(*)::int as n from notifications where request->'journey'->>'id' = any(${due.journeyIds}::text[])`.execute(db);
+  if (!eventsPhase) {
+    console.log(`\njourneys benchmark, due alone: ${devices} devices, ${entrants} entrants due at once over ${dueJourneys} journeys\n`);
+    printTable(dueRows(due, bare, notifications.rows[0]!.n));
+    await services.stop();
+    await stack.close();
+    process.exit(due.missed > 0 || due.twice > 0 ? 1 : 0);
+  }
   // (3) `waiting` entrants waiting 30 days on a journey's delay: the poller when nothing is due, and their size
   const parked = await parkEntrants(run, waiting, quietSeconds);
   const poll = await pollAlone(db);
   const pollPercent = (intervalMs: number) => (((poll.clientMs + poll.backendMs) / intervalMs) * 100).toFixed(2);
   const wal = await transitionWal(db, parked.journeyId);
-  const history = await historyBytes(db, due.journeyId);
+  const history = await historyBytes(db, due.journeyIds[0]!);
   // (4) archiving the parked journey: its answer and the workers' exits of the rest, beside one statement
   const archiving = await archiveTimes(db, () => run.call('POST', `/v6/journeys/${parked.journeyId}/archive`), parked.journeyId);
 
   console.log(
-    `\njourneys benchmark: ${devices} devices, events ${events} a round x ${rounds} rounds at concurrency ${concurrency}, ${entrants} entrants due at once, ${waiting} waiting; queue ${queue}; bundle ${BENCH_BUNDLE}\n`,
+    `\njourneys benchmark: ${devices} devices, events ${events} a round x ${rounds} rounds at concurrency ${concurrency}, ${entrants} entrants due at once over ${dueJourneys} journeys, ${waiting} waiting; queue ${queue}; bundle ${BENCH_BUNDLE}\n`,
   );
   printTable([
     ...eventRows(eventsPhase),

@@ -18,7 +18,8 @@ const DUE_LEAD_MS = 4000;
 
 export interface DuePhase {
   entrants: number;
-  journeyId: string;
+  /** the journeys the entrants are spread over, in turn (their send steps alike) */
+  journeyIds: string[];
   pipelineRate: number;
   /** ms from the due moment to the first push at the mocks */
   firstPushMs: number;
@@ -28,13 +29,18 @@ export interface DuePhase {
   twice: number;
 }
 
-/** The entrants, written DUE_LEAD_MS before their due moment, until every device has its push. */
-export async function dueAtOnce(run: JourneysRun, entrants: number): Promise<DuePhase> {
+/**
+ * The entrants, written DUE_LEAD_MS before their due moment, until every device has its push; spread over `journeys`
+ * journeys in turn (a group of due entrants each, as many journeys' sends coming due together are).
+ */
+export async function dueAtOnce(run: JourneysRun, entrants: number, journeys = 1): Promise<DuePhase> {
   const { stack, worker } = run;
   const { db, apns, fcm } = stack;
-  const due = await run.call('POST', '/v6/journeys', {
-    journey: { name: 'due', trigger: { api: true }, steps: [{ id: 'push', type: 'send', notification: { payload: PAYLOAD } }] },
-  });
+  const journeyIds: string[] = [];
+  for (let i = 0; i < journeys; i++) {
+    const steps = [{ id: 'push', type: 'send', notification: { payload: PAYLOAD } }];
+    journeyIds.push((await run.call('POST', '/v6/journeys', { journey: { name: `due ${i}`, trigger: { api: true }, steps } })).journey.id);
+  }
   const received = new Map<string, number>();
   let firstPush = 0;
   const all = new Promise<number>((resolve) => {
@@ -47,7 +53,7 @@ export async function dueAtOnce(run: JourneysRun, entrants: number): Promise<Due
   // the due moment is the bench's, on the machine's one clock the worker's polls read too: the rows cannot be due before it
   const dueWall = new Date(Date.now() + DUE_LEAD_MS);
   const dueAt = performance.now() + (dueWall.getTime() - Date.now());
-  await fillDue(run, { journeyId: due.journey.id, entrants, dueWall });
+  await fillDue(run, { journeyIds, entrants, dueWall });
   if (performance.now() >= dueAt) throw new Error(`the fill took longer than the ${DUE_LEAD_MS} ms before the due moment`);
   await new Promise((r) => setTimeout(r, dueAt - performance.now()));
   const cpu0 = { worker: cpuMs(worker.pid!), db: await databaseBackendsCpu(db), mocks: cpuMs(process.pid), machine: machineCpu() };
@@ -64,7 +70,7 @@ export async function dueAtOnce(run: JourneysRun, entrants: number): Promise<Due
   apns.onAccept = fcm.onAccept = undefined;
   return {
     entrants,
-    journeyId: due.journey.id,
+    journeyIds,
     pipelineRate: doneAt > 0 ? entrants / ((doneAt - dueAt) / 1000) : 0,
     firstPushMs: firstPush - dueAt,
     cpu,
@@ -74,15 +80,16 @@ export async function dueAtOnce(run: JourneysRun, entrants: number): Promise<Due
 }
 
 /** The entrants as the engine enters them, due at `dueWall`: one first history row for the start they share (start_id). */
-async function fillDue(run: JourneysRun, fill: { journeyId: string; entrants: number; dueWall: Date }): Promise<void> {
+async function fillDue(run: JourneysRun, fill: { journeyIds: string[]; entrants: number; dueWall: Date }): Promise<void> {
   const { db, app } = run.stack;
   const dueStart = randomUUID();
+  const ids = fill.journeyIds;
   await sql`
     with entered as (
       insert into journey_entrants (journey_id, version, app_id, entrant_key, device_id, step_id, phase, due_at, entered_at, start_id)
-      select ${fill.journeyId}::uuid, 1, ${app.id}::uuid, 'd:' || d.id, d.id, 'push', 'arrived', ${fill.dueWall}::timestamptz, now(),
-             ${dueStart}::uuid
-      from (select id from devices where app_id = ${app.id}::uuid order by id limit ${fill.entrants}) d
+      select (${ids}::uuid[])[1 + d.n % ${ids.length}], 1, ${app.id}::uuid, 'd:' || d.id, d.id, 'push', 'arrived',
+             ${fill.dueWall}::timestamptz, now(), ${dueStart}::uuid
+      from (select id, row_number() over (order by id) as n from devices where app_id = ${app.id}::uuid order by id limit ${fill.entrants}) d
       returning 1)
     insert into journey_entrant_history (entrant_id, entered_at, seq, entries)
     select ${dueStart}::uuid, now(), 0, ${JSON.stringify(ENTERED_HISTORY.slice(0, 1))}::jsonb where exists (select from entered)`.execute(
