@@ -17,17 +17,16 @@ export interface GroupTurns {
 /**
  * The groups' batches, BATCHES_AT_ONCE at a time across them (SKIP LOCKED parts a group's rows), a runner beginning
  * the next as soon as its own ends, so that groups of a few entrants do not wait on one another and one batch waiting
- * for its sends' turns does not hold the rest. A group's batches go on while they come full, BATCHES_A_GROUP at most;
- * beside a running one, only for entrants the poll saw, or, when its read was cut short, once one has come back full.
- * The group with the fewest begun goes next. A batch that fails fails the whole: no runner begins more. Answers how
- * many entrants moved.
+ * for its sends' turns does not hold the rest. A group's batches go on while they come full, BATCHES_A_GROUP at most,
+ * for the entrants the poll counted; past them only when its read was cut short, once one has come back full (what
+ * came due since goes to the next poll). The group with the fewest begun goes next. A batch that fails fails the
+ * whole: no runner begins more. Answers how many entrants moved.
  */
 export async function runGroupsInTurn(groups: DueGroup[], how: GroupTurns): Promise<number> {
   const { batchSize: size, cut } = how;
   const turns = groups.map((group) => ({ group, begun: 0, running: 0, full: true, cameFull: false }));
   type Turn = (typeof turns)[number];
-  const mayBegin = (t: Turn) =>
-    t.full && t.begun < BATCHES_A_GROUP && (t.running === 0 || t.begun * size < t.group.due || (cut && t.cameFull));
+  const mayBegin = (t: Turn) => t.full && t.begun < BATCHES_A_GROUP && (t.begun * size < t.group.due || (cut && t.cameFull));
   const inFlight = new Set<Promise<unknown>>();
   let moved = 0;
   let failed = false;
