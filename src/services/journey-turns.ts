@@ -24,7 +24,7 @@ export interface GroupTurns {
  */
 export async function runGroupsInTurn(groups: DueGroup[], how: GroupTurns): Promise<number> {
   const { batchSize: size, cut } = how;
-  const turns = groups.map((group) => ({ group, begun: 0, running: 0, full: true, cameFull: false }));
+  const turns = groups.map((group) => ({ group, begun: 0, full: true, cameFull: false }));
   type Turn = (typeof turns)[number];
   const mayBegin = (t: Turn) => t.full && t.begun < BATCHES_A_GROUP && (t.begun * size < t.group.due || (cut && t.cameFull));
   const inFlight = new Set<Promise<unknown>>();
@@ -32,7 +32,6 @@ export async function runGroupsInTurn(groups: DueGroup[], how: GroupTurns): Prom
   let failed = false;
   const runBatch = async (t: Turn) => {
     t.begun++;
-    t.running++;
     try {
       const n = await how.runBatch(t.group);
       moved += n;
@@ -41,8 +40,6 @@ export async function runGroupsInTurn(groups: DueGroup[], how: GroupTurns): Prom
     } catch (err) {
       failed = true;
       throw err;
-    } finally {
-      t.running--;
     }
   };
   const runner = async () => {
